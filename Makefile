@@ -1,0 +1,36 @@
+# condense: the two commands are `make run` and `make test` (see README.md).
+SHELL := /bin/bash
+CARGO ?= cargo
+
+.PHONY: bootstrap build run test lint bench faults clean
+
+bootstrap:
+	@bash scripts/bootstrap.sh
+
+build: bootstrap
+	$(CARGO) build --release --bin condense
+	@if [ -f frontend/package.json ]; then (cd frontend && npm run --silent build); fi
+
+## Start the main node on the embedded SQLite database (./data), API on :3100, web UI on :4210.
+run: build
+	./target/release/condense serve
+
+## Every test: lints, Rust unit and integration tests (SQLite and PostgreSQL), dashboard tests.
+test: bootstrap lint
+	@if command -v cargo-nextest >/dev/null 2>&1; then \
+		$(CARGO) nextest run --workspace --no-fail-fast; \
+	else \
+		$(CARGO) test --workspace --no-fail-fast; \
+	fi
+	@if [ -f frontend/package.json ]; then (cd frontend && npm test --silent); fi
+
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets --quiet -- -D warnings
+
+## Benchmarks: prints a table and writes BENCHMARKS.md.
+bench: bootstrap
+	bash scripts/bench.sh
+
+clean:
+	$(CARGO) clean

@@ -1,0 +1,87 @@
+use sea_orm::entity::prelude::*;
+use serde::{Deserialize, Serialize};
+
+/// One media file and its way through the re-encoding lifecycle.
+#[derive(Clone, Debug, PartialEq, DeriveEntityModel, Serialize, Deserialize)]
+#[sea_orm(table_name = "jobs")]
+pub struct Model {
+    #[sea_orm(primary_key)]
+    pub id: i32,
+    pub library_id: Option<i32>,
+    #[sea_orm(unique)]
+    pub file_path: String,
+    pub file_name: String,
+    /// PENDING, QUEUED, ANALYZING, ENCODING, PAUSED, COMPLETED, SKIPPED, FAILED, CANCELLED.
+    pub status: String,
+    /// ANALYZING, ENCODING, TRANSFERRING while running.
+    pub stage: Option<String>,
+    /// 0 to 100.
+    pub progress: f64,
+    /// Current encoding speed in frames per second.
+    pub fps: f64,
+    pub eta_seconds: Option<i64>,
+    pub node_id: Option<i32>,
+    pub node_name: Option<String>,
+    pub retry_count: i32,
+    /// Displayed failure reason, e.g. "file validation failed".
+    pub failure_reason: Option<String>,
+    /// Machine-readable failure code, e.g. "file_validation_failed".
+    pub failure_code: Option<String>,
+    /// Detail behind the failure (the transcoder's last log lines).
+    pub failure_detail: Option<String>,
+    pub stalled: bool,
+    /// Re-encode even when the source is already in the target codec.
+    pub forced: bool,
+    pub source_codec: Option<String>,
+    pub target_codec: String,
+    /// Encoder actually used by the last attempt.
+    pub encoder: Option<String>,
+    pub source_size: i64,
+    /// Source modification time (ns since the epoch) when the job last saw it.
+    pub source_mtime_ns: Option<i64>,
+    pub source_inode: Option<i64>,
+    pub output_size: Option<i64>,
+    pub duration_seconds: Option<f64>,
+    pub source_bitrate: Option<i64>,
+    pub hdr: Option<String>,
+    /// Full probe of the source (media::probe), as JSON.
+    pub probe: Option<Json>,
+    pub cpu_time_ms: Option<i64>,
+    pub wall_time_ms: Option<i64>,
+    /// Lease held by the node running the job (fencing against a returning node).
+    pub lease_id: Option<String>,
+    pub lease_expires_at: Option<ChronoDateTimeUtc>,
+    pub last_progress_at: Option<ChronoDateTimeUtc>,
+    pub created_at: ChronoDateTimeUtc,
+    pub updated_at: ChronoDateTimeUtc,
+    pub queued_at: Option<ChronoDateTimeUtc>,
+    pub started_at: Option<ChronoDateTimeUtc>,
+    pub completed_at: Option<ChronoDateTimeUtc>,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {
+    #[sea_orm(
+        belongs_to = "super::library::Entity",
+        from = "Column::LibraryId",
+        to = "super::library::Column::Id",
+        on_delete = "Cascade"
+    )]
+    Library,
+    #[sea_orm(has_many = "super::job_event::Entity")]
+    JobEvent,
+}
+
+impl Related<super::library::Entity> for Entity {
+    fn to() -> RelationDef {
+        Relation::Library.def()
+    }
+}
+
+impl Related<super::job_event::Entity> for Entity {
+    fn to() -> RelationDef {
+        Relation::JobEvent.def()
+    }
+}
+
+impl ActiveModelBehavior for ActiveModel {}

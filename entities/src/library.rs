@@ -1,0 +1,41 @@
+use sea_orm::entity::prelude::*;
+use serde::{Deserialize, Serialize};
+
+/// A set of media paths scanned for files, each file becoming a job.
+#[derive(Clone, Debug, PartialEq, DeriveEntityModel, Serialize, Deserialize)]
+#[sea_orm(table_name = "libraries")]
+pub struct Model {
+    #[sea_orm(primary_key)]
+    pub id: i32,
+    #[sea_orm(unique)]
+    pub name: String,
+    /// JSON array of absolute, canonical directory paths.
+    pub paths: Json,
+    /// "hevc" or "av1".
+    pub target_codec: String,
+    /// FFmpeg encoder name, e.g. "libx265" or "hevc_nvenc".
+    pub encoder: String,
+    /// CRF / CQ value.
+    pub quality: i32,
+    pub preset: String,
+    /// Watch the paths for new files (in addition to scans).
+    pub watch: bool,
+    pub enabled: bool,
+    pub created_at: ChronoDateTimeUtc,
+    pub updated_at: ChronoDateTimeUtc,
+    pub last_scan_at: Option<ChronoDateTimeUtc>,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {
+    #[sea_orm(has_many = "super::job::Entity")]
+    Job,
+}
+
+impl Related<super::job::Entity> for Entity {
+    fn to() -> RelationDef {
+        Relation::Job.def()
+    }
+}
+
+impl ActiveModelBehavior for ActiveModel {}

@@ -1,0 +1,38 @@
+use sea_orm::entity::prelude::*;
+use serde::{Deserialize, Serialize};
+
+/// A node of the cluster: the main node or a linked worker.
+#[derive(Clone, Debug, PartialEq, DeriveEntityModel, Serialize, Deserialize)]
+#[sea_orm(table_name = "nodes")]
+pub struct Model {
+    #[sea_orm(primary_key)]
+    pub id: i32,
+    #[sea_orm(unique)]
+    pub name: String,
+    /// "main" or "linked".
+    pub role: String,
+    pub address: String,
+    /// ONLINE, OFFLINE, DEGRADED.
+    pub status: String,
+    pub status_reason: Option<String>,
+    pub gpu: Option<String>,
+    pub cores: i32,
+    pub load1: f64,
+    pub memory_used: i64,
+    pub memory_total: i64,
+    pub active_jobs: i32,
+    pub max_jobs: i32,
+    /// JSON array of encoder names that open on this node.
+    pub encoders: Json,
+    /// argon2 hash of the node's own credential (linked nodes).
+    pub credential_hash: Option<String>,
+    pub revoked: bool,
+    pub last_seen_at: Option<ChronoDateTimeUtc>,
+    pub created_at: ChronoDateTimeUtc,
+    pub updated_at: ChronoDateTimeUtc,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

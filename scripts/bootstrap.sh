@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Installs what a fresh Debian 12 machine lacks to build, run and test condense.
+# Idempotent, and quiet and fast when everything is already present.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+say() { [ "${BOOTSTRAP_QUIET:-0}" = 1 ] || echo "bootstrap: $*"; }
+
+# Debian packages: FFmpeg 5.1 development libraries (rsmpeg links them), clang/libclang
+# (bindgen), pkg-config, the ffmpeg program (test fixtures and benchmarks only).
+packages=(
+  libavcodec-dev libavformat-dev libavutil-dev libswscale-dev libswresample-dev
+  libavfilter-dev libavdevice-dev libpostproc-dev clang libclang-dev pkg-config ffmpeg
+)
+if [ -n "${BOOTSTRAP_EXTRA_PACKAGES:-}" ]; then
+  # shellcheck disable=SC2206
+  packages+=(${BOOTSTRAP_EXTRA_PACKAGES})
+fi
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  say "installing Debian packages: ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# rsmpeg's build script links with `pkg-config --static`, which pulls in every private
+# dependency of Debian's FFmpeg and fails to link. Give it copies of the .pc files without
+# their private sections, so it links dynamically against the system libraries.
+pcdir=target/ffmpeg-pkgconfig
+mkdir -p "$pcdir"
+for lib in libavcodec libavdevice libavfilter libavformat libavutil libpostproc libswresample libswscale; do
+  src=$(pkg-config --variable=pcfiledir "$lib" 2>/dev/null)/$lib.pc
+  dst=$pcdir/$lib.pc
+  if [ ! -f "$dst" ] || [ "$src" -nt "$dst" ]; then
+    grep -v -E '^(Libs|Requires)\.private' "$src" > "$dst.tmp" && mv "$dst.tmp" "$dst"
+  fi
+done
+
+# Front-end packages, when the dashboard project is present.
+if [ -f frontend/package.json ]; then
+  if [ ! -d frontend/node_modules ] || [ frontend/package-lock.json -nt frontend/node_modules/.package-lock.json ]; then
+    say "installing npm packages for frontend/"
+    (cd frontend && npm ci --no-audit --no-fund --loglevel=error)
+  fi
+fi

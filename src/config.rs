@@ -1,0 +1,279 @@
+//! Command line and environment. Every flag also reads the environment variable of the
+//! same name, so a container is configured with env alone. Values are checked here, once,
+//! and a bad one stops the process with a message that names the variable.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::domain::node::NodeRole;
+
+#[derive(Debug, Parser)]
+#[command(name = "condense", version, about = "Self-hosted media re-encoding service")]
+pub struct Cli {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CommonArgs {
+    /// Folder for the SQLite database, the JWT secret and the logs.
+    #[arg(long, env = "DATA_DIR", value_name = "DATA_DIR", default_value = "./data", global = true)]
+    pub data_dir: PathBuf,
+    /// Database connection string: sqlite://… or postgres://…
+    /// [default: sqlite file condense.db under DATA_DIR]
+    #[arg(long, env = "DATABASE_URL", value_name = "DATABASE_URL", global = true, value_parser = parse_database_url)]
+    pub database_url: Option<String>,
+    /// Log filter (tracing's EnvFilter syntax), e.g. "info" or "condense=debug".
+    #[arg(long, env = "LOG_LEVEL", value_name = "LOG_LEVEL", default_value = "info", global = true)]
+    pub log_level: String,
+}
+
+impl CommonArgs {
+    /// The database to use: DATABASE_URL, or the embedded SQLite file under DATA_DIR.
+    pub fn database_url(&self) -> String {
+        match &self.database_url {
+            Some(url) => url.clone(),
+            None => format!("sqlite://{}?mode=rwc", self.data_dir.join("condense.db").display()),
+        }
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a node: the main node (API, queue, scheduler, encoder) or a linked worker.
+    Serve(ServeArgs),
+    /// Apply pending database migrations and exit.
+    Migrate,
+    /// Manage dashboard and API users.
+    User {
+        #[command(subcommand)]
+        command: UserCommand,
+    },
+    /// Print the FFmpeg libraries this binary is linked against.
+    Version,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum UserCommand {
+    /// Create a user. Without --password, a password is generated and printed.
+    Create {
+        username: String,
+        #[arg(long, env = "CONDENSE_PASSWORD")]
+        password: Option<String>,
+    },
+    /// Set a new password for a user. Without --password, one is generated and printed.
+    ResetPassword {
+        username: String,
+        #[arg(long, env = "CONDENSE_PASSWORD")]
+        password: Option<String>,
+    },
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// Node role: "main" owns the database, API and queue; "linked" is a worker.
+    #[arg(long, env = "ROLE", value_name = "ROLE", default_value = "main", value_parser = parse_role)]
+    pub role: NodeRole,
+    /// Address of the main node, for ROLE=linked (e.g. http://main:3100).
+    #[arg(long, env = "MAIN_NODE_URL", value_name = "MAIN_NODE_URL", value_parser = parse_http_url)]
+    pub main_node_url: Option<String>,
+    /// Address the listeners bind to.
+    #[arg(long, env = "BIND", value_name = "BIND", default_value = "0.0.0.0")]
+    pub bind: IpAddr,
+    /// API and WebSocket listener port.
+    #[arg(long, env = "PORT", value_name = "PORT", default_value_t = 3100)]
+    pub port: u16,
+    /// Web interface port (0 disables the web interface listener).
+    #[arg(long, env = "UI_PORT", value_name = "UI_PORT", default_value_t = 4210)]
+    pub ui_port: u16,
+    /// Folder of the built dashboard served on UI_PORT.
+    #[arg(long, env = "FRONTEND_DIR", value_name = "FRONTEND_DIR", default_value = "frontend/dist")]
+    pub frontend_dir: PathBuf,
+    /// Secret that signs API tokens [default: generated once, kept in DATA_DIR/jwt-secret].
+    #[arg(long, env = "JWT_SECRET", value_name = "JWT_SECRET", hide_env_values = true, value_parser = parse_secret)]
+    pub jwt_secret: Option<String>,
+    /// Lifetime of an API token, in hours.
+    #[arg(long, env = "TOKEN_TTL_HOURS", value_name = "TOKEN_TTL_HOURS", default_value_t = 12, value_parser = clap::value_parser!(u32).range(1..=8760))]
+    pub token_ttl_hours: u32,
+    /// Name of the first user, created on the first start.
+    #[arg(long, env = "ADMIN_USERNAME", value_name = "ADMIN_USERNAME", default_value = "admin")]
+    pub admin_username: String,
+    /// Password of the first user [default: generated and printed once].
+    #[arg(long, env = "ADMIN_PASSWORD", value_name = "ADMIN_PASSWORD", hide_env_values = true)]
+    pub admin_password: Option<String>,
+    /// Shared secret linked nodes present to register with the main node.
+    #[arg(long, env = "CLUSTER_TOKEN", value_name = "CLUSTER_TOKEN", hide_env_values = true, value_parser = parse_secret)]
+    pub cluster_token: Option<String>,
+    /// This node's name [default: the host name].
+    #[arg(long, env = "NODE_NAME", value_name = "NODE_NAME")]
+    pub node_name: Option<String>,
+    /// Licence key (FREE when unset).
+    #[arg(long, env = "LICENSE_KEY", value_name = "LICENSE_KEY", hide_env_values = true)]
+    pub license_key: Option<String>,
+    /// HTTP worker threads per listener.
+    #[arg(long, env = "HTTP_WORKERS", value_name = "HTTP_WORKERS", default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub http_workers: u16,
+}
+
+/// A settings error: which variable, and what is wrong with it.
+#[derive(Debug, thiserror::Error)]
+#[error("{variable}: {message}")]
+pub struct ConfigError {
+    pub variable: &'static str,
+    pub message: String,
+}
+
+impl ServeArgs {
+    /// Checks that need more than one value at once.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.role == NodeRole::Linked {
+            if self.main_node_url.is_none() {
+                return Err(ConfigError {
+                    variable: "MAIN_NODE_URL",
+                    message: "is required when ROLE=linked (e.g. http://main-node:3100)".into(),
+                });
+            }
+            if self.cluster_token.is_none() {
+                return Err(ConfigError {
+                    variable: "CLUSTER_TOKEN",
+                    message: "is required when ROLE=linked (the main node's CLUSTER_TOKEN)".into(),
+                });
+            }
+        }
+        if self.ui_port != 0 && self.ui_port == self.port {
+            return Err(ConfigError { variable: "UI_PORT", message: format!("must differ from PORT ({})", self.port) });
+        }
+        if self.admin_username.trim().is_empty() {
+            return Err(ConfigError { variable: "ADMIN_USERNAME", message: "must not be empty".into() });
+        }
+        if let Some(name) = &self.node_name {
+            if name.trim().is_empty() || name.len() > 64 {
+                return Err(ConfigError { variable: "NODE_NAME", message: "must be 1 to 64 characters".into() });
+            }
+        }
+        Ok(())
+    }
+
+    /// This node's name: NODE_NAME, else the host name.
+    pub fn node_name(&self) -> String {
+        self.node_name.clone().unwrap_or_else(crate::host::hostname)
+    }
+}
+
+fn parse_role(value: &str) -> Result<NodeRole, String> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "main" => Ok(NodeRole::Main),
+        "linked" => Ok(NodeRole::Linked),
+        _ => Err(format!("ROLE must be \"main\" or \"linked\", not {value:?}")),
+    }
+}
+
+fn parse_http_url(value: &str) -> Result<String, String> {
+    let trimmed = value.trim().trim_end_matches('/');
+    let rest = trimmed
+        .strip_prefix("http://")
+        .or_else(|| trimmed.strip_prefix("https://"))
+        .ok_or_else(|| format!("MAIN_NODE_URL must start with http:// or https://, not {value:?}"))?;
+    if rest.is_empty() {
+        return Err("MAIN_NODE_URL has no host".into());
+    }
+    Ok(trimmed.to_string())
+}
+
+fn parse_database_url(value: &str) -> Result<String, String> {
+    let known = ["sqlite:", "postgres://", "postgresql://"];
+    if known.iter().any(|p| value.starts_with(p)) {
+        Ok(value.to_string())
+    } else {
+        Err("DATABASE_URL must start with sqlite: or postgres://".into())
+    }
+}
+
+fn parse_secret(value: &str) -> Result<String, String> {
+    if value.len() < 16 {
+        Err("must be at least 16 characters".into())
+    } else {
+        Ok(value.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn serve(args: &[&str]) -> Result<ServeArgs, clap::Error> {
+        let mut argv = vec!["condense", "serve"];
+        argv.extend_from_slice(args);
+        let cli = Cli::try_parse_from(argv)?;
+        match cli.command {
+            Command::Serve(s) => Ok(s),
+            other => panic!("parsed {other:?}"),
+        }
+    }
+
+    #[test]
+    fn defaults_follow_design() {
+        let s = serve(&[]).unwrap();
+        assert_eq!(s.role, NodeRole::Main);
+        assert_eq!(s.port, 3100);
+        assert_eq!(s.ui_port, 4210);
+        assert_eq!(s.admin_username, "admin");
+        s.validate().unwrap();
+    }
+
+    #[test]
+    fn bad_role_names_the_variable() {
+        let err = serve(&["--role", "bogus"]).unwrap_err().to_string();
+        assert!(err.contains("ROLE"), "{err}");
+        assert!(err.contains("bogus"), "{err}");
+    }
+
+    #[test]
+    fn bad_port_names_the_variable() {
+        let err = serve(&["--port", "99999"]).unwrap_err().to_string();
+        assert!(err.contains("PORT"), "{err}");
+    }
+
+    #[test]
+    fn linked_needs_main_url_and_token() {
+        let s = serve(&["--role", "linked"]).unwrap();
+        assert_eq!(s.validate().unwrap_err().variable, "MAIN_NODE_URL");
+        let s = serve(&["--role", "linked", "--main-node-url", "http://main:3100/"]).unwrap();
+        assert_eq!(s.main_node_url.as_deref(), Some("http://main:3100"));
+        assert_eq!(s.validate().unwrap_err().variable, "CLUSTER_TOKEN");
+        let s =
+            serve(&["--role", "linked", "--main-node-url", "http://main:3100", "--cluster-token", "0123456789abcdef"])
+                .unwrap();
+        s.validate().unwrap();
+    }
+
+    #[test]
+    fn main_node_url_must_be_http() {
+        let err = serve(&["--main-node-url", "ftp://x"]).unwrap_err().to_string();
+        assert!(err.contains("MAIN_NODE_URL"), "{err}");
+    }
+
+    #[test]
+    fn same_ports_are_refused() {
+        let s = serve(&["--port", "4000", "--ui-port", "4000"]).unwrap();
+        assert_eq!(s.validate().unwrap_err().variable, "UI_PORT");
+    }
+
+    #[test]
+    fn short_secrets_are_refused() {
+        let err = serve(&["--jwt-secret", "short"]).unwrap_err().to_string();
+        assert!(err.contains("JWT_SECRET"), "{err}");
+    }
+
+    #[test]
+    fn database_url_defaults_to_sqlite_under_data_dir() {
+        let cli = Cli::try_parse_from(["condense", "--data-dir", "/srv/x", "migrate"]).unwrap();
+        assert_eq!(cli.common.database_url(), "sqlite:///srv/x/condense.db?mode=rwc");
+        let err = Cli::try_parse_from(["condense", "--database-url", "mysql://x", "migrate"]).unwrap_err().to_string();
+        assert!(err.contains("DATABASE_URL"), "{err}");
+    }
+}

@@ -1,0 +1,54 @@
+//! Pure rules of the product: job and node states, failure reasons, thresholds.
+//! Nothing here does I/O; actors carry these rules out, persist and publish.
+
+pub mod job;
+pub mod node;
+
+/// A string form of an enum was not one of its names.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {kind} {value:?}")]
+pub struct UnknownName {
+    pub kind: &'static str,
+    pub value: String,
+}
+
+/// Declares an enum whose variants have one canonical string form, used in the database,
+/// in JSON and in query parameters.
+macro_rules! named_enum {
+    ($(#[$meta:meta])* $name:ident, $kind:literal { $($variant:ident => $text:literal),+ $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+        pub enum $name {
+            $(#[serde(rename = $text)] $variant),+
+        }
+
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text),+
+                }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = $crate::domain::UnknownName;
+
+            fn from_str(value: &str) -> Result<Self, Self::Err> {
+                $name::ALL
+                    .iter()
+                    .copied()
+                    .find(|v| v.as_str().eq_ignore_ascii_case(value))
+                    .ok_or_else(|| $crate::domain::UnknownName { kind: $kind, value: value.to_string() })
+            }
+        }
+    };
+}
+pub(crate) use named_enum;

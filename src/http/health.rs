@@ -1,0 +1,36 @@
+//! Liveness: answers without a token.
+
+use actix_web::{web, HttpResponse};
+use serde::Serialize;
+
+use crate::app::AppState;
+use crate::repo;
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Health {
+    status: &'static str,
+    version: &'static str,
+    role: &'static str,
+    node: String,
+    database: &'static str,
+    started_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// GET /healthz: 200 while the node serves and reaches its database, else 503.
+pub async fn healthz(state: web::Data<AppState>) -> HttpResponse {
+    let db_ok = repo::ping(&state.db).await;
+    let body = Health {
+        status: if db_ok { "ok" } else { "unavailable" },
+        version: env!("CARGO_PKG_VERSION"),
+        role: state.role.as_str(),
+        node: state.node_name.clone(),
+        database: if db_ok { repo::backend_name(&state.db) } else { "unreachable" },
+        started_at: state.started_at,
+    };
+    if db_ok {
+        HttpResponse::Ok().json(body)
+    } else {
+        HttpResponse::ServiceUnavailable().json(body)
+    }
+}

@@ -1,0 +1,32 @@
+use std::process::ExitCode;
+
+use clap::Parser;
+use condense::config::{Cli, Command};
+use condense::{cli, serve, telemetry};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let common = cli.common;
+    let result = match cli.command {
+        Command::Serve(args) => actix_web::rt::System::new().block_on(serve::run(common, args)),
+        Command::Migrate => {
+            let _log = telemetry::init(&common.log_level, None);
+            actix_web::rt::System::new().block_on(cli::migrate(&common))
+        }
+        Command::User { command } => {
+            let _log = telemetry::init("warn", None);
+            actix_web::rt::System::new().block_on(cli::user(&common, command))
+        }
+        Command::Version => {
+            cli::version();
+            Ok(())
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("condense: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,57 @@
+//! Job events: the ordered history of each job.
+
+use entities::job_event::{self, ActiveModel, Column, Entity};
+use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Set};
+
+use super::{now, RepoResult};
+use crate::domain::job::JobStatus;
+
+/// What to record about one step of a job.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewEvent {
+    pub kind: String,
+    pub from_status: Option<JobStatus>,
+    pub to_status: Option<JobStatus>,
+    pub node_name: Option<String>,
+    pub detail: Option<serde_json::Value>,
+}
+
+impl NewEvent {
+    pub fn new(kind: impl Into<String>) -> Self {
+        NewEvent { kind: kind.into(), from_status: None, to_status: None, node_name: None, detail: None }
+    }
+
+    pub fn transition(kind: impl Into<String>, from: JobStatus, to: JobStatus) -> Self {
+        NewEvent { from_status: Some(from), to_status: Some(to), ..NewEvent::new(kind) }
+    }
+
+    pub fn on_node(mut self, node: Option<String>) -> Self {
+        self.node_name = node;
+        self
+    }
+
+    pub fn with_detail(mut self, detail: serde_json::Value) -> Self {
+        self.detail = Some(detail);
+        self
+    }
+}
+
+pub async fn append(db: &impl ConnectionTrait, job_id: i32, event: NewEvent) -> RepoResult<job_event::Model> {
+    Ok(ActiveModel {
+        job_id: Set(job_id),
+        at: Set(now()),
+        kind: Set(event.kind),
+        from_status: Set(event.from_status.map(|s| s.as_str().to_string())),
+        to_status: Set(event.to_status.map(|s| s.as_str().to_string())),
+        node_name: Set(event.node_name),
+        detail: Set(event.detail),
+        ..Default::default()
+    }
+    .insert(db)
+    .await?)
+}
+
+/// A job's events, oldest first.
+pub async fn list(db: &impl ConnectionTrait, job_id: i32) -> RepoResult<Vec<job_event::Model>> {
+    Ok(Entity::find().filter(Column::JobId.eq(job_id)).order_by_asc(Column::Id).all(db).await?)
+}

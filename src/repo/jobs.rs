@@ -1,0 +1,250 @@
+//! Jobs: insert, read, list with filters, and status changes that are checked against the
+//! status the caller expects (compare-and-set) and recorded as events in one transaction.
+
+use std::collections::HashMap;
+
+use entities::job::{self, ActiveModel, Column, Entity};
+use sea_orm::sea_query::{Expr, Func, LikeExpr};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, Order, PaginatorTrait, QueryFilter, QueryOrder,
+    QuerySelect, Select, Set, TransactionTrait,
+};
+
+use super::events::{self, NewEvent};
+use super::{now, Page, RepoError, RepoResult};
+use crate::domain::job::JobStatus;
+
+pub const MAX_PAGE_SIZE: u64 = 500;
+pub const DEFAULT_PAGE_SIZE: u64 = 50;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewJob {
+    pub library_id: Option<i32>,
+    pub file_path: String,
+    pub file_name: String,
+    pub status: JobStatus,
+    pub target_codec: String,
+    pub source_size: i64,
+    pub source_mtime_ns: Option<i64>,
+    pub source_inode: Option<i64>,
+    pub forced: bool,
+}
+
+/// Inserts a job and its first event.
+pub async fn insert<C: ConnectionTrait + TransactionTrait>(db: &C, new: NewJob) -> RepoResult<job::Model> {
+    let txn = db.begin().await?;
+    let at = now();
+    let path = new.file_path.clone();
+    let status = new.status;
+    let model = ActiveModel {
+        library_id: Set(new.library_id),
+        file_path: Set(new.file_path),
+        file_name: Set(new.file_name),
+        status: Set(status.as_str().to_string()),
+        stage: Set(None),
+        progress: Set(0.0),
+        fps: Set(0.0),
+        retry_count: Set(0),
+        stalled: Set(false),
+        forced: Set(new.forced),
+        target_codec: Set(new.target_codec),
+        source_size: Set(new.source_size),
+        source_mtime_ns: Set(new.source_mtime_ns),
+        source_inode: Set(new.source_inode),
+        created_at: Set(at),
+        updated_at: Set(at),
+        queued_at: Set((status == JobStatus::Queued).then_some(at)),
+        ..Default::default()
+    }
+    .insert(&txn)
+    .await
+    .map_err(|e| RepoError::unique(e, || format!("a job for {path:?} exists")))?;
+    let mut event = NewEvent::new("created");
+    event.to_status = Some(status);
+    events::append(&txn, model.id, event).await?;
+    txn.commit().await?;
+    Ok(model)
+}
+
+pub async fn get(db: &impl ConnectionTrait, id: i32) -> RepoResult<job::Model> {
+    Entity::find_by_id(id).one(db).await?.ok_or_else(|| RepoError::NotFound(format!("job {id}")))
+}
+
+pub async fn find_by_path(db: &impl ConnectionTrait, path: &str) -> RepoResult<Option<job::Model>> {
+    Ok(Entity::find().filter(Column::FilePath.eq(path)).one(db).await?)
+}
+
+/// What a status change sets besides the status, and what it records.
+#[derive(Debug, Clone)]
+pub struct StatusChange {
+    pub to: JobStatus,
+    /// Other columns to write in the same statement (`NotSet` ones are left alone).
+    pub set: ActiveModel,
+    pub event: NewEvent,
+}
+
+/// Moves a job from `from` to `change.to`, only if it is still in `from`; writes the other
+/// columns and the event in the same transaction. A job in another status is a conflict:
+/// the caller's view was stale, and nothing is written.
+pub async fn change_status<C: ConnectionTrait + TransactionTrait>(
+    db: &C,
+    id: i32,
+    from: JobStatus,
+    change: StatusChange,
+) -> RepoResult<job::Model> {
+    let txn = db.begin().await?;
+    let mut set = change.set;
+    set.status = Set(change.to.as_str().to_string());
+    set.updated_at = Set(now());
+    let result = Entity::update_many()
+        .set(set)
+        .filter(Column::Id.eq(id))
+        .filter(Column::Status.eq(from.as_str()))
+        .exec(&txn)
+        .await?;
+    if result.rows_affected == 0 {
+        let current = get(&txn, id).await?;
+        return Err(RepoError::Conflict(format!("job {id} is {}, not {from}", current.status)));
+    }
+    let mut event = change.event;
+    event.from_status = Some(from);
+    event.to_status = Some(change.to);
+    events::append(&txn, id, event).await?;
+    let model = get(&txn, id).await?;
+    txn.commit().await?;
+    Ok(model)
+}
+
+/// Writes live fields (progress, fps, ETA, stage…) without a status change or an event.
+pub async fn update_live(db: &impl ConnectionTrait, id: i32, mut set: ActiveModel) -> RepoResult<()> {
+    set.updated_at = Set(now());
+    let result = Entity::update_many().set(set).filter(Column::Id.eq(id)).exec(db).await?;
+    if result.rows_affected == 0 {
+        return Err(RepoError::NotFound(format!("job {id}")));
+    }
+    Ok(())
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum JobSort {
+    #[default]
+    CreatedAt,
+    UpdatedAt,
+    CompletedAt,
+    FileName,
+    Status,
+    Progress,
+    SourceSize,
+}
+
+impl JobSort {
+    pub const NAMES: &'static [(&'static str, JobSort)] = &[
+        ("createdAt", JobSort::CreatedAt),
+        ("updatedAt", JobSort::UpdatedAt),
+        ("completedAt", JobSort::CompletedAt),
+        ("fileName", JobSort::FileName),
+        ("status", JobSort::Status),
+        ("progress", JobSort::Progress),
+        ("sourceSize", JobSort::SourceSize),
+    ];
+
+    fn column(self) -> Column {
+        match self {
+            JobSort::CreatedAt => Column::CreatedAt,
+            JobSort::UpdatedAt => Column::UpdatedAt,
+            JobSort::CompletedAt => Column::CompletedAt,
+            JobSort::FileName => Column::FileName,
+            JobSort::Status => Column::Status,
+            JobSort::Progress => Column::Progress,
+            JobSort::SourceSize => Column::SourceSize,
+        }
+    }
+}
+
+/// Filters, order and page of a job listing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobQuery {
+    pub statuses: Vec<JobStatus>,
+    pub library_id: Option<i32>,
+    pub node: Option<String>,
+    /// Case-insensitive substring of the file name.
+    pub q: Option<String>,
+    pub sort: JobSort,
+    pub descending: bool,
+    /// 1-based.
+    pub page: u64,
+    pub page_size: u64,
+}
+
+impl Default for JobQuery {
+    fn default() -> Self {
+        JobQuery {
+            statuses: Vec::new(),
+            library_id: None,
+            node: None,
+            q: None,
+            sort: JobSort::CreatedAt,
+            descending: true,
+            page: 1,
+            page_size: DEFAULT_PAGE_SIZE,
+        }
+    }
+}
+
+fn filtered(query: &JobQuery) -> Select<Entity> {
+    let mut select = Entity::find();
+    if !query.statuses.is_empty() {
+        select = select.filter(Column::Status.is_in(query.statuses.iter().map(|s| s.as_str())));
+    }
+    if let Some(library_id) = query.library_id {
+        select = select.filter(Column::LibraryId.eq(library_id));
+    }
+    if let Some(node) = &query.node {
+        select = select.filter(Column::NodeName.eq(node.as_str()));
+    }
+    if let Some(q) = query.q.as_deref().filter(|q| !q.is_empty()) {
+        let escaped = q.to_lowercase().replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_");
+        select = select.filter(
+            Expr::expr(Func::lower(Expr::col(Column::FileName)))
+                .like(LikeExpr::new(format!("%{escaped}%")).escape('\\')),
+        );
+    }
+    select
+}
+
+pub async fn list(db: &impl ConnectionTrait, query: &JobQuery) -> RepoResult<Page<job::Model>> {
+    let page = query.page.max(1);
+    let page_size = query.page_size.clamp(1, MAX_PAGE_SIZE);
+    let total = filtered(query).count(db).await?;
+    let order = if query.descending { Order::Desc } else { Order::Asc };
+    let items = filtered(query)
+        .order_by(query.sort.column(), order.clone())
+        .order_by(Column::Id, order)
+        .offset((page - 1) * page_size)
+        .limit(page_size)
+        .all(db)
+        .await?;
+    Ok(Page { items, total, page, page_size })
+}
+
+/// Number of jobs in each status (statuses without jobs are absent).
+pub async fn count_by_status(db: &impl ConnectionTrait) -> RepoResult<HashMap<JobStatus, u64>> {
+    let rows: Vec<(String, i64)> = Entity::find()
+        .select_only()
+        .column(Column::Status)
+        .column_as(Column::Id.count(), "n")
+        .group_by(Column::Status)
+        .into_tuple()
+        .all(db)
+        .await?;
+    Ok(rows.into_iter().filter_map(|(status, n)| Some((status.parse().ok()?, u64::try_from(n).unwrap_or(0)))).collect())
+}
+
+/// Jobs in the given statuses, oldest first (start-up recovery, the scheduler).
+pub async fn in_statuses(db: &impl ConnectionTrait, statuses: &[JobStatus]) -> RepoResult<Vec<job::Model>> {
+    Ok(Entity::find()
+        .filter(Column::Status.is_in(statuses.iter().map(|s| s.as_str())))
+        .order_by_asc(Column::Id)
+        .all(db)
+        .await?)
+}

@@ -1,0 +1,115 @@
+//! Libraries: sets of media paths with their encoding settings.
+
+use entities::library::{self, ActiveModel, Column, Entity};
+use sea_orm::{ActiveModelTrait, ConnectionTrait, EntityTrait, QueryOrder, Set};
+
+use super::{now, RepoError, RepoResult};
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewLibrary {
+    pub name: String,
+    pub paths: Vec<String>,
+    pub target_codec: String,
+    pub encoder: String,
+    pub quality: i32,
+    pub preset: String,
+    pub watch: bool,
+}
+
+/// Fields to change; `None` keeps the current value.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LibraryPatch {
+    pub name: Option<String>,
+    pub paths: Option<Vec<String>>,
+    pub target_codec: Option<String>,
+    pub encoder: Option<String>,
+    pub quality: Option<i32>,
+    pub preset: Option<String>,
+    pub watch: Option<bool>,
+    pub enabled: Option<bool>,
+}
+
+pub fn paths_of(model: &library::Model) -> Vec<String> {
+    serde_json::from_value(model.paths.clone()).unwrap_or_default()
+}
+
+pub async fn create(db: &impl ConnectionTrait, new: NewLibrary) -> RepoResult<library::Model> {
+    let at = now();
+    let name = new.name.clone();
+    ActiveModel {
+        name: Set(new.name),
+        paths: Set(serde_json::json!(new.paths)),
+        target_codec: Set(new.target_codec),
+        encoder: Set(new.encoder),
+        quality: Set(new.quality),
+        preset: Set(new.preset),
+        watch: Set(new.watch),
+        enabled: Set(true),
+        created_at: Set(at),
+        updated_at: Set(at),
+        last_scan_at: Set(None),
+        ..Default::default()
+    }
+    .insert(db)
+    .await
+    .map_err(|e| RepoError::unique(e, || format!("a library named {name:?} exists")))
+}
+
+pub async fn get(db: &impl ConnectionTrait, id: i32) -> RepoResult<library::Model> {
+    Entity::find_by_id(id).one(db).await?.ok_or_else(|| RepoError::NotFound(format!("library {id}")))
+}
+
+pub async fn list(db: &impl ConnectionTrait) -> RepoResult<Vec<library::Model>> {
+    Ok(Entity::find().order_by_asc(Column::Id).all(db).await?)
+}
+
+pub async fn update(db: &impl ConnectionTrait, id: i32, patch: LibraryPatch) -> RepoResult<library::Model> {
+    let current = get(db, id).await?;
+    let mut model: ActiveModel = current.into();
+    let name = patch.name.clone();
+    if let Some(v) = patch.name {
+        model.name = Set(v);
+    }
+    if let Some(v) = patch.paths {
+        model.paths = Set(serde_json::json!(v));
+    }
+    if let Some(v) = patch.target_codec {
+        model.target_codec = Set(v);
+    }
+    if let Some(v) = patch.encoder {
+        model.encoder = Set(v);
+    }
+    if let Some(v) = patch.quality {
+        model.quality = Set(v);
+    }
+    if let Some(v) = patch.preset {
+        model.preset = Set(v);
+    }
+    if let Some(v) = patch.watch {
+        model.watch = Set(v);
+    }
+    if let Some(v) = patch.enabled {
+        model.enabled = Set(v);
+    }
+    model.updated_at = Set(now());
+    model
+        .update(db)
+        .await
+        .map_err(|e| RepoError::unique(e, || format!("a library named {:?} exists", name.unwrap_or_default())))
+}
+
+pub async fn mark_scanned(db: &impl ConnectionTrait, id: i32) -> RepoResult<()> {
+    let mut model: ActiveModel = get(db, id).await?.into();
+    model.last_scan_at = Set(Some(now()));
+    model.update(db).await?;
+    Ok(())
+}
+
+/// Deletes the library and, by cascade, its jobs and their events.
+pub async fn delete(db: &impl ConnectionTrait, id: i32) -> RepoResult<()> {
+    let result = Entity::delete_by_id(id).exec(db).await?;
+    if result.rows_affected == 0 {
+        return Err(RepoError::NotFound(format!("library {id}")));
+    }
+    Ok(())
+}

@@ -1,0 +1,184 @@
+//! `condense serve`: opens the database, prepares the node and runs the listeners until
+//! SIGINT or SIGTERM, then stops gracefully.
+
+use std::net::{SocketAddr, TcpListener};
+
+use actix_web::{web, HttpServer};
+use sea_orm::DatabaseConnection;
+
+use crate::app::{create_app, create_ui_app, AppState};
+use crate::config::{CommonArgs, ConfigError, ServeArgs};
+use crate::domain::node::NodeRole;
+use crate::repo::{self, RepoError};
+use crate::security::{self, SecurityError};
+use crate::{host, telemetry};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("{0}")]
+    Config(#[from] ConfigError),
+    #[error("{0}")]
+    Repo(#[from] RepoError),
+    #[error("{0}")]
+    Security(#[from] SecurityError),
+    #[error("DATA_DIR {path}: {source}")]
+    DataDir { path: String, source: std::io::Error },
+    #[error("{variable}: cannot listen on {addr}: {source}")]
+    Listen { variable: &'static str, addr: SocketAddr, source: std::io::Error },
+    #[error("server stopped with an error: {0}")]
+    Server(std::io::Error),
+    #[error("ROLE=linked: linked worker nodes are not available in this build yet; run ROLE=main")]
+    LinkedUnavailable,
+}
+
+/// Creates DATA_DIR, connects and migrates the database.
+pub async fn open_database(common: &CommonArgs) -> Result<DatabaseConnection, ServeError> {
+    std::fs::create_dir_all(&common.data_dir)
+        .map_err(|source| ServeError::DataDir { path: common.data_dir.display().to_string(), source })?;
+    let url = common.database_url();
+    let db = repo::connect(&url).await?;
+    repo::migrate(&db).await?;
+    tracing::info!(backend = repo::backend_name(&db), "database ready");
+    Ok(db)
+}
+
+/// On the first start (no users yet), creates the admin user. Returns the password when it
+/// was generated, so the caller prints it once.
+pub async fn ensure_admin(
+    db: &DatabaseConnection,
+    username: &str,
+    password: Option<&str>,
+) -> Result<Option<String>, ServeError> {
+    if repo::users::count(db).await? > 0 {
+        return Ok(None);
+    }
+    let (password, generated) = match password {
+        Some(p) => {
+            security::check_password_strength(p)
+                .map_err(|e| ConfigError { variable: "ADMIN_PASSWORD", message: e.to_string() })?;
+            (p.to_string(), false)
+        }
+        None => (security::generate_secret(20), true),
+    };
+    let hash = security::hash_password(&password)?;
+    repo::users::create(db, username, &hash).await?;
+    tracing::info!(username, "created the first user");
+    Ok(generated.then_some(password))
+}
+
+fn listen(variable: &'static str, addr: SocketAddr) -> Result<TcpListener, ServeError> {
+    TcpListener::bind(addr).map_err(|source| ServeError::Listen { variable, addr, source })
+}
+
+pub async fn run(common: CommonArgs, args: ServeArgs) -> Result<(), ServeError> {
+    args.validate()?;
+    std::fs::create_dir_all(common.data_dir.join("logs"))
+        .map_err(|source| ServeError::DataDir { path: common.data_dir.display().to_string(), source })?;
+    let _log_guard = telemetry::init(&common.log_level, Some(&common.data_dir.join("logs")))?;
+    if args.role == NodeRole::Linked {
+        return Err(ServeError::LinkedUnavailable);
+    }
+    tracing::info!(version = env!("CARGO_PKG_VERSION"), ffmpeg = %crate::media::ffmpeg_release(), role = args.role.as_str(), "starting");
+
+    let db = open_database(&common).await?;
+    if let Some(password) = ensure_admin(&db, &args.admin_username, args.admin_password.as_deref()).await? {
+        // Printed once, on stdout only: never written to the log files.
+        println!("================================================================");
+        println!("condense: created user {:?} with password: {password}", args.admin_username);
+        println!("Keep it: it is not shown again (reset: condense user reset-password).");
+        println!("================================================================");
+    }
+    let jwt_secret = match &args.jwt_secret {
+        Some(secret) => secret.clone(),
+        None => security::load_or_create_jwt_secret(&common.data_dir)?,
+    };
+    let node_name = args.node_name();
+    let (_, memory_total) = host::memory();
+    repo::nodes::upsert(
+        &db,
+        repo::nodes::NodeFacts {
+            name: node_name.clone(),
+            role: args.role,
+            address: host::hostname(),
+            gpu: None,
+            cores: i32::try_from(host::cores()).unwrap_or(i32::MAX),
+            memory_total: i64::try_from(memory_total).unwrap_or(i64::MAX),
+            max_jobs: 1,
+            encoders: Vec::new(),
+        },
+    )
+    .await?;
+
+    let state = web::Data::new(AppState {
+        db: db.clone(),
+        node_name,
+        role: args.role,
+        jwt_secret,
+        token_ttl_hours: args.token_ttl_hours,
+        started_at: chrono::Utc::now(),
+    });
+
+    let api_listener = listen("PORT", SocketAddr::new(args.bind, args.port))?;
+    let ui_listener = listen("UI_PORT", SocketAddr::new(args.bind, args.ui_port))?;
+    let api_addr = api_listener.local_addr().map_err(ServeError::Server)?;
+    let ui_addr = ui_listener.local_addr().map_err(ServeError::Server)?;
+
+    let api_state = state.clone();
+    let api_server = HttpServer::new(move || create_app(api_state.clone()))
+        .workers(usize::from(args.http_workers))
+        .disable_signals()
+        .shutdown_timeout(10)
+        .listen(api_listener)
+        .map_err(ServeError::Server)?
+        .run();
+    let ui_state = state.clone();
+    let frontend_dir = args.frontend_dir.clone();
+    let ui_server = HttpServer::new(move || create_ui_app(ui_state.clone(), frontend_dir.clone()))
+        .workers(1)
+        .disable_signals()
+        .shutdown_timeout(10)
+        .listen(ui_listener)
+        .map_err(ServeError::Server)?
+        .run();
+    let (api_handle, ui_handle) = (api_server.handle(), ui_server.handle());
+    let mut api_task = actix_web::rt::spawn(api_server);
+    let mut ui_task = actix_web::rt::spawn(ui_server);
+    tracing::info!(%api_addr, %ui_addr, node = %state.node_name, "listening");
+
+    let outcome = tokio::select! {
+        signal = shutdown_signal() => {
+            tracing::info!(signal, "shutting down");
+            Ok(())
+        }
+        ended = &mut api_task => Err(ended),
+        ended = &mut ui_task => Err(ended),
+    };
+    futures_util::future::join(api_handle.stop(true), ui_handle.stop(true)).await;
+    db.close().await.map_err(RepoError::from)?;
+    match outcome {
+        Ok(()) => {
+            tracing::info!("stopped");
+            Ok(())
+        }
+        Err(Ok(Ok(()))) => Ok(()),
+        Err(Ok(Err(e))) => Err(ServeError::Server(e)),
+        Err(Err(join)) => Err(ServeError::Server(std::io::Error::other(join.to_string()))),
+    }
+}
+
+/// Resolves on SIGINT or SIGTERM, naming which.
+async fn shutdown_signal() -> &'static str {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot watch SIGTERM; only SIGINT stops the node");
+            let _ = tokio::signal::ctrl_c().await;
+            return "SIGINT";
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => "SIGINT",
+        _ = term.recv() => "SIGTERM",
+    }
+}

@@ -1,0 +1,109 @@
+//! The real `condense` binary as a child process, with its output captured line by line.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+pub fn binary() -> &'static str {
+    env!("CARGO_BIN_EXE_condense")
+}
+
+/// A command for the binary with a clean, test-owned environment.
+pub fn command(data_dir: &Path) -> Command {
+    let mut cmd = Command::new(binary());
+    for var in [
+        "ROLE",
+        "DATABASE_URL",
+        "MAIN_NODE_URL",
+        "PORT",
+        "UI_PORT",
+        "JWT_SECRET",
+        "ADMIN_USERNAME",
+        "ADMIN_PASSWORD",
+        "CLUSTER_TOKEN",
+        "NODE_NAME",
+        "LICENSE_KEY",
+        "LOG_LEVEL",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd.env("DATA_DIR", data_dir).env("BIND", "127.0.0.1").env("PORT", "0").env("UI_PORT", "0");
+    cmd
+}
+
+pub struct ServerProcess {
+    pub child: Child,
+    pub api: String,
+    pub ui: String,
+    lines: Arc<Mutex<Vec<String>>>,
+}
+
+fn collect(stream: impl std::io::Read + Send + 'static, lines: Arc<Mutex<Vec<String>>>) {
+    std::thread::spawn(move || {
+        for line in BufReader::new(stream).lines() {
+            let Ok(line) = line else { break };
+            lines.lock().unwrap().push(line);
+        }
+    });
+}
+
+fn field(line: &str, name: &str) -> Option<String> {
+    let start = line.find(&format!("{name}="))? + name.len() + 1;
+    Some(line[start..].split_whitespace().next()?.to_string())
+}
+
+impl ServerProcess {
+    /// Starts `condense serve` and waits until it listens (or fails the test).
+    pub fn start(mut cmd: Command) -> ServerProcess {
+        cmd.arg("serve").stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        collect(child.stdout.take().unwrap(), lines.clone());
+        collect(child.stderr.take().unwrap(), lines.clone());
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let listening = lines.lock().unwrap().iter().find(|l| l.contains("listening")).cloned();
+            if let Some(line) = listening {
+                let line = line.as_str();
+                let api = field(line, "api_addr").unwrap();
+                let ui = field(line, "ui_addr").unwrap();
+                return ServerProcess { child, api: format!("http://{api}"), ui: format!("http://{ui}"), lines };
+            }
+            if let Some(status) = child.try_wait().unwrap() {
+                panic!("server exited with {status} before listening:\n{}", lines.lock().unwrap().join("\n"));
+            }
+            assert!(Instant::now() < deadline, "server did not listen in time:\n{}", lines.lock().unwrap().join("\n"));
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn output(&self) -> Vec<String> {
+        self.lines.lock().unwrap().clone()
+    }
+
+    /// Sends a signal and waits for the process to exit.
+    pub fn signal_and_wait(&mut self, signal: i32) -> ExitStatus {
+        let pid = i32::try_from(self.child.id()).unwrap();
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(pid, signal) };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                // Let the reader threads drain what was written last.
+                std::thread::sleep(Duration::from_millis(100));
+                return status;
+            }
+            assert!(Instant::now() < deadline, "server did not stop after signal {signal}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

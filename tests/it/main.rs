@@ -1,0 +1,7 @@
+//! Integration tests: one binary (one link), real SQLite and PostgreSQL, the real
+//! `condense` binary run as a child process.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+mod process;
+mod repo;

@@ -1,0 +1,159 @@
+//! The binary as users run it: `serve`, `migrate`, `user`, settings errors, signals.
+
+use std::process::Stdio;
+
+use crate::common::db::{drop_schema, TestDb};
+use crate::common::server::{command, ServerProcess};
+
+async fn get_json(url: &str) -> (u16, serde_json::Value) {
+    let mut response = awc::Client::default().get(url).send().await.unwrap();
+    let status = response.status().as_u16();
+    let body = response.body().await.unwrap();
+    (status, serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null))
+}
+
+fn password_lines(lines: &[String]) -> Vec<&String> {
+    lines.iter().filter(|l| l.contains("with password:")).collect()
+}
+
+#[actix_web::test]
+async fn first_start_on_sqlite_serves_health_and_prints_the_password_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mut server = ServerProcess::start(command(&data));
+
+    let (status, body) = get_json(&format!("{}/healthz", server.api)).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["status"], "ok");
+    assert_eq!(body["database"], "sqlite");
+    assert_eq!(body["role"], "main");
+    let (status, _) = get_json(&format!("{}/api/healthz", server.api)).await;
+    assert_eq!(status, 200);
+    let (status, body) = get_json(&format!("{}/no/such/route", server.api)).await;
+    assert_eq!(status, 404);
+    assert_eq!(body["error"]["code"], "not_found");
+    // The web interface listener answers too, with the API under /api.
+    let (status, _) = get_json(&format!("{}/api/healthz", server.ui)).await;
+    assert_eq!(status, 200);
+    let mut page = awc::Client::default().get(&server.ui).send().await.unwrap();
+    assert_eq!(page.status().as_u16(), 200);
+    assert!(String::from_utf8_lossy(&page.body().await.unwrap()).contains("condense"));
+
+    assert!(data.join("condense.db").is_file(), "no SQLite file under DATA_DIR");
+    assert!(data.join("jwt-secret").is_file());
+
+    let status = server.signal_and_wait(libc::SIGTERM);
+    assert!(status.success(), "SIGTERM should stop gracefully, got {status}");
+    let lines = server.output();
+    let printed = password_lines(&lines);
+    assert_eq!(printed.len(), 1, "{lines:#?}");
+    assert!(lines.iter().any(|l| l.contains("SIGTERM")), "{lines:#?}");
+    // The password goes to the terminal, never to the log files.
+    let password = printed[0].rsplit(' ').next().unwrap().to_string();
+    let logs: Vec<_> = std::fs::read_dir(data.join("logs")).unwrap().map(|e| e.unwrap().path()).collect();
+    assert!(!logs.is_empty(), "no log file under DATA_DIR/logs");
+    for log in logs {
+        let text = std::fs::read_to_string(&log).unwrap();
+        assert!(text.contains("listening"), "{}", log.display());
+        assert!(!text.contains(&password), "password written to {}", log.display());
+    }
+
+    // Second start: same database, no new password.
+    let mut again = ServerProcess::start(command(&data));
+    let (status, _) = get_json(&format!("{}/healthz", again.api)).await;
+    assert_eq!(status, 200);
+    assert!(again.signal_and_wait(libc::SIGINT).success());
+    assert!(password_lines(&again.output()).is_empty(), "{:#?}", again.output());
+}
+
+#[test]
+fn bogus_role_exits_non_zero_naming_role() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = command(dir.path()).env("ROLE", "bogus").arg("serve").stdin(Stdio::null()).output().unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("ROLE"), "{stderr}");
+    assert!(stderr.contains("bogus"), "{stderr}");
+}
+
+#[test]
+fn invalid_settings_name_their_variable() {
+    let dir = tempfile::tempdir().unwrap();
+    for (var, value) in [("PORT", "http"), ("DATABASE_URL", "mysql://x"), ("LOG_LEVEL", "[[[")] {
+        let output = command(dir.path()).env(var, value).arg("serve").output().unwrap();
+        assert!(!output.status.success(), "{var}={value} was accepted");
+        let text = format!("{}{}", String::from_utf8_lossy(&output.stderr), String::from_utf8_lossy(&output.stdout));
+        assert!(text.contains(var), "{var}: {text}");
+    }
+    let output = command(dir.path()).env("ROLE", "linked").arg("serve").output().unwrap();
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("MAIN_NODE_URL"));
+}
+
+#[test]
+fn a_taken_port_is_a_clear_error() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let output = command(dir.path()).env("PORT", &port).arg("serve").output().unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("PORT") && stderr.contains(&port), "{stderr}");
+}
+
+#[actix_web::test]
+async fn serves_on_postgres() {
+    let Some((schema, admin, url)) = TestDb::postgres_schema("process::serves_on_postgres").await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = command(dir.path());
+    cmd.env("DATABASE_URL", &url).env("ADMIN_PASSWORD", "a long password");
+    let mut server = ServerProcess::start(cmd);
+    let (status, body) = get_json(&format!("{}/healthz", server.api)).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["database"], "postgres");
+    assert!(server.signal_and_wait(libc::SIGTERM).success());
+    assert!(!dir.path().join("condense.db").exists(), "PostgreSQL mode must not create a SQLite file");
+    // The migrations ran in PostgreSQL: the admin user is there.
+    let db = condense::repo::connect(&url).await.unwrap();
+    let user = condense::repo::users::find(&db, "admin").await.unwrap().unwrap();
+    assert!(condense::security::verify_password("a long password", &user.password_hash));
+    db.close().await.unwrap();
+    drop_schema(&admin, &schema).await;
+}
+
+#[actix_web::test]
+async fn user_commands_create_and_reset_passwords() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str], password: Option<&str>| {
+        let mut cmd = command(dir.path());
+        if let Some(p) = password {
+            cmd.env("CONDENSE_PASSWORD", p);
+        }
+        cmd.args(args).output().unwrap()
+    };
+    let out = run(&["migrate"], None);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = run(&["user", "create", "alice"], Some("first password"));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = run(&["user", "create", "alice"], Some("first password"));
+    assert!(!out.status.success(), "a second alice was created");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("exists"));
+    let out = run(&["user", "create", "bob"], Some("short"));
+    assert!(!out.status.success(), "a short password was accepted");
+    let out = run(&["user", "reset-password", "alice"], None);
+    assert!(out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let generated = stdout.lines().find_map(|l| l.strip_prefix("password: ")).unwrap().to_string();
+    let out = run(&["user", "reset-password", "nobody"], Some("whatever long"));
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not found"));
+
+    let url = format!("sqlite://{}?mode=rw", dir.path().join("condense.db").display());
+    let db = condense::repo::connect(&url).await.unwrap();
+    let alice = condense::repo::users::find(&db, "alice").await.unwrap().unwrap();
+    assert!(condense::security::verify_password(&generated, &alice.password_hash));
+    assert!(!condense::security::verify_password("first password", &alice.password_hash));
+    assert!(condense::repo::users::find(&db, "bob").await.unwrap().is_none());
+}
