@@ -51,3 +51,27 @@ pub fn version() {
         println!("  {lib}");
     }
 }
+
+/// `condense probe FILE`: the probe as JSON on stdout; a clear error and exit 1 otherwise.
+pub fn probe(file: &std::path::Path) -> std::process::ExitCode {
+    // SAFETY: sets FFmpeg's global log level before any other FFmpeg call.
+    unsafe { rsmpeg::ffi::av_log_set_level(rsmpeg::ffi::AV_LOG_ERROR as i32) };
+    match crate::media::probe::probe(file) {
+        Ok(info) => match serde_json::to_string_pretty(&info) {
+            Ok(text) => {
+                use std::io::Write;
+                // A closed pipe (`| head`) is not an error worth a panic.
+                let _ = writeln!(std::io::stdout(), "{text}");
+                std::process::ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("condense: {e}");
+                std::process::ExitCode::FAILURE
+            }
+        },
+        Err(e) => {
+            eprintln!("condense: {} ({})", e.message, e.code.as_str());
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

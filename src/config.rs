@@ -55,6 +55,11 @@ pub enum Command {
     },
     /// Print the FFmpeg libraries this binary is linked against.
     Version,
+    /// Print what condense sees in a media file, as JSON.
+    Probe { file: std::path::PathBuf },
+    /// Run one encode (internal: the node starts it as a child process, plan on stdin).
+    #[command(hide = true)]
+    Transcode,
 }
 
 #[derive(Debug, Subcommand)]

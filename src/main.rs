@@ -6,6 +6,11 @@ use condense::{cli, serve, telemetry};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    match &cli.command {
+        Command::Transcode => return condense::media::child::child_main(),
+        Command::Probe { file } => return cli::probe(file),
+        _ => {}
+    }
     let common = cli.common;
     let result = match cli.command {
         Command::Serve(args) => actix_web::rt::System::new().block_on(serve::run(common, args)),
@@ -21,6 +26,7 @@ fn main() -> ExitCode {
             cli::version();
             Ok(())
         }
+        Command::Transcode | Command::Probe { .. } => Ok(()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

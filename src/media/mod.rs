@@ -1,5 +1,17 @@
 //! Media work through FFmpeg's libraries (rsmpeg), in-process: no ffmpeg program is needed.
 
+pub mod child;
+pub mod encode;
+pub mod error;
+pub mod manifest;
+pub mod mux;
+pub mod plan;
+pub mod probe;
+pub mod replace;
+pub mod segment;
+pub mod verify;
+
+pub use error::MediaError;
 use std::ffi::CStr;
 
 /// Versions of the FFmpeg libraries linked into this binary, e.g. "libavformat 59.27.100".

@@ -1,0 +1,229 @@
+//! The transcoder runs in a child process of the same binary (`condense transcode`), so a
+//! crash in a decoder or encoder fails one job, never the node. The plan arrives on stdin;
+//! events leave as JSON lines on stdout; FFmpeg's log goes to stderr, whose last lines
+//! explain a failure. SIGTERM asks for a graceful stop (the segment in progress is finished
+//! and kept). The child dies with its parent (PR_SET_PDEATHSIG), so no orphaned encoder
+//! keeps writing after a node crash.
+
+use std::collections::VecDeque;
+use std::io::Write;
+use std::path::Path;
+use std::process::{ExitCode, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio::sync::mpsc;
+
+use super::encode::{transcode, Event, RunEnd};
+use super::plan::EncodePlan;
+use super::MediaError;
+use crate::domain::job::FailureCode;
+
+/// Exit status of a child that stopped on request with its partial output kept.
+pub const EXIT_PAUSED: u8 = 3;
+const STDERR_LINES_KEPT: usize = 20;
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn request_stop(_: libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+/// `condense transcode`: the child's main.
+pub fn child_main() -> ExitCode {
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGTERM, request_stop as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGINT, request_stop as *const () as libc::sighandler_t);
+        rsmpeg::ffi::av_log_set_level(rsmpeg::ffi::AV_LOG_ERROR as i32);
+    }
+    let mut stdout = std::io::stdout();
+    let mut emit = |event: Event| {
+        if let Ok(line) = serde_json::to_string(&event) {
+            let _ = writeln!(stdout, "{line}");
+            let _ = stdout.flush();
+        }
+    };
+    let plan: EncodePlan = match serde_json::from_reader(std::io::stdin()) {
+        Ok(p) => p,
+        Err(e) => {
+            emit(Event::Error { code: FailureCode::Miscellaneous, message: format!("bad plan on stdin: {e}") });
+            return ExitCode::FAILURE;
+        }
+    };
+    match transcode(&plan, &STOP, &mut emit) {
+        Ok(RunEnd::Completed) => ExitCode::SUCCESS,
+        Ok(RunEnd::Paused) => ExitCode::from(EXIT_PAUSED),
+        Err(e) => {
+            emit(Event::Error { code: e.code, message: e.message });
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// How a transcoder child ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ChildEnd {
+    Completed,
+    Paused,
+    Failed(MediaError),
+}
+
+/// A running transcoder child, seen from the node.
+pub struct Transcoder {
+    child: Child,
+    pub events: mpsc::UnboundedReceiver<Event>,
+    last_error: Arc<Mutex<Option<MediaError>>>,
+    stderr_tail: Arc<Mutex<VecDeque<String>>>,
+}
+
+impl Transcoder {
+    /// Starts `binary transcode` with the plan on its stdin.
+    pub async fn spawn(binary: &Path, plan: &EncodePlan) -> Result<Transcoder, MediaError> {
+        let body = serde_json::to_vec(plan).map_err(|e| MediaError::misc(format!("plan: {e}")))?;
+        let mut cmd = Command::new(binary);
+        cmd.arg("transcode")
+            .env("SVT_LOG", "1")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        // SAFETY: prctl in the forked child before exec; async-signal-safe.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn().map_err(|e| MediaError::from_io("starting the transcoder", &e))?;
+        if let Some(mut stdin) = child.stdin.take() {
+            stdin.write_all(&body).await.map_err(|e| MediaError::from_io("sending the plan", &e))?;
+            drop(stdin);
+        }
+        let (tx, events) = mpsc::unbounded_channel();
+        let last_error = Arc::new(Mutex::new(None));
+        let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
+        if let Some(stdout) = child.stdout.take() {
+            let last_error = last_error.clone();
+            tokio::spawn(async move {
+                let mut lines = BufReader::new(stdout).lines();
+                while let Ok(Some(line)) = lines.next_line().await {
+                    match serde_json::from_str::<Event>(&line) {
+                        Ok(Event::Error { code, message }) => {
+                            if let Ok(mut slot) = last_error.lock() {
+                                *slot = Some(MediaError::new(code, message.clone()));
+                            }
+                            let _ = tx.send(Event::Error { code, message });
+                        }
+                        Ok(event) => {
+                            let _ = tx.send(event);
+                        }
+                        Err(_) => tracing::debug!(line, "transcoder said"),
+                    }
+                }
+            });
+        }
+        if let Some(stderr) = child.stderr.take() {
+            let tail = stderr_tail.clone();
+            tokio::spawn(async move {
+                let mut lines = BufReader::new(stderr).lines();
+                while let Ok(Some(line)) = lines.next_line().await {
+                    if let Ok(mut t) = tail.lock() {
+                        if t.len() == STDERR_LINES_KEPT {
+                            t.pop_front();
+                        }
+                        t.push_back(line);
+                    }
+                }
+            });
+        }
+        Ok(Transcoder { child, events, last_error, stderr_tail })
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
+    /// Asks for a graceful stop: the segment in progress is finished and kept.
+    pub fn pause(&self) {
+        if let Some(pid) = self.child.id().and_then(|p| i32::try_from(p).ok()) {
+            // SAFETY: signalling our own child.
+            unsafe { libc::kill(pid, libc::SIGTERM) };
+        }
+    }
+
+    /// Stops at once (cancel, timeout).
+    pub async fn kill(&mut self) {
+        let _ = self.child.kill().await;
+    }
+
+    /// The last lines the transcoder wrote to stderr.
+    pub fn stderr_tail(&self) -> String {
+        self.stderr_tail.lock().map(|t| t.iter().cloned().collect::<Vec<_>>().join("\n")).unwrap_or_default()
+    }
+
+    /// Waits for the child to end and says how.
+    pub async fn wait(&mut self) -> ChildEnd {
+        let status = match self.child.wait().await {
+            Ok(s) => s,
+            Err(e) => return ChildEnd::Failed(MediaError::from_io("waiting for the transcoder", &e)),
+        };
+        // Let the readers take the last lines.
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        let reported = self.last_error.lock().ok().and_then(|e| e.clone());
+        classify(status.code(), std::os::unix::process::ExitStatusExt::signal(&status), reported, &self.stderr_tail())
+    }
+}
+
+/// Turns an exit status into a job outcome with a specific reason.
+pub fn classify(code: Option<i32>, signal: Option<i32>, reported: Option<MediaError>, stderr_tail: &str) -> ChildEnd {
+    match (code, signal) {
+        (Some(0), _) => ChildEnd::Completed,
+        (Some(c), _) if c == i32::from(EXIT_PAUSED) => ChildEnd::Paused,
+        (Some(_), _) if reported.is_some() => ChildEnd::Failed(reported.unwrap_or_else(|| MediaError::misc("unknown"))),
+        (_, Some(sig)) => ChildEnd::Failed(MediaError::new(
+            FailureCode::TranscoderCrashed,
+            format!("the transcoder was killed by signal {sig}{}", tail_suffix(stderr_tail)),
+        )),
+        (code, None) => ChildEnd::Failed(MediaError::new(
+            FailureCode::TranscoderCrashed,
+            format!("the transcoder exited with status {}{}", code.unwrap_or(-1), tail_suffix(stderr_tail)),
+        )),
+    }
+}
+
+fn tail_suffix(tail: &str) -> String {
+    if tail.trim().is_empty() {
+        String::new()
+    } else {
+        format!(": {}", tail.trim())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_statuses_map_to_outcomes() {
+        assert_eq!(classify(Some(0), None, None, ""), ChildEnd::Completed);
+        assert_eq!(classify(Some(3), None, None, ""), ChildEnd::Paused);
+        let reported = MediaError::new(FailureCode::InsufficientDiskSpace, "full");
+        assert_eq!(classify(Some(1), None, Some(reported.clone()), ""), ChildEnd::Failed(reported));
+        match classify(None, Some(11), None, "x265 [error]: boom") {
+            ChildEnd::Failed(e) => {
+                assert_eq!(e.code, FailureCode::TranscoderCrashed);
+                assert!(e.message.contains("signal 11") && e.message.contains("boom"), "{}", e.message);
+            }
+            other => panic!("{other:?}"),
+        }
+        match classify(Some(101), None, None, "") {
+            ChildEnd::Failed(e) => assert_eq!(e.code, FailureCode::TranscoderCrashed),
+            other => panic!("{other:?}"),
+        }
+    }
+}

@@ -1,0 +1,627 @@
+//! The transcoder proper, run inside the `condense transcode` child process: decodes the
+//! source's main video stream and encodes it into keyframe-aligned segments (each segment is
+//! a fresh encoder session, so it starts on a keyframe and stands alone), recording each
+//! finished segment in the manifest. A stop request finishes the segment in progress, so a
+//! pause loses nothing; a kill loses at most that segment. When the video is complete the
+//! segments are muxed with the source's other streams (see `mux`).
+
+use std::ffi::CString;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use rsmpeg::avcodec::{AVCodec, AVCodecContext};
+use rsmpeg::avformat::AVFormatContextInput;
+use rsmpeg::avutil::{AVDictionary, AVFrame};
+use rsmpeg::error::RsmpegError;
+use rsmpeg::ffi;
+use rsmpeg::swscale::SwsContext;
+use rsmpeg::UnsafeDerefMut;
+use serde::Serialize;
+
+use super::error::from_rsmpeg;
+use super::segment::{CodecParams, SegmentFile};
+use super::manifest::{inspect, remove_partial, sync_dir, Manifest, PartialState, Run, Segment};
+use super::plan::EncodePlan;
+use super::probe::{self, HdrKind, MediaInfo};
+use super::{mux, MediaError};
+use crate::domain::job::FailureCode;
+
+/// What the transcoder reports, one JSON line each on stdout.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum Event {
+    #[serde(rename_all = "camelCase")]
+    Started { resume_after_frames: u64, segments_kept: u32, partial_reset: Option<String> },
+    #[serde(rename_all = "camelCase")]
+    Progress { frame: u64, fps: f64, out_time: f64, percent: f64, size: u64 },
+    #[serde(rename_all = "camelCase")]
+    SegmentDone { index: u32, frames: u64, bytes: u64 },
+    #[serde(rename_all = "camelCase")]
+    Paused { frames_done: u64, segments: u32 },
+    Muxing,
+    #[serde(rename_all = "camelCase")]
+    Done { output: String, size: u64, frames_encoded_this_run: u64, frames_skipped_this_run: u64 },
+    #[serde(rename_all = "camelCase")]
+    Error { code: FailureCode, message: String },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunEnd {
+    Completed,
+    Paused,
+}
+
+/// Free bytes on the filesystem holding `dir`.
+pub fn free_bytes(dir: &Path) -> std::io::Result<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = CString::new(dir.as_os_str().as_bytes()).map_err(|_| std::io::Error::other("NUL in path"))?;
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: statvfs fills the struct we own from a valid C string path.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(st.f_bavail.saturating_mul(st.f_frsize))
+}
+
+/// Runs (or continues) the encode described by `plan`.
+pub fn transcode(plan: &EncodePlan, stop: &AtomicBool, emit: &mut dyn FnMut(Event)) -> Result<RunEnd, MediaError> {
+    let info = probe::probe(&plan.input)?;
+    let state = inspect(plan);
+    // Check room before writing anything: segments plus the final file need about the
+    // output's size twice, minus what finished segments already hold.
+    let kept: u64 = match &state {
+        PartialState::Valid(m) => m.segments.iter().map(|s| s.bytes).sum(),
+        _ => 0,
+    };
+    let probe_dir = if plan.partial_dir.exists() { plan.partial_dir.as_path() } else { plan.partial_dir.parent().unwrap_or(Path::new(".")) };
+    let free = free_bytes(probe_dir).map_err(|e| MediaError::from_io("checking free space", &e))?;
+    let needed = plan.min_free_bytes.saturating_sub(kept);
+    if free < needed {
+        return Err(MediaError::new(
+            FailureCode::InsufficientDiskSpace,
+            format!("{} has {free} bytes free; encoding needs {needed}", probe_dir.display()),
+        ));
+    }
+    let mut reset = None;
+    let mut manifest = match state {
+        PartialState::Valid(m) => m,
+        PartialState::Missing => Manifest::new(plan),
+        PartialState::Corrupt(reason) => {
+            remove_partial(&plan.partial_dir)?;
+            reset = Some(reason);
+            Manifest::new(plan)
+        }
+    };
+    std::fs::create_dir_all(&plan.partial_dir).map_err(|e| MediaError::from_io("creating the partial output", &e))?;
+    remove_strays(&plan.partial_dir, &manifest)?;
+    manifest.save(&plan.partial_dir)?;
+    emit(Event::Started {
+        resume_after_frames: manifest.frames_done(),
+        segments_kept: u32::try_from(manifest.segments.len()).unwrap_or(u32::MAX),
+        partial_reset: reset,
+    });
+
+    let (mut encoded, mut skipped) = (0, 0);
+    if !manifest.video_complete {
+        let end = encode_video(plan, &info, &mut manifest, stop, emit)?;
+        encoded = end.frames_encoded;
+        skipped = end.frames_skipped;
+        manifest.runs.push(Run {
+            frames_encoded: encoded,
+            frames_skipped: skipped,
+            ended: if end.paused { "paused" } else { "video complete" }.into(),
+        });
+        manifest.save(&plan.partial_dir)?;
+        if end.paused {
+            emit(Event::Paused {
+                frames_done: manifest.frames_done(),
+                segments: u32::try_from(manifest.segments.len()).unwrap_or(u32::MAX),
+            });
+            return Ok(RunEnd::Paused);
+        }
+    }
+    emit(Event::Muxing);
+    let output = plan.output_path();
+    mux::mux(plan, &info, &manifest, &output)?;
+    let size = std::fs::metadata(&output).map(|m| m.len()).unwrap_or(0);
+    emit(Event::Done {
+        output: output.display().to_string(),
+        size,
+        frames_encoded_this_run: encoded,
+        frames_skipped_this_run: skipped,
+    });
+    Ok(RunEnd::Completed)
+}
+
+/// Deletes files the manifest does not list: a segment cut short by a kill, an old output.
+fn remove_strays(dir: &Path, manifest: &Manifest) -> Result<(), MediaError> {
+    let entries = std::fs::read_dir(dir).map_err(|e| MediaError::from_io("reading the partial output", &e))?;
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let listed = manifest.segments.iter().any(|s| s.file == name);
+        if !listed && name != "manifest.json" && name != "plan.json" {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+    Ok(())
+}
+
+struct VideoEnd {
+    paused: bool,
+    frames_encoded: u64,
+    frames_skipped: u64,
+}
+
+/// The pixel format to encode: the source's when the encoder takes it, else 4:2:0 at the
+/// source's depth (10-bit sources stay 10-bit).
+fn choose_pix_fmt(encoder: &AVCodec, src: i32) -> i32 {
+    let supported = encoder.pix_fmts().unwrap_or(&[]);
+    if supported.contains(&src) {
+        return src;
+    }
+    let deep = probe::pix_fmt_depth(src).unwrap_or(8) > 8;
+    let wanted: &[i32] = if deep {
+        &[ffi::AVPixelFormat_AV_PIX_FMT_YUV420P10LE, ffi::AVPixelFormat_AV_PIX_FMT_P010LE]
+    } else {
+        &[ffi::AVPixelFormat_AV_PIX_FMT_YUV420P, ffi::AVPixelFormat_AV_PIX_FMT_NV12]
+    };
+    wanted.iter().copied().find(|f| supported.contains(f)).or_else(|| supported.first().copied()).unwrap_or(src)
+}
+
+/// Colour facts carried from the decoder to every segment's encoder.
+#[derive(Clone, Copy)]
+struct VideoFormat {
+    width: i32,
+    height: i32,
+    src_pix_fmt: i32,
+    sample_aspect_ratio: ffi::AVRational,
+    color_primaries: ffi::AVColorPrimaries,
+    color_trc: ffi::AVColorTransferCharacteristic,
+    colorspace: ffi::AVColorSpace,
+    color_range: ffi::AVColorRange,
+    chroma_location: ffi::AVChromaLocation,
+    time_base: ffi::AVRational,
+    frame_rate: ffi::AVRational,
+}
+
+fn x265_mastering(info: &MediaInfo) -> Option<String> {
+    let m = info.hdr.mastering_display?;
+    let c = |v: f64| (v * 50000.0).round() as i64;
+    let l = |v: f64| (v * 10000.0).round() as i64;
+    Some(format!(
+        "G({},{})B({},{})R({},{})WP({},{})L({},{})",
+        c(m.green[0]),
+        c(m.green[1]),
+        c(m.blue[0]),
+        c(m.blue[1]),
+        c(m.red[0]),
+        c(m.red[1]),
+        c(m.white_point[0]),
+        c(m.white_point[1]),
+        l(m.max_luminance),
+        l(m.min_luminance)
+    ))
+}
+
+fn svt_mastering(info: &MediaInfo) -> Option<String> {
+    let m = info.hdr.mastering_display?;
+    Some(format!(
+        "G({:.4},{:.4})B({:.4},{:.4})R({:.4},{:.4})WP({:.4},{:.4})L({:.4},{:.4})",
+        m.green[0],
+        m.green[1],
+        m.blue[0],
+        m.blue[1],
+        m.red[0],
+        m.red[1],
+        m.white_point[0],
+        m.white_point[1],
+        m.max_luminance,
+        m.min_luminance
+    ))
+}
+
+/// Encoder options for the plan: quality, preset and, for HDR, the static metadata.
+fn encoder_options(plan: &EncodePlan, info: &MediaInfo) -> Result<AVDictionary, MediaError> {
+    let c = |s: String| CString::new(s).map_err(|_| MediaError::misc("NUL in an encoder option"));
+    let quality = c(plan.quality.to_string())?;
+    let preset = c(plan.preset.clone())?;
+    let hdr10 = matches!(plan.hdr, HdrKind::Hdr10 | HdrKind::Hdr10Plus);
+    let dict = match plan.encoder.as_str() {
+        "libx265" => {
+            let mut params = vec!["log-level=error".to_string()];
+            if hdr10 {
+                params.push("hdr10=1".into());
+                params.push("hdr10-opt=1".into());
+                if let Some(m) = x265_mastering(info) {
+                    params.push(format!("master-display={m}"));
+                }
+                if let Some(l) = info.hdr.content_light {
+                    params.push(format!("max-cll={},{}", l.max_cll, l.max_fall));
+                }
+            }
+            AVDictionary::new(c"crf", &quality, 0).set(c"preset", &preset, 0).set(
+                c"x265-params",
+                &c(params.join(":"))?,
+                0,
+            )
+        }
+        "libsvtav1" => {
+            let mut params = Vec::new();
+            if hdr10 {
+                if let Some(m) = svt_mastering(info) {
+                    params.push(format!("mastering-display={m}"));
+                }
+                if let Some(l) = info.hdr.content_light {
+                    params.push(format!("content-light={},{}", l.max_cll, l.max_fall));
+                }
+            }
+            let dict = AVDictionary::new(c"crf", &quality, 0).set(c"preset", &preset, 0);
+            if params.is_empty() {
+                dict
+            } else {
+                dict.set(c"svtav1-params", &c(params.join(":"))?, 0)
+            }
+        }
+        "libaom-av1" => AVDictionary::new(c"crf", &quality, 0)
+            .set(c"cpu-used", &preset, 0)
+            .set(c"row-mt", c"1", 0)
+            .set(c"b", c"0", 0),
+        "hevc_nvenc" => AVDictionary::new(c"cq", &quality, 0).set(c"preset", &preset, 0).set(c"rc", c"vbr", 0),
+        "hevc_qsv" => AVDictionary::new(c"global_quality", &quality, 0).set(c"preset", &preset, 0),
+        "hevc_vaapi" => AVDictionary::new(c"qp", &quality, 0),
+        other => return Err(MediaError::misc(format!("unknown encoder {other}"))),
+    };
+    Ok(dict)
+}
+
+/// One segment being written: its own encoder session and NUT file.
+struct SegmentWriter {
+    index: u32,
+    file: String,
+    path: std::path::PathBuf,
+    output: SegmentFile,
+    encoder: AVCodecContext,
+    scaler: Option<SwsContext>,
+    first_pts: Option<i64>,
+    last_pts: i64,
+    frames: u64,
+}
+
+impl SegmentWriter {
+    fn open(plan: &EncodePlan, info: &MediaInfo, index: u32, fmt: &VideoFormat) -> Result<Self, MediaError> {
+        let name = CString::new(plan.encoder.clone()).map_err(|_| MediaError::misc("bad encoder name"))?;
+        let codec = AVCodec::find_encoder_by_name(&name).ok_or_else(|| {
+            MediaError::new(FailureCode::UnsupportedCodec, format!("encoder {} is not available", plan.encoder))
+        })?;
+        let pix_fmt = choose_pix_fmt(&codec, fmt.src_pix_fmt);
+        let mut encoder = AVCodecContext::new(&codec);
+        encoder.set_width(fmt.width);
+        encoder.set_height(fmt.height);
+        encoder.set_pix_fmt(pix_fmt);
+        encoder.set_time_base(fmt.time_base);
+        encoder.set_framerate(fmt.frame_rate);
+        encoder.set_sample_aspect_ratio(fmt.sample_aspect_ratio);
+        encoder.set_flags(encoder.flags | ffi::AV_CODEC_FLAG_GLOBAL_HEADER as i32);
+        // SAFETY: plain field writes on a context we own, before it is opened.
+        unsafe {
+            let raw = encoder.deref_mut();
+            raw.color_primaries = fmt.color_primaries;
+            raw.color_trc = fmt.color_trc;
+            raw.colorspace = fmt.colorspace;
+            raw.color_range = fmt.color_range;
+            raw.chroma_sample_location = fmt.chroma_location;
+            raw.thread_count = 0;
+        }
+        encoder.open(Some(encoder_options(plan, info)?)).map_err(|e| {
+            let mut err = from_rsmpeg(&format!("opening encoder {}", plan.encoder), &e);
+            if err.code == FailureCode::Miscellaneous {
+                err.code = FailureCode::UnsupportedCodec;
+            }
+            err
+        })?;
+        let scaler = if pix_fmt != fmt.src_pix_fmt {
+            Some(
+                SwsContext::get_context(
+                    fmt.width,
+                    fmt.height,
+                    fmt.src_pix_fmt,
+                    fmt.width,
+                    fmt.height,
+                    pix_fmt,
+                    ffi::SWS_BICUBIC,
+                )
+                .ok_or_else(|| MediaError::misc("cannot convert the pixel format"))?,
+            )
+        } else {
+            None
+        };
+
+        let file = format!("seg-{index:05}.seg");
+        let path = plan.partial_dir.join(&file);
+        let output = SegmentFile::create(&path)?;
+        Ok(SegmentWriter { index, file, path, output, encoder, scaler, first_pts: None, last_pts: 0, frames: 0 })
+    }
+
+    fn push(&mut self, frame: &AVFrame, pts: i64) -> Result<(), MediaError> {
+        let mut converted;
+        let frame = match self.scaler.as_mut() {
+            Some(scaler) => {
+                converted = AVFrame::new();
+                converted.set_width(frame.width);
+                converted.set_height(frame.height);
+                converted.set_format(self.encoder.pix_fmt);
+                converted.alloc_buffer().map_err(|e| from_rsmpeg("allocating a frame", &e))?;
+                scaler
+                    .scale_frame(frame, 0, frame.height, &mut converted)
+                    .map_err(|e| from_rsmpeg("converting pixels", &e))?;
+                &mut converted
+            }
+            None => {
+                converted = frame.clone();
+                &mut converted
+            }
+        };
+        frame.set_pts(pts);
+        frame.set_pict_type(ffi::AVPictureType_AV_PICTURE_TYPE_NONE);
+        self.encoder.send_frame(Some(frame)).map_err(|e| from_rsmpeg("encoding", &e))?;
+        self.first_pts.get_or_insert(pts);
+        self.last_pts = pts;
+        self.frames += 1;
+        self.drain()
+    }
+
+    fn drain(&mut self) -> Result<(), MediaError> {
+        loop {
+            let packet = match self.encoder.receive_packet() {
+                Ok(p) => p,
+                Err(RsmpegError::EncoderDrainError | RsmpegError::EncoderFlushedError) => return Ok(()),
+                Err(e) => return Err(from_rsmpeg("encoding", &e)),
+            };
+            self.output.write(&packet)?;
+        }
+    }
+
+    /// Flushes the encoder, closes the file durably, and describes the segment.
+    fn finish(mut self) -> Result<(Segment, CodecParams), MediaError> {
+        self.encoder.send_frame(None).map_err(|e| from_rsmpeg("flushing the encoder", &e))?;
+        self.drain()?;
+        let params = CodecParams::of(&self.encoder);
+        self.output.finish()?;
+        let bytes = std::fs::metadata(&self.path).map_err(|e| MediaError::from_io("closing a segment", &e))?.len();
+        let segment = Segment {
+            index: self.index,
+            file: self.file,
+            first_pts: self.first_pts.unwrap_or(0),
+            last_pts: self.last_pts,
+            frames: self.frames,
+            bytes,
+        };
+        Ok((segment, params))
+    }
+}
+
+pub fn main_video_index(input: &AVFormatContextInput) -> Option<usize> {
+    input.streams().into_iter().position(|s| {
+        s.codecpar().codec_type == ffi::AVMediaType_AVMEDIA_TYPE_VIDEO
+            && s.disposition & ffi::AV_DISPOSITION_ATTACHED_PIC as i32 == 0
+    })
+}
+
+pub fn open_decoder(input: &AVFormatContextInput, index: usize) -> Result<AVCodecContext, MediaError> {
+    let stream = input.streams().get(index).ok_or_else(|| MediaError::invalid("no video stream"))?;
+    let par = stream.codecpar();
+    let decoder = AVCodec::find_decoder(par.codec_id).ok_or_else(|| {
+        // SAFETY: avcodec_get_name returns a static string.
+        let name = unsafe { std::ffi::CStr::from_ptr(ffi::avcodec_get_name(par.codec_id)) };
+        MediaError::new(FailureCode::UnsupportedCodec, format!("no decoder for {}", name.to_string_lossy()))
+    })?;
+    let mut ctx = AVCodecContext::new(&decoder);
+    ctx.apply_codecpar(&par).map_err(|e| from_rsmpeg("decoder parameters", &e))?;
+    // SAFETY: plain field writes before opening.
+    unsafe {
+        let raw = ctx.deref_mut();
+        raw.pkt_timebase = stream.time_base;
+        raw.thread_count = 0;
+    }
+    if let Some(rate) = stream.guess_framerate() {
+        ctx.set_framerate(rate);
+    }
+    ctx.open(None).map_err(|e| {
+        MediaError::new(FailureCode::UnsupportedCodec, format!("cannot open the decoder: {e}"))
+    })?;
+    Ok(ctx)
+}
+
+fn encode_video(
+    plan: &EncodePlan,
+    info: &MediaInfo,
+    manifest: &mut Manifest,
+    stop: &AtomicBool,
+    emit: &mut dyn FnMut(Event),
+) -> Result<VideoEnd, MediaError> {
+    let mut input = probe::open_input(&plan.input)?;
+    let vi = main_video_index(&input).ok_or_else(|| MediaError::invalid("no video stream"))?;
+    let mut decoder = open_decoder(&input, vi)?;
+    let (time_base, frame_rate) = {
+        let stream = input.streams().get(vi).ok_or_else(|| MediaError::invalid("no video stream"))?;
+        let rate = stream.guess_framerate().filter(|r| r.num > 0 && r.den > 0).unwrap_or(ffi::AVRational { num: 25, den: 1 });
+        (stream.time_base, rate)
+    };
+    let fps = f64::from(frame_rate.num) / f64::from(frame_rate.den);
+    let segment_frames = ((plan.segment_seconds * fps).round() as u64).max(1);
+    let duration = info.video().and_then(|v| v.duration_seconds).or(info.duration_seconds).unwrap_or(0.0);
+    let tb = f64::from(time_base.num) / f64::from(time_base.den);
+    let start_pts = input.streams().get(vi).map(|s| s.start_time).filter(|t| *t != ffi::AV_NOPTS_VALUE).unwrap_or(0);
+
+    let resume_after = manifest.segments.last().map(|s| s.last_pts);
+    if let Some(pts) = resume_after {
+        // SAFETY: seeking an open input context we own.
+        let ret = unsafe {
+            ffi::av_seek_frame(input.as_mut_ptr(), i32::try_from(vi).unwrap_or(0), pts, ffi::AVSEEK_FLAG_BACKWARD as i32)
+        };
+        if ret < 0 {
+            // Some inputs cannot seek: decode from the start and drop what is done.
+            tracing::warn!(code = ret, "seek failed; decoding from the start");
+        }
+    }
+
+    let mut format: Option<VideoFormat> = None;
+    let mut writer: Option<SegmentWriter> = None;
+    let mut last_pts = resume_after;
+    let (mut encoded, mut skipped) = (0u64, 0u64);
+    let mut next_synth_pts = resume_after.map(|p| p + 1).unwrap_or(start_pts);
+    let started = Instant::now();
+    let mut last_report = Instant::now();
+    let mut bytes_done: u64 = manifest.segments.iter().map(|s| s.bytes).sum();
+    let mut decode_errors = 0u32;
+    let mut eof = false;
+
+    loop {
+        if stop.load(Ordering::SeqCst) {
+            break;
+        }
+        if !eof {
+            match input.read_packet() {
+                Ok(Some(packet)) => {
+                    if packet.stream_index as usize != vi {
+                        continue;
+                    }
+                    if let Err(e) = decoder.send_packet(Some(&packet)) {
+                        decode_errors += 1;
+                        tracing::debug!(error = %e, "decode error");
+                        if decode_errors > 50 {
+                            return Err(MediaError::invalid(format!("too many decoding errors: {e}")));
+                        }
+                        continue;
+                    }
+                }
+                Ok(None) => {
+                    eof = true;
+                    decoder.send_packet(None).map_err(|e| from_rsmpeg("flushing the decoder", &e))?;
+                }
+                Err(e) => {
+                    // A read error mid-file (truncation, I/O) ends the input; the length
+                    // check at verification catches a short result.
+                    tracing::warn!(error = %e, "read error; treating as end of input");
+                    eof = true;
+                    let _ = decoder.send_packet(None);
+                }
+            }
+        }
+        let mut got_frame = false;
+        loop {
+            let frame = match decoder.receive_frame() {
+                Ok(f) => f,
+                Err(RsmpegError::DecoderDrainError) => break,
+                Err(RsmpegError::DecoderFlushedError) => {
+                    got_frame = false;
+                    eof = true;
+                    break;
+                }
+                Err(e) => {
+                    decode_errors += 1;
+                    if decode_errors > 50 {
+                        return Err(MediaError::invalid(format!("too many decoding errors: {e}")));
+                    }
+                    break;
+                }
+            };
+            got_frame = true;
+            let pts = if frame.best_effort_timestamp != ffi::AV_NOPTS_VALUE {
+                frame.best_effort_timestamp
+            } else {
+                next_synth_pts
+            };
+            let step = (frame_rate.den as f64 / frame_rate.num as f64 / tb).max(1.0) as i64;
+            next_synth_pts = pts + step;
+            if last_pts.is_some_and(|p| pts <= p) {
+                skipped += 1;
+                continue;
+            }
+            let fmt = *format.get_or_insert(VideoFormat {
+                width: frame.width,
+                height: frame.height,
+                src_pix_fmt: frame.format,
+                sample_aspect_ratio: frame.sample_aspect_ratio,
+                color_primaries: frame.color_primaries,
+                color_trc: frame.color_trc,
+                colorspace: frame.colorspace,
+                color_range: frame.color_range,
+                chroma_location: frame.chroma_location,
+                time_base,
+                frame_rate,
+            });
+            if frame.width != fmt.width || frame.height != fmt.height || frame.format != fmt.src_pix_fmt {
+                return Err(MediaError::misc("the video changes resolution or pixel format mid-stream"));
+            }
+            if writer.is_none() {
+                let index = u32::try_from(manifest.segments.len()).unwrap_or(u32::MAX);
+                writer = Some(SegmentWriter::open(plan, info, index, &fmt)?);
+            }
+            if let Some(w) = writer.as_mut() {
+                w.push(&frame, pts)?;
+                encoded += 1;
+                last_pts = Some(pts);
+                if w.frames >= segment_frames {
+                    if let Some(done) = writer.take() {
+                        bytes_done += close_segment(plan, manifest, done, emit)?;
+                    }
+                }
+            }
+            if last_report.elapsed().as_millis() >= 500 {
+                last_report = Instant::now();
+                let out_time = (pts - start_pts) as f64 * tb;
+                let partial = writer.as_ref().map(|w| std::fs::metadata(&w.path).map(|m| m.len()).unwrap_or(0));
+                emit(Event::Progress {
+                    frame: manifest.frames_done() + writer.as_ref().map(|w| w.frames).unwrap_or(0),
+                    fps: encoded as f64 / started.elapsed().as_secs_f64().max(0.001),
+                    out_time,
+                    percent: if duration > 0.0 { (out_time / duration * 100.0).clamp(0.0, 99.9) } else { 0.0 },
+                    size: bytes_done + partial.unwrap_or(0),
+                });
+            }
+            if stop.load(Ordering::SeqCst) {
+                break;
+            }
+        }
+        if eof && !got_frame {
+            break;
+        }
+    }
+    let paused = stop.load(Ordering::SeqCst) && !(eof && writer.is_none());
+    if let Some(w) = writer.take() {
+        if w.frames > 0 {
+            close_segment(plan, manifest, w, emit)?;
+        }
+    }
+    if manifest.segments.is_empty() {
+        return Err(MediaError::invalid("no video frame could be decoded"));
+    }
+    if !paused {
+        manifest.video_complete = true;
+    }
+    Ok(VideoEnd { paused, frames_encoded: encoded, frames_skipped: skipped })
+}
+
+fn close_segment(
+    plan: &EncodePlan,
+    manifest: &mut Manifest,
+    writer: SegmentWriter,
+    emit: &mut dyn FnMut(Event),
+) -> Result<u64, MediaError> {
+    let (segment, params) = writer.finish()?;
+    match &manifest.video {
+        None => manifest.video = Some(params),
+        Some(known) if known.extradata != params.extradata || known.codec_id != params.codec_id => {
+            return Err(MediaError::misc("the encoder's stream headers changed between segments"));
+        }
+        Some(_) => {}
+    }
+    sync_dir(&plan.partial_dir).map_err(|e| MediaError::from_io("syncing the partial output", &e))?;
+    let bytes = segment.bytes;
+    emit(Event::SegmentDone { index: segment.index, frames: segment.frames, bytes });
+    manifest.segments.push(segment);
+    manifest.save(&plan.partial_dir)?;
+    Ok(bytes)
+}

@@ -1,0 +1,145 @@
+//! The partial output's manifest: which segments are complete. It is rewritten atomically
+//! (temp file, fsync, rename, fsync of the folder) after each segment, so after a crash it
+//! names only segments that were fully written.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::plan::{EncodePlan, SourceIdentity};
+use super::MediaError;
+
+pub const MANIFEST_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Segment {
+    pub index: u32,
+    pub file: String,
+    /// First and last source presentation timestamps encoded, in the source stream's time base.
+    pub first_pts: i64,
+    pub last_pts: i64,
+    pub frames: u64,
+    pub bytes: u64,
+}
+
+/// One run of the transcoder over this partial output.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Run {
+    /// Source frames encoded by this run (kept segments only).
+    pub frames_encoded: u64,
+    /// Frames decoded and thrown away to reach the resume point.
+    pub frames_skipped: u64,
+    pub ended: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Manifest {
+    pub version: u32,
+    pub plan_digest: String,
+    pub source: SourceIdentity,
+    pub segments: Vec<Segment>,
+    /// The encoder's stream parameters, from the first segment.
+    pub video: Option<super::segment::CodecParams>,
+    pub video_complete: bool,
+    pub runs: Vec<Run>,
+}
+
+/// What a job finds where its partial output should be (SPEC: resume).
+#[derive(Debug, Clone, PartialEq)]
+pub enum PartialState {
+    Missing,
+    Valid(Manifest),
+    Corrupt(String),
+}
+
+impl Manifest {
+    pub fn new(plan: &EncodePlan) -> Self {
+        Manifest {
+            version: MANIFEST_VERSION,
+            plan_digest: plan.digest(),
+            source: plan.source,
+            segments: Vec::new(),
+            video: None,
+            video_complete: false,
+            runs: Vec::new(),
+        }
+    }
+
+    pub fn path(dir: &Path) -> PathBuf {
+        dir.join("manifest.json")
+    }
+
+    pub fn frames_done(&self) -> u64 {
+        self.segments.iter().map(|s| s.frames).sum()
+    }
+
+    /// Writes the manifest durably: a crash leaves the old or the new one, never a mix.
+    pub fn save(&self, dir: &Path) -> Result<(), MediaError> {
+        let tmp = dir.join("manifest.json.tmp");
+        let body = serde_json::to_vec_pretty(self).map_err(|e| MediaError::misc(format!("manifest: {e}")))?;
+        let io = |e: std::io::Error| MediaError::from_io("writing the manifest", &e);
+        let mut file = std::fs::File::create(&tmp).map_err(io)?;
+        file.write_all(&body).map_err(io)?;
+        file.sync_all().map_err(io)?;
+        std::fs::rename(&tmp, Self::path(dir)).map_err(io)?;
+        sync_dir(dir).map_err(io)
+    }
+}
+
+pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
+}
+
+/// Reads the partial output of `plan` and says whether it can be continued.
+pub fn inspect(plan: &EncodePlan) -> PartialState {
+    let dir = &plan.partial_dir;
+    if !dir.exists() {
+        return PartialState::Missing;
+    }
+    let path = Manifest::path(dir);
+    let text = match std::fs::read(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            // A folder without a manifest holds nothing worth keeping.
+            return PartialState::Missing;
+        }
+        Err(e) => return PartialState::Corrupt(format!("manifest unreadable: {e}")),
+    };
+    let manifest: Manifest = match serde_json::from_slice(&text) {
+        Ok(m) => m,
+        Err(e) => return PartialState::Corrupt(format!("manifest unparsable: {e}")),
+    };
+    if manifest.version != MANIFEST_VERSION {
+        return PartialState::Corrupt(format!("manifest version {}", manifest.version));
+    }
+    if manifest.plan_digest != plan.digest() {
+        return PartialState::Corrupt("encoding settings changed since the partial output was made".into());
+    }
+    if manifest.source != plan.source {
+        return PartialState::Corrupt("the source file changed since the partial output was made".into());
+    }
+    for (i, seg) in manifest.segments.iter().enumerate() {
+        if seg.index as usize != i {
+            return PartialState::Corrupt(format!("segment {i} is out of order"));
+        }
+        match std::fs::metadata(dir.join(&seg.file)) {
+            Ok(m) if m.len() == seg.bytes => {}
+            Ok(m) => return PartialState::Corrupt(format!("{} has {} bytes, expected {}", seg.file, m.len(), seg.bytes)),
+            Err(_) => return PartialState::Corrupt(format!("{} is missing", seg.file)),
+        }
+    }
+    PartialState::Valid(manifest)
+}
+
+/// Removes a partial output folder (corrupt, cancelled or finished).
+pub fn remove_partial(dir: &Path) -> Result<(), MediaError> {
+    match std::fs::remove_dir_all(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(MediaError::from_io("removing the partial output", &e)),
+    }
+}

@@ -1,0 +1,207 @@
+//! What to do with a file: skip or encode, into which container, with which settings.
+//! The plan is written next to the partial output and read by the transcoder child.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::probe::{HdrKind, MediaInfo};
+use super::MediaError;
+use crate::domain::job::FailureCode;
+
+/// Suffix of the hidden folder, next to the source, that holds a job's partial output.
+pub const PARTIAL_SUFFIX: &str = ".condense-partial";
+/// Suffix of the hidden hard link that keeps the original reachable while it is replaced.
+pub const BACKUP_SUFFIX: &str = ".condense-original";
+
+/// Containers (by extension) condense takes as input; FFmpeg may decode more.
+pub const INPUT_EXTENSIONS: &[&str] = &["mp4", "m4v", "mkv", "avi", "mov", "webm", "mpg", "mpeg", "flv", "wmv"];
+
+/// True for names condense itself writes (partial folders, backups), which scanners ignore.
+pub fn is_service_file(path: &Path) -> bool {
+    path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.contains(".condense-"))
+}
+
+/// `<dir>/.<file name>.condense-partial`
+pub fn partial_dir_for(source: &Path) -> PathBuf {
+    sibling(source, PARTIAL_SUFFIX)
+}
+
+/// `<dir>/.<file name>.condense-original`
+pub fn backup_path_for(source: &Path) -> PathBuf {
+    sibling(source, BACKUP_SUFFIX)
+}
+
+fn sibling(source: &Path, suffix: &str) -> PathBuf {
+    let name = source.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    source.with_file_name(format!(".{name}{suffix}"))
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decision {
+    /// Already in the target codec.
+    Skip { reason: String },
+    Encode,
+}
+
+/// Skip a file already in the target codec unless forced; refuse what cannot be converted
+/// correctly (Dolby Vision without an HDR10, HLG or SDR base layer).
+pub fn decide(info: &MediaInfo, target_codec: &str, forced: bool) -> Result<Decision, MediaError> {
+    let video = info.video().ok_or_else(|| MediaError::invalid("no video stream"))?;
+    if let Some(dv) = info.hdr.dolby_vision {
+        // Profile 5 (and any profile without a compatible base layer) carries IPTPQc2
+        // colour that only the RPU can turn into HDR10: encoding it would give wrong colours.
+        let compatible = matches!(dv.bl_compatibility_id, 1 | 2 | 4) && dv.profile != 5;
+        if !compatible {
+            return Err(MediaError::new(
+                FailureCode::UnsupportedCodec,
+                format!(
+                    "Dolby Vision profile {} (base layer compatibility {}) has no HDR10, HLG or SDR base layer; \
+                     converting it would give wrong colours",
+                    dv.profile, dv.bl_compatibility_id
+                ),
+            ));
+        }
+    }
+    if video.codec == target_codec && !forced {
+        return Ok(Decision::Skip { reason: format!("video is already {target_codec}") });
+    }
+    Ok(Decision::Encode)
+}
+
+/// Extension of the output: the source's container where the target codec fits it,
+/// else Matroska.
+pub fn output_extension(source: &Path, target_codec: &str) -> &'static str {
+    let ext = source.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).unwrap_or_default();
+    match (ext.as_str(), target_codec) {
+        ("mp4", _) => "mp4",
+        ("m4v", _) => "m4v",
+        ("mov", "hevc") => "mov",
+        ("webm", "av1") => "webm",
+        _ => "mkv",
+    }
+}
+
+/// The final path of the encoded file: the source's own path when the container stays.
+pub fn final_path(source: &Path, target_codec: &str) -> PathBuf {
+    let ext = output_extension(source, target_codec);
+    let same = source.extension().and_then(|e| e.to_str()).is_some_and(|e| e.eq_ignore_ascii_case(ext));
+    if same {
+        source.to_path_buf()
+    } else {
+        source.with_extension(ext)
+    }
+}
+
+/// What identifies the source as the one the job started on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SourceIdentity {
+    pub size: u64,
+    pub mtime_ns: i64,
+    pub inode: u64,
+}
+
+impl SourceIdentity {
+    pub fn of(path: &Path) -> std::io::Result<SourceIdentity> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(path)?;
+        Ok(SourceIdentity { size: m.len(), mtime_ns: m.mtime() * 1_000_000_000 + m.mtime_nsec(), inode: m.ino() })
+    }
+}
+
+/// Everything the transcoder child needs; stored as plan.json in the partial folder.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EncodePlan {
+    pub input: PathBuf,
+    pub partial_dir: PathBuf,
+    pub target_codec: String,
+    pub encoder: String,
+    /// CRF / CQ.
+    pub quality: i32,
+    pub preset: String,
+    /// Length of a resumable segment of video, in seconds of source time.
+    pub segment_seconds: f64,
+    pub output_extension: String,
+    pub source: SourceIdentity,
+    /// Free bytes the partial folder's filesystem must have before starting.
+    pub min_free_bytes: u64,
+    /// HDR kind the output keeps (Dolby Vision becomes HDR10, HLG or SDR of its base layer).
+    pub hdr: HdrKind,
+}
+
+impl EncodePlan {
+    pub fn new(input: &Path, info: &MediaInfo, target_codec: &str, encoder: &str, quality: i32, preset: &str) -> Result<Self, MediaError> {
+        let source = SourceIdentity::of(input).map_err(|e| MediaError::from_io("source", &e))?;
+        Ok(EncodePlan {
+            input: input.to_path_buf(),
+            partial_dir: partial_dir_for(input),
+            target_codec: target_codec.to_string(),
+            encoder: encoder.to_string(),
+            quality,
+            preset: preset.to_string(),
+            segment_seconds: 20.0,
+            output_extension: output_extension(input, target_codec).to_string(),
+            source,
+            // Segments plus the final file peak near the output's size twice over; outputs
+            // are smaller than sources, so the source's size plus a margin is enough.
+            min_free_bytes: source.size + 64 * 1024 * 1024,
+            hdr: match info.hdr.kind {
+                HdrKind::DolbyVision => match info.hdr.dolby_vision.map(|d| d.bl_compatibility_id) {
+                    Some(4) => HdrKind::Hlg,
+                    Some(2) => HdrKind::Sdr,
+                    _ => HdrKind::Hdr10,
+                },
+                HdrKind::Hdr10Plus if target_codec != "hevc" => HdrKind::Hdr10,
+                other => other,
+            },
+        })
+    }
+
+    pub fn plan_path(&self) -> PathBuf {
+        self.partial_dir.join("plan.json")
+    }
+
+    pub fn output_path(&self) -> PathBuf {
+        self.partial_dir.join(format!("output.{}", self.output_extension))
+    }
+
+    /// A digest of what shapes the encoded bits: segments made under another plan cannot
+    /// be joined with new ones.
+    pub fn digest(&self) -> String {
+        format!(
+            "{}|{}|{}|{}|{}|{}",
+            self.target_codec, self.encoder, self.quality, self.preset, self.segment_seconds, self.hdr.as_str()
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn containers_follow_the_target_codec() {
+        assert_eq!(output_extension(Path::new("/a/b.mp4"), "hevc"), "mp4");
+        assert_eq!(output_extension(Path::new("/a/b.MOV"), "hevc"), "mov");
+        assert_eq!(output_extension(Path::new("/a/b.mov"), "av1"), "mkv");
+        assert_eq!(output_extension(Path::new("/a/b.webm"), "hevc"), "mkv");
+        assert_eq!(output_extension(Path::new("/a/b.webm"), "av1"), "webm");
+        for ext in ["avi", "mpg", "mpeg", "flv", "wmv", "mkv", "ts"] {
+            assert_eq!(output_extension(Path::new(&format!("/a/b.{ext}")), "hevc"), "mkv", "{ext}");
+        }
+        assert_eq!(final_path(Path::new("/a/b.mp4"), "hevc"), Path::new("/a/b.mp4"));
+        assert_eq!(final_path(Path::new("/a/b.avi"), "hevc"), Path::new("/a/b.mkv"));
+    }
+
+    #[test]
+    fn service_files_are_recognised() {
+        let src = Path::new("/m/Movie (2020).mkv");
+        assert_eq!(partial_dir_for(src), Path::new("/m/.Movie (2020).mkv.condense-partial"));
+        assert_eq!(backup_path_for(src), Path::new("/m/.Movie (2020).mkv.condense-original"));
+        assert!(is_service_file(&partial_dir_for(src)));
+        assert!(is_service_file(&backup_path_for(src)));
+        assert!(!is_service_file(src));
+    }
+}

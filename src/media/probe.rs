@@ -1,0 +1,420 @@
+//! In-process probe of a media file: container, streams, colour and HDR facts.
+//! Runs FFmpeg's demuxer only (plus one decoded frame for HDR candidates), so it is cheap
+//! enough to run for every file of a large library.
+
+use std::ffi::{CStr, CString};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use rsmpeg::avformat::{AVFormatContextInput, AVStreamRef};
+use rsmpeg::avutil::AVDictionary;
+use rsmpeg::ffi;
+use serde::{Deserialize, Serialize};
+
+use super::error::{av_code, MediaError};
+use crate::domain::job::FailureCode;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MediaInfo {
+    pub container: String,
+    pub duration_seconds: Option<f64>,
+    pub size_bytes: u64,
+    pub bit_rate: Option<i64>,
+    pub chapters: u32,
+    pub streams: Vec<StreamInfo>,
+    /// HDR facts of the main video stream.
+    pub hdr: HdrInfo,
+}
+
+impl MediaInfo {
+    /// The main video stream (not a cover picture).
+    pub fn video(&self) -> Option<&StreamInfo> {
+        self.streams.iter().find(|s| s.kind == StreamKind::Video && !s.attached_picture)
+    }
+
+    pub fn count(&self, kind: StreamKind) -> usize {
+        self.streams.iter().filter(|s| s.kind == kind && !s.attached_picture).count()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StreamKind {
+    Video,
+    Audio,
+    Subtitle,
+    Attachment,
+    Data,
+    Unknown,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StreamInfo {
+    pub index: usize,
+    pub kind: StreamKind,
+    pub codec: String,
+    pub profile: Option<String>,
+    pub width: Option<u32>,
+    pub height: Option<u32>,
+    pub frame_rate: Option<f64>,
+    pub pix_fmt: Option<String>,
+    pub bit_depth: Option<u32>,
+    pub color_primaries: Option<String>,
+    pub color_transfer: Option<String>,
+    pub color_space: Option<String>,
+    pub color_range: Option<String>,
+    pub language: Option<String>,
+    pub sample_rate: Option<u32>,
+    pub channels: Option<u32>,
+    pub attached_picture: bool,
+    pub duration_seconds: Option<f64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum HdrKind {
+    #[serde(rename = "SDR")]
+    Sdr,
+    #[serde(rename = "HDR10")]
+    Hdr10,
+    #[serde(rename = "HLG")]
+    Hlg,
+    #[serde(rename = "HDR10+")]
+    Hdr10Plus,
+    #[serde(rename = "DOLBY_VISION")]
+    DolbyVision,
+}
+
+impl HdrKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HdrKind::Sdr => "SDR",
+            HdrKind::Hdr10 => "HDR10",
+            HdrKind::Hlg => "HLG",
+            HdrKind::Hdr10Plus => "HDR10+",
+            HdrKind::DolbyVision => "DOLBY_VISION",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HdrInfo {
+    pub kind: HdrKind,
+    pub dolby_vision: Option<DolbyVision>,
+    pub hdr10_plus: bool,
+    pub mastering_display: Option<MasteringDisplay>,
+    pub content_light: Option<ContentLight>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DolbyVision {
+    pub profile: u8,
+    pub level: u8,
+    pub bl_compatibility_id: u8,
+    pub rpu_present: bool,
+    pub el_present: bool,
+}
+
+/// SMPTE ST 2086 mastering display, chromaticities as CIE 1931 xy, luminance in cd/m².
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MasteringDisplay {
+    pub red: [f64; 2],
+    pub green: [f64; 2],
+    pub blue: [f64; 2],
+    pub white_point: [f64; 2],
+    pub min_luminance: f64,
+    pub max_luminance: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContentLight {
+    pub max_cll: u32,
+    pub max_fall: u32,
+}
+
+fn q2d(r: ffi::AVRational) -> f64 {
+    if r.den == 0 {
+        0.0
+    } else {
+        f64::from(r.num) / f64::from(r.den)
+    }
+}
+
+fn cstr_opt(ptr: *const std::ffi::c_char) -> Option<String> {
+    if ptr.is_null() {
+        return None;
+    }
+    // SAFETY: FFmpeg's name functions return static NUL-terminated strings.
+    let s = unsafe { CStr::from_ptr(ptr) }.to_string_lossy().into_owned();
+    (!s.is_empty() && s != "unknown" && s != "unspecified" && s != "reserved").then_some(s)
+}
+
+/// Opens a media file for reading, allowing the `file` protocol only, so that a playlist
+/// disguised as a video cannot make FFmpeg fetch URLs or read other local files.
+pub fn open_input(path: &Path) -> Result<AVFormatContextInput, MediaError> {
+    let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => MediaError::invalid(format!("{}: no such file", path.display())),
+        _ => MediaError::from_io(&path.display().to_string(), &e),
+    })?;
+    if !meta.is_file() {
+        return Err(MediaError::invalid(format!("{}: not a regular file", path.display())));
+    }
+    if meta.len() == 0 {
+        return Err(MediaError::invalid(format!("{}: file is empty", path.display())));
+    }
+    let mut url = b"file:".to_vec();
+    url.extend_from_slice(path.as_os_str().as_bytes());
+    let url = CString::new(url).map_err(|_| MediaError::invalid("path contains a NUL byte"))?;
+    let mut options = Some(AVDictionary::new(c"protocol_whitelist", c"file", 0));
+    AVFormatContextInput::open(&url, None, &mut options).map_err(|e| {
+        let code = av_code(&e).unwrap_or(0);
+        if code == -libc::EACCES || code == -libc::EPERM {
+            MediaError::new(FailureCode::PermissionDenied, format!("{}: permission denied", path.display()))
+        } else {
+            MediaError::invalid(format!(
+                "{}: not a readable media file ({})",
+                path.display(),
+                super::error::av_error_text(code)
+            ))
+        }
+    })
+}
+
+fn stream_kind(t: ffi::AVMediaType) -> StreamKind {
+    match t {
+        ffi::AVMediaType_AVMEDIA_TYPE_VIDEO => StreamKind::Video,
+        ffi::AVMediaType_AVMEDIA_TYPE_AUDIO => StreamKind::Audio,
+        ffi::AVMediaType_AVMEDIA_TYPE_SUBTITLE => StreamKind::Subtitle,
+        ffi::AVMediaType_AVMEDIA_TYPE_ATTACHMENT => StreamKind::Attachment,
+        ffi::AVMediaType_AVMEDIA_TYPE_DATA => StreamKind::Data,
+        _ => StreamKind::Unknown,
+    }
+}
+
+/// Bit depth of a pixel format's first component.
+pub fn pix_fmt_depth(fmt: i32) -> Option<u32> {
+    // SAFETY: av_pix_fmt_desc_get returns null or a pointer to a static descriptor.
+    unsafe {
+        let desc = ffi::av_pix_fmt_desc_get(fmt);
+        if desc.is_null() {
+            None
+        } else {
+            u32::try_from((*desc).comp[0].depth).ok()
+        }
+    }
+}
+
+pub fn pix_fmt_name(fmt: i32) -> Option<String> {
+    // SAFETY: returns null or a static string.
+    cstr_opt(unsafe { ffi::av_get_pix_fmt_name(fmt) })
+}
+
+fn stream_info(index: usize, stream: &AVStreamRef) -> StreamInfo {
+    let par = stream.codecpar();
+    let kind = stream_kind(par.codec_type);
+    // SAFETY: the name functions take plain enum values and return static strings.
+    let (codec, profile) = unsafe {
+        (
+            cstr_opt(ffi::avcodec_get_name(par.codec_id)).unwrap_or_else(|| "none".into()),
+            cstr_opt(ffi::avcodec_profile_name(par.codec_id, par.profile)),
+        )
+    };
+    let language = stream
+        .metadata()
+        .and_then(|m| m.get(c"language", None, 0).map(|e| e.value().to_string_lossy().into_owned()));
+    let video = kind == StreamKind::Video;
+    let rate = stream.avg_frame_rate;
+    let rate = if rate.num > 0 && rate.den > 0 { Some(q2d(rate)) } else { stream.guess_framerate().map(q2d) };
+    let duration = (stream.duration > 0).then(|| stream.duration as f64 * q2d(stream.time_base));
+    // SAFETY: as above.
+    let colors = unsafe {
+        (
+            cstr_opt(ffi::av_color_primaries_name(par.color_primaries)),
+            cstr_opt(ffi::av_color_transfer_name(par.color_trc)),
+            cstr_opt(ffi::av_color_space_name(par.color_space)),
+            cstr_opt(ffi::av_color_range_name(par.color_range)),
+        )
+    };
+    StreamInfo {
+        index,
+        kind,
+        codec,
+        profile,
+        width: video.then(|| u32::try_from(par.width).ok()).flatten(),
+        height: video.then(|| u32::try_from(par.height).ok()).flatten(),
+        frame_rate: if video { rate.filter(|r| r.is_finite() && *r > 0.0) } else { None },
+        pix_fmt: if video { pix_fmt_name(par.format) } else { None },
+        bit_depth: if video {
+            pix_fmt_depth(par.format).or_else(|| u32::try_from(par.bits_per_raw_sample).ok().filter(|d| *d > 0))
+        } else {
+            None
+        },
+        color_primaries: if video { colors.0 } else { None },
+        color_transfer: if video { colors.1 } else { None },
+        color_space: if video { colors.2 } else { None },
+        color_range: if video { colors.3 } else { None },
+        language,
+        sample_rate: (kind == StreamKind::Audio).then(|| u32::try_from(par.sample_rate).ok()).flatten(),
+        channels: (kind == StreamKind::Audio).then(|| u32::try_from(par.ch_layout.nb_channels).ok()).flatten(),
+        attached_picture: stream.disposition & ffi::AV_DISPOSITION_ATTACHED_PIC as i32 != 0,
+        duration_seconds: duration,
+    }
+}
+
+/// Stream-level side data of one type (FFmpeg 5.1 keeps it on the stream).
+fn stream_side_data(stream: &AVStreamRef, kind: ffi::AVPacketSideDataType) -> Option<&'static [u8]> {
+    let mut size: usize = 0;
+    // SAFETY: returns a pointer into the stream's own side data, valid while the context
+    // lives; callers copy what they need before the context is dropped.
+    let ptr = unsafe { ffi::av_stream_get_side_data(stream.as_ptr(), kind, &mut size) };
+    if ptr.is_null() || size == 0 {
+        None
+    } else {
+        // SAFETY: FFmpeg reports `size` readable bytes at `ptr`.
+        Some(unsafe { std::slice::from_raw_parts(ptr, size) })
+    }
+}
+
+pub fn mastering_from_raw(m: &ffi::AVMasteringDisplayMetadata) -> Option<MasteringDisplay> {
+    if m.has_primaries == 0 && m.has_luminance == 0 {
+        return None;
+    }
+    let xy = |p: [ffi::AVRational; 2]| [q2d(p[0]), q2d(p[1])];
+    Some(MasteringDisplay {
+        red: xy(m.display_primaries[0]),
+        green: xy(m.display_primaries[1]),
+        blue: xy(m.display_primaries[2]),
+        white_point: xy(m.white_point),
+        min_luminance: q2d(m.min_luminance),
+        max_luminance: q2d(m.max_luminance),
+    })
+}
+
+fn read_struct<T: Copy>(bytes: &[u8]) -> Option<T> {
+    (bytes.len() >= std::mem::size_of::<T>())
+        // SAFETY: the buffer holds at least one T as written by FFmpeg; unaligned read.
+        .then(|| unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) })
+}
+
+/// Side data found on the first decoded frame (in-band SEI / OBU metadata).
+#[derive(Default)]
+struct FrameHdr {
+    mastering: Option<MasteringDisplay>,
+    content_light: Option<ContentLight>,
+    hdr10_plus: bool,
+}
+
+fn first_frame_hdr(input: &mut AVFormatContextInput, stream_index: usize) -> FrameHdr {
+    use rsmpeg::avcodec::{AVCodec, AVCodecContext};
+    let mut found = FrameHdr::default();
+    let mut ctx = {
+        let Some(stream) = input.streams().get(stream_index) else { return found };
+        let par = stream.codecpar();
+        let Some(decoder) = AVCodec::find_decoder(par.codec_id) else { return found };
+        let mut ctx = AVCodecContext::new(&decoder);
+        if ctx.apply_codecpar(&par).is_err() || ctx.open(None).is_err() {
+            return found;
+        }
+        ctx
+    };
+    for _ in 0..200 {
+        let packet = match input.read_packet() {
+            Ok(Some(p)) => p,
+            _ => break,
+        };
+        if packet.stream_index as usize != stream_index {
+            continue;
+        }
+        if ctx.send_packet(Some(&packet)).is_err() {
+            break;
+        }
+        if let Ok(frame) = ctx.receive_frame() {
+            // SAFETY: side data pointers belong to `frame`, read before it is dropped.
+            unsafe {
+                let sd = ffi::av_frame_get_side_data(
+                    frame.as_ptr(),
+                    ffi::AVFrameSideDataType_AV_FRAME_DATA_MASTERING_DISPLAY_METADATA,
+                );
+                if !sd.is_null() {
+                    found.mastering = mastering_from_raw(&*((*sd).data as *const ffi::AVMasteringDisplayMetadata));
+                }
+                let sd = ffi::av_frame_get_side_data(
+                    frame.as_ptr(),
+                    ffi::AVFrameSideDataType_AV_FRAME_DATA_CONTENT_LIGHT_LEVEL,
+                );
+                if !sd.is_null() {
+                    let c = &*((*sd).data as *const ffi::AVContentLightMetadata);
+                    found.content_light = Some(ContentLight { max_cll: c.MaxCLL, max_fall: c.MaxFALL });
+                }
+                found.hdr10_plus = !ffi::av_frame_get_side_data(
+                    frame.as_ptr(),
+                    ffi::AVFrameSideDataType_AV_FRAME_DATA_DYNAMIC_HDR_PLUS,
+                )
+                .is_null();
+            }
+            break;
+        }
+    }
+    found
+}
+
+/// Probes a file. Decodes one frame only when the video is an HDR candidate (PQ or HLG
+/// transfer), to find in-band mastering, light level and HDR10+ metadata.
+pub fn probe(path: &Path) -> Result<MediaInfo, MediaError> {
+    let mut input = open_input(path)?;
+    let size_bytes = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    let container = cstr_opt(input.iformat().name).unwrap_or_default();
+    let duration_seconds = (input.duration > 0).then(|| input.duration as f64 / f64::from(ffi::AV_TIME_BASE));
+    let bit_rate = (input.bit_rate > 0).then_some(input.bit_rate);
+    let chapters = input.nb_chapters;
+    let streams: Vec<StreamInfo> = input.streams().into_iter().enumerate().map(|(i, s)| stream_info(i, &s)).collect();
+
+    let mut hdr = HdrInfo { kind: HdrKind::Sdr, dolby_vision: None, hdr10_plus: false, mastering_display: None, content_light: None };
+    let video_index = streams.iter().find(|s| s.kind == StreamKind::Video && !s.attached_picture).map(|s| s.index);
+    if let Some(vi) = video_index {
+        if let Some(stream) = input.streams().get(vi) {
+            hdr.dolby_vision = stream_side_data(&stream, ffi::AVPacketSideDataType_AV_PKT_DATA_DOVI_CONF)
+                .and_then(read_struct::<ffi::AVDOVIDecoderConfigurationRecord>)
+                .map(|r| DolbyVision {
+                    profile: r.dv_profile,
+                    level: r.dv_level,
+                    bl_compatibility_id: r.dv_bl_signal_compatibility_id,
+                    rpu_present: r.rpu_present_flag != 0,
+                    el_present: r.el_present_flag != 0,
+                });
+            hdr.mastering_display =
+                stream_side_data(&stream, ffi::AVPacketSideDataType_AV_PKT_DATA_MASTERING_DISPLAY_METADATA)
+                    .and_then(read_struct::<ffi::AVMasteringDisplayMetadata>)
+                    .and_then(|m| mastering_from_raw(&m));
+            hdr.content_light = stream_side_data(&stream, ffi::AVPacketSideDataType_AV_PKT_DATA_CONTENT_LIGHT_LEVEL)
+                .and_then(read_struct::<ffi::AVContentLightMetadata>)
+                .map(|c| ContentLight { max_cll: c.MaxCLL, max_fall: c.MaxFALL });
+        }
+        let transfer = streams[vi].color_transfer.clone().unwrap_or_default();
+        let pq = transfer == "smpte2084";
+        let hlg = transfer == "arib-std-b67";
+        if pq || hlg || hdr.dolby_vision.is_some() {
+            let frame = first_frame_hdr(&mut input, vi);
+            hdr.mastering_display = hdr.mastering_display.or(frame.mastering);
+            hdr.content_light = hdr.content_light.or(frame.content_light);
+            hdr.hdr10_plus = frame.hdr10_plus;
+        }
+        hdr.kind = if hdr.dolby_vision.is_some() {
+            HdrKind::DolbyVision
+        } else if hdr.hdr10_plus && pq {
+            HdrKind::Hdr10Plus
+        } else if pq {
+            HdrKind::Hdr10
+        } else if hlg {
+            HdrKind::Hlg
+        } else {
+            HdrKind::Sdr
+        };
+    }
+    Ok(MediaInfo { container, duration_seconds, size_bytes, bit_rate, chapters, streams, hdr })
+}
