@@ -10,6 +10,7 @@ pub mod domain;
 pub mod error;
 pub mod host;
 pub mod http;
+pub mod license;
 pub mod media;
 pub mod repo;
 pub mod security;

@@ -1,6 +1,7 @@
-//! Job statuses, stages and failure reasons.
+//! Job statuses, stages, failure reasons, and the job state machine.
 
 use super::named_enum;
+use super::retry::RetryProfile;
 
 named_enum!(
     /// Where a job is in its lifecycle (SPEC: States and transitions; DESIGN: Job states).
@@ -66,6 +67,192 @@ impl FailureCode {
     }
 }
 
+/// Automatic retries per job (SPEC Limits 4): a job gets its first attempt plus this many.
+pub const MAX_AUTOMATIC_RETRIES: u32 = 3;
+
+/// What the state machine needs to know about a job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobSnapshot {
+    pub status: JobStatus,
+    pub retry_count: u32,
+    /// Re-encode even when the source is already in the target codec.
+    pub forced: bool,
+}
+
+named_enum!(
+    /// The state of a paused job's partial output, as found when the job is resumed.
+    PartialOutput, "partial output" {
+        Valid => "valid",
+        Missing => "missing",
+        Corrupt => "corrupt",
+    }
+);
+
+/// Something that happened to a job; `transition` decides what it leads to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobEvent {
+    /// The library scan hands a discovered file to the queue.
+    Queue,
+    /// The scheduler assigned a node, which starts analysing the source.
+    Start,
+    /// Analysis finished; `skip` when the source is already in the target codec.
+    Analyzed { skip: bool },
+    /// The encode was verified and replaced the original (TRANSFERRING is a stage of ENCODING).
+    Complete,
+    /// The attempt failed.
+    Fail { code: FailureCode },
+    /// A user paused the job, or paused the whole queue.
+    Pause,
+    /// A user resumed a paused job; the actor has checked its partial output.
+    Resume { partial: PartialOutput },
+    /// A user asked for a failed or cancelled job to run again.
+    Retry,
+    /// A user cancelled the job.
+    Cancel,
+    /// A user asked to re-encode a skipped or completed file anyway.
+    Force,
+    /// The job was running when its node restarted or went away.
+    Orphaned,
+}
+
+impl JobEvent {
+    /// The event as a verb, for messages like "cannot pause a job that is COMPLETED".
+    pub fn name(&self) -> &'static str {
+        match self {
+            JobEvent::Queue => "queue",
+            JobEvent::Start => "start",
+            JobEvent::Analyzed { .. } => "finish analyzing",
+            JobEvent::Complete => "complete",
+            JobEvent::Fail { .. } => "fail",
+            JobEvent::Pause => "pause",
+            JobEvent::Resume { .. } => "resume",
+            JobEvent::Retry => "retry",
+            JobEvent::Cancel => "cancel",
+            JobEvent::Force => "force",
+            JobEvent::Orphaned => "requeue as orphaned",
+        }
+    }
+}
+
+/// Work the actor must carry out for a transition, in the order listed. Each is safe to
+/// repeat after a crash (stopping a transcoder that already exited, deleting a partial
+/// output that is already gone: both do nothing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Effect {
+    /// Stop the job's transcoder; `graceful` flushes the encoder and closes the current
+    /// segment so the partial output can be continued later.
+    StopTranscoder { graceful: bool },
+    /// Leave the partial output in place for a later resume.
+    KeepPartial,
+    /// Remove the partial output.
+    DeletePartial,
+    /// The next attempt continues from the partial output (after checking its manifest).
+    ContinueFromPartial,
+    /// The next attempt encodes from the first frame, ignoring any partial output.
+    StartFromScratch,
+    /// The next attempt uses this rung of the retry ladder.
+    UseRetryProfile(RetryProfile),
+    /// Store the failure reason on the job and in its history.
+    RecordFailure(FailureCode),
+    /// Remove the failure reason from the job.
+    ClearFailure,
+    /// End the node's lease on the job and free its slot.
+    ReleaseNode,
+}
+
+/// The result of an accepted transition: the job's new fields and the work to carry out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    pub to: JobStatus,
+    pub retry_count: u32,
+    pub forced: bool,
+    pub effects: Vec<Effect>,
+}
+
+/// An event that does not apply to the job's current status.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("cannot {event_name} a job that is {from}")]
+pub struct TransitionError {
+    pub from: JobStatus,
+    pub event_name: &'static str,
+}
+
+/// The job state machine (SPEC: States and transitions; DESIGN: Job states). Every pair of
+/// status and event not listed here is refused, so nothing changes silently.
+pub fn transition(job: &JobSnapshot, event: &JobEvent) -> Result<Outcome, TransitionError> {
+    use Effect::*;
+    use JobStatus::*;
+
+    let keep_counters =
+        |to: JobStatus, effects: Vec<Effect>| Outcome { to, retry_count: job.retry_count, forced: job.forced, effects };
+
+    let outcome = match (job.status, *event) {
+        (Pending, JobEvent::Queue) => keep_counters(Queued, vec![StartFromScratch]),
+        (Queued, JobEvent::Start) => keep_counters(Analyzing, vec![]),
+        (Analyzing, JobEvent::Analyzed { skip }) => {
+            if skip && !job.forced {
+                keep_counters(Skipped, vec![ReleaseNode])
+            } else {
+                keep_counters(Encoding, vec![])
+            }
+        }
+        (Encoding, JobEvent::Complete) => keep_counters(Completed, vec![ReleaseNode]),
+        (Analyzing | Encoding, JobEvent::Fail { code }) => fail(job, code),
+        (Encoding, JobEvent::Pause) => {
+            keep_counters(Paused, vec![StopTranscoder { graceful: true }, KeepPartial, ReleaseNode])
+        }
+        // Pause-all also holds jobs that have no transcoder running yet.
+        (Analyzing, JobEvent::Pause) => keep_counters(Paused, vec![ReleaseNode]),
+        (Queued, JobEvent::Pause) => keep_counters(Paused, vec![]),
+        (Paused, JobEvent::Resume { partial }) => {
+            let effects = match partial {
+                PartialOutput::Valid => vec![ContinueFromPartial],
+                PartialOutput::Missing => vec![StartFromScratch],
+                PartialOutput::Corrupt => vec![DeletePartial, StartFromScratch],
+            };
+            keep_counters(Queued, effects)
+        }
+        (Failed, JobEvent::Retry) => {
+            Outcome { to: Queued, retry_count: 0, forced: job.forced, effects: vec![ClearFailure, StartFromScratch] }
+        }
+        (Cancelled, JobEvent::Retry) => {
+            Outcome { to: Queued, retry_count: 0, forced: job.forced, effects: vec![StartFromScratch] }
+        }
+        (Pending, JobEvent::Cancel) => keep_counters(Cancelled, vec![]),
+        // A queued or paused job may hold a partial output from an earlier attempt.
+        (Queued | Paused, JobEvent::Cancel) => keep_counters(Cancelled, vec![DeletePartial]),
+        (Analyzing, JobEvent::Cancel) => keep_counters(Cancelled, vec![DeletePartial, ReleaseNode]),
+        (Encoding, JobEvent::Cancel) => {
+            keep_counters(Cancelled, vec![StopTranscoder { graceful: false }, DeletePartial, ReleaseNode])
+        }
+        (Skipped | Completed, JobEvent::Force) => {
+            Outcome { to: Queued, retry_count: 0, forced: true, effects: vec![StartFromScratch] }
+        }
+        // Not the job's fault, so it does not use up a retry.
+        (Analyzing | Encoding, JobEvent::Orphaned) => keep_counters(Queued, vec![ReleaseNode, ContinueFromPartial]),
+        (from, event) => return Err(TransitionError { from, event_name: event.name() }),
+    };
+    Ok(outcome)
+}
+
+/// A failed attempt: retried with the next rung of the ladder until the retries run out.
+/// The partial output goes either way: a retry uses different settings, so it cannot continue it.
+fn fail(job: &JobSnapshot, code: FailureCode) -> Outcome {
+    let mut effects = Vec::new();
+    if job.status == JobStatus::Encoding {
+        effects.push(Effect::StopTranscoder { graceful: false });
+    }
+    effects.extend([Effect::DeletePartial, Effect::RecordFailure(code), Effect::ReleaseNode]);
+
+    if job.retry_count < MAX_AUTOMATIC_RETRIES {
+        let retry_count = job.retry_count + 1;
+        effects.extend([Effect::UseRetryProfile(RetryProfile::for_retry_count(retry_count)), Effect::StartFromScratch]);
+        Outcome { to: JobStatus::Queued, retry_count, forced: job.forced, effects }
+    } else {
+        Outcome { to: JobStatus::Failed, retry_count: job.retry_count, forced: job.forced, effects }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,6 +294,308 @@ mod tests {
     fn stages_round_trip() {
         for stage in Stage::ALL {
             assert_eq!(Stage::from_str(stage.as_str()), Ok(*stage));
+        }
+    }
+
+    mod state_machine {
+        use super::super::*;
+        use crate::domain::retry::RetryProfile;
+        use std::collections::{BTreeSet, HashMap};
+        use Effect::*;
+        use JobStatus::*;
+
+        /// An event, and the counters of the job it is applied to.
+        struct Sample {
+            label: &'static str,
+            retry_count: u32,
+            forced: bool,
+            event: JobEvent,
+        }
+
+        fn sample(label: &'static str, retry_count: u32, forced: bool, event: JobEvent) -> Sample {
+            Sample { label, retry_count, forced, event }
+        }
+
+        /// Counters are mostly non-zero so that an accidental reset shows.
+        fn samples() -> Vec<Sample> {
+            vec![
+                sample("queue", 1, false, JobEvent::Queue),
+                sample("start", 1, false, JobEvent::Start),
+                sample("analyzed: skip", 1, false, JobEvent::Analyzed { skip: true }),
+                sample("analyzed: encode", 1, false, JobEvent::Analyzed { skip: false }),
+                sample("analyzed forced: skip", 1, true, JobEvent::Analyzed { skip: true }),
+                sample("analyzed forced: encode", 1, true, JobEvent::Analyzed { skip: false }),
+                sample("complete", 1, false, JobEvent::Complete),
+                sample("fail at 0", 0, false, JobEvent::Fail { code: FailureCode::FileValidationFailed }),
+                sample("fail at 2", 2, true, JobEvent::Fail { code: FailureCode::TranscoderCrashed }),
+                sample("fail at 3", 3, false, JobEvent::Fail { code: FailureCode::InsufficientDiskSpace }),
+                sample("pause", 1, false, JobEvent::Pause),
+                sample("resume: valid", 1, false, JobEvent::Resume { partial: PartialOutput::Valid }),
+                sample("resume: missing", 1, false, JobEvent::Resume { partial: PartialOutput::Missing }),
+                sample("resume: corrupt", 1, false, JobEvent::Resume { partial: PartialOutput::Corrupt }),
+                sample("retry", 3, true, JobEvent::Retry),
+                sample("cancel", 1, false, JobEvent::Cancel),
+                sample("force", 2, false, JobEvent::Force),
+                sample("orphaned", 2, false, JobEvent::Orphaned),
+            ]
+        }
+
+        /// Exhaustive on purpose: a new event variant does not compile until it is counted here
+        /// and given samples and rows.
+        fn variant_index(event: &JobEvent) -> usize {
+            match event {
+                JobEvent::Queue => 0,
+                JobEvent::Start => 1,
+                JobEvent::Analyzed { .. } => 2,
+                JobEvent::Complete => 3,
+                JobEvent::Fail { .. } => 4,
+                JobEvent::Pause => 5,
+                JobEvent::Resume { .. } => 6,
+                JobEvent::Retry => 7,
+                JobEvent::Cancel => 8,
+                JobEvent::Force => 9,
+                JobEvent::Orphaned => 10,
+            }
+        }
+        const EVENT_VARIANTS: usize = 11;
+
+        struct Row {
+            from: JobStatus,
+            sample: &'static str,
+            expected: Option<Outcome>,
+        }
+
+        fn moves(
+            from: JobStatus,
+            sample: &'static str,
+            to: JobStatus,
+            retry_count: u32,
+            forced: bool,
+            effects: Vec<Effect>,
+        ) -> Vec<Row> {
+            vec![Row { from, sample, expected: Some(Outcome { to, retry_count, forced, effects }) }]
+        }
+
+        fn refused(sample: &'static str, froms: &[JobStatus]) -> Vec<Row> {
+            froms.iter().map(|&from| Row { from, sample, expected: None }).collect()
+        }
+
+        fn rows() -> Vec<Row> {
+            let stop_hard = StopTranscoder { graceful: false };
+            let fail_effects = |running: bool, code: FailureCode, retry: Option<RetryProfile>| {
+                let mut effects = if running { vec![stop_hard] } else { vec![] };
+                effects.extend([DeletePartial, RecordFailure(code), ReleaseNode]);
+                if let Some(profile) = retry {
+                    effects.extend([UseRetryProfile(profile), StartFromScratch]);
+                }
+                effects
+            };
+            let crashed = FailureCode::TranscoderCrashed;
+            let corrupt = FailureCode::FileValidationFailed;
+            let disk = FailureCode::InsufficientDiskSpace;
+
+            [
+                moves(Pending, "queue", Queued, 1, false, vec![StartFromScratch]),
+                refused("queue", &[Queued, Analyzing, Encoding, Paused, Completed, Skipped, Failed, Cancelled]),
+                moves(Queued, "start", Analyzing, 1, false, vec![]),
+                refused("start", &[Pending, Analyzing, Encoding, Paused, Completed, Skipped, Failed, Cancelled]),
+                moves(Analyzing, "analyzed: skip", Skipped, 1, false, vec![ReleaseNode]),
+                refused("analyzed: skip", &[Pending, Queued, Encoding, Paused, Completed, Skipped, Failed, Cancelled]),
+                moves(Analyzing, "analyzed: encode", Encoding, 1, false, vec![]),
+                refused(
+                    "analyzed: encode",
+                    &[Pending, Queued, Encoding, Paused, Completed, Skipped, Failed, Cancelled],
+                ),
+                moves(Analyzing, "analyzed forced: skip", Encoding, 1, true, vec![]),
+                refused(
+                    "analyzed forced: skip",
+                    &[Pending, Queued, Encoding, Paused, Completed, Skipped, Failed, Cancelled],
+                ),
+                moves(Analyzing, "analyzed forced: encode", Encoding, 1, true, vec![]),
+                refused(
+                    "analyzed forced: encode",
+                    &[Pending, Queued, Encoding, Paused, Completed, Skipped, Failed, Cancelled],
+                ),
+                moves(Encoding, "complete", Completed, 1, false, vec![ReleaseNode]),
+                refused("complete", &[Pending, Queued, Analyzing, Paused, Completed, Skipped, Failed, Cancelled]),
+                moves(
+                    Analyzing,
+                    "fail at 0",
+                    Queued,
+                    1,
+                    false,
+                    fail_effects(false, corrupt, Some(RetryProfile::SoftwareDecode)),
+                ),
+                moves(
+                    Encoding,
+                    "fail at 0",
+                    Queued,
+                    1,
+                    false,
+                    fail_effects(true, corrupt, Some(RetryProfile::SoftwareDecode)),
+                ),
+                refused("fail at 0", &[Pending, Queued, Paused, Completed, Skipped, Failed, Cancelled]),
+                moves(
+                    Analyzing,
+                    "fail at 2",
+                    Queued,
+                    3,
+                    true,
+                    fail_effects(false, crashed, Some(RetryProfile::Conservative)),
+                ),
+                moves(
+                    Encoding,
+                    "fail at 2",
+                    Queued,
+                    3,
+                    true,
+                    fail_effects(true, crashed, Some(RetryProfile::Conservative)),
+                ),
+                refused("fail at 2", &[Pending, Queued, Paused, Completed, Skipped, Failed, Cancelled]),
+                moves(Analyzing, "fail at 3", Failed, 3, false, fail_effects(false, disk, None)),
+                moves(Encoding, "fail at 3", Failed, 3, false, fail_effects(true, disk, None)),
+                refused("fail at 3", &[Pending, Queued, Paused, Completed, Skipped, Failed, Cancelled]),
+                moves(Queued, "pause", Paused, 1, false, vec![]),
+                moves(Analyzing, "pause", Paused, 1, false, vec![ReleaseNode]),
+                moves(
+                    Encoding,
+                    "pause",
+                    Paused,
+                    1,
+                    false,
+                    vec![StopTranscoder { graceful: true }, KeepPartial, ReleaseNode],
+                ),
+                refused("pause", &[Pending, Paused, Completed, Skipped, Failed, Cancelled]),
+                moves(Paused, "resume: valid", Queued, 1, false, vec![ContinueFromPartial]),
+                refused(
+                    "resume: valid",
+                    &[Pending, Queued, Analyzing, Encoding, Completed, Skipped, Failed, Cancelled],
+                ),
+                moves(Paused, "resume: missing", Queued, 1, false, vec![StartFromScratch]),
+                refused(
+                    "resume: missing",
+                    &[Pending, Queued, Analyzing, Encoding, Completed, Skipped, Failed, Cancelled],
+                ),
+                moves(Paused, "resume: corrupt", Queued, 1, false, vec![DeletePartial, StartFromScratch]),
+                refused(
+                    "resume: corrupt",
+                    &[Pending, Queued, Analyzing, Encoding, Completed, Skipped, Failed, Cancelled],
+                ),
+                moves(Failed, "retry", Queued, 0, true, vec![ClearFailure, StartFromScratch]),
+                moves(Cancelled, "retry", Queued, 0, true, vec![StartFromScratch]),
+                refused("retry", &[Pending, Queued, Analyzing, Encoding, Paused, Completed, Skipped]),
+                moves(Pending, "cancel", Cancelled, 1, false, vec![]),
+                moves(Queued, "cancel", Cancelled, 1, false, vec![DeletePartial]),
+                moves(Analyzing, "cancel", Cancelled, 1, false, vec![DeletePartial, ReleaseNode]),
+                moves(Encoding, "cancel", Cancelled, 1, false, vec![stop_hard, DeletePartial, ReleaseNode]),
+                moves(Paused, "cancel", Cancelled, 1, false, vec![DeletePartial]),
+                refused("cancel", &[Completed, Skipped, Failed, Cancelled]),
+                moves(Skipped, "force", Queued, 0, true, vec![StartFromScratch]),
+                moves(Completed, "force", Queued, 0, true, vec![StartFromScratch]),
+                refused("force", &[Pending, Queued, Analyzing, Encoding, Paused, Failed, Cancelled]),
+                moves(Analyzing, "orphaned", Queued, 2, false, vec![ReleaseNode, ContinueFromPartial]),
+                moves(Encoding, "orphaned", Queued, 2, false, vec![ReleaseNode, ContinueFromPartial]),
+                refused("orphaned", &[Pending, Queued, Paused, Completed, Skipped, Failed, Cancelled]),
+            ]
+            .into_iter()
+            .flatten()
+            .collect()
+        }
+
+        #[test]
+        fn samples_cover_every_event_variant() {
+            let covered: BTreeSet<usize> = samples().iter().map(|s| variant_index(&s.event)).collect();
+            assert_eq!(covered, (0..EVENT_VARIANTS).collect());
+        }
+
+        #[test]
+        fn the_table_has_one_row_per_status_and_sample() {
+            let samples = samples();
+            let rows = rows();
+            assert_eq!(rows.len(), JobStatus::ALL.len() * samples.len());
+            let mut seen = HashMap::new();
+            for row in &rows {
+                assert!(samples.iter().any(|s| s.label == row.sample), "row for unknown sample {:?}", row.sample);
+                *seen.entry((row.from, row.sample)).or_insert(0) += 1;
+            }
+            for status in JobStatus::ALL {
+                for sample in &samples {
+                    assert_eq!(seen.get(&(*status, sample.label)), Some(&1), "{status} x {}", sample.label);
+                }
+            }
+        }
+
+        #[test]
+        fn every_status_and_event_gives_the_tabled_result() {
+            let samples = samples();
+            for row in rows() {
+                let sample = samples.iter().find(|s| s.label == row.sample).unwrap();
+                let job = JobSnapshot { status: row.from, retry_count: sample.retry_count, forced: sample.forced };
+                let expected = match row.expected {
+                    Some(outcome) => Ok(outcome),
+                    None => Err(TransitionError { from: row.from, event_name: sample.event.name() }),
+                };
+                assert_eq!(transition(&job, &sample.event), expected, "{} x {}", row.from, row.sample);
+            }
+        }
+
+        #[test]
+        fn every_way_into_the_queue_says_how_the_next_attempt_begins() {
+            for status in JobStatus::ALL {
+                for sample in samples() {
+                    let job = JobSnapshot { status: *status, retry_count: sample.retry_count, forced: sample.forced };
+                    let Ok(outcome) = transition(&job, &sample.event) else { continue };
+                    let continues = outcome.effects.contains(&ContinueFromPartial);
+                    let restarts = outcome.effects.contains(&StartFromScratch);
+                    if outcome.to == Queued {
+                        assert!(continues != restarts, "{status} x {}: {:?}", sample.label, outcome.effects);
+                    } else {
+                        assert!(!continues && !restarts, "{status} x {}: {:?}", sample.label, outcome.effects);
+                    }
+                    assert!(
+                        !(continues && outcome.effects.contains(&DeletePartial)),
+                        "{status} x {}: deletes what it continues from",
+                        sample.label
+                    );
+                }
+            }
+        }
+
+        #[test]
+        fn refusals_read_as_sentences() {
+            let completed = JobSnapshot { status: Completed, retry_count: 0, forced: false };
+            let error = transition(&completed, &JobEvent::Pause).unwrap_err();
+            assert_eq!(error.to_string(), "cannot pause a job that is COMPLETED");
+            let pending = JobSnapshot { status: Pending, retry_count: 0, forced: false };
+            let error = transition(&pending, &JobEvent::Analyzed { skip: true }).unwrap_err();
+            assert_eq!(error.to_string(), "cannot finish analyzing a job that is PENDING");
+        }
+
+        /// Acceptance: a corrupt source ends FAILED with retry counter 3 after 4 attempts.
+        #[test]
+        fn a_corrupt_file_fails_for_good_after_four_attempts() {
+            let apply = |job: JobSnapshot, event: JobEvent| {
+                let outcome = transition(&job, &event).unwrap();
+                JobSnapshot { status: outcome.to, retry_count: outcome.retry_count, forced: outcome.forced }
+            };
+            let mut job = apply(JobSnapshot { status: Pending, retry_count: 0, forced: false }, JobEvent::Queue);
+            let mut attempts = 0;
+            while job.status == Queued {
+                attempts += 1;
+                job = apply(job, JobEvent::Start);
+                job = apply(job, JobEvent::Fail { code: FailureCode::FileValidationFailed });
+            }
+            assert_eq!((job.status, job.retry_count, attempts), (Failed, 3, 4));
+
+            job = apply(job, JobEvent::Retry);
+            assert_eq!((job.status, job.retry_count), (Queued, 0));
+        }
+
+        #[test]
+        fn a_counter_beyond_the_limit_still_fails_without_growing() {
+            let job = JobSnapshot { status: Encoding, retry_count: 7, forced: false };
+            let outcome = transition(&job, &JobEvent::Fail { code: FailureCode::Timeout }).unwrap();
+            assert_eq!((outcome.to, outcome.retry_count), (Failed, 7));
         }
     }
 }

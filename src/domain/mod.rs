@@ -1,8 +1,12 @@
-//! Pure rules of the product: job and node states, failure reasons, thresholds.
+//! Pure rules of the product: job and node states, failure reasons, the retry ladder,
+//! health thresholds, licence tiers.
 //! Nothing here does I/O; actors carry these rules out, persist and publish.
 
+pub mod health;
 pub mod job;
+pub mod license;
 pub mod node;
+pub mod retry;
 
 /// A string form of an enum was not one of its names.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -1,0 +1,333 @@
+//! Health checks and their thresholds (SPEC: Health checks; Limits 5 and 7).
+//!
+//! Boundaries: "below X" is healthy and "above Y" is critical, so X and Y themselves are
+//! warnings. CPU load ratio: < 1.5 healthy, 1.5..=2.0 warning, > 2.0 critical. Memory
+//! percent: < 85 healthy, 85..=95 warning, > 95 critical. Stuck jobs: 0 healthy, 1..=5
+//! warning, > 5 critical. A value that is not a number (NaN) is a warning: not known good.
+
+use super::job::JobStatus;
+use super::named_enum;
+use super::node::{NodeRole, NodeStatus};
+
+pub const CPU_WARNING_RATIO: f64 = 1.5;
+pub const CPU_CRITICAL_RATIO: f64 = 2.0;
+pub const MEMORY_WARNING_PERCENT: f64 = 85.0;
+pub const MEMORY_CRITICAL_PERCENT: f64 = 95.0;
+pub const STUCK_JOBS_CRITICAL_ABOVE: u64 = 5;
+/// Disk use above this may make encodes fail for lack of space.
+pub const DISK_RISK_PERCENT: f64 = 90.0;
+/// A running job without progress for longer than this is stalled, i.e. stuck.
+pub const STALLED_AFTER_SECS: u64 = 10 * 60;
+
+named_enum!(
+    HealthLevel, "health level" {
+        Healthy => "HEALTHY",
+        Warning => "WARNING",
+        Critical => "CRITICAL",
+    }
+);
+
+impl HealthLevel {
+    fn severity(self) -> u8 {
+        match self {
+            HealthLevel::Healthy => 0,
+            HealthLevel::Warning => 1,
+            HealthLevel::Critical => 2,
+        }
+    }
+}
+
+named_enum!(
+    /// The checks the health panel shows.
+    CheckName, "health check" {
+        Cpu => "cpu",
+        Memory => "memory",
+        Database => "database",
+        Queue => "queue",
+        Nodes => "nodes",
+    }
+);
+
+/// The measured value a check judged.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[serde(untagged)]
+pub enum CheckValue {
+    Number(f64),
+    Count(u64),
+    Flag(bool),
+}
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Check {
+    pub name: CheckName,
+    pub level: HealthLevel,
+    pub value: CheckValue,
+    pub message: String,
+}
+
+/// CRITICAL if any check is critical, else WARNING if any warns, else HEALTHY.
+pub fn overall(checks: &[Check]) -> HealthLevel {
+    checks.iter().map(|check| check.level).max_by_key(|level| level.severity()).unwrap_or(HealthLevel::Healthy)
+}
+
+/// The 1-minute load average per core; a machine reporting no cores counts as one.
+pub fn load_ratio(load1: f64, cores: usize) -> f64 {
+    load1 / cores.max(1) as f64
+}
+
+/// Shared by every "below warn healthy, above critical critical" threshold pair.
+fn level_between(value: f64, warning_from: f64, critical_above: f64) -> HealthLevel {
+    if value < warning_from {
+        HealthLevel::Healthy
+    } else if value > critical_above {
+        HealthLevel::Critical
+    } else {
+        HealthLevel::Warning
+    }
+}
+
+pub fn cpu_level(load_ratio: f64) -> HealthLevel {
+    level_between(load_ratio, CPU_WARNING_RATIO, CPU_CRITICAL_RATIO)
+}
+
+pub fn memory_level(used_percent: f64) -> HealthLevel {
+    level_between(used_percent, MEMORY_WARNING_PERCENT, MEMORY_CRITICAL_PERCENT)
+}
+
+pub fn queue_level(stuck_jobs: u64) -> HealthLevel {
+    match stuck_jobs {
+        0 => HealthLevel::Healthy,
+        n if n > STUCK_JOBS_CRITICAL_ABOVE => HealthLevel::Critical,
+        _ => HealthLevel::Warning,
+    }
+}
+
+pub fn cpu_check(load1: f64, cores: usize) -> Check {
+    let ratio = load_ratio(load1, cores);
+    Check {
+        name: CheckName::Cpu,
+        level: cpu_level(ratio),
+        value: CheckValue::Number(ratio),
+        message: format!("load {load1:.2} on {cores} cores ({ratio:.2} per core)"),
+    }
+}
+
+pub fn memory_check(used_percent: f64) -> Check {
+    Check {
+        name: CheckName::Memory,
+        level: memory_level(used_percent),
+        value: CheckValue::Number(used_percent),
+        message: format!("{used_percent:.1}% of memory used"),
+    }
+}
+
+pub fn database_check(connected: bool) -> Check {
+    let (level, message) = if connected {
+        (HealthLevel::Healthy, "database connected")
+    } else {
+        (HealthLevel::Critical, "database disconnected")
+    };
+    Check { name: CheckName::Database, level, value: CheckValue::Flag(connected), message: message.to_string() }
+}
+
+pub fn queue_check(stuck_jobs: u64) -> Check {
+    let message = match stuck_jobs {
+        0 => "no stuck jobs".to_string(),
+        1 => "1 stuck job".to_string(),
+        n => format!("{n} stuck jobs"),
+    };
+    Check { name: CheckName::Queue, level: queue_level(stuck_jobs), value: CheckValue::Count(stuck_jobs), message }
+}
+
+/// DEGRADED nodes are reachable (SPEC: "online with high load or errors"), so only OFFLINE
+/// ones count against this check. The value is the number of offline nodes.
+pub fn nodes_check(nodes: &[(NodeRole, NodeStatus)]) -> Check {
+    let offline = nodes.iter().filter(|(_, status)| *status == NodeStatus::Offline).count() as u64;
+    let main_offline = nodes.contains(&(NodeRole::Main, NodeStatus::Offline));
+    let (level, message) = if main_offline {
+        (HealthLevel::Critical, "main node offline".to_string())
+    } else if offline > 0 {
+        (HealthLevel::Warning, format!("{offline} of {} nodes offline", nodes.len()))
+    } else {
+        (HealthLevel::Healthy, format!("all {} nodes online", nodes.len()))
+    };
+    Check { name: CheckName::Nodes, level, value: CheckValue::Count(offline), message }
+}
+
+/// A library path this full raises the risk of failed encodes (SPEC: Errors, disk full).
+pub fn disk_risk(used_percent: f64) -> bool {
+    used_percent > DISK_RISK_PERCENT
+}
+
+/// A node is Overloaded when it holds more than twice the average work (SPEC: Node).
+pub fn is_overloaded(node_jobs: u32, average_jobs: f64) -> bool {
+    f64::from(node_jobs) > 2.0 * average_jobs
+}
+
+/// A running job is stalled, and counts as stuck, after more than 10 minutes without
+/// progress (SPEC Limits 5).
+pub fn is_stalled(status: JobStatus, seconds_since_progress: u64) -> bool {
+    status.is_running() && seconds_since_progress > STALLED_AFTER_SECS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use HealthLevel::*;
+
+    #[test]
+    fn cpu_thresholds() {
+        let table = [
+            (0.0, Healthy),
+            (1.49, Healthy),
+            (1.5, Warning),
+            (1.51, Warning),
+            (1.99, Warning),
+            (2.0, Warning),
+            (2.01, Critical),
+            (8.0, Critical),
+            (f64::NAN, Warning),
+        ];
+        for (ratio, level) in table {
+            assert_eq!(cpu_level(ratio), level, "{ratio}");
+        }
+    }
+
+    #[test]
+    fn cpu_check_divides_by_cores() {
+        let table = [
+            (5.9, 4, Healthy),
+            (6.0, 4, Warning),
+            (8.0, 4, Warning),
+            (8.04, 4, Critical),
+            (1.4, 1, Healthy),
+            (1.6, 0, Warning),
+        ];
+        for (load1, cores, level) in table {
+            let check = cpu_check(load1, cores);
+            assert_eq!((check.name, check.level), (CheckName::Cpu, level), "{load1} / {cores}");
+        }
+        let check = cpu_check(6.0, 4);
+        assert_eq!(check.value, CheckValue::Number(1.5));
+        assert_eq!(check.message, "load 6.00 on 4 cores (1.50 per core)");
+    }
+
+    #[test]
+    fn memory_thresholds() {
+        let table = [
+            (0.0, Healthy),
+            (84.9, Healthy),
+            (85.0, Warning),
+            (85.1, Warning),
+            (94.9, Warning),
+            (95.0, Warning),
+            (95.1, Critical),
+            (100.0, Critical),
+        ];
+        for (percent, level) in table {
+            assert_eq!(memory_level(percent), level, "{percent}");
+            assert_eq!(memory_check(percent).level, level, "{percent}");
+        }
+        assert_eq!(memory_check(85.0).message, "85.0% of memory used");
+    }
+
+    #[test]
+    fn database_check_is_healthy_or_critical() {
+        assert_eq!(database_check(true).level, Healthy);
+        assert_eq!(database_check(false).level, Critical);
+        assert_eq!(database_check(false).value, CheckValue::Flag(false));
+    }
+
+    #[test]
+    fn queue_thresholds() {
+        let table = [(0, Healthy), (1, Warning), (2, Warning), (5, Warning), (6, Critical), (100, Critical)];
+        for (stuck, level) in table {
+            assert_eq!(queue_level(stuck), level, "{stuck}");
+            assert_eq!(queue_check(stuck).level, level, "{stuck}");
+        }
+        assert_eq!(queue_check(1).message, "1 stuck job");
+        assert_eq!(queue_check(6).message, "6 stuck jobs");
+    }
+
+    #[test]
+    fn nodes_check_levels() {
+        use NodeRole::*;
+        use NodeStatus::*;
+        type Nodes = &'static [(NodeRole, NodeStatus)];
+        let table: [(Nodes, HealthLevel, u64); 7] = [
+            (&[], Healthy, 0),
+            (&[(Main, Online)], Healthy, 0),
+            (&[(Main, Online), (Linked, Degraded)], Healthy, 0),
+            (&[(Main, Online), (Linked, Offline)], Warning, 1),
+            (&[(Main, Degraded), (Linked, Offline), (Linked, Offline)], Warning, 2),
+            (&[(Main, Offline)], Critical, 1),
+            (&[(Main, Offline), (Linked, Online)], Critical, 1),
+        ];
+        for (nodes, level, offline) in table {
+            let check = nodes_check(nodes);
+            assert_eq!((check.level, check.value), (level, CheckValue::Count(offline)), "{nodes:?}");
+        }
+        assert_eq!(nodes_check(&[(Main, Online), (Linked, Offline)]).message, "1 of 2 nodes offline");
+    }
+
+    fn check(level: HealthLevel) -> Check {
+        Check { name: CheckName::Cpu, level, value: CheckValue::Count(0), message: String::new() }
+    }
+
+    #[test]
+    fn overall_takes_the_worst_level() {
+        let table: [(&[HealthLevel], HealthLevel); 7] = [
+            (&[], Healthy),
+            (&[Healthy], Healthy),
+            (&[Healthy, Healthy], Healthy),
+            (&[Healthy, Warning], Warning),
+            (&[Warning, Healthy, Warning], Warning),
+            (&[Warning, Critical, Healthy], Critical),
+            (&[Critical], Critical),
+        ];
+        for (levels, expected) in table {
+            let checks: Vec<Check> = levels.iter().map(|level| check(*level)).collect();
+            assert_eq!(overall(&checks), expected, "{levels:?}");
+        }
+    }
+
+    #[test]
+    fn disk_risk_starts_above_ninety_percent() {
+        for (percent, risky) in [(0.0, false), (89.9, false), (90.0, false), (90.1, true), (100.0, true)] {
+            assert_eq!(disk_risk(percent), risky, "{percent}");
+        }
+    }
+
+    #[test]
+    fn overloaded_means_more_than_twice_the_average() {
+        let table =
+            [(0, 0.0, false), (1, 0.5, false), (2, 1.0, false), (3, 1.0, true), (5, 2.5, false), (6, 2.5, true)];
+        for (jobs, average, overloaded) in table {
+            assert_eq!(is_overloaded(jobs, average), overloaded, "{jobs} vs {average}");
+        }
+    }
+
+    #[test]
+    fn stalled_after_ten_minutes_without_progress_while_running() {
+        let table = [
+            (JobStatus::Encoding, 599, false),
+            (JobStatus::Encoding, 600, false),
+            (JobStatus::Encoding, 601, true),
+            (JobStatus::Analyzing, 601, true),
+            (JobStatus::Paused, 10_000, false),
+            (JobStatus::Queued, 10_000, false),
+        ];
+        for (status, seconds, stalled) in table {
+            assert_eq!(is_stalled(status, seconds), stalled, "{status} {seconds}");
+        }
+    }
+
+    #[test]
+    fn checks_serialize_for_the_dashboard() {
+        let json = serde_json::to_value(queue_check(2)).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"name": "queue", "level": "WARNING", "value": 2, "message": "2 stuck jobs"})
+        );
+    }
+}
