@@ -20,10 +20,10 @@ use rsmpeg::UnsafeDerefMut;
 use serde::Serialize;
 
 use super::error::from_rsmpeg;
-use super::segment::{CodecParams, SegmentFile};
 use super::manifest::{inspect, remove_partial, sync_dir, Manifest, PartialState, Run, Segment};
 use super::plan::EncodePlan;
 use super::probe::{self, HdrKind, MediaInfo};
+use super::segment::{CodecParams, SegmentFile};
 use super::{mux, MediaError};
 use crate::domain::job::FailureCode;
 
@@ -32,18 +32,43 @@ use crate::domain::job::FailureCode;
 #[serde(tag = "type", rename_all = "camelCase")]
 pub enum Event {
     #[serde(rename_all = "camelCase")]
-    Started { resume_after_frames: u64, segments_kept: u32, partial_reset: Option<String> },
+    Started {
+        resume_after_frames: u64,
+        segments_kept: u32,
+        partial_reset: Option<String>,
+    },
     #[serde(rename_all = "camelCase")]
-    Progress { frame: u64, fps: f64, out_time: f64, percent: f64, size: u64 },
+    Progress {
+        frame: u64,
+        fps: f64,
+        out_time: f64,
+        percent: f64,
+        size: u64,
+    },
     #[serde(rename_all = "camelCase")]
-    SegmentDone { index: u32, frames: u64, bytes: u64 },
+    SegmentDone {
+        index: u32,
+        frames: u64,
+        bytes: u64,
+    },
     #[serde(rename_all = "camelCase")]
-    Paused { frames_done: u64, segments: u32 },
+    Paused {
+        frames_done: u64,
+        segments: u32,
+    },
     Muxing,
     #[serde(rename_all = "camelCase")]
-    Done { output: String, size: u64, frames_encoded_this_run: u64, frames_skipped_this_run: u64 },
+    Done {
+        output: String,
+        size: u64,
+        frames_encoded_this_run: u64,
+        frames_skipped_this_run: u64,
+    },
     #[serde(rename_all = "camelCase")]
-    Error { code: FailureCode, message: String },
+    Error {
+        code: FailureCode,
+        message: String,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,7 +99,11 @@ pub fn transcode(plan: &EncodePlan, stop: &AtomicBool, emit: &mut dyn FnMut(Even
         PartialState::Valid(m) => m.segments.iter().map(|s| s.bytes).sum(),
         _ => 0,
     };
-    let probe_dir = if plan.partial_dir.exists() { plan.partial_dir.as_path() } else { plan.partial_dir.parent().unwrap_or(Path::new(".")) };
+    let probe_dir = if plan.partial_dir.exists() {
+        plan.partial_dir.as_path()
+    } else {
+        plan.partial_dir.parent().unwrap_or(Path::new("."))
+    };
     let free = free_bytes(probe_dir).map_err(|e| MediaError::from_io("checking free space", &e))?;
     let needed = plan.min_free_bytes.saturating_sub(kept);
     if free < needed {
@@ -427,9 +456,8 @@ pub fn open_decoder(input: &AVFormatContextInput, index: usize) -> Result<AVCode
     if let Some(rate) = stream.guess_framerate() {
         ctx.set_framerate(rate);
     }
-    ctx.open(None).map_err(|e| {
-        MediaError::new(FailureCode::UnsupportedCodec, format!("cannot open the decoder: {e}"))
-    })?;
+    ctx.open(None)
+        .map_err(|e| MediaError::new(FailureCode::UnsupportedCodec, format!("cannot open the decoder: {e}")))?;
     Ok(ctx)
 }
 
@@ -445,7 +473,8 @@ fn encode_video(
     let mut decoder = open_decoder(&input, vi)?;
     let (time_base, frame_rate) = {
         let stream = input.streams().get(vi).ok_or_else(|| MediaError::invalid("no video stream"))?;
-        let rate = stream.guess_framerate().filter(|r| r.num > 0 && r.den > 0).unwrap_or(ffi::AVRational { num: 25, den: 1 });
+        let rate =
+            stream.guess_framerate().filter(|r| r.num > 0 && r.den > 0).unwrap_or(ffi::AVRational { num: 25, den: 1 });
         (stream.time_base, rate)
     };
     let fps = f64::from(frame_rate.num) / f64::from(frame_rate.den);
@@ -458,7 +487,12 @@ fn encode_video(
     if let Some(pts) = resume_after {
         // SAFETY: seeking an open input context we own.
         let ret = unsafe {
-            ffi::av_seek_frame(input.as_mut_ptr(), i32::try_from(vi).unwrap_or(0), pts, ffi::AVSEEK_FLAG_BACKWARD as i32)
+            ffi::av_seek_frame(
+                input.as_mut_ptr(),
+                i32::try_from(vi).unwrap_or(0),
+                pts,
+                ffi::AVSEEK_FLAG_BACKWARD as i32,
+            )
         };
         if ret < 0 {
             // Some inputs cannot seek: decode from the start and drop what is done.
@@ -562,6 +596,9 @@ fn encode_video(
             if let Some(w) = writer.as_mut() {
                 w.push(&frame, pts)?;
                 encoded += 1;
+                if plan.throttle_ms_per_frame > 0 {
+                    std::thread::sleep(std::time::Duration::from_millis(plan.throttle_ms_per_frame));
+                }
                 last_pts = Some(pts);
                 if w.frames >= segment_frames {
                     if let Some(done) = writer.take() {

@@ -128,7 +128,9 @@ pub fn inspect(plan: &EncodePlan) -> PartialState {
         }
         match std::fs::metadata(dir.join(&seg.file)) {
             Ok(m) if m.len() == seg.bytes => {}
-            Ok(m) => return PartialState::Corrupt(format!("{} has {} bytes, expected {}", seg.file, m.len(), seg.bytes)),
+            Ok(m) => {
+                return PartialState::Corrupt(format!("{} has {} bytes, expected {}", seg.file, m.len(), seg.bytes))
+            }
             Err(_) => return PartialState::Corrupt(format!("{} is missing", seg.file)),
         }
     }

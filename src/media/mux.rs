@@ -68,7 +68,8 @@ fn mastering_side_data(info: &MediaInfo) -> Option<(*mut u8, usize)> {
         }
         let c = |v: f64| ffi::AVRational { num: (v * 50000.0).round() as i32, den: 50000 };
         let l = |v: f64| ffi::AVRational { num: (v * 10000.0).round() as i32, den: 10000 };
-        (*md).display_primaries = [[c(m.red[0]), c(m.red[1])], [c(m.green[0]), c(m.green[1])], [c(m.blue[0]), c(m.blue[1])]];
+        (*md).display_primaries =
+            [[c(m.red[0]), c(m.red[1])], [c(m.green[0]), c(m.green[1])], [c(m.blue[0]), c(m.blue[1])]];
         (*md).white_point = [c(m.white_point[0]), c(m.white_point[1])];
         (*md).min_luminance = l(m.min_luminance);
         (*md).max_luminance = l(m.max_luminance);
@@ -142,7 +143,8 @@ pub fn mux(plan: &EncodePlan, info: &MediaInfo, manifest: &Manifest, output_path
             || kind == ffi::AVMediaType_AVMEDIA_TYPE_AUDIO
             || kind == ffi::AVMediaType_AVMEDIA_TYPE_SUBTITLE
             || kind == ffi::AVMediaType_AVMEDIA_TYPE_ATTACHMENT
-            || (kind == ffi::AVMediaType_AVMEDIA_TYPE_VIDEO && stream.disposition & ffi::AV_DISPOSITION_ATTACHED_PIC as i32 != 0);
+            || (kind == ffi::AVMediaType_AVMEDIA_TYPE_VIDEO
+                && stream.disposition & ffi::AV_DISPOSITION_ATTACHED_PIC as i32 != 0);
         if !carried {
             tracing::info!(stream = i, "data stream not carried to the output");
             map.push(None);
@@ -150,7 +152,8 @@ pub fn mux(plan: &EncodePlan, info: &MediaInfo, manifest: &Manifest, output_path
         }
         let codec_id = if i == vi { video_par.codec_id } else { par.codec_id };
         // SAFETY: query on the output's static format description.
-        let fits = unsafe { ffi::avformat_query_codec(output.oformat().as_ptr(), codec_id, ffi::FF_COMPLIANCE_NORMAL as i32) };
+        let fits =
+            unsafe { ffi::avformat_query_codec(output.oformat().as_ptr(), codec_id, ffi::FF_COMPLIANCE_NORMAL as i32) };
         if fits == 0 {
             // SAFETY: static name string.
             let name = unsafe { std::ffi::CStr::from_ptr(ffi::avcodec_get_name(codec_id)) }.to_string_lossy();

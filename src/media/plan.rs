@@ -40,7 +40,9 @@ fn sibling(source: &Path, suffix: &str) -> PathBuf {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Decision {
     /// Already in the target codec.
-    Skip { reason: String },
+    Skip {
+        reason: String,
+    },
     Encode,
 }
 
@@ -129,10 +131,21 @@ pub struct EncodePlan {
     pub min_free_bytes: u64,
     /// HDR kind the output keeps (Dolby Vision becomes HDR10, HLG or SDR of its base layer).
     pub hdr: HdrKind,
+    /// Pause after each frame, in milliseconds: lets tests and benchmarks stop an encode at
+    /// a chosen point without racing it. 0 in production.
+    #[serde(default)]
+    pub throttle_ms_per_frame: u64,
 }
 
 impl EncodePlan {
-    pub fn new(input: &Path, info: &MediaInfo, target_codec: &str, encoder: &str, quality: i32, preset: &str) -> Result<Self, MediaError> {
+    pub fn new(
+        input: &Path,
+        info: &MediaInfo,
+        target_codec: &str,
+        encoder: &str,
+        quality: i32,
+        preset: &str,
+    ) -> Result<Self, MediaError> {
         let source = SourceIdentity::of(input).map_err(|e| MediaError::from_io("source", &e))?;
         Ok(EncodePlan {
             input: input.to_path_buf(),
@@ -156,6 +169,7 @@ impl EncodePlan {
                 HdrKind::Hdr10Plus if target_codec != "hevc" => HdrKind::Hdr10,
                 other => other,
             },
+            throttle_ms_per_frame: 0,
         })
     }
 
@@ -172,7 +186,12 @@ impl EncodePlan {
     pub fn digest(&self) -> String {
         format!(
             "{}|{}|{}|{}|{}|{}",
-            self.target_codec, self.encoder, self.quality, self.preset, self.segment_seconds, self.hdr.as_str()
+            self.target_codec,
+            self.encoder,
+            self.quality,
+            self.preset,
+            self.segment_seconds,
+            self.hdr.as_str()
         )
     }
 }

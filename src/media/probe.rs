@@ -55,6 +55,8 @@ pub struct StreamInfo {
     pub index: usize,
     pub kind: StreamKind,
     pub codec: String,
+    /// The container's codec tag as four characters (e.g. "hvc1"), when set.
+    pub codec_tag: Option<String>,
     pub profile: Option<String>,
     pub width: Option<u32>,
     pub height: Option<u32>,
@@ -185,6 +187,12 @@ pub fn open_input(path: &Path) -> Result<AVFormatContextInput, MediaError> {
     })
 }
 
+fn fourcc(tag: u32) -> Option<String> {
+    let bytes = tag.to_le_bytes();
+    (tag != 0 && bytes.iter().all(|b| b.is_ascii_graphic() || *b == b' '))
+        .then(|| String::from_utf8_lossy(&bytes).into_owned())
+}
+
 fn stream_kind(t: ffi::AVMediaType) -> StreamKind {
     match t {
         ffi::AVMediaType_AVMEDIA_TYPE_VIDEO => StreamKind::Video,
@@ -224,9 +232,8 @@ fn stream_info(index: usize, stream: &AVStreamRef) -> StreamInfo {
             cstr_opt(ffi::avcodec_profile_name(par.codec_id, par.profile)),
         )
     };
-    let language = stream
-        .metadata()
-        .and_then(|m| m.get(c"language", None, 0).map(|e| e.value().to_string_lossy().into_owned()));
+    let language =
+        stream.metadata().and_then(|m| m.get(c"language", None, 0).map(|e| e.value().to_string_lossy().into_owned()));
     let video = kind == StreamKind::Video;
     let rate = stream.avg_frame_rate;
     let rate = if rate.num > 0 && rate.den > 0 { Some(q2d(rate)) } else { stream.guess_framerate().map(q2d) };
@@ -244,6 +251,7 @@ fn stream_info(index: usize, stream: &AVStreamRef) -> StreamInfo {
         index,
         kind,
         codec,
+        codec_tag: fourcc(par.codec_tag),
         profile,
         width: video.then(|| u32::try_from(par.width).ok()).flatten(),
         height: video.then(|| u32::try_from(par.height).ok()).flatten(),
@@ -374,7 +382,13 @@ pub fn probe(path: &Path) -> Result<MediaInfo, MediaError> {
     let chapters = input.nb_chapters;
     let streams: Vec<StreamInfo> = input.streams().into_iter().enumerate().map(|(i, s)| stream_info(i, &s)).collect();
 
-    let mut hdr = HdrInfo { kind: HdrKind::Sdr, dolby_vision: None, hdr10_plus: false, mastering_display: None, content_light: None };
+    let mut hdr = HdrInfo {
+        kind: HdrKind::Sdr,
+        dolby_vision: None,
+        hdr10_plus: false,
+        mastering_display: None,
+        content_light: None,
+    };
     let video_index = streams.iter().find(|s| s.kind == StreamKind::Video && !s.attached_picture).map(|s| s.index);
     if let Some(vi) = video_index {
         if let Some(stream) = input.streams().get(vi) {

@@ -185,7 +185,8 @@ impl CodecParams {
             raw.color_trc = self.color_trc;
             raw.color_space = self.color_space;
             raw.chroma_location = self.chroma_location;
-            raw.sample_aspect_ratio = ffi::AVRational { num: self.sample_aspect_ratio[0], den: self.sample_aspect_ratio[1] };
+            raw.sample_aspect_ratio =
+                ffi::AVRational { num: self.sample_aspect_ratio[0], den: self.sample_aspect_ratio[1] };
             raw.video_delay = self.video_delay;
             if !extradata.is_empty() {
                 let buf = ffi::av_mallocz(extradata.len() + ffi::AV_INPUT_BUFFER_PADDING_SIZE as usize).cast::<u8>();
@@ -229,10 +230,7 @@ mod tests {
             let data = unsafe { std::slice::from_raw_parts(p.data, p.size as usize).to_vec() };
             seen.push((p.pts, p.dts, p.duration, p.flags, data.len(), data.first().copied()));
         }
-        assert_eq!(
-            seen,
-            [(100, -2, 40, 0, 3, Some(b'a')), (101, -1, 40, 1, 0, None), (102, 0, 40, 0, 5000, Some(7))]
-        );
+        assert_eq!(seen, [(100, -2, 40, 0, 3, Some(b'a')), (101, -1, 40, 1, 0, None), (102, 0, 40, 0, 5000, Some(7))]);
     }
 
     #[test]

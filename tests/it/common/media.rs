@@ -1,0 +1,170 @@
+//! Clips made at test time with the ffmpeg program (lavfi test sources): no media in git.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+pub fn ffmpeg(args: &[&str]) {
+    let out = Command::new("ffmpeg").args(["-v", "error", "-y"]).args(args).output().expect("ffmpeg runs");
+    assert!(out.status.success(), "ffmpeg {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+fn subtitles(dir: &Path) -> PathBuf {
+    let path = dir.join("subs.srt");
+    std::fs::write(&path, "1\n00:00:00,200 --> 00:00:01,000\nHello\n\n2\n00:00:01,200 --> 00:00:01,800\nWorld\n")
+        .unwrap();
+    path
+}
+
+/// H.264 (high bitrate, so any HEVC/AV1 encode is smaller) + AAC + SRT subtitles in MKV.
+pub fn h264_with_audio_and_subs(dir: &Path, name: &str, size: &str, seconds: u32) -> PathBuf {
+    let out = dir.join(name);
+    let subs = subtitles(dir);
+    let video = format!("testsrc2=size={size}:rate=25");
+    let t = seconds.to_string();
+    ffmpeg(&[
+        "-f",
+        "lavfi",
+        "-i",
+        &video,
+        "-f",
+        "lavfi",
+        "-i",
+        "sine=frequency=440:sample_rate=48000",
+        "-i",
+        subs.to_str().unwrap(),
+        "-t",
+        &t,
+        "-map",
+        "0",
+        "-map",
+        "1",
+        "-map",
+        "2",
+        "-c:v",
+        "libx264",
+        "-preset",
+        "ultrafast",
+        "-qp",
+        "12",
+        "-c:a",
+        "aac",
+        "-c:s",
+        if name.ends_with(".mp4") { "mov_text" } else { "srt" },
+        "-metadata:s:a:0",
+        "language=eng",
+        "-metadata:s:s:0",
+        "language=fra",
+        out.to_str().unwrap(),
+    ]);
+    out
+}
+
+/// A plain H.264 clip without audio.
+pub fn h264(dir: &Path, name: &str, size: &str, seconds: u32) -> PathBuf {
+    let out = dir.join(name);
+    let video = format!("testsrc2=size={size}:rate=25");
+    ffmpeg(&[
+        "-f",
+        "lavfi",
+        "-i",
+        &video,
+        "-t",
+        &seconds.to_string(),
+        "-c:v",
+        "libx264",
+        "-preset",
+        "ultrafast",
+        "-qp",
+        "12",
+        out.to_str().unwrap(),
+    ]);
+    out
+}
+
+pub fn hevc(dir: &Path, name: &str) -> PathBuf {
+    let out = dir.join(name);
+    ffmpeg(&[
+        "-f",
+        "lavfi",
+        "-i",
+        "testsrc2=size=320x240:rate=25",
+        "-t",
+        "2",
+        "-c:v",
+        "libx265",
+        "-preset",
+        "ultrafast",
+        "-x265-params",
+        "log-level=error",
+        out.to_str().unwrap(),
+    ]);
+    out
+}
+
+pub const MASTER_DISPLAY: &str = "G(13250,34500)B(7500,3000)R(34000,16000)WP(15635,16450)L(10000000,50)";
+
+/// 10-bit HEVC HDR10: PQ, BT.2020, mastering display and content light level.
+pub fn hdr10(dir: &Path, name: &str) -> PathBuf {
+    let out = dir.join(name);
+    let params = format!(
+        "log-level=error:hdr10=1:colorprim=bt2020:transfer=smpte2084:colormatrix=bt2020nc:master-display={MASTER_DISPLAY}:max-cll=1000,400"
+    );
+    ffmpeg(&[
+        "-f",
+        "lavfi",
+        "-i",
+        "testsrc2=size=320x240:rate=25",
+        "-t",
+        "2",
+        "-pix_fmt",
+        "yuv420p10le",
+        "-c:v",
+        "libx265",
+        "-preset",
+        "ultrafast",
+        "-x265-params",
+        &params,
+        "-color_primaries",
+        "bt2020",
+        "-color_trc",
+        "smpte2084",
+        "-colorspace",
+        "bt2020nc",
+        out.to_str().unwrap(),
+    ]);
+    out
+}
+
+/// 10-bit H.264 HLG (BT.2020, ARIB STD-B67 transfer).
+pub fn hlg(dir: &Path, name: &str) -> PathBuf {
+    let out = dir.join(name);
+    ffmpeg(&[
+        "-f",
+        "lavfi",
+        "-i",
+        "testsrc2=size=320x240:rate=25",
+        "-t",
+        "2",
+        "-pix_fmt",
+        "yuv420p10le",
+        "-c:v",
+        "libx264",
+        "-preset",
+        "ultrafast",
+        "-qp",
+        "10",
+        "-color_primaries",
+        "bt2020",
+        "-color_trc",
+        "arib-std-b67",
+        "-colorspace",
+        "bt2020nc",
+        out.to_str().unwrap(),
+    ]);
+    out
+}
+
+pub fn sha(path: &Path) -> Vec<u8> {
+    // A byte-for-byte copy is the honest comparison for "unchanged".
+    std::fs::read(path).unwrap()
+}

@@ -1,0 +1,325 @@
+//! The media engine on clips made at test time: probe, validation, decisions, the
+//! transcoder child (real process), pause/resume, kill -9, HDR, verification, replace.
+
+use std::path::{Path, PathBuf};
+
+use condense::domain::job::FailureCode;
+use condense::media::child::{ChildEnd, Transcoder};
+use condense::media::encode::Event;
+use condense::media::manifest::{inspect, PartialState};
+use condense::media::plan::{decide, final_path, Decision, EncodePlan};
+use condense::media::probe::{probe, HdrKind, StreamKind};
+use condense::media::replace::{replace, Replace};
+use condense::media::verify::{validate_source, verify};
+
+use crate::common::media as clips;
+use crate::common::server::binary;
+
+fn plan_for(source: &Path, codec: &str, encoder: &str, quality: i32, preset: &str) -> EncodePlan {
+    let info = probe(source).unwrap();
+    EncodePlan::new(source, &info, codec, encoder, quality, preset).unwrap()
+}
+
+/// Runs the transcoder child to its end, collecting its events.
+async fn run(plan: &EncodePlan) -> (ChildEnd, Vec<Event>) {
+    let mut child = Transcoder::spawn(Path::new(binary()), plan).await.unwrap();
+    let mut events = Vec::new();
+    while let Some(e) = child.events.recv().await {
+        events.push(e);
+    }
+    (child.wait().await, events)
+}
+
+fn done_counts(events: &[Event]) -> (u64, u64) {
+    events
+        .iter()
+        .find_map(|e| match e {
+            Event::Done { frames_encoded_this_run, frames_skipped_this_run, .. } => {
+                Some((*frames_encoded_this_run, *frames_skipped_this_run))
+            }
+            _ => None,
+        })
+        .expect("a done event")
+}
+
+#[test]
+fn probe_describes_every_stream_and_the_cli_prints_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = clips::h264_with_audio_and_subs(dir.path(), "a.mkv", "320x240", 2);
+    let info = probe(&src).unwrap();
+    assert_eq!(info.container, "matroska,webm");
+    assert!((info.duration_seconds.unwrap() - 2.0).abs() < 0.1, "{:?}", info.duration_seconds);
+    let v = info.video().unwrap();
+    assert_eq!((v.codec.as_str(), v.width, v.height, v.bit_depth), ("h264", Some(320), Some(240), Some(8)));
+    assert_eq!(v.frame_rate, Some(25.0));
+    assert_eq!(v.pix_fmt.as_deref(), Some("yuv420p"));
+    assert_eq!(info.count(StreamKind::Audio), 1);
+    assert_eq!(info.count(StreamKind::Subtitle), 1);
+    let audio = info.streams.iter().find(|s| s.kind == StreamKind::Audio).unwrap();
+    assert_eq!((audio.codec.as_str(), audio.language.as_deref(), audio.sample_rate), ("aac", Some("eng"), Some(48000)));
+    assert_eq!(info.hdr.kind, HdrKind::Sdr);
+
+    let out = std::process::Command::new(binary()).arg("probe").arg(&src).output().unwrap();
+    assert!(out.status.success());
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["streams"][2]["language"], "fra");
+    assert_eq!(json["hdr"]["kind"], "SDR");
+    let out = std::process::Command::new(binary()).arg("probe").arg(dir.path().join("missing.mkv")).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("file_validation_failed"));
+}
+
+async fn encode_and_check(src: &Path, codec: &str, encoder: &str, quality: i32, preset: &str) -> PathBuf {
+    let source_info = probe(src).unwrap();
+    let plan = plan_for(src, codec, encoder, quality, preset);
+    let (end, events) = run(&plan).await;
+    assert_eq!(end, ChildEnd::Completed, "{events:?}");
+    let output = plan.output_path();
+    let info = verify(&output, &source_info, codec).unwrap();
+    assert_eq!(info.video().unwrap().codec, codec);
+    assert_eq!(info.count(StreamKind::Audio), source_info.count(StreamKind::Audio));
+    assert_eq!(info.count(StreamKind::Subtitle), source_info.count(StreamKind::Subtitle));
+    let d = (info.duration_seconds.unwrap() - source_info.duration_seconds.unwrap()).abs();
+    assert!(d <= 0.5, "duration off by {d}");
+    assert!(info.size_bytes < source_info.size_bytes, "{} >= {}", info.size_bytes, source_info.size_bytes);
+    output
+}
+
+#[actix_web::test]
+async fn h264_1080p_with_audio_and_subtitles_to_hevc_and_av1() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = clips::h264_with_audio_and_subs(dir.path(), "film.mkv", "1920x1080", 2);
+    let hevc = encode_and_check(&src, "hevc", "libx265", 30, "ultrafast").await;
+    let kept = probe(&hevc).unwrap();
+    let subs = kept.streams.iter().find(|s| s.kind == StreamKind::Subtitle).unwrap();
+    assert_eq!((subs.codec.as_str(), subs.language.as_deref()), ("subrip", Some("fra")));
+    std::fs::remove_dir_all(hevc.parent().unwrap()).unwrap();
+    encode_and_check(&src, "av1", "libsvtav1", 45, "12").await;
+}
+
+#[actix_web::test]
+async fn mp4_stays_mp4_with_hevc_tagged_hvc1_and_replaces_the_original() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = clips::h264_with_audio_and_subs(dir.path(), "clip.mp4", "640x360", 2);
+    let original_size = std::fs::metadata(&src).unwrap().len();
+    let output = encode_and_check(&src, "hevc", "libx265", 30, "ultrafast").await;
+    let info = probe(&output).unwrap();
+    assert_eq!(info.video().unwrap().codec_tag.as_deref(), Some("hvc1"));
+
+    let plan = plan_for(&src, "hevc", "libx265", 30, "ultrafast");
+    let target = final_path(&src, "hevc");
+    assert_eq!(target, src, "mp4 keeps its name");
+    let mut steps = Vec::new();
+    let r = Replace { source: &src, identity: plan.source, output: &output, final_path: &target, keep_original: false };
+    replace(&r, &|| true, &mut |s| steps.push(s.name())).unwrap();
+    assert_eq!(steps.len(), 4, "{steps:?}");
+    let replaced = probe(&src).unwrap();
+    assert_eq!(replaced.video().unwrap().codec, "hevc");
+    assert!(replaced.size_bytes < original_size);
+    let leftovers: Vec<_> =
+        std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert!(!leftovers.iter().any(|n| n.contains("condense-original")), "{leftovers:?}");
+}
+
+#[actix_web::test]
+async fn an_hevc_source_is_skipped_unless_forced() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = clips::hevc(dir.path(), "already.mkv");
+    let info = probe(&src).unwrap();
+    assert!(matches!(decide(&info, "hevc", false).unwrap(), Decision::Skip { .. }));
+    assert_eq!(decide(&info, "av1", false).unwrap(), Decision::Encode);
+    assert_eq!(decide(&info, "hevc", true).unwrap(), Decision::Encode);
+    let plan = plan_for(&src, "hevc", "libx265", 28, "ultrafast");
+    let (end, events) = run(&plan).await;
+    assert_eq!(end, ChildEnd::Completed, "{events:?}");
+    verify(&plan.output_path(), &info, "hevc").unwrap();
+}
+
+fn assert_hdr10(path: &Path) {
+    let info = probe(path).unwrap();
+    let v = info.video().unwrap();
+    assert_eq!(v.bit_depth, Some(10), "{path:?}");
+    assert_eq!(v.color_primaries.as_deref(), Some("bt2020"));
+    assert_eq!(v.color_transfer.as_deref(), Some("smpte2084"));
+    assert_eq!(v.color_space.as_deref(), Some("bt2020nc"));
+    assert_eq!(info.hdr.kind, HdrKind::Hdr10);
+    let m = info.hdr.mastering_display.expect("mastering display kept");
+    assert!((m.green[0] - 0.265).abs() < 0.001 && (m.green[1] - 0.69).abs() < 0.001, "{m:?}");
+    assert!((m.red[0] - 0.68).abs() < 0.001 && (m.blue[1] - 0.06).abs() < 0.001, "{m:?}");
+    assert!((m.white_point[0] - 0.3127).abs() < 0.001, "{m:?}");
+    assert!((m.max_luminance - 1000.0).abs() < 0.5 && (m.min_luminance - 0.005).abs() < 0.001, "{m:?}");
+    let l = info.hdr.content_light.expect("content light level kept");
+    assert_eq!((l.max_cll, l.max_fall), (1000, 400));
+}
+
+#[actix_web::test]
+async fn hdr10_is_kept_in_hevc_and_av1_and_hlg_keeps_its_transfer() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = clips::hdr10(dir.path(), "hdr.mkv");
+    assert_hdr10(&src);
+    for (codec, encoder, preset) in [("hevc", "libx265", "ultrafast"), ("av1", "libsvtav1", "12")] {
+        let plan = plan_for(&src, codec, encoder, 30, preset);
+        assert_eq!(plan.hdr, HdrKind::Hdr10);
+        let (end, events) = run(&plan).await;
+        assert_eq!(end, ChildEnd::Completed, "{codec}: {events:?}");
+        assert_hdr10(&plan.output_path());
+        // The same facts must be in the bitstream itself, not only in the container.
+        let raw = dir.path().join(if codec == "hevc" { "raw.hevc" } else { "raw.obu" });
+        clips::ffmpeg(&[
+            "-i",
+            plan.output_path().to_str().unwrap(),
+            "-map",
+            "0:v",
+            "-c",
+            "copy",
+            raw.to_str().unwrap(),
+        ]);
+        assert_hdr10(&raw);
+        std::fs::remove_dir_all(&plan.partial_dir).unwrap();
+    }
+    let hlg = clips::hlg(dir.path(), "hlg.mkv");
+    let plan = plan_for(&hlg, "hevc", "libx265", 30, "ultrafast");
+    let (end, _) = run(&plan).await;
+    assert_eq!(end, ChildEnd::Completed);
+    let out = probe(&plan.output_path()).unwrap();
+    assert_eq!(out.hdr.kind, HdrKind::Hlg);
+    assert_eq!(out.video().unwrap().color_transfer.as_deref(), Some("arib-std-b67"));
+    assert_eq!(out.video().unwrap().bit_depth, Some(10));
+}
+
+/// 12 s at 25 fps in 1-second (25-frame) segments, slowed so a stop lands mid-encode.
+fn slow_plan(dir: &Path) -> (PathBuf, EncodePlan, u64) {
+    let src = clips::h264(dir, "long.mkv", "320x240", 12);
+    let mut plan = plan_for(&src, "hevc", "libx265", 30, "ultrafast");
+    plan.segment_seconds = 1.0;
+    plan.throttle_ms_per_frame = 15;
+    (src, plan, 300)
+}
+
+#[actix_web::test]
+async fn pause_at_half_then_resume_re_encodes_nothing_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let (src, plan, total) = slow_plan(dir.path());
+    let source_info = probe(&src).unwrap();
+    let mut child = Transcoder::spawn(Path::new(binary()), &plan).await.unwrap();
+    while let Some(e) = child.events.recv().await {
+        if matches!(e, Event::Progress { percent, .. } if percent >= 45.0) {
+            child.pause();
+            break;
+        }
+    }
+    while child.events.recv().await.is_some() {}
+    assert_eq!(child.wait().await, ChildEnd::Paused);
+    let PartialState::Valid(manifest) = inspect(&plan) else { panic!("partial output not valid after a pause") };
+    let done_before = manifest.frames_done();
+    assert!(done_before > 0 && done_before < total, "{done_before}");
+    assert!(!manifest.video_complete);
+
+    let mut fast = plan.clone();
+    fast.throttle_ms_per_frame = 0;
+    let (end, events) = run(&fast).await;
+    assert_eq!(end, ChildEnd::Completed, "{events:?}");
+    let resumed_from = events.iter().find_map(|e| match e {
+        Event::Started { resume_after_frames, .. } => Some(*resume_after_frames),
+        _ => None,
+    });
+    assert_eq!(resumed_from, Some(done_before));
+    let (encoded, _skipped) = done_counts(&events);
+    // A pause finishes its segment, so the resumed run encodes exactly the rest.
+    assert_eq!(encoded, total - done_before);
+    let PartialState::Valid(manifest) = inspect(&fast) else { panic!() };
+    assert_eq!(manifest.frames_done(), total);
+    verify(&plan.output_path(), &source_info, "hevc").unwrap();
+}
+
+#[actix_web::test]
+async fn kill_9_mid_encode_keeps_the_original_and_resuming_loses_at_most_one_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let (src, plan, total) = slow_plan(dir.path());
+    let before = clips::sha(&src);
+    let source_info = probe(&src).unwrap();
+    let mut child = Transcoder::spawn(Path::new(binary()), &plan).await.unwrap();
+    let mut last_frame = 0;
+    while let Some(e) = child.events.recv().await {
+        if let Event::Progress { frame, percent, .. } = e {
+            last_frame = frame;
+            if percent >= 30.0 {
+                child.kill().await;
+                break;
+            }
+        }
+    }
+    match child.wait().await {
+        ChildEnd::Failed(e) => assert_eq!(e.code, FailureCode::TranscoderCrashed),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(clips::sha(&src), before, "the original changed");
+    let PartialState::Valid(manifest) = inspect(&plan) else { panic!("manifest must survive kill -9") };
+    let kept = manifest.frames_done();
+    // Work lost to the kill: frames past the last complete segment, less than one segment.
+    assert!(last_frame >= kept && last_frame - kept < 25, "kept {kept}, reached {last_frame}");
+
+    let mut fast = plan.clone();
+    fast.throttle_ms_per_frame = 0;
+    let (end, events) = run(&fast).await;
+    assert_eq!(end, ChildEnd::Completed, "{events:?}");
+    let (encoded, _) = done_counts(&events);
+    assert_eq!(encoded, total - kept);
+    verify(&plan.output_path(), &source_info, "hevc").unwrap();
+    assert_eq!(clips::sha(&src), before);
+}
+
+#[test]
+fn broken_inputs_fail_validation_and_stay_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = clips::h264_with_audio_and_subs(dir.path(), "good.mp4", "320x240", 4);
+    let good_mkv = clips::h264_with_audio_and_subs(dir.path(), "good.mkv", "320x240", 4);
+    let bytes = std::fs::read(&good).unwrap();
+    let mkv_bytes = std::fs::read(&good_mkv).unwrap();
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("empty.mp4", Vec::new()),
+        ("garbage.mkv", (0..200_000u32).map(|i| (i.wrapping_mul(2654435761) >> 24) as u8).collect()),
+        ("truncated.mp4", bytes[..bytes.len() / 2].to_vec()),
+        ("truncated.mkv", mkv_bytes[..mkv_bytes.len() / 3].to_vec()),
+    ];
+    for (name, content) in cases {
+        let path = dir.path().join(name);
+        std::fs::write(&path, &content).unwrap();
+        let err = validate_source(&path).expect_err(name);
+        assert_eq!(err.code, FailureCode::FileValidationFailed, "{name}: {err}");
+        assert_eq!(std::fs::read(&path).unwrap(), content, "{name} was modified");
+    }
+    let audio_only = dir.path().join("audio.mkv");
+    clips::ffmpeg(&["-f", "lavfi", "-i", "sine", "-t", "1", audio_only.to_str().unwrap()]);
+    assert_eq!(validate_source(&audio_only).unwrap_err().code, FailureCode::FileValidationFailed);
+    assert_eq!(validate_source(&dir.path().join("nope.mkv")).unwrap_err().code, FailureCode::FileValidationFailed);
+    validate_source(&good).unwrap();
+}
+
+#[actix_web::test]
+async fn no_room_for_the_partial_output_fails_before_writing() {
+    let dir = tempfile::tempdir().unwrap();
+    let small = dir.path().join("small");
+    std::fs::create_dir(&small).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=4m", "tmpfs", small.to_str().unwrap()])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !mounted {
+        eprintln!("SKIPPED media::no_room_for_the_partial_output_fails_before_writing: cannot mount a tmpfs here");
+        return;
+    }
+    let src = clips::h264(&small, "clip.mkv", "320x240", 2);
+    let before = clips::sha(&src);
+    let plan = plan_for(&src, "hevc", "libx265", 28, "ultrafast");
+    let (end, _) = run(&plan).await;
+    let names: Vec<_> = std::fs::read_dir(&small).unwrap().map(|e| e.unwrap().file_name()).collect();
+    let after = clips::sha(&src);
+    let _ = std::process::Command::new("umount").arg(&small).status();
+    match end {
+        ChildEnd::Failed(e) => assert_eq!(e.code, FailureCode::InsufficientDiskSpace, "{e}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(names.len(), 1, "something was written: {names:?}");
+    assert_eq!(after, before, "the source changed");
+}
