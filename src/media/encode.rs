@@ -63,6 +63,9 @@ pub enum Event {
         size: u64,
         frames_encoded_this_run: u64,
         frames_skipped_this_run: u64,
+        /// CPU time of this run (all threads) and its wall time, in milliseconds.
+        cpu_ms: u64,
+        wall_ms: u64,
     },
     #[serde(rename_all = "camelCase")]
     Error {
@@ -90,7 +93,19 @@ pub fn free_bytes(dir: &Path) -> std::io::Result<u64> {
 }
 
 /// Runs (or continues) the encode described by `plan`.
+/// CPU time this process has used (user + system, all threads), in milliseconds.
+pub fn cpu_time_ms() -> u64 {
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage fills the struct we own.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+        return 0;
+    }
+    let ms = |t: libc::timeval| (t.tv_sec as u64) * 1000 + (t.tv_usec as u64) / 1000;
+    ms(usage.ru_utime) + ms(usage.ru_stime)
+}
+
 pub fn transcode(plan: &EncodePlan, stop: &AtomicBool, emit: &mut dyn FnMut(Event)) -> Result<RunEnd, MediaError> {
+    let wall = Instant::now();
     let info = probe::probe(&plan.input)?;
     let state = inspect(plan);
     // Check room before writing anything: segments plus the final file need about the
@@ -159,6 +174,8 @@ pub fn transcode(plan: &EncodePlan, stop: &AtomicBool, emit: &mut dyn FnMut(Even
         size,
         frames_encoded_this_run: encoded,
         frames_skipped_this_run: skipped,
+        cpu_ms: cpu_time_ms(),
+        wall_ms: u64::try_from(wall.elapsed().as_millis()).unwrap_or(u64::MAX),
     });
     Ok(RunEnd::Completed)
 }

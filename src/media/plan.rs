@@ -166,7 +166,9 @@ impl EncodePlan {
                     Some(2) => HdrKind::Sdr,
                     _ => HdrKind::Hdr10,
                 },
-                HdrKind::Hdr10Plus if target_codec != "hevc" => HdrKind::Hdr10,
+                // FFmpeg 5.1's encoders do not carry HDR10+ dynamic metadata: the output keeps
+                // the static HDR10 metadata (correct colours, no per-scene tone mapping).
+                HdrKind::Hdr10Plus => HdrKind::Hdr10,
                 other => other,
             },
             throttle_ms_per_frame: 0,
@@ -199,6 +201,63 @@ impl EncodePlan {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::media::probe::{DolbyVision, HdrInfo, StreamInfo, StreamKind};
+
+    fn info_with(codec: &str, dolby_vision: Option<DolbyVision>) -> MediaInfo {
+        let video = StreamInfo {
+            index: 0,
+            kind: StreamKind::Video,
+            codec: codec.into(),
+            codec_tag: None,
+            profile: None,
+            width: Some(1920),
+            height: Some(1080),
+            frame_rate: Some(24.0),
+            pix_fmt: Some("yuv420p10le".into()),
+            bit_depth: Some(10),
+            color_primaries: Some("bt2020".into()),
+            color_transfer: Some("smpte2084".into()),
+            color_space: Some("bt2020nc".into()),
+            color_range: None,
+            language: None,
+            sample_rate: None,
+            channels: None,
+            attached_picture: false,
+            duration_seconds: None,
+        };
+        MediaInfo {
+            container: "matroska,webm".into(),
+            duration_seconds: Some(10.0),
+            size_bytes: 1,
+            bit_rate: None,
+            chapters: 0,
+            streams: vec![video],
+            hdr: HdrInfo {
+                kind: if dolby_vision.is_some() { HdrKind::DolbyVision } else { HdrKind::Hdr10 },
+                dolby_vision,
+                hdr10_plus: false,
+                mastering_display: None,
+                content_light: None,
+            },
+        }
+    }
+
+    fn dv(profile: u8, compat: u8) -> Option<DolbyVision> {
+        Some(DolbyVision { profile, level: 6, bl_compatibility_id: compat, rpu_present: true, el_present: false })
+    }
+
+    #[test]
+    fn dolby_vision_without_a_compatible_base_layer_is_refused() {
+        let err = decide(&info_with("hevc", dv(5, 0)), "av1", false).unwrap_err();
+        assert_eq!(err.code, FailureCode::UnsupportedCodec);
+        assert!(err.message.contains("profile 5"), "{}", err.message);
+        // Forcing does not make wrong colours acceptable.
+        assert!(decide(&info_with("hevc", dv(5, 0)), "hevc", true).is_err());
+        // Profile 8.1 (HDR10 base layer) and 8.4 (HLG) convert.
+        assert_eq!(decide(&info_with("hevc", dv(8, 1)), "av1", false).unwrap(), Decision::Encode);
+        assert_eq!(decide(&info_with("hevc", dv(8, 4)), "av1", false).unwrap(), Decision::Encode);
+        assert!(matches!(decide(&info_with("hevc", dv(8, 1)), "hevc", false).unwrap(), Decision::Skip { .. }));
+    }
 
     #[test]
     fn containers_follow_the_target_codec() {
