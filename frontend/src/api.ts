@@ -1,0 +1,344 @@
+// The REST client: bearer token, refresh before expiry, 401 -> login, error bodies -> ApiError.
+import type {
+  ClusterNode,
+  CodecShare,
+  Dashboard,
+  Health,
+  InsightStats,
+  Job,
+  JobAction,
+  JobDetail,
+  JobQuery,
+  Library,
+  LibraryInput,
+  License,
+  LoginResponse,
+  NodePerformance,
+  Page,
+  QueueStats,
+  SavingsDay,
+  Settings,
+} from './types';
+
+/** Refresh the token when it expires within this window. */
+export const REFRESH_WINDOW_MS = 10 * 60 * 1000;
+
+export const TOKEN_KEY = 'token';
+export const EXPIRES_KEY = 'tokenExpiresAt';
+
+export class ApiError extends Error {
+  readonly status: number;
+  readonly code: string;
+
+  constructor(status: number, code: string, message: string) {
+    super(message);
+    this.name = 'ApiError';
+    this.status = status;
+    this.code = code;
+  }
+}
+
+/** The message to show a user for anything a call may throw. */
+export function errorMessage(error: unknown): string {
+  if (error instanceof Error) return error.message;
+  return String(error);
+}
+
+export interface TokenStore {
+  token(): string | null;
+  /** Expiry in ms since the epoch, when known. */
+  expiresAt(): number | null;
+  save(token: string, expiresAt: number | null): void;
+  clear(): void;
+}
+
+/** Accepts an ISO 8601 string or a Unix time (seconds or milliseconds). */
+export function parseExpiry(value: unknown): number | null {
+  if (typeof value === 'number' && Number.isFinite(value)) return value < 1e12 ? value * 1000 : value;
+  if (typeof value === 'string' && value.trim() !== '') {
+    if (/^\d+$/.test(value)) return parseExpiry(Number(value));
+    const ms = Date.parse(value);
+    return Number.isNaN(ms) ? null : ms;
+  }
+  return null;
+}
+
+/** The `exp` claim of a JWT in ms, when the payload can be read. */
+export function jwtExpiry(token: string): number | null {
+  const payload = token.split('.')[1];
+  if (!payload) return null;
+  try {
+    const json = atob(payload.replace(/-/g, '+').replace(/_/g, '/').padEnd(Math.ceil(payload.length / 4) * 4, '='));
+    const exp = (JSON.parse(json) as { exp?: unknown }).exp;
+    return typeof exp === 'number' ? exp * 1000 : null;
+  } catch {
+    return null;
+  }
+}
+
+/** The token lives in localStorage under `token` (spec); its expiry next to it. */
+export function browserTokenStore(storage: Storage = localStorage): TokenStore {
+  return {
+    token: () => storage.getItem(TOKEN_KEY),
+    expiresAt: () => {
+      const token = storage.getItem(TOKEN_KEY);
+      if (!token) return null;
+      return parseExpiry(storage.getItem(EXPIRES_KEY)) ?? jwtExpiry(token);
+    },
+    save: (token, expiresAt) => {
+      storage.setItem(TOKEN_KEY, token);
+      if (expiresAt == null) storage.removeItem(EXPIRES_KEY);
+      else storage.setItem(EXPIRES_KEY, new Date(expiresAt).toISOString());
+    },
+    clear: () => {
+      storage.removeItem(TOKEN_KEY);
+      storage.removeItem(EXPIRES_KEY);
+    },
+  };
+}
+
+export function memoryTokenStore(token: string | null = null, expiresAt: number | null = null): TokenStore {
+  let current = token;
+  let expiry = expiresAt;
+  return {
+    token: () => current,
+    expiresAt: () => expiry,
+    save: (next, at) => {
+      current = next;
+      expiry = at;
+    },
+    clear: () => {
+      current = null;
+      expiry = null;
+    },
+  };
+}
+
+export function jobQueryString(query: JobQuery): string {
+  const params = new URLSearchParams();
+  if (query.page != null) params.set('page', String(query.page));
+  if (query.pageSize != null) params.set('pageSize', String(query.pageSize));
+  if (query.status && query.status.length > 0) params.set('status', query.status.join(','));
+  if (query.libraryId != null) params.set('libraryId', String(query.libraryId));
+  if (query.node) params.set('node', query.node);
+  if (query.q && query.q.trim() !== '') params.set('q', query.q.trim());
+  if (query.sort) params.set('sort', query.sort);
+  if (query.order) params.set('order', query.order);
+  const text = params.toString();
+  return text ? `?${text}` : '';
+}
+
+async function readError(response: Response): Promise<ApiError> {
+  const fallback = `${response.status} ${response.statusText || 'error'}`.trim();
+  let text = '';
+  try {
+    text = await response.text();
+  } catch {
+    // The body could not be read; the status line will do.
+  }
+  try {
+    const body = JSON.parse(text) as { error?: { code?: unknown; message?: unknown } };
+    const code = typeof body.error?.code === 'string' ? body.error.code : 'http_error';
+    const message = typeof body.error?.message === 'string' && body.error.message ? body.error.message : fallback;
+    return new ApiError(response.status, code, message);
+  } catch {
+    const plain = text.trim();
+    const message = plain && plain.length <= 300 && !plain.startsWith('<') ? plain : fallback;
+    return new ApiError(response.status, 'http_error', message);
+  }
+}
+
+export interface ApiOptions {
+  /** Prefix for every path; empty in the browser (same origin). */
+  baseUrl?: string;
+  store: TokenStore;
+  fetch?: typeof fetch;
+  /** Called after a 401 on an authenticated call; the token is already cleared. */
+  onUnauthorized?: () => void;
+  now?: () => number;
+}
+
+interface RequestOptions {
+  /** Send the bearer token and treat 401 as "session over". Default true. */
+  auth?: boolean;
+}
+
+export class ApiClient {
+  private readonly baseUrl: string;
+  private readonly store: TokenStore;
+  private readonly fetchImpl: typeof fetch;
+  private readonly now: () => number;
+  private refreshing: Promise<void> | null = null;
+  onUnauthorized: () => void;
+
+  constructor(options: ApiOptions) {
+    this.baseUrl = options.baseUrl ?? '';
+    this.store = options.store;
+    this.fetchImpl = options.fetch ?? ((input, init) => fetch(input, init));
+    this.now = options.now ?? Date.now;
+    this.onUnauthorized = options.onUnauthorized ?? (() => {});
+  }
+
+  isLoggedIn(): boolean {
+    return this.store.token() != null;
+  }
+
+  token(): string | null {
+    return this.store.token();
+  }
+
+  async request<T>(method: string, path: string, body?: unknown, options: RequestOptions = {}): Promise<T> {
+    const auth = options.auth ?? true;
+    if (auth) await this.refreshIfNeeded();
+    return this.send<T>(method, path, body, auth);
+  }
+
+  private async send<T>(method: string, path: string, body: unknown, auth: boolean): Promise<T> {
+    const headers: Record<string, string> = { Accept: 'application/json' };
+    if (body !== undefined) headers['Content-Type'] = 'application/json';
+    const token = this.store.token();
+    if (auth && token) headers.Authorization = `Bearer ${token}`;
+    let response: Response;
+    try {
+      response = await this.fetchImpl(this.baseUrl + path, {
+        method,
+        headers,
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    } catch {
+      throw new ApiError(0, 'network_error', 'Cannot reach the condense server. Check your connection.');
+    }
+    if (!response.ok) {
+      const error = await readError(response);
+      if (response.status === 401 && auth) {
+        this.store.clear();
+        this.onUnauthorized();
+      }
+      throw error;
+    }
+    const text = await response.text();
+    if (text === '') return undefined as T;
+    try {
+      return JSON.parse(text) as T;
+    } catch {
+      throw new ApiError(response.status, 'invalid_response', 'The server sent a response that is not JSON.');
+    }
+  }
+
+  /** Refresh the token when it expires within ten minutes; concurrent callers share one refresh. */
+  async refreshIfNeeded(): Promise<void> {
+    const token = this.store.token();
+    const expiresAt = this.store.expiresAt();
+    if (!token || expiresAt == null || expiresAt - this.now() > REFRESH_WINDOW_MS) return;
+    if (!this.refreshing) {
+      this.refreshing = this.refresh()
+        .then(
+          () => undefined,
+          (error: unknown) => {
+            // A failed refresh is not fatal while the current token still works;
+            // only a rejected token (401, already handled by send) ends the session.
+            if (error instanceof ApiError && error.status === 401) throw error;
+          },
+        )
+        .finally(() => {
+          this.refreshing = null;
+        });
+    }
+    return this.refreshing;
+  }
+
+  async login(username: string, password: string): Promise<LoginResponse> {
+    const result = await this.send<LoginResponse>('POST', '/api/auth/login', { username, password }, false);
+    this.store.save(result.token, parseExpiry(result.expiresAt) ?? jwtExpiry(result.token));
+    return result;
+  }
+
+  async refresh(): Promise<LoginResponse> {
+    const result = await this.send<LoginResponse>('POST', '/api/auth/refresh', undefined, true);
+    this.store.save(result.token, parseExpiry(result.expiresAt) ?? jwtExpiry(result.token));
+    return result;
+  }
+
+  logout(): void {
+    this.store.clear();
+  }
+
+  // Jobs and queue
+  jobs(query: JobQuery = {}): Promise<Page<Job>> {
+    return this.request('GET', `/api/jobs${jobQueryString(query)}`);
+  }
+  job(id: number): Promise<JobDetail> {
+    return this.request('GET', `/api/jobs/${id}`);
+  }
+  jobAction(id: number, action: JobAction): Promise<Job> {
+    return this.request('POST', `/api/jobs/${id}/${action}`);
+  }
+  pauseAll(): Promise<{ affected: number }> {
+    return this.request('POST', '/api/queue/pause-all');
+  }
+  resumeAll(): Promise<{ affected: number }> {
+    return this.request('POST', '/api/queue/resume-all');
+  }
+  queueStats(): Promise<QueueStats> {
+    return this.request('GET', '/api/queue/stats');
+  }
+
+  // System and nodes
+  dashboard(): Promise<Dashboard> {
+    return this.request('GET', '/api/system/dashboard');
+  }
+  health(): Promise<Health> {
+    return this.request('GET', '/api/system/dashboard/health');
+  }
+  nodes(): Promise<ClusterNode[]> {
+    return this.request('GET', '/api/nodes');
+  }
+
+  // Libraries
+  libraries(): Promise<Library[]> {
+    return this.request('GET', '/api/libraries');
+  }
+  library(id: number): Promise<Library> {
+    return this.request('GET', `/api/libraries/${id}`);
+  }
+  createLibrary(input: LibraryInput): Promise<Library> {
+    return this.request('POST', '/api/libraries', input);
+  }
+  updateLibrary(id: number, input: LibraryInput): Promise<Library> {
+    return this.request('PUT', `/api/libraries/${id}`, input);
+  }
+  deleteLibrary(id: number): Promise<void> {
+    return this.request('DELETE', `/api/libraries/${id}`);
+  }
+  scanLibrary(id: number): Promise<{ queued: number }> {
+    return this.request('POST', `/api/libraries/${id}/scan`);
+  }
+
+  // Insights
+  insightStats(): Promise<InsightStats> {
+    return this.request('GET', '/api/insights/stats');
+  }
+  savings(days = 30): Promise<{ days: SavingsDay[] }> {
+    return this.request('GET', `/api/insights/savings?days=${days}`);
+  }
+  nodePerformance(): Promise<NodePerformance[]> {
+    return this.request('GET', '/api/insights/nodes');
+  }
+  codecs(): Promise<CodecShare[]> {
+    return this.request('GET', '/api/insights/codecs');
+  }
+
+  // Settings and licence
+  settings(): Promise<Settings> {
+    return this.request('GET', '/api/settings');
+  }
+  saveSettings(settings: Pick<Settings, 'jobTimeoutHours' | 'keepOriginals'>): Promise<Settings> {
+    return this.request('PUT', '/api/settings', settings);
+  }
+  license(): Promise<License> {
+    return this.request('GET', '/api/license');
+  }
+  setLicense(key: string): Promise<License> {
+    return this.request('PUT', '/api/license', { key });
+  }
+}

@@ -1,0 +1,187 @@
+// Shared pieces of the pages: progress bar, badges, alerts, job action buttons, pagination.
+import type { ComponentChildren } from 'preact';
+import { useState } from 'preact/hooks';
+import { errorMessage } from './api';
+import { formatEta, formatFps, titleCase } from './format';
+import { useConnectionState } from './hooks';
+import { ACTION_LABELS, jobActions, progressColour } from './jobs';
+import { api } from './session';
+import type { HealthLevel, Job, JobAction, JobStatus, NodeStatus } from './types';
+
+const COLOUR_WORDS = { green: 'fast', yellow: 'slow (CPU speed)', red: 'stalled', neutral: '' } as const;
+
+export function ProgressBar({ job }: { job: Pick<Job, 'fileName' | 'progress' | 'fps' | 'stalled' | 'stage'> }) {
+  const colour = progressColour(job);
+  const value = Math.max(0, Math.min(100, Math.round((job.progress ?? 0) * 10) / 10));
+  const parts = [`${value}%`];
+  if (job.fps != null) parts.push(formatFps(job.fps));
+  if (COLOUR_WORDS[colour]) parts.push(COLOUR_WORDS[colour]);
+  return (
+    <div class="progress-wrap">
+      <div
+        class={`progress progress-${colour}`}
+        role="progressbar"
+        aria-label={`Progress of ${job.fileName}`}
+        aria-valuemin={0}
+        aria-valuemax={100}
+        aria-valuenow={value}
+        aria-valuetext={parts.join(', ')}
+      >
+        <div class="progress-fill" style={{ width: `${value}%` }} />
+      </div>
+      <span class="progress-text">
+        {value.toFixed(value < 100 ? 1 : 0)}%{job.stalled ? ' · stalled' : ''}
+      </span>
+    </div>
+  );
+}
+
+const STATUS_TONES: Record<string, string> = {
+  PENDING: 'muted',
+  QUEUED: 'info',
+  ANALYZING: 'active',
+  ENCODING: 'active',
+  PAUSED: 'warn',
+  COMPLETED: 'ok',
+  SKIPPED: 'muted',
+  FAILED: 'bad',
+  CANCELLED: 'muted',
+  ONLINE: 'ok',
+  DEGRADED: 'warn',
+  OFFLINE: 'bad',
+  HEALTHY: 'ok',
+  WARNING: 'warn',
+  CRITICAL: 'bad',
+};
+
+export function Badge({ value, title }: { value: JobStatus | NodeStatus | HealthLevel | string; title?: string }) {
+  return (
+    <span class={`badge badge-${STATUS_TONES[value] ?? 'muted'}`} title={title}>
+      {titleCase(value)}
+    </span>
+  );
+}
+
+export function Alert({ message, kind = 'error', onClose }: { message: string | null; kind?: 'error' | 'info' | 'ok'; onClose?: () => void }) {
+  if (!message) return null;
+  return (
+    <div class={`alert alert-${kind}`} role={kind === 'error' ? 'alert' : 'status'}>
+      <span>{message}</span>
+      {onClose && (
+        <button type="button" class="icon-button" aria-label="Dismiss message" onClick={onClose}>
+          ×
+        </button>
+      )}
+    </div>
+  );
+}
+
+export function Loading({ what }: { what: string }) {
+  return (
+    <p class="muted" role="status">
+      Loading {what}…
+    </p>
+  );
+}
+
+export function Stat({ label, value, hint }: { label: string; value: ComponentChildren; hint?: ComponentChildren }) {
+  return (
+    <div class="stat">
+      <div class="stat-label">{label}</div>
+      <div class="stat-value">{value}</div>
+      {hint != null && <div class="stat-hint">{hint}</div>}
+    </div>
+  );
+}
+
+const CONNECTION_TEXT = {
+  connecting: 'Connecting',
+  connected: 'Live',
+  reconnecting: 'Reconnecting',
+  offline: 'Offline',
+} as const;
+
+export function ConnectionIndicator() {
+  const state = useConnectionState();
+  const label = `Live updates: ${state}`;
+  return (
+    <span class={`connection connection-${state}`} role="status" aria-live="polite" aria-label={label} title={label}>
+      <span class="connection-dot" aria-hidden="true" />
+      <span class="connection-text">{CONNECTION_TEXT[state]}</span>
+    </span>
+  );
+}
+
+/** The actions this job's status offers; reports the updated job or an error. */
+export function JobActionButtons({
+  job,
+  onChanged,
+  onError,
+  compact = false,
+}: {
+  job: Pick<Job, 'id' | 'fileName' | 'status'>;
+  onChanged: (job: Job) => void;
+  onError: (message: string) => void;
+  compact?: boolean;
+}) {
+  const [busy, setBusy] = useState<JobAction | null>(null);
+  const act = async (action: JobAction) => {
+    if (action === 'cancel' && !confirm(`Cancel the job for ${job.fileName}?`)) return;
+    if (action === 'force' && !confirm(`Re-encode ${job.fileName} again?`)) return;
+    setBusy(action);
+    try {
+      onChanged(await api.jobAction(job.id, action));
+    } catch (err) {
+      onError(errorMessage(err));
+    } finally {
+      setBusy(null);
+    }
+  };
+  return (
+    <div class={`actions${compact ? ' actions-compact' : ''}`}>
+      {jobActions(job.status).map((action) => (
+        <button
+          key={action}
+          type="button"
+          class={`button button-small${action === 'cancel' ? ' button-danger' : ''}`}
+          disabled={busy !== null}
+          aria-label={`${ACTION_LABELS[action]} ${job.fileName}`}
+          onClick={() => void act(action)}
+        >
+          {busy === action ? '…' : ACTION_LABELS[action]}
+        </button>
+      ))}
+    </div>
+  );
+}
+
+export function Pagination({
+  page,
+  pageSize,
+  total,
+  onPage,
+}: {
+  page: number;
+  pageSize: number;
+  total: number;
+  onPage: (page: number) => void;
+}) {
+  const pages = Math.max(1, Math.ceil(total / pageSize));
+  return (
+    <nav class="pagination" aria-label="Pages">
+      <button type="button" class="button" disabled={page <= 1} onClick={() => onPage(page - 1)} aria-label="Previous page">
+        ‹ Prev
+      </button>
+      <span aria-live="polite">
+        Page {Math.min(page, pages)} of {pages} · {total} jobs
+      </span>
+      <button type="button" class="button" disabled={page >= pages} onClick={() => onPage(page + 1)} aria-label="Next page">
+        Next ›
+      </button>
+    </nav>
+  );
+}
+
+export function EtaText({ job }: { job: Pick<Job, 'etaSeconds' | 'status'> }) {
+  return <>{job.status === 'ENCODING' || job.status === 'ANALYZING' ? formatEta(job.etaSeconds) : '—'}</>;
+}

@@ -1,0 +1,101 @@
+// Small Preact hooks: load-and-reload data, live messages, connection state.
+import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
+import { errorMessage } from './api';
+import { live } from './session';
+import type { LiveMessage } from './types';
+import type { ConnectionState } from './ws';
+
+export interface Resource<T> {
+  data: T | null;
+  error: string | null;
+  loading: boolean;
+  reload: () => Promise<void>;
+  setData: (update: T | ((current: T | null) => T | null)) => void;
+}
+
+export interface ResourceOptions {
+  /** Re-fetch every pollMs while the page is visible. */
+  pollMs?: number;
+}
+
+/** Fetch on mount and whenever deps change; re-fetch after a live reconnect (re-sync). */
+export function useResource<T>(load: () => Promise<T>, deps: unknown[], options: ResourceOptions = {}): Resource<T> {
+  const [data, setData] = useState<T | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const [loading, setLoading] = useState(true);
+  const latestLoad = useRef(load);
+  latestLoad.current = load;
+  const sequence = useRef(0);
+
+  const reload = useCallback(async () => {
+    const id = ++sequence.current;
+    setLoading(true);
+    try {
+      const value = await latestLoad.current();
+      if (id === sequence.current) {
+        setData(value);
+        setError(null);
+      }
+    } catch (err) {
+      if (id === sequence.current) setError(errorMessage(err));
+    } finally {
+      if (id === sequence.current) setLoading(false);
+    }
+  }, []);
+
+  useEffect(() => {
+    void reload();
+  }, deps);
+
+  useEffect(() => live.onResync(() => void reload()), [reload]);
+
+  useEffect(() => {
+    if (!options.pollMs) return;
+    const timer = setInterval(() => {
+      if (document.visibilityState === 'visible') void reload();
+    }, options.pollMs);
+    return () => clearInterval(timer);
+  }, [options.pollMs, reload]);
+
+  return { data, error, loading, reload, setData: setData as Resource<T>['setData'] };
+}
+
+/** Call listener for every live job message while the component is mounted. */
+export function useLiveMessages(listener: (message: LiveMessage) => void): void {
+  const latest = useRef(listener);
+  latest.current = listener;
+  useEffect(() => live.onMessage((message) => latest.current(message)), []);
+}
+
+export function useConnectionState(): ConnectionState {
+  const [state, setState] = useState(live.state);
+  useEffect(() => {
+    setState(live.state);
+    return live.onState(setState);
+  }, []);
+  return state;
+}
+
+/** Run `action`, tracking busy state and the error message to show. */
+export function useAction(): {
+  busy: boolean;
+  error: string | null;
+  run: <T>(action: () => Promise<T>) => Promise<T | undefined>;
+  clear: () => void;
+} {
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<string | null>(null);
+  const run = useCallback(async <T,>(action: () => Promise<T>) => {
+    setBusy(true);
+    setError(null);
+    try {
+      return await action();
+    } catch (err) {
+      setError(errorMessage(err));
+      return undefined;
+    } finally {
+      setBusy(false);
+    }
+  }, []);
+  return { busy, error, run, clear: () => setError(null) };
+}

@@ -1,0 +1,225 @@
+import { savingsChart } from '../charts';
+import { Alert, Loading, Stat } from '../components';
+import {
+  efficiencyReading,
+  formatBytes,
+  formatDateTime,
+  formatDuration,
+  formatFps,
+  formatFraction,
+  formatNumber,
+  formatPercent,
+  formatShortDate,
+} from '../format';
+import { useResource } from '../hooks';
+import { routeHref } from '../router';
+import { api } from '../session';
+import type { CodecShare, SavingsDay } from '../types';
+
+export function Insights() {
+  const stats = useResource(() => api.insightStats(), []);
+  const savings = useResource(() => api.savings(30), []);
+  const nodes = useResource(() => api.nodePerformance(), []);
+  const codecs = useResource(() => api.codecs(), []);
+  const data = stats.data;
+  const reading = efficiencyReading(data?.encodingTime.efficiency);
+
+  return (
+    <div class="page">
+      <header class="page-head">
+        <h1>Insights</h1>
+      </header>
+      <Alert message={stats.error ?? savings.error ?? nodes.error ?? codecs.error} />
+
+      {data ? (
+        <div class="stats stats-wide card">
+          <Stat label="Space saved" value={formatBytes(data.storage.totalSavedBytes)} hint={`${formatNumber(data.storage.filesProcessed)} files processed`} />
+          <Stat label="Average saving" value={formatPercent(data.storage.averageSavingsPercent, 1)} hint="per file" />
+          <Stat label="Completed (30 days)" value={formatNumber(data.totals.completed)} hint={`${formatBytes(data.totals.savedBytes)} saved`} />
+          <Stat label="Average speed" value={formatFps(data.totals.averageFps)} />
+          <Stat
+            label="Encoding time"
+            value={formatDuration(data.encodingTime.wallSeconds)}
+            hint={`CPU ${formatDuration(data.encodingTime.cpuSeconds)}`}
+          />
+          <Stat
+            label="Efficiency"
+            value={formatNumber(data.encodingTime.efficiency, 2)}
+            hint={reading ? <span class={reading === 'poor' ? 'text-bad' : reading === 'good' ? '' : 'text-ok'}>{reading}</span> : 'CPU time / wall time'}
+          />
+        </div>
+      ) : (
+        stats.loading && <Loading what="statistics" />
+      )}
+
+      <section class="card" aria-labelledby="savings-title">
+        <h2 id="savings-title">Savings, last 30 days</h2>
+        {savings.data ? <SavingsChart days={savings.data.days} /> : savings.loading && <Loading what="the savings trend" />}
+      </section>
+
+      <div class="grid grid-2">
+        <section class="card" aria-labelledby="codecs-title">
+          <h2 id="codecs-title">Codecs in the libraries</h2>
+          {codecs.data ? <CodecBars codecs={codecs.data} /> : codecs.loading && <Loading what="codecs" />}
+        </section>
+
+        <section class="card" aria-labelledby="nodeperf-title">
+          <h2 id="nodeperf-title">Node performance</h2>
+          {nodes.data &&
+            (nodes.data.length === 0 ? (
+              <p class="muted">No finished jobs yet.</p>
+            ) : (
+              <div class="table-wrap">
+                <table class="table stack">
+                  <thead>
+                    <tr>
+                      <th scope="col">Node</th>
+                      <th scope="col">Jobs</th>
+                      <th scope="col">Success</th>
+                      <th scope="col">Saved</th>
+                      <th scope="col">Per hour</th>
+                    </tr>
+                  </thead>
+                  <tbody>
+                    {nodes.data.map((row) => (
+                      <tr key={row.node}>
+                        <td data-label="Node">{row.node}</td>
+                        <td data-label="Jobs">{formatNumber(row.jobs)}</td>
+                        <td data-label="Success">{formatFraction(row.successRate)}</td>
+                        <td data-label="Saved">{formatBytes(row.savedBytes)}</td>
+                        <td data-label="Per hour">{formatNumber(row.throughputPerHour, 1)}</td>
+                      </tr>
+                    ))}
+                  </tbody>
+                </table>
+              </div>
+            ))}
+        </section>
+      </div>
+
+      {data && (
+        <div class="grid grid-2">
+          <section class="card" aria-labelledby="history-title">
+            <h2 id="history-title">History</h2>
+            <div class="table-wrap table-scroll">
+              <table class="table">
+                <thead>
+                  <tr>
+                    <th scope="col">Date</th>
+                    <th scope="col">Completed</th>
+                    <th scope="col">Saved</th>
+                    <th scope="col">Avg speed</th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {[...data.history].reverse().map((day) => (
+                    <tr key={day.date}>
+                      <td>{day.date}</td>
+                      <td>{formatNumber(day.completed)}</td>
+                      <td>{formatBytes(day.savedBytes)}</td>
+                      <td>{formatFps(day.averageFps)}</td>
+                    </tr>
+                  ))}
+                </tbody>
+                <tfoot>
+                  <tr>
+                    <th scope="row">30 days</th>
+                    <td>{formatNumber(data.totals.completed)}</td>
+                    <td>{formatBytes(data.totals.savedBytes)}</td>
+                    <td>{formatFps(data.totals.averageFps)}</td>
+                  </tr>
+                </tfoot>
+              </table>
+            </div>
+          </section>
+
+          <section class="card" aria-labelledby="failed-title">
+            <h2 id="failed-title">Failed jobs</h2>
+            {data.failedJobs.length === 0 ? (
+              <p class="muted">No failures in the last 30 days.</p>
+            ) : (
+              <ul class="failures">
+                {data.failedJobs.map((failure) => (
+                  <li key={`${failure.jobId}-${failure.date}`}>
+                    <a href={routeHref(`/jobs/${failure.jobId}`)} class="file-name">
+                      {failure.fileName}
+                    </a>
+                    <div class="text-bad">{failure.reason}</div>
+                    <div class="muted small">
+                      {failure.node ?? 'no node'} · {formatDateTime(failure.date)}
+                    </div>
+                  </li>
+                ))}
+              </ul>
+            )}
+          </section>
+        </div>
+      )}
+    </div>
+  );
+}
+
+function SavingsChart({ days }: { days: SavingsDay[] }) {
+  if (days.length === 0) return <p class="muted">No savings recorded yet.</p>;
+  const chart = savingsChart(days);
+  const { width, height } = chart.box;
+  const last = days[days.length - 1];
+  const labelIndexes = [...new Set([0, Math.floor((days.length - 1) / 2), days.length - 1])];
+  const summary = `Daily savings up to ${formatBytes(chart.maxDaily)} per day; ${formatBytes(last.cumulativeBytes)} saved in total by ${last.date}.`;
+  return (
+    <figure class="chart">
+      <svg viewBox={`0 0 ${width} ${height}`} role="img" aria-label={summary}>
+        <title>{summary}</title>
+        <line class="chart-axis" x1={chart.box.padding.left} x2={width - chart.box.padding.right} y1={chart.baseline} y2={chart.baseline} />
+        {chart.bars.map((bar) => (
+          <rect key={bar.date} class="chart-bar" x={bar.x} y={bar.y} width={bar.width} height={bar.height}>
+            <title>{`${bar.date}: ${formatBytes(bar.savedBytes)}`}</title>
+          </rect>
+        ))}
+        <path class="chart-line" d={chart.linePath} />
+        {labelIndexes.map((i) => (
+          <text
+            key={i}
+            class="chart-label"
+            x={chart.points[i].x}
+            y={height - 8}
+            text-anchor={i === 0 ? 'start' : i === days.length - 1 ? 'end' : 'middle'}
+          >
+            {formatShortDate(days[i].date)}
+          </text>
+        ))}
+      </svg>
+      <figcaption class="legend">
+        <span>
+          <span class="swatch swatch-bar" aria-hidden="true" /> Daily (max {formatBytes(chart.maxDaily)})
+        </span>
+        <span>
+          <span class="swatch swatch-line" aria-hidden="true" /> Cumulative ({formatBytes(chart.maxCumulative)})
+        </span>
+      </figcaption>
+    </figure>
+  );
+}
+
+function CodecBars({ codecs }: { codecs: CodecShare[] }) {
+  const total = codecs.reduce((sum, codec) => sum + codec.count, 0);
+  if (total === 0) return <p class="muted">No files scanned yet.</p>;
+  return (
+    <ul class="bars">
+      {codecs.map((codec) => {
+        const percent = (codec.count / total) * 100;
+        return (
+          <li key={codec.codec}>
+            <span class="bar-label">{codec.codec.toUpperCase()}</span>
+            <span class="bar-track" aria-hidden="true">
+              <span class="bar-fill" style={{ width: `${percent}%` }} />
+            </span>
+            <span class="bar-value">
+              {formatPercent(percent)} <span class="muted small">({formatNumber(codec.count)})</span>
+            </span>
+          </li>
+        );
+      })}
+    </ul>
+  );
+}

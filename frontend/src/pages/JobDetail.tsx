@@ -1,0 +1,137 @@
+import type { ComponentChildren } from 'preact';
+import { useEffect, useRef, useState } from 'preact/hooks';
+import { Alert, Badge, EtaText, JobActionButtons, Loading, ProgressBar } from '../components';
+import { DASH, formatBytes, formatDateTime, formatFps, formatPercent, titleCase } from '../format';
+import { useLiveMessages, useResource } from '../hooks';
+import { isTerminal, mergeLive } from '../jobs';
+import { routeHref } from '../router';
+import { api } from '../session';
+import type { Job, JobDetail as JobDetailData } from '../types';
+
+export function JobDetail({ id }: { id: number }) {
+  const job = useResource(() => api.job(id), [id]);
+  const [error, setError] = useState<string | null>(null);
+  const reloadTimer = useRef<ReturnType<typeof setTimeout> | null>(null);
+
+  useLiveMessages((message) => {
+    if (message.jobId !== id) return;
+    job.setData((current) => (current ? mergeLive(current, message) : current));
+    // A status change adds an event to the history: fetch it (coalesced).
+    if (message.type === 'status' && reloadTimer.current === null) {
+      reloadTimer.current = setTimeout(() => {
+        reloadTimer.current = null;
+        void job.reload();
+      }, 1_000);
+    }
+  });
+  useEffect(() => () => {
+    if (reloadTimer.current) clearTimeout(reloadTimer.current);
+  }, []);
+
+  const changed = (updated: Job) => {
+    job.setData((current) => (current ? { ...current, ...updated } : current));
+    void job.reload();
+  };
+
+  const data = job.data;
+  return (
+    <div class="page">
+      <nav class="breadcrumb" aria-label="Breadcrumb">
+        <a href={routeHref('/jobs')}>Jobs</a> / <span aria-current="page">Job {id}</span>
+      </nav>
+      <Alert message={job.error} />
+      <Alert message={error} onClose={() => setError(null)} />
+      {!data ? (
+        job.loading && <Loading what="the job" />
+      ) : (
+        <>
+          <header class="page-head">
+            <h1 class="file-name">{data.fileName}</h1>
+            <JobActionButtons job={data} onChanged={changed} onError={setError} />
+          </header>
+          <section class="card" aria-label="Job facts">
+            <div class="card-head">
+              <Badge value={data.status} />
+              {data.stage && !isTerminal(data.status) && <span class="muted">Stage: {titleCase(data.stage)}</span>}
+            </div>
+            {data.status !== 'PENDING' && data.status !== 'SKIPPED' && <ProgressBar job={data} />}
+            {data.failureReason && (
+              <p class="text-bad">
+                {data.failureReason}
+                {data.failureCode && <code class="small"> ({data.failureCode})</code>}
+              </p>
+            )}
+            <JobFacts job={data} />
+          </section>
+          <section class="card" aria-labelledby="events-title">
+            <h2 id="events-title">History</h2>
+            {data.events.length === 0 ? (
+              <p class="muted">No events recorded.</p>
+            ) : (
+              <div class="table-wrap">
+                <table class="table stack">
+                  <thead>
+                    <tr>
+                      <th scope="col">When</th>
+                      <th scope="col">Event</th>
+                      <th scope="col">Status</th>
+                      <th scope="col">Node</th>
+                      <th scope="col">Detail</th>
+                    </tr>
+                  </thead>
+                  <tbody>
+                    {data.events.map((event) => (
+                      <tr key={event.id}>
+                        <td data-label="When">{formatDateTime(event.at)}</td>
+                        <td data-label="Event">{titleCase(event.kind.replace(/_/g, ' '))}</td>
+                        <td data-label="Status">
+                          {event.fromStatus || event.toStatus
+                            ? `${event.fromStatus ? titleCase(event.fromStatus) : DASH} → ${event.toStatus ? titleCase(event.toStatus) : DASH}`
+                            : DASH}
+                        </td>
+                        <td data-label="Node">{event.nodeName ?? DASH}</td>
+                        <td data-label="Detail" class="cell-detail">
+                          {event.detail ?? ''}
+                        </td>
+                      </tr>
+                    ))}
+                  </tbody>
+                </table>
+              </div>
+            )}
+          </section>
+        </>
+      )}
+    </div>
+  );
+}
+
+function JobFacts({ job }: { job: JobDetailData }) {
+  const savedPercent =
+    job.savedBytes != null && job.sourceSize ? formatPercent((job.savedBytes / job.sourceSize) * 100, 1) : null;
+  const facts: [string, ComponentChildren][] = [
+    ['Path', <code class="break">{job.filePath || DASH}</code>],
+    ['Node', job.node ?? DASH],
+    ['Speed', formatFps(job.fps)],
+    ['ETA', <EtaText job={job} />],
+    ['Codec', `${job.sourceCodec ?? '?'} → ${job.targetCodec ?? '?'}`],
+    ['Source size', formatBytes(job.sourceSize)],
+    ['Output size', formatBytes(job.outputSize)],
+    ['Saved', savedPercent ? `${formatBytes(job.savedBytes)} (${savedPercent})` : formatBytes(job.savedBytes)],
+    ['Retries', String(job.retryCount)],
+    ['Created', formatDateTime(job.createdAt)],
+    ['Started', formatDateTime(job.startedAt)],
+    ['Completed', formatDateTime(job.completedAt)],
+    ['Updated', formatDateTime(job.updatedAt)],
+  ];
+  return (
+    <dl class="facts">
+      {facts.map(([label, value]) => (
+        <div key={label}>
+          <dt>{label}</dt>
+          <dd>{value}</dd>
+        </div>
+      ))}
+    </dl>
+  );
+}

@@ -1,0 +1,369 @@
+import { useEffect, useState } from 'preact/hooks';
+import { errorMessage } from '../api';
+import { Alert, Badge, Loading } from '../components';
+import {
+  CODEC_ENCODERS,
+  CODEC_LABELS,
+  CODECS,
+  DEFAULT_PRESET,
+  DEFAULT_QUALITY,
+  ENCODER_LABELS,
+  ENCODER_PRESETS,
+  QUALITY_MAX,
+  availableEncoders,
+  validateLibrary,
+  type LibraryErrors,
+} from '../encoders';
+import { formatRelative } from '../format';
+import { useAction, useResource } from '../hooks';
+import { routeHref } from '../router';
+import { api } from '../session';
+import type { ClusterNode, Codec, Library, LibraryInput } from '../types';
+
+type Editing = { mode: 'create' } | { mode: 'edit'; library: Library } | null;
+
+export function Libraries() {
+  const libraries = useResource(() => api.libraries(), []);
+  const nodes = useResource(() => api.nodes(), []);
+  const [editing, setEditing] = useState<Editing>(null);
+  const [error, setError] = useState<string | null>(null);
+  const [notice, setNotice] = useState<string | null>(null);
+  const [busyId, setBusyId] = useState<number | null>(null);
+
+  const saved = (library: Library) => {
+    libraries.setData((current) => {
+      const list = current ?? [];
+      return list.some((item) => item.id === library.id)
+        ? list.map((item) => (item.id === library.id ? library : item))
+        : [...list, library];
+    });
+    setNotice(`Saved library “${library.name}”.`);
+    setEditing(null);
+  };
+
+  const scan = async (library: Library) => {
+    setBusyId(library.id);
+    setError(null);
+    try {
+      const { queued } = await api.scanLibrary(library.id);
+      setNotice(`Scan of “${library.name}” queued ${queued} file${queued === 1 ? '' : 's'}.`);
+      void libraries.reload();
+    } catch (err) {
+      setError(errorMessage(err));
+    } finally {
+      setBusyId(null);
+    }
+  };
+
+  const remove = async (library: Library) => {
+    if (!confirm(`Delete the library “${library.name}”? Its media files stay where they are.`)) return;
+    setBusyId(library.id);
+    setError(null);
+    try {
+      await api.deleteLibrary(library.id);
+      libraries.setData((current) => (current ?? []).filter((item) => item.id !== library.id));
+      setNotice(`Deleted library “${library.name}”.`);
+    } catch (err) {
+      setError(errorMessage(err));
+    } finally {
+      setBusyId(null);
+    }
+  };
+
+  return (
+    <div class="page">
+      <header class="page-head">
+        <h1>Libraries</h1>
+        {editing === null && (
+          <button type="button" class="button button-primary" onClick={() => setEditing({ mode: 'create' })}>
+            Add library
+          </button>
+        )}
+      </header>
+      <Alert message={libraries.error} />
+      <Alert message={nodes.error} />
+      <Alert message={error} onClose={() => setError(null)} />
+      <Alert kind="ok" message={notice} onClose={() => setNotice(null)} />
+
+      {editing !== null && (
+        <LibraryForm
+          key={editing.mode === 'edit' ? editing.library.id : 'new'}
+          library={editing.mode === 'edit' ? editing.library : null}
+          nodes={nodes.data ?? []}
+          nodesLoaded={nodes.data !== null}
+          onSaved={saved}
+          onCancel={() => setEditing(null)}
+        />
+      )}
+
+      {!libraries.data ? (
+        libraries.loading && <Loading what="libraries" />
+      ) : libraries.data.length === 0 ? (
+        <p class="card muted">No libraries yet. Add one to start finding files to re-encode.</p>
+      ) : (
+        <ul class="library-list">
+          {libraries.data.map((library) => (
+            <li key={library.id} class="card">
+              <div class="card-head">
+                <h2>{library.name}</h2>
+                <span>
+                  {!library.enabled && <Badge value="disabled" />} {library.watch && <span class="badge badge-info">Watching</span>}
+                </span>
+              </div>
+              <ul class="paths" aria-label={`Paths of ${library.name}`}>
+                {library.paths.map((path) => (
+                  <li key={path}>
+                    <code class="break">{path}</code>
+                  </li>
+                ))}
+              </ul>
+              <dl class="inline-facts">
+                <div>
+                  <dt>Target</dt>
+                  <dd>{CODEC_LABELS[library.targetCodec] ?? library.targetCodec}</dd>
+                </div>
+                <div>
+                  <dt>Encoder</dt>
+                  <dd>{library.encoder}</dd>
+                </div>
+                <div>
+                  <dt>Quality</dt>
+                  <dd>CRF {library.quality}</dd>
+                </div>
+                <div>
+                  <dt>Preset</dt>
+                  <dd>{library.preset || '—'}</dd>
+                </div>
+                <div>
+                  <dt>Last scan</dt>
+                  <dd>{formatRelative(library.lastScanAt)}</dd>
+                </div>
+              </dl>
+              <div class="actions">
+                <button type="button" class="button" disabled={busyId === library.id} onClick={() => void scan(library)}>
+                  Scan now
+                </button>
+                <a class="button" href={routeHref('/jobs', { libraryId: library.id })}>
+                  Jobs
+                </a>
+                <button type="button" class="button" onClick={() => setEditing({ mode: 'edit', library })}>
+                  Edit
+                </button>
+                <button
+                  type="button"
+                  class="button button-danger"
+                  disabled={busyId === library.id}
+                  onClick={() => void remove(library)}
+                >
+                  Delete
+                </button>
+              </div>
+            </li>
+          ))}
+        </ul>
+      )}
+    </div>
+  );
+}
+
+function initialInput(library: Library | null, nodes: ClusterNode[]): LibraryInput {
+  if (library) {
+    const { name, paths, targetCodec, encoder, quality, preset, watch, enabled } = library;
+    return { name, paths: paths.length > 0 ? [...paths] : [''], targetCodec, encoder, quality, preset, watch, enabled };
+  }
+  const encoder = availableEncoders('hevc', nodes)[0] ?? '';
+  return {
+    name: '',
+    paths: [''],
+    targetCodec: 'hevc',
+    encoder,
+    quality: DEFAULT_QUALITY.hevc,
+    preset: DEFAULT_PRESET[encoder] ?? '',
+    watch: true,
+    enabled: true,
+  };
+}
+
+function LibraryForm({
+  library,
+  nodes,
+  nodesLoaded,
+  onSaved,
+  onCancel,
+}: {
+  library: Library | null;
+  nodes: ClusterNode[];
+  nodesLoaded: boolean;
+  onSaved: (library: Library) => void;
+  onCancel: () => void;
+}) {
+  const [input, setInput] = useState<LibraryInput>(() => initialInput(library, nodes));
+  const [errors, setErrors] = useState<LibraryErrors>({});
+  const { busy, error, run } = useAction();
+  const offered = availableEncoders(input.targetCodec, nodes);
+  // Keep an existing library's encoder visible even when no node reports it any more.
+  const choices = input.encoder && !offered.includes(input.encoder) && CODEC_ENCODERS[input.targetCodec].includes(input.encoder)
+    ? [...offered, input.encoder]
+    : offered;
+  // Until the node list arrives, the encoder cannot be chosen (or validated).
+  const firstOffered = offered[0] ?? '';
+  useEffect(() => {
+    if (input.encoder === '' && firstOffered !== '') {
+      setInput((current) => ({ ...current, encoder: firstOffered, preset: DEFAULT_PRESET[firstOffered] ?? current.preset }));
+    }
+  }, [firstOffered]);
+  const set = (change: Partial<LibraryInput>) => setInput((current) => ({ ...current, ...change }));
+
+  const changeCodec = (codec: Codec) => {
+    const encoders = availableEncoders(codec, nodes);
+    const encoder = encoders.includes(input.encoder) ? input.encoder : (encoders[0] ?? '');
+    set({
+      targetCodec: codec,
+      encoder,
+      quality: input.quality > QUALITY_MAX[codec] ? DEFAULT_QUALITY[codec] : input.quality,
+      preset: encoder === input.encoder ? input.preset : (DEFAULT_PRESET[encoder] ?? ''),
+    });
+  };
+
+  const changeEncoder = (encoder: string) =>
+    set({ encoder, preset: (ENCODER_PRESETS[encoder] ?? []).includes(input.preset) ? input.preset : (DEFAULT_PRESET[encoder] ?? '') });
+
+  const submit = async (event: Event) => {
+    event.preventDefault();
+    const body: LibraryInput = { ...input, name: input.name.trim(), paths: input.paths.map((p) => p.trim()).filter((p) => p !== '') };
+    const found = validateLibrary(body, choices);
+    setErrors(found);
+    if (Object.keys(found).length > 0) return;
+    const result = await run(() => (library ? api.updateLibrary(library.id, body) : api.createLibrary(body)));
+    if (result) onSaved(result);
+  };
+
+  const presets = ENCODER_PRESETS[input.encoder] ?? [];
+  const title = library ? `Edit ${library.name}` : 'New library';
+  return (
+    <form class="card form" onSubmit={(e) => void submit(e)} aria-labelledby="library-form-title" noValidate>
+      <h2 id="library-form-title">{title}</h2>
+      <Alert message={error} />
+      <label class="field">
+        <span>Name</span>
+        <input value={input.name} onInput={(e) => set({ name: e.currentTarget.value })} aria-invalid={errors.name ? true : undefined} required />
+        {errors.name && <small class="text-bad">{errors.name}</small>}
+      </label>
+
+      <fieldset class="field">
+        <legend>Media paths</legend>
+        {input.paths.map((path, index) => (
+          <div class="path-row" key={index}>
+            <input
+              value={path}
+              placeholder="/media/movies"
+              aria-label={`Media path ${index + 1}`}
+              aria-invalid={errors.paths ? true : undefined}
+              onInput={(e) => {
+                const paths = [...input.paths];
+                paths[index] = e.currentTarget.value;
+                set({ paths });
+              }}
+            />
+            <button
+              type="button"
+              class="icon-button"
+              aria-label={`Remove media path ${index + 1}`}
+              disabled={input.paths.length === 1}
+              onClick={() => set({ paths: input.paths.filter((_, i) => i !== index) })}
+            >
+              ×
+            </button>
+          </div>
+        ))}
+        <button type="button" class="button button-small" onClick={() => set({ paths: [...input.paths, ''] })}>
+          Add path
+        </button>
+        {errors.paths && <small class="text-bad">{errors.paths}</small>}
+      </fieldset>
+
+      <div class="form-row">
+        <label class="field">
+          <span>Target codec</span>
+          <select value={input.targetCodec} onChange={(e) => changeCodec(e.currentTarget.value as Codec)}>
+            {CODECS.map((codec) => (
+              <option key={codec} value={codec}>
+                {CODEC_LABELS[codec]}
+              </option>
+            ))}
+          </select>
+        </label>
+        <label class="field">
+          <span>Encoder</span>
+          <select
+            value={input.encoder}
+            disabled={choices.length === 0}
+            aria-invalid={errors.encoder ? true : undefined}
+            onChange={(e) => changeEncoder(e.currentTarget.value)}
+          >
+            {choices.length === 0 && <option value="">{nodesLoaded ? 'No node offers one' : 'Loading…'}</option>}
+            {choices.map((encoder) => (
+              <option key={encoder} value={encoder}>
+                {ENCODER_LABELS[encoder] ?? encoder}
+                {offered.includes(encoder) ? '' : ' (no node reports it)'}
+              </option>
+            ))}
+          </select>
+          {nodesLoaded && offered.length === 0 && (
+            <small class="text-bad">No node reports an encoder for {CODEC_LABELS[input.targetCodec]}.</small>
+          )}
+          {errors.encoder && <small class="text-bad">{errors.encoder}</small>}
+        </label>
+        <label class="field">
+          <span>Quality (CRF 0–{QUALITY_MAX[input.targetCodec]})</span>
+          <input
+            type="number"
+            inputMode="numeric"
+            min={0}
+            max={QUALITY_MAX[input.targetCodec]}
+            step={1}
+            value={Number.isNaN(input.quality) ? '' : input.quality}
+            aria-invalid={errors.quality ? true : undefined}
+            onInput={(e) => set({ quality: e.currentTarget.value === '' ? Number.NaN : Number(e.currentTarget.value) })}
+          />
+          {errors.quality && <small class="text-bad">{errors.quality}</small>}
+        </label>
+        <label class="field">
+          <span>Preset</span>
+          <input
+            value={input.preset}
+            list="preset-suggestions"
+            placeholder={presets.length === 0 ? 'none' : undefined}
+            onInput={(e) => set({ preset: e.currentTarget.value })}
+          />
+          <datalist id="preset-suggestions">
+            {presets.map((preset) => (
+              <option key={preset} value={preset} />
+            ))}
+          </datalist>
+        </label>
+      </div>
+      <p class="muted small">Lower CRF keeps more detail and gives larger files. For HDR sources, CRF 18–22 with a slow preset.</p>
+
+      <div class="form-row">
+        <label class="check-field">
+          <input type="checkbox" checked={input.watch} onChange={(e) => set({ watch: e.currentTarget.checked })} />
+          <span>Watch for new files</span>
+        </label>
+        <label class="check-field">
+          <input type="checkbox" checked={input.enabled} onChange={(e) => set({ enabled: e.currentTarget.checked })} />
+          <span>Enabled</span>
+        </label>
+      </div>
+
+      <div class="actions">
+        <button type="submit" class="button button-primary" disabled={busy}>
+          {busy ? 'Saving…' : library ? 'Save changes' : 'Create library'}
+        </button>
+        <button type="button" class="button" onClick={onCancel}>
+          Cancel
+        </button>
+      </div>
+    </form>
+  );
+}

@@ -1,0 +1,332 @@
+// @vitest-environment happy-dom
+// The pages wired together in a DOM: a stubbed fetch answers the API, a fake WebSocket plays
+// the live feed. Assertions are about behaviour (what a user can see and do), not markup.
+import { render } from 'preact';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import type { ClusterNode, Dashboard, Job, Library } from '../src/types';
+
+class FakeWebSocket {
+  static instances: FakeWebSocket[] = [];
+  onopen: ((event: unknown) => void) | null = null;
+  onclose: ((event: unknown) => void) | null = null;
+  onerror: ((event: unknown) => void) | null = null;
+  onmessage: ((event: { data: unknown }) => void) | null = null;
+  constructor(readonly url: string) {
+    FakeWebSocket.instances.push(this);
+  }
+  close() {}
+  send(message: Record<string, unknown>) {
+    this.onmessage?.({ data: JSON.stringify(message) });
+  }
+}
+
+function job(id: number, change: Partial<Job>): Job {
+  return {
+    id,
+    fileName: `file-${id}.mkv`,
+    filePath: `/media/file-${id}.mkv`,
+    libraryId: 1,
+    status: 'QUEUED',
+    stage: null,
+    progress: 0,
+    fps: null,
+    node: null,
+    etaSeconds: null,
+    retryCount: 0,
+    failureReason: null,
+    failureCode: null,
+    stalled: false,
+    sourceCodec: 'h264',
+    targetCodec: 'hevc',
+    sourceSize: 1000,
+    outputSize: null,
+    savedBytes: null,
+    createdAt: '2024-05-01T10:00:00Z',
+    startedAt: null,
+    completedAt: null,
+    updatedAt: '2024-05-01T10:00:00Z',
+    ...change,
+  };
+}
+
+const encoding = job(1, { fileName: 'movie.mkv', status: 'ENCODING', stage: 'ENCODING', progress: 42, fps: 30, node: 'gpu-1', etaSeconds: 600 });
+const failed = job(2, { fileName: 'broken.avi', status: 'FAILED', failureReason: 'file validation failed' });
+const nodes: ClusterNode[] = [
+  {
+    id: 1,
+    name: 'gpu-1',
+    role: 'main',
+    address: '10.0.0.2',
+    status: 'ONLINE',
+    statusReason: null,
+    gpu: 'NVIDIA RTX 4000',
+    load1: 2,
+    cores: 8,
+    loadRatio: 0.25,
+    memoryUsed: 4 * 1024 ** 3,
+    memoryTotal: 16 * 1024 ** 3,
+    activeJobs: 1,
+    maxJobs: 2,
+    encoders: ['libx265', 'hevc_nvenc', 'libsvtav1'],
+    overloaded: false,
+    lastSeenAt: new Date().toISOString(),
+  },
+];
+const library: Library = {
+  id: 1,
+  name: 'Movies',
+  paths: ['/media/movies'],
+  targetCodec: 'hevc',
+  encoder: 'hevc_nvenc',
+  quality: 22,
+  preset: 'p5',
+  watch: true,
+  enabled: true,
+  createdAt: '2024-05-01T00:00:00Z',
+  updatedAt: '2024-05-01T00:00:00Z',
+  lastScanAt: null,
+};
+const queue = {
+  pending: 1,
+  queued: 4,
+  analyzing: 0,
+  encoding: 1,
+  paused: 0,
+  completed: 12,
+  failed: 1,
+  skipped: 2,
+  cancelled: 0,
+  activeWorkers: 1,
+  throughputPerHour: 2,
+  estimatedCompletionHours: 2.5,
+};
+const dashboard: Dashboard = {
+  health: { overall: 'WARNING', checks: [{ name: 'memory', level: 'WARNING', value: 88, message: 'Memory at 88 %' }] },
+  system: {
+    cpu: { load1: 2, cores: 8, loadRatio: 0.25 },
+    memory: { used: 14, total: 16, percent: 88, trend: [{ at: 'a', percent: 80 }, { at: 'b', percent: 88 }] },
+    disks: [{ path: '/media', total: 100, used: 95, free: 5, usedPercent: 95 }],
+  },
+  queue,
+  activeJobs: [encoding],
+  nodes,
+};
+
+type Responder = (method: string, path: string, body: unknown) => { status: number; body?: unknown } | undefined;
+let calls: string[] = [];
+let override: Responder | null = null;
+
+function respond(method: string, path: string): { status: number; body?: unknown } {
+  const url = path.split('?')[0];
+  if (method === 'GET' && url === '/api/jobs') return { status: 200, body: { items: [encoding, failed], total: 2, page: 1, pageSize: 50 } };
+  if (method === 'POST' && url === '/api/jobs/1/pause') return { status: 200, body: { ...encoding, status: 'PAUSED', stage: null } };
+  if (method === 'GET' && url === '/api/jobs/2') {
+    return {
+      status: 200,
+      body: { ...failed, events: [{ id: 1, at: '2024-05-01T10:05:00Z', kind: 'failed', fromStatus: 'ENCODING', toStatus: 'FAILED', nodeName: 'gpu-1', detail: 'exit code 1' }] },
+    };
+  }
+  if (url === '/api/system/dashboard') return { status: 200, body: dashboard };
+  if (url === '/api/queue/stats') return { status: 200, body: queue };
+  if (url === '/api/nodes') return { status: 200, body: nodes };
+  if (method === 'GET' && url === '/api/libraries') return { status: 200, body: [library] };
+  if (method === 'POST' && url === '/api/libraries/1/scan') return { status: 200, body: { queued: 7 } };
+  if (url === '/api/insights/stats') {
+    return {
+      status: 200,
+      body: {
+        history: [{ date: '2024-05-01', completed: 3, savedBytes: 3 * 1024 ** 3, averageFps: 40 }],
+        totals: { completed: 3, savedBytes: 3 * 1024 ** 3, averageFps: 40 },
+        failedJobs: [{ jobId: 2, fileName: 'broken.avi', reason: 'file validation failed', node: 'gpu-1', date: '2024-05-01T10:05:00Z' }],
+        storage: { totalSavedBytes: 3 * 1024 ** 3, filesProcessed: 3, averageSavingsPercent: 45 },
+        encodingTime: { cpuSeconds: 7200, wallSeconds: 3600, efficiency: 2 },
+      },
+    };
+  }
+  if (url === '/api/insights/savings') {
+    return { status: 200, body: { days: [{ date: '2024-05-01', savedBytes: 1024, cumulativeBytes: 1024 }, { date: '2024-05-02', savedBytes: 2048, cumulativeBytes: 3072 }] } };
+  }
+  if (url === '/api/insights/nodes') return { status: 200, body: [{ node: 'gpu-1', jobs: 3, successRate: 0.75, savedBytes: 1024, throughputPerHour: 1.5 }] };
+  if (url === '/api/insights/codecs') return { status: 200, body: [{ codec: 'h264', count: 3, share: 0.75 }, { codec: 'hevc', count: 1, share: 0.25 }] };
+  if (url === '/api/settings') return { status: 200, body: { jobTimeoutHours: 12, keepOriginals: false, clusterToken: 'cluster-secret' } };
+  if (url === '/api/license') return { status: 200, body: { tier: 'SUPPORTER', licensee: 'Ada', expiresAt: '2099-01-01T00:00:00Z', maxNodes: 3, maxConcurrentJobs: 5 } };
+  return { status: 404, body: { error: { code: 'not_found', message: `no route ${method} ${url}` } } };
+}
+
+const container = () => document.getElementById('root')!;
+const text = () => container().textContent ?? '';
+const byLabel = (label: string) => container().querySelector<HTMLElement>(`[aria-label="${label}"]`);
+
+async function show(hash: string) {
+  window.location.hash = hash;
+  window.dispatchEvent(new HashChangeEvent('hashchange'));
+}
+
+beforeEach(async () => {
+  calls = [];
+  override = null;
+  FakeWebSocket.instances = [];
+  vi.stubGlobal('WebSocket', FakeWebSocket);
+  vi.stubGlobal('fetch', async (input: string, init: RequestInit = {}) => {
+    const method = init.method ?? 'GET';
+    calls.push(`${method} ${input}`);
+    const body = init.body ? JSON.parse(String(init.body)) : undefined;
+    const answer = override?.(method, input, body) ?? respond(method, input);
+    return new Response(answer.body === undefined ? null : JSON.stringify(answer.body), {
+      status: answer.status,
+      headers: { 'Content-Type': 'application/json' },
+    });
+  });
+  localStorage.setItem('token', 'tok');
+  localStorage.setItem('tokenExpiresAt', new Date(Date.now() + 86_400_000).toISOString());
+  document.body.innerHTML = '<div id="root"></div>';
+});
+
+afterEach(() => {
+  render(null, container());
+  vi.unstubAllGlobals();
+  localStorage.clear();
+});
+
+async function mount(hash: string) {
+  await show(hash);
+  const { App } = await import('../src/app');
+  render(<App />, container());
+}
+
+describe('dashboard pages', () => {
+  it('lists jobs with the actions each status offers, and applies live progress', async () => {
+    await mount('#/jobs');
+    await vi.waitFor(() => expect(text()).toContain('movie.mkv'));
+    expect(calls[0]).toBe('GET /api/jobs?page=1&pageSize=50&sort=createdAt&order=desc');
+    expect(byLabel('Pause movie.mkv')).not.toBeNull();
+    expect(byLabel('Cancel movie.mkv')).not.toBeNull();
+    expect(byLabel('Resume movie.mkv')).toBeNull();
+    expect(byLabel('Retry broken.avi')).not.toBeNull();
+    expect(byLabel('Pause broken.avi')).toBeNull();
+    expect(text()).toContain('file validation failed');
+
+    const bar = byLabel('Progress of movie.mkv')!;
+    expect(bar.getAttribute('role')).toBe('progressbar');
+    expect(bar.getAttribute('aria-valuenow')).toBe('42');
+    expect(bar.className).toContain('progress-green');
+
+    const socket = FakeWebSocket.instances[0];
+    expect(socket.url).toMatch(/\/ws\?token=tok$/);
+    socket.onopen?.({});
+    await vi.waitFor(() => expect(byLabel('Live updates: connected')).not.toBeNull());
+    socket.send({ type: 'progress', jobId: 1, progress: 77, status: 'ENCODING', fps: 3 });
+    await vi.waitFor(() => expect(byLabel('Progress of movie.mkv')!.getAttribute('aria-valuenow')).toBe('77'));
+    expect(byLabel('Progress of movie.mkv')!.className).toContain('progress-yellow');
+    socket.send({ type: 'progress', jobId: 1, progress: 77, status: 'ENCODING', stalled: true });
+    await vi.waitFor(() => expect(byLabel('Progress of movie.mkv')!.className).toContain('progress-red'));
+  });
+
+  it('pauses a job and then offers resume', async () => {
+    await mount('#/jobs');
+    await vi.waitFor(() => expect(byLabel('Pause movie.mkv')).not.toBeNull());
+    byLabel('Pause movie.mkv')!.click();
+    await vi.waitFor(() => expect(byLabel('Resume movie.mkv')).not.toBeNull());
+    expect(calls).toContain('POST /api/jobs/1/pause');
+    expect(byLabel('Pause movie.mkv')).toBeNull();
+  });
+
+  it('shows the error message of a failed action', async () => {
+    override = (method, path) =>
+      method === 'POST' && path === '/api/jobs/1/pause'
+        ? { status: 409, body: { error: { code: 'invalid_transition', message: 'Job already finished' } } }
+        : undefined;
+    await mount('#/jobs');
+    await vi.waitFor(() => expect(byLabel('Pause movie.mkv')).not.toBeNull());
+    byLabel('Pause movie.mkv')!.click();
+    await vi.waitFor(() => expect(container().querySelector('[role="alert"]')?.textContent).toContain('Job already finished'));
+  });
+
+  it('re-fetches the page after the live connection comes back', async () => {
+    const timers = vi.spyOn(globalThis, 'setTimeout');
+    await mount('#/jobs');
+    await vi.waitFor(() => expect(text()).toContain('movie.mkv'));
+    const first = FakeWebSocket.instances[0];
+    first.onopen?.({});
+    first.onclose?.({});
+    await vi.waitFor(() => expect(byLabel('Live updates: reconnecting')).not.toBeNull());
+    // Run the scheduled reconnect (the 0.8-1 s backoff timer) now.
+    const reconnect = timers.mock.calls.find(([, ms]) => typeof ms === 'number' && ms >= 800 && ms <= 1000);
+    expect(reconnect).toBeDefined();
+    (reconnect![0] as () => void)();
+    const jobCalls = calls.filter((call) => call.startsWith('GET /api/jobs')).length;
+    FakeWebSocket.instances[1].onopen?.({});
+    await vi.waitFor(() => expect(calls.filter((call) => call.startsWith('GET /api/jobs')).length).toBe(jobCalls + 1));
+    timers.mockRestore();
+  });
+
+  it('shows the overview with health, queue, performance and active jobs', async () => {
+    await mount('#/');
+    await vi.waitFor(() => expect(text()).toContain('System health'));
+    expect(text()).toContain('Memory at 88 %');
+    expect(text()).toContain('Throughput');
+    expect(text()).toContain('2h 30m'); // estimated completion
+    expect(text()).toContain('Above 90 % used');
+    expect(byLabel('Progress of movie.mkv')?.getAttribute('aria-valuenow')).toBe('42');
+
+    const socket = FakeWebSocket.instances[0];
+    socket.onopen?.({});
+    socket.send({ type: 'snapshot', jobId: 5, progress: 10, status: 'ENCODING', fileName: 'new.mkv', fps: 12 });
+    await vi.waitFor(() => expect(byLabel('Progress of new.mkv')).not.toBeNull());
+    socket.send({ type: 'status', jobId: 1, progress: 100, status: 'COMPLETED' });
+    await vi.waitFor(() => expect(byLabel('Progress of movie.mkv')).toBeNull());
+  });
+
+  it('shows a job with its event history', async () => {
+    await mount('#/jobs/2');
+    await vi.waitFor(() => expect(text()).toContain('exit code 1'));
+    expect(text()).toContain('Encoding → Failed');
+    expect(byLabel('Retry broken.avi')).not.toBeNull();
+  });
+
+  it('offers only encoders a node reports for the chosen codec', async () => {
+    await mount('#/libraries');
+    await vi.waitFor(() => expect(text()).toContain('Movies'));
+    const add = [...container().querySelectorAll('button')].find((b) => b.textContent === 'Add library')!;
+    add.click();
+    await vi.waitFor(() => expect(container().querySelector('form.form')).not.toBeNull());
+    const selects = () => [...container().querySelectorAll<HTMLSelectElement>('form.form select')];
+    const encoderOptions = () => [...selects()[1].options].map((o) => o.value);
+    await vi.waitFor(() => expect(encoderOptions()).toEqual(['libx265', 'hevc_nvenc']));
+    selects()[0].value = 'av1';
+    selects()[0].dispatchEvent(new Event('change', { bubbles: true }));
+    await vi.waitFor(() => expect(encoderOptions()).toEqual(['libsvtav1']));
+    expect(text()).toContain('CRF 0–63');
+  });
+
+  it('scans a library and reports how many files were queued', async () => {
+    await mount('#/libraries');
+    await vi.waitFor(() => expect(text()).toContain('Movies'));
+    [...container().querySelectorAll('button')].find((b) => b.textContent === 'Scan now')!.click();
+    await vi.waitFor(() => expect(text()).toContain('queued 7 files'));
+  });
+
+  it('renders nodes, insights and settings', async () => {
+    await mount('#/nodes');
+    await vi.waitFor(() => expect(text()).toContain('NVIDIA RTX 4000'));
+    expect(text()).toContain('1 / 2');
+
+    await show('#/insights');
+    await vi.waitFor(() => expect(text()).toContain('Savings, last 30 days'));
+    await vi.waitFor(() => expect(container().querySelectorAll('rect.chart-bar')).toHaveLength(2));
+    expect(text()).toContain('75%'); // codec share computed from counts, and success rate
+
+    await show('#/settings');
+    await vi.waitFor(() => expect(text()).toContain('Ada'));
+    expect(text()).toContain('Supporter');
+    expect(byLabel('Cluster token')).not.toBeNull();
+  });
+
+  it('sends the user back to the login page on a 401', async () => {
+    override = () => ({ status: 401, body: { error: { code: 'unauthorized', message: 'Token expired' } } });
+    await mount('#/nodes');
+    await vi.waitFor(() => expect(text()).toContain('Sign in'));
+    expect(text()).toContain('Your session ended');
+    expect(localStorage.getItem('token')).toBeNull();
+  });
+});
