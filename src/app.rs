@@ -19,6 +19,7 @@ pub struct AppState {
     pub jwt_secret: String,
     pub token_ttl_hours: u32,
     pub started_at: chrono::DateTime<chrono::Utc>,
+    pub runtime: crate::actors::Runtime,
 }
 
 /// The API app (listener on PORT): every endpoint, unprefixed and under /api.

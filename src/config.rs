@@ -45,7 +45,7 @@ impl CommonArgs {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a node: the main node (API, queue, scheduler, encoder) or a linked worker.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Apply pending database migrations and exit.
     Migrate,
     /// Manage dashboard and API users.
@@ -119,6 +119,21 @@ pub struct ServeArgs {
     /// Licence key (FREE when unset).
     #[arg(long, env = "LICENSE_KEY", value_name = "LICENSE_KEY", hide_env_values = true)]
     pub license_key: Option<String>,
+    /// Jobs this node encodes at once (the licence may allow fewer).
+    #[arg(long, env = "MAX_JOBS", value_name = "MAX_JOBS", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub max_jobs: u16,
+    /// Length of a resumable segment of encoded video, in seconds.
+    #[arg(long, env = "SEGMENT_SECONDS", value_name = "SEGMENT_SECONDS", default_value_t = 20.0, value_parser = parse_segment_seconds)]
+    pub segment_seconds: f64,
+    /// How long a new file in a watched folder must stop growing before it becomes a job.
+    #[arg(long, env = "WATCH_SETTLE_SECONDS", value_name = "WATCH_SETTLE_SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub watch_settle_seconds: u64,
+    /// Public key that licence keys are checked against (Ed25519, base64url).
+    #[arg(long, env = "LICENSE_PUBLIC_KEY", value_name = "LICENSE_PUBLIC_KEY", default_value = crate::license::BUILTIN_PUBLIC_KEY)]
+    pub license_public_key: String,
+    /// Test aid: pause after each encoded frame, in milliseconds.
+    #[arg(long, env = "CONDENSE_THROTTLE_MS_PER_FRAME", hide = true, default_value_t = 0)]
+    pub throttle_ms_per_frame: u64,
     /// HTTP worker threads per listener.
     #[arg(long, env = "HTTP_WORKERS", value_name = "HTTP_WORKERS", default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub http_workers: u16,
@@ -198,6 +213,13 @@ fn parse_database_url(value: &str) -> Result<String, String> {
     }
 }
 
+fn parse_segment_seconds(value: &str) -> Result<f64, String> {
+    match value.parse::<f64>() {
+        Ok(v) if (0.5..=600.0).contains(&v) => Ok(v),
+        _ => Err("SEGMENT_SECONDS must be a number of seconds from 0.5 to 600".into()),
+    }
+}
+
 fn parse_secret(value: &str) -> Result<String, String> {
     if value.len() < 16 {
         Err("must be at least 16 characters".into())
@@ -215,7 +237,7 @@ mod tests {
         argv.extend_from_slice(args);
         let cli = Cli::try_parse_from(argv)?;
         match cli.command {
-            Command::Serve(s) => Ok(s),
+            Command::Serve(s) => Ok(*s),
             other => panic!("parsed {other:?}"),
         }
     }

@@ -3,6 +3,7 @@
 //! Layers, each importing only downward: `http` (handlers) -> `actors` -> `domain` (pure
 //! rules), `repo` (database), `media` (FFmpeg), `host` (machine facts).
 
+pub mod actors;
 pub mod app;
 pub mod cli;
 pub mod config;

@@ -6,6 +6,9 @@ use std::net::{SocketAddr, TcpListener};
 use actix_web::{web, HttpServer};
 use sea_orm::DatabaseConnection;
 
+use std::time::Duration;
+
+use crate::actors::{self, RuntimeConfig};
 use crate::app::{create_app, create_ui_app, AppState};
 use crate::config::{CommonArgs, ConfigError, ServeArgs};
 use crate::domain::node::NodeRole;
@@ -27,6 +30,8 @@ pub enum ServeError {
     Listen { variable: &'static str, addr: SocketAddr, source: std::io::Error },
     #[error("server stopped with an error: {0}")]
     Server(std::io::Error),
+    #[error("cannot start the node: {0}")]
+    Runtime(String),
     #[error("ROLE=linked: linked worker nodes are not available in this build yet; run ROLE=main")]
     LinkedUnavailable,
 }
@@ -94,7 +99,9 @@ pub async fn run(common: CommonArgs, args: ServeArgs) -> Result<(), ServeError> 
     };
     let node_name = args.node_name();
     let (_, memory_total) = host::memory();
-    repo::nodes::upsert(
+    let encoders = tokio::task::spawn_blocking(crate::media::encoders::available).await.unwrap_or_default();
+    tracing::info!(?encoders, "encoders that open on this node");
+    let node = repo::nodes::upsert(
         &db,
         repo::nodes::NodeFacts {
             name: node_name.clone(),
@@ -103,11 +110,27 @@ pub async fn run(common: CommonArgs, args: ServeArgs) -> Result<(), ServeError> 
             gpu: None,
             cores: i32::try_from(host::cores()).unwrap_or(i32::MAX),
             memory_total: i64::try_from(memory_total).unwrap_or(i64::MAX),
-            max_jobs: 1,
-            encoders: Vec::new(),
+            max_jobs: i32::from(args.max_jobs),
+            encoders,
         },
     )
     .await?;
+    let transcoder = std::env::current_exe().map_err(ServeError::Server)?;
+    let runtime = actors::start(
+        db.clone(),
+        RuntimeConfig {
+            node_name: node_name.clone(),
+            node_id: node.id,
+            transcoder,
+            max_jobs: usize::from(args.max_jobs),
+            segment_seconds: args.segment_seconds,
+            settle: Duration::from_secs(args.watch_settle_seconds),
+            throttle_ms_per_frame: args.throttle_ms_per_frame,
+            license_public_key: args.license_public_key.clone(),
+        },
+    )
+    .await
+    .map_err(|e| ServeError::Runtime(e.to_string()))?;
 
     let state = web::Data::new(AppState {
         db: db.clone(),
@@ -116,6 +139,7 @@ pub async fn run(common: CommonArgs, args: ServeArgs) -> Result<(), ServeError> 
         jwt_secret,
         token_ttl_hours: args.token_ttl_hours,
         started_at: chrono::Utc::now(),
+        runtime: runtime.clone(),
     });
 
     let api_listener = listen("PORT", SocketAddr::new(args.bind, args.port))?;
@@ -154,6 +178,8 @@ pub async fn run(common: CommonArgs, args: ServeArgs) -> Result<(), ServeError> 
         ended = &mut ui_task => Err(ended),
     };
     futures_util::future::join(api_handle.stop(true), ui_handle.stop(true)).await;
+    // Running encodes finish their segment and stop; they continue after the next start.
+    let _ = runtime.node.send(crate::actors::node::Shutdown).await;
     db.close().await.map_err(RepoError::from)?;
     match outcome {
         Ok(()) => {

@@ -145,3 +145,19 @@ pub fn remove_partial(dir: &Path) -> Result<(), MediaError> {
         Err(e) => Err(MediaError::from_io("removing the partial output", &e)),
     }
 }
+
+/// A quick look at a paused job's partial output, without its plan: whether there is one,
+/// and whether its manifest and listed segments are intact. The transcoder checks the
+/// rest (settings, source identity) when it continues.
+pub fn quick_state(dir: &Path) -> crate::domain::job::PartialOutput {
+    use crate::domain::job::PartialOutput;
+    let Ok(text) = std::fs::read(Manifest::path(dir)) else { return PartialOutput::Missing };
+    let Ok(manifest) = serde_json::from_slice::<Manifest>(&text) else { return PartialOutput::Corrupt };
+    let intact =
+        manifest.segments.iter().all(|s| std::fs::metadata(dir.join(&s.file)).is_ok_and(|m| m.len() == s.bytes));
+    if intact {
+        PartialOutput::Valid
+    } else {
+        PartialOutput::Corrupt
+    }
+}

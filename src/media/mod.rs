@@ -2,6 +2,7 @@
 
 pub mod child;
 pub mod encode;
+pub mod encoders;
 pub mod error;
 pub mod manifest;
 pub mod mux;

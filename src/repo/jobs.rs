@@ -248,3 +248,154 @@ pub async fn in_statuses(db: &impl ConnectionTrait, statuses: &[JobStatus]) -> R
         .all(db)
         .await?)
 }
+
+/// Appends an event to a job's history without a status change (replace steps, notes).
+pub async fn record_event(db: &impl ConnectionTrait, id: i32, event: NewEvent) -> RepoResult<()> {
+    events::append(db, id, event).await?;
+    Ok(())
+}
+
+/// The oldest QUEUED jobs, at most `limit`.
+pub async fn queued_oldest(db: &impl ConnectionTrait, limit: u64) -> RepoResult<Vec<job::Model>> {
+    Ok(Entity::find()
+        .filter(Column::Status.eq(JobStatus::Queued.as_str()))
+        .order_by_asc(Column::QueuedAt)
+        .order_by_asc(Column::Id)
+        .limit(limit)
+        .all(db)
+        .await?)
+}
+
+/// What a rescan compares a file with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KnownFile {
+    pub id: i32,
+    pub status: String,
+    pub size: i64,
+    pub mtime_ns: Option<i64>,
+}
+
+/// Every job path of a library with the identity it was registered with.
+pub async fn known_files(db: &impl ConnectionTrait, library_id: i32) -> RepoResult<HashMap<String, KnownFile>> {
+    let rows: Vec<(i32, String, String, i64, Option<i64>)> = Entity::find()
+        .select_only()
+        .columns([Column::Id, Column::FilePath, Column::Status, Column::SourceSize, Column::SourceMtimeNs])
+        .filter(Column::LibraryId.eq(library_id))
+        .into_tuple()
+        .all(db)
+        .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(id, path, status, size, mtime_ns)| (path, KnownFile { id, status, size, mtime_ns }))
+        .collect())
+}
+
+/// A file found by a scan or the watcher.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FoundFile {
+    pub path: String,
+    pub file_name: String,
+    pub size: i64,
+    pub mtime_ns: i64,
+    pub inode: i64,
+}
+
+/// Registers new files of a library in one transaction: inserted PENDING with a `created`
+/// event, then queued (the state machine's Queue transition, applied set-wise) with a
+/// `queued` event each. Cheap enough for a first scan of 100,000 files.
+pub async fn register_batch<C: ConnectionTrait + TransactionTrait>(
+    db: &C,
+    library_id: i32,
+    target_codec: &str,
+    files: &[FoundFile],
+) -> RepoResult<u64> {
+    use crate::domain::job::{transition, JobEvent, JobSnapshot};
+    use entities::job_event;
+    use sea_orm::sea_query::Query;
+    if files.is_empty() {
+        return Ok(0);
+    }
+    let queued =
+        transition(&JobSnapshot { status: JobStatus::Pending, retry_count: 0, forced: false }, &JobEvent::Queue)
+            .map_err(|e| RepoError::Conflict(e.to_string()))?
+            .to;
+    let txn = db.begin().await?;
+    let at = now();
+    for chunk in files.chunks(500) {
+        let models = chunk.iter().map(|f| ActiveModel {
+            library_id: Set(Some(library_id)),
+            file_path: Set(f.path.clone()),
+            file_name: Set(f.file_name.clone()),
+            status: Set(JobStatus::Pending.as_str().to_string()),
+            progress: Set(0.0),
+            fps: Set(0.0),
+            retry_count: Set(0),
+            stalled: Set(false),
+            forced: Set(false),
+            target_codec: Set(target_codec.to_string()),
+            source_size: Set(f.size),
+            source_mtime_ns: Set(Some(f.mtime_ns)),
+            source_inode: Set(Some(f.inode)),
+            created_at: Set(at),
+            updated_at: Set(at),
+            ..Default::default()
+        });
+        Entity::insert_many(models).exec(&txn).await?;
+    }
+    let backend = txn.get_database_backend();
+    for (kind, from, to, only_new) in
+        [("created", None, JobStatus::Pending, true), ("queued", Some(JobStatus::Pending), queued, false)]
+    {
+        let mut select = Query::select();
+        select
+            .column(Column::Id)
+            .expr(Expr::val(at))
+            .expr(Expr::val(kind))
+            .expr(Expr::val(from.map(|s| s.as_str().to_string())))
+            .expr(Expr::val(to.as_str()))
+            .from(Entity)
+            .and_where(Expr::col(Column::LibraryId).eq(library_id))
+            .and_where(Expr::col(Column::Status).eq(JobStatus::Pending.as_str()));
+        if only_new {
+            select.and_where(Expr::col(Column::CreatedAt).eq(at));
+        }
+        let insert = Query::insert()
+            .into_table(job_event::Entity)
+            .columns([
+                job_event::Column::JobId,
+                job_event::Column::At,
+                job_event::Column::Kind,
+                job_event::Column::FromStatus,
+                job_event::Column::ToStatus,
+            ])
+            .select_from(select)
+            .map_err(|e| RepoError::Conflict(e.to_string()))?
+            .to_owned();
+        txn.execute(backend.build(&insert)).await?;
+    }
+    let result = Entity::update_many()
+        .set(ActiveModel {
+            status: Set(queued.as_str().to_string()),
+            queued_at: Set(Some(at)),
+            updated_at: Set(at),
+            ..Default::default()
+        })
+        .filter(Column::LibraryId.eq(library_id))
+        .filter(Column::Status.eq(JobStatus::Pending.as_str()))
+        .exec(&txn)
+        .await?;
+    txn.commit().await?;
+    Ok(result.rows_affected)
+}
+
+/// Deletes jobs (and, by cascade, their events).
+pub async fn delete_many(db: &impl ConnectionTrait, ids: &[i32]) -> RepoResult<u64> {
+    if ids.is_empty() {
+        return Ok(0);
+    }
+    let mut total = 0;
+    for chunk in ids.chunks(500) {
+        total += Entity::delete_many().filter(Column::Id.is_in(chunk.iter().copied())).exec(db).await?.rows_affected;
+    }
+    Ok(total)
+}

@@ -1,6 +1,7 @@
 //! The binary as users run it: `serve`, `migrate`, `user`, settings errors, signals.
 
 use std::process::Stdio;
+use std::time::Duration;
 
 use crate::common::db::{drop_schema, TestDb};
 use crate::common::server::{command, ServerProcess};
@@ -156,4 +157,105 @@ async fn user_commands_create_and_reset_passwords() {
     assert!(condense::security::verify_password(&generated, &alice.password_hash));
     assert!(!condense::security::verify_password("first password", &alice.password_hash));
     assert!(condense::repo::users::find(&db, "bob").await.unwrap().is_none());
+}
+
+/// Processes running `condense transcode` from this build.
+fn transcoder_children() -> usize {
+    let me = std::fs::canonicalize(crate::common::server::binary()).unwrap();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().chars().all(|c| c.is_ascii_digit()))
+        .filter(|e| {
+            let exe = std::fs::read_link(e.path().join("exe")).ok();
+            let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+            exe.as_deref() == Some(me.as_path()) && cmd.split(|b| *b == 0).any(|a| a == b"transcode")
+        })
+        .count()
+}
+
+#[actix_web::test]
+async fn kill_9_of_the_server_mid_encode_then_restart_completes_the_job() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let media = dir.path().join("media");
+    std::fs::create_dir_all(&media).unwrap();
+    let source = crate::common::media::h264(&media, "movie.mkv", "320x240", 8);
+    let original = std::fs::read(&source).unwrap();
+    assert!(command(&data).arg("migrate").status().unwrap().success());
+    let url = format!("sqlite://{}?mode=rw", data.join("condense.db").display());
+    let db = condense::repo::connect(&url).await.unwrap();
+    condense::repo::libraries::create(&db, crate::lifecycle::library(&media, false)).await.unwrap();
+
+    // Watch the original's path for the whole test: it must never be missing.
+    let stop = Arc::new(AtomicBool::new(false));
+    let missing = Arc::new(AtomicBool::new(false));
+    let watcher = {
+        let (stop, missing, path) = (stop.clone(), missing.clone(), source.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                if !path.exists() {
+                    missing.store(true, Ordering::SeqCst);
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        })
+    };
+    let slow = |cmd: &mut std::process::Command| {
+        cmd.env("SEGMENT_SECONDS", "1")
+            .env("CONDENSE_THROTTLE_MS_PER_FRAME", "30")
+            .env("ADMIN_PASSWORD", "a long password");
+    };
+    let mut first = command(&data);
+    slow(&mut first);
+    let mut server = ServerProcess::start(first);
+    let partial = condense::media::plan::partial_dir_for(&source);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let manifest = std::fs::read(partial.join("manifest.json")).ok();
+        let segments = manifest
+            .and_then(|m| serde_json::from_slice::<serde_json::Value>(&m).ok())
+            .map(|m| m["segments"].as_array().map(|a| a.len()).unwrap_or(0))
+            .unwrap_or(0);
+        if segments >= 2 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the encode never got going: {:#?}", server.output());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(transcoder_children(), 0, "a transcoder outlived its node");
+    assert_eq!(std::fs::read(&source).unwrap(), original, "the original changed");
+    let job = condense::repo::jobs::find_by_path(&db, source.to_str().unwrap()).await.unwrap().unwrap();
+    assert_eq!(job.status, "ENCODING", "the crash left the job as it was");
+
+    let mut second = command(&data);
+    slow(&mut second);
+    second.env("CONDENSE_THROTTLE_MS_PER_FRAME", "0");
+    let mut server = ServerProcess::start(second);
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    let job = loop {
+        let job = condense::repo::jobs::find_by_path(&db, source.to_str().unwrap()).await.unwrap().unwrap();
+        if job.status == "COMPLETED" || job.status == "FAILED" {
+            break job;
+        }
+        assert!(std::time::Instant::now() < deadline, "job stuck in {}: {:#?}", job.status, server.output());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(server.signal_and_wait(libc::SIGTERM).success());
+    stop.store(true, Ordering::SeqCst);
+    watcher.join().unwrap();
+    assert_eq!(job.status, "COMPLETED", "{:?}", job.failure_detail);
+    assert!(!missing.load(Ordering::SeqCst), "the original's path was empty at some moment");
+    let kinds: Vec<String> =
+        condense::repo::events::list(&db, job.id).await.unwrap().into_iter().map(|e| e.kind).collect();
+    let orphaned = kinds.iter().position(|k| k == "orphaned").expect("an orphaned event");
+    assert_eq!(&kinds[orphaned..orphaned + 2], ["orphaned", "started"], "{kinds:?}");
+    let info = condense::media::probe::probe(&source).unwrap();
+    assert_eq!(info.video().unwrap().codec, "hevc");
+    assert!((info.duration_seconds.unwrap() - 8.0).abs() < 0.5);
 }

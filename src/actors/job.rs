@@ -1,0 +1,460 @@
+//! `JobSupervisor`: one actor per live job on this node. It analyses the source, runs the
+//! transcoder child, verifies the result and replaces the original, applying each
+//! transition through `Lifecycle` and carrying out its effects. Pause, cancel and shutdown
+//! arrive as commands.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use entities::job;
+use sea_orm::{DatabaseConnection, Set};
+use tokio::sync::mpsc;
+
+use super::lifecycle::{Context as EventContext, Lifecycle, LifecycleError};
+use super::node::{JobEnded, NodeSupervisor};
+use crate::domain::health::STALLED_AFTER_SECS;
+use crate::domain::job::{FailureCode, JobEvent, JobStatus};
+use crate::domain::retry::{profile_for_attempt, EncodeSettings, Encoder};
+use crate::media::child::{ChildEnd, Transcoder};
+use crate::media::encode::Event;
+use crate::media::manifest::remove_partial;
+use crate::media::plan::{decide, final_path, Decision, EncodePlan, SourceIdentity};
+use crate::media::probe::{HdrKind, MediaInfo};
+use crate::media::replace::{recover, replace, Replace};
+use crate::media::verify::{validate_source, verify};
+use crate::media::MediaError;
+use crate::repo::{self, events::NewEvent, jobs};
+
+/// How long a lease lasts without renewal; progress renews it.
+pub const LEASE_SECONDS: i64 = 120;
+const DB_WRITE_EVERY: Duration = Duration::from_secs(2);
+const PUBLISH_EVERY: Duration = Duration::from_millis(250);
+
+/// What every job on this node shares.
+pub struct NodeEnv {
+    pub db: DatabaseConnection,
+    pub lifecycle: Lifecycle,
+    pub node_name: String,
+    pub node_id: i32,
+    /// The binary to start as `transcode` child (this executable).
+    pub transcoder: PathBuf,
+    pub segment_seconds: f64,
+    /// Test and benchmark aid: slows each encoded frame (see `EncodePlan`).
+    pub throttle_ms_per_frame: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobCommand {
+    Pause,
+    Cancel,
+    /// The node is stopping: finish the current segment and leave the job as it is, to be
+    /// continued after the restart.
+    Shutdown,
+}
+
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Command(pub JobCommand);
+
+pub struct JobSupervisor {
+    pub job_id: i32,
+    pub lease_id: String,
+    pub env: Arc<NodeEnv>,
+    pub node: Addr<NodeSupervisor>,
+    commands: Option<mpsc::UnboundedSender<JobCommand>>,
+}
+
+impl JobSupervisor {
+    pub fn new(job_id: i32, lease_id: String, env: Arc<NodeEnv>, node: Addr<NodeSupervisor>) -> Self {
+        JobSupervisor { job_id, lease_id, env, node, commands: None }
+    }
+}
+
+impl Actor for JobSupervisor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.commands = Some(tx);
+        let run = Run { env: self.env.clone(), job_id: self.job_id, lease_id: self.lease_id.clone(), commands: rx };
+        let job_id = self.job_id;
+        ctx.spawn(
+            async move {
+                if let Err(e) = run.run().await {
+                    tracing::error!(job_id, error = %e, "job supervisor stopped on an error");
+                }
+            }
+            .into_actor(self)
+            .map(|_, _, ctx| ctx.stop()),
+        );
+    }
+
+    fn stopped(&mut self, _: &mut Context<Self>) {
+        self.node.do_send(JobEnded { job_id: self.job_id });
+    }
+}
+
+impl Handler<Command> for JobSupervisor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Command, _: &mut Context<Self>) {
+        if let Some(tx) = &self.commands {
+            let _ = tx.send(msg.0);
+        }
+    }
+}
+
+fn join_error(e: tokio::task::JoinError) -> MediaError {
+    MediaError::new(FailureCode::TranscoderCrashed, format!("a worker thread failed: {e}"))
+}
+
+/// Reads the settings a job needs, with their defaults.
+async fn job_settings(db: &DatabaseConnection) -> (bool, u64) {
+    let keep = repo::settings::get::<bool>(db, "keep_originals").await.ok().flatten().unwrap_or(false);
+    let hours = repo::settings::get::<u64>(db, "job_timeout_hours").await.ok().flatten().unwrap_or(24);
+    (keep, hours.max(1))
+}
+
+struct Run {
+    env: Arc<NodeEnv>,
+    job_id: i32,
+    lease_id: String,
+    commands: mpsc::UnboundedReceiver<JobCommand>,
+}
+
+enum Step {
+    Continue,
+    Stop,
+}
+
+impl Run {
+    fn node(&self) -> Option<String> {
+        Some(self.env.node_name.clone())
+    }
+
+    async fn fail(&self, e: MediaError) -> Result<(), LifecycleError> {
+        self.env.lifecycle.fail(self.job_id, e.code, e.message, self.node()).await?;
+        Ok(())
+    }
+
+    /// Handles a command that arrived outside the encode loop.
+    async fn check_commands(&mut self) -> Result<Step, LifecycleError> {
+        if let Ok(cmd) = self.commands.try_recv() {
+            match cmd {
+                JobCommand::Pause => {
+                    let ctx = EventContext { node: self.node(), ..Default::default() };
+                    self.env.lifecycle.apply(self.job_id, JobEvent::Pause, job::ActiveModel::default(), ctx).await?;
+                    return Ok(Step::Stop);
+                }
+                JobCommand::Cancel => {
+                    let ctx = EventContext { node: self.node(), ..Default::default() };
+                    let (job, outcome) = self
+                        .env
+                        .lifecycle
+                        .apply(self.job_id, JobEvent::Cancel, job::ActiveModel::default(), ctx)
+                        .await?;
+                    self.env.lifecycle.carry_out_offline(&job, &outcome).await;
+                    return Ok(Step::Stop);
+                }
+                JobCommand::Shutdown => return Ok(Step::Stop),
+            }
+        }
+        Ok(Step::Continue)
+    }
+
+    async fn run(mut self) -> Result<(), LifecycleError> {
+        let env = self.env.clone();
+        let job = jobs::get(&env.db, self.job_id).await?;
+        let path = PathBuf::from(&job.file_path);
+        let (keep_originals, timeout_hours) = job_settings(&env.db).await;
+
+        // A replace interrupted by a crash is finished or undone before anything else.
+        let p = path.clone();
+        match tokio::task::spawn_blocking(move || recover(&p, keep_originals)).await {
+            Ok(Ok(outcome)) if outcome != crate::media::replace::Recovered::Nothing => {
+                tracing::info!(job_id = job.id, ?outcome, "recovered an interrupted replace");
+            }
+            Ok(Err(e)) => return self.fail(e).await,
+            _ => {}
+        }
+
+        let p = path.clone();
+        let info = match tokio::task::spawn_blocking(move || validate_source(&p)).await.map_err(join_error) {
+            Ok(Ok(info)) => info,
+            Ok(Err(e)) | Err(e) => return self.fail(e).await,
+        };
+        let video = info.video().cloned();
+        let analysis = job::ActiveModel {
+            source_codec: Set(video.as_ref().map(|v| v.codec.clone())),
+            source_size: Set(i64::try_from(info.size_bytes).unwrap_or(i64::MAX)),
+            duration_seconds: Set(info.duration_seconds),
+            source_bitrate: Set(info.bit_rate),
+            hdr: Set(Some(info.hdr.kind.as_str().to_string())),
+            probe: Set(serde_json::to_value(&info).ok()),
+            ..Default::default()
+        };
+        jobs::update_live(&env.db, self.job_id, analysis).await?;
+        if let Step::Stop = self.check_commands().await? {
+            return Ok(());
+        }
+
+        let library = match job.library_id {
+            Some(id) => Some(repo::libraries::get(&env.db, id).await?),
+            None => None,
+        };
+        let target = job.target_codec.clone();
+        let skip = match decide(&info, &target, job.forced) {
+            Ok(Decision::Skip { .. }) => true,
+            Ok(Decision::Encode) => false,
+            Err(e) => return self.fail(e).await,
+        };
+        let set = job::ActiveModel { stage: Set((!skip).then(|| "ENCODING".to_string())), ..Default::default() };
+        let ctx = EventContext { node: self.node(), ..Default::default() };
+        let (job, _) = env.lifecycle.apply(self.job_id, JobEvent::Analyzed { skip }, set, ctx).await?;
+        if skip {
+            return Ok(());
+        }
+        let plan = match self.plan(&job, &info, library.as_ref()) {
+            Ok(plan) => plan,
+            Err(e) => return self.fail(e).await,
+        };
+        self.encode(job, info, plan, keep_originals, timeout_hours).await
+    }
+
+    fn plan(
+        &self,
+        job: &job::Model,
+        info: &MediaInfo,
+        library: Option<&entities::library::Model>,
+    ) -> Result<EncodePlan, MediaError> {
+        let (encoder, quality, preset) = match library {
+            Some(l) => (l.encoder.clone(), l.quality, l.preset.clone()),
+            None => (default_encoder(&job.target_codec).to_string(), 28, "medium".to_string()),
+        };
+        let encoder: Encoder = encoder.parse().map_err(|e| MediaError::misc(format!("{e}")))?;
+        let ten_bit = info.video().and_then(|v| v.bit_depth).unwrap_or(8) > 8;
+        let settings = EncodeSettings {
+            encoder,
+            hardware_decode: false,
+            ten_bit_allowed: true,
+            preset: Some(preset),
+            quality: u32::try_from(quality).ok(),
+            source_is_ten_bit_hdr: ten_bit && info.hdr.kind != HdrKind::Sdr,
+        };
+        let profile = profile_for_attempt(&settings, u32::try_from(job.retry_count).unwrap_or(0));
+        let mut plan = EncodePlan::new(
+            Path::new(&job.file_path),
+            info,
+            &job.target_codec,
+            profile.encoder.as_str(),
+            profile.quality.and_then(|q| i32::try_from(q).ok()).unwrap_or(quality),
+            profile.preset.as_deref().unwrap_or("medium"),
+        )?;
+        plan.segment_seconds = self.env.segment_seconds;
+        plan.throttle_ms_per_frame = self.env.throttle_ms_per_frame;
+        Ok(plan)
+    }
+
+    async fn encode(
+        &mut self,
+        mut job: job::Model,
+        info: MediaInfo,
+        plan: EncodePlan,
+        keep_originals: bool,
+        timeout_hours: u64,
+    ) -> Result<(), LifecycleError> {
+        let env = self.env.clone();
+        let mut child = match Transcoder::spawn(&env.transcoder, &plan).await {
+            Ok(c) => c,
+            Err(e) => return self.fail(e).await,
+        };
+        let deadline = tokio::time::sleep(Duration::from_secs(timeout_hours * 3600));
+        tokio::pin!(deadline);
+        let mut stall_check = tokio::time::interval(Duration::from_secs(30));
+        let started = Instant::now();
+        let start_percent = job.progress;
+        let mut last_progress = Instant::now();
+        let (mut last_write, mut last_publish) = (Instant::now(), Instant::now());
+        let mut run_stats: Option<(u64, u64)> = None;
+        let mut stopping: Option<JobCommand> = None;
+        let mut events_open = true;
+
+        loop {
+            tokio::select! {
+                event = child.events.recv(), if events_open => match event {
+                    Some(Event::Progress { fps, percent, .. }) => {
+                        last_progress = Instant::now();
+                        job.progress = percent;
+                        job.fps = fps;
+                        let gained = percent - start_percent;
+                        job.eta_seconds = (gained > 0.1).then(|| {
+                            (started.elapsed().as_secs_f64() * (100.0 - percent) / gained) as i64
+                        });
+                        if job.stalled {
+                            job.stalled = false;
+                        }
+                        if last_write.elapsed() >= DB_WRITE_EVERY {
+                            last_write = Instant::now();
+                            let now = chrono::Utc::now();
+                            let set = job::ActiveModel {
+                                progress: Set(job.progress),
+                                fps: Set(job.fps),
+                                eta_seconds: Set(job.eta_seconds),
+                                stalled: Set(false),
+                                last_progress_at: Set(Some(now)),
+                                lease_expires_at: Set(Some(now + chrono::Duration::seconds(LEASE_SECONDS))),
+                                ..Default::default()
+                            };
+                            jobs::update_live(&env.db, job.id, set).await?;
+                        }
+                        if last_publish.elapsed() >= PUBLISH_EVERY {
+                            last_publish = Instant::now();
+                            env.lifecycle.publish_progress(&job);
+                        }
+                    }
+                    Some(Event::Done { cpu_ms, wall_ms, .. }) => run_stats = Some((cpu_ms, wall_ms)),
+                    Some(_) => {}
+                    None => events_open = false,
+                },
+                cmd = self.commands.recv(), if stopping.is_none() => match cmd {
+                    Some(JobCommand::Pause) => {
+                        let ctx = EventContext { node: self.node(), ..Default::default() };
+                        env.lifecycle.apply(job.id, JobEvent::Pause, job::ActiveModel::default(), ctx).await?;
+                        child.pause();
+                        stopping = Some(JobCommand::Pause);
+                    }
+                    Some(JobCommand::Cancel) => {
+                        let ctx = EventContext { node: self.node(), ..Default::default() };
+                        let (model, outcome) =
+                            env.lifecycle.apply(job.id, JobEvent::Cancel, job::ActiveModel::default(), ctx).await?;
+                        child.kill().await;
+                        let _ = child.wait().await;
+                        env.lifecycle.carry_out_offline(&model, &outcome).await;
+                        return Ok(());
+                    }
+                    Some(JobCommand::Shutdown) | None => {
+                        child.pause();
+                        stopping = Some(JobCommand::Shutdown);
+                    }
+                },
+                _ = &mut deadline, if stopping.is_none() => {
+                    child.kill().await;
+                    let _ = child.wait().await;
+                    let e = MediaError::new(FailureCode::Timeout, format!("the job ran longer than {timeout_hours} h"));
+                    return self.fail(e).await;
+                }
+                _ = stall_check.tick() => {
+                    if !job.stalled && last_progress.elapsed().as_secs() > STALLED_AFTER_SECS {
+                        job.stalled = true;
+                        jobs::update_live(&env.db, job.id, job::ActiveModel { stalled: Set(true), ..Default::default() }).await?;
+                        env.lifecycle.publish_progress(&job);
+                        tracing::warn!(job_id = job.id, "job stalled: no progress for 10 minutes");
+                    }
+                }
+            }
+            if !events_open {
+                break;
+            }
+        }
+        let end = child.wait().await;
+        match (end, stopping) {
+            (ChildEnd::Paused, Some(_)) | (ChildEnd::Completed, Some(JobCommand::Shutdown)) => Ok(()),
+            (ChildEnd::Completed, Some(JobCommand::Pause)) => Ok(()),
+            (ChildEnd::Completed, _) => self.finish(job, info, plan, keep_originals, run_stats).await,
+            (ChildEnd::Paused, None) => {
+                // Stopped by someone else (a signal to the process group): continue later.
+                let e = MediaError::misc("the transcoder stopped without being asked");
+                self.fail(e).await
+            }
+            (ChildEnd::Failed(_), Some(JobCommand::Shutdown)) => Ok(()),
+            (ChildEnd::Failed(e), _) => self.fail(e).await,
+        }
+    }
+
+    async fn finish(
+        &self,
+        mut job: job::Model,
+        info: MediaInfo,
+        plan: EncodePlan,
+        keep_originals: bool,
+        run_stats: Option<(u64, u64)>,
+    ) -> Result<(), LifecycleError> {
+        let env = self.env.clone();
+        job.stage = Some("TRANSFERRING".into());
+        jobs::update_live(&env.db, job.id, job::ActiveModel { stage: Set(job.stage.clone()), ..Default::default() })
+            .await?;
+        env.lifecycle.publish_progress(&job);
+
+        let output = plan.output_path();
+        let (o, i, codec) = (output.clone(), info.clone(), plan.target_codec.clone());
+        let verified = match tokio::task::spawn_blocking(move || verify(&o, &i, &codec)).await.map_err(join_error) {
+            Ok(Ok(v)) => v,
+            Ok(Err(e)) | Err(e) => return self.fail(e).await,
+        };
+        let (cpu, wall) = run_stats.unwrap_or((0, 0));
+        let source = PathBuf::from(&job.file_path);
+        let mut set = job::ActiveModel {
+            encoder: Set(Some(plan.encoder.clone())),
+            cpu_time_ms: Set(Some(job.cpu_time_ms.unwrap_or(0) + i64::try_from(cpu).unwrap_or(0))),
+            wall_time_ms: Set(Some(job.wall_time_ms.unwrap_or(0) + i64::try_from(wall).unwrap_or(0))),
+            ..Default::default()
+        };
+        let mut detail = serde_json::json!({"outputSize": verified.size_bytes});
+        if verified.size_bytes >= info.size_bytes {
+            // Nothing saved: the original stays, the output goes.
+            set.output_size = Set(Some(i64::try_from(info.size_bytes).unwrap_or(i64::MAX)));
+            detail = serde_json::json!({"keptOriginal": true, "reason": "the encoded file was not smaller"});
+        } else {
+            if !self.lease_is_mine().await {
+                let e = MediaError::misc("this node no longer holds the job's lease; the original was left as it is");
+                return self.fail(e).await;
+            }
+            let target = final_path(&source, &plan.target_codec);
+            let (s, o, t, identity) = (source.clone(), output.clone(), target.clone(), plan.source);
+            let replaced = tokio::task::spawn_blocking(move || {
+                let mut steps = Vec::new();
+                let r = Replace { source: &s, identity, output: &o, final_path: &t, keep_original: keep_originals };
+                replace(&r, &|| true, &mut |step| steps.push(step.name())).map(|_| steps)
+            })
+            .await
+            .map_err(join_error);
+            let steps = match replaced {
+                Ok(Ok(steps)) => steps,
+                Ok(Err(e)) | Err(e) => return self.fail(e).await,
+            };
+            for step in steps {
+                jobs::record_event(&env.db, job.id, NewEvent::new(step).on_node(self.node())).await?;
+            }
+            let identity = SourceIdentity::of(&target).ok();
+            set.output_size = Set(Some(i64::try_from(verified.size_bytes).unwrap_or(i64::MAX)));
+            set.source_mtime_ns = Set(identity.map(|i| i.mtime_ns));
+            set.source_inode = Set(identity.map(|i| i64::try_from(i.inode).unwrap_or(0)));
+            if target != source {
+                set.file_path = Set(target.to_string_lossy().into_owned());
+                set.file_name = Set(target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default());
+            }
+        }
+        let ctx = EventContext { node: self.node(), detail: Some(detail), failure_detail: None };
+        env.lifecycle.apply(job.id, JobEvent::Complete, set, ctx).await?;
+        let dir = plan.partial_dir.clone();
+        let _ = tokio::task::spawn_blocking(move || remove_partial(&dir)).await;
+        Ok(())
+    }
+
+    /// Fencing: only the node holding the job's current lease may touch the original.
+    async fn lease_is_mine(&self) -> bool {
+        jobs::get(&self.env.db, self.job_id).await.is_ok_and(|j| {
+            j.lease_id.as_deref() == Some(self.lease_id.as_str()) && j.status == JobStatus::Encoding.as_str()
+        })
+    }
+}
+
+pub fn default_encoder(codec: &str) -> &'static str {
+    if codec == "av1" {
+        "libsvtav1"
+    } else {
+        "libx265"
+    }
+}

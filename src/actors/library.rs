@@ -1,0 +1,337 @@
+//! `LibrarySupervisor`: one per library. Scans its paths on a blocking thread, watches them
+//! for new, changed and removed files, waits until a new file stops growing, and registers
+//! files as jobs. Rescans are incremental by path, size and mtime. The service's own partial
+//! outputs and backups, and hidden files, are never registered.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use notify::{EventKind, RecursiveMode, Watcher};
+
+use super::node::Wake;
+use crate::media::plan::{is_service_file, INPUT_EXTENSIONS};
+use crate::repo::jobs::{self, FoundFile};
+use crate::repo::{self, RepoError};
+use sea_orm::DatabaseConnection;
+
+/// Statuses whose job is dropped when its file disappears (nothing done yet worth keeping).
+const DROPPED_WHEN_REMOVED: &[&str] = &["PENDING", "QUEUED", "PAUSED", "FAILED", "CANCELLED"];
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScanReport {
+    pub found: u64,
+    pub queued: u64,
+    pub removed: u64,
+}
+
+#[derive(Message)]
+#[rtype(result = "Result<ScanReport, String>")]
+pub struct ScanNow;
+
+#[derive(Message)]
+#[rtype(result = "()")]
+struct FileEvent {
+    path: PathBuf,
+    removed: bool,
+}
+
+fn wanted(path: &Path) -> bool {
+    let hidden = path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('.'));
+    let ext = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
+    !hidden && !is_service_file(path) && ext.is_some_and(|e| INPUT_EXTENSIONS.contains(&e.as_str()))
+}
+
+fn found(path: &Path) -> Option<FoundFile> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(path).ok()?;
+    if !m.is_file() {
+        return None;
+    }
+    Some(FoundFile {
+        path: path.to_string_lossy().into_owned(),
+        file_name: path.file_name()?.to_string_lossy().into_owned(),
+        size: i64::try_from(m.len()).ok()?,
+        mtime_ns: m.mtime() * 1_000_000_000 + m.mtime_nsec(),
+        inode: i64::try_from(m.ino()).unwrap_or(0),
+    })
+}
+
+/// Walks the library's folders (not following links to folders), skipping hidden ones.
+pub fn walk(roots: &[String]) -> Vec<FoundFile> {
+    let mut out = Vec::new();
+    let mut stack: Vec<PathBuf> = roots.iter().map(PathBuf::from).collect();
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let Ok(kind) = entry.file_type() else { continue };
+            let hidden = entry.file_name().to_str().is_some_and(|n| n.starts_with('.'));
+            if kind.is_dir() {
+                if !hidden {
+                    stack.push(path);
+                }
+            } else if wanted(&path) {
+                if let Some(f) = found(&path) {
+                    out.push(f);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Registers what is new and drops jobs whose files are gone.
+pub async fn scan(db: &DatabaseConnection, library_id: i32) -> Result<ScanReport, RepoError> {
+    let library = repo::libraries::get(db, library_id).await?;
+    let roots = repo::libraries::paths_of(&library);
+    let files = tokio::task::spawn_blocking(move || walk(&roots)).await.unwrap_or_default();
+    let known = jobs::known_files(db, library_id).await?;
+    let seen: HashSet<&str> = files.iter().map(|f| f.path.as_str()).collect();
+    let new: Vec<FoundFile> = files.iter().filter(|f| !known.contains_key(&f.path)).cloned().collect();
+    let gone: Vec<i32> = known
+        .iter()
+        .filter(|(path, k)| !seen.contains(path.as_str()) && DROPPED_WHEN_REMOVED.contains(&k.status.as_str()))
+        .map(|(_, k)| k.id)
+        .collect();
+    let queued = jobs::register_batch(db, library_id, &library.target_codec, &new).await?;
+    let removed = jobs::delete_many(db, &gone).await?;
+    repo::libraries::mark_scanned(db, library_id).await?;
+    Ok(ScanReport { found: files.len() as u64, queued, removed })
+}
+
+pub struct LibrarySupervisor {
+    library_id: i32,
+    db: DatabaseConnection,
+    scheduler: Recipient<Wake>,
+    settle: Duration,
+    watcher: Option<notify::RecommendedWatcher>,
+    /// New or changed files waiting to stop growing: size last seen, and since when.
+    growing: HashMap<PathBuf, (u64, Instant)>,
+}
+
+impl LibrarySupervisor {
+    pub fn new(library_id: i32, db: DatabaseConnection, scheduler: Recipient<Wake>, settle: Duration) -> Self {
+        LibrarySupervisor { library_id, db, scheduler, settle, watcher: None, growing: HashMap::new() }
+    }
+
+    fn watch(&mut self, roots: &[String], ctx: &mut Context<Self>) {
+        let addr = ctx.address();
+        let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+            let Ok(event) = event else { return };
+            let removed = matches!(event.kind, EventKind::Remove(_));
+            let relevant = removed || matches!(event.kind, EventKind::Create(_) | EventKind::Modify(_));
+            if relevant {
+                for path in event.paths {
+                    addr.do_send(FileEvent { path, removed });
+                }
+            }
+        });
+        match watcher {
+            Ok(mut w) => {
+                for root in roots {
+                    if let Err(e) = w.watch(Path::new(root), RecursiveMode::Recursive) {
+                        tracing::warn!(library_id = self.library_id, root, error = %e, "cannot watch this path");
+                    }
+                }
+                self.watcher = Some(w);
+            }
+            Err(e) => tracing::warn!(library_id = self.library_id, error = %e, "file watching unavailable"),
+        }
+    }
+
+    /// Registers files that stopped growing for the settle time.
+    fn check_growing(&mut self, ctx: &mut Context<Self>) {
+        let mut ready = Vec::new();
+        self.growing.retain(|path, (size, since)| match std::fs::metadata(path) {
+            Ok(m) if m.len() != *size => {
+                *size = m.len();
+                *since = Instant::now();
+                true
+            }
+            Ok(m) if m.len() > 0 && since.elapsed() >= self.settle => {
+                ready.push(path.clone());
+                false
+            }
+            Ok(_) => true,
+            Err(_) => false,
+        });
+        if ready.is_empty() {
+            return;
+        }
+        let (db, id, scheduler) = (self.db.clone(), self.library_id, self.scheduler.clone());
+        ctx.spawn(
+            async move {
+                match repo::libraries::get(&db, id).await {
+                    Ok(library) => {
+                        let known = jobs::known_files(&db, id).await.unwrap_or_default();
+                        let new: Vec<FoundFile> =
+                            ready.iter().filter_map(|p| found(p)).filter(|f| !known.contains_key(&f.path)).collect();
+                        match jobs::register_batch(&db, id, &library.target_codec, &new).await {
+                            Ok(n) if n > 0 => {
+                                tracing::info!(library_id = id, files = n, "new files queued");
+                                scheduler.do_send(Wake);
+                            }
+                            Ok(_) => {}
+                            Err(e) => tracing::warn!(library_id = id, error = %e, "could not register new files"),
+                        }
+                    }
+                    Err(e) => tracing::warn!(library_id = id, error = %e, "library gone"),
+                }
+            }
+            .into_actor(self),
+        );
+    }
+}
+
+impl Actor for LibrarySupervisor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        let db = self.db.clone();
+        let id = self.library_id;
+        ctx.wait(async move { repo::libraries::get(&db, id).await }.into_actor(self).map(move |library, this, ctx| {
+            match library {
+                Ok(l) if l.enabled => {
+                    if l.watch {
+                        this.watch(&repo::libraries::paths_of(&l), ctx);
+                    }
+                    ctx.notify(ScanNow);
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(library_id = id, error = %e, "cannot load library"),
+            }
+        }));
+        ctx.run_interval(Duration::from_millis(500), |this, ctx| this.check_growing(ctx));
+    }
+}
+
+impl Handler<ScanNow> for LibrarySupervisor {
+    type Result = ResponseActFuture<Self, Result<ScanReport, String>>;
+
+    fn handle(&mut self, _: ScanNow, _: &mut Context<Self>) -> Self::Result {
+        let (db, id, scheduler) = (self.db.clone(), self.library_id, self.scheduler.clone());
+        Box::pin(
+            async move {
+                let started = Instant::now();
+                let report = scan(&db, id).await.map_err(|e| e.to_string())?;
+                tracing::info!(library_id = id, ?report, ms = started.elapsed().as_millis() as u64, "library scanned");
+                scheduler.do_send(Wake);
+                Ok(report)
+            }
+            .into_actor(self),
+        )
+    }
+}
+
+impl Handler<FileEvent> for LibrarySupervisor {
+    type Result = ();
+
+    fn handle(&mut self, msg: FileEvent, ctx: &mut Context<Self>) {
+        if !wanted(&msg.path) {
+            return;
+        }
+        if msg.removed {
+            self.growing.remove(&msg.path);
+            // A rescan settles removals with the same rules as a full scan.
+            ctx.notify(ScanNow);
+            return;
+        }
+        let size = std::fs::metadata(&msg.path).map(|m| m.len()).unwrap_or(0);
+        let entry = self.growing.entry(msg.path).or_insert((size, Instant::now()));
+        if entry.0 != size {
+            *entry = (size, Instant::now());
+        }
+    }
+}
+
+/// The set of running library supervisors, kept in step with the database.
+pub struct Libraries {
+    db: DatabaseConnection,
+    scheduler: Recipient<Wake>,
+    settle: Duration,
+    running: HashMap<i32, (Addr<LibrarySupervisor>, chrono::DateTime<chrono::Utc>)>,
+}
+
+impl Libraries {
+    pub fn new(db: DatabaseConnection, scheduler: Recipient<Wake>, settle: Duration) -> Self {
+        Libraries { db, scheduler, settle, running: HashMap::new() }
+    }
+}
+
+impl Actor for Libraries {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        ctx.notify(Reload);
+    }
+}
+
+/// Starts supervisors of new libraries, restarts changed ones, stops deleted ones.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Reload;
+
+/// Scans one library now.
+#[derive(Message)]
+#[rtype(result = "Result<ScanReport, String>")]
+pub struct ScanLibrary(pub i32);
+
+impl Handler<Reload> for Libraries {
+    type Result = ResponseActFuture<Self, ()>;
+
+    fn handle(&mut self, _: Reload, _: &mut Context<Self>) -> Self::Result {
+        let db = self.db.clone();
+        Box::pin(async move { repo::libraries::list(&db).await }.into_actor(self).map(|libraries, this, _| {
+            let Ok(libraries) = libraries else { return };
+            let ids: HashSet<i32> = libraries.iter().map(|l| l.id).collect();
+            this.running.retain(|id, (addr, _)| {
+                let keep = ids.contains(id);
+                if !keep {
+                    addr.do_send(Stop);
+                }
+                keep
+            });
+            for library in libraries {
+                let current = this.running.get(&library.id).map(|(_, at)| *at);
+                if current == Some(library.updated_at) {
+                    continue;
+                }
+                if let Some((old, _)) = this.running.remove(&library.id) {
+                    old.do_send(Stop);
+                }
+                let addr =
+                    LibrarySupervisor::new(library.id, this.db.clone(), this.scheduler.clone(), this.settle).start();
+                this.running.insert(library.id, (addr, library.updated_at));
+            }
+        }))
+    }
+}
+
+impl Handler<ScanLibrary> for Libraries {
+    type Result = ResponseFuture<Result<ScanReport, String>>;
+
+    fn handle(&mut self, msg: ScanLibrary, _: &mut Context<Self>) -> Self::Result {
+        let addr = self.running.get(&msg.0).map(|(a, _)| a.clone());
+        Box::pin(async move {
+            match addr {
+                Some(a) => a.send(ScanNow).await.map_err(|e| e.to_string())?,
+                None => Err(format!("library {} is not running", msg.0)),
+            }
+        })
+    }
+}
+
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Stop;
+
+impl Handler<Stop> for LibrarySupervisor {
+    type Result = ();
+    fn handle(&mut self, _: Stop, ctx: &mut Context<Self>) {
+        self.watcher = None;
+        ctx.stop();
+    }
+}

@@ -1,0 +1,165 @@
+//! Every job transition goes through `Lifecycle::apply`: read the job, ask the pure state
+//! machine, write the new status, its fields and the event in one compare-and-set
+//! transaction, then publish. Persisted before anyone is told.
+
+use actix::Addr;
+use entities::job;
+use sea_orm::{DatabaseConnection, Set};
+
+use super::bus::{EventBus, JobUpdate, Publish};
+use crate::domain::job::{transition, Effect, FailureCode, JobEvent, JobSnapshot, JobStatus, Outcome, TransitionError};
+use crate::media::manifest::remove_partial;
+use crate::media::plan::partial_dir_for;
+use crate::repo::events::NewEvent;
+use crate::repo::jobs::{self, StatusChange};
+use crate::repo::RepoError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum LifecycleError {
+    #[error("{0}")]
+    Invalid(#[from] TransitionError),
+    #[error("{0}")]
+    Repo(#[from] RepoError),
+}
+
+/// Name of an event in the job's history.
+pub fn event_kind(event: &JobEvent, outcome: &Outcome) -> &'static str {
+    match event {
+        JobEvent::Queue => "queued",
+        JobEvent::Start => "started",
+        JobEvent::Analyzed { .. } if outcome.to == JobStatus::Skipped => "skipped",
+        JobEvent::Analyzed { .. } => "encoding",
+        JobEvent::Complete => "completed",
+        JobEvent::Fail { .. } if outcome.to == JobStatus::Queued => "retrying",
+        JobEvent::Fail { .. } => "failed",
+        JobEvent::Pause => "paused",
+        JobEvent::Resume { .. } => "resumed",
+        JobEvent::Retry => "retried",
+        JobEvent::Cancel => "cancelled",
+        JobEvent::Force => "forced",
+        JobEvent::Orphaned => "orphaned",
+    }
+}
+
+pub fn snapshot(job: &job::Model) -> Result<JobSnapshot, RepoError> {
+    let status: JobStatus = job
+        .status
+        .parse()
+        .map_err(|e: crate::domain::UnknownName| RepoError::Conflict(format!("job {}: {e}", job.id)))?;
+    Ok(JobSnapshot { status, retry_count: u32::try_from(job.retry_count).unwrap_or(0), forced: job.forced })
+}
+
+/// Extra facts that come with an event.
+#[derive(Debug, Default, Clone)]
+pub struct Context {
+    pub node: Option<String>,
+    pub detail: Option<serde_json::Value>,
+    /// The failure's own words (FFmpeg's message, the transcoder's log tail).
+    pub failure_detail: Option<String>,
+}
+
+#[derive(Clone)]
+pub struct Lifecycle {
+    pub db: DatabaseConnection,
+    pub bus: Addr<EventBus>,
+}
+
+impl Lifecycle {
+    /// Applies `event` to the job; `set` carries columns the caller wants written with it.
+    pub async fn apply(
+        &self,
+        job_id: i32,
+        event: JobEvent,
+        mut set: job::ActiveModel,
+        ctx: Context,
+    ) -> Result<(job::Model, Outcome), LifecycleError> {
+        let current = jobs::get(&self.db, job_id).await?;
+        let from = snapshot(&current)?;
+        let outcome = transition(&from, &event)?;
+        let now = chrono::Utc::now();
+        set.retry_count = Set(i32::try_from(outcome.retry_count).unwrap_or(i32::MAX));
+        set.forced = Set(outcome.forced);
+        for effect in &outcome.effects {
+            match effect {
+                Effect::RecordFailure(code) => {
+                    set.failure_code = Set(Some(code.as_str().to_string()));
+                    set.failure_reason = Set(Some(code.reason().to_string()));
+                    set.failure_detail = Set(ctx.failure_detail.clone());
+                }
+                Effect::ClearFailure => {
+                    set.failure_code = Set(None);
+                    set.failure_reason = Set(None);
+                    set.failure_detail = Set(None);
+                }
+                Effect::ReleaseNode => {
+                    set.lease_id = Set(None);
+                    set.lease_expires_at = Set(None);
+                }
+                Effect::StartFromScratch => set.progress = Set(0.0),
+                _ => {}
+            }
+        }
+        if !outcome.to.is_running() {
+            set.stage = Set(None);
+            set.fps = Set(0.0);
+            set.eta_seconds = Set(None);
+            set.stalled = Set(false);
+        }
+        match outcome.to {
+            JobStatus::Queued => set.queued_at = Set(Some(now)),
+            JobStatus::Completed => {
+                set.completed_at = Set(Some(now));
+                set.progress = Set(100.0);
+            }
+            JobStatus::Skipped => set.completed_at = Set(Some(now)),
+            _ => {}
+        }
+        let mut record = NewEvent::new(event_kind(&event, &outcome)).on_node(ctx.node.clone());
+        let mut detail = ctx.detail.clone().unwrap_or_else(|| serde_json::json!({}));
+        if let (JobEvent::Fail { code }, Some(obj)) = (&event, detail.as_object_mut()) {
+            obj.insert("code".into(), serde_json::json!(code.as_str()));
+            if let Some(text) = &ctx.failure_detail {
+                obj.insert("message".into(), serde_json::json!(text));
+            }
+        }
+        if detail.as_object().is_some_and(|o| !o.is_empty()) {
+            record = record.with_detail(detail);
+        }
+        let model =
+            jobs::change_status(&self.db, job_id, from.status, StatusChange { to: outcome.to, set, event: record })
+                .await?;
+        self.bus.do_send(Publish(JobUpdate::of("status", &model)));
+        Ok((model, outcome))
+    }
+
+    /// Records a failure of the running attempt with its specific reason.
+    pub async fn fail(
+        &self,
+        job_id: i32,
+        code: FailureCode,
+        message: String,
+        node: Option<String>,
+    ) -> Result<(job::Model, Outcome), LifecycleError> {
+        tracing::warn!(job_id, code = code.as_str(), %message, "job attempt failed");
+        let ctx = Context { node, detail: None, failure_detail: Some(message) };
+        let result = self.apply(job_id, JobEvent::Fail { code }, job::ActiveModel::default(), ctx).await?;
+        self.carry_out_offline(&result.0, &result.1).await;
+        Ok(result)
+    }
+
+    /// Carries out the effects that need no running transcoder (deleting a partial output).
+    pub async fn carry_out_offline(&self, job: &job::Model, outcome: &Outcome) {
+        if outcome.effects.contains(&Effect::DeletePartial) {
+            let dir = partial_dir_for(std::path::Path::new(&job.file_path));
+            let result = tokio::task::spawn_blocking(move || remove_partial(&dir)).await;
+            if let Ok(Err(e)) = result {
+                tracing::warn!(job_id = job.id, error = %e, "could not remove the partial output");
+            }
+        }
+    }
+
+    /// Publishes live fields (progress, fps, ETA, stage) without a transition.
+    pub fn publish_progress(&self, job: &job::Model) {
+        self.bus.do_send(Publish(JobUpdate::of("progress", job)));
+    }
+}

@@ -1,0 +1,92 @@
+//! The actor system of a node: the event bus, the local `NodeSupervisor` with its
+//! `JobSupervisor`s, the `Scheduler`, and the `LibrarySupervisor`s.
+
+pub mod bus;
+pub mod job;
+pub mod library;
+pub mod lifecycle;
+pub mod node;
+pub mod scheduler;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use entities::job as job_entity;
+use sea_orm::DatabaseConnection;
+
+use self::bus::EventBus;
+use self::job::NodeEnv;
+use self::library::Libraries;
+use self::lifecycle::{Context as EventContext, Lifecycle, LifecycleError};
+use self::node::{NodeSupervisor, SetScheduler};
+use self::scheduler::{NodeHandle, Scheduler};
+use crate::domain::job::{JobEvent, JobStatus};
+use crate::repo::jobs;
+
+/// How a node's actors are set up.
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    pub node_name: String,
+    pub node_id: i32,
+    /// The executable started as the `transcode` child.
+    pub transcoder: PathBuf,
+    pub max_jobs: usize,
+    pub segment_seconds: f64,
+    /// How long a new file must stop growing before it becomes a job.
+    pub settle: Duration,
+    pub throttle_ms_per_frame: u64,
+    pub license_public_key: String,
+}
+
+/// Addresses of a running node's actors.
+#[derive(Clone)]
+pub struct Runtime {
+    pub bus: Addr<EventBus>,
+    pub lifecycle: Lifecycle,
+    pub node: Addr<NodeSupervisor>,
+    pub scheduler: Addr<Scheduler>,
+    pub libraries: Addr<Libraries>,
+}
+
+/// Jobs left ANALYZING or ENCODING by a crash or restart go back to QUEUED (SPEC), to
+/// continue from their partial output.
+pub async fn recover_orphans(lifecycle: &Lifecycle) -> Result<u64, LifecycleError> {
+    let mut recovered = 0;
+    for job in jobs::in_statuses(&lifecycle.db, &[JobStatus::Analyzing, JobStatus::Encoding]).await? {
+        let ctx = EventContext {
+            node: job.node_name.clone(),
+            detail: Some(serde_json::json!({"reason": "the node restarted while the job ran"})),
+            failure_detail: None,
+        };
+        lifecycle.apply(job.id, JobEvent::Orphaned, job_entity::ActiveModel::default(), ctx).await?;
+        recovered += 1;
+    }
+    if recovered > 0 {
+        tracing::info!(jobs = recovered, "requeued jobs orphaned by a restart");
+    }
+    Ok(recovered)
+}
+
+/// Starts the node's actors (after start-up recovery).
+pub async fn start(db: DatabaseConnection, config: RuntimeConfig) -> Result<Runtime, LifecycleError> {
+    let bus = EventBus::default().start();
+    let lifecycle = Lifecycle { db: db.clone(), bus: bus.clone() };
+    recover_orphans(&lifecycle).await?;
+    let env = Arc::new(NodeEnv {
+        db: db.clone(),
+        lifecycle: lifecycle.clone(),
+        node_name: config.node_name.clone(),
+        node_id: config.node_id,
+        transcoder: config.transcoder.clone(),
+        segment_seconds: config.segment_seconds,
+        throttle_ms_per_frame: config.throttle_ms_per_frame,
+    });
+    let node = NodeSupervisor::new(env, config.max_jobs).start();
+    let handle = NodeHandle { name: config.node_name.clone(), id: config.node_id, addr: node.clone() };
+    let scheduler = Scheduler::new(lifecycle.clone(), vec![handle], config.license_public_key.clone()).start();
+    node.do_send(SetScheduler(scheduler.clone().recipient()));
+    let libraries = Libraries::new(db, scheduler.clone().recipient(), config.settle).start();
+    Ok(Runtime { bus, lifecycle, node, scheduler, libraries })
+}

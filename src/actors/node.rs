@@ -1,0 +1,164 @@
+//! `NodeSupervisor`: the local node's job slots. It starts a `JobSupervisor` per job the
+//! scheduler gives it, routes commands to them, and on shutdown asks each to stop at a
+//! segment boundary so the work continues after the restart.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use tokio::sync::oneshot;
+
+use super::job::{Command, JobCommand, JobSupervisor, NodeEnv};
+
+#[derive(Message)]
+#[rtype(result = "bool")]
+pub struct StartJob {
+    pub job_id: i32,
+    pub lease_id: String,
+}
+
+#[derive(Message)]
+#[rtype(result = "usize")]
+pub struct FreeSlots;
+
+/// Sends a command to the job if it runs here; answers whether it does.
+#[derive(Message)]
+#[rtype(result = "bool")]
+pub struct ControlJob {
+    pub job_id: i32,
+    pub command: JobCommand,
+}
+
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct JobEnded {
+    pub job_id: i32,
+}
+
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Wake;
+
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct SetScheduler(pub Recipient<Wake>);
+
+/// Stops every job at a segment boundary; resolves when all have ended (or after a bound).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Shutdown;
+
+#[derive(Message)]
+#[rtype(result = "Vec<i32>")]
+pub struct RunningJobs;
+
+pub struct NodeSupervisor {
+    env: Arc<NodeEnv>,
+    max_jobs: usize,
+    jobs: HashMap<i32, Addr<JobSupervisor>>,
+    scheduler: Option<Recipient<Wake>>,
+    shutting_down: bool,
+    waiters: Vec<oneshot::Sender<()>>,
+}
+
+impl NodeSupervisor {
+    pub fn new(env: Arc<NodeEnv>, max_jobs: usize) -> Self {
+        NodeSupervisor {
+            env,
+            max_jobs: max_jobs.max(1),
+            jobs: HashMap::new(),
+            scheduler: None,
+            shutting_down: false,
+            waiters: Vec::new(),
+        }
+    }
+}
+
+impl Actor for NodeSupervisor {
+    type Context = Context<Self>;
+}
+
+impl Handler<SetScheduler> for NodeSupervisor {
+    type Result = ();
+    fn handle(&mut self, msg: SetScheduler, _: &mut Context<Self>) {
+        self.scheduler = Some(msg.0);
+    }
+}
+
+impl Handler<StartJob> for NodeSupervisor {
+    type Result = bool;
+    fn handle(&mut self, msg: StartJob, ctx: &mut Context<Self>) -> bool {
+        if self.shutting_down || self.jobs.len() >= self.max_jobs || self.jobs.contains_key(&msg.job_id) {
+            return false;
+        }
+        let supervisor = JobSupervisor::new(msg.job_id, msg.lease_id, self.env.clone(), ctx.address()).start();
+        self.jobs.insert(msg.job_id, supervisor);
+        true
+    }
+}
+
+impl Handler<FreeSlots> for NodeSupervisor {
+    type Result = usize;
+    fn handle(&mut self, _: FreeSlots, _: &mut Context<Self>) -> usize {
+        if self.shutting_down {
+            0
+        } else {
+            self.max_jobs.saturating_sub(self.jobs.len())
+        }
+    }
+}
+
+impl Handler<ControlJob> for NodeSupervisor {
+    type Result = bool;
+    fn handle(&mut self, msg: ControlJob, _: &mut Context<Self>) -> bool {
+        match self.jobs.get(&msg.job_id) {
+            Some(job) => {
+                job.do_send(Command(msg.command));
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+impl Handler<RunningJobs> for NodeSupervisor {
+    type Result = Vec<i32>;
+    fn handle(&mut self, _: RunningJobs, _: &mut Context<Self>) -> Vec<i32> {
+        self.jobs.keys().copied().collect()
+    }
+}
+
+impl Handler<JobEnded> for NodeSupervisor {
+    type Result = ();
+    fn handle(&mut self, msg: JobEnded, _: &mut Context<Self>) {
+        self.jobs.remove(&msg.job_id);
+        if let Some(s) = &self.scheduler {
+            s.do_send(Wake);
+        }
+        if self.jobs.is_empty() {
+            for w in self.waiters.drain(..) {
+                let _ = w.send(());
+            }
+        }
+    }
+}
+
+impl Handler<Shutdown> for NodeSupervisor {
+    type Result = ResponseFuture<()>;
+    fn handle(&mut self, _: Shutdown, _: &mut Context<Self>) -> Self::Result {
+        self.shutting_down = true;
+        if self.jobs.is_empty() {
+            return Box::pin(async {});
+        }
+        for job in self.jobs.values() {
+            job.do_send(Command(JobCommand::Shutdown));
+        }
+        let (tx, rx) = oneshot::channel();
+        self.waiters.push(tx);
+        Box::pin(async move {
+            // An encoder finishes its segment quickly; do not hang the shutdown on one that won't.
+            let _ = tokio::time::timeout(Duration::from_secs(60), rx).await;
+        })
+    }
+}

@@ -1,0 +1,272 @@
+//! `Scheduler`: matches QUEUED jobs to nodes with free slots, within the licence's limit on
+//! concurrent jobs, and carries out users' job actions (pause, resume, retry, cancel, force)
+//! on jobs wherever they are.
+
+use std::time::Duration;
+
+use actix::prelude::*;
+use entities::job;
+use sea_orm::{DatabaseConnection, Set};
+
+use super::job::{JobCommand, LEASE_SECONDS};
+use super::lifecycle::{Context as EventContext, Lifecycle, LifecycleError};
+use super::node::{ControlJob, FreeSlots, NodeSupervisor, StartJob, Wake};
+use crate::domain::job::{JobEvent, JobStatus, PartialOutput};
+use crate::domain::license::Tier;
+use crate::media::manifest::quick_state;
+use crate::media::plan::partial_dir_for;
+use crate::repo::{self, jobs};
+
+#[derive(Clone)]
+pub struct NodeHandle {
+    pub name: String,
+    pub id: i32,
+    pub addr: Addr<NodeSupervisor>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    Pause,
+    Resume,
+    Retry,
+    Cancel,
+    Force,
+}
+
+#[derive(Message)]
+#[rtype(result = "Result<job::Model, LifecycleError>")]
+pub struct JobAction {
+    pub job_id: i32,
+    pub action: Action,
+}
+
+/// Pauses every QUEUED, ANALYZING and ENCODING job (or resumes every PAUSED one).
+#[derive(Message)]
+#[rtype(result = "Result<u64, LifecycleError>")]
+pub struct QueueAction {
+    pub pause: bool,
+}
+
+pub struct Scheduler {
+    db: DatabaseConnection,
+    lifecycle: Lifecycle,
+    nodes: Vec<NodeHandle>,
+    license_public_key: String,
+    ticking: bool,
+    again: bool,
+}
+
+impl Scheduler {
+    pub fn new(lifecycle: Lifecycle, nodes: Vec<NodeHandle>, license_public_key: String) -> Self {
+        Scheduler { db: lifecycle.db.clone(), lifecycle, nodes, license_public_key, ticking: false, again: false }
+    }
+
+    fn tick(&mut self, ctx: &mut Context<Self>) {
+        if self.ticking {
+            self.again = true;
+            return;
+        }
+        self.ticking = true;
+        let (db, lifecycle, nodes, key) =
+            (self.db.clone(), self.lifecycle.clone(), self.nodes.clone(), self.license_public_key.clone());
+        ctx.spawn(
+            async move {
+                if let Err(e) = assign(&db, &lifecycle, &nodes, &key).await {
+                    tracing::warn!(error = %e, "scheduling round failed");
+                }
+            }
+            .into_actor(self)
+            .map(|_, this, ctx| {
+                this.ticking = false;
+                if std::mem::take(&mut this.again) {
+                    this.tick(ctx);
+                }
+            }),
+        );
+    }
+}
+
+/// The tier in force now: the installed key's, if it verifies and has not expired.
+pub async fn effective_tier(db: &DatabaseConnection, public_key: &str) -> Tier {
+    match repo::licenses::current(db).await {
+        Ok(Some(installed)) => match crate::license::verify(&installed.key, public_key) {
+            Ok(payload) => payload.effective_tier(chrono::Utc::now()),
+            Err(e) => {
+                tracing::warn!(error = %e, "the installed licence does not verify; running as FREE");
+                Tier::Free
+            }
+        },
+        _ => Tier::Free,
+    }
+}
+
+async fn assign(
+    db: &DatabaseConnection,
+    lifecycle: &Lifecycle,
+    nodes: &[NodeHandle],
+    public_key: &str,
+) -> Result<(), LifecycleError> {
+    let tier = effective_tier(db, public_key).await;
+    let counts = jobs::count_by_status(db).await?;
+    let running = counts.get(&JobStatus::Analyzing).copied().unwrap_or(0)
+        + counts.get(&JobStatus::Encoding).copied().unwrap_or(0);
+    let queued = counts.get(&JobStatus::Queued).copied().unwrap_or(0);
+    if queued == 0 {
+        return Ok(());
+    }
+    let allowed = tier.max_concurrent_jobs().map(|m| u64::from(m).saturating_sub(running)).unwrap_or(u64::MAX);
+    let allowed_nodes = tier.max_nodes().map(|m| m as usize).unwrap_or(usize::MAX);
+    let mut free = Vec::new();
+    for node in nodes.iter().take(allowed_nodes) {
+        free.push(node.addr.send(FreeSlots).await.unwrap_or(0) as u64);
+    }
+    let budget = allowed.min(free.iter().sum());
+    if budget == 0 {
+        return Ok(());
+    }
+    for candidate in jobs::queued_oldest(db, budget).await? {
+        let Some((index, _)) = free.iter().enumerate().filter(|(_, f)| **f > 0).max_by_key(|(_, f)| **f) else {
+            break;
+        };
+        let node = &nodes[index];
+        let lease = crate::security::generate_secret(24);
+        let now = chrono::Utc::now();
+        let set = job::ActiveModel {
+            stage: Set(Some("ANALYZING".into())),
+            node_id: Set(Some(node.id)),
+            node_name: Set(Some(node.name.clone())),
+            lease_id: Set(Some(lease.clone())),
+            lease_expires_at: Set(Some(now + chrono::Duration::seconds(LEASE_SECONDS))),
+            started_at: Set(Some(now)),
+            last_progress_at: Set(Some(now)),
+            stalled: Set(false),
+            ..Default::default()
+        };
+        let ctx = EventContext { node: Some(node.name.clone()), ..Default::default() };
+        if let Err(e) = lifecycle.apply(candidate.id, JobEvent::Start, set, ctx).await {
+            tracing::debug!(job_id = candidate.id, error = %e, "job changed before it could start");
+            continue;
+        }
+        let accepted = node.addr.send(StartJob { job_id: candidate.id, lease_id: lease }).await.unwrap_or(false);
+        if accepted {
+            free[index] -= 1;
+        } else {
+            let ctx = EventContext { node: Some(node.name.clone()), ..Default::default() };
+            lifecycle.apply(candidate.id, JobEvent::Orphaned, job::ActiveModel::default(), ctx).await?;
+            free[index] = 0;
+        }
+    }
+    Ok(())
+}
+
+impl Actor for Scheduler {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        ctx.run_interval(Duration::from_secs(2), |this, ctx| this.tick(ctx));
+        self.tick(ctx);
+    }
+}
+
+impl Handler<Wake> for Scheduler {
+    type Result = ();
+    fn handle(&mut self, _: Wake, ctx: &mut Context<Self>) {
+        self.tick(ctx);
+    }
+}
+
+/// Carries out a user's action on one job.
+async fn act(
+    lifecycle: &Lifecycle,
+    nodes: &[NodeHandle],
+    job_id: i32,
+    action: Action,
+) -> Result<job::Model, LifecycleError> {
+    let ctx = EventContext::default;
+    match action {
+        Action::Pause | Action::Cancel => {
+            let command = if action == Action::Pause { JobCommand::Pause } else { JobCommand::Cancel };
+            for node in nodes {
+                if node.addr.send(ControlJob { job_id, command }).await.unwrap_or(false) {
+                    // The job's supervisor persists the transition; wait for it briefly.
+                    return wait_for_change(lifecycle, job_id).await;
+                }
+            }
+            let event = if action == Action::Pause { JobEvent::Pause } else { JobEvent::Cancel };
+            let (job, outcome) = lifecycle.apply(job_id, event, job::ActiveModel::default(), ctx()).await?;
+            lifecycle.carry_out_offline(&job, &outcome).await;
+            Ok(job)
+        }
+        Action::Resume => {
+            let current = jobs::get(&lifecycle.db, job_id).await?;
+            let dir = partial_dir_for(std::path::Path::new(&current.file_path));
+            let partial =
+                tokio::task::spawn_blocking(move || quick_state(&dir)).await.unwrap_or(PartialOutput::Missing);
+            let (job, outcome) =
+                lifecycle.apply(job_id, JobEvent::Resume { partial }, job::ActiveModel::default(), ctx()).await?;
+            lifecycle.carry_out_offline(&job, &outcome).await;
+            Ok(job)
+        }
+        Action::Retry | Action::Force => {
+            let event = if action == Action::Retry { JobEvent::Retry } else { JobEvent::Force };
+            let (job, outcome) = lifecycle.apply(job_id, event, job::ActiveModel::default(), ctx()).await?;
+            lifecycle.carry_out_offline(&job, &outcome).await;
+            Ok(job)
+        }
+    }
+}
+
+async fn wait_for_change(lifecycle: &Lifecycle, job_id: i32) -> Result<job::Model, LifecycleError> {
+    for _ in 0..50 {
+        let job = jobs::get(&lifecycle.db, job_id).await?;
+        if !matches!(job.status.as_str(), "ANALYZING" | "ENCODING") {
+            return Ok(job);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(jobs::get(&lifecycle.db, job_id).await?)
+}
+
+impl Handler<JobAction> for Scheduler {
+    type Result = ResponseActFuture<Self, Result<job::Model, LifecycleError>>;
+
+    fn handle(&mut self, msg: JobAction, _: &mut Context<Self>) -> Self::Result {
+        let (lifecycle, nodes) = (self.lifecycle.clone(), self.nodes.clone());
+        Box::pin(async move { act(&lifecycle, &nodes, msg.job_id, msg.action).await }.into_actor(self).map(
+            |result, this, ctx| {
+                this.tick(ctx);
+                result
+            },
+        ))
+    }
+}
+
+impl Handler<QueueAction> for Scheduler {
+    type Result = ResponseActFuture<Self, Result<u64, LifecycleError>>;
+
+    fn handle(&mut self, msg: QueueAction, _: &mut Context<Self>) -> Self::Result {
+        let (lifecycle, nodes) = (self.lifecycle.clone(), self.nodes.clone());
+        Box::pin(
+            async move {
+                let (statuses, action) = if msg.pause {
+                    (vec![JobStatus::Queued, JobStatus::Analyzing, JobStatus::Encoding], Action::Pause)
+                } else {
+                    (vec![JobStatus::Paused], Action::Resume)
+                };
+                let mut affected = 0;
+                for job in jobs::in_statuses(&lifecycle.db, &statuses).await? {
+                    match act(&lifecycle, &nodes, job.id, action).await {
+                        Ok(_) => affected += 1,
+                        Err(e) => tracing::debug!(job_id = job.id, error = %e, "queue action skipped a job"),
+                    }
+                }
+                Ok(affected)
+            }
+            .into_actor(self)
+            .map(|result, this, ctx| {
+                this.tick(ctx);
+                result
+            }),
+        )
+    }
+}

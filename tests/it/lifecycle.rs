@@ -1,0 +1,244 @@
+//! The job lifecycle end to end with the real actors, real transcoder children and real
+//! databases: libraries become jobs, jobs become encodes, failures retry, limits hold.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use condense::actors::{self, Runtime, RuntimeConfig};
+use condense::domain::license::Tier;
+use condense::domain::node::NodeRole;
+use condense::license::LicensePayload;
+use condense::media::probe::probe;
+use condense::repo::jobs::JobQuery;
+use condense::repo::libraries::NewLibrary;
+use condense::repo::licenses::NewLicense;
+use condense::repo::nodes::NodeFacts;
+use condense::repo::{self};
+use entities::job;
+use sea_orm::DatabaseConnection;
+
+use crate::both_backends;
+use crate::common::media as clips;
+use crate::common::server::binary;
+
+pub async fn start_runtime(db: &DatabaseConnection, max_jobs: usize, throttle: u64, public_key: &str) -> Runtime {
+    let node = repo::nodes::upsert(
+        db,
+        NodeFacts {
+            name: "test-node".into(),
+            role: NodeRole::Main,
+            address: "127.0.0.1".into(),
+            gpu: None,
+            cores: 2,
+            memory_total: 1 << 30,
+            max_jobs: max_jobs as i32,
+            encoders: vec!["libx265".into()],
+        },
+    )
+    .await
+    .unwrap();
+    actors::start(
+        db.clone(),
+        RuntimeConfig {
+            node_name: "test-node".into(),
+            node_id: node.id,
+            transcoder: binary().into(),
+            max_jobs,
+            segment_seconds: 1.0,
+            settle: Duration::from_secs(1),
+            throttle_ms_per_frame: throttle,
+            license_public_key: public_key.into(),
+        },
+    )
+    .await
+    .unwrap()
+}
+
+pub fn library(path: &Path, watch: bool) -> NewLibrary {
+    NewLibrary {
+        name: "films".into(),
+        paths: vec![path.to_string_lossy().into_owned()],
+        target_codec: "hevc".into(),
+        encoder: "libx265".into(),
+        quality: 30,
+        preset: "ultrafast".into(),
+        watch,
+    }
+}
+
+pub async fn all_jobs(db: &DatabaseConnection) -> Vec<job::Model> {
+    let mut items = repo::jobs::list(db, &JobQuery { page_size: 500, ..Default::default() }).await.unwrap().items;
+    items.sort_by(|a, b| a.file_name.cmp(&b.file_name));
+    items
+}
+
+/// Waits until `n` jobs exist and all are in a terminal status.
+pub async fn wait_terminal(db: &DatabaseConnection, n: usize, limit: Duration) -> Vec<job::Model> {
+    let deadline = Instant::now() + limit;
+    loop {
+        let jobs = all_jobs(db).await;
+        let terminal =
+            jobs.iter().all(|j| matches!(j.status.as_str(), "COMPLETED" | "SKIPPED" | "FAILED" | "CANCELLED"));
+        if jobs.len() == n && terminal {
+            return jobs;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "jobs did not finish: {:#?}",
+            jobs.iter().map(|j| (&j.file_name, &j.status, &j.failure_reason)).collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn event_kinds(db: &DatabaseConnection, job_id: i32) -> Vec<String> {
+    repo::events::list(db, job_id).await.unwrap().into_iter().map(|e| e.kind).collect()
+}
+
+both_backends!(a_library_of_five_clips_ends_completed_skipped_and_failed, |db: DatabaseConnection| async move {
+    let dir = tempfile::tempdir().unwrap();
+    let mut sizes = std::collections::HashMap::new();
+    for name in ["a.mkv", "b.mp4", "c.mkv"] {
+        let path = clips::h264_with_audio_and_subs(dir.path(), name, "320x240", 1);
+        sizes.insert(name.to_string(), std::fs::metadata(&path).unwrap().len());
+    }
+    std::fs::remove_file(dir.path().join("subs.srt")).unwrap();
+    clips::hevc(dir.path(), "d_hevc.mkv");
+    std::fs::write(dir.path().join("e_corrupt.mkv"), vec![0x1a; 50_000]).unwrap();
+    repo::libraries::create(&db, library(dir.path(), false)).await.unwrap();
+
+    let _runtime = start_runtime(&db, 1, 0, condense::license::BUILTIN_PUBLIC_KEY).await;
+    let jobs = wait_terminal(&db, 5, Duration::from_secs(240)).await;
+    let by_name: std::collections::HashMap<_, _> = jobs.iter().map(|j| (j.file_name.as_str(), j)).collect();
+
+    for name in ["a.mkv", "b.mp4", "c.mkv"] {
+        let job = by_name[name];
+        assert_eq!(job.status, "COMPLETED", "{name}: {:?}", job.failure_detail);
+        let path = dir.path().join(name);
+        let info = probe(&path).unwrap();
+        assert_eq!(info.video().unwrap().codec, "hevc", "{name}");
+        assert!(info.size_bytes < sizes[name], "{name} not smaller");
+        assert_eq!(job.output_size, Some(info.size_bytes as i64));
+        assert!(job.cpu_time_ms.unwrap_or(0) > 0 && job.wall_time_ms.unwrap_or(0) > 0, "{name}");
+        let kinds = event_kinds(&db, job.id).await;
+        assert_eq!(&kinds[..4], ["created", "queued", "started", "encoding"], "{name}");
+        assert_eq!(kinds.last().map(String::as_str), Some("completed"), "{name}: {kinds:?}");
+        assert!(kinds.iter().any(|k| k == "replace_output_in_place"), "{name}: {kinds:?}");
+        assert!(!condense::media::plan::partial_dir_for(&path).exists(), "{name}: partial output left behind");
+    }
+    let skipped = by_name["d_hevc.mkv"];
+    assert_eq!(skipped.status, "SKIPPED");
+    assert_eq!(event_kinds(&db, skipped.id).await, ["created", "queued", "started", "skipped"]);
+
+    let failed = by_name["e_corrupt.mkv"];
+    assert_eq!(failed.status, "FAILED");
+    assert_eq!(failed.failure_reason.as_deref(), Some("file validation failed"));
+    assert_eq!(failed.failure_code.as_deref(), Some("file_validation_failed"));
+    assert_eq!(failed.retry_count, 3);
+    let kinds = event_kinds(&db, failed.id).await;
+    let mut expected = vec!["created", "queued"];
+    for _ in 0..3 {
+        expected.extend(["started", "retrying"]);
+    }
+    expected.extend(["started", "failed"]);
+    assert_eq!(kinds, expected);
+    assert_eq!(std::fs::read(dir.path().join("e_corrupt.mkv")).unwrap(), vec![0x1a; 50_000]);
+});
+
+#[actix_web::test]
+async fn a_file_copied_into_a_watched_folder_becomes_a_job_once_it_stops_growing() {
+    let test_db = crate::common::db::TestDb::sqlite().await;
+    let db = test_db.db.clone();
+    let media = tempfile::tempdir().unwrap();
+    let staging = tempfile::tempdir().unwrap();
+    let clip = clips::h264(staging.path(), "new.mkv", "320x240", 1);
+    let bytes = std::fs::read(&clip).unwrap();
+    repo::libraries::create(&db, library(media.path(), true)).await.unwrap();
+    let _runtime = start_runtime(&db, 1, 0, condense::license::BUILTIN_PUBLIC_KEY).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(all_jobs(&db).await.is_empty());
+
+    // Written in pieces, each before the settle time (1 s) passes: never picked up meanwhile.
+    let target = media.path().join("new.mkv");
+    let pieces = bytes.chunks(bytes.len() / 5 + 1).collect::<Vec<_>>();
+    for piece in &pieces {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&target).unwrap();
+        f.write_all(piece).unwrap();
+        drop(f);
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert!(all_jobs(&db).await.is_empty(), "a growing file became a job");
+    }
+    // No rescan is asked for: the watcher alone must register it.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let jobs = all_jobs(&db).await;
+        if let Some(job) = jobs.first() {
+            assert_eq!(job.file_name, "new.mkv");
+            assert_eq!(job.source_size, bytes.len() as i64, "registered before it was complete");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the copied file never became a job");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let done = wait_terminal(&db, 1, Duration::from_secs(120)).await;
+    assert_eq!(done[0].status, "COMPLETED");
+    test_db.finish().await;
+}
+
+/// Largest number of jobs that were running at the same moment, from their histories.
+async fn max_overlap(db: &DatabaseConnection) -> usize {
+    let mut points = Vec::new();
+    for job in all_jobs(db).await {
+        let events = repo::events::list(db, job.id).await.unwrap();
+        let start = events.iter().find(|e| e.kind == "started").unwrap().at;
+        let end = events.iter().rev().find(|e| e.kind == "completed").unwrap().at;
+        points.push((start, 1i32));
+        points.push((end, -1i32));
+    }
+    points.sort();
+    let (mut now, mut most) = (0i32, 0i32);
+    for (_, delta) in points {
+        now += delta;
+        most = most.max(now);
+    }
+    most as usize
+}
+
+#[actix_web::test]
+async fn free_runs_one_job_at_a_time_and_a_pro_key_lifts_it() {
+    let (private, public) = condense::license::generate_keypair();
+    for tier in [Tier::Free, Tier::Pro] {
+        let test_db = crate::common::db::TestDb::sqlite().await;
+        let db = test_db.db.clone();
+        if tier == Tier::Pro {
+            let payload = LicensePayload {
+                tier: Tier::Pro,
+                licensee: "Test".into(),
+                issued_at: chrono::Utc::now(),
+                expires_at: None,
+            };
+            let key = condense::license::issue(&private, &payload).unwrap();
+            repo::licenses::install(
+                &db,
+                NewLicense { key, tier: "PRO".into(), licensee: "Test".into(), expires_at: None },
+            )
+            .await
+            .unwrap();
+        }
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["a.mkv", "b.mkv", "c.mkv"] {
+            clips::h264(dir.path(), name, "320x240", 1);
+        }
+        repo::libraries::create(&db, library(dir.path(), false)).await.unwrap();
+        let _runtime = start_runtime(&db, 2, 40, &public).await;
+        let jobs = wait_terminal(&db, 3, Duration::from_secs(180)).await;
+        assert!(jobs.iter().all(|j| j.status == "COMPLETED"), "{tier:?}");
+        let overlap = max_overlap(&db).await;
+        match tier {
+            Tier::Free => assert_eq!(overlap, 1, "FREE ran {overlap} jobs at once"),
+            _ => assert_eq!(overlap, 2, "PRO with MAX_JOBS=2 ran {overlap} jobs at once"),
+        }
+        test_db.finish().await;
+    }
+}
