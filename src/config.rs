@@ -116,9 +116,13 @@ pub struct ServeArgs {
     /// This node's name [default: the host name].
     #[arg(long, env = "NODE_NAME", value_name = "NODE_NAME")]
     pub node_name: Option<String>,
-    /// Licence key (FREE when unset).
+    /// Licence key, installed at start-up (FREE when unset; a key that does not verify is
+    /// reported and ignored).
     #[arg(long, env = "LICENSE_KEY", value_name = "LICENSE_KEY", hide_env_values = true)]
     pub license_key: Option<String>,
+    /// Ed25519 public key (base64url) licence keys are checked against.
+    #[arg(long, env = "LICENSE_PUBLIC_KEY", value_name = "LICENSE_PUBLIC_KEY", default_value = crate::license::BUILTIN_PUBLIC_KEY, value_parser = parse_license_public_key)]
+    pub license_public_key: String,
     /// HTTP worker threads per listener.
     #[arg(long, env = "HTTP_WORKERS", value_name = "HTTP_WORKERS", default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub http_workers: u16,
@@ -198,6 +202,10 @@ fn parse_database_url(value: &str) -> Result<String, String> {
     }
 }
 
+fn parse_license_public_key(value: &str) -> Result<String, String> {
+    crate::license::check_public_key(value).map(|()| value.trim().to_string()).map_err(|e| e.to_string())
+}
+
 fn parse_secret(value: &str) -> Result<String, String> {
     if value.len() < 16 {
         Err("must be at least 16 characters".into())
@@ -266,6 +274,15 @@ mod tests {
     fn same_ports_are_refused() {
         let s = serve(&["--port", "4000", "--ui-port", "4000"]).unwrap();
         assert_eq!(s.validate().unwrap_err().variable, "UI_PORT");
+    }
+
+    #[test]
+    fn license_public_key_defaults_to_the_builtin_one_and_is_checked() {
+        assert_eq!(serve(&[]).unwrap().license_public_key, crate::license::BUILTIN_PUBLIC_KEY);
+        let (_, public_key) = crate::license::generate_keypair();
+        assert_eq!(serve(&["--license-public-key", &public_key]).unwrap().license_public_key, public_key);
+        let err = serve(&["--license-public-key", "AAAA"]).unwrap_err().to_string();
+        assert!(err.contains("LICENSE_PUBLIC_KEY"), "{err}");
     }
 
     #[test]
