@@ -10,6 +10,7 @@ use sea_orm::DatabaseConnection;
 
 use crate::domain::node::NodeRole;
 use crate::http;
+use crate::http::login_limit::LoginLimiter;
 
 /// What every handler can reach.
 pub struct AppState {
@@ -20,6 +21,12 @@ pub struct AppState {
     pub token_ttl_hours: u32,
     pub started_at: chrono::DateTime<chrono::Utc>,
     pub runtime: crate::actors::Runtime,
+    /// CLUSTER_TOKEN: what linked nodes present to register; `None` when unset.
+    pub cluster_token: Option<String>,
+    /// LICENSE_PUBLIC_KEY: licence keys are checked against it (base64url Ed25519).
+    pub license_public_key: String,
+    /// Failed logins per client address and per username (in memory, bounded).
+    pub login_limiter: LoginLimiter,
 }
 
 /// The API app (listener on PORT): every endpoint, unprefixed and under /api.
@@ -39,7 +46,7 @@ pub fn create_app(
         .app_data(http::json_config())
         .app_data(http::query_config())
         .app_data(http::path_config())
-        .service(web::scope("/api").configure(http::routes))
+        .service(web::scope("/api").configure(http::routes).default_service(web::to(http::not_found)))
         .configure(http::routes)
         .default_service(web::to(http::not_found))
 }
@@ -64,7 +71,8 @@ pub fn create_ui_app(
         .app_data(http::query_config())
         .app_data(http::path_config())
         .app_data(web::Data::new(http::ui::FrontendDir(frontend_dir.clone())))
-        .service(web::scope("/api").configure(http::routes))
+        // Unknown /api paths answer 404 JSON, not the dashboard's index.html.
+        .service(web::scope("/api").configure(http::routes).default_service(web::to(http::not_found)))
         .route("/healthz", web::get().to(http::health::healthz))
         .configure(|cfg| http::ui::configure(cfg, &frontend_dir))
 }

@@ -116,7 +116,8 @@ pub struct ServeArgs {
     /// This node's name [default: the host name].
     #[arg(long, env = "NODE_NAME", value_name = "NODE_NAME")]
     pub node_name: Option<String>,
-    /// Licence key (FREE when unset).
+    /// Licence key, installed at start-up (FREE when unset; a key that does not verify is
+    /// reported and ignored).
     #[arg(long, env = "LICENSE_KEY", value_name = "LICENSE_KEY", hide_env_values = true)]
     pub license_key: Option<String>,
     /// Jobs this node encodes at once (the licence may allow fewer).
@@ -128,12 +129,12 @@ pub struct ServeArgs {
     /// How long a new file in a watched folder must stop growing before it becomes a job.
     #[arg(long, env = "WATCH_SETTLE_SECONDS", value_name = "WATCH_SETTLE_SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub watch_settle_seconds: u64,
-    /// Public key that licence keys are checked against (Ed25519, base64url).
-    #[arg(long, env = "LICENSE_PUBLIC_KEY", value_name = "LICENSE_PUBLIC_KEY", default_value = crate::license::BUILTIN_PUBLIC_KEY)]
-    pub license_public_key: String,
     /// Test aid: pause after each encoded frame, in milliseconds.
     #[arg(long, env = "CONDENSE_THROTTLE_MS_PER_FRAME", hide = true, default_value_t = 0)]
     pub throttle_ms_per_frame: u64,
+    /// Ed25519 public key (base64url) licence keys are checked against.
+    #[arg(long, env = "LICENSE_PUBLIC_KEY", value_name = "LICENSE_PUBLIC_KEY", default_value = crate::license::BUILTIN_PUBLIC_KEY, value_parser = parse_license_public_key)]
+    pub license_public_key: String,
     /// HTTP worker threads per listener.
     #[arg(long, env = "HTTP_WORKERS", value_name = "HTTP_WORKERS", default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub http_workers: u16,
@@ -220,6 +221,10 @@ fn parse_segment_seconds(value: &str) -> Result<f64, String> {
     }
 }
 
+fn parse_license_public_key(value: &str) -> Result<String, String> {
+    crate::license::check_public_key(value).map(|()| value.trim().to_string()).map_err(|e| e.to_string())
+}
+
 fn parse_secret(value: &str) -> Result<String, String> {
     if value.len() < 16 {
         Err("must be at least 16 characters".into())
@@ -288,6 +293,15 @@ mod tests {
     fn same_ports_are_refused() {
         let s = serve(&["--port", "4000", "--ui-port", "4000"]).unwrap();
         assert_eq!(s.validate().unwrap_err().variable, "UI_PORT");
+    }
+
+    #[test]
+    fn license_public_key_defaults_to_the_builtin_one_and_is_checked() {
+        assert_eq!(serve(&[]).unwrap().license_public_key, crate::license::BUILTIN_PUBLIC_KEY);
+        let (_, public_key) = crate::license::generate_keypair();
+        assert_eq!(serve(&["--license-public-key", &public_key]).unwrap().license_public_key, public_key);
+        let err = serve(&["--license-public-key", "AAAA"]).unwrap_err().to_string();
+        assert!(err.contains("LICENSE_PUBLIC_KEY"), "{err}");
     }
 
     #[test]

@@ -17,6 +17,8 @@ pub enum AppError {
     Forbidden(String),
     #[error("{0}")]
     NotFound(String),
+    #[error("{0}")]
+    MethodNotAllowed(String),
     #[error("{message}")]
     Conflict { code: &'static str, message: String },
     #[error("{message}")]
@@ -48,6 +50,7 @@ impl AppError {
             AppError::Unauthorized(_) => "unauthorized",
             AppError::Forbidden(_) => "forbidden",
             AppError::NotFound(_) => "not_found",
+            AppError::MethodNotAllowed(_) => "method_not_allowed",
             AppError::Conflict { code, .. } => code,
             AppError::Unprocessable { code, .. } => code,
             AppError::TooManyRequests(_) => "too_many_requests",
@@ -75,6 +78,7 @@ impl ResponseError for AppError {
             AppError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             AppError::Forbidden(_) => StatusCode::FORBIDDEN,
             AppError::NotFound(_) => StatusCode::NOT_FOUND,
+            AppError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             AppError::Conflict { .. } => StatusCode::CONFLICT,
             AppError::Unprocessable { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             AppError::TooManyRequests(_) => StatusCode::TOO_MANY_REQUESTS,
@@ -103,6 +107,12 @@ impl From<RepoError> for AppError {
             RepoError::Conflict(message) => AppError::conflict("conflict", message),
             RepoError::Db(db) => AppError::Internal(db.to_string()),
         }
+    }
+}
+
+impl From<actix_web::error::BlockingError> for AppError {
+    fn from(err: actix_web::error::BlockingError) -> Self {
+        AppError::Internal(format!("blocking task: {err}"))
     }
 }
 

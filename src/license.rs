@@ -115,6 +115,13 @@ pub fn verify(key: &str, public_key_b64: &str) -> Result<LicensePayload, License
     serde_json::from_slice(&payload_json).map_err(|error| LicenseError::InvalidPayload(error.to_string()))
 }
 
+/// Checks that `public_key_b64` is a usable Ed25519 public key (for settings).
+pub fn check_public_key(public_key_b64: &str) -> Result<(), LicenseError> {
+    let bytes = decode_32_bytes(public_key_b64).map_err(LicenseError::InvalidPublicKey)?;
+    VerifyingKey::from_bytes(&bytes).map_err(|_| LicenseError::InvalidPublicKey("not a valid Ed25519 public key"))?;
+    Ok(())
+}
+
 fn decode_32_bytes(key_b64: &str) -> Result<[u8; 32], &'static str> {
     URL_SAFE_NO_PAD.decode(key_b64.trim()).map_err(|_| "not base64url")?.try_into().map_err(|_| "not 32 bytes long")
 }
@@ -254,5 +261,7 @@ mod tests {
     fn the_builtin_public_key_is_a_valid_key() {
         let bytes = decode_32_bytes(BUILTIN_PUBLIC_KEY).unwrap();
         assert!(VerifyingKey::from_bytes(&bytes).is_ok());
+        assert_eq!(check_public_key(BUILTIN_PUBLIC_KEY), Ok(()));
+        assert_eq!(check_public_key("AAAA"), Err(LicenseError::InvalidPublicKey("not 32 bytes long")));
     }
 }

@@ -1,4 +1,5 @@
-//! Passwords (argon2id), generated secrets, and the JWT signing secret kept in DATA_DIR.
+//! Passwords (argon2id), API tokens (JWT HS256), generated secrets, and the JWT signing
+//! secret kept in DATA_DIR.
 
 use std::io::Write;
 use std::path::Path;
@@ -37,6 +38,82 @@ pub fn hash_password(password: &str) -> Result<String, SecurityError> {
 /// Constant-time check of a password against a stored PHC hash; a malformed hash fails.
 pub fn verify_password(password: &str, hash: &str) -> bool {
     PasswordHash::new(hash).is_ok_and(|parsed| Argon2::default().verify_password(password.as_bytes(), &parsed).is_ok())
+}
+
+/// A hash of a password nobody knows, made with `Argon2::default()`'s parameters. A login for
+/// an unknown user is checked against it, so that it costs as much as a wrong password and
+/// the answer time does not tell which usernames exist.
+const DUMMY_HASH: &str =
+    "$argon2id$v=19$m=19456,t=2,p=1$sr5gJdW2JBD/WOdq+c7IvQ$tk8HTt7PREsguHEjQVap8gEQGg2k5gnYlKs7ivrucN4";
+
+/// Spends the time of one password check and fails (login for a user that does not exist).
+pub fn verify_dummy_password(password: &str) -> bool {
+    verify_password(password, DUMMY_HASH);
+    false
+}
+
+/// What an API token says: who, issued when, valid until when (Unix seconds).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Claims {
+    pub sub: String,
+    pub iat: i64,
+    pub exp: i64,
+}
+
+/// Why a token was refused; the message tells the client what to do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TokenError {
+    #[error("the token has expired; log in again (POST /auth/login)")]
+    Expired,
+    #[error("the token's signature is not valid: it was altered, or signed with another secret")]
+    BadSignature,
+    #[error("the token is not signed with HS256")]
+    WrongAlgorithm,
+    #[error("the token is malformed: expected a JWT (header.payload.signature) signed with HS256, with claims sub, iat and exp")]
+    Malformed,
+    #[error("could not sign the token: {0}")]
+    Signing(String),
+}
+
+/// A signed token for `username`, valid `ttl_hours` from `now`, and its expiry.
+pub fn issue_token(
+    secret: &str,
+    username: &str,
+    ttl_hours: u32,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<(String, chrono::DateTime<chrono::Utc>), TokenError> {
+    // Whole seconds, so the expiry reported equals the `exp` claim exactly.
+    let iat = now.timestamp();
+    let exp = iat + i64::from(ttl_hours) * 3600;
+    let expires_at =
+        chrono::DateTime::from_timestamp(exp, 0).ok_or(TokenError::Signing("expiry out of range".into()))?;
+    let claims = Claims { sub: username.to_string(), iat, exp };
+    let token = jsonwebtoken::encode(
+        &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
+        &claims,
+        &jsonwebtoken::EncodingKey::from_secret(secret.as_bytes()),
+    )
+    .map_err(|e| TokenError::Signing(e.to_string()))?;
+    Ok((token, expires_at))
+}
+
+/// The claims of a token signed with `secret` by HS256 and not expired. The algorithm is
+/// pinned: a token naming another one (`none` included) is refused whatever it carries.
+pub fn verify_token(secret: &str, token: &str) -> Result<Claims, TokenError> {
+    use jsonwebtoken::errors::ErrorKind;
+    let mut validation = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::HS256);
+    // The same node issues and checks tokens: no clock skew to forgive.
+    validation.leeway = 0;
+    // `Claims` makes sub, iat and exp required as well: a token without them is malformed.
+    validation.set_required_spec_claims(&["exp", "sub"]);
+    jsonwebtoken::decode::<Claims>(token, &jsonwebtoken::DecodingKey::from_secret(secret.as_bytes()), &validation)
+        .map(|data| data.claims)
+        .map_err(|e| match e.into_kind() {
+            ErrorKind::ExpiredSignature => TokenError::Expired,
+            ErrorKind::InvalidSignature => TokenError::BadSignature,
+            ErrorKind::InvalidAlgorithm => TokenError::WrongAlgorithm,
+            _ => TokenError::Malformed,
+        })
 }
 
 /// A random alphanumeric string from the OS's generator.
@@ -96,6 +173,71 @@ mod tests {
         assert_eq!(first, second);
         let mode = std::fs::metadata(dir.path().join("jwt-secret")).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
+    }
+
+    #[test]
+    fn the_dummy_hash_costs_what_a_real_one_costs() {
+        // Same algorithm and parameters as new hashes, so checking it takes as long.
+        let dummy = PasswordHash::new(DUMMY_HASH).unwrap();
+        let real = hash_password("whatever it is").unwrap();
+        let real = PasswordHash::new(&real).unwrap();
+        assert_eq!(dummy.algorithm, real.algorithm);
+        assert_eq!(dummy.version, real.version);
+        assert_eq!(dummy.params, real.params);
+        assert!(!verify_dummy_password("anything"));
+    }
+
+    fn now() -> chrono::DateTime<chrono::Utc> {
+        chrono::Utc::now()
+    }
+
+    #[test]
+    fn a_token_verifies_with_its_secret_until_it_expires() {
+        let secret = "0123456789abcdef0123456789abcdef";
+        let at = now();
+        let (token, expires_at) = issue_token(secret, "ada", 12, at).unwrap();
+        assert_eq!(expires_at.timestamp(), at.timestamp() + 12 * 3600);
+        let claims = verify_token(secret, &token).unwrap();
+        assert_eq!(claims, Claims { sub: "ada".into(), iat: at.timestamp(), exp: expires_at.timestamp() });
+
+        assert_eq!(verify_token("another secret, just as long", &token), Err(TokenError::BadSignature));
+        let (old, _) = issue_token(secret, "ada", 1, at - chrono::Duration::hours(2)).unwrap();
+        assert_eq!(verify_token(secret, &old), Err(TokenError::Expired));
+    }
+
+    #[test]
+    fn tokens_with_another_algorithm_or_shape_are_refused() {
+        use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        use base64::Engine;
+        let secret = "0123456789abcdef0123456789abcdef";
+        let exp = now().timestamp() + 3600;
+        let payload = URL_SAFE_NO_PAD.encode(format!(r#"{{"sub":"ada","iat":1,"exp":{exp}}}"#));
+        let none = format!("{}.{payload}.", URL_SAFE_NO_PAD.encode(r#"{"alg":"none","typ":"JWT"}"#));
+        assert_eq!(verify_token(secret, &none), Err(TokenError::Malformed));
+
+        let hs512 = jsonwebtoken::encode(
+            &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS512),
+            &Claims { sub: "ada".into(), iat: 1, exp },
+            &jsonwebtoken::EncodingKey::from_secret(secret.as_bytes()),
+        )
+        .unwrap();
+        assert_eq!(verify_token(secret, &hs512), Err(TokenError::WrongAlgorithm));
+
+        #[derive(serde::Serialize)]
+        struct NoSubject {
+            iat: i64,
+            exp: i64,
+        }
+        let no_sub = jsonwebtoken::encode(
+            &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
+            &NoSubject { iat: 1, exp },
+            &jsonwebtoken::EncodingKey::from_secret(secret.as_bytes()),
+        )
+        .unwrap();
+        assert_eq!(verify_token(secret, &no_sub), Err(TokenError::Malformed));
+        for garbage in ["", "garbage", "a.b.c", "...."] {
+            assert_eq!(verify_token(secret, garbage), Err(TokenError::Malformed), "{garbage:?}");
+        }
     }
 
     #[test]

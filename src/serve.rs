@@ -12,6 +12,8 @@ use crate::actors::{self, RuntimeConfig};
 use crate::app::{create_app, create_ui_app, AppState};
 use crate::config::{CommonArgs, ConfigError, ServeArgs};
 use crate::domain::node::NodeRole;
+use crate::http::login_limit::LoginLimiter;
+use crate::license;
 use crate::repo::{self, RepoError};
 use crate::security::{self, SecurityError};
 use crate::{host, telemetry};
@@ -71,6 +73,26 @@ pub async fn ensure_admin(
     Ok(generated.then_some(password))
 }
 
+/// Installs LICENSE_KEY unless it is installed already. A key that does not verify is
+/// reported and ignored: the node still starts, on the licence it had.
+pub async fn install_license_key(db: &DatabaseConnection, key: &str, public_key: &str) -> Result<(), ServeError> {
+    let payload = match license::verify(key, public_key) {
+        Ok(payload) => payload,
+        Err(error) => {
+            tracing::warn!(code = error.code(), %error, "LICENSE_KEY does not verify; it is ignored");
+            return Ok(());
+        }
+    };
+    let new = repo::licenses::NewLicense::verified(key, &payload);
+    if repo::licenses::current(db).await?.is_some_and(|installed| installed.key == new.key) {
+        return Ok(());
+    }
+    repo::licenses::install(db, new).await?;
+    let effective = payload.effective_tier(chrono::Utc::now());
+    tracing::info!(tier = %payload.tier, %effective, licensee = %payload.licensee, "licence installed from LICENSE_KEY");
+    Ok(())
+}
+
 fn listen(variable: &'static str, addr: SocketAddr) -> Result<TcpListener, ServeError> {
     TcpListener::bind(addr).map_err(|source| ServeError::Listen { variable, addr, source })
 }
@@ -92,6 +114,9 @@ pub async fn run(common: CommonArgs, args: ServeArgs) -> Result<(), ServeError> 
         println!("condense: created user {:?} with password: {password}", args.admin_username);
         println!("Keep it: it is not shown again (reset: condense user reset-password).");
         println!("================================================================");
+    }
+    if let Some(key) = &args.license_key {
+        install_license_key(&db, key, &args.license_public_key).await?;
     }
     let jwt_secret = match &args.jwt_secret {
         Some(secret) => secret.clone(),
@@ -140,6 +165,9 @@ pub async fn run(common: CommonArgs, args: ServeArgs) -> Result<(), ServeError> 
         token_ttl_hours: args.token_ttl_hours,
         started_at: chrono::Utc::now(),
         runtime: runtime.clone(),
+        cluster_token: args.cluster_token.clone(),
+        license_public_key: args.license_public_key.clone(),
+        login_limiter: LoginLimiter::default(),
     });
 
     let api_listener = listen("PORT", SocketAddr::new(args.bind, args.port))?;

@@ -4,6 +4,7 @@ use entities::license::{self, ActiveModel, Column, Entity};
 use sea_orm::{ActiveModelTrait, ConnectionTrait, EntityTrait, QueryOrder, Set, TransactionTrait};
 
 use super::{now, RepoResult};
+use crate::license::LicensePayload;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewLicense {
@@ -11,6 +12,18 @@ pub struct NewLicense {
     pub tier: String,
     pub licensee: String,
     pub expires_at: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+impl NewLicense {
+    /// The record of `key`, whose signature vouched for `payload`.
+    pub fn verified(key: &str, payload: &LicensePayload) -> NewLicense {
+        NewLicense {
+            key: key.trim().to_string(),
+            tier: payload.tier.as_str().to_string(),
+            licensee: payload.licensee.clone(),
+            expires_at: payload.expires_at,
+        }
+    }
 }
 
 /// The licence installed last, if any.

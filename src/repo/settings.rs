@@ -2,7 +2,7 @@
 
 use entities::setting::{ActiveModel, Column, Entity};
 use sea_orm::sea_query::OnConflict;
-use sea_orm::{ConnectionTrait, EntityTrait, Set};
+use sea_orm::{ConnectionTrait, EntityTrait, Set, TransactionTrait};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -28,4 +28,52 @@ pub async fn set<T: Serialize>(db: &impl ConnectionTrait, key: &str, value: &T) 
 
 pub async fn all(db: &impl ConnectionTrait) -> RepoResult<Vec<(String, serde_json::Value)>> {
     Ok(Entity::find().all(db).await?.into_iter().map(|m| (m.key, m.value)).collect())
+}
+
+/// Key of the longest a job may run before it fails with "timeout", in hours.
+pub const JOB_TIMEOUT_HOURS: &str = "job_timeout_hours";
+/// Key of whether the original is kept (as a backup next to the new file) after a replace.
+pub const KEEP_ORIGINALS: &str = "keep_originals";
+
+pub const DEFAULT_JOB_TIMEOUT_HOURS: u32 = 24;
+/// 30 days: a longer "timeout" would be none.
+pub const MAX_JOB_TIMEOUT_HOURS: u32 = 720;
+
+/// The settings users change from the dashboard, with their defaults filled in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServiceSettings {
+    pub job_timeout_hours: u32,
+    pub keep_originals: bool,
+}
+
+impl Default for ServiceSettings {
+    fn default() -> Self {
+        ServiceSettings { job_timeout_hours: DEFAULT_JOB_TIMEOUT_HOURS, keep_originals: false }
+    }
+}
+
+pub async fn service_settings(db: &impl ConnectionTrait) -> RepoResult<ServiceSettings> {
+    let defaults = ServiceSettings::default();
+    Ok(ServiceSettings {
+        job_timeout_hours: get(db, JOB_TIMEOUT_HOURS).await?.unwrap_or(defaults.job_timeout_hours),
+        keep_originals: get(db, KEEP_ORIGINALS).await?.unwrap_or(defaults.keep_originals),
+    })
+}
+
+/// Writes the given values, all or none; `None` leaves a setting as it is.
+pub async fn update_service_settings<C: ConnectionTrait + TransactionTrait>(
+    db: &C,
+    job_timeout_hours: Option<u32>,
+    keep_originals: Option<bool>,
+) -> RepoResult<ServiceSettings> {
+    let txn = db.begin().await?;
+    if let Some(hours) = job_timeout_hours {
+        set(&txn, JOB_TIMEOUT_HOURS, &hours).await?;
+    }
+    if let Some(keep) = keep_originals {
+        set(&txn, KEEP_ORIGINALS, &keep).await?;
+    }
+    let settings = service_settings(&txn).await?;
+    txn.commit().await?;
+    Ok(settings)
 }

@@ -1,7 +1,10 @@
 //! Users of the dashboard and API.
 
 use entities::user::{self, ActiveModel, Column, Entity};
-use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter, Set};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
+    QuerySelect, Set, TransactionTrait,
+};
 
 use super::{now, RepoError, RepoResult};
 
@@ -34,4 +37,30 @@ pub async fn set_password_hash(db: &impl ConnectionTrait, username: &str, passwo
 
 pub async fn count(db: &impl ConnectionTrait) -> RepoResult<u64> {
     Ok(Entity::find().count(db).await?)
+}
+
+/// Every user, oldest first.
+pub async fn list(db: &impl ConnectionTrait) -> RepoResult<Vec<user::Model>> {
+    Ok(Entity::find().order_by_asc(Column::Id).all(db).await?)
+}
+
+/// Deletes the user unless it is the last one: with no user left, nobody could log in to
+/// manage the service.
+pub async fn delete<C: ConnectionTrait + TransactionTrait>(db: &C, username: &str) -> RepoResult<()> {
+    let txn = db.begin().await?;
+    if txn.get_database_backend() == DbBackend::Postgres {
+        // Lock every user row first, so two deletes at once cannot each count the other's
+        // user as still there. SQLite needs none: its DELETE takes the one write lock, and a
+        // second writer waits for the first to commit before it counts.
+        Entity::find().lock_exclusive().all(&txn).await?;
+    }
+    let result = Entity::delete_many().filter(Column::Username.eq(username)).exec(&txn).await?;
+    if result.rows_affected == 0 {
+        return Err(RepoError::NotFound(format!("user {username:?}")));
+    }
+    if Entity::find().count(&txn).await? == 0 {
+        return Err(RepoError::Conflict(format!("{username:?} is the last user; create another one first")));
+    }
+    txn.commit().await?;
+    Ok(())
 }

@@ -25,7 +25,7 @@ pub async fn start_runtime(db: &DatabaseConnection, max_jobs: usize, throttle: u
     let node = repo::nodes::upsert(
         db,
         NodeFacts {
-            name: "test-node".into(),
+            name: "main".into(),
             role: NodeRole::Main,
             address: "127.0.0.1".into(),
             gpu: None,
@@ -40,7 +40,7 @@ pub async fn start_runtime(db: &DatabaseConnection, max_jobs: usize, throttle: u
     actors::start(
         db.clone(),
         RuntimeConfig {
-            node_name: "test-node".into(),
+            node_name: "main".into(),
             node_id: node.id,
             transcoder: binary().into(),
             max_jobs,

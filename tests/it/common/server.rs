@@ -25,6 +25,7 @@ pub fn command(data_dir: &Path) -> Command {
         "CLUSTER_TOKEN",
         "NODE_NAME",
         "LICENSE_KEY",
+        "LICENSE_PUBLIC_KEY",
         "LOG_LEVEL",
     ] {
         cmd.env_remove(var);

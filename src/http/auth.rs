@@ -1,0 +1,154 @@
+//! Authentication: login, token refresh, and `AuthUser`, the extractor every protected
+//! handler takes. Tokens are HS256 JWTs (`security::issue_token`); a token is accepted while
+//! it verifies, has not expired, and its user still exists.
+
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+use actix_web::body::MessageBody;
+use actix_web::dev::{Payload, ServiceRequest, ServiceResponse};
+use actix_web::http::header;
+use actix_web::middleware::Next;
+use actix_web::{web, FromRequest, HttpMessage, HttpRequest};
+use futures_util::future::LocalBoxFuture;
+use serde::{Deserialize, Serialize};
+
+use crate::app::AppState;
+use crate::error::AppError;
+use crate::repo;
+use crate::security::{self, TokenError};
+
+/// The user a request's token names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthUser {
+    pub id: i32,
+    pub username: String,
+}
+
+const MISSING: &str =
+    "missing token: send the header \"Authorization: Bearer <token>\" with a token from POST /auth/login";
+const NOT_BEARER: &str = "the Authorization header must read \"Bearer <token>\"";
+const BAD_CREDENTIALS: &str = "invalid username or password";
+
+impl FromRequest for AuthUser {
+    type Error = AppError;
+    type Future = LocalBoxFuture<'static, Result<Self, Self::Error>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let req = req.clone();
+        Box::pin(async move { authenticate(&req).await })
+    }
+}
+
+/// Middleware of every protected resource (see `http::routes`): refuses the request before
+/// its path, query or body is looked at.
+pub async fn require_token(
+    req: ServiceRequest,
+    next: Next<impl MessageBody>,
+) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
+    authenticate(req.request()).await?;
+    next.call(req).await
+}
+
+/// The request's user, from the token in the Authorization header or, for the WebSocket
+/// (browsers cannot set headers on its handshake), the `token` query parameter. The result
+/// is kept in the request, so the middleware and the extractor check it once.
+pub async fn authenticate(req: &HttpRequest) -> Result<AuthUser, AppError> {
+    if let Some(user) = req.extensions().get::<AuthUser>() {
+        return Ok(user.clone());
+    }
+    let state =
+        req.app_data::<web::Data<AppState>>().ok_or_else(|| AppError::Internal("AppState is not registered".into()))?;
+    let token = token_of(req)?;
+    let claims = security::verify_token(&state.jwt_secret, &token).map_err(|error| match error {
+        TokenError::Signing(detail) => AppError::Internal(detail),
+        refused => AppError::Unauthorized(refused.to_string()),
+    })?;
+    let user = repo::users::find(&state.db, &claims.sub)
+        .await?
+        .ok_or_else(|| AppError::Unauthorized("the token's user no longer exists; log in again".into()))?;
+    let user = AuthUser { id: user.id, username: user.username };
+    req.extensions_mut().insert(user.clone());
+    Ok(user)
+}
+
+#[derive(Deserialize)]
+struct TokenQuery {
+    token: Option<String>,
+}
+
+fn token_of(req: &HttpRequest) -> Result<String, AppError> {
+    if let Some(value) = req.headers().get(header::AUTHORIZATION) {
+        let value = value.to_str().map_err(|_| AppError::Unauthorized(NOT_BEARER.into()))?;
+        let (scheme, token) = value.trim().split_once(' ').ok_or_else(|| AppError::Unauthorized(NOT_BEARER.into()))?;
+        let token = token.trim();
+        if !scheme.eq_ignore_ascii_case("bearer") || token.is_empty() {
+            return Err(AppError::Unauthorized(NOT_BEARER.into()));
+        }
+        return Ok(token.to_string());
+    }
+    web::Query::<TokenQuery>::from_query(req.query_string())
+        .ok()
+        .and_then(|query| query.into_inner().token)
+        .filter(|token| !token.is_empty())
+        .ok_or_else(|| AppError::Unauthorized(MISSING.into()))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoginRequest {
+    pub username: String,
+    pub password: String,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenResponse {
+    pub token: String,
+    pub expires_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// POST /auth/login. A wrong password and an unknown user get the same answer after the
+/// same work; attempts are limited per client address and per username.
+pub async fn login(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    body: web::Json<LoginRequest>,
+) -> Result<web::Json<TokenResponse>, AppError> {
+    let LoginRequest { username, password } = body.into_inner();
+    // The TCP peer: a forwarded-for header is the client's to forge.
+    let ip: Option<IpAddr> = req.peer_addr().map(|addr| addr.ip());
+    state.login_limiter.begin(ip, &username, Instant::now()).map_err(|wait| {
+        AppError::TooManyRequests(format!("too many failed logins; try again in {} seconds", whole_seconds(wait)))
+    })?;
+    let user = repo::users::find(&state.db, &username).await?;
+    let stored_hash = user.as_ref().map(|user| user.password_hash.clone());
+    // argon2 takes tens of milliseconds of CPU: off the async workers.
+    let verified = web::block(move || match stored_hash {
+        Some(hash) => security::verify_password(&password, &hash),
+        None => security::verify_dummy_password(&password),
+    })
+    .await?;
+    let Some(user) = user.filter(|_| verified) else {
+        return Err(AppError::Unauthorized(BAD_CREDENTIALS.into()));
+    };
+    state.login_limiter.succeeded(ip, &username);
+    tracing::info!(username = %user.username, "logged in");
+    token_for(&state, &user.username)
+}
+
+/// POST /auth/refresh: a new token for the caller, with a new expiry.
+pub async fn refresh(user: AuthUser, state: web::Data<AppState>) -> Result<web::Json<TokenResponse>, AppError> {
+    token_for(&state, &user.username)
+}
+
+fn token_for(state: &AppState, username: &str) -> Result<web::Json<TokenResponse>, AppError> {
+    let (token, expires_at) =
+        security::issue_token(&state.jwt_secret, username, state.token_ttl_hours, chrono::Utc::now())
+            .map_err(|error| AppError::Internal(error.to_string()))?;
+    Ok(web::Json(TokenResponse { token, expires_at }))
+}
+
+fn whole_seconds(wait: Duration) -> u64 {
+    wait.as_secs() + u64::from(wait.subsec_nanos() > 0)
+}

@@ -1,0 +1,149 @@
+//! Jobs, read side: a filtered, sorted, paginated listing, and one job with its history.
+
+use actix_web::web;
+use serde::Deserialize;
+
+use super::auth::AuthUser;
+use super::views::{JobDetailView, JobEventView, JobView};
+use crate::app::AppState;
+use crate::domain::job::JobStatus;
+use crate::error::AppError;
+use crate::repo;
+use crate::repo::jobs::{JobQuery, JobSort, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
+use crate::repo::Page;
+
+/// GET /jobs query parameters. Unknown parameters are ignored (the WebSocket-style `token`
+/// among them); a known one with a bad value is a 400.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobsQuery {
+    pub page: Option<u64>,
+    pub page_size: Option<u64>,
+    /// Comma-separated statuses, e.g. `QUEUED,ENCODING`.
+    pub status: Option<String>,
+    pub library_id: Option<i32>,
+    pub node: Option<String>,
+    pub q: Option<String>,
+    pub sort: Option<String>,
+    pub order: Option<String>,
+}
+
+impl JobsQuery {
+    pub fn into_repo_query(self) -> Result<JobQuery, AppError> {
+        let invalid = |message: String| AppError::BadRequest { code: "invalid_query", message };
+        let page = match self.page {
+            Some(0) => return Err(invalid("page must be 1 or more".into())),
+            Some(page) => page,
+            None => 1,
+        };
+        let page_size = match self.page_size {
+            Some(0) => return Err(invalid(format!("pageSize must be 1 to {MAX_PAGE_SIZE}"))),
+            // Larger pages are served at the largest size rather than refused.
+            Some(size) => size.min(MAX_PAGE_SIZE),
+            None => DEFAULT_PAGE_SIZE,
+        };
+        let statuses = self
+            .status
+            .as_deref()
+            .unwrap_or("")
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(|s| {
+                s.parse::<JobStatus>().map_err(|_| {
+                    let known: Vec<&str> = JobStatus::ALL.iter().map(|s| s.as_str()).collect();
+                    invalid(format!("status {s:?} is not one of {}", known.join(", ")))
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let sort = match self.sort.as_deref() {
+            None => JobSort::default(),
+            Some(name) => JobSort::NAMES
+                .iter()
+                .find(|(known, _)| known.eq_ignore_ascii_case(name))
+                .map(|(_, sort)| *sort)
+                .ok_or_else(|| {
+                    let known: Vec<&str> = JobSort::NAMES.iter().map(|(n, _)| *n).collect();
+                    invalid(format!("sort {name:?} is not one of {}", known.join(", ")))
+                })?,
+        };
+        let descending = match self.order.as_deref() {
+            None => true,
+            Some(order) if order.eq_ignore_ascii_case("desc") => true,
+            Some(order) if order.eq_ignore_ascii_case("asc") => false,
+            Some(order) => return Err(invalid(format!("order must be asc or desc, not {order:?}"))),
+        };
+        Ok(JobQuery {
+            statuses,
+            library_id: self.library_id,
+            node: self.node.filter(|n| !n.is_empty()),
+            q: self.q.filter(|q| !q.is_empty()),
+            sort,
+            descending,
+            page,
+            page_size,
+        })
+    }
+}
+
+pub async fn list(
+    _user: AuthUser,
+    state: web::Data<AppState>,
+    query: web::Query<JobsQuery>,
+) -> Result<web::Json<Page<JobView>>, AppError> {
+    let query = query.into_inner().into_repo_query()?;
+    let page = repo::jobs::list(&state.db, &query).await?;
+    Ok(web::Json(Page {
+        items: page.items.iter().map(JobView::from).collect(),
+        total: page.total,
+        page: page.page,
+        page_size: page.page_size,
+    }))
+}
+
+pub async fn get(
+    _user: AuthUser,
+    state: web::Data<AppState>,
+    id: web::Path<i32>,
+) -> Result<web::Json<JobDetailView>, AppError> {
+    let id = id.into_inner();
+    let job = repo::jobs::get(&state.db, id).await?;
+    let events = repo::events::list(&state.db, id).await?;
+    Ok(web::Json(JobDetailView { job: JobView::from(&job), events: events.iter().map(JobEventView::from).collect() }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_bounds() {
+        let query = JobsQuery::default().into_repo_query().unwrap();
+        assert_eq!((query.page, query.page_size, query.descending), (1, DEFAULT_PAGE_SIZE, true));
+        let big = JobsQuery { page_size: Some(10_000), ..Default::default() }.into_repo_query().unwrap();
+        assert_eq!(big.page_size, MAX_PAGE_SIZE);
+        assert!(JobsQuery { page: Some(0), ..Default::default() }.into_repo_query().is_err());
+        assert!(JobsQuery { page_size: Some(0), ..Default::default() }.into_repo_query().is_err());
+    }
+
+    #[test]
+    fn statuses_sort_and_order_are_parsed() {
+        let query = JobsQuery {
+            status: Some("queued, ENCODING,".into()),
+            sort: Some("fileName".into()),
+            order: Some("asc".into()),
+            ..Default::default()
+        }
+        .into_repo_query()
+        .unwrap();
+        assert_eq!(query.statuses, [JobStatus::Queued, JobStatus::Encoding]);
+        assert_eq!((query.sort, query.descending), (JobSort::FileName, false));
+        for bad in [
+            JobsQuery { status: Some("QUEUED,BOGUS".into()), ..Default::default() },
+            JobsQuery { sort: Some("size".into()), ..Default::default() },
+            JobsQuery { order: Some("up".into()), ..Default::default() },
+        ] {
+            assert_eq!(bad.into_repo_query().unwrap_err().code(), "invalid_query");
+        }
+    }
+}

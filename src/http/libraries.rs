@@ -1,0 +1,321 @@
+//! Libraries: list, create, read, partial update, delete. Every field is checked here, and
+//! paths are stored canonical (symlinks resolved), so two spellings of one folder are one.
+
+use std::path::{Path, PathBuf};
+
+use actix_web::{web, HttpResponse};
+use serde::Deserialize;
+
+use super::auth::AuthUser;
+use super::views::LibraryView;
+use crate::app::AppState;
+use crate::domain::retry::{Encoder, TargetCodec};
+use crate::error::AppError;
+use crate::repo;
+use crate::repo::libraries::{LibraryPatch, NewLibrary};
+
+pub const MAX_NAME_CHARS: usize = 100;
+pub const MAX_PATHS: usize = 32;
+pub const MAX_PRESET_CHARS: usize = 32;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CreateLibrary {
+    pub name: String,
+    pub paths: Vec<String>,
+    /// Default: the codec of `encoder` when given, else hevc.
+    pub target_codec: Option<String>,
+    pub encoder: Option<String>,
+    pub quality: Option<i64>,
+    pub preset: Option<String>,
+    pub watch: Option<bool>,
+}
+
+/// Any subset of the fields; absent or null keeps the current value.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct UpdateLibrary {
+    pub name: Option<String>,
+    pub paths: Option<Vec<String>>,
+    pub target_codec: Option<String>,
+    pub encoder: Option<String>,
+    pub quality: Option<i64>,
+    pub preset: Option<String>,
+    pub watch: Option<bool>,
+    pub enabled: Option<bool>,
+}
+
+pub async fn list(_user: AuthUser, state: web::Data<AppState>) -> Result<web::Json<Vec<LibraryView>>, AppError> {
+    let libraries = repo::libraries::list(&state.db).await?;
+    Ok(web::Json(libraries.iter().map(LibraryView::from).collect()))
+}
+
+pub async fn get(
+    _user: AuthUser,
+    state: web::Data<AppState>,
+    id: web::Path<i32>,
+) -> Result<web::Json<LibraryView>, AppError> {
+    let library = repo::libraries::get(&state.db, id.into_inner()).await?;
+    Ok(web::Json(LibraryView::from(&library)))
+}
+
+pub async fn create(
+    user: AuthUser,
+    state: web::Data<AppState>,
+    body: web::Json<CreateLibrary>,
+) -> Result<HttpResponse, AppError> {
+    let body = body.into_inner();
+    let name = check_name(&body.name)?;
+    let requested_encoder = body.encoder.as_deref().map(parse_encoder).transpose()?;
+    let codec = match (body.target_codec.as_deref(), requested_encoder) {
+        (Some(codec), _) => parse_codec(codec)?,
+        (None, Some(encoder)) => encoder.codec(),
+        (None, None) => TargetCodec::Hevc,
+    };
+    let encoder = requested_encoder.unwrap_or_else(|| default_encoder(codec));
+    check_encoder_makes(encoder, codec)?;
+    let quality = match body.quality {
+        Some(quality) => check_quality(quality, codec)?,
+        None => default_quality(codec),
+    };
+    let preset = match body.preset.as_deref() {
+        Some(preset) => check_preset(preset)?,
+        None => default_preset(encoder).to_string(),
+    };
+    let paths = canonical_paths(body.paths).await?;
+    let new = NewLibrary {
+        name,
+        paths,
+        target_codec: codec.as_str().to_string(),
+        encoder: encoder.as_str().to_string(),
+        quality,
+        preset,
+        watch: body.watch.unwrap_or(true),
+    };
+    let library = repo::libraries::create(&state.db, new).await?;
+    tracing::info!(user = %user.username, library = library.id, name = %library.name, "library created");
+    Ok(HttpResponse::Created().json(LibraryView::from(&library)))
+}
+
+pub async fn update(
+    user: AuthUser,
+    state: web::Data<AppState>,
+    id: web::Path<i32>,
+    body: web::Json<UpdateLibrary>,
+) -> Result<web::Json<LibraryView>, AppError> {
+    let id = id.into_inner();
+    let body = body.into_inner();
+    let current = repo::libraries::get(&state.db, id).await?;
+    let stored = |what: &str, error: crate::domain::UnknownName| {
+        AppError::Internal(format!("library {id} has an unreadable {what}: {error}"))
+    };
+    let current_codec: TargetCodec = current.target_codec.parse().map_err(|e| stored("target codec", e))?;
+    let current_encoder: Encoder = current.encoder.parse().map_err(|e| stored("encoder", e))?;
+
+    // The result of the change must be valid as a whole: a new codec needs an encoder and
+    // a quality that fit it, given now or already stored.
+    let codec = body.target_codec.as_deref().map(parse_codec).transpose()?.unwrap_or(current_codec);
+    let encoder = body.encoder.as_deref().map(parse_encoder).transpose()?.unwrap_or(current_encoder);
+    check_encoder_makes(encoder, codec)?;
+    let quality = check_quality(body.quality.unwrap_or(i64::from(current.quality)), codec)?;
+
+    let patch = LibraryPatch {
+        name: body.name.as_deref().map(check_name).transpose()?,
+        paths: match body.paths {
+            Some(paths) => Some(canonical_paths(paths).await?),
+            None => None,
+        },
+        target_codec: Some(codec.as_str().to_string()),
+        encoder: Some(encoder.as_str().to_string()),
+        quality: Some(quality),
+        preset: body.preset.as_deref().map(check_preset).transpose()?,
+        watch: body.watch,
+        enabled: body.enabled,
+    };
+    let library = repo::libraries::update(&state.db, id, patch).await?;
+    tracing::info!(user = %user.username, library = id, "library updated");
+    Ok(web::Json(LibraryView::from(&library)))
+}
+
+pub async fn delete(user: AuthUser, state: web::Data<AppState>, id: web::Path<i32>) -> Result<HttpResponse, AppError> {
+    let id = id.into_inner();
+    repo::libraries::delete(&state.db, id).await?;
+    tracing::info!(user = %user.username, library = id, "library deleted");
+    Ok(HttpResponse::NoContent().finish())
+}
+
+fn check_name(name: &str) -> Result<String, AppError> {
+    let name = name.trim();
+    let chars = name.chars().count();
+    if chars == 0 || chars > MAX_NAME_CHARS {
+        return Err(AppError::invalid(format!("name must be 1 to {MAX_NAME_CHARS} characters")));
+    }
+    if name.chars().any(char::is_control) {
+        return Err(AppError::invalid("name must not contain control characters"));
+    }
+    Ok(name.to_string())
+}
+
+fn parse_codec(codec: &str) -> Result<TargetCodec, AppError> {
+    codec.parse().map_err(|_| {
+        AppError::invalid(format!(
+            "targetCodec must be one of {}, not {codec:?}",
+            names(TargetCodec::ALL, |c| c.as_str())
+        ))
+    })
+}
+
+fn parse_encoder(encoder: &str) -> Result<Encoder, AppError> {
+    encoder.parse().map_err(|_| {
+        AppError::invalid(format!("encoder must be one of {}, not {encoder:?}", names(Encoder::ALL, |e| e.as_str())))
+    })
+}
+
+fn check_encoder_makes(encoder: Encoder, codec: TargetCodec) -> Result<(), AppError> {
+    if encoder.codec() == codec {
+        return Ok(());
+    }
+    let fitting: Vec<Encoder> = Encoder::ALL.iter().copied().filter(|e| e.codec() == codec).collect();
+    Err(AppError::invalid(format!(
+        "encoder {encoder} produces {}, not the targetCodec {codec}; for {codec} use one of {}",
+        encoder.codec(),
+        names(&fitting, |e| e.as_str())
+    )))
+}
+
+/// CRF / constant-quality scales: x265 and the HEVC hardware encoders go to 51, AV1 to 63.
+pub fn max_quality(codec: TargetCodec) -> i64 {
+    match codec {
+        TargetCodec::Hevc => 51,
+        TargetCodec::Av1 => 63,
+    }
+}
+
+fn check_quality(quality: i64, codec: TargetCodec) -> Result<i32, AppError> {
+    let max = max_quality(codec);
+    if !(0..=max).contains(&quality) {
+        return Err(AppError::invalid(format!("quality must be 0 to {max} for {codec}, not {quality}")));
+    }
+    i32::try_from(quality).map_err(|_| AppError::invalid(format!("quality must be 0 to {max} for {codec}")))
+}
+
+fn check_preset(preset: &str) -> Result<String, AppError> {
+    let preset = preset.trim();
+    let chars = preset.chars().count();
+    if chars == 0 || chars > MAX_PRESET_CHARS || preset.chars().any(char::is_control) {
+        return Err(AppError::invalid(format!("preset must be 1 to {MAX_PRESET_CHARS} printable characters")));
+    }
+    Ok(preset.to_string())
+}
+
+pub fn default_encoder(codec: TargetCodec) -> Encoder {
+    match codec {
+        TargetCodec::Hevc => Encoder::Libx265,
+        TargetCodec::Av1 => Encoder::Libsvtav1,
+    }
+}
+
+pub fn default_quality(codec: TargetCodec) -> i32 {
+    match codec {
+        TargetCodec::Hevc => 28,
+        TargetCodec::Av1 => 35,
+    }
+}
+
+/// Each encoder's own middle ground: x265 and QSV presets by name, NVENC p1-p7, SVT-AV1
+/// 0-13, libaom-av1's cpu-used 0-8. VAAPI takes no preset; the value is kept but unused.
+pub fn default_preset(encoder: Encoder) -> &'static str {
+    match encoder {
+        Encoder::Libx265 | Encoder::HevcQsv | Encoder::HevcVaapi => "medium",
+        Encoder::HevcNvenc => "p5",
+        Encoder::Libsvtav1 => "8",
+        Encoder::LibaomAv1 => "6",
+    }
+}
+
+fn names<T: Copy>(all: &[T], name: impl Fn(T) -> &'static str) -> String {
+    all.iter().map(|v| name(*v)).collect::<Vec<_>>().join(", ")
+}
+
+/// Checks every path and returns them canonical: absolute, existing directories, none the
+/// same as or inside another.
+async fn canonical_paths(paths: Vec<String>) -> Result<Vec<String>, AppError> {
+    if paths.is_empty() || paths.len() > MAX_PATHS {
+        return Err(AppError::invalid(format!("paths must list 1 to {MAX_PATHS} directories")));
+    }
+    // canonicalize and metadata touch the filesystem, which may be a slow network share.
+    web::block(move || canonical_paths_blocking(&paths)).await?
+}
+
+fn canonical_paths_blocking(paths: &[String]) -> Result<Vec<String>, AppError> {
+    let mut canonical: Vec<PathBuf> = Vec::with_capacity(paths.len());
+    for (i, raw) in paths.iter().enumerate() {
+        let path = Path::new(raw);
+        if !path.is_absolute() {
+            return Err(AppError::invalid(format!("paths[{i}] {raw:?} is not an absolute path")));
+        }
+        let resolved = std::fs::canonicalize(path).map_err(|error| match error.kind() {
+            std::io::ErrorKind::NotFound => AppError::invalid(format!("paths[{i}] {raw:?} does not exist")),
+            _ => AppError::invalid(format!("paths[{i}] {raw:?} cannot be opened: {error}")),
+        })?;
+        if !resolved.is_dir() {
+            return Err(AppError::invalid(format!("paths[{i}] {raw:?} is not a directory")));
+        }
+        for (j, earlier) in canonical.iter().enumerate() {
+            if resolved.starts_with(earlier) || earlier.starts_with(&resolved) {
+                return Err(AppError::invalid(format!(
+                    "paths[{i}] {raw:?} overlaps paths[{j}] {:?}: one is the same as or inside the other",
+                    paths[j]
+                )));
+            }
+        }
+        canonical.push(resolved);
+    }
+    canonical
+        .into_iter()
+        .enumerate()
+        .map(|(i, path)| {
+            path.into_os_string()
+                .into_string()
+                .map_err(|_| AppError::invalid(format!("paths[{i}] {:?} is not valid UTF-8 once resolved", paths[i])))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_fit_their_codec() {
+        for codec in TargetCodec::ALL.iter().copied() {
+            let encoder = default_encoder(codec);
+            assert_eq!(encoder.codec(), codec);
+            assert!(check_quality(i64::from(default_quality(codec)), codec).is_ok());
+        }
+        assert_eq!(default_preset(Encoder::Libx265), "medium");
+        assert_eq!(default_preset(Encoder::Libsvtav1), "8");
+    }
+
+    #[test]
+    fn quality_bounds_follow_the_codec() {
+        assert!(check_quality(51, TargetCodec::Hevc).is_ok());
+        assert!(check_quality(52, TargetCodec::Hevc).is_err());
+        assert!(check_quality(63, TargetCodec::Av1).is_ok());
+        assert!(check_quality(64, TargetCodec::Av1).is_err());
+        assert!(check_quality(-1, TargetCodec::Av1).is_err());
+    }
+
+    #[test]
+    fn paths_are_resolved_and_may_not_overlap() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real");
+        std::fs::create_dir(&real).unwrap();
+        std::os::unix::fs::symlink(&real, dir.path().join("link")).unwrap();
+        let link = dir.path().join("link").display().to_string();
+        let canonical = std::fs::canonicalize(&real).unwrap().display().to_string();
+        assert_eq!(canonical_paths_blocking(std::slice::from_ref(&link)).unwrap(), [canonical.as_str()]);
+        let err = canonical_paths_blocking(&[link, canonical]).unwrap_err().to_string();
+        assert!(err.contains("overlaps paths[0]"), "{err}");
+    }
+}

@@ -1,0 +1,93 @@
+//! Users of the dashboard and API. Every user may manage every other: there are no roles.
+
+use actix_web::{web, HttpResponse};
+use serde::Deserialize;
+
+use super::auth::AuthUser;
+use super::views::UserView;
+use crate::app::AppState;
+use crate::error::AppError;
+use crate::repo;
+use crate::security;
+
+pub const MAX_USERNAME_CHARS: usize = 64;
+/// Long enough for any passphrase; bounds the work of hashing one.
+pub const MAX_PASSWORD_CHARS: usize = 1024;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateUser {
+    pub username: String,
+    pub password: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SetPassword {
+    pub password: String,
+}
+
+pub async fn list(_user: AuthUser, state: web::Data<AppState>) -> Result<web::Json<Vec<UserView>>, AppError> {
+    let users = repo::users::list(&state.db).await?;
+    Ok(web::Json(users.iter().map(UserView::from).collect()))
+}
+
+pub async fn create(
+    user: AuthUser,
+    state: web::Data<AppState>,
+    body: web::Json<CreateUser>,
+) -> Result<HttpResponse, AppError> {
+    let CreateUser { username, password } = body.into_inner();
+    check_username(&username)?;
+    let hash = hash(password).await?;
+    let created = repo::users::create(&state.db, &username, &hash).await?;
+    tracing::info!(user = %user.username, created = %created.username, "user created");
+    Ok(HttpResponse::Created().json(UserView::from(&created)))
+}
+
+pub async fn set_password(
+    user: AuthUser,
+    state: web::Data<AppState>,
+    username: web::Path<String>,
+    body: web::Json<SetPassword>,
+) -> Result<HttpResponse, AppError> {
+    let username = username.into_inner();
+    let hash = hash(body.into_inner().password).await?;
+    repo::users::set_password_hash(&state.db, &username, &hash).await?;
+    tracing::info!(user = %user.username, target = %username, "password changed");
+    Ok(HttpResponse::NoContent().finish())
+}
+
+pub async fn delete(
+    user: AuthUser,
+    state: web::Data<AppState>,
+    username: web::Path<String>,
+) -> Result<HttpResponse, AppError> {
+    let username = username.into_inner();
+    repo::users::delete(&state.db, &username).await?;
+    tracing::info!(user = %user.username, deleted = %username, "user deleted");
+    Ok(HttpResponse::NoContent().finish())
+}
+
+fn check_username(username: &str) -> Result<(), AppError> {
+    let chars = username.chars().count();
+    if chars == 0 || chars > MAX_USERNAME_CHARS {
+        return Err(AppError::invalid(format!("username must be 1 to {MAX_USERNAME_CHARS} characters")));
+    }
+    // The name is a path segment of /users/{username}/…, and is typed at a login prompt.
+    if username.trim() != username || username.chars().any(|c| c.is_control() || c == '/') {
+        return Err(AppError::invalid(
+            "username must not contain '/', control characters, or leading or trailing spaces",
+        ));
+    }
+    Ok(())
+}
+
+/// Checks the password's length and hashes it off the async workers.
+async fn hash(password: String) -> Result<String, AppError> {
+    if password.chars().count() > MAX_PASSWORD_CHARS {
+        return Err(AppError::invalid(format!("password must be at most {MAX_PASSWORD_CHARS} characters")));
+    }
+    security::check_password_strength(&password).map_err(|error| AppError::invalid(format!("password: {error}")))?;
+    web::block(move || security::hash_password(&password)).await?.map_err(|error| AppError::Internal(error.to_string()))
+}

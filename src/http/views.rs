@@ -1,0 +1,334 @@
+//! The JSON shapes of the API's resources, built from database rows. One place, so the REST
+//! endpoints and the WebSocket feed show a job (or anything else) the same way.
+
+use chrono::{DateTime, Utc};
+use entities::{job, job_event, library, license, node, user};
+use serde::Serialize;
+
+use crate::domain::health;
+use crate::domain::job::JobStatus;
+use crate::domain::license::{effective_tier, Tier};
+use crate::domain::node::NodeStatus;
+use crate::repo;
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobView {
+    pub id: i32,
+    pub file_name: String,
+    pub file_path: String,
+    pub library_id: Option<i32>,
+    pub status: String,
+    pub stage: Option<String>,
+    pub progress: f64,
+    pub fps: f64,
+    /// The node processing (or last processing) the job, by name.
+    pub node: Option<String>,
+    pub eta_seconds: Option<i64>,
+    pub retry_count: i32,
+    pub failure_reason: Option<String>,
+    pub failure_code: Option<String>,
+    pub stalled: bool,
+    pub source_codec: Option<String>,
+    pub target_codec: String,
+    pub source_size: i64,
+    pub output_size: Option<i64>,
+    /// sourceSize - outputSize once COMPLETED; 0 before.
+    pub saved_bytes: i64,
+    pub created_at: DateTime<Utc>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub completed_at: Option<DateTime<Utc>>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl From<&job::Model> for JobView {
+    fn from(job: &job::Model) -> Self {
+        let completed = job.status == JobStatus::Completed.as_str();
+        let saved_bytes = match (completed, job.output_size) {
+            (true, Some(output)) => job.source_size - output,
+            _ => 0,
+        };
+        JobView {
+            id: job.id,
+            file_name: job.file_name.clone(),
+            file_path: job.file_path.clone(),
+            library_id: job.library_id,
+            status: job.status.clone(),
+            stage: job.stage.clone(),
+            progress: job.progress,
+            fps: job.fps,
+            node: job.node_name.clone(),
+            eta_seconds: job.eta_seconds,
+            retry_count: job.retry_count,
+            failure_reason: job.failure_reason.clone(),
+            failure_code: job.failure_code.clone(),
+            stalled: job.stalled,
+            source_codec: job.source_codec.clone(),
+            target_codec: job.target_codec.clone(),
+            source_size: job.source_size,
+            output_size: job.output_size,
+            saved_bytes,
+            created_at: job.created_at,
+            started_at: job.started_at,
+            completed_at: job.completed_at,
+            updated_at: job.updated_at,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobEventView {
+    pub id: i32,
+    pub at: DateTime<Utc>,
+    pub kind: String,
+    pub from_status: Option<String>,
+    pub to_status: Option<String>,
+    pub node_name: Option<String>,
+    pub detail: Option<serde_json::Value>,
+}
+
+impl From<&job_event::Model> for JobEventView {
+    fn from(event: &job_event::Model) -> Self {
+        JobEventView {
+            id: event.id,
+            at: event.at,
+            kind: event.kind.clone(),
+            from_status: event.from_status.clone(),
+            to_status: event.to_status.clone(),
+            node_name: event.node_name.clone(),
+            detail: event.detail.clone(),
+        }
+    }
+}
+
+/// A job with its history, oldest event first.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct JobDetailView {
+    #[serde(flatten)]
+    pub job: JobView,
+    pub events: Vec<JobEventView>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LibraryView {
+    pub id: i32,
+    pub name: String,
+    pub paths: Vec<String>,
+    pub target_codec: String,
+    pub encoder: String,
+    pub quality: i32,
+    pub preset: String,
+    pub watch: bool,
+    pub enabled: bool,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub last_scan_at: Option<DateTime<Utc>>,
+}
+
+impl From<&library::Model> for LibraryView {
+    fn from(library: &library::Model) -> Self {
+        LibraryView {
+            id: library.id,
+            name: library.name.clone(),
+            paths: repo::libraries::paths_of(library),
+            target_codec: library.target_codec.clone(),
+            encoder: library.encoder.clone(),
+            quality: library.quality,
+            preset: library.preset.clone(),
+            watch: library.watch,
+            enabled: library.enabled,
+            created_at: library.created_at,
+            updated_at: library.updated_at,
+            last_scan_at: library.last_scan_at,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UserView {
+    pub id: i32,
+    pub username: String,
+    pub created_at: DateTime<Utc>,
+}
+
+impl From<&user::Model> for UserView {
+    fn from(user: &user::Model) -> Self {
+        UserView { id: user.id, username: user.username.clone(), created_at: user.created_at }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeView {
+    pub id: i32,
+    pub name: String,
+    pub role: String,
+    pub address: String,
+    pub status: String,
+    pub status_reason: Option<String>,
+    pub gpu: Option<String>,
+    pub load1: f64,
+    pub cores: i32,
+    /// load1 per core.
+    pub load_ratio: f64,
+    pub memory_used: i64,
+    pub memory_total: i64,
+    pub active_jobs: i32,
+    pub max_jobs: i32,
+    pub encoders: Vec<String>,
+    /// Holds more than twice the average active jobs of the ONLINE nodes.
+    pub overloaded: bool,
+    pub last_seen_at: Option<DateTime<Utc>>,
+}
+
+/// The nodes as shown, each compared with the average work of the ONLINE ones.
+pub fn nodes(models: &[node::Model]) -> Vec<NodeView> {
+    let online: Vec<f64> = models
+        .iter()
+        .filter(|node| node.status == NodeStatus::Online.as_str())
+        .map(|node| f64::from(node.active_jobs.max(0)))
+        .collect();
+    let average = if online.is_empty() { 0.0 } else { online.iter().sum::<f64>() / online.len() as f64 };
+    models
+        .iter()
+        .map(|node| {
+            let active = u32::try_from(node.active_jobs).unwrap_or(0);
+            NodeView {
+                id: node.id,
+                name: node.name.clone(),
+                role: node.role.clone(),
+                address: node.address.clone(),
+                status: node.status.clone(),
+                status_reason: node.status_reason.clone(),
+                gpu: node.gpu.clone(),
+                load1: node.load1,
+                cores: node.cores,
+                load_ratio: health::load_ratio(node.load1, usize::try_from(node.cores).unwrap_or(0)),
+                memory_used: node.memory_used,
+                memory_total: node.memory_total,
+                active_jobs: node.active_jobs,
+                max_jobs: node.max_jobs,
+                encoders: serde_json::from_value(node.encoders.clone()).unwrap_or_default(),
+                // An OFFLINE node does no work, whatever its last heartbeat said.
+                overloaded: node.status != NodeStatus::Offline.as_str() && health::is_overloaded(active, average),
+                last_seen_at: node.last_seen_at,
+            }
+        })
+        .collect()
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LicenseView {
+    /// The tier the key claims (FREE without a key).
+    pub tier: Tier,
+    pub licensee: Option<String>,
+    pub expires_at: Option<DateTime<Utc>>,
+    /// Limits of the effective tier; null: unlimited.
+    pub max_nodes: Option<u32>,
+    pub max_concurrent_jobs: Option<u32>,
+    /// The tier in force: FREE once the key has expired.
+    pub effective_tier: Tier,
+}
+
+pub fn license(installed: Option<&license::Model>, now: DateTime<Utc>) -> LicenseView {
+    let Some(installed) = installed else {
+        return LicenseView {
+            tier: Tier::Free,
+            licensee: None,
+            expires_at: None,
+            max_nodes: Tier::Free.max_nodes(),
+            max_concurrent_jobs: Tier::Free.max_concurrent_jobs(),
+            effective_tier: Tier::Free,
+        };
+    };
+    // The tier was read from a verified key when it was installed; an unreadable one
+    // grants nothing.
+    let tier = installed.tier.parse().unwrap_or(Tier::Free);
+    let effective = effective_tier(tier, installed.expires_at, now);
+    LicenseView {
+        tier,
+        licensee: Some(installed.licensee.clone()),
+        expires_at: installed.expires_at,
+        max_nodes: effective.max_nodes(),
+        max_concurrent_jobs: effective.max_concurrent_jobs(),
+        effective_tier: effective,
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SettingsView {
+    pub job_timeout_hours: u32,
+    pub keep_originals: bool,
+    /// What linked nodes present to register (CLUSTER_TOKEN); null when unset.
+    pub cluster_token: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(name: &str, status: NodeStatus, active_jobs: i32) -> node::Model {
+        let at = Utc::now();
+        node::Model {
+            id: 1,
+            name: name.into(),
+            role: "linked".into(),
+            address: name.into(),
+            status: status.as_str().into(),
+            status_reason: None,
+            gpu: None,
+            cores: 4,
+            load1: 6.0,
+            memory_used: 1,
+            memory_total: 2,
+            active_jobs,
+            max_jobs: 8,
+            encoders: serde_json::json!(["libx265"]),
+            credential_hash: None,
+            revoked: false,
+            last_seen_at: Some(at),
+            created_at: at,
+            updated_at: at,
+        }
+    }
+
+    #[test]
+    fn overloaded_means_more_than_twice_the_online_average() {
+        let models = [
+            node("a", NodeStatus::Online, 7),
+            node("b", NodeStatus::Online, 1),
+            node("c", NodeStatus::Online, 1),
+            node("d", NodeStatus::Offline, 9),
+        ];
+        let views = nodes(&models);
+        // Average of the ONLINE nodes: 3.
+        assert_eq!(views.iter().map(|v| v.overloaded).collect::<Vec<_>>(), [true, false, false, false]);
+        assert_eq!(views[0].load_ratio, 1.5);
+        assert_eq!(views[0].encoders, ["libx265"]);
+    }
+
+    #[test]
+    fn an_expired_licence_keeps_its_tier_but_grants_free() {
+        let now = Utc::now();
+        let model = license::Model {
+            id: 1,
+            key: "k".into(),
+            tier: "PRO".into(),
+            licensee: "Ada".into(),
+            expires_at: Some(now - chrono::Duration::days(1)),
+            installed_at: now,
+        };
+        let view = license(Some(&model), now);
+        assert_eq!((view.tier, view.effective_tier), (Tier::Pro, Tier::Free));
+        assert_eq!((view.max_nodes, view.max_concurrent_jobs), (Some(1), Some(1)));
+        let valid = license::Model { expires_at: None, ..model };
+        let view = license(Some(&valid), now);
+        assert_eq!((view.effective_tier, view.max_nodes), (Tier::Pro, None));
+        assert_eq!(license(None, now).licensee, None);
+    }
+}

@@ -1,0 +1,174 @@
+//! The API on a real socket, in the test's process: `AppState` over a test database (SQLite
+//! or PostgreSQL), the production `create_app` on an actix-web `HttpServer` bound to
+//! 127.0.0.1:0, a first user, and request helpers over awc.
+
+use actix_web::dev::ServerHandle;
+use actix_web::http::Method;
+use actix_web::{web, HttpServer};
+use condense::domain::node::NodeRole;
+use condense::http::login_limit::LoginLimiter;
+use condense::{create_app, repo, security, AppState};
+use sea_orm::DatabaseConnection;
+use serde_json::Value;
+
+use super::db::TestDb;
+
+pub const ADMIN: &str = "admin";
+pub const ADMIN_PASSWORD: &str = "correct horse battery staple";
+pub const JWT_SECRET: &str = "test-jwt-secret-0123456789abcdef";
+pub const CLUSTER_TOKEN: &str = "test-cluster-token-0123456789";
+
+pub struct TestServer {
+    /// `http://127.0.0.1:PORT`, no trailing slash.
+    pub base: String,
+    pub state: web::Data<AppState>,
+    /// Private half of the key pair whose public half is the server's licence public key.
+    pub license_private_key: String,
+    handle: ServerHandle,
+    test_db: TestDb,
+}
+
+impl TestServer {
+    pub async fn sqlite() -> TestServer {
+        TestServer::start(TestDb::sqlite().await).await
+    }
+
+    /// None (and a SKIPPED line) where no PostgreSQL server answers.
+    pub async fn postgres(test: &str) -> Option<TestServer> {
+        Some(TestServer::start(TestDb::postgres(test).await?).await)
+    }
+
+    pub async fn start(test_db: TestDb) -> TestServer {
+        let hash = security::hash_password(ADMIN_PASSWORD).unwrap();
+        repo::users::create(&test_db.db, ADMIN, &hash).await.unwrap();
+        let (license_private_key, license_public_key) = condense::license::generate_keypair();
+        let runtime = crate::lifecycle::start_runtime(&test_db.db, 1, 0, &license_public_key).await;
+        let state = web::Data::new(AppState {
+            runtime,
+            db: test_db.db.clone(),
+            node_name: "test-node".into(),
+            role: NodeRole::Main,
+            jwt_secret: JWT_SECRET.into(),
+            token_ttl_hours: 12,
+            started_at: chrono::Utc::now(),
+            cluster_token: Some(CLUSTER_TOKEN.into()),
+            license_public_key,
+            login_limiter: LoginLimiter::default(),
+        });
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let app_state = state.clone();
+        let server = HttpServer::new(move || create_app(app_state.clone()))
+            .workers(1)
+            .disable_signals()
+            .shutdown_timeout(1)
+            .listen(listener)
+            .unwrap()
+            .run();
+        let handle = server.handle();
+        actix_web::rt::spawn(server);
+        TestServer { base, state, license_private_key, handle, test_db }
+    }
+
+    pub fn db(&self) -> &DatabaseConnection {
+        &self.test_db.db
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// A token for the first user.
+    pub async fn login(&self) -> String {
+        let (status, body) = self.login_as(ADMIN, ADMIN_PASSWORD).await;
+        assert_eq!(status, 200, "{body}");
+        body["token"].as_str().unwrap().to_string()
+    }
+
+    /// POST /auth/login with these credentials: status and body.
+    pub async fn login_as(&self, username: &str, password: &str) -> (u16, Value) {
+        self.post("/auth/login", None, &serde_json::json!({ "username": username, "password": password })).await
+    }
+
+    /// Any request; `body` is sent as JSON. Answers the status and the body as JSON (Null
+    /// when empty or not JSON).
+    pub async fn call(&self, method: Method, path: &str, token: Option<&str>, body: Option<&Value>) -> (u16, Value) {
+        let (status, _, bytes) = match body {
+            Some(json) => {
+                self.send(method, path, token, Some(("application/json", serde_json::to_vec(json).unwrap()))).await
+            }
+            None => self.send(method, path, token, None).await,
+        };
+        (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    }
+
+    /// A request with a raw body of the given content type: status, headers, body bytes.
+    pub async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        token: Option<&str>,
+        body: Option<(&str, Vec<u8>)>,
+    ) -> (u16, awc::http::header::HeaderMap, Vec<u8>) {
+        let mut request = awc::Client::default().request(method, self.url(path));
+        if let Some(token) = token {
+            request = request.insert_header(("Authorization", format!("Bearer {token}")));
+        }
+        let mut response = match body {
+            Some((content_type, bytes)) => {
+                request.insert_header(("Content-Type", content_type)).send_body(bytes).await.unwrap()
+            }
+            None => request.send().await.unwrap(),
+        };
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let bytes = response.body().limit(16 << 20).await.unwrap().to_vec();
+        (status, headers, bytes)
+    }
+
+    pub async fn get(&self, path: &str, token: Option<&str>) -> (u16, Value) {
+        self.call(Method::GET, path, token, None).await
+    }
+
+    pub async fn post(&self, path: &str, token: Option<&str>, body: &Value) -> (u16, Value) {
+        self.call(Method::POST, path, token, Some(body)).await
+    }
+
+    pub async fn put(&self, path: &str, token: Option<&str>, body: &Value) -> (u16, Value) {
+        self.call(Method::PUT, path, token, Some(body)).await
+    }
+
+    pub async fn delete(&self, path: &str, token: Option<&str>) -> (u16, Value) {
+        self.call(Method::DELETE, path, token, None).await
+    }
+
+    /// Stops the server and drops the test database.
+    pub async fn finish(self) {
+        self.handle.stop(false).await;
+        self.test_db.finish().await;
+    }
+}
+
+/// Runs `async fn $name(server: &TestServer)` against a TestServer on SQLite and on
+/// PostgreSQL, as the tests `$name::sqlite` and `$name::postgres`.
+#[macro_export]
+macro_rules! api_test_on_both_databases {
+    ($name:ident) => {
+        mod $name {
+            #[actix_web::test]
+            async fn sqlite() {
+                let server = $crate::common::api::TestServer::sqlite().await;
+                super::$name(&server).await;
+                server.finish().await;
+            }
+
+            #[actix_web::test]
+            async fn postgres() {
+                let test = concat!(module_path!(), "::postgres");
+                let Some(server) = $crate::common::api::TestServer::postgres(test).await else { return };
+                super::$name(&server).await;
+                server.finish().await;
+            }
+        }
+    };
+}

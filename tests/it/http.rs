@@ -1,0 +1,1079 @@
+//! The REST API over a real socket (`TestServer`): authentication on every endpoint, login
+//! and its rate limit, each resource's reads, writes and validation, on SQLite and
+//! PostgreSQL, under both the bare and the /api prefix.
+
+use actix_web::http::Method;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use chrono::{DateTime, Duration, Utc};
+use condense::domain::job::JobStatus;
+use condense::domain::license::Tier;
+use condense::domain::node::{NodeRole, NodeStatus};
+use condense::http::{endpoints, Access};
+use condense::license::LicensePayload;
+use condense::repo;
+use serde_json::{json, Value};
+
+use crate::api_test_on_both_databases;
+use crate::common::api::{TestServer, ADMIN, ADMIN_PASSWORD, CLUSTER_TOKEN, JWT_SECRET};
+
+const PREFIXES: [&str; 2] = ["", "/api"];
+
+fn code(body: &Value) -> &str {
+    body["error"]["code"].as_str().unwrap_or_else(|| panic!("no error code in {body}"))
+}
+
+fn message(body: &Value) -> &str {
+    body["error"]["message"].as_str().unwrap_or_else(|| panic!("no error message in {body}"))
+}
+
+/// A concrete path for an endpoint's pattern, naming resources that do not exist.
+fn concrete(path: &str) -> String {
+    path.replace("{id}", "999999").replace("{username}", "nobody")
+}
+
+/// A 404 or 405 from the router, not from a handler: the route is not registered.
+fn is_unrouted(status: u16, body: &Value) -> bool {
+    (status == 404 && body["error"]["message"].as_str().is_some_and(|m| m.starts_with("no route")))
+        || (status == 405 && code(body) == "method_not_allowed")
+}
+
+fn token_with(secret: &str, claims: &Value) -> String {
+    jsonwebtoken::encode(
+        &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
+        claims,
+        &jsonwebtoken::EncodingKey::from_secret(secret.as_bytes()),
+    )
+    .unwrap()
+}
+
+// ---------------------------------------------------------------- authentication
+
+#[actix_web::test]
+async fn every_endpoint_but_health_and_login_needs_a_token() {
+    let server = TestServer::sqlite().await;
+    let token = server.login().await;
+    for endpoint in endpoints() {
+        for prefix in PREFIXES {
+            let path = format!("{prefix}{}", concrete(endpoint.path));
+            let body = matches!(endpoint.method, Method::POST | Method::PUT).then(|| json!({}));
+            let what = format!("{} {path}", endpoint.method);
+
+            let (status, headers, bytes) = server
+                .send(
+                    endpoint.method.clone(),
+                    &path,
+                    None,
+                    body.as_ref().map(|b| ("application/json", serde_json::to_vec(b).unwrap())),
+                )
+                .await;
+            let reply: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+            match endpoint.access {
+                Access::Token => {
+                    assert_eq!(status, 401, "{what} without a token: {reply}");
+                    assert_eq!(code(&reply), "unauthorized", "{what}");
+                    assert!(message(&reply).contains("Authorization: Bearer"), "{what}: {reply}");
+                    assert_eq!(headers.get("www-authenticate").unwrap(), "Bearer", "{what}");
+                }
+                Access::Public => assert_ne!(status, 401, "{what} is public: {reply}"),
+            }
+
+            let (status, reply) = server.call(endpoint.method.clone(), &path, Some(&token), body.as_ref()).await;
+            assert_ne!(status, 401, "{what} with a token: {reply}");
+            assert!(status < 500, "{what} with a token: {status} {reply}");
+            assert!(!is_unrouted(status, &reply), "{what} is not routed: {status} {reply}");
+        }
+    }
+    server.finish().await;
+}
+
+#[actix_web::test]
+async fn expired_forged_unsigned_and_garbage_tokens_are_refused_everywhere() {
+    let server = TestServer::sqlite().await;
+    let valid = server.login().await;
+    let now = Utc::now().timestamp();
+    let expired = token_with(JWT_SECRET, &json!({"sub": ADMIN, "iat": now - 7200, "exp": now - 3600}));
+    let wrong_key =
+        token_with("another-secret-another-secret-0000", &json!({"sub": ADMIN, "iat": now, "exp": now + 3600}));
+    let header_none = URL_SAFE_NO_PAD.encode(r#"{"alg":"none","typ":"JWT"}"#);
+    let payload = URL_SAFE_NO_PAD.encode(json!({"sub": ADMIN, "iat": now, "exp": now + 3600}).to_string());
+    let alg_none = format!("{header_none}.{payload}.");
+    let [head, _, signature] = valid.split('.').collect::<Vec<_>>()[..] else { panic!("{valid}") };
+    let other_payload = URL_SAFE_NO_PAD.encode(json!({"sub": "root", "iat": now, "exp": now + 86400}).to_string());
+    let tampered = format!("{head}.{other_payload}.{signature}");
+    let hs512 = jsonwebtoken::encode(
+        &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS512),
+        &json!({"sub": ADMIN, "iat": now, "exp": now + 3600}),
+        &jsonwebtoken::EncodingKey::from_secret(JWT_SECRET.as_bytes()),
+    )
+    .unwrap();
+    let unknown_user = token_with(JWT_SECRET, &json!({"sub": "ghost", "iat": now, "exp": now + 3600}));
+
+    let cases: Vec<(&str, String, &str)> = vec![
+        ("expired", format!("Bearer {expired}"), "expired"),
+        ("wrong key", format!("Bearer {wrong_key}"), "signature"),
+        ("alg none", format!("Bearer {alg_none}"), "malformed"),
+        ("tampered", format!("Bearer {tampered}"), "signature"),
+        ("HS512", format!("Bearer {hs512}"), "HS256"),
+        ("garbage", "Bearer not-a-token".to_string(), "malformed"),
+        ("unknown user", format!("Bearer {unknown_user}"), "no longer exists"),
+        ("basic scheme", "Basic YWRtaW46cGFzc3dvcmQ=".to_string(), "Bearer <token>"),
+        ("empty bearer", "Bearer ".to_string(), "Bearer <token>"),
+        ("bare token", valid.clone(), "Bearer <token>"),
+    ];
+    for endpoint in endpoints().into_iter().filter(|e| e.access == Access::Token) {
+        for prefix in PREFIXES {
+            let path = format!("{prefix}{}", concrete(endpoint.path));
+            for (name, authorization, expected) in &cases {
+                let mut response = awc::Client::default()
+                    .request(endpoint.method.clone(), server.url(&path))
+                    .insert_header(("Authorization", authorization.as_str()))
+                    .send()
+                    .await
+                    .unwrap();
+                let body: Value = serde_json::from_slice(&response.body().await.unwrap()).unwrap();
+                let what = format!("{} {path} with {name}", endpoint.method);
+                assert_eq!(response.status().as_u16(), 401, "{what}: {body}");
+                assert_eq!(code(&body), "unauthorized", "{what}");
+                assert!(message(&body).contains(expected), "{what}: {body}");
+            }
+        }
+    }
+    // The valid token still works, and the query parameter form (for the WebSocket) too.
+    assert_eq!(server.get("/libraries", Some(&valid)).await.0, 200);
+    assert_eq!(server.get(&format!("/api/libraries?token={valid}"), None).await.0, 200);
+    let (status, body) = server.get(&format!("/libraries?token={expired}"), None).await;
+    assert_eq!(status, 401, "{body}");
+    server.finish().await;
+}
+
+async fn login_and_refresh(server: &TestServer) {
+    let (status, wrong_password) = server.login_as(ADMIN, "not the password").await;
+    assert_eq!(status, 401, "{wrong_password}");
+    assert_eq!(code(&wrong_password), "unauthorized");
+    let (status, unknown_user) = server.login_as("nobody", ADMIN_PASSWORD).await;
+    assert_eq!(status, 401, "{unknown_user}");
+    // The same answer: it does not tell which usernames exist.
+    assert_eq!(unknown_user, wrong_password);
+
+    for prefix in PREFIXES {
+        let before = Utc::now();
+        let (status, body) = server
+            .post(&format!("{prefix}/auth/login"), None, &json!({"username": ADMIN, "password": ADMIN_PASSWORD}))
+            .await;
+        assert_eq!(status, 200, "{body}");
+        let token = body["token"].as_str().unwrap().to_string();
+        let expires_at: DateTime<Utc> =
+            DateTime::parse_from_rfc3339(body["expiresAt"].as_str().unwrap()).unwrap().into();
+        let ttl = expires_at - before;
+        assert!((ttl - Duration::hours(12)).num_seconds().abs() <= 5, "{ttl}");
+        // The token's claims are what the brief promises: sub, iat, exp.
+        let claims: Value =
+            serde_json::from_slice(&URL_SAFE_NO_PAD.decode(token.split('.').nth(1).unwrap()).unwrap()).unwrap();
+        assert_eq!(claims["sub"], ADMIN);
+        assert_eq!(claims["exp"].as_i64().unwrap(), expires_at.timestamp());
+        assert!(claims["iat"].is_i64());
+
+        let (status, refreshed) = server.post(&format!("{prefix}/auth/refresh"), Some(&token), &json!({})).await;
+        assert_eq!(status, 200, "{refreshed}");
+        let new_token = refreshed["token"].as_str().unwrap();
+        assert!(refreshed["expiresAt"].as_str().unwrap() >= body["expiresAt"].as_str().unwrap());
+        assert_eq!(server.get(&format!("{prefix}/users"), Some(new_token)).await.0, 200);
+        let (status, body) = server.post(&format!("{prefix}/auth/refresh"), None, &json!({})).await;
+        assert_eq!((status, code(&body)), (401, "unauthorized"));
+    }
+}
+api_test_on_both_databases!(login_and_refresh);
+
+#[actix_web::test]
+async fn failed_logins_are_rate_limited() {
+    let server = TestServer::sqlite().await;
+    for attempt in 1..=5 {
+        let (status, body) = server.login_as(ADMIN, &format!("wrong password {attempt}")).await;
+        assert_eq!(status, 401, "attempt {attempt}: {body}");
+    }
+    // Locked now: even the right password is refused, on both prefixes, and this client
+    // cannot try other usernames either.
+    let (status, body) = server.login_as(ADMIN, ADMIN_PASSWORD).await;
+    assert_eq!(status, 429, "{body}");
+    assert_eq!(code(&body), "too_many_requests");
+    assert!(message(&body).contains("try again in"), "{body}");
+    let (status, body) =
+        server.post("/api/auth/login", None, &json!({"username": ADMIN, "password": ADMIN_PASSWORD})).await;
+    assert_eq!((status, code(&body)), (429, "too_many_requests"));
+    let (status, _) = server.login_as("someone-else", "whatever-it-is").await;
+    assert_eq!(status, 429);
+    // Tokens issued before keep working: only logins are limited.
+    let token = condense::security::issue_token(JWT_SECRET, ADMIN, 1, Utc::now()).unwrap().0;
+    assert_eq!(server.get("/users", Some(&token)).await.0, 200);
+    server.finish().await;
+}
+
+#[actix_web::test]
+async fn a_successful_login_clears_the_failures() {
+    let server = TestServer::sqlite().await;
+    for _ in 0..4 {
+        assert_eq!(server.login_as(ADMIN, "wrong password").await.0, 401);
+    }
+    server.login().await;
+    assert!(server.state.login_limiter.is_empty());
+    for _ in 0..5 {
+        assert_eq!(server.login_as(ADMIN, "wrong password").await.0, 401);
+    }
+    assert_eq!(server.login_as(ADMIN, ADMIN_PASSWORD).await.0, 429);
+    server.finish().await;
+}
+
+// ---------------------------------------------------------------- request bodies
+
+#[actix_web::test]
+async fn malformed_json_unknown_fields_and_wrong_types_are_client_errors() {
+    let server = TestServer::sqlite().await;
+    let token = server.login().await;
+    let with_body: Vec<_> = endpoints()
+        .into_iter()
+        .filter(|e| matches!(e.method, Method::POST | Method::PUT) && e.path != "/auth/refresh")
+        .collect();
+    assert!(with_body.len() >= 7, "{with_body:?}");
+    for endpoint in with_body {
+        for prefix in PREFIXES {
+            let path = format!("{prefix}{}", endpoint.path.replace("{id}", "1").replace("{username}", ADMIN));
+            let what = format!("{} {path}", endpoint.method);
+            // serde reads a body front to back: an unknown field met before the syntax error
+            // is reported as such (422), so the malformed bodies here fail before any field.
+            let cases: [(&str, &[u8], u16, &str); 6] = [
+                ("application/json", b"{\"nam", 400, "malformed_json"),
+                ("application/json", b"{,}", 400, "malformed_json"),
+                ("application/json", b"not json at all", 400, "malformed_json"),
+                ("application/json", b"{\"surprise\": true}", 422, "invalid_body"),
+                ("application/json", b"[1, 2, 3]", 422, "invalid_body"),
+                ("text/plain", b"{}", 400, "unsupported_content_type"),
+            ];
+            for (content_type, bytes, expected_status, expected_code) in cases {
+                let (status, _, reply) = server
+                    .send(endpoint.method.clone(), &path, Some(&token), Some((content_type, bytes.to_vec())))
+                    .await;
+                let reply: Value = serde_json::from_slice(&reply).unwrap();
+                let sent = String::from_utf8_lossy(bytes);
+                assert_eq!(status, expected_status, "{what} {sent}: {reply}");
+                assert_eq!(code(&reply), expected_code, "{what} {sent}");
+            }
+        }
+    }
+    // Wrong types of known fields.
+    for (path, body) in [
+        ("/auth/login", json!({"username": 1, "password": "x"})),
+        ("/libraries", json!({"name": "x", "paths": "/not/a/list"})),
+        ("/users", json!({"username": "x", "password": false})),
+    ] {
+        let (status, reply) = server.post(path, Some(&token), &body).await;
+        assert_eq!((status, code(&reply)), (422, "invalid_body"), "{path} {body}: {reply}");
+    }
+    for (path, body) in [
+        ("/settings", json!({"jobTimeoutHours": "a day"})),
+        ("/settings", json!({"keepOriginals": "yes"})),
+        ("/license", json!({"key": 42})),
+    ] {
+        let (status, reply) = server.put(path, Some(&token), &body).await;
+        assert_eq!((status, code(&reply)), (422, "invalid_body"), "{path} {body}: {reply}");
+    }
+    server.finish().await;
+}
+
+#[actix_web::test]
+async fn unknown_routes_and_methods_answer_json_errors() {
+    let server = TestServer::sqlite().await;
+    let token = server.login().await;
+    for prefix in PREFIXES {
+        let (status, body) = server.get(&format!("{prefix}/no/such/thing"), Some(&token)).await;
+        assert_eq!((status, code(&body)), (404, "not_found"), "{body}");
+        let (status, body) = server.call(Method::PATCH, &format!("{prefix}/libraries"), Some(&token), None).await;
+        assert_eq!((status, code(&body)), (405, "method_not_allowed"), "{body}");
+        // Without a token, a protected path answers 401 whatever the method.
+        let (status, _) = server.call(Method::PATCH, &format!("{prefix}/libraries"), None, None).await;
+        assert_eq!(status, 401);
+    }
+    server.finish().await;
+}
+
+// ---------------------------------------------------------------- libraries
+
+fn media_dirs(names: &[&str]) -> (tempfile::TempDir, Vec<String>) {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = names
+        .iter()
+        .map(|name| {
+            let path = dir.path().join(name);
+            std::fs::create_dir_all(&path).unwrap();
+            std::fs::canonicalize(&path).unwrap().display().to_string()
+        })
+        .collect();
+    (dir, paths)
+}
+
+const LIBRARY_FIELDS: [&str; 12] = [
+    "id",
+    "name",
+    "paths",
+    "targetCodec",
+    "encoder",
+    "quality",
+    "preset",
+    "watch",
+    "enabled",
+    "createdAt",
+    "updatedAt",
+    "lastScanAt",
+];
+
+async fn libraries_crud(server: &TestServer) {
+    let token = server.login().await;
+    let token = Some(token.as_str());
+    let (dir, paths) = media_dirs(&["movies", "shows", "anime"]);
+    // A symlink is stored as the folder it points to.
+    let link = dir.path().join("link-to-movies");
+    std::os::unix::fs::symlink(&paths[0], &link).unwrap();
+
+    let (status, hevc) =
+        server.post("/libraries", token, &json!({"name": "Movies", "paths": [link.display().to_string()]})).await;
+    assert_eq!(status, 201, "{hevc}");
+    let mut keys: Vec<&str> = hevc.as_object().unwrap().keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    let mut expected = LIBRARY_FIELDS.to_vec();
+    expected.sort_unstable();
+    assert_eq!(keys, expected);
+    assert_eq!(hevc["paths"], json!([paths[0]]));
+    assert_eq!(
+        (&hevc["targetCodec"], &hevc["encoder"], &hevc["quality"], &hevc["preset"]),
+        (&json!("hevc"), &json!("libx265"), &json!(28), &json!("medium"))
+    );
+    assert_eq!((&hevc["watch"], &hevc["enabled"], &hevc["lastScanAt"]), (&json!(true), &json!(true), &Value::Null));
+
+    let (status, av1) = server
+        .post(
+            "/api/libraries",
+            token,
+            &json!({"name": "Shows", "paths": [paths[1]], "targetCodec": "av1", "watch": false}),
+        )
+        .await;
+    assert_eq!(status, 201, "{av1}");
+    assert_eq!(
+        (&av1["encoder"], &av1["quality"], &av1["preset"], &av1["watch"]),
+        (&json!("libsvtav1"), &json!(35), &json!("8"), &json!(false))
+    );
+    // The codec follows the encoder when only the encoder is given.
+    let (status, nvenc) = server
+        .post(
+            "/libraries",
+            token,
+            &json!({"name": "Anime", "paths": [paths[2]], "encoder": "hevc_nvenc", "quality": 0}),
+        )
+        .await;
+    assert_eq!(status, 201, "{nvenc}");
+    assert_eq!((&nvenc["targetCodec"], &nvenc["quality"], &nvenc["preset"]), (&json!("hevc"), &json!(0), &json!("p5")));
+
+    let (status, taken) = server.post("/libraries", token, &json!({"name": "Movies", "paths": [paths[1]]})).await;
+    assert_eq!((status, code(&taken)), (409, "conflict"), "{taken}");
+
+    for prefix in PREFIXES {
+        let (status, list) = server.get(&format!("{prefix}/libraries"), token).await;
+        assert_eq!(status, 200);
+        let names: Vec<&str> = list.as_array().unwrap().iter().map(|l| l["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["Movies", "Shows", "Anime"]);
+        let (status, one) = server.get(&format!("{prefix}/libraries/{}", hevc["id"]), token).await;
+        assert_eq!(status, 200);
+        assert_eq!(one, hevc);
+    }
+
+    // Partial updates: each field alone keeps the others.
+    let id = hevc["id"].as_i64().unwrap();
+    let (status, renamed) = server.put(&format!("/libraries/{id}"), token, &json!({"name": "  Films  "})).await;
+    assert_eq!(status, 200, "{renamed}");
+    assert_eq!(renamed["name"], "Films");
+    assert_eq!((&renamed["paths"], &renamed["encoder"]), (&hevc["paths"], &hevc["encoder"]));
+    assert!(renamed["updatedAt"].as_str().unwrap() >= hevc["updatedAt"].as_str().unwrap());
+    let (status, changed) = server
+        .put(
+            &format!("/api/libraries/{id}"),
+            token,
+            &json!({"targetCodec": "av1", "encoder": "libaom-av1", "quality": 60, "preset": "4", "watch": false, "enabled": false, "paths": [paths[0], format!("{}/", paths[2])], "name": null}),
+        )
+        .await;
+    assert_eq!(status, 200, "{changed}");
+    assert_eq!(
+        (&changed["targetCodec"], &changed["encoder"], &changed["quality"], &changed["preset"]),
+        (&json!("av1"), &json!("libaom-av1"), &json!(60), &json!("4"))
+    );
+    assert_eq!(
+        (&changed["watch"], &changed["enabled"], &changed["name"]),
+        (&json!(false), &json!(false), &json!("Films"))
+    );
+    assert_eq!(changed["paths"], json!([paths[0], paths[2]]));
+    let (status, same) = server.put(&format!("/libraries/{id}"), token, &json!({})).await;
+    assert_eq!(status, 200);
+    assert_eq!(same["name"], "Films");
+    let (status, clash) = server.put(&format!("/libraries/{id}"), token, &json!({"name": "Shows"})).await;
+    assert_eq!((status, code(&clash)), (409, "conflict"), "{clash}");
+
+    let (status, body) = server.delete(&format!("/libraries/{id}"), token).await;
+    assert_eq!(status, 204, "{body}");
+    for prefix in PREFIXES {
+        let (status, body) = server.get(&format!("{prefix}/libraries/{id}"), token).await;
+        assert_eq!((status, code(&body)), (404, "not_found"));
+        let (status, body) = server.delete(&format!("{prefix}/libraries/{id}"), token).await;
+        assert_eq!((status, code(&body)), (404, "not_found"));
+        let (status, body) = server.put(&format!("{prefix}/libraries/{id}"), token, &json!({"watch": true})).await;
+        assert_eq!((status, code(&body)), (404, "not_found"));
+        for bad_id in ["abc", "1.5", "-", "99999999999999"] {
+            let (status, body) = server.get(&format!("{prefix}/libraries/{bad_id}"), token).await;
+            assert_eq!((status, code(&body)), (404, "not_found"), "{bad_id}");
+        }
+    }
+}
+api_test_on_both_databases!(libraries_crud);
+
+#[actix_web::test]
+async fn library_fields_are_validated() {
+    let server = TestServer::sqlite().await;
+    let token = server.login().await;
+    let token = Some(token.as_str());
+    let (dir, paths) = media_dirs(&["a", "a/inner", "b"]);
+    let file = dir.path().join("file.mkv");
+    std::fs::write(&file, b"x").unwrap();
+    let file = file.display().to_string();
+    let a = paths[0].clone();
+    let many: Vec<String> = (0..33).map(|n| format!("/tmp/{n}")).collect();
+
+    let cases: Vec<(Value, &str)> = vec![
+        (json!({"name": "", "paths": [a]}), "name"),
+        (json!({"name": "   ", "paths": [a]}), "name"),
+        (json!({"name": "x".repeat(101), "paths": [a]}), "name"),
+        (json!({"name": "tab\tname", "paths": [a]}), "name"),
+        (json!({"name": "x", "paths": []}), "paths"),
+        (json!({"name": "x", "paths": many}), "paths"),
+        (json!({"name": "x", "paths": ["relative/dir"]}), "paths[0]"),
+        (json!({"name": "x", "paths": [""]}), "paths[0]"),
+        (json!({"name": "x", "paths": [a, "/no/such/folder/anywhere"]}), "paths[1]"),
+        (json!({"name": "x", "paths": [file]}), "paths[0]"),
+        (json!({"name": "x", "paths": [a, paths[1]]}), "paths[1]"),
+        (json!({"name": "x", "paths": [a, a]}), "paths[1]"),
+        (json!({"name": "x", "paths": [a], "targetCodec": "h264"}), "targetCodec"),
+        (json!({"name": "x", "paths": [a], "encoder": "libx264"}), "encoder"),
+        (json!({"name": "x", "paths": [a], "targetCodec": "av1", "encoder": "libx265"}), "encoder"),
+        (json!({"name": "x", "paths": [a], "targetCodec": "hevc", "encoder": "libsvtav1"}), "encoder"),
+        (json!({"name": "x", "paths": [a], "quality": 52}), "quality"),
+        (json!({"name": "x", "paths": [a], "targetCodec": "av1", "quality": 64}), "quality"),
+        (json!({"name": "x", "paths": [a], "quality": -1}), "quality"),
+        (json!({"name": "x", "paths": [a], "preset": ""}), "preset"),
+        (json!({"name": "x", "paths": [a], "preset": "p".repeat(33)}), "preset"),
+    ];
+    for (body, field) in &cases {
+        let (status, reply) = server.post("/libraries", token, body).await;
+        assert_eq!(status, 422, "{body}: {reply}");
+        assert_eq!(code(&reply), "validation_failed", "{body}");
+        assert!(message(&reply).starts_with(field), "{body}: {reply}");
+    }
+    // The bounds themselves are accepted.
+    let (status, edge) = server
+        .post(
+            "/libraries",
+            token,
+            &json!({"name": "x".repeat(100), "paths": [a], "targetCodec": "AV1", "quality": 63, "preset": "p".repeat(32)}),
+        )
+        .await;
+    assert_eq!(status, 201, "{edge}");
+    assert_eq!(edge["targetCodec"], "av1");
+    let id = edge["id"].as_i64().unwrap();
+
+    // An update must leave a valid library: a codec change needs a fitting encoder and quality.
+    for (body, field) in [
+        (json!({"targetCodec": "hevc"}), "encoder"),
+        (json!({"targetCodec": "hevc", "encoder": "libx265"}), "quality"),
+        (json!({"encoder": "hevc_qsv"}), "encoder"),
+        (json!({"name": ""}), "name"),
+        (json!({"paths": ["/no/such/folder/anywhere"]}), "paths[0]"),
+        (json!({"quality": 64}), "quality"),
+        (json!({"preset": " "}), "preset"),
+    ] {
+        let (status, reply) = server.put(&format!("/libraries/{id}"), token, &body).await;
+        assert_eq!((status, code(&reply)), (422, "validation_failed"), "{body}: {reply}");
+        assert!(message(&reply).starts_with(field), "{body}: {reply}");
+    }
+    let (status, reply) = server
+        .put(&format!("/libraries/{id}"), token, &json!({"targetCodec": "hevc", "encoder": "libx265", "quality": 20}))
+        .await;
+    assert_eq!(status, 200, "{reply}");
+    let (status, reply) = server.put(&format!("/libraries/{id}"), token, &json!({"id": 5})).await;
+    assert_eq!((status, code(&reply)), (422, "invalid_body"), "{reply}");
+    let (status, reply) =
+        server.post("/libraries", token, &json!({"name": "y", "paths": [paths[2]], "quality": "high"})).await;
+    assert_eq!((status, code(&reply)), (422, "invalid_body"), "{reply}");
+    let (status, reply) =
+        server.post("/libraries", token, &json!({"name": "y", "paths": [paths[2]], "enabled": false})).await;
+    assert_eq!((status, code(&reply)), (422, "invalid_body"), "{reply}");
+    let (status, reply) = server.post("/libraries", token, &json!({"paths": [paths[2]]})).await;
+    assert_eq!((status, code(&reply)), (422, "invalid_body"), "{reply}");
+    server.finish().await;
+}
+
+// ---------------------------------------------------------------- settings
+
+async fn settings_round_trip(server: &TestServer) {
+    let token = server.login().await;
+    let token = Some(token.as_str());
+    let (status, settings) = server.get("/settings", token).await;
+    assert_eq!(status, 200);
+    assert_eq!(settings, json!({"jobTimeoutHours": 24, "keepOriginals": false, "clusterToken": CLUSTER_TOKEN}));
+
+    let (status, settings) = server.put("/settings", token, &json!({"jobTimeoutHours": 48})).await;
+    assert_eq!(status, 200, "{settings}");
+    assert_eq!((&settings["jobTimeoutHours"], &settings["keepOriginals"]), (&json!(48), &json!(false)));
+    let (status, settings) = server.put("/api/settings", token, &json!({"keepOriginals": true})).await;
+    assert_eq!(status, 200, "{settings}");
+    assert_eq!((&settings["jobTimeoutHours"], &settings["keepOriginals"]), (&json!(48), &json!(true)));
+    for prefix in PREFIXES {
+        assert_eq!(server.get(&format!("{prefix}/settings"), token).await.1, settings);
+    }
+    // Stored where the rest of condense reads them.
+    assert_eq!(repo::settings::get::<u32>(server.db(), "job_timeout_hours").await.unwrap(), Some(48));
+    assert_eq!(repo::settings::get::<bool>(server.db(), "keep_originals").await.unwrap(), Some(true));
+
+    for hours in [1, 720] {
+        let (status, settings) = server.put("/settings", token, &json!({"jobTimeoutHours": hours})).await;
+        assert_eq!((status, &settings["jobTimeoutHours"]), (200, &json!(hours)));
+    }
+    for hours in [0, 721, -5, 1_000_000_000_000_i64] {
+        let (status, reply) =
+            server.put("/settings", token, &json!({"jobTimeoutHours": hours, "keepOriginals": false})).await;
+        assert_eq!((status, code(&reply)), (422, "validation_failed"), "{hours}: {reply}");
+        assert!(message(&reply).contains("jobTimeoutHours"), "{reply}");
+    }
+    // A refused update changes nothing, not even the valid half.
+    assert_eq!(server.get("/settings", token).await.1["keepOriginals"], true);
+    let (status, reply) = server.put("/settings", token, &json!({"clusterToken": "mine now"})).await;
+    assert_eq!((status, code(&reply)), (422, "invalid_body"), "{reply}");
+}
+api_test_on_both_databases!(settings_round_trip);
+
+// ---------------------------------------------------------------- licence
+
+fn key(private_key: &str, tier: Tier, expires_at: Option<DateTime<Utc>>) -> String {
+    let payload = LicensePayload { tier, licensee: "Ada Lovelace".into(), issued_at: Utc::now(), expires_at };
+    condense::license::issue(private_key, &payload).unwrap()
+}
+
+async fn license_install_and_remove(server: &TestServer) {
+    let token = server.login().await;
+    let token = Some(token.as_str());
+    let free = json!({"tier": "FREE", "licensee": null, "expiresAt": null, "maxNodes": 1, "maxConcurrentJobs": 1, "effectiveTier": "FREE"});
+    assert_eq!(server.get("/license", token).await, (200, free.clone()));
+
+    let pro = key(&server.license_private_key, Tier::Pro, None);
+    let (status, installed) = server.put("/license", token, &json!({"key": format!("  {pro}\n")})).await;
+    assert_eq!(status, 200, "{installed}");
+    assert_eq!(
+        installed,
+        json!({"tier": "PRO", "licensee": "Ada Lovelace", "expiresAt": null, "maxNodes": null, "maxConcurrentJobs": null, "effectiveTier": "PRO"})
+    );
+    for prefix in PREFIXES {
+        assert_eq!(server.get(&format!("{prefix}/license"), token).await, (200, installed.clone()));
+    }
+    assert_eq!(repo::licenses::current(server.db()).await.unwrap().unwrap().key, pro);
+
+    // Whole seconds: PostgreSQL keeps microseconds, SQLite nanoseconds.
+    let expiry = DateTime::from_timestamp(Utc::now().timestamp() - 86400, 0).unwrap();
+    let expired = key(&server.license_private_key, Tier::Supporter, Some(expiry));
+    let (status, body) = server.put("/api/license", token, &json!({"key": expired})).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!((&body["tier"], &body["effectiveTier"]), (&json!("SUPPORTER"), &json!("FREE")));
+    assert_eq!((&body["maxNodes"], &body["maxConcurrentJobs"]), (&json!(1), &json!(1)));
+    let shown: DateTime<Utc> = DateTime::parse_from_rfc3339(body["expiresAt"].as_str().unwrap()).unwrap().into();
+    assert_eq!(shown, expiry);
+    let trial = key(&server.license_private_key, Tier::Supporter, Some(Utc::now() + Duration::days(14)));
+    let (status, body) = server.put("/license", token, &json!({"key": trial})).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        (&body["effectiveTier"], &body["maxNodes"], &body["maxConcurrentJobs"]),
+        (&json!("SUPPORTER"), &json!(3), &json!(5))
+    );
+
+    let (other_private_key, _) = condense::license::generate_keypair();
+    let refused = [
+        (key(&other_private_key, Tier::Pro, None), "license_bad_signature"),
+        ("garbage".to_string(), "license_malformed"),
+        (pro.replacen("CONDENSE1", "CONDENSE9", 1), "license_unknown_version"),
+    ];
+    for (bad, expected) in refused {
+        let (status, reply) = server.put("/license", token, &json!({"key": bad})).await;
+        assert_eq!((status, code(&reply)), (422, expected), "{reply}");
+    }
+    // A refused key leaves the installed one alone.
+    assert_eq!(server.get("/license", token).await.1["effectiveTier"], "SUPPORTER");
+
+    let (status, body) = server.delete("/license", token).await;
+    assert_eq!((status, &body), (200, &free));
+    assert_eq!(server.get("/api/license", token).await, (200, free));
+}
+api_test_on_both_databases!(license_install_and_remove);
+
+// ---------------------------------------------------------------- users
+
+async fn users_crud(server: &TestServer) {
+    let token = server.login().await;
+    let token = Some(token.as_str());
+    let (status, users) = server.get("/users", token).await;
+    assert_eq!(status, 200);
+    assert_eq!(users.as_array().unwrap().len(), 1);
+    assert_eq!(users[0]["username"], ADMIN);
+
+    let (status, bob) = server.post("/users", token, &json!({"username": "bob", "password": "bob's password"})).await;
+    assert_eq!(status, 201, "{bob}");
+    let mut keys: Vec<&String> = bob.as_object().unwrap().keys().collect();
+    keys.sort();
+    assert_eq!(keys, ["createdAt", "id", "username"]);
+    let (status, body) = server.post("/api/users", token, &json!({"username": "bob", "password": "another one"})).await;
+    assert_eq!((status, code(&body)), (409, "conflict"), "{body}");
+    for (body, field) in [
+        (json!({"username": "carol", "password": "short"}), "password"),
+        (json!({"username": "carol", "password": "x".repeat(1025)}), "password"),
+        (json!({"username": "", "password": "long enough"}), "username"),
+        (json!({"username": "a/b", "password": "long enough"}), "username"),
+        (json!({"username": " carol", "password": "long enough"}), "username"),
+        (json!({"username": "c".repeat(65), "password": "long enough"}), "username"),
+    ] {
+        let (status, reply) = server.post("/users", token, &body).await;
+        assert_eq!((status, code(&reply)), (422, "validation_failed"), "{body}: {reply}");
+        assert!(message(&reply).starts_with(field), "{reply}");
+    }
+    let (status, users) = server.get("/api/users", token).await;
+    assert_eq!(status, 200);
+    let names: Vec<&str> = users.as_array().unwrap().iter().map(|u| u["username"].as_str().unwrap()).collect();
+    assert_eq!(names, [ADMIN, "bob"]);
+
+    let (status, body) = server.login_as("bob", "bob's password").await;
+    assert_eq!(status, 200, "{body}");
+    let bob_token = body["token"].as_str().unwrap().to_string();
+    let (status, body) =
+        server.put("/users/bob/password", Some(&bob_token), &json!({"password": "a new password"})).await;
+    assert_eq!(status, 204, "{body}");
+    assert_eq!(server.login_as("bob", "bob's password").await.0, 401);
+    assert_eq!(server.login_as("bob", "a new password").await.0, 200);
+    let (status, body) = server.put("/api/users/bob/password", token, &json!({"password": "short"})).await;
+    assert_eq!((status, code(&body)), (422, "validation_failed"), "{body}");
+    let (status, body) = server.put("/users/nobody/password", token, &json!({"password": "long enough"})).await;
+    assert_eq!((status, code(&body)), (404, "not_found"), "{body}");
+
+    let (status, body) = server.delete("/users/bob", token).await;
+    assert_eq!(status, 204, "{body}");
+    // A deleted user's token stops working at once.
+    let (status, body) = server.get("/users", Some(&bob_token)).await;
+    assert_eq!(status, 401, "{body}");
+    assert!(message(&body).contains("no longer exists"), "{body}");
+    let (status, body) = server.delete("/api/users/bob", token).await;
+    assert_eq!((status, code(&body)), (404, "not_found"), "{body}");
+    for prefix in PREFIXES {
+        let (status, body) = server.delete(&format!("{prefix}/users/{ADMIN}"), token).await;
+        assert_eq!((status, code(&body)), (409, "conflict"), "{body}");
+        assert!(message(&body).contains("last user"), "{body}");
+    }
+    assert_eq!(server.get("/users", token).await.1.as_array().unwrap().len(), 1);
+    assert_eq!(server.login_as(ADMIN, ADMIN_PASSWORD).await.0, 200);
+}
+api_test_on_both_databases!(users_crud);
+
+async fn deleting_the_last_two_users_at_once_keeps_one(server: &TestServer) {
+    for round in 0..5 {
+        let other = format!("other-{round}");
+        let hash = condense::security::hash_password("long enough").unwrap();
+        repo::users::create(server.db(), &other, &hash).await.unwrap();
+        let (first, second) = futures_util::future::join(
+            repo::users::delete(server.db(), ADMIN),
+            repo::users::delete(server.db(), &other),
+        )
+        .await;
+        assert!(first.is_ok() != second.is_ok(), "round {round}: {first:?} {second:?}");
+        let left = repo::users::list(server.db()).await.unwrap();
+        assert_eq!(left.len(), 1, "round {round}");
+        if left[0].username != ADMIN {
+            // Put the admin back for the next round, and the server's helpers.
+            repo::users::create(server.db(), ADMIN, &hash).await.unwrap();
+            repo::users::delete(server.db(), &left[0].username).await.unwrap();
+        }
+    }
+}
+api_test_on_both_databases!(deleting_the_last_two_users_at_once_keeps_one);
+
+// ---------------------------------------------------------------- nodes
+
+async fn nodes_are_listed_with_load_and_overload(server: &TestServer) {
+    let token = server.login().await;
+    let facts = |name: &str, role: NodeRole, cores: i32| repo::nodes::NodeFacts {
+        name: name.into(),
+        role,
+        address: format!("{name}.lan"),
+        gpu: (role == NodeRole::Linked).then(|| "NVIDIA RTX 4000".to_string()),
+        cores,
+        memory_total: 16 << 30,
+        max_jobs: 4,
+        encoders: vec!["libx265".into(), "hevc_nvenc".into()],
+    };
+    let main = repo::nodes::upsert(server.db(), facts("main", NodeRole::Main, 8)).await.unwrap();
+    let busy = repo::nodes::upsert(server.db(), facts("busy", NodeRole::Linked, 4)).await.unwrap();
+    let idle = repo::nodes::upsert(server.db(), facts("idle", NodeRole::Linked, 4)).await.unwrap();
+    let gone = repo::nodes::upsert(server.db(), facts("gone", NodeRole::Linked, 2)).await.unwrap();
+    repo::nodes::record_heartbeat(server.db(), main.id, 4.0, 8 << 30, 1).await.unwrap();
+    repo::nodes::record_heartbeat(server.db(), busy.id, 6.0, 4 << 30, 5).await.unwrap();
+    repo::nodes::record_heartbeat(server.db(), idle.id, 0.5, 1 << 30, 0).await.unwrap();
+    repo::nodes::record_heartbeat(server.db(), gone.id, 0.0, 0, 3).await.unwrap();
+    repo::nodes::set_status(server.db(), gone.id, NodeStatus::Offline, Some("no heartbeat for 90 s".into()))
+        .await
+        .unwrap();
+
+    for prefix in PREFIXES {
+        let (status, nodes) = server.get(&format!("{prefix}/nodes"), Some(&token)).await;
+        assert_eq!(status, 200, "{nodes}");
+        let nodes = nodes.as_array().unwrap();
+        assert_eq!(nodes.len(), 4);
+        let by_name = |name: &str| nodes.iter().find(|n| n["name"] == name).unwrap().clone();
+        let busy = by_name("busy");
+        let mut keys: Vec<&String> = busy.as_object().unwrap().keys().collect();
+        keys.sort();
+        let mut expected = vec![
+            "id",
+            "name",
+            "role",
+            "address",
+            "status",
+            "statusReason",
+            "gpu",
+            "load1",
+            "cores",
+            "loadRatio",
+            "memoryUsed",
+            "memoryTotal",
+            "activeJobs",
+            "maxJobs",
+            "encoders",
+            "overloaded",
+            "lastSeenAt",
+        ];
+        expected.sort();
+        assert_eq!(keys, expected);
+        assert_eq!(
+            (&busy["role"], &busy["status"], &busy["loadRatio"]),
+            (&json!("linked"), &json!("ONLINE"), &json!(1.5))
+        );
+        assert_eq!((&busy["activeJobs"], &busy["memoryUsed"]), (&json!(5), &json!(4_i64 << 30)));
+        assert_eq!(busy["encoders"], json!(["libx265", "hevc_nvenc"]));
+        // ONLINE average: (1 + 5 + 0) / 3 = 2; 5 is more than twice that.
+        assert_eq!(busy["overloaded"], true);
+        assert_eq!(by_name("main")["overloaded"], false);
+        assert_eq!(by_name("main")["loadRatio"], 0.5);
+        let gone = by_name("gone");
+        assert_eq!(
+            (&gone["status"], &gone["statusReason"], &gone["overloaded"]),
+            (&json!("OFFLINE"), &json!("no heartbeat for 90 s"), &json!(false))
+        );
+    }
+}
+api_test_on_both_databases!(nodes_are_listed_with_load_and_overload);
+
+// ---------------------------------------------------------------- jobs
+
+const JOB_FIELDS: [&str; 23] = [
+    "id",
+    "fileName",
+    "filePath",
+    "libraryId",
+    "status",
+    "stage",
+    "progress",
+    "fps",
+    "node",
+    "etaSeconds",
+    "retryCount",
+    "failureReason",
+    "failureCode",
+    "stalled",
+    "sourceCodec",
+    "targetCodec",
+    "sourceSize",
+    "outputSize",
+    "savedBytes",
+    "createdAt",
+    "startedAt",
+    "completedAt",
+    "updatedAt",
+];
+
+async fn insert_job(server: &TestServer, library_id: Option<i32>, name: &str, status: JobStatus, size: i64) -> i32 {
+    let job = repo::jobs::insert(
+        server.db(),
+        repo::jobs::NewJob {
+            library_id,
+            file_path: format!("/media/{name}"),
+            file_name: name.into(),
+            status,
+            target_codec: "hevc".into(),
+            source_size: size,
+            source_mtime_ns: None,
+            source_inode: None,
+            forced: false,
+        },
+    )
+    .await
+    .unwrap();
+    job.id
+}
+
+/// Twelve jobs in two libraries: `movie-NN.mkv` QUEUED in the first, `show-NN.mp4` in the
+/// second, two of which are COMPLETED on node-a with an output 600 bytes smaller.
+async fn seed_jobs(server: &TestServer, token: &str) -> (i64, i64) {
+    let (_dir, paths) = media_dirs(&["movies", "shows"]);
+    let library = |name: &str, path: &str| json!({"name": name, "paths": [path]});
+    let movies = server.post("/libraries", Some(token), &library("Movies", &paths[0])).await.1["id"].as_i64().unwrap();
+    let shows = server.post("/libraries", Some(token), &library("Shows", &paths[1])).await.1["id"].as_i64().unwrap();
+    for n in 0..7 {
+        insert_job(server, Some(movies as i32), &format!("movie-{n:02}.mkv"), JobStatus::Queued, 1000 + n).await;
+    }
+    for n in 0..5 {
+        let status = if n < 2 { JobStatus::Completed } else { JobStatus::Failed };
+        let id = insert_job(server, Some(shows as i32), &format!("show-{n:02}.mp4"), status, 2000 + n).await;
+        let set = entities::job::ActiveModel {
+            node_name: sea_orm::Set(Some("node-a".into())),
+            output_size: sea_orm::Set(Some(1400 + n)),
+            progress: sea_orm::Set(100.0),
+            ..Default::default()
+        };
+        repo::jobs::update_live(server.db(), id, set).await.unwrap();
+    }
+    (movies, shows)
+}
+
+fn names_of(page: &Value) -> Vec<String> {
+    page["items"].as_array().unwrap().iter().map(|j| j["fileName"].as_str().unwrap().to_string()).collect()
+}
+
+async fn jobs_are_listed_filtered_sorted_and_paginated(server: &TestServer) {
+    let token = server.login().await;
+    let (movies, shows) = seed_jobs(server, &token).await;
+    let token = Some(token.as_str());
+
+    let (status, page) = server.get("/jobs", token).await;
+    assert_eq!(status, 200, "{page}");
+    assert_eq!((&page["total"], &page["page"], &page["pageSize"]), (&json!(12), &json!(1), &json!(50)));
+    // Newest first by default.
+    assert_eq!(names_of(&page)[0], "show-04.mp4");
+    let job = &page["items"][0];
+    let mut keys: Vec<&str> = job.as_object().unwrap().keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    let mut expected: Vec<&str> = JOB_FIELDS.to_vec();
+    expected.sort_unstable();
+    assert_eq!(keys, expected);
+
+    for prefix in PREFIXES {
+        let (status, page) =
+            server.get(&format!("{prefix}/jobs?page=2&pageSize=5&sort=fileName&order=asc"), token).await;
+        assert_eq!(status, 200, "{page}");
+        assert_eq!((&page["total"], &page["page"], &page["pageSize"]), (&json!(12), &json!(2), &json!(5)));
+        assert_eq!(names_of(&page), ["movie-05.mkv", "movie-06.mkv", "show-00.mp4", "show-01.mp4", "show-02.mp4"]);
+    }
+    let (_, last) = server.get("/jobs?page=3&pageSize=5&sort=fileName&order=asc", token).await;
+    assert_eq!(names_of(&last), ["show-03.mp4", "show-04.mp4"]);
+    let (_, beyond) = server.get("/jobs?page=9&pageSize=5", token).await;
+    assert_eq!((beyond["items"].as_array().unwrap().len(), &beyond["total"]), (0, &json!(12)));
+    let (_, clamped) = server.get("/jobs?pageSize=100000", token).await;
+    assert_eq!(clamped["pageSize"], 500);
+
+    let (_, done) = server.get("/jobs?status=COMPLETED&sort=fileName&order=asc", token).await;
+    assert_eq!(names_of(&done), ["show-00.mp4", "show-01.mp4"]);
+    let completed = &done["items"][0];
+    assert_eq!((&completed["status"], &completed["node"]), (&json!("COMPLETED"), &json!("node-a")));
+    assert_eq!(
+        (&completed["sourceSize"], &completed["outputSize"], &completed["savedBytes"]),
+        (&json!(2000), &json!(1400), &json!(600))
+    );
+    let (_, failed) = server.get("/jobs?status=failed&sort=fileName", token).await;
+    assert_eq!(failed["items"][0]["savedBytes"], 0, "{failed}");
+    let (_, some) = server.get("/jobs?status=COMPLETED,failed", token).await;
+    assert_eq!(some["total"], 5);
+    let (_, none) = server.get("/jobs?status=PAUSED", token).await;
+    assert_eq!(none["total"], 0);
+    let (_, in_movies) = server.get(&format!("/jobs?libraryId={movies}"), token).await;
+    assert_eq!(in_movies["total"], 7);
+    let (_, shows_on_a) = server.get(&format!("/api/jobs?libraryId={shows}&node=node-a"), token).await;
+    assert_eq!(shows_on_a["total"], 5);
+    let (_, searched) = server.get("/jobs?q=MOVIE-0&sort=sourceSize&order=desc&pageSize=2", token).await;
+    assert_eq!(
+        (names_of(&searched), &searched["total"]),
+        (vec!["movie-06.mkv".to_string(), "movie-05.mkv".to_string()], &json!(7))
+    );
+    let (_, wildcard) = server.get("/jobs?q=%25", token).await;
+    assert_eq!(wildcard["total"], 0, "a % in q is a literal, not a wildcard");
+    let (_, ignored) = server.get("/jobs?unknownParameter=1", token).await;
+    assert_eq!(ignored["total"], 12);
+
+    for sort in ["createdAt", "updatedAt", "completedAt", "fileName", "status", "progress", "sourceSize"] {
+        for order in ["asc", "desc"] {
+            let (status, page) = server.get(&format!("/jobs?sort={sort}&order={order}"), token).await;
+            assert_eq!((status, &page["total"]), (200, &json!(12)), "{sort} {order}: {page}");
+        }
+    }
+    for query in [
+        "status=BOGUS",
+        "status=QUEUED,NOPE",
+        "sort=size",
+        "order=sideways",
+        "page=0",
+        "pageSize=0",
+        "page=-1",
+        "page=first",
+        "pageSize=abc",
+        "libraryId=x",
+    ] {
+        for prefix in PREFIXES {
+            let (status, body) = server.get(&format!("{prefix}/jobs?{query}"), token).await;
+            assert_eq!((status, code(&body)), (400, "invalid_query"), "{query}: {body}");
+        }
+    }
+}
+api_test_on_both_databases!(jobs_are_listed_filtered_sorted_and_paginated);
+
+async fn a_job_is_shown_with_its_events(server: &TestServer) {
+    let token = server.login().await;
+    let id = insert_job(server, None, "clip.mkv", JobStatus::Pending, 1234).await;
+    repo::events::append(
+        server.db(),
+        id,
+        repo::events::NewEvent::transition("queued", JobStatus::Pending, JobStatus::Queued)
+            .on_node(Some("main".into()))
+            .with_detail(json!({"reason": "scan"})),
+    )
+    .await
+    .unwrap();
+    for prefix in PREFIXES {
+        let (status, job) = server.get(&format!("{prefix}/jobs/{id}"), Some(&token)).await;
+        assert_eq!(status, 200, "{job}");
+        assert_eq!(
+            (&job["id"], &job["fileName"], &job["filePath"]),
+            (&json!(id), &json!("clip.mkv"), &json!("/media/clip.mkv"))
+        );
+        assert_eq!(
+            (&job["status"], &job["sourceSize"], &job["savedBytes"]),
+            (&json!("PENDING"), &json!(1234), &json!(0))
+        );
+        let events = job["events"].as_array().unwrap();
+        assert_eq!(events.len(), 2, "{job}");
+        assert_eq!(
+            (&events[0]["kind"], &events[0]["fromStatus"], &events[0]["toStatus"]),
+            (&json!("created"), &Value::Null, &json!("PENDING"))
+        );
+        let queued = &events[1];
+        let mut keys: Vec<&String> = queued.as_object().unwrap().keys().collect();
+        keys.sort();
+        assert_eq!(keys, ["at", "detail", "fromStatus", "id", "kind", "nodeName", "toStatus"]);
+        assert_eq!(
+            (&queued["kind"], &queued["fromStatus"], &queued["toStatus"]),
+            (&json!("queued"), &json!("PENDING"), &json!("QUEUED"))
+        );
+        assert_eq!((&queued["nodeName"], &queued["detail"]), (&json!("main"), &json!({"reason": "scan"})));
+
+        for missing in ["999999", "abc", "-1x", "1e3"] {
+            let (status, body) = server.get(&format!("{prefix}/jobs/{missing}"), Some(&token)).await;
+            assert_eq!((status, code(&body)), (404, "not_found"), "{missing}: {body}");
+        }
+    }
+}
+api_test_on_both_databases!(a_job_is_shown_with_its_events);
+
+// ---------------------------------------------------------------- OpenAPI
+
+#[actix_web::test]
+async fn openapi_documents_every_registered_route() {
+    let server = TestServer::sqlite().await;
+    let token = server.login().await;
+    for prefix in PREFIXES {
+        let (status, doc) = server.get(&format!("{prefix}/openapi.json"), Some(&token)).await;
+        assert_eq!(status, 200);
+        assert!(doc["openapi"].as_str().unwrap().starts_with("3.0"));
+        let servers: Vec<&str> =
+            doc["servers"].as_array().unwrap().iter().map(|s| s["url"].as_str().unwrap()).collect();
+        assert_eq!(servers, ["/", "/api"]);
+        let mut documented = 0;
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            documented += item.as_object().unwrap().keys().filter(|k| *k != "parameters").count();
+            assert!(!path.starts_with("/api"), "{path}: paths are listed unprefixed");
+        }
+        let registered = endpoints();
+        assert_eq!(documented, registered.len());
+        for endpoint in registered {
+            let operation = &doc["paths"][endpoint.path][endpoint.method.as_str().to_lowercase()];
+            assert!(operation.is_object(), "{} {} is not documented", endpoint.method, endpoint.path);
+            assert!(
+                operation["responses"]["200"].is_object()
+                    || operation["responses"]["201"].is_object()
+                    || operation["responses"]["204"].is_object(),
+                "{} {}",
+                endpoint.method,
+                endpoint.path
+            );
+            if endpoint.access == Access::Token {
+                assert!(operation["responses"]["401"].is_object(), "{} {}", endpoint.method, endpoint.path);
+            }
+            if matches!(endpoint.method, Method::POST | Method::PUT) && endpoint.path != "/auth/refresh" {
+                assert!(
+                    operation["requestBody"].is_object(),
+                    "{} {} has no request body",
+                    endpoint.method,
+                    endpoint.path
+                );
+            }
+        }
+    }
+    server.finish().await;
+}
+
+// ---------------------------------------------------------------- `condense serve` wiring
+
+#[actix_web::test]
+async fn serve_installs_license_key_and_exposes_cluster_token() {
+    use crate::common::server::{command, ServerProcess};
+    let dir = tempfile::tempdir().unwrap();
+    let (private_key, public_key) = condense::license::generate_keypair();
+    let login = |api: String| async move {
+        let mut response = awc::Client::default()
+            .post(format!("{api}/api/auth/login"))
+            .send_json(&json!({"username": "admin", "password": "serve-test-password"}))
+            .await
+            .unwrap();
+        let body: Value = serde_json::from_slice(&response.body().await.unwrap()).unwrap();
+        body["token"].as_str().unwrap().to_string()
+    };
+    let get = |url: String, token: String| async move {
+        let mut response = awc::Client::default().get(url).bearer_auth(token).send().await.unwrap();
+        serde_json::from_slice::<Value>(&response.body().await.unwrap()).unwrap()
+    };
+
+    // A key that does not verify is reported, and the node starts anyway.
+    let mut cmd = command(dir.path());
+    cmd.env("ADMIN_PASSWORD", "serve-test-password")
+        .env("LICENSE_KEY", "CONDENSE1.not.valid")
+        .env("CLUSTER_TOKEN", CLUSTER_TOKEN);
+    let mut server = ServerProcess::start(cmd);
+    let token = login(server.api.clone()).await;
+    assert_eq!(get(format!("{}/license", server.api), token.clone()).await["tier"], "FREE");
+    assert_eq!(get(format!("{}/settings", server.api), token).await["clusterToken"], CLUSTER_TOKEN);
+    assert!(server.signal_and_wait(libc::SIGTERM).success());
+    assert!(server.output().iter().any(|l| l.contains("LICENSE_KEY does not verify")), "{:#?}", server.output());
+
+    // A genuine key for the configured public key is installed at start-up.
+    let pro = key(&private_key, Tier::Pro, None);
+    let mut cmd = command(dir.path());
+    cmd.env("LICENSE_KEY", &pro).env("LICENSE_PUBLIC_KEY", &public_key);
+    let mut server = ServerProcess::start(cmd);
+    let token = login(server.api.clone()).await;
+    let license = get(format!("{}/license", server.api), token.clone()).await;
+    assert_eq!((&license["tier"], &license["effectiveTier"]), (&json!("PRO"), &json!("PRO")), "{license}");
+    assert_eq!(get(format!("{}/settings", server.api), token).await["clusterToken"], Value::Null);
+    assert!(server.signal_and_wait(libc::SIGTERM).success());
+}
