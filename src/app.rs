@@ -48,6 +48,8 @@ pub fn create_app(
         .app_data(http::path_config())
         .service(web::scope("/api").configure(http::routes).default_service(web::to(http::not_found)))
         .configure(http::routes)
+        // SPEC: the WebSocket is at ws://host:3100 itself.
+        .route("/", web::get().to(http::ws::connect))
         .default_service(web::to(http::not_found))
 }
 
@@ -74,5 +76,7 @@ pub fn create_ui_app(
         // Unknown /api paths answer 404 JSON, not the dashboard's index.html.
         .service(web::scope("/api").configure(http::routes).default_service(web::to(http::not_found)))
         .route("/healthz", web::get().to(http::health::healthz))
+        // The dashboard's live feed, on its own origin.
+        .route("/ws", web::get().to(http::ws::connect))
         .configure(|cfg| http::ui::configure(cfg, &frontend_dir))
 }

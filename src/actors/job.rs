@@ -368,7 +368,9 @@ impl Run {
                 let e = MediaError::misc("the transcoder stopped without being asked");
                 self.fail(e).await
             }
-            (ChildEnd::Failed(_), Some(JobCommand::Shutdown)) => Ok(()),
+            // A stop that reached the child before it could finish a segment: the job is
+            // PAUSED (or stays for the restart) with whatever segments were completed.
+            (ChildEnd::Failed(_), Some(JobCommand::Shutdown | JobCommand::Pause)) => Ok(()),
             (ChildEnd::Failed(e), _) => self.fail(e).await,
         }
     }

@@ -209,11 +209,12 @@ impl Actor for LibrarySupervisor {
 }
 
 impl Handler<ScanNow> for LibrarySupervisor {
-    type Result = ResponseActFuture<Self, Result<ScanReport, String>>;
+    // Atomic: one scan at a time per library, so two never register the same file.
+    type Result = AtomicResponse<Self, Result<ScanReport, String>>;
 
     fn handle(&mut self, _: ScanNow, _: &mut Context<Self>) -> Self::Result {
         let (db, id, scheduler) = (self.db.clone(), self.library_id, self.scheduler.clone());
-        Box::pin(
+        AtomicResponse::new(Box::pin(
             async move {
                 let started = Instant::now();
                 let report = scan(&db, id).await.map_err(|e| e.to_string())?;
@@ -222,7 +223,7 @@ impl Handler<ScanNow> for LibrarySupervisor {
                 Ok(report)
             }
             .into_actor(self),
-        )
+        ))
     }
 }
 

@@ -8,7 +8,10 @@ use serde::Deserialize;
 
 use super::auth::AuthUser;
 use super::views::LibraryView;
+use crate::actors::library::Reload;
+use crate::actors::scheduler::{Action, JobAction};
 use crate::app::AppState;
+use crate::domain::job::JobStatus;
 use crate::domain::retry::{Encoder, TargetCodec};
 use crate::error::AppError;
 use crate::repo;
@@ -93,6 +96,7 @@ pub async fn create(
         watch: body.watch.unwrap_or(true),
     };
     let library = repo::libraries::create(&state.db, new).await?;
+    state.runtime.libraries.do_send(Reload);
     tracing::info!(user = %user.username, library = library.id, name = %library.name, "library created");
     Ok(HttpResponse::Created().json(LibraryView::from(&library)))
 }
@@ -133,13 +137,34 @@ pub async fn update(
         enabled: body.enabled,
     };
     let library = repo::libraries::update(&state.db, id, patch).await?;
+    state.runtime.libraries.do_send(Reload);
     tracing::info!(user = %user.username, library = id, "library updated");
     Ok(web::Json(LibraryView::from(&library)))
 }
 
 pub async fn delete(user: AuthUser, state: web::Data<AppState>, id: web::Path<i32>) -> Result<HttpResponse, AppError> {
     let id = id.into_inner();
+    repo::libraries::get(&state.db, id).await?;
+    // Running encodes of the library stop first (their partial outputs are removed);
+    // deleting the rows under a running job would leave its transcoder writing.
+    let running = repo::jobs::list(
+        &state.db,
+        &repo::jobs::JobQuery {
+            statuses: vec![JobStatus::Analyzing, JobStatus::Encoding],
+            library_id: Some(id),
+            page_size: repo::jobs::MAX_PAGE_SIZE,
+            ..Default::default()
+        },
+    )
+    .await?;
+    for job in running.items {
+        let action = JobAction { job_id: job.id, action: Action::Cancel };
+        if let Ok(Err(e)) = state.runtime.scheduler.send(action).await {
+            tracing::warn!(job_id = job.id, error = %e, "could not stop a job of a deleted library");
+        }
+    }
     repo::libraries::delete(&state.db, id).await?;
+    state.runtime.libraries.do_send(Reload);
     tracing::info!(user = %user.username, library = id, "library deleted");
     Ok(HttpResponse::NoContent().finish())
 }

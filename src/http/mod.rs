@@ -5,6 +5,7 @@
 //! `endpoints()` to check that each endpoint is documented in /openapi.json and refuses
 //! requests without a token unless it is public.
 
+pub mod actions;
 pub mod auth;
 pub mod health;
 pub mod jobs;
@@ -17,6 +18,7 @@ pub mod settings;
 pub mod ui;
 pub mod users;
 pub mod views;
+pub mod ws;
 
 use actix_web::http::Method;
 use actix_web::middleware::from_fn;
@@ -74,6 +76,15 @@ fn table() -> Vec<(Endpoint, Route)> {
         endpoint(Method::GET, "/nodes", Token, nodes::list),
         endpoint(Method::GET, "/jobs", Token, jobs::list),
         endpoint(Method::GET, "/jobs/{id}", Token, jobs::get),
+        endpoint(Method::POST, "/jobs/{id}/pause", Token, actions::pause),
+        endpoint(Method::POST, "/jobs/{id}/resume", Token, actions::resume),
+        endpoint(Method::POST, "/jobs/{id}/retry", Token, actions::retry),
+        endpoint(Method::POST, "/jobs/{id}/cancel", Token, actions::cancel),
+        endpoint(Method::POST, "/jobs/{id}/force", Token, actions::force),
+        endpoint(Method::POST, "/queue/pause-all", Token, actions::pause_all),
+        endpoint(Method::POST, "/queue/resume-all", Token, actions::resume_all),
+        endpoint(Method::POST, "/libraries/{id}/scan", Token, actions::scan),
+        endpoint(Method::GET, "/ws", Token, ws::connect),
     ]
 }
 

@@ -340,7 +340,12 @@ pub async fn register_batch<C: ConnectionTrait + TransactionTrait>(
             updated_at: Set(at),
             ..Default::default()
         });
-        Entity::insert_many(models).exec(&txn).await?;
+        // A file registered meanwhile (by the watcher) keeps its job.
+        Entity::insert_many(models)
+            .on_conflict(sea_orm::sea_query::OnConflict::column(Column::FilePath).do_nothing().to_owned())
+            .do_nothing()
+            .exec(&txn)
+            .await?;
     }
     let backend = txn.get_database_backend();
     for (kind, from, to, only_new) in

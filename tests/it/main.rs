@@ -2,6 +2,7 @@
 //! `condense` binary run as a child process.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod actions;
 mod common;
 mod http;
 mod lifecycle;
