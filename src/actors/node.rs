@@ -63,6 +63,7 @@ pub struct NodeSupervisor {
 }
 
 impl NodeSupervisor {
+    /// `max_jobs` 0 makes a node that takes no jobs (a node kept for the API alone).
     pub fn new(env: Arc<NodeEnv>, max_jobs: usize) -> Self {
         NodeSupervisor {
             env,

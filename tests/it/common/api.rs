@@ -38,17 +38,23 @@ impl TestServer {
         Some(TestServer::start(TestDb::postgres(test).await?).await)
     }
 
+    /// A server that runs no encodes (its node has no job slots): jobs a test inserts stay
+    /// as they are.
     pub async fn start(test_db: TestDb) -> TestServer {
-        TestServer::start_throttled(test_db, 0).await
+        TestServer::with_runtime(test_db, 0, 0).await
     }
 
-    /// A server whose encodes pause `throttle_ms` after each frame, so a test can act on a
-    /// job while it runs.
+    /// A server that encodes one job at a time, pausing `throttle_ms` after each frame so a
+    /// test can act on a job while it runs.
     pub async fn start_throttled(test_db: TestDb, throttle_ms: u64) -> TestServer {
+        TestServer::with_runtime(test_db, 1, throttle_ms).await
+    }
+
+    async fn with_runtime(test_db: TestDb, slots: usize, throttle_ms: u64) -> TestServer {
         let hash = security::hash_password(ADMIN_PASSWORD).unwrap();
         repo::users::create(&test_db.db, ADMIN, &hash).await.unwrap();
         let (license_private_key, license_public_key) = condense::license::generate_keypair();
-        let runtime = crate::lifecycle::start_runtime(&test_db.db, 1, throttle_ms, &license_public_key).await;
+        let runtime = crate::lifecycle::start_runtime(&test_db.db, slots, throttle_ms, &license_public_key).await;
         let state = web::Data::new(AppState {
             runtime,
             db: test_db.db.clone(),
