@@ -9,13 +9,13 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use entities::job;
-use sea_orm::{DatabaseConnection, Set};
 use tokio::sync::mpsc;
 
-use super::lifecycle::{Context as EventContext, Lifecycle, LifecycleError};
+use super::lifecycle::{Context as EventContext, LifecycleError};
 use super::node::{JobEnded, NodeSupervisor};
+use super::store::{delete_partial_if, Applied, JobPatch, JobStore};
 use crate::domain::health::STALLED_AFTER_SECS;
-use crate::domain::job::{FailureCode, JobEvent, JobStatus};
+use crate::domain::job::{FailureCode, JobEvent};
 use crate::domain::retry::{profile_for_attempt, EncodeSettings, Encoder};
 use crate::media::child::{ChildEnd, Transcoder};
 use crate::media::encode::Event;
@@ -25,7 +25,6 @@ use crate::media::probe::{HdrKind, MediaInfo};
 use crate::media::replace::{recover, replace, Replace};
 use crate::media::verify::{validate_source, verify};
 use crate::media::MediaError;
-use crate::repo::{self, events::NewEvent, jobs};
 
 /// How long a lease lasts without renewal; progress renews it.
 pub const LEASE_SECONDS: i64 = 120;
@@ -34,8 +33,8 @@ const PUBLISH_EVERY: Duration = Duration::from_millis(250);
 
 /// What every job on this node shares.
 pub struct NodeEnv {
-    pub db: DatabaseConnection,
-    pub lifecycle: Lifecycle,
+    /// The job records: the database on the main node, the link on a linked node.
+    pub store: Arc<dyn JobStore>,
     pub node_name: String,
     pub node_id: i32,
     /// The binary to start as `transcode` child (this executable).
@@ -110,13 +109,6 @@ fn join_error(e: tokio::task::JoinError) -> MediaError {
     MediaError::new(FailureCode::TranscoderCrashed, format!("a worker thread failed: {e}"))
 }
 
-/// Reads the settings a job needs, with their defaults.
-async fn job_settings(db: &DatabaseConnection) -> (bool, u64) {
-    let keep = repo::settings::get::<bool>(db, "keep_originals").await.ok().flatten().unwrap_or(false);
-    let hours = repo::settings::get::<u64>(db, "job_timeout_hours").await.ok().flatten().unwrap_or(24);
-    (keep, hours.max(1))
-}
-
 struct Run {
     env: Arc<NodeEnv>,
     job_id: i32,
@@ -134,8 +126,24 @@ impl Run {
         Some(self.env.node_name.clone())
     }
 
+    fn ctx(&self) -> EventContext {
+        EventContext { node: self.node(), ..Default::default() }
+    }
+
+    async fn apply(&self, event: JobEvent, patch: JobPatch, ctx: EventContext) -> Result<Applied, LifecycleError> {
+        let applied = self.env.store.apply(self.job_id, &self.lease_id, event, patch, ctx).await?;
+        delete_partial_if(&applied).await;
+        Ok(applied)
+    }
+
+    async fn update(&self, patch: JobPatch) -> Result<(), LifecycleError> {
+        self.env.store.update_live(self.job_id, &self.lease_id, patch).await
+    }
+
     async fn fail(&self, e: MediaError) -> Result<(), LifecycleError> {
-        self.env.lifecycle.fail(self.job_id, e.code, e.message, self.node()).await?;
+        tracing::warn!(job_id = self.job_id, code = e.code.as_str(), message = %e.message, "job attempt failed");
+        let ctx = EventContext { node: self.node(), detail: None, failure_detail: Some(e.message) };
+        self.apply(JobEvent::Fail { code: e.code }, JobPatch::default(), ctx).await?;
         Ok(())
     }
 
@@ -144,18 +152,11 @@ impl Run {
         if let Ok(cmd) = self.commands.try_recv() {
             match cmd {
                 JobCommand::Pause => {
-                    let ctx = EventContext { node: self.node(), ..Default::default() };
-                    self.env.lifecycle.apply(self.job_id, JobEvent::Pause, job::ActiveModel::default(), ctx).await?;
+                    self.apply(JobEvent::Pause, JobPatch::default(), self.ctx()).await?;
                     return Ok(Step::Stop);
                 }
                 JobCommand::Cancel => {
-                    let ctx = EventContext { node: self.node(), ..Default::default() };
-                    let (job, outcome) = self
-                        .env
-                        .lifecycle
-                        .apply(self.job_id, JobEvent::Cancel, job::ActiveModel::default(), ctx)
-                        .await?;
-                    self.env.lifecycle.carry_out_offline(&job, &outcome).await;
+                    self.apply(JobEvent::Cancel, JobPatch::default(), self.ctx()).await?;
                     return Ok(Step::Stop);
                 }
                 JobCommand::Shutdown => return Ok(Step::Stop),
@@ -166,9 +167,9 @@ impl Run {
 
     async fn run(mut self) -> Result<(), LifecycleError> {
         let env = self.env.clone();
-        let job = jobs::get(&env.db, self.job_id).await?;
+        let job = env.store.job(self.job_id).await?;
         let path = PathBuf::from(&job.file_path);
-        let (keep_originals, timeout_hours) = job_settings(&env.db).await;
+        let (keep_originals, timeout_hours) = env.store.job_settings().await;
 
         // A replace interrupted by a crash is finished or undone before anything else.
         let p = path.clone();
@@ -186,22 +187,22 @@ impl Run {
             Ok(Err(e)) | Err(e) => return self.fail(e).await,
         };
         let video = info.video().cloned();
-        let analysis = job::ActiveModel {
-            source_codec: Set(video.as_ref().map(|v| v.codec.clone())),
-            source_size: Set(i64::try_from(info.size_bytes).unwrap_or(i64::MAX)),
-            duration_seconds: Set(info.duration_seconds),
-            source_bitrate: Set(info.bit_rate),
-            hdr: Set(Some(info.hdr.kind.as_str().to_string())),
-            probe: Set(serde_json::to_value(&info).ok()),
+        let analysis = JobPatch {
+            source_codec: video.as_ref().map(|v| v.codec.clone()),
+            source_size: Some(i64::try_from(info.size_bytes).unwrap_or(i64::MAX)),
+            duration_seconds: info.duration_seconds,
+            source_bitrate: info.bit_rate,
+            hdr: Some(info.hdr.kind.as_str().to_string()),
+            probe: serde_json::to_value(&info).ok(),
             ..Default::default()
         };
-        jobs::update_live(&env.db, self.job_id, analysis).await?;
+        self.update(analysis).await?;
         if let Step::Stop = self.check_commands().await? {
             return Ok(());
         }
 
         let library = match job.library_id {
-            Some(id) => Some(repo::libraries::get(&env.db, id).await?),
+            Some(id) => Some(env.store.library(id).await?),
             None => None,
         };
         let target = job.target_codec.clone();
@@ -210,9 +211,8 @@ impl Run {
             Ok(Decision::Encode) => false,
             Err(e) => return self.fail(e).await,
         };
-        let set = job::ActiveModel { stage: Set((!skip).then(|| "ENCODING".to_string())), ..Default::default() };
-        let ctx = EventContext { node: self.node(), ..Default::default() };
-        let (job, _) = env.lifecycle.apply(self.job_id, JobEvent::Analyzed { skip }, set, ctx).await?;
+        let patch = JobPatch { stage: (!skip).then(|| "ENCODING".to_string()), ..Default::default() };
+        let job = self.apply(JobEvent::Analyzed { skip }, patch, self.ctx()).await?.job;
         if skip {
             return Ok(());
         }
@@ -298,20 +298,20 @@ impl Run {
                         if last_write.elapsed() >= DB_WRITE_EVERY {
                             last_write = Instant::now();
                             let now = chrono::Utc::now();
-                            let set = job::ActiveModel {
-                                progress: Set(job.progress),
-                                fps: Set(job.fps),
-                                eta_seconds: Set(job.eta_seconds),
-                                stalled: Set(false),
-                                last_progress_at: Set(Some(now)),
-                                lease_expires_at: Set(Some(now + chrono::Duration::seconds(LEASE_SECONDS))),
+                            let patch = JobPatch {
+                                progress: Some(job.progress),
+                                fps: Some(job.fps),
+                                eta_seconds: job.eta_seconds,
+                                stalled: Some(false),
+                                last_progress_at: Some(now),
+                                lease_expires_at: Some(now + chrono::Duration::seconds(LEASE_SECONDS)),
                                 ..Default::default()
                             };
-                            jobs::update_live(&env.db, job.id, set).await?;
+                            self.update(patch).await?;
                         }
                         if last_publish.elapsed() >= PUBLISH_EVERY {
                             last_publish = Instant::now();
-                            env.lifecycle.publish_progress(&job);
+                            env.store.publish_progress(&job);
                         }
                     }
                     Some(Event::Done { cpu_ms, wall_ms, .. }) => run_stats = Some((cpu_ms, wall_ms)),
@@ -320,18 +320,16 @@ impl Run {
                 },
                 cmd = self.commands.recv(), if stopping.is_none() => match cmd {
                     Some(JobCommand::Pause) => {
-                        let ctx = EventContext { node: self.node(), ..Default::default() };
-                        env.lifecycle.apply(job.id, JobEvent::Pause, job::ActiveModel::default(), ctx).await?;
+                        env.store.apply(job.id, &self.lease_id, JobEvent::Pause, JobPatch::default(), self.ctx()).await?;
                         child.pause();
                         stopping = Some(JobCommand::Pause);
                     }
                     Some(JobCommand::Cancel) => {
-                        let ctx = EventContext { node: self.node(), ..Default::default() };
-                        let (model, outcome) =
-                            env.lifecycle.apply(job.id, JobEvent::Cancel, job::ActiveModel::default(), ctx).await?;
+                        let applied =
+                            env.store.apply(job.id, &self.lease_id, JobEvent::Cancel, JobPatch::default(), self.ctx()).await?;
                         child.kill().await;
                         let _ = child.wait().await;
-                        env.lifecycle.carry_out_offline(&model, &outcome).await;
+                        delete_partial_if(&applied).await;
                         return Ok(());
                     }
                     Some(JobCommand::Shutdown) | None => {
@@ -348,8 +346,8 @@ impl Run {
                 _ = stall_check.tick() => {
                     if !job.stalled && last_progress.elapsed().as_secs() > STALLED_AFTER_SECS {
                         job.stalled = true;
-                        jobs::update_live(&env.db, job.id, job::ActiveModel { stalled: Set(true), ..Default::default() }).await?;
-                        env.lifecycle.publish_progress(&job);
+                        self.update(JobPatch { stalled: Some(true), ..Default::default() }).await?;
+                        env.store.publish_progress(&job);
                         tracing::warn!(job_id = job.id, "job stalled: no progress for 10 minutes");
                     }
                 }
@@ -385,9 +383,8 @@ impl Run {
     ) -> Result<(), LifecycleError> {
         let env = self.env.clone();
         job.stage = Some("TRANSFERRING".into());
-        jobs::update_live(&env.db, job.id, job::ActiveModel { stage: Set(job.stage.clone()), ..Default::default() })
-            .await?;
-        env.lifecycle.publish_progress(&job);
+        self.update(JobPatch { stage: job.stage.clone(), ..Default::default() }).await?;
+        env.store.publish_progress(&job);
 
         let output = plan.output_path();
         let (o, i, codec) = (output.clone(), info.clone(), plan.target_codec.clone());
@@ -397,16 +394,16 @@ impl Run {
         };
         let (cpu, wall) = run_stats.unwrap_or((0, 0));
         let source = PathBuf::from(&job.file_path);
-        let mut set = job::ActiveModel {
-            encoder: Set(Some(plan.encoder.clone())),
-            cpu_time_ms: Set(Some(job.cpu_time_ms.unwrap_or(0) + i64::try_from(cpu).unwrap_or(0))),
-            wall_time_ms: Set(Some(job.wall_time_ms.unwrap_or(0) + i64::try_from(wall).unwrap_or(0))),
+        let mut set = JobPatch {
+            encoder: Some(plan.encoder.clone()),
+            cpu_time_ms: Some(job.cpu_time_ms.unwrap_or(0) + i64::try_from(cpu).unwrap_or(0)),
+            wall_time_ms: Some(job.wall_time_ms.unwrap_or(0) + i64::try_from(wall).unwrap_or(0)),
             ..Default::default()
         };
         let mut detail = serde_json::json!({"outputSize": verified.size_bytes});
         if verified.size_bytes >= info.size_bytes {
             // Nothing saved: the original stays, the output goes.
-            set.output_size = Set(Some(i64::try_from(info.size_bytes).unwrap_or(i64::MAX)));
+            set.output_size = Some(i64::try_from(info.size_bytes).unwrap_or(i64::MAX));
             detail = serde_json::json!({"keptOriginal": true, "reason": "the encoded file was not smaller"});
         } else {
             if !self.lease_is_mine().await {
@@ -427,19 +424,19 @@ impl Run {
                 Ok(Err(e)) | Err(e) => return self.fail(e).await,
             };
             for step in steps {
-                jobs::record_event(&env.db, job.id, NewEvent::new(step).on_node(self.node())).await?;
+                env.store.record_event(job.id, &self.lease_id, step, self.node()).await?;
             }
             let identity = SourceIdentity::of(&target).ok();
-            set.output_size = Set(Some(i64::try_from(verified.size_bytes).unwrap_or(i64::MAX)));
-            set.source_mtime_ns = Set(identity.map(|i| i.mtime_ns));
-            set.source_inode = Set(identity.map(|i| i64::try_from(i.inode).unwrap_or(0)));
+            set.output_size = Some(i64::try_from(verified.size_bytes).unwrap_or(i64::MAX));
+            set.source_mtime_ns = identity.map(|i| i.mtime_ns);
+            set.source_inode = identity.map(|i| i64::try_from(i.inode).unwrap_or(0));
             if target != source {
-                set.file_path = Set(target.to_string_lossy().into_owned());
-                set.file_name = Set(target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default());
+                set.file_path = Some(target.to_string_lossy().into_owned());
+                set.file_name = target.file_name().map(|n| n.to_string_lossy().into_owned());
             }
         }
         let ctx = EventContext { node: self.node(), detail: Some(detail), failure_detail: None };
-        env.lifecycle.apply(job.id, JobEvent::Complete, set, ctx).await?;
+        self.apply(JobEvent::Complete, set, ctx).await?;
         let dir = plan.partial_dir.clone();
         let _ = tokio::task::spawn_blocking(move || remove_partial(&dir)).await;
         Ok(())
@@ -447,9 +444,7 @@ impl Run {
 
     /// Fencing: only the node holding the job's current lease may touch the original.
     async fn lease_is_mine(&self) -> bool {
-        jobs::get(&self.env.db, self.job_id).await.is_ok_and(|j| {
-            j.lease_id.as_deref() == Some(self.lease_id.as_str()) && j.status == JobStatus::Encoding.as_str()
-        })
+        self.env.store.lease_is_mine(self.job_id, &self.lease_id).await
     }
 }
 

@@ -50,7 +50,8 @@ pub fn snapshot(job: &job::Model) -> Result<JobSnapshot, RepoError> {
 }
 
 /// Extra facts that come with an event.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Default, Clone, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Context {
     pub node: Option<String>,
     pub detail: Option<serde_json::Value>,

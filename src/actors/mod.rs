@@ -7,6 +7,7 @@ pub mod library;
 pub mod lifecycle;
 pub mod node;
 pub mod scheduler;
+pub mod store;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -75,8 +76,7 @@ pub async fn start(db: DatabaseConnection, config: RuntimeConfig) -> Result<Runt
     let lifecycle = Lifecycle { db: db.clone(), bus: bus.clone() };
     recover_orphans(&lifecycle).await?;
     let env = Arc::new(NodeEnv {
-        db: db.clone(),
-        lifecycle: lifecycle.clone(),
+        store: Arc::new(store::DbStore { lifecycle: lifecycle.clone() }),
         node_name: config.node_name.clone(),
         node_id: config.node_id,
         transcoder: config.transcoder.clone(),

@@ -89,7 +89,8 @@ named_enum!(
 );
 
 /// Something that happened to a job; `transition` decides what it leads to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "event", rename_all = "camelCase")]
 pub enum JobEvent {
     /// The library scan hands a discovered file to the queue.
     Queue,

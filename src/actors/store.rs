@@ -1,0 +1,184 @@
+//! What a `JobSupervisor` needs from the job's record, behind one trait: on the main node
+//! the database itself (`DbStore`); on a linked node the same calls made over its link to
+//! the main node, which checks each against the job's lease (see `cluster`). One pipeline
+//! runs on every node.
+
+use std::path::Path;
+
+use entities::{job, library};
+use sea_orm::Set;
+use serde::{Deserialize, Serialize};
+
+use super::lifecycle::{Context, Lifecycle, LifecycleError};
+use crate::domain::job::{Effect, JobEvent, JobStatus};
+use crate::media::manifest::remove_partial;
+use crate::media::plan::partial_dir_for;
+use crate::repo::{self, events::NewEvent, jobs};
+
+/// Columns a job supervisor writes; `None` leaves a column as it is.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobPatch {
+    pub source_codec: Option<String>,
+    pub source_size: Option<i64>,
+    pub duration_seconds: Option<f64>,
+    pub source_bitrate: Option<i64>,
+    pub hdr: Option<String>,
+    pub probe: Option<serde_json::Value>,
+    pub stage: Option<String>,
+    pub progress: Option<f64>,
+    pub fps: Option<f64>,
+    pub eta_seconds: Option<i64>,
+    pub stalled: Option<bool>,
+    pub last_progress_at: Option<chrono::DateTime<chrono::Utc>>,
+    pub lease_expires_at: Option<chrono::DateTime<chrono::Utc>>,
+    pub encoder: Option<String>,
+    pub cpu_time_ms: Option<i64>,
+    pub wall_time_ms: Option<i64>,
+    pub output_size: Option<i64>,
+    pub source_mtime_ns: Option<i64>,
+    pub source_inode: Option<i64>,
+    pub file_path: Option<String>,
+    pub file_name: Option<String>,
+}
+
+impl JobPatch {
+    pub fn into_active(self) -> job::ActiveModel {
+        let mut m = job::ActiveModel::default();
+        macro_rules! set {
+            ($($field:ident),*) => { $(if let Some(v) = self.$field { m.$field = Set(v); })* };
+        }
+        macro_rules! set_some {
+            ($($field:ident),*) => { $(if let Some(v) = self.$field { m.$field = Set(Some(v)); })* };
+        }
+        set!(source_size, progress, fps, stalled);
+        set_some!(
+            source_codec,
+            duration_seconds,
+            source_bitrate,
+            hdr,
+            probe,
+            stage,
+            eta_seconds,
+            last_progress_at,
+            lease_expires_at,
+            encoder,
+            cpu_time_ms,
+            wall_time_ms,
+            output_size,
+            source_mtime_ns,
+            source_inode
+        );
+        set!(file_path, file_name);
+        m
+    }
+}
+
+/// The answer to an applied transition: the job, and whether its partial output must go.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Applied {
+    pub job: job::Model,
+    pub delete_partial: bool,
+}
+
+#[async_trait::async_trait(?Send)]
+pub trait JobStore: Send + Sync {
+    async fn job(&self, id: i32) -> Result<job::Model, LifecycleError>;
+    async fn library(&self, id: i32) -> Result<library::Model, LifecycleError>;
+    /// (keep originals, job timeout in hours)
+    async fn job_settings(&self) -> (bool, u64);
+    async fn apply(
+        &self,
+        id: i32,
+        lease: &str,
+        event: JobEvent,
+        patch: JobPatch,
+        ctx: Context,
+    ) -> Result<Applied, LifecycleError>;
+    async fn update_live(&self, id: i32, lease: &str, patch: JobPatch) -> Result<(), LifecycleError>;
+    async fn record_event(&self, id: i32, lease: &str, kind: &str, node: Option<String>) -> Result<(), LifecycleError>;
+    /// Fencing: this node still holds the job's lease and the job is ENCODING.
+    async fn lease_is_mine(&self, id: i32, lease: &str) -> bool;
+    fn publish_progress(&self, job: &job::Model);
+}
+
+/// Removes the partial output when a transition says so (it lives next to the source, on
+/// storage every node sees).
+pub async fn delete_partial_if(applied: &Applied) {
+    if !applied.delete_partial {
+        return;
+    }
+    let dir = partial_dir_for(Path::new(&applied.job.file_path));
+    if let Ok(Err(e)) = tokio::task::spawn_blocking(move || remove_partial(&dir)).await {
+        tracing::warn!(job_id = applied.job.id, error = %e, "could not remove the partial output");
+    }
+}
+
+/// The main node's store: the database, and the event bus for live updates.
+pub struct DbStore {
+    pub lifecycle: Lifecycle,
+}
+
+pub async fn settings(db: &sea_orm::DatabaseConnection) -> (bool, u64) {
+    let keep = repo::settings::get::<bool>(db, "keep_originals").await.ok().flatten().unwrap_or(false);
+    let hours = repo::settings::get::<u64>(db, "job_timeout_hours").await.ok().flatten().unwrap_or(24);
+    (keep, hours.max(1))
+}
+
+/// Whether `lease` is the job's current lease while it runs.
+pub fn holds_lease(job: &job::Model, lease: &str) -> bool {
+    job.lease_id.as_deref() == Some(lease)
+        && (job.status == JobStatus::Analyzing.as_str() || job.status == JobStatus::Encoding.as_str())
+}
+
+#[async_trait::async_trait(?Send)]
+impl JobStore for DbStore {
+    async fn job(&self, id: i32) -> Result<job::Model, LifecycleError> {
+        Ok(jobs::get(&self.lifecycle.db, id).await?)
+    }
+
+    async fn library(&self, id: i32) -> Result<library::Model, LifecycleError> {
+        Ok(repo::libraries::get(&self.lifecycle.db, id).await?)
+    }
+
+    async fn job_settings(&self) -> (bool, u64) {
+        settings(&self.lifecycle.db).await
+    }
+
+    async fn apply(
+        &self,
+        id: i32,
+        _lease: &str,
+        event: JobEvent,
+        patch: JobPatch,
+        ctx: Context,
+    ) -> Result<Applied, LifecycleError> {
+        let (job, outcome) = self.lifecycle.apply(id, event, patch.into_active(), ctx).await?;
+        Ok(Applied { job, delete_partial: outcome.effects.contains(&Effect::DeletePartial) })
+    }
+
+    async fn update_live(&self, id: i32, _lease: &str, patch: JobPatch) -> Result<(), LifecycleError> {
+        Ok(jobs::update_live(&self.lifecycle.db, id, patch.into_active()).await?)
+    }
+
+    async fn record_event(
+        &self,
+        id: i32,
+        _lease: &str,
+        kind: &str,
+        node: Option<String>,
+    ) -> Result<(), LifecycleError> {
+        Ok(jobs::record_event(&self.lifecycle.db, id, NewEvent::new(kind).on_node(node)).await?)
+    }
+
+    async fn lease_is_mine(&self, id: i32, lease: &str) -> bool {
+        jobs::get(&self.lifecycle.db, id)
+            .await
+            .is_ok_and(|j| holds_lease(&j, lease) && j.status == JobStatus::Encoding.as_str())
+    }
+
+    fn publish_progress(&self, job: &job::Model) {
+        self.lifecycle.publish_progress(job);
+    }
+}
