@@ -120,8 +120,9 @@ pub struct ServeArgs {
     /// reported and ignored).
     #[arg(long, env = "LICENSE_KEY", value_name = "LICENSE_KEY", hide_env_values = true)]
     pub license_key: Option<String>,
-    /// Jobs this node encodes at once (the licence may allow fewer).
-    #[arg(long, env = "MAX_JOBS", value_name = "MAX_JOBS", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    /// Jobs this node encodes at once (the licence may allow fewer); 0 on a main node that
+    /// only coordinates linked nodes.
+    #[arg(long, env = "MAX_JOBS", value_name = "MAX_JOBS", default_value_t = 1, value_parser = clap::value_parser!(u16).range(0..=64))]
     pub max_jobs: u16,
     /// Length of a resumable segment of encoded video, in seconds.
     #[arg(long, env = "SEGMENT_SECONDS", value_name = "SEGMENT_SECONDS", default_value_t = 20.0, value_parser = parse_segment_seconds)]

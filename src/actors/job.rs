@@ -44,7 +44,8 @@ pub struct NodeEnv {
     pub throttle_ms_per_frame: u64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub enum JobCommand {
     Pause,
     Cancel,

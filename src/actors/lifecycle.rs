@@ -50,7 +50,7 @@ pub fn snapshot(job: &job::Model) -> Result<JobSnapshot, RepoError> {
 }
 
 /// Extra facts that come with an event.
-#[derive(Debug, Default, Clone, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Default, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Context {
     pub node: Option<String>,

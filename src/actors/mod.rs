@@ -2,10 +2,12 @@
 //! `JobSupervisor`s, the `Scheduler`, and the `LibrarySupervisor`s.
 
 pub mod bus;
+pub mod cluster;
 pub mod job;
 pub mod library;
 pub mod lifecycle;
 pub mod node;
+pub mod protocol;
 pub mod scheduler;
 pub mod store;
 
@@ -84,8 +86,13 @@ pub async fn start(db: DatabaseConnection, config: RuntimeConfig) -> Result<Runt
         throttle_ms_per_frame: config.throttle_ms_per_frame,
     });
     let node = NodeSupervisor::new(env, config.max_jobs).start();
-    let handle = NodeHandle { name: config.node_name.clone(), id: config.node_id, addr: node.clone() };
-    let scheduler = Scheduler::new(lifecycle.clone(), vec![handle], config.license_public_key.clone()).start();
+    // A main node with MAX_JOBS=0 coordinates only; its node takes no jobs.
+    let handles = if config.max_jobs > 0 {
+        vec![NodeHandle::local(config.node_name.clone(), config.node_id, &node)]
+    } else {
+        Vec::new()
+    };
+    let scheduler = Scheduler::new(lifecycle.clone(), handles, config.license_public_key.clone()).start();
     node.do_send(SetScheduler(scheduler.clone().recipient()));
     let libraries = Libraries::new(db, scheduler.clone().recipient(), config.settle).start();
     Ok(Runtime { bus, lifecycle, node, scheduler, libraries })

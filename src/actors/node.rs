@@ -18,9 +18,17 @@ pub struct StartJob {
     pub lease_id: String,
 }
 
+/// Free job slots, and library paths the node cannot see (it gets no jobs of those).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeCapacity {
+    pub free: usize,
+    pub missing_paths: Vec<String>,
+}
+
 #[derive(Message)]
-#[rtype(result = "usize")]
-pub struct FreeSlots;
+#[rtype(result = "NodeCapacity")]
+pub struct Capacity;
 
 /// Sends a command to the job if it runs here; answers whether it does.
 #[derive(Message)]
@@ -49,14 +57,28 @@ pub struct SetScheduler(pub Recipient<Wake>);
 #[rtype(result = "()")]
 pub struct Shutdown;
 
+/// A job running on a node, with the lease it runs under.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunningJob {
+    pub job_id: i32,
+    pub lease_id: String,
+}
+
 #[derive(Message)]
-#[rtype(result = "Vec<i32>")]
+#[rtype(result = "Vec<RunningJob>")]
 pub struct RunningJobs;
+
+/// Stops every running job at a segment boundary, leaving their records as they are (a
+/// linked node cut off from the main node fences itself this way).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct StopAll;
 
 pub struct NodeSupervisor {
     env: Arc<NodeEnv>,
     max_jobs: usize,
-    jobs: HashMap<i32, Addr<JobSupervisor>>,
+    jobs: HashMap<i32, (Addr<JobSupervisor>, String)>,
     scheduler: Option<Recipient<Wake>>,
     shutting_down: bool,
     waiters: Vec<oneshot::Sender<()>>,
@@ -93,19 +115,25 @@ impl Handler<StartJob> for NodeSupervisor {
         if self.shutting_down || self.jobs.len() >= self.max_jobs || self.jobs.contains_key(&msg.job_id) {
             return false;
         }
-        let supervisor = JobSupervisor::new(msg.job_id, msg.lease_id, self.env.clone(), ctx.address()).start();
-        self.jobs.insert(msg.job_id, supervisor);
+        let supervisor = JobSupervisor::new(msg.job_id, msg.lease_id.clone(), self.env.clone(), ctx.address()).start();
+        self.jobs.insert(msg.job_id, (supervisor, msg.lease_id));
         true
     }
 }
 
-impl Handler<FreeSlots> for NodeSupervisor {
-    type Result = usize;
-    fn handle(&mut self, _: FreeSlots, _: &mut Context<Self>) -> usize {
-        if self.shutting_down {
-            0
-        } else {
-            self.max_jobs.saturating_sub(self.jobs.len())
+impl Handler<Capacity> for NodeSupervisor {
+    type Result = MessageResult<Capacity>;
+    fn handle(&mut self, _: Capacity, _: &mut Context<Self>) -> Self::Result {
+        let free = if self.shutting_down { 0 } else { self.max_jobs.saturating_sub(self.jobs.len()) };
+        MessageResult(NodeCapacity { free, missing_paths: Vec::new() })
+    }
+}
+
+impl Handler<StopAll> for NodeSupervisor {
+    type Result = ();
+    fn handle(&mut self, _: StopAll, _: &mut Context<Self>) {
+        for (job, _) in self.jobs.values() {
+            job.do_send(Command(JobCommand::Shutdown));
         }
     }
 }
@@ -114,7 +142,7 @@ impl Handler<ControlJob> for NodeSupervisor {
     type Result = bool;
     fn handle(&mut self, msg: ControlJob, _: &mut Context<Self>) -> bool {
         match self.jobs.get(&msg.job_id) {
-            Some(job) => {
+            Some((job, _)) => {
                 job.do_send(Command(msg.command));
                 true
             }
@@ -124,9 +152,11 @@ impl Handler<ControlJob> for NodeSupervisor {
 }
 
 impl Handler<RunningJobs> for NodeSupervisor {
-    type Result = Vec<i32>;
-    fn handle(&mut self, _: RunningJobs, _: &mut Context<Self>) -> Vec<i32> {
-        self.jobs.keys().copied().collect()
+    type Result = MessageResult<RunningJobs>;
+    fn handle(&mut self, _: RunningJobs, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(
+            self.jobs.iter().map(|(id, (_, lease))| RunningJob { job_id: *id, lease_id: lease.clone() }).collect(),
+        )
     }
 }
 
@@ -152,7 +182,7 @@ impl Handler<Shutdown> for NodeSupervisor {
         if self.jobs.is_empty() {
             return Box::pin(async {});
         }
-        for job in self.jobs.values() {
+        for (job, _) in self.jobs.values() {
             job.do_send(Command(JobCommand::Shutdown));
         }
         let (tx, rx) = oneshot::channel();

@@ -10,19 +10,45 @@ use sea_orm::{DatabaseConnection, Set};
 
 use super::job::{JobCommand, LEASE_SECONDS};
 use super::lifecycle::{Context as EventContext, Lifecycle, LifecycleError};
-use super::node::{ControlJob, FreeSlots, NodeSupervisor, StartJob, Wake};
+use super::node::{Capacity, ControlJob, NodeSupervisor, StartJob, Wake};
 use crate::domain::job::{JobEvent, JobStatus, PartialOutput};
 use crate::domain::license::Tier;
 use crate::media::manifest::quick_state;
 use crate::media::plan::partial_dir_for;
 use crate::repo::{self, jobs};
 
+/// A node the scheduler can give jobs to: the local `NodeSupervisor` or a linked node's
+/// `RemoteNode`, which answer the same messages.
 #[derive(Clone)]
 pub struct NodeHandle {
     pub name: String,
     pub id: i32,
-    pub addr: Addr<NodeSupervisor>,
+    pub start: Recipient<StartJob>,
+    pub capacity: Recipient<Capacity>,
+    pub control: Recipient<ControlJob>,
 }
+
+impl NodeHandle {
+    pub fn local(name: String, id: i32, addr: &Addr<NodeSupervisor>) -> Self {
+        NodeHandle {
+            name,
+            id,
+            start: addr.clone().recipient(),
+            capacity: addr.clone().recipient(),
+            control: addr.clone().recipient(),
+        }
+    }
+}
+
+/// A node joined (or rejoined) the cluster.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct AddNode(pub NodeHandle);
+
+/// A node left the cluster.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct RemoveNode(pub String);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
@@ -117,16 +143,28 @@ async fn assign(
     let allowed = tier.max_concurrent_jobs().map(|m| u64::from(m).saturating_sub(running)).unwrap_or(u64::MAX);
     let allowed_nodes = tier.max_nodes().map(|m| m as usize).unwrap_or(usize::MAX);
     let mut free = Vec::new();
+    let mut missing = Vec::new();
     for node in nodes.iter().take(allowed_nodes) {
-        free.push(node.addr.send(FreeSlots).await.unwrap_or(0) as u64);
+        let capacity = node.capacity.send(Capacity).await.unwrap_or_default();
+        free.push(capacity.free as u64);
+        missing.push(capacity.missing_paths);
     }
     let budget = allowed.min(free.iter().sum());
     if budget == 0 {
         return Ok(());
     }
-    for candidate in jobs::queued_oldest(db, budget).await? {
-        let Some((index, _)) = free.iter().enumerate().filter(|(_, f)| **f > 0).max_by_key(|(_, f)| **f) else {
-            break;
+    let libraries: std::collections::HashMap<i32, Vec<String>> =
+        repo::libraries::list(db).await?.iter().map(|l| (l.id, repo::libraries::paths_of(l))).collect();
+    // Look a little past the budget: the oldest jobs may belong to libraries the free nodes
+    // cannot see.
+    for candidate in jobs::queued_oldest(db, budget.saturating_mul(4)).await? {
+        let paths = candidate.library_id.and_then(|id| libraries.get(&id));
+        let sees = |i: usize| paths.is_none_or(|p| !p.iter().any(|path| missing[i].contains(path)));
+        let Some(index) = (0..free.len()).filter(|i| free[*i] > 0 && sees(*i)).max_by_key(|i| free[*i]) else {
+            if free.iter().all(|f| *f == 0) {
+                break;
+            }
+            continue;
         };
         let node = &nodes[index];
         let lease = crate::security::generate_secret(24);
@@ -147,7 +185,7 @@ async fn assign(
             tracing::debug!(job_id = candidate.id, error = %e, "job changed before it could start");
             continue;
         }
-        let accepted = node.addr.send(StartJob { job_id: candidate.id, lease_id: lease }).await.unwrap_or(false);
+        let accepted = node.start.send(StartJob { job_id: candidate.id, lease_id: lease }).await.unwrap_or(false);
         if accepted {
             free[index] -= 1;
         } else {
@@ -165,6 +203,22 @@ impl Actor for Scheduler {
     fn started(&mut self, ctx: &mut Context<Self>) {
         ctx.run_interval(Duration::from_secs(2), |this, ctx| this.tick(ctx));
         self.tick(ctx);
+    }
+}
+
+impl Handler<AddNode> for Scheduler {
+    type Result = ();
+    fn handle(&mut self, msg: AddNode, ctx: &mut Context<Self>) {
+        self.nodes.retain(|n| n.name != msg.0.name);
+        self.nodes.push(msg.0);
+        self.tick(ctx);
+    }
+}
+
+impl Handler<RemoveNode> for Scheduler {
+    type Result = ();
+    fn handle(&mut self, msg: RemoveNode, _: &mut Context<Self>) {
+        self.nodes.retain(|n| n.name != msg.0);
     }
 }
 
@@ -187,7 +241,7 @@ async fn act(
         Action::Pause | Action::Cancel => {
             let command = if action == Action::Pause { JobCommand::Pause } else { JobCommand::Cancel };
             for node in nodes {
-                if node.addr.send(ControlJob { job_id, command }).await.unwrap_or(false) {
+                if node.control.send(ControlJob { job_id, command }).await.unwrap_or(false) {
                     // The job's supervisor persists the transition; wait for it briefly.
                     return wait_for_change(lifecycle, job_id).await;
                 }

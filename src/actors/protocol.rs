@@ -1,0 +1,118 @@
+//! The link between a linked node and the main node: JSON text frames over a WebSocket
+//! (`/cluster/link`, authenticated with CLUSTER_TOKEN). Either side may send a request with
+//! an id; the other answers with a reply carrying the same id.
+
+use serde::{Deserialize, Serialize};
+
+use super::job::JobCommand;
+use super::lifecycle::Context;
+use super::node::{NodeCapacity, RunningJob};
+use super::store::JobPatch;
+use crate::domain::job::JobEvent;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum Frame {
+    /// Linked -> main, first frame: who the node is.
+    #[serde(rename_all = "camelCase")]
+    Register {
+        name: String,
+        address: String,
+        cores: i32,
+        memory_total: i64,
+        gpu: Option<String>,
+        encoders: Vec<String>,
+        max_jobs: i32,
+        version: String,
+    },
+    /// Main -> linked: accepted; heartbeat every `heartbeat_seconds`.
+    #[serde(rename_all = "camelCase")]
+    Registered {
+        node_id: i32,
+        heartbeat_seconds: u64,
+        timeout_seconds: u64,
+    },
+    /// Main -> linked: not accepted, and why (then the link closes).
+    Refused {
+        reason: String,
+    },
+    /// Linked -> main.
+    #[serde(rename_all = "camelCase")]
+    Heartbeat {
+        load1: f64,
+        memory_used: i64,
+        running: Vec<RunningJob>,
+        missing_paths: Vec<String>,
+    },
+    /// Main -> linked, answering a heartbeat: the library paths the node must see.
+    #[serde(rename_all = "camelCase")]
+    Libraries {
+        paths: Vec<String>,
+    },
+    Request {
+        id: u64,
+        call: Call,
+    },
+    Reply {
+        id: u64,
+        result: Result<serde_json::Value, String>,
+    },
+}
+
+/// A request either side makes of the other.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "call", rename_all = "camelCase")]
+pub enum Call {
+    // Linked -> main: the job store (each checked against the caller's lease).
+    Job {
+        id: i32,
+    },
+    Library {
+        id: i32,
+    },
+    Settings,
+    Apply {
+        id: i32,
+        lease: String,
+        event: JobEvent,
+        patch: JobPatch,
+        ctx: Context,
+    },
+    UpdateLive {
+        id: i32,
+        lease: String,
+        patch: JobPatch,
+    },
+    RecordEvent {
+        id: i32,
+        lease: String,
+        kind: String,
+        node: Option<String>,
+    },
+    LeaseIsMine {
+        id: i32,
+        lease: String,
+    },
+    Progress {
+        job: Box<entities::job::Model>,
+    },
+    // Main -> linked: the node's slots.
+    #[serde(rename_all = "camelCase")]
+    StartJob {
+        job_id: i32,
+        lease_id: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    ControlJob {
+        job_id: i32,
+        command: JobCommand,
+    },
+}
+
+/// Capacity as the main node sees a linked node between heartbeats.
+pub fn capacity(max_jobs: i32, running: usize, missing_paths: &[String]) -> NodeCapacity {
+    NodeCapacity {
+        free: usize::try_from(max_jobs).unwrap_or(0).saturating_sub(running),
+        missing_paths: missing_paths.to_vec(),
+    }
+}
