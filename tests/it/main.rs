@@ -8,3 +8,4 @@ mod lifecycle;
 mod media;
 mod process;
 mod repo;
+mod stats;
