@@ -157,7 +157,11 @@ async fn assign(
         repo::libraries::list(db).await?.iter().map(|l| (l.id, repo::libraries::paths_of(l))).collect();
     // Look a little past the budget: the oldest jobs may belong to libraries the free nodes
     // cannot see.
+    let mut budget = budget;
     for candidate in jobs::queued_oldest(db, budget.saturating_mul(4)).await? {
+        if budget == 0 {
+            break;
+        }
         let paths = candidate.library_id.and_then(|id| libraries.get(&id));
         let sees = |i: usize| paths.is_none_or(|p| !p.iter().any(|path| missing[i].contains(path)));
         let Some(index) = (0..free.len()).filter(|i| free[*i] > 0 && sees(*i)).max_by_key(|i| free[*i]) else {
@@ -188,6 +192,7 @@ async fn assign(
         let accepted = node.start.send(StartJob { job_id: candidate.id, lease_id: lease }).await.unwrap_or(false);
         if accepted {
             free[index] -= 1;
+            budget -= 1;
         } else {
             let ctx = EventContext { node: Some(node.name.clone()), ..Default::default() };
             lifecycle.apply(candidate.id, JobEvent::Orphaned, job::ActiveModel::default(), ctx).await?;
