@@ -85,7 +85,7 @@ impl RemoteNode {
         let (tx, rx) = oneshot::channel();
         self.next_id += 1;
         self.pending.insert(self.next_id, tx);
-        Self::send(ctx, &Frame::Request { id: self.next_id, call });
+        Self::send(ctx, &Frame::Request { id: self.next_id, call: Box::new(call) });
         rx
     }
 
@@ -359,7 +359,7 @@ impl StreamHandler<Result<ws::Message, ws::ProtocolError>> for RemoteNode {
             Frame::Heartbeat { load1, memory_used, running, missing_paths } => {
                 self.heartbeat(load1, memory_used, running, missing_paths, ctx)
             }
-            Frame::Request { id, call } => self.serve_call(id, call, ctx),
+            Frame::Request { id, call } => self.serve_call(id, *call, ctx),
             Frame::Reply { id, result } => {
                 if let Some(tx) = self.pending.remove(&id) {
                     let _ = tx.send(result);
