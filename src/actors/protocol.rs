@@ -51,7 +51,7 @@ pub enum Frame {
     },
     Request {
         id: u64,
-        call: Call,
+        call: Box<Call>,
     },
     Reply {
         id: u64,
