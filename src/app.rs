@@ -22,6 +22,8 @@ pub struct AppState {
     pub token_ttl_hours: u32,
     pub started_at: chrono::DateTime<chrono::Utc>,
     pub runtime: crate::actors::Runtime,
+    /// Heartbeat and timeout told to linked nodes.
+    pub cluster: crate::actors::cluster::ClusterConfig,
     /// CLUSTER_TOKEN: what linked nodes present to register; `None` when unset.
     pub cluster_token: Option<String>,
     /// LICENSE_PUBLIC_KEY: licence keys are checked against it (base64url Ed25519).
@@ -53,6 +55,7 @@ pub fn create_app(
         .configure(http::routes)
         // SPEC: the WebSocket is at ws://host:3100 itself.
         .route("/", web::get().to(http::ws::connect))
+        .route("/cluster/link", web::get().to(http::cluster::link))
         .default_service(web::to(http::not_found))
 }
 

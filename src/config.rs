@@ -127,6 +127,13 @@ pub struct ServeArgs {
     /// Length of a resumable segment of encoded video, in seconds.
     #[arg(long, env = "SEGMENT_SECONDS", value_name = "SEGMENT_SECONDS", default_value_t = 20.0, value_parser = parse_segment_seconds)]
     pub segment_seconds: f64,
+    /// Seconds between a linked node's heartbeats (told to linked nodes by the main node).
+    #[arg(long, env = "HEARTBEAT_SECONDS", value_name = "HEARTBEAT_SECONDS", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=300))]
+    pub heartbeat_seconds: u64,
+    /// Seconds without a heartbeat after which a linked node is OFFLINE and its jobs go
+    /// back to the queue.
+    #[arg(long, env = "NODE_TIMEOUT_SECONDS", value_name = "NODE_TIMEOUT_SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(2..=3600))]
+    pub node_timeout_seconds: u64,
     /// How long a new file in a watched folder must stop growing before it becomes a job.
     #[arg(long, env = "WATCH_SETTLE_SECONDS", value_name = "WATCH_SETTLE_SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub watch_settle_seconds: u64,

@@ -34,8 +34,6 @@ pub enum ServeError {
     Server(std::io::Error),
     #[error("cannot start the node: {0}")]
     Runtime(String),
-    #[error("ROLE=linked: linked worker nodes are not available in this build yet; run ROLE=main")]
-    LinkedUnavailable,
 }
 
 /// Creates DATA_DIR, connects and migrates the database.
@@ -103,7 +101,7 @@ pub async fn run(common: CommonArgs, args: ServeArgs) -> Result<(), ServeError> 
         .map_err(|source| ServeError::DataDir { path: common.data_dir.display().to_string(), source })?;
     let _log_guard = telemetry::init(&common.log_level, Some(&common.data_dir.join("logs")))?;
     if args.role == NodeRole::Linked {
-        return Err(ServeError::LinkedUnavailable);
+        return run_linked(args).await;
     }
     tracing::info!(version = env!("CARGO_PKG_VERSION"), ffmpeg = %crate::media::ffmpeg_release(), role = args.role.as_str(), "starting");
 
@@ -141,6 +139,7 @@ pub async fn run(common: CommonArgs, args: ServeArgs) -> Result<(), ServeError> 
     )
     .await?;
     let transcoder = std::env::current_exe().map_err(ServeError::Server)?;
+    crate::actors::cluster::mark_linked_nodes_offline(&db).await;
     let runtime = actors::start(
         db.clone(),
         RuntimeConfig {
@@ -159,12 +158,18 @@ pub async fn run(common: CommonArgs, args: ServeArgs) -> Result<(), ServeError> 
 
     let state = web::Data::new(AppState {
         db: db.clone(),
-        node_name,
+        node_name: node_name.clone(),
         role: args.role,
         jwt_secret,
         token_ttl_hours: args.token_ttl_hours,
         started_at: chrono::Utc::now(),
         runtime: runtime.clone(),
+        cluster: crate::actors::cluster::ClusterConfig {
+            heartbeat: Duration::from_secs(args.heartbeat_seconds),
+            timeout: Duration::from_secs(args.node_timeout_seconds),
+            license_public_key: args.license_public_key.clone(),
+            main_node_name: node_name.clone(),
+        },
         cluster_token: args.cluster_token.clone(),
         license_public_key: args.license_public_key.clone(),
         login_limiter: LoginLimiter::default(),
@@ -175,15 +180,12 @@ pub async fn run(common: CommonArgs, args: ServeArgs) -> Result<(), ServeError> 
 
     let api_listener = listen("PORT", SocketAddr::new(args.bind, args.port))?;
     let ui_listener = listen("UI_PORT", SocketAddr::new(args.bind, args.ui_port))?;
-    let api_addr = api_listener.local_addr().map_err(ServeError::Server)?;
-    let ui_addr = ui_listener.local_addr().map_err(ServeError::Server)?;
-
     let api_state = state.clone();
     let api_server = HttpServer::new(move || create_app(api_state.clone()))
         .workers(usize::from(args.http_workers))
         .disable_signals()
         .shutdown_timeout(10)
-        .listen(api_listener)
+        .listen(api_listener.try_clone().map_err(ServeError::Server)?)
         .map_err(ServeError::Server)?
         .run();
     let ui_state = state.clone();
@@ -192,14 +194,31 @@ pub async fn run(common: CommonArgs, args: ServeArgs) -> Result<(), ServeError> 
         .workers(1)
         .disable_signals()
         .shutdown_timeout(10)
-        .listen(ui_listener)
+        .listen(ui_listener.try_clone().map_err(ServeError::Server)?)
         .map_err(ServeError::Server)?
         .run();
+    let outcome = serve_until_signal(api_server, ui_server, &api_listener, &ui_listener, &state.node_name).await;
+    // Running encodes finish their segment and stop; they continue after the next start.
+    let _ = runtime.node.send(crate::actors::node::Shutdown).await;
+    db.close().await.map_err(RepoError::from)?;
+    outcome
+}
+
+/// Runs both listeners until SIGINT or SIGTERM (or one of them fails), then stops them,
+/// letting requests in flight finish.
+async fn serve_until_signal(
+    api_server: actix_web::dev::Server,
+    ui_server: actix_web::dev::Server,
+    api_listener: &TcpListener,
+    ui_listener: &TcpListener,
+    node: &str,
+) -> Result<(), ServeError> {
+    let api_addr = api_listener.local_addr().map_err(ServeError::Server)?;
+    let ui_addr = ui_listener.local_addr().map_err(ServeError::Server)?;
     let (api_handle, ui_handle) = (api_server.handle(), ui_server.handle());
     let mut api_task = actix_web::rt::spawn(api_server);
     let mut ui_task = actix_web::rt::spawn(ui_server);
-    tracing::info!(%api_addr, %ui_addr, node = %state.node_name, "listening");
-
+    tracing::info!(%api_addr, %ui_addr, node, "listening");
     let outcome = tokio::select! {
         signal = shutdown_signal() => {
             tracing::info!(signal, "shutting down");
@@ -209,9 +228,6 @@ pub async fn run(common: CommonArgs, args: ServeArgs) -> Result<(), ServeError> 
         ended = &mut ui_task => Err(ended),
     };
     futures_util::future::join(api_handle.stop(true), ui_handle.stop(true)).await;
-    // Running encodes finish their segment and stop; they continue after the next start.
-    let _ = runtime.node.send(crate::actors::node::Shutdown).await;
-    db.close().await.map_err(RepoError::from)?;
     match outcome {
         Ok(()) => {
             tracing::info!("stopped");
@@ -221,6 +237,67 @@ pub async fn run(common: CommonArgs, args: ServeArgs) -> Result<(), ServeError> 
         Err(Ok(Err(e))) => Err(ServeError::Server(e)),
         Err(Err(join)) => Err(ServeError::Server(std::io::Error::other(join.to_string()))),
     }
+}
+
+/// `ROLE=linked`: no database; jobs come over the link, API calls go to the main node.
+async fn run_linked(args: ServeArgs) -> Result<(), ServeError> {
+    use crate::actors::agent::{Agent, AgentConfig, RemoteStore, SetNode};
+    use crate::actors::job::NodeEnv;
+    use crate::actors::node::NodeSupervisor;
+    use crate::actors::protocol::Frame;
+    use crate::http::forward::{create_forward_app, Forward};
+    use actix::Actor;
+
+    let (Some(main_url), Some(cluster_token)) = (args.main_node_url.clone(), args.cluster_token.clone()) else {
+        return Err(ConfigError { variable: "MAIN_NODE_URL", message: "is required when ROLE=linked".into() }.into());
+    };
+    let node_name = args.node_name();
+    let encoders = tokio::task::spawn_blocking(crate::media::encoders::available).await.unwrap_or_default();
+    let (_, memory_total) = host::memory();
+    tracing::info!(?encoders, main = %main_url, node = %node_name, "starting as a linked node");
+    let register = Frame::Register {
+        name: node_name.clone(),
+        address: host::hostname(),
+        cores: i32::try_from(host::cores()).unwrap_or(i32::MAX),
+        memory_total: i64::try_from(memory_total).unwrap_or(i64::MAX),
+        gpu: crate::host::gpu::gpus().first().map(|g| g.name.clone()),
+        encoders,
+        max_jobs: i32::from(args.max_jobs),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+    };
+    let agent = Agent::new(AgentConfig { main_url: main_url.clone(), cluster_token, register }).start();
+    let env = std::sync::Arc::new(NodeEnv {
+        store: std::sync::Arc::new(RemoteStore { agent: agent.clone() }),
+        node_name: node_name.clone(),
+        node_id: 0,
+        transcoder: std::env::current_exe().map_err(ServeError::Server)?,
+        segment_seconds: args.segment_seconds,
+        throttle_ms_per_frame: args.throttle_ms_per_frame,
+    });
+    let node = NodeSupervisor::new(env, usize::from(args.max_jobs)).start();
+    agent.do_send(SetNode(node.clone()));
+
+    let forward = web::Data::new(Forward { main_url, node_name: node_name.clone() });
+    let api_listener = listen("PORT", SocketAddr::new(args.bind, args.port))?;
+    let ui_listener = listen("UI_PORT", SocketAddr::new(args.bind, args.ui_port))?;
+    let (api_fwd, ui_fwd) = (forward.clone(), forward.clone());
+    let api_server = HttpServer::new(move || create_forward_app(api_fwd.clone()))
+        .workers(1)
+        .disable_signals()
+        .shutdown_timeout(10)
+        .listen(api_listener.try_clone().map_err(ServeError::Server)?)
+        .map_err(ServeError::Server)?
+        .run();
+    let ui_server = HttpServer::new(move || create_forward_app(ui_fwd.clone()))
+        .workers(1)
+        .disable_signals()
+        .shutdown_timeout(10)
+        .listen(ui_listener.try_clone().map_err(ServeError::Server)?)
+        .map_err(ServeError::Server)?
+        .run();
+    let outcome = serve_until_signal(api_server, ui_server, &api_listener, &ui_listener, &node_name).await;
+    let _ = node.send(crate::actors::node::Shutdown).await;
+    outcome
 }
 
 /// Resolves on SIGINT or SIGTERM, naming which.

@@ -1,6 +1,7 @@
 //! The actor system of a node: the event bus, the local `NodeSupervisor` with its
 //! `JobSupervisor`s, the `Scheduler`, and the `LibrarySupervisor`s.
 
+pub mod agent;
 pub mod bus;
 pub mod cluster;
 pub mod job;

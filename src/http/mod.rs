@@ -7,6 +7,8 @@
 
 pub mod actions;
 pub mod auth;
+pub mod cluster;
+pub mod forward;
 pub mod health;
 pub mod insights;
 pub mod jobs;

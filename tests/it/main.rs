@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod actions;
+mod cluster;
 mod common;
 mod http;
 mod lifecycle;

@@ -57,6 +57,12 @@ impl TestServer {
         let runtime = crate::lifecycle::start_runtime(&test_db.db, slots, throttle_ms, &license_public_key).await;
         let state = web::Data::new(AppState {
             runtime,
+            cluster: condense::actors::cluster::ClusterConfig {
+                heartbeat: std::time::Duration::from_secs(1),
+                timeout: std::time::Duration::from_secs(4),
+                license_public_key: license_public_key.clone(),
+                main_node_name: "main".into(),
+            },
             db: test_db.db.clone(),
             node_name: "test-node".into(),
             role: NodeRole::Main,

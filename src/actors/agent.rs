@@ -1,0 +1,368 @@
+//! A linked node's side of the cluster: the `Agent` keeps the link to the main node
+//! (reconnecting with backoff), registers, sends heartbeats, runs the jobs the main node
+//! gives its `NodeSupervisor`, and carries their job-store calls (`RemoteStore`). Cut off
+//! for longer than half the main node's timeout, it stops its encodes at a segment
+//! boundary, so a job it lost is never encoded twice at once.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use actix::io::{SinkWrite, WriteHandler};
+use actix::prelude::*;
+use actix_codec::Framed;
+use awc::error::WsProtocolError;
+use awc::ws::{Codec, Frame as WsFrame, Message};
+use awc::BoxedSocket;
+use entities::{job, library};
+use futures_util::stream::{SplitSink, StreamExt};
+use tokio::sync::oneshot;
+
+use super::lifecycle::{Context as EventContext, LifecycleError};
+use super::node::{ControlJob, NodeSupervisor, RunningJobs, StartJob, StopAll};
+use super::protocol::{Call, Frame};
+use super::store::{Applied, JobPatch, JobStore};
+use crate::domain::job::JobEvent;
+use crate::repo::RepoError;
+
+type Sink = SplitSink<Framed<BoxedSocket, Codec>, Message>;
+
+const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// How the linked node introduces itself.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    pub main_url: String,
+    pub cluster_token: String,
+    pub register: Frame,
+}
+
+pub struct Agent {
+    config: AgentConfig,
+    node: Option<Addr<NodeSupervisor>>,
+    sink: Option<SinkWrite<Message, Sink>>,
+    registered: bool,
+    heartbeat: Duration,
+    timeout: Duration,
+    heartbeat_started: bool,
+    cut_off_since: Option<Instant>,
+    fenced: bool,
+    backoff: Duration,
+    library_paths: Vec<String>,
+    next_id: u64,
+    pending: HashMap<u64, oneshot::Sender<Result<serde_json::Value, String>>>,
+}
+
+impl Agent {
+    pub fn new(config: AgentConfig) -> Self {
+        Agent {
+            config,
+            node: None,
+            sink: None,
+            registered: false,
+            heartbeat: Duration::from_secs(5),
+            timeout: Duration::from_secs(30),
+            heartbeat_started: false,
+            cut_off_since: Some(Instant::now()),
+            fenced: false,
+            backoff: Duration::from_secs(1),
+            library_paths: Vec::new(),
+            next_id: 0,
+            pending: HashMap::new(),
+        }
+    }
+
+    fn write(&mut self, frame: &Frame) -> bool {
+        let (Some(sink), Ok(text)) = (self.sink.as_mut(), serde_json::to_string(frame)) else { return false };
+        sink.write(Message::Text(text.into())).is_ok()
+    }
+
+    fn connect(&mut self, ctx: &mut Context<Self>) {
+        let url = format!("{}/cluster/link", self.config.main_url);
+        let token = self.config.cluster_token.clone();
+        async move {
+            awc::Client::builder()
+                .timeout(Duration::from_secs(10))
+                .finish()
+                .ws(url)
+                .bearer_auth(token)
+                .max_frame_size(64 << 20)
+                .connect()
+                .await
+        }
+        .into_actor(self)
+        .map(|result, this, ctx| match result {
+            Ok((_, framed)) => {
+                let (sink, stream) = framed.split();
+                ctx.add_stream(stream);
+                this.sink = Some(SinkWrite::new(sink, ctx));
+                let register = this.config.register.clone();
+                this.write(&register);
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, retry_in = ?this.backoff, "cannot reach the main node");
+                this.retry(ctx);
+            }
+        })
+        .wait(ctx);
+    }
+
+    fn retry(&mut self, ctx: &mut Context<Self>) {
+        let wait = self.backoff;
+        self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
+        ctx.run_later(wait, |this, ctx| this.connect(ctx));
+    }
+
+    fn disconnected(&mut self, ctx: &mut Context<Self>) {
+        if self.sink.take().is_some() || self.registered {
+            tracing::warn!("link to the main node lost; reconnecting");
+        }
+        self.registered = false;
+        self.cut_off_since.get_or_insert_with(Instant::now);
+        for (_, tx) in self.pending.drain() {
+            let _ = tx.send(Err("the link to the main node is down".into()));
+        }
+        self.retry(ctx);
+    }
+
+    fn tick(&mut self, ctx: &mut Context<Self>) {
+        // Self-fencing: past half the main node's timeout it may give our jobs to others.
+        if let Some(since) = self.cut_off_since {
+            if !self.fenced && since.elapsed() > self.timeout / 2 {
+                if let Some(node) = &self.node {
+                    tracing::warn!("cut off from the main node: stopping local encodes");
+                    node.do_send(StopAll);
+                }
+                self.fenced = true;
+            }
+        }
+        if !self.registered {
+            return;
+        }
+        let Some(node) = self.node.clone() else { return };
+        let paths = self.library_paths.clone();
+        async move {
+            let running = node.send(RunningJobs).await.unwrap_or_default();
+            let missing = tokio::task::spawn_blocking(move || {
+                paths.into_iter().filter(|p| !std::path::Path::new(p).is_dir()).collect::<Vec<_>>()
+            })
+            .await
+            .unwrap_or_default();
+            (running, missing)
+        }
+        .into_actor(self)
+        .map(|(running, missing_paths), this, _| {
+            let (memory_used, _) = crate::host::memory();
+            let heartbeat = Frame::Heartbeat {
+                load1: crate::host::load1(),
+                memory_used: i64::try_from(memory_used).unwrap_or(i64::MAX),
+                running,
+                missing_paths,
+            };
+            this.write(&heartbeat);
+        })
+        .spawn(ctx);
+    }
+
+    fn answer(&mut self, id: u64, call: Call, ctx: &mut Context<Self>) {
+        let Some(node) = self.node.clone() else { return };
+        async move {
+            match call {
+                Call::StartJob { job_id, lease_id } => node
+                    .send(StartJob { job_id, lease_id })
+                    .await
+                    .map(serde_json::Value::Bool)
+                    .map_err(|e| e.to_string()),
+                Call::ControlJob { job_id, command } => node
+                    .send(ControlJob { job_id, command })
+                    .await
+                    .map(serde_json::Value::Bool)
+                    .map_err(|e| e.to_string()),
+                _ => Err("not a call for a linked node".to_string()),
+            }
+        }
+        .into_actor(self)
+        .map(move |result, this, _| {
+            this.write(&Frame::Reply { id, result });
+        })
+        .spawn(ctx);
+    }
+}
+
+impl Actor for Agent {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        self.connect(ctx);
+        ctx.run_interval(Duration::from_secs(1), |this, ctx| this.tick(ctx));
+    }
+}
+
+impl WriteHandler<WsProtocolError> for Agent {}
+
+impl StreamHandler<Result<WsFrame, WsProtocolError>> for Agent {
+    fn handle(&mut self, item: Result<WsFrame, WsProtocolError>, ctx: &mut Context<Self>) {
+        let text = match item {
+            Ok(WsFrame::Text(bytes)) => bytes,
+            Ok(WsFrame::Ping(bytes)) => {
+                if let Some(sink) = self.sink.as_mut() {
+                    let _ = sink.write(Message::Pong(bytes));
+                }
+                return;
+            }
+            Ok(WsFrame::Close(_)) | Err(_) => {
+                self.disconnected(ctx);
+                return;
+            }
+            Ok(_) => return,
+        };
+        let Ok(frame) = serde_json::from_slice::<Frame>(&text) else { return };
+        match frame {
+            Frame::Registered { node_id, heartbeat_seconds, timeout_seconds } => {
+                tracing::info!(node_id, "registered with the main node");
+                self.registered = true;
+                self.backoff = Duration::from_secs(1);
+                self.cut_off_since = None;
+                self.fenced = false;
+                self.heartbeat = Duration::from_secs(heartbeat_seconds.max(1));
+                self.timeout = Duration::from_secs(timeout_seconds.max(1));
+                if !self.heartbeat_started {
+                    self.heartbeat_started = true;
+                    ctx.run_interval(self.heartbeat, |this, ctx| this.tick(ctx));
+                }
+                self.tick(ctx);
+            }
+            Frame::Refused { reason } => {
+                tracing::error!(%reason, "the main node refused this node's registration");
+                eprintln!("condense: the main node refused this node: {reason}");
+            }
+            Frame::Libraries { paths } => self.library_paths = paths,
+            Frame::Request { id, call } => self.answer(id, *call, ctx),
+            Frame::Reply { id, result } => {
+                if let Some(tx) = self.pending.remove(&id) {
+                    let _ = tx.send(result);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn finished(&mut self, ctx: &mut Context<Self>) {
+        self.disconnected(ctx);
+    }
+}
+
+/// Sets the node whose jobs the agent runs (created after the agent, which its store needs).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct SetNode(pub Addr<NodeSupervisor>);
+
+impl Handler<SetNode> for Agent {
+    type Result = ();
+    fn handle(&mut self, msg: SetNode, _: &mut Context<Self>) {
+        self.node = Some(msg.0);
+    }
+}
+
+/// A job-store call to the main node.
+#[derive(Message)]
+#[rtype(result = "Result<serde_json::Value, String>")]
+pub struct CallMain(pub Call);
+
+impl Handler<CallMain> for Agent {
+    type Result = ResponseFuture<Result<serde_json::Value, String>>;
+
+    fn handle(&mut self, msg: CallMain, _: &mut Context<Self>) -> Self::Result {
+        if !self.registered {
+            return Box::pin(async { Err("not connected to the main node".to_string()) });
+        }
+        self.next_id += 1;
+        let id = self.next_id;
+        let (tx, rx) = oneshot::channel();
+        self.pending.insert(id, tx);
+        if !self.write(&Frame::Request { id, call: Box::new(msg.0) }) {
+            self.pending.remove(&id);
+            return Box::pin(async { Err("the link to the main node is down".to_string()) });
+        }
+        Box::pin(async move {
+            match tokio::time::timeout(CALL_TIMEOUT, rx).await {
+                Ok(Ok(result)) => result,
+                _ => Err("the main node did not answer".to_string()),
+            }
+        })
+    }
+}
+
+/// A call that needs no answer (live progress).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct NotifyMain(pub Call);
+
+impl Handler<NotifyMain> for Agent {
+    type Result = ();
+    fn handle(&mut self, msg: NotifyMain, _: &mut Context<Self>) {
+        if self.registered {
+            // Id 0: the answer is ignored.
+            self.write(&Frame::Request { id: 0, call: Box::new(msg.0) });
+        }
+    }
+}
+
+/// The job store of a linked node: every call goes to the main node.
+pub struct RemoteStore {
+    pub agent: Addr<Agent>,
+}
+
+fn remote(message: String) -> LifecycleError {
+    LifecycleError::Repo(RepoError::Conflict(message))
+}
+
+impl RemoteStore {
+    async fn call<T: serde::de::DeserializeOwned>(&self, call: Call) -> Result<T, LifecycleError> {
+        let value = self.agent.send(CallMain(call)).await.map_err(|e| remote(e.to_string()))?.map_err(remote)?;
+        serde_json::from_value(value).map_err(|e| remote(format!("unreadable answer from the main node: {e}")))
+    }
+}
+
+#[async_trait::async_trait(?Send)]
+impl JobStore for RemoteStore {
+    async fn job(&self, id: i32) -> Result<job::Model, LifecycleError> {
+        self.call(Call::Job { id }).await
+    }
+
+    async fn library(&self, id: i32) -> Result<library::Model, LifecycleError> {
+        self.call(Call::Library { id }).await
+    }
+
+    async fn job_settings(&self) -> (bool, u64) {
+        self.call(Call::Settings).await.unwrap_or((false, 24))
+    }
+
+    async fn apply(
+        &self,
+        id: i32,
+        lease: &str,
+        event: JobEvent,
+        patch: JobPatch,
+        ctx: EventContext,
+    ) -> Result<Applied, LifecycleError> {
+        self.call(Call::Apply { id, lease: lease.to_string(), event, patch, ctx }).await
+    }
+
+    async fn update_live(&self, id: i32, lease: &str, patch: JobPatch) -> Result<(), LifecycleError> {
+        self.call::<serde_json::Value>(Call::UpdateLive { id, lease: lease.to_string(), patch }).await.map(|_| ())
+    }
+
+    async fn record_event(&self, id: i32, lease: &str, kind: &str, node: Option<String>) -> Result<(), LifecycleError> {
+        let call = Call::RecordEvent { id, lease: lease.to_string(), kind: kind.to_string(), node };
+        self.call::<serde_json::Value>(call).await.map(|_| ())
+    }
+
+    async fn lease_is_mine(&self, id: i32, lease: &str) -> bool {
+        self.call(Call::LeaseIsMine { id, lease: lease.to_string() }).await.unwrap_or(false)
+    }
+
+    fn publish_progress(&self, job: &job::Model) {
+        self.agent.do_send(NotifyMain(Call::Progress { job: Box::new(job.clone()) }));
+    }
+}

@@ -1,0 +1,328 @@
+//! A main node and linked nodes as separate processes on loopback, sharing media folders.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::common::media as clips;
+use crate::common::server::{command, ServerProcess};
+
+const CLUSTER_TOKEN: &str = "cluster-token-for-tests-0123456789";
+const PASSWORD: &str = "a long admin password";
+
+fn pro_key() -> (String, String) {
+    let (private, public) = condense::license::generate_keypair();
+    let payload = condense::license::LicensePayload {
+        tier: condense::domain::license::Tier::Pro,
+        licensee: "Cluster test".into(),
+        issued_at: chrono::Utc::now(),
+        expires_at: None,
+    };
+    (condense::license::issue(&private, &payload).unwrap(), public)
+}
+
+fn main_node(data: &Path, max_jobs: u32, license: Option<&(String, String)>) -> ServerProcess {
+    let mut cmd = command(data);
+    cmd.env("CLUSTER_TOKEN", CLUSTER_TOKEN)
+        .env("ADMIN_PASSWORD", PASSWORD)
+        .env("NODE_NAME", "main")
+        .env("MAX_JOBS", max_jobs.to_string())
+        .env("HEARTBEAT_SECONDS", "1")
+        .env("NODE_TIMEOUT_SECONDS", "4")
+        .env("SEGMENT_SECONDS", "1");
+    if let Some((key, public)) = license {
+        cmd.env("LICENSE_KEY", key).env("LICENSE_PUBLIC_KEY", public);
+    }
+    ServerProcess::start(cmd)
+}
+
+fn linked_command(mut cmd: Command, data: &Path, main: &ServerProcess, name: &str, throttle: u32) -> Command {
+    cmd.env("DATA_DIR", data)
+        .env("BIND", "127.0.0.1")
+        .env("PORT", "0")
+        .env("UI_PORT", "0")
+        .env("ROLE", "linked")
+        .env("MAIN_NODE_URL", &main.api)
+        .env("CLUSTER_TOKEN", CLUSTER_TOKEN)
+        .env("NODE_NAME", name)
+        .env("MAX_JOBS", "1")
+        .env("SEGMENT_SECONDS", "1")
+        .env("CONDENSE_THROTTLE_MS_PER_FRAME", throttle.to_string());
+    cmd
+}
+
+fn linked(dir: &Path, main: &ServerProcess, name: &str, throttle: u32) -> ServerProcess {
+    let data = dir.join(name);
+    ServerProcess::start(linked_command(command(&data), &data, main, name, throttle))
+}
+
+async fn call(method: &str, url: &str, token: Option<&str>, body: Option<Value>) -> (u16, Value) {
+    let client = awc::Client::default();
+    let mut req = match method {
+        "POST" => client.post(url),
+        _ => client.get(url),
+    };
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    let mut res = match body {
+        Some(b) => req.send_json(&b).await.unwrap(),
+        None => req.send().await.unwrap(),
+    };
+    let status = res.status().as_u16();
+    let bytes = res.body().limit(16 << 20).await.unwrap();
+    (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+}
+
+async fn login(main: &ServerProcess) -> String {
+    let (status, body) = call(
+        "POST",
+        &format!("{}/auth/login", main.api),
+        None,
+        Some(json!({"username": "admin", "password": PASSWORD})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    body["token"].as_str().unwrap().to_string()
+}
+
+async fn nodes(main: &ServerProcess, token: &str) -> Vec<Value> {
+    call("GET", &format!("{}/api/nodes", main.api), Some(token), None).await.1.as_array().cloned().unwrap_or_default()
+}
+
+async fn wait_until<F: Fn(&[Value]) -> bool>(
+    main: &ServerProcess,
+    token: &str,
+    what: &str,
+    limit: u64,
+    ok: F,
+) -> Vec<Value> {
+    let deadline = Instant::now() + Duration::from_secs(limit);
+    loop {
+        let list = nodes(main, token).await;
+        if ok(&list) {
+            return list;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: {list:#?}\n{:#?}",
+            main.output().iter().rev().take(30).collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn status_of<'a>(list: &'a [Value], name: &str) -> Option<&'a str> {
+    list.iter().find(|n| n["name"] == name).and_then(|n| n["status"].as_str())
+}
+
+async fn jobs(main: &ServerProcess, token: &str) -> Vec<Value> {
+    let (_, page) =
+        call("GET", &format!("{}/jobs?pageSize=500&sort=fileName&order=asc", main.api), Some(token), None).await;
+    page["items"].as_array().cloned().unwrap_or_default()
+}
+
+async fn add_library(main: &ServerProcess, token: &str, dir: &Path) {
+    let body = json!({"name": "media", "paths": [dir], "encoder": "libx265", "quality": 30, "preset": "ultrafast", "watch": false});
+    let (status, library) = call("POST", &format!("{}/libraries", main.api), Some(token), Some(body)).await;
+    assert_eq!(status, 201, "{library}");
+}
+
+async fn wait_all_done(main: &ServerProcess, token: &str, n: usize, limit: u64) -> Vec<Value> {
+    let deadline = Instant::now() + Duration::from_secs(limit);
+    loop {
+        let all = jobs(main, token).await;
+        if all.len() == n && all.iter().all(|j| matches!(j["status"].as_str(), Some("COMPLETED" | "FAILED"))) {
+            return all;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "jobs not done: {:#?}",
+            all.iter().map(|j| (&j["fileName"], &j["status"], &j["node"])).collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+#[actix_web::test]
+async fn main_and_two_linked_nodes_share_six_jobs_and_forward_the_api() {
+    let dir = tempfile::tempdir().unwrap();
+    let media = dir.path().join("media");
+    std::fs::create_dir_all(&media).unwrap();
+    for i in 0..6 {
+        clips::h264(&media, &format!("clip{i}.mkv"), "320x240", 2);
+    }
+    let license = pro_key();
+    let main = main_node(&dir.path().join("main"), 1, Some(&license));
+    let token = login(&main).await;
+    let w1 = linked(dir.path(), &main, "w1", 20);
+    let w2 = linked(dir.path(), &main, "w2", 20);
+    wait_until(&main, &token, "both linked nodes ONLINE", 30, |l| {
+        status_of(l, "w1") == Some("ONLINE") && status_of(l, "w2") == Some("ONLINE")
+    })
+    .await;
+
+    // A linked node's API answers with the main node's answer.
+    let (status, via_w1) = call("GET", &format!("{}/api/nodes", w1.api), Some(&token), None).await;
+    assert_eq!(status, 200, "{via_w1}");
+    let names = |v: &Value| {
+        v.as_array().unwrap().iter().map(|n| n["name"].as_str().unwrap().to_string()).collect::<HashSet<_>>()
+    };
+    assert_eq!(names(&via_w1), names(&Value::Array(nodes(&main, &token).await)));
+    let (status, _) = call("GET", &format!("{}/api/nodes", w2.ui), None, None).await;
+    assert_eq!(status, 401, "the token rule holds through a linked node");
+
+    add_library(&main, &token, &media).await;
+    let done = wait_all_done(&main, &token, 6, 240).await;
+    assert!(done.iter().all(|j| j["status"] == "COMPLETED"), "{done:#?}");
+    let used: HashSet<&str> = done.iter().map(|j| j["node"].as_str().expect("each job names its node")).collect();
+    assert!(used.len() >= 2, "all jobs ran on {used:?}");
+    for job in &done {
+        let info = condense::media::probe::probe(Path::new(job["filePath"].as_str().unwrap())).unwrap();
+        assert_eq!(info.video().unwrap().codec, "hevc");
+    }
+}
+
+/// Transcoder processes of this test's nodes (they inherit DATA_DIR from their node, which
+/// lies under `dir`); other tests run at the same time.
+fn transcoders_running(dir: &Path) -> usize {
+    let marker = format!("DATA_DIR={}", dir.display());
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+            let mut args = cmd.split(|b| *b == 0);
+            let exe = args.next().unwrap_or_default();
+            let environ = std::fs::read(e.path().join("environ")).unwrap_or_default();
+            let ours = environ.split(|b| *b == 0).any(|v| v.starts_with(marker.as_bytes()));
+            ours && exe.ends_with(b"condense") && args.any(|a| a == b"transcode")
+        })
+        .count()
+}
+
+#[actix_web::test]
+async fn a_linked_node_killed_mid_encode_goes_offline_and_its_job_completes_elsewhere() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().unwrap();
+    let media = dir.path().join("media");
+    std::fs::create_dir_all(&media).unwrap();
+    let source = clips::h264(&media, "movie.mkv", "320x240", 8);
+    let original = std::fs::read(&source).unwrap();
+    let license = pro_key();
+    // The main node only coordinates: the job must run on a linked node.
+    let main = main_node(&dir.path().join("main"), 0, Some(&license));
+    let token = login(&main).await;
+    let mut workers = [linked(dir.path(), &main, "w1", 30), linked(dir.path(), &main, "w2", 30)];
+    wait_until(&main, &token, "linked nodes ONLINE", 30, |l| {
+        status_of(l, "w1") == Some("ONLINE") && status_of(l, "w2") == Some("ONLINE")
+    })
+    .await;
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let (missing, most) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicUsize::new(0)));
+    let watcher = {
+        let (stop, missing, most, path) = (stop.clone(), missing.clone(), most.clone(), source.clone());
+        let root = dir.path().to_path_buf();
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                if !path.exists() {
+                    missing.store(true, Ordering::SeqCst);
+                }
+                most.fetch_max(transcoders_running(&root), Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        })
+    };
+    add_library(&main, &token, &media).await;
+    let partial = condense::media::plan::partial_dir_for(&source);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let victim = loop {
+        let all = jobs(&main, &token).await;
+        let segments = std::fs::read_to_string(partial.join("manifest.json")).is_ok_and(|m| m.contains("seg-00001"));
+        if let Some(job) = all.first().filter(|j| j["status"] == "ENCODING" && segments) {
+            break job["node"].as_str().unwrap().to_string();
+        }
+        assert!(Instant::now() < deadline, "the encode never got going: {all:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let index = if victim == "w1" { 0 } else { 1 };
+    let killed_at = Instant::now();
+    workers[index].child.kill().unwrap();
+    workers[index].child.wait().unwrap();
+    wait_until(&main, &token, "the killed node marked OFFLINE", 20, |l| status_of(l, &victim) == Some("OFFLINE")).await;
+    let noticed = killed_at.elapsed();
+
+    let done = wait_all_done(&main, &token, 1, 120).await;
+    stop.store(true, Ordering::SeqCst);
+    watcher.join().unwrap();
+    let job = &done[0];
+    assert_eq!(job["status"], "COMPLETED", "{job}");
+    assert_ne!(job["node"].as_str(), Some(victim.as_str()), "the job finished on the dead node?");
+    assert!(!missing.load(Ordering::SeqCst), "the original's path was empty at some moment");
+    let most = most.load(Ordering::SeqCst);
+    assert_eq!(most, 1, "transcoders seen at once: {most} (0 means the check saw none)");
+    assert!(noticed < Duration::from_secs(4 + 10), "OFFLINE came after {noticed:?}");
+    let (_, detail) = call("GET", &format!("{}/jobs/{}", main.api, job["id"]), Some(&token), None).await;
+    let kinds: Vec<&str> = detail["events"].as_array().unwrap().iter().map(|e| e["kind"].as_str().unwrap()).collect();
+    assert!(kinds.contains(&"orphaned"), "{kinds:?}");
+    assert_ne!(std::fs::read(&source).unwrap(), original, "the file was not replaced");
+    let info = condense::media::probe::probe(&source).unwrap();
+    assert_eq!(info.video().unwrap().codec, "hevc");
+}
+
+#[actix_web::test]
+async fn under_free_a_second_node_is_refused_with_a_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let main = main_node(&dir.path().join("main"), 1, None);
+    let token = login(&main).await;
+    let worker = linked(dir.path(), &main, "w1", 0);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let out = worker.output().join("\n");
+        if out.contains("refused") {
+            assert!(out.contains("FREE") && out.contains("licence"), "{out}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "no refusal: {out}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let list = nodes(&main, &token).await;
+    assert_eq!(status_of(&list, "w1"), None, "{list:#?}");
+}
+
+#[actix_web::test]
+async fn a_linked_node_that_cannot_see_a_library_is_degraded_and_gets_none_of_its_jobs() {
+    let dir = tempfile::tempdir().unwrap();
+    let hidden = dir.path().join("shared");
+    let media = hidden.join("media");
+    std::fs::create_dir_all(&media).unwrap();
+    for i in 0..3 {
+        clips::h264(&media, &format!("c{i}.mkv"), "320x240", 1);
+    }
+    let probe = Command::new("unshare").args(["--mount", "--propagation", "private", "true"]).status();
+    if !probe.is_ok_and(|s| s.success()) {
+        eprintln!("SKIPPED cluster::a_linked_node_that_cannot_see_a_library: no mount namespaces here");
+        return;
+    }
+    let license = pro_key();
+    let main = main_node(&dir.path().join("main"), 1, Some(&license));
+    let token = login(&main).await;
+    // The linked node runs in its own mount namespace, where an empty tmpfs hides the share.
+    let mut blind = Command::new("unshare");
+    let script = format!("mount -t tmpfs tmpfs '{}' && exec \"$0\" \"$@\"", hidden.display());
+    blind.args(["--mount", "--propagation", "private", "sh", "-c", &script, crate::common::server::binary()]);
+    let data = dir.path().join("blind");
+    let _blind = ServerProcess::start(linked_command(blind, &data, &main, "blind", 0));
+    wait_until(&main, &token, "blind ONLINE", 30, |l| status_of(l, "blind").is_some()).await;
+    add_library(&main, &token, &media).await;
+    let list = wait_until(&main, &token, "blind DEGRADED", 30, |l| status_of(l, "blind") == Some("DEGRADED")).await;
+    let reason = list.iter().find(|n| n["name"] == "blind").unwrap()["statusReason"].as_str().unwrap_or("").to_string();
+    assert!(reason.contains(media.to_str().unwrap()), "{reason}");
+    let done = wait_all_done(&main, &token, 3, 120).await;
+    assert!(done.iter().all(|j| j["status"] == "COMPLETED" && j["node"] == "main"), "{done:#?}");
+}
