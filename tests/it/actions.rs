@@ -130,7 +130,51 @@ async fn pause_all_and_resume_all_count_what_they_touch() {
 async fn the_websocket_requires_a_token_before_the_upgrade() {
     let server = TestServer::sqlite().await;
     let token = server.login().await;
+    let now = chrono::Utc::now().timestamp();
+    let sign = |secret: &str, claims: Value| {
+        jsonwebtoken::encode(
+            &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
+            &claims,
+            &jsonwebtoken::EncodingKey::from_secret(secret.as_bytes()),
+        )
+        .unwrap()
+    };
+    use base64::Engine;
+    let b64 = |v: Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string());
+    let bad_tokens = [
+        (
+            "expired",
+            sign(crate::common::api::JWT_SECRET, json!({"sub": "admin", "iat": now - 7200, "exp": now - 3600})),
+        ),
+        (
+            "wrong key",
+            sign("some-other-secret-some-other-secret", json!({"sub": "admin", "iat": now, "exp": now + 3600})),
+        ),
+        (
+            "alg none",
+            format!(
+                "{}.{}.",
+                b64(json!({"alg": "none", "typ": "JWT"})),
+                b64(json!({"sub": "admin", "exp": now + 3600}))
+            ),
+        ),
+        ("garbage", "garbage".to_string()),
+    ];
     for path in ["/ws", "/api/ws", "/"] {
+        for (name, bad) in &bad_tokens {
+            for via_header in [true, false] {
+                let request = if via_header {
+                    awc::Client::new().ws(server.url(path)).bearer_auth(bad)
+                } else {
+                    awc::Client::new().ws(format!("{}?token={bad}", server.url(path)))
+                };
+                let refused = request.connect().await;
+                assert!(
+                    matches!(refused, Err(awc::error::WsClientError::InvalidResponseStatus(s)) if s.as_u16() == 401),
+                    "{path}: {name} token accepted (header: {via_header})"
+                );
+            }
+        }
         let refused = awc::Client::new().ws(server.url(path)).connect().await;
         match refused {
             Err(awc::error::WsClientError::InvalidResponseStatus(status)) => assert_eq!(status.as_u16(), 401, "{path}"),

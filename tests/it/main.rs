@@ -5,6 +5,7 @@
 mod actions;
 mod cluster;
 mod common;
+mod fuzz;
 mod http;
 mod lifecycle;
 mod media;
