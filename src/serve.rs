@@ -36,6 +36,19 @@ pub enum ServeError {
     Runtime(String),
 }
 
+/// Builds a listener's server: our own signal handling, requests in flight get 10 s on stop.
+macro_rules! http_server {
+    ($factory:expr, $workers:expr, $listener:expr) => {
+        HttpServer::new($factory)
+            .workers($workers)
+            .disable_signals()
+            .shutdown_timeout(10)
+            .listen($listener.try_clone().map_err(ServeError::Server)?)
+            .map_err(ServeError::Server)?
+            .run()
+    };
+}
+
 /// Creates DATA_DIR, connects and migrates the database.
 pub async fn open_database(common: &CommonArgs) -> Result<DatabaseConnection, ServeError> {
     std::fs::create_dir_all(&common.data_dir)
@@ -181,22 +194,10 @@ pub async fn run(common: CommonArgs, args: ServeArgs) -> Result<(), ServeError> 
     let api_listener = listen("PORT", SocketAddr::new(args.bind, args.port))?;
     let ui_listener = listen("UI_PORT", SocketAddr::new(args.bind, args.ui_port))?;
     let api_state = state.clone();
-    let api_server = HttpServer::new(move || create_app(api_state.clone()))
-        .workers(usize::from(args.http_workers))
-        .disable_signals()
-        .shutdown_timeout(10)
-        .listen(api_listener.try_clone().map_err(ServeError::Server)?)
-        .map_err(ServeError::Server)?
-        .run();
+    let api_server = http_server!(move || create_app(api_state.clone()), usize::from(args.http_workers), api_listener);
     let ui_state = state.clone();
     let frontend_dir = args.frontend_dir.clone();
-    let ui_server = HttpServer::new(move || create_ui_app(ui_state.clone(), frontend_dir.clone()))
-        .workers(1)
-        .disable_signals()
-        .shutdown_timeout(10)
-        .listen(ui_listener.try_clone().map_err(ServeError::Server)?)
-        .map_err(ServeError::Server)?
-        .run();
+    let ui_server = http_server!(move || create_ui_app(ui_state.clone(), frontend_dir.clone()), 1, ui_listener);
     let outcome = serve_until_signal(api_server, ui_server, &api_listener, &ui_listener, &state.node_name).await;
     // Running encodes finish their segment and stop; they continue after the next start.
     let _ = runtime.node.send(crate::actors::node::Shutdown).await;
@@ -281,20 +282,8 @@ async fn run_linked(args: ServeArgs) -> Result<(), ServeError> {
     let api_listener = listen("PORT", SocketAddr::new(args.bind, args.port))?;
     let ui_listener = listen("UI_PORT", SocketAddr::new(args.bind, args.ui_port))?;
     let (api_fwd, ui_fwd) = (forward.clone(), forward.clone());
-    let api_server = HttpServer::new(move || create_forward_app(api_fwd.clone()))
-        .workers(1)
-        .disable_signals()
-        .shutdown_timeout(10)
-        .listen(api_listener.try_clone().map_err(ServeError::Server)?)
-        .map_err(ServeError::Server)?
-        .run();
-    let ui_server = HttpServer::new(move || create_forward_app(ui_fwd.clone()))
-        .workers(1)
-        .disable_signals()
-        .shutdown_timeout(10)
-        .listen(ui_listener.try_clone().map_err(ServeError::Server)?)
-        .map_err(ServeError::Server)?
-        .run();
+    let api_server = http_server!(move || create_forward_app(api_fwd.clone()), 1, api_listener);
+    let ui_server = http_server!(move || create_forward_app(ui_fwd.clone()), 1, ui_listener);
     let outcome = serve_until_signal(api_server, ui_server, &api_listener, &ui_listener, &node_name).await;
     let _ = node.send(crate::actors::node::Shutdown).await;
     outcome

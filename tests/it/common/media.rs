@@ -59,109 +59,45 @@ pub fn h264_with_audio_and_subs(dir: &Path, name: &str, size: &str, seconds: u32
     out
 }
 
-/// A plain H.264 clip without audio.
-pub fn h264(dir: &Path, name: &str, size: &str, seconds: u32) -> PathBuf {
+/// A `testsrc2` clip of `size` and `seconds`, encoded with `encode` (whitespace-separated
+/// ffmpeg arguments).
+fn testsrc(dir: &Path, name: &str, size: &str, seconds: u32, encode: &str) -> PathBuf {
     let out = dir.join(name);
     let video = format!("testsrc2=size={size}:rate=25");
-    ffmpeg(&[
-        "-f",
-        "lavfi",
-        "-i",
-        &video,
-        "-t",
-        &seconds.to_string(),
-        "-c:v",
-        "libx264",
-        "-preset",
-        "ultrafast",
-        "-qp",
-        "12",
-        out.to_str().unwrap(),
-    ]);
+    let seconds = seconds.to_string();
+    let mut args = vec!["-f", "lavfi", "-i", &video, "-t", &seconds];
+    args.extend(encode.split_whitespace());
+    args.push(out.to_str().unwrap());
+    ffmpeg(&args);
     out
 }
 
+/// A plain H.264 clip without audio.
+pub fn h264(dir: &Path, name: &str, size: &str, seconds: u32) -> PathBuf {
+    testsrc(dir, name, size, seconds, "-c:v libx264 -preset ultrafast -qp 12")
+}
+
 pub fn hevc(dir: &Path, name: &str) -> PathBuf {
-    let out = dir.join(name);
-    ffmpeg(&[
-        "-f",
-        "lavfi",
-        "-i",
-        "testsrc2=size=320x240:rate=25",
-        "-t",
-        "2",
-        "-c:v",
-        "libx265",
-        "-preset",
-        "ultrafast",
-        "-x265-params",
-        "log-level=error",
-        out.to_str().unwrap(),
-    ]);
-    out
+    testsrc(dir, name, "320x240", 2, "-c:v libx265 -preset ultrafast -x265-params log-level=error")
 }
 
 pub const MASTER_DISPLAY: &str = "G(13250,34500)B(7500,3000)R(34000,16000)WP(15635,16450)L(10000000,50)";
 
+const BT2020: &str = "-color_primaries bt2020 -colorspace bt2020nc -pix_fmt yuv420p10le";
+
 /// 10-bit HEVC HDR10: PQ, BT.2020, mastering display and content light level.
 pub fn hdr10(dir: &Path, name: &str) -> PathBuf {
-    let out = dir.join(name);
     let params = format!(
         "log-level=error:hdr10=1:colorprim=bt2020:transfer=smpte2084:colormatrix=bt2020nc:master-display={MASTER_DISPLAY}:max-cll=1000,400"
     );
-    ffmpeg(&[
-        "-f",
-        "lavfi",
-        "-i",
-        "testsrc2=size=320x240:rate=25",
-        "-t",
-        "2",
-        "-pix_fmt",
-        "yuv420p10le",
-        "-c:v",
-        "libx265",
-        "-preset",
-        "ultrafast",
-        "-x265-params",
-        &params,
-        "-color_primaries",
-        "bt2020",
-        "-color_trc",
-        "smpte2084",
-        "-colorspace",
-        "bt2020nc",
-        out.to_str().unwrap(),
-    ]);
-    out
+    let encode = format!("{BT2020} -color_trc smpte2084 -c:v libx265 -preset ultrafast -x265-params {params}");
+    testsrc(dir, name, "320x240", 2, &encode)
 }
 
 /// 10-bit H.264 HLG (BT.2020, ARIB STD-B67 transfer).
 pub fn hlg(dir: &Path, name: &str) -> PathBuf {
-    let out = dir.join(name);
-    ffmpeg(&[
-        "-f",
-        "lavfi",
-        "-i",
-        "testsrc2=size=320x240:rate=25",
-        "-t",
-        "2",
-        "-pix_fmt",
-        "yuv420p10le",
-        "-c:v",
-        "libx264",
-        "-preset",
-        "ultrafast",
-        "-qp",
-        "10",
-        "-color_primaries",
-        "bt2020",
-        "-color_trc",
-        "arib-std-b67",
-        "-colorspace",
-        "bt2020nc",
-        out.to_str().unwrap(),
-    ]);
-    out
+    let encode = format!("{BT2020} -color_trc arib-std-b67 -c:v libx264 -preset ultrafast -qp 10");
+    testsrc(dir, name, "320x240", 2, &encode)
 }
 
 pub fn sha(path: &Path) -> Vec<u8> {
