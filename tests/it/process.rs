@@ -159,9 +159,11 @@ async fn user_commands_create_and_reset_passwords() {
     assert!(condense::repo::users::find(&db, "bob").await.unwrap().is_none());
 }
 
-/// Processes running `condense transcode` from this build.
-fn transcoder_children() -> usize {
+/// Processes running `condense transcode` from this build for the node whose DATA_DIR is
+/// `data` (other tests run at the same time).
+fn transcoder_children(data: &std::path::Path) -> usize {
     let me = std::fs::canonicalize(crate::common::server::binary()).unwrap();
+    let marker = format!("DATA_DIR={}", data.display());
     std::fs::read_dir("/proc")
         .unwrap()
         .filter_map(|e| e.ok())
@@ -169,7 +171,9 @@ fn transcoder_children() -> usize {
         .filter(|e| {
             let exe = std::fs::read_link(e.path().join("exe")).ok();
             let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
-            exe.as_deref() == Some(me.as_path()) && cmd.split(|b| *b == 0).any(|a| a == b"transcode")
+            let environ = std::fs::read(e.path().join("environ")).unwrap_or_default();
+            let ours = environ.split(|b| *b == 0).any(|v| v == marker.as_bytes());
+            ours && exe.as_deref() == Some(me.as_path()) && cmd.split(|b| *b == 0).any(|a| a == b"transcode")
         })
         .count()
 }
@@ -225,10 +229,11 @@ async fn kill_9_of_the_server_mid_encode_then_restart_completes_the_job() {
         assert!(std::time::Instant::now() < deadline, "the encode never got going: {:#?}", server.output());
         std::thread::sleep(Duration::from_millis(50));
     }
+    assert_eq!(transcoder_children(&data), 1, "the encode's transcoder should be running");
     server.child.kill().unwrap();
     server.child.wait().unwrap();
     std::thread::sleep(Duration::from_millis(500));
-    assert_eq!(transcoder_children(), 0, "a transcoder outlived its node");
+    assert_eq!(transcoder_children(&data), 0, "a transcoder outlived its node");
     assert_eq!(std::fs::read(&source).unwrap(), original, "the original changed");
     let job = condense::repo::jobs::find_by_path(&db, source.to_str().unwrap()).await.unwrap().unwrap();
     assert_eq!(job.status, "ENCODING", "the crash left the job as it was");
