@@ -45,7 +45,7 @@ pub async fn start_runtime(db: &DatabaseConnection, max_jobs: usize, throttle: u
             transcoder: binary().into(),
             max_jobs,
             segment_seconds: 1.0,
-            settle: Duration::from_secs(1),
+            settle: Duration::from_secs(2),
             throttle_ms_per_frame: throttle,
             license_public_key: public_key.into(),
         },
@@ -158,7 +158,7 @@ async fn a_file_copied_into_a_watched_folder_becomes_a_job_once_it_stops_growing
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(all_jobs(&db).await.is_empty());
 
-    // Written in pieces, each before the settle time (1 s) passes: never picked up meanwhile.
+    // Written in pieces, each well before the settle time (2 s) passes: never picked up meanwhile.
     let target = media.path().join("new.mkv");
     let pieces = bytes.chunks(bytes.len() / 5 + 1).collect::<Vec<_>>();
     for piece in &pieces {
