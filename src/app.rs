@@ -9,6 +9,7 @@ use actix_web::{web, App};
 use sea_orm::DatabaseConnection;
 
 use crate::domain::node::NodeRole;
+use crate::host::memory_trend::SharedMemoryTrend;
 use crate::http;
 use crate::http::login_limit::LoginLimiter;
 
@@ -27,6 +28,8 @@ pub struct AppState {
     pub license_public_key: String,
     /// Failed logins per client address and per username (in memory, bounded).
     pub login_limiter: LoginLimiter,
+    /// This node's memory use over the last 2 hours, for the dashboard.
+    pub memory_trend: SharedMemoryTrend,
 }
 
 /// The API app (listener on PORT): every endpoint, unprefixed and under /api.

@@ -168,7 +168,10 @@ pub async fn run(common: CommonArgs, args: ServeArgs) -> Result<(), ServeError> 
         cluster_token: args.cluster_token.clone(),
         license_public_key: args.license_public_key.clone(),
         login_limiter: LoginLimiter::default(),
+        memory_trend: Default::default(),
     });
+    // Sampled in the background too, so the trend has no gaps while nobody watches.
+    actix_web::rt::spawn(host::memory_trend::sample_forever(state.memory_trend.clone()));
 
     let api_listener = listen("PORT", SocketAddr::new(args.bind, args.port))?;
     let ui_listener = listen("UI_PORT", SocketAddr::new(args.bind, args.ui_port))?;

@@ -1,5 +1,5 @@
 //! Pure rules of the product: job and node states, failure reasons, the retry ladder,
-//! health thresholds, licence tiers.
+//! health thresholds, licence tiers, queue statistics and insights.
 //! Nothing here does I/O; actors carry these rules out, persist and publish.
 
 pub mod health;
@@ -7,6 +7,7 @@ pub mod job;
 pub mod license;
 pub mod node;
 pub mod retry;
+pub mod stats;
 
 /// A string form of an enum was not one of its names.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -1,4 +1,10 @@
-//! Facts about the machine this node runs on (sysinfo; GPUs through NVML in `gpu`).
+//! Facts about the machine this node runs on (sysinfo; disks through statvfs in `disk`; GPUs
+//! through NVML in `gpu`; memory over time in `memory_trend`). Every call here may block:
+//! async code calls it from a blocking thread.
+
+pub mod disk;
+pub mod gpu;
+pub mod memory_trend;
 
 use sysinfo::{MemoryRefreshKind, RefreshKind, System};
 

@@ -8,13 +8,16 @@
 pub mod actions;
 pub mod auth;
 pub mod health;
+pub mod insights;
 pub mod jobs;
 pub mod libraries;
 pub mod license;
 pub mod login_limit;
+pub mod metrics;
 pub mod nodes;
 pub mod openapi;
 pub mod settings;
+pub mod stats;
 pub mod ui;
 pub mod users;
 pub mod views;
@@ -85,6 +88,16 @@ fn table() -> Vec<(Endpoint, Route)> {
         endpoint(Method::POST, "/queue/resume-all", Token, actions::resume_all),
         endpoint(Method::POST, "/libraries/{id}/scan", Token, actions::scan),
         endpoint(Method::GET, "/ws", Token, ws::connect),
+        endpoint(Method::GET, "/queue/stats", Token, stats::queue),
+        endpoint(Method::GET, "/system/dashboard", Token, stats::dashboard),
+        endpoint(Method::GET, "/system/dashboard/health", Token, stats::health),
+        endpoint(Method::GET, "/insights/stats", Token, insights::overview),
+        endpoint(Method::GET, "/insights/savings", Token, insights::savings),
+        endpoint(Method::GET, "/insights/nodes", Token, insights::nodes),
+        endpoint(Method::GET, "/insights/codecs", Token, insights::codecs),
+        // The spec's /api/statistics ("encoding statistics"): the same body as /insights/stats.
+        endpoint(Method::GET, "/statistics", Token, insights::overview),
+        endpoint(Method::GET, "/metrics", Token, metrics::metrics),
     ]
 }
 

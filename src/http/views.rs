@@ -8,7 +8,11 @@ use serde::Serialize;
 use crate::domain::health;
 use crate::domain::job::JobStatus;
 use crate::domain::license::{effective_tier, Tier};
-use crate::domain::node::NodeStatus;
+use crate::domain::node::{NodeRole, NodeStatus};
+use crate::domain::stats::{self, QueueStats};
+use crate::host::disk::DiskSpace;
+use crate::host::gpu::GpuInfo;
+use crate::host::memory_trend::MemorySample;
 use crate::repo;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -268,6 +272,155 @@ pub struct SettingsView {
     pub cluster_token: Option<String>,
 }
 
+/// The health panel: every check and the worst level among them.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HealthView {
+    pub overall: health::HealthLevel,
+    pub checks: Vec<health::Check>,
+}
+
+/// What the health checks judge. `stuck_jobs` and `nodes` are `None` when the database could
+/// not say; those checks are then left out (the database check is critical anyway).
+pub struct HealthInputs<'a> {
+    pub load1: f64,
+    pub cores: usize,
+    pub memory_percent: f64,
+    pub database_connected: bool,
+    pub stuck_jobs: Option<u64>,
+    pub nodes: Option<&'a [node::Model]>,
+}
+
+pub fn health(inputs: &HealthInputs<'_>) -> HealthView {
+    let mut checks = vec![
+        health::cpu_check(inputs.load1, inputs.cores),
+        health::memory_check(inputs.memory_percent),
+        health::database_check(inputs.database_connected),
+    ];
+    if let Some(stuck) = inputs.stuck_jobs {
+        checks.push(health::queue_check(stuck));
+    }
+    if let Some(nodes) = inputs.nodes {
+        // A row with an unknown role or status cannot be judged; it is left out.
+        let known: Vec<(NodeRole, NodeStatus)> =
+            nodes.iter().filter_map(|node| Some((node.role.parse().ok()?, node.status.parse().ok()?))).collect();
+        checks.push(health::nodes_check(&known));
+    }
+    HealthView { overall: health::overall(&checks), checks }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CpuView {
+    pub load1: f64,
+    pub cores: usize,
+    /// load1 per core.
+    pub load_ratio: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MemoryView {
+    /// Bytes.
+    pub used: u64,
+    pub total: u64,
+    pub percent: f64,
+    /// One sample every 30 s at most, the last 2 hours, oldest first.
+    pub trend: Vec<MemorySample>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DiskView {
+    /// A library path.
+    pub path: String,
+    /// Bytes of the filesystem holding the path.
+    pub total: u64,
+    pub used: u64,
+    pub free: u64,
+    /// used / (used + free), as df reports it.
+    pub used_percent: f64,
+    /// Above 90 % used: encodes may fail for lack of space.
+    pub at_risk: bool,
+}
+
+impl DiskView {
+    pub fn new(path: String, space: &DiskSpace) -> Self {
+        let used_percent = space.used_percent();
+        DiskView {
+            path,
+            total: space.total,
+            used: space.used,
+            free: space.free,
+            used_percent,
+            at_risk: health::disk_risk(used_percent),
+        }
+    }
+}
+
+/// This node's machine.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SystemView {
+    pub cpu: CpuView,
+    pub memory: MemoryView,
+    pub disks: Vec<DiskView>,
+    pub gpus: Vec<GpuInfo>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DashboardView {
+    pub health: HealthView,
+    pub system: SystemView,
+    pub queue: QueueStats,
+    /// ANALYZING and ENCODING jobs.
+    pub active_jobs: Vec<JobView>,
+    pub nodes: Vec<NodeView>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FailedJobView {
+    pub job_id: i32,
+    pub file_name: String,
+    pub reason: Option<String>,
+    pub node: Option<String>,
+    /// When the job failed.
+    pub date: DateTime<Utc>,
+}
+
+impl From<&repo::stats::FailedRow> for FailedJobView {
+    fn from(row: &repo::stats::FailedRow) -> Self {
+        FailedJobView {
+            job_id: row.id,
+            file_name: row.file_name.clone(),
+            reason: row.failure_reason.clone(),
+            node: row.node_name.clone(),
+            date: row.updated_at,
+        }
+    }
+}
+
+/// Aggregated encoding statistics (GET /insights/stats, /statistics).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InsightsView {
+    /// The last 30 days, oldest first, days without jobs included.
+    pub history: Vec<stats::DayHistory>,
+    /// Over the same 30 days.
+    pub totals: stats::HistoryTotals,
+    /// Failed in the last 30 days, newest first, 100 at most.
+    pub failed_jobs: Vec<FailedJobView>,
+    /// Every completed job so far.
+    pub storage: stats::StorageSummary,
+    /// Every job's runs so far.
+    pub encoding_time: stats::EncodingTime,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SavingsView {
+    pub days: Vec<stats::SavingsDay>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -310,6 +463,48 @@ mod tests {
         assert_eq!(views.iter().map(|v| v.overloaded).collect::<Vec<_>>(), [true, false, false, false]);
         assert_eq!(views[0].load_ratio, 1.5);
         assert_eq!(views[0].encoders, ["libx265"]);
+    }
+
+    #[test]
+    fn health_leaves_out_what_the_database_cannot_say() {
+        let inputs = HealthInputs {
+            load1: 1.0,
+            cores: 4,
+            memory_percent: 50.0,
+            database_connected: false,
+            stuck_jobs: None,
+            nodes: None,
+        };
+        let view = health(&inputs);
+        let names: Vec<_> = view.checks.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["cpu", "memory", "database"]);
+        assert_eq!(view.overall, health::HealthLevel::Critical);
+
+        let models = [node("main", NodeStatus::Online, 0), node("w", NodeStatus::Offline, 0)];
+        let models = [node::Model { role: "main".into(), ..models[0].clone() }, models[1].clone()];
+        let view =
+            health(&HealthInputs { database_connected: true, stuck_jobs: Some(0), nodes: Some(&models), ..inputs });
+        let levels: Vec<_> = view.checks.iter().map(|c| (c.name.as_str(), c.level)).collect();
+        use health::HealthLevel::{Healthy, Warning};
+        assert_eq!(
+            levels,
+            [("cpu", Healthy), ("memory", Healthy), ("database", Healthy), ("queue", Healthy), ("nodes", Warning)]
+        );
+        assert_eq!(view.overall, Warning);
+        let json = serde_json::to_value(&view).unwrap();
+        assert_eq!(json["overall"], "WARNING");
+        assert_eq!(
+            json["checks"][4],
+            serde_json::json!({"name": "nodes", "level": "WARNING", "value": 1, "message": "1 of 2 nodes offline"})
+        );
+    }
+
+    #[test]
+    fn a_disk_above_ninety_percent_is_at_risk() {
+        let view = DiskView::new("/media".into(), &DiskSpace { total: 100, used: 91, free: 9 });
+        assert_eq!((view.used_percent, view.at_risk), (91.0, true));
+        let view = DiskView::new("/media".into(), &DiskSpace { total: 100, used: 90, free: 10 });
+        assert_eq!((view.used_percent, view.at_risk), (90.0, false));
     }
 
     #[test]

@@ -7,6 +7,7 @@ pub mod libraries;
 pub mod licenses;
 pub mod nodes;
 pub mod settings;
+pub mod stats;
 pub mod users;
 
 use std::time::Duration;

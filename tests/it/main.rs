@@ -9,3 +9,4 @@ mod lifecycle;
 mod media;
 mod process;
 mod repo;
+mod stats;

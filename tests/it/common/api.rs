@@ -66,6 +66,7 @@ impl TestServer {
             cluster_token: Some(CLUSTER_TOKEN.into()),
             license_public_key,
             login_limiter: LoginLimiter::default(),
+            memory_trend: Default::default(),
         });
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());

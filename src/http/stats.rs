@@ -1,0 +1,174 @@
+//! The dashboard's live panels: queue statistics, health checks, and the whole dashboard
+//! (health, this machine, queue, active jobs, nodes).
+
+use std::collections::BTreeSet;
+
+use actix_web::web;
+use chrono::{DateTime, Utc};
+use entities::job;
+use sea_orm::DatabaseConnection;
+
+use super::auth::AuthUser;
+use super::views::{self, CpuView, DashboardView, DiskView, HealthInputs, HealthView, JobView, MemoryView, SystemView};
+use crate::app::AppState;
+use crate::domain::health;
+use crate::domain::job::JobStatus;
+use crate::domain::stats::{self, QueueStats};
+use crate::error::AppError;
+use crate::host::gpu::GpuInfo;
+use crate::host::memory_trend::{self, MemorySample};
+use crate::host::{self, disk};
+use crate::repo;
+
+/// GET /queue/stats
+pub async fn queue(_user: AuthUser, state: web::Data<AppState>) -> Result<web::Json<QueueStats>, AppError> {
+    let (queue, _) = queue_and_running(&state.db, Utc::now()).await?;
+    Ok(web::Json(queue))
+}
+
+/// GET /system/dashboard/health: always answers; checks the database cannot feed are left
+/// out while it is down (its own check is then critical).
+pub async fn health(_user: AuthUser, state: web::Data<AppState>) -> Result<web::Json<HealthView>, AppError> {
+    let now = Utc::now();
+    let machine = machine(&state, None).await?;
+    let connected = repo::ping(&state.db).await;
+    let stuck = match repo::jobs::in_statuses(&state.db, &RUNNING).await {
+        Ok(running) => Some(stuck_jobs(&running, now)),
+        Err(error) => {
+            tracing::warn!(%error, "health: running jobs unreadable");
+            None
+        }
+    };
+    let nodes =
+        repo::nodes::list(&state.db).await.inspect_err(|error| tracing::warn!(%error, "health: nodes unreadable"));
+    Ok(web::Json(views::health(&HealthInputs {
+        load1: machine.load1,
+        cores: machine.cores,
+        memory_percent: machine.memory_percent(),
+        database_connected: connected,
+        stuck_jobs: stuck,
+        nodes: nodes.as_deref().ok(),
+    })))
+}
+
+/// GET /system/dashboard
+pub async fn dashboard(_user: AuthUser, state: web::Data<AppState>) -> Result<web::Json<DashboardView>, AppError> {
+    let now = Utc::now();
+    let libraries = repo::libraries::list(&state.db).await?;
+    let paths: BTreeSet<String> = libraries.iter().flat_map(repo::libraries::paths_of).collect();
+    let machine = machine(&state, Some(paths.into_iter().collect())).await?;
+    let connected = repo::ping(&state.db).await;
+    let (queue, running) = queue_and_running(&state.db, now).await?;
+    let nodes = repo::nodes::list(&state.db).await?;
+    let health = views::health(&HealthInputs {
+        load1: machine.load1,
+        cores: machine.cores,
+        memory_percent: machine.memory_percent(),
+        database_connected: connected,
+        stuck_jobs: Some(queue.stalled),
+        nodes: Some(&nodes),
+    });
+    Ok(web::Json(DashboardView {
+        health,
+        system: machine.into_view(),
+        queue,
+        active_jobs: running.iter().map(JobView::from).collect(),
+        nodes: views::nodes(&nodes),
+    }))
+}
+
+const RUNNING: [JobStatus; 2] = [JobStatus::Analyzing, JobStatus::Encoding];
+
+/// Running jobs without progress for too long (flagged by their supervisor, or silent).
+fn stuck_jobs(running: &[job::Model], now: DateTime<Utc>) -> u64 {
+    running
+        .iter()
+        .filter(|job| {
+            let Ok(status) = job.status.parse::<JobStatus>() else { return false };
+            // A job that never reported progress counts from its start.
+            let since = job.last_progress_at.or(job.started_at);
+            let seconds = since.map(|at| u64::try_from((now - at).num_seconds()).unwrap_or(0));
+            stats::is_stuck(status, job.stalled, seconds)
+        })
+        .count() as u64
+}
+
+/// Queue statistics, and the running jobs they were computed from.
+pub(super) async fn queue_and_running(
+    db: &DatabaseConnection,
+    now: DateTime<Utc>,
+) -> Result<(QueueStats, Vec<job::Model>), AppError> {
+    let counts = repo::jobs::count_by_status(db).await?;
+    let running = repo::jobs::in_statuses(db, &RUNNING).await?;
+    let window = chrono::Duration::hours(stats::THROUGHPUT_WINDOW_HOURS);
+    let recent = repo::stats::completed_after(db, now - window).await?;
+    Ok((stats::queue_stats(&counts, stuck_jobs(&running, now), recent), running))
+}
+
+/// What was read of this machine.
+struct Machine {
+    load1: f64,
+    cores: usize,
+    memory_used: u64,
+    memory_total: u64,
+    memory_trend: Vec<MemorySample>,
+    disks: Vec<DiskView>,
+    gpus: Vec<GpuInfo>,
+}
+
+impl Machine {
+    fn memory_percent(&self) -> f64 {
+        memory_trend::percent(self.memory_used, self.memory_total)
+    }
+
+    fn into_view(self) -> SystemView {
+        let memory_percent = self.memory_percent();
+        SystemView {
+            cpu: CpuView {
+                load1: self.load1,
+                cores: self.cores,
+                load_ratio: health::load_ratio(self.load1, self.cores),
+            },
+            memory: MemoryView {
+                used: self.memory_used,
+                total: self.memory_total,
+                percent: memory_percent,
+                trend: self.memory_trend,
+            },
+            disks: self.disks,
+            gpus: self.gpus,
+        }
+    }
+}
+
+/// Load, memory (offered to the trend), and with `library_paths` also their disks and the
+/// GPUs. sysinfo, statvfs and NVML block, so this runs on a blocking thread.
+async fn machine(state: &AppState, library_paths: Option<Vec<String>>) -> Result<Machine, AppError> {
+    let trend = state.memory_trend.clone();
+    let machine = web::block(move || {
+        let (memory_used, memory_total) = host::memory();
+        let sample = MemorySample { at: Utc::now(), percent: memory_trend::percent(memory_used, memory_total) };
+        let memory_trend = memory_trend::offer(&trend, sample);
+        let (disks, gpus) = match library_paths {
+            Some(paths) => (disks(paths), host::gpu::gpus()),
+            None => (Vec::new(), Vec::new()),
+        };
+        Machine { load1: host::load1(), cores: host::cores(), memory_used, memory_total, memory_trend, disks, gpus }
+    })
+    .await?;
+    Ok(machine)
+}
+
+/// Space of each library path; a path that cannot be read (gone, unmounted) is left out.
+fn disks(paths: Vec<String>) -> Vec<DiskView> {
+    paths
+        .into_iter()
+        .filter_map(|path| match disk::space(std::path::Path::new(&path)) {
+            Ok(space) => Some(DiskView::new(path, &space)),
+            Err(error) => {
+                tracing::debug!(%path, %error, "library path unreadable for disk usage");
+                None
+            }
+        })
+        .collect()
+}
