@@ -16,6 +16,7 @@ import {
   screenshot,
   signIn,
   stopAtFirstFailure,
+  until,
   type Session,
 } from './support';
 
@@ -47,8 +48,9 @@ describe('overview, nodes and insights with real data', () => {
     await health.waitFor();
     expect(await health.getByRole('listitem').count()).toBeGreaterThanOrEqual(4);
     const queue = page.getByRole('region', { name: 'Queue' });
-    expect(Number(await fact(queue, 'Completed'))).toBeGreaterThanOrEqual(playableClips.length);
-    expect(Number(await fact(queue, 'Failed'))).toBeGreaterThanOrEqual(1);
+    // The counters follow status changes (re-fetched at most every 2 s), so wait for them.
+    await until('the completed count', async () => Number(await fact(queue, 'Completed')), (n) => n >= playableClips.length, 15_000);
+    await until('the failed count', async () => Number(await fact(queue, 'Failed')), (n) => n >= 1, 15_000);
     const active = page.getByRole('region', { name: /^Active jobs/ });
     await active.getByText('Nothing is encoding right now.').waitFor();
     expect(await active.innerText()).toMatch(/1 of 1 nodes up/);
