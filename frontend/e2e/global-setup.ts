@@ -107,15 +107,40 @@ function startServer(binary: string, env: NodeJS.ProcessEnv, logPath: string): P
   });
 }
 
+/** SIGTERM, as a service manager would; SIGKILL after 20 s, and say so. */
 function stopServer(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  if (child.exitCode !== null || child.signalCode !== null) {
+    console.warn(`condense serve had already exited (${child.signalCode ?? child.exitCode}); see test-artifacts/e2e/server.log`);
+    return Promise.resolve();
+  }
   return new Promise((done) => {
-    const kill = setTimeout(() => child.kill('SIGKILL'), 20_000);
+    const kill = setTimeout(() => {
+      console.warn('condense serve did not stop within 20 s of SIGTERM; killed');
+      child.kill('SIGKILL');
+    }, 20_000);
     child.once('exit', () => {
       clearTimeout(kill);
       done();
     });
     child.kill('SIGTERM');
+  });
+}
+
+function serverEnv(dataDir: string, dist: string): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env };
+  for (const name of CLEARED) delete env[name];
+  return Object.assign(env, {
+    DATA_DIR: dataDir,
+    BIND: '127.0.0.1',
+    PORT: '0',
+    UI_PORT: '0',
+    FRONTEND_DIR: dist,
+    ADMIN_PASSWORD: PASSWORD,
+    SEGMENT_SECONDS: '1',
+    // Slows every encoded frame, so a person (and the tests) can watch a job and pause it.
+    CONDENSE_THROTTLE_MS_PER_FRAME: '40',
+    WATCH_SETTLE_SECONDS: '1',
+    NO_COLOR: '1',
   });
 }
 
@@ -131,27 +156,21 @@ export default async function setup(project: TestProject): Promise<() => Promise
   const root = mkdtempSync(join(tmpdir(), 'condense-e2e-'));
   const clipsDir = join(root, 'clips');
   const dataDir = join(root, 'data');
-  mkdirSync(clipsDir);
-  mkdirSync(dataDir);
-  makeClips(clipsDir);
-  const dist = buildDashboard();
+  let started: { child: ChildProcess; uiUrl: string };
+  try {
+    mkdirSync(clipsDir);
+    mkdirSync(dataDir);
+    makeClips(clipsDir);
+    started = await startServer(binary, serverEnv(dataDir, buildDashboard()), join(ARTIFACTS, 'server.log'));
+  } catch (error) {
+    rmSync(root, { recursive: true, force: true });
+    throw error;
+  }
+  const { child, uiUrl } = started;
 
-  const env: NodeJS.ProcessEnv = { ...process.env };
-  for (const name of CLEARED) delete env[name];
-  Object.assign(env, {
-    DATA_DIR: dataDir,
-    BIND: '127.0.0.1',
-    PORT: '0',
-    UI_PORT: '0',
-    FRONTEND_DIR: dist,
-    ADMIN_PASSWORD: PASSWORD,
-    SEGMENT_SECONDS: '1',
-    // Slows every encoded frame, so a person (and the tests) can watch a job and pause it.
-    CONDENSE_THROTTLE_MS_PER_FRAME: '40',
-    WATCH_SETTLE_SECONDS: '1',
-    NO_COLOR: '1',
-  });
-  const { child, uiUrl } = await startServer(binary, env, join(ARTIFACTS, 'server.log'));
+  // Should the runner die without its teardown (Ctrl-C twice), the server goes with it.
+  const killOnExit = () => child.kill('SIGKILL');
+  process.once('exit', killOnExit);
 
   project.provide('uiUrl', uiUrl);
   project.provide('clipsDir', clipsDir);
@@ -162,6 +181,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
 
   return async () => {
     await stopServer(child);
+    process.off('exit', killOnExit);
     if (process.env.E2E_KEEP !== '1') rmSync(root, { recursive: true, force: true });
   };
 }
