@@ -2,10 +2,14 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: bootstrap build run test lint bench faults clean
+.PHONY: bootstrap bootstrap-test build run test e2e e2e-run lint bench faults clean
 
 bootstrap:
 	@bash scripts/bootstrap.sh
+
+## The bootstrap plus what only the tests need (Debian's chromium for the browser tests).
+bootstrap-test:
+	@bash scripts/bootstrap.sh --test
 
 build: bootstrap
 	$(CARGO) build --release --bin condense
@@ -15,14 +19,24 @@ build: bootstrap
 run: build
 	./target/release/condense serve
 
-## Every test: lints, Rust unit and integration tests (SQLite and PostgreSQL), dashboard tests.
-test: bootstrap lint
+## Every test: lints, Rust unit and integration tests (SQLite and PostgreSQL), dashboard unit
+## tests, then the dashboard's browser tests against the real binary.
+test: bootstrap-test lint
 	@if command -v cargo-nextest >/dev/null 2>&1; then \
 		$(CARGO) nextest run --workspace --no-fail-fast; \
 	else \
 		$(CARGO) test --workspace --no-fail-fast; \
 	fi
 	@if [ -f frontend/package.json ]; then (cd frontend && npm test --silent); fi
+	@$(MAKE) --no-print-directory e2e-run
+
+## The dashboard's browser tests alone (headless chromium, a real `condense serve`; screenshots
+## in test-artifacts/e2e/). See frontend/README.md.
+e2e: bootstrap-test e2e-run
+
+e2e-run:
+	$(CARGO) build --bin condense
+	cd frontend && npm run --silent e2e
 
 lint:
 	$(CARGO) fmt --all -- --check

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs what a fresh Debian 12 machine lacks to build, run and test condense.
 # Idempotent, and quiet and fast when everything is already present.
+# `--test` (make test, make e2e) also installs what only the tests need: Debian's chromium,
+# which the dashboard's browser tests drive (no browser is ever downloaded).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,6 +14,9 @@ packages=(
   libavcodec-dev libavformat-dev libavutil-dev libswscale-dev libswresample-dev
   libavfilter-dev libavdevice-dev libpostproc-dev clang libclang-dev pkg-config ffmpeg
 )
+if [ "${1:-}" = "--test" ]; then
+  packages+=(chromium)
+fi
 if [ -n "${BOOTSTRAP_EXTRA_PACKAGES:-}" ]; then
   # shellcheck disable=SC2206
   packages+=(${BOOTSTRAP_EXTRA_PACKAGES})

@@ -301,10 +301,13 @@ export class ApiClient {
   library(id: number): Promise<Library> {
     return this.request('GET', `/api/libraries/${id}`);
   }
-  createLibrary(input: LibraryInput): Promise<Library> {
-    return this.request('POST', '/api/libraries', input);
+  /** POST /libraries refuses `enabled` (a new library is enabled); a disabled one is switched off after. */
+  async createLibrary(input: LibraryInput): Promise<Library> {
+    const { enabled, ...fields } = input;
+    const created = await this.request<Library>('POST', '/api/libraries', fields);
+    return enabled === false ? this.updateLibrary(created.id, { enabled: false }) : created;
   }
-  updateLibrary(id: number, input: LibraryInput): Promise<Library> {
+  updateLibrary(id: number, input: Partial<LibraryInput>): Promise<Library> {
     return this.request('PUT', `/api/libraries/${id}`, input);
   }
   deleteLibrary(id: number): Promise<void> {

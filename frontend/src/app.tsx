@@ -82,7 +82,13 @@ function Shell({ route }: { route: Route }) {
         </button>
         <nav id="main-nav" class={`nav${menuOpen ? ' nav-open' : ''}`} aria-label="Main">
           {NAV.map((item) => (
-            <a key={item.path} href={routeHref(`/${item.path}`)} aria-current={section === item.path ? 'page' : undefined}>
+            <a
+              key={item.path}
+              href={routeHref(`/${item.path}`)}
+              aria-current={section === item.path ? 'page' : undefined}
+              // The route effect closes the menu, but following the link of the page shown changes no route.
+              onClick={() => setMenuOpen(false)}
+            >
               {item.label}
             </a>
           ))}

@@ -75,6 +75,25 @@ describe('ApiClient against a real HTTP server', () => {
     });
   });
 
+  it('creates a library without `enabled` (the server refuses it there), disabling it after when asked', async () => {
+    const library = { id: 4, name: 'Films', paths: ['/media'], targetCodec: 'hevc', encoder: 'libx265', quality: 28, preset: 'medium', watch: true };
+    handler = (req, _body, res) => json(res, req.method === 'POST' ? 201 : 200, { ...library, enabled: req.method === 'POST' });
+    const { api } = client();
+    const input = { name: 'Films', paths: ['/media'], targetCodec: 'hevc' as const, encoder: 'libx265', quality: 28, preset: 'medium', watch: true };
+
+    expect((await api.createLibrary({ ...input, enabled: true })).enabled).toBe(true);
+    expect(requests).toHaveLength(1);
+    expect(requests[0].method).toBe('POST');
+    expect(JSON.parse(requests[0].body)).toEqual(input);
+
+    requests = [];
+    expect((await api.createLibrary({ ...input, enabled: false })).enabled).toBe(false);
+    expect(requests.map((r) => `${r.method} ${r.url} ${r.body}`)).toEqual([
+      `POST /api/libraries ${JSON.stringify(input)}`,
+      'PUT /api/libraries/4 {"enabled":false}',
+    ]);
+  });
+
   it('sends JSON bodies with a content type', async () => {
     const { api } = client();
     await api.saveSettings({ jobTimeoutHours: 6, keepOriginals: true });

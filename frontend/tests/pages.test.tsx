@@ -310,6 +310,8 @@ describe('dashboard pages', () => {
     await mount('#/nodes');
     await vi.waitFor(() => expect(text()).toContain('NVIDIA RTX 4000'));
     expect(text()).toContain('1 / 2');
+    const encoders = byLabel(`Encoders of ${nodes[0].name}`)!;
+    expect([...encoders.querySelectorAll('li')].map((li) => li.textContent)).toEqual(nodes[0].encoders);
 
     await show('#/insights');
     await vi.waitFor(() => expect(text()).toContain('Savings, last 30 days'));
@@ -320,6 +322,19 @@ describe('dashboard pages', () => {
     await vi.waitFor(() => expect(text()).toContain('Ada'));
     expect(text()).toContain('Supporter');
     expect(byLabel('Cluster token')).not.toBeNull();
+  });
+
+  it('closes the phone menu when a link is followed, even to the page shown', async () => {
+    await mount('#/jobs');
+    const menu = () => container().querySelector<HTMLButtonElement>('[aria-controls="main-nav"]')!;
+    await vi.waitFor(() => expect(text()).toContain('movie.mkv'));
+    const link = (label: string) => [...container().querySelectorAll<HTMLAnchorElement>('#main-nav a')].find((a) => a.textContent === label)!;
+    for (const label of ['Jobs', 'Nodes']) {
+      menu().click();
+      await vi.waitFor(() => expect(menu().getAttribute('aria-expanded')).toBe('true'));
+      link(label).click();
+      await vi.waitFor(() => expect(menu().getAttribute('aria-expanded')).toBe('false'));
+    }
   });
 
   it('sends the user back to the login page on a 401', async () => {

@@ -1,6 +1,7 @@
-import { savingsChart } from '../charts';
+import { SAVINGS_BOX, savingsChart } from '../charts';
 import { Alert, Loading, Stat } from '../components';
 import {
+  DASH,
   efficiencyReading,
   formatBytes,
   formatDateTime,
@@ -114,10 +115,12 @@ export function Insights() {
                 <tbody>
                   {[...data.history].reverse().map((day) => (
                     <tr key={day.date}>
-                      <td>{day.date}</td>
+                      <td>
+                        <time dateTime={day.date}>{formatShortDate(day.date)}</time>
+                      </td>
                       <td>{formatNumber(day.completed)}</td>
                       <td>{formatBytes(day.savedBytes)}</td>
-                      <td>{formatFps(day.averageFps)}</td>
+                      <td>{day.completed > 0 ? formatFps(day.averageFps) : DASH}</td>
                     </tr>
                   ))}
                 </tbody>
@@ -161,14 +164,17 @@ export function Insights() {
 
 function SavingsChart({ days }: { days: SavingsDay[] }) {
   if (days.length === 0) return <p class="muted">No savings recorded yet.</p>;
-  const chart = savingsChart(days);
+  // No room for labels below the baseline: the dates are drawn in HTML under the chart.
+  const chart = savingsChart(days, { ...SAVINGS_BOX, padding: { ...SAVINGS_BOX.padding, bottom: 2 } });
   const { width, height } = chart.box;
   const last = days[days.length - 1];
   const labelIndexes = [...new Set([0, Math.floor((days.length - 1) / 2), days.length - 1])];
   const summary = `Daily savings up to ${formatBytes(chart.maxDaily)} per day; ${formatBytes(last.cumulativeBytes)} saved in total by ${last.date}.`;
   return (
     <figure class="chart">
-      <svg viewBox={`0 0 ${width} ${height}`} role="img" aria-label={summary}>
+      {/* Stretched to the card's width at a fixed height; the dates are HTML below it, so their
+          size does not follow the drawing's scale (tiny on a phone, huge on a wide screen). */}
+      <svg viewBox={`0 0 ${width} ${height}`} preserveAspectRatio="none" role="img" aria-label={summary}>
         <title>{summary}</title>
         <line class="chart-axis" x1={chart.box.padding.left} x2={width - chart.box.padding.right} y1={chart.baseline} y2={chart.baseline} />
         {chart.bars.map((bar) => (
@@ -177,18 +183,12 @@ function SavingsChart({ days }: { days: SavingsDay[] }) {
           </rect>
         ))}
         <path class="chart-line" d={chart.linePath} />
-        {labelIndexes.map((i) => (
-          <text
-            key={i}
-            class="chart-label"
-            x={chart.points[i].x}
-            y={height - 8}
-            text-anchor={i === 0 ? 'start' : i === days.length - 1 ? 'end' : 'middle'}
-          >
-            {formatShortDate(days[i].date)}
-          </text>
-        ))}
       </svg>
+      <div class="chart-dates" aria-hidden="true">
+        {labelIndexes.map((i) => (
+          <span key={i}>{formatShortDate(days[i].date)}</span>
+        ))}
+      </div>
       <figcaption class="legend">
         <span>
           <span class="swatch swatch-bar" aria-hidden="true" /> Daily (max {formatBytes(chart.maxDaily)})

@@ -30,6 +30,7 @@ export function Nodes() {
                 <th scope="col">Node</th>
                 <th scope="col">Status</th>
                 <th scope="col">GPU</th>
+                <th scope="col">Encoders</th>
                 <th scope="col">Load</th>
                 <th scope="col">Memory</th>
                 <th scope="col">Jobs</th>
@@ -53,6 +54,19 @@ export function Nodes() {
                       {node.statusReason && <div class="muted small">{node.statusReason}</div>}
                     </td>
                     <td data-label="GPU">{node.gpu ?? <span class="muted">CPU only</span>}</td>
+                    <td data-label="Encoders">
+                      {node.encoders.length === 0 ? (
+                        <span class="muted">none</span>
+                      ) : (
+                        <ul class="tags" aria-label={`Encoders of ${node.name}`}>
+                          {node.encoders.map((encoder) => (
+                            <li key={encoder}>
+                              <code>{encoder}</code>
+                            </li>
+                          ))}
+                        </ul>
+                      )}
+                    </td>
                     <td data-label="Load">
                       {formatNumber(node.load1, 2)} / {node.cores} cores
                       <div class={`small ${node.loadRatio > 2 ? 'text-bad' : node.loadRatio >= 1.5 ? 'text-warn' : 'muted'}`}>
