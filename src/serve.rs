@@ -113,6 +113,10 @@ pub async fn run(common: CommonArgs, args: ServeArgs) -> Result<(), ServeError> 
     std::fs::create_dir_all(common.data_dir.join("logs"))
         .map_err(|source| ServeError::DataDir { path: common.data_dir.display().to_string(), source })?;
     let _log_guard = telemetry::init(&common.log_level, Some(&common.data_dir.join("logs")))?;
+    // FFmpeg's own messages (a broken file's parser errors) would go raw to stderr; what
+    // matters of them reaches the jobs as failure reasons. The transcoder child keeps its log.
+    // SAFETY: sets a global level before any other FFmpeg call of this process.
+    unsafe { rsmpeg::ffi::av_log_set_level(rsmpeg::ffi::AV_LOG_FATAL as i32) };
     if args.role == NodeRole::Linked {
         return run_linked(args).await;
     }
@@ -164,6 +168,7 @@ pub async fn run(common: CommonArgs, args: ServeArgs) -> Result<(), ServeError> 
             settle: Duration::from_secs(args.watch_settle_seconds),
             throttle_ms_per_frame: args.throttle_ms_per_frame,
             license_public_key: args.license_public_key.clone(),
+            own_heartbeat: Some(Duration::from_secs(args.heartbeat_seconds)),
         },
     )
     .await

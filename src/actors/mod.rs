@@ -42,6 +42,8 @@ pub struct RuntimeConfig {
     pub settle: Duration,
     pub throttle_ms_per_frame: u64,
     pub license_public_key: String,
+    /// How often the node refreshes its own row (load, memory, jobs); `None`: never.
+    pub own_heartbeat: Option<Duration>,
 }
 
 /// Addresses of a running node's actors.
@@ -73,6 +75,27 @@ pub async fn recover_orphans(lifecycle: &Lifecycle) -> Result<u64, LifecycleErro
     Ok(recovered)
 }
 
+/// The main node's own row in the nodes table: load, memory, running jobs and status,
+/// refreshed like a linked node's heartbeat.
+fn keep_own_facts_fresh(db: DatabaseConnection, node_id: i32, node: Addr<NodeSupervisor>, period: Duration) {
+    actix::spawn(async move {
+        let mut every = tokio::time::interval(period);
+        loop {
+            every.tick().await;
+            let running = node.send(node::RunningJobs).await.map(|r| r.len()).unwrap_or(0);
+            let (load1, (used, _)) = (crate::host::load1(), crate::host::memory());
+            let active = i32::try_from(running).unwrap_or(i32::MAX);
+            let memory = i64::try_from(used).unwrap_or(i64::MAX);
+            if crate::repo::nodes::record_heartbeat(&db, node_id, load1, memory, active).await.is_err() {
+                continue;
+            }
+            let ratio = crate::domain::health::load_ratio(load1, crate::host::cores());
+            let (status, reason) = crate::domain::node::node_status(0, 60, ratio, 0, &[]);
+            let _ = crate::repo::nodes::set_status(&db, node_id, status, reason).await;
+        }
+    });
+}
+
 /// Starts the node's actors (after start-up recovery).
 pub async fn start(db: DatabaseConnection, config: RuntimeConfig) -> Result<Runtime, LifecycleError> {
     let bus = EventBus::default().start();
@@ -95,6 +118,9 @@ pub async fn start(db: DatabaseConnection, config: RuntimeConfig) -> Result<Runt
     };
     let scheduler = Scheduler::new(lifecycle.clone(), handles, config.license_public_key.clone()).start();
     node.do_send(SetScheduler(scheduler.clone().recipient()));
-    let libraries = Libraries::new(db, scheduler.clone().recipient(), config.settle).start();
+    let libraries = Libraries::new(db.clone(), scheduler.clone().recipient(), config.settle).start();
+    if let Some(every) = config.own_heartbeat {
+        keep_own_facts_fresh(db, config.node_id, node.clone(), every);
+    }
     Ok(Runtime { bus, lifecycle, node, scheduler, libraries })
 }

@@ -32,6 +32,8 @@ pub struct CreateLibrary {
     pub quality: Option<i64>,
     pub preset: Option<String>,
     pub watch: Option<bool>,
+    /// Default true; a disabled library is neither scanned nor watched.
+    pub enabled: Option<bool>,
 }
 
 /// Any subset of the fields; absent or null keeps the current value.
@@ -95,7 +97,11 @@ pub async fn create(
         preset,
         watch: body.watch.unwrap_or(true),
     };
-    let library = repo::libraries::create(&state.db, new).await?;
+    let mut library = repo::libraries::create(&state.db, new).await?;
+    if body.enabled == Some(false) {
+        let patch = LibraryPatch { enabled: Some(false), ..Default::default() };
+        library = repo::libraries::update(&state.db, library.id, patch).await?;
+    }
     state.runtime.libraries.do_send(Reload);
     tracing::info!(user = %user.username, library = library.id, name = %library.name, "library created");
     Ok(HttpResponse::Created().json(LibraryView::from(&library)))

@@ -234,3 +234,18 @@ async fn a_websocket_client_sees_progress_rise_and_the_job_complete() {
     assert!(nothing.is_err(), "unexpected message with no job running: {nothing:?}");
     server.finish().await;
 }
+
+#[actix_web::test]
+async fn a_library_created_disabled_is_not_scanned() {
+    let server = TestServer::sqlite().await;
+    let token = server.login().await;
+    let dir = tempfile::tempdir().unwrap();
+    clips::h264(dir.path(), "a.mkv", "320x240", 1);
+    let body = json!({"name": "off", "paths": [dir.path()], "enabled": false});
+    let (status, library) = server.post("/libraries", Some(&token), &body).await;
+    assert_eq!((status, &library["enabled"]), (201, &json!(false)), "{library}");
+    let (status, refused) = server.post(&format!("/libraries/{}/scan", library["id"]), Some(&token), &json!({})).await;
+    assert_eq!((status, refused["error"]["code"].as_str()), (409, Some("library_disabled")), "{refused}");
+    assert!(jobs(&server, &token).await.is_empty());
+    server.finish().await;
+}

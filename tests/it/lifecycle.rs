@@ -48,6 +48,7 @@ pub async fn start_runtime(db: &DatabaseConnection, max_jobs: usize, throttle: u
             settle: Duration::from_secs(2),
             throttle_ms_per_frame: throttle,
             license_public_key: public_key.into(),
+            own_heartbeat: None,
         },
     )
     .await

@@ -114,6 +114,27 @@ async fn serves_on_postgres() {
     let (status, body) = get_json(&format!("{}/healthz", server.api)).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["database"], "postgres");
+    // The main node keeps its own facts fresh, as linked nodes do with heartbeats.
+    let mut login = awc::Client::default()
+        .post(format!("{}/auth/login", server.api))
+        .send_json(&serde_json::json!({"username": "admin", "password": "a long password"}))
+        .await
+        .unwrap();
+    let token: serde_json::Value = login.json().await.unwrap();
+    let token = token["token"].as_str().unwrap().to_string();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let mut res =
+            awc::Client::default().get(format!("{}/api/nodes", server.api)).bearer_auth(&token).send().await.unwrap();
+        let nodes: serde_json::Value = res.json().await.unwrap();
+        // ONLINE or, on a loaded machine, DEGRADED: either way a status from a fresh reading.
+        let fresh = matches!(nodes[0]["status"].as_str(), Some("ONLINE" | "DEGRADED"));
+        if nodes[0]["memoryUsed"].as_i64().unwrap_or(0) > 0 && fresh {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the main node's facts never refreshed: {nodes}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
     assert!(server.signal_and_wait(libc::SIGTERM).success());
     assert!(!dir.path().join("condense.db").exists(), "PostgreSQL mode must not create a SQLite file");
     // The migrations ran in PostgreSQL: the admin user is there.
