@@ -520,7 +520,7 @@ async fn library_fields_are_validated() {
         server.post("/libraries", token, &json!({"name": "y", "paths": [paths[2]], "quality": "high"})).await;
     assert_eq!((status, code(&reply)), (422, "invalid_body"), "{reply}");
     let (status, reply) =
-        server.post("/libraries", token, &json!({"name": "y", "paths": [paths[2]], "enabled": false})).await;
+        server.post("/libraries", token, &json!({"name": "y", "paths": [paths[2]], "lastScanAt": null})).await;
     assert_eq!((status, code(&reply)), (422, "invalid_body"), "{reply}");
     let (status, reply) = server.post("/libraries", token, &json!({"paths": [paths[2]]})).await;
     assert_eq!((status, code(&reply)), (422, "invalid_body"), "{reply}");
