@@ -1,5 +1,5 @@
 // The read-mostly pages once real work is done: the overview's panels, the Nodes page with the
-// node ONLINE and its encoders, the Insights charts; screenshots of every page at desktop size.
+// node up (ONLINE, or DEGRADED on a loaded machine) and its encoders, the Insights charts; screenshots of every page at desktop size.
 import type { Browser, Locator, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -73,17 +73,18 @@ describe('overview, nodes and insights with real data', () => {
     await screenshot(page, 'job-detail-desktop');
   });
 
-  it('shows the node ONLINE with its encoders on the Nodes page', async () => {
+  it('shows the node up with its encoders on the Nodes page', async () => {
     await goTo(page, 'Nodes');
     const rows = page.getByRole('row').filter({ has: page.getByRole('cell') });
     await rows.first().waitFor();
     expect(await rows.count()).toBe(1);
     const node = rows.first();
-    await badge(node, 'Online').waitFor();
+    // Online, or Degraded when the machine running the tests is loaded above 2 per core.
+    await badge(node, '(Online|Degraded)').waitFor();
     expect(await node.innerText()).toContain('Main');
     const encoders = node.getByRole('list', { name: /^Encoders of / });
     expect(await encoders.getByRole('listitem').allInnerTexts()).toContain('libx265');
-    await page.getByText('1 online · 1 total').waitFor();
+    await page.getByText(/[01] online · 1 total/).waitFor();
     await screenshot(page, 'nodes-desktop');
   });
 
