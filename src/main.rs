@@ -13,7 +13,10 @@ fn main() -> ExitCode {
     }
     let common = cli.common;
     let result = match cli.command {
-        Command::Serve(args) => actix_web::rt::System::new().block_on(serve::run(common, *args)),
+        Command::Serve(args) => {
+            serve::fix_allocator_thresholds();
+            actix_web::rt::System::new().block_on(serve::run(common, *args))
+        }
         Command::Migrate => {
             let _log = telemetry::init(&common.log_level, None);
             actix_web::rt::System::new().block_on(cli::migrate(&common))

@@ -3,12 +3,13 @@
 pub use sea_orm_migration::prelude::*;
 
 mod m20261121_000001_initial;
+mod m20261121_000002_jobs_created_at_index;
 
 pub struct Migrator;
 
 #[async_trait::async_trait]
 impl MigratorTrait for Migrator {
     fn migrations() -> Vec<Box<dyn MigrationTrait>> {
-        vec![Box::new(m20261121_000001_initial::Migration)]
+        vec![Box::new(m20261121_000001_initial::Migration), Box::new(m20261121_000002_jobs_created_at_index::Migration)]
     }
 }

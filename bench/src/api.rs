@@ -1,0 +1,203 @@
+//! API under load: GET /jobs (a page of 50) and GET /queue/stats on a real `condense serve`
+//! holding many jobs, from 64 keep-alive connections for a fixed time; and the server's
+//! memory with those jobs stored.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use condense::repo::jobs::FoundFile;
+use condense::repo::libraries::{LibraryPatch, NewLibrary};
+use sea_orm::ConnectionTrait;
+
+use crate::http::{call, expect, load, login, Load};
+use crate::report::Report;
+use crate::scan::{drop_schema, postgres_schema};
+use crate::util::{thousands, Ctx, Mem, Res, Server, TempDir};
+use crate::{command, Config};
+
+/// What changed on the way, measured when it was made (same machine, same command).
+const HISTORY: &str = "Before the index `idx_jobs_created_at` (jobs `created_at, id`; migration \
+    `m20261121_000002_jobs_created_at_index`) every page of `GET /jobs` sorted the whole table, about \
+    250 ms of SQLite's time per page at 100,000 jobs: measured on 2026-11-21 with the same command, \
+    `GET /jobs?pageSize=50` gave 8 requests/s, p50 6.6 s, p99 8.8 s on SQLite and 43 requests/s, p99 1.7 s \
+    on PostgreSQL. `GET /queue/stats` counts jobs per status (`GROUP BY status` over every job, about 9 ms \
+    on SQLite at 100,000 jobs) at each request; it is unchanged.";
+
+pub const ENDPOINTS: [(&str, &str); 2] =
+    [("GET /jobs?pageSize=50", "/jobs?pageSize=50"), ("GET /queue/stats", "/queue/stats")];
+
+/// A migrated database with `jobs` QUEUED jobs of one (disabled) library, inserted with
+/// `repo::jobs::register_batch`. Answers how long the insert took.
+pub async fn fill(url: &str, jobs: usize) -> Res<f64> {
+    let db = condense::repo::connect(url).await.ctx("connecting")?;
+    condense::repo::migrate(&db).await.ctx("migrating")?;
+    let library = condense::repo::libraries::create(
+        &db,
+        NewLibrary {
+            name: "bench".into(),
+            paths: vec!["/bench-library".into()],
+            target_codec: "hevc".into(),
+            encoder: "libx265".into(),
+            quality: 28,
+            preset: "medium".into(),
+            watch: false,
+        },
+    )
+    .await
+    .ctx("creating the library")?;
+    // Disabled: the server must not rescan it at start (its files do not exist, and a scan
+    // would drop their jobs).
+    condense::repo::libraries::update(&db, library.id, LibraryPatch { enabled: Some(false), ..Default::default() })
+        .await
+        .ctx("disabling the library")?;
+    let files: Vec<FoundFile> = (0..jobs)
+        .map(|i| FoundFile {
+            path: format!("/bench-library/d{:03}/d{:02}/Film {i:06} (2020).mkv", i / 1000, (i / 100) % 10),
+            file_name: format!("Film {i:06} (2020).mkv"),
+            size: 1_000_000_000 + i as i64,
+            mtime_ns: 1_700_000_000_000_000_000 + i as i64,
+            inode: i as i64 + 1,
+        })
+        .collect();
+    let started = Instant::now();
+    let queued = condense::repo::jobs::register_batch(&db, library.id, "hevc", &files).await.ctx("register_batch")?;
+    let seconds = started.elapsed().as_secs_f64();
+    if queued != jobs as u64 {
+        return Err(format!("register_batch queued {queued} jobs of {jobs}"));
+    }
+    if db.get_database_backend() == sea_orm::DbBackend::Postgres {
+        // The state autovacuum reaches shortly after a bulk insert: visibility map and
+        // planner statistics up to date.
+        for table in ["jobs", "job_events"] {
+            db.execute_unprepared(&format!("VACUUM ANALYZE {table}")).await.ctx("VACUUM ANALYZE")?;
+        }
+    }
+    let _ = db.close().await;
+    Ok(seconds)
+}
+
+pub struct ApiRun {
+    pub fill_seconds: f64,
+    /// Memory after start-up and a few requests of each endpoint.
+    pub mem_warm: Mem,
+    /// Memory after the load runs.
+    pub mem_after: Mem,
+    pub loads: Vec<(&'static str, Load)>,
+}
+
+async fn measure(cfg: &Config, data_dir: &Path, url: &str, database_url: Option<&str>) -> Res<ApiRun> {
+    let fill_seconds = fill(url, cfg.api_jobs).await?;
+    let mut env = vec![("MAX_JOBS", "0".to_string())];
+    if let Some(db) = database_url {
+        env.push(("DATABASE_URL", db.to_string()));
+    }
+    let server = Server::start(&cfg.bin, data_dir, &env)?;
+    let addr = server.addr.clone();
+    let token = login(&addr).await?;
+    let page = expect(&addr, "GET", ENDPOINTS[0].1, Some(&token), None, 200).await?;
+    if page["total"] != cfg.api_jobs {
+        return Err(format!("GET /jobs says {} jobs, not {}", page["total"], cfg.api_jobs));
+    }
+    for _ in 0..5 {
+        for (_, path) in ENDPOINTS {
+            let (status, body) = call(&addr, "GET", path, Some(&token), None).await?;
+            if status != 200 {
+                return Err(format!("GET {path}: {status} {body}"));
+            }
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mem_warm = server.mem()?;
+    let mut loads = Vec::new();
+    for (name, path) in ENDPOINTS {
+        // A short warm-up at full concurrency, then the measured run.
+        load(&addr, path, &token, cfg.api_connections, Duration::from_millis(500)).await?;
+        loads.push((name, load(&addr, path, &token, cfg.api_connections, cfg.api_duration).await?));
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mem_after = server.mem()?;
+    Ok(ApiRun { fill_seconds, mem_warm, mem_after, loads })
+}
+
+pub async fn run(cfg: &Config, report: &mut Report) -> Res<()> {
+    let cmd = command("api");
+    let mut runs: Vec<(&str, ApiRun)> = Vec::new();
+    {
+        let tmp = TempDir::new(&cfg.tmp, "api-sqlite")?;
+        let url = format!("sqlite://{}?mode=rwc", tmp.path().join("condense.db").display());
+        runs.push(("SQLite", measure(cfg, tmp.path(), &url, None).await?));
+    }
+    let mut postgres_note = String::new();
+    match postgres_schema(&cfg.postgres_url, "api").await {
+        Some((admin, schema, url)) => {
+            let tmp = TempDir::new(&cfg.tmp, "api-postgres")?;
+            let outcome = measure(cfg, tmp.path(), &url, Some(&url)).await;
+            drop_schema(&admin, &schema).await;
+            runs.push(("PostgreSQL", outcome?));
+            postgres_note = format!(
+                "PostgreSQL: `{}`, in a schema of its own (`bench_api_PID`, given to the server through \
+                 `DATABASE_URL` with `options=-c search_path=…`), dropped afterwards.",
+                cfg.postgres_url
+            );
+        }
+        None => report.row("API, PostgreSQL", format!("skipped: no PostgreSQL at {}", cfg.postgres_url), "", &cmd),
+    }
+    let mut table = String::from(
+        "| database | endpoint | requests | errors | requests/s | p50 | p99 | max |\n|---|---|---|---|---|---|---|---|\n",
+    );
+    for (backend, run) in &runs {
+        for (name, l) in &run.loads {
+            report.row(
+                format!("{name}, {backend}, {} jobs, {} conns", thousands(cfg.api_jobs as u64), cfg.api_connections),
+                format!("{:.0} req/s, p50 {:.1} ms, p99 {:.1} ms", l.rps(), l.p_ms(50.0), l.p_ms(99.0)),
+                "p99 < 20 ms",
+                &cmd,
+            );
+            if l.errors > 0 {
+                report.row(format!("{name}, {backend}: failed requests"), l.errors.to_string(), "0", &cmd);
+            }
+            table.push_str(&format!(
+                "| {backend} | `{name}` | {} | {} | {:.0} | {:.1} ms | {:.1} ms | {:.1} ms |\n",
+                l.requests,
+                l.errors,
+                l.rps(),
+                l.p_ms(50.0),
+                l.p_ms(99.0),
+                l.p_ms(100.0)
+            ));
+        }
+    }
+    let mut fills = String::new();
+    for (backend, run) in &runs {
+        fills.push_str(&format!(
+            "- {backend}: `register_batch` of {} jobs took {:.2} s; the server's RSS after start-up and 5 requests \
+             of each endpoint: {}; after the load runs: {} (peak {}).\n",
+            thousands(cfg.api_jobs as u64),
+            run.fill_seconds,
+            run.mem_warm.describe(),
+            run.mem_after.describe(),
+            crate::util::mib(run.mem_after.hwm_kb),
+        ));
+    }
+    report.section(
+        "API",
+        format!(
+            "`condense serve` (release build, `MAX_JOBS=0` so that nothing encodes, default `HTTP_WORKERS=2`) \
+             over a database holding {jobs} QUEUED jobs of one library, inserted beforehand with \
+             `condense::repo::jobs::register_batch` (the library is disabled, so the server does not rescan \
+             it; on PostgreSQL its tables are then `VACUUM ANALYZE`d, the state autovacuum reaches soon after a bulk \
+             insert). Load: {conns} keep-alive HTTP/1.1 connections from the benchmark (a small client over tokio \
+             `TcpStream`, one thread), each sending the next request as soon as the previous answer is \
+             complete (closed loop), with a bearer token; 0.5 s of warm-up, then {secs:.0} s measured per \
+             endpoint. Latency is from writing the request to reading the whole answer. The client shares the \
+             machine's 2 cores with the server. In a closed loop the mean latency is the number of \
+             connections over the throughput: a p99 under 20 ms with {conns} connections needs well over \
+             {needed:.0} requests a second.\n\n{table}\n{fills}\n{postgres_note}\n\n{HISTORY}",
+            jobs = thousands(cfg.api_jobs as u64),
+            conns = cfg.api_connections,
+            secs = cfg.api_duration.as_secs_f64(),
+            needed = cfg.api_connections as f64 / 0.020,
+        ),
+    );
+    Ok(())
+}

@@ -1,0 +1,316 @@
+//! Encode overhead: one 1080p H.264 clip re-encoded to HEVC by the service, end to end
+//! (scan, QUEUED, ANALYZING, ENCODING in segments, mux, verify, replace, COMPLETED), against
+//! the plain ffmpeg program with the same encoder settings on the same clip.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::http::{call, expect, login};
+use crate::report::Report;
+use crate::util::{children_cpu_seconds, cpu_seconds_of, ffmpeg, Ctx, Res, Server, TempDir};
+use crate::{command, Config};
+
+const CRF: &str = "28";
+const PRESET: &str = "medium";
+const VIDEO_BITRATE: &str = "8M";
+
+struct ServiceRun {
+    seconds: f64,
+    size: u64,
+    /// CPU time of the server and its transcoder child during the timed span.
+    cpu_seconds: f64,
+    /// Wall and CPU time of the transcoder child alone (from /insights/stats).
+    transcoder: (f64, f64),
+    /// Seconds from the scan call to ANALYZING, ANALYZING to ENCODING, ENCODING to COMPLETED.
+    phases: Option<(f64, f64, f64)>,
+}
+
+fn ffmpeg_args<'a>(input: &'a str, output: &'a str) -> Vec<&'a str> {
+    vec![
+        "-i",
+        input,
+        "-map",
+        "0",
+        "-c:v",
+        "libx265",
+        "-crf",
+        CRF,
+        "-preset",
+        PRESET,
+        "-x265-params",
+        "log-level=error",
+        "-c:a",
+        "copy",
+        output,
+    ]
+}
+
+fn make_clip(dir: &Path, seconds: u32) -> Res<std::path::PathBuf> {
+    let clip = dir.join("clip.mkv");
+    let t = seconds.to_string();
+    ffmpeg(&[
+        "-f",
+        "lavfi",
+        "-i",
+        "testsrc2=size=1920x1080:rate=25",
+        "-f",
+        "lavfi",
+        "-i",
+        "sine=frequency=440:sample_rate=48000",
+        "-t",
+        &t,
+        "-map",
+        "0",
+        "-map",
+        "1",
+        "-c:v",
+        "libx264",
+        "-preset",
+        "veryfast",
+        "-b:v",
+        VIDEO_BITRATE,
+        "-maxrate",
+        "10M",
+        "-bufsize",
+        "16M",
+        "-pix_fmt",
+        "yuv420p",
+        "-c:a",
+        "aac",
+        "-b:a",
+        "128k",
+        clip.to_str().ctx("temp path is not UTF-8")?,
+    ])?;
+    Ok(clip)
+}
+
+#[derive(Clone, Copy)]
+struct FfmpegRun {
+    seconds: f64,
+    size: u64,
+    cpu_seconds: f64,
+}
+
+fn run_ffmpeg(clip: &Path, dir: &Path, round: usize) -> Res<FfmpegRun> {
+    let out = dir.join(format!("ffmpeg-{round}.mkv"));
+    let (input, output) = (clip.to_str().ctx("path")?, out.to_str().ctx("path")?);
+    let cpu_before = children_cpu_seconds();
+    let took = ffmpeg(&ffmpeg_args(input, output))?;
+    let cpu_seconds = children_cpu_seconds() - cpu_before;
+    let size = std::fs::metadata(&out).ctx("ffmpeg output")?.len();
+    let _ = std::fs::remove_file(&out);
+    Ok(FfmpegRun { seconds: took.as_secs_f64(), size, cpu_seconds })
+}
+
+fn at(events: &[Value], status: &str) -> Option<chrono::DateTime<chrono::FixedOffset>> {
+    events
+        .iter()
+        .find(|e| e["toStatus"] == status)
+        .and_then(|e| e["at"].as_str())
+        .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+}
+
+async fn run_service(cfg: &Config, clip: &Path, dir: &Path, segment_seconds: u32, round: usize) -> Res<ServiceRun> {
+    let root = dir.join(format!("service-{segment_seconds}-{round}"));
+    let media = root.join("media");
+    std::fs::create_dir_all(&media).ctx("media folder")?;
+    let server = Server::start(
+        &cfg.bin,
+        &root.join("data"),
+        &[("SEGMENT_SECONDS", segment_seconds.to_string()), ("MAX_JOBS", "1".into())],
+    )?;
+    let addr = server.addr.clone();
+    let token = login(&addr).await?;
+    let token = Some(token.as_str());
+    let body = json!({
+        "name": "bench", "paths": [media], "encoder": "libx265",
+        "quality": CRF.parse::<i32>().unwrap_or(28), "preset": PRESET, "watch": false
+    });
+    let library = expect(&addr, "POST", "/libraries", token, Some(&body), 201).await?;
+    let id = library["id"].as_i64().ctx("library id")?;
+    // The first scan (of the empty folder) runs when the library starts: let it finish, so
+    // the clip is found by the scan this measure times.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let library = expect(&addr, "GET", &format!("/libraries/{id}"), token, None, 200).await?;
+        if !library["lastScanAt"].is_null() {
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err("the library's first scan did not finish".into());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let source = media.join("clip.mkv");
+    std::fs::copy(clip, &source).ctx("copying the clip into the library")?;
+
+    let cpu_before = cpu_seconds_of(server.pid())?;
+    let started = Instant::now();
+    let report = expect(&addr, "POST", &format!("/libraries/{id}/scan"), token, None, 200).await?;
+    if report["queued"] != 1 {
+        return Err(format!("the scan queued {} files, not 1", report["queued"]));
+    }
+    let deadline = started + Duration::from_secs(3600);
+    let job = loop {
+        let (_, page) = call(&addr, "GET", "/jobs?pageSize=5", token, None).await?;
+        let job = page["items"].get(0).cloned().unwrap_or(Value::Null);
+        match job["status"].as_str() {
+            Some("COMPLETED") => break job,
+            Some(s @ ("FAILED" | "SKIPPED" | "CANCELLED")) => {
+                return Err(format!("the job ended {s}: {}\n{}", job["failureReason"], server.tail(20)))
+            }
+            _ => {}
+        }
+        if Instant::now() > deadline {
+            return Err("the job did not complete within an hour".into());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let seconds = started.elapsed().as_secs_f64();
+    let cpu_seconds = cpu_seconds_of(server.pid())? - cpu_before;
+    let size = std::fs::metadata(&source).ctx("the replaced file")?.len();
+    let reported = job["outputSize"].as_u64().unwrap_or(0);
+    if reported != size {
+        return Err(format!("outputSize {reported} differs from the file's size {size}"));
+    }
+    let detail = expect(&addr, "GET", &format!("/jobs/{}", job["id"]), token, None, 200).await?;
+    let events = detail["events"].as_array().cloned().unwrap_or_default();
+    let phases = match (at(&events, "ANALYZING"), at(&events, "ENCODING"), at(&events, "COMPLETED")) {
+        (Some(a), Some(e), Some(c)) => {
+            let total = (c - a).num_milliseconds() as f64 / 1000.0;
+            let to_analyzing = seconds - total;
+            Some((to_analyzing, (e - a).num_milliseconds() as f64 / 1000.0, (c - e).num_milliseconds() as f64 / 1000.0))
+        }
+        _ => None,
+    };
+    let stats = expect(&addr, "GET", "/insights/stats", token, None, 200).await?;
+    let transcoder = (
+        stats["encodingTime"]["wallSeconds"].as_f64().unwrap_or(0.0),
+        stats["encodingTime"]["cpuSeconds"].as_f64().unwrap_or(0.0),
+    );
+    drop(server);
+    let _ = std::fs::remove_dir_all(&root);
+    Ok(ServiceRun { seconds, size, cpu_seconds, transcoder, phases })
+}
+
+fn best(runs: &[ServiceRun]) -> Option<&ServiceRun> {
+    runs.iter().min_by(|a, b| a.seconds.total_cmp(&b.seconds))
+}
+
+pub async fn run(cfg: &Config, report: &mut Report) -> Res<()> {
+    let tmp = TempDir::new(&cfg.tmp, "encode")?;
+    let clip = make_clip(tmp.path(), cfg.clip_seconds)?;
+    let clip_size = std::fs::metadata(&clip).ctx("clip")?.len();
+    let mut ff: Vec<FfmpegRun> = Vec::new();
+    let mut seg20 = Vec::new();
+    let mut seg2 = Vec::new();
+    let mut log = String::new();
+    // Interleaved rounds, so that load from elsewhere on the machine hits all three alike.
+    for round in 0..cfg.encode_rounds {
+        let f = run_ffmpeg(&clip, tmp.path(), round)?;
+        log.push_str(&format!(
+            "| {} | ffmpeg | {:.2} s | {:.1} s | | {} |\n",
+            round + 1,
+            f.seconds,
+            f.cpu_seconds,
+            f.size
+        ));
+        ff.push(f);
+        for (segment, runs) in [(20, &mut seg20), (2, &mut seg2)] {
+            let r = run_service(cfg, &clip, tmp.path(), segment, round).await?;
+            log.push_str(&format!(
+                "| {} | service, SEGMENT_SECONDS={segment} | {:.2} s | {:.1} s | {:.2} s | {} |\n",
+                round + 1,
+                r.seconds,
+                r.cpu_seconds,
+                r.transcoder.0,
+                r.size
+            ));
+            runs.push(r);
+        }
+    }
+    let ff_best = ff.iter().copied().min_by(|a, b| a.seconds.total_cmp(&b.seconds)).ctx("no ffmpeg run")?;
+    let (s20, s2) = (best(&seg20).ctx("no service run")?, best(&seg2).ctx("no service run")?);
+    let cmd = command("encode");
+    let clip_desc = format!("{} s 1080p25 H.264 clip", cfg.clip_seconds);
+    report.row(
+        format!("encode time, service (segments of 20 s), {clip_desc}"),
+        format!("{:.2} s", s20.seconds),
+        "",
+        &cmd,
+    );
+    report.row("encode time, ffmpeg program, same settings", format!("{:.2} s", ff_best.seconds), "", &cmd);
+    report.row("encode time ratio, service / ffmpeg", format!("{:.3}", s20.seconds / ff_best.seconds), "<= 1.05", &cmd);
+    report.row(
+        "encode time ratio, service with 2 s segments / ffmpeg",
+        format!("{:.3}", s2.seconds / ff_best.seconds),
+        "",
+        &cmd,
+    );
+    report.row(
+        "encode CPU time ratio, service / ffmpeg",
+        format!("{:.3}", s20.cpu_seconds / ff_best.cpu_seconds.max(1e-9)),
+        "",
+        &cmd,
+    );
+    report.row(
+        "output size ratio, service (20 s segments) / ffmpeg",
+        format!("{:.3}", s20.size as f64 / ff_best.size as f64),
+        "<= 1.02",
+        &cmd,
+    );
+    report.row(
+        "output size ratio, service (2 s segments) / ffmpeg",
+        format!("{:.3}", s2.size as f64 / ff_best.size as f64),
+        "<= 1.02",
+        &cmd,
+    );
+
+    let phases = |r: &ServiceRun| match r.phases {
+        Some((q, a, e)) => format!(
+            "scan call to ANALYZING {q:.2} s, ANALYZING {a:.2} s, ENCODING to COMPLETED (encode, mux, verify, \
+             replace) {e:.2} s"
+        ),
+        None => "phases not recorded".into(),
+    };
+    let mut args = ffmpeg_args("clip.mkv", "out.mkv");
+    args.insert(0, "ffmpeg -nostdin -v error -y");
+    let body = format!(
+        "The clip: `ffmpeg -f lavfi -i testsrc2=size=1920x1080:rate=25 -f lavfi -i \
+         sine=frequency=440:sample_rate=48000 -t {secs} -map 0 -map 1 -c:v libx264 -preset veryfast -b:v \
+         {VIDEO_BITRATE} -maxrate 10M -bufsize 16M -pix_fmt yuv420p -c:a aac -b:a 128k clip.mkv` \
+         ({clip_size} bytes, H.264 at about {VIDEO_BITRATE}b/s plus AAC).\n\n\
+         - **ffmpeg**: `{ffcmd}`, timed from start to exit.\n\
+         - **service**: `condense serve` (release build, SQLite, `MAX_JOBS=1`, `SEGMENT_SECONDS=20`, the \
+         default, and again with `SEGMENT_SECONDS=2`); a library created through `POST /libraries` with \
+         `encoder libx265, quality {CRF}, preset {PRESET}, watch false`; once its first (empty) scan is done the \
+         clip is copied in, and the time runs from `POST /libraries/{{id}}/scan` until `GET /jobs` (polled every \
+         50 ms) shows the job COMPLETED: scan, queueing, analysis (probe, validation), the transcoder child \
+         (segments), mux with the audio copied, verification (probe and decoding at five points) and the \
+         atomic replace with its fsyncs are all inside.\n\n\
+         Both encode with libx265 CRF {CRF}, preset {PRESET}, `log-level=error`, audio copied. \
+         {rounds} round(s), interleaved (ffmpeg, service 20 s, service 2 s); the figures are each \
+         configuration's fastest round, and sizes come from the same round. A {secs} s clip is one segment at \
+         the default 20 s: the 2 s run shows what segmenting costs (each segment is a fresh encoder session, \
+         starting on a keyframe).\n\n\
+         Fastest service run (20 s segments): {p20}. With 2 s segments: {p2}.\n\n\
+         Wall time outside the transcoder child (scan, queueing, analysis, \
+         starting the child, verification, replace, and up to 50 ms of polling): {outside20:.2} s with 20 s \
+         segments, {outside2:.2} s with 2 s segments. CPU time counts the server process and its transcoder \
+         child (`/proc/PID/stat`, utime + stime + cutime + cstime, over the timed span) against ffmpeg's \
+         (`getrusage(RUSAGE_CHILDREN)`): on a machine shared with other work it is steadier than wall time.\n\n\
+         | round | what | wall time | CPU time | transcoder child wall time | output bytes |\n\
+         |---|---|---|---|---|---|\n{log}",
+        secs = cfg.clip_seconds,
+        ffcmd = args.join(" "),
+        rounds = cfg.encode_rounds,
+        p20 = phases(s20),
+        p2 = phases(s2),
+        outside20 = s20.seconds - s20.transcoder.0,
+        outside2 = s2.seconds - s2.transcoder.0,
+    );
+    report.section("Encode overhead", body);
+    Ok(())
+}
