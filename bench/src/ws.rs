@@ -75,6 +75,7 @@ async fn serve(dir: PathBuf) -> Res<()> {
             settle: Duration::from_secs(10),
             throttle_ms_per_frame: 0,
             license_public_key: public_key.clone(),
+            own_heartbeat: None,
         },
     )
     .await
