@@ -15,7 +15,7 @@ use crate::domain::job::{JobEvent, JobStatus, PartialOutput};
 use crate::domain::license::Tier;
 use crate::media::manifest::quick_state;
 use crate::media::plan::partial_dir_for;
-use crate::repo::{self, jobs};
+use crate::repo::{self, jobs, RepoError};
 
 /// A node the scheduler can give jobs to: the local `NodeSupervisor` or a linked node's
 /// `RemoteNode`, which answer the same messages.
@@ -245,16 +245,26 @@ async fn act(
     match action {
         Action::Pause | Action::Cancel => {
             let command = if action == Action::Pause { JobCommand::Pause } else { JobCommand::Cancel };
-            for node in nodes {
-                if node.control.send(ControlJob { job_id, command }).await.unwrap_or(false) {
-                    // The job's supervisor persists the transition; wait for it briefly.
-                    return wait_for_change(lifecycle, job_id).await;
+            let event = if action == Action::Pause { JobEvent::Pause } else { JobEvent::Cancel };
+            // The scheduler may move the job (start it) while this runs: a stale view is
+            // re-read and the action tried again, where the job now is.
+            let mut attempt = 0;
+            loop {
+                for node in nodes {
+                    if node.control.send(ControlJob { job_id, command }).await.unwrap_or(false) {
+                        // The job's supervisor persists the transition; wait for it briefly.
+                        return wait_for_change(lifecycle, job_id).await;
+                    }
+                }
+                match lifecycle.apply(job_id, event, job::ActiveModel::default(), ctx()).await {
+                    Ok((job, outcome)) => {
+                        lifecycle.carry_out_offline(&job, &outcome).await;
+                        return Ok(job);
+                    }
+                    Err(LifecycleError::Repo(RepoError::Conflict(_))) if attempt < 3 => attempt += 1,
+                    Err(e) => return Err(e),
                 }
             }
-            let event = if action == Action::Pause { JobEvent::Pause } else { JobEvent::Cancel };
-            let (job, outcome) = lifecycle.apply(job_id, event, job::ActiveModel::default(), ctx()).await?;
-            lifecycle.carry_out_offline(&job, &outcome).await;
-            Ok(job)
         }
         Action::Resume => {
             let current = jobs::get(&lifecycle.db, job_id).await?;
