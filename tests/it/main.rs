@@ -5,6 +5,7 @@
 mod actions;
 mod cluster;
 mod common;
+mod faults;
 mod http;
 mod lifecycle;
 mod media;
