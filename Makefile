@@ -46,5 +46,10 @@ lint:
 bench: bootstrap
 	bash scripts/bench.sh
 
+## Fault suite, long form: kills of every process at random moments, a full disk, broken
+## files and a soak, CONDENSE_FAULT_RUNS=30 runs each and 200 soak jobs; prints a table.
+faults: bootstrap
+	CONDENSE_FAULT_RUNS=$${CONDENSE_FAULT_RUNS:-30} CONDENSE_SOAK_JOBS=$${CONDENSE_SOAK_JOBS:-200} bash scripts/faults.sh
+
 clean:
 	$(CARGO) clean

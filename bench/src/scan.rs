@@ -21,7 +21,7 @@ pub fn worker(args: &[String]) -> Res<()> {
     let result = match mode.as_str() {
         "walk" => {
             let started = Instant::now();
-            let files = condense::actors::library::walk(std::slice::from_ref(root));
+            let (files, _partials) = condense::actors::library::walk(std::slice::from_ref(root));
             json!({"seconds": started.elapsed().as_secs_f64(), "found": files.len(), "queued": 0})
         }
         "scan" => actix_web::rt::System::new().block_on(async {
@@ -42,7 +42,9 @@ pub fn worker(args: &[String]) -> Res<()> {
             .await
             .ctx("creating the library")?;
             let started = Instant::now();
-            let report = condense::actors::library::scan(&db, library.id).await.ctx("scanning")?;
+            // An unwatched library: no settle time applies.
+            let (report, _) =
+                condense::actors::library::scan(&db, library.id, std::time::Duration::ZERO).await.ctx("scanning")?;
             let seconds = started.elapsed().as_secs_f64();
             let _ = db.close().await;
             Ok::<Value, String>(json!({"seconds": seconds, "found": report.found, "queued": report.queued}))

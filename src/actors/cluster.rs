@@ -20,6 +20,8 @@ use super::scheduler::{effective_tier, AddNode, NodeHandle, RemoveNode, Schedule
 use super::store::{holds_lease, DbStore, JobStore};
 use crate::domain::job::{JobEvent, JobStatus};
 use crate::domain::node::{node_status, NodeRole, NodeStatus};
+use crate::media::manifest::remove_partial;
+use crate::media::plan::partial_dir_for;
 use crate::repo::{self, jobs, nodes::NodeFacts};
 
 /// What the main node tells linked nodes.
@@ -215,8 +217,14 @@ impl RemoteNode {
                     }
                     Call::Settings => json(serde_json::to_value(store.job_settings().await)),
                     Call::Apply { id, lease, event, patch, ctx } => {
-                        fenced(&jobs::get(&db, id).await.map_err(|e| e.to_string())?, &lease)?;
+                        let before = jobs::get(&db, id).await.map_err(|e| e.to_string())?;
+                        fenced(&before, &lease)?;
                         let applied = store.apply(id, &lease, event, patch, ctx).await.map_err(|e| e.to_string())?;
+                        if applied.job.status == JobStatus::Completed.as_str() {
+                            // The node removes it too, but may die before it does.
+                            let dir = partial_dir_for(std::path::Path::new(&before.file_path));
+                            let _ = tokio::task::spawn_blocking(move || remove_partial(&dir)).await;
+                        }
                         json(serde_json::to_value(applied))
                     }
                     Call::UpdateLive { id, lease, patch } => {

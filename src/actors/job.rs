@@ -22,7 +22,7 @@ use crate::media::encode::Event;
 use crate::media::manifest::remove_partial;
 use crate::media::plan::{decide, final_path, Decision, EncodePlan, SourceIdentity};
 use crate::media::probe::{HdrKind, MediaInfo};
-use crate::media::replace::{recover, replace, Replace};
+use crate::media::replace::{recover, replace, roll_forward, Intent, Replace, Swapped};
 use crate::media::verify::{validate_source, verify};
 use crate::media::MediaError;
 
@@ -178,6 +178,14 @@ impl Run {
             Ok(Ok(outcome)) if outcome != crate::media::replace::Recovered::Nothing => {
                 tracing::info!(job_id = job.id, ?outcome, "recovered an interrupted replace");
             }
+            Ok(Err(e)) => return self.fail(e).await,
+            _ => {}
+        }
+        // A replace that had swapped the files before the crash completes the job: its
+        // output, verified before the swap, is in place; nothing is encoded again.
+        let p = path.clone();
+        match tokio::task::spawn_blocking(move || roll_forward(&p, keep_originals)).await {
+            Ok(Ok(Some(swapped))) => return self.complete_swapped(&path, swapped).await,
             Ok(Err(e)) => return self.fail(e).await,
             _ => {}
         }
@@ -413,9 +421,11 @@ impl Run {
             }
             let target = final_path(&source, &plan.target_codec);
             let (s, o, t, identity) = (source.clone(), output.clone(), target.clone(), plan.source);
+            let partial = plan.partial_dir.clone();
             let replaced = tokio::task::spawn_blocking(move || {
                 let mut steps = Vec::new();
                 let r = Replace { source: &s, identity, output: &o, final_path: &t, keep_original: keep_originals };
+                Intent::of(&r)?.write(&partial)?;
                 replace(&r, &|| true, &mut |step| steps.push(step.name())).map(|_| steps)
             })
             .await
@@ -439,6 +449,30 @@ impl Run {
         let ctx = EventContext { node: self.node(), detail: Some(detail), failure_detail: None };
         self.apply(JobEvent::Complete, set, ctx).await?;
         let dir = plan.partial_dir.clone();
+        let _ = tokio::task::spawn_blocking(move || remove_partial(&dir)).await;
+        Ok(())
+    }
+
+    /// Completes a job whose replace swapped the files before a crash (see `roll_forward`).
+    async fn complete_swapped(&self, source: &Path, swapped: Swapped) -> Result<(), LifecycleError> {
+        tracing::info!(job_id = self.job_id, "the replace had swapped the files before a restart; completing the job");
+        let stage = JobPatch { stage: Some("TRANSFERRING".into()), ..Default::default() };
+        self.apply(JobEvent::Analyzed { skip: false }, stage, self.ctx()).await?;
+        let identity = SourceIdentity::of(&swapped.final_path).ok();
+        let mut set = JobPatch {
+            output_size: Some(i64::try_from(swapped.output_size).unwrap_or(i64::MAX)),
+            source_mtime_ns: identity.map(|i| i.mtime_ns),
+            source_inode: identity.map(|i| i64::try_from(i.inode).unwrap_or(0)),
+            ..Default::default()
+        };
+        if swapped.final_path != source {
+            set.file_path = Some(swapped.final_path.to_string_lossy().into_owned());
+            set.file_name = swapped.final_path.file_name().map(|n| n.to_string_lossy().into_owned());
+        }
+        let detail = serde_json::json!({"outputSize": swapped.output_size, "rolledForward": true});
+        let ctx = EventContext { node: self.node(), detail: Some(detail), failure_detail: None };
+        self.apply(JobEvent::Complete, set, ctx).await?;
+        let dir = crate::media::plan::partial_dir_for(source);
         let _ = tokio::task::spawn_blocking(move || remove_partial(&dir)).await;
         Ok(())
     }

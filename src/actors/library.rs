@@ -11,7 +11,9 @@ use actix::prelude::*;
 use notify::{EventKind, RecursiveMode, Watcher};
 
 use super::node::Wake;
-use crate::media::plan::{is_service_file, INPUT_EXTENSIONS};
+use crate::domain::job::JobStatus;
+use crate::media::manifest::remove_partial;
+use crate::media::plan::{is_service_file, INPUT_EXTENSIONS, PARTIAL_SUFFIX};
 use crate::repo::jobs::{self, FoundFile};
 use crate::repo::{self, RepoError};
 use sea_orm::DatabaseConnection;
@@ -60,8 +62,10 @@ fn found(path: &Path) -> Option<FoundFile> {
 }
 
 /// Walks the library's folders (not following links to folders), skipping hidden ones.
-pub fn walk(roots: &[String]) -> Vec<FoundFile> {
+/// Answers the media files, and the partial output folders met on the way.
+pub fn walk(roots: &[String]) -> (Vec<FoundFile>, Vec<PathBuf>) {
     let mut out = Vec::new();
+    let mut partials = Vec::new();
     let mut stack: Vec<PathBuf> = roots.iter().map(PathBuf::from).collect();
     while let Some(dir) = stack.pop() {
         let Ok(entries) = std::fs::read_dir(&dir) else { continue };
@@ -72,6 +76,8 @@ pub fn walk(roots: &[String]) -> Vec<FoundFile> {
             if kind.is_dir() {
                 if !hidden {
                     stack.push(path);
+                } else if source_of_partial(&path).is_some() {
+                    partials.push(path);
                 }
             } else if wanted(&path) {
                 if let Some(f) = found(&path) {
@@ -80,17 +86,54 @@ pub fn walk(roots: &[String]) -> Vec<FoundFile> {
             }
         }
     }
-    out
+    (out, partials)
 }
 
-/// Registers what is new and drops jobs whose files are gone.
-pub async fn scan(db: &DatabaseConnection, library_id: i32) -> Result<ScanReport, RepoError> {
+/// The source a partial output folder (`.NAME.condense-partial`) belongs to.
+fn source_of_partial(dir: &Path) -> Option<PathBuf> {
+    let name = dir.file_name()?.to_str()?;
+    let source = name.strip_prefix('.')?.strip_suffix(PARTIAL_SUFFIX)?;
+    Some(dir.with_file_name(source))
+}
+
+/// Removes partial outputs whose job has ended or is gone: a node that died between a
+/// job's completion and the removal of its partial output leaves one behind.
+async fn remove_stale_partials(db: &DatabaseConnection, partials: Vec<PathBuf>) -> Result<(), RepoError> {
+    for dir in partials {
+        let Some(source) = source_of_partial(&dir) else { continue };
+        let job = jobs::find_by_path(db, &source.to_string_lossy()).await?;
+        let live = job.is_some_and(|j| j.status.parse::<JobStatus>().map_or(true, |s| !s.is_terminal()));
+        if !live {
+            tracing::info!(dir = %dir.display(), "removing a partial output left by a job that has ended");
+            if let Ok(Err(e)) = tokio::task::spawn_blocking(move || remove_partial(&dir)).await {
+                tracing::warn!(error = %e, "could not remove a stale partial output");
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Registers what is new and drops jobs whose files are gone. In a watched library, a new
+/// file modified less than `settle` ago may still be being copied: it is not registered but
+/// answered, for the settle check to register once it stops growing.
+pub async fn scan(
+    db: &DatabaseConnection,
+    library_id: i32,
+    settle: Duration,
+) -> Result<(ScanReport, Vec<FoundFile>), RepoError> {
     let library = repo::libraries::get(db, library_id).await?;
     let roots = repo::libraries::paths_of(&library);
-    let files = tokio::task::spawn_blocking(move || walk(&roots)).await.unwrap_or_default();
+    let (files, partials) = tokio::task::spawn_blocking(move || walk(&roots)).await.unwrap_or_default();
     let known = jobs::known_files(db, library_id).await?;
     let seen: HashSet<&str> = files.iter().map(|f| f.path.as_str()).collect();
-    let new: Vec<FoundFile> = files.iter().filter(|f| !known.contains_key(&f.path)).cloned().collect();
+    // In a watched library, a file may be being copied in while the scan runs.
+    let recent_since = std::time::SystemTime::now()
+        .checked_sub(settle)
+        .filter(|_| library.watch)
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(i64::MAX, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+    let (deferred, new): (Vec<FoundFile>, Vec<FoundFile>) =
+        files.iter().filter(|f| !known.contains_key(&f.path)).cloned().partition(|f| f.mtime_ns >= recent_since);
     let gone: Vec<i32> = known
         .iter()
         .filter(|(path, k)| !seen.contains(path.as_str()) && DROPPED_WHEN_REMOVED.contains(&k.status.as_str()))
@@ -98,8 +141,9 @@ pub async fn scan(db: &DatabaseConnection, library_id: i32) -> Result<ScanReport
         .collect();
     let queued = jobs::register_batch(db, library_id, &library.target_codec, &new).await?;
     let removed = jobs::delete_many(db, &gone).await?;
+    remove_stale_partials(db, partials).await?;
     repo::libraries::mark_scanned(db, library_id).await?;
-    Ok(ScanReport { found: files.len() as u64, queued, removed })
+    Ok((ScanReport { found: files.len() as u64, queued, removed }, deferred))
 }
 
 pub struct LibrarySupervisor {
@@ -213,16 +257,31 @@ impl Handler<ScanNow> for LibrarySupervisor {
     type Result = AtomicResponse<Self, Result<ScanReport, String>>;
 
     fn handle(&mut self, _: ScanNow, _: &mut Context<Self>) -> Self::Result {
-        let (db, id, scheduler) = (self.db.clone(), self.library_id, self.scheduler.clone());
+        let (db, id, scheduler, settle) = (self.db.clone(), self.library_id, self.scheduler.clone(), self.settle);
         AtomicResponse::new(Box::pin(
             async move {
                 let started = Instant::now();
-                let report = scan(&db, id).await.map_err(|e| e.to_string())?;
-                tracing::info!(library_id = id, ?report, ms = started.elapsed().as_millis() as u64, "library scanned");
+                let (report, deferred) = scan(&db, id, settle).await.map_err(|e| e.to_string())?;
+                tracing::info!(
+                    library_id = id,
+                    ?report,
+                    deferred = deferred.len(),
+                    ms = started.elapsed().as_millis() as u64,
+                    "library scanned"
+                );
                 scheduler.do_send(Wake);
-                Ok(report)
+                Ok((report, deferred))
             }
-            .into_actor(self),
+            .into_actor(self)
+            .map(|result: Result<(ScanReport, Vec<FoundFile>), String>, this, _| {
+                let (report, deferred) = result?;
+                // Files that may still be being written wait for the settle check.
+                for f in deferred {
+                    let size = u64::try_from(f.size).unwrap_or(0);
+                    this.growing.entry(PathBuf::from(f.path)).or_insert((size, Instant::now()));
+                }
+                Ok(report)
+            }),
         ))
     }
 }

@@ -6,12 +6,22 @@
 //! the path always holds a complete file: the original before, the output after.
 //! Different name (container change): the output is renamed to its new name, then the
 //! original is removed. Folders are fsynced after each step.
+//!
+//! Right before the swap, an `Intent` is written durably into the partial output's folder.
+//! A crash after the swap but before the job is marked complete leaves it there, and
+//! `roll_forward` then finishes the job instead of taking its output for a source that is
+//! already in the target codec.
 
 use std::path::{Path, PathBuf};
 
+use serde::{Deserialize, Serialize};
+
 use super::manifest::sync_dir;
-use super::plan::{backup_path_for, SourceIdentity};
+use super::plan::{backup_path_for, partial_dir_for, SourceIdentity};
 use super::MediaError;
+
+/// File name of the intent, in the partial output's folder.
+pub const INTENT_FILE: &str = "replace.json";
 
 /// A step of the protocol, for the job's event history.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,6 +112,79 @@ pub fn replace(
         sync_dir(dir).map_err(io("syncing the folder"))?;
     }
     Ok(r.final_path.to_path_buf())
+}
+
+/// What a replace is about to do, written before the swap so a restart can tell whether the
+/// file at the final path is the job's output (a rename keeps the inode).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Intent {
+    pub output_inode: u64,
+    pub output_size: u64,
+    pub final_path: PathBuf,
+    /// The original the job started on.
+    pub source: SourceIdentity,
+}
+
+impl Intent {
+    pub fn of(r: &Replace) -> Result<Intent, MediaError> {
+        use std::os::unix::fs::MetadataExt;
+        let output = std::fs::metadata(r.output).map_err(io("reading the output"))?;
+        Ok(Intent {
+            output_inode: output.ino(),
+            output_size: output.len(),
+            final_path: r.final_path.to_path_buf(),
+            source: r.identity,
+        })
+    }
+
+    /// Writes the intent durably into `dir` (the partial output's folder).
+    pub fn write(&self, dir: &Path) -> Result<(), MediaError> {
+        use std::io::Write;
+        let body = serde_json::to_vec(self).map_err(|e| MediaError::misc(format!("replace intent: {e}")))?;
+        let tmp = dir.join(format!("{INTENT_FILE}.tmp"));
+        let mut file = std::fs::File::create(&tmp).map_err(io("writing the replace intent"))?;
+        file.write_all(&body).map_err(io("writing the replace intent"))?;
+        file.sync_all().map_err(io("writing the replace intent"))?;
+        std::fs::rename(&tmp, dir.join(INTENT_FILE)).map_err(io("writing the replace intent"))?;
+        sync_dir(dir).map_err(io("syncing the folder"))
+    }
+
+    pub fn read(dir: &Path) -> Option<Intent> {
+        serde_json::from_slice(&std::fs::read(dir.join(INTENT_FILE)).ok()?).ok()
+    }
+}
+
+/// A replace a crash interrupted after its swap: the output is in place.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Swapped {
+    pub final_path: PathBuf,
+    pub output_size: u64,
+}
+
+/// After a crash, for a job whose replace wrote its intent: when the swap had happened,
+/// finishes the protocol (a container change removes, or keeps, the original) and answers
+/// what the job needs to complete; otherwise drops the stale intent and answers None.
+/// Runs after `recover`, which has dealt with a same-name backup link.
+pub fn roll_forward(source: &Path, keep_original: bool) -> Result<Option<Swapped>, MediaError> {
+    use std::os::unix::fs::MetadataExt;
+    let dir = partial_dir_for(source);
+    let Some(intent) = Intent::read(&dir) else { return Ok(None) };
+    let swapped = std::fs::metadata(&intent.final_path).is_ok_and(|m| m.ino() == intent.output_inode);
+    if !swapped {
+        let _ = std::fs::remove_file(dir.join(INTENT_FILE));
+        return Ok(None);
+    }
+    // A container change: the original goes, unless it changed since (then it stays).
+    if intent.final_path != source && SourceIdentity::of(source).ok() == Some(intent.source) {
+        if keep_original {
+            std::fs::rename(source, backup_path_for(source)).map_err(io("keeping the original"))?;
+        } else {
+            std::fs::remove_file(source).map_err(io("removing the original"))?;
+        }
+        sync_dir(parent(source)).map_err(io("syncing the folder"))?;
+    }
+    Ok(Some(Swapped { final_path: intent.final_path, output_size: intent.output_size }))
 }
 
 /// What start-up recovery found for a source path.
@@ -220,5 +303,50 @@ mod tests {
         assert!(!backup.exists());
         assert_eq!(std::fs::read(&source).unwrap(), b"new");
         assert_eq!(recover(&source, false).unwrap(), Recovered::Nothing);
+    }
+
+    /// Sets up a source with its partial folder, an output in it and the intent written.
+    fn with_intent(final_name: &str, source_name: &str) -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let source = dir.path().join(source_name);
+        std::fs::write(&source, b"original bytes").unwrap();
+        let partial = partial_dir_for(&source);
+        std::fs::create_dir(&partial).unwrap();
+        let output = partial.join("output.mkv");
+        std::fs::write(&output, b"new").unwrap();
+        let target = dir.path().join(final_name);
+        let identity = SourceIdentity::of(&source).unwrap();
+        let r = Replace { source: &source, identity, output: &output, final_path: &target, keep_original: false };
+        Intent::of(&r).unwrap().write(&partial).unwrap();
+        (dir, source, output, target)
+    }
+
+    #[test]
+    fn roll_forward_finishes_a_swap_and_drops_an_intent_whose_swap_never_happened() {
+        // Crash before the swap: the intent goes, the original stays.
+        let (_dir, source, _output, _) = with_intent("movie.mkv", "movie.mkv");
+        assert_eq!(roll_forward(&source, false).unwrap(), None);
+        assert!(!partial_dir_for(&source).join(INTENT_FILE).exists());
+        assert_eq!(std::fs::read(&source).unwrap(), b"original bytes");
+
+        // Crash after the swap (same name): the job completes with the output in place.
+        let (_dir, source, output, _) = with_intent("movie.mkv", "movie.mkv");
+        std::fs::rename(&output, &source).unwrap();
+        let swapped = roll_forward(&source, false).unwrap().unwrap();
+        assert_eq!(swapped, Swapped { final_path: source.clone(), output_size: 3 });
+
+        // Crash after the swap of a container change: the original goes, or is kept.
+        for keep in [false, true] {
+            let (_dir, source, output, target) = with_intent("clip.mkv", "clip.avi");
+            std::fs::rename(&output, &target).unwrap();
+            let swapped = roll_forward(&source, keep).unwrap().unwrap();
+            assert_eq!(swapped.final_path, target);
+            assert!(!source.exists());
+            assert_eq!(backup_path_for(&source).exists(), keep);
+            assert_eq!(std::fs::read(&target).unwrap(), b"new");
+        }
+        // No intent: nothing to do.
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(roll_forward(&dir.path().join("x.mkv"), false).unwrap(), None);
     }
 }

@@ -32,11 +32,20 @@ pub fn verify(output: &Path, source: &MediaInfo, target_codec: &str) -> Result<M
             return Err(fail(format!("{got} {kind:?} streams, the source has {want}")));
         }
     }
-    if let (Some(src), Some(out)) = (source.duration_seconds, info.duration_seconds) {
-        let tolerance = duration_tolerance(src);
-        if (src - out).abs() > tolerance {
-            return Err(fail(format!("duration {out:.2} s, the source has {src:.2} s (tolerance {tolerance:.2} s)")));
+    match (source.duration_seconds, info.duration_seconds) {
+        (Some(src), Some(out)) => {
+            let tolerance = duration_tolerance(src);
+            if (src - out).abs() > tolerance {
+                return Err(fail(format!(
+                    "duration {out:.2} s, the source has {src:.2} s (tolerance {tolerance:.2} s)"
+                )));
+            }
         }
+        // An output whose length is unknown (e.g. a garbage timestamp carried over from a
+        // damaged source) could be any length, and the decode check below would only look
+        // at its start.
+        (Some(src), None) => return Err(fail(format!("the output has no duration; the source has {src:.2} s"))),
+        (None, _) => {}
     }
     decode_at_points(output, info.duration_seconds.unwrap_or(0.0)).map_err(|e| fail(e.message))?;
     Ok(info)

@@ -5,6 +5,7 @@
 mod actions;
 mod cluster;
 mod common;
+mod faults;
 mod fuzz;
 mod http;
 mod lifecycle;

@@ -3,11 +3,17 @@
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+/// The binary under test: `CONDENSE_TEST_BINARY` when set (a copy taken right after the
+/// build, so that a rebuild in a shared target folder during a long run cannot swap it),
+/// else the one cargo built.
 pub fn binary() -> &'static str {
-    env!("CARGO_BIN_EXE_condense")
+    static BINARY: OnceLock<String> = OnceLock::new();
+    BINARY.get_or_init(|| {
+        std::env::var("CONDENSE_TEST_BINARY").unwrap_or_else(|_| env!("CARGO_BIN_EXE_condense").to_string())
+    })
 }
 
 /// A command for the binary with a clean, test-owned environment.
