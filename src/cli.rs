@@ -75,3 +75,26 @@ pub fn probe(file: &std::path::Path) -> std::process::ExitCode {
         }
     }
 }
+
+/// `condense license keygen|issue`.
+pub fn license(command: crate::config::LicenseCommand) -> Result<(), ServeError> {
+    use crate::config::LicenseCommand;
+    match command {
+        LicenseCommand::Keygen => {
+            let (private, public) = crate::license::generate_keypair();
+            println!("private: {private}");
+            println!("public:  {public}");
+            println!("Keep the private key secret; give the public key to nodes as LICENSE_PUBLIC_KEY.");
+        }
+        LicenseCommand::Issue { private_key, tier, licensee, expires } => {
+            let invalid = |variable: &'static str, message: String| crate::config::ConfigError { variable, message };
+            let tier = tier.parse().map_err(|e: crate::domain::UnknownName| invalid("--tier", e.to_string()))?;
+            let payload =
+                crate::license::LicensePayload { tier, licensee, issued_at: chrono::Utc::now(), expires_at: expires };
+            let key = crate::license::issue(&private_key, &payload)
+                .map_err(|e| invalid("CONDENSE_LICENSE_PRIVATE_KEY", e.to_string()))?;
+            println!("{key}");
+        }
+    }
+    Ok(())
+}

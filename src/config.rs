@@ -60,6 +60,31 @@ pub enum Command {
     /// Run one encode (internal: the node starts it as a child process, plan on stdin).
     #[command(hide = true)]
     Transcode,
+    /// Licence keys: make a key pair, or sign a key (for the vendor, and for tests).
+    License {
+        #[command(subcommand)]
+        command: LicenseCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum LicenseCommand {
+    /// Print a new Ed25519 key pair (private, then public; base64url).
+    Keygen,
+    /// Sign a licence key with a private key and print it.
+    Issue {
+        /// The signing key (base64url), or read it from CONDENSE_LICENSE_PRIVATE_KEY.
+        #[arg(long, env = "CONDENSE_LICENSE_PRIVATE_KEY", hide_env_values = true)]
+        private_key: String,
+        /// FREE, SUPPORTER or PRO.
+        #[arg(long)]
+        tier: String,
+        #[arg(long)]
+        licensee: String,
+        /// Expiry, RFC 3339 (e.g. 2027-01-31T00:00:00Z); none for a key that does not expire.
+        #[arg(long)]
+        expires: Option<chrono::DateTime<chrono::Utc>>,
+    },
 }
 
 #[derive(Debug, Subcommand)]

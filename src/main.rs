@@ -29,6 +29,7 @@ fn main() -> ExitCode {
             cli::version();
             Ok(())
         }
+        Command::License { command } => cli::license(command),
         Command::Transcode | Command::Probe { .. } => Ok(()),
     };
     match result {

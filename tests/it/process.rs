@@ -285,3 +285,33 @@ async fn kill_9_of_the_server_mid_encode_then_restart_completes_the_job() {
     assert_eq!(info.video().unwrap().codec, "hevc");
     assert!((info.duration_seconds.unwrap() - 8.0).abs() < 0.5);
 }
+
+#[test]
+fn license_keygen_and_issue_make_a_key_that_verifies() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = command(dir.path()).args(["license", "keygen"]).output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let field = |name: &str| text.lines().find_map(|l| l.strip_prefix(name)).unwrap().trim().to_string();
+    let (private, public) = (field("private:"), field("public:"));
+    let out = command(dir.path())
+        .env("CONDENSE_LICENSE_PRIVATE_KEY", &private)
+        .args(["license", "issue", "--tier", "SUPPORTER", "--licensee", "Ada", "--expires", "2030-01-01T00:00:00Z"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let key = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let payload = condense::license::verify(&key, &public).unwrap();
+    assert_eq!((payload.tier.as_str(), payload.licensee.as_str()), ("SUPPORTER", "Ada"));
+    assert_eq!(payload.expires_at.unwrap().to_rfc3339(), "2030-01-01T00:00:00+00:00");
+    // Another key pair's public key does not accept it.
+    let (_, other) = condense::license::generate_keypair();
+    assert!(condense::license::verify(&key, &other).is_err());
+    let out = command(dir.path())
+        .env("CONDENSE_LICENSE_PRIVATE_KEY", &private)
+        .args(["license", "issue", "--tier", "GOLD", "--licensee", "Ada"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--tier"));
+}
