@@ -105,6 +105,14 @@ pub fn validate_source(path: &Path) -> Result<MediaInfo, MediaError> {
     if info.video().is_none() {
         return Err(MediaError::invalid("no video stream"));
     }
-    decode_at_points(path, info.duration_seconds.unwrap_or(0.0))?;
+    // Without a duration nothing can be checked against it: random bytes that FFmpeg's
+    // probing takes for a raw stream would be "encoded" and replace the file.
+    let Some(duration) = info.duration_seconds.filter(|d| *d > 0.0) else {
+        return Err(MediaError::invalid(format!(
+            "its length cannot be determined (read as {}): not a complete media file",
+            info.container
+        )));
+    };
+    decode_at_points(path, duration)?;
     Ok(info)
 }

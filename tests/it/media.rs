@@ -289,6 +289,24 @@ fn broken_inputs_fail_validation_and_stay_untouched() {
         assert_eq!(err.code, FailureCode::FileValidationFailed, "{name}: {err}");
         assert_eq!(std::fs::read(&path).unwrap(), content, "{name} was modified");
     }
+    // Bytes FFmpeg's probing takes for a raw H.263 stream: a video without a length.
+    let raw = dir.path().join("raw.mkv");
+    clips::ffmpeg(&[
+        "-f",
+        "lavfi",
+        "-i",
+        "testsrc2=size=176x144",
+        "-t",
+        "1",
+        "-c:v",
+        "h263",
+        "-f",
+        "h263",
+        raw.to_str().unwrap(),
+    ]);
+    let err = validate_source(&raw).unwrap_err();
+    assert_eq!(err.code, FailureCode::FileValidationFailed, "{err}");
+    assert!(err.message.contains("length"), "{err}");
     let audio_only = dir.path().join("audio.mkv");
     clips::ffmpeg(&["-f", "lavfi", "-i", "sine", "-t", "1", audio_only.to_str().unwrap()]);
     assert_eq!(validate_source(&audio_only).unwrap_err().code, FailureCode::FileValidationFailed);
