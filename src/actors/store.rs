@@ -120,10 +120,10 @@ pub struct DbStore {
     pub lifecycle: Lifecycle,
 }
 
+/// (keep originals, job timeout in hours), with the defaults `repo::settings` owns.
 pub async fn settings(db: &sea_orm::DatabaseConnection) -> (bool, u64) {
-    let keep = repo::settings::get::<bool>(db, "keep_originals").await.ok().flatten().unwrap_or(false);
-    let hours = repo::settings::get::<u64>(db, "job_timeout_hours").await.ok().flatten().unwrap_or(24);
-    (keep, hours.max(1))
+    let s = repo::settings::service_settings(db).await.unwrap_or_default();
+    (s.keep_originals, u64::from(s.job_timeout_hours.max(1)))
 }
 
 /// Whether `lease` is the job's current lease while it runs.
