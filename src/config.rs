@@ -60,6 +60,10 @@ pub enum Command {
     /// Run one encode (internal: the node starts it as a child process, plan on stdin).
     #[command(hide = true)]
     Transcode,
+    /// Validate a source or verify an output (internal: the node starts it as a child
+    /// process, request on stdin, so FFmpeg never runs inside the node).
+    #[command(hide = true)]
+    Media,
     /// Licence keys: make a key pair, or sign a key (for the vendor, and for tests).
     License {
         #[command(subcommand)]
@@ -162,6 +166,10 @@ pub struct ServeArgs {
     /// How long a new file in a watched folder must stop growing before it becomes a job.
     #[arg(long, env = "WATCH_SETTLE_SECONDS", value_name = "WATCH_SETTLE_SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub watch_settle_seconds: u64,
+    /// Seconds a source's validation or an output's verification may take (a child process
+    /// that runs longer is killed and the attempt fails), plus one second per 50 MB of file.
+    #[arg(long, env = "ANALYSIS_TIMEOUT_SECONDS", value_name = "ANALYSIS_TIMEOUT_SECONDS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=86400))]
+    pub analysis_timeout_seconds: u64,
     /// Test aid: pause after each encoded frame, in milliseconds.
     #[arg(long, env = "CONDENSE_THROTTLE_MS_PER_FRAME", hide = true, default_value_t = 0)]
     pub throttle_ms_per_frame: u64,

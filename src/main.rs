@@ -8,6 +8,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match &cli.command {
         Command::Transcode => return condense::media::child::child_main(),
+        Command::Media => return condense::media::worker::child_main(),
         Command::Probe { file } => return cli::probe(file),
         _ => {}
     }
@@ -30,7 +31,7 @@ fn main() -> ExitCode {
             Ok(())
         }
         Command::License { command } => cli::license(command),
-        Command::Transcode | Command::Probe { .. } => Ok(()),
+        Command::Transcode | Command::Media | Command::Probe { .. } => Ok(()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

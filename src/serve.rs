@@ -181,6 +181,8 @@ pub async fn run(common: CommonArgs, args: ServeArgs) -> Result<(), ServeError> 
             segment_seconds: args.segment_seconds,
             settle: Duration::from_secs(args.watch_settle_seconds),
             throttle_ms_per_frame: args.throttle_ms_per_frame,
+            analysis_timeout: Duration::from_secs(args.analysis_timeout_seconds),
+            previous_run_crashed: !host::clean_stop::take(&common.data_dir),
             license_public_key: args.license_public_key.clone(),
             own_heartbeat: Some(Duration::from_secs(args.heartbeat_seconds)),
         },
@@ -220,6 +222,7 @@ pub async fn run(common: CommonArgs, args: ServeArgs) -> Result<(), ServeError> 
     let outcome = serve_until_signal(api_server, ui_server, &api_listener, &ui_listener, &state.node_name).await;
     // Running encodes finish their segment and stop; they continue after the next start.
     let _ = runtime.node.send(crate::actors::node::Shutdown).await;
+    host::clean_stop::mark(&common.data_dir);
     db.close().await.map_err(RepoError::from)?;
     outcome
 }
@@ -293,6 +296,7 @@ async fn run_linked(args: ServeArgs) -> Result<(), ServeError> {
         transcoder: std::env::current_exe().map_err(ServeError::Server)?,
         segment_seconds: args.segment_seconds,
         throttle_ms_per_frame: args.throttle_ms_per_frame,
+        analysis_timeout: Duration::from_secs(args.analysis_timeout_seconds),
     });
     let node = NodeSupervisor::new(env, usize::from(args.max_jobs)).start();
     agent.do_send(SetNode(node.clone()));

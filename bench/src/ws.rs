@@ -74,6 +74,8 @@ async fn serve(dir: PathBuf) -> Res<()> {
             segment_seconds: 20.0,
             settle: Duration::from_secs(10),
             throttle_ms_per_frame: 0,
+            analysis_timeout: std::time::Duration::from_secs(300),
+            previous_run_crashed: false,
             license_public_key: public_key.clone(),
             own_heartbeat: None,
         },

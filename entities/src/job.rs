@@ -23,6 +23,8 @@ pub struct Model {
     pub node_id: Option<i32>,
     pub node_name: Option<String>,
     pub retry_count: i32,
+    /// Times the job was orphaned by a crash of its node since a user last started it afresh.
+    pub crash_count: i32,
     /// Displayed failure reason, e.g. "file validation failed".
     pub failure_reason: Option<String>,
     /// Machine-readable failure code, e.g. "file_validation_failed".

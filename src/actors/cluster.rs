@@ -273,8 +273,11 @@ async fn reconcile(lifecycle: &Lifecycle, node_id: i32, node: &str, running: &[R
                 detail: Some(serde_json::json!({"reason": "the node no longer runs it"})),
                 failure_detail: None,
             };
-            if let Err(e) = lifecycle.apply(job.id, JobEvent::Orphaned, job::ActiveModel::default(), ctx).await {
-                tracing::debug!(job_id = job.id, error = %e, "reconcile skipped a job");
+            // The node restarted under the job: counted as a crash.
+            let orphaned = JobEvent::Orphaned { crashed: true };
+            match lifecycle.apply(job.id, orphaned, job::ActiveModel::default(), ctx).await {
+                Ok((job, outcome)) => lifecycle.carry_out_offline(&job, &outcome).await,
+                Err(e) => tracing::debug!(job_id = job.id, error = %e, "reconcile skipped a job"),
             }
         }
     }
@@ -296,7 +299,10 @@ pub async fn take_offline(
                 detail: Some(serde_json::json!({"reason": reason})),
                 failure_detail: None,
             };
-            lifecycle.apply(job.id, JobEvent::Orphaned, job::ActiveModel::default(), ctx).await?;
+            // The node vanished without a word: counted as a crash.
+            let (job, outcome) =
+                lifecycle.apply(job.id, JobEvent::Orphaned { crashed: true }, job::ActiveModel::default(), ctx).await?;
+            lifecycle.carry_out_offline(&job, &outcome).await;
             requeued += 1;
         }
     }

@@ -23,7 +23,7 @@ use crate::media::manifest::remove_partial;
 use crate::media::plan::{decide, final_path, Decision, EncodePlan, SourceIdentity};
 use crate::media::probe::{HdrKind, MediaInfo};
 use crate::media::replace::{recover, replace, roll_forward, Intent, Replace, Swapped};
-use crate::media::verify::{validate_source, verify};
+use crate::media::worker;
 use crate::media::MediaError;
 
 /// How long a lease lasts without renewal; progress renews it.
@@ -42,6 +42,8 @@ pub struct NodeEnv {
     pub segment_seconds: f64,
     /// Test and benchmark aid: slows each encoded frame (see `EncodePlan`).
     pub throttle_ms_per_frame: u64,
+    /// Base time limit of a validation or verification child (see `media::worker`).
+    pub analysis_timeout: Duration,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -190,10 +192,9 @@ impl Run {
             _ => {}
         }
 
-        let p = path.clone();
-        let info = match tokio::task::spawn_blocking(move || validate_source(&p)).await.map_err(join_error) {
-            Ok(Ok(info)) => info,
-            Ok(Err(e)) | Err(e) => return self.fail(e).await,
+        let info = match worker::validate(&env.transcoder, &path, env.analysis_timeout).await {
+            Ok(info) => info,
+            Err(e) => return self.fail(e).await,
         };
         let video = info.video().cloned();
         let analysis = JobPatch {
@@ -396,10 +397,17 @@ impl Run {
         env.store.publish_progress(&job);
 
         let output = plan.output_path();
-        let (o, i, codec) = (output.clone(), info.clone(), plan.target_codec.clone());
-        let verified = match tokio::task::spawn_blocking(move || verify(&o, &i, &codec)).await.map_err(join_error) {
-            Ok(Ok(v)) => v,
-            Ok(Err(e)) | Err(e) => return self.fail(e).await,
+        let verified = match worker::verify_output(
+            &env.transcoder,
+            &output,
+            &info,
+            &plan.target_codec,
+            env.analysis_timeout,
+        )
+        .await
+        {
+            Ok(v) => v,
+            Err(e) => return self.fail(e).await,
         };
         let (cpu, wall) = run_stats.unwrap_or((0, 0));
         let source = PathBuf::from(&job.file_path);

@@ -37,7 +37,8 @@ pub fn event_kind(event: &JobEvent, outcome: &Outcome) -> &'static str {
         JobEvent::Retry => "retried",
         JobEvent::Cancel => "cancelled",
         JobEvent::Force => "forced",
-        JobEvent::Orphaned => "orphaned",
+        JobEvent::Orphaned { .. } if outcome.to == JobStatus::Failed => "failed",
+        JobEvent::Orphaned { .. } => "orphaned",
     }
 }
 
@@ -46,7 +47,12 @@ pub fn snapshot(job: &job::Model) -> Result<JobSnapshot, RepoError> {
         .status
         .parse()
         .map_err(|e: crate::domain::UnknownName| RepoError::Conflict(format!("job {}: {e}", job.id)))?;
-    Ok(JobSnapshot { status, retry_count: u32::try_from(job.retry_count).unwrap_or(0), forced: job.forced })
+    Ok(JobSnapshot {
+        status,
+        retry_count: u32::try_from(job.retry_count).unwrap_or(0),
+        forced: job.forced,
+        crash_count: u32::try_from(job.crash_count).unwrap_or(0),
+    })
 }
 
 /// Extra facts that come with an event.
@@ -80,6 +86,7 @@ impl Lifecycle {
         let now = chrono::Utc::now();
         set.retry_count = Set(i32::try_from(outcome.retry_count).unwrap_or(i32::MAX));
         set.forced = Set(outcome.forced);
+        set.crash_count = Set(i32::try_from(outcome.crash_count).unwrap_or(i32::MAX));
         for effect in &outcome.effects {
             match effect {
                 Effect::RecordFailure(code) => {

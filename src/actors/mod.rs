@@ -41,7 +41,12 @@ pub struct RuntimeConfig {
     /// How long a new file must stop growing before it becomes a job.
     pub settle: Duration,
     pub throttle_ms_per_frame: u64,
+    /// Base time limit of a validation or verification child.
+    pub analysis_timeout: Duration,
     pub license_public_key: String,
+    /// The last run of this node did not stop cleanly (see `host::clean_stop`): jobs it left
+    /// running count a crash.
+    pub previous_run_crashed: bool,
     /// How often the node refreshes its own row (load, memory, jobs); `None`: never.
     pub own_heartbeat: Option<Duration>,
 }
@@ -56,9 +61,10 @@ pub struct Runtime {
     pub libraries: Addr<Libraries>,
 }
 
-/// Jobs left ANALYZING or ENCODING by a crash or restart go back to QUEUED (SPEC), to
-/// continue from their partial output.
-pub async fn recover_orphans(lifecycle: &Lifecycle) -> Result<u64, LifecycleError> {
+/// Jobs left ANALYZING or ENCODING by a crash or restart go back to QUEUED, to continue
+/// from their partial output. After a crash (`crashed`: the last run did not stop cleanly)
+/// each counts it, so a file that brings the node down fails after a few tries.
+pub async fn recover_orphans(lifecycle: &Lifecycle, crashed: bool) -> Result<u64, LifecycleError> {
     let mut recovered = 0;
     for job in jobs::in_statuses(&lifecycle.db, &[JobStatus::Analyzing, JobStatus::Encoding]).await? {
         let ctx = EventContext {
@@ -66,7 +72,9 @@ pub async fn recover_orphans(lifecycle: &Lifecycle) -> Result<u64, LifecycleErro
             detail: Some(serde_json::json!({"reason": "the node restarted while the job ran"})),
             failure_detail: None,
         };
-        lifecycle.apply(job.id, JobEvent::Orphaned, job_entity::ActiveModel::default(), ctx).await?;
+        let (job, outcome) =
+            lifecycle.apply(job.id, JobEvent::Orphaned { crashed }, job_entity::ActiveModel::default(), ctx).await?;
+        lifecycle.carry_out_offline(&job, &outcome).await;
         recovered += 1;
     }
     if recovered > 0 {
@@ -100,7 +108,7 @@ fn keep_own_facts_fresh(db: DatabaseConnection, node_id: i32, node: Addr<NodeSup
 pub async fn start(db: DatabaseConnection, config: RuntimeConfig) -> Result<Runtime, LifecycleError> {
     let bus = EventBus::default().start();
     let lifecycle = Lifecycle { db: db.clone(), bus: bus.clone() };
-    recover_orphans(&lifecycle).await?;
+    recover_orphans(&lifecycle, config.previous_run_crashed).await?;
     let env = Arc::new(NodeEnv {
         store: Arc::new(store::DbStore { lifecycle: lifecycle.clone() }),
         node_name: config.node_name.clone(),
@@ -108,6 +116,7 @@ pub async fn start(db: DatabaseConnection, config: RuntimeConfig) -> Result<Runt
         transcoder: config.transcoder.clone(),
         segment_seconds: config.segment_seconds,
         throttle_ms_per_frame: config.throttle_ms_per_frame,
+        analysis_timeout: config.analysis_timeout,
     });
     let node = NodeSupervisor::new(env, config.max_jobs).start();
     // A main node with MAX_JOBS=0 coordinates only; its node takes no jobs.

@@ -195,7 +195,9 @@ async fn assign(
             budget -= 1;
         } else {
             let ctx = EventContext { node: Some(node.name.clone()), ..Default::default() };
-            lifecycle.apply(candidate.id, JobEvent::Orphaned, job::ActiveModel::default(), ctx).await?;
+            // The node refused the job (it filled up meanwhile): nothing crashed.
+            let orphaned = JobEvent::Orphaned { crashed: false };
+            lifecycle.apply(candidate.id, orphaned, job::ActiveModel::default(), ctx).await?;
             free[index] = 0;
         }
     }

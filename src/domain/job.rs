@@ -70,6 +70,11 @@ impl FailureCode {
 /// Automatic retries per job (SPEC Limits 4): a job gets its first attempt plus this many.
 pub const MAX_AUTOMATIC_RETRIES: u32 = 3;
 
+/// Times a job may be orphaned by a crash of the node running it before it fails with
+/// "transcoder process crashed": a file that brings down whatever runs it must not
+/// crash-loop every node, since an orphaned job otherwise uses no retry.
+pub const MAX_CRASHES: u32 = 3;
+
 /// What the state machine needs to know about a job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct JobSnapshot {
@@ -77,6 +82,8 @@ pub struct JobSnapshot {
     pub retry_count: u32,
     /// Re-encode even when the source is already in the target codec.
     pub forced: bool,
+    /// Times the job was orphaned by a crash since a user last started it afresh.
+    pub crash_count: u32,
 }
 
 named_enum!(
@@ -112,8 +119,9 @@ pub enum JobEvent {
     Cancel,
     /// A user asked to re-encode a skipped or completed file anyway.
     Force,
-    /// The job was running when its node restarted or went away.
-    Orphaned,
+    /// The job was running when its node restarted or went away; `crashed` unless the node
+    /// stopped cleanly or simply refused to start it.
+    Orphaned { crashed: bool },
 }
 
 impl JobEvent {
@@ -130,7 +138,7 @@ impl JobEvent {
             JobEvent::Retry => "retry",
             JobEvent::Cancel => "cancel",
             JobEvent::Force => "force",
-            JobEvent::Orphaned => "requeue as orphaned",
+            JobEvent::Orphaned { .. } => "requeue as orphaned",
         }
     }
 }
@@ -167,6 +175,7 @@ pub struct Outcome {
     pub to: JobStatus,
     pub retry_count: u32,
     pub forced: bool,
+    pub crash_count: u32,
     pub effects: Vec<Effect>,
 }
 
@@ -184,8 +193,15 @@ pub fn transition(job: &JobSnapshot, event: &JobEvent) -> Result<Outcome, Transi
     use Effect::*;
     use JobStatus::*;
 
-    let keep_counters =
-        |to: JobStatus, effects: Vec<Effect>| Outcome { to, retry_count: job.retry_count, forced: job.forced, effects };
+    let keep_counters = |to: JobStatus, effects: Vec<Effect>| Outcome {
+        to,
+        retry_count: job.retry_count,
+        forced: job.forced,
+        crash_count: job.crash_count,
+        effects,
+    };
+    let afresh =
+        |forced: bool, effects: Vec<Effect>| Outcome { to: Queued, retry_count: 0, forced, crash_count: 0, effects };
 
     let outcome = match (job.status, *event) {
         (Pending, JobEvent::Queue) => keep_counters(Queued, vec![StartFromScratch]),
@@ -213,12 +229,8 @@ pub fn transition(job: &JobSnapshot, event: &JobEvent) -> Result<Outcome, Transi
             };
             keep_counters(Queued, effects)
         }
-        (Failed, JobEvent::Retry) => {
-            Outcome { to: Queued, retry_count: 0, forced: job.forced, effects: vec![ClearFailure, StartFromScratch] }
-        }
-        (Cancelled, JobEvent::Retry) => {
-            Outcome { to: Queued, retry_count: 0, forced: job.forced, effects: vec![StartFromScratch] }
-        }
+        (Failed, JobEvent::Retry) => afresh(job.forced, vec![ClearFailure, StartFromScratch]),
+        (Cancelled, JobEvent::Retry) => afresh(job.forced, vec![StartFromScratch]),
         (Pending, JobEvent::Cancel) => keep_counters(Cancelled, vec![]),
         // A queued or paused job may hold a partial output from an earlier attempt.
         (Queued | Paused, JobEvent::Cancel) => keep_counters(Cancelled, vec![DeletePartial]),
@@ -226,11 +238,20 @@ pub fn transition(job: &JobSnapshot, event: &JobEvent) -> Result<Outcome, Transi
         (Encoding, JobEvent::Cancel) => {
             keep_counters(Cancelled, vec![StopTranscoder { graceful: false }, DeletePartial, ReleaseNode])
         }
-        (Skipped | Completed, JobEvent::Force) => {
-            Outcome { to: Queued, retry_count: 0, forced: true, effects: vec![StartFromScratch] }
-        }
-        // Not the job's fault, so it does not use up a retry.
-        (Analyzing | Encoding, JobEvent::Orphaned) => keep_counters(Queued, vec![ReleaseNode, ContinueFromPartial]),
+        (Skipped | Completed, JobEvent::Force) => afresh(true, vec![StartFromScratch]),
+        // Maybe not the job's fault, so it does not use up a retry; but a job whose node
+        // crashed under it MAX_CRASHES times is failed for good.
+        (Analyzing | Encoding, JobEvent::Orphaned { crashed: true }) if job.crash_count + 1 >= MAX_CRASHES => Outcome {
+            to: Failed,
+            retry_count: job.retry_count,
+            forced: job.forced,
+            crash_count: job.crash_count + 1,
+            effects: vec![DeletePartial, RecordFailure(FailureCode::TranscoderCrashed), ReleaseNode],
+        },
+        (Analyzing | Encoding, JobEvent::Orphaned { crashed }) => Outcome {
+            crash_count: job.crash_count + u32::from(crashed),
+            ..keep_counters(Queued, vec![ReleaseNode, ContinueFromPartial])
+        },
         (from, event) => return Err(TransitionError { from, event_name: event.name() }),
     };
     Ok(outcome)
@@ -248,9 +269,15 @@ fn fail(job: &JobSnapshot, code: FailureCode) -> Outcome {
     if job.retry_count < MAX_AUTOMATIC_RETRIES {
         let retry_count = job.retry_count + 1;
         effects.extend([Effect::UseRetryProfile(RetryProfile::for_retry_count(retry_count)), Effect::StartFromScratch]);
-        Outcome { to: JobStatus::Queued, retry_count, forced: job.forced, effects }
+        Outcome { to: JobStatus::Queued, retry_count, forced: job.forced, crash_count: job.crash_count, effects }
     } else {
-        Outcome { to: JobStatus::Failed, retry_count: job.retry_count, forced: job.forced, effects }
+        Outcome {
+            to: JobStatus::Failed,
+            retry_count: job.retry_count,
+            forced: job.forced,
+            crash_count: job.crash_count,
+            effects,
+        }
     }
 }
 
@@ -310,11 +337,24 @@ mod tests {
             label: &'static str,
             retry_count: u32,
             forced: bool,
+            crash_count: u32,
             event: JobEvent,
         }
 
+        /// Crash counts are 1 (non-zero, so a reset shows) unless the sample says otherwise.
         fn sample(label: &'static str, retry_count: u32, forced: bool, event: JobEvent) -> Sample {
-            Sample { label, retry_count, forced, event }
+            Sample { label, retry_count, forced, crash_count: 1, event }
+        }
+
+        impl Sample {
+            fn snapshot(&self, status: JobStatus) -> JobSnapshot {
+                JobSnapshot {
+                    status,
+                    retry_count: self.retry_count,
+                    forced: self.forced,
+                    crash_count: self.crash_count,
+                }
+            }
         }
 
         /// Counters are mostly non-zero so that an accidental reset shows.
@@ -337,7 +377,15 @@ mod tests {
                 sample("retry", 3, true, JobEvent::Retry),
                 sample("cancel", 1, false, JobEvent::Cancel),
                 sample("force", 2, false, JobEvent::Force),
-                sample("orphaned", 2, false, JobEvent::Orphaned),
+                sample("orphaned, not a crash", 2, false, JobEvent::Orphaned { crashed: false }),
+                Sample {
+                    crash_count: 0,
+                    ..sample("orphaned by a first crash", 2, false, JobEvent::Orphaned { crashed: true })
+                },
+                Sample {
+                    crash_count: 2,
+                    ..sample("orphaned by a third crash", 2, true, JobEvent::Orphaned { crashed: true })
+                },
             ]
         }
 
@@ -355,7 +403,7 @@ mod tests {
                 JobEvent::Retry => 7,
                 JobEvent::Cancel => 8,
                 JobEvent::Force => 9,
-                JobEvent::Orphaned => 10,
+                JobEvent::Orphaned { .. } => 10,
             }
         }
         const EVENT_VARIANTS: usize = 11;
@@ -374,8 +422,23 @@ mod tests {
             forced: bool,
             effects: Vec<Effect>,
         ) -> Vec<Row> {
-            vec![Row { from, sample, expected: Some(Outcome { to, retry_count, forced, effects }) }]
+            vec![Row { from, sample, expected: Some(Outcome { to, retry_count, forced, crash_count: KEEP, effects }) }]
         }
+
+        /// A row whose crash count is not the sample's own.
+        fn moves_counting(row: Vec<Row>, crash_count: u32) -> Vec<Row> {
+            row.into_iter()
+                .map(|mut r| {
+                    if let Some(o) = r.expected.as_mut() {
+                        o.crash_count = crash_count;
+                    }
+                    r
+                })
+                .collect()
+        }
+
+        /// Stands for "the sample's crash count, unchanged" in the table.
+        const KEEP: u32 = u32::MAX;
 
         fn refused(sample: &'static str, froms: &[JobStatus]) -> Vec<Row> {
             froms.iter().map(|&from| Row { from, sample, expected: None }).collect()
@@ -394,6 +457,7 @@ mod tests {
             let crashed = FailureCode::TranscoderCrashed;
             let corrupt = FailureCode::FileValidationFailed;
             let disk = FailureCode::InsufficientDiskSpace;
+            let crash_failure = vec![DeletePartial, RecordFailure(crashed), ReleaseNode];
 
             [
                 moves(Pending, "queue", Queued, 1, false, vec![StartFromScratch]),
@@ -482,8 +546,8 @@ mod tests {
                     "resume: corrupt",
                     &[Pending, Queued, Analyzing, Encoding, Completed, Skipped, Failed, Cancelled],
                 ),
-                moves(Failed, "retry", Queued, 0, true, vec![ClearFailure, StartFromScratch]),
-                moves(Cancelled, "retry", Queued, 0, true, vec![StartFromScratch]),
+                moves_counting(moves(Failed, "retry", Queued, 0, true, vec![ClearFailure, StartFromScratch]), 0),
+                moves_counting(moves(Cancelled, "retry", Queued, 0, true, vec![StartFromScratch]), 0),
                 refused("retry", &[Pending, Queued, Analyzing, Encoding, Paused, Completed, Skipped]),
                 moves(Pending, "cancel", Cancelled, 1, false, vec![]),
                 moves(Queued, "cancel", Cancelled, 1, false, vec![DeletePartial]),
@@ -491,12 +555,41 @@ mod tests {
                 moves(Encoding, "cancel", Cancelled, 1, false, vec![stop_hard, DeletePartial, ReleaseNode]),
                 moves(Paused, "cancel", Cancelled, 1, false, vec![DeletePartial]),
                 refused("cancel", &[Completed, Skipped, Failed, Cancelled]),
-                moves(Skipped, "force", Queued, 0, true, vec![StartFromScratch]),
-                moves(Completed, "force", Queued, 0, true, vec![StartFromScratch]),
+                moves_counting(moves(Skipped, "force", Queued, 0, true, vec![StartFromScratch]), 0),
+                moves_counting(moves(Completed, "force", Queued, 0, true, vec![StartFromScratch]), 0),
                 refused("force", &[Pending, Queued, Analyzing, Encoding, Paused, Failed, Cancelled]),
-                moves(Analyzing, "orphaned", Queued, 2, false, vec![ReleaseNode, ContinueFromPartial]),
-                moves(Encoding, "orphaned", Queued, 2, false, vec![ReleaseNode, ContinueFromPartial]),
-                refused("orphaned", &[Pending, Queued, Paused, Completed, Skipped, Failed, Cancelled]),
+                moves(Analyzing, "orphaned, not a crash", Queued, 2, false, vec![ReleaseNode, ContinueFromPartial]),
+                moves(Encoding, "orphaned, not a crash", Queued, 2, false, vec![ReleaseNode, ContinueFromPartial]),
+                refused("orphaned, not a crash", &[Pending, Queued, Paused, Completed, Skipped, Failed, Cancelled]),
+                moves_counting(
+                    moves(
+                        Analyzing,
+                        "orphaned by a first crash",
+                        Queued,
+                        2,
+                        false,
+                        vec![ReleaseNode, ContinueFromPartial],
+                    ),
+                    1,
+                ),
+                moves_counting(
+                    moves(
+                        Encoding,
+                        "orphaned by a first crash",
+                        Queued,
+                        2,
+                        false,
+                        vec![ReleaseNode, ContinueFromPartial],
+                    ),
+                    1,
+                ),
+                refused("orphaned by a first crash", &[Pending, Queued, Paused, Completed, Skipped, Failed, Cancelled]),
+                moves_counting(
+                    moves(Analyzing, "orphaned by a third crash", Failed, 2, true, crash_failure.clone()),
+                    3,
+                ),
+                moves_counting(moves(Encoding, "orphaned by a third crash", Failed, 2, true, crash_failure), 3),
+                refused("orphaned by a third crash", &[Pending, Queued, Paused, Completed, Skipped, Failed, Cancelled]),
             ]
             .into_iter()
             .flatten()
@@ -531,9 +624,14 @@ mod tests {
             let samples = samples();
             for row in rows() {
                 let sample = samples.iter().find(|s| s.label == row.sample).unwrap();
-                let job = JobSnapshot { status: row.from, retry_count: sample.retry_count, forced: sample.forced };
+                let job = sample.snapshot(row.from);
                 let expected = match row.expected {
-                    Some(outcome) => Ok(outcome),
+                    Some(mut outcome) => {
+                        if outcome.crash_count == KEEP {
+                            outcome.crash_count = sample.crash_count;
+                        }
+                        Ok(outcome)
+                    }
                     None => Err(TransitionError { from: row.from, event_name: sample.event.name() }),
                 };
                 assert_eq!(transition(&job, &sample.event), expected, "{} x {}", row.from, row.sample);
@@ -544,7 +642,7 @@ mod tests {
         fn every_way_into_the_queue_says_how_the_next_attempt_begins() {
             for status in JobStatus::ALL {
                 for sample in samples() {
-                    let job = JobSnapshot { status: *status, retry_count: sample.retry_count, forced: sample.forced };
+                    let job = sample.snapshot(*status);
                     let Ok(outcome) = transition(&job, &sample.event) else { continue };
                     let continues = outcome.effects.contains(&ContinueFromPartial);
                     let restarts = outcome.effects.contains(&StartFromScratch);
@@ -564,10 +662,10 @@ mod tests {
 
         #[test]
         fn refusals_read_as_sentences() {
-            let completed = JobSnapshot { status: Completed, retry_count: 0, forced: false };
+            let completed = JobSnapshot { status: Completed, retry_count: 0, forced: false, crash_count: 0 };
             let error = transition(&completed, &JobEvent::Pause).unwrap_err();
             assert_eq!(error.to_string(), "cannot pause a job that is COMPLETED");
-            let pending = JobSnapshot { status: Pending, retry_count: 0, forced: false };
+            let pending = JobSnapshot { status: Pending, retry_count: 0, forced: false, crash_count: 0 };
             let error = transition(&pending, &JobEvent::Analyzed { skip: true }).unwrap_err();
             assert_eq!(error.to_string(), "cannot finish analyzing a job that is PENDING");
         }
@@ -577,9 +675,15 @@ mod tests {
         fn a_corrupt_file_fails_for_good_after_four_attempts() {
             let apply = |job: JobSnapshot, event: JobEvent| {
                 let outcome = transition(&job, &event).unwrap();
-                JobSnapshot { status: outcome.to, retry_count: outcome.retry_count, forced: outcome.forced }
+                JobSnapshot {
+                    status: outcome.to,
+                    retry_count: outcome.retry_count,
+                    forced: outcome.forced,
+                    crash_count: outcome.crash_count,
+                }
             };
-            let mut job = apply(JobSnapshot { status: Pending, retry_count: 0, forced: false }, JobEvent::Queue);
+            let mut job =
+                apply(JobSnapshot { status: Pending, retry_count: 0, forced: false, crash_count: 0 }, JobEvent::Queue);
             let mut attempts = 0;
             while job.status == Queued {
                 attempts += 1;
@@ -594,9 +698,42 @@ mod tests {
 
         #[test]
         fn a_counter_beyond_the_limit_still_fails_without_growing() {
-            let job = JobSnapshot { status: Encoding, retry_count: 7, forced: false };
+            let job = JobSnapshot { status: Encoding, retry_count: 7, forced: false, crash_count: 0 };
             let outcome = transition(&job, &JobEvent::Fail { code: FailureCode::Timeout }).unwrap();
             assert_eq!((outcome.to, outcome.retry_count), (Failed, 7));
+        }
+
+        /// A file that crashes whatever runs it: the job fails on its third crash instead
+        /// of being requeued for ever; clean stops do not count.
+        #[test]
+        fn a_job_whose_node_crashes_three_times_fails_as_crashed() {
+            let mut job = JobSnapshot { status: Queued, retry_count: 0, forced: false, crash_count: 0 };
+            let run = |job: &mut JobSnapshot, event: JobEvent| {
+                let outcome = transition(job, &event).unwrap();
+                *job = JobSnapshot {
+                    status: outcome.to,
+                    retry_count: outcome.retry_count,
+                    forced: outcome.forced,
+                    crash_count: outcome.crash_count,
+                };
+                outcome
+            };
+            for _ in 0..5 {
+                run(&mut job, JobEvent::Start);
+                run(&mut job, JobEvent::Orphaned { crashed: false });
+            }
+            assert_eq!((job.status, job.crash_count), (Queued, 0));
+            run(&mut job, JobEvent::Start);
+            run(&mut job, JobEvent::Orphaned { crashed: true });
+            run(&mut job, JobEvent::Start);
+            run(&mut job, JobEvent::Orphaned { crashed: true });
+            assert_eq!((job.status, job.crash_count, job.retry_count), (Queued, 2, 0));
+            run(&mut job, JobEvent::Start);
+            let last = run(&mut job, JobEvent::Orphaned { crashed: true });
+            assert_eq!((job.status, job.crash_count), (Failed, 3));
+            assert!(last.effects.contains(&RecordFailure(FailureCode::TranscoderCrashed)));
+            run(&mut job, JobEvent::Retry);
+            assert_eq!((job.status, job.crash_count), (Queued, 0));
         }
     }
 }

@@ -2,6 +2,7 @@
 //! through NVML in `gpu`; memory over time in `memory_trend`). Every call here may block:
 //! async code calls it from a blocking thread.
 
+pub mod clean_stop;
 pub mod disk;
 pub mod gpu;
 pub mod memory_trend;

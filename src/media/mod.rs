@@ -11,6 +11,7 @@ pub mod probe;
 pub mod replace;
 pub mod segment;
 pub mod verify;
+pub mod worker;
 
 pub use error::MediaError;
 use std::ffi::CStr;

@@ -45,6 +45,7 @@ pub async fn insert<C: ConnectionTrait + TransactionTrait>(db: &C, new: NewJob) 
         progress: Set(0.0),
         fps: Set(0.0),
         retry_count: Set(0),
+        crash_count: Set(0),
         stalled: Set(false),
         forced: Set(new.forced),
         target_codec: Set(new.target_codec),
@@ -315,10 +316,12 @@ pub async fn register_batch<C: ConnectionTrait + TransactionTrait>(
     if files.is_empty() {
         return Ok(0);
     }
-    let queued =
-        transition(&JobSnapshot { status: JobStatus::Pending, retry_count: 0, forced: false }, &JobEvent::Queue)
-            .map_err(|e| RepoError::Conflict(e.to_string()))?
-            .to;
+    let queued = transition(
+        &JobSnapshot { status: JobStatus::Pending, retry_count: 0, forced: false, crash_count: 0 },
+        &JobEvent::Queue,
+    )
+    .map_err(|e| RepoError::Conflict(e.to_string()))?
+    .to;
     let txn = db.begin().await?;
     let at = now();
     for chunk in files.chunks(500) {
@@ -330,6 +333,7 @@ pub async fn register_batch<C: ConnectionTrait + TransactionTrait>(
             progress: Set(0.0),
             fps: Set(0.0),
             retry_count: Set(0),
+            crash_count: Set(0),
             stalled: Set(false),
             forced: Set(false),
             target_codec: Set(target_codec.to_string()),

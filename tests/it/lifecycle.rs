@@ -47,6 +47,8 @@ pub async fn start_runtime(db: &DatabaseConnection, max_jobs: usize, throttle: u
             segment_seconds: 1.0,
             settle: Duration::from_secs(2),
             throttle_ms_per_frame: throttle,
+            analysis_timeout: std::time::Duration::from_secs(300),
+            previous_run_crashed: false,
             license_public_key: public_key.into(),
             own_heartbeat: None,
         },

@@ -8,6 +8,7 @@ mod common;
 mod faults;
 mod fuzz;
 mod http;
+mod isolation;
 mod lifecycle;
 mod media;
 mod process;

@@ -1,0 +1,145 @@
+//! FFmpeg never runs inside the node: a source that crashes or hangs its decoder ends a
+//! child process and fails the job's attempt, and the node that holds the database and the
+//! secrets stays up. A job whose node crashes under it again and again fails instead of
+//! crash-looping.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use entities::job;
+use sea_orm::DatabaseConnection;
+
+use crate::common::server::{command, ServerProcess};
+use crate::common::shim;
+
+/// A library with one clip, migrated and created before the server starts.
+async fn library_with_clip(dir: &Path, seconds: u32) -> (DatabaseConnection, std::path::PathBuf) {
+    let data = dir.join("data");
+    let media = dir.join("media");
+    std::fs::create_dir_all(&media).unwrap();
+    let source = crate::common::media::h264(&media, "movie.mkv", "320x240", seconds);
+    assert!(command(&data).arg("migrate").status().unwrap().success());
+    let url = format!("sqlite://{}?mode=rw", data.join("condense.db").display());
+    let db = condense::repo::connect(&url).await.unwrap();
+    condense::repo::libraries::create(&db, crate::lifecycle::library(&media, false)).await.unwrap();
+    (db, std::fs::canonicalize(source).unwrap())
+}
+
+async fn job_of(db: &DatabaseConnection, source: &Path) -> Option<job::Model> {
+    condense::repo::jobs::find_by_path(db, source.to_str().unwrap()).await.unwrap()
+}
+
+async fn wait_for(
+    db: &DatabaseConnection,
+    source: &Path,
+    server: &ServerProcess,
+    limit: Duration,
+    done: impl Fn(&job::Model) -> bool,
+) -> job::Model {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(job) = job_of(db, source).await {
+            if done(&job) {
+                return job;
+            }
+        }
+        assert!(Instant::now() < deadline, "waited in vain: {:?}\n{:#?}", job_of(db, source).await, server.output());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn with_trap(cmd: &mut Command, trap: &Path, source: &Path, mode: &str) {
+    cmd.env("LD_PRELOAD", trap).env("CONDENSE_SHIM_PATH", source).env("CONDENSE_SHIM_MODE", mode);
+}
+
+/// The node answers and its process is still the one started.
+async fn assert_alive(server: &mut ServerProcess) {
+    assert!(server.child.try_wait().unwrap().is_none(), "the node died:\n{:#?}", server.output());
+    let mut response = awc::Client::default().get(format!("{}/healthz", server.api)).send().await.unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let _ = response.body().await;
+}
+
+#[actix_web::test]
+async fn a_decoder_that_crashes_on_a_file_fails_the_job_never_the_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, source) = library_with_clip(dir.path(), 2).await;
+    let original = std::fs::read(&source).unwrap();
+    let trap = shim::build(dir.path(), "read-trap", shim::READ_TRAP);
+    let mut cmd = command(&dir.path().join("data"));
+    with_trap(&mut cmd, &trap, &source, "crash");
+    let mut server = ServerProcess::start(cmd);
+
+    let job = wait_for(&db, &source, &server, Duration::from_secs(120), |j| j.status == "FAILED").await;
+    assert_alive(&mut server).await;
+    assert_eq!(job.failure_code.as_deref(), Some("transcoder_crashed"), "{job:?}");
+    assert_eq!(job.retry_count, 3, "every attempt crashed and was retried");
+    let detail = job.failure_detail.unwrap_or_default();
+    assert!(detail.contains("signal 11") && detail.contains("validating"), "{detail}");
+    assert_eq!(std::fs::read(&source).unwrap(), original, "the original changed");
+    assert!(server.signal_and_wait(libc::SIGTERM).success());
+}
+
+#[actix_web::test]
+async fn a_decoder_that_hangs_on_a_file_is_stopped_by_the_time_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, source) = library_with_clip(dir.path(), 2).await;
+    let original = std::fs::read(&source).unwrap();
+    let trap = shim::build(dir.path(), "read-trap", shim::READ_TRAP);
+    let mut cmd = command(&dir.path().join("data"));
+    with_trap(&mut cmd, &trap, &source, "hang");
+    cmd.env("ANALYSIS_TIMEOUT_SECONDS", "2");
+    let mut server = ServerProcess::start(cmd);
+
+    let job = wait_for(&db, &source, &server, Duration::from_secs(120), |j| j.status == "FAILED").await;
+    assert_alive(&mut server).await;
+    assert_eq!(job.failure_code.as_deref(), Some("timeout"), "{job:?}");
+    assert!(job.failure_detail.unwrap_or_default().contains("longer than 2 s"));
+    assert_eq!(std::fs::read(&source).unwrap(), original, "the original changed");
+    assert!(server.signal_and_wait(libc::SIGTERM).success());
+}
+
+/// A job whose node is killed under it three times fails as crashed; clean stops of the
+/// node do not count.
+#[actix_web::test]
+async fn a_job_whose_node_crashes_three_times_fails_as_crashed() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let (db, source) = library_with_clip(dir.path(), 20).await;
+    let original = std::fs::read(&source).unwrap();
+    let start = || {
+        let mut cmd = command(&data);
+        cmd.env("SEGMENT_SECONDS", "1").env("CONDENSE_THROTTLE_MS_PER_FRAME", "40");
+        ServerProcess::start(cmd)
+    };
+    let started = |job: &job::Model| job.status == "ENCODING" && job.progress > 0.0;
+
+    // A clean stop (SIGTERM) leaves the job to continue, and counts nothing.
+    let mut server = start();
+    wait_for(&db, &source, &server, Duration::from_secs(60), started).await;
+    assert!(server.signal_and_wait(libc::SIGTERM).success());
+    let mut server = start();
+    let job = wait_for(&db, &source, &server, Duration::from_secs(60), started).await;
+    assert_eq!(job.crash_count, 0, "a clean stop was counted as a crash");
+
+    for crash in 1..=3 {
+        server.child.kill().unwrap();
+        server.child.wait().unwrap();
+        assert_eq!(std::fs::read(&source).unwrap(), original, "the original changed");
+        server = start();
+        let job = wait_for(&db, &source, &server, Duration::from_secs(60), |j| {
+            j.crash_count == crash && (started(j) || j.status == "FAILED")
+        })
+        .await;
+        if crash < 3 {
+            assert_eq!(job.status, "ENCODING", "requeued and running again after crash {crash}");
+        } else {
+            assert_eq!(job.status, "FAILED");
+            assert_eq!(job.failure_code.as_deref(), Some("transcoder_crashed"));
+        }
+    }
+    assert_eq!(std::fs::read(&source).unwrap(), original, "the original changed");
+    assert!(!condense::media::plan::partial_dir_for(&source).exists(), "the failed job's partial output is left");
+    assert!(server.signal_and_wait(libc::SIGTERM).success());
+}
