@@ -114,6 +114,9 @@ pub enum JobEvent {
     Force,
     /// The job was running when its node restarted or went away.
     Orphaned,
+    /// The transcoder found the job's partial output locked by another one (an earlier
+    /// attempt still stopping): the job waits in the queue, its retries and partial output intact.
+    Busy,
 }
 
 impl JobEvent {
@@ -131,6 +134,7 @@ impl JobEvent {
             JobEvent::Cancel => "cancel",
             JobEvent::Force => "force",
             JobEvent::Orphaned => "requeue as orphaned",
+            JobEvent::Busy => "requeue as busy",
         }
     }
 }
@@ -231,6 +235,9 @@ pub fn transition(job: &JobSnapshot, event: &JobEvent) -> Result<Outcome, Transi
         }
         // Not the job's fault, so it does not use up a retry.
         (Analyzing | Encoding, JobEvent::Orphaned) => keep_counters(Queued, vec![ReleaseNode, ContinueFromPartial]),
+        // Nobody's fault and nothing lost: no retry used, and the folder (another writer's
+        // work) is left alone.
+        (Analyzing | Encoding, JobEvent::Busy) => keep_counters(Queued, vec![ReleaseNode, ContinueFromPartial]),
         (from, event) => return Err(TransitionError { from, event_name: event.name() }),
     };
     Ok(outcome)
@@ -338,6 +345,7 @@ mod tests {
                 sample("cancel", 1, false, JobEvent::Cancel),
                 sample("force", 2, false, JobEvent::Force),
                 sample("orphaned", 2, false, JobEvent::Orphaned),
+                sample("busy", 2, true, JobEvent::Busy),
             ]
         }
 
@@ -356,9 +364,10 @@ mod tests {
                 JobEvent::Cancel => 8,
                 JobEvent::Force => 9,
                 JobEvent::Orphaned => 10,
+                JobEvent::Busy => 11,
             }
         }
-        const EVENT_VARIANTS: usize = 11;
+        const EVENT_VARIANTS: usize = 12;
 
         struct Row {
             from: JobStatus,
@@ -497,6 +506,9 @@ mod tests {
                 moves(Analyzing, "orphaned", Queued, 2, false, vec![ReleaseNode, ContinueFromPartial]),
                 moves(Encoding, "orphaned", Queued, 2, false, vec![ReleaseNode, ContinueFromPartial]),
                 refused("orphaned", &[Pending, Queued, Paused, Completed, Skipped, Failed, Cancelled]),
+                moves(Analyzing, "busy", Queued, 2, true, vec![ReleaseNode, ContinueFromPartial]),
+                moves(Encoding, "busy", Queued, 2, true, vec![ReleaseNode, ContinueFromPartial]),
+                refused("busy", &[Pending, Queued, Paused, Completed, Skipped, Failed, Cancelled]),
             ]
             .into_iter()
             .flatten()

@@ -243,3 +243,110 @@ async fn free_runs_one_job_at_a_time_and_a_pro_key_lifts_it() {
         test_db.finish().await;
     }
 }
+
+/// A transcoder that finds its job's partial output locked (another writer still on it)
+/// sends the job back to the queue: no retry used, no failure recorded, the folder left
+/// alone. Once the lock is free the job completes.
+#[actix_web::test]
+async fn a_busy_start_goes_back_to_the_queue_without_using_a_retry() {
+    let test_db = crate::common::db::TestDb::sqlite().await;
+    let db = test_db.db.clone();
+    let dir = tempfile::tempdir().unwrap();
+    let source = clips::h264(dir.path(), "a.mkv", "160x120", 1);
+    let partial = condense::media::plan::partial_dir_for(&source);
+    // The other writer: this test's own open file description on the folder's lock.
+    let held = condense::media::partial::lock(&partial).unwrap().unwrap();
+    std::fs::write(partial.join("seg-00000.seg"), b"another writer's segment").unwrap();
+    repo::libraries::create(&db, library(dir.path(), false)).await.unwrap();
+    let _runtime = start_runtime(&db, 1, 0, condense::license::BUILTIN_PUBLIC_KEY).await;
+
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let job = loop {
+        let jobs = all_jobs(&db).await;
+        if let Some(job) = jobs.first() {
+            if event_kinds(&db, job.id).await.iter().any(|k| k == "busy") {
+                break repo::jobs::get(&db, job.id).await.unwrap();
+            }
+            assert!(!matches!(job.status.as_str(), "COMPLETED" | "FAILED"), "ran past the lock: {job:?}");
+        }
+        assert!(Instant::now() < deadline, "no busy start: {jobs:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(job.retry_count, 0, "{job:?}");
+    assert_eq!(job.failure_code, None, "{job:?}");
+    assert_eq!(
+        std::fs::read(partial.join("seg-00000.seg")).unwrap(),
+        b"another writer's segment",
+        "the busy start touched the other writer's folder"
+    );
+    let events = repo::events::list(&db, job.id).await.unwrap();
+    let busy = events.iter().find(|e| e.kind == "busy").unwrap();
+    assert_eq!((busy.from_status.as_deref(), busy.to_status.as_deref()), (Some("ENCODING"), Some("QUEUED")));
+
+    drop(held);
+    let jobs = wait_terminal(&db, 1, Duration::from_secs(120)).await;
+    assert_eq!(jobs[0].status, "COMPLETED", "{:?}", jobs[0].failure_detail);
+    assert_eq!(jobs[0].retry_count, 0);
+    // The folder goes right after the job's completion is recorded.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while partial.exists() {
+        let left: Vec<_> =
+            std::fs::read_dir(&partial).map(|d| d.flatten().map(|e| e.file_name()).collect()).unwrap_or_default();
+        assert!(Instant::now() < deadline, "partial output left behind: {left:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    test_db.finish().await;
+}
+
+/// A job left ENCODING with an expired lease and no supervisor holding it (one that died
+/// on a database error) is swept back to the queue.
+#[actix_web::test]
+async fn an_expired_lease_nobody_holds_is_swept_back_to_the_queue() {
+    use sea_orm::{ActiveModelTrait, Set};
+    let test_db = crate::common::db::TestDb::sqlite().await;
+    let db = test_db.db.clone();
+    let dir = tempfile::tempdir().unwrap();
+    let _runtime = start_runtime(&db, 1, 0, condense::license::BUILTIN_PUBLIC_KEY).await;
+    let node = repo::nodes::list(&db).await.unwrap().into_iter().find(|n| n.name == "main").unwrap();
+    let path = dir.path().join("gone.mkv");
+    let job = repo::jobs::insert(
+        &db,
+        repo::jobs::NewJob {
+            library_id: None,
+            file_path: path.to_string_lossy().into_owned(),
+            file_name: "gone.mkv".into(),
+            status: condense::domain::job::JobStatus::Encoding,
+            target_codec: "hevc".into(),
+            source_size: 1,
+            source_mtime_ns: None,
+            source_inode: None,
+            forced: false,
+        },
+    )
+    .await
+    .unwrap();
+    let expired = chrono::Utc::now() - chrono::Duration::seconds(300);
+    job::ActiveModel {
+        id: Set(job.id),
+        node_id: Set(Some(node.id)),
+        node_name: Set(Some("main".into())),
+        lease_id: Set(Some("a lease whose supervisor died".into())),
+        lease_expires_at: Set(Some(expired)),
+        ..Default::default()
+    }
+    .update(&db)
+    .await
+    .unwrap();
+
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let events = repo::events::list(&db, job.id).await.unwrap();
+        if let Some(swept) = events.iter().find(|e| e.kind == "orphaned") {
+            assert_eq!(swept.to_status.as_deref(), Some("QUEUED"));
+            break;
+        }
+        assert!(Instant::now() < deadline, "the job was not swept: {events:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    test_db.finish().await;
+}
