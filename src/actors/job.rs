@@ -487,8 +487,14 @@ impl Run {
             }
         }
         let ctx = EventContext { node: self.node(), detail: Some(detail), failure_detail: None };
+        // The replace is done; the lock goes before the completion is recorded, so that the
+        // main node can remove a linked node's folder as it records it (this node may die
+        // right after). The job is still ENCODING under this lease until then: nobody
+        // else starts on it.
+        drop(lock);
         self.apply(JobEvent::Complete, set, ctx).await?;
-        if let Ok(Err(e)) = tokio::task::spawn_blocking(move || lock.remove()).await {
+        let dir = plan.partial_dir.clone();
+        if let Ok(Err(e)) = tokio::task::spawn_blocking(move || remove_partial(&dir)).await {
             tracing::warn!(job_id = job.id, error = %e, "could not remove the partial output");
         }
         Ok(())

@@ -110,11 +110,22 @@ pub fn transcode(plan: &EncodePlan, stop: &AtomicBool, emit: &mut dyn FnMut(Even
     let wall = Instant::now();
     // One writer per partial output: the lock comes before anything else, and is held
     // (by this process's open file description) until the run ends, however it ends.
+    let created = !plan.partial_dir.exists();
     let lock = match partial::lock(&plan.partial_dir)? {
         Ok(lock) => lock,
         Err(partial::Held::Busy) => return Ok(RunEnd::Busy),
     };
-    let info = probe::probe(&plan.input)?;
+    // A start that fails before writing anything leaves no folder it made.
+    let refuse = |lock: partial::PartialLock, e: MediaError| {
+        if created {
+            let _ = lock.remove();
+        }
+        e
+    };
+    let info = match probe::probe(&plan.input) {
+        Ok(info) => info,
+        Err(e) => return Err(refuse(lock, e)),
+    };
     let state = inspect(plan);
     // Check room before writing anything: segments plus the final file need about the
     // output's size twice, minus what finished segments already hold.
@@ -130,10 +141,11 @@ pub fn transcode(plan: &EncodePlan, stop: &AtomicBool, emit: &mut dyn FnMut(Even
     let free = free_bytes(probe_dir).map_err(|e| MediaError::from_io("checking free space", &e))?;
     let needed = plan.min_free_bytes.saturating_sub(kept);
     if free < needed {
-        return Err(MediaError::new(
+        let e = MediaError::new(
             FailureCode::InsufficientDiskSpace,
             format!("{} has {free} bytes free; encoding needs {needed}", probe_dir.display()),
-        ));
+        );
+        return Err(refuse(lock, e));
     }
     let mut reset = None;
     let mut manifest = match state {
