@@ -350,3 +350,71 @@ async fn an_expired_lease_nobody_holds_is_swept_back_to_the_queue() {
     }
     test_db.finish().await;
 }
+
+/// `condense transcode` children of this test process.
+fn own_transcoders() -> Vec<i32> {
+    let me = std::process::id().to_string();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        // "pid (comm) state ppid ...": the fields after the last ')'.
+        let parent = stat.rsplit(')').next().and_then(|rest| rest.split_whitespace().nth(1)).unwrap_or("");
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        if parent == me && cmdline.split(|b| *b == 0).any(|a| a == b"transcode") {
+            let state = stat.rsplit(')').next().and_then(|rest| rest.split_whitespace().next()).unwrap_or("");
+            if state != "Z" {
+                found.push(pid);
+            }
+        }
+    }
+    found
+}
+
+/// A paused job's transcoder that does not stop (here: stopped with SIGSTOP, so it never
+/// handles its SIGTERM) is killed after a bound; the job is PAUSED only once it has gone,
+/// its lease held until then.
+#[actix_web::test]
+async fn a_paused_transcoder_that_ignores_sigterm_is_killed_and_the_job_pauses() {
+    use condense::actors::scheduler::{Action, JobAction};
+    let test_db = crate::common::db::TestDb::sqlite().await;
+    let db = test_db.db.clone();
+    let dir = tempfile::tempdir().unwrap();
+    clips::h264(dir.path(), "a.mkv", "160x120", 4);
+    repo::libraries::create(&db, library(dir.path(), false)).await.unwrap();
+    let runtime = start_runtime(&db, 1, 100, condense::license::BUILTIN_PUBLIC_KEY).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (job, pid) = loop {
+        let jobs = all_jobs(&db).await;
+        let pids = own_transcoders();
+        if let (Some(job), [pid]) = (jobs.first(), pids.as_slice()) {
+            if job.status == "ENCODING" {
+                break (job.clone(), *pid);
+            }
+        }
+        assert!(Instant::now() < deadline, "no transcoder started: {jobs:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    // SAFETY: a child of this test process.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    let _ = runtime.scheduler.send(JobAction { job_id: job.id, action: Action::Pause }).await.unwrap();
+    // The lease is held while the stuck child lives.
+    let now = repo::jobs::get(&db, job.id).await.unwrap();
+    if own_transcoders().contains(&pid) {
+        assert_eq!(now.status, "ENCODING", "paused while its transcoder still lives");
+        assert_eq!(now.lease_id, job.lease_id);
+    }
+    let deadline = Instant::now() + condense::actors::job::STOP_BOUND + Duration::from_secs(30);
+    loop {
+        let now = repo::jobs::get(&db, job.id).await.unwrap();
+        let alive = own_transcoders().contains(&pid);
+        if now.status == "PAUSED" {
+            assert!(!alive, "PAUSED while its transcoder {pid} still lives");
+            assert_eq!(now.lease_id, None);
+            break;
+        }
+        assert!(Instant::now() < deadline, "the job did not pause: {now:?}, transcoder alive: {alive}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    test_db.finish().await;
+}
