@@ -452,7 +452,7 @@ impl RemoteNode {
     /// records belong to whoever holds the lease now).
     fn stop_lost_jobs(&mut self, lost: Vec<i32>, ctx: &mut ws::WebsocketContext<Self>) {
         for job_id in lost {
-            tracing::warn!(job_id, node = ?self.node, "the node runs a job whose lease it lost; telling it to stop");
+            tracing::info!(job_id, node = ?self.node, "the node runs a job whose lease it lost; telling it to stop");
             // The answer only says whether the node still ran it.
             drop(self.request(Call::ControlJob { job_id, command: super::job::JobCommand::Shutdown }, ctx));
         }

@@ -190,3 +190,37 @@ pub fn quick_state(dir: &Path) -> crate::domain::job::PartialOutput {
         PartialOutput::Corrupt
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn manifest() -> Manifest {
+        Manifest {
+            version: MANIFEST_VERSION,
+            plan_digest: "digest".into(),
+            source: SourceIdentity { size: 1, mtime_ns: 2, inode: 3 },
+            segments: Vec::new(),
+            video: None,
+            video_complete: false,
+            runs: Vec::new(),
+            epoch: String::new(),
+        }
+    }
+
+    #[test]
+    fn a_run_whose_epoch_was_taken_over_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut first = manifest();
+        first.claim("lease-1", dir.path()).unwrap();
+        first.save(dir.path()).unwrap();
+        let mut second = manifest();
+        second.claim("lease-2", dir.path()).unwrap();
+        first.video_complete = true;
+        let err = first.save(dir.path()).unwrap_err();
+        assert!(err.message.contains("another run"), "{err}");
+        let on_disk: Manifest = serde_json::from_slice(&std::fs::read(Manifest::path(dir.path())).unwrap()).unwrap();
+        assert_eq!((on_disk.epoch.as_str(), on_disk.video_complete), ("lease-2", false));
+        second.save(dir.path()).unwrap();
+    }
+}
