@@ -176,19 +176,33 @@ impl Run {
         let path = PathBuf::from(&job.file_path);
         let (keep_originals, timeout_hours) = env.store.job_settings().await;
 
+        // Recovery acts on what the partial folder's intent says: not while someone else
+        // holds the folder (a stale attempt may be in the middle of its swap).
+        let dir = crate::media::plan::partial_dir_for(&path);
+        let held = match tokio::task::spawn_blocking(move || partial::lock_if_exists(&dir)).await.map_err(join_error) {
+            Ok(Ok(Some(Ok(lock)))) => Some(lock),
+            Ok(Ok(Some(Err(partial::Held::Busy)))) => return self.busy().await,
+            Ok(Ok(None)) => None,
+            Ok(Err(e)) | Err(e) => return self.fail(e).await,
+        };
         // A replace interrupted by a crash is finished or undone before anything else.
         let p = path.clone();
         match tokio::task::spawn_blocking(move || recover(&p, keep_originals)).await {
             Ok(Ok(outcome)) if outcome != crate::media::replace::Recovered::Nothing => {
                 tracing::info!(job_id = job.id, ?outcome, "recovered an interrupted replace");
             }
-            Ok(Err(e)) => return self.fail(e).await,
+            Ok(Err(e)) => {
+                drop(held);
+                return self.fail(e).await;
+            }
             _ => {}
         }
         // A replace that had swapped the files before the crash completes the job: its
         // output, verified before the swap, is in place; nothing is encoded again.
         let p = path.clone();
-        match tokio::task::spawn_blocking(move || roll_forward(&p, keep_originals)).await {
+        let rolled = tokio::task::spawn_blocking(move || roll_forward(&p, keep_originals)).await;
+        drop(held);
+        match rolled {
             Ok(Ok(Some(swapped))) => return self.complete_swapped(&path, swapped).await,
             Ok(Err(e)) => return self.fail(e).await,
             _ => {}

@@ -143,6 +143,20 @@ impl PartialLock {
     }
 }
 
+/// Takes the lock of an existing partial folder; `None` when there is no folder (nothing
+/// in it to act on, and none is made).
+pub fn lock_if_exists(dir: &Path) -> Result<Option<Result<PartialLock, Held>>, MediaError> {
+    for _ in 0..16 {
+        if !dir.exists() {
+            return Ok(None);
+        }
+        if let Some(locked) = lock_existing(dir)? {
+            return Ok(Some(locked));
+        }
+    }
+    Err(MediaError::misc(format!("the lock of {} kept disappearing", dir.display())))
+}
+
 /// The one way to remove a partial output folder (corrupt, cancelled, failed or finished):
 /// under its lock. A folder whose lock someone else holds is left as it is and the call
 /// fails, so a live transcoder's work is never pulled from under it.
