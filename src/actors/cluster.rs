@@ -187,11 +187,15 @@ impl RemoteNode {
                 let (status, reason) = node_status(0, timeout.as_secs(), ratio, 0, &missing);
                 let _ = repo::nodes::set_status(&db, id, status, reason).await;
                 reconcile(&lifecycle, id, &name, &running).await;
+                let stale = lost_leases(&db, id, &running).await;
                 let libraries = repo::libraries::list(&db).await.unwrap_or_default();
-                libraries.iter().flat_map(repo::libraries::paths_of).collect::<Vec<_>>()
+                (libraries.iter().flat_map(repo::libraries::paths_of).collect::<Vec<_>>(), stale)
             }
             .into_actor(self)
-            .map(|paths, _, ctx| Self::send(ctx, &Frame::Libraries { paths })),
+            .map(|(paths, stale), this, ctx| {
+                Self::send(ctx, &Frame::Libraries { paths });
+                this.stop_lost_jobs(stale, ctx);
+            }),
         );
     }
 
@@ -432,6 +436,31 @@ pub async fn mark_linked_nodes_offline(db: &DatabaseConnection) {
         {
             let _ =
                 repo::nodes::set_status(db, n.id, NodeStatus::Offline, Some("the main node restarted".into())).await;
+        }
+    }
+}
+
+/// Jobs a node reports running under a lease the database no longer gives it (the job was
+/// requeued while the node was cut off or stuck, and may run elsewhere now).
+async fn lost_leases(db: &DatabaseConnection, node_id: i32, running: &[RunningJob]) -> Vec<i32> {
+    let mut lost = Vec::new();
+    for reported in running {
+        let Ok(job) = jobs::get(db, reported.job_id).await else { continue };
+        if !(job.node_id == Some(node_id) && holds_lease(&job, &reported.lease_id)) {
+            lost.push(job.id);
+        }
+    }
+    lost
+}
+
+impl RemoteNode {
+    /// Tells the node to stop jobs whose lease it lost, leaving their records alone (the
+    /// records belong to whoever holds the lease now).
+    fn stop_lost_jobs(&mut self, lost: Vec<i32>, ctx: &mut ws::WebsocketContext<Self>) {
+        for job_id in lost {
+            tracing::info!(job_id, node = ?self.node, "the node runs a job whose lease it lost; telling it to stop");
+            // The answer only says whether the node still ran it.
+            drop(self.request(Call::ControlJob { job_id, command: super::job::JobCommand::Shutdown }, ctx));
         }
     }
 }

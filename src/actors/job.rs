@@ -20,6 +20,7 @@ use crate::domain::retry::{profile_for_attempt, EncodeSettings, Encoder};
 use crate::media::child::{ChildEnd, Transcoder};
 use crate::media::encode::Event;
 use crate::media::manifest::remove_partial;
+use crate::media::partial::{self, PinnedOutput};
 use crate::media::plan::{decide, final_path, Decision, EncodePlan, SourceIdentity};
 use crate::media::probe::{HdrKind, MediaInfo};
 use crate::media::replace::{recover, replace, roll_forward, Intent, Replace, Swapped};
@@ -30,6 +31,9 @@ use crate::media::MediaError;
 pub const LEASE_SECONDS: i64 = 120;
 const DB_WRITE_EVERY: Duration = Duration::from_secs(2);
 const PUBLISH_EVERY: Duration = Duration::from_millis(250);
+/// How long a transcoder asked to stop (pause, shutdown) may take to finish its segment
+/// before it is killed: the job's lease is held until it has exited.
+pub const STOP_BOUND: Duration = Duration::from_secs(20);
 
 /// What every job on this node shares.
 pub struct NodeEnv {
@@ -174,19 +178,33 @@ impl Run {
         let path = PathBuf::from(&job.file_path);
         let (keep_originals, timeout_hours) = env.store.job_settings().await;
 
+        // Recovery acts on what the partial folder's intent says: not while someone else
+        // holds the folder (a stale attempt may be in the middle of its swap).
+        let dir = crate::media::plan::partial_dir_for(&path);
+        let held = match tokio::task::spawn_blocking(move || partial::lock_if_exists(&dir)).await.map_err(join_error) {
+            Ok(Ok(Some(Ok(lock)))) => Some(lock),
+            Ok(Ok(Some(Err(partial::Held::Busy)))) => return self.busy().await,
+            Ok(Ok(None)) => None,
+            Ok(Err(e)) | Err(e) => return self.fail(e).await,
+        };
         // A replace interrupted by a crash is finished or undone before anything else.
         let p = path.clone();
         match tokio::task::spawn_blocking(move || recover(&p, keep_originals)).await {
             Ok(Ok(outcome)) if outcome != crate::media::replace::Recovered::Nothing => {
                 tracing::info!(job_id = job.id, ?outcome, "recovered an interrupted replace");
             }
-            Ok(Err(e)) => return self.fail(e).await,
+            Ok(Err(e)) => {
+                drop(held);
+                return self.fail(e).await;
+            }
             _ => {}
         }
         // A replace that had swapped the files before the crash completes the job: its
         // output, verified before the swap, is in place; nothing is encoded again.
         let p = path.clone();
-        match tokio::task::spawn_blocking(move || roll_forward(&p, keep_originals)).await {
+        let rolled = tokio::task::spawn_blocking(move || roll_forward(&p, keep_originals)).await;
+        drop(held);
+        match rolled {
             Ok(Ok(Some(swapped))) => return self.complete_swapped(&path, swapped).await,
             Ok(Err(e)) => return self.fail(e).await,
             _ => {}
@@ -264,6 +282,7 @@ impl Run {
         )?;
         plan.segment_seconds = self.env.segment_seconds;
         plan.throttle_ms_per_frame = self.env.throttle_ms_per_frame;
+        plan.epoch = self.lease_id.clone();
         Ok(plan)
     }
 
@@ -289,9 +308,11 @@ impl Run {
         let (mut last_write, mut last_publish) = (Instant::now(), Instant::now());
         let mut run_stats: Option<(u64, u64)> = None;
         let mut stopping: Option<JobCommand> = None;
+        let mut stop_by: Option<tokio::time::Instant> = None;
         let mut events_open = true;
 
         loop {
+            let kill_at = stop_by.unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(3600));
             tokio::select! {
                 event = child.events.recv(), if events_open => match event {
                     Some(Event::Progress { fps, percent, .. }) => {
@@ -329,24 +350,33 @@ impl Run {
                     None => events_open = false,
                 },
                 cmd = self.commands.recv(), if stopping.is_none() => match cmd {
+                    // The lease is kept until the child has exited: the pause is applied
+                    // (and the lease released) after it, so no other node can start on the
+                    // partial output while this one still flushes its segment.
                     Some(JobCommand::Pause) => {
-                        env.store.apply(job.id, &self.lease_id, JobEvent::Pause, JobPatch::default(), self.ctx()).await?;
                         child.pause();
                         stopping = Some(JobCommand::Pause);
+                        stop_by = Some(tokio::time::Instant::now() + STOP_BOUND);
                     }
                     Some(JobCommand::Cancel) => {
-                        let applied =
-                            env.store.apply(job.id, &self.lease_id, JobEvent::Cancel, JobPatch::default(), self.ctx()).await?;
                         child.kill().await;
                         let _ = child.wait().await;
+                        let applied =
+                            env.store.apply(job.id, &self.lease_id, JobEvent::Cancel, JobPatch::default(), self.ctx()).await?;
                         delete_partial_if(&applied).await;
                         return Ok(());
                     }
                     Some(JobCommand::Shutdown) | None => {
                         child.pause();
                         stopping = Some(JobCommand::Shutdown);
+                        stop_by = Some(tokio::time::Instant::now() + STOP_BOUND);
                     }
                 },
+                _ = tokio::time::sleep_until(kill_at), if stop_by.is_some() => {
+                    tracing::warn!(job_id = job.id, "the transcoder did not stop within {:?}; killing it", STOP_BOUND);
+                    child.kill().await;
+                    stop_by = None;
+                }
                 _ = &mut deadline, if stopping.is_none() => {
                     child.kill().await;
                     let _ = child.wait().await;
@@ -366,19 +396,23 @@ impl Run {
                 break;
             }
         }
-        let end = child.wait().await;
+        let end = child.wait_within(STOP_BOUND).await;
         match (end, stopping) {
-            (ChildEnd::Paused, Some(_)) | (ChildEnd::Completed, Some(JobCommand::Shutdown)) => Ok(()),
-            (ChildEnd::Completed, Some(JobCommand::Pause)) => Ok(()),
+            // The node stops: the job stays as it is, to be continued after the restart.
+            (_, Some(JobCommand::Shutdown)) => Ok(()),
+            // The child has exited (whether it finished its segment, the whole encode, or
+            // was cut short): now the pause releases the lease.
+            (_, Some(JobCommand::Pause)) => {
+                self.apply(JobEvent::Pause, JobPatch::default(), self.ctx()).await?;
+                Ok(())
+            }
+            (ChildEnd::Busy, _) => self.busy().await,
             (ChildEnd::Completed, _) => self.finish(job, info, plan, keep_originals, run_stats).await,
-            (ChildEnd::Paused, None) => {
+            (ChildEnd::Paused, _) => {
                 // Stopped by someone else (a signal to the process group): continue later.
                 let e = MediaError::misc("the transcoder stopped without being asked");
                 self.fail(e).await
             }
-            // A stop that reached the child before it could finish a segment: the job is
-            // PAUSED (or stays for the restart) with whatever segments were completed.
-            (ChildEnd::Failed(_), Some(JobCommand::Shutdown | JobCommand::Pause)) => Ok(()),
             (ChildEnd::Failed(e), _) => self.fail(e).await,
         }
     }
@@ -397,6 +431,22 @@ impl Run {
         env.store.publish_progress(&job);
 
         let output = plan.output_path();
+        // The lock is held from verification through the replace, and the output is
+        // pinned (held open, its identity compared before the swap): the file renamed over
+        // the original is the file verified, and nobody writes the folder meanwhile.
+        let (o, dir) = (output.clone(), plan.partial_dir.clone());
+        let held = tokio::task::spawn_blocking(move || -> Result<Option<_>, MediaError> {
+            let Ok(lock) = partial::lock(&dir)? else { return Ok(None) };
+            let pinned = PinnedOutput::open(&o)?;
+            Ok(Some((lock, pinned)))
+        })
+        .await
+        .map_err(join_error);
+        let (mut lock, pinned) = match held {
+            Ok(Ok(Some(held))) => held,
+            Ok(Ok(None)) => return self.busy().await,
+            Ok(Err(e)) | Err(e) => return self.fail(e).await,
+        };
         let verified = match worker::verify_output(
             &env.transcoder,
             &output,
@@ -409,6 +459,9 @@ impl Run {
             Ok(v) => v,
             Err(e) => return self.fail(e).await,
         };
+        if let Err(e) = pinned.check() {
+            return self.fail(e).await;
+        }
         let (cpu, wall) = run_stats.unwrap_or((0, 0));
         let source = PathBuf::from(&job.file_path);
         let mut set = JobPatch {
@@ -423,7 +476,11 @@ impl Run {
             set.output_size = Some(i64::try_from(info.size_bytes).unwrap_or(i64::MAX));
             detail = serde_json::json!({"keptOriginal": true, "reason": "the encoded file was not smaller"});
         } else {
-            if !self.lease_is_mine().await {
+            // Asked of the store while the lock is held; the replace checks the answer
+            // right before the swap (a blocking thread cannot ask the store itself).
+            let mine = self.lease_is_mine().await;
+            if !mine {
+                drop(lock);
                 let e = MediaError::misc("this node no longer holds the job's lease; the original was left as it is");
                 return self.fail(e).await;
             }
@@ -432,16 +489,19 @@ impl Run {
             let partial = plan.partial_dir.clone();
             let replaced = tokio::task::spawn_blocking(move || {
                 let mut steps = Vec::new();
+                pinned.check()?;
                 let r = Replace { source: &s, identity, output: &o, final_path: &t, keep_original: keep_originals };
                 Intent::of(&r)?.write(&partial)?;
-                replace(&r, &|| true, &mut |step| steps.push(step.name())).map(|_| steps)
+                replace(&r, &|| mine && pinned.check().is_ok(), &mut |step| steps.push(step.name()))?;
+                Ok::<_, MediaError>((steps, lock))
             })
             .await
             .map_err(join_error);
-            let steps = match replaced {
-                Ok(Ok(steps)) => steps,
+            let (steps, held) = match replaced {
+                Ok(Ok(done)) => done,
                 Ok(Err(e)) | Err(e) => return self.fail(e).await,
             };
+            lock = held;
             for step in steps {
                 env.store.record_event(job.id, &self.lease_id, step, self.node()).await?;
             }
@@ -455,9 +515,24 @@ impl Run {
             }
         }
         let ctx = EventContext { node: self.node(), detail: Some(detail), failure_detail: None };
+        // The replace is done; the lock goes before the completion is recorded, so that the
+        // main node can remove a linked node's folder as it records it (this node may die
+        // right after). The job is still ENCODING under this lease until then: nobody
+        // else starts on it.
+        drop(lock);
         self.apply(JobEvent::Complete, set, ctx).await?;
         let dir = plan.partial_dir.clone();
-        let _ = tokio::task::spawn_blocking(move || remove_partial(&dir)).await;
+        if let Ok(Err(e)) = tokio::task::spawn_blocking(move || remove_partial(&dir)).await {
+            tracing::warn!(job_id = job.id, error = %e, "could not remove the partial output");
+        }
+        Ok(())
+    }
+
+    /// The partial output is locked by another transcoder (an earlier attempt still
+    /// stopping): back to the queue, without using a retry or touching the folder.
+    async fn busy(&self) -> Result<(), LifecycleError> {
+        tracing::info!(job_id = self.job_id, "the partial output is in use by another transcoder; requeued");
+        self.apply(JobEvent::Busy, JobPatch::default(), self.ctx()).await?;
         Ok(())
     }
 

@@ -39,6 +39,7 @@ pub fn event_kind(event: &JobEvent, outcome: &Outcome) -> &'static str {
         JobEvent::Force => "forced",
         JobEvent::Orphaned { .. } if outcome.to == JobStatus::Failed => "failed",
         JobEvent::Orphaned { .. } => "orphaned",
+        JobEvent::Busy => "busy",
     }
 }
 
@@ -76,6 +77,19 @@ impl Lifecycle {
     pub async fn apply(
         &self,
         job_id: i32,
+        event: JobEvent,
+        set: job::ActiveModel,
+        ctx: Context,
+    ) -> Result<(job::Model, Outcome), LifecycleError> {
+        self.apply_as(job_id, None, event, set, ctx).await
+    }
+
+    /// `apply` by the holder of the job's lease: the lease is part of the compare-and-set,
+    /// so a holder that lost the job changes nothing.
+    pub async fn apply_as(
+        &self,
+        job_id: i32,
+        lease: Option<&str>,
         event: JobEvent,
         mut set: job::ActiveModel,
         ctx: Context,
@@ -133,9 +147,8 @@ impl Lifecycle {
         if detail.as_object().is_some_and(|o| !o.is_empty()) {
             record = record.with_detail(detail);
         }
-        let model =
-            jobs::change_status(&self.db, job_id, from.status, StatusChange { to: outcome.to, set, event: record })
-                .await?;
+        let change = StatusChange { to: outcome.to, set, event: record };
+        let model = jobs::change_status_as(&self.db, job_id, from.status, lease, change).await?;
         self.bus.do_send(Publish(JobUpdate::of("status", &model)));
         Ok((model, outcome))
     }

@@ -131,5 +131,46 @@ pub async fn start(db: DatabaseConnection, config: RuntimeConfig) -> Result<Runt
     if let Some(every) = config.own_heartbeat {
         keep_own_facts_fresh(db, config.node_id, node.clone(), every);
     }
+    sweep_expired_leases(lifecycle.clone(), config.node_id, node.clone(), SWEEP_EVERY);
     Ok(Runtime { bus, lifecycle, node, scheduler, libraries })
+}
+
+/// How often the main node looks for running jobs nobody holds any more.
+pub const SWEEP_EVERY: Duration = Duration::from_secs(10);
+
+/// Jobs of this node whose lease expired while no supervisor here runs them (one stopped on
+/// a database error, say) go back to the queue; a linked node's are requeued when its
+/// heartbeats stop naming them (see `cluster`).
+fn sweep_expired_leases(lifecycle: Lifecycle, node_id: i32, node: Addr<NodeSupervisor>, period: Duration) {
+    actix::spawn(async move {
+        let mut every = tokio::time::interval(period);
+        loop {
+            every.tick().await;
+            let Ok(expired) = jobs::expired_leases(&lifecycle.db, node_id, chrono::Utc::now()).await else { continue };
+            if expired.is_empty() {
+                continue;
+            }
+            let Ok(running) = node.send(node::RunningJobs).await else { continue };
+            for job in expired {
+                if running.iter().any(|r| r.job_id == job.id) {
+                    continue;
+                }
+                let ctx = EventContext {
+                    node: job.node_name.clone(),
+                    detail: Some(serde_json::json!({"reason": "its lease expired and no supervisor holds it"})),
+                    failure_detail: None,
+                };
+                // The lease is part of the compare-and-set: a job started again meanwhile
+                // (under a new lease) is left alone.
+                let (id, lease) = (job.id, job.lease_id.clone());
+                let set = job_entity::ActiveModel::default();
+                // Our supervisor gave up on it (a database error): not the file's doing.
+                let orphaned = JobEvent::Orphaned { crashed: false };
+                match lifecycle.apply_as(id, lease.as_deref(), orphaned, set, ctx).await {
+                    Ok(_) => tracing::warn!(job_id = id, "requeued a job whose lease expired with nobody holding it"),
+                    Err(e) => tracing::debug!(job_id = id, error = %e, "the sweeper left a job"),
+                }
+            }
+        }
+    });
 }

@@ -324,11 +324,21 @@ impl Handler<QueueAction> for Scheduler {
                 } else {
                     (vec![JobStatus::Paused], Action::Resume)
                 };
+                // Several at a time: a pause waits for the job's transcoder to stop.
+                use futures_util::stream::{self, StreamExt};
+                let targets = jobs::in_statuses(&lifecycle.db, &statuses).await?;
+                let results: Vec<_> = stream::iter(targets.iter().map(|job| {
+                    let (lifecycle, nodes) = (&lifecycle, &nodes);
+                    async move { (job.id, act(lifecycle, nodes, job.id, action).await) }
+                }))
+                .buffer_unordered(16)
+                .collect()
+                .await;
                 let mut affected = 0;
-                for job in jobs::in_statuses(&lifecycle.db, &statuses).await? {
-                    match act(&lifecycle, &nodes, job.id, action).await {
+                for (job_id, result) in results {
+                    match result {
                         Ok(_) => affected += 1,
-                        Err(e) => tracing::debug!(job_id = job.id, error = %e, "queue action skipped a job"),
+                        Err(e) => tracing::debug!(job_id, error = %e, "queue action skipped a job"),
                     }
                 }
                 Ok(affected)

@@ -149,27 +149,21 @@ impl JobStore for DbStore {
     async fn apply(
         &self,
         id: i32,
-        _lease: &str,
+        lease: &str,
         event: JobEvent,
         patch: JobPatch,
         ctx: Context,
     ) -> Result<Applied, LifecycleError> {
-        let (job, outcome) = self.lifecycle.apply(id, event, patch.into_active(), ctx).await?;
+        let (job, outcome) = self.lifecycle.apply_as(id, Some(lease), event, patch.into_active(), ctx).await?;
         Ok(Applied { job, delete_partial: outcome.effects.contains(&Effect::DeletePartial) })
     }
 
-    async fn update_live(&self, id: i32, _lease: &str, patch: JobPatch) -> Result<(), LifecycleError> {
-        Ok(jobs::update_live(&self.lifecycle.db, id, patch.into_active()).await?)
+    async fn update_live(&self, id: i32, lease: &str, patch: JobPatch) -> Result<(), LifecycleError> {
+        Ok(jobs::update_live_leased(&self.lifecycle.db, id, lease, patch.into_active()).await?)
     }
 
-    async fn record_event(
-        &self,
-        id: i32,
-        _lease: &str,
-        kind: &str,
-        node: Option<String>,
-    ) -> Result<(), LifecycleError> {
-        Ok(jobs::record_event(&self.lifecycle.db, id, NewEvent::new(kind).on_node(node)).await?)
+    async fn record_event(&self, id: i32, lease: &str, kind: &str, node: Option<String>) -> Result<(), LifecycleError> {
+        Ok(jobs::record_event_leased(&self.lifecycle.db, id, lease, NewEvent::new(kind).on_node(node)).await?)
     }
 
     async fn lease_is_mine(&self, id: i32, lease: &str) -> bool {

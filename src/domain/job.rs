@@ -122,6 +122,9 @@ pub enum JobEvent {
     /// The job was running when its node restarted or went away; `crashed` unless the node
     /// stopped cleanly or simply refused to start it.
     Orphaned { crashed: bool },
+    /// The transcoder found the job's partial output locked by another one (an earlier
+    /// attempt still stopping): the job waits in the queue, its retries and partial output intact.
+    Busy,
 }
 
 impl JobEvent {
@@ -139,6 +142,7 @@ impl JobEvent {
             JobEvent::Cancel => "cancel",
             JobEvent::Force => "force",
             JobEvent::Orphaned { .. } => "requeue as orphaned",
+            JobEvent::Busy => "requeue as busy",
         }
     }
 }
@@ -252,6 +256,9 @@ pub fn transition(job: &JobSnapshot, event: &JobEvent) -> Result<Outcome, Transi
             crash_count: job.crash_count + u32::from(crashed),
             ..keep_counters(Queued, vec![ReleaseNode, ContinueFromPartial])
         },
+        // Nobody's fault and nothing lost: no retry used, and the folder (another writer's
+        // work) is left alone.
+        (Analyzing | Encoding, JobEvent::Busy) => keep_counters(Queued, vec![ReleaseNode, ContinueFromPartial]),
         (from, event) => return Err(TransitionError { from, event_name: event.name() }),
     };
     Ok(outcome)
@@ -386,6 +393,7 @@ mod tests {
                     crash_count: 2,
                     ..sample("orphaned by a third crash", 2, true, JobEvent::Orphaned { crashed: true })
                 },
+                sample("busy", 2, true, JobEvent::Busy),
             ]
         }
 
@@ -404,9 +412,10 @@ mod tests {
                 JobEvent::Cancel => 8,
                 JobEvent::Force => 9,
                 JobEvent::Orphaned { .. } => 10,
+                JobEvent::Busy => 11,
             }
         }
-        const EVENT_VARIANTS: usize = 11;
+        const EVENT_VARIANTS: usize = 12;
 
         struct Row {
             from: JobStatus,
@@ -590,6 +599,9 @@ mod tests {
                 ),
                 moves_counting(moves(Encoding, "orphaned by a third crash", Failed, 2, true, crash_failure), 3),
                 refused("orphaned by a third crash", &[Pending, Queued, Paused, Completed, Skipped, Failed, Cancelled]),
+                moves(Analyzing, "busy", Queued, 2, true, vec![ReleaseNode, ContinueFromPartial]),
+                moves(Encoding, "busy", Queued, 2, true, vec![ReleaseNode, ContinueFromPartial]),
+                refused("busy", &[Pending, Queued, Paused, Completed, Skipped, Failed, Cancelled]),
             ]
             .into_iter()
             .flatten()

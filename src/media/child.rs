@@ -23,6 +23,9 @@ use crate::domain::job::FailureCode;
 
 /// Exit status of a child that stopped on request with its partial output kept.
 pub const EXIT_PAUSED: u8 = 3;
+/// Exit status of a child that found the partial output locked by another transcoder and
+/// touched nothing.
+pub const EXIT_BUSY: u8 = 4;
 const STDERR_LINES_KEPT: usize = 20;
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -56,6 +59,7 @@ pub fn child_main() -> ExitCode {
     match transcode(&plan, &STOP, &mut emit) {
         Ok(RunEnd::Completed) => ExitCode::SUCCESS,
         Ok(RunEnd::Paused) => ExitCode::from(EXIT_PAUSED),
+        Ok(RunEnd::Busy) => ExitCode::from(EXIT_BUSY),
         Err(e) => {
             emit(Event::Error { code: e.code, message: e.message });
             ExitCode::FAILURE
@@ -68,6 +72,8 @@ pub fn child_main() -> ExitCode {
 pub enum ChildEnd {
     Completed,
     Paused,
+    /// Another transcoder holds the partial output: nothing was done.
+    Busy,
     Failed(MediaError),
 }
 
@@ -161,6 +167,19 @@ impl Transcoder {
         let _ = self.child.kill().await;
     }
 
+    /// Waits for a child asked to stop; one that has not exited within `bound` (it ignores
+    /// SIGTERM, or hangs) is killed, so nothing outlives the stop.
+    pub async fn wait_within(&mut self, bound: std::time::Duration) -> ChildEnd {
+        match tokio::time::timeout(bound, self.child.wait()).await {
+            Ok(_) => {}
+            Err(_) => {
+                tracing::warn!(pid = ?self.child.id(), ?bound, "the transcoder did not stop when asked; killing it");
+                let _ = self.child.kill().await;
+            }
+        }
+        self.wait().await
+    }
+
     /// The last lines the transcoder wrote to stderr.
     pub fn stderr_tail(&self) -> String {
         self.stderr_tail.lock().map(|t| t.iter().cloned().collect::<Vec<_>>().join("\n")).unwrap_or_default()
@@ -184,6 +203,7 @@ pub fn classify(code: Option<i32>, signal: Option<i32>, reported: Option<MediaEr
     match (code, signal) {
         (Some(0), _) => ChildEnd::Completed,
         (Some(c), _) if c == i32::from(EXIT_PAUSED) => ChildEnd::Paused,
+        (Some(c), _) if c == i32::from(EXIT_BUSY) => ChildEnd::Busy,
         (Some(_), _) if reported.is_some() => ChildEnd::Failed(reported.unwrap_or_else(|| MediaError::misc("unknown"))),
         (_, Some(sig)) => ChildEnd::Failed(MediaError::new(
             FailureCode::TranscoderCrashed,
@@ -212,6 +232,7 @@ mod tests {
     fn exit_statuses_map_to_outcomes() {
         assert_eq!(classify(Some(0), None, None, ""), ChildEnd::Completed);
         assert_eq!(classify(Some(3), None, None, ""), ChildEnd::Paused);
+        assert_eq!(classify(Some(4), None, None, ""), ChildEnd::Busy);
         let reported = MediaError::new(FailureCode::InsufficientDiskSpace, "full");
         assert_eq!(classify(Some(1), None, Some(reported.clone()), ""), ChildEnd::Failed(reported));
         match classify(None, Some(11), None, "x265 [error]: boom") {

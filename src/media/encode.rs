@@ -20,11 +20,11 @@ use rsmpeg::UnsafeDerefMut;
 use serde::Serialize;
 
 use super::error::from_rsmpeg;
-use super::manifest::{inspect, remove_partial, sync_dir, Manifest, PartialState, Run, Segment};
+use super::manifest::{inspect, sync_dir, Manifest, PartialState, Run, Segment};
 use super::plan::EncodePlan;
 use super::probe::{self, HdrKind, MediaInfo};
 use super::segment::{CodecParams, SegmentFile};
-use super::{mux, MediaError};
+use super::{mux, partial, MediaError};
 use crate::domain::job::FailureCode;
 
 /// What the transcoder reports, one JSON line each on stdout.
@@ -78,6 +78,8 @@ pub enum Event {
 pub enum RunEnd {
     Completed,
     Paused,
+    /// Another transcoder holds the partial output's lock: nothing was touched.
+    Busy,
 }
 
 /// Free bytes on the filesystem holding `dir`.
@@ -106,7 +108,24 @@ pub fn cpu_time_ms() -> u64 {
 
 pub fn transcode(plan: &EncodePlan, stop: &AtomicBool, emit: &mut dyn FnMut(Event)) -> Result<RunEnd, MediaError> {
     let wall = Instant::now();
-    let info = probe::probe(&plan.input)?;
+    // One writer per partial output: the lock comes before anything else, and is held
+    // (by this process's open file description) until the run ends, however it ends.
+    let created = !plan.partial_dir.exists();
+    let lock = match partial::lock(&plan.partial_dir)? {
+        Ok(lock) => lock,
+        Err(partial::Held::Busy) => return Ok(RunEnd::Busy),
+    };
+    // A start that fails before writing anything leaves no folder it made.
+    let refuse = |lock: partial::PartialLock, e: MediaError| {
+        if created {
+            let _ = lock.remove();
+        }
+        e
+    };
+    let info = match probe::probe(&plan.input) {
+        Ok(info) => info,
+        Err(e) => return Err(refuse(lock, e)),
+    };
     let state = inspect(plan);
     // Check room before writing anything: segments plus the final file need about the
     // output's size twice, minus what finished segments already hold.
@@ -122,24 +141,25 @@ pub fn transcode(plan: &EncodePlan, stop: &AtomicBool, emit: &mut dyn FnMut(Even
     let free = free_bytes(probe_dir).map_err(|e| MediaError::from_io("checking free space", &e))?;
     let needed = plan.min_free_bytes.saturating_sub(kept);
     if free < needed {
-        return Err(MediaError::new(
+        let e = MediaError::new(
             FailureCode::InsufficientDiskSpace,
             format!("{} has {free} bytes free; encoding needs {needed}", probe_dir.display()),
-        ));
+        );
+        return Err(refuse(lock, e));
     }
     let mut reset = None;
     let mut manifest = match state {
         PartialState::Valid(m) => m,
         PartialState::Missing => Manifest::new(plan),
         PartialState::Corrupt(reason) => {
-            remove_partial(&plan.partial_dir)?;
+            lock.clear()?;
             reset = Some(reason);
             Manifest::new(plan)
         }
     };
     std::fs::create_dir_all(&plan.partial_dir).map_err(|e| MediaError::from_io("creating the partial output", &e))?;
     remove_strays(&plan.partial_dir, &manifest)?;
-    manifest.save(&plan.partial_dir)?;
+    manifest.claim(&plan.epoch, &plan.partial_dir)?;
     emit(Event::Started {
         resume_after_frames: manifest.frames_done(),
         segments_kept: u32::try_from(manifest.segments.len()).unwrap_or(u32::MAX),
@@ -186,7 +206,7 @@ fn remove_strays(dir: &Path, manifest: &Manifest) -> Result<(), MediaError> {
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         let listed = manifest.segments.iter().any(|s| s.file == name);
-        if !listed && name != "manifest.json" && name != "plan.json" {
+        if !listed && name != "manifest.json" && name != "plan.json" && name != partial::LOCK_FILE {
             let _ = std::fs::remove_file(entry.path());
         }
     }

@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+/// Kept reachable here: every removal of a partial output goes through the lock.
+pub use super::partial::remove_partial;
 use super::plan::{EncodePlan, SourceIdentity};
 use super::MediaError;
 
@@ -46,6 +48,10 @@ pub struct Manifest {
     pub video: Option<super::segment::CodecParams>,
     pub video_complete: bool,
     pub runs: Vec<Run>,
+    /// The lease of the run that owns this partial output: a run whose lease is no longer
+    /// the one here was replaced by another and must not write.
+    #[serde(default)]
+    pub epoch: String,
 }
 
 /// What a job finds where its partial output should be (SPEC: resume).
@@ -66,6 +72,7 @@ impl Manifest {
             video: None,
             video_complete: false,
             runs: Vec::new(),
+            epoch: plan.epoch.clone(),
         }
     }
 
@@ -77,8 +84,28 @@ impl Manifest {
         self.segments.iter().map(|s| s.frames).sum()
     }
 
-    /// Writes the manifest durably: a crash leaves the old or the new one, never a mix.
+    /// Makes this run the owner of the partial output: its epoch goes into the manifest,
+    /// whatever epoch was there.
+    pub fn claim(&mut self, epoch: &str, dir: &Path) -> Result<(), MediaError> {
+        self.epoch = epoch.to_string();
+        self.write(dir)
+    }
+
+    /// Writes the manifest durably, unless another run has claimed the partial output
+    /// since this one did (its epoch is in the manifest on disk): then nothing is written.
     pub fn save(&self, dir: &Path) -> Result<(), MediaError> {
+        if let Some(owner) = epoch_on_disk(dir) {
+            if owner != self.epoch {
+                return Err(MediaError::misc(
+                    "another run took over the partial output (its lease is in the manifest); this one stopped without writing",
+                ));
+            }
+        }
+        self.write(dir)
+    }
+
+    /// Writes the manifest durably: a crash leaves the old or the new one, never a mix.
+    fn write(&self, dir: &Path) -> Result<(), MediaError> {
         let tmp = dir.join("manifest.json.tmp");
         let body = serde_json::to_vec_pretty(self).map_err(|e| MediaError::misc(format!("manifest: {e}")))?;
         let io = |e: std::io::Error| MediaError::from_io("writing the manifest", &e);
@@ -88,6 +115,17 @@ impl Manifest {
         std::fs::rename(&tmp, Self::path(dir)).map_err(io)?;
         sync_dir(dir).map_err(io)
     }
+}
+
+/// The epoch of the manifest in `dir`, if there is a readable one.
+fn epoch_on_disk(dir: &Path) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Owner {
+        #[serde(default)]
+        epoch: String,
+    }
+    let text = std::fs::read(Manifest::path(dir)).ok()?;
+    serde_json::from_slice::<Owner>(&text).ok().map(|o| o.epoch)
 }
 
 pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
@@ -137,15 +175,6 @@ pub fn inspect(plan: &EncodePlan) -> PartialState {
     PartialState::Valid(manifest)
 }
 
-/// Removes a partial output folder (corrupt, cancelled or finished).
-pub fn remove_partial(dir: &Path) -> Result<(), MediaError> {
-    match std::fs::remove_dir_all(dir) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(MediaError::from_io("removing the partial output", &e)),
-    }
-}
-
 /// A quick look at a paused job's partial output, without its plan: whether there is one,
 /// and whether its manifest and listed segments are intact. The transcoder checks the
 /// rest (settings, source identity) when it continues.
@@ -159,5 +188,39 @@ pub fn quick_state(dir: &Path) -> crate::domain::job::PartialOutput {
         PartialOutput::Valid
     } else {
         PartialOutput::Corrupt
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn manifest() -> Manifest {
+        Manifest {
+            version: MANIFEST_VERSION,
+            plan_digest: "digest".into(),
+            source: SourceIdentity { size: 1, mtime_ns: 2, inode: 3 },
+            segments: Vec::new(),
+            video: None,
+            video_complete: false,
+            runs: Vec::new(),
+            epoch: String::new(),
+        }
+    }
+
+    #[test]
+    fn a_run_whose_epoch_was_taken_over_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut first = manifest();
+        first.claim("lease-1", dir.path()).unwrap();
+        first.save(dir.path()).unwrap();
+        let mut second = manifest();
+        second.claim("lease-2", dir.path()).unwrap();
+        first.video_complete = true;
+        let err = first.save(dir.path()).unwrap_err();
+        assert!(err.message.contains("another run"), "{err}");
+        let on_disk: Manifest = serde_json::from_slice(&std::fs::read(Manifest::path(dir.path())).unwrap()).unwrap();
+        assert_eq!((on_disk.epoch.as_str(), on_disk.video_complete), ("lease-2", false));
+        second.save(dir.path()).unwrap();
     }
 }

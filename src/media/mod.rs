@@ -6,6 +6,7 @@ pub mod encoders;
 pub mod error;
 pub mod manifest;
 pub mod mux;
+pub mod partial;
 pub mod plan;
 pub mod probe;
 pub mod replace;

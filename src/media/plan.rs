@@ -135,6 +135,10 @@ pub struct EncodePlan {
     /// a chosen point without racing it. 0 in production.
     #[serde(default)]
     pub throttle_ms_per_frame: u64,
+    /// The lease of the job's attempt, written into the manifest as the partial output's
+    /// epoch (not part of the digest: a new attempt continues the old one's segments).
+    #[serde(default)]
+    pub epoch: String,
 }
 
 impl EncodePlan {
@@ -172,6 +176,7 @@ impl EncodePlan {
                 other => other,
             },
             throttle_ms_per_frame: 0,
+            epoch: String::new(),
         })
     }
 

@@ -93,18 +93,34 @@ pub async fn change_status<C: ConnectionTrait + TransactionTrait>(
     from: JobStatus,
     change: StatusChange,
 ) -> RepoResult<job::Model> {
+    change_status_as(db, id, from, None, change).await
+}
+
+/// `change_status` with the caller's lease in the compare-and-set as well: `Some(lease)`
+/// moves the job only while it is still held under that lease (a node that lost the job
+/// cannot change it); `None` is for changes no lease holder makes (users' actions on jobs
+/// no node runs, the scheduler's start, the main node's requeues).
+pub async fn change_status_as<C: ConnectionTrait + TransactionTrait>(
+    db: &C,
+    id: i32,
+    from: JobStatus,
+    lease: Option<&str>,
+    change: StatusChange,
+) -> RepoResult<job::Model> {
     let txn = db.begin().await?;
     let mut set = change.set;
     set.status = Set(change.to.as_str().to_string());
     set.updated_at = Set(now());
-    let result = Entity::update_many()
-        .set(set)
-        .filter(Column::Id.eq(id))
-        .filter(Column::Status.eq(from.as_str()))
-        .exec(&txn)
-        .await?;
+    let mut update = Entity::update_many().set(set).filter(Column::Id.eq(id)).filter(Column::Status.eq(from.as_str()));
+    if let Some(lease) = lease {
+        update = update.filter(Column::LeaseId.eq(lease));
+    }
+    let result = update.exec(&txn).await?;
     if result.rows_affected == 0 {
         let current = get(&txn, id).await?;
+        if current.status == from.as_str() {
+            return Err(lease_lost(id));
+        }
         return Err(RepoError::Conflict(format!("job {id} is {}, not {from}", current.status)));
     }
     let mut event = change.event;
@@ -407,4 +423,69 @@ pub async fn delete_many(db: &impl ConnectionTrait, ids: &[i32]) -> RepoResult<u
         total += Entity::delete_many().filter(Column::Id.is_in(chunk.iter().copied())).exec(db).await?.rows_affected;
     }
     Ok(total)
+}
+
+fn lease_lost(id: i32) -> RepoError {
+    RepoError::Conflict(format!("job {id} is no longer held under this lease (it was taken over or released)"))
+}
+
+/// `update_live` for the job's holder: writes only while the job runs under `lease`.
+pub async fn update_live_leased(
+    db: &impl ConnectionTrait,
+    id: i32,
+    lease: &str,
+    mut set: ActiveModel,
+) -> RepoResult<()> {
+    set.updated_at = Set(now());
+    let result = Entity::update_many()
+        .set(set)
+        .filter(Column::Id.eq(id))
+        .filter(Column::LeaseId.eq(lease))
+        .filter(Column::Status.is_in([JobStatus::Analyzing.as_str(), JobStatus::Encoding.as_str()]))
+        .exec(db)
+        .await?;
+    if result.rows_affected == 0 {
+        get(db, id).await?;
+        return Err(lease_lost(id));
+    }
+    Ok(())
+}
+
+/// `record_event` for the job's holder: the event is appended only while the job is held
+/// under `lease`, checked by an update of the job's row in the same transaction.
+pub async fn record_event_leased<C: ConnectionTrait + TransactionTrait>(
+    db: &C,
+    id: i32,
+    lease: &str,
+    event: NewEvent,
+) -> RepoResult<()> {
+    let txn = db.begin().await?;
+    let held = Entity::update_many()
+        .set(ActiveModel { updated_at: Set(now()), ..Default::default() })
+        .filter(Column::Id.eq(id))
+        .filter(Column::LeaseId.eq(lease))
+        .exec(&txn)
+        .await?;
+    if held.rows_affected == 0 {
+        get(&txn, id).await?;
+        return Err(lease_lost(id));
+    }
+    events::append(&txn, id, event).await?;
+    txn.commit().await?;
+    Ok(())
+}
+
+/// Jobs running on `node_id` whose lease expired before `now` (the sweeper's candidates).
+pub async fn expired_leases(
+    db: &impl ConnectionTrait,
+    node_id: i32,
+    now: chrono::DateTime<chrono::Utc>,
+) -> RepoResult<Vec<job::Model>> {
+    Ok(Entity::find()
+        .filter(Column::Status.is_in([JobStatus::Analyzing.as_str(), JobStatus::Encoding.as_str()]))
+        .filter(Column::NodeId.eq(node_id))
+        .filter(Column::LeaseExpiresAt.lt(now))
+        .order_by_asc(Column::Id)
+        .all(db)
+        .await?)
 }

@@ -245,3 +245,183 @@ async fn free_runs_one_job_at_a_time_and_a_pro_key_lifts_it() {
         test_db.finish().await;
     }
 }
+
+/// A transcoder that finds its job's partial output locked (another writer still on it)
+/// sends the job back to the queue: no retry used, no failure recorded, the folder left
+/// alone. Once the lock is free the job completes.
+#[actix_web::test]
+async fn a_busy_start_goes_back_to_the_queue_without_using_a_retry() {
+    let test_db = crate::common::db::TestDb::sqlite().await;
+    let db = test_db.db.clone();
+    let dir = tempfile::tempdir().unwrap();
+    let source = clips::h264(dir.path(), "a.mkv", "160x120", 1);
+    let partial = condense::media::plan::partial_dir_for(&source);
+    // The other writer: this test's own open file description on the folder's lock.
+    let held = condense::media::partial::lock(&partial).unwrap().unwrap();
+    std::fs::write(partial.join("seg-00000.seg"), b"another writer's segment").unwrap();
+    repo::libraries::create(&db, library(dir.path(), false)).await.unwrap();
+    let _runtime = start_runtime(&db, 1, 0, condense::license::BUILTIN_PUBLIC_KEY).await;
+
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let job = loop {
+        let jobs = all_jobs(&db).await;
+        if let Some(job) = jobs.first() {
+            if event_kinds(&db, job.id).await.iter().any(|k| k == "busy") {
+                break repo::jobs::get(&db, job.id).await.unwrap();
+            }
+            assert!(!matches!(job.status.as_str(), "COMPLETED" | "FAILED"), "ran past the lock: {job:?}");
+        }
+        assert!(Instant::now() < deadline, "no busy start: {jobs:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(job.retry_count, 0, "{job:?}");
+    assert_eq!(job.failure_code, None, "{job:?}");
+    assert_eq!(
+        std::fs::read(partial.join("seg-00000.seg")).unwrap(),
+        b"another writer's segment",
+        "the busy start touched the other writer's folder"
+    );
+    let events = repo::events::list(&db, job.id).await.unwrap();
+    let busy = events.iter().find(|e| e.kind == "busy").unwrap();
+    // Found by the supervisor before recovery (ANALYZING) or by its transcoder (ENCODING).
+    assert!(matches!(busy.from_status.as_deref(), Some("ANALYZING" | "ENCODING")), "{busy:?}");
+    assert_eq!(busy.to_status.as_deref(), Some("QUEUED"));
+
+    drop(held);
+    let jobs = wait_terminal(&db, 1, Duration::from_secs(120)).await;
+    assert_eq!(jobs[0].status, "COMPLETED", "{:?}", jobs[0].failure_detail);
+    assert_eq!(jobs[0].retry_count, 0);
+    // The folder goes right after the job's completion is recorded.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while partial.exists() {
+        let left: Vec<_> =
+            std::fs::read_dir(&partial).map(|d| d.flatten().map(|e| e.file_name()).collect()).unwrap_or_default();
+        assert!(Instant::now() < deadline, "partial output left behind: {left:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    test_db.finish().await;
+}
+
+/// A job left ENCODING with an expired lease and no supervisor holding it (one that died
+/// on a database error) is swept back to the queue.
+#[actix_web::test]
+async fn an_expired_lease_nobody_holds_is_swept_back_to_the_queue() {
+    use sea_orm::{ActiveModelTrait, Set};
+    let test_db = crate::common::db::TestDb::sqlite().await;
+    let db = test_db.db.clone();
+    let dir = tempfile::tempdir().unwrap();
+    let _runtime = start_runtime(&db, 1, 0, condense::license::BUILTIN_PUBLIC_KEY).await;
+    let node = repo::nodes::list(&db).await.unwrap().into_iter().find(|n| n.name == "main").unwrap();
+    let path = dir.path().join("gone.mkv");
+    let job = repo::jobs::insert(
+        &db,
+        repo::jobs::NewJob {
+            library_id: None,
+            file_path: path.to_string_lossy().into_owned(),
+            file_name: "gone.mkv".into(),
+            status: condense::domain::job::JobStatus::Encoding,
+            target_codec: "hevc".into(),
+            source_size: 1,
+            source_mtime_ns: None,
+            source_inode: None,
+            forced: false,
+        },
+    )
+    .await
+    .unwrap();
+    let expired = chrono::Utc::now() - chrono::Duration::seconds(300);
+    job::ActiveModel {
+        id: Set(job.id),
+        node_id: Set(Some(node.id)),
+        node_name: Set(Some("main".into())),
+        lease_id: Set(Some("a lease whose supervisor died".into())),
+        lease_expires_at: Set(Some(expired)),
+        ..Default::default()
+    }
+    .update(&db)
+    .await
+    .unwrap();
+
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let events = repo::events::list(&db, job.id).await.unwrap();
+        if let Some(swept) = events.iter().find(|e| e.kind == "orphaned") {
+            assert_eq!(swept.to_status.as_deref(), Some("QUEUED"));
+            break;
+        }
+        assert!(Instant::now() < deadline, "the job was not swept: {events:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    test_db.finish().await;
+}
+
+/// `condense transcode` children of this test process.
+fn own_transcoders() -> Vec<i32> {
+    let me = std::process::id().to_string();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        // "pid (comm) state ppid ...": the fields after the last ')'.
+        let parent = stat.rsplit(')').next().and_then(|rest| rest.split_whitespace().nth(1)).unwrap_or("");
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        if parent == me && cmdline.split(|b| *b == 0).any(|a| a == b"transcode") {
+            let state = stat.rsplit(')').next().and_then(|rest| rest.split_whitespace().next()).unwrap_or("");
+            if state != "Z" {
+                found.push(pid);
+            }
+        }
+    }
+    found
+}
+
+/// A paused job's transcoder that does not stop (here: stopped with SIGSTOP, so it never
+/// handles its SIGTERM) is killed after a bound; the job is PAUSED only once it has gone,
+/// its lease held until then.
+#[actix_web::test]
+async fn a_paused_transcoder_that_ignores_sigterm_is_killed_and_the_job_pauses() {
+    use condense::actors::scheduler::{Action, JobAction};
+    let test_db = crate::common::db::TestDb::sqlite().await;
+    let db = test_db.db.clone();
+    let dir = tempfile::tempdir().unwrap();
+    clips::h264(dir.path(), "a.mkv", "160x120", 4);
+    repo::libraries::create(&db, library(dir.path(), false)).await.unwrap();
+    let runtime = start_runtime(&db, 1, 100, condense::license::BUILTIN_PUBLIC_KEY).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (job, pid) = loop {
+        let jobs = all_jobs(&db).await;
+        let pids = own_transcoders();
+        // The manifest is written after the child set up its SIGTERM handler (a signal
+        // before that would simply end it).
+        if let (Some(job), [pid]) = (jobs.first(), pids.as_slice()) {
+            let manifest = condense::media::plan::partial_dir_for(Path::new(&job.file_path)).join("manifest.json");
+            if job.status == "ENCODING" && manifest.exists() {
+                break (job.clone(), *pid);
+            }
+        }
+        assert!(Instant::now() < deadline, "no transcoder started: {jobs:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    // SAFETY: a child of this test process.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    let _ = runtime.scheduler.send(JobAction { job_id: job.id, action: Action::Pause }).await.unwrap();
+    // The lease is held while the stuck child lives.
+    let now = repo::jobs::get(&db, job.id).await.unwrap();
+    if own_transcoders().contains(&pid) {
+        assert_eq!(now.status, "ENCODING", "paused while its transcoder still lives");
+        assert_eq!(now.lease_id, job.lease_id);
+    }
+    let deadline = Instant::now() + condense::actors::job::STOP_BOUND + Duration::from_secs(30);
+    loop {
+        let now = repo::jobs::get(&db, job.id).await.unwrap();
+        let alive = own_transcoders().contains(&pid);
+        if now.status == "PAUSED" {
+            assert!(!alive, "PAUSED while its transcoder {pid} still lives");
+            assert_eq!(now.lease_id, None);
+            break;
+        }
+        assert!(Instant::now() < deadline, "the job did not pause: {now:?}, transcoder alive: {alive}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    test_db.finish().await;
+}

@@ -341,3 +341,50 @@ async fn no_room_for_the_partial_output_fails_before_writing() {
     assert_eq!(names.len(), 1, "something was written: {names:?}");
     assert_eq!(after, before, "the source changed");
 }
+
+/// One writer per partial output: a second transcoder on the plan of a running one finds
+/// the folder locked, exits with the busy status at once, and touches nothing.
+#[actix_web::test]
+async fn a_second_transcoder_on_a_running_plan_exits_busy_and_deletes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = clips::h264(dir.path(), "a.mkv", "160x120", 4);
+    let mut plan = plan_for(&source, "hevc", "libx265", 30, "ultrafast");
+    plan.segment_seconds = 1.0;
+    plan.throttle_ms_per_frame = 40;
+    plan.epoch = "lease-one".into();
+    let mut first = Transcoder::spawn(Path::new(binary()), &plan).await.unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let listed = loop {
+        if let PartialState::Valid(m) = inspect(&plan) {
+            if !m.segments.is_empty() {
+                break m;
+            }
+        }
+        assert!(std::time::Instant::now() < deadline, "the first transcoder wrote no segment");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    let files_before: Vec<_> = listed.segments.iter().map(|s| (s.file.clone(), s.bytes)).collect();
+
+    let mut second_plan = plan.clone();
+    second_plan.epoch = "lease-two".into();
+    let (end, events) = run(&second_plan).await;
+    assert_eq!(end, ChildEnd::Busy, "{events:?}");
+    assert!(events.is_empty(), "a busy transcoder reports nothing: {events:?}");
+    for (file, bytes) in &files_before {
+        let now = std::fs::metadata(plan.partial_dir.join(file)).map(|m| m.len()).ok();
+        assert_eq!(now, Some(*bytes), "{file} was touched by the busy transcoder");
+    }
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(plan.partial_dir.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["epoch"], "lease-one", "the busy transcoder claimed the partial output");
+
+    first.pause();
+    let mut first_events = Vec::new();
+    while let Some(e) = first.events.recv().await {
+        first_events.push(e);
+    }
+    assert_eq!(first.wait().await, ChildEnd::Paused, "{first_events:?}");
+    // Once the first has exited the folder is free: the second continues it.
+    let (end, events) = run(&second_plan).await;
+    assert_eq!(end, ChildEnd::Completed, "{events:?}");
+}

@@ -256,3 +256,41 @@ both_backends!(nodes_upsert_status_and_heartbeat, |db: DatabaseConnection| async
     assert_eq!(repo::nodes::list(&db).await.unwrap().len(), 1);
     assert!(repo::nodes::find(&db, "nope").await.unwrap().is_none());
 });
+
+both_backends!(a_stale_lease_changes_nothing, |db: DatabaseConnection| async move {
+    let lib = repo::libraries::create(&db, library("leases")).await.unwrap();
+    let job = repo::jobs::insert(&db, new_job(lib.id, "/media/leases/a.mkv", JobStatus::Queued)).await.unwrap();
+    let start = job::ActiveModel { lease_id: Set(Some("current".into())), ..Default::default() };
+    let change = StatusChange { to: JobStatus::Encoding, set: start, event: NewEvent::new("started") };
+    repo::jobs::change_status(&db, job.id, JobStatus::Queued, change).await.unwrap();
+
+    // A transition under a lease the job no longer has is refused inside the UPDATE.
+    let pause = |lease: &'static str| {
+        let set = job::ActiveModel { lease_id: Set(None), ..Default::default() };
+        let change = StatusChange { to: JobStatus::Paused, set, event: NewEvent::new("paused") };
+        let db = db.clone();
+        async move { repo::jobs::change_status_as(&db, job.id, JobStatus::Encoding, Some(lease), change).await }
+    };
+    assert!(matches!(pause("stale").await, Err(RepoError::Conflict(_))));
+    // Live progress and events likewise.
+    let progress = job::ActiveModel { progress: Set(50.0), ..Default::default() };
+    let refused = repo::jobs::update_live_leased(&db, job.id, "stale", progress.clone()).await;
+    assert!(matches!(refused, Err(RepoError::Conflict(_))), "{refused:?}");
+    let refused = repo::jobs::record_event_leased(&db, job.id, "stale", NewEvent::new("replace_swapped")).await;
+    assert!(matches!(refused, Err(RepoError::Conflict(_))), "{refused:?}");
+    let now = repo::jobs::get(&db, job.id).await.unwrap();
+    assert_eq!((now.status.as_str(), now.progress, now.lease_id.as_deref()), ("ENCODING", 0.0, Some("current")));
+    let kinds: Vec<_> = repo::events::list(&db, job.id).await.unwrap().into_iter().map(|e| e.kind).collect();
+    assert_eq!(kinds, ["created", "started"]);
+
+    // The holder's own lease passes.
+    repo::jobs::update_live_leased(&db, job.id, "current", progress).await.unwrap();
+    repo::jobs::record_event_leased(&db, job.id, "current", NewEvent::new("replace_swapped")).await.unwrap();
+    let paused = pause("current").await.unwrap();
+    assert_eq!((paused.status.as_str(), paused.progress, paused.lease_id), ("PAUSED", 50.0, None));
+    // Released: the old holder can do nothing more.
+    let late = repo::jobs::record_event_leased(&db, job.id, "current", NewEvent::new("late")).await;
+    assert!(matches!(late, Err(RepoError::Conflict(_))), "{late:?}");
+    let late = repo::jobs::update_live_leased(&db, job.id, "current", job::ActiveModel::default()).await;
+    assert!(matches!(late, Err(RepoError::Conflict(_))), "{late:?}");
+});

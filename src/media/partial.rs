@@ -1,0 +1,267 @@
+//! The partial output folder has one writer at a time, and the filesystem enforces it: an
+//! OFD lock (`fcntl(F_OFD_SETLK)`, which NFSv4 servers honour, unlike `flock`) on a lock file
+//! inside the folder. The transcoder takes it before touching anything; the node takes it to
+//! verify and replace the finished output; every removal of the folder takes it. The lock
+//! belongs to the open file description, so it is released when its holder dies, however it
+//! dies, and a second open of the file (even in the same process) is refused while it is held.
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+
+use super::MediaError;
+
+/// Name of the lock file inside a partial folder.
+pub const LOCK_FILE: &str = ".lock";
+
+/// The held lock of one partial folder; dropping it releases the lock.
+#[derive(Debug)]
+pub struct PartialLock {
+    /// The open file description that holds the lock; closing it releases the lock.
+    _description: File,
+    dir: PathBuf,
+}
+
+/// Why `lock` answered without the lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Held {
+    /// Another open file description (another transcoder, another node) holds it.
+    Busy,
+}
+
+fn io(what: &'static str) -> impl Fn(std::io::Error) -> MediaError {
+    move |e| MediaError::from_io(what, &e)
+}
+
+/// Write-locks the whole file through its own open file description; `false` when another
+/// one holds a conflicting lock.
+fn try_ofd_write_lock(file: &File) -> std::io::Result<bool> {
+    // SAFETY: a zeroed flock is a valid value; every field the call reads is set below.
+    let mut lock: libc::flock = unsafe { std::mem::zeroed() };
+    lock.l_type = libc::F_WRLCK as libc::c_short;
+    lock.l_whence = libc::SEEK_SET as libc::c_short;
+    lock.l_start = 0;
+    lock.l_len = 0;
+    lock.l_pid = 0;
+    // SAFETY: fcntl on a descriptor we own with a flock we own.
+    let ret = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLK, &lock) };
+    if ret == 0 {
+        return Ok(true);
+    }
+    let err = std::io::Error::last_os_error();
+    match err.raw_os_error() {
+        Some(libc::EAGAIN) | Some(libc::EACCES) => Ok(false),
+        _ => Err(err),
+    }
+}
+
+/// Takes the lock of the partial folder `dir`, creating the folder if needed. Answers
+/// `Err(Held::Busy)` inside `Ok` when someone else holds it.
+pub fn lock(dir: &Path) -> Result<Result<PartialLock, Held>, MediaError> {
+    // A holder may remove the folder (and its lock file) between our open and our lock:
+    // the lock we got is then on a file nobody else will ever open. Check that the locked
+    // file is still the one at the path, and start over when it is not.
+    for _ in 0..16 {
+        std::fs::create_dir_all(dir).map_err(io("creating the partial output"))?;
+        match lock_existing(dir)? {
+            Some(locked) => return Ok(locked),
+            None => continue,
+        }
+    }
+    Err(MediaError::misc(format!("the lock of {} kept disappearing", dir.display())))
+}
+
+/// One attempt on an existing folder: `None` when the folder or its lock file went away
+/// meanwhile.
+fn lock_existing(dir: &Path) -> Result<Option<Result<PartialLock, Held>>, MediaError> {
+    let path = dir.join(LOCK_FILE);
+    let file = match OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(MediaError::from_io("opening the partial output's lock", &e)),
+    };
+    if !try_ofd_write_lock(&file).map_err(io("locking the partial output"))? {
+        return Ok(Some(Err(Held::Busy)));
+    }
+    let held = file.metadata().map_err(io("locking the partial output"))?;
+    match std::fs::metadata(&path) {
+        Ok(now) if now.dev() == held.dev() && now.ino() == held.ino() => {
+            Ok(Some(Ok(PartialLock { _description: file, dir: dir.to_path_buf() })))
+        }
+        Ok(_) => Ok(None),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(MediaError::from_io("locking the partial output", &e)),
+    }
+}
+
+impl PartialLock {
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Removes everything in the folder but the lock file (a corrupt partial output that
+    /// the holder starts over).
+    pub fn clear(&self) -> Result<(), MediaError> {
+        let entries = match std::fs::read_dir(&self.dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(MediaError::from_io("reading the partial output", &e)),
+        };
+        for entry in entries.flatten() {
+            if entry.file_name() == LOCK_FILE {
+                continue;
+            }
+            let path = entry.path();
+            let removed = if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                std::fs::remove_dir_all(&path)
+            } else {
+                std::fs::remove_file(&path)
+            };
+            match removed {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(MediaError::from_io("removing the partial output", &e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes the folder, lock file last, while the lock is held.
+    pub fn remove(self) -> Result<(), MediaError> {
+        self.clear()?;
+        match std::fs::remove_file(self.dir.join(LOCK_FILE)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(MediaError::from_io("removing the partial output", &e)),
+        }
+        match std::fs::remove_dir(&self.dir) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(MediaError::from_io("removing the partial output", &e)),
+        }
+    }
+}
+
+/// Takes the lock of an existing partial folder; `None` when there is no folder (nothing
+/// in it to act on, and none is made).
+pub fn lock_if_exists(dir: &Path) -> Result<Option<Result<PartialLock, Held>>, MediaError> {
+    for _ in 0..16 {
+        if !dir.exists() {
+            return Ok(None);
+        }
+        if let Some(locked) = lock_existing(dir)? {
+            return Ok(Some(locked));
+        }
+    }
+    Err(MediaError::misc(format!("the lock of {} kept disappearing", dir.display())))
+}
+
+/// The one way to remove a partial output folder (corrupt, cancelled, failed or finished):
+/// under its lock. A folder whose lock someone else holds is left as it is and the call
+/// fails, so a live transcoder's work is never pulled from under it.
+pub fn remove_partial(dir: &Path) -> Result<(), MediaError> {
+    if !dir.exists() {
+        return Ok(());
+    }
+    for _ in 0..16 {
+        match lock_existing(dir)? {
+            Some(Ok(held)) => return held.remove(),
+            Some(Err(Held::Busy)) => {
+                return Err(MediaError::misc(format!(
+                    "{} is in use by a running transcoder; it was left in place",
+                    dir.display()
+                )))
+            }
+            None if !dir.exists() => return Ok(()),
+            None => continue,
+        }
+    }
+    Err(MediaError::misc(format!("the lock of {} kept disappearing", dir.display())))
+}
+
+/// What identifies a verified output: the file renamed over the original must be this one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pinned {
+    pub dev: u64,
+    pub inode: u64,
+    pub size: u64,
+    pub mtime_ns: i64,
+}
+
+impl Pinned {
+    fn of(m: &std::fs::Metadata) -> Pinned {
+        Pinned { dev: m.dev(), inode: m.ino(), size: m.len(), mtime_ns: m.mtime() * 1_000_000_000 + m.mtime_nsec() }
+    }
+}
+
+/// An output held open from before its verification until its replace, so the file at the
+/// path can be compared with the one verified.
+#[derive(Debug)]
+pub struct PinnedOutput {
+    file: File,
+    path: PathBuf,
+    pub pinned: Pinned,
+}
+
+impl PinnedOutput {
+    pub fn open(path: &Path) -> Result<PinnedOutput, MediaError> {
+        let file = File::open(path).map_err(io("opening the encoded output"))?;
+        let pinned = Pinned::of(&file.metadata().map_err(io("reading the encoded output"))?);
+        Ok(PinnedOutput { file, path: path.to_path_buf(), pinned })
+    }
+
+    /// The file at the path is still the one pinned, unchanged.
+    pub fn check(&self) -> Result<(), MediaError> {
+        let held = Pinned::of(&self.file.metadata().map_err(io("reading the encoded output"))?);
+        let at_path = Pinned::of(&std::fs::metadata(&self.path).map_err(io("reading the encoded output"))?);
+        if held != self.pinned || at_path != self.pinned {
+            return Err(MediaError::misc(format!(
+                "{} changed after it was verified; it was not used",
+                self.path.display()
+            )));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_holder_at_a_time_and_removal_refused_while_held() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join(".a.mkv.condense-partial");
+        let first = lock(&dir).unwrap().unwrap();
+        std::fs::write(dir.join("seg-00000.seg"), b"x").unwrap();
+        // A second open file description is refused, even in this process.
+        assert_eq!(lock(&dir).unwrap().unwrap_err(), Held::Busy);
+        assert!(remove_partial(&dir).is_err());
+        assert!(dir.join("seg-00000.seg").exists(), "a refused removal must leave the folder");
+        first.clear().unwrap();
+        assert!(!dir.join("seg-00000.seg").exists());
+        assert!(dir.join(LOCK_FILE).exists());
+        drop(first);
+        remove_partial(&dir).unwrap();
+        assert!(!dir.exists());
+        remove_partial(&dir).unwrap();
+        // After a removal the folder can be locked again.
+        let again = lock(&dir).unwrap().unwrap();
+        again.remove().unwrap();
+        assert!(!dir.exists());
+    }
+
+    #[test]
+    fn a_pinned_output_notices_a_replaced_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("output.mkv");
+        std::fs::write(&path, b"verified").unwrap();
+        let pinned = PinnedOutput::open(&path).unwrap();
+        pinned.check().unwrap();
+        let other = tmp.path().join("other.mkv");
+        std::fs::write(&other, b"verified").unwrap();
+        std::fs::rename(&other, &path).unwrap();
+        assert!(pinned.check().is_err());
+    }
+}
