@@ -396,8 +396,8 @@ impl Run {
         env.store.publish_progress(&job);
 
         let output = plan.output_path();
-        let (o, i, codec) = (output.clone(), info.clone(), plan.target_codec.clone());
-        let verified = match tokio::task::spawn_blocking(move || verify(&o, &i, &codec)).await.map_err(join_error) {
+        let (o, s, i, codec) = (output.clone(), plan.input.clone(), info.clone(), plan.target_codec.clone());
+        let verified = match tokio::task::spawn_blocking(move || verify(&o, &s, &i, &codec)).await.map_err(join_error) {
             Ok(Ok(v)) => v,
             Ok(Err(e)) | Err(e) => return self.fail(e).await,
         };

@@ -533,8 +533,8 @@ fn encode_video(
             break;
         }
         if !eof {
-            match input.read_packet() {
-                Ok(Some(packet)) => {
+            match probe::read_packet(&mut input, "the source")? {
+                Some(packet) => {
                     if packet.stream_index as usize != vi {
                         continue;
                     }
@@ -547,16 +547,9 @@ fn encode_video(
                         continue;
                     }
                 }
-                Ok(None) => {
+                None => {
                     eof = true;
                     decoder.send_packet(None).map_err(|e| from_rsmpeg("flushing the decoder", &e))?;
-                }
-                Err(e) => {
-                    // A read error mid-file (truncation, I/O) ends the input; the length
-                    // check at verification catches a short result.
-                    tracing::warn!(error = %e, "read error; treating as end of input");
-                    eof = true;
-                    let _ = decoder.send_packet(None);
                 }
             }
         }

@@ -213,20 +213,15 @@ pub fn mux(plan: &EncodePlan, info: &MediaInfo, manifest: &Manifest, output_path
     loop {
         if next_other.is_none() && !source_done {
             loop {
-                match source.read_packet() {
-                    Ok(Some(p)) => {
+                match super::probe::read_packet(&mut source, "the source")? {
+                    Some(p) => {
                         let idx = p.stream_index as usize;
                         if idx != vi && map.get(idx).copied().flatten().is_some() {
                             next_other = Some(p);
                             break;
                         }
                     }
-                    Ok(None) => {
-                        source_done = true;
-                        break;
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "read error in the source while muxing; ending its streams here");
+                    None => {
                         source_done = true;
                         break;
                     }

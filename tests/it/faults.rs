@@ -1470,7 +1470,7 @@ fn an_output_whose_length_is_unknown_fails_verification() {
         output.to_str().unwrap(),
     ]);
     assert_eq!(probe(&output).unwrap().duration_seconds, None);
-    let err = condense::media::verify::verify(&output, &info, "hevc").unwrap_err();
+    let err = condense::media::verify::verify(&output, &source, &info, "hevc").unwrap_err();
     assert!(err.message.contains("no duration"), "{err}");
 }
 

@@ -5,3 +5,4 @@ pub mod api;
 pub mod db;
 pub mod media;
 pub mod server;
+pub mod shim;
