@@ -107,6 +107,8 @@ pub fn cpu_time_ms() -> u64 {
 pub fn transcode(plan: &EncodePlan, stop: &AtomicBool, emit: &mut dyn FnMut(Event)) -> Result<RunEnd, MediaError> {
     let wall = Instant::now();
     let info = probe::probe(&plan.input)?;
+    // A stream the output cannot hold refuses the file before anything is written.
+    mux::check_streams(plan)?;
     let state = inspect(plan);
     // Check room before writing anything: segments plus the final file need about the
     // output's size twice, minus what finished segments already hold.

@@ -13,3 +13,4 @@ mod media;
 mod process;
 mod repo;
 mod stats;
+mod streams;
