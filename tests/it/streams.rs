@@ -45,7 +45,7 @@ fn ffprobe(path: &Path) -> Value {
 
 /// What must survive of each stream, as ffprobe reports it. The main video's codec is the
 /// target's; every other fact is the source's.
-fn facts(path: &Path, main_video_codec: Option<&str>) -> Vec<Value> {
+pub(crate) fn facts(path: &Path, main_video_codec: Option<&str>) -> Vec<Value> {
     let probe = ffprobe(path);
     let mut main_seen = false;
     probe["streams"]
@@ -92,13 +92,13 @@ fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
-#[actix_web::test]
-async fn a_second_video_stream_and_tagged_dispositioned_audio_and_subtitles_are_all_kept() {
-    let dir = tempfile::tempdir().unwrap();
-    let srt = dir.path().join("subs.srt");
+/// MKV: two video streams (the second an extra angle with a title), two audio streams (one a
+/// titled commentary), two subtitle streams (forced; hearing impaired), 2 s.
+pub(crate) fn angles_clip(dir: &Path, name: &str) -> PathBuf {
+    let srt = dir.join("subs.srt");
     std::fs::write(&srt, "1\n00:00:00,200 --> 00:00:01,000\nHello\n\n2\n00:00:01,200 --> 00:00:01,800\nWorld\n")
         .unwrap();
-    let src = dir.path().join("angles.mkv");
+    let src = dir.join(name);
     #[rustfmt::skip]
     clips::ffmpeg(&[
         "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25",
@@ -119,6 +119,36 @@ async fn a_second_video_stream_and_tagged_dispositioned_audio_and_subtitles_are_
         "-disposition:s:0", "forced", "-disposition:s:1", "hearing_impaired",
         s(&src),
     ]);
+    src
+}
+
+/// MOV with a timecode track (`tmcd`), H.264 and AAC, 2 s.
+pub(crate) fn timecode_clip(dir: &Path, name: &str) -> PathBuf {
+    let src = dir.join(name);
+    #[rustfmt::skip]
+    clips::ffmpeg(&[
+        "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25",
+        "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000",
+        "-t", "2", "-c:v", "libx264", "-preset", "ultrafast", "-qp", "12", "-c:a", "aac",
+        "-timecode", "01:00:00:00",
+        s(&src),
+    ]);
+    src
+}
+
+/// A phone's MP4 turned 90 degrees by its display matrix, with audio and subtitles, 2 s.
+pub(crate) fn rotated_clip(dir: &Path, name: &str) -> PathBuf {
+    let plain = clips::h264_with_audio_and_subs(dir, &format!("plain-{name}"), "320x240", 2);
+    let src = dir.join(name);
+    remux_with_side_data(&plain, &src, &[(ffi::AVPacketSideDataType_AV_PKT_DATA_DISPLAYMATRIX, display_matrix(90.0))]);
+    std::fs::remove_file(&plain).unwrap();
+    src
+}
+
+#[actix_web::test]
+async fn a_second_video_stream_and_tagged_dispositioned_audio_and_subtitles_are_all_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = angles_clip(dir.path(), "angles.mkv");
     for (codec, encoder, preset) in [("hevc", "libx265", "ultrafast"), ("av1", "libsvtav1", "12")] {
         let out = encode(&src, codec, encoder, preset).await.unwrap();
         let got = assert_kept(&src, &out, codec);
@@ -137,15 +167,7 @@ async fn a_second_video_stream_and_tagged_dispositioned_audio_and_subtitles_are_
 #[actix_web::test]
 async fn a_mov_timecode_track_is_kept_or_the_file_refused_never_dropped() {
     let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("camera.mov");
-    #[rustfmt::skip]
-    clips::ffmpeg(&[
-        "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25",
-        "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000",
-        "-t", "2", "-c:v", "libx264", "-preset", "ultrafast", "-qp", "12", "-c:a", "aac",
-        "-timecode", "01:00:00:00",
-        s(&src),
-    ]);
+    let src = timecode_clip(dir.path(), "camera.mov");
     let before = facts(&src, None);
     assert!(before.iter().any(|f| f["type"] == "data" && f["tag"] == "tmcd"), "{before:#?}");
     let out = encode(&src, "hevc", "libx265", "ultrafast").await.unwrap();
@@ -230,9 +252,7 @@ fn spherical_equirectangular() -> Vec<u8> {
 #[actix_web::test]
 async fn a_rotated_phone_video_keeps_its_display_matrix() {
     let dir = tempfile::tempdir().unwrap();
-    let plain = clips::h264_with_audio_and_subs(dir.path(), "plain.mp4", "320x240", 2);
-    let src = dir.path().join("phone.mp4");
-    remux_with_side_data(&plain, &src, &[(ffi::AVPacketSideDataType_AV_PKT_DATA_DISPLAYMATRIX, display_matrix(90.0))]);
+    let src = rotated_clip(dir.path(), "phone.mp4");
     let rotation = |path: &Path| probe(path).unwrap().video().unwrap().rotation.map(f64::abs);
     assert_eq!(rotation(&src), Some(90.0));
     let out = encode(&src, "hevc", "libx265", "ultrafast").await.unwrap();
