@@ -217,7 +217,7 @@ pub fn mux(plan: &EncodePlan, info: &MediaInfo, manifest: &Manifest, output_path
 
     let mut options = if mp4_family {
         Some(AVDictionary::new(c"movflags", c"+faststart", 0))
-    } else if plan.output_extension == "mkv" {
+    } else if matches!(plan.output_extension.as_str(), "mkv" | "webm") {
         // Write each stream's default flag as the source has it; the muxer would otherwise
         // mark a stream of each kind default where the source marks none.
         Some(AVDictionary::new(c"default_mode", c"passthrough", 0))

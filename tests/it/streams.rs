@@ -281,20 +281,23 @@ async fn stereo_3d_and_spherical_video_keep_their_side_data() {
     }
 }
 
-/// Interlaced video keeps its field order (the container says how to show the frames).
+/// Interlaced video keeps its field order (the container says how to show the frames), in
+/// Matroska and in MP4.
 #[actix_web::test]
 async fn interlaced_video_keeps_its_field_order() {
     let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("tv.mkv");
-    #[rustfmt::skip]
-    clips::ffmpeg(&[
-        "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25",
-        "-t", "2", "-vf", "setfield=tff", "-c:v", "libx264", "-preset", "ultrafast", "-qp", "12",
-        "-flags", "+ildct+ilme", "-field_order", "tt",
-        s(&src),
-    ]);
-    assert_eq!(probe(&src).unwrap().video().unwrap().field_order.as_deref(), Some("tt"));
-    let out = encode(&src, "hevc", "libx265", "ultrafast").await.unwrap();
-    let got = assert_kept(&src, &out, "hevc");
-    assert_eq!(got[0]["field_order"], "tt");
+    for name in ["tv.mkv", "tv.mp4"] {
+        let src = dir.path().join(name);
+        #[rustfmt::skip]
+        clips::ffmpeg(&[
+            "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25",
+            "-t", "2", "-vf", "setfield=tff", "-c:v", "libx264", "-preset", "ultrafast", "-qp", "12",
+            "-flags", "+ildct+ilme", "-field_order", "tt",
+            s(&src),
+        ]);
+        assert_eq!(probe(&src).unwrap().video().unwrap().field_order.as_deref(), Some("tt"), "{name}");
+        let out = encode(&src, "hevc", "libx265", "ultrafast").await.unwrap();
+        let got = assert_kept(&src, &out, "hevc");
+        assert_eq!(got[0]["field_order"], "tt", "{name}");
+    }
 }
