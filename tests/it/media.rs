@@ -425,3 +425,31 @@ fn a_video_shorter_than_its_audio_fails_verification() {
     let err = condense::media::verify::decode_at_points(&short, 5.0).expect_err("decoded past the end");
     assert!(err.message.contains("no frame decodes at 50 %"), "{err}");
 }
+
+/// The mux reads the source again for its other streams: a read error there fails the
+/// attempt too (it used to end the audio and subtitles there), and the next run muxes again.
+#[test]
+fn a_read_error_while_muxing_fails_the_attempt() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = clips::h264_with_audio_and_subs(dir.path(), "film.mkv", "320x240", 6);
+    let source_info = probe(&src).unwrap();
+    let plan = plan_for(&src, "hevc", "libx265", 30, "ultrafast");
+    // The video is encoded whole first: the next runs only mux.
+    let (status, events) = transcode_with_env(&plan, &[]);
+    assert!(status.success(), "{events:?}");
+    let markers = dir.path().join("markers");
+    std::fs::create_dir(&markers).unwrap();
+    let shim = crate::common::shim::eio_shim();
+    let env = [
+        ("LD_PRELOAD", shim.as_os_str()),
+        ("CONDENSE_EIO_PREFIX", src.as_os_str()),
+        ("CONDENSE_EIO_MARKERS", markers.as_os_str()),
+    ];
+    let (status, events) = transcode_with_env(&plan, &env);
+    assert_eq!(std::fs::read_dir(&markers).unwrap().count(), 1, "the shim failed no read: {events:?}");
+    assert!(events.iter().any(|e| matches!(e, Event::Muxing)), "{events:?}");
+    assert!(!status.success(), "a mux whose source read failed completed: {events:?}");
+    let (status, events) = transcode_with_env(&plan, &env);
+    assert!(status.success(), "{events:?}");
+    verify(&plan.output_path(), &src, &source_info, "hevc").unwrap();
+}
