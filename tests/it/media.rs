@@ -453,3 +453,28 @@ fn a_read_error_while_muxing_fails_the_attempt() {
     assert!(status.success(), "{events:?}");
     verify(&plan.output_path(), &src, &source_info, "hevc").unwrap();
 }
+
+/// Frame counting on older sources: MPEG-4 Part 2 with B-frames in AVI (no presentation
+/// timestamps in the container, frames reordered by the decoder) and MPEG-2 in a program
+/// stream. Every frame is encoded and counted once.
+#[actix_web::test]
+async fn avi_with_b_frames_and_mpeg_program_streams_keep_every_frame() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, codec) in [("xvid.avi", "mpeg4"), ("dvd.mpg", "mpeg2video")] {
+        let src = dir.path().join(name);
+        #[rustfmt::skip]
+        clips::ffmpeg(&[
+            "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25",
+            "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000",
+            "-t", "3", "-c:v", codec, "-bf", "2", "-q:v", "2", "-c:a", "mp2",
+            src.to_str().unwrap(),
+        ]);
+        let source_info = probe(&src).unwrap();
+        let plan = plan_for(&src, "hevc", "libx265", 30, "ultrafast");
+        let (end, events) = run(&plan).await;
+        assert_eq!(end, ChildEnd::Completed, "{name}: {events:?}");
+        verify(&plan.output_path(), &src, &source_info, "hevc").unwrap_or_else(|e| panic!("{name}: {e}"));
+        let frames = crate::common::shim::video_frames(&src);
+        assert_eq!(crate::common::shim::video_frames(&plan.output_path()), frames, "{name}");
+    }
+}
