@@ -301,3 +301,72 @@ async fn interlaced_video_keeps_its_field_order() {
         assert_eq!(got[0]["field_order"], "tt", "{name}");
     }
 }
+
+/// Copies `src` (an MP4) into `dst` with a GoPro metadata track added: a data stream tagged
+/// `gpmd`, one sample a second.
+fn with_gopro_metadata(src: &Path, dst: &Path) {
+    use rsmpeg::avcodec::AVPacket;
+    use rsmpeg::avformat::{AVFormatContextInput, AVFormatContextOutput};
+    use rsmpeg::UnsafeDerefMut;
+    let mut input = AVFormatContextInput::open(&CString::new(s(src)).unwrap(), None, &mut None).unwrap();
+    let mut output = AVFormatContextOutput::create(&CString::new(s(dst)).unwrap(), None).unwrap();
+    let mut tbs = Vec::new();
+    for stream in input.streams().into_iter() {
+        let mut par = stream.codecpar().clone();
+        unsafe { par.deref_mut().codec_tag = 0 };
+        let mut out = output.new_stream();
+        out.set_codecpar(par);
+        out.set_time_base(stream.time_base);
+        tbs.push(stream.time_base);
+    }
+    let gpmd = {
+        let mut par = rsmpeg::avcodec::AVCodecParameters::new();
+        unsafe {
+            let raw = par.deref_mut();
+            raw.codec_type = ffi::AVMediaType_AVMEDIA_TYPE_DATA;
+            raw.codec_id = ffi::AVCodecID_AV_CODEC_ID_BIN_DATA;
+            raw.codec_tag = u32::from_le_bytes(*b"gpmd");
+        }
+        let mut out = output.new_stream();
+        out.set_codecpar(par);
+        out.set_time_base(ffi::AVRational { num: 1, den: 1000 });
+        out.index as usize
+    };
+    output.write_header(&mut None).unwrap();
+    let out_tbs: Vec<_> = output.streams().into_iter().map(|s| s.time_base).collect();
+    for second in 0..2i64 {
+        let payload = b"DEVC\x00\x00\x00\x00GoPro metadata sample";
+        let mut packet = AVPacket::new();
+        unsafe {
+            assert_eq!(ffi::av_new_packet(packet.as_mut_ptr(), payload.len() as i32), 0);
+            std::ptr::copy_nonoverlapping(payload.as_ptr(), packet.deref_mut().data, payload.len());
+        }
+        packet.set_stream_index(gpmd as i32);
+        packet.set_pts(second * 1000);
+        packet.set_dts(second * 1000);
+        packet.set_duration(1000);
+        packet.rescale_ts(ffi::AVRational { num: 1, den: 1000 }, out_tbs[gpmd]);
+        output.interleaved_write_frame(&mut packet).unwrap();
+    }
+    while let Some(mut packet) = input.read_packet().unwrap() {
+        let i = packet.stream_index as usize;
+        packet.rescale_ts(tbs[i], out_tbs[i]);
+        packet.set_pos(-1);
+        output.interleaved_write_frame(&mut packet).unwrap();
+    }
+    output.write_trailer().unwrap();
+}
+
+/// A GoPro's MP4 carries its sensor data (`gpmd`) in a data stream: it is copied.
+#[actix_web::test]
+async fn a_gopro_metadata_track_is_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let plain = clips::h264_with_audio_and_subs(dir.path(), "plain.mp4", "320x240", 2);
+    let src = dir.path().join("gopro.mp4");
+    with_gopro_metadata(&plain, &src);
+    let before = facts(&src, None);
+    assert!(before.iter().any(|f| f["type"] == "data" && f["tag"] == "gpmd"), "{before:#?}");
+    let out = encode(&src, "hevc", "libx265", "ultrafast").await.unwrap();
+    let got = assert_kept(&src, &out, "hevc");
+    assert!(got.iter().any(|f| f["type"] == "data" && f["tag"] == "gpmd"), "{got:#?}");
+}
