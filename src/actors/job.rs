@@ -450,6 +450,7 @@ impl Run {
         let verified = match worker::verify_output(
             &env.transcoder,
             &output,
+            &plan.input,
             &info,
             &plan.target_codec,
             env.analysis_timeout,

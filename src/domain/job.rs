@@ -49,6 +49,7 @@ named_enum!(
         PermissionDenied => "permission_denied",
         Timeout => "timeout",
         Miscellaneous => "miscellaneous",
+        UnsupportedStream => "unsupported_stream",
     }
 );
 
@@ -63,6 +64,7 @@ impl FailureCode {
             FailureCode::PermissionDenied => "permission denied",
             FailureCode::Timeout => "timeout",
             FailureCode::Miscellaneous => "miscellaneous",
+            FailureCode::UnsupportedStream => "unsupported stream",
         }
     }
 }

@@ -108,6 +108,8 @@ pub fn cpu_time_ms() -> u64 {
 
 pub fn transcode(plan: &EncodePlan, stop: &AtomicBool, emit: &mut dyn FnMut(Event)) -> Result<RunEnd, MediaError> {
     let wall = Instant::now();
+    // A stream the output cannot hold refuses the file before anything is written.
+    mux::check_streams(plan)?;
     // One writer per partial output: the lock comes before anything else, and is held
     // (by this process's open file description) until the run ends, however it ends.
     let created = !plan.partial_dir.exists();
@@ -553,8 +555,8 @@ fn encode_video(
             break;
         }
         if !eof {
-            match input.read_packet() {
-                Ok(Some(packet)) => {
+            match probe::read_packet(&mut input, "the source")? {
+                Some(packet) => {
                     if packet.stream_index as usize != vi {
                         continue;
                     }
@@ -567,16 +569,9 @@ fn encode_video(
                         continue;
                     }
                 }
-                Ok(None) => {
+                None => {
                     eof = true;
                     decoder.send_packet(None).map_err(|e| from_rsmpeg("flushing the decoder", &e))?;
-                }
-                Err(e) => {
-                    // A read error mid-file (truncation, I/O) ends the input; the length
-                    // check at verification catches a short result.
-                    tracing::warn!(error = %e, "read error; treating as end of input");
-                    eof = true;
-                    let _ = decoder.send_packet(None);
                 }
             }
         }

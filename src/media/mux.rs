@@ -15,9 +15,11 @@ use super::encode::main_video_index;
 use super::error::from_rsmpeg;
 use super::manifest::Manifest;
 use super::plan::EncodePlan;
-use super::probe::{open_input, HdrKind, MediaInfo};
+use super::probe::{open_input, side_data_of, HdrKind, MediaInfo};
 use super::segment::SegmentPackets;
+use super::verify::KEPT_SIDE_DATA;
 use super::MediaError;
+use crate::domain::job::FailureCode;
 
 const fn mktag(a: u8, b: u8, c: u8, d: u8) -> u32 {
     (a as u32) | ((b as u32) << 8) | ((c as u32) << 16) | ((d as u32) << 24)
@@ -132,56 +134,71 @@ pub fn mux(plan: &EncodePlan, info: &MediaInfo, manifest: &Manifest, output_path
     let mut output = AVFormatContextOutput::create(&url, None).map_err(|e| from_rsmpeg("creating the output", &e))?;
     let mp4_family = matches!(plan.output_extension.as_str(), "mp4" | "m4v" | "mov");
 
-    // Map each source stream to an output stream (or None when it cannot be carried).
+    let carry = carry_plan(&source, vi, video_par.codec_id, &plan.output_extension)?;
+    let side_data_boxes = source.streams().into_iter().any(|s| {
+        side_data_of(&s).iter().any(|(k, _)| {
+            matches!(
+                *k,
+                ffi::AVPacketSideDataType_AV_PKT_DATA_STEREO3D | ffi::AVPacketSideDataType_AV_PKT_DATA_SPHERICAL
+            )
+        })
+    });
+    if mp4_family && side_data_boxes {
+        // The MP4 muxer writes the stereo 3D and spherical boxes only when allowed to write
+        // boxes outside the ISO standard (they are Google's spatial media boxes).
+        // SAFETY: a plain field write on the context we own, before the header.
+        unsafe { output.deref_mut().strict_std_compliance = ffi::FF_COMPLIANCE_UNOFFICIAL };
+    }
+
+    let oformat = output.oformat().as_ptr();
+    // Every source stream has an output stream, in the same order.
     let mut map: Vec<Option<usize>> = Vec::new();
     let mut source_tbs = Vec::new();
     for (i, stream) in source.streams().into_iter().enumerate() {
         source_tbs.push(stream.time_base);
         let par = stream.codecpar();
-        let kind = par.codec_type;
-        let carried = i == vi
-            || kind == ffi::AVMediaType_AVMEDIA_TYPE_AUDIO
-            || kind == ffi::AVMediaType_AVMEDIA_TYPE_SUBTITLE
-            || kind == ffi::AVMediaType_AVMEDIA_TYPE_ATTACHMENT
-            || (kind == ffi::AVMediaType_AVMEDIA_TYPE_VIDEO
-                && stream.disposition & ffi::AV_DISPOSITION_ATTACHED_PIC as i32 != 0);
-        if !carried {
-            tracing::info!(stream = i, "data stream not carried to the output");
-            map.push(None);
-            continue;
-        }
-        let codec_id = if i == vi { video_par.codec_id } else { par.codec_id };
-        // SAFETY: query on the output's static format description.
-        let fits =
-            unsafe { ffi::avformat_query_codec(output.oformat().as_ptr(), codec_id, ffi::FF_COMPLIANCE_NORMAL as i32) };
-        if fits == 0 {
-            // SAFETY: static name string.
-            let name = unsafe { std::ffi::CStr::from_ptr(ffi::avcodec_get_name(codec_id)) }.to_string_lossy();
-            return Err(MediaError::new(
-                crate::domain::job::FailureCode::UnsupportedCodec,
-                format!("stream {i} ({name}) cannot be stored in .{}", plan.output_extension),
-            ));
-        }
+        let encoded = carry.get(i) == Some(&Carry::Encode);
         let mut out_stream = output.new_stream();
-        let mut new_par = if i == vi { video_par.clone() } else { par.clone() };
-        // SAFETY: plain field writes on parameters we own.
+        let mut new_par = if encoded { video_par.clone() } else { par.clone() };
+        // SAFETY: plain field writes on parameters we own; the output format is static.
         unsafe {
             let raw = new_par.deref_mut();
-            raw.codec_tag = 0;
-            if i == vi && mp4_family && raw.codec_id == ffi::AVCodecID_AV_CODEC_ID_HEVC {
-                raw.codec_tag = mktag(b'h', b'v', b'c', b'1');
+            raw.codec_tag = if encoded { 0 } else { kept_codec_tag(oformat, &par) };
+            if encoded {
+                if mp4_family && raw.codec_id == ffi::AVCodecID_AV_CODEC_ID_HEVC {
+                    raw.codec_tag = mktag(b'h', b'v', b'c', b'1');
+                }
+                // The encoder makes progressive frames of the fields as they are: the
+                // container tells players how they were shot.
+                raw.field_order = par.field_order;
             }
         }
         out_stream.set_codecpar(new_par);
         out_stream.set_time_base(stream.time_base);
-        // SAFETY: copying metadata and disposition into the stream we just created.
+        // SAFETY: copying metadata, disposition and side data into the stream we just created.
         unsafe {
             let raw = out_stream.deref_mut();
             ffi::av_dict_copy(&mut raw.metadata, stream.metadata, 0);
             raw.disposition = stream.disposition;
             raw.avg_frame_rate = stream.avg_frame_rate;
             raw.r_frame_rate = stream.r_frame_rate;
-            if i == vi && matches!(plan.hdr, HdrKind::Hdr10 | HdrKind::Hdr10Plus) {
+            for (kind, bytes) in side_data_of(&stream) {
+                // A copied stream keeps all of it; the encoded video what describes the
+                // picture (its coding facts are the encoder's, HDR metadata is added below).
+                if encoded && !KEPT_SIDE_DATA.contains(&kind) {
+                    continue;
+                }
+                let buf = ffi::av_malloc(bytes.len().max(1)).cast::<u8>();
+                if buf.is_null() {
+                    return Err(MediaError::misc("out of memory"));
+                }
+                std::ptr::copy_nonoverlapping(bytes.as_ptr(), buf, bytes.len());
+                if ffi::av_stream_add_side_data(raw, kind, buf, bytes.len()) < 0 {
+                    ffi::av_free(buf.cast());
+                    return Err(MediaError::misc(format!("cannot copy the side data of stream {i}")));
+                }
+            }
+            if encoded && matches!(plan.hdr, HdrKind::Hdr10 | HdrKind::Hdr10Plus) {
                 for (kind, data) in [
                     (ffi::AVPacketSideDataType_AV_PKT_DATA_MASTERING_DISPLAY_METADATA, mastering_side_data(info)),
                     (ffi::AVPacketSideDataType_AV_PKT_DATA_CONTENT_LIGHT_LEVEL, light_side_data(info)),
@@ -198,7 +215,15 @@ pub fn mux(plan: &EncodePlan, info: &MediaInfo, manifest: &Manifest, output_path
     }
     copy_chapters_and_metadata(&source, &mut output);
 
-    let mut options = if mp4_family { Some(AVDictionary::new(c"movflags", c"+faststart", 0)) } else { None };
+    let mut options = if mp4_family {
+        Some(AVDictionary::new(c"movflags", c"+faststart", 0))
+    } else if matches!(plan.output_extension.as_str(), "mkv" | "webm") {
+        // Write each stream's default flag as the source has it; the muxer would otherwise
+        // mark a stream of each kind default where the source marks none.
+        Some(AVDictionary::new(c"default_mode", c"passthrough", 0))
+    } else {
+        None
+    };
     output.write_header(&mut options).map_err(|e| from_rsmpeg("writing the output header", &e))?;
     let out_tbs: Vec<ffi::AVRational> = output.streams().into_iter().map(|s| s.time_base).collect();
     let video_out = map[vi].ok_or_else(|| MediaError::misc("video stream not mapped"))?;
@@ -213,20 +238,15 @@ pub fn mux(plan: &EncodePlan, info: &MediaInfo, manifest: &Manifest, output_path
     loop {
         if next_other.is_none() && !source_done {
             loop {
-                match source.read_packet() {
-                    Ok(Some(p)) => {
+                match super::probe::read_packet(&mut source, "the source")? {
+                    Some(p) => {
                         let idx = p.stream_index as usize;
                         if idx != vi && map.get(idx).copied().flatten().is_some() {
                             next_other = Some(p);
                             break;
                         }
                     }
-                    Ok(None) => {
-                        source_done = true;
-                        break;
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "read error in the source while muxing; ending its streams here");
+                    None => {
                         source_done = true;
                         break;
                     }
@@ -276,4 +296,124 @@ pub fn mux(plan: &EncodePlan, info: &MediaInfo, manifest: &Manifest, output_path
         .and_then(|f| f.sync_all())
         .map_err(|e| MediaError::from_io("syncing the output", &e))?;
     Ok(())
+}
+
+/// How a source stream reaches the output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Carry {
+    /// The main video: encoded.
+    Encode,
+    /// Every other stream: copied as it is.
+    Copy,
+}
+
+/// Data streams the MP4/MOV muxer writes back as they came: timecode and GoPro metadata.
+const MOV_DATA_TAGS: [u32; 2] = [mktag(b't', b'm', b'c', b'd'), mktag(b'g', b'p', b'm', b'd')];
+
+/// The output format FFmpeg picks for an extension.
+fn output_format(ext: &str) -> Result<*const ffi::AVOutputFormat, MediaError> {
+    let name = CString::new(format!("output.{ext}")).map_err(|_| MediaError::misc("NUL in the extension"))?;
+    // SAFETY: looks the name up in FFmpeg's static table of muxers.
+    let format = unsafe { ffi::av_guess_format(std::ptr::null(), name.as_ptr(), std::ptr::null()) };
+    if format.is_null() {
+        return Err(MediaError::misc(format!("no muxer for .{ext}")));
+    }
+    Ok(format)
+}
+
+/// How every stream of `source` is carried into a `.{ext}` output whose main video (stream
+/// `vi`) is encoded to `target`. Nothing is dropped: a stream the container cannot hold, or
+/// whose picture facts it cannot store, refuses the file with a reason naming the stream.
+pub fn carry_plan(
+    source: &AVFormatContextInput,
+    vi: usize,
+    target: ffi::AVCodecID,
+    ext: &str,
+) -> Result<Vec<Carry>, MediaError> {
+    let format = output_format(ext)?;
+    let mov_family = matches!(ext, "mp4" | "m4v" | "mov");
+    let refuse = |what: String| {
+        MediaError::new(
+            FailureCode::UnsupportedStream,
+            format!("{what}; nothing is dropped, so the file is left as it is"),
+        )
+    };
+    let mut plan = Vec::new();
+    for (i, stream) in source.streams().into_iter().enumerate() {
+        let par = stream.codecpar();
+        let encoded = i == vi;
+        let codec_id = if encoded { target } else { par.codec_id };
+        // SAFETY: static name strings.
+        let codec = unsafe { std::ffi::CStr::from_ptr(ffi::avcodec_get_name(codec_id)) }.to_string_lossy().into_owned();
+        let tag = par.codec_tag;
+        let tag_text =
+            tag.to_le_bytes().iter().map(|b| if b.is_ascii_graphic() { *b as char } else { '?' }).collect::<String>();
+        let kind = match par.codec_type {
+            ffi::AVMediaType_AVMEDIA_TYPE_VIDEO => "video",
+            ffi::AVMediaType_AVMEDIA_TYPE_AUDIO => "audio",
+            ffi::AVMediaType_AVMEDIA_TYPE_SUBTITLE => "subtitle",
+            ffi::AVMediaType_AVMEDIA_TYPE_ATTACHMENT => "attachment",
+            ffi::AVMediaType_AVMEDIA_TYPE_DATA => "data",
+            _ => return Err(refuse(format!("stream {i} is of an unknown kind"))),
+        };
+        if kind == "data" {
+            // Matroska has no data tracks in FFmpeg's muxer; MP4/MOV take the known ones.
+            if !(mov_family && MOV_DATA_TAGS.contains(&tag)) {
+                return Err(refuse(format!("stream {i} (data, {tag_text}) cannot be stored in .{ext}")));
+            }
+        } else {
+            // SAFETY: a query on FFmpeg's static muxer description.
+            let fits = unsafe { ffi::avformat_query_codec(format, codec_id, ffi::FF_COMPLIANCE_NORMAL as i32) };
+            if fits == 0 {
+                return Err(refuse(format!("stream {i} ({kind}, {codec}) cannot be stored in .{ext}")));
+            }
+        }
+        let rotated =
+            side_data_of(&stream).iter().any(|(k, _)| *k == ffi::AVPacketSideDataType_AV_PKT_DATA_DISPLAYMATRIX);
+        if rotated && !mov_family {
+            // FFmpeg 5.1's Matroska muxer has no place for a display matrix: the video
+            // would play turned.
+            return Err(refuse(format!(
+                "stream {i} ({kind}) has a display matrix (rotation) that .{ext} cannot store"
+            )));
+        }
+        plan.push(if encoded { Carry::Encode } else { Carry::Copy });
+    }
+    Ok(plan)
+}
+
+/// Checks, before any work, that every stream of the plan's source can be carried.
+pub fn check_streams(plan: &EncodePlan) -> Result<(), MediaError> {
+    let source = open_input(&plan.input)?;
+    let vi = main_video_index(&source).ok_or_else(|| MediaError::invalid("no video stream"))?;
+    let name = CString::new(plan.target_codec.clone()).map_err(|_| MediaError::misc("NUL in the codec"))?;
+    // SAFETY: looks a name up in FFmpeg's static codec descriptors.
+    let descriptor = unsafe { ffi::avcodec_descriptor_get_by_name(name.as_ptr()) };
+    if descriptor.is_null() {
+        return Err(MediaError::new(FailureCode::UnsupportedCodec, format!("unknown codec {}", plan.target_codec)));
+    }
+    // SAFETY: a non-null static descriptor.
+    let target = unsafe { (*descriptor).id };
+    carry_plan(&source, vi, target, &plan.output_extension).map(|_| ())
+}
+
+/// The codec tag a copied stream keeps: the source's, where the output format has no tag
+/// table, maps the tag to the same codec, or has no tag of its own for the codec (as the
+/// ffmpeg program does). A timecode track needs its `tmcd`.
+///
+/// # Safety
+/// `format` must be a valid output format.
+unsafe fn kept_codec_tag(format: *const ffi::AVOutputFormat, par: &ffi::AVCodecParameters) -> u32 {
+    let tags = (*format).codec_tag;
+    if tags.is_null() {
+        return par.codec_tag;
+    }
+    let mut own = 0u32;
+    if ffi::av_codec_get_id(tags, par.codec_tag) == par.codec_id
+        || ffi::av_codec_get_tag2(tags, par.codec_id, &mut own) == 0
+    {
+        par.codec_tag
+    } else {
+        0
+    }
 }

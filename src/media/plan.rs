@@ -229,6 +229,11 @@ mod tests {
             channels: None,
             attached_picture: false,
             duration_seconds: None,
+            title: None,
+            dispositions: Vec::new(),
+            side_data: Vec::new(),
+            rotation: None,
+            field_order: None,
         };
         MediaInfo {
             container: "matroska,webm".into(),

@@ -72,6 +72,20 @@ pub struct StreamInfo {
     pub channels: Option<u32>,
     pub attached_picture: bool,
     pub duration_seconds: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// Disposition flags by FFmpeg's names ("default", "forced", "hearing_impaired", ...).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dispositions: Vec<String>,
+    /// Stream-level side data by FFmpeg's names ("Display Matrix", "Stereo 3D", ...).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub side_data: Vec<String>,
+    /// Rotation of the display matrix in degrees, counterclockwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rotation: Option<f64>,
+    /// "progressive", "tt", "bb", "tb" or "bt" where known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field_order: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -271,7 +285,66 @@ fn stream_info(index: usize, stream: &AVStreamRef) -> StreamInfo {
         channels: (kind == StreamKind::Audio).then(|| u32::try_from(par.ch_layout.nb_channels).ok()).flatten(),
         attached_picture: stream.disposition & ffi::AV_DISPOSITION_ATTACHED_PIC as i32 != 0,
         duration_seconds: duration,
+        title: stream
+            .metadata()
+            .and_then(|m| m.get(c"title", None, 0).map(|e| e.value().to_string_lossy().into_owned())),
+        dispositions: disposition_names(stream.disposition),
+        side_data: side_data_of(stream).iter().map(|(kind, _)| side_data_name(*kind)).collect(),
+        rotation: stream_side_data(stream, ffi::AVPacketSideDataType_AV_PKT_DATA_DISPLAYMATRIX)
+            .filter(|d| d.len() >= 36)
+            // SAFETY: a display matrix is nine 32-bit integers.
+            .map(|d| unsafe { ffi::av_display_rotation_get(d.as_ptr().cast::<i32>()) })
+            .filter(|r| r.is_finite()),
+        field_order: if video { field_order_name(par.field_order) } else { None },
     }
+}
+
+/// FFmpeg's names of the disposition flags set in `disposition`.
+pub fn disposition_names(disposition: i32) -> Vec<String> {
+    (0..31)
+        .map(|bit| 1i32 << bit)
+        .filter(|flag| disposition & flag != 0)
+        // SAFETY: returns null or a static string.
+        .map(|flag| cstr_opt(unsafe { ffi::av_disposition_to_string(flag) }).unwrap_or_else(|| format!("0x{flag:x}")))
+        .collect()
+}
+
+fn side_data_name(kind: ffi::AVPacketSideDataType) -> String {
+    // SAFETY: returns null or a static string.
+    cstr_opt(unsafe { ffi::av_packet_side_data_name(kind) }).unwrap_or_else(|| format!("side data {kind}"))
+}
+
+pub fn field_order_name(order: ffi::AVFieldOrder) -> Option<String> {
+    match order {
+        ffi::AVFieldOrder_AV_FIELD_PROGRESSIVE => Some("progressive"),
+        ffi::AVFieldOrder_AV_FIELD_TT => Some("tt"),
+        ffi::AVFieldOrder_AV_FIELD_BB => Some("bb"),
+        ffi::AVFieldOrder_AV_FIELD_TB => Some("tb"),
+        ffi::AVFieldOrder_AV_FIELD_BT => Some("bt"),
+        _ => None,
+    }
+    .map(str::to_string)
+}
+
+/// Every stream-level side data of a stream: its type and a copy of its bytes.
+pub fn side_data_of(stream: &AVStreamRef) -> Vec<(ffi::AVPacketSideDataType, Vec<u8>)> {
+    let mut found = Vec::new();
+    // SAFETY: FFmpeg 5.1 keeps stream side data in an array of `nb_side_data` entries, each
+    // with `size` readable bytes at `data`; copied before the context is dropped.
+    unsafe {
+        let raw = stream.as_ptr();
+        let n = usize::try_from((*raw).nb_side_data).unwrap_or(0);
+        for i in 0..n {
+            let sd = &*(*raw).side_data.add(i);
+            let bytes = if sd.data.is_null() || sd.size == 0 {
+                Vec::new()
+            } else {
+                std::slice::from_raw_parts(sd.data, sd.size).to_vec()
+            };
+            found.push((sd.type_, bytes));
+        }
+    }
+    found
 }
 
 /// Stream-level side data of one type (FFmpeg 5.1 keeps it on the stream).
@@ -431,4 +504,44 @@ pub fn probe(path: &Path) -> Result<MediaInfo, MediaError> {
         };
     }
     Ok(MediaInfo { container, duration_seconds, size_bytes, bit_rate, chapters, streams, hdr })
+}
+
+/// The I/O error the input's reader met, if any. FFmpeg's demuxers often report a failed
+/// read() as the end of the file, and some resynchronise past it; the reader's error is sticky,
+/// so it tells a short read from a real end.
+pub fn io_error(input: &AVFormatContextInput) -> Option<i32> {
+    let pb = input.pb;
+    if pb.is_null() {
+        return None;
+    }
+    // SAFETY: `pb` belongs to the open input and lives as long as it.
+    let err = unsafe { (*pb).error };
+    (err < 0 && err != ffi::AVERROR_EOF).then_some(err)
+}
+
+/// The next packet of a source, or None at its real end. A read error, or a demuxer error
+/// anywhere but at the end of the file, is an error: treating it as the end would cut the
+/// video short while other streams (read again later) stay whole.
+pub fn read_packet(
+    input: &mut AVFormatContextInput,
+    what: &str,
+) -> Result<Option<rsmpeg::avcodec::AVPacket>, MediaError> {
+    let read = input.read_packet();
+    if let Some(code) = io_error(input) {
+        return Err(MediaError::from_av(&format!("reading {what}"), code));
+    }
+    match read {
+        Ok(packet) => Ok(packet),
+        Err(e) => {
+            // SAFETY: `pb` belongs to the open input (checked for null first).
+            let at_end = !input.pb.is_null() && unsafe { ffi::avio_feof(input.pb) } != 0;
+            if at_end {
+                // A last packet cut short: the file ends there.
+                tracing::warn!(error = %e, what, "damaged packet at the end of the file; treating it as the end");
+                Ok(None)
+            } else {
+                Err(super::error::from_rsmpeg(&format!("reading {what} (not at its end)"), &e))
+            }
+        }
+    }
 }

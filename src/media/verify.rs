@@ -1,6 +1,7 @@
 //! Checks an encoded file before it may replace anything: it opens, its video is in the
-//! target codec, its streams match the source's, its length matches, and it decodes at
-//! several points. An exit code of 0 proves nothing.
+//! target codec, its streams are the source's one for one (kind, codec, tags, dispositions,
+//! side data, field order), every stream has as many frames as the source's, and it decodes
+//! at several points. An exit code of 0 proves nothing.
 
 use std::path::Path;
 
@@ -8,7 +9,7 @@ use rsmpeg::error::RsmpegError;
 use rsmpeg::ffi;
 
 use super::encode::{main_video_index, open_decoder};
-use super::probe::{open_input, probe, MediaInfo, StreamKind};
+use super::probe::{open_input, probe, read_packet, MediaInfo};
 use super::MediaError;
 
 /// Allowed difference of duration: 0.5 s or 1 %, whichever is larger.
@@ -16,7 +17,12 @@ pub fn duration_tolerance(source_seconds: f64) -> f64 {
     (source_seconds * 0.01).max(0.5)
 }
 
-pub fn verify(output: &Path, source: &MediaInfo, target_codec: &str) -> Result<MediaInfo, MediaError> {
+pub fn verify(
+    output: &Path,
+    source: &Path,
+    source_info: &MediaInfo,
+    target_codec: &str,
+) -> Result<MediaInfo, MediaError> {
     let fail = |what: String| MediaError::invalid(format!("output verification failed: {what}"));
     let info = probe(output).map_err(|e| fail(e.message))?;
     if info.size_bytes == 0 {
@@ -26,73 +32,258 @@ pub fn verify(output: &Path, source: &MediaInfo, target_codec: &str) -> Result<M
     if video.codec != target_codec {
         return Err(fail(format!("video is {}, expected {target_codec}", video.codec)));
     }
-    for kind in [StreamKind::Audio, StreamKind::Subtitle, StreamKind::Attachment] {
-        let (want, got) = (source.count(kind), info.count(kind));
-        if want != got {
-            return Err(fail(format!("{got} {kind:?} streams, the source has {want}")));
-        }
+    same_streams(source_info, &info, target_codec).map_err(fail)?;
+    // An output whose length is unknown (e.g. a garbage timestamp carried over from a damaged
+    // source) could be any length, and the decode check below would only look at its start.
+    if let (Some(src), None) = (source_info.duration_seconds, info.duration_seconds) {
+        return Err(fail(format!("the output has no duration; the source has {src:.2} s")));
     }
-    match (source.duration_seconds, info.duration_seconds) {
-        (Some(src), Some(out)) => {
-            let tolerance = duration_tolerance(src);
-            if (src - out).abs() > tolerance {
+    // The container's duration is its longest stream's: a video cut short next to whole
+    // audio passes it. Every stream is counted instead, by a demux-only pass over both files
+    // (cheap: no decoding). Copied streams carry the source's packets one for one. The
+    // encoded video has one packet per frame (x265, SVT-AV1 and the hardware encoders emit
+    // one access unit or temporal unit per frame), and the source's frames are its video
+    // packets less those the demuxer marks to be discarded (edit lists) or that are empty,
+    // which the decoder does not turn into frames either. So the counts must be equal, not
+    // close: a tolerance would let a short read near the end pass.
+    let want = tally(source)?;
+    let got = tally(output).map_err(|e| fail(e.message))?;
+    let main = source_info.video().map(|v| v.index);
+    for (i, (w, g)) in want.iter().zip(got.iter()).enumerate() {
+        let kind = source_info.streams.get(i).map(|s| format!("{:?}", s.kind).to_lowercase()).unwrap_or_default();
+        let expected = if Some(i) == main { w.frames } else { w.packets };
+        if g.packets != expected {
+            let unit = if Some(i) == main { "frames" } else { "packets" };
+            return Err(fail(format!(
+                "stream {i} ({kind}) has {} {unit}, the source has {expected}: frames lost",
+                g.packets
+            )));
+        }
+        // Each stream's own length, from its first timestamp to its end: containers differ
+        // on whether a late start counts into the file's duration (MPEG program streams
+        // start at 0.5 s; Matroska counts that in, MPEG does not).
+        if let (Some(a), Some(b)) = (w.span_seconds(), g.span_seconds()) {
+            let tolerance = duration_tolerance(a);
+            if (a - b).abs() > tolerance {
                 return Err(fail(format!(
-                    "duration {out:.2} s, the source has {src:.2} s (tolerance {tolerance:.2} s)"
+                    "stream {i} ({kind}) lasts {b:.2} s, the source's {a:.2} s (tolerance {tolerance:.2} s)"
                 )));
             }
         }
-        // An output whose length is unknown (e.g. a garbage timestamp carried over from a
-        // damaged source) could be any length, and the decode check below would only look
-        // at its start.
-        (Some(src), None) => return Err(fail(format!("the output has no duration; the source has {src:.2} s"))),
-        (None, _) => {}
+        if g.side_data != w.side_data {
+            return Err(fail(format!(
+                "stream {i} ({kind}) carries side data {:?}, the source {:?}",
+                side_data_names(&g.side_data),
+                side_data_names(&w.side_data)
+            )));
+        }
     }
-    decode_at_points(output, info.duration_seconds.unwrap_or(0.0)).map_err(|e| fail(e.message))?;
+    let span = main.and_then(|i| want.get(i)).and_then(StreamTally::span_seconds).or(source_info.duration_seconds);
+    decode_at_points(output, span.unwrap_or(0.0)).map_err(|e| fail(e.message))?;
     Ok(info)
 }
 
-/// Decodes at least one video frame at the start, 25 %, 50 %, 75 % and near the end.
+/// The output's streams are the source's, one for one and in order: same kind, codec (the
+/// main video's is the target), tags, dispositions and field order.
+fn same_streams(source: &MediaInfo, output: &MediaInfo, target_codec: &str) -> Result<(), String> {
+    let describe = |info: &MediaInfo| {
+        info.streams.iter().map(|s| format!("{:?} {}", s.kind, s.codec).to_lowercase()).collect::<Vec<_>>().join(", ")
+    };
+    if source.streams.len() != output.streams.len() {
+        return Err(format!(
+            "{} streams ({}), the source has {} ({})",
+            output.streams.len(),
+            describe(output),
+            source.streams.len(),
+            describe(source)
+        ));
+    }
+    let main = source.video().map(|v| v.index);
+    for (i, (s, o)) in source.streams.iter().zip(output.streams.iter()).enumerate() {
+        let codec = if Some(i) == main { target_codec } else { s.codec.as_str() };
+        let what = format!("stream {i} ({:?} {})", s.kind, s.codec).to_lowercase();
+        if o.kind != s.kind || o.codec != codec || o.attached_picture != s.attached_picture {
+            return Err(format!("{what} became {:?} {}", o.kind, o.codec).to_lowercase());
+        }
+        if o.language != s.language || o.title != s.title {
+            return Err(format!(
+                "{what} has language {:?} and title {:?}, the source {:?} and {:?}",
+                o.language, o.title, s.language, s.title
+            ));
+        }
+        if o.dispositions != s.dispositions {
+            return Err(format!("{what} has dispositions {:?}, the source {:?}", o.dispositions, s.dispositions));
+        }
+        let interlaced = |f: &Option<String>| f.as_deref().is_some_and(|f| f != "progressive");
+        if interlaced(&s.field_order) != interlaced(&o.field_order)
+            || (interlaced(&s.field_order) && s.field_order != o.field_order)
+        {
+            return Err(format!("{what} has field order {:?}, the source {:?}", o.field_order, s.field_order));
+        }
+    }
+    Ok(())
+}
+
+/// Side data a stream must keep: what shapes the picture (rotation, stereo layout,
+/// projection). Other kinds describe an encoding (buffer sizes, HDR metadata handled apart).
+pub const KEPT_SIDE_DATA: [ffi::AVPacketSideDataType; 3] = [
+    ffi::AVPacketSideDataType_AV_PKT_DATA_DISPLAYMATRIX,
+    ffi::AVPacketSideDataType_AV_PKT_DATA_STEREO3D,
+    ffi::AVPacketSideDataType_AV_PKT_DATA_SPHERICAL,
+];
+
+fn side_data_names(list: &[(ffi::AVPacketSideDataType, Vec<u8>)]) -> Vec<String> {
+    list.iter()
+        // SAFETY: returns null or a static string.
+        .map(|(kind, _)| unsafe { ffi::av_packet_side_data_name(*kind) })
+        .map(|p| {
+            if p.is_null() {
+                "?".into()
+            } else {
+                unsafe { std::ffi::CStr::from_ptr(p) }.to_string_lossy().into_owned()
+            }
+        })
+        .collect()
+}
+
+/// One stream of a file as a demux-only pass sees it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StreamTally {
+    /// Every packet.
+    pub packets: u64,
+    /// Packets that make a frame: neither empty nor marked to be discarded.
+    pub frames: u64,
+    /// Earliest timestamp and end (timestamp plus duration), in `time_base`.
+    pub first: Option<i64>,
+    pub end: Option<i64>,
+    pub time_base: (i32, i32),
+    /// The side data of `KEPT_SIDE_DATA`, with its bytes.
+    pub side_data: Vec<(ffi::AVPacketSideDataType, Vec<u8>)>,
+}
+
+impl StreamTally {
+    /// Length of the stream from its first timestamp to its end.
+    pub fn span_seconds(&self) -> Option<f64> {
+        let (first, end) = (self.first?, self.end?);
+        let (num, den) = self.time_base;
+        (den != 0 && end > first).then(|| (end - first) as f64 * f64::from(num) / f64::from(den))
+    }
+}
+
+/// Counts every stream's packets by reading the whole file without decoding. A read error
+/// is an error, never a short count.
+pub fn tally(path: &Path) -> Result<Vec<StreamTally>, MediaError> {
+    let mut input = open_input(path)?;
+    let mut streams: Vec<StreamTally> = input
+        .streams()
+        .into_iter()
+        .map(|s| StreamTally {
+            time_base: (s.time_base.num, s.time_base.den),
+            side_data: super::probe::side_data_of(&s).into_iter().filter(|(k, _)| KEPT_SIDE_DATA.contains(k)).collect(),
+            ..Default::default()
+        })
+        .collect();
+    let what = path.display().to_string();
+    while let Some(packet) = read_packet(&mut input, &what)? {
+        let Some(s) = streams.get_mut(packet.stream_index as usize) else { continue };
+        s.packets += 1;
+        if packet.flags & ffi::AV_PKT_FLAG_DISCARD as i32 == 0 && packet.size > 0 {
+            s.frames += 1;
+        }
+        let ts = if packet.pts != ffi::AV_NOPTS_VALUE { packet.pts } else { packet.dts };
+        if ts != ffi::AV_NOPTS_VALUE {
+            s.first = Some(s.first.map_or(ts, |f| f.min(ts)));
+            let end = ts.saturating_add(packet.duration.max(0));
+            s.end = Some(s.end.map_or(end, |e| e.max(end)));
+        }
+    }
+    Ok(streams)
+}
+
+/// Decodes the main video at its start, 25 %, 50 %, 75 % and 95 % of `duration` seconds
+/// (from the file's start). Each check must reach a frame within two frames of its point:
+/// seeking lands on a keyframe at or before the point and decoding goes on from there, so a
+/// video that ends early runs out of frames instead of passing on its last one.
 pub fn decode_at_points(path: &Path, duration: f64) -> Result<(), MediaError> {
     let mut input = open_input(path)?;
     let vi = main_video_index(&input).ok_or_else(|| MediaError::invalid("no video stream"))?;
     let mut decoder = open_decoder(&input, vi)?;
-    let points = [0.0, 0.25, 0.5, 0.75, 0.95];
-    for point in points {
-        let target = (duration * point * f64::from(ffi::AV_TIME_BASE)) as i64;
-        // SAFETY: seeking an input we own; -1 selects the default stream and AV_TIME_BASE units.
+    let (time_base, frame) = {
+        let stream = input.streams().get(vi).ok_or_else(|| MediaError::invalid("no video stream"))?;
+        let rate = [stream.avg_frame_rate, stream.r_frame_rate]
+            .into_iter()
+            .find(|r| r.num > 0 && r.den > 0)
+            .unwrap_or(ffi::AVRational { num: 25, den: 1 });
+        (stream.time_base, ffi::AVRational { num: rate.den, den: rate.num })
+    };
+    let start = if input.start_time != ffi::AV_NOPTS_VALUE { input.start_time } else { 0 };
+    let av_time_base = ffi::AVRational { num: 1, den: ffi::AV_TIME_BASE as i32 };
+    // SAFETY: pure arithmetic.
+    let slack = unsafe { ffi::av_rescale_q(2, frame, time_base) }.max(1);
+    for point in [0.0, 0.25, 0.5, 0.75, 0.95] {
+        let target_us = start + (duration * point * f64::from(ffi::AV_TIME_BASE)) as i64;
+        // SAFETY: pure arithmetic.
+        let target = unsafe { ffi::av_rescale_q(target_us, av_time_base, time_base) };
+        // SAFETY: seeking an input we own, in the video stream's time base, to a keyframe at
+        // or before the target.
         let ret = unsafe {
-            ffi::avformat_seek_file(input.as_mut_ptr(), -1, i64::MIN, target, target, ffi::AVSEEK_FLAG_BACKWARD as i32)
+            ffi::avformat_seek_file(input.as_mut_ptr(), i32::try_from(vi).unwrap_or(0), i64::MIN, target, target, 0)
         };
         if ret < 0 && point > 0.0 {
             return Err(MediaError::invalid(format!("cannot seek to {:.0} %", point * 100.0)));
         }
         // SAFETY: resets the decoder after a seek.
         unsafe { ffi::avcodec_flush_buffers(decoder.as_mut_ptr()) };
-        let mut decoded = false;
+        let landed = |ts: i64| ts == ffi::AV_NOPTS_VALUE || ts >= target.saturating_sub(slack) || point == 0.0;
+        let mut reached = false;
+        let mut last_seen = None;
         let mut packets = 0;
-        while !decoded && packets < 2000 {
-            let packet = match input.read_packet() {
-                Ok(Some(p)) => p,
-                Ok(None) => {
-                    let _ = decoder.send_packet(None);
-                    decoded = decoder.receive_frame().is_ok();
-                    break;
+        let mut ended = false;
+        while !reached && !ended && packets < 10_000 {
+            match read_packet(&mut input, "the output")? {
+                Some(packet) => {
+                    if packet.stream_index as usize != vi {
+                        continue;
+                    }
+                    packets += 1;
+                    decoder
+                        .send_packet(Some(&packet))
+                        .map_err(|e| MediaError::invalid(format!("decode error: {e}")))?;
                 }
-                Err(e) => return Err(MediaError::invalid(format!("read error: {e}"))),
-            };
-            if packet.stream_index as usize != vi {
-                continue;
+                None => {
+                    ended = true;
+                    let _ = decoder.send_packet(None);
+                }
             }
-            packets += 1;
-            decoder.send_packet(Some(&packet)).map_err(|e| MediaError::invalid(format!("decode error: {e}")))?;
-            match decoder.receive_frame() {
-                Ok(_) => decoded = true,
-                Err(RsmpegError::DecoderDrainError) => {}
-                Err(e) => return Err(MediaError::invalid(format!("decode error: {e}"))),
+            loop {
+                match decoder.receive_frame() {
+                    Ok(f) => {
+                        last_seen = Some(f.best_effort_timestamp);
+                        if landed(f.best_effort_timestamp) {
+                            reached = true;
+                            break;
+                        }
+                    }
+                    Err(RsmpegError::DecoderDrainError | RsmpegError::DecoderFlushedError) => break,
+                    Err(e) => return Err(MediaError::invalid(format!("decode error: {e}"))),
+                }
             }
         }
-        if !decoded {
-            return Err(MediaError::invalid(format!("no frame decodes at {:.0} %", point * 100.0)));
+        if !reached {
+            let seen = last_seen
+                .filter(|t| *t != ffi::AV_NOPTS_VALUE)
+                .map(|t| {
+                    format!(
+                        "; the last frame decoded is at {:.2} s",
+                        t as f64 * f64::from(time_base.num) / f64::from(time_base.den)
+                    )
+                })
+                .unwrap_or_default();
+            return Err(MediaError::invalid(format!(
+                "no frame decodes at {:.0} % ({:.2} s){seen}",
+                point * 100.0,
+                target_us as f64 / f64::from(ffi::AV_TIME_BASE)
+            )));
         }
     }
     Ok(())
@@ -113,6 +304,9 @@ pub fn validate_source(path: &Path) -> Result<MediaInfo, MediaError> {
             info.container
         )));
     };
-    decode_at_points(path, duration)?;
+    // The points lie within the video's own length where the container knows it: other
+    // streams may run on past the picture.
+    let video_length = info.video().and_then(|v| v.duration_seconds).filter(|d| *d > 0.0).unwrap_or(duration);
+    decode_at_points(path, video_length.min(duration))?;
     Ok(info)
 }

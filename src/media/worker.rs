@@ -26,7 +26,7 @@ pub enum Request {
     Validate { path: PathBuf },
     /// Check an encoded output against its source before it may replace anything.
     #[serde(rename_all = "camelCase")]
-    Verify { output: PathBuf, source: Box<MediaInfo>, target_codec: String },
+    Verify { output: PathBuf, source_path: PathBuf, source: Box<MediaInfo>, target_codec: String },
 }
 
 impl Request {
@@ -65,7 +65,9 @@ pub fn child_main() -> ExitCode {
     unsafe { rsmpeg::ffi::av_log_set_level(rsmpeg::ffi::AV_LOG_ERROR as i32) };
     let answer = match serde_json::from_reader::<_, Request>(std::io::stdin()) {
         Ok(Request::Validate { path }) => validate_source(&path),
-        Ok(Request::Verify { output, source, target_codec }) => verify(&output, &source, &target_codec),
+        Ok(Request::Verify { output, source_path, source, target_codec }) => {
+            verify(&output, &source_path, &source, &target_codec)
+        }
         Err(e) => Err(MediaError::misc(format!("bad request on stdin: {e}"))),
     };
     let (answer, code) = match answer {
@@ -146,6 +148,7 @@ pub async fn validate(binary: &Path, path: &Path, base_limit: Duration) -> Resul
 pub async fn verify_output(
     binary: &Path,
     output: &Path,
+    source_path: &Path,
     source: &MediaInfo,
     target_codec: &str,
     base_limit: Duration,
@@ -153,6 +156,7 @@ pub async fn verify_output(
     let size = std::fs::metadata(output).map(|m| m.len()).unwrap_or(0).max(source.size_bytes);
     let request = Request::Verify {
         output: output.to_path_buf(),
+        source_path: source_path.to_path_buf(),
         source: Box::new(source.clone()),
         target_codec: target_codec.to_string(),
     };

@@ -1475,7 +1475,7 @@ fn an_output_whose_length_is_unknown_fails_verification() {
         output.to_str().unwrap(),
     ]);
     assert_eq!(probe(&output).unwrap().duration_seconds, None);
-    let err = condense::media::verify::verify(&output, &info, "hevc").unwrap_err();
+    let err = condense::media::verify::verify(&output, &source, &info, "hevc").unwrap_err();
     assert!(err.message.contains("no duration"), "{err}");
 }
 
@@ -1635,6 +1635,133 @@ async fn pause_and_resume_all_in_a_three_node_cluster_never_run_two_transcoders_
         drop(main);
         watch.finish(&mut counts);
         expect_all(&mut counts, &jobs, &ledger, "COMPLETED");
+        check(&db, &ledger, false, &mut counts).await;
+        counts.end_run();
+    }
+    counts.expect_transcoders();
+    counts.finish();
+}
+
+// ---------------------------------------------------------------------------------------
+// Scenario: a transient read error during encodes
+
+/// A share that answers one read() of each source with EIO, at a random point of the file,
+/// in the transcoders only (an LD_PRELOAD shim on the whole node, inert outside `condense
+/// transcode`). A read error used to end the video there while the mux added the whole
+/// audio: a short file replaced the original. Now the attempt fails and the retry reads the
+/// file whole: every job completes with every frame, or fails with its original untouched.
+#[actix_web::test]
+async fn a_transient_read_error_during_encodes() {
+    let mut counts = Counts::new("read-error");
+    let mut rng = seeded(counts.scenario);
+    let templates = Templates::make(&["av.mkv", "av.mp4", "long.mkv"]);
+    let frames: HashMap<&str, u64> =
+        templates.files.iter().map(|(name, path)| (*name, crate::common::shim::video_frames(path))).collect();
+    let shim = crate::common::shim::eio_shim();
+    for run in 0..fault_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let (data, media, markers) = (dir.path().join("main"), dir.path().join("media"), dir.path().join("markers"));
+        std::fs::create_dir_all(&media).unwrap();
+        std::fs::create_dir_all(&markers).unwrap();
+        let mut ledger = Ledger::default();
+        let files = [("av.mkv", "a.mkv"), ("av.mp4", "b.mp4"), ("long.mkv", "c.mkv")];
+        for (template, name) in files {
+            ledger.record(&templates.copy(template, &media.join(name)));
+        }
+        let percent = rng.gen_range(10..90);
+        println!("faults: read-error: run {}: one read of each source fails at {percent} % of the file", run + 1);
+        let db = prepare(&data, &media, false, false).await;
+        let watch = Watch::start(dir.path(), &ledger);
+        let mut cmd = main_command(&data, 0);
+        cmd.env("LD_PRELOAD", shim)
+            .env("CONDENSE_EIO_PREFIX", format!("{}/", media.display()))
+            .env("CONDENSE_EIO_PERCENT", percent.to_string())
+            .env("CONDENSE_EIO_MARKERS", &markers);
+        let server = ServerProcess::start(cmd);
+        let jobs = wait_terminal(&db, ledger.len(), &[&server]).await;
+        drop(server);
+        watch.finish(&mut counts);
+        let failed_reads = std::fs::read_dir(&markers).unwrap().count();
+        counts.kills += failed_reads;
+        println!("faults: read-error: run {}: {failed_reads} reads failed with EIO", run + 1);
+        for (o, (template, _)) in ledger.originals.iter().zip(files) {
+            let Some(j) = job_for(&jobs, o) else { continue };
+            match j.status.as_str() {
+                "COMPLETED" => {
+                    let got = crate::common::shim::video_frames(&o.target());
+                    if got != frames[template] {
+                        counts.lost += 1;
+                        counts.problem(format!(
+                            "ORIGINAL LOST: {} COMPLETED with {got} frames of {}",
+                            o.path.display(),
+                            frames[template]
+                        ));
+                    }
+                }
+                // Three retries of one failed read each: the file failed for another reason.
+                _ => {
+                    counts.problem(format!("expected COMPLETED after a retry: {:?}", summary(std::slice::from_ref(j))))
+                }
+            }
+        }
+        check(&db, &ledger, false, &mut counts).await;
+        counts.end_run();
+    }
+    counts.finish();
+}
+
+// ---------------------------------------------------------------------------------------
+// Scenario: sources with extra streams
+
+/// Sources with a second video stream, a timecode track, a display matrix, titled and
+/// dispositioned audio and subtitles, through a node whose transcoder is killed once per run
+/// at a random moment (the retry resumes and muxes again): every stream, tag, disposition and
+/// side data of every original is in its replacement.
+#[actix_web::test]
+async fn sources_with_extra_streams_lose_nothing() {
+    let mut counts = Counts::new("extra-streams");
+    let mut rng = seeded(counts.scenario);
+    let made = tempfile::tempdir().unwrap();
+    let templates = [
+        crate::streams::angles_clip(made.path(), "angles.mkv"),
+        crate::streams::timecode_clip(made.path(), "camera.mov"),
+        crate::streams::rotated_clip(made.path(), "phone.mp4"),
+    ];
+    let facts: Vec<Vec<serde_json::Value>> = templates.iter().map(|t| crate::streams::facts(t, Some("hevc"))).collect();
+    for run in 0..fault_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let (data, media) = (dir.path().join("main"), dir.path().join("media"));
+        std::fs::create_dir_all(&media).unwrap();
+        let mut ledger = Ledger::default();
+        for t in &templates {
+            let to = media.join(t.file_name().unwrap());
+            std::fs::copy(t, &to).unwrap();
+            ledger.record(&to);
+        }
+        let db = prepare(&data, &media, false, false).await;
+        let watch = Watch::start(dir.path(), &ledger);
+        let server = ServerProcess::start(main_command(&data, 10));
+        let after = ms(rng.gen_range(100..3000));
+        tokio::time::sleep(after).await;
+        if let Some(victim) = transcoders(dir.path()).first() {
+            sigkill(victim.pid);
+            counts.kills += 1;
+            println!("faults: extra-streams: run {}: killed a transcoder after {after:?}", run + 1);
+        }
+        let jobs = wait_terminal(&db, ledger.len(), &[&server]).await;
+        drop(server);
+        watch.finish(&mut counts);
+        expect_all(&mut counts, &jobs, &ledger, "COMPLETED");
+        for (o, want) in ledger.originals.iter().zip(&facts) {
+            if !o.target().exists() {
+                continue;
+            }
+            let got = crate::streams::facts(&o.target(), None);
+            if &got != want {
+                counts.lost += 1;
+                counts.problem(format!("ORIGINAL LOST: {} lost streams or their facts: {got:#?}", o.path.display()));
+            }
+        }
         check(&db, &ledger, false, &mut counts).await;
         counts.end_run();
     }

@@ -14,3 +14,4 @@ mod media;
 mod process;
 mod repo;
 mod stats;
+mod streams;

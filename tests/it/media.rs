@@ -75,7 +75,7 @@ async fn encode_and_check(src: &Path, codec: &str, encoder: &str, quality: i32, 
     let (end, events) = run(&plan).await;
     assert_eq!(end, ChildEnd::Completed, "{events:?}");
     let output = plan.output_path();
-    let info = verify(&output, &source_info, codec).unwrap();
+    let info = verify(&output, src, &source_info, codec).unwrap();
     assert_eq!(info.video().unwrap().codec, codec);
     assert_eq!(info.count(StreamKind::Audio), source_info.count(StreamKind::Audio));
     assert_eq!(info.count(StreamKind::Subtitle), source_info.count(StreamKind::Subtitle));
@@ -132,7 +132,7 @@ async fn an_hevc_source_is_skipped_unless_forced() {
     let plan = plan_for(&src, "hevc", "libx265", 28, "ultrafast");
     let (end, events) = run(&plan).await;
     assert_eq!(end, ChildEnd::Completed, "{events:?}");
-    verify(&plan.output_path(), &info, "hevc").unwrap();
+    verify(&plan.output_path(), &src, &info, "hevc").unwrap();
 }
 
 fn assert_hdr10(path: &Path) {
@@ -229,7 +229,7 @@ async fn pause_at_half_then_resume_re_encodes_nothing_twice() {
     assert_eq!(encoded, total - done_before);
     let PartialState::Valid(manifest) = inspect(&fast) else { panic!() };
     assert_eq!(manifest.frames_done(), total);
-    verify(&plan.output_path(), &source_info, "hevc").unwrap();
+    verify(&plan.output_path(), &src, &source_info, "hevc").unwrap();
 }
 
 #[actix_web::test]
@@ -265,7 +265,7 @@ async fn kill_9_mid_encode_keeps_the_original_and_resuming_loses_at_most_one_seg
     assert_eq!(end, ChildEnd::Completed, "{events:?}");
     let (encoded, _) = done_counts(&events);
     assert_eq!(encoded, total - kept);
-    verify(&plan.output_path(), &source_info, "hevc").unwrap();
+    verify(&plan.output_path(), &src, &source_info, "hevc").unwrap();
     assert_eq!(clips::sha(&src), before);
 }
 
@@ -340,6 +340,143 @@ async fn no_room_for_the_partial_output_fails_before_writing() {
     }
     assert_eq!(names.len(), 1, "something was written: {names:?}");
     assert_eq!(after, before, "the source changed");
+}
+
+/// Runs `condense transcode` on `plan` as the node would, with `env` added; answers its exit
+/// status and events.
+fn transcode_with_env(plan: &EncodePlan, env: &[(&str, &std::ffi::OsStr)]) -> (std::process::ExitStatus, Vec<Event>) {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut cmd = Command::new(binary());
+    cmd.arg("transcode").stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().unwrap();
+    child.stdin.take().unwrap().write_all(&serde_json::to_vec(plan).unwrap()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let events = String::from_utf8_lossy(&out.stdout).lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    (out.status, events)
+}
+
+/// A share that answers one read with EIO at 40 % of the file: the attempt fails (it used to
+/// end the video there, and the mux added the full audio), and the retry, resuming from the
+/// last finished segment, has every frame.
+#[test]
+fn a_read_error_mid_source_fails_the_attempt_and_the_retry_has_every_frame() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = clips::h264_with_audio_and_subs(dir.path(), "film.mkv", "320x240", 8);
+    let before = clips::sha(&src);
+    let source_info = probe(&src).unwrap();
+    let mut plan = plan_for(&src, "hevc", "libx265", 30, "ultrafast");
+    plan.segment_seconds = 2.0;
+    let markers = dir.path().join("markers");
+    std::fs::create_dir(&markers).unwrap();
+    let shim = crate::common::shim::eio_shim();
+    let env = [
+        ("LD_PRELOAD", shim.as_os_str()),
+        ("CONDENSE_EIO_PREFIX", src.as_os_str()),
+        ("CONDENSE_EIO_MARKERS", markers.as_os_str()),
+    ];
+    let (status, events) = transcode_with_env(&plan, &env);
+    assert_eq!(std::fs::read_dir(&markers).unwrap().count(), 1, "the shim failed no read: {events:?}");
+    assert!(!status.success(), "the attempt whose read failed completed: {events:?}");
+    assert!(events.iter().any(|e| matches!(e, Event::Error { .. })), "{events:?}");
+    assert_eq!(clips::sha(&src), before, "the source changed");
+
+    // The retry: the shim has spent its one failure.
+    let (status, events) = transcode_with_env(&plan, &env);
+    assert!(status.success(), "{events:?}");
+    let output = plan.output_path();
+    let frames = crate::common::shim::video_frames(&src);
+    assert_eq!(crate::common::shim::video_frames(&output), frames, "frames lost");
+    verify(&output, &src, &source_info, "hevc").unwrap();
+}
+
+/// What a read error used to leave: 40 % of the picture and the full audio. The container's
+/// duration is the audio's, and a seek past the video's end lands on its last frame.
+#[test]
+fn a_video_shorter_than_its_audio_fails_verification() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = clips::h264_with_audio_and_subs(dir.path(), "source.mkv", "320x240", 5);
+    let info = probe(&src).unwrap();
+    let short = dir.path().join("short.mkv");
+    clips::ffmpeg(&[
+        "-i",
+        src.to_str().unwrap(),
+        "-map",
+        "0",
+        "-c",
+        "copy",
+        "-c:v",
+        "libx265",
+        "-preset",
+        "ultrafast",
+        "-x265-params",
+        "log-level=error",
+        "-vf",
+        "trim=end=2",
+        short.to_str().unwrap(),
+    ]);
+    assert_eq!(crate::common::shim::video_frames(&short), 50);
+    let err = verify(&short, &src, &info, "hevc").expect_err("a short video passed verification");
+    assert!(err.message.contains("frames"), "{err}");
+    // The decode check alone: a point past the video's end does not land on its last frame.
+    let err = condense::media::verify::decode_at_points(&short, 5.0).expect_err("decoded past the end");
+    assert!(err.message.contains("no frame decodes at 50 %"), "{err}");
+}
+
+/// The mux reads the source again for its other streams: a read error there fails the
+/// attempt too (it used to end the audio and subtitles there), and the next run muxes again.
+#[test]
+fn a_read_error_while_muxing_fails_the_attempt() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = clips::h264_with_audio_and_subs(dir.path(), "film.mkv", "320x240", 6);
+    let source_info = probe(&src).unwrap();
+    let plan = plan_for(&src, "hevc", "libx265", 30, "ultrafast");
+    // The video is encoded whole first: the next runs only mux.
+    let (status, events) = transcode_with_env(&plan, &[]);
+    assert!(status.success(), "{events:?}");
+    let markers = dir.path().join("markers");
+    std::fs::create_dir(&markers).unwrap();
+    let shim = crate::common::shim::eio_shim();
+    let env = [
+        ("LD_PRELOAD", shim.as_os_str()),
+        ("CONDENSE_EIO_PREFIX", src.as_os_str()),
+        ("CONDENSE_EIO_MARKERS", markers.as_os_str()),
+    ];
+    let (status, events) = transcode_with_env(&plan, &env);
+    assert_eq!(std::fs::read_dir(&markers).unwrap().count(), 1, "the shim failed no read: {events:?}");
+    assert!(events.iter().any(|e| matches!(e, Event::Muxing)), "{events:?}");
+    assert!(!status.success(), "a mux whose source read failed completed: {events:?}");
+    let (status, events) = transcode_with_env(&plan, &env);
+    assert!(status.success(), "{events:?}");
+    verify(&plan.output_path(), &src, &source_info, "hevc").unwrap();
+}
+
+/// Frame counting on older sources: MPEG-4 Part 2 with B-frames in AVI (no presentation
+/// timestamps in the container, frames reordered by the decoder) and MPEG-2 in a program
+/// stream. Every frame is encoded and counted once.
+#[actix_web::test]
+async fn avi_with_b_frames_and_mpeg_program_streams_keep_every_frame() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, codec) in [("xvid.avi", "mpeg4"), ("dvd.mpg", "mpeg2video")] {
+        let src = dir.path().join(name);
+        #[rustfmt::skip]
+        clips::ffmpeg(&[
+            "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25",
+            "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000",
+            "-t", "3", "-c:v", codec, "-bf", "2", "-q:v", "2", "-c:a", "mp2",
+            src.to_str().unwrap(),
+        ]);
+        let source_info = probe(&src).unwrap();
+        let plan = plan_for(&src, "hevc", "libx265", 30, "ultrafast");
+        let (end, events) = run(&plan).await;
+        assert_eq!(end, ChildEnd::Completed, "{name}: {events:?}");
+        verify(&plan.output_path(), &src, &source_info, "hevc").unwrap_or_else(|e| panic!("{name}: {e}"));
+        let frames = crate::common::shim::video_frames(&src);
+        assert_eq!(crate::common::shim::video_frames(&plan.output_path()), frames, "{name}");
+    }
 }
 
 /// One writer per partial output: a second transcoder on the plan of a running one finds

@@ -1,0 +1,372 @@
+//! No stream is dropped: every stream of a source reaches the output (or the file is refused
+//! with a reason naming the stream), with its tags, dispositions, side data and field order.
+//! Clips are made with the ffmpeg program (and remuxed here where it cannot add some side
+//! data), encoded through the real transcoder child, and checked with the ffprobe program.
+
+use std::ffi::CString;
+use std::path::{Path, PathBuf};
+
+use condense::domain::job::FailureCode;
+use condense::media::child::{ChildEnd, Transcoder};
+use condense::media::plan::EncodePlan;
+use condense::media::probe::probe;
+use condense::media::verify::verify;
+use rsmpeg::ffi;
+use serde_json::{json, Value};
+
+use crate::common::media as clips;
+use crate::common::server::binary;
+
+/// Encodes `src` through the transcoder child and our verification; answers the output.
+async fn encode(src: &Path, codec: &str, encoder: &str, preset: &str) -> Result<PathBuf, condense::media::MediaError> {
+    let info = probe(src).unwrap();
+    let plan = EncodePlan::new(src, &info, codec, encoder, 30, preset).unwrap();
+    let mut child = Transcoder::spawn(Path::new(binary()), &plan).await.unwrap();
+    while child.events.recv().await.is_some() {}
+    match child.wait().await {
+        ChildEnd::Completed => {}
+        ChildEnd::Failed(e) => return Err(e),
+        other => panic!("{other:?}"),
+    }
+    let output = plan.output_path();
+    verify(&output, src, &info, codec).unwrap_or_else(|e| panic!("{}: {e}", src.display()));
+    Ok(output)
+}
+
+fn ffprobe(path: &Path) -> Value {
+    let out = std::process::Command::new("ffprobe")
+        .args(["-v", "error", "-show_streams", "-of", "json"])
+        .arg(path)
+        .output()
+        .expect("ffprobe runs");
+    assert!(out.status.success(), "ffprobe {}: {}", path.display(), String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// What must survive of each stream, as ffprobe reports it. The main video's codec is the
+/// target's; every other fact is the source's.
+pub(crate) fn facts(path: &Path, main_video_codec: Option<&str>) -> Vec<Value> {
+    let probe = ffprobe(path);
+    let mut main_seen = false;
+    probe["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let kind = s["codec_type"].as_str().unwrap_or("");
+            let mut codec = s["codec_name"].clone();
+            if kind == "video" && !main_seen && s["disposition"]["attached_pic"] == 0 {
+                main_seen = true;
+                if let Some(c) = main_video_codec {
+                    codec = json!(c);
+                }
+            }
+            json!({
+                "type": kind,
+                "codec": codec,
+                "tag": if kind == "data" { s["codec_tag_string"].clone() } else { Value::Null },
+                "language": s["tags"]["language"],
+                "title": s["tags"]["title"],
+                "timecode": s["tags"]["timecode"],
+                "disposition": s["disposition"],
+                "side_data": s["side_data_list"],
+                // "progressive" and unknown both say "not interlaced": a container that has no
+                // field for it (MP4) leaves an encoder's progressive output unknown.
+                "field_order": match s["field_order"].as_str() {
+                    Some(order) if kind == "video" && order != "progressive" => json!(order),
+                    _ => Value::Null,
+                },
+            })
+        })
+        .collect()
+}
+
+fn assert_kept(src: &Path, out: &Path, codec: &str) -> Vec<Value> {
+    let want = facts(src, Some(codec));
+    let got = facts(out, None);
+    assert_eq!(got, want, "{} lost something of {}", out.display(), src.display());
+    got
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// MKV: two video streams (the second an extra angle with a title), two audio streams (one a
+/// titled commentary), two subtitle streams (forced; hearing impaired), 2 s.
+pub(crate) fn angles_clip(dir: &Path, name: &str) -> PathBuf {
+    let srt = dir.join("subs.srt");
+    std::fs::write(&srt, "1\n00:00:00,200 --> 00:00:01,000\nHello\n\n2\n00:00:01,200 --> 00:00:01,800\nWorld\n")
+        .unwrap();
+    let src = dir.join(name);
+    #[rustfmt::skip]
+    clips::ffmpeg(&[
+        "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25",
+        "-f", "lavfi", "-i", "smptebars=size=160x120:rate=25",
+        "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000",
+        "-f", "lavfi", "-i", "sine=frequency=880:sample_rate=48000",
+        "-i", s(&srt), "-i", s(&srt),
+        "-t", "2",
+        "-map", "0", "-map", "1", "-map", "2", "-map", "3", "-map", "4", "-map", "5",
+        "-c:v", "libx264", "-preset", "ultrafast", "-qp", "12", "-c:a", "aac", "-c:s", "srt",
+        "-metadata:s:v:1", "title=Second angle",
+        "-metadata:s:a:0", "language=eng", "-metadata:s:a:1", "language=fra",
+        "-metadata:s:a:1", "title=Commentary",
+        "-metadata:s:s:0", "language=eng", "-metadata:s:s:1", "language=eng",
+        "-metadata:s:s:1", "title=SDH",
+        "-disposition:v:0", "default", "-disposition:v:1", "0",
+        "-disposition:a:0", "default", "-disposition:a:1", "comment",
+        "-disposition:s:0", "forced", "-disposition:s:1", "hearing_impaired",
+        s(&src),
+    ]);
+    src
+}
+
+/// MOV with a timecode track (`tmcd`), H.264 and AAC, 2 s.
+pub(crate) fn timecode_clip(dir: &Path, name: &str) -> PathBuf {
+    let src = dir.join(name);
+    #[rustfmt::skip]
+    clips::ffmpeg(&[
+        "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25",
+        "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000",
+        "-t", "2", "-c:v", "libx264", "-preset", "ultrafast", "-qp", "12", "-c:a", "aac",
+        "-timecode", "01:00:00:00",
+        s(&src),
+    ]);
+    src
+}
+
+/// A phone's MP4 turned 90 degrees by its display matrix, with audio and subtitles, 2 s.
+pub(crate) fn rotated_clip(dir: &Path, name: &str) -> PathBuf {
+    let plain = clips::h264_with_audio_and_subs(dir, &format!("plain-{name}"), "320x240", 2);
+    let src = dir.join(name);
+    remux_with_side_data(&plain, &src, &[(ffi::AVPacketSideDataType_AV_PKT_DATA_DISPLAYMATRIX, display_matrix(90.0))]);
+    std::fs::remove_file(&plain).unwrap();
+    src
+}
+
+#[actix_web::test]
+async fn a_second_video_stream_and_tagged_dispositioned_audio_and_subtitles_are_all_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = angles_clip(dir.path(), "angles.mkv");
+    for (codec, encoder, preset) in [("hevc", "libx265", "ultrafast"), ("av1", "libsvtav1", "12")] {
+        let out = encode(&src, codec, encoder, preset).await.unwrap();
+        let got = assert_kept(&src, &out, codec);
+        assert_eq!(got.len(), 6, "{got:#?}");
+        assert_eq!(got[1]["codec"], "h264", "the second angle is copied");
+        assert_eq!(got[1]["title"], "Second angle");
+        assert_eq!(got[3]["disposition"]["comment"], 1);
+        assert_eq!(got[4]["disposition"]["forced"], 1);
+        assert_eq!(got[5]["disposition"]["hearing_impaired"], 1);
+        std::fs::remove_dir_all(out.parent().unwrap()).unwrap();
+    }
+}
+
+/// A camera's MOV with a timecode track (`tmcd`, a data stream): kept in MOV; refused, with a
+/// reason naming it, where the output must be Matroska (AV1 in MOV), which cannot hold it.
+#[actix_web::test]
+async fn a_mov_timecode_track_is_kept_or_the_file_refused_never_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = timecode_clip(dir.path(), "camera.mov");
+    let before = facts(&src, None);
+    assert!(before.iter().any(|f| f["type"] == "data" && f["tag"] == "tmcd"), "{before:#?}");
+    let out = encode(&src, "hevc", "libx265", "ultrafast").await.unwrap();
+    assert_eq!(out.extension().unwrap(), "mov");
+    let got = assert_kept(&src, &out, "hevc");
+    assert!(got.iter().any(|f| f["type"] == "data" && f["tag"] == "tmcd" && f["timecode"] == "01:00:00:00"));
+    std::fs::remove_dir_all(out.parent().unwrap()).unwrap();
+
+    let err = encode(&src, "av1", "libsvtav1", "12").await.expect_err("a stream was dropped");
+    assert_eq!(err.code, FailureCode::UnsupportedStream, "{err}");
+    assert!(err.message.contains("tmcd") && err.message.contains("mkv"), "{err}");
+}
+
+/// Copies `src` into `dst`, adding stream side data to its first video stream.
+fn remux_with_side_data(src: &Path, dst: &Path, side_data: &[(ffi::AVPacketSideDataType, Vec<u8>)]) {
+    use rsmpeg::avformat::{AVFormatContextInput, AVFormatContextOutput};
+    use rsmpeg::UnsafeDerefMut;
+    let mut input = AVFormatContextInput::open(&CString::new(s(src)).unwrap(), None, &mut None).unwrap();
+    let mut output = AVFormatContextOutput::create(&CString::new(s(dst)).unwrap(), None).unwrap();
+    let mut tbs = Vec::new();
+    for stream in input.streams().into_iter() {
+        let mut par = stream.codecpar().clone();
+        unsafe { par.deref_mut().codec_tag = 0 };
+        let video = par.codec_type == ffi::AVMediaType_AVMEDIA_TYPE_VIDEO;
+        let mut out = output.new_stream();
+        out.set_codecpar(par);
+        out.set_time_base(stream.time_base);
+        if video {
+            for (kind, bytes) in side_data {
+                unsafe {
+                    let buf = ffi::av_malloc(bytes.len()).cast::<u8>();
+                    std::ptr::copy_nonoverlapping(bytes.as_ptr(), buf, bytes.len());
+                    assert!(ffi::av_stream_add_side_data(out.deref_mut(), *kind, buf, bytes.len()) >= 0);
+                }
+            }
+        }
+        tbs.push(stream.time_base);
+    }
+    // The MP4 muxer writes stereo 3D and spherical boxes only when asked for unofficial ones.
+    unsafe { output.deref_mut().strict_std_compliance = ffi::FF_COMPLIANCE_UNOFFICIAL };
+    output.write_header(&mut None).unwrap();
+    let out_tbs: Vec<_> = output.streams().into_iter().map(|s| s.time_base).collect();
+    while let Some(mut packet) = input.read_packet().unwrap() {
+        let i = packet.stream_index as usize;
+        packet.rescale_ts(tbs[i], out_tbs[i]);
+        packet.set_pos(-1);
+        output.interleaved_write_frame(&mut packet).unwrap();
+    }
+    output.write_trailer().unwrap();
+}
+
+fn display_matrix(degrees: f64) -> Vec<u8> {
+    let mut m = [0i32; 9];
+    unsafe { ffi::av_display_rotation_set(m.as_mut_ptr(), degrees) };
+    m.iter().flat_map(|v| v.to_ne_bytes()).collect()
+}
+
+fn stereo_top_bottom() -> Vec<u8> {
+    unsafe {
+        let st = ffi::av_stereo3d_alloc();
+        (*st).type_ = ffi::AVStereo3DType_AV_STEREO3D_TOPBOTTOM;
+        let bytes = std::slice::from_raw_parts(st.cast::<u8>(), std::mem::size_of::<ffi::AVStereo3D>()).to_vec();
+        ffi::av_free(st.cast());
+        bytes
+    }
+}
+
+fn spherical_equirectangular() -> Vec<u8> {
+    unsafe {
+        let mut size = 0usize;
+        let sp = ffi::av_spherical_alloc(&mut size);
+        (*sp).projection = ffi::AVSphericalProjection_AV_SPHERICAL_EQUIRECTANGULAR;
+        (*sp).yaw = 90 << 16;
+        let bytes = std::slice::from_raw_parts(sp.cast::<u8>(), size).to_vec();
+        ffi::av_free(sp.cast());
+        bytes
+    }
+}
+
+/// A phone's video: MP4 with a display matrix that turns it 90 degrees. Without the matrix
+/// the encoded file plays sideways.
+#[actix_web::test]
+async fn a_rotated_phone_video_keeps_its_display_matrix() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = rotated_clip(dir.path(), "phone.mp4");
+    let rotation = |path: &Path| probe(path).unwrap().video().unwrap().rotation.map(f64::abs);
+    assert_eq!(rotation(&src), Some(90.0));
+    let out = encode(&src, "hevc", "libx265", "ultrafast").await.unwrap();
+    let got = assert_kept(&src, &out, "hevc");
+    assert_eq!(got[0]["side_data"][0]["rotation"].as_f64().map(f64::abs), Some(90.0), "{got:#?}");
+    assert_eq!(rotation(&out), Some(90.0));
+}
+
+/// Stereo 3D and spherical (360°) video keep their side data in Matroska and in MP4.
+#[actix_web::test]
+async fn stereo_3d_and_spherical_video_keep_their_side_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let plain = clips::h264(dir.path(), "plain.mkv", "320x240", 2);
+    let side_data = [
+        (ffi::AVPacketSideDataType_AV_PKT_DATA_STEREO3D, stereo_top_bottom()),
+        (ffi::AVPacketSideDataType_AV_PKT_DATA_SPHERICAL, spherical_equirectangular()),
+    ];
+    for name in ["vr.mkv", "vr.mp4"] {
+        let src = dir.path().join(name);
+        remux_with_side_data(&plain, &src, &side_data);
+        let kinds = probe(&src).unwrap().video().unwrap().side_data.clone();
+        assert_eq!(kinds, ["Stereo 3D", "Spherical Mapping"], "{name}");
+        let out = encode(&src, "hevc", "libx265", "ultrafast").await.unwrap();
+        let got = assert_kept(&src, &out, "hevc");
+        assert_eq!(got[0]["side_data"].as_array().map(Vec::len), Some(2), "{name}: {got:#?}");
+    }
+}
+
+/// Interlaced video keeps its field order (the container says how to show the frames), in
+/// Matroska and in MP4.
+#[actix_web::test]
+async fn interlaced_video_keeps_its_field_order() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["tv.mkv", "tv.mp4"] {
+        let src = dir.path().join(name);
+        #[rustfmt::skip]
+        clips::ffmpeg(&[
+            "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25",
+            "-t", "2", "-vf", "setfield=tff", "-c:v", "libx264", "-preset", "ultrafast", "-qp", "12",
+            "-flags", "+ildct+ilme", "-field_order", "tt",
+            s(&src),
+        ]);
+        assert_eq!(probe(&src).unwrap().video().unwrap().field_order.as_deref(), Some("tt"), "{name}");
+        let out = encode(&src, "hevc", "libx265", "ultrafast").await.unwrap();
+        let got = assert_kept(&src, &out, "hevc");
+        assert_eq!(got[0]["field_order"], "tt", "{name}");
+    }
+}
+
+/// Copies `src` (an MP4) into `dst` with a GoPro metadata track added: a data stream tagged
+/// `gpmd`, one sample a second.
+fn with_gopro_metadata(src: &Path, dst: &Path) {
+    use rsmpeg::avcodec::AVPacket;
+    use rsmpeg::avformat::{AVFormatContextInput, AVFormatContextOutput};
+    use rsmpeg::UnsafeDerefMut;
+    let mut input = AVFormatContextInput::open(&CString::new(s(src)).unwrap(), None, &mut None).unwrap();
+    let mut output = AVFormatContextOutput::create(&CString::new(s(dst)).unwrap(), None).unwrap();
+    let mut tbs = Vec::new();
+    for stream in input.streams().into_iter() {
+        let mut par = stream.codecpar().clone();
+        unsafe { par.deref_mut().codec_tag = 0 };
+        let mut out = output.new_stream();
+        out.set_codecpar(par);
+        out.set_time_base(stream.time_base);
+        tbs.push(stream.time_base);
+    }
+    let gpmd = {
+        let mut par = rsmpeg::avcodec::AVCodecParameters::new();
+        unsafe {
+            let raw = par.deref_mut();
+            raw.codec_type = ffi::AVMediaType_AVMEDIA_TYPE_DATA;
+            raw.codec_id = ffi::AVCodecID_AV_CODEC_ID_BIN_DATA;
+            raw.codec_tag = u32::from_le_bytes(*b"gpmd");
+        }
+        let mut out = output.new_stream();
+        out.set_codecpar(par);
+        out.set_time_base(ffi::AVRational { num: 1, den: 1000 });
+        out.index as usize
+    };
+    output.write_header(&mut None).unwrap();
+    let out_tbs: Vec<_> = output.streams().into_iter().map(|s| s.time_base).collect();
+    for second in 0..2i64 {
+        let payload = b"DEVC\x00\x00\x00\x00GoPro metadata sample";
+        let mut packet = AVPacket::new();
+        unsafe {
+            assert_eq!(ffi::av_new_packet(packet.as_mut_ptr(), payload.len() as i32), 0);
+            std::ptr::copy_nonoverlapping(payload.as_ptr(), packet.deref_mut().data, payload.len());
+        }
+        packet.set_stream_index(gpmd as i32);
+        packet.set_pts(second * 1000);
+        packet.set_dts(second * 1000);
+        packet.set_duration(1000);
+        packet.rescale_ts(ffi::AVRational { num: 1, den: 1000 }, out_tbs[gpmd]);
+        output.interleaved_write_frame(&mut packet).unwrap();
+    }
+    while let Some(mut packet) = input.read_packet().unwrap() {
+        let i = packet.stream_index as usize;
+        packet.rescale_ts(tbs[i], out_tbs[i]);
+        packet.set_pos(-1);
+        output.interleaved_write_frame(&mut packet).unwrap();
+    }
+    output.write_trailer().unwrap();
+}
+
+/// A GoPro's MP4 carries its sensor data (`gpmd`) in a data stream: it is copied.
+#[actix_web::test]
+async fn a_gopro_metadata_track_is_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let plain = clips::h264_with_audio_and_subs(dir.path(), "plain.mp4", "320x240", 2);
+    let src = dir.path().join("gopro.mp4");
+    with_gopro_metadata(&plain, &src);
+    let before = facts(&src, None);
+    assert!(before.iter().any(|f| f["type"] == "data" && f["tag"] == "gpmd"), "{before:#?}");
+    let out = encode(&src, "hevc", "libx265", "ultrafast").await.unwrap();
+    let got = assert_kept(&src, &out, "hevc");
+    assert!(got.iter().any(|f| f["type"] == "data" && f["tag"] == "gpmd"), "{got:#?}");
+}
