@@ -22,7 +22,7 @@ use crate::media::encode::Event;
 use crate::media::manifest::remove_partial;
 use crate::media::plan::{decide, final_path, Decision, EncodePlan, SourceIdentity};
 use crate::media::probe::{HdrKind, MediaInfo};
-use crate::media::replace::{recover, replace, roll_forward, Intent, Replace, Swapped};
+use crate::media::replace::{recover, replace, Recovered, Replace, Swapped};
 use crate::media::verify::{validate_source, verify};
 use crate::media::MediaError;
 
@@ -170,25 +170,24 @@ impl Run {
         let env = self.env.clone();
         let job = env.store.job(self.job_id).await?;
         let path = PathBuf::from(&job.file_path);
-        let (keep_originals, timeout_hours) = env.store.job_settings().await;
 
-        // A replace interrupted by a crash is finished or undone before anything else.
+        // A replace interrupted by a crash is finished or undone first, as its own intent
+        // says. A replace that had swapped the files completes the job: its output, verified
+        // before the swap, is in place; nothing is encoded again.
         let p = path.clone();
-        match tokio::task::spawn_blocking(move || recover(&p, keep_originals)).await {
-            Ok(Ok(outcome)) if outcome != crate::media::replace::Recovered::Nothing => {
-                tracing::info!(job_id = job.id, ?outcome, "recovered an interrupted replace");
+        match tokio::task::spawn_blocking(move || recover(&p)).await.map_err(join_error) {
+            Ok(Ok(Recovered::RolledForward(swapped))) => return self.complete_swapped(&path, swapped).await,
+            Ok(Ok(Recovered::RolledBack)) => {
+                tracing::info!(job_id = job.id, "undid a replace interrupted before its swap")
             }
-            Ok(Err(e)) => return self.fail(e).await,
-            _ => {}
+            Ok(Ok(Recovered::Nothing)) => {}
+            Ok(Err(e)) | Err(e) => return self.fail(e).await,
         }
-        // A replace that had swapped the files before the crash completes the job: its
-        // output, verified before the swap, is in place; nothing is encoded again.
-        let p = path.clone();
-        match tokio::task::spawn_blocking(move || roll_forward(&p, keep_originals)).await {
-            Ok(Ok(Some(swapped))) => return self.complete_swapped(&path, swapped).await,
-            Ok(Err(e)) => return self.fail(e).await,
-            _ => {}
-        }
+        // Guessing a default here would delete originals a user asked to keep.
+        let (keep_originals, timeout_hours) = match env.store.job_settings().await {
+            Ok(settings) => settings,
+            Err(e) => return self.fail(MediaError::misc(format!("the settings could not be read: {e}"))).await,
+        };
 
         let p = path.clone();
         let info = match tokio::task::spawn_blocking(move || validate_source(&p)).await.map_err(join_error) {
@@ -421,11 +420,9 @@ impl Run {
             }
             let target = final_path(&source, &plan.target_codec);
             let (s, o, t, identity) = (source.clone(), output.clone(), target.clone(), plan.source);
-            let partial = plan.partial_dir.clone();
             let replaced = tokio::task::spawn_blocking(move || {
                 let mut steps = Vec::new();
                 let r = Replace { source: &s, identity, output: &o, final_path: &t, keep_original: keep_originals };
-                Intent::of(&r)?.write(&partial)?;
                 replace(&r, &|| true, &mut |step| steps.push(step.name())).map(|_| steps)
             })
             .await
@@ -453,7 +450,7 @@ impl Run {
         Ok(())
     }
 
-    /// Completes a job whose replace swapped the files before a crash (see `roll_forward`).
+    /// Completes a job whose replace swapped the files before a crash (see `recover`).
     async fn complete_swapped(&self, source: &Path, swapped: Swapped) -> Result<(), LifecycleError> {
         tracing::info!(job_id = self.job_id, "the replace had swapped the files before a restart; completing the job");
         let stage = JobPatch { stage: Some("TRANSFERRING".into()), ..Default::default() };
