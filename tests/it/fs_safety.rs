@@ -302,12 +302,10 @@ async fn system_folders_and_data_dir_are_refused_as_library_paths() {
 }
 
 async fn call(method: awc::http::Method, url: &str, token: &str, body: &Value) -> (u16, Value) {
-    let mut response = awc::Client::default()
-        .request(method, url)
-        .insert_header(("Authorization", format!("Bearer {token}")))
-        .send_json(body)
-        .await
-        .unwrap();
+    let request =
+        awc::Client::default().request(method, url).insert_header(("Authorization", format!("Bearer {token}")));
+    let mut response =
+        if body.is_null() { request.send().await.unwrap() } else { request.send_json(body).await.unwrap() };
     let status = response.status().as_u16();
     (status, serde_json::from_slice(&response.body().await.unwrap()).unwrap_or(Value::Null))
 }
@@ -367,4 +365,72 @@ async fn library_roots_limit_where_libraries_may_be() {
         call(awc::http::Method::POST, &url, token["token"].as_str().unwrap(), &json!({"name": "e", "paths": [other]}))
             .await;
     assert_eq!(status, 201, "{body}");
+}
+
+/// The settings reach a linked node through the main node: a read that fails there fails
+/// the linked node's attempt too, instead of defaulting to "don't keep".
+#[actix_web::test]
+async fn a_linked_node_fails_its_attempt_when_the_main_node_cannot_read_the_settings() {
+    const TOKEN: &str = "cluster-token-for-fs-tests-0123456789";
+    let dir = tempfile::tempdir().unwrap();
+    let (main_data, media) = (dir.path().join("main"), dir.path().join("media"));
+    std::fs::create_dir_all(&media).unwrap();
+    let source = clips::h264(&media, "a.mkv", "160x120", 1);
+    let original = read(&source);
+    let (private, public) = condense::license::generate_keypair();
+    let payload = condense::license::LicensePayload {
+        tier: condense::domain::license::Tier::Pro,
+        licensee: "fs test".into(),
+        issued_at: chrono::Utc::now(),
+        expires_at: None,
+    };
+    let key = condense::license::issue(&private, &payload).unwrap();
+    let mut cmd = command(&main_data);
+    cmd.env("CLUSTER_TOKEN", TOKEN)
+        .env("ADMIN_PASSWORD", "a long password")
+        .env("MAX_JOBS", "0")
+        .env("HEARTBEAT_SECONDS", "1")
+        .env("LICENSE_KEY", key)
+        .env("LICENSE_PUBLIC_KEY", public);
+    let main = ServerProcess::start(cmd);
+    let url = format!("sqlite://{}?mode=rw", main_data.join("condense.db").display());
+    let db = repo::connect(&url).await.unwrap();
+    repo::settings::set(&db, repo::settings::KEEP_ORIGINALS, &"yes").await.unwrap();
+
+    let linked_data = dir.path().join("linked");
+    let mut cmd = command(&linked_data);
+    cmd.env("ROLE", "linked")
+        .env("MAIN_NODE_URL", &main.api)
+        .env("CLUSTER_TOKEN", TOKEN)
+        .env("NODE_NAME", "worker")
+        .env("MAX_JOBS", "1");
+    let _linked = ServerProcess::start(cmd);
+
+    let mut login = awc::Client::default()
+        .post(format!("{}/auth/login", main.api))
+        .send_json(&json!({"username": "admin", "password": "a long password"}))
+        .await
+        .unwrap();
+    let token: Value = serde_json::from_slice(&login.body().await.unwrap()).unwrap();
+    let token = token["token"].as_str().unwrap();
+    let body = json!({"name": "m", "paths": [media], "encoder": "libx265", "quality": 30, "preset": "ultrafast", "watch": false});
+    let (status, body) = call(awc::http::Method::POST, &format!("{}/libraries", main.api), token, &body).await;
+    assert_eq!(status, 201, "{body}");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let job = loop {
+        let (_, page) = call(awc::http::Method::GET, &format!("{}/jobs", main.api), token, &Value::Null).await;
+        let job = page["items"][0].clone();
+        if job["status"] == "FAILED" || job["status"] == "COMPLETED" {
+            break job;
+        }
+        assert!(Instant::now() < deadline, "the job never ended: {job}\n{:#?}", main.output());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let id = job["id"].as_i64().unwrap();
+    let (_, job) = call(awc::http::Method::GET, &format!("{}/jobs/{id}", main.api), token, &Value::Null).await;
+    assert_eq!(job["status"], "FAILED", "{job}");
+    assert_eq!(job["node"], "worker", "{job}");
+    assert!(failure_message(&job).contains("the settings could not be read"), "{job}");
+    assert_eq!(read(&source), original);
+    assert!(!backup_path_for(&source).exists());
 }
