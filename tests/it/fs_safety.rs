@@ -162,12 +162,26 @@ async fn two_sources_with_one_final_name_never_overwrite_each_other() {
     let avi = clip_as(dir.path(), "a.avi", "mpeg4");
     let wmv = clip_as(dir.path(), "a.wmv", "wmv2");
     let originals = [(avi.clone(), read(&avi)), (wmv.clone(), read(&wmv))];
+    // b.mkv is a link to a disk that is not mounted: a check of "exists" says no, yet it is a
+    // name in the folder that the output must not take.
+    let other = clip_as(dir.path(), "b.avi", "mpeg4");
+    let other_bytes = read(&other);
+    let link = dir.path().join("b.mkv");
+    std::os::unix::fs::symlink("/mnt/not-mounted/b.mkv", &link).unwrap();
     let library = library(&server, &token, dir.path(), false).await;
-    let ids: Vec<i64> = scan(&server, &token, library).await.into_iter().map(|(_, id)| id).collect();
-    assert_eq!(ids.len(), 2);
+    let found = scan(&server, &token, library).await;
+    assert_eq!(found.len(), 3, "{found:?}");
     let mut ended = Vec::new();
-    for id in ids {
-        ended.push(wait_for(&server, &token, id, &["COMPLETED", "FAILED"]).await);
+    for (name, id) in found {
+        let job = wait_for(&server, &token, id, &["COMPLETED", "FAILED"]).await;
+        if name == "b.avi" {
+            assert_eq!(job["status"], "FAILED", "{job}");
+            assert!(failure_message(&job).contains("b.mkv exists already"), "{job}");
+            assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink(), "the link was replaced");
+            assert_eq!(read(&other), other_bytes);
+        } else {
+            ended.push(job);
+        }
     }
     let target = dir.path().join("a.mkv");
     let completed: Vec<&Value> = ended.iter().filter(|j| j["status"] == "COMPLETED").collect();
@@ -209,6 +223,8 @@ async fn the_watcher_follows_no_link_to_a_folder_and_registers_nothing_in_a_part
     std::fs::create_dir_all(&media).unwrap();
     std::fs::create_dir_all(&outside).unwrap();
     std::os::unix::fs::symlink(&outside, media.join("elsewhere")).unwrap();
+    // There before the first scan, which does not follow the link either.
+    std::fs::copy(&clip, outside.join("before.mkv")).unwrap();
     let library = library(&server, &token, &media, true).await;
     wait_scanned(&server, &token, library).await;
 
