@@ -32,6 +32,8 @@ pub struct AppState {
     pub login_limiter: LoginLimiter,
     /// This node's memory use over the last 2 hours, for the dashboard.
     pub memory_trend: SharedMemoryTrend,
+    /// Where libraries may be (DATA_DIR, LIBRARY_ROOTS).
+    pub library_places: http::libraries::LibraryPlaces,
 }
 
 /// The API app (listener on PORT): every endpoint, unprefixed and under /api.

@@ -176,6 +176,11 @@ pub struct ServeArgs {
     /// Ed25519 public key (base64url) licence keys are checked against.
     #[arg(long, env = "LICENSE_PUBLIC_KEY", value_name = "LICENSE_PUBLIC_KEY", default_value = crate::license::BUILTIN_PUBLIC_KEY, value_parser = parse_license_public_key)]
     pub license_public_key: String,
+    /// Folders libraries may be in, comma-separated (e.g. /media,/srv/video); a library path
+    /// must be one of them or inside one [default: any folder but the system's own and
+    /// DATA_DIR].
+    #[arg(long, env = "LIBRARY_ROOTS", value_name = "LIBRARY_ROOTS", value_delimiter = ',', value_parser = parse_library_root)]
+    pub library_roots: Vec<PathBuf>,
     /// HTTP worker threads per listener.
     #[arg(long, env = "HTTP_WORKERS", value_name = "HTTP_WORKERS", default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub http_workers: u16,
@@ -266,6 +271,15 @@ fn parse_license_public_key(value: &str) -> Result<String, String> {
     crate::license::check_public_key(value).map(|()| value.trim().to_string()).map_err(|e| e.to_string())
 }
 
+fn parse_library_root(value: &str) -> Result<PathBuf, String> {
+    let path = PathBuf::from(value.trim());
+    if path.is_absolute() {
+        Ok(path)
+    } else {
+        Err(format!("LIBRARY_ROOTS lists absolute folders separated by commas; {value:?} is not absolute"))
+    }
+}
+
 fn parse_secret(value: &str) -> Result<String, String> {
     if value.len() < 16 {
         Err("must be at least 16 characters".into())
@@ -343,6 +357,15 @@ mod tests {
         assert_eq!(serve(&["--license-public-key", &public_key]).unwrap().license_public_key, public_key);
         let err = serve(&["--license-public-key", "AAAA"]).unwrap_err().to_string();
         assert!(err.contains("LICENSE_PUBLIC_KEY"), "{err}");
+    }
+
+    #[test]
+    fn library_roots_are_a_comma_separated_list_of_absolute_folders() {
+        assert!(serve(&[]).unwrap().library_roots.is_empty());
+        let s = serve(&["--library-roots", "/media, /srv/video"]).unwrap();
+        assert_eq!(s.library_roots, [PathBuf::from("/media"), PathBuf::from("/srv/video")]);
+        let err = serve(&["--library-roots", "/media,films"]).unwrap_err().to_string();
+        assert!(err.contains("LIBRARY_ROOTS") && err.contains("films"), "{err}");
     }
 
     #[test]

@@ -208,6 +208,10 @@ pub async fn run(common: CommonArgs, args: ServeArgs) -> Result<(), ServeError> 
         license_public_key: args.license_public_key.clone(),
         login_limiter: LoginLimiter::default(),
         memory_trend: Default::default(),
+        library_places: crate::http::libraries::LibraryPlaces {
+            data_dir: Some(common.data_dir.clone()),
+            roots: args.library_roots.clone(),
+        },
     });
     // Sampled in the background too, so the trend has no gaps while nobody watches.
     actix_web::rt::spawn(host::memory_trend::sample_forever(state.memory_trend.clone()));

@@ -101,6 +101,7 @@ async fn serve(dir: PathBuf) -> Res<()> {
         license_public_key: public_key,
         login_limiter: LoginLimiter::default(),
         memory_trend: Default::default(),
+        library_places: Default::default(),
     });
     let listener = std::net::TcpListener::bind("127.0.0.1:0").ctx("binding")?;
     let addr = listener.local_addr().ctx("local address")?;

@@ -334,8 +334,8 @@ impl JobStore for RemoteStore {
         self.call(Call::Library { id }).await
     }
 
-    async fn job_settings(&self) -> (bool, u64) {
-        self.call(Call::Settings).await.unwrap_or((false, 24))
+    async fn job_settings(&self) -> Result<(bool, u64), LifecycleError> {
+        self.call(Call::Settings).await
     }
 
     async fn apply(

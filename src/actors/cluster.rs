@@ -219,7 +219,9 @@ impl RemoteNode {
                     Call::Library { id } => {
                         json(serde_json::to_value(store.library(id).await.map_err(|e| e.to_string())?))
                     }
-                    Call::Settings => json(serde_json::to_value(store.job_settings().await)),
+                    Call::Settings => {
+                        json(serde_json::to_value(store.job_settings().await.map_err(|e| e.to_string())?))
+                    }
                     Call::Apply { id, lease, event, patch, ctx } => {
                         let before = jobs::get(&db, id).await.map_err(|e| e.to_string())?;
                         fenced(&before, &lease)?;

@@ -23,7 +23,7 @@ use crate::media::manifest::remove_partial;
 use crate::media::partial::{self, PinnedOutput};
 use crate::media::plan::{decide, final_path, Decision, EncodePlan, SourceIdentity};
 use crate::media::probe::{HdrKind, MediaInfo};
-use crate::media::replace::{recover, replace, roll_forward, Intent, Replace, Swapped};
+use crate::media::replace::{recover, replace, Recovered, Replace, Swapped};
 use crate::media::worker;
 use crate::media::MediaError;
 
@@ -176,7 +176,6 @@ impl Run {
         let env = self.env.clone();
         let job = env.store.job(self.job_id).await?;
         let path = PathBuf::from(&job.file_path);
-        let (keep_originals, timeout_hours) = env.store.job_settings().await;
 
         // Recovery acts on what the partial folder's intent says: not while someone else
         // holds the folder (a stale attempt may be in the middle of its swap).
@@ -187,28 +186,25 @@ impl Run {
             Ok(Ok(None)) => None,
             Ok(Err(e)) | Err(e) => return self.fail(e).await,
         };
-        // A replace interrupted by a crash is finished or undone before anything else.
+        // A replace interrupted by a crash is finished or undone first, as its own intent
+        // says. A replace that had swapped the files completes the job: its output, verified
+        // before the swap, is in place; nothing is encoded again.
         let p = path.clone();
-        match tokio::task::spawn_blocking(move || recover(&p, keep_originals)).await {
-            Ok(Ok(outcome)) if outcome != crate::media::replace::Recovered::Nothing => {
-                tracing::info!(job_id = job.id, ?outcome, "recovered an interrupted replace");
-            }
-            Ok(Err(e)) => {
-                drop(held);
-                return self.fail(e).await;
-            }
-            _ => {}
-        }
-        // A replace that had swapped the files before the crash completes the job: its
-        // output, verified before the swap, is in place; nothing is encoded again.
-        let p = path.clone();
-        let rolled = tokio::task::spawn_blocking(move || roll_forward(&p, keep_originals)).await;
+        let recovered = tokio::task::spawn_blocking(move || recover(&p)).await.map_err(join_error);
         drop(held);
-        match rolled {
-            Ok(Ok(Some(swapped))) => return self.complete_swapped(&path, swapped).await,
-            Ok(Err(e)) => return self.fail(e).await,
-            _ => {}
+        match recovered {
+            Ok(Ok(Recovered::RolledForward(swapped))) => return self.complete_swapped(&path, swapped).await,
+            Ok(Ok(Recovered::RolledBack)) => {
+                tracing::info!(job_id = job.id, "undid a replace interrupted before its swap")
+            }
+            Ok(Ok(Recovered::Nothing)) => {}
+            Ok(Err(e)) | Err(e) => return self.fail(e).await,
         }
+        // Guessing a default here would delete originals a user asked to keep.
+        let (keep_originals, timeout_hours) = match env.store.job_settings().await {
+            Ok(settings) => settings,
+            Err(e) => return self.fail(MediaError::misc(format!("the settings could not be read: {e}"))).await,
+        };
 
         let info = match worker::validate(&env.transcoder, &path, env.analysis_timeout).await {
             Ok(info) => info,
@@ -487,12 +483,10 @@ impl Run {
             }
             let target = final_path(&source, &plan.target_codec);
             let (s, o, t, identity) = (source.clone(), output.clone(), target.clone(), plan.source);
-            let partial = plan.partial_dir.clone();
             let replaced = tokio::task::spawn_blocking(move || {
                 let mut steps = Vec::new();
                 pinned.check()?;
                 let r = Replace { source: &s, identity, output: &o, final_path: &t, keep_original: keep_originals };
-                Intent::of(&r)?.write(&partial)?;
                 replace(&r, &|| mine && pinned.check().is_ok(), &mut |step| steps.push(step.name()))?;
                 Ok::<_, MediaError>((steps, lock))
             })
@@ -537,7 +531,7 @@ impl Run {
         Ok(())
     }
 
-    /// Completes a job whose replace swapped the files before a crash (see `roll_forward`).
+    /// Completes a job whose replace swapped the files before a crash (see `recover`).
     async fn complete_swapped(&self, source: &Path, swapped: Swapped) -> Result<(), LifecycleError> {
         tracing::info!(job_id = self.job_id, "the replace had swapped the files before a restart; completing the job");
         let stage = JobPatch { stage: Some("TRANSFERRING".into()), ..Default::default() };

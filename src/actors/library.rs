@@ -40,6 +40,22 @@ struct FileEvent {
     removed: bool,
 }
 
+/// Whether a path the watcher reported may become a job: a wanted file whose folders below
+/// the library's root are neither hidden nor the service's own (a partial output folder
+/// holds `output.mkv` and segment files that look like any other video).
+fn wanted_below(roots: &[PathBuf], path: &Path) -> bool {
+    let Some(relative) = roots.iter().find_map(|root| path.strip_prefix(root).ok()) else { return false };
+    let folders = relative.parent().map(Path::components).into_iter().flatten();
+    let plain_folders = folders.into_iter().all(|c| match c {
+        std::path::Component::Normal(name) => {
+            let name = Path::new(name);
+            !name.to_str().is_some_and(|n| n.starts_with('.')) && !is_service_file(name)
+        }
+        _ => false,
+    });
+    plain_folders && wanted(path)
+}
+
 fn wanted(path: &Path) -> bool {
     let hidden = path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('.'));
     let ext = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
@@ -152,18 +168,31 @@ pub struct LibrarySupervisor {
     scheduler: Recipient<Wake>,
     settle: Duration,
     watcher: Option<notify::RecommendedWatcher>,
+    /// The watched folders: what the watcher reports is judged below them.
+    watched_roots: Vec<PathBuf>,
     /// New or changed files waiting to stop growing: size last seen, and since when.
     growing: HashMap<PathBuf, (u64, Instant)>,
 }
 
 impl LibrarySupervisor {
     pub fn new(library_id: i32, db: DatabaseConnection, scheduler: Recipient<Wake>, settle: Duration) -> Self {
-        LibrarySupervisor { library_id, db, scheduler, settle, watcher: None, growing: HashMap::new() }
+        LibrarySupervisor {
+            library_id,
+            db,
+            scheduler,
+            settle,
+            watcher: None,
+            watched_roots: Vec::new(),
+            growing: HashMap::new(),
+        }
     }
 
     fn watch(&mut self, roots: &[String], ctx: &mut Context<Self>) {
         let addr = ctx.address();
-        let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        // notify follows links to folders by default: a link inside a library to a folder
+        // outside it would make that folder's files jobs (the scan does not follow them either).
+        let config = notify::Config::default().with_follow_symlinks(false);
+        let handler = move |event: notify::Result<notify::Event>| {
             let Ok(event) = event else { return };
             let removed = matches!(event.kind, EventKind::Remove(_));
             let relevant = removed || matches!(event.kind, EventKind::Create(_) | EventKind::Modify(_));
@@ -172,8 +201,9 @@ impl LibrarySupervisor {
                     addr.do_send(FileEvent { path, removed });
                 }
             }
-        });
-        match watcher {
+        };
+        self.watched_roots = roots.iter().map(PathBuf::from).collect();
+        match notify::RecommendedWatcher::new(handler, config) {
             Ok(mut w) => {
                 for root in roots {
                     if let Err(e) = w.watch(Path::new(root), RecursiveMode::Recursive) {
@@ -290,7 +320,7 @@ impl Handler<FileEvent> for LibrarySupervisor {
     type Result = ();
 
     fn handle(&mut self, msg: FileEvent, ctx: &mut Context<Self>) {
-        if !wanted(&msg.path) {
+        if !wanted_below(&self.watched_roots, &msg.path) {
             return;
         }
         if msg.removed {
@@ -393,5 +423,29 @@ impl Handler<Stop> for LibrarySupervisor {
     fn handle(&mut self, _: Stop, ctx: &mut Context<Self>) {
         self.watcher = None;
         ctx.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_watcher_ignores_files_in_partial_outputs_and_hidden_folders() {
+        let roots = [PathBuf::from("/lib/films")];
+        assert!(wanted_below(&roots, Path::new("/lib/films/a.mkv")));
+        assert!(wanted_below(&roots, Path::new("/lib/films/2020/a.mkv")));
+        for ignored in [
+            "/lib/films/.a.mkv.condense-partial/output.mkv",
+            "/lib/films/2020/.a.mkv.condense-partial/seg-00000.mkv",
+            "/lib/films/.hidden/a.mkv",
+            "/lib/films/.a.mkv.condense-original",
+            "/lib/films/.a.mkv.condense-original.2",
+            "/elsewhere/a.mkv",
+        ] {
+            assert!(!wanted_below(&roots, Path::new(ignored)), "{ignored}");
+        }
+        // A library inside a hidden folder is still watched: only folders below the root count.
+        assert!(wanted_below(&[PathBuf::from("/home/u/.media")], Path::new("/home/u/.media/a.mkv")));
     }
 }

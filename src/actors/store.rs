@@ -86,8 +86,9 @@ pub struct Applied {
 pub trait JobStore: Send + Sync {
     async fn job(&self, id: i32) -> Result<job::Model, LifecycleError>;
     async fn library(&self, id: i32) -> Result<library::Model, LifecycleError>;
-    /// (keep originals, job timeout in hours)
-    async fn job_settings(&self) -> (bool, u64);
+    /// (keep originals, job timeout in hours); an error when they cannot be read, never a
+    /// guessed default.
+    async fn job_settings(&self) -> Result<(bool, u64), LifecycleError>;
     async fn apply(
         &self,
         id: i32,
@@ -120,10 +121,11 @@ pub struct DbStore {
     pub lifecycle: Lifecycle,
 }
 
-/// (keep originals, job timeout in hours), with the defaults `repo::settings` owns.
-pub async fn settings(db: &sea_orm::DatabaseConnection) -> (bool, u64) {
-    let s = repo::settings::service_settings(db).await.unwrap_or_default();
-    (s.keep_originals, u64::from(s.job_timeout_hours.max(1)))
+/// (keep originals, job timeout in hours), with the defaults `repo::settings` owns for
+/// settings never set; a read that fails, or a stored value that does not parse, is an error.
+pub async fn settings(db: &sea_orm::DatabaseConnection) -> Result<(bool, u64), repo::RepoError> {
+    let s = repo::settings::service_settings(db).await?;
+    Ok((s.keep_originals, u64::from(s.job_timeout_hours.max(1))))
 }
 
 /// Whether `lease` is the job's current lease while it runs.
@@ -142,8 +144,8 @@ impl JobStore for DbStore {
         Ok(repo::libraries::get(&self.lifecycle.db, id).await?)
     }
 
-    async fn job_settings(&self) -> (bool, u64) {
-        settings(&self.lifecycle.db).await
+    async fn job_settings(&self) -> Result<(bool, u64), LifecycleError> {
+        Ok(settings(&self.lifecycle.db).await?)
     }
 
     async fn apply(

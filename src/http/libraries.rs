@@ -14,6 +14,8 @@ use crate::app::AppState;
 use crate::domain::job::JobStatus;
 use crate::domain::retry::{Encoder, TargetCodec};
 use crate::error::AppError;
+use crate::media::manifest::remove_partial;
+use crate::media::plan::partial_dir_for;
 use crate::repo;
 use crate::repo::libraries::{LibraryPatch, NewLibrary};
 
@@ -87,7 +89,7 @@ pub async fn create(
         Some(preset) => check_preset(preset)?,
         None => default_preset(encoder).to_string(),
     };
-    let paths = canonical_paths(body.paths).await?;
+    let paths = canonical_paths(body.paths, &state.library_places).await?;
     let new = NewLibrary {
         name,
         paths,
@@ -132,7 +134,7 @@ pub async fn update(
     let patch = LibraryPatch {
         name: body.name.as_deref().map(check_name).transpose()?,
         paths: match body.paths {
-            Some(paths) => Some(canonical_paths(paths).await?),
+            Some(paths) => Some(canonical_paths(paths, &state.library_places).await?),
             None => None,
         },
         target_codec: Some(codec.as_str().to_string()),
@@ -169,10 +171,37 @@ pub async fn delete(user: AuthUser, state: web::Data<AppState>, id: web::Path<i3
             tracing::warn!(job_id = job.id, error = %e, "could not stop a job of a deleted library");
         }
     }
+    // Paused (and queued, failed, cancelled) jobs may have partial outputs next to their
+    // sources; with their rows gone, nothing would ever continue or remove them.
+    let idle: Vec<String> = repo::jobs::known_files(&state.db, id)
+        .await?
+        .into_iter()
+        .filter(|(_, known)| {
+            known.status != JobStatus::Analyzing.as_str() && known.status != JobStatus::Encoding.as_str()
+        })
+        .map(|(path, _)| path)
+        .collect();
     repo::libraries::delete(&state.db, id).await?;
     state.runtime.libraries.do_send(Reload);
-    tracing::info!(user = %user.username, library = id, "library deleted");
+    let removed = web::block(move || remove_partials(&idle)).await.unwrap_or(0);
+    tracing::info!(user = %user.username, library = id, partial_outputs_removed = removed, "library deleted");
     Ok(HttpResponse::NoContent().finish())
+}
+
+/// Removes the partial outputs of these sources; answers how many there were.
+fn remove_partials(sources: &[String]) -> usize {
+    let mut removed = 0;
+    for source in sources {
+        let dir = partial_dir_for(Path::new(source));
+        if std::fs::symlink_metadata(&dir).is_err() {
+            continue;
+        }
+        match remove_partial(&dir) {
+            Ok(()) => removed += 1,
+            Err(e) => tracing::warn!(dir = %dir.display(), error = %e, "could not remove a partial output"),
+        }
+    }
+    removed
 }
 
 fn check_name(name: &str) -> Result<String, AppError> {
@@ -268,17 +297,64 @@ fn names<T: Copy>(all: &[T], name: impl Fn(T) -> &'static str) -> String {
     all.iter().map(|v| name(*v)).collect::<Vec<_>>().join(", ")
 }
 
+/// Folders no library may be, nor be inside, nor contain: the system's own. `/` is refused
+/// by containing them.
+const SYSTEM_FOLDERS: &[&str] =
+    &["/etc", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/boot", "/dev", "/proc", "/sys", "/var/lib"];
+
+/// Where libraries may be: never a system folder or condense's DATA_DIR (nor inside or
+/// above one), and, when LIBRARY_ROOTS is set, only one of its folders or inside one.
+#[derive(Debug, Clone, Default)]
+pub struct LibraryPlaces {
+    pub data_dir: Option<PathBuf>,
+    /// LIBRARY_ROOTS; empty: no restriction beyond the refused folders.
+    pub roots: Vec<PathBuf>,
+}
+
+/// The folder as the filesystem resolves it now (a link to it, `/bin` on a merged /usr),
+/// or as written when it cannot be resolved.
+fn resolved(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+impl LibraryPlaces {
+    /// Why the canonical `path` may not be a library, if it may not.
+    fn refusal(&self, path: &Path) -> Option<String> {
+        let refused = SYSTEM_FOLDERS
+            .iter()
+            .map(|f| (Path::new(f).to_path_buf(), "a system folder"))
+            .chain(self.data_dir.iter().map(|d| (d.clone(), "condense's DATA_DIR")));
+        for (folder, what) in refused {
+            for folder in [resolved(&folder), folder] {
+                if path.starts_with(&folder) {
+                    return Some(format!("is inside {}, {what}", folder.display()));
+                }
+                if folder.starts_with(path) {
+                    return Some(format!("contains {}, {what}", folder.display()));
+                }
+            }
+        }
+        let roots: Vec<PathBuf> = self.roots.iter().map(|r| resolved(r)).collect();
+        if !roots.is_empty() && !roots.iter().any(|root| path.starts_with(root)) {
+            let list = self.roots.iter().map(|r| r.display().to_string()).collect::<Vec<_>>().join(", ");
+            return Some(format!("is outside LIBRARY_ROOTS ({list}); a library must be one of them or inside one"));
+        }
+        None
+    }
+}
+
 /// Checks every path and returns them canonical: absolute, existing directories, none the
-/// same as or inside another.
-async fn canonical_paths(paths: Vec<String>) -> Result<Vec<String>, AppError> {
+/// same as or inside another, each where libraries may be.
+async fn canonical_paths(paths: Vec<String>, places: &LibraryPlaces) -> Result<Vec<String>, AppError> {
     if paths.is_empty() || paths.len() > MAX_PATHS {
         return Err(AppError::invalid(format!("paths must list 1 to {MAX_PATHS} directories")));
     }
     // canonicalize and metadata touch the filesystem, which may be a slow network share.
-    web::block(move || canonical_paths_blocking(&paths)).await?
+    let places = places.clone();
+    web::block(move || canonical_paths_blocking(&paths, &places)).await?
 }
 
-fn canonical_paths_blocking(paths: &[String]) -> Result<Vec<String>, AppError> {
+fn canonical_paths_blocking(paths: &[String], places: &LibraryPlaces) -> Result<Vec<String>, AppError> {
     let mut canonical: Vec<PathBuf> = Vec::with_capacity(paths.len());
     for (i, raw) in paths.iter().enumerate() {
         let path = Path::new(raw);
@@ -291,6 +367,9 @@ fn canonical_paths_blocking(paths: &[String]) -> Result<Vec<String>, AppError> {
         })?;
         if !resolved.is_dir() {
             return Err(AppError::invalid(format!("paths[{i}] {raw:?} is not a directory")));
+        }
+        if let Some(why) = places.refusal(&resolved) {
+            return Err(AppError::invalid(format!("paths[{i}] {raw:?} {why}")));
         }
         for (j, earlier) in canonical.iter().enumerate() {
             if resolved.starts_with(earlier) || earlier.starts_with(&resolved) {
@@ -345,8 +424,9 @@ mod tests {
         std::os::unix::fs::symlink(&real, dir.path().join("link")).unwrap();
         let link = dir.path().join("link").display().to_string();
         let canonical = std::fs::canonicalize(&real).unwrap().display().to_string();
-        assert_eq!(canonical_paths_blocking(std::slice::from_ref(&link)).unwrap(), [canonical.as_str()]);
-        let err = canonical_paths_blocking(&[link, canonical]).unwrap_err().to_string();
+        let places = LibraryPlaces::default();
+        assert_eq!(canonical_paths_blocking(std::slice::from_ref(&link), &places).unwrap(), [canonical.as_str()]);
+        let err = canonical_paths_blocking(&[link, canonical], &places).unwrap_err().to_string();
         assert!(err.contains("overlaps paths[0]"), "{err}");
     }
 }

@@ -1,16 +1,20 @@
 //! The replace protocol: the verified output takes the original's place without a moment
 //! where neither exists, and every step is safe to repeat after a crash.
 //!
-//! Same file name: the original gets a second name (a hard link, `.NAME.condense-original`),
-//! then the output is renamed over the original's path. `rename(2)` replaces atomically, so
-//! the path always holds a complete file: the original before, the output after.
-//! Different name (container change): the output is renamed to its new name, then the
-//! original is removed. Folders are fsynced after each step.
+//! Same file name: the original gets a second name (a hard link, `.NAME.condense-original`,
+//! or `.NAME.condense-original.N` when earlier kept originals hold that name), then the
+//! output is renamed over the original's path. `rename(2)` replaces atomically, so the path
+//! always holds a complete file: the original before, the output after.
+//! Different name (container change): the output is moved to its new name without ever
+//! replacing a file there (`renameat2(RENAME_NOREPLACE)`), then the original is removed or
+//! kept. Folders are fsynced after each step.
 //!
-//! Right before the swap, an `Intent` is written durably into the partial output's folder.
-//! A crash after the swap but before the job is marked complete leaves it there, and
-//! `roll_forward` then finishes the job instead of taking its output for a source that is
-//! already in the target codec.
+//! Right before the swap, an `Intent` is written durably into the partial output's folder:
+//! it names the backup this swap makes and whether it is kept. A backup is only ever
+//! removed by the swap that made it, or by recovery acting on that swap's intent, and only
+//! while it still is that swap's original (same inode). A crash after the swap but before
+//! the job is marked complete leaves the intent there, and `recover` then finishes the job
+//! instead of taking its output for a source that is already in the target codec.
 
 use std::path::{Path, PathBuf};
 
@@ -22,6 +26,9 @@ use super::MediaError;
 
 /// File name of the intent, in the partial output's folder.
 pub const INTENT_FILE: &str = "replace.json";
+
+/// Kept originals of one file, at most: a limit so a name search always ends.
+const MAX_BACKUPS: u32 = 1000;
 
 /// A step of the protocol, for the job's event history.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,6 +56,7 @@ impl Step {
 pub struct Replace<'a> {
     pub source: &'a Path,
     pub identity: SourceIdentity,
+    /// The verified output, inside the job's partial output folder (the intent goes there).
     pub output: &'a Path,
     pub final_path: &'a Path,
     pub keep_original: bool,
@@ -62,8 +70,66 @@ fn parent(p: &Path) -> &Path {
     p.parent().unwrap_or(Path::new("."))
 }
 
+/// The name of a source's `n`-th kept original: `.NAME.condense-original` for the first,
+/// `.NAME.condense-original.N` after it (every one a service file that scanners ignore).
+pub fn numbered_backup_path(source: &Path, n: u32) -> PathBuf {
+    let first = backup_path_for(source);
+    if n <= 1 {
+        return first;
+    }
+    let mut name = first.into_os_string();
+    name.push(format!(".{n}"));
+    PathBuf::from(name)
+}
+
+/// The first backup name that no file, folder or link holds: a kept original is never
+/// replaced by a later one.
+fn free_backup_path(source: &Path) -> Result<PathBuf, MediaError> {
+    for n in 1..=MAX_BACKUPS {
+        let candidate = numbered_backup_path(source, n);
+        match std::fs::symlink_metadata(&candidate) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(candidate),
+            Err(e) => return Err(MediaError::from_io("looking for a free backup name", &e)),
+            Ok(_) => {}
+        }
+    }
+    Err(MediaError::misc(format!(
+        "{MAX_BACKUPS} kept originals of {} exist already; nothing was replaced",
+        source.display()
+    )))
+}
+
+/// Moves `from` to `to`, never replacing what is at `to` (the error is then AlreadyExists).
+pub fn rename_noreplace(from: &Path, to: &Path) -> std::io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let c_path = |p: &Path| {
+            std::ffi::CString::new(p.as_os_str().as_bytes())
+                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))
+        };
+        let (from_c, to_c) = (c_path(from)?, c_path(to)?);
+        // SAFETY: two NUL-terminated paths that outlive the call; nothing else is shared.
+        let rc = unsafe {
+            libc::renameat2(libc::AT_FDCWD, from_c.as_ptr(), libc::AT_FDCWD, to_c.as_ptr(), libc::RENAME_NOREPLACE)
+        };
+        if rc == 0 {
+            return Ok(());
+        }
+        let err = std::io::Error::last_os_error();
+        // Filesystems without the flag (NFS, some FUSE mounts) and old kernels refuse it;
+        // a hard link does not replace either, so link + unlink is the same promise.
+        if !matches!(err.raw_os_error(), Some(libc::EINVAL | libc::ENOSYS | libc::EOPNOTSUPP)) {
+            return Err(err);
+        }
+    }
+    std::fs::hard_link(from, to)?;
+    std::fs::remove_file(from)
+}
+
 /// Replaces the original with the verified output. `still_mine` is asked right before the
-/// swap: a node that lost its lease on the job must not touch the file.
+/// swap: a node that lost its lease on the job must not touch the file. The intent, naming
+/// the backup, is written into the output's folder before anything moves.
 pub fn replace(
     r: &Replace,
     still_mine: &dyn Fn() -> bool,
@@ -77,12 +143,14 @@ pub fn replace(
         return Err(MediaError::misc("this node no longer holds the job; the source was left as it is"));
     }
     std::fs::File::open(r.output).and_then(|f| f.sync_all()).map_err(io("syncing the output"))?;
+    let intent = Intent::of(r)?;
+    intent.write(parent(r.output))?;
     record(Step::SourceChecked);
     let dir = parent(r.source);
-    let backup = backup_path_for(r.source);
     if r.final_path == r.source {
-        let _ = std::fs::remove_file(&backup);
-        std::fs::hard_link(r.source, &backup).map_err(io("linking the original"))?;
+        let backup = intent.backup.as_deref().ok_or_else(|| MediaError::misc("the replace intent names no backup"))?;
+        // link(2) never replaces: a name taken since the intent was written stops the swap.
+        std::fs::hard_link(r.source, backup).map_err(io("linking the original"))?;
         sync_dir(dir).map_err(io("syncing the folder"))?;
         record(Step::BackupLinked);
         std::fs::rename(r.output, r.final_path).map_err(io("moving the output in place"))?;
@@ -91,31 +159,47 @@ pub fn replace(
         if r.keep_original {
             record(Step::BackupKept);
         } else {
-            std::fs::remove_file(&backup).map_err(io("removing the original"))?;
+            std::fs::remove_file(backup).map_err(io("removing the original"))?;
             sync_dir(dir).map_err(io("syncing the folder"))?;
             record(Step::OriginalRemoved);
         }
     } else {
-        if r.final_path.exists() {
-            return Err(MediaError::misc(format!("{} exists already; nothing was replaced", r.final_path.display())));
-        }
-        std::fs::rename(r.output, r.final_path).map_err(io("moving the output in place"))?;
+        // Two sources may share a final name (a.avi and a.wmv both become a.mkv): the file
+        // already there, whoever made it, is never replaced.
+        rename_noreplace(r.output, r.final_path).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::AlreadyExists {
+                MediaError::misc(format!(
+                    "{} exists already (another file of that name); the original was left as it is",
+                    r.final_path.display()
+                ))
+            } else {
+                MediaError::from_io("moving the output in place", &e)
+            }
+        })?;
         sync_dir(dir).map_err(io("syncing the folder"))?;
         record(Step::OutputInPlace);
-        if r.keep_original {
-            std::fs::rename(r.source, &backup).map_err(io("keeping the original"))?;
-            record(Step::BackupKept);
-        } else {
-            std::fs::remove_file(r.source).map_err(io("removing the original"))?;
-            record(Step::OriginalRemoved);
+        match &intent.backup {
+            Some(backup) => {
+                rename_noreplace(r.source, backup).map_err(io("keeping the original"))?;
+                record(Step::BackupKept);
+            }
+            None => {
+                std::fs::remove_file(r.source).map_err(io("removing the original"))?;
+                record(Step::OriginalRemoved);
+            }
         }
         sync_dir(dir).map_err(io("syncing the folder"))?;
     }
     Ok(r.final_path.to_path_buf())
 }
 
+fn keep_when_unknown() -> bool {
+    true
+}
+
 /// What a replace is about to do, written before the swap so a restart can tell whether the
-/// file at the final path is the job's output (a rename keeps the inode).
+/// file at the final path is the job's output (a rename keeps the inode), and which backup
+/// is this swap's.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Intent {
@@ -124,17 +208,28 @@ pub struct Intent {
     pub final_path: PathBuf,
     /// The original the job started on.
     pub source: SourceIdentity,
+    /// The name this swap gives the original: always for a same-name swap (the link that
+    /// keeps it reachable), for a container change only when it is kept. Absent from intents
+    /// written before backups were numbered: recovery then leaves every backup alone.
+    #[serde(default)]
+    pub backup: Option<PathBuf>,
+    /// Whether the original is kept, decided when the swap began (unknown: kept).
+    #[serde(default = "keep_when_unknown")]
+    pub keep_original: bool,
 }
 
 impl Intent {
     pub fn of(r: &Replace) -> Result<Intent, MediaError> {
         use std::os::unix::fs::MetadataExt;
         let output = std::fs::metadata(r.output).map_err(io("reading the output"))?;
+        let needs_backup = r.final_path == r.source || r.keep_original;
         Ok(Intent {
             output_inode: output.ino(),
             output_size: output.len(),
             final_path: r.final_path.to_path_buf(),
             source: r.identity,
+            backup: if needs_backup { Some(free_backup_path(r.source)?) } else { None },
+            keep_original: r.keep_original,
         })
     }
 
@@ -162,82 +257,104 @@ pub struct Swapped {
     pub output_size: u64,
 }
 
-/// After a crash, for a job whose replace wrote its intent: when the swap had happened,
-/// finishes the protocol (a container change removes, or keeps, the original) and answers
-/// what the job needs to complete; otherwise drops the stale intent and answers None.
-/// Runs after `recover`, which has dealt with a same-name backup link.
-pub fn roll_forward(source: &Path, keep_original: bool) -> Result<Option<Swapped>, MediaError> {
+/// What recovery found for a source path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Recovered {
+    /// No replace was under way (no intent in the partial output's folder).
+    Nothing,
+    /// The swap had not happened: the original is in place; the backup link the swap made,
+    /// if any, and the intent are gone.
+    RolledBack,
+    /// The output was in place: the protocol was finished as the intent says (the backup
+    /// removed or kept); the job completes with this output, nothing is encoded again.
+    RolledForward(Swapped),
+}
+
+/// Finishes or undoes a replace interrupted by a crash, acting only on what the job's own
+/// intent names, and on a backup only while it still holds that swap's original.
+pub fn recover(source: &Path) -> Result<Recovered, MediaError> {
     use std::os::unix::fs::MetadataExt;
-    let dir = partial_dir_for(source);
-    let Some(intent) = Intent::read(&dir) else { return Ok(None) };
-    let swapped = std::fs::metadata(&intent.final_path).is_ok_and(|m| m.ino() == intent.output_inode);
-    if !swapped {
-        let _ = std::fs::remove_file(dir.join(INTENT_FILE));
-        return Ok(None);
+    let partial = partial_dir_for(source);
+    let Some(intent) = Intent::read(&partial) else { return Ok(Recovered::Nothing) };
+    let inode_of = |p: &Path| std::fs::symlink_metadata(p).ok().filter(|m| m.is_file()).map(|m| m.ino());
+    let original = intent.source.inode;
+    let ours = intent.backup.clone().filter(|b| inode_of(b) == Some(original));
+    let dir = parent(source);
+    if inode_of(&intent.final_path) != Some(intent.output_inode) {
+        // Crash before the swap: the original is still at its path.
+        if let Some(backup) = &ours {
+            match inode_of(source) {
+                // Only the link was made.
+                Some(inode) if inode == original => {
+                    std::fs::remove_file(backup).map_err(io("removing a stray link"))?;
+                }
+                // Never left this way by `replace`, but an empty path gets its original back.
+                None if std::fs::symlink_metadata(source).is_err() => {
+                    rename_noreplace(backup, source).map_err(io("restoring the original"))?;
+                }
+                _ => {}
+            }
+            sync_dir(dir).map_err(io("syncing the folder"))?;
+        }
+        match std::fs::remove_file(partial.join(INTENT_FILE)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(MediaError::from_io("removing a stale replace intent", &e))
+            }
+            _ => {}
+        }
+        return Ok(Recovered::RolledBack);
     }
-    // A container change: the original goes, unless it changed since (then it stays).
-    if intent.final_path != source && SourceIdentity::of(source).ok() == Some(intent.source) {
-        if keep_original {
-            std::fs::rename(source, backup_path_for(source)).map_err(io("keeping the original"))?;
+    if intent.final_path == source {
+        if let Some(backup) = ours.filter(|_| !intent.keep_original) {
+            std::fs::remove_file(backup).map_err(io("removing the original"))?;
+            sync_dir(dir).map_err(io("syncing the folder"))?;
+        }
+    } else if SourceIdentity::of(source).ok() == Some(intent.source) {
+        // A container change: the original goes, or is kept, as the swap meant to.
+        if intent.keep_original {
+            let backup = match intent.backup.clone() {
+                Some(b) => b,
+                None => free_backup_path(source)?,
+            };
+            rename_noreplace(source, &backup).map_err(io("keeping the original"))?;
         } else {
             std::fs::remove_file(source).map_err(io("removing the original"))?;
         }
-        sync_dir(parent(source)).map_err(io("syncing the folder"))?;
+        sync_dir(dir).map_err(io("syncing the folder"))?;
     }
-    Ok(Some(Swapped { final_path: intent.final_path, output_size: intent.output_size }))
-}
-
-/// What start-up recovery found for a source path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Recovered {
-    /// No replace was under way.
-    Nothing,
-    /// The swap had not happened: the stray backup link was removed, the original is in place.
-    RolledBack,
-    /// The output was in place: the backup was removed (or kept, by setting).
-    RolledForward,
-}
-
-/// Finishes or undoes a replace interrupted by a crash, from the files alone.
-pub fn recover(source: &Path, keep_original: bool) -> Result<Recovered, MediaError> {
-    use std::os::unix::fs::MetadataExt;
-    let backup = backup_path_for(source);
-    let Ok(b) = std::fs::metadata(&backup) else { return Ok(Recovered::Nothing) };
-    let dir = parent(source);
-    match std::fs::metadata(source) {
-        Ok(s) if s.ino() == b.ino() && s.dev() == b.dev() => {
-            // Only the link was made: the original is still at its path.
-            std::fs::remove_file(&backup).map_err(io("removing a stray link"))?;
-            sync_dir(dir).map_err(io("syncing the folder"))?;
-            Ok(Recovered::RolledBack)
-        }
-        Ok(_) => {
-            if !keep_original {
-                std::fs::remove_file(&backup).map_err(io("removing the original"))?;
-                sync_dir(dir).map_err(io("syncing the folder"))?;
-            }
-            Ok(Recovered::RolledForward)
-        }
-        Err(_) => {
-            // Never left this way by `replace`, but if the path is empty, put the original back.
-            std::fs::rename(&backup, source).map_err(io("restoring the original"))?;
-            sync_dir(dir).map_err(io("syncing the folder"))?;
-            Ok(Recovered::RolledBack)
-        }
-    }
+    Ok(Recovered::RolledForward(Swapped { final_path: intent.final_path, output_size: intent.output_size }))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::media::plan::is_service_file;
+
+    /// A source and, in its partial output folder, an output of `output` bytes.
+    fn setup_named(name: &str, output: &[u8]) -> (tempfile::TempDir, PathBuf, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let source = dir.path().join(name);
+        std::fs::write(&source, b"original bytes").unwrap();
+        let output_path = put_output(&source, output);
+        (dir, source, output_path)
+    }
 
     fn setup() -> (tempfile::TempDir, PathBuf, PathBuf) {
-        let dir = tempfile::tempdir().unwrap();
-        let source = dir.path().join("movie.mkv");
-        std::fs::write(&source, b"original bytes").unwrap();
-        let output = dir.path().join("new.mkv");
-        std::fs::write(&output, b"new").unwrap();
-        (dir, source, output)
+        setup_named("movie.mkv", b"new")
+    }
+
+    fn put_output(source: &Path, bytes: &[u8]) -> PathBuf {
+        let partial = partial_dir_for(source);
+        std::fs::create_dir_all(&partial).unwrap();
+        let output = partial.join("output.mkv");
+        std::fs::write(&output, bytes).unwrap();
+        output
+    }
+
+    fn replace_with(source: &Path, output: &Path, target: &Path, keep: bool) -> Result<PathBuf, MediaError> {
+        let identity = SourceIdentity::of(source).unwrap();
+        let r = Replace { source, identity, output, final_path: target, keep_original: keep };
+        replace(&r, &|| true, &mut |_| {})
     }
 
     #[test]
@@ -255,22 +372,113 @@ mod tests {
     #[test]
     fn keep_original_leaves_the_backup() {
         let (_dir, source, output) = setup();
-        let identity = SourceIdentity::of(&source).unwrap();
-        let r = Replace { source: &source, identity, output: &output, final_path: &source, keep_original: true };
-        replace(&r, &|| true, &mut |_| {}).unwrap();
+        replace_with(&source, &output, &source, true).unwrap();
         assert_eq!(std::fs::read(backup_path_for(&source)).unwrap(), b"original bytes");
     }
 
     #[test]
+    fn a_second_kept_original_never_replaces_the_first() {
+        let (dir, source, output) = setup_named("movie.mkv", b"first output");
+        replace_with(&source, &output, &source, true).unwrap();
+        let output = put_output(&source, b"second output");
+        replace_with(&source, &output, &source, true).unwrap();
+        assert_eq!(std::fs::read(&source).unwrap(), b"second output");
+        assert_eq!(std::fs::read(numbered_backup_path(&source, 1)).unwrap(), b"original bytes");
+        assert_eq!(std::fs::read(numbered_backup_path(&source, 2)).unwrap(), b"first output");
+        // A swap that keeps nothing removes only the link it made itself.
+        let output = put_output(&source, b"third output");
+        replace_with(&source, &output, &source, false).unwrap();
+        assert_eq!(std::fs::read(numbered_backup_path(&source, 1)).unwrap(), b"original bytes");
+        assert_eq!(std::fs::read(numbered_backup_path(&source, 2)).unwrap(), b"first output");
+        assert!(!numbered_backup_path(&source, 3).exists());
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().path()).collect();
+        assert!(names.iter().filter(|p| **p != source).all(|p| is_service_file(p)), "{names:?}");
+    }
+
+    #[test]
+    fn every_backup_name_is_a_service_file() {
+        let source = Path::new("/m/Movie (2020).mkv");
+        for n in [1, 2, 10, MAX_BACKUPS] {
+            let backup = numbered_backup_path(source, n);
+            assert!(is_service_file(&backup), "{}", backup.display());
+            assert!(backup.file_name().unwrap().to_string_lossy().starts_with('.'), "{}", backup.display());
+        }
+        assert_eq!(numbered_backup_path(source, 2), Path::new("/m/.Movie (2020).mkv.condense-original.2"));
+    }
+
+    #[test]
     fn container_change_writes_the_new_name_then_removes_the_old() {
-        let (dir, source, output) = setup();
-        let avi = dir.path().join("clip.avi");
-        std::fs::rename(&source, &avi).unwrap();
-        let identity = SourceIdentity::of(&avi).unwrap();
+        let (dir, avi, output) = setup_named("clip.avi", b"new");
         let target = dir.path().join("clip.mkv");
-        let r = Replace { source: &avi, identity, output: &output, final_path: &target, keep_original: false };
-        replace(&r, &|| true, &mut |_| {}).unwrap();
+        replace_with(&avi, &output, &target, false).unwrap();
         assert!(!avi.exists());
+        assert_eq!(std::fs::read(&target).unwrap(), b"new");
+    }
+
+    #[test]
+    fn a_container_change_never_replaces_a_file_of_the_final_name() {
+        let (dir, avi, output) = setup_named("a.avi", b"new");
+        let target = dir.path().join("a.mkv");
+        // A link whose target is gone "does not exist" to a check, but is a name in the folder.
+        std::os::unix::fs::symlink(dir.path().join("on-an-unmounted-disk.mkv"), &target).unwrap();
+        let err = replace_with(&avi, &output, &target, false).unwrap_err();
+        assert!(err.message.contains("exists already"), "{}", err.message);
+        assert!(std::fs::symlink_metadata(&target).unwrap().file_type().is_symlink());
+        assert_eq!(std::fs::read(&avi).unwrap(), b"original bytes");
+        assert!(output.exists());
+        std::fs::remove_file(&target).unwrap();
+        std::fs::write(&target, b"made from a.wmv").unwrap();
+        assert!(replace_with(&avi, &output, &target, false).is_err());
+        assert_eq!(std::fs::read(&target).unwrap(), b"made from a.wmv");
+        assert_eq!(std::fs::read(&avi).unwrap(), b"original bytes");
+    }
+
+    #[test]
+    fn two_sources_racing_for_one_final_name_never_overwrite_each_other() {
+        for _ in 0..200 {
+            let dir = tempfile::tempdir().unwrap();
+            let target = dir.path().join("a.mkv");
+            let sources: Vec<(PathBuf, PathBuf)> = ["a.avi", "a.wmv"]
+                .iter()
+                .map(|name| {
+                    let source = dir.path().join(name);
+                    std::fs::write(&source, name.as_bytes()).unwrap();
+                    let output = put_output(&source, format!("encoded {name}").as_bytes());
+                    (source, output)
+                })
+                .collect();
+            let barrier = std::sync::Barrier::new(2);
+            let results: Vec<bool> = std::thread::scope(|s| {
+                let handles: Vec<_> = sources
+                    .iter()
+                    .map(|(source, output)| {
+                        let (barrier, target) = (&barrier, &target);
+                        s.spawn(move || {
+                            barrier.wait();
+                            replace_with(source, output, target, false).is_ok()
+                        })
+                    })
+                    .collect();
+                handles.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+            assert_eq!(results.iter().filter(|ok| **ok).count(), 1, "{results:?}");
+            let winner = usize::from(results[1]);
+            let (loser_source, _) = &sources[1 - winner];
+            let name = loser_source.file_name().unwrap().to_string_lossy().into_owned();
+            assert_eq!(std::fs::read(loser_source).unwrap(), name.as_bytes(), "the loser's original changed");
+            let won = sources[winner].0.file_name().unwrap().to_string_lossy().into_owned();
+            assert_eq!(std::fs::read(&target).unwrap(), format!("encoded {won}").as_bytes());
+        }
+    }
+
+    #[test]
+    fn a_kept_original_of_a_container_change_never_replaces_an_earlier_backup() {
+        let (dir, avi, output) = setup_named("clip.avi", b"new");
+        std::fs::write(backup_path_for(&avi), b"kept by an earlier job").unwrap();
+        let target = dir.path().join("clip.mkv");
+        replace_with(&avi, &output, &target, true).unwrap();
+        assert_eq!(std::fs::read(backup_path_for(&avi)).unwrap(), b"kept by an earlier job");
+        assert_eq!(std::fs::read(numbered_backup_path(&avi, 2)).unwrap(), b"original bytes");
         assert_eq!(std::fs::read(&target).unwrap(), b"new");
     }
 
@@ -287,59 +495,81 @@ mod tests {
         assert!(output.exists());
     }
 
-    #[test]
-    fn recovery_rolls_back_a_link_and_forward_a_swap() {
-        let (_dir, source, output) = setup();
-        let backup = backup_path_for(&source);
-        // Crash after the link, before the rename.
-        std::fs::hard_link(&source, &backup).unwrap();
-        assert_eq!(recover(&source, false).unwrap(), Recovered::RolledBack);
-        assert!(!backup.exists());
-        assert_eq!(std::fs::read(&source).unwrap(), b"original bytes");
-        // Crash after the rename, before the backup was removed.
-        std::fs::hard_link(&source, &backup).unwrap();
-        std::fs::rename(&output, &source).unwrap();
-        assert_eq!(recover(&source, false).unwrap(), Recovered::RolledForward);
-        assert!(!backup.exists());
-        assert_eq!(std::fs::read(&source).unwrap(), b"new");
-        assert_eq!(recover(&source, false).unwrap(), Recovered::Nothing);
-    }
-
-    /// Sets up a source with its partial folder, an output in it and the intent written.
-    fn with_intent(final_name: &str, source_name: &str) -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
-        let dir = tempfile::tempdir().unwrap();
-        let source = dir.path().join(source_name);
-        std::fs::write(&source, b"original bytes").unwrap();
-        let partial = partial_dir_for(&source);
-        std::fs::create_dir(&partial).unwrap();
-        let output = partial.join("output.mkv");
-        std::fs::write(&output, b"new").unwrap();
+    /// A source with its output in the partial folder and the intent written, as `replace`
+    /// leaves them right before it links the backup.
+    fn with_intent(final_name: &str, source_name: &str, keep: bool) -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
+        let (dir, source, output) = setup_named(source_name, b"new");
         let target = dir.path().join(final_name);
         let identity = SourceIdentity::of(&source).unwrap();
-        let r = Replace { source: &source, identity, output: &output, final_path: &target, keep_original: false };
-        Intent::of(&r).unwrap().write(&partial).unwrap();
+        let r = Replace { source: &source, identity, output: &output, final_path: &target, keep_original: keep };
+        Intent::of(&r).unwrap().write(&partial_dir_for(&source)).unwrap();
         (dir, source, output, target)
     }
 
     #[test]
-    fn roll_forward_finishes_a_swap_and_drops_an_intent_whose_swap_never_happened() {
+    fn recovery_rolls_back_a_link_and_forward_a_swap() {
+        // Crash after the link, before the rename.
+        let (_dir, source, _output, _) = with_intent("movie.mkv", "movie.mkv", false);
+        let backup = backup_path_for(&source);
+        std::fs::hard_link(&source, &backup).unwrap();
+        assert_eq!(recover(&source).unwrap(), Recovered::RolledBack);
+        assert!(!backup.exists());
+        assert!(!partial_dir_for(&source).join(INTENT_FILE).exists());
+        assert_eq!(std::fs::read(&source).unwrap(), b"original bytes");
+        assert_eq!(recover(&source).unwrap(), Recovered::Nothing);
+
+        // Crash after the rename, before the backup was removed (or kept, as the intent says).
+        for keep in [false, true] {
+            let (_dir, source, output, _) = with_intent("movie.mkv", "movie.mkv", keep);
+            let backup = backup_path_for(&source);
+            std::fs::hard_link(&source, &backup).unwrap();
+            std::fs::rename(&output, &source).unwrap();
+            let swapped = Swapped { final_path: source.clone(), output_size: 3 };
+            assert_eq!(recover(&source).unwrap(), Recovered::RolledForward(swapped));
+            assert_eq!(backup.exists(), keep);
+            assert_eq!(std::fs::read(&source).unwrap(), b"new");
+        }
+    }
+
+    #[test]
+    fn recovery_touches_no_backup_its_intent_does_not_name() {
+        // No intent: backups kept by earlier jobs stay, whatever the setting is now.
+        let (_dir, source, _output) = setup();
+        std::fs::write(backup_path_for(&source), b"kept by an earlier job").unwrap();
+        assert_eq!(recover(&source).unwrap(), Recovered::Nothing);
+        assert_eq!(std::fs::read(backup_path_for(&source)).unwrap(), b"kept by an earlier job");
+
+        // An intent whose swap happened and kept nothing removes its own link only: the
+        // earlier backup has another inode and another name.
+        let (_dir, source, output) = setup();
+        let earlier = backup_path_for(&source);
+        std::fs::write(&earlier, b"kept by an earlier job").unwrap();
+        let identity = SourceIdentity::of(&source).unwrap();
+        let r = Replace { source: &source, identity, output: &output, final_path: &source, keep_original: false };
+        let intent = Intent::of(&r).unwrap();
+        let ours = numbered_backup_path(&source, 2);
+        assert_eq!(intent.backup.as_deref(), Some(ours.as_path()));
+        intent.write(&partial_dir_for(&source)).unwrap();
+        std::fs::hard_link(&source, &ours).unwrap();
+        std::fs::rename(&output, &source).unwrap();
+        assert!(matches!(recover(&source).unwrap(), Recovered::RolledForward(_)));
+        assert!(!ours.exists());
+        assert_eq!(std::fs::read(&earlier).unwrap(), b"kept by an earlier job");
+    }
+
+    #[test]
+    fn recovery_finishes_a_container_change_or_drops_an_intent_whose_swap_never_happened() {
         // Crash before the swap: the intent goes, the original stays.
-        let (_dir, source, _output, _) = with_intent("movie.mkv", "movie.mkv");
-        assert_eq!(roll_forward(&source, false).unwrap(), None);
+        let (_dir, source, _output, _) = with_intent("clip.mkv", "clip.avi", false);
+        assert_eq!(recover(&source).unwrap(), Recovered::RolledBack);
         assert!(!partial_dir_for(&source).join(INTENT_FILE).exists());
         assert_eq!(std::fs::read(&source).unwrap(), b"original bytes");
 
-        // Crash after the swap (same name): the job completes with the output in place.
-        let (_dir, source, output, _) = with_intent("movie.mkv", "movie.mkv");
-        std::fs::rename(&output, &source).unwrap();
-        let swapped = roll_forward(&source, false).unwrap().unwrap();
-        assert_eq!(swapped, Swapped { final_path: source.clone(), output_size: 3 });
-
         // Crash after the swap of a container change: the original goes, or is kept.
         for keep in [false, true] {
-            let (_dir, source, output, target) = with_intent("clip.mkv", "clip.avi");
+            let (_dir, source, output, target) = with_intent("clip.mkv", "clip.avi", keep);
             std::fs::rename(&output, &target).unwrap();
-            let swapped = roll_forward(&source, keep).unwrap().unwrap();
+            let Recovered::RolledForward(swapped) = recover(&source).unwrap() else { panic!("not rolled forward") };
             assert_eq!(swapped.final_path, target);
             assert!(!source.exists());
             assert_eq!(backup_path_for(&source).exists(), keep);
@@ -347,6 +577,6 @@ mod tests {
         }
         // No intent: nothing to do.
         let dir = tempfile::tempdir().unwrap();
-        assert_eq!(roll_forward(&dir.path().join("x.mkv"), false).unwrap(), None);
+        assert_eq!(recover(&dir.path().join("x.mkv")).unwrap(), Recovered::Nothing);
     }
 }

@@ -17,6 +17,17 @@ pub async fn get<T: DeserializeOwned>(db: &impl ConnectionTrait, key: &str) -> R
     Ok(get_json(db, key).await?.and_then(|v| serde_json::from_value(v).ok()))
 }
 
+/// The setting as `T`; a stored value of another shape is an error, for settings whose
+/// wrong guess costs data (a "keep originals" read as false deletes kept originals).
+pub async fn get_checked<T: DeserializeOwned>(db: &impl ConnectionTrait, key: &str) -> RepoResult<Option<T>> {
+    match get_json(db, key).await? {
+        None => Ok(None),
+        Some(value) => serde_json::from_value(value.clone())
+            .map(Some)
+            .map_err(|e| RepoError::Conflict(format!("setting {key} holds {value}, which does not read: {e}"))),
+    }
+}
+
 pub async fn set<T: Serialize>(db: &impl ConnectionTrait, key: &str, value: &T) -> RepoResult<()> {
     let value = serde_json::to_value(value).map_err(|e| RepoError::Conflict(format!("setting {key}: {e}")))?;
     Entity::insert(ActiveModel { key: Set(key.to_string()), value: Set(value), updated_at: Set(now()) })
@@ -55,8 +66,8 @@ impl Default for ServiceSettings {
 pub async fn service_settings(db: &impl ConnectionTrait) -> RepoResult<ServiceSettings> {
     let defaults = ServiceSettings::default();
     Ok(ServiceSettings {
-        job_timeout_hours: get(db, JOB_TIMEOUT_HOURS).await?.unwrap_or(defaults.job_timeout_hours),
-        keep_originals: get(db, KEEP_ORIGINALS).await?.unwrap_or(defaults.keep_originals),
+        job_timeout_hours: get_checked(db, JOB_TIMEOUT_HOURS).await?.unwrap_or(defaults.job_timeout_hours),
+        keep_originals: get_checked(db, KEEP_ORIGINALS).await?.unwrap_or(defaults.keep_originals),
     })
 }
 

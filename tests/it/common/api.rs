@@ -26,6 +26,7 @@ pub struct TestServer {
     pub license_private_key: String,
     handle: ServerHandle,
     test_db: TestDb,
+    _data_dir: tempfile::TempDir,
 }
 
 impl TestServer {
@@ -51,6 +52,8 @@ impl TestServer {
     }
 
     async fn with_runtime(test_db: TestDb, slots: usize, throttle_ms: u64) -> TestServer {
+        // DATA_DIR of this server, for the library path rules (nothing is written there).
+        let data_dir = tempfile::tempdir().unwrap();
         let hash = security::hash_password(ADMIN_PASSWORD).unwrap();
         repo::users::create(&test_db.db, ADMIN, &hash).await.unwrap();
         let (license_private_key, license_public_key) = condense::license::generate_keypair();
@@ -73,6 +76,10 @@ impl TestServer {
             license_public_key,
             login_limiter: LoginLimiter::default(),
             memory_trend: Default::default(),
+            library_places: condense::http::libraries::LibraryPlaces {
+                data_dir: Some(data_dir.path().to_path_buf()),
+                roots: Vec::new(),
+            },
         });
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
@@ -86,7 +93,7 @@ impl TestServer {
             .run();
         let handle = server.handle();
         actix_web::rt::spawn(server);
-        TestServer { base, state, license_private_key, handle, test_db }
+        TestServer { base, state, license_private_key, handle, test_db, _data_dir: data_dir }
     }
 
     pub fn db(&self) -> &DatabaseConnection {

@@ -1,0 +1,452 @@
+//! Filesystem safety through the real server: kept originals stay kept, a container change
+//! never overwrites a file, the watcher stays inside its library and out of partial
+//! outputs, deleting a library cleans up, and libraries stay out of system folders.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use condense::media::plan::{backup_path_for, partial_dir_for};
+use condense::media::replace::numbered_backup_path;
+use condense::repo;
+use sea_orm::ConnectionTrait;
+use serde_json::{json, Value};
+
+use crate::common::api::TestServer;
+use crate::common::db::TestDb;
+use crate::common::media as clips;
+use crate::common::server::{command, ServerProcess};
+
+async fn job(server: &TestServer, token: &str, id: i64) -> Value {
+    server.get(&format!("/jobs/{id}"), Some(token)).await.1
+}
+
+async fn wait_for(server: &TestServer, token: &str, id: i64, statuses: &[&str]) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        let job = job(server, token, id).await;
+        if statuses.iter().any(|s| job["status"] == *s) {
+            return job;
+        }
+        assert!(Instant::now() < deadline, "job {id} never reached {statuses:?}: {job}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn jobs(server: &TestServer, token: &str) -> Vec<Value> {
+    let (_, page) = server.get("/jobs?sort=fileName&order=asc", Some(token)).await;
+    page["items"].as_array().cloned().unwrap_or_default()
+}
+
+async fn library(server: &TestServer, token: &str, dir: &Path, watch: bool) -> i64 {
+    let body = json!({"name": "films", "paths": [dir], "encoder": "libx265", "quality": 30, "preset": "ultrafast", "watch": watch});
+    let (status, library) = server.post("/libraries", Some(token), &body).await;
+    assert_eq!(status, 201, "{library}");
+    library["id"].as_i64().unwrap()
+}
+
+/// Scans and answers the ids of the jobs found, by file name.
+async fn scan(server: &TestServer, token: &str, library: i64) -> Vec<(String, i64)> {
+    let (status, report) = server.post(&format!("/libraries/{library}/scan"), Some(token), &json!({})).await;
+    assert_eq!(status, 200, "{report}");
+    jobs(server, token)
+        .await
+        .iter()
+        .map(|j| (j["fileName"].as_str().unwrap().to_string(), j["id"].as_i64().unwrap()))
+        .collect()
+}
+
+async fn force(server: &TestServer, token: &str, id: i64) {
+    let (status, forced) = server.post(&format!("/jobs/{id}/force"), Some(token), &json!({})).await;
+    assert_eq!((status, forced["status"].as_str()), (200, Some("QUEUED")), "{forced}");
+}
+
+/// The message of the job's last failed attempt (its events carry it).
+fn failure_message(job: &Value) -> String {
+    let events = job["events"].as_array().cloned().unwrap_or_default();
+    let last = events.iter().rev().find_map(|e| e["detail"]["message"].as_str().map(str::to_string));
+    last.unwrap_or_default()
+}
+
+fn read(path: &Path) -> Vec<u8> {
+    std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+#[actix_web::test]
+async fn kept_originals_survive_reencodes_a_setting_turned_off_and_a_settings_read_that_fails() {
+    let server = TestServer::start_throttled(TestDb::sqlite().await, 0).await;
+    let token = server.login().await;
+    let dir = tempfile::tempdir().unwrap();
+    let source = clips::h264(dir.path(), "a.mkv", "320x240", 2);
+    let original = read(&source);
+    let (status, body) = server.put("/settings", Some(&token), &json!({"keepOriginals": true})).await;
+    assert_eq!(status, 200, "{body}");
+    let library = library(&server, &token, dir.path(), false).await;
+    let id = scan(&server, &token, library).await[0].1;
+    assert_eq!(wait_for(&server, &token, id, &["COMPLETED", "FAILED"]).await["status"], "COMPLETED");
+    assert_eq!(read(&backup_path_for(&source)), original);
+    let first_output = read(&source);
+    assert_ne!(first_output, original);
+
+    // A forced re-encode of the completed file (smaller again: a higher CRF) keeps both.
+    let (status, body) = server.put(&format!("/libraries/{library}"), Some(&token), &json!({"quality": 51})).await;
+    assert_eq!(status, 200, "{body}");
+    force(&server, &token, id).await;
+    let done = wait_for(&server, &token, id, &["COMPLETED", "FAILED"]).await;
+    assert_eq!(done["status"], "COMPLETED", "{done}");
+    assert_ne!(read(&source), first_output, "the second encode did not replace the file: {done}");
+    assert_eq!(read(&numbered_backup_path(&source, 1)), original, "the first kept original was lost");
+    assert_eq!(read(&numbered_backup_path(&source, 2)), first_output, "the second kept original was lost");
+
+    // Turning the setting off and touching the file again removes no backup.
+    let (status, body) = server.put("/settings", Some(&token), &json!({"keepOriginals": false})).await;
+    assert_eq!(status, 200, "{body}");
+    force(&server, &token, id).await;
+    assert_eq!(wait_for(&server, &token, id, &["COMPLETED", "FAILED"]).await["status"], "COMPLETED");
+    let (status, report) = server.post(&format!("/libraries/{library}/scan"), Some(&token), &json!({})).await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(read(&numbered_backup_path(&source, 1)), original);
+    assert_eq!(read(&numbered_backup_path(&source, 2)), first_output);
+
+    // A settings value that does not read fails the attempt; nothing is removed or replaced.
+    repo::settings::set(server.db(), repo::settings::KEEP_ORIGINALS, &"yes").await.unwrap();
+    let current = read(&source);
+    force(&server, &token, id).await;
+    let failed = wait_for(&server, &token, id, &["FAILED", "COMPLETED"]).await;
+    assert_eq!(failed["status"], "FAILED", "{failed}");
+    assert!(failure_message(&failed).contains("the settings could not be read"), "{failed}");
+    assert_eq!(read(&source), current);
+    assert_eq!(read(&numbered_backup_path(&source, 1)), original);
+    assert_eq!(read(&numbered_backup_path(&source, 2)), first_output);
+    server.finish().await;
+}
+
+#[actix_web::test]
+async fn a_settings_read_that_fails_is_an_error_not_a_default() {
+    let test_db = TestDb::sqlite().await;
+    let db = &test_db.db;
+    assert_eq!(condense::actors::store::settings(db).await.unwrap(), (false, 24));
+    repo::settings::set(db, repo::settings::KEEP_ORIGINALS, &true).await.unwrap();
+    assert_eq!(condense::actors::store::settings(db).await.unwrap(), (true, 24));
+    repo::settings::set(db, repo::settings::KEEP_ORIGINALS, &"yes").await.unwrap();
+    let err = condense::actors::store::settings(db).await.unwrap_err().to_string();
+    assert!(err.contains("keep_originals"), "{err}");
+    repo::settings::set(db, repo::settings::KEEP_ORIGINALS, &false).await.unwrap();
+    db.execute_unprepared("DROP TABLE settings").await.unwrap();
+    assert!(condense::actors::store::settings(db).await.is_err());
+    test_db.finish().await;
+}
+
+fn clip_as(dir: &Path, name: &str, codec: &str) -> PathBuf {
+    let out = dir.join(name);
+    clips::ffmpeg(&[
+        "-f",
+        "lavfi",
+        "-i",
+        "testsrc2=size=320x240:rate=25",
+        "-t",
+        "2",
+        "-c:v",
+        codec,
+        "-q:v",
+        "2",
+        out.to_str().unwrap(),
+    ]);
+    out
+}
+
+#[actix_web::test]
+async fn two_sources_with_one_final_name_never_overwrite_each_other() {
+    let server = TestServer::start_throttled(TestDb::sqlite().await, 0).await;
+    let token = server.login().await;
+    let dir = tempfile::tempdir().unwrap();
+    let avi = clip_as(dir.path(), "a.avi", "mpeg4");
+    let wmv = clip_as(dir.path(), "a.wmv", "wmv2");
+    let originals = [(avi.clone(), read(&avi)), (wmv.clone(), read(&wmv))];
+    // b.mkv is a link to a disk that is not mounted: a check of "exists" says no, yet it is a
+    // name in the folder that the output must not take.
+    let other = clip_as(dir.path(), "b.avi", "mpeg4");
+    let other_bytes = read(&other);
+    let link = dir.path().join("b.mkv");
+    std::os::unix::fs::symlink("/mnt/not-mounted/b.mkv", &link).unwrap();
+    let library = library(&server, &token, dir.path(), false).await;
+    let found = scan(&server, &token, library).await;
+    assert_eq!(found.len(), 3, "{found:?}");
+    let mut ended = Vec::new();
+    for (name, id) in found {
+        let job = wait_for(&server, &token, id, &["COMPLETED", "FAILED"]).await;
+        if name == "b.avi" {
+            assert_eq!(job["status"], "FAILED", "{job}");
+            assert!(failure_message(&job).contains("b.mkv exists already"), "{job}");
+            assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink(), "the link was replaced");
+            assert_eq!(read(&other), other_bytes);
+        } else {
+            ended.push(job);
+        }
+    }
+    let target = dir.path().join("a.mkv");
+    let completed: Vec<&Value> = ended.iter().filter(|j| j["status"] == "COMPLETED").collect();
+    assert_eq!(completed.len(), 1, "{ended:?}");
+    assert_eq!(completed[0]["filePath"], target.to_str().unwrap());
+    let failed = ended.iter().find(|j| j["status"] == "FAILED").expect("the second one fails");
+    assert!(failure_message(failed).contains("a.mkv exists already"), "{failed}");
+    let loser = PathBuf::from(failed["filePath"].as_str().unwrap());
+    for (path, bytes) in &originals {
+        if *path == loser {
+            assert_eq!(&read(path), bytes, "the failed job's original changed");
+        } else {
+            assert!(!path.exists(), "the completed job's original is still there");
+        }
+    }
+    let info = condense::media::probe::probe(&target).unwrap();
+    assert_eq!(info.video().unwrap().codec, "hevc");
+    server.finish().await;
+}
+
+/// Waits until the library's first scan ran (its watcher is set up before it).
+async fn wait_scanned(server: &TestServer, token: &str, library: i64) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while server.get(&format!("/libraries/{library}"), Some(token)).await.1["lastScanAt"].is_null() {
+        assert!(Instant::now() < deadline, "library {library} was never scanned");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[actix_web::test]
+async fn the_watcher_follows_no_link_to_a_folder_and_registers_nothing_in_a_partial_output() {
+    // No job slots: what the watcher registers stays QUEUED for the test to see.
+    let server = TestServer::sqlite().await;
+    let token = server.login().await;
+    let templates = tempfile::tempdir().unwrap();
+    let clip = clips::h264(templates.path(), "clip.mkv", "160x120", 1);
+    let root = tempfile::tempdir().unwrap();
+    let (media, outside) = (root.path().join("media"), root.path().join("outside"));
+    std::fs::create_dir_all(&media).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    std::os::unix::fs::symlink(&outside, media.join("elsewhere")).unwrap();
+    // There before the first scan, which does not follow the link either.
+    std::fs::copy(&clip, outside.join("before.mkv")).unwrap();
+    let library = library(&server, &token, &media, true).await;
+    wait_scanned(&server, &token, library).await;
+
+    std::fs::copy(&clip, outside.join("outside.mkv")).unwrap();
+    let partial = partial_dir_for(&media.join("a.mkv"));
+    std::fs::create_dir_all(&partial).unwrap();
+    for name in ["output.mkv", "seg-00000.mkv"] {
+        std::fs::copy(&clip, partial.join(name)).unwrap();
+    }
+    // Written last: once it is registered, the files before it were seen and settled too.
+    std::fs::copy(&clip, media.join("marker.mkv")).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let registered = loop {
+        let all = jobs(&server, &token).await;
+        if all.iter().any(|j| j["fileName"] == "marker.mkv") {
+            break all;
+        }
+        assert!(Instant::now() < deadline, "the watcher never registered marker.mkv: {all:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let paths: Vec<&str> = registered.iter().map(|j| j["filePath"].as_str().unwrap()).collect();
+    assert_eq!(paths, [media.join("marker.mkv").to_str().unwrap()]);
+    server.finish().await;
+}
+
+#[actix_web::test]
+async fn deleting_a_library_removes_its_idle_jobs_partial_outputs() {
+    let server = TestServer::sqlite().await;
+    let token = server.login().await;
+    let dir = tempfile::tempdir().unwrap();
+    let sources: Vec<PathBuf> = ["a.mkv", "b.mkv"].iter().map(|n| clips::h264(dir.path(), n, "160x120", 1)).collect();
+    let library = library(&server, &token, dir.path(), false).await;
+    let found = scan(&server, &token, library).await;
+    assert_eq!(found.len(), 2);
+    let (status, paused) = server.post(&format!("/jobs/{}/pause", found[0].1), Some(&token), &json!({})).await;
+    assert_eq!((status, paused["status"].as_str()), (200, Some("PAUSED")), "{paused}");
+    // What a paused (a) and an interrupted, requeued (b) encode leave next to their sources.
+    for source in &sources {
+        let partial = partial_dir_for(source);
+        std::fs::create_dir_all(&partial).unwrap();
+        std::fs::write(partial.join("manifest.json"), b"{}").unwrap();
+        std::fs::write(partial.join("seg-00000.mkv"), b"segment").unwrap();
+    }
+    let (status, body) = server.delete(&format!("/libraries/{library}"), Some(&token)).await;
+    assert_eq!(status, 204, "{body}");
+    for source in &sources {
+        assert!(!partial_dir_for(source).exists(), "{} still has its partial output", source.display());
+        assert!(source.exists());
+    }
+    server.finish().await;
+}
+
+async fn create_at(server: &TestServer, token: &str, path: &Path) -> (u16, Value) {
+    server.post("/libraries", Some(token), &json!({"name": "x", "paths": [path]})).await
+}
+
+#[actix_web::test]
+async fn system_folders_and_data_dir_are_refused_as_library_paths() {
+    let server = TestServer::sqlite().await;
+    let token = server.login().await;
+    let data_dir = server.state.library_places.data_dir.clone().unwrap();
+    std::fs::create_dir_all(data_dir.join("inside")).unwrap();
+    let mut refused = vec![
+        PathBuf::from("/"),
+        PathBuf::from("/etc"),
+        PathBuf::from("/usr"),
+        PathBuf::from("/usr/share"),
+        PathBuf::from("/proc"),
+        PathBuf::from("/dev"),
+        PathBuf::from("/sys"),
+        data_dir.clone(),
+        data_dir.join("inside"),
+        data_dir.parent().unwrap().to_path_buf(),
+    ];
+    refused.extend(["/bin", "/boot", "/var/lib", "/var"].iter().map(PathBuf::from).filter(|p| p.is_dir()));
+    for path in &refused {
+        let (status, body) = create_at(&server, &token, path).await;
+        assert_eq!(status, 422, "{}: {body}", path.display());
+        assert_eq!(body["error"]["code"], "validation_failed", "{body}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains("system folder") || message.contains("DATA_DIR"), "{}: {message}", path.display());
+    }
+    let ok = tempfile::tempdir().unwrap();
+    let (status, created) = create_at(&server, &token, ok.path()).await;
+    assert_eq!(status, 201, "{created}");
+    let id = created["id"].as_i64().unwrap();
+    let (status, body) = server.put(&format!("/libraries/{id}"), Some(&token), &json!({"paths": ["/usr/share"]})).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (422, Some("validation_failed")), "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("inside /usr, a system folder"), "{body}");
+    server.finish().await;
+}
+
+async fn call(method: awc::http::Method, url: &str, token: &str, body: &Value) -> (u16, Value) {
+    let request =
+        awc::Client::default().request(method, url).insert_header(("Authorization", format!("Bearer {token}")));
+    let mut response =
+        if body.is_null() { request.send().await.unwrap() } else { request.send_json(body).await.unwrap() };
+    let status = response.status().as_u16();
+    (status, serde_json::from_slice(&response.body().await.unwrap()).unwrap_or(Value::Null))
+}
+
+#[actix_web::test]
+async fn library_roots_limit_where_libraries_may_be() {
+    let dir = tempfile::tempdir().unwrap();
+    let (media, video, other) = (dir.path().join("media"), dir.path().join("srv-video"), dir.path().join("other"));
+    for folder in [media.join("films"), video.clone(), other.clone()] {
+        std::fs::create_dir_all(folder).unwrap();
+    }
+    let roots = format!("{},{}", media.display(), video.display());
+    let mut cmd = command(&dir.path().join("data"));
+    cmd.env("ADMIN_PASSWORD", "a long password").env("LIBRARY_ROOTS", &roots).env("MAX_JOBS", "0");
+    let server = ServerProcess::start(cmd);
+    let mut login = awc::Client::default()
+        .post(format!("{}/auth/login", server.api))
+        .send_json(&json!({"username": "admin", "password": "a long password"}))
+        .await
+        .unwrap();
+    let token: Value = serde_json::from_slice(&login.body().await.unwrap()).unwrap();
+    let token = token["token"].as_str().unwrap();
+    let url = format!("{}/libraries", server.api);
+
+    let (status, body) =
+        call(awc::http::Method::POST, &url, token, &json!({"name": "a", "paths": [media.join("films")]})).await;
+    assert_eq!(status, 201, "{body}");
+    let id = body["id"].as_i64().unwrap();
+    let (status, body) = call(awc::http::Method::POST, &url, token, &json!({"name": "b", "paths": [video]})).await;
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = call(awc::http::Method::POST, &url, token, &json!({"name": "c", "paths": [other]})).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (422, Some("validation_failed")), "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!("is outside LIBRARY_ROOTS ({}, {})", media.display(), video.display())),
+        "{message}"
+    );
+    let (status, body) = call(awc::http::Method::PUT, &format!("{url}/{id}"), token, &json!({"paths": [other]})).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (422, Some("validation_failed")), "{body}");
+    // A system folder stays refused even inside a root.
+    drop(server);
+    let mut cmd = command(&dir.path().join("data"));
+    cmd.env("LIBRARY_ROOTS", "/").env("MAX_JOBS", "0");
+    let server = ServerProcess::start(cmd);
+    let mut login = awc::Client::default()
+        .post(format!("{}/auth/login", server.api))
+        .send_json(&json!({"username": "admin", "password": "a long password"}))
+        .await
+        .unwrap();
+    let token: Value = serde_json::from_slice(&login.body().await.unwrap()).unwrap();
+    let url = format!("{}/libraries", server.api);
+    let (status, body) =
+        call(awc::http::Method::POST, &url, token["token"].as_str().unwrap(), &json!({"name": "d", "paths": ["/etc"]}))
+            .await;
+    assert_eq!((status, body["error"]["code"].as_str()), (422, Some("validation_failed")), "{body}");
+    let (status, body) =
+        call(awc::http::Method::POST, &url, token["token"].as_str().unwrap(), &json!({"name": "e", "paths": [other]}))
+            .await;
+    assert_eq!(status, 201, "{body}");
+}
+
+/// The settings reach a linked node through the main node: a read that fails there fails
+/// the linked node's attempt too, instead of defaulting to "don't keep".
+#[actix_web::test]
+async fn a_linked_node_fails_its_attempt_when_the_main_node_cannot_read_the_settings() {
+    const TOKEN: &str = "cluster-token-for-fs-tests-0123456789";
+    let dir = tempfile::tempdir().unwrap();
+    let (main_data, media) = (dir.path().join("main"), dir.path().join("media"));
+    std::fs::create_dir_all(&media).unwrap();
+    let source = clips::h264(&media, "a.mkv", "160x120", 1);
+    let original = read(&source);
+    let (private, public) = condense::license::generate_keypair();
+    let payload = condense::license::LicensePayload {
+        tier: condense::domain::license::Tier::Pro,
+        licensee: "fs test".into(),
+        issued_at: chrono::Utc::now(),
+        expires_at: None,
+    };
+    let key = condense::license::issue(&private, &payload).unwrap();
+    let mut cmd = command(&main_data);
+    cmd.env("CLUSTER_TOKEN", TOKEN)
+        .env("ADMIN_PASSWORD", "a long password")
+        .env("MAX_JOBS", "0")
+        .env("HEARTBEAT_SECONDS", "1")
+        .env("LICENSE_KEY", key)
+        .env("LICENSE_PUBLIC_KEY", public);
+    let main = ServerProcess::start(cmd);
+    let url = format!("sqlite://{}?mode=rw", main_data.join("condense.db").display());
+    let db = repo::connect(&url).await.unwrap();
+    repo::settings::set(&db, repo::settings::KEEP_ORIGINALS, &"yes").await.unwrap();
+
+    let linked_data = dir.path().join("linked");
+    let mut cmd = command(&linked_data);
+    cmd.env("ROLE", "linked")
+        .env("MAIN_NODE_URL", &main.api)
+        .env("CLUSTER_TOKEN", TOKEN)
+        .env("NODE_NAME", "worker")
+        .env("MAX_JOBS", "1");
+    let _linked = ServerProcess::start(cmd);
+
+    let mut login = awc::Client::default()
+        .post(format!("{}/auth/login", main.api))
+        .send_json(&json!({"username": "admin", "password": "a long password"}))
+        .await
+        .unwrap();
+    let token: Value = serde_json::from_slice(&login.body().await.unwrap()).unwrap();
+    let token = token["token"].as_str().unwrap();
+    let body = json!({"name": "m", "paths": [media], "encoder": "libx265", "quality": 30, "preset": "ultrafast", "watch": false});
+    let (status, body) = call(awc::http::Method::POST, &format!("{}/libraries", main.api), token, &body).await;
+    assert_eq!(status, 201, "{body}");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let job = loop {
+        let (_, page) = call(awc::http::Method::GET, &format!("{}/jobs", main.api), token, &Value::Null).await;
+        let job = page["items"][0].clone();
+        if job["status"] == "FAILED" || job["status"] == "COMPLETED" {
+            break job;
+        }
+        assert!(Instant::now() < deadline, "the job never ended: {job}\n{:#?}", main.output());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let id = job["id"].as_i64().unwrap();
+    let (_, job) = call(awc::http::Method::GET, &format!("{}/jobs/{id}", main.api), token, &Value::Null).await;
+    assert_eq!(job["status"], "FAILED", "{job}");
+    assert_eq!(job["node"], "worker", "{job}");
+    assert!(failure_message(&job).contains("the settings could not be read"), "{job}");
+    assert_eq!(read(&source), original);
+    assert!(!backup_path_for(&source).exists());
+}
