@@ -4,12 +4,17 @@ pub use sea_orm_migration::prelude::*;
 
 mod m20261121_000001_initial;
 mod m20261121_000002_jobs_created_at_index;
+mod m20261123_000010_node_identity;
 
 pub struct Migrator;
 
 #[async_trait::async_trait]
 impl MigratorTrait for Migrator {
     fn migrations() -> Vec<Box<dyn MigrationTrait>> {
-        vec![Box::new(m20261121_000001_initial::Migration), Box::new(m20261121_000002_jobs_created_at_index::Migration)]
+        vec![
+            Box::new(m20261121_000001_initial::Migration),
+            Box::new(m20261121_000002_jobs_created_at_index::Migration),
+            Box::new(m20261123_000010_node_identity::Migration),
+        ]
     }
 }
