@@ -632,3 +632,89 @@ pub async fn mark_linked_nodes_offline(db: &DatabaseConnection) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(id: i32, name: &str, status: NodeStatus, identity: Option<&str>) -> node::Model {
+        let at = chrono::Utc::now();
+        node::Model {
+            id,
+            name: name.into(),
+            role: NodeRole::Linked.as_str().into(),
+            address: name.into(),
+            status: status.as_str().into(),
+            status_reason: None,
+            gpu: None,
+            cores: 1,
+            load1: 0.0,
+            memory_used: 0,
+            memory_total: 0,
+            active_jobs: 0,
+            max_jobs: 1,
+            encoders: serde_json::json!([]),
+            credential_hash: None,
+            revoked: false,
+            identity: identity.map(str::to_string),
+            last_seen_at: Some(at),
+            created_at: at,
+            updated_at: at,
+        }
+    }
+
+    const NONE_LINKED: fn(i32) -> bool = |_| false;
+
+    #[test]
+    fn a_new_name_gets_a_new_row() {
+        assert_eq!(admit("w1", None, None, NONE_LINKED), Ok(None));
+    }
+
+    #[test]
+    fn a_known_identity_gets_its_row_back_while_no_link_holds_it() {
+        let own = row(2, "w1", NodeStatus::Online, Some("a"));
+        assert_eq!(admit("w1", Some(&own), Some(&own), NONE_LINKED), Ok(Some(2)));
+        let reason = admit("w1", Some(&own), Some(&own), |id| id == 2).unwrap_err();
+        assert!(reason.contains("DATA_DIR"), "{reason}");
+    }
+
+    #[test]
+    fn a_known_identity_may_rename_its_row_but_not_onto_another_nodes_name() {
+        let own = row(2, "old", NodeStatus::Offline, Some("a"));
+        assert_eq!(admit("new", Some(&own), None, NONE_LINKED), Ok(Some(2)));
+        let other = row(3, "new", NodeStatus::Offline, Some("b"));
+        assert!(admit("new", Some(&own), Some(&other), NONE_LINKED).unwrap_err().contains("belongs to node 3"));
+    }
+
+    #[test]
+    fn a_name_held_by_a_node_that_is_up_is_refused_to_any_other_node() {
+        for status in [NodeStatus::Online, NodeStatus::Degraded] {
+            let other = row(2, "w1", status, Some("a"));
+            let reason = admit("w1", None, Some(&other), NONE_LINKED).unwrap_err();
+            assert!(reason.contains("NODE_NAME"), "{reason}");
+        }
+        let offline = row(2, "w1", NodeStatus::Offline, Some("a"));
+        assert!(admit("w1", None, Some(&offline), |id| id == 2).is_err());
+    }
+
+    #[test]
+    fn an_offline_row_is_taken_over_by_a_node_without_a_known_identity() {
+        let offline = row(2, "w1", NodeStatus::Offline, Some("a"));
+        assert_eq!(admit("w1", None, Some(&offline), NONE_LINKED), Ok(Some(2)));
+    }
+
+    #[test]
+    fn the_main_nodes_name_is_refused() {
+        let main = node::Model { role: NodeRole::Main.as_str().into(), ..row(1, "main", NodeStatus::Offline, None) };
+        assert!(admit("main", None, Some(&main), NONE_LINKED).is_err());
+    }
+
+    #[test]
+    fn one_link_per_name_until_it_is_released() {
+        let links = Links::default();
+        let first = links.claim_name("w1").unwrap();
+        assert_eq!(links.claim_name("w1"), None);
+        links.release(first);
+        assert!(links.claim_name("w1").is_some());
+    }
+}
