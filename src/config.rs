@@ -288,6 +288,45 @@ fn parse_secret(value: &str) -> Result<String, String> {
     }
 }
 
+/// The file under DATA_DIR that keeps a linked node's identity, given by the main node at
+/// its first registration. The node presents it on every link: it is how the main node
+/// tells this node from another with the same NODE_NAME.
+pub fn node_identity_file(data_dir: &std::path::Path) -> PathBuf {
+    data_dir.join("node-id")
+}
+
+/// This node's identity; `None` before its first registration. A file that is there but
+/// unreadable or garbled stops the start: registering as a new node would hide the fault.
+pub fn load_node_identity(data_dir: &std::path::Path) -> Result<Option<String>, ConfigError> {
+    let path = node_identity_file(data_dir);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(ConfigError { variable: "DATA_DIR", message: format!("{}: {e}", path.display()) }),
+    };
+    let identity = text.trim();
+    if identity.is_empty() || identity.len() > 128 || !identity.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+        return Err(ConfigError {
+            variable: "DATA_DIR",
+            message: format!("{} does not hold a node identity; remove it to register as a new node", path.display()),
+        });
+    }
+    Ok(Some(identity.to_string()))
+}
+
+/// Keeps the node's identity: written whole to a temporary file, synced, then renamed over
+/// the old one, so a crash leaves the old identity or the new one, never a torn file.
+pub fn store_node_identity(data_dir: &std::path::Path, identity: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let path = node_identity_file(data_dir);
+    let temporary = data_dir.join(".node-id.tmp");
+    let mut file = std::fs::File::create(&temporary)?;
+    file.write_all(format!("{identity}\n").as_bytes())?;
+    file.sync_all()?;
+    std::fs::rename(&temporary, &path)?;
+    std::fs::File::open(data_dir)?.sync_all()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -380,5 +419,17 @@ mod tests {
         assert_eq!(cli.common.database_url(), "sqlite:///srv/x/condense.db?mode=rwc");
         let err = Cli::try_parse_from(["condense", "--database-url", "mysql://x", "migrate"]).unwrap_err().to_string();
         assert!(err.contains("DATABASE_URL"), "{err}");
+    }
+
+    #[test]
+    fn a_node_identity_is_kept_and_a_garbled_one_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(load_node_identity(dir.path()).unwrap(), None);
+        store_node_identity(dir.path(), "abc123").unwrap();
+        assert_eq!(load_node_identity(dir.path()).unwrap().as_deref(), Some("abc123"));
+        store_node_identity(dir.path(), "def456").unwrap();
+        assert_eq!(load_node_identity(dir.path()).unwrap().as_deref(), Some("def456"));
+        std::fs::write(node_identity_file(dir.path()), "not an id!\n").unwrap();
+        assert_eq!(load_node_identity(dir.path()).unwrap_err().variable, "DATA_DIR");
     }
 }

@@ -132,7 +132,7 @@ pub async fn run(common: CommonArgs, args: ServeArgs) -> Result<(), ServeError> 
     // SAFETY: sets a global level before any other FFmpeg call of this process.
     unsafe { rsmpeg::ffi::av_log_set_level(rsmpeg::ffi::AV_LOG_FATAL as i32) };
     if args.role == NodeRole::Linked {
-        return run_linked(args).await;
+        return run_linked(args, common.data_dir.clone()).await;
     }
     tracing::info!(version = env!("CARGO_PKG_VERSION"), ffmpeg = %crate::media::ffmpeg_release(), role = args.role.as_str(), "starting");
 
@@ -203,6 +203,7 @@ pub async fn run(common: CommonArgs, args: ServeArgs) -> Result<(), ServeError> 
             timeout: Duration::from_secs(args.node_timeout_seconds),
             license_public_key: args.license_public_key.clone(),
             main_node_name: node_name.clone(),
+            links: Default::default(),
         },
         cluster_token: args.cluster_token.clone(),
         license_public_key: args.license_public_key.clone(),
@@ -213,6 +214,7 @@ pub async fn run(common: CommonArgs, args: ServeArgs) -> Result<(), ServeError> 
             roots: args.library_roots.clone(),
         },
     });
+    actix_web::rt::spawn(crate::actors::cluster::watch_links(runtime.lifecycle.clone(), state.cluster.clone()));
     // Sampled in the background too, so the trend has no gaps while nobody watches.
     actix_web::rt::spawn(host::memory_trend::sample_forever(state.memory_trend.clone()));
 
@@ -267,7 +269,7 @@ async fn serve_until_signal(
 }
 
 /// `ROLE=linked`: no database; jobs come over the link, API calls go to the main node.
-async fn run_linked(args: ServeArgs) -> Result<(), ServeError> {
+async fn run_linked(args: ServeArgs, data_dir: std::path::PathBuf) -> Result<(), ServeError> {
     use crate::actors::agent::{Agent, AgentConfig, RemoteStore, SetNode};
     use crate::actors::job::NodeEnv;
     use crate::actors::node::NodeSupervisor;
@@ -291,8 +293,9 @@ async fn run_linked(args: ServeArgs) -> Result<(), ServeError> {
         encoders,
         max_jobs: i32::from(args.max_jobs),
         version: env!("CARGO_PKG_VERSION").to_string(),
+        identity: crate::config::load_node_identity(&data_dir)?,
     };
-    let agent = Agent::new(AgentConfig { main_url: main_url.clone(), cluster_token, register }).start();
+    let agent = Agent::new(AgentConfig { main_url: main_url.clone(), cluster_token, register, data_dir }).start();
     let env = std::sync::Arc::new(NodeEnv {
         store: std::sync::Arc::new(RemoteStore { agent: agent.clone() }),
         node_name: node_name.clone(),

@@ -96,6 +96,7 @@ async fn serve(dir: PathBuf) -> Res<()> {
             timeout: Duration::from_secs(30),
             license_public_key: public_key.clone(),
             main_node_name: "bench".into(),
+            links: Default::default(),
         },
         cluster_token: None,
         license_public_key: public_key,

@@ -27,6 +27,9 @@ pub struct Model {
     /// argon2 hash of the node's own credential (linked nodes).
     pub credential_hash: Option<String>,
     pub revoked: bool,
+    /// A linked node's identity, given at its first registration and kept in its DATA_DIR.
+    #[sea_orm(unique)]
+    pub identity: Option<String>,
     pub last_seen_at: Option<ChronoDateTimeUtc>,
     pub created_at: ChronoDateTimeUtc,
     pub updated_at: ChronoDateTimeUtc,

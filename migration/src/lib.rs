@@ -5,6 +5,7 @@ pub use sea_orm_migration::prelude::*;
 mod m20261121_000001_initial;
 mod m20261121_000002_jobs_created_at_index;
 mod m20261123_000003_jobs_crash_count;
+mod m20261123_000010_node_identity;
 
 pub struct Migrator;
 
@@ -15,6 +16,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261121_000001_initial::Migration),
             Box::new(m20261121_000002_jobs_created_at_index::Migration),
             Box::new(m20261123_000003_jobs_crash_count::Migration),
+            Box::new(m20261123_000010_node_identity::Migration),
         ]
     }
 }

@@ -35,6 +35,8 @@ pub struct AgentConfig {
     pub main_url: String,
     pub cluster_token: String,
     pub register: Frame,
+    /// Where the identity the main node gives this node is kept.
+    pub data_dir: std::path::PathBuf,
 }
 
 pub struct Agent {
@@ -189,6 +191,29 @@ impl Agent {
     }
 }
 
+impl Agent {
+    /// Presents `identity` on every later link, and keeps it in DATA_DIR for the next start.
+    fn keep_identity(&mut self, identity: String, ctx: &mut Context<Self>) {
+        let Frame::Register { identity: presented, .. } = &mut self.config.register else { return };
+        if presented.as_deref() == Some(identity.as_str()) {
+            return;
+        }
+        *presented = Some(identity.clone());
+        let data_dir = self.config.data_dir.clone();
+        async move {
+            let kept = identity.clone();
+            let stored = tokio::task::spawn_blocking(move || crate::config::store_node_identity(&data_dir, &kept)).await;
+            match stored {
+                Ok(Ok(())) => tracing::info!(%identity, "node identity kept in DATA_DIR"),
+                Ok(Err(e)) => tracing::error!(%identity, error = %e, "cannot keep the node identity in DATA_DIR; a restart registers as a new node"),
+                Err(e) => tracing::error!(error = %e, "cannot keep the node identity in DATA_DIR"),
+            }
+        }
+        .into_actor(self)
+        .wait(ctx);
+    }
+}
+
 impl Actor for Agent {
     type Context = Context<Self>;
 
@@ -218,8 +243,9 @@ impl StreamHandler<Result<WsFrame, WsProtocolError>> for Agent {
         };
         let Ok(frame) = serde_json::from_slice::<Frame>(&text) else { return };
         match frame {
-            Frame::Registered { node_id, heartbeat_seconds, timeout_seconds } => {
+            Frame::Registered { node_id, heartbeat_seconds, timeout_seconds, identity } => {
                 tracing::info!(node_id, "registered with the main node");
+                self.keep_identity(identity, ctx);
                 self.registered = true;
                 self.backoff = Duration::from_secs(1);
                 self.cut_off_since = None;

@@ -5,11 +5,12 @@
 //! heartbeats into OFFLINE with the node's jobs back in the queue.
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use actix_web_actors::ws;
-use entities::job;
+use entities::{job, node};
 use sea_orm::DatabaseConnection;
 use tokio::sync::oneshot;
 
@@ -31,6 +32,73 @@ pub struct ClusterConfig {
     pub timeout: Duration,
     pub license_public_key: String,
     pub main_node_name: String,
+    /// The links open now, shared by every link and the watch that takes nodes offline.
+    pub links: Links,
+}
+
+/// The open links: at most one per node name and one per node row. Each link runs on the
+/// thread of the HTTP worker that accepted it, so the table is shared behind a lock (held
+/// only for map operations, never across an await).
+#[derive(Clone, Default)]
+pub struct Links(Arc<Mutex<LinkTable>>);
+
+#[derive(Default)]
+struct LinkTable {
+    next: u64,
+    names: HashMap<String, u64>,
+    rows: HashMap<i32, (u64, Addr<RemoteNode>)>,
+}
+
+impl std::fmt::Debug for Links {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let table = self.table();
+        f.debug_struct("Links").field("names", &table.names.keys().collect::<Vec<_>>()).finish()
+    }
+}
+
+impl Links {
+    fn table(&self) -> MutexGuard<'_, LinkTable> {
+        // The table stays consistent under a panic (single map operations).
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Claims `name` for a new link; `None` while another link holds it.
+    fn claim_name(&self, name: &str) -> Option<u64> {
+        let mut table = self.table();
+        if table.names.contains_key(name) {
+            return None;
+        }
+        table.next += 1;
+        let link = table.next;
+        table.names.insert(name.to_string(), link);
+        Some(link)
+    }
+
+    /// Claims the node row `row` for `link`; false while another link holds it.
+    fn claim_row(&self, link: u64, row: i32, addr: Addr<RemoteNode>) -> bool {
+        let mut table = self.table();
+        match table.rows.get(&row) {
+            Some((holder, _)) if *holder != link => false,
+            _ => {
+                table.rows.insert(row, (link, addr));
+                true
+            }
+        }
+    }
+
+    fn holder_of(&self, row: i32) -> Option<u64> {
+        self.table().rows.get(&row).map(|(link, _)| *link)
+    }
+
+    fn address_of(&self, row: i32) -> Option<Addr<RemoteNode>> {
+        self.table().rows.get(&row).map(|(_, addr)| addr.clone())
+    }
+
+    fn release(&self, link: u64) {
+        let mut table = self.table();
+        table.names.retain(|_, holder| *holder != link);
+        table.rows.retain(|_, (holder, _)| *holder != link);
+    }
 }
 
 /// A job the node reported less than this ago is not yet expected in its heartbeats.
@@ -42,6 +110,8 @@ pub struct RemoteNode {
     scheduler: Addr<Scheduler>,
     config: ClusterConfig,
     node: Option<(i32, String)>,
+    /// This link's entry in `config.links`, once it claimed a name.
+    link: Option<u64>,
     max_jobs: i32,
     running: Vec<RunningJob>,
     missing_paths: Vec<String>,
@@ -63,6 +133,7 @@ impl RemoteNode {
             scheduler,
             config,
             node: None,
+            link: None,
             max_jobs: 0,
             running: Vec::new(),
             missing_paths: Vec::new(),
@@ -92,9 +163,23 @@ impl RemoteNode {
     }
 
     fn register(&mut self, frame: Frame, ctx: &mut ws::WebsocketContext<Self>) {
-        let Frame::Register { name, address, cores, memory_total, gpu, encoders, max_jobs, .. } = frame else { return };
-        let (db, key, main_name) =
-            (self.db.clone(), self.config.license_public_key.clone(), self.config.main_node_name.clone());
+        let Frame::Register { name, address, cores, memory_total, gpu, encoders, max_jobs, identity, .. } = frame
+        else {
+            return;
+        };
+        // Claimed before any database work, so two links with one name cannot both pass.
+        let Some(link) = self.config.links.claim_name(&name) else {
+            let reason = format!("another node named {name:?} is linked now; give each linked node its own NODE_NAME");
+            return Self::refuse(reason, ctx);
+        };
+        self.link = Some(link);
+        let (db, key, main_name, links) = (
+            self.db.clone(),
+            self.config.license_public_key.clone(),
+            self.config.main_node_name.clone(),
+            self.config.links.clone(),
+        );
+        let me = ctx.address();
         let facts = NodeFacts {
             name: name.clone(),
             role: NodeRole::Linked,
@@ -110,11 +195,23 @@ impl RemoteNode {
                 if name == main_name {
                     return Err(format!("the name {name:?} is the main node's; give the linked node its own NODE_NAME"));
                 }
+                let by_identity = match identity.as_deref() {
+                    Some(identity) => repo::nodes::find_by_identity(&db, identity).await.map_err(|e| e.to_string())?,
+                    None => None,
+                };
+                let by_name = repo::nodes::find(&db, &name).await.map_err(|e| e.to_string())?;
+                let row = admit(&name, by_identity.as_ref(), by_name.as_ref(), |row| {
+                    links.holder_of(row).is_some_and(|holder| holder != link)
+                })?;
                 let tier = effective_tier(&db, &key).await;
                 let nodes = repo::nodes::list(&db).await.map_err(|e| e.to_string())?;
                 let others = nodes
                     .iter()
-                    .filter(|n| n.role == NodeRole::Linked.as_str() && n.name != name && n.status != NodeStatus::Offline.as_str())
+                    .filter(|n| {
+                        n.role == NodeRole::Linked.as_str()
+                            && Some(n.id) != row
+                            && n.status != NodeStatus::Offline.as_str()
+                    })
                     .count();
                 if let Some(max) = tier.max_nodes() {
                     // The main node counts as one.
@@ -126,11 +223,22 @@ impl RemoteNode {
                         ));
                     }
                 }
-                repo::nodes::upsert(&db, facts).await.map(|n| (n.id, n.name)).map_err(|e| e.to_string())
+                if let Some(row) = row {
+                    if !links.claim_row(link, row, me.clone()) {
+                        return Err(format!("node {row} is linked now by another connection"));
+                    }
+                }
+                let identity = identity.unwrap_or_else(|| crate::security::generate_secret(32));
+                let node =
+                    repo::nodes::register_linked(&db, row, facts, &identity).await.map_err(|e| e.to_string())?;
+                if !links.claim_row(link, node.id, me) {
+                    return Err(format!("node {} is linked now by another connection", node.id));
+                }
+                Ok((node.id, node.name, identity))
             }
             .into_actor(self)
             .map(move |result, this, ctx| match result {
-                Ok((id, name)) => {
+                Ok((id, name, identity)) => {
                     tracing::info!(node = %name, node_id = id, "linked node registered");
                     this.node = Some((id, name.clone()));
                     this.max_jobs = max_jobs;
@@ -141,6 +249,7 @@ impl RemoteNode {
                             node_id: id,
                             heartbeat_seconds: this.config.heartbeat.as_secs().max(1),
                             timeout_seconds: this.config.timeout.as_secs().max(1),
+                            identity,
                         },
                     );
                     let me = ctx.address();
@@ -152,14 +261,17 @@ impl RemoteNode {
                         control: me.recipient(),
                     }));
                 }
-                Err(reason) => {
-                    tracing::warn!(%reason, "linked node refused");
-                    Self::send(ctx, &Frame::Refused { reason: reason.clone() });
-                    ctx.close(Some(ws::CloseReason { code: ws::CloseCode::Policy, description: Some(reason) }));
-                    ctx.stop();
-                }
+                Err(reason) => Self::refuse(reason, ctx),
             }),
         );
+    }
+
+    /// Tells the node why it is not accepted, and closes the link.
+    fn refuse(reason: String, ctx: &mut ws::WebsocketContext<Self>) {
+        tracing::warn!(%reason, "linked node refused");
+        Self::send(ctx, &Frame::Refused { reason: reason.clone() });
+        ctx.close(Some(ws::CloseReason { code: ws::CloseCode::Policy, description: Some(reason) }));
+        ctx.stop();
     }
 
     fn heartbeat(
@@ -263,6 +375,45 @@ impl RemoteNode {
     }
 }
 
+/// Which node row a registering node gets (`None`: a new row), or why it is refused. A node
+/// is known by the identity it presents; without one (or with one this main node does not
+/// know) it may take the row of its name only while that row is OFFLINE, so a second node
+/// given the same NODE_NAME never shares the row (and the jobs) of a node that is up.
+/// `linked(row)`: another link holds that row now.
+fn admit(
+    name: &str,
+    by_identity: Option<&node::Model>,
+    by_name: Option<&node::Model>,
+    linked: impl Fn(i32) -> bool,
+) -> Result<Option<i32>, String> {
+    if let Some(own) = by_identity {
+        if linked(own.id) {
+            return Err(format!(
+                "node {} ({:?}) is linked now with this node's identity; two nodes must not share a DATA_DIR",
+                own.id, own.name
+            ));
+        }
+        return match by_name {
+            Some(other) if other.id != own.id => Err(format!(
+                "the name {name:?} belongs to node {}; give this node another NODE_NAME or remove that node",
+                other.id
+            )),
+            _ => Ok(Some(own.id)),
+        };
+    }
+    match by_name {
+        None => Ok(None),
+        Some(other) if other.role != NodeRole::Linked.as_str() => {
+            Err(format!("the name {name:?} is the main node's; give the linked node its own NODE_NAME"))
+        }
+        Some(other) if linked(other.id) || other.status != NodeStatus::Offline.as_str() => Err(format!(
+            "another node named {name:?} is linked (node {}, {}); give each linked node its own NODE_NAME",
+            other.id, other.status
+        )),
+        Some(other) => Ok(Some(other.id)),
+    }
+}
+
 /// Jobs the database says run on the node but the node does not report go back to the
 /// queue (the node restarted, or stopped them while cut off).
 async fn reconcile(lifecycle: &Lifecycle, node_id: i32, node: &str, running: &[RunningJob]) {
@@ -289,14 +440,18 @@ async fn reconcile(lifecycle: &Lifecycle, node_id: i32, node: &str, running: &[R
     }
 }
 
-/// Marks the node OFFLINE and gives its running jobs back to the queue.
+/// Marks the node OFFLINE and gives its running jobs back to the queue, unless a heartbeat
+/// refreshed it since it was last seen at `seen` (then it is up, and nothing changes).
 pub async fn take_offline(
     lifecycle: &Lifecycle,
     node_id: i32,
     node: &str,
+    seen: Option<chrono::DateTime<chrono::Utc>>,
     reason: String,
-) -> Result<u64, LifecycleError> {
-    repo::nodes::set_status(&lifecycle.db, node_id, NodeStatus::Offline, Some(reason.clone())).await?;
+) -> Result<Option<u64>, LifecycleError> {
+    if !repo::nodes::set_offline_if_unseen_since(&lifecycle.db, node_id, seen, reason.clone()).await? {
+        return Ok(None);
+    }
     let mut requeued = 0;
     for job in jobs::in_statuses(&lifecycle.db, &[JobStatus::Analyzing, JobStatus::Encoding]).await? {
         if job.node_id == Some(node_id) {
@@ -313,7 +468,63 @@ pub async fn take_offline(
         }
     }
     tracing::warn!(node, requeued, %reason, "node offline");
-    Ok(requeued)
+    Ok(Some(requeued))
+}
+
+/// Takes linked nodes OFFLINE once their last heartbeat is older than the timeout, and gives
+/// their jobs back to the queue. The decision is this task's alone, on its own timer and
+/// from the database: it does not depend on a link noticing that it closed, nor on a link's
+/// context still running (a closed link runs nothing, and one left half-open by a dead
+/// peer may never hear of it).
+pub async fn watch_links(lifecycle: Lifecycle, config: ClusterConfig) {
+    let mut tick = tokio::time::interval(config.heartbeat.clamp(Duration::from_millis(200), Duration::from_secs(1)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let timeout = chrono::Duration::from_std(config.timeout).unwrap_or_else(|_| chrono::Duration::weeks(52));
+    loop {
+        tick.tick().await;
+        let nodes = match repo::nodes::list(&lifecycle.db).await {
+            Ok(nodes) => nodes,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the nodes to check their heartbeats");
+                continue;
+            }
+        };
+        let now = chrono::Utc::now();
+        for n in nodes.into_iter().filter(|n| {
+            n.role == NodeRole::Linked.as_str()
+                && n.status != NodeStatus::Offline.as_str()
+                && n.last_seen_at.is_none_or(|seen| now - seen > timeout)
+        }) {
+            let reason = format!("no heartbeat for {} s", config.timeout.as_secs());
+            match take_offline(&lifecycle, n.id, &n.name, n.last_seen_at, reason.clone()).await {
+                Ok(Some(_)) => {
+                    // A link still open to it (a stopped or unreachable node) closes too,
+                    // so the scheduler gives it nothing more.
+                    if let Some(link) = config.links.address_of(n.id) {
+                        link.do_send(CloseLink { reason });
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => tracing::warn!(node = %n.name, error = %e, "could not take the node offline"),
+            }
+        }
+    }
+}
+
+/// Closes a link from outside it.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct CloseLink {
+    pub reason: String,
+}
+
+impl Handler<CloseLink> for RemoteNode {
+    type Result = ();
+    fn handle(&mut self, msg: CloseLink, ctx: &mut Self::Context) {
+        tracing::warn!(node = ?self.node, reason = %msg.reason, "closing the link");
+        ctx.close(Some(ws::CloseReason { code: ws::CloseCode::Away, description: Some(msg.reason) }));
+        ctx.stop();
+    }
 }
 
 impl Actor for RemoteNode {
@@ -332,24 +543,16 @@ impl Actor for RemoteNode {
         for (_, tx) in self.pending.drain() {
             let _ = tx.send(Err("the link closed".into()));
         }
-        let Some((id, name)) = self.node.take() else { return };
-        self.scheduler.do_send(RemoveNode(name.clone()));
-        // A short disconnect keeps the node's jobs: only if it has not come back by the
-        // timeout does it go OFFLINE and its jobs go elsewhere.
-        let (lifecycle, timeout, last_seen) = (self.lifecycle.clone(), self.config.timeout, self.last_seen);
-        let wait = timeout.saturating_sub(last_seen.elapsed());
-        actix::spawn(async move {
-            tokio::time::sleep(wait).await;
-            let seen = repo::nodes::get(&lifecycle.db, id).await.ok().and_then(|n| n.last_seen_at);
-            let stale =
-                seen.is_none_or(|t| chrono::Utc::now() - t >= chrono::Duration::from_std(timeout).unwrap_or_default());
-            if stale {
-                let reason = format!("no heartbeat for {} s", timeout.as_secs());
-                if let Err(e) = take_offline(&lifecycle, id, &name, reason).await {
-                    tracing::warn!(node = %name, error = %e, "could not take the node offline");
-                }
-            }
-        });
+        if let Some((_, name)) = self.node.take() {
+            tracing::info!(node = %name, since_heartbeat = ?self.last_seen.elapsed(), "link closed");
+            // Before the name is released: a new link of the same node adds it again after.
+            self.scheduler.do_send(RemoveNode(name));
+        }
+        // A short disconnect keeps the node's jobs: `watch_links` takes it OFFLINE and gives
+        // them to others only if it has not come back by the timeout.
+        if let Some(link) = self.link.take() {
+            self.config.links.release(link);
+        }
     }
 }
 
@@ -464,5 +667,91 @@ impl RemoteNode {
             // The answer only says whether the node still ran it.
             drop(self.request(Call::ControlJob { job_id, command: super::job::JobCommand::Shutdown }, ctx));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(id: i32, name: &str, status: NodeStatus, identity: Option<&str>) -> node::Model {
+        let at = chrono::Utc::now();
+        node::Model {
+            id,
+            name: name.into(),
+            role: NodeRole::Linked.as_str().into(),
+            address: name.into(),
+            status: status.as_str().into(),
+            status_reason: None,
+            gpu: None,
+            cores: 1,
+            load1: 0.0,
+            memory_used: 0,
+            memory_total: 0,
+            active_jobs: 0,
+            max_jobs: 1,
+            encoders: serde_json::json!([]),
+            credential_hash: None,
+            revoked: false,
+            identity: identity.map(str::to_string),
+            last_seen_at: Some(at),
+            created_at: at,
+            updated_at: at,
+        }
+    }
+
+    const NONE_LINKED: fn(i32) -> bool = |_| false;
+
+    #[test]
+    fn a_new_name_gets_a_new_row() {
+        assert_eq!(admit("w1", None, None, NONE_LINKED), Ok(None));
+    }
+
+    #[test]
+    fn a_known_identity_gets_its_row_back_while_no_link_holds_it() {
+        let own = row(2, "w1", NodeStatus::Online, Some("a"));
+        assert_eq!(admit("w1", Some(&own), Some(&own), NONE_LINKED), Ok(Some(2)));
+        let reason = admit("w1", Some(&own), Some(&own), |id| id == 2).unwrap_err();
+        assert!(reason.contains("DATA_DIR"), "{reason}");
+    }
+
+    #[test]
+    fn a_known_identity_may_rename_its_row_but_not_onto_another_nodes_name() {
+        let own = row(2, "old", NodeStatus::Offline, Some("a"));
+        assert_eq!(admit("new", Some(&own), None, NONE_LINKED), Ok(Some(2)));
+        let other = row(3, "new", NodeStatus::Offline, Some("b"));
+        assert!(admit("new", Some(&own), Some(&other), NONE_LINKED).unwrap_err().contains("belongs to node 3"));
+    }
+
+    #[test]
+    fn a_name_held_by_a_node_that_is_up_is_refused_to_any_other_node() {
+        for status in [NodeStatus::Online, NodeStatus::Degraded] {
+            let other = row(2, "w1", status, Some("a"));
+            let reason = admit("w1", None, Some(&other), NONE_LINKED).unwrap_err();
+            assert!(reason.contains("NODE_NAME"), "{reason}");
+        }
+        let offline = row(2, "w1", NodeStatus::Offline, Some("a"));
+        assert!(admit("w1", None, Some(&offline), |id| id == 2).is_err());
+    }
+
+    #[test]
+    fn an_offline_row_is_taken_over_by_a_node_without_a_known_identity() {
+        let offline = row(2, "w1", NodeStatus::Offline, Some("a"));
+        assert_eq!(admit("w1", None, Some(&offline), NONE_LINKED), Ok(Some(2)));
+    }
+
+    #[test]
+    fn the_main_nodes_name_is_refused() {
+        let main = node::Model { role: NodeRole::Main.as_str().into(), ..row(1, "main", NodeStatus::Offline, None) };
+        assert!(admit("main", None, Some(&main), NONE_LINKED).is_err());
+    }
+
+    #[test]
+    fn one_link_per_name_until_it_is_released() {
+        let links = Links::default();
+        let first = links.claim_name("w1").unwrap();
+        assert_eq!(links.claim_name("w1"), None);
+        links.release(first);
+        assert!(links.claim_name("w1").is_some());
     }
 }

@@ -24,6 +24,10 @@ pub enum Frame {
         encoders: Vec<String>,
         max_jobs: i32,
         version: String,
+        /// The identity the main node gave this node at its first registration (kept in
+        /// its DATA_DIR); absent the first time.
+        #[serde(default)]
+        identity: Option<String>,
     },
     /// Main -> linked: accepted; heartbeat every `heartbeat_seconds`.
     #[serde(rename_all = "camelCase")]
@@ -31,6 +35,8 @@ pub enum Frame {
         node_id: i32,
         heartbeat_seconds: u64,
         timeout_seconds: u64,
+        /// The node's identity, to keep and present on every later link.
+        identity: String,
     },
     /// Main -> linked: not accepted, and why (then the link closes).
     Refused {

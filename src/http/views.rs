@@ -186,6 +186,8 @@ pub struct NodeView {
     /// Holds more than twice the average active jobs of the ONLINE nodes.
     pub overloaded: bool,
     pub last_seen_at: Option<DateTime<Utc>>,
+    /// A linked node's identity (kept in its DATA_DIR); null for the main node.
+    pub identity: Option<String>,
 }
 
 /// The nodes as shown, each compared with the average work of the ONLINE ones.
@@ -219,6 +221,7 @@ pub fn nodes(models: &[node::Model]) -> Vec<NodeView> {
                 // An OFFLINE node does no work, whatever its last heartbeat said.
                 overloaded: node.status != NodeStatus::Offline.as_str() && health::is_overloaded(active, average),
                 last_seen_at: node.last_seen_at,
+                identity: node.identity.clone(),
             }
         })
         .collect()
@@ -444,6 +447,7 @@ mod tests {
             encoders: serde_json::json!(["libx265"]),
             credential_hash: None,
             revoked: false,
+            identity: None,
             last_seen_at: Some(at),
             created_at: at,
             updated_at: at,

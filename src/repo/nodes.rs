@@ -23,12 +23,35 @@ pub struct NodeFacts {
 
 /// Creates the node or refreshes its facts; either way it is ONLINE and seen now.
 pub async fn upsert(db: &impl ConnectionTrait, facts: NodeFacts) -> RepoResult<node::Model> {
-    let at = now();
     let existing = find(db, &facts.name).await?;
+    save_facts(db, existing, facts, None).await
+}
+
+/// Writes a linked node's registration: onto the row `row` (which takes the node's name and
+/// identity), or a new row. Either way it is ONLINE and seen now.
+pub async fn register_linked(
+    db: &impl ConnectionTrait,
+    row: Option<i32>,
+    facts: NodeFacts,
+    identity: &str,
+) -> RepoResult<node::Model> {
+    let existing = match row {
+        Some(id) => Some(get(db, id).await?),
+        None => None,
+    };
+    save_facts(db, existing, facts, Some(identity)).await
+}
+
+async fn save_facts(
+    db: &impl ConnectionTrait,
+    existing: Option<node::Model>,
+    facts: NodeFacts,
+    identity: Option<&str>,
+) -> RepoResult<node::Model> {
+    let at = now();
     let mut model = match existing {
         Some(found) => found.into(),
         None => ActiveModel {
-            name: Set(facts.name.clone()),
             created_at: Set(at),
             revoked: Set(false),
             load1: Set(0.0),
@@ -37,6 +60,10 @@ pub async fn upsert(db: &impl ConnectionTrait, facts: NodeFacts) -> RepoResult<n
             ..Default::default()
         },
     };
+    model.name = Set(facts.name.clone());
+    if let Some(identity) = identity {
+        model.identity = Set(Some(identity.to_string()));
+    }
     model.role = Set(facts.role.as_str().to_string());
     model.address = Set(facts.address);
     model.status = Set(NodeStatus::Online.as_str().to_string());
@@ -53,6 +80,10 @@ pub async fn upsert(db: &impl ConnectionTrait, facts: NodeFacts) -> RepoResult<n
 
 pub async fn find(db: &impl ConnectionTrait, name: &str) -> RepoResult<Option<node::Model>> {
     Ok(Entity::find().filter(Column::Name.eq(name)).one(db).await?)
+}
+
+pub async fn find_by_identity(db: &impl ConnectionTrait, identity: &str) -> RepoResult<Option<node::Model>> {
+    Ok(Entity::find().filter(Column::Identity.eq(identity)).one(db).await?)
 }
 
 pub async fn get(db: &impl ConnectionTrait, id: i32) -> RepoResult<node::Model> {
@@ -93,4 +124,31 @@ pub async fn record_heartbeat(
     model.updated_at = Set(at);
     model.update(db).await?;
     Ok(())
+}
+
+/// Marks the node OFFLINE if it is up and was last seen exactly at `seen` (nothing refreshed
+/// it since the caller judged it stale). True when this call took it offline.
+pub async fn set_offline_if_unseen_since(
+    db: &impl ConnectionTrait,
+    id: i32,
+    seen: Option<chrono::DateTime<chrono::Utc>>,
+    reason: String,
+) -> RepoResult<bool> {
+    let unchanged = match seen {
+        Some(at) => Column::LastSeenAt.eq(at),
+        None => Column::LastSeenAt.is_null(),
+    };
+    let result = Entity::update_many()
+        .set(ActiveModel {
+            status: Set(NodeStatus::Offline.as_str().to_string()),
+            status_reason: Set(Some(reason)),
+            updated_at: Set(now()),
+            ..Default::default()
+        })
+        .filter(Column::Id.eq(id))
+        .filter(Column::Status.ne(NodeStatus::Offline.as_str()))
+        .filter(unchanged)
+        .exec(db)
+        .await?;
+    Ok(result.rows_affected == 1)
 }

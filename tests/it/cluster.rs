@@ -14,9 +14,13 @@ const CLUSTER_TOKEN: &str = "cluster-token-for-tests-0123456789";
 const PASSWORD: &str = "a long admin password";
 
 fn pro_key() -> (String, String) {
+    key_of(condense::domain::license::Tier::Pro)
+}
+
+fn key_of(tier: condense::domain::license::Tier) -> (String, String) {
     let (private, public) = condense::license::generate_keypair();
     let payload = condense::license::LicensePayload {
-        tier: condense::domain::license::Tier::Pro,
+        tier,
         licensee: "Cluster test".into(),
         issued_at: chrono::Utc::now(),
         expires_at: None,
@@ -330,4 +334,104 @@ async fn a_linked_node_that_cannot_see_a_library_is_degraded_and_gets_none_of_it
     assert!(blind_reason(&list).contains("cannot see"), "{}", blind_reason(&list));
     let done = wait_all_done(&main, &token, 3, 120).await;
     assert!(done.iter().all(|j| j["status"] == "COMPLETED" && j["node"] == "main"), "{done:#?}");
+}
+
+/// Waits until one of the process's output lines contains `what`, and returns that line.
+async fn wait_for_line(process: &ServerProcess, what: &str, limit: u64) -> String {
+    let deadline = Instant::now() + Duration::from_secs(limit);
+    loop {
+        if let Some(line) = process.output().into_iter().find(|l| l.contains(what)) {
+            return line;
+        }
+        assert!(Instant::now() < deadline, "no {what:?} in:\n{}", process.output().join("\n"));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn identity_in(data: &Path) -> Option<String> {
+    std::fs::read_to_string(data.join("node-id")).ok().map(|s| s.trim().to_string())
+}
+
+#[actix_web::test]
+async fn a_second_node_with_a_linked_nodes_name_is_refused_and_orphans_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let media = dir.path().join("media");
+    std::fs::create_dir_all(&media).unwrap();
+    clips::h264(&media, "movie.mkv", "320x240", 8);
+    // SUPPORTER: three nodes, the main node and two linked ones; a third linked node (here
+    // one that only repeats a name) is over the licence.
+    let license = key_of(condense::domain::license::Tier::Supporter);
+    let main = main_node(&dir.path().join("main"), 0, Some(&license));
+    let token = login(&main).await;
+    let _workers = [linked(dir.path(), &main, "w1", 100), linked(dir.path(), &main, "w2", 100)];
+    wait_until(&main, &token, "linked nodes up", 30, |l| up(l, "w1") && up(l, "w2")).await;
+    add_library(&main, &token, &media).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (job_id, busy) = loop {
+        let all = jobs(&main, &token).await;
+        if let Some(job) = all.first().filter(|j| j["status"] == "ENCODING") {
+            break (job["id"].clone(), job["node"].as_str().unwrap().to_string());
+        }
+        assert!(Instant::now() < deadline, "the encode never got going: {all:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let before = nodes(&main, &token).await;
+    let row = before.iter().find(|n| n["name"] == busy.as_str()).unwrap().clone();
+    assert_eq!(row["identity"].as_str().map(str::to_string), identity_in(&dir.path().join(&busy)), "{row:#}");
+
+    // The same NODE_NAME with its own DATA_DIR: another machine given the same name.
+    let other = dir.path().join("same-name");
+    let twin = ServerProcess::start(linked_command(command(&other), &other, &main, &busy, 100));
+    let refusal = wait_for_line(&twin, "refused", 30).await;
+    assert!(refusal.contains(&format!("{busy:?}")) && refusal.contains("NODE_NAME"), "{refusal}");
+    let said = wait_for_line(&main, "linked node refused", 30).await;
+    assert!(said.contains("NODE_NAME"), "{said}");
+    assert_eq!(identity_in(&other), None, "the refused node was given an identity");
+
+    // The job runs on where it started (the twin's empty heartbeats would have orphaned it).
+    let done = wait_all_done(&main, &token, 1, 120).await;
+    assert_eq!(done[0]["status"], "COMPLETED", "{:#}", done[0]);
+    assert_eq!(done[0]["node"].as_str(), Some(busy.as_str()));
+    let (_, detail) = call("GET", &format!("{}/jobs/{job_id}", main.api), Some(&token), None).await;
+    let kinds: Vec<&str> = detail["events"].as_array().unwrap().iter().map(|e| e["kind"].as_str().unwrap()).collect();
+    assert!(!kinds.contains(&"orphaned"), "{kinds:?}");
+    let after = nodes(&main, &token).await;
+    assert_eq!(after.len(), 3, "{after:#?}");
+    let rows: Vec<&Value> = after.iter().filter(|n| n["name"] == busy.as_str()).collect();
+    assert_eq!(rows.len(), 1, "{after:#?}");
+    assert_eq!((&rows[0]["id"], &rows[0]["identity"]), (&row["id"], &row["identity"]));
+    assert!(twin.output().iter().all(|l| !l.contains("registered with the main node")), "{:#?}", twin.output());
+}
+
+#[actix_web::test]
+async fn a_linked_node_restarted_with_its_data_dir_keeps_its_identity() {
+    let dir = tempfile::tempdir().unwrap();
+    let license = pro_key();
+    let main = main_node(&dir.path().join("main"), 1, Some(&license));
+    let token = login(&main).await;
+    let mut worker = linked(dir.path(), &main, "w1", 0);
+    let list = wait_until(&main, &token, "w1 up with an identity", 30, |l| {
+        up(l, "w1") && l.iter().any(|n| n["name"] == "w1" && n["identity"].is_string())
+    })
+    .await;
+    let first = list.iter().find(|n| n["name"] == "w1").unwrap().clone();
+    let data = dir.path().join("w1");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while identity_in(&data).is_none() {
+        assert!(Instant::now() < deadline, "no node-id in {}", data.display());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(identity_in(&data).as_deref(), first["identity"].as_str());
+
+    // Killed, not stopped: it comes back before the main node has taken it offline.
+    worker.child.kill().unwrap();
+    worker.child.wait().unwrap();
+    let again = linked(dir.path(), &main, "w1", 0);
+    wait_for_line(&again, "registered with the main node", 60).await;
+    let list = nodes(&main, &token).await;
+    let rows: Vec<&Value> = list.iter().filter(|n| n["role"] == "linked").collect();
+    assert_eq!(rows.len(), 1, "{list:#?}");
+    assert_eq!((&rows[0]["id"], &rows[0]["identity"]), (&first["id"], &first["identity"]), "{list:#?}");
+    assert_eq!(identity_in(&data).as_deref(), first["identity"].as_str());
+    assert!(up(&list, "w1"), "{list:#?}");
 }

@@ -65,6 +65,7 @@ impl TestServer {
                 timeout: std::time::Duration::from_secs(4),
                 license_public_key: license_public_key.clone(),
                 main_node_name: "main".into(),
+                links: Default::default(),
             },
             db: test_db.db.clone(),
             node_name: "test-node".into(),
