@@ -197,7 +197,11 @@ impl Run {
             Ok(Ok(Recovered::RolledBack)) => {
                 tracing::info!(job_id = job.id, "undid a replace interrupted before its swap")
             }
-            Ok(Ok(Recovered::Nothing)) => {}
+            Ok(Ok(Recovered::Nothing)) => {
+                if let Some(swapped) = swapped_on_record(&job) {
+                    return self.complete_swapped(&path, swapped).await;
+                }
+            }
             Ok(Err(e)) | Err(e) => return self.fail(e).await,
         }
         // Guessing a default here would delete originals a user asked to keep.
@@ -510,16 +514,21 @@ impl Run {
             }
         }
         let ctx = EventContext { node: self.node(), detail: Some(detail), failure_detail: None };
-        // The replace is done; the lock goes before the completion is recorded, so that the
-        // main node can remove a linked node's folder as it records it (this node may die
-        // right after). The job is still ENCODING under this lease until then: nobody
-        // else starts on it.
-        drop(lock);
-        self.apply(JobEvent::Complete, set, ctx).await?;
-        let dir = plan.partial_dir.clone();
-        if let Ok(Err(e)) = tokio::task::spawn_blocking(move || remove_partial(&dir)).await {
-            tracing::warn!(job_id = job.id, error = %e, "could not remove the partial output");
+        if set.source_inode.is_some() {
+            // The swap is on the job's row before its folder (and the intent in it) goes: a
+            // crash between the removal and the completion completes the job from the row
+            // (see `swapped_on_record`) instead of taking the output for a new source. The
+            // path stays the source's until the completion, so the folder is found by it.
+            let swapped = JobPatch { file_path: None, file_name: None, ..set.clone() };
+            self.update(swapped).await?;
         }
+        // The folder goes before the completion is recorded, under the lock held since
+        // verification, so that a COMPLETED job never leaves a partial output behind.
+        match tokio::task::spawn_blocking(move || lock.remove()).await.map_err(join_error) {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) | Err(e) => tracing::warn!(job_id = job.id, error = %e, "could not remove the partial output"),
+        }
+        self.apply(JobEvent::Complete, set, ctx).await?;
         Ok(())
     }
 
@@ -559,6 +568,17 @@ impl Run {
     async fn lease_is_mine(&self) -> bool {
         self.env.store.lease_is_mine(self.job_id, &self.lease_id).await
     }
+}
+
+/// A swap this job's last attempt recorded on its row (an output size, and the file at its
+/// path being the output the row names) before it removed its partial output and crashed
+/// short of completing: the job completes without encoding the output again.
+fn swapped_on_record(job: &job::Model) -> Option<Swapped> {
+    let size = u64::try_from(job.output_size?).ok()?;
+    let target = final_path(Path::new(&job.file_path), &job.target_codec);
+    let now = SourceIdentity::of(&target).ok()?;
+    let recorded = u64::try_from(job.source_inode?).ok()?;
+    (now.inode == recorded && now.size == size).then_some(Swapped { final_path: target, output_size: size })
 }
 
 pub fn default_encoder(codec: &str) -> &'static str {

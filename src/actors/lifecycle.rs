@@ -117,7 +117,12 @@ impl Lifecycle {
                     set.lease_id = Set(None);
                     set.lease_expires_at = Set(None);
                 }
-                Effect::StartFromScratch => set.progress = Set(0.0),
+                Effect::StartFromScratch => {
+                    set.progress = Set(0.0);
+                    // The record of an earlier swap (see `JobSupervisor::finish`) belongs to
+                    // the attempt that made it.
+                    set.output_size = Set(None);
+                }
                 _ => {}
             }
         }
