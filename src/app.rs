@@ -55,7 +55,7 @@ pub fn create_app(
         .app_data(http::path_config())
         .service(web::scope("/api").configure(http::routes).default_service(web::to(http::not_found)))
         .configure(http::routes)
-        // SPEC: the WebSocket is at ws://host:3100 itself.
+        // The WebSocket is served at the API listener's root too (ws://host:3100).
         .route("/", web::get().to(http::ws::connect))
         .route("/cluster/link", web::get().to(http::cluster::link))
         .default_service(web::to(http::not_found))

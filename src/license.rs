@@ -1,4 +1,4 @@
-//! Licence keys: Ed25519-signed tokens checked offline (DESIGN: Licence).
+//! Licence keys: Ed25519-signed tokens checked offline.
 //!
 //! Format: `CONDENSE1.<payload>.<signature>`, both parts base64url without padding. The
 //! payload is JSON `{"tier":"PRO","licensee":"…","issuedAt":"…","expiresAt":"…"|null}` with

@@ -1,5 +1,5 @@
 //! Structured logging: human-readable lines on stdout and, for a serving node, daily files
-//! under DATA_DIR/logs kept for 30 days (SPEC: logs rotate after 30 days).
+//! under DATA_DIR/logs kept for 30 days.
 
 use std::path::Path;
 

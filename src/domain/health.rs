@@ -1,4 +1,4 @@
-//! Health checks and their thresholds (SPEC: Health checks; Limits 5 and 7).
+//! Health checks and their thresholds.
 //!
 //! Boundaries: "below X" is healthy and "above Y" is critical, so X and Y themselves are
 //! warnings. CPU load ratio: < 1.5 healthy, 1.5..=2.0 warning, > 2.0 critical. Memory
@@ -139,7 +139,7 @@ pub fn queue_check(stuck_jobs: u64) -> Check {
     Check { name: CheckName::Queue, level: queue_level(stuck_jobs), value: CheckValue::Count(stuck_jobs), message }
 }
 
-/// DEGRADED nodes are reachable (SPEC: "online with high load or errors"), so only OFFLINE
+/// DEGRADED nodes are reachable, so only OFFLINE
 /// ones count against this check. The value is the number of offline nodes.
 pub fn nodes_check(nodes: &[(NodeRole, NodeStatus)]) -> Check {
     let offline = nodes.iter().filter(|(_, status)| *status == NodeStatus::Offline).count() as u64;
@@ -154,18 +154,18 @@ pub fn nodes_check(nodes: &[(NodeRole, NodeStatus)]) -> Check {
     Check { name: CheckName::Nodes, level, value: CheckValue::Count(offline), message }
 }
 
-/// A library path this full raises the risk of failed encodes (SPEC: Errors, disk full).
+/// A library path this full raises the risk of failed encodes.
 pub fn disk_risk(used_percent: f64) -> bool {
     used_percent > DISK_RISK_PERCENT
 }
 
-/// A node is Overloaded when it holds more than twice the average work (SPEC: Node).
+/// A node is Overloaded when it holds more than twice the average work.
 pub fn is_overloaded(node_jobs: u32, average_jobs: f64) -> bool {
     f64::from(node_jobs) > 2.0 * average_jobs
 }
 
 /// A running job is stalled, and counts as stuck, after more than 10 minutes without
-/// progress (SPEC Limits 5).
+/// progress.
 pub fn is_stalled(status: JobStatus, seconds_since_progress: u64) -> bool {
     status.is_running() && seconds_since_progress > STALLED_AFTER_SECS
 }

@@ -4,7 +4,7 @@ use super::named_enum;
 use super::retry::RetryProfile;
 
 named_enum!(
-    /// Where a job is in its lifecycle (SPEC: States and transitions; DESIGN: Job states).
+    /// Where a job is in its lifecycle.
     JobStatus, "job status" {
         Pending => "PENDING",
         Queued => "QUEUED",
@@ -31,7 +31,7 @@ impl JobStatus {
 }
 
 named_enum!(
-    /// What a running job is doing (SPEC: stage).
+    /// What a running job is doing.
     Stage, "stage" {
         Analyzing => "ANALYZING",
         Encoding => "ENCODING",
@@ -40,7 +40,7 @@ named_enum!(
 );
 
 named_enum!(
-    /// Machine-readable failure reasons; `reason()` is the text the dashboard shows (SPEC: Errors).
+    /// Machine-readable failure reasons; `reason()` is the text the dashboard shows.
     FailureCode, "failure code" {
         FileValidationFailed => "file_validation_failed",
         InsufficientDiskSpace => "insufficient_disk_space",
@@ -69,7 +69,7 @@ impl FailureCode {
     }
 }
 
-/// Automatic retries per job (SPEC Limits 4): a job gets its first attempt plus this many.
+/// Automatic retries per job: a job gets its first attempt plus this many.
 pub const MAX_AUTOMATIC_RETRIES: u32 = 3;
 
 /// Times a job may be orphaned by a crash of the node running it before it fails with
@@ -193,7 +193,7 @@ pub struct TransitionError {
     pub event_name: &'static str,
 }
 
-/// The job state machine (SPEC: States and transitions; DESIGN: Job states). Every pair of
+/// The job state machine. Every pair of
 /// status and event not listed here is refused, so nothing changes silently.
 pub fn transition(job: &JobSnapshot, event: &JobEvent) -> Result<Outcome, TransitionError> {
     use Effect::*;

@@ -1,4 +1,4 @@
-//! Licence tiers and their limits (SPEC: Limits). Keys and signatures live in `crate::license`.
+//! Licence tiers and their limits. Keys and signatures live in `crate::license`.
 
 use chrono::{DateTime, Utc};
 
@@ -33,7 +33,7 @@ impl Tier {
 }
 
 /// The tier in force: the claimed one until `expires_at`, FREE from that instant on. Running
-/// work is not stopped by the fall (DESIGN: Licence); only new work sees the lower limits.
+/// work is not stopped by the fall; only new work sees the lower limits.
 pub fn effective_tier(claimed: Tier, expires_at: Option<DateTime<Utc>>, now: DateTime<Utc>) -> Tier {
     match expires_at {
         Some(expiry) if now >= expiry => Tier::Free,

@@ -4,7 +4,7 @@ use super::health::CPU_CRITICAL_RATIO;
 use super::named_enum;
 
 named_enum!(
-    /// SPEC: ONLINE healthy and accepting jobs; OFFLINE unreachable; DEGRADED high load or errors.
+    /// ONLINE healthy and accepting jobs; OFFLINE unreachable; DEGRADED high load or errors.
     NodeStatus, "node status" {
         Online => "ONLINE",
         Offline => "OFFLINE",

@@ -1,5 +1,5 @@
 //! Encoders, target codecs, and the retry ladder: each automatic retry gives up one more
-//! thing that commonly makes an encode fail (SPEC: "retried with different encoding settings").
+//! thing that commonly makes an encode fail.
 
 use super::named_enum;
 
@@ -12,7 +12,7 @@ named_enum!(
 );
 
 named_enum!(
-    /// The encoders condense drives, named as FFmpeg names them (DESIGN: Debian's FFmpeg build).
+    /// The encoders condense drives, named as FFmpeg names them.
     Encoder, "encoder" {
         Libx265 => "libx265",
         HevcNvenc => "hevc_nvenc",

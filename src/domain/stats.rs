@@ -1,5 +1,5 @@
-//! Queue statistics and insights, computed from rows the repository fetched (SPEC: Queue
-//! statistics, Insights; Limits 6). Days are UTC calendar days, bucketed here rather than
+//! Queue statistics and insights, computed from rows the repository fetched. Days are UTC
+//! calendar days, bucketed here rather than
 //! with SQL date functions, so that SQLite and PostgreSQL give the same answers.
 
 use std::collections::{BTreeMap, HashMap};
@@ -10,13 +10,13 @@ use serde::Serialize;
 use super::health;
 use super::job::JobStatus;
 
-/// Job history window (SPEC Limits 6), and the default savings trend window.
+/// Job history window, and the default savings trend window.
 pub const HISTORY_DAYS: u32 = 30;
 /// Longest savings trend a caller may ask for.
 pub const MAX_TREND_DAYS: u32 = 365;
 /// At most this many failed jobs are listed.
 pub const MAX_FAILED_JOBS: u64 = 100;
-/// Throughput is measured over the last 24 hours (SPEC: average throughput).
+/// Throughput is measured over the last 24 hours.
 pub const THROUGHPUT_WINDOW_HOURS: i64 = 24;
 
 /// Bytes a completed job saved. Never negative: an output that was not smaller leaves the
@@ -54,7 +54,7 @@ pub struct QueueStats {
     /// ANALYZING + ENCODING: work in progress right now.
     pub active_workers: u64,
     pub throughput_per_hour: f64,
-    /// (QUEUED + ANALYZING) / throughput (SPEC); null while nothing completes.
+    /// (QUEUED + ANALYZING) / throughput; null while nothing completes.
     pub estimated_completion_hours: Option<f64>,
 }
 
@@ -230,7 +230,7 @@ pub fn storage(sizes: &[(i64, Option<i64>)]) -> StorageSummary {
 pub struct EncodingTime {
     pub cpu_seconds: f64,
     pub wall_seconds: f64,
-    /// CPU time / wall time (SPEC); 0 without wall time.
+    /// CPU time / wall time; 0 without wall time.
     pub efficiency: f64,
 }
 

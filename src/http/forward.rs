@@ -1,5 +1,5 @@
 //! A linked node's listeners: every request goes to the main node and its answer comes
-//! back (SPEC: linked nodes forward API calls to the main node); only /healthz is local.
+//! back; only /healthz is local.
 
 use actix_web::http::header::{self, HeaderName};
 use actix_web::{web, App, HttpRequest, HttpResponse};

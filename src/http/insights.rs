@@ -1,4 +1,4 @@
-//! Insights (SPEC: Insights): job history and totals, failed jobs, storage saved, encoding
+//! Insights: job history and totals, failed jobs, storage saved, encoding
 //! time, the savings trend, node performance and the codec distribution.
 
 use actix_web::web;

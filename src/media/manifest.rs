@@ -54,7 +54,7 @@ pub struct Manifest {
     pub epoch: String,
 }
 
-/// What a job finds where its partial output should be (SPEC: resume).
+/// What a job finds where its partial output should be.
 #[derive(Debug, Clone, PartialEq)]
 pub enum PartialState {
     Missing,
