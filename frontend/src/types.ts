@@ -138,6 +138,8 @@ export interface ClusterNode {
   encoders: string[];
   overloaded: boolean;
   lastSeenAt: string | null;
+  /** A linked node's identity, given at its first registration (null for the main node). */
+  identity: string | null;
 }
 
 export interface Dashboard {

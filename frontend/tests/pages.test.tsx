@@ -70,6 +70,7 @@ const nodes: ClusterNode[] = [
     encoders: ['libx265', 'hevc_nvenc', 'libsvtav1'],
     overloaded: false,
     lastSeenAt: new Date().toISOString(),
+    identity: null,
   },
 ];
 const library: Library = {

@@ -767,6 +767,7 @@ async fn nodes_are_listed_with_load_and_overload(server: &TestServer) {
             "encoders",
             "overloaded",
             "lastSeenAt",
+            "identity",
         ];
         expected.sort();
         assert_eq!(keys, expected);
