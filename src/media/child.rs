@@ -8,12 +8,12 @@
 use std::collections::VecDeque;
 use std::io::Write;
 use std::path::Path;
-use std::process::{ExitCode, Stdio};
+use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 use tokio::sync::mpsc;
 
 use super::encode::{transcode, Event, RunEnd};
@@ -89,22 +89,8 @@ impl Transcoder {
     /// Starts `binary transcode` with the plan on its stdin.
     pub async fn spawn(binary: &Path, plan: &EncodePlan) -> Result<Transcoder, MediaError> {
         let body = serde_json::to_vec(plan).map_err(|e| MediaError::misc(format!("plan: {e}")))?;
-        let mut cmd = Command::new(binary);
-        cmd.arg("transcode")
-            .env("SVT_LOG", "1")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        // SAFETY: prctl in the forked child before exec; async-signal-safe.
-        unsafe {
-            cmd.pre_exec(|| {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+        let mut cmd = super::worker::child_command(binary, "transcode");
+        cmd.env("SVT_LOG", "1");
         let mut child = cmd.spawn().map_err(|e| MediaError::from_io("starting the transcoder", &e))?;
         if let Some(mut stdin) = child.stdin.take() {
             stdin.write_all(&body).await.map_err(|e| MediaError::from_io("sending the plan", &e))?;
