@@ -379,8 +379,15 @@ impl JobStore for RemoteStore {
         self.call::<serde_json::Value>(Call::UpdateLive { id, lease: lease.to_string(), patch }).await.map(|_| ())
     }
 
-    async fn record_event(&self, id: i32, lease: &str, kind: &str, node: Option<String>) -> Result<(), LifecycleError> {
-        let call = Call::RecordEvent { id, lease: lease.to_string(), kind: kind.to_string(), node };
+    async fn record_event(
+        &self,
+        id: i32,
+        lease: &str,
+        kind: &str,
+        node: Option<String>,
+        detail: Option<serde_json::Value>,
+    ) -> Result<(), LifecycleError> {
+        let call = Call::RecordEvent { id, lease: lease.to_string(), kind: kind.to_string(), node, detail };
         self.call::<serde_json::Value>(call).await.map(|_| ())
     }
 

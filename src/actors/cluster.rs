@@ -350,9 +350,9 @@ impl RemoteNode {
                         store.update_live(id, &lease, patch).await.map_err(|e| e.to_string())?;
                         Ok(serde_json::Value::Null)
                     }
-                    Call::RecordEvent { id, lease, kind, node } => {
+                    Call::RecordEvent { id, lease, kind, node, detail } => {
                         fenced(&jobs::get(&db, id).await.map_err(|e| e.to_string())?, &lease)?;
-                        store.record_event(id, &lease, &kind, node).await.map_err(|e| e.to_string())?;
+                        store.record_event(id, &lease, &kind, node, detail).await.map_err(|e| e.to_string())?;
                         Ok(serde_json::Value::Null)
                     }
                     Call::LeaseIsMine { id, lease } => {

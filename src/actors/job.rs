@@ -147,10 +147,21 @@ impl Run {
         self.env.store.update_live(self.job_id, &self.lease_id, patch).await
     }
 
+    /// Fails the attempt; its partial output goes with it.
     async fn fail(&self, e: MediaError) -> Result<(), LifecycleError> {
-        tracing::warn!(job_id = self.job_id, code = e.code.as_str(), message = %e.message, "job attempt failed");
+        self.fail_attempt(e, false).await
+    }
+
+    /// Fails an attempt whose transcoder stopped while encoding: the segments it finished
+    /// are good, and the retry continues from them.
+    async fn fail_resumable(&self, e: MediaError) -> Result<(), LifecycleError> {
+        self.fail_attempt(e, true).await
+    }
+
+    async fn fail_attempt(&self, e: MediaError, resumable: bool) -> Result<(), LifecycleError> {
+        tracing::warn!(job_id = self.job_id, code = e.code.as_str(), message = %e.message, resumable, "job attempt failed");
         let ctx = EventContext { node: self.node(), detail: None, failure_detail: Some(e.message) };
-        self.apply(JobEvent::Fail { code: e.code }, JobPatch::default(), ctx).await?;
+        self.apply(JobEvent::Fail { code: e.code, resumable }, JobPatch::default(), ctx).await?;
         Ok(())
     }
 
@@ -346,6 +357,11 @@ impl Run {
                         }
                     }
                     Some(Event::Done { cpu_ms, wall_ms, .. }) => run_stats = Some((cpu_ms, wall_ms)),
+                    // The history says how much of an earlier attempt's work this one kept.
+                    Some(Event::Started { resume_after_frames, segments_kept, .. }) if segments_kept > 0 => {
+                        let detail = serde_json::json!({ "frames": resume_after_frames, "segments": segments_kept });
+                        env.store.record_event(job.id, &self.lease_id, "continued", self.node(), Some(detail)).await?;
+                    }
                     Some(_) => {}
                     None => events_open = false,
                 },
@@ -381,7 +397,7 @@ impl Run {
                     child.kill().await;
                     let _ = child.wait().await;
                     let e = MediaError::new(FailureCode::Timeout, format!("the job ran longer than {timeout_hours} h"));
-                    return self.fail(e).await;
+                    return self.fail_resumable(e).await;
                 }
                 _ = stall_check.tick() => {
                     if !job.stalled && last_progress.elapsed().as_secs() > STALLED_AFTER_SECS {
@@ -411,9 +427,9 @@ impl Run {
             (ChildEnd::Paused, _) => {
                 // Stopped by someone else (a signal to the process group): continue later.
                 let e = MediaError::misc("the transcoder stopped without being asked");
-                self.fail(e).await
+                self.fail_resumable(e).await
             }
-            (ChildEnd::Failed(e), _) => self.fail(e).await,
+            (ChildEnd::Failed(e), _) => self.fail_resumable(e).await,
         }
     }
 
@@ -502,7 +518,7 @@ impl Run {
             };
             lock = held;
             for step in steps {
-                env.store.record_event(job.id, &self.lease_id, step, self.node()).await?;
+                env.store.record_event(job.id, &self.lease_id, step, self.node(), None).await?;
             }
             let identity = SourceIdentity::of(&target).ok();
             set.output_size = Some(i64::try_from(verified.size_bytes).unwrap_or(i64::MAX));

@@ -143,7 +143,7 @@ impl Lifecycle {
         }
         let mut record = NewEvent::new(event_kind(&event, &outcome)).on_node(ctx.node.clone());
         let mut detail = ctx.detail.clone().unwrap_or_else(|| serde_json::json!({}));
-        if let (JobEvent::Fail { code }, Some(obj)) = (&event, detail.as_object_mut()) {
+        if let (JobEvent::Fail { code, .. }, Some(obj)) = (&event, detail.as_object_mut()) {
             obj.insert("code".into(), serde_json::json!(code.as_str()));
             if let Some(text) = &ctx.failure_detail {
                 obj.insert("message".into(), serde_json::json!(text));
@@ -168,7 +168,8 @@ impl Lifecycle {
     ) -> Result<(job::Model, Outcome), LifecycleError> {
         tracing::warn!(job_id, code = code.as_str(), %message, "job attempt failed");
         let ctx = Context { node, detail: None, failure_detail: Some(message) };
-        let result = self.apply(job_id, JobEvent::Fail { code }, job::ActiveModel::default(), ctx).await?;
+        let result =
+            self.apply(job_id, JobEvent::Fail { code, resumable: false }, job::ActiveModel::default(), ctx).await?;
         self.carry_out_offline(&result.0, &result.1).await;
         Ok(result)
     }

@@ -94,6 +94,8 @@ pub enum Call {
         lease: String,
         kind: String,
         node: Option<String>,
+        #[serde(default)]
+        detail: Option<serde_json::Value>,
     },
     LeaseIsMine {
         id: i32,

@@ -98,7 +98,16 @@ pub trait JobStore: Send + Sync {
         ctx: Context,
     ) -> Result<Applied, LifecycleError>;
     async fn update_live(&self, id: i32, lease: &str, patch: JobPatch) -> Result<(), LifecycleError>;
-    async fn record_event(&self, id: i32, lease: &str, kind: &str, node: Option<String>) -> Result<(), LifecycleError>;
+    /// Appends an event to the job's history without a transition (a replace step, a
+    /// resume from kept segments), fenced by the lease.
+    async fn record_event(
+        &self,
+        id: i32,
+        lease: &str,
+        kind: &str,
+        node: Option<String>,
+        detail: Option<serde_json::Value>,
+    ) -> Result<(), LifecycleError>;
     /// Fencing: this node still holds the job's lease and the job is ENCODING.
     async fn lease_is_mine(&self, id: i32, lease: &str) -> bool;
     fn publish_progress(&self, job: &job::Model);
@@ -164,8 +173,19 @@ impl JobStore for DbStore {
         Ok(jobs::update_live_leased(&self.lifecycle.db, id, lease, patch.into_active()).await?)
     }
 
-    async fn record_event(&self, id: i32, lease: &str, kind: &str, node: Option<String>) -> Result<(), LifecycleError> {
-        Ok(jobs::record_event_leased(&self.lifecycle.db, id, lease, NewEvent::new(kind).on_node(node)).await?)
+    async fn record_event(
+        &self,
+        id: i32,
+        lease: &str,
+        kind: &str,
+        node: Option<String>,
+        detail: Option<serde_json::Value>,
+    ) -> Result<(), LifecycleError> {
+        let mut event = NewEvent::new(kind).on_node(node);
+        if let Some(detail) = detail {
+            event = event.with_detail(detail);
+        }
+        Ok(jobs::record_event_leased(&self.lifecycle.db, id, lease, event).await?)
     }
 
     async fn lease_is_mine(&self, id: i32, lease: &str) -> bool {

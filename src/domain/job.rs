@@ -109,8 +109,15 @@ pub enum JobEvent {
     Analyzed { skip: bool },
     /// The encode was verified and replaced the original (TRANSFERRING is a stage of ENCODING).
     Complete,
-    /// The attempt failed.
-    Fail { code: FailureCode },
+    /// The attempt failed. `resumable` when the finished segments are still good (the
+    /// transcoder failed while encoding: a read error, a crash, a full disk): the retry
+    /// continues from them. Not after verification or the replace failed, where the
+    /// segments themselves may be what is wrong.
+    Fail {
+        code: FailureCode,
+        #[serde(default)]
+        resumable: bool,
+    },
     /// A user paused the job, or paused the whole queue.
     Pause,
     /// A user resumed a paused job; the actor has checked its partial output.
@@ -220,7 +227,7 @@ pub fn transition(job: &JobSnapshot, event: &JobEvent) -> Result<Outcome, Transi
             }
         }
         (Encoding, JobEvent::Complete) => keep_counters(Completed, vec![ReleaseNode]),
-        (Analyzing | Encoding, JobEvent::Fail { code }) => fail(job, code),
+        (Analyzing | Encoding, JobEvent::Fail { code, resumable }) => fail(job, code, resumable),
         (Encoding, JobEvent::Pause) => {
             keep_counters(Paused, vec![StopTranscoder { graceful: true }, KeepPartial, ReleaseNode])
         }
@@ -267,17 +274,28 @@ pub fn transition(job: &JobSnapshot, event: &JobEvent) -> Result<Outcome, Transi
 }
 
 /// A failed attempt: retried with the next rung of the ladder until the retries run out.
-/// The partial output goes either way: a retry uses different settings, so it cannot continue it.
-fn fail(job: &JobSnapshot, code: FailureCode) -> Outcome {
+/// A resumable failure keeps the finished segments for the retry; the transcoder discards
+/// them itself if the next rung changes what shapes the encoded bits (the plan's digest).
+/// A failure for good removes the partial output either way.
+fn fail(job: &JobSnapshot, code: FailureCode, resumable: bool) -> Outcome {
     let mut effects = Vec::new();
     if job.status == JobStatus::Encoding {
         effects.push(Effect::StopTranscoder { graceful: false });
     }
-    effects.extend([Effect::DeletePartial, Effect::RecordFailure(code), Effect::ReleaseNode]);
+    let retrying = job.retry_count < MAX_AUTOMATIC_RETRIES;
+    let keep = retrying && resumable;
+    effects.extend([
+        if keep { Effect::KeepPartial } else { Effect::DeletePartial },
+        Effect::RecordFailure(code),
+        Effect::ReleaseNode,
+    ]);
 
-    if job.retry_count < MAX_AUTOMATIC_RETRIES {
+    if retrying {
         let retry_count = job.retry_count + 1;
-        effects.extend([Effect::UseRetryProfile(RetryProfile::for_retry_count(retry_count)), Effect::StartFromScratch]);
+        effects.extend([
+            Effect::UseRetryProfile(RetryProfile::for_retry_count(retry_count)),
+            if keep { Effect::ContinueFromPartial } else { Effect::StartFromScratch },
+        ]);
         Outcome { to: JobStatus::Queued, retry_count, forced: job.forced, crash_count: job.crash_count, effects }
     } else {
         Outcome {
@@ -376,9 +394,31 @@ mod tests {
                 sample("analyzed forced: skip", 1, true, JobEvent::Analyzed { skip: true }),
                 sample("analyzed forced: encode", 1, true, JobEvent::Analyzed { skip: false }),
                 sample("complete", 1, false, JobEvent::Complete),
-                sample("fail at 0", 0, false, JobEvent::Fail { code: FailureCode::FileValidationFailed }),
-                sample("fail at 2", 2, true, JobEvent::Fail { code: FailureCode::TranscoderCrashed }),
-                sample("fail at 3", 3, false, JobEvent::Fail { code: FailureCode::InsufficientDiskSpace }),
+                sample(
+                    "fail at 0",
+                    0,
+                    false,
+                    JobEvent::Fail { code: FailureCode::FileValidationFailed, resumable: false },
+                ),
+                sample("fail at 2", 2, true, JobEvent::Fail { code: FailureCode::TranscoderCrashed, resumable: false }),
+                sample(
+                    "fail at 3",
+                    3,
+                    false,
+                    JobEvent::Fail { code: FailureCode::InsufficientDiskSpace, resumable: false },
+                ),
+                sample(
+                    "fail resumable at 1",
+                    1,
+                    false,
+                    JobEvent::Fail { code: FailureCode::Miscellaneous, resumable: true },
+                ),
+                sample(
+                    "fail resumable at 3",
+                    3,
+                    true,
+                    JobEvent::Fail { code: FailureCode::TranscoderCrashed, resumable: true },
+                ),
                 sample("pause", 1, false, JobEvent::Pause),
                 sample("resume: valid", 1, false, JobEvent::Resume { partial: PartialOutput::Valid }),
                 sample("resume: missing", 1, false, JobEvent::Resume { partial: PartialOutput::Missing }),
@@ -468,6 +508,7 @@ mod tests {
             let crashed = FailureCode::TranscoderCrashed;
             let corrupt = FailureCode::FileValidationFailed;
             let disk = FailureCode::InsufficientDiskSpace;
+            let misc = FailureCode::Miscellaneous;
             let crash_failure = vec![DeletePartial, RecordFailure(crashed), ReleaseNode];
 
             [
@@ -531,6 +572,41 @@ mod tests {
                 moves(Analyzing, "fail at 3", Failed, 3, false, fail_effects(false, disk, None)),
                 moves(Encoding, "fail at 3", Failed, 3, false, fail_effects(true, disk, None)),
                 refused("fail at 3", &[Pending, Queued, Paused, Completed, Skipped, Failed, Cancelled]),
+                // The finished segments stay for the retry, which continues from them.
+                moves(
+                    Analyzing,
+                    "fail resumable at 1",
+                    Queued,
+                    2,
+                    false,
+                    vec![
+                        KeepPartial,
+                        RecordFailure(misc),
+                        ReleaseNode,
+                        UseRetryProfile(RetryProfile::for_retry_count(2)),
+                        ContinueFromPartial,
+                    ],
+                ),
+                moves(
+                    Encoding,
+                    "fail resumable at 1",
+                    Queued,
+                    2,
+                    false,
+                    vec![
+                        stop_hard,
+                        KeepPartial,
+                        RecordFailure(misc),
+                        ReleaseNode,
+                        UseRetryProfile(RetryProfile::for_retry_count(2)),
+                        ContinueFromPartial,
+                    ],
+                ),
+                refused("fail resumable at 1", &[Pending, Queued, Paused, Completed, Skipped, Failed, Cancelled]),
+                // No retry left: the partial output goes, resumable or not.
+                moves(Analyzing, "fail resumable at 3", Failed, 3, true, fail_effects(false, crashed, None)),
+                moves(Encoding, "fail resumable at 3", Failed, 3, true, fail_effects(true, crashed, None)),
+                refused("fail resumable at 3", &[Pending, Queued, Paused, Completed, Skipped, Failed, Cancelled]),
                 moves(Queued, "pause", Paused, 1, false, vec![]),
                 moves(Analyzing, "pause", Paused, 1, false, vec![ReleaseNode]),
                 moves(
@@ -702,7 +778,7 @@ mod tests {
             while job.status == Queued {
                 attempts += 1;
                 job = apply(job, JobEvent::Start);
-                job = apply(job, JobEvent::Fail { code: FailureCode::FileValidationFailed });
+                job = apply(job, JobEvent::Fail { code: FailureCode::FileValidationFailed, resumable: false });
             }
             assert_eq!((job.status, job.retry_count, attempts), (Failed, 3, 4));
 
@@ -713,7 +789,7 @@ mod tests {
         #[test]
         fn a_counter_beyond_the_limit_still_fails_without_growing() {
             let job = JobSnapshot { status: Encoding, retry_count: 7, forced: false, crash_count: 0 };
-            let outcome = transition(&job, &JobEvent::Fail { code: FailureCode::Timeout }).unwrap();
+            let outcome = transition(&job, &JobEvent::Fail { code: FailureCode::Timeout, resumable: true }).unwrap();
             assert_eq!((outcome.to, outcome.retry_count), (Failed, 7));
         }
 

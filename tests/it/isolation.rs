@@ -143,3 +143,40 @@ async fn a_job_whose_node_crashes_three_times_fails_as_crashed() {
     assert!(!condense::media::plan::partial_dir_for(&source).exists(), "the failed job's partial output is left");
     assert!(server.signal_and_wait(libc::SIGTERM).success());
 }
+
+/// A read error at 70 % of the source fails the attempt, and the retry continues from the
+/// segments the failed attempt finished (recorded in the history as "continued", with the
+/// frames kept) instead of encoding the file again from its first frame. The output has
+/// every frame.
+#[actix_web::test]
+async fn a_retry_after_a_read_error_continues_from_the_finished_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, source) = library_with_clip(dir.path(), 6).await;
+    let frames = shim::video_frames(&source);
+    let markers = dir.path().join("markers");
+    std::fs::create_dir(&markers).unwrap();
+    let mut cmd = command(&dir.path().join("data"));
+    cmd.env("SEGMENT_SECONDS", "1")
+        .env("LD_PRELOAD", shim::eio_shim())
+        .env("CONDENSE_EIO_PREFIX", &source)
+        .env("CONDENSE_EIO_PERCENT", "70")
+        .env("CONDENSE_EIO_MARKERS", &markers);
+    let server = ServerProcess::start(cmd);
+
+    let job = wait_for(&db, &source, &server, Duration::from_secs(180), |j| j.status == "COMPLETED").await;
+    assert_eq!(std::fs::read_dir(&markers).unwrap().count(), 1, "the shim failed no read");
+    let history = condense::repo::events::list(&db, job.id).await.unwrap();
+    let kinds: Vec<&str> = history.iter().map(|e| e.kind.as_str()).collect();
+    let retried = kinds.iter().position(|k| *k == "retrying").unwrap_or_else(|| panic!("no retry: {kinds:?}"));
+    let continued = history
+        .iter()
+        .skip(retried)
+        .find(|e| e.kind == "continued")
+        .unwrap_or_else(|| panic!("the retry started from scratch: {kinds:?}"));
+    let detail = continued.detail.clone().unwrap_or_default();
+    let kept = detail["frames"].as_u64().unwrap_or(0);
+    // 1 s segments of a 25 fps clip: the segments before the failed read are whole ones.
+    assert!(kept >= 50 && kept < frames && kept % 25 == 0, "kept {kept} of {frames} frames: {detail}");
+    assert_eq!(job.retry_count, 1, "{kinds:?}");
+    assert_eq!(shim::video_frames(&source), frames, "the replacement lost frames");
+}
