@@ -21,8 +21,8 @@ use super::scheduler::{effective_tier, AddNode, NodeHandle, RemoveNode, Schedule
 use super::store::{holds_lease, DbStore, JobStore};
 use crate::domain::job::{JobEvent, JobStatus};
 use crate::domain::node::{node_status, NodeRole, NodeStatus};
-use crate::media::manifest::remove_partial;
-use crate::media::plan::partial_dir_for;
+use crate::media::layout::partial_dir_for;
+use crate::media::partial::remove_partial;
 use crate::repo::{self, jobs, nodes::NodeFacts};
 
 /// What the main node tells linked nodes.

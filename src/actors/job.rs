@@ -19,7 +19,7 @@ use crate::domain::job::{FailureCode, JobEvent};
 use crate::domain::retry::{profile_for_attempt, EncodeSettings, Encoder};
 use crate::media::child::{ChildEnd, Transcoder};
 use crate::media::encode::Event;
-use crate::media::manifest::remove_partial;
+use crate::media::partial::remove_partial;
 use crate::media::partial::{self, PinnedOutput};
 use crate::media::plan::{decide, final_path, Decision, EncodePlan, SourceIdentity};
 use crate::media::probe::{HdrKind, MediaInfo};
@@ -190,7 +190,7 @@ impl Run {
 
         // Recovery acts on what the partial folder's intent says: not while someone else
         // holds the folder (a stale attempt may be in the middle of its swap).
-        let dir = crate::media::plan::partial_dir_for(&path);
+        let dir = crate::media::layout::partial_dir_for(&path);
         let held = match tokio::task::spawn_blocking(move || partial::lock_if_exists(&dir)).await.map_err(join_error) {
             Ok(Ok(Some(Ok(lock)))) => Some(lock),
             Ok(Ok(Some(Err(partial::Held::Busy)))) => return self.busy().await,
@@ -575,7 +575,7 @@ impl Run {
         let detail = serde_json::json!({"outputSize": swapped.output_size, "rolledForward": true});
         let ctx = EventContext { node: self.node(), detail: Some(detail), failure_detail: None };
         self.apply(JobEvent::Complete, set, ctx).await?;
-        let dir = crate::media::plan::partial_dir_for(source);
+        let dir = crate::media::layout::partial_dir_for(source);
         let _ = tokio::task::spawn_blocking(move || remove_partial(&dir)).await;
         Ok(())
     }

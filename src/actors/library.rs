@@ -12,8 +12,9 @@ use notify::{EventKind, RecursiveMode, Watcher};
 
 use super::node::Wake;
 use crate::domain::job::JobStatus;
-use crate::media::manifest::remove_partial;
-use crate::media::plan::{is_service_file, INPUT_EXTENSIONS, PARTIAL_SUFFIX};
+use crate::media::layout::{is_service_file, source_of_partial};
+use crate::media::partial::remove_partial;
+use crate::media::plan::INPUT_EXTENSIONS;
 use crate::repo::jobs::{self, FoundFile};
 use crate::repo::{self, RepoError};
 use sea_orm::DatabaseConnection;
@@ -103,13 +104,6 @@ pub fn walk(roots: &[String]) -> (Vec<FoundFile>, Vec<PathBuf>) {
         }
     }
     (out, partials)
-}
-
-/// The source a partial output folder (`.NAME.condense-partial`) belongs to.
-fn source_of_partial(dir: &Path) -> Option<PathBuf> {
-    let name = dir.file_name()?.to_str()?;
-    let source = name.strip_prefix('.')?.strip_suffix(PARTIAL_SUFFIX)?;
-    Some(dir.with_file_name(source))
 }
 
 /// Removes partial outputs whose job has ended or is gone: a node that died between a

@@ -8,8 +8,8 @@ use sea_orm::{DatabaseConnection, Set};
 
 use super::bus::{EventBus, JobUpdate, Publish};
 use crate::domain::job::{transition, Effect, FailureCode, JobEvent, JobSnapshot, JobStatus, Outcome, TransitionError};
-use crate::media::manifest::remove_partial;
-use crate::media::plan::partial_dir_for;
+use crate::media::layout::partial_dir_for;
+use crate::media::partial::remove_partial;
 use crate::repo::events::NewEvent;
 use crate::repo::jobs::{self, StatusChange};
 use crate::repo::RepoError;

@@ -13,8 +13,8 @@ use super::lifecycle::{Context as EventContext, Lifecycle, LifecycleError};
 use super::node::{Capacity, ControlJob, NodeSupervisor, StartJob, Wake};
 use crate::domain::job::{JobEvent, JobStatus, PartialOutput};
 use crate::domain::license::Tier;
+use crate::media::layout::partial_dir_for;
 use crate::media::manifest::quick_state;
-use crate::media::plan::partial_dir_for;
 use crate::repo::{self, jobs, RepoError};
 
 /// A node the scheduler can give jobs to: the local `NodeSupervisor` or a linked node's

@@ -11,8 +11,8 @@ use serde::{Deserialize, Serialize};
 
 use super::lifecycle::{Context, Lifecycle, LifecycleError};
 use crate::domain::job::{Effect, JobEvent, JobStatus};
-use crate::media::manifest::remove_partial;
-use crate::media::plan::partial_dir_for;
+use crate::media::layout::partial_dir_for;
+use crate::media::partial::remove_partial;
 use crate::repo::{self, events::NewEvent, jobs};
 
 /// Columns a job supervisor writes; `None` leaves a column as it is.

@@ -14,8 +14,8 @@ use crate::app::AppState;
 use crate::domain::job::JobStatus;
 use crate::domain::retry::{Encoder, TargetCodec};
 use crate::error::AppError;
-use crate::media::manifest::remove_partial;
-use crate::media::plan::partial_dir_for;
+use crate::media::layout::partial_dir_for;
+use crate::media::partial::remove_partial;
 use crate::repo;
 use crate::repo::libraries::{LibraryPatch, NewLibrary};
 

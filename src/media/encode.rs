@@ -24,7 +24,7 @@ use super::manifest::{inspect, sync_dir, Manifest, PartialState, Run, Segment};
 use super::plan::EncodePlan;
 use super::probe::{self, HdrKind, MediaInfo};
 use super::segment::{CodecParams, SegmentFile};
-use super::{mux, partial, MediaError};
+use super::{layout, mux, partial, MediaError};
 use crate::domain::job::FailureCode;
 
 /// What the transcoder reports, one JSON line each on stdout.
@@ -208,7 +208,7 @@ fn remove_strays(dir: &Path, manifest: &Manifest) -> Result<(), MediaError> {
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         let listed = manifest.segments.iter().any(|s| s.file == name);
-        if !listed && name != "manifest.json" && name != "plan.json" && name != partial::LOCK_FILE {
+        if !listed && !layout::is_bookkeeping(&name) {
             let _ = std::fs::remove_file(entry.path());
         }
     }
@@ -405,7 +405,7 @@ impl SegmentWriter {
             None
         };
 
-        let file = format!("seg-{index:05}.seg");
+        let file = layout::segment_file(index);
         let path = plan.partial_dir.join(&file);
         let output = SegmentFile::create(&path)?;
         Ok(SegmentWriter { index, file, path, output, encoder, scaler, first_pts: None, last_pts: 0, frames: 0 })

@@ -7,8 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-/// Kept reachable here: every removal of a partial output goes through the lock.
-pub use super::partial::remove_partial;
+use super::layout::MANIFEST_FILE;
 use super::plan::{EncodePlan, SourceIdentity};
 use super::MediaError;
 
@@ -77,7 +76,7 @@ impl Manifest {
     }
 
     pub fn path(dir: &Path) -> PathBuf {
-        dir.join("manifest.json")
+        dir.join(MANIFEST_FILE)
     }
 
     pub fn frames_done(&self) -> u64 {
@@ -106,7 +105,7 @@ impl Manifest {
 
     /// Writes the manifest durably: a crash leaves the old or the new one, never a mix.
     fn write(&self, dir: &Path) -> Result<(), MediaError> {
-        let tmp = dir.join("manifest.json.tmp");
+        let tmp = dir.join(format!("{MANIFEST_FILE}.tmp"));
         let body = serde_json::to_vec_pretty(self).map_err(|e| MediaError::misc(format!("manifest: {e}")))?;
         let io = |e: std::io::Error| MediaError::from_io("writing the manifest", &e);
         let mut file = std::fs::File::create(&tmp).map_err(io)?;

@@ -4,6 +4,7 @@ pub mod child;
 pub mod encode;
 pub mod encoders;
 pub mod error;
+pub mod layout;
 pub mod manifest;
 pub mod mux;
 pub mod partial;

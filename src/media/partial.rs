@@ -12,8 +12,7 @@ use std::path::{Path, PathBuf};
 
 use super::MediaError;
 
-/// Name of the lock file inside a partial folder.
-pub const LOCK_FILE: &str = ".lock";
+use super::layout::LOCK_FILE;
 
 /// The held lock of one partial folder; dropping it releases the lock.
 #[derive(Debug)]

@@ -5,37 +5,13 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::layout::{self, partial_dir_for};
 use super::probe::{HdrKind, MediaInfo};
 use super::MediaError;
 use crate::domain::job::FailureCode;
 
-/// Suffix of the hidden folder, next to the source, that holds a job's partial output.
-pub const PARTIAL_SUFFIX: &str = ".condense-partial";
-/// Suffix of the hidden hard link that keeps the original reachable while it is replaced.
-pub const BACKUP_SUFFIX: &str = ".condense-original";
-
 /// Containers (by extension) condense takes as input; FFmpeg may decode more.
 pub const INPUT_EXTENSIONS: &[&str] = &["mp4", "m4v", "mkv", "avi", "mov", "webm", "mpg", "mpeg", "flv", "wmv"];
-
-/// True for names condense itself writes (partial folders, backups), which scanners ignore.
-pub fn is_service_file(path: &Path) -> bool {
-    path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.contains(".condense-"))
-}
-
-/// `<dir>/.<file name>.condense-partial`
-pub fn partial_dir_for(source: &Path) -> PathBuf {
-    sibling(source, PARTIAL_SUFFIX)
-}
-
-/// `<dir>/.<file name>.condense-original`
-pub fn backup_path_for(source: &Path) -> PathBuf {
-    sibling(source, BACKUP_SUFFIX)
-}
-
-fn sibling(source: &Path, suffix: &str) -> PathBuf {
-    let name = source.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    source.with_file_name(format!(".{name}{suffix}"))
-}
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Decision {
@@ -180,12 +156,8 @@ impl EncodePlan {
         })
     }
 
-    pub fn plan_path(&self) -> PathBuf {
-        self.partial_dir.join("plan.json")
-    }
-
     pub fn output_path(&self) -> PathBuf {
-        self.partial_dir.join(format!("output.{}", self.output_extension))
+        layout::output_path(&self.partial_dir, &self.output_extension)
     }
 
     /// A digest of what shapes the encoded bits: segments made under another plan cannot
@@ -281,15 +253,5 @@ mod tests {
         }
         assert_eq!(final_path(Path::new("/a/b.mp4"), "hevc"), Path::new("/a/b.mp4"));
         assert_eq!(final_path(Path::new("/a/b.avi"), "hevc"), Path::new("/a/b.mkv"));
-    }
-
-    #[test]
-    fn service_files_are_recognised() {
-        let src = Path::new("/m/Movie (2020).mkv");
-        assert_eq!(partial_dir_for(src), Path::new("/m/.Movie (2020).mkv.condense-partial"));
-        assert_eq!(backup_path_for(src), Path::new("/m/.Movie (2020).mkv.condense-original"));
-        assert!(is_service_file(&partial_dir_for(src)));
-        assert!(is_service_file(&backup_path_for(src)));
-        assert!(!is_service_file(src));
     }
 }

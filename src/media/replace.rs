@@ -20,12 +20,10 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::layout::{numbered_backup_path, partial_dir_for, INTENT_FILE};
 use super::manifest::sync_dir;
-use super::plan::{backup_path_for, partial_dir_for, SourceIdentity};
+use super::plan::SourceIdentity;
 use super::MediaError;
-
-/// File name of the intent, in the partial output's folder.
-pub const INTENT_FILE: &str = "replace.json";
 
 /// Kept originals of one file, at most: a limit so a name search always ends.
 const MAX_BACKUPS: u32 = 1000;
@@ -68,18 +66,6 @@ fn io(context: &str) -> impl Fn(std::io::Error) -> MediaError + '_ {
 
 fn parent(p: &Path) -> &Path {
     p.parent().unwrap_or(Path::new("."))
-}
-
-/// The name of a source's `n`-th kept original: `.NAME.condense-original` for the first,
-/// `.NAME.condense-original.N` after it (every one a service file that scanners ignore).
-pub fn numbered_backup_path(source: &Path, n: u32) -> PathBuf {
-    let first = backup_path_for(source);
-    if n <= 1 {
-        return first;
-    }
-    let mut name = first.into_os_string();
-    name.push(format!(".{n}"));
-    PathBuf::from(name)
 }
 
 /// The first backup name that no file, folder or link holds: a kept original is never
@@ -328,7 +314,7 @@ pub fn recover(source: &Path) -> Result<Recovered, MediaError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::media::plan::is_service_file;
+    use crate::media::layout::{backup_path_for, is_service_file};
 
     /// A source and, in its partial output folder, an output of `output` bytes.
     fn setup_named(name: &str, output: &[u8]) -> (tempfile::TempDir, PathBuf, PathBuf) {

@@ -68,7 +68,7 @@ async fn pause_resume_cancel_retry_and_force_through_the_api() {
     assert_eq!((status, paused_b["status"].as_str()), (200, Some("PAUSED")), "{paused_b}");
 
     // Pause once a segment is done, so there is something to keep.
-    let partial = condense::media::plan::partial_dir_for(std::path::Path::new(&a_path));
+    let partial = condense::media::layout::partial_dir_for(std::path::Path::new(&a_path));
     let deadline = Instant::now() + Duration::from_secs(60);
     while !std::fs::read_to_string(partial.join("manifest.json")).is_ok_and(|m| m.contains("seg-00000")) {
         assert!(Instant::now() < deadline, "no segment was written");

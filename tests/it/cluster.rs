@@ -242,7 +242,7 @@ async fn a_linked_node_killed_mid_encode_goes_offline_and_its_job_completes_else
         })
     };
     add_library(&main, &token, &media).await;
-    let partial = condense::media::plan::partial_dir_for(&source);
+    let partial = condense::media::layout::partial_dir_for(&source);
     let deadline = Instant::now() + Duration::from_secs(60);
     let victim = loop {
         let all = jobs(&main, &token).await;

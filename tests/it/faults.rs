@@ -18,7 +18,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use condense::media::plan::{backup_path_for, final_path, partial_dir_for, INPUT_EXTENSIONS, PARTIAL_SUFFIX};
+use condense::media::layout::{backup_path_for, partial_dir_for, PARTIAL_SUFFIX};
+use condense::media::plan::{final_path, INPUT_EXTENSIONS};
 use condense::media::probe::probe;
 use condense::media::verify::{decode_at_points, duration_tolerance};
 use entities::job;
@@ -394,7 +395,7 @@ fn expect_all(counts: &mut Counts, jobs: &[job::Model], ledger: &Ledger, status:
 /// lock file does not count: a transcoder that finds the lock held exits at once having
 /// opened nothing else (a busy start), and one that holds it has the source open too.
 fn source_of(open: &Path) -> Option<PathBuf> {
-    if open.file_name().is_some_and(|n| n == condense::media::partial::LOCK_FILE) {
+    if open.file_name().is_some_and(|n| n == condense::media::layout::LOCK_FILE) {
         return None;
     }
     for ancestor in open.ancestors() {

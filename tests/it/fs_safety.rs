@@ -5,8 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use condense::media::plan::{backup_path_for, partial_dir_for};
-use condense::media::replace::numbered_backup_path;
+use condense::media::layout::numbered_backup_path;
+use condense::media::layout::{backup_path_for, partial_dir_for};
 use condense::repo;
 use sea_orm::ConnectionTrait;
 use serde_json::{json, Value};

@@ -140,7 +140,7 @@ async fn a_job_whose_node_crashes_three_times_fails_as_crashed() {
         }
     }
     assert_eq!(std::fs::read(&source).unwrap(), original, "the original changed");
-    assert!(!condense::media::plan::partial_dir_for(&source).exists(), "the failed job's partial output is left");
+    assert!(!condense::media::layout::partial_dir_for(&source).exists(), "the failed job's partial output is left");
     assert!(server.signal_and_wait(libc::SIGTERM).success());
 }
 

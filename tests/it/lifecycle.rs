@@ -127,7 +127,7 @@ both_backends!(a_library_of_five_clips_ends_completed_skipped_and_failed, |db: D
         assert_eq!(&kinds[..4], ["created", "queued", "started", "encoding"], "{name}");
         assert_eq!(kinds.last().map(String::as_str), Some("completed"), "{name}: {kinds:?}");
         assert!(kinds.iter().any(|k| k == "replace_output_in_place"), "{name}: {kinds:?}");
-        assert!(!condense::media::plan::partial_dir_for(&path).exists(), "{name}: partial output left behind");
+        assert!(!condense::media::layout::partial_dir_for(&path).exists(), "{name}: partial output left behind");
     }
     let skipped = by_name["d_hevc.mkv"];
     assert_eq!(skipped.status, "SKIPPED");
@@ -255,7 +255,7 @@ async fn a_busy_start_goes_back_to_the_queue_without_using_a_retry() {
     let db = test_db.db.clone();
     let dir = tempfile::tempdir().unwrap();
     let source = clips::h264(dir.path(), "a.mkv", "160x120", 1);
-    let partial = condense::media::plan::partial_dir_for(&source);
+    let partial = condense::media::layout::partial_dir_for(&source);
     // The other writer: this test's own open file description on the folder's lock.
     let held = condense::media::partial::lock(&partial).unwrap().unwrap();
     std::fs::write(partial.join("seg-00000.seg"), b"another writer's segment").unwrap();
@@ -394,7 +394,7 @@ async fn a_paused_transcoder_that_ignores_sigterm_is_killed_and_the_job_pauses()
         // The manifest is written after the child set up its SIGTERM handler (a signal
         // before that would simply end it).
         if let (Some(job), [pid]) = (jobs.first(), pids.as_slice()) {
-            let manifest = condense::media::plan::partial_dir_for(Path::new(&job.file_path)).join("manifest.json");
+            let manifest = condense::media::layout::partial_dir_for(Path::new(&job.file_path)).join("manifest.json");
             if job.status == "ENCODING" && manifest.exists() {
                 break (job.clone(), *pid);
             }

@@ -236,7 +236,7 @@ async fn kill_9_of_the_server_mid_encode_then_restart_completes_the_job() {
     let mut first = command(&data);
     slow(&mut first);
     let mut server = ServerProcess::start(first);
-    let partial = condense::media::plan::partial_dir_for(&source);
+    let partial = condense::media::layout::partial_dir_for(&source);
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     loop {
         let manifest = std::fs::read(partial.join("manifest.json")).ok();
