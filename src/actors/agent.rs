@@ -17,7 +17,7 @@ use entities::{job, library};
 use futures_util::stream::{SplitSink, StreamExt};
 use tokio::sync::oneshot;
 
-use super::lifecycle::{Context as EventContext, LifecycleError};
+use super::lifecycle::{EventContext, LifecycleError};
 use super::node::{ControlJob, NodeSupervisor, RunningJobs, StartJob, StopAll};
 use super::protocol::{Call, Frame};
 use super::store::{Applied, JobPatch, JobStore};

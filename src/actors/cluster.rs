@@ -14,7 +14,7 @@ use entities::{job, node};
 use sea_orm::DatabaseConnection;
 use tokio::sync::oneshot;
 
-use super::lifecycle::{Context as EventContext, Lifecycle, LifecycleError};
+use super::lifecycle::{EventContext, Lifecycle, LifecycleError};
 use super::node::{Capacity, ControlJob, NodeCapacity, RunningJob, StartJob};
 use super::protocol::{capacity, Call, Frame};
 use super::scheduler::{effective_tier, AddNode, NodeHandle, RemoveNode, Scheduler};

@@ -59,7 +59,7 @@ pub fn snapshot(job: &job::Model) -> Result<JobSnapshot, RepoError> {
 /// Extra facts that come with an event.
 #[derive(Debug, Default, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Context {
+pub struct EventContext {
     pub node: Option<String>,
     pub detail: Option<serde_json::Value>,
     /// The failure's own words (FFmpeg's message, the transcoder's log tail).
@@ -79,7 +79,7 @@ impl Lifecycle {
         job_id: i32,
         event: JobEvent,
         set: job::ActiveModel,
-        ctx: Context,
+        ctx: EventContext,
     ) -> Result<(job::Model, Outcome), LifecycleError> {
         self.apply_as(job_id, None, event, set, ctx).await
     }
@@ -92,7 +92,7 @@ impl Lifecycle {
         lease: Option<&str>,
         event: JobEvent,
         mut set: job::ActiveModel,
-        ctx: Context,
+        ctx: EventContext,
     ) -> Result<(job::Model, Outcome), LifecycleError> {
         let current = jobs::get(&self.db, job_id).await?;
         let from = snapshot(&current)?;
@@ -167,7 +167,7 @@ impl Lifecycle {
         node: Option<String>,
     ) -> Result<(job::Model, Outcome), LifecycleError> {
         tracing::warn!(job_id, code = code.as_str(), %message, "job attempt failed");
-        let ctx = Context { node, detail: None, failure_detail: Some(message) };
+        let ctx = EventContext { node, detail: None, failure_detail: Some(message) };
         let result =
             self.apply(job_id, JobEvent::Fail { code, resumable: false }, job::ActiveModel::default(), ctx).await?;
         self.carry_out_offline(&result.0, &result.1).await;

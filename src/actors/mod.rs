@@ -23,7 +23,7 @@ use sea_orm::DatabaseConnection;
 use self::bus::EventBus;
 use self::job::NodeEnv;
 use self::library::Libraries;
-use self::lifecycle::{Context as EventContext, Lifecycle, LifecycleError};
+use self::lifecycle::{EventContext, Lifecycle, LifecycleError};
 use self::node::{NodeSupervisor, SetScheduler};
 use self::scheduler::{NodeHandle, Scheduler};
 use crate::domain::job::{JobEvent, JobStatus};

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::job::JobCommand;
-use super::lifecycle::Context;
+use super::lifecycle::EventContext;
 use super::node::{NodeCapacity, RunningJob};
 use super::store::JobPatch;
 use crate::domain::job::JobEvent;
@@ -82,7 +82,7 @@ pub enum Call {
         lease: String,
         event: JobEvent,
         patch: JobPatch,
-        ctx: Context,
+        ctx: EventContext,
     },
     UpdateLive {
         id: i32,

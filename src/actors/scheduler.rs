@@ -9,7 +9,7 @@ use entities::job;
 use sea_orm::{DatabaseConnection, Set};
 
 use super::job::{JobCommand, LEASE_SECONDS};
-use super::lifecycle::{Context as EventContext, Lifecycle, LifecycleError};
+use super::lifecycle::{EventContext, Lifecycle, LifecycleError};
 use super::node::{Capacity, ControlJob, NodeSupervisor, StartJob, Wake};
 use crate::domain::job::{JobEvent, JobStatus, PartialOutput};
 use crate::domain::license::Tier;

@@ -9,7 +9,7 @@ use entities::{job, library};
 use sea_orm::Set;
 use serde::{Deserialize, Serialize};
 
-use super::lifecycle::{Context, Lifecycle, LifecycleError};
+use super::lifecycle::{EventContext, Lifecycle, LifecycleError};
 use crate::domain::job::{Effect, JobEvent, JobStatus};
 use crate::media::layout::partial_dir_for;
 use crate::media::partial::remove_partial;
@@ -95,7 +95,7 @@ pub trait JobStore: Send + Sync {
         lease: &str,
         event: JobEvent,
         patch: JobPatch,
-        ctx: Context,
+        ctx: EventContext,
     ) -> Result<Applied, LifecycleError>;
     async fn update_live(&self, id: i32, lease: &str, patch: JobPatch) -> Result<(), LifecycleError>;
     /// Appends an event to the job's history without a transition (a replace step, a
@@ -163,7 +163,7 @@ impl JobStore for DbStore {
         lease: &str,
         event: JobEvent,
         patch: JobPatch,
-        ctx: Context,
+        ctx: EventContext,
     ) -> Result<Applied, LifecycleError> {
         let (job, outcome) = self.lifecycle.apply_as(id, Some(lease), event, patch.into_active(), ctx).await?;
         Ok(Applied { job, delete_partial: outcome.effects.contains(&Effect::DeletePartial) })

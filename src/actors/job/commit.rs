@@ -1,0 +1,168 @@
+//! The third part of a job's attempt: verification of the output (in a child) and the
+//! replace of the original, then the completion. A replace that a crash interrupted after
+//! its swap is completed here too.
+
+use std::path::{Path, PathBuf};
+
+use entities::job;
+
+use super::prepare::Prepared;
+use super::supervise::Encoded;
+use super::{join_error, Attempt};
+use crate::actors::lifecycle::{EventContext, LifecycleError};
+use crate::actors::store::JobPatch;
+use crate::domain::job::JobEvent;
+use crate::media::partial::{self, remove_partial, PinnedOutput};
+use crate::media::plan::{final_path, SourceIdentity};
+use crate::media::replace::{replace, Replace, Swapped};
+use crate::media::worker;
+use crate::media::MediaError;
+
+impl Attempt {
+    /// Verifies the output and puts it in the original's place, under the partial folder's
+    /// lock from the first check to the last, then completes the job.
+    pub(super) async fn commit(&self, prepared: Prepared, encoded: Encoded) -> Result<(), LifecycleError> {
+        let Prepared { info, plan, keep_originals, .. } = prepared;
+        let Encoded { mut job, run_stats } = encoded;
+        let env = self.env.clone();
+        job.stage = Some("TRANSFERRING".into());
+        self.update(JobPatch { stage: job.stage.clone(), ..Default::default() }).await?;
+        env.store.publish_progress(&job);
+
+        let output = plan.output_path();
+        // The lock is held from verification through the replace, and the output is
+        // pinned (held open, its identity compared before the swap): the file renamed over
+        // the original is the file verified, and nobody writes the folder meanwhile.
+        let (o, dir) = (output.clone(), plan.partial_dir.clone());
+        let held = tokio::task::spawn_blocking(move || -> Result<Option<_>, MediaError> {
+            let Ok(lock) = partial::lock(&dir)? else { return Ok(None) };
+            let pinned = PinnedOutput::open(&o)?;
+            Ok(Some((lock, pinned)))
+        })
+        .await
+        .map_err(join_error);
+        let (mut lock, pinned) = match held {
+            Ok(Ok(Some(held))) => held,
+            Ok(Ok(None)) => return self.busy().await,
+            Ok(Err(e)) | Err(e) => return self.fail(e).await,
+        };
+        let verified = match worker::verify_output(
+            &env.transcoder,
+            &output,
+            &plan.input,
+            &info,
+            &plan.target_codec,
+            env.analysis_timeout,
+        )
+        .await
+        {
+            Ok(v) => v,
+            Err(e) => return self.fail(e).await,
+        };
+        if let Err(e) = pinned.check() {
+            return self.fail(e).await;
+        }
+        let (cpu, wall) = run_stats.unwrap_or((0, 0));
+        let source = PathBuf::from(&job.file_path);
+        let mut set = JobPatch {
+            encoder: Some(plan.encoder.clone()),
+            cpu_time_ms: Some(job.cpu_time_ms.unwrap_or(0) + i64::try_from(cpu).unwrap_or(0)),
+            wall_time_ms: Some(job.wall_time_ms.unwrap_or(0) + i64::try_from(wall).unwrap_or(0)),
+            ..Default::default()
+        };
+        let mut detail = serde_json::json!({"outputSize": verified.size_bytes});
+        if verified.size_bytes >= info.size_bytes {
+            // Nothing saved: the original stays, the output goes.
+            set.output_size = Some(i64::try_from(info.size_bytes).unwrap_or(i64::MAX));
+            detail = serde_json::json!({"keptOriginal": true, "reason": "the encoded file was not smaller"});
+        } else {
+            // Asked of the store while the lock is held; the replace checks the answer
+            // right before the swap (a blocking thread cannot ask the store itself).
+            let mine = self.lease_is_mine().await;
+            if !mine {
+                drop(lock);
+                let e = MediaError::misc("this node no longer holds the job's lease; the original was left as it is");
+                return self.fail(e).await;
+            }
+            let target = final_path(&source, &plan.target_codec);
+            let (s, o, t, identity) = (source.clone(), output.clone(), target.clone(), plan.source);
+            let replaced = tokio::task::spawn_blocking(move || {
+                let mut steps = Vec::new();
+                pinned.check()?;
+                let r = Replace { source: &s, identity, output: &o, final_path: &t, keep_original: keep_originals };
+                replace(&r, &|| mine && pinned.check().is_ok(), &mut |step| steps.push(step.name()))?;
+                Ok::<_, MediaError>((steps, lock))
+            })
+            .await
+            .map_err(join_error);
+            let (steps, held) = match replaced {
+                Ok(Ok(done)) => done,
+                Ok(Err(e)) | Err(e) => return self.fail(e).await,
+            };
+            lock = held;
+            for step in steps {
+                env.store.record_event(job.id, &self.lease_id, step, self.node(), None).await?;
+            }
+            let identity = SourceIdentity::of(&target).ok();
+            set.output_size = Some(i64::try_from(verified.size_bytes).unwrap_or(i64::MAX));
+            set.source_mtime_ns = identity.map(|i| i.mtime_ns);
+            set.source_inode = identity.map(|i| i64::try_from(i.inode).unwrap_or(0));
+            if target != source {
+                set.file_path = Some(target.to_string_lossy().into_owned());
+                set.file_name = target.file_name().map(|n| n.to_string_lossy().into_owned());
+            }
+        }
+        let ctx = EventContext { node: self.node(), detail: Some(detail), failure_detail: None };
+        if set.source_inode.is_some() {
+            // The swap is on the job's row before its folder (and the intent in it) goes: a
+            // crash between the removal and the completion completes the job from the row
+            // (see `swapped_on_record`) instead of taking the output for a new source. The
+            // path stays the source's until the completion, so the folder is found by it.
+            let swapped = JobPatch { file_path: None, file_name: None, ..set.clone() };
+            self.update(swapped).await?;
+        }
+        // The folder goes before the completion is recorded, under the lock held since
+        // verification, so that a COMPLETED job never leaves a partial output behind.
+        match tokio::task::spawn_blocking(move || lock.remove()).await.map_err(join_error) {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) | Err(e) => tracing::warn!(job_id = job.id, error = %e, "could not remove the partial output"),
+        }
+        self.apply(JobEvent::Complete, set, ctx).await?;
+        Ok(())
+    }
+
+    /// Completes a job whose replace swapped the files before a crash (see `recover`).
+    pub(super) async fn complete_swapped(&self, source: &Path, swapped: Swapped) -> Result<(), LifecycleError> {
+        tracing::info!(job_id = self.job_id, "the replace had swapped the files before a restart; completing the job");
+        let stage = JobPatch { stage: Some("TRANSFERRING".into()), ..Default::default() };
+        self.apply(JobEvent::Analyzed { skip: false }, stage, self.ctx()).await?;
+        let identity = SourceIdentity::of(&swapped.final_path).ok();
+        let mut set = JobPatch {
+            output_size: Some(i64::try_from(swapped.output_size).unwrap_or(i64::MAX)),
+            source_mtime_ns: identity.map(|i| i.mtime_ns),
+            source_inode: identity.map(|i| i64::try_from(i.inode).unwrap_or(0)),
+            ..Default::default()
+        };
+        if swapped.final_path != source {
+            set.file_path = Some(swapped.final_path.to_string_lossy().into_owned());
+            set.file_name = swapped.final_path.file_name().map(|n| n.to_string_lossy().into_owned());
+        }
+        let detail = serde_json::json!({"outputSize": swapped.output_size, "rolledForward": true});
+        let ctx = EventContext { node: self.node(), detail: Some(detail), failure_detail: None };
+        self.apply(JobEvent::Complete, set, ctx).await?;
+        let dir = crate::media::layout::partial_dir_for(source);
+        let _ = tokio::task::spawn_blocking(move || remove_partial(&dir)).await;
+        Ok(())
+    }
+}
+
+/// A swap this job's last attempt recorded on its row (an output size, and the file at its
+/// path being the output the row names) before it removed its partial output and crashed
+/// short of completing: the job completes without encoding the output again.
+pub(super) fn swapped_on_record(job: &job::Model) -> Option<Swapped> {
+    let size = u64::try_from(job.output_size?).ok()?;
+    let target = final_path(Path::new(&job.file_path), &job.target_codec);
+    let now = SourceIdentity::of(&target).ok()?;
+    let recorded = u64::try_from(job.source_inode?).ok()?;
+    (now.inode == recorded && now.size == size).then_some(Swapped { final_path: target, output_size: size })
+}

@@ -1,0 +1,222 @@
+//! `JobSupervisor`: one actor per live job on this node. Each attempt runs in three parts:
+//! `prepare` (recovery, analysis, plan), `supervise` (the transcoder child) and `commit`
+//! (verification and replace), each applying its transitions through the job store and
+//! carrying out their effects, while a heartbeat renews the job's lease. Pause, cancel and
+//! shutdown arrive as commands. docs/ARCHITECTURE.md follows a job through them.
+
+mod commit;
+mod heartbeat;
+mod prepare;
+mod supervise;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use tokio::sync::mpsc;
+
+use super::lifecycle::{EventContext, LifecycleError};
+use super::node::{JobEnded, NodeSupervisor};
+use super::store::{delete_partial_if, Applied, JobPatch, JobStore};
+use crate::domain::job::{FailureCode, JobEvent};
+use crate::media::MediaError;
+
+/// How long a lease lasts without renewal; progress renews it.
+pub const LEASE_SECONDS: i64 = 120;
+const DB_WRITE_EVERY: Duration = Duration::from_secs(2);
+const PUBLISH_EVERY: Duration = Duration::from_millis(250);
+/// How long a transcoder asked to stop (pause, shutdown) may take to finish its segment
+/// before it is killed: the job's lease is held until it has exited.
+pub const STOP_BOUND: Duration = Duration::from_secs(20);
+
+/// What every job on this node shares.
+pub struct NodeEnv {
+    /// The job records: the database on the main node, the link on a linked node.
+    pub store: Arc<dyn JobStore>,
+    pub node_name: String,
+    pub node_id: i32,
+    /// The binary to start as `transcode` child (this executable).
+    pub transcoder: PathBuf,
+    pub segment_seconds: f64,
+    /// Test and benchmark aid: slows each encoded frame (see `EncodePlan`).
+    pub throttle_ms_per_frame: u64,
+    /// Base time limit of a validation or verification child (see `media::worker`).
+    pub analysis_timeout: Duration,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum JobCommand {
+    Pause,
+    Cancel,
+    /// The node is stopping: finish the current segment and leave the job as it is, to be
+    /// continued after the restart.
+    Shutdown,
+    /// The job is no longer this node's (its lease went to another): stop at once, change
+    /// nothing.
+    LeaseLost,
+}
+
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Command(pub JobCommand);
+
+pub struct JobSupervisor {
+    pub job_id: i32,
+    pub lease_id: String,
+    pub env: Arc<NodeEnv>,
+    pub node: Addr<NodeSupervisor>,
+    commands: Option<mpsc::UnboundedSender<JobCommand>>,
+}
+
+impl JobSupervisor {
+    pub fn new(job_id: i32, lease_id: String, env: Arc<NodeEnv>, node: Addr<NodeSupervisor>) -> Self {
+        JobSupervisor { job_id, lease_id, env, node, commands: None }
+    }
+}
+
+impl Actor for JobSupervisor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.commands = Some(tx.clone());
+        let heartbeat = heartbeat::Heartbeat {
+            store: self.env.store.clone(),
+            job_id: self.job_id,
+            lease_id: self.lease_id.clone(),
+            on_lost: tx,
+        };
+        let attempt =
+            Attempt { env: self.env.clone(), job_id: self.job_id, lease_id: self.lease_id.clone(), commands: rx };
+        let job_id = self.job_id;
+        ctx.spawn(
+            async move {
+                if let Err(e) = heartbeat.around(attempt.run()).await {
+                    tracing::error!(job_id, error = %e, "job supervisor stopped on an error");
+                }
+            }
+            .into_actor(self)
+            .map(|_, _, ctx| ctx.stop()),
+        );
+    }
+
+    fn stopped(&mut self, _: &mut Context<Self>) {
+        self.node.do_send(JobEnded { job_id: self.job_id });
+    }
+}
+
+impl Handler<Command> for JobSupervisor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Command, _: &mut Context<Self>) {
+        if let Some(tx) = &self.commands {
+            let _ = tx.send(msg.0);
+        }
+    }
+}
+
+fn join_error(e: tokio::task::JoinError) -> MediaError {
+    MediaError::new(FailureCode::TranscoderCrashed, format!("a worker thread failed: {e}"))
+}
+
+/// One attempt at a job, under one lease.
+struct Attempt {
+    env: Arc<NodeEnv>,
+    job_id: i32,
+    lease_id: String,
+    commands: mpsc::UnboundedReceiver<JobCommand>,
+}
+
+enum Step {
+    Continue,
+    Stop,
+}
+
+/// How a part of the attempt ended: the attempt goes on with `T`, or it is over (its
+/// transition applied, or the job left as it is for a restart or for another node).
+type Phase<T> = Result<Option<T>, LifecycleError>;
+
+impl Attempt {
+    async fn run(mut self) -> Result<(), LifecycleError> {
+        let Some(prepared) = self.prepare().await? else { return Ok(()) };
+        let Some(encoded) = self.supervise(&prepared).await? else { return Ok(()) };
+        self.commit(prepared, encoded).await
+    }
+
+    fn node(&self) -> Option<String> {
+        Some(self.env.node_name.clone())
+    }
+
+    fn ctx(&self) -> EventContext {
+        EventContext { node: self.node(), ..Default::default() }
+    }
+
+    async fn apply(&self, event: JobEvent, patch: JobPatch, ctx: EventContext) -> Result<Applied, LifecycleError> {
+        let applied = self.env.store.apply(self.job_id, &self.lease_id, event, patch, ctx).await?;
+        delete_partial_if(&applied).await;
+        Ok(applied)
+    }
+
+    async fn update(&self, patch: JobPatch) -> Result<(), LifecycleError> {
+        self.env.store.update_live(self.job_id, &self.lease_id, patch).await
+    }
+
+    /// Fails the attempt; its partial output goes with it.
+    async fn fail(&self, e: MediaError) -> Result<(), LifecycleError> {
+        self.fail_attempt(e, false).await
+    }
+
+    /// Fails an attempt whose transcoder stopped while encoding: the segments it finished
+    /// are good, and the retry continues from them.
+    async fn fail_resumable(&self, e: MediaError) -> Result<(), LifecycleError> {
+        self.fail_attempt(e, true).await
+    }
+
+    async fn fail_attempt(&self, e: MediaError, resumable: bool) -> Result<(), LifecycleError> {
+        tracing::warn!(job_id = self.job_id, code = e.code.as_str(), message = %e.message, resumable, "job attempt failed");
+        let ctx = EventContext { node: self.node(), detail: None, failure_detail: Some(e.message) };
+        self.apply(JobEvent::Fail { code: e.code, resumable }, JobPatch::default(), ctx).await?;
+        Ok(())
+    }
+
+    /// Handles a command that arrived outside the encode loop.
+    async fn check_commands(&mut self) -> Result<Step, LifecycleError> {
+        if let Ok(cmd) = self.commands.try_recv() {
+            match cmd {
+                JobCommand::Pause => {
+                    self.apply(JobEvent::Pause, JobPatch::default(), self.ctx()).await?;
+                    return Ok(Step::Stop);
+                }
+                JobCommand::Cancel => {
+                    self.apply(JobEvent::Cancel, JobPatch::default(), self.ctx()).await?;
+                    return Ok(Step::Stop);
+                }
+                JobCommand::Shutdown | JobCommand::LeaseLost => return Ok(Step::Stop),
+            }
+        }
+        Ok(Step::Continue)
+    }
+
+    /// The partial output is locked by another transcoder (an earlier attempt still
+    /// stopping): back to the queue, without using a retry or touching the folder.
+    async fn busy(&self) -> Result<(), LifecycleError> {
+        tracing::info!(job_id = self.job_id, "the partial output is in use by another transcoder; requeued");
+        self.apply(JobEvent::Busy, JobPatch::default(), self.ctx()).await?;
+        Ok(())
+    }
+
+    /// Fencing: only the node holding the job's current lease may touch the original.
+    async fn lease_is_mine(&self) -> bool {
+        self.env.store.lease_is_mine(self.job_id, &self.lease_id).await
+    }
+}
+
+pub fn default_encoder(codec: &str) -> &'static str {
+    if codec == "av1" {
+        "libsvtav1"
+    } else {
+        "libx265"
+    }
+}

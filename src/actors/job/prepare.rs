@@ -1,0 +1,150 @@
+//! The first part of a job's attempt: make sure no interrupted replace is pending, analyse
+//! the source (in a child: a decoder crash ends the child, not the node), decide whether
+//! to encode, and plan the encode.
+
+use std::path::{Path, PathBuf};
+
+use entities::job;
+
+use super::commit::swapped_on_record;
+use super::{default_encoder, join_error, Attempt, Phase, Step};
+use crate::actors::store::JobPatch;
+use crate::domain::job::JobEvent;
+use crate::domain::retry::{profile_for_attempt, EncodeSettings, Encoder};
+use crate::media::partial;
+use crate::media::plan::{decide, Decision, EncodePlan};
+use crate::media::probe::{HdrKind, MediaInfo};
+use crate::media::replace::{recover, Recovered};
+use crate::media::worker;
+use crate::media::MediaError;
+
+/// What the encode needs, as prepared.
+pub(super) struct Prepared {
+    pub job: job::Model,
+    pub info: MediaInfo,
+    pub plan: EncodePlan,
+    pub keep_originals: bool,
+    pub timeout_hours: u64,
+}
+
+impl Attempt {
+    /// Recovery of an interrupted replace, analysis in a child, the skip decision and the
+    /// plan. `None`: the attempt is over (its transition is applied).
+    pub(super) async fn prepare(&mut self) -> Phase<Prepared> {
+        let env = self.env.clone();
+        let job = env.store.job(self.job_id).await?;
+        let path = PathBuf::from(&job.file_path);
+
+        // Recovery acts on what the partial folder's intent says: not while someone else
+        // holds the folder (a stale attempt may be in the middle of its swap).
+        let dir = crate::media::layout::partial_dir_for(&path);
+        let held = match tokio::task::spawn_blocking(move || partial::lock_if_exists(&dir)).await.map_err(join_error) {
+            Ok(Ok(Some(Ok(lock)))) => Some(lock),
+            Ok(Ok(Some(Err(partial::Held::Busy)))) => return self.busy().await.map(|()| None),
+            Ok(Ok(None)) => None,
+            Ok(Err(e)) | Err(e) => return self.fail(e).await.map(|()| None),
+        };
+        // A replace interrupted by a crash is finished or undone first, as its own intent
+        // says. A replace that had swapped the files completes the job: its output, verified
+        // before the swap, is in place; nothing is encoded again.
+        let p = path.clone();
+        let recovered = tokio::task::spawn_blocking(move || recover(&p)).await.map_err(join_error);
+        drop(held);
+        match recovered {
+            Ok(Ok(Recovered::RolledForward(swapped))) => {
+                return self.complete_swapped(&path, swapped).await.map(|()| None)
+            }
+            Ok(Ok(Recovered::RolledBack)) => {
+                tracing::info!(job_id = job.id, "undid a replace interrupted before its swap")
+            }
+            Ok(Ok(Recovered::Nothing)) => {
+                if let Some(swapped) = swapped_on_record(&job) {
+                    return self.complete_swapped(&path, swapped).await.map(|()| None);
+                }
+            }
+            Ok(Err(e)) | Err(e) => return self.fail(e).await.map(|()| None),
+        }
+        // Guessing a default here would delete originals a user asked to keep.
+        let (keep_originals, timeout_hours) = match env.store.job_settings().await {
+            Ok(settings) => settings,
+            Err(e) => {
+                return self.fail(MediaError::misc(format!("the settings could not be read: {e}"))).await.map(|()| None)
+            }
+        };
+
+        let info = match worker::validate(&env.transcoder, &path, env.analysis_timeout).await {
+            Ok(info) => info,
+            Err(e) => return self.fail(e).await.map(|()| None),
+        };
+        let video = info.video().cloned();
+        let analysis = JobPatch {
+            source_codec: video.as_ref().map(|v| v.codec.clone()),
+            source_size: Some(i64::try_from(info.size_bytes).unwrap_or(i64::MAX)),
+            duration_seconds: info.duration_seconds,
+            source_bitrate: info.bit_rate,
+            hdr: Some(info.hdr.kind.as_str().to_string()),
+            probe: serde_json::to_value(&info).ok(),
+            ..Default::default()
+        };
+        self.update(analysis).await?;
+        if let Step::Stop = self.check_commands().await? {
+            return Ok(None);
+        }
+
+        let library = match job.library_id {
+            Some(id) => Some(env.store.library(id).await?),
+            None => None,
+        };
+        let target = job.target_codec.clone();
+        let skip = match decide(&info, &target, job.forced) {
+            Ok(Decision::Skip { .. }) => true,
+            Ok(Decision::Encode) => false,
+            Err(e) => return self.fail(e).await.map(|()| None),
+        };
+        let patch = JobPatch { stage: (!skip).then(|| "ENCODING".to_string()), ..Default::default() };
+        let job = self.apply(JobEvent::Analyzed { skip }, patch, self.ctx()).await?.job;
+        if skip {
+            return Ok(None);
+        }
+        let plan = match self.plan(&job, &info, library.as_ref()) {
+            Ok(plan) => plan,
+            Err(e) => return self.fail(e).await.map(|()| None),
+        };
+        Ok(Some(Prepared { job, info, plan, keep_originals, timeout_hours }))
+    }
+
+    fn plan(
+        &self,
+        job: &job::Model,
+        info: &MediaInfo,
+        library: Option<&entities::library::Model>,
+    ) -> Result<EncodePlan, MediaError> {
+        let (encoder, quality, preset) = match library {
+            Some(l) => (l.encoder.clone(), l.quality, l.preset.clone()),
+            None => (default_encoder(&job.target_codec).to_string(), 28, "medium".to_string()),
+        };
+        let encoder: Encoder = encoder.parse().map_err(|e| MediaError::misc(format!("{e}")))?;
+        let ten_bit = info.video().and_then(|v| v.bit_depth).unwrap_or(8) > 8;
+        let settings = EncodeSettings {
+            encoder,
+            hardware_decode: false,
+            ten_bit_allowed: true,
+            preset: Some(preset),
+            quality: u32::try_from(quality).ok(),
+            source_is_ten_bit_hdr: ten_bit && info.hdr.kind != HdrKind::Sdr,
+        };
+        let profile = profile_for_attempt(&settings, u32::try_from(job.retry_count).unwrap_or(0));
+        let mut plan = EncodePlan::new(
+            Path::new(&job.file_path),
+            info,
+            &job.target_codec,
+            profile.encoder.as_str(),
+            profile.quality.and_then(|q| i32::try_from(q).ok()).unwrap_or(quality),
+            profile.preset.as_deref().unwrap_or("medium"),
+        )?;
+        plan.segment_seconds = self.env.segment_seconds;
+        plan.throttle_ms_per_frame = self.env.throttle_ms_per_frame;
+        plan.epoch = self.lease_id.clone();
+        Ok(plan)
+    }
+}

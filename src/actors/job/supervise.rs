@@ -1,0 +1,173 @@
+//! The second part of a job's attempt: the transcoder child, followed until it has
+//! written the whole output or is stopped.
+
+use std::time::{Duration, Instant};
+
+use entities::job;
+
+use super::prepare::Prepared;
+use super::{Attempt, JobCommand, Phase, DB_WRITE_EVERY, PUBLISH_EVERY, STOP_BOUND};
+use crate::actors::store::{delete_partial_if, JobPatch};
+use crate::domain::health::STALLED_AFTER_SECS;
+use crate::domain::job::{FailureCode, JobEvent};
+use crate::media::child::{ChildEnd, Transcoder};
+use crate::media::encode::Event;
+use crate::media::MediaError;
+
+/// Why the child was asked to stop at its next segment boundary.
+#[derive(Clone, Copy)]
+enum Stopping {
+    Pause,
+    Shutdown,
+}
+
+/// What the encode left for the commit.
+pub(super) struct Encoded {
+    /// The job with the progress this attempt reached.
+    pub job: job::Model,
+    /// CPU and wall time of the child, in milliseconds, when it said.
+    pub run_stats: Option<(u64, u64)>,
+}
+
+impl Attempt {
+    /// Runs the transcoder child on the plan and follows it: progress, pause, cancel,
+    /// shutdown, the time limit, a stall. `Some`: the child encoded and muxed the whole
+    /// output, to be committed; `None`: the attempt is over (its transition is applied).
+    pub(super) async fn supervise(&mut self, prepared: &Prepared) -> Phase<Encoded> {
+        let (plan, timeout_hours) = (&prepared.plan, prepared.timeout_hours);
+        let mut job = prepared.job.clone();
+        let env = self.env.clone();
+        let mut child = match Transcoder::spawn(&env.transcoder, plan).await {
+            Ok(c) => c,
+            Err(e) => return self.fail(e).await.map(|()| None),
+        };
+        let deadline = tokio::time::sleep(Duration::from_secs(timeout_hours * 3600));
+        tokio::pin!(deadline);
+        let mut stall_check = tokio::time::interval(Duration::from_secs(30));
+        let started = Instant::now();
+        let start_percent = job.progress;
+        let mut last_progress = Instant::now();
+        let (mut last_write, mut last_publish) = (Instant::now(), Instant::now());
+        let mut run_stats: Option<(u64, u64)> = None;
+        let mut stopping: Option<Stopping> = None;
+        let mut stop_by: Option<tokio::time::Instant> = None;
+        let mut events_open = true;
+
+        loop {
+            let kill_at = stop_by.unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(3600));
+            tokio::select! {
+                event = child.events.recv(), if events_open => match event {
+                    Some(Event::Progress { fps, percent, .. }) => {
+                        last_progress = Instant::now();
+                        job.progress = percent;
+                        job.fps = fps;
+                        let gained = percent - start_percent;
+                        job.eta_seconds = (gained > 0.1).then(|| {
+                            (started.elapsed().as_secs_f64() * (100.0 - percent) / gained) as i64
+                        });
+                        if job.stalled {
+                            job.stalled = false;
+                        }
+                        if last_write.elapsed() >= DB_WRITE_EVERY {
+                            last_write = Instant::now();
+                            let now = chrono::Utc::now();
+                            let patch = JobPatch {
+                                progress: Some(job.progress),
+                                fps: Some(job.fps),
+                                eta_seconds: job.eta_seconds,
+                                stalled: Some(false),
+                                last_progress_at: Some(now),
+                                ..Default::default()
+                            };
+                            self.update(patch).await?;
+                        }
+                        if last_publish.elapsed() >= PUBLISH_EVERY {
+                            last_publish = Instant::now();
+                            env.store.publish_progress(&job);
+                        }
+                    }
+                    Some(Event::Done { cpu_ms, wall_ms, .. }) => run_stats = Some((cpu_ms, wall_ms)),
+                    // The history says how much of an earlier attempt's work this one kept.
+                    Some(Event::Started { resume_after_frames, segments_kept, .. }) if segments_kept > 0 => {
+                        let detail = serde_json::json!({ "frames": resume_after_frames, "segments": segments_kept });
+                        env.store.record_event(job.id, &self.lease_id, "continued", self.node(), Some(detail)).await?;
+                    }
+                    Some(_) => {}
+                    None => events_open = false,
+                },
+                cmd = self.commands.recv(), if stopping.is_none() => match cmd {
+                    // The lease is kept until the child has exited: the pause is applied
+                    // (and the lease released) after it, so no other node can start on the
+                    // partial output while this one still flushes its segment.
+                    Some(JobCommand::Pause) => {
+                        child.pause();
+                        stopping = Some(Stopping::Pause);
+                        stop_by = Some(tokio::time::Instant::now() + STOP_BOUND);
+                    }
+                    Some(JobCommand::Cancel) => {
+                        child.kill().await;
+                        let _ = child.wait().await;
+                        let applied =
+                            env.store.apply(job.id, &self.lease_id, JobEvent::Cancel, JobPatch::default(), self.ctx()).await?;
+                        delete_partial_if(&applied).await;
+                        return Ok(None);
+                    }
+                    // Another node holds the job now: stop at once, and leave the job and
+                    // the folder to it (the lock keeps it out until this child is gone).
+                    Some(JobCommand::LeaseLost) => {
+                        tracing::warn!(job_id = job.id, "the job's lease was lost; stopping its transcoder");
+                        child.kill().await;
+                        let _ = child.wait().await;
+                        return Ok(None);
+                    }
+                    Some(JobCommand::Shutdown) | None => {
+                        child.pause();
+                        stopping = Some(Stopping::Shutdown);
+                        stop_by = Some(tokio::time::Instant::now() + STOP_BOUND);
+                    }
+                },
+                _ = tokio::time::sleep_until(kill_at), if stop_by.is_some() => {
+                    tracing::warn!(job_id = job.id, "the transcoder did not stop within {:?}; killing it", STOP_BOUND);
+                    child.kill().await;
+                    stop_by = None;
+                }
+                _ = &mut deadline, if stopping.is_none() => {
+                    child.kill().await;
+                    let _ = child.wait().await;
+                    let e = MediaError::new(FailureCode::Timeout, format!("the job ran longer than {timeout_hours} h"));
+                    return self.fail_resumable(e).await.map(|()| None);
+                }
+                _ = stall_check.tick() => {
+                    if !job.stalled && last_progress.elapsed().as_secs() > STALLED_AFTER_SECS {
+                        job.stalled = true;
+                        self.update(JobPatch { stalled: Some(true), ..Default::default() }).await?;
+                        env.store.publish_progress(&job);
+                        tracing::warn!(job_id = job.id, "job stalled: no progress for 10 minutes");
+                    }
+                }
+            }
+            if !events_open {
+                break;
+            }
+        }
+        let end = child.wait_within(STOP_BOUND).await;
+        match (end, stopping) {
+            // The node stops: the job stays as it is, to be continued after the restart.
+            (_, Some(Stopping::Shutdown)) => Ok(None),
+            // The child has exited (whether it finished its segment, the whole encode, or
+            // was cut short): now the pause releases the lease.
+            (_, Some(Stopping::Pause)) => {
+                self.apply(JobEvent::Pause, JobPatch::default(), self.ctx()).await?;
+                Ok(None)
+            }
+            (ChildEnd::Busy, _) => self.busy().await.map(|()| None),
+            (ChildEnd::Completed, _) => Ok(Some(Encoded { job, run_stats })),
+            (ChildEnd::Paused, _) => {
+                // Stopped by someone else (a signal to the process group): continue later.
+                let e = MediaError::misc("the transcoder stopped without being asked");
+                self.fail_resumable(e).await.map(|()| None)
+            }
+            (ChildEnd::Failed(e), _) => self.fail_resumable(e).await.map(|()| None),
+        }
+    }
+}
