@@ -162,6 +162,14 @@ async fn assign(
         if budget == 0 {
             break;
         }
+        // A job whose partial output another transcoder holds waits longer each time it
+        // finds it so, instead of being started and requeued every round.
+        if let Some((streak, at)) = repo::events::busy_streak(db, candidate.id).await? {
+            let hold = chrono::Duration::from_std(crate::domain::job::busy_hold(streak)).unwrap_or_default();
+            if chrono::Utc::now() < at + hold {
+                continue;
+            }
+        }
         let paths = candidate.library_id.and_then(|id| libraries.get(&id));
         let sees = |i: usize| paths.is_none_or(|p| !p.iter().any(|path| missing[i].contains(path)));
         let Some(index) = (0..free.len()).filter(|i| free[*i] > 0 && sees(*i)).max_by_key(|i| free[*i]) else {

@@ -77,6 +77,21 @@ pub const MAX_AUTOMATIC_RETRIES: u32 = 3;
 /// crash-loop every node, since an orphaned job otherwise uses no retry.
 pub const MAX_CRASHES: u32 = 3;
 
+/// How long a job that found its partial output locked by another transcoder (`Busy`)
+/// `streak` times in a row waits in the queue before it is started again. The first waits
+/// are short, since the usual holder is an earlier attempt still stopping (at most
+/// `STOP_BOUND`, 20 s); a lock held for ever (a hung NFS client) costs one start every five
+/// minutes instead of one every scheduling round.
+pub fn busy_hold(streak: u32) -> std::time::Duration {
+    const FIRST_SECS: u64 = 5;
+    const MAX_SECS: u64 = 300;
+    if streak == 0 {
+        return std::time::Duration::ZERO;
+    }
+    let doubled = FIRST_SECS.saturating_mul(1u64.checked_shl(streak - 1).unwrap_or(u64::MAX));
+    std::time::Duration::from_secs(doubled.min(MAX_SECS))
+}
+
 /// What the state machine needs to know about a job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct JobSnapshot {
@@ -312,6 +327,15 @@ fn fail(job: &JobSnapshot, code: FailureCode, resumable: bool) -> Outcome {
 mod tests {
     use super::*;
     use std::str::FromStr;
+
+    #[test]
+    fn a_busy_job_waits_longer_each_time_up_to_five_minutes() {
+        use std::time::Duration;
+        assert_eq!(busy_hold(0), Duration::ZERO);
+        let holds: Vec<u64> = (1..=9).map(|n| busy_hold(n).as_secs()).collect();
+        assert_eq!(holds, [5, 10, 20, 40, 80, 160, 300, 300, 300]);
+        assert_eq!(busy_hold(u32::MAX), Duration::from_secs(300));
+    }
 
     #[test]
     fn every_status_round_trips_through_its_name() {

@@ -287,6 +287,22 @@ async fn a_busy_start_goes_back_to_the_queue_without_using_a_retry() {
     assert!(matches!(busy.from_status.as_deref(), Some("ANALYZING" | "ENCODING")), "{busy:?}");
     assert_eq!(busy.to_status.as_deref(), Some("QUEUED"));
 
+    // While the lock stays held, the job is not started again every scheduling round: it
+    // waits in the queue, longer each time (`domain::job::busy_hold`: 5 s, then 10 s…).
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let events = loop {
+        let events = repo::events::list(&db, job.id).await.unwrap();
+        if events.iter().filter(|e| e.kind == "busy").count() >= 2 {
+            break events;
+        }
+        assert!(Instant::now() < deadline, "no second busy start: {events:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let first_busy = events.iter().position(|e| e.kind == "busy").unwrap();
+    let restart = events[first_busy..].iter().find(|e| e.kind == "started").unwrap();
+    let waited = restart.at - events[first_busy].at;
+    assert!(waited >= chrono::Duration::milliseconds(4990), "started again {waited} after a busy start");
+
     drop(held);
     let jobs = wait_terminal(&db, 1, Duration::from_secs(120)).await;
     assert_eq!(jobs[0].status, "COMPLETED", "{:?}", jobs[0].failure_detail);
