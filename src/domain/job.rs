@@ -1,7 +1,7 @@
 //! Job statuses, stages, failure reasons, and the job state machine.
 
+use super::encoding::RetryProfile;
 use super::named_enum;
-use super::retry::RetryProfile;
 
 named_enum!(
     /// Where a job is in its lifecycle.
@@ -378,7 +378,7 @@ mod tests {
 
     mod state_machine {
         use super::super::*;
-        use crate::domain::retry::RetryProfile;
+        use crate::domain::encoding::RetryProfile;
         use std::collections::{BTreeSet, HashMap};
         use Effect::*;
         use JobStatus::*;

@@ -1,12 +1,12 @@
-//! Pure rules of the product: job and node states, failure reasons, the retry ladder,
+//! Pure rules of the product: job and node states, failure reasons, encoders and the retry ladder,
 //! health thresholds, licence tiers, queue statistics and insights.
 //! Nothing here does I/O; actors carry these rules out, persist and publish.
 
+pub mod encoding;
 pub mod health;
 pub mod job;
 pub mod license;
 pub mod node;
-pub mod retry;
 pub mod stats;
 
 /// A string form of an enum was not one of its names.

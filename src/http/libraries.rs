@@ -11,8 +11,8 @@ use super::views::LibraryView;
 use crate::actors::library::Reload;
 use crate::actors::scheduler::{Action, JobAction};
 use crate::app::AppState;
+use crate::domain::encoding::{Encoder, TargetCodec};
 use crate::domain::job::JobStatus;
-use crate::domain::retry::{Encoder, TargetCodec};
 use crate::error::AppError;
 use crate::media::layout::partial_dir_for;
 use crate::media::partial::remove_partial;
@@ -21,7 +21,6 @@ use crate::repo::libraries::{LibraryPatch, NewLibrary};
 
 pub const MAX_NAME_CHARS: usize = 100;
 pub const MAX_PATHS: usize = 32;
-pub const MAX_PRESET_CHARS: usize = 32;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -79,15 +78,15 @@ pub async fn create(
         (None, Some(encoder)) => encoder.codec(),
         (None, None) => TargetCodec::Hevc,
     };
-    let encoder = requested_encoder.unwrap_or_else(|| default_encoder(codec));
+    let encoder = requested_encoder.unwrap_or_else(|| codec.default_encoder());
     check_encoder_makes(encoder, codec)?;
     let quality = match body.quality {
-        Some(quality) => check_quality(quality, codec)?,
-        None => default_quality(codec),
+        Some(quality) => check_quality(quality, encoder)?,
+        None => encoder.profile().quality.default,
     };
     let preset = match body.preset.as_deref() {
-        Some(preset) => check_preset(preset)?,
-        None => default_preset(encoder).to_string(),
+        Some(preset) => check_preset(preset, encoder)?,
+        None => encoder.default_preset().unwrap_or_default().to_string(),
     };
     let paths = canonical_paths(body.paths, &state.library_places).await?;
     let new = NewLibrary {
@@ -95,7 +94,7 @@ pub async fn create(
         paths,
         target_codec: codec.as_str().to_string(),
         encoder: encoder.as_str().to_string(),
-        quality,
+        quality: stored_quality(quality),
         preset,
         watch: body.watch.unwrap_or(true),
     };
@@ -129,7 +128,15 @@ pub async fn update(
     let codec = body.target_codec.as_deref().map(parse_codec).transpose()?.unwrap_or(current_codec);
     let encoder = body.encoder.as_deref().map(parse_encoder).transpose()?.unwrap_or(current_encoder);
     check_encoder_makes(encoder, codec)?;
-    let quality = check_quality(body.quality.unwrap_or(i64::from(current.quality)), codec)?;
+    let quality = check_quality(body.quality.unwrap_or(i64::from(current.quality)), encoder)?;
+    let preset = match body.preset.as_deref() {
+        Some(preset) => Some(check_preset(preset, encoder)?),
+        // Another encoder does not take the old one's preset: it gets its own default.
+        None if encoder != current_encoder && !encoder.takes_preset(&current.preset) => {
+            Some(encoder.default_preset().unwrap_or_default().to_string())
+        }
+        None => None,
+    };
 
     let patch = LibraryPatch {
         name: body.name.as_deref().map(check_name).transpose()?,
@@ -139,8 +146,8 @@ pub async fn update(
         },
         target_codec: Some(codec.as_str().to_string()),
         encoder: Some(encoder.as_str().to_string()),
-        quality: Some(quality),
-        preset: body.preset.as_deref().map(check_preset).transpose()?,
+        quality: Some(stored_quality(quality)),
+        preset,
         watch: body.watch,
         enabled: body.enabled,
     };
@@ -243,54 +250,37 @@ fn check_encoder_makes(encoder: Encoder, codec: TargetCodec) -> Result<(), AppEr
     )))
 }
 
-/// CRF / constant-quality scales: x265 and the HEVC hardware encoders go to 51, AV1 to 63.
-pub fn max_quality(codec: TargetCodec) -> i64 {
-    match codec {
-        TargetCodec::Hevc => 51,
-        TargetCodec::Av1 => 63,
-    }
+/// The quality must lie on the encoder's scale (see `domain::encoding`).
+fn check_quality(quality: i64, encoder: Encoder) -> Result<u32, AppError> {
+    let range = encoder.profile().quality;
+    u32::try_from(quality).ok().filter(|q| range.contains(*q)).ok_or_else(|| {
+        AppError::invalid(format!("quality must be {} to {} for {encoder}, not {quality}", range.min, range.max))
+    })
 }
 
-fn check_quality(quality: i64, codec: TargetCodec) -> Result<i32, AppError> {
-    let max = max_quality(codec);
-    if !(0..=max).contains(&quality) {
-        return Err(AppError::invalid(format!("quality must be 0 to {max} for {codec}, not {quality}")));
-    }
-    i32::try_from(quality).map_err(|_| AppError::invalid(format!("quality must be 0 to {max} for {codec}")))
+/// Quality scales end at 63, so every quality fits the column.
+fn stored_quality(quality: u32) -> i32 {
+    i32::try_from(quality).unwrap_or(i32::MAX)
 }
 
-fn check_preset(preset: &str) -> Result<String, AppError> {
+/// The preset must be one the encoder takes; an encoder without presets takes none (an
+/// empty preset).
+fn check_preset(preset: &str, encoder: Encoder) -> Result<String, AppError> {
     let preset = preset.trim();
-    let chars = preset.chars().count();
-    if chars == 0 || chars > MAX_PRESET_CHARS || preset.chars().any(char::is_control) {
-        return Err(AppError::invalid(format!("preset must be 1 to {MAX_PRESET_CHARS} printable characters")));
+    let presets = encoder.profile().presets;
+    if presets.is_empty() {
+        if !preset.is_empty() {
+            return Err(AppError::invalid(format!("preset: {encoder} takes no preset, not {preset:?}")));
+        }
+        return Ok(String::new());
+    }
+    if !encoder.takes_preset(preset) {
+        return Err(AppError::invalid(format!(
+            "preset must be one of {} for {encoder}, not {preset:?}",
+            presets.join(", ")
+        )));
     }
     Ok(preset.to_string())
-}
-
-pub fn default_encoder(codec: TargetCodec) -> Encoder {
-    match codec {
-        TargetCodec::Hevc => Encoder::Libx265,
-        TargetCodec::Av1 => Encoder::Libsvtav1,
-    }
-}
-
-pub fn default_quality(codec: TargetCodec) -> i32 {
-    match codec {
-        TargetCodec::Hevc => 28,
-        TargetCodec::Av1 => 35,
-    }
-}
-
-/// Each encoder's own middle ground: x265 and QSV presets by name, NVENC p1-p7, SVT-AV1
-/// 0-13, libaom-av1's cpu-used 0-8. VAAPI takes no preset; the value is kept but unused.
-pub fn default_preset(encoder: Encoder) -> &'static str {
-    match encoder {
-        Encoder::Libx265 | Encoder::HevcQsv | Encoder::HevcVaapi => "medium",
-        Encoder::HevcNvenc => "p5",
-        Encoder::Libsvtav1 => "8",
-        Encoder::LibaomAv1 => "6",
-    }
 }
 
 fn names<T: Copy>(all: &[T], name: impl Fn(T) -> &'static str) -> String {
@@ -397,23 +387,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn defaults_fit_their_codec() {
-        for codec in TargetCodec::ALL.iter().copied() {
-            let encoder = default_encoder(codec);
-            assert_eq!(encoder.codec(), codec);
-            assert!(check_quality(i64::from(default_quality(codec)), codec).is_ok());
-        }
-        assert_eq!(default_preset(Encoder::Libx265), "medium");
-        assert_eq!(default_preset(Encoder::Libsvtav1), "8");
-    }
-
-    #[test]
-    fn quality_bounds_follow_the_codec() {
-        assert!(check_quality(51, TargetCodec::Hevc).is_ok());
-        assert!(check_quality(52, TargetCodec::Hevc).is_err());
-        assert!(check_quality(63, TargetCodec::Av1).is_ok());
-        assert!(check_quality(64, TargetCodec::Av1).is_err());
-        assert!(check_quality(-1, TargetCodec::Av1).is_err());
+    fn quality_and_preset_follow_the_encoder() {
+        assert_eq!(check_quality(51, Encoder::HevcNvenc).unwrap(), 51);
+        assert!(check_quality(52, Encoder::Libx265).is_err());
+        assert_eq!(check_quality(63, Encoder::Libsvtav1).unwrap(), 63);
+        assert!(check_quality(64, Encoder::LibaomAv1).is_err());
+        assert!(check_quality(-1, Encoder::LibaomAv1).is_err());
+        assert_eq!(check_preset(" slow ", Encoder::Libx265).unwrap(), "slow");
+        assert!(check_preset("p5", Encoder::Libx265).unwrap_err().to_string().contains("ultrafast"));
+        assert_eq!(check_preset("p5", Encoder::HevcNvenc).unwrap(), "p5");
+        assert_eq!(check_preset("", Encoder::HevcVaapi).unwrap(), "");
+        assert!(check_preset("medium", Encoder::HevcVaapi).is_err());
+        assert!(check_preset("14", Encoder::Libsvtav1).is_err());
     }
 
     #[test]

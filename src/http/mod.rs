@@ -8,6 +8,7 @@
 pub mod actions;
 pub mod auth;
 pub mod cluster;
+pub mod encoders;
 pub mod forward;
 pub mod health;
 pub mod insights;
@@ -69,6 +70,7 @@ fn table() -> Vec<(Endpoint, Route)> {
         endpoint(Method::GET, "/libraries/{id}", Token, libraries::get),
         endpoint(Method::PUT, "/libraries/{id}", Token, libraries::update),
         endpoint(Method::DELETE, "/libraries/{id}", Token, libraries::delete),
+        endpoint(Method::GET, "/encoders", Token, encoders::list),
         endpoint(Method::GET, "/settings", Token, settings::get),
         endpoint(Method::PUT, "/settings", Token, settings::update),
         endpoint(Method::GET, "/license", Token, license::get),

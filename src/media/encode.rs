@@ -25,6 +25,7 @@ use super::plan::EncodePlan;
 use super::probe::{self, HdrKind, MediaInfo};
 use super::segment::{CodecParams, SegmentFile};
 use super::{layout, mux, partial, MediaError};
+use crate::domain::encoding::{Encoder, Hardware};
 use crate::domain::job::FailureCode;
 
 /// What the transcoder reports, one JSON line each on stdout.
@@ -221,14 +222,15 @@ struct VideoEnd {
     frames_skipped: u64,
 }
 
-/// The pixel format to encode: the source's when the encoder takes it, else 4:2:0 at the
-/// source's depth (10-bit sources stay 10-bit).
-fn choose_pix_fmt(encoder: &AVCodec, src: i32) -> i32 {
+/// The pixel format to encode: the source's when the encoder takes it at the plan's bit
+/// depth, else 4:2:0 at that depth (10-bit sources stay 10-bit unless the plan says 8).
+fn choose_pix_fmt(encoder: &AVCodec, src: i32, bit_depth: u8) -> i32 {
     let supported = encoder.pix_fmts().unwrap_or(&[]);
-    if supported.contains(&src) {
+    let deep = bit_depth > 8;
+    let src_deep = probe::pix_fmt_depth(src).unwrap_or(8) > 8;
+    if supported.contains(&src) && src_deep == deep {
         return src;
     }
-    let deep = probe::pix_fmt_depth(src).unwrap_or(8) > 8;
     let wanted: &[i32] = if deep {
         &[ffi::AVPixelFormat_AV_PIX_FMT_YUV420P10LE, ffi::AVPixelFormat_AV_PIX_FMT_P010LE]
     } else {
@@ -289,14 +291,14 @@ fn svt_mastering(info: &MediaInfo) -> Option<String> {
     ))
 }
 
-/// Encoder options for the plan: quality, preset and, for HDR, the static metadata.
+/// The encoder's options: the plan's (quality, preset, fixed options) and, for HDR10, the
+/// static metadata in the form each encoder takes it.
 fn encoder_options(plan: &EncodePlan, info: &MediaInfo) -> Result<AVDictionary, MediaError> {
-    let c = |s: String| CString::new(s).map_err(|_| MediaError::misc("NUL in an encoder option"));
-    let quality = c(plan.quality.to_string())?;
-    let preset = c(plan.preset.clone())?;
+    let c = |s: &str| CString::new(s).map_err(|_| MediaError::misc("NUL in an encoder option"));
     let hdr10 = matches!(plan.hdr, HdrKind::Hdr10 | HdrKind::Hdr10Plus);
-    let dict = match plan.encoder.as_str() {
-        "libx265" => {
+    let mut options = plan.encoder_options.clone();
+    match plan.encoder {
+        Encoder::Libx265 => {
             let mut params = vec!["log-level=error".to_string()];
             if hdr10 {
                 params.push("hdr10=1".into());
@@ -308,38 +310,28 @@ fn encoder_options(plan: &EncodePlan, info: &MediaInfo) -> Result<AVDictionary, 
                     params.push(format!("max-cll={},{}", l.max_cll, l.max_fall));
                 }
             }
-            AVDictionary::new(c"crf", &quality, 0).set(c"preset", &preset, 0).set(
-                c"x265-params",
-                &c(params.join(":"))?,
-                0,
-            )
+            options.push(("x265-params".into(), params.join(":")));
         }
-        "libsvtav1" => {
+        Encoder::Libsvtav1 if hdr10 => {
             let mut params = Vec::new();
-            if hdr10 {
-                if let Some(m) = svt_mastering(info) {
-                    params.push(format!("mastering-display={m}"));
-                }
-                if let Some(l) = info.hdr.content_light {
-                    params.push(format!("content-light={},{}", l.max_cll, l.max_fall));
-                }
+            if let Some(m) = svt_mastering(info) {
+                params.push(format!("mastering-display={m}"));
             }
-            let dict = AVDictionary::new(c"crf", &quality, 0).set(c"preset", &preset, 0);
-            if params.is_empty() {
-                dict
-            } else {
-                dict.set(c"svtav1-params", &c(params.join(":"))?, 0)
+            if let Some(l) = info.hdr.content_light {
+                params.push(format!("content-light={},{}", l.max_cll, l.max_fall));
+            }
+            if !params.is_empty() {
+                options.push(("svtav1-params".into(), params.join(":")));
             }
         }
-        "libaom-av1" => AVDictionary::new(c"crf", &quality, 0)
-            .set(c"cpu-used", &preset, 0)
-            .set(c"row-mt", c"1", 0)
-            .set(c"b", c"0", 0),
-        "hevc_nvenc" => AVDictionary::new(c"cq", &quality, 0).set(c"preset", &preset, 0).set(c"rc", c"vbr", 0),
-        "hevc_qsv" => AVDictionary::new(c"global_quality", &quality, 0).set(c"preset", &preset, 0),
-        "hevc_vaapi" => AVDictionary::new(c"qp", &quality, 0),
-        other => return Err(MediaError::misc(format!("unknown encoder {other}"))),
-    };
+        _ => {}
+    }
+    let mut options = options.iter();
+    let (key, value) = options.next().ok_or_else(|| MediaError::misc("the plan sets no encoder option"))?;
+    let mut dict = AVDictionary::new(&c(key)?, &c(value)?, 0);
+    for (key, value) in options {
+        dict = dict.set(&c(key)?, &c(value)?, 0);
+    }
     Ok(dict)
 }
 
@@ -358,11 +350,11 @@ struct SegmentWriter {
 
 impl SegmentWriter {
     fn open(plan: &EncodePlan, info: &MediaInfo, index: u32, fmt: &VideoFormat) -> Result<Self, MediaError> {
-        let name = CString::new(plan.encoder.clone()).map_err(|_| MediaError::misc("bad encoder name"))?;
+        let name = CString::new(plan.encoder.as_str()).map_err(|_| MediaError::misc("bad encoder name"))?;
         let codec = AVCodec::find_encoder_by_name(&name).ok_or_else(|| {
             MediaError::new(FailureCode::UnsupportedCodec, format!("encoder {} is not available", plan.encoder))
         })?;
-        let pix_fmt = choose_pix_fmt(&codec, fmt.src_pix_fmt);
+        let pix_fmt = choose_pix_fmt(&codec, fmt.src_pix_fmt, plan.bit_depth);
         let mut encoder = AVCodecContext::new(&codec);
         encoder.set_width(fmt.width);
         encoder.set_height(fmt.height);
@@ -477,6 +469,84 @@ pub fn main_video_index(input: &AVFormatContextInput) -> Option<usize> {
 }
 
 pub fn open_decoder(input: &AVFormatContextInput, index: usize) -> Result<AVCodecContext, MediaError> {
+    open_decoder_on(input, index, Hardware::Cpu).map(|(ctx, _)| ctx)
+}
+
+/// The FFmpeg device type of the hardware an encoder runs on.
+fn device_type(hardware: Hardware) -> Option<ffi::AVHWDeviceType> {
+    match hardware {
+        Hardware::Cpu => None,
+        Hardware::Nvidia => Some(ffi::AVHWDeviceType_AV_HWDEVICE_TYPE_CUDA),
+        Hardware::IntelQsv => Some(ffi::AVHWDeviceType_AV_HWDEVICE_TYPE_QSV),
+        Hardware::Vaapi => Some(ffi::AVHWDeviceType_AV_HWDEVICE_TYPE_VAAPI),
+    }
+}
+
+/// Picks the hardware pixel format stored in the context's `opaque` when the decoder
+/// offers it for this stream, else FFmpeg's own (software) choice.
+unsafe extern "C" fn hardware_format(
+    ctx: *mut ffi::AVCodecContext,
+    offered: *const ffi::AVPixelFormat,
+) -> ffi::AVPixelFormat {
+    // SAFETY: FFmpeg passes its context and a list ended by AV_PIX_FMT_NONE; `opaque`
+    // holds the wanted format, set by `attach_hardware` before the decoder was opened.
+    unsafe {
+        let wanted = (*ctx).opaque as isize as ffi::AVPixelFormat;
+        let mut p = offered;
+        while *p != ffi::AVPixelFormat_AV_PIX_FMT_NONE {
+            if *p == wanted {
+                return wanted;
+            }
+            p = p.add(1);
+        }
+        ffi::avcodec_default_get_format(ctx, offered)
+    }
+}
+
+/// Sets up decoding on `hardware`: answers the hardware pixel format decoded frames come
+/// in, or why it cannot (no such device here, a decoder without support for it).
+fn attach_hardware(ctx: &mut AVCodecContext, decoder: &AVCodec, hardware: Hardware) -> Result<i32, String> {
+    let device = device_type(hardware).ok_or("the CPU has no hardware decoder")?;
+    let mut pix_fmt = None;
+    for i in 0.. {
+        // SAFETY: avcodec_get_hw_config answers null past the last configuration.
+        let config = unsafe { ffi::avcodec_get_hw_config(decoder.as_ptr(), i) };
+        if config.is_null() {
+            break;
+        }
+        // SAFETY: not null, owned by the codec (static).
+        let config = unsafe { *config };
+        if config.methods & ffi::AV_CODEC_HW_CONFIG_METHOD_HW_DEVICE_CTX as i32 != 0 && config.device_type == device {
+            pix_fmt = Some(config.pix_fmt);
+            break;
+        }
+    }
+    let pix_fmt = pix_fmt.ok_or_else(|| format!("the decoder has no {hardware} support"))?;
+    let mut device_ctx: *mut ffi::AVBufferRef = std::ptr::null_mut();
+    // SAFETY: creates a device reference we own, handed to the decoder context below,
+    // which unreferences it when it is freed.
+    let ret =
+        unsafe { ffi::av_hwdevice_ctx_create(&mut device_ctx, device, std::ptr::null(), std::ptr::null_mut(), 0) };
+    if ret < 0 || device_ctx.is_null() {
+        return Err(format!("no {hardware} device: {}", rsmpeg::error::RsmpegError::AVError(ret)));
+    }
+    // SAFETY: plain field writes before the decoder is opened.
+    unsafe {
+        let raw = ctx.deref_mut();
+        raw.hw_device_ctx = device_ctx;
+        raw.opaque = pix_fmt as isize as *mut std::ffi::c_void;
+        raw.get_format = Some(hardware_format);
+    }
+    Ok(pix_fmt)
+}
+
+/// Opens the stream's decoder, on `hardware` where it can decode there (else on the CPU);
+/// answers the hardware pixel format of its frames when it decodes on hardware.
+fn open_decoder_on(
+    input: &AVFormatContextInput,
+    index: usize,
+    hardware: Hardware,
+) -> Result<(AVCodecContext, Option<i32>), MediaError> {
     let stream = input.streams().get(index).ok_or_else(|| MediaError::invalid("no video stream"))?;
     let par = stream.codecpar();
     let decoder = AVCodec::find_decoder(par.codec_id).ok_or_else(|| {
@@ -495,9 +565,44 @@ pub fn open_decoder(input: &AVFormatContextInput, index: usize) -> Result<AVCode
     if let Some(rate) = stream.guess_framerate() {
         ctx.set_framerate(rate);
     }
+    let hardware_format = match hardware {
+        Hardware::Cpu => None,
+        hardware => match attach_hardware(&mut ctx, &decoder, hardware) {
+            Ok(format) => Some(format),
+            // The decoded pictures are the same either way; the hardware encoder will
+            // say for itself whether its device is there.
+            Err(why) => {
+                tracing::warn!(%hardware, reason = %why, "decoding on the CPU instead");
+                None
+            }
+        },
+    };
     ctx.open(None)
         .map_err(|e| MediaError::new(FailureCode::UnsupportedCodec, format!("cannot open the decoder: {e}")))?;
-    Ok(ctx)
+    Ok((ctx, hardware_format))
+}
+
+/// A decoded frame in system memory: hardware frames are downloaded, with their
+/// timestamps and colour properties.
+fn to_system_memory(frame: AVFrame, hardware_format: Option<i32>) -> Result<AVFrame, MediaError> {
+    if hardware_format != Some(frame.format) {
+        return Ok(frame);
+    }
+    let mut system = AVFrame::new();
+    // SAFETY: both frames are valid; the transfer allocates the destination's buffers.
+    let ret = unsafe { ffi::av_hwframe_transfer_data(system.as_mut_ptr(), frame.as_ptr(), 0) };
+    if ret < 0 {
+        return Err(MediaError::invalid(format!(
+            "cannot download a decoded frame from the hardware: {}",
+            RsmpegError::AVError(ret)
+        )));
+    }
+    // SAFETY: copies timestamps, colour properties and side data between valid frames.
+    let ret = unsafe { ffi::av_frame_copy_props(system.as_mut_ptr(), frame.as_ptr()) };
+    if ret < 0 {
+        return Err(MediaError::misc("out of memory copying frame properties"));
+    }
+    Ok(system)
 }
 
 fn encode_video(
@@ -509,7 +614,8 @@ fn encode_video(
 ) -> Result<VideoEnd, MediaError> {
     let mut input = probe::open_input(&plan.input)?;
     let vi = main_video_index(&input).ok_or_else(|| MediaError::invalid("no video stream"))?;
-    let mut decoder = open_decoder(&input, vi)?;
+    let hardware = if plan.hardware_decode { plan.encoder.profile().hardware } else { Hardware::Cpu };
+    let (mut decoder, hardware_format) = open_decoder_on(&input, vi, hardware)?;
     let (time_base, frame_rate) = {
         let stream = input.streams().get(vi).ok_or_else(|| MediaError::invalid("no video stream"))?;
         let rate =
@@ -578,7 +684,7 @@ fn encode_video(
         let mut got_frame = false;
         loop {
             let frame = match decoder.receive_frame() {
-                Ok(f) => f,
+                Ok(f) => to_system_memory(f, hardware_format)?,
                 Err(RsmpegError::DecoderDrainError) => break,
                 Err(RsmpegError::DecoderFlushedError) => {
                     got_frame = false;
@@ -693,4 +799,30 @@ fn close_segment(
     manifest.segments.push(segment);
     manifest.save(&plan.partial_dir)?;
     Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_output_pixel_format_follows_the_plans_bit_depth() {
+        let x265 = AVCodec::find_encoder_by_name(c"libx265").unwrap();
+        let (p8, p10) = (ffi::AVPixelFormat_AV_PIX_FMT_YUV420P, ffi::AVPixelFormat_AV_PIX_FMT_YUV420P10LE);
+        assert_eq!(choose_pix_fmt(&x265, p8, 8), p8);
+        assert_eq!(choose_pix_fmt(&x265, p10, 10), p10);
+        // The conservative rung encodes a 10-bit SDR source in 8 bits.
+        assert_eq!(choose_pix_fmt(&x265, p10, 8), p8);
+        // A format the encoder does not take becomes 4:2:0 at the plan's depth.
+        assert_eq!(choose_pix_fmt(&x265, ffi::AVPixelFormat_AV_PIX_FMT_NV12, 8), p8);
+        assert_eq!(choose_pix_fmt(&x265, ffi::AVPixelFormat_AV_PIX_FMT_P010LE, 10), p10);
+    }
+
+    #[test]
+    fn each_hardware_decodes_on_its_own_device_and_the_cpu_on_none() {
+        assert_eq!(device_type(Hardware::Cpu), None);
+        assert_eq!(device_type(Hardware::Nvidia), Some(ffi::AVHWDeviceType_AV_HWDEVICE_TYPE_CUDA));
+        assert_eq!(device_type(Hardware::IntelQsv), Some(ffi::AVHWDeviceType_AV_HWDEVICE_TYPE_QSV));
+        assert_eq!(device_type(Hardware::Vaapi), Some(ffi::AVHWDeviceType_AV_HWDEVICE_TYPE_VAAPI));
+    }
 }

@@ -6,19 +6,19 @@ use std::ffi::CString;
 use rsmpeg::avcodec::{AVCodec, AVCodecContext};
 use rsmpeg::ffi;
 
-/// Every encoder condense can drive.
-pub const KNOWN: &[&str] = &["libx265", "hevc_nvenc", "hevc_qsv", "hevc_vaapi", "libsvtav1", "libaom-av1"];
-
-/// Software encoders run wherever FFmpeg has them; they are not test-opened (SVT-AV1 1.4
-/// hangs when an encoder that never received a frame is closed).
-pub const SOFTWARE: &[&str] = &["libx265", "libsvtav1", "libaom-av1"];
+use crate::domain::encoding::{Encoder, ENCODERS};
 
 /// Whether the encoder can be used here: present for software encoders, present and
-/// opening for a small picture for hardware ones.
-pub fn opens(name: &str) -> bool {
+/// opening for a small picture for hardware ones. Software encoders are not test-opened
+/// (SVT-AV1 1.4 hangs when an encoder that never received a frame is closed).
+pub fn opens(encoder: Encoder) -> bool {
+    opens_named(encoder.as_str(), !encoder.is_hardware())
+}
+
+fn opens_named(name: &str, software: bool) -> bool {
     let Ok(c) = CString::new(name) else { return false };
     let Some(codec) = AVCodec::find_encoder_by_name(&c) else { return false };
-    if SOFTWARE.contains(&name) {
+    if software {
         return true;
     }
     let pix_fmt = codec.pix_fmts().and_then(|f| f.first().copied()).unwrap_or(ffi::AVPixelFormat_AV_PIX_FMT_YUV420P);
@@ -36,12 +36,12 @@ pub fn opens(name: &str) -> bool {
     ctx.open(None).is_ok()
 }
 
-/// The encoders that open here, in the order of `KNOWN`.
+/// The encoders of condense's table that open here, in the table's order.
 pub fn available() -> Vec<String> {
     // SAFETY: quiets FFmpeg while failed opens are expected.
     let level = unsafe { ffi::av_log_get_level() };
     unsafe { ffi::av_log_set_level(ffi::AV_LOG_QUIET) };
-    let list = KNOWN.iter().filter(|n| opens(n)).map(|n| n.to_string()).collect();
+    let list = ENCODERS.iter().filter(|p| opens(p.encoder)).map(|p| p.encoder.as_str().to_string()).collect();
     unsafe { ffi::av_log_set_level(level) };
     list
 }
@@ -54,6 +54,7 @@ mod tests {
         for cpu in ["libx265", "libsvtav1"] {
             assert!(list.iter().any(|e| e == cpu), "{list:?}");
         }
-        assert!(!super::opens("no_such_encoder"));
+        assert!(!super::opens_named("no_such_encoder", true));
+        assert!(!super::opens_named("no_such_encoder", false));
     }
 }

@@ -1,5 +1,5 @@
 //! What to do with a file: skip or encode, into which container, with which settings.
-//! The plan is written next to the partial output and read by the transcoder child.
+//! The plan is handed to the transcoder child, which encodes exactly what it says.
 
 use std::path::{Path, PathBuf};
 
@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::layout::{self, partial_dir_for};
 use super::probe::{HdrKind, MediaInfo};
 use super::MediaError;
+use crate::domain::encoding::{EncodeProfile, Encoder, RetryProfile};
 use crate::domain::job::FailureCode;
 
 /// Containers (by extension) condense takes as input; FFmpeg may decode more.
@@ -88,17 +89,27 @@ impl SourceIdentity {
     }
 }
 
-/// Everything the transcoder child needs; stored as plan.json in the partial folder.
+/// Everything the transcoder child needs, handed to it as JSON: the source, where the
+/// partial output goes, and the whole encoding profile of this attempt (encoder, its
+/// options, decoding on hardware or not, output bit depth), so that each rung of the retry
+/// ladder changes what really runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EncodePlan {
     pub input: PathBuf,
     pub partial_dir: PathBuf,
     pub target_codec: String,
-    pub encoder: String,
-    /// CRF / CQ.
-    pub quality: i32,
-    pub preset: String,
+    pub encoder: Encoder,
+    /// The encoder's FFmpeg options: quality and preset under the names it gives them, and
+    /// its fixed options (see `domain::encoding`). HDR metadata is added by the transcoder.
+    pub encoder_options: Vec<(String, String)>,
+    /// Decode on the encoder's hardware (NVDEC, Quick Sync, VAAPI) when it has one.
+    pub hardware_decode: bool,
+    /// Bits per sample of the encoded video: 10 only for a 10-bit source, where the
+    /// profile allows it and the encoder writes it.
+    pub bit_depth: u8,
+    /// The rung of the retry ladder this plan came from, for logs.
+    pub retry_profile: RetryProfile,
     /// Length of a resumable segment of video, in seconds of source time.
     pub segment_seconds: f64,
     pub output_extension: String,
@@ -118,22 +129,20 @@ pub struct EncodePlan {
 }
 
 impl EncodePlan {
-    pub fn new(
-        input: &Path,
-        info: &MediaInfo,
-        target_codec: &str,
-        encoder: &str,
-        quality: i32,
-        preset: &str,
-    ) -> Result<Self, MediaError> {
+    pub fn new(input: &Path, info: &MediaInfo, profile: &EncodeProfile) -> Result<Self, MediaError> {
         let source = SourceIdentity::of(input).map_err(|e| MediaError::from_io("source", &e))?;
+        let target_codec = profile.encoder.codec().as_str();
+        let source_depth = info.video().and_then(|v| v.bit_depth).unwrap_or(8);
+        let ten_bit = source_depth > 8 && profile.ten_bit_allowed && profile.encoder.profile().ten_bit;
         Ok(EncodePlan {
             input: input.to_path_buf(),
             partial_dir: partial_dir_for(input),
             target_codec: target_codec.to_string(),
-            encoder: encoder.to_string(),
-            quality,
-            preset: preset.to_string(),
+            encoder: profile.encoder,
+            encoder_options: profile.options(),
+            hardware_decode: profile.hardware_decode,
+            bit_depth: if ten_bit { 10 } else { 8 },
+            retry_profile: profile.retry_profile,
             segment_seconds: 20.0,
             output_extension: output_extension(input, target_codec).to_string(),
             source,
@@ -160,15 +169,23 @@ impl EncodePlan {
         layout::output_path(&self.partial_dir, &self.output_extension)
     }
 
+    /// The value of one of the encoder's options, if the plan sets it.
+    pub fn encoder_option(&self, name: &str) -> Option<&str> {
+        self.encoder_options.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+
     /// A digest of what shapes the encoded bits: segments made under another plan cannot
-    /// be joined with new ones.
+    /// be joined with new ones. Hardware decoding is left out: H.264, HEVC and the other
+    /// standard decoders are bit-exact, so a retry that only moves decoding to the CPU
+    /// continues the segments the failed attempt finished.
     pub fn digest(&self) -> String {
+        let options: Vec<String> = self.encoder_options.iter().map(|(k, v)| format!("{k}={v}")).collect();
         format!(
-            "{}|{}|{}|{}|{}|{}",
+            "{}|{}|{}|{}-bit|{}|{}",
             self.target_codec,
             self.encoder,
-            self.quality,
-            self.preset,
+            options.join(":"),
+            self.bit_depth,
             self.segment_seconds,
             self.hdr.as_str()
         )
@@ -253,5 +270,98 @@ mod tests {
         }
         assert_eq!(final_path(Path::new("/a/b.mp4"), "hevc"), Path::new("/a/b.mp4"));
         assert_eq!(final_path(Path::new("/a/b.avi"), "hevc"), Path::new("/a/b.mkv"));
+    }
+
+    /// The names of the plan's fields that differ between `a` and `b`.
+    fn changed(a: &EncodePlan, b: &EncodePlan) -> Vec<String> {
+        let (a, b) = (serde_json::to_value(a).unwrap(), serde_json::to_value(b).unwrap());
+        let mut names: Vec<String> = a
+            .as_object()
+            .unwrap()
+            .iter()
+            .filter(|(k, v)| *k != "retryProfile" && b[k.as_str()] != **v)
+            .map(|(k, _)| k.clone())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn each_rung_of_the_retry_ladder_changes_the_plan_as_it_says() {
+        use crate::domain::encoding::{profile_for_attempt, EncodeSettings, TargetCodec};
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("a.mkv");
+        std::fs::write(&input, b"source").unwrap();
+        let mut sdr_ten_bit = info_with("h264", None);
+        sdr_ten_bit.hdr.kind = HdrKind::Sdr;
+        let hdr_ten_bit = info_with("h264", None);
+        let plans = |info: &MediaInfo, encoder: Encoder, preset: &str| -> Vec<EncodePlan> {
+            let hdr = info.hdr.kind != HdrKind::Sdr;
+            let settings = EncodeSettings::for_library(TargetCodec::Hevc, Some(encoder), Some(preset), Some(22), hdr);
+            (0..4).map(|n| EncodePlan::new(&input, info, &profile_for_attempt(&settings, n)).unwrap()).collect()
+        };
+        let opts = |list: &[(&str, &str)]| -> Vec<(String, String)> {
+            list.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        };
+
+        // (source, requested encoder and preset, per rung after the first: the fields it changes)
+        let table: [(&MediaInfo, Encoder, &str, [&[&str]; 3]); 3] = [
+            // A hardware encoder: decoding moves to the CPU, then the encoder, then 10-bit goes.
+            (
+                &sdr_ten_bit,
+                Encoder::HevcNvenc,
+                "p7",
+                [&["hardwareDecode"], &["encoder", "encoderOptions"], &["bitDepth"]],
+            ),
+            // A CPU encoder already decodes in software: the first two rungs change nothing;
+            // the last goes back to the default preset and 8-bit.
+            (&sdr_ten_bit, Encoder::Libx265, "slow", [&[], &[], &["bitDepth", "encoderOptions"]]),
+            // HDR stays 10-bit on every rung.
+            (&hdr_ten_bit, Encoder::Libx265, "slow", [&[], &[], &["encoderOptions"]]),
+        ];
+        for (info, encoder, preset, expected) in table {
+            let plans = plans(info, encoder, preset);
+            let what = format!("{encoder} {preset} {}", info.hdr.kind.as_str());
+            for (rung, fields) in expected.iter().enumerate() {
+                assert_eq!(changed(&plans[rung], &plans[rung + 1]), *fields, "{what}: rung {}", rung + 1);
+                // Only what changes the encoded bits changes the digest.
+                let bits_changed = fields.iter().any(|f| *f != "hardwareDecode");
+                assert_eq!(plans[rung].digest() != plans[rung + 1].digest(), bits_changed, "{what}: rung {}", rung + 1);
+            }
+            assert_eq!(plans[0].bit_depth, 10, "{what}");
+        }
+
+        let nvenc = plans(&sdr_ten_bit, Encoder::HevcNvenc, "p7");
+        assert_eq!((nvenc[0].encoder, nvenc[0].hardware_decode), (Encoder::HevcNvenc, true));
+        assert_eq!(nvenc[0].encoder_options, opts(&[("rc", "vbr"), ("cq", "22"), ("preset", "p7")]));
+        assert!(!nvenc[1].hardware_decode);
+        assert_eq!((nvenc[2].encoder, nvenc[2].bit_depth), (Encoder::Libx265, 10));
+        assert_eq!(nvenc[2].encoder_options, opts(&[("crf", "22"), ("preset", "medium")]));
+        assert_eq!(nvenc[3].bit_depth, 8);
+        assert_eq!(nvenc[3].encoder_option("crf"), Some("22"));
+        let x265 = plans(&sdr_ten_bit, Encoder::Libx265, "slow");
+        assert_eq!(
+            (x265[2].encoder_option("preset"), x265[3].encoder_option("preset")),
+            (Some("slow"), Some("medium"))
+        );
+    }
+
+    #[test]
+    fn an_eight_bit_source_stays_eight_bit_and_the_plan_survives_json() {
+        use crate::domain::encoding::{profile_for_attempt, EncodeSettings, TargetCodec};
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("a.mp4");
+        std::fs::write(&input, b"source").unwrap();
+        let mut info = info_with("h264", None);
+        info.streams[0].bit_depth = Some(8);
+        info.hdr.kind = HdrKind::Sdr;
+        let settings =
+            EncodeSettings::for_library(TargetCodec::Av1, Some(Encoder::LibaomAv1), Some("4"), Some(40), false);
+        let plan = EncodePlan::new(&input, &info, &profile_for_attempt(&settings, 0)).unwrap();
+        assert_eq!((plan.target_codec.as_str(), plan.bit_depth, plan.hardware_decode), ("av1", 8, false));
+        assert_eq!(plan.encoder_option("cpu-used"), Some("4"));
+        let json = serde_json::to_string(&plan).unwrap();
+        assert!(json.contains("\"encoder\":\"libaom-av1\""), "{json}");
+        assert_eq!(serde_json::from_str::<EncodePlan>(&json).unwrap(), plan);
     }
 }

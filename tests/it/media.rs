@@ -15,9 +15,11 @@ use condense::media::verify::{validate_source, verify};
 use crate::common::media as clips;
 use crate::common::server::binary;
 
-fn plan_for(source: &Path, codec: &str, encoder: &str, quality: i32, preset: &str) -> EncodePlan {
+fn plan_for(source: &Path, codec: &str, encoder: &str, quality: u32, preset: &str) -> EncodePlan {
     let info = probe(source).unwrap();
-    EncodePlan::new(source, &info, codec, encoder, quality, preset).unwrap()
+    let plan = EncodePlan::new(source, &info, &crate::common::media::profile(encoder, quality, preset)).unwrap();
+    assert_eq!(plan.target_codec, codec);
+    plan
 }
 
 /// Runs the transcoder child to its end, collecting its events.
@@ -69,7 +71,7 @@ fn probe_describes_every_stream_and_the_cli_prints_json() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("file_validation_failed"));
 }
 
-async fn encode_and_check(src: &Path, codec: &str, encoder: &str, quality: i32, preset: &str) -> PathBuf {
+async fn encode_and_check(src: &Path, codec: &str, encoder: &str, quality: u32, preset: &str) -> PathBuf {
     let source_info = probe(src).unwrap();
     let plan = plan_for(src, codec, encoder, quality, preset);
     let (end, events) = run(&plan).await;

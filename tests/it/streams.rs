@@ -20,7 +20,8 @@ use crate::common::server::binary;
 /// Encodes `src` through the transcoder child and our verification; answers the output.
 async fn encode(src: &Path, codec: &str, encoder: &str, preset: &str) -> Result<PathBuf, condense::media::MediaError> {
     let info = probe(src).unwrap();
-    let plan = EncodePlan::new(src, &info, codec, encoder, 30, preset).unwrap();
+    let plan = EncodePlan::new(src, &info, &clips::profile(encoder, 30, preset)).unwrap();
+    assert_eq!(plan.target_codec, codec);
     let mut child = Transcoder::spawn(Path::new(binary()), &plan).await.unwrap();
     while child.events.recv().await.is_some() {}
     match child.wait().await {

@@ -65,7 +65,7 @@ impl Attempt {
         let (cpu, wall) = run_stats.unwrap_or((0, 0));
         let source = PathBuf::from(&job.file_path);
         let mut set = JobPatch {
-            encoder: Some(plan.encoder.clone()),
+            encoder: Some(plan.encoder.as_str().to_string()),
             cpu_time_ms: Some(job.cpu_time_ms.unwrap_or(0) + i64::try_from(cpu).unwrap_or(0)),
             wall_time_ms: Some(job.wall_time_ms.unwrap_or(0) + i64::try_from(wall).unwrap_or(0)),
             ..Default::default()

@@ -212,11 +212,3 @@ impl Attempt {
         self.env.store.lease_is_mine(self.job_id, &self.lease_id).await
     }
 }
-
-pub fn default_encoder(codec: &str) -> &'static str {
-    if codec == "av1" {
-        "libsvtav1"
-    } else {
-        "libx265"
-    }
-}

@@ -7,10 +7,10 @@ use std::path::{Path, PathBuf};
 use entities::job;
 
 use super::commit::swapped_on_record;
-use super::{default_encoder, join_error, Attempt, Phase, Step};
+use super::{join_error, Attempt, Phase, Step};
 use crate::actors::store::JobPatch;
+use crate::domain::encoding::{profile_for_attempt, EncodeSettings, TargetCodec};
 use crate::domain::job::JobEvent;
-use crate::domain::retry::{profile_for_attempt, EncodeSettings, Encoder};
 use crate::media::partial;
 use crate::media::plan::{decide, Decision, EncodePlan};
 use crate::media::probe::{HdrKind, MediaInfo};
@@ -119,29 +119,26 @@ impl Attempt {
         info: &MediaInfo,
         library: Option<&entities::library::Model>,
     ) -> Result<EncodePlan, MediaError> {
-        let (encoder, quality, preset) = match library {
-            Some(l) => (l.encoder.clone(), l.quality, l.preset.clone()),
-            None => (default_encoder(&job.target_codec).to_string(), 28, "medium".to_string()),
-        };
-        let encoder: Encoder = encoder.parse().map_err(|e| MediaError::misc(format!("{e}")))?;
+        let codec: TargetCodec = job.target_codec.parse().map_err(|e| MediaError::misc(format!("{e}")))?;
         let ten_bit = info.video().and_then(|v| v.bit_depth).unwrap_or(8) > 8;
-        let settings = EncodeSettings {
-            encoder,
-            hardware_decode: false,
-            ten_bit_allowed: true,
-            preset: Some(preset),
-            quality: u32::try_from(quality).ok(),
-            source_is_ten_bit_hdr: ten_bit && info.hdr.kind != HdrKind::Sdr,
-        };
+        // A stored encoder, preset or quality that no longer fits falls back to the table's
+        // default rather than failing every attempt.
+        let settings = EncodeSettings::for_library(
+            codec,
+            library.and_then(|l| l.encoder.parse().ok()),
+            library.map(|l| l.preset.as_str()),
+            library.map(|l| i64::from(l.quality)),
+            ten_bit && info.hdr.kind != HdrKind::Sdr,
+        );
         let profile = profile_for_attempt(&settings, u32::try_from(job.retry_count).unwrap_or(0));
-        let mut plan = EncodePlan::new(
-            Path::new(&job.file_path),
-            info,
-            &job.target_codec,
-            profile.encoder.as_str(),
-            profile.quality.and_then(|q| i32::try_from(q).ok()).unwrap_or(quality),
-            profile.preset.as_deref().unwrap_or("medium"),
-        )?;
+        tracing::info!(
+            job_id = job.id,
+            retry_profile = %profile.retry_profile,
+            encoder = %profile.encoder,
+            hardware_decode = profile.hardware_decode,
+            "planned the encode"
+        );
+        let mut plan = EncodePlan::new(Path::new(&job.file_path), info, &profile)?;
         plan.segment_seconds = self.env.segment_seconds;
         plan.throttle_ms_per_frame = self.env.throttle_ms_per_frame;
         plan.epoch = self.lease_id.clone();

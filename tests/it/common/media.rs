@@ -3,6 +3,19 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// The encoding profile of a first attempt with this encoder, quality and preset.
+pub fn profile(encoder: &str, quality: u32, preset: &str) -> condense::domain::encoding::EncodeProfile {
+    use condense::domain::encoding::{EncodeProfile, RetryProfile};
+    EncodeProfile {
+        encoder: encoder.parse().unwrap(),
+        hardware_decode: false,
+        ten_bit_allowed: true,
+        preset: Some(preset.to_string()),
+        quality,
+        retry_profile: RetryProfile::AsConfigured,
+    }
+}
+
 pub fn ffmpeg(args: &[&str]) {
     let out = Command::new("ffmpeg").args(["-v", "error", "-y"]).args(args).output().expect("ffmpeg runs");
     assert!(out.status.success(), "ffmpeg {args:?}: {}", String::from_utf8_lossy(&out.stderr));

@@ -1,0 +1,593 @@
+//! The one table of what condense encodes with: target codecs, the encoders that produce
+//! them (their presets, quality scales, defaults and fixed options), and the retry ladder
+//! that each automatic retry climbs. The library API validates against it, the job
+//! supervisor plans from it, nodes detect encoders from it and `GET /encoders` serves it
+//! to the dashboard; nothing else repeats it.
+//!
+//! Defaults: CRF 28 for HEVC and 35 for AV1, the encoders' own defaults (x265's `crf` and
+//! SVT-AV1's `crf`), which keep visible quality on typical film and TV sources while
+//! saving storage; a lower number keeps more detail in larger files.
+
+use serde::Serialize;
+
+use super::named_enum;
+
+named_enum!(
+    /// The codec a library re-encodes to.
+    TargetCodec, "target codec" {
+        Hevc => "hevc",
+        Av1 => "av1",
+    }
+);
+
+named_enum!(
+    /// The encoders condense drives, named as FFmpeg names them.
+    Encoder, "encoder" {
+        Libx265 => "libx265",
+        HevcNvenc => "hevc_nvenc",
+        HevcQsv => "hevc_qsv",
+        HevcVaapi => "hevc_vaapi",
+        Libsvtav1 => "libsvtav1",
+        LibaomAv1 => "libaom-av1",
+    }
+);
+
+named_enum!(
+    /// Where an encoder runs, and so which hardware decoder can feed it.
+    Hardware, "hardware" {
+        Cpu => "cpu",
+        Nvidia => "nvidia",
+        IntelQsv => "intel_qsv",
+        Vaapi => "vaapi",
+    }
+);
+
+/// A CRF or constant-quality scale: lower keeps more detail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QualityRange {
+    pub min: u32,
+    pub max: u32,
+    pub default: u32,
+}
+
+impl QualityRange {
+    pub fn contains(self, quality: u32) -> bool {
+        (self.min..=self.max).contains(&quality)
+    }
+
+    pub fn clamp(self, quality: u32) -> u32 {
+        quality.clamp(self.min, self.max)
+    }
+}
+
+/// Everything condense knows about one encoder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EncoderProfile {
+    pub encoder: Encoder,
+    pub codec: TargetCodec,
+    /// For people: what the encoder is and what it runs on.
+    pub label: &'static str,
+    pub hardware: Hardware,
+    /// The presets it takes, fastest first; empty: it takes none.
+    pub presets: &'static [&'static str],
+    /// Each encoder's own middle ground; `None` when it takes no preset.
+    pub default_preset: Option<&'static str>,
+    /// The FFmpeg option the preset goes into (libaom-av1 calls it `cpu-used`).
+    pub preset_option: &'static str,
+    pub quality: QualityRange,
+    /// The FFmpeg option the quality goes into (CRF, CQ, global quality or QP).
+    pub quality_option: &'static str,
+    /// Options set on every encode: constant-quality rate control where the encoder would
+    /// otherwise target a bitrate, row multithreading for libaom.
+    pub options: &'static [(&'static str, &'static str)],
+    /// Whether it writes 10-bit output (Main 10 / AV1 10-bit).
+    pub ten_bit: bool,
+}
+
+const X265_PRESETS: &[&str] =
+    &["ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow"];
+const HEVC_QUALITY: QualityRange = QualityRange { min: 0, max: 51, default: 28 };
+const AV1_QUALITY: QualityRange = QualityRange { min: 0, max: 63, default: 35 };
+
+/// The table, in the order encoders are offered (per codec: the CPU encoder first).
+pub const ENCODERS: &[EncoderProfile] = &[
+    EncoderProfile {
+        encoder: Encoder::Libx265,
+        codec: TargetCodec::Hevc,
+        label: "libx265 (CPU)",
+        hardware: Hardware::Cpu,
+        presets: X265_PRESETS,
+        default_preset: Some("medium"),
+        preset_option: "preset",
+        quality: HEVC_QUALITY,
+        quality_option: "crf",
+        options: &[],
+        ten_bit: true,
+    },
+    EncoderProfile {
+        encoder: Encoder::HevcNvenc,
+        codec: TargetCodec::Hevc,
+        label: "hevc_nvenc (NVIDIA)",
+        hardware: Hardware::Nvidia,
+        presets: &["p1", "p2", "p3", "p4", "p5", "p6", "p7"],
+        default_preset: Some("p5"),
+        preset_option: "preset",
+        quality: HEVC_QUALITY,
+        quality_option: "cq",
+        options: &[("rc", "vbr")],
+        ten_bit: true,
+    },
+    EncoderProfile {
+        encoder: Encoder::HevcQsv,
+        codec: TargetCodec::Hevc,
+        label: "hevc_qsv (Intel Quick Sync)",
+        hardware: Hardware::IntelQsv,
+        presets: &["veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow"],
+        default_preset: Some("medium"),
+        preset_option: "preset",
+        quality: HEVC_QUALITY,
+        quality_option: "global_quality",
+        options: &[],
+        ten_bit: true,
+    },
+    EncoderProfile {
+        encoder: Encoder::HevcVaapi,
+        codec: TargetCodec::Hevc,
+        label: "hevc_vaapi (VAAPI: AMD, Intel)",
+        hardware: Hardware::Vaapi,
+        presets: &[],
+        default_preset: None,
+        preset_option: "",
+        quality: HEVC_QUALITY,
+        quality_option: "qp",
+        options: &[],
+        ten_bit: true,
+    },
+    EncoderProfile {
+        encoder: Encoder::Libsvtav1,
+        codec: TargetCodec::Av1,
+        label: "libsvtav1 (CPU)",
+        hardware: Hardware::Cpu,
+        presets: &["0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13"],
+        default_preset: Some("8"),
+        preset_option: "preset",
+        quality: AV1_QUALITY,
+        quality_option: "crf",
+        options: &[],
+        ten_bit: true,
+    },
+    EncoderProfile {
+        encoder: Encoder::LibaomAv1,
+        codec: TargetCodec::Av1,
+        label: "libaom-av1 (CPU)",
+        hardware: Hardware::Cpu,
+        presets: &["0", "1", "2", "3", "4", "5", "6", "7", "8"],
+        default_preset: Some("6"),
+        preset_option: "cpu-used",
+        quality: AV1_QUALITY,
+        quality_option: "crf",
+        // b=0 makes crf a constant-quality target instead of a bitrate cap.
+        options: &[("row-mt", "1"), ("b", "0")],
+        ten_bit: true,
+    },
+];
+
+impl TargetCodec {
+    /// For people, as the dashboard names it.
+    pub fn label(self) -> &'static str {
+        match self {
+            TargetCodec::Hevc => "HEVC (H.265)",
+            TargetCodec::Av1 => "AV1",
+        }
+    }
+
+    /// The encoder a library of this codec gets when it names none: the sturdy CPU one.
+    pub fn default_encoder(self) -> Encoder {
+        match self {
+            TargetCodec::Hevc => Encoder::Libx265,
+            TargetCodec::Av1 => Encoder::Libsvtav1,
+        }
+    }
+
+    /// The encoders that produce this codec, in the table's order.
+    pub fn encoders(self) -> impl Iterator<Item = &'static EncoderProfile> {
+        ENCODERS.iter().filter(move |p| p.codec == self)
+    }
+}
+
+impl Encoder {
+    pub fn profile(self) -> &'static EncoderProfile {
+        // Every variant has a row (checked by a test); the first row is only a fallback
+        // that cannot be reached.
+        ENCODERS.iter().find(|p| p.encoder == self).unwrap_or(&ENCODERS[0])
+    }
+
+    /// Runs on a GPU or a media engine rather than the CPU.
+    pub fn is_hardware(self) -> bool {
+        self.profile().hardware != Hardware::Cpu
+    }
+
+    pub fn codec(self) -> TargetCodec {
+        self.profile().codec
+    }
+
+    /// The CPU encoder to fall back to for the same codec. libaom-av1 runs on the CPU too,
+    /// but SVT-AV1 is the sturdier and much faster of the two.
+    pub fn cpu_fallback(self) -> Encoder {
+        self.codec().default_encoder()
+    }
+
+    /// The preset this encoder uses when none fits: its default, or none at all.
+    pub fn default_preset(self) -> Option<&'static str> {
+        self.profile().default_preset
+    }
+
+    /// Whether the encoder takes this preset. An encoder without presets takes none.
+    pub fn takes_preset(self, preset: &str) -> bool {
+        self.profile().presets.contains(&preset)
+    }
+}
+
+/// What a library asks for, plus what analysis found out about the source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EncodeSettings {
+    pub encoder: Encoder,
+    /// Decode on the encoder's hardware (the first attempt does where it has hardware).
+    pub hardware_decode: bool,
+    /// 10-bit sources may stay 10-bit.
+    pub ten_bit_allowed: bool,
+    /// `None`: the encoder takes no preset.
+    pub preset: Option<String>,
+    /// CRF or constant quality, on the encoder's scale.
+    pub quality: u32,
+    /// The source is 10-bit HDR, which must stay 10-bit to stay HDR.
+    pub source_is_ten_bit_hdr: bool,
+}
+
+impl EncodeSettings {
+    /// The settings of a library for `codec`: its encoder, preset and quality, each
+    /// replaced by the table's default where it no longer fits (a job queued for another
+    /// codec than the library's encoder now makes, a preset the encoder does not take, a
+    /// quality outside its scale). Hardware encoders decode on their hardware too.
+    pub fn for_library(
+        codec: TargetCodec,
+        encoder: Option<Encoder>,
+        preset: Option<&str>,
+        quality: Option<i64>,
+        source_is_ten_bit_hdr: bool,
+    ) -> EncodeSettings {
+        let encoder = encoder.filter(|e| e.codec() == codec).unwrap_or_else(|| codec.default_encoder());
+        let profile = encoder.profile();
+        let preset = match preset {
+            Some(p) if encoder.takes_preset(p) => Some(p.to_string()),
+            _ => profile.default_preset.map(str::to_string),
+        };
+        let quality = quality
+            .and_then(|q| u32::try_from(q).ok())
+            .filter(|q| profile.quality.contains(*q))
+            .unwrap_or(profile.quality.default);
+        EncodeSettings {
+            encoder,
+            hardware_decode: encoder.is_hardware(),
+            ten_bit_allowed: true,
+            preset,
+            quality,
+            source_is_ten_bit_hdr,
+        }
+    }
+}
+
+/// What one attempt actually runs with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EncodeProfile {
+    pub encoder: Encoder,
+    pub hardware_decode: bool,
+    pub ten_bit_allowed: bool,
+    pub preset: Option<String>,
+    pub quality: u32,
+    /// The rung this profile came from, for logs and the job's history.
+    pub retry_profile: RetryProfile,
+}
+
+impl EncodeProfile {
+    /// The encoder's FFmpeg options for this profile: its fixed options, then quality and
+    /// preset under the names the encoder gives them. HDR metadata is added by the
+    /// transcoder, which reads it from the source.
+    pub fn options(&self) -> Vec<(String, String)> {
+        let profile = self.encoder.profile();
+        let mut options: Vec<(String, String)> =
+            profile.options.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        options.push((profile.quality_option.to_string(), self.quality.to_string()));
+        if let Some(preset) = &self.preset {
+            if !profile.preset_option.is_empty() {
+                options.push((profile.preset_option.to_string(), preset.clone()));
+            }
+        }
+        options
+    }
+}
+
+named_enum!(
+    /// The rungs of the retry ladder, one per automatic retry; each keeps what the rung below gave up.
+    RetryProfile, "retry profile" {
+        AsConfigured => "as_configured",
+        SoftwareDecode => "software_decode",
+        CpuEncoder => "cpu_encoder",
+        Conservative => "conservative",
+    }
+);
+
+impl RetryProfile {
+    /// Counters past the last rung stay on it.
+    pub fn for_retry_count(retry_count: u32) -> RetryProfile {
+        match retry_count {
+            0 => RetryProfile::AsConfigured,
+            1 => RetryProfile::SoftwareDecode,
+            2 => RetryProfile::CpuEncoder,
+            _ => RetryProfile::Conservative,
+        }
+    }
+
+    pub fn apply(self, requested: &EncodeSettings) -> EncodeProfile {
+        let as_configured = EncodeProfile {
+            encoder: requested.encoder,
+            hardware_decode: requested.hardware_decode,
+            ten_bit_allowed: requested.ten_bit_allowed,
+            preset: requested.preset.clone(),
+            quality: requested.quality,
+            retry_profile: self,
+        };
+        let cpu_encoder = requested.encoder.cpu_fallback();
+        // The fallback shares its codec's scale; clamping only matters if a scale differs.
+        let cpu_quality = cpu_encoder.profile().quality.clamp(requested.quality);
+        let cpu_default_preset = cpu_encoder.default_preset().map(str::to_string);
+        match self {
+            RetryProfile::AsConfigured => as_configured,
+            // Hardware decoders reject more damaged or unusual streams than FFmpeg's own.
+            RetryProfile::SoftwareDecode => EncodeProfile { hardware_decode: false, ..as_configured },
+            RetryProfile::CpuEncoder => {
+                // A hardware encoder's preset means nothing to a CPU encoder.
+                let preset =
+                    if cpu_encoder == requested.encoder { requested.preset.clone() } else { cpu_default_preset };
+                EncodeProfile {
+                    encoder: cpu_encoder,
+                    hardware_decode: false,
+                    preset,
+                    quality: cpu_quality,
+                    ..as_configured
+                }
+            }
+            // The encoder's own middle ground, and 8-bit unless HDR needs 10.
+            RetryProfile::Conservative => EncodeProfile {
+                encoder: cpu_encoder,
+                hardware_decode: false,
+                ten_bit_allowed: requested.source_is_ten_bit_hdr,
+                preset: cpu_default_preset,
+                quality: cpu_quality,
+                ..as_configured
+            },
+        }
+    }
+}
+
+/// The settings for the attempt after `retry_count` automatic retries.
+pub fn profile_for_attempt(requested: &EncodeSettings, retry_count: u32) -> EncodeProfile {
+    RetryProfile::for_retry_count(retry_count).apply(requested)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::str::FromStr;
+    use Encoder::*;
+
+    #[test]
+    fn every_encoder_has_one_row_and_its_defaults_fit_it() {
+        for encoder in Encoder::ALL {
+            let rows: Vec<_> = ENCODERS.iter().filter(|p| p.encoder == *encoder).collect();
+            assert_eq!(rows.len(), 1, "{encoder}");
+            let p = rows[0];
+            assert_eq!(p.encoder.profile(), p);
+            assert!(p.quality.contains(p.quality.default), "{encoder}");
+            match p.default_preset {
+                Some(preset) => assert!(p.presets.contains(&preset) && !p.preset_option.is_empty(), "{encoder}"),
+                None => assert!(p.presets.is_empty(), "{encoder}"),
+            }
+        }
+        for codec in TargetCodec::ALL {
+            let default = codec.default_encoder();
+            assert_eq!(default.codec(), *codec);
+            assert!(!default.is_hardware(), "{codec}");
+            assert_eq!(codec.encoders().next().map(|p| p.encoder), Some(default), "{codec}");
+        }
+        // One set of defaults: CRF 28 for HEVC, 35 for AV1, whatever the encoder.
+        for p in ENCODERS {
+            let expected = match p.codec {
+                TargetCodec::Hevc => (51, 28),
+                TargetCodec::Av1 => (63, 35),
+            };
+            assert_eq!((p.quality.max, p.quality.default), expected, "{}", p.encoder);
+        }
+    }
+
+    #[test]
+    fn encoders_know_their_codec_hardware_and_fallback() {
+        // (encoder, codec, hardware, CPU fallback, default preset)
+        let table = [
+            (Libx265, TargetCodec::Hevc, Hardware::Cpu, Libx265, Some("medium")),
+            (HevcNvenc, TargetCodec::Hevc, Hardware::Nvidia, Libx265, Some("p5")),
+            (HevcQsv, TargetCodec::Hevc, Hardware::IntelQsv, Libx265, Some("medium")),
+            (HevcVaapi, TargetCodec::Hevc, Hardware::Vaapi, Libx265, None),
+            (Libsvtav1, TargetCodec::Av1, Hardware::Cpu, Libsvtav1, Some("8")),
+            (LibaomAv1, TargetCodec::Av1, Hardware::Cpu, Libsvtav1, Some("6")),
+        ];
+        assert_eq!(table.len(), Encoder::ALL.len());
+        for (encoder, codec, hardware, fallback, preset) in table {
+            assert_eq!(encoder.codec(), codec, "{encoder}");
+            assert_eq!(encoder.profile().hardware, hardware, "{encoder}");
+            assert_eq!(encoder.is_hardware(), hardware != Hardware::Cpu, "{encoder}");
+            assert_eq!(encoder.cpu_fallback(), fallback, "{encoder}");
+            assert!(!fallback.is_hardware(), "{encoder}");
+            assert_eq!(fallback.codec(), codec, "{encoder}");
+            assert_eq!(encoder.default_preset(), preset, "{encoder}");
+        }
+    }
+
+    #[test]
+    fn names_are_ffmpegs() {
+        assert_eq!(Encoder::from_str("libaom-av1"), Ok(LibaomAv1));
+        assert_eq!(Encoder::from_str("hevc_nvenc"), Ok(HevcNvenc));
+        assert!(Encoder::from_str("h264_nvenc").is_err());
+        assert_eq!(TargetCodec::from_str("AV1"), Ok(TargetCodec::Av1));
+        assert_eq!(serde_json::to_string(&TargetCodec::Hevc).unwrap(), "\"hevc\"");
+        for profile in RetryProfile::ALL {
+            assert_eq!(RetryProfile::from_str(profile.as_str()), Ok(*profile));
+        }
+    }
+
+    #[test]
+    fn options_name_quality_and_preset_as_each_encoder_does() {
+        let profile = |encoder: Encoder, preset: Option<&str>| EncodeProfile {
+            encoder,
+            hardware_decode: false,
+            ten_bit_allowed: true,
+            preset: preset.map(str::to_string),
+            quality: 30,
+            retry_profile: RetryProfile::AsConfigured,
+        };
+        let pairs = |list: &[(&str, &str)]| -> Vec<(String, String)> {
+            list.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        };
+        let table = [
+            (Libx265, Some("slow"), pairs(&[("crf", "30"), ("preset", "slow")])),
+            (HevcNvenc, Some("p6"), pairs(&[("rc", "vbr"), ("cq", "30"), ("preset", "p6")])),
+            (HevcQsv, Some("fast"), pairs(&[("global_quality", "30"), ("preset", "fast")])),
+            (HevcVaapi, None, pairs(&[("qp", "30")])),
+            (Libsvtav1, Some("10"), pairs(&[("crf", "30"), ("preset", "10")])),
+            (LibaomAv1, Some("4"), pairs(&[("row-mt", "1"), ("b", "0"), ("crf", "30"), ("cpu-used", "4")])),
+        ];
+        for (encoder, preset, expected) in table {
+            assert_eq!(profile(encoder, preset).options(), expected, "{encoder}");
+        }
+    }
+
+    #[test]
+    fn library_settings_fall_back_to_the_table_where_they_do_not_fit() {
+        let settings = EncodeSettings::for_library(TargetCodec::Hevc, Some(HevcNvenc), Some("p7"), Some(20), false);
+        assert_eq!(
+            (settings.encoder, settings.hardware_decode, settings.preset.as_deref(), settings.quality),
+            (HevcNvenc, true, Some("p7"), 20)
+        );
+        // A job queued for AV1 while the library now names an HEVC encoder.
+        let settings = EncodeSettings::for_library(TargetCodec::Av1, Some(HevcNvenc), Some("p7"), Some(20), false);
+        assert_eq!(
+            (settings.encoder, settings.hardware_decode, settings.preset.as_deref(), settings.quality),
+            (Libsvtav1, false, Some("8"), 20)
+        );
+        let settings = EncodeSettings::for_library(TargetCodec::Hevc, None, Some("p7"), Some(99), true);
+        assert_eq!(
+            (settings.encoder, settings.preset.as_deref(), settings.quality, settings.source_is_ten_bit_hdr),
+            (Libx265, Some("medium"), 28, true)
+        );
+        let settings = EncodeSettings::for_library(TargetCodec::Hevc, Some(HevcVaapi), Some("medium"), None, false);
+        assert_eq!((settings.preset, settings.quality), (None, 28));
+    }
+
+    #[test]
+    fn retry_counts_map_to_rungs() {
+        let table = [
+            (0, RetryProfile::AsConfigured),
+            (1, RetryProfile::SoftwareDecode),
+            (2, RetryProfile::CpuEncoder),
+            (3, RetryProfile::Conservative),
+            (4, RetryProfile::Conservative),
+            (u32::MAX, RetryProfile::Conservative),
+        ];
+        for (retry_count, profile) in table {
+            assert_eq!(RetryProfile::for_retry_count(retry_count), profile, "{retry_count}");
+        }
+    }
+
+    fn requested(encoder: Encoder, source_is_ten_bit_hdr: bool) -> EncodeSettings {
+        EncodeSettings {
+            encoder,
+            hardware_decode: true,
+            ten_bit_allowed: true,
+            preset: Some("p6".to_string()),
+            quality: 24,
+            source_is_ten_bit_hdr,
+        }
+    }
+
+    fn profile(
+        encoder: Encoder,
+        hardware_decode: bool,
+        ten_bit_allowed: bool,
+        preset: Option<&str>,
+        retry_profile: RetryProfile,
+    ) -> EncodeProfile {
+        EncodeProfile {
+            encoder,
+            hardware_decode,
+            ten_bit_allowed,
+            preset: preset.map(str::to_string),
+            quality: 24,
+            retry_profile,
+        }
+    }
+
+    #[test]
+    fn every_encoder_climbs_the_ladder() {
+        use RetryProfile::*;
+        // Per requested encoder: the CPU rung's encoder and preset, and the conservative preset.
+        let table = [
+            (Libx265, Libx265, Some("p6"), Some("medium")),
+            (HevcNvenc, Libx265, Some("medium"), Some("medium")),
+            (HevcQsv, Libx265, Some("medium"), Some("medium")),
+            (HevcVaapi, Libx265, Some("medium"), Some("medium")),
+            (Libsvtav1, Libsvtav1, Some("p6"), Some("8")),
+            (LibaomAv1, Libsvtav1, Some("8"), Some("8")),
+        ];
+        assert_eq!(table.len(), Encoder::ALL.len());
+        for (encoder, cpu, cpu_preset, conservative_preset) in table {
+            for hdr in [false, true] {
+                let settings = requested(encoder, hdr);
+                let rungs = [
+                    profile(encoder, true, true, Some("p6"), AsConfigured),
+                    profile(encoder, false, true, Some("p6"), SoftwareDecode),
+                    profile(cpu, false, true, cpu_preset, CpuEncoder),
+                    profile(cpu, false, hdr, conservative_preset, Conservative),
+                    profile(cpu, false, hdr, conservative_preset, Conservative),
+                ];
+                for (retry_count, expected) in (0..).zip(rungs) {
+                    assert_eq!(
+                        profile_for_attempt(&settings, retry_count),
+                        expected,
+                        "{encoder} hdr={hdr} retry {retry_count}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_conservative_rung_keeps_ten_bit_for_hdr_even_when_the_library_said_eight() {
+        let settings = EncodeSettings { ten_bit_allowed: false, ..requested(HevcNvenc, true) };
+        assert!(!profile_for_attempt(&settings, 2).ten_bit_allowed);
+        assert!(profile_for_attempt(&settings, 3).ten_bit_allowed);
+    }
+
+    #[test]
+    fn a_cpu_encoder_without_hardware_decode_changes_only_where_a_rung_says() {
+        let settings = EncodeSettings::for_library(TargetCodec::Hevc, Some(Libx265), Some("slow"), Some(22), false);
+        assert!(!settings.hardware_decode);
+        let rungs: Vec<EncodeProfile> = (0..4).map(|n| profile_for_attempt(&settings, n)).collect();
+        let same = |p: &EncodeProfile| (p.encoder, p.hardware_decode, p.ten_bit_allowed, p.preset.clone(), p.quality);
+        // Already software decoding, already the CPU encoder: those rungs change nothing.
+        assert_eq!(same(&rungs[0]), same(&rungs[1]));
+        assert_eq!(same(&rungs[1]), same(&rungs[2]));
+        // The conservative rung goes back to the default preset and 8-bit.
+        assert_eq!(same(&rungs[3]), (Libx265, false, false, Some("medium".to_string()), 22));
+    }
+}

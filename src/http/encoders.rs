@@ -1,0 +1,131 @@
+//! GET /encoders: the encoder table of `domain::encoding` as the dashboard's library form
+//! needs it (per codec its encoders, presets, quality scale and defaults), with the nodes
+//! that report each encoder opens on them, so the form copies no rules.
+
+use actix_web::web;
+use serde::Serialize;
+
+use super::auth::AuthUser;
+use super::views;
+use crate::app::AppState;
+use crate::domain::encoding::{Encoder, Hardware, QualityRange, TargetCodec};
+use crate::domain::node::NodeStatus;
+use crate::error::AppError;
+use crate::repo;
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EncoderCatalog {
+    /// The codec a new library gets when none is chosen.
+    pub default_codec: TargetCodec,
+    pub codecs: Vec<CodecEntry>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CodecEntry {
+    pub codec: TargetCodec,
+    pub label: &'static str,
+    /// The encoder a library of this codec gets when it names none.
+    pub default_encoder: Encoder,
+    /// In the order they are offered: the CPU encoder first.
+    pub encoders: Vec<EncoderEntry>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EncoderEntry {
+    pub name: Encoder,
+    pub label: &'static str,
+    pub hardware: Hardware,
+    /// Fastest first; empty when the encoder takes no preset.
+    pub presets: &'static [&'static str],
+    pub default_preset: Option<&'static str>,
+    /// CRF or constant quality: lower keeps more detail.
+    pub quality: QualityRange,
+    /// Some node that is not OFFLINE reports that this encoder opens on it.
+    pub available: bool,
+    /// The nodes that report it, whatever their status.
+    pub nodes: Vec<String>,
+}
+
+/// What one node reports about its encoders.
+#[derive(Debug, Clone)]
+pub struct NodeEncoders {
+    pub name: String,
+    pub offline: bool,
+    pub encoders: Vec<String>,
+}
+
+pub async fn list(_user: AuthUser, state: web::Data<AppState>) -> Result<web::Json<EncoderCatalog>, AppError> {
+    let nodes = repo::nodes::list(&state.db).await?;
+    let reports: Vec<NodeEncoders> = views::nodes(&nodes)
+        .into_iter()
+        .map(|node| NodeEncoders {
+            offline: node.status == NodeStatus::Offline.as_str(),
+            name: node.name,
+            encoders: node.encoders,
+        })
+        .collect();
+    Ok(web::Json(catalog(&reports)))
+}
+
+pub fn catalog(nodes: &[NodeEncoders]) -> EncoderCatalog {
+    let codecs = TargetCodec::ALL
+        .iter()
+        .map(|&codec| CodecEntry {
+            codec,
+            label: codec.label(),
+            default_encoder: codec.default_encoder(),
+            encoders: codec
+                .encoders()
+                .map(|profile| {
+                    let name = profile.encoder.as_str();
+                    let reporting: Vec<&NodeEncoders> =
+                        nodes.iter().filter(|n| n.encoders.iter().any(|e| e == name)).collect();
+                    EncoderEntry {
+                        name: profile.encoder,
+                        label: profile.label,
+                        hardware: profile.hardware,
+                        presets: profile.presets,
+                        default_preset: profile.default_preset,
+                        quality: profile.quality,
+                        available: reporting.iter().any(|n| !n.offline),
+                        nodes: reporting.iter().map(|n| n.name.clone()).collect(),
+                    }
+                })
+                .collect(),
+        })
+        .collect();
+    EncoderCatalog { default_codec: TargetCodec::Hevc, codecs }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(name: &str, offline: bool, encoders: &[&str]) -> NodeEncoders {
+        NodeEncoders { name: name.into(), offline, encoders: encoders.iter().map(|e| e.to_string()).collect() }
+    }
+
+    #[test]
+    fn encoders_are_available_where_a_node_that_is_up_reports_them() {
+        let nodes = [
+            node("main", false, &["libx265", "libsvtav1", "h264_nvenc"]),
+            node("gpu", true, &["libx265", "hevc_nvenc"]),
+        ];
+        let catalog = catalog(&nodes);
+        let hevc = &catalog.codecs[0];
+        assert_eq!((hevc.codec, hevc.default_encoder), (TargetCodec::Hevc, Encoder::Libx265));
+        let names: Vec<Encoder> = hevc.encoders.iter().map(|e| e.name).collect();
+        assert_eq!(names, [Encoder::Libx265, Encoder::HevcNvenc, Encoder::HevcQsv, Encoder::HevcVaapi]);
+        let x265 = &hevc.encoders[0];
+        assert_eq!((x265.available, x265.nodes.as_slice()), (true, &["main".to_string(), "gpu".to_string()][..]));
+        // Only an OFFLINE node reports NVENC.
+        assert_eq!((hevc.encoders[1].available, hevc.encoders[1].nodes.as_slice()), (false, &["gpu".to_string()][..]));
+        assert!(!hevc.encoders[2].available && hevc.encoders[2].nodes.is_empty());
+        let av1 = &catalog.codecs[1];
+        assert_eq!((av1.encoders[0].name, av1.encoders[0].available), (Encoder::Libsvtav1, true));
+        assert_eq!((av1.encoders[1].name, av1.encoders[1].available), (Encoder::LibaomAv1, false));
+    }
+}
