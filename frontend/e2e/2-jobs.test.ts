@@ -45,10 +45,10 @@ describe('libraries and jobs', () => {
     await form.getByRole('textbox', { name: 'Name' }).fill(LIBRARY_NAME);
     await form.getByRole('textbox', { name: 'Media path 1' }).fill(clipsDir);
     await form.getByRole('combobox', { name: 'Target codec' }).selectOption({ label: 'HEVC (H.265)' });
-    // The encoders offered are those the node reports; the list is loaded from /nodes.
+    // The encoders, presets and quality range offered come from /encoders.
     await form.getByRole('combobox', { name: 'Encoder' }).selectOption('libx265');
     await form.getByRole('spinbutton', { name: /^Quality/ }).fill('30');
-    await form.getByRole('combobox', { name: 'Preset' }).fill('ultrafast');
+    await form.getByRole('combobox', { name: 'Preset' }).selectOption('ultrafast');
     await form.getByRole('button', { name: 'Create library' }).click();
 
     await page.getByText(`Saved library “${LIBRARY_NAME}”.`).waitFor();

@@ -1,4 +1,5 @@
 // The REST client: bearer token, refresh before expiry, 401 -> login, error bodies -> ApiError.
+import type { EncoderCatalog } from './encoders';
 import type {
   ClusterNode,
   CodecShare,
@@ -295,6 +296,9 @@ export class ApiClient {
   }
 
   // Libraries
+  encoders(): Promise<EncoderCatalog> {
+    return this.request('GET', '/api/encoders');
+  }
   libraries(): Promise<Library[]> {
     return this.request('GET', '/api/libraries');
   }

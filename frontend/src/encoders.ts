@@ -1,66 +1,108 @@
-// Which encoders a library may use, and the quality range of its codec.
-import type { ClusterNode, Codec, LibraryInput } from './types';
+// The encoder table as GET /encoders serves it (codecs, their encoders, presets, quality
+// scales, defaults, and which encoders a node that is up runs), and the library form's
+// rules on top of it. Nothing here repeats the server's table.
+import type { Codec, LibraryInput } from './types';
 
-export const CODECS: readonly Codec[] = ['hevc', 'av1'];
-
-export const CODEC_LABELS: Record<Codec, string> = { hevc: 'HEVC (H.265)', av1: 'AV1' };
-
-/** Encoders that produce each codec, in the order they are offered. */
-export const CODEC_ENCODERS: Record<Codec, readonly string[]> = {
-  hevc: ['libx265', 'hevc_nvenc', 'hevc_qsv', 'hevc_vaapi'],
-  av1: ['libsvtav1', 'libaom-av1'],
-};
-
-export const ENCODER_LABELS: Record<string, string> = {
-  libx265: 'libx265 (CPU)',
-  hevc_nvenc: 'hevc_nvenc (NVIDIA)',
-  hevc_qsv: 'hevc_qsv (Intel Quick Sync)',
-  hevc_vaapi: 'hevc_vaapi (VAAPI: AMD, Intel)',
-  libsvtav1: 'libsvtav1 (CPU)',
-  'libaom-av1': 'libaom-av1 (CPU)',
-};
-
-/** CRF range: 0-51 for HEVC, 0-63 for AV1. */
-export const QUALITY_MAX: Record<Codec, number> = { hevc: 51, av1: 63 };
-export const DEFAULT_QUALITY: Record<Codec, number> = { hevc: 22, av1: 30 };
-
-/** Suggested presets per encoder; the first of each list is not necessarily the default. */
-export const ENCODER_PRESETS: Record<string, readonly string[]> = {
-  libx265: ['ultrafast', 'superfast', 'veryfast', 'faster', 'fast', 'medium', 'slow', 'slower', 'veryslow'],
-  hevc_nvenc: ['p1', 'p2', 'p3', 'p4', 'p5', 'p6', 'p7'],
-  hevc_qsv: ['veryfast', 'faster', 'fast', 'medium', 'slow', 'slower', 'veryslow'],
-  hevc_vaapi: [],
-  libsvtav1: ['0', '1', '2', '3', '4', '5', '6', '7', '8', '9', '10', '11', '12', '13'],
-  'libaom-av1': ['0', '1', '2', '3', '4', '5', '6', '7', '8'],
-};
-
-export const DEFAULT_PRESET: Record<string, string> = {
-  libx265: 'medium',
-  hevc_nvenc: 'p5',
-  hevc_qsv: 'medium',
-  hevc_vaapi: '',
-  libsvtav1: '8',
-  'libaom-av1': '6',
-};
-
-/** Encoders for `codec` that at least one node reports, in CODEC_ENCODERS order. */
-export function availableEncoders(codec: Codec, nodes: Pick<ClusterNode, 'encoders'>[]): string[] {
-  const reported = new Set(nodes.flatMap((node) => node.encoders ?? []));
-  return CODEC_ENCODERS[codec].filter((encoder) => reported.has(encoder));
+export interface QualityRange {
+  min: number;
+  max: number;
+  default: number;
 }
 
-export function qualityError(codec: Codec, quality: number): string | null {
-  const max = QUALITY_MAX[codec];
-  if (!Number.isInteger(quality) || quality < 0 || quality > max) {
-    return `Quality (CRF) must be a whole number from 0 to ${max} for ${CODEC_LABELS[codec]}.`;
+export interface EncoderInfo {
+  name: string;
+  label: string;
+  hardware: 'cpu' | 'nvidia' | 'intel_qsv' | 'vaapi';
+  /** Fastest first; empty when the encoder takes no preset. */
+  presets: string[];
+  defaultPreset: string | null;
+  quality: QualityRange;
+  /** A node that is not OFFLINE reports that it runs this encoder. */
+  available: boolean;
+  nodes: string[];
+}
+
+export interface CodecInfo {
+  codec: Codec;
+  label: string;
+  defaultEncoder: string;
+  encoders: EncoderInfo[];
+}
+
+export interface EncoderCatalog {
+  defaultCodec: Codec;
+  codecs: CodecInfo[];
+}
+
+export function codecInfo(catalog: EncoderCatalog, codec: Codec): CodecInfo | undefined {
+  return catalog.codecs.find((entry) => entry.codec === codec);
+}
+
+export function codecLabel(catalog: EncoderCatalog | null, codec: string): string {
+  return catalog?.codecs.find((entry) => entry.codec === codec)?.label ?? codec;
+}
+
+/** The encoder of this name among the codec's encoders. */
+export function encoderInfo(catalog: EncoderCatalog, codec: Codec, name: string): EncoderInfo | undefined {
+  return codecInfo(catalog, codec)?.encoders.find((encoder) => encoder.name === name);
+}
+
+/** Encoders for `codec` that a node that is up runs, in the server's order. */
+export function availableEncoders(catalog: EncoderCatalog, codec: Codec): string[] {
+  return (codecInfo(catalog, codec)?.encoders ?? []).filter((encoder) => encoder.available).map((encoder) => encoder.name);
+}
+
+/** The encoder a form for `codec` starts with: the codec's default where a node runs it, else the first that runs. */
+export function preferredEncoder(catalog: EncoderCatalog, codec: Codec): string {
+  const offered = availableEncoders(catalog, codec);
+  const fallback = codecInfo(catalog, codec)?.defaultEncoder ?? '';
+  return offered.includes(fallback) ? fallback : (offered[0] ?? '');
+}
+
+/** Settings that fit `encoder`: the current quality and preset where it takes them, else its defaults. */
+export function fitSettings(
+  catalog: EncoderCatalog,
+  codec: Codec,
+  encoder: string,
+  current: Pick<LibraryInput, 'quality' | 'preset'>,
+): Pick<LibraryInput, 'quality' | 'preset'> {
+  const info = encoderInfo(catalog, codec, encoder);
+  if (!info) return current;
+  return {
+    quality: qualityError(info, current.quality) === null ? current.quality : info.quality.default,
+    preset: info.presets.length === 0 ? '' : info.presets.includes(current.preset) ? current.preset : (info.defaultPreset ?? ''),
+  };
+}
+
+/** A new library's settings: the defaults the server would give it. */
+export function defaultInput(catalog: EncoderCatalog): LibraryInput {
+  const codec = catalog.defaultCodec;
+  const encoder = preferredEncoder(catalog, codec);
+  const info = encoderInfo(catalog, codec, encoder);
+  return {
+    name: '',
+    paths: [''],
+    targetCodec: codec,
+    encoder,
+    quality: info?.quality.default ?? 0,
+    preset: info?.defaultPreset ?? '',
+    watch: true,
+    enabled: true,
+  };
+}
+
+export function qualityError(encoder: EncoderInfo, quality: number): string | null {
+  const { min, max } = encoder.quality;
+  if (!Number.isInteger(quality) || quality < min || quality > max) {
+    return `Quality (CRF) must be a whole number from ${min} to ${max} for ${encoder.name}.`;
   }
   return null;
 }
 
-export type LibraryErrors = Partial<Record<'name' | 'paths' | 'encoder' | 'quality', string>>;
+export type LibraryErrors = Partial<Record<'name' | 'paths' | 'encoder' | 'quality' | 'preset', string>>;
 
-/** Field errors of a library form; empty when it can be sent. */
-export function validateLibrary(input: LibraryInput, offered: readonly string[]): LibraryErrors {
+/** Field errors of a library form; empty when it can be sent. `offered`: the encoders the form lists. */
+export function validateLibrary(input: LibraryInput, catalog: EncoderCatalog, offered: readonly string[]): LibraryErrors {
   const errors: LibraryErrors = {};
   if (input.name.trim() === '') errors.name = 'Give the library a name.';
   const paths = input.paths.map((path) => path.trim()).filter((path) => path !== '');
@@ -68,12 +110,16 @@ export function validateLibrary(input: LibraryInput, offered: readonly string[])
   else if (paths.some((path) => !path.startsWith('/') && !/^[A-Za-z]:[\\/]/.test(path) && !path.startsWith('\\\\'))) {
     errors.paths = 'Media paths must be absolute (the same mount path on every node).';
   }
-  if (!CODEC_ENCODERS[input.targetCodec].includes(input.encoder)) {
-    errors.encoder = `Choose an encoder that produces ${CODEC_LABELS[input.targetCodec]}.`;
-  } else if (!offered.includes(input.encoder)) {
-    errors.encoder = 'No node reports this encoder.';
+  const encoder = encoderInfo(catalog, input.targetCodec, input.encoder);
+  if (!encoder) {
+    errors.encoder = `Choose an encoder that produces ${codecLabel(catalog, input.targetCodec)}.`;
+    return errors;
   }
-  const quality = qualityError(input.targetCodec, input.quality);
+  if (!offered.includes(input.encoder)) errors.encoder = 'No node that is up runs this encoder.';
+  const quality = qualityError(encoder, input.quality);
   if (quality) errors.quality = quality;
+  if (encoder.presets.length > 0 && !encoder.presets.includes(input.preset)) {
+    errors.preset = `Choose one of ${encoder.name}’s presets.`;
+  }
   return errors;
 }

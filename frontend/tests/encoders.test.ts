@@ -1,34 +1,51 @@
 import { describe, expect, it } from 'vitest';
-import { availableEncoders, qualityError, validateLibrary } from '../src/encoders';
+import { availableEncoders, defaultInput, fitSettings, preferredEncoder, qualityError, validateLibrary } from '../src/encoders';
 import type { LibraryInput } from '../src/types';
+import { catalog } from './catalog';
 
-const nodes = [
-  { encoders: ['libx265', 'h264_nvenc', 'libsvtav1'] },
-  { encoders: ['hevc_nvenc', 'libx265', 'aac'] },
-];
+const served = catalog(['libx265', 'hevc_nvenc', 'libsvtav1']);
 
 describe('availableEncoders', () => {
-  it('offers only encoders some node reports that produce the chosen codec, in a fixed order', () => {
-    expect(availableEncoders('hevc', nodes)).toEqual(['libx265', 'hevc_nvenc']);
-    expect(availableEncoders('av1', nodes)).toEqual(['libsvtav1']);
+  it('offers the encoders a node that is up runs for the chosen codec, in the server’s order', () => {
+    expect(availableEncoders(served, 'hevc')).toEqual(['libx265', 'hevc_nvenc']);
+    expect(availableEncoders(served, 'av1')).toEqual(['libsvtav1']);
+    expect(availableEncoders(catalog([]), 'hevc')).toEqual([]);
   });
 
-  it('offers nothing without nodes or encoders', () => {
-    expect(availableEncoders('hevc', [])).toEqual([]);
-    expect(availableEncoders('av1', [{ encoders: ['libx265'] }])).toEqual([]);
+  it('prefers the codec’s default encoder, else the first one that runs', () => {
+    expect(preferredEncoder(served, 'hevc')).toBe('libx265');
+    expect(preferredEncoder(catalog(['hevc_nvenc', 'hevc_qsv']), 'hevc')).toBe('hevc_nvenc');
+    expect(preferredEncoder(catalog([]), 'av1')).toBe('');
+  });
+});
+
+describe('defaults', () => {
+  it('start a new library with the server’s defaults', () => {
+    expect(defaultInput(served)).toMatchObject({ targetCodec: 'hevc', encoder: 'libx265', quality: 28, preset: 'medium' });
+    expect(defaultInput(catalog(['hevc_nvenc']))).toMatchObject({ encoder: 'hevc_nvenc', quality: 28, preset: 'p5' });
+  });
+
+  it('keep the quality and preset an encoder takes and replace the others with its defaults', () => {
+    expect(fitSettings(served, 'hevc', 'hevc_nvenc', { quality: 20, preset: 'slow' })).toEqual({ quality: 20, preset: 'p5' });
+    expect(fitSettings(served, 'hevc', 'libx265', { quality: 20, preset: 'slow' })).toEqual({ quality: 20, preset: 'slow' });
+    expect(fitSettings(served, 'hevc', 'libx265', { quality: 60, preset: '8' })).toEqual({ quality: 28, preset: 'medium' });
+    expect(fitSettings(served, 'av1', 'libsvtav1', { quality: 60, preset: 'medium' })).toEqual({ quality: 60, preset: '8' });
+    expect(fitSettings(served, 'hevc', 'hevc_vaapi', { quality: 20, preset: 'medium' })).toEqual({ quality: 20, preset: '' });
   });
 });
 
 describe('quality range', () => {
-  it('accepts CRF 0-51 for HEVC and 0-63 for AV1', () => {
-    expect(qualityError('hevc', 0)).toBeNull();
-    expect(qualityError('hevc', 51)).toBeNull();
-    expect(qualityError('hevc', 52)).toMatch(/0 to 51/);
-    expect(qualityError('av1', 63)).toBeNull();
-    expect(qualityError('av1', 64)).toMatch(/0 to 63/);
-    expect(qualityError('av1', -1)).not.toBeNull();
-    expect(qualityError('hevc', 22.5)).not.toBeNull();
-    expect(qualityError('hevc', Number.NaN)).not.toBeNull();
+  it('follows the encoder’s scale', () => {
+    const x265 = served.codecs[0].encoders[0];
+    const svt = served.codecs[1].encoders[0];
+    expect(qualityError(x265, 0)).toBeNull();
+    expect(qualityError(x265, 51)).toBeNull();
+    expect(qualityError(x265, 52)).toMatch(/0 to 51/);
+    expect(qualityError(svt, 63)).toBeNull();
+    expect(qualityError(svt, 64)).toMatch(/0 to 63/);
+    expect(qualityError(svt, -1)).not.toBeNull();
+    expect(qualityError(x265, 22.5)).not.toBeNull();
+    expect(qualityError(x265, Number.NaN)).not.toBeNull();
   });
 });
 
@@ -45,19 +62,18 @@ describe('validateLibrary', () => {
   };
 
   it('accepts a complete library', () => {
-    expect(validateLibrary(valid, ['libx265', 'hevc_nvenc'])).toEqual({});
+    expect(validateLibrary(valid, served, ['libx265', 'hevc_nvenc'])).toEqual({});
+    expect(validateLibrary({ ...valid, encoder: 'hevc_vaapi', preset: '' }, served, ['hevc_vaapi'])).toEqual({});
   });
 
   it('reports each missing or wrong field', () => {
-    const errors = validateLibrary(
-      { ...valid, name: ' ', paths: ['relative/path'], targetCodec: 'av1', encoder: 'hevc_nvenc', quality: 70 },
-      ['libsvtav1'],
-    );
-    expect(Object.keys(errors).sort()).toEqual(['encoder', 'name', 'paths', 'quality']);
-    expect(validateLibrary({ ...valid, paths: [''] }, ['hevc_nvenc']).paths).toMatch(/at least one/);
+    const errors = validateLibrary({ ...valid, name: ' ', paths: ['relative/path'], quality: 70, preset: 'medium' }, served, ['hevc_nvenc']);
+    expect(Object.keys(errors).sort()).toEqual(['name', 'paths', 'preset', 'quality']);
+    expect(validateLibrary({ ...valid, targetCodec: 'av1' }, served, ['libsvtav1']).encoder).toMatch(/AV1/);
+    expect(validateLibrary({ ...valid, paths: [''] }, served, ['hevc_nvenc']).paths).toMatch(/at least one/);
   });
 
-  it('rejects an encoder no node reports', () => {
-    expect(validateLibrary(valid, ['libx265']).encoder).toMatch(/No node/);
+  it('rejects an encoder no node that is up runs', () => {
+    expect(validateLibrary(valid, served, ['libx265']).encoder).toMatch(/No node/);
   });
 });

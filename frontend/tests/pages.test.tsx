@@ -4,6 +4,7 @@
 import { render } from 'preact';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { ClusterNode, Dashboard, Job, Library } from '../src/types';
+import { catalog } from './catalog';
 
 class FakeWebSocket {
   static instances: FakeWebSocket[] = [];
@@ -130,6 +131,7 @@ function respond(method: string, path: string): { status: number; body?: unknown
   if (url === '/api/system/dashboard') return { status: 200, body: dashboard };
   if (url === '/api/queue/stats') return { status: 200, body: queue };
   if (url === '/api/nodes') return { status: 200, body: nodes };
+  if (url === '/api/encoders') return { status: 200, body: catalog(nodes.flatMap((node) => node.encoders)) };
   if (method === 'GET' && url === '/api/libraries') return { status: 200, body: [library] };
   if (method === 'POST' && url === '/api/libraries/1/scan') return { status: 200, body: { queued: 7 } };
   if (url === '/api/insights/stats') {
@@ -285,18 +287,30 @@ describe('dashboard pages', () => {
     expect(byLabel('Retry broken.avi')).not.toBeNull();
   });
 
-  it('offers only encoders a node reports for the chosen codec', async () => {
+  it('offers the encoders, presets and quality range /encoders serves for the chosen codec', async () => {
     await mount('#/libraries');
     await vi.waitFor(() => expect(text()).toContain('Movies'));
     const add = [...container().querySelectorAll('button')].find((b) => b.textContent === 'Add library')!;
     add.click();
     await vi.waitFor(() => expect(container().querySelector('form.form')).not.toBeNull());
+    expect(calls).toContain('GET /api/encoders');
     const selects = () => [...container().querySelectorAll<HTMLSelectElement>('form.form select')];
-    const encoderOptions = () => [...selects()[1].options].map((o) => o.value);
-    await vi.waitFor(() => expect(encoderOptions()).toEqual(['libx265', 'hevc_nvenc']));
-    selects()[0].value = 'av1';
-    selects()[0].dispatchEvent(new Event('change', { bubbles: true }));
-    await vi.waitFor(() => expect(encoderOptions()).toEqual(['libsvtav1']));
+    const options = (select: number) => [...selects()[select].options].map((o) => o.value);
+    const quality = () => container().querySelector<HTMLInputElement>('form.form input[type="number"]')!;
+    const choose = (select: number, value: string) => {
+      selects()[select].value = value;
+      selects()[select].dispatchEvent(new Event('change', { bubbles: true }));
+    };
+    // The server's defaults for a new HEVC library.
+    await vi.waitFor(() => expect(options(1)).toEqual(['libx265', 'hevc_nvenc']));
+    expect([selects()[1].value, quality().value, selects()[2].value]).toEqual(['libx265', '28', 'medium']);
+    expect(options(2)).toEqual(catalog([]).codecs[0].encoders[0].presets);
+    choose(1, 'hevc_nvenc');
+    await vi.waitFor(() => expect(selects()[2].value).toBe('p5'));
+    expect(options(2)).toEqual(['p1', 'p5', 'p7']);
+    choose(0, 'av1');
+    await vi.waitFor(() => expect(options(1)).toEqual(['libsvtav1']));
+    expect([selects()[2].value, quality().max]).toEqual(['8', '63']);
     expect(text()).toContain('CRF 0–63');
   });
 

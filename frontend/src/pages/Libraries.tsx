@@ -1,30 +1,28 @@
-import { useEffect, useState } from 'preact/hooks';
+import { useState } from 'preact/hooks';
 import { errorMessage } from '../api';
 import { Alert, Badge, Loading } from '../components';
 import {
-  CODEC_ENCODERS,
-  CODEC_LABELS,
-  CODECS,
-  DEFAULT_PRESET,
-  DEFAULT_QUALITY,
-  ENCODER_LABELS,
-  ENCODER_PRESETS,
-  QUALITY_MAX,
   availableEncoders,
+  codecLabel,
+  defaultInput,
+  encoderInfo,
+  fitSettings,
+  preferredEncoder,
   validateLibrary,
+  type EncoderCatalog,
   type LibraryErrors,
 } from '../encoders';
 import { formatRelative } from '../format';
 import { useAction, useResource } from '../hooks';
 import { routeHref } from '../router';
 import { api } from '../session';
-import type { ClusterNode, Codec, Library, LibraryInput } from '../types';
+import type { Codec, Library, LibraryInput } from '../types';
 
 type Editing = { mode: 'create' } | { mode: 'edit'; library: Library } | null;
 
 export function Libraries() {
   const libraries = useResource(() => api.libraries(), []);
-  const nodes = useResource(() => api.nodes(), []);
+  const catalog = useResource(() => api.encoders(), []);
   const [editing, setEditing] = useState<Editing>(null);
   const [error, setError] = useState<string | null>(null);
   const [notice, setNotice] = useState<string | null>(null);
@@ -81,20 +79,22 @@ export function Libraries() {
         )}
       </header>
       <Alert message={libraries.error} />
-      <Alert message={nodes.error} />
+      <Alert message={catalog.error} />
       <Alert message={error} onClose={() => setError(null)} />
       <Alert kind="ok" message={notice} onClose={() => setNotice(null)} />
 
-      {editing !== null && (
-        <LibraryForm
-          key={editing.mode === 'edit' ? editing.library.id : 'new'}
-          library={editing.mode === 'edit' ? editing.library : null}
-          nodes={nodes.data ?? []}
-          nodesLoaded={nodes.data !== null}
-          onSaved={saved}
-          onCancel={() => setEditing(null)}
-        />
-      )}
+      {editing !== null &&
+        (catalog.data ? (
+          <LibraryForm
+            key={editing.mode === 'edit' ? editing.library.id : 'new'}
+            library={editing.mode === 'edit' ? editing.library : null}
+            catalog={catalog.data}
+            onSaved={saved}
+            onCancel={() => setEditing(null)}
+          />
+        ) : (
+          catalog.loading && <Loading what="encoders" />
+        ))}
 
       {!libraries.data ? (
         libraries.loading && <Loading what="libraries" />
@@ -120,7 +120,7 @@ export function Libraries() {
               <dl class="inline-facts">
                 <div>
                   <dt>Target</dt>
-                  <dd>{CODEC_LABELS[library.targetCodec] ?? library.targetCodec}</dd>
+                  <dd>{codecLabel(catalog.data, library.targetCodec)}</dd>
                 </div>
                 <div>
                   <dt>Encoder</dt>
@@ -166,79 +166,57 @@ export function Libraries() {
   );
 }
 
-function initialInput(library: Library | null, nodes: ClusterNode[]): LibraryInput {
+function initialInput(library: Library | null, catalog: EncoderCatalog): LibraryInput {
   if (library) {
     const { name, paths, targetCodec, encoder, quality, preset, watch, enabled } = library;
     return { name, paths: paths.length > 0 ? [...paths] : [''], targetCodec, encoder, quality, preset, watch, enabled };
   }
-  const encoder = availableEncoders('hevc', nodes)[0] ?? '';
-  return {
-    name: '',
-    paths: [''],
-    targetCodec: 'hevc',
-    encoder,
-    quality: DEFAULT_QUALITY.hevc,
-    preset: DEFAULT_PRESET[encoder] ?? '',
-    watch: true,
-    enabled: true,
-  };
+  return defaultInput(catalog);
 }
 
 function LibraryForm({
   library,
-  nodes,
-  nodesLoaded,
+  catalog,
   onSaved,
   onCancel,
 }: {
   library: Library | null;
-  nodes: ClusterNode[];
-  nodesLoaded: boolean;
+  catalog: EncoderCatalog;
   onSaved: (library: Library) => void;
   onCancel: () => void;
 }) {
-  const [input, setInput] = useState<LibraryInput>(() => initialInput(library, nodes));
+  const [input, setInput] = useState<LibraryInput>(() => initialInput(library, catalog));
   const [errors, setErrors] = useState<LibraryErrors>({});
   const { busy, error, run } = useAction();
-  const offered = availableEncoders(input.targetCodec, nodes);
-  // Keep an existing library's encoder visible even when no node reports it any more.
-  const choices = input.encoder && !offered.includes(input.encoder) && CODEC_ENCODERS[input.targetCodec].includes(input.encoder)
-    ? [...offered, input.encoder]
-    : offered;
-  // Until the node list arrives, the encoder cannot be chosen (or validated).
-  const firstOffered = offered[0] ?? '';
-  useEffect(() => {
-    if (input.encoder === '' && firstOffered !== '') {
-      setInput((current) => ({ ...current, encoder: firstOffered, preset: DEFAULT_PRESET[firstOffered] ?? current.preset }));
-    }
-  }, [firstOffered]);
+  const offered = availableEncoders(catalog, input.targetCodec);
+  // Keep an existing library's encoder visible even when no node runs it any more.
+  const choices =
+    input.encoder && !offered.includes(input.encoder) && encoderInfo(catalog, input.targetCodec, input.encoder)
+      ? [...offered, input.encoder]
+      : offered;
   const set = (change: Partial<LibraryInput>) => setInput((current) => ({ ...current, ...change }));
 
   const changeCodec = (codec: Codec) => {
-    const encoders = availableEncoders(codec, nodes);
-    const encoder = encoders.includes(input.encoder) ? input.encoder : (encoders[0] ?? '');
-    set({
-      targetCodec: codec,
-      encoder,
-      quality: input.quality > QUALITY_MAX[codec] ? DEFAULT_QUALITY[codec] : input.quality,
-      preset: encoder === input.encoder ? input.preset : (DEFAULT_PRESET[encoder] ?? ''),
-    });
+    const encoders = availableEncoders(catalog, codec);
+    const encoder = encoders.includes(input.encoder) ? input.encoder : preferredEncoder(catalog, codec);
+    set({ targetCodec: codec, encoder, ...fitSettings(catalog, codec, encoder, input) });
   };
 
-  const changeEncoder = (encoder: string) =>
-    set({ encoder, preset: (ENCODER_PRESETS[encoder] ?? []).includes(input.preset) ? input.preset : (DEFAULT_PRESET[encoder] ?? '') });
+  const changeEncoder = (encoder: string) => set({ encoder, ...fitSettings(catalog, input.targetCodec, encoder, input) });
 
   const submit = async (event: Event) => {
     event.preventDefault();
     const body: LibraryInput = { ...input, name: input.name.trim(), paths: input.paths.map((p) => p.trim()).filter((p) => p !== '') };
-    const found = validateLibrary(body, choices);
+    const found = validateLibrary(body, catalog, choices);
     setErrors(found);
     if (Object.keys(found).length > 0) return;
     const result = await run(() => (library ? api.updateLibrary(library.id, body) : api.createLibrary(body)));
     if (result) onSaved(result);
   };
 
-  const presets = ENCODER_PRESETS[input.encoder] ?? [];
+  const encoder = encoderInfo(catalog, input.targetCodec, input.encoder);
+  const presets = encoder?.presets ?? [];
+  const quality = encoder?.quality ?? { min: 0, max: 0, default: 0 };
   const title = library ? `Edit ${library.name}` : 'New library';
   return (
     <form class="card form" onSubmit={(e) => void submit(e)} aria-labelledby="library-form-title" noValidate>
@@ -286,9 +264,9 @@ function LibraryForm({
         <label class="field">
           <span>Target codec</span>
           <select value={input.targetCodec} onChange={(e) => changeCodec(e.currentTarget.value as Codec)}>
-            {CODECS.map((codec) => (
+            {catalog.codecs.map(({ codec, label }) => (
               <option key={codec} value={codec}>
-                {CODEC_LABELS[codec]}
+                {label}
               </option>
             ))}
           </select>
@@ -301,26 +279,28 @@ function LibraryForm({
             aria-invalid={errors.encoder ? true : undefined}
             onChange={(e) => changeEncoder(e.currentTarget.value)}
           >
-            {choices.length === 0 && <option value="">{nodesLoaded ? 'No node offers one' : 'Loading…'}</option>}
-            {choices.map((encoder) => (
-              <option key={encoder} value={encoder}>
-                {ENCODER_LABELS[encoder] ?? encoder}
-                {offered.includes(encoder) ? '' : ' (no node reports it)'}
+            {choices.length === 0 && <option value="">No node offers one</option>}
+            {choices.map((name) => (
+              <option key={name} value={name}>
+                {encoderInfo(catalog, input.targetCodec, name)?.label ?? name}
+                {offered.includes(name) ? '' : ' (no node that is up runs it)'}
               </option>
             ))}
           </select>
-          {nodesLoaded && offered.length === 0 && (
-            <small class="text-bad">No node reports an encoder for {CODEC_LABELS[input.targetCodec]}.</small>
+          {offered.length === 0 && (
+            <small class="text-bad">No node that is up runs an encoder for {codecLabel(catalog, input.targetCodec)}.</small>
           )}
           {errors.encoder && <small class="text-bad">{errors.encoder}</small>}
         </label>
         <label class="field">
-          <span>Quality (CRF 0–{QUALITY_MAX[input.targetCodec]})</span>
+          <span>
+            Quality (CRF {quality.min}–{quality.max})
+          </span>
           <input
             type="number"
             inputMode="numeric"
-            min={0}
-            max={QUALITY_MAX[input.targetCodec]}
+            min={quality.min}
+            max={quality.max}
             step={1}
             value={Number.isNaN(input.quality) ? '' : input.quality}
             aria-invalid={errors.quality ? true : undefined}
@@ -330,17 +310,22 @@ function LibraryForm({
         </label>
         <label class="field">
           <span>Preset</span>
-          <input
+          <select
             value={input.preset}
-            list="preset-suggestions"
-            placeholder={presets.length === 0 ? 'none' : undefined}
-            onInput={(e) => set({ preset: e.currentTarget.value })}
-          />
-          <datalist id="preset-suggestions">
+            disabled={presets.length === 0}
+            aria-invalid={errors.preset ? true : undefined}
+            onChange={(e) => set({ preset: e.currentTarget.value })}
+          >
+            {presets.length === 0 && <option value="">none</option>}
+            {presets.length > 0 && !presets.includes(input.preset) && <option value={input.preset}>{input.preset || 'choose one'}</option>}
             {presets.map((preset) => (
-              <option key={preset} value={preset} />
+              <option key={preset} value={preset}>
+                {preset}
+                {preset === encoder?.defaultPreset ? ' (default)' : ''}
+              </option>
             ))}
-          </datalist>
+          </select>
+          {errors.preset && <small class="text-bad">{errors.preset}</small>}
         </label>
       </div>
       <p class="muted small">Lower CRF keeps more detail and gives larger files. For HDR sources, CRF 18–22 with a slow preset.</p>
