@@ -335,6 +335,23 @@ fn encoder_options(plan: &EncodePlan, info: &MediaInfo) -> Result<AVDictionary, 
     Ok(dict)
 }
 
+/// Opens an encoder with its options. rsmpeg's `AVCodecContext::open` frees the options
+/// twice when opening fails (FFmpeg has already replaced them), which crashed the
+/// transcoder on an encoder that is present but cannot run here (NVENC without a driver);
+/// here the dictionary FFmpeg leaves is freed once, whatever the outcome.
+fn open_with_options(encoder: &mut AVCodecContext, options: AVDictionary) -> Result<(), RsmpegError> {
+    let mut options = options.into_raw().as_ptr();
+    // SAFETY: avcodec_open2 takes the dictionary we own, frees it and puts the options it
+    // did not use in its place, on success and on failure alike; we free that.
+    let ret = unsafe { ffi::avcodec_open2(encoder.as_mut_ptr(), std::ptr::null(), &mut options) };
+    // SAFETY: `options` is null or a dictionary FFmpeg made for us.
+    unsafe { ffi::av_dict_free(&mut options) };
+    if ret < 0 {
+        return Err(RsmpegError::CodecOpenError(ret));
+    }
+    Ok(())
+}
+
 /// One segment being written: its own encoder session and NUT file.
 struct SegmentWriter {
     index: u32,
@@ -373,11 +390,11 @@ impl SegmentWriter {
             raw.chroma_sample_location = fmt.chroma_location;
             raw.thread_count = 0;
         }
-        encoder.open(Some(encoder_options(plan, info)?)).map_err(|e| {
+        open_with_options(&mut encoder, encoder_options(plan, info)?).map_err(|e| {
+            // Whatever FFmpeg's error code (NVENC answers EPERM without a driver), the
+            // encoder cannot run here: never a file's permissions.
             let mut err = from_rsmpeg(&format!("opening encoder {}", plan.encoder), &e);
-            if err.code == FailureCode::Miscellaneous {
-                err.code = FailureCode::UnsupportedCodec;
-            }
+            err.code = FailureCode::UnsupportedCodec;
             err
         })?;
         let scaler = if pix_fmt != fmt.src_pix_fmt {
@@ -542,7 +559,7 @@ fn attach_hardware(ctx: &mut AVCodecContext, decoder: &AVCodec, hardware: Hardwa
 
 /// Opens the stream's decoder, on `hardware` where it can decode there (else on the CPU);
 /// answers the hardware pixel format of its frames when it decodes on hardware.
-fn open_decoder_on(
+pub fn open_decoder_on(
     input: &AVFormatContextInput,
     index: usize,
     hardware: Hardware,
@@ -584,7 +601,7 @@ fn open_decoder_on(
 
 /// A decoded frame in system memory: hardware frames are downloaded, with their
 /// timestamps and colour properties.
-fn to_system_memory(frame: AVFrame, hardware_format: Option<i32>) -> Result<AVFrame, MediaError> {
+pub fn to_system_memory(frame: AVFrame, hardware_format: Option<i32>) -> Result<AVFrame, MediaError> {
     if hardware_format != Some(frame.format) {
         return Ok(frame);
     }

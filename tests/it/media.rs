@@ -189,6 +189,92 @@ async fn hdr10_is_kept_in_hevc_and_av1_and_hlg_keeps_its_transfer() {
     assert_eq!(out.video().unwrap().bit_depth, Some(10));
 }
 
+#[actix_web::test]
+async fn each_rung_of_the_retry_ladder_runs_what_its_plan_says() {
+    use condense::domain::encoding::{profile_for_attempt, EncodeSettings, Encoder, TargetCodec};
+    let dir = tempfile::tempdir().unwrap();
+    let src = clips::h264_ten_bit(dir.path(), "ten.mkv");
+    let info = probe(&src).unwrap();
+    assert_eq!(info.video().unwrap().bit_depth, Some(10));
+    let settings =
+        EncodeSettings::for_library(TargetCodec::Hevc, Some(Encoder::HevcNvenc), Some("p7"), Some(30), false);
+    let plans: Vec<EncodePlan> =
+        (0..4).map(|n| EncodePlan::new(&src, &info, &profile_for_attempt(&settings, n)).unwrap()).collect();
+
+    // The first two rungs run NVENC, decoding on the GPU and then on the CPU; without an
+    // NVIDIA encoder here they fail as an unsupported codec, which is what the ladder climbs.
+    for plan in &plans[..2] {
+        assert_eq!(plan.encoder, Encoder::HevcNvenc);
+        let (end, events) = run(plan).await;
+        if condense::media::encoders::opens(Encoder::HevcNvenc) {
+            assert_eq!(end, ChildEnd::Completed, "{events:?}");
+        } else {
+            match end {
+                ChildEnd::Failed(e) => assert_eq!(e.code, FailureCode::UnsupportedCodec, "{e}"),
+                other => panic!("{other:?}: {events:?}"),
+            }
+        }
+        let _ = std::fs::remove_dir_all(&plan.partial_dir);
+    }
+    // The CPU rung encodes with x265 and keeps 10 bits; the conservative rung writes 8.
+    for (plan, depth) in [(&plans[2], 10), (&plans[3], 8)] {
+        assert_eq!((plan.encoder, plan.bit_depth), (Encoder::Libx265, depth));
+        let (end, events) = run(plan).await;
+        assert_eq!(end, ChildEnd::Completed, "{events:?}");
+        let out = verify(&plan.output_path(), &src, &info, "hevc").unwrap();
+        assert_eq!(out.video().unwrap().bit_depth, Some(u32::from(depth)), "rung {:?}", plan.retry_profile);
+        std::fs::remove_dir_all(&plan.partial_dir).unwrap();
+    }
+}
+
+/// Decoding on each encoder's hardware gives every frame, in system memory; where the
+/// hardware is missing (as on the test machines without a GPU) it decodes on the CPU.
+#[test]
+fn hardware_decoding_gives_every_frame_in_system_memory_or_falls_back_to_the_cpu() {
+    use condense::domain::encoding::Hardware;
+    use condense::media::encode::{main_video_index, open_decoder_on, to_system_memory};
+    use rsmpeg::error::RsmpegError;
+    let dir = tempfile::tempdir().unwrap();
+    let src = clips::h264(dir.path(), "clip.mkv", "320x240", 2);
+    for hardware in Hardware::ALL.iter().copied() {
+        let mut input = condense::media::probe::open_input(&src).unwrap();
+        let vi = main_video_index(&input).unwrap();
+        let (mut decoder, hardware_format) = open_decoder_on(&input, vi, hardware).unwrap();
+        if hardware == Hardware::Cpu {
+            assert_eq!(hardware_format, None);
+        }
+        let (mut frames, mut eof) = (0, false);
+        while !eof {
+            match condense::media::probe::read_packet(&mut input, "clip").unwrap() {
+                Some(packet) if packet.stream_index as usize == vi => decoder.send_packet(Some(&packet)).unwrap(),
+                Some(_) => continue,
+                None => {
+                    decoder.send_packet(None).unwrap();
+                    eof = true;
+                }
+            }
+            loop {
+                match decoder.receive_frame() {
+                    Ok(frame) => {
+                        let frame = to_system_memory(frame, hardware_format).unwrap();
+                        assert_eq!((frame.width, frame.height), (320, 240), "{hardware}");
+                        assert!(
+                            Some(frame.format) != hardware_format
+                                && condense::media::probe::pix_fmt_depth(frame.format).unwrap_or(0) >= 8,
+                            "{hardware}: format {} is not in system memory",
+                            frame.format
+                        );
+                        frames += 1;
+                    }
+                    Err(RsmpegError::DecoderDrainError | RsmpegError::DecoderFlushedError) => break,
+                    Err(e) => panic!("{hardware}: {e}"),
+                }
+            }
+        }
+        assert_eq!(frames, 50, "{hardware} (hardware format {hardware_format:?})");
+    }
+}
+
 /// 12 s at 25 fps in 1-second (25-frame) segments, slowed so a stop lands mid-encode.
 fn slow_plan(dir: &Path) -> (PathBuf, EncodePlan, u64) {
     let src = clips::h264(dir, "long.mkv", "320x240", 12);

@@ -90,6 +90,11 @@ pub fn h264(dir: &Path, name: &str, size: &str, seconds: u32) -> PathBuf {
     testsrc(dir, name, size, seconds, "-c:v libx264 -preset ultrafast -qp 12")
 }
 
+/// 10-bit H.264 SDR (BT.709).
+pub fn h264_ten_bit(dir: &Path, name: &str) -> PathBuf {
+    testsrc(dir, name, "320x240", 2, "-pix_fmt yuv420p10le -c:v libx264 -preset ultrafast -qp 10")
+}
+
 pub fn hevc(dir: &Path, name: &str) -> PathBuf {
     testsrc(dir, name, "320x240", 2, "-c:v libx265 -preset ultrafast -x265-params log-level=error")
 }
