@@ -1,6 +1,8 @@
 use sea_orm::entity::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use crate::sea_orm_active_enums::{FailureCode, JobStatus, Stage};
+
 /// One media file and its way through the re-encoding lifecycle.
 #[derive(Clone, Debug, PartialEq, DeriveEntityModel, Serialize, Deserialize)]
 #[sea_orm(table_name = "jobs")]
@@ -11,10 +13,9 @@ pub struct Model {
     #[sea_orm(unique)]
     pub file_path: String,
     pub file_name: String,
-    /// PENDING, QUEUED, ANALYZING, ENCODING, PAUSED, COMPLETED, SKIPPED, FAILED, CANCELLED.
-    pub status: String,
-    /// ANALYZING, ENCODING, TRANSFERRING while running.
-    pub stage: Option<String>,
+    pub status: JobStatus,
+    /// Set while running.
+    pub stage: Option<Stage>,
     /// 0 to 100.
     pub progress: f64,
     /// Current encoding speed in frames per second.
@@ -28,7 +29,7 @@ pub struct Model {
     /// Displayed failure reason, e.g. "file validation failed".
     pub failure_reason: Option<String>,
     /// Machine-readable failure code, e.g. "file_validation_failed".
-    pub failure_code: Option<String>,
+    pub failure_code: Option<FailureCode>,
     /// Detail behind the failure (the transcoder's last log lines).
     pub failure_detail: Option<String>,
     pub stalled: bool,

@@ -1,6 +1,8 @@
 use sea_orm::entity::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use crate::sea_orm_active_enums::JobStatus;
+
 /// One entry of a job's history: a transition, or a step of the replace protocol.
 #[derive(Clone, Debug, PartialEq, DeriveEntityModel, Serialize, Deserialize)]
 #[sea_orm(table_name = "job_events")]
@@ -11,8 +13,8 @@ pub struct Model {
     pub at: ChronoDateTimeUtc,
     /// What happened, e.g. "queued", "paused", "replace_renamed_original".
     pub kind: String,
-    pub from_status: Option<String>,
-    pub to_status: Option<String>,
+    pub from_status: Option<JobStatus>,
+    pub to_status: Option<JobStatus>,
     pub node_name: Option<String>,
     pub detail: Option<Json>,
 }

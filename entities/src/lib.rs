@@ -1,11 +1,13 @@
-//! sea-orm entities of condense. Status and kind columns are plain strings here; the
-//! domain types in the `condense` crate give them meaning and the repository converts.
+//! sea-orm entities of condense. Closed sets (statuses, stages, roles, tiers, failure codes)
+//! are typed columns (`sea_orm_active_enums`); the domain types in the `condense` crate give
+//! them meaning and `condense::repo::enums` converts.
 
 pub mod job;
 pub mod job_event;
 pub mod library;
 pub mod license;
 pub mod node;
+pub mod sea_orm_active_enums;
 pub mod setting;
 pub mod user;
 

@@ -1,6 +1,8 @@
 use sea_orm::entity::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use crate::sea_orm_active_enums::Tier;
+
 /// An installed licence key and what its signature vouched for when installed.
 #[derive(Clone, Debug, PartialEq, DeriveEntityModel, Serialize, Deserialize)]
 #[sea_orm(table_name = "licenses")]
@@ -8,8 +10,7 @@ pub struct Model {
     #[sea_orm(primary_key)]
     pub id: i32,
     pub key: String,
-    /// FREE, SUPPORTER, PRO.
-    pub tier: String,
+    pub tier: Tier,
     pub licensee: String,
     pub expires_at: Option<ChronoDateTimeUtc>,
     pub installed_at: ChronoDateTimeUtc,

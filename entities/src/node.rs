@@ -1,6 +1,8 @@
 use sea_orm::entity::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use crate::sea_orm_active_enums::{NodeRole, NodeStatus};
+
 /// A node of the cluster: the main node or a linked worker.
 #[derive(Clone, Debug, PartialEq, DeriveEntityModel, Serialize, Deserialize)]
 #[sea_orm(table_name = "nodes")]
@@ -9,11 +11,9 @@ pub struct Model {
     pub id: i32,
     #[sea_orm(unique)]
     pub name: String,
-    /// "main" or "linked".
-    pub role: String,
+    pub role: NodeRole,
     pub address: String,
-    /// ONLINE, OFFLINE, DEGRADED.
-    pub status: String,
+    pub status: NodeStatus,
     pub status_reason: Option<String>,
     pub gpu: Option<String>,
     pub cores: i32,

@@ -20,8 +20,9 @@ use tokio::sync::oneshot;
 use super::lifecycle::{EventContext, LifecycleError};
 use super::node::{ControlJob, NodeSupervisor, RunningJobs, StartJob, StopAll};
 use super::protocol::{Call, Frame};
-use super::store::{Applied, JobPatch, JobStore};
+use super::store::{Applied, JobStore};
 use crate::domain::job::JobEvent;
+use crate::repo::jobs::JobChange;
 use crate::repo::RepoError;
 
 type Sink = SplitSink<Framed<BoxedSocket, Codec>, Message>;
@@ -369,13 +370,13 @@ impl JobStore for RemoteStore {
         id: i32,
         lease: &str,
         event: JobEvent,
-        patch: JobPatch,
+        patch: JobChange,
         ctx: EventContext,
     ) -> Result<Applied, LifecycleError> {
         self.call(Call::Apply { id, lease: lease.to_string(), event, patch, ctx }).await
     }
 
-    async fn update_live(&self, id: i32, lease: &str, patch: JobPatch) -> Result<(), LifecycleError> {
+    async fn update_live(&self, id: i32, lease: &str, patch: JobChange) -> Result<(), LifecycleError> {
         self.call::<serde_json::Value>(Call::UpdateLive { id, lease: lease.to_string(), patch }).await.map(|_| ())
     }
 

@@ -8,6 +8,8 @@ use actix::prelude::*;
 use serde::Serialize;
 use tokio::sync::mpsc;
 
+use crate::domain::job::{JobStatus, Stage};
+
 /// One live update of a job, as sent on the WebSocket (`type`, `jobId`, `progress`,
 /// `status` and the other live fields).
 #[derive(Debug, Clone, PartialEq, Serialize, Message)]
@@ -35,8 +37,8 @@ impl JobUpdate {
             kind,
             job_id: job.id,
             progress: job.progress,
-            status: job.status.clone(),
-            stage: job.stage.clone(),
+            status: JobStatus::from(job.status).to_string(),
+            stage: job.stage.map(|stage| Stage::from(stage).to_string()),
             fps: job.fps,
             eta_seconds: job.eta_seconds,
             node: job.node_name.clone(),

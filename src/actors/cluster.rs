@@ -23,7 +23,8 @@ use crate::domain::job::{JobEvent, JobStatus};
 use crate::domain::node::{node_status, NodeRole, NodeStatus};
 use crate::media::layout::partial_dir_for;
 use crate::media::partial::remove_partial;
-use crate::repo::{self, jobs, nodes::NodeFacts};
+use crate::repo::jobs::{self, JobChange};
+use crate::repo::{self, nodes::NodeFacts};
 
 /// What the main node tells linked nodes.
 #[derive(Debug, Clone)]
@@ -208,9 +209,9 @@ impl RemoteNode {
                 let others = nodes
                     .iter()
                     .filter(|n| {
-                        n.role == NodeRole::Linked.as_str()
+                        n.role == NodeRole::Linked
                             && Some(n.id) != row
-                            && n.status != NodeStatus::Offline.as_str()
+                            && n.status != NodeStatus::Offline
                     })
                     .count();
                 if let Some(max) = tier.max_nodes() {
@@ -338,7 +339,7 @@ impl RemoteNode {
                         let before = jobs::get(&db, id).await.map_err(|e| e.to_string())?;
                         fenced(&before, &lease)?;
                         let applied = store.apply(id, &lease, event, patch, ctx).await.map_err(|e| e.to_string())?;
-                        if applied.job.status == JobStatus::Completed.as_str() {
+                        if applied.job.status == JobStatus::Completed {
                             // The node removes it too, but may die before it does.
                             let dir = partial_dir_for(std::path::Path::new(&before.file_path));
                             let _ = tokio::task::spawn_blocking(move || remove_partial(&dir)).await;
@@ -403,12 +404,13 @@ fn admit(
     }
     match by_name {
         None => Ok(None),
-        Some(other) if other.role != NodeRole::Linked.as_str() => {
+        Some(other) if other.role != NodeRole::Linked => {
             Err(format!("the name {name:?} is the main node's; give the linked node its own NODE_NAME"))
         }
-        Some(other) if linked(other.id) || other.status != NodeStatus::Offline.as_str() => Err(format!(
+        Some(other) if linked(other.id) || other.status != NodeStatus::Offline => Err(format!(
             "another node named {name:?} is linked (node {}, {}); give each linked node its own NODE_NAME",
-            other.id, other.status
+            other.id,
+            NodeStatus::from(other.status)
         )),
         Some(other) => Ok(Some(other.id)),
     }
@@ -432,7 +434,7 @@ async fn reconcile(lifecycle: &Lifecycle, node_id: i32, node: &str, running: &[R
             };
             // The node restarted under the job: counted as a crash.
             let orphaned = JobEvent::Orphaned { crashed: true };
-            match lifecycle.apply(job.id, orphaned, job::ActiveModel::default(), ctx).await {
+            match lifecycle.apply(job.id, orphaned, JobChange::default(), ctx).await {
                 Ok((job, outcome)) => lifecycle.carry_out_offline(&job, &outcome).await,
                 Err(e) => tracing::debug!(job_id = job.id, error = %e, "reconcile skipped a job"),
             }
@@ -462,7 +464,7 @@ pub async fn take_offline(
             };
             // The node vanished without a word: counted as a crash.
             let (job, outcome) =
-                lifecycle.apply(job.id, JobEvent::Orphaned { crashed: true }, job::ActiveModel::default(), ctx).await?;
+                lifecycle.apply(job.id, JobEvent::Orphaned { crashed: true }, JobChange::default(), ctx).await?;
             lifecycle.carry_out_offline(&job, &outcome).await;
             requeued += 1;
         }
@@ -491,8 +493,8 @@ pub async fn watch_links(lifecycle: Lifecycle, config: ClusterConfig) {
         };
         let now = chrono::Utc::now();
         for n in nodes.into_iter().filter(|n| {
-            n.role == NodeRole::Linked.as_str()
-                && n.status != NodeStatus::Offline.as_str()
+            n.role == NodeRole::Linked
+                && n.status != NodeStatus::Offline
                 && n.last_seen_at.is_none_or(|seen| now - seen > timeout)
         }) {
             let reason = format!("no heartbeat for {} s", config.timeout.as_secs());
@@ -635,10 +637,7 @@ impl Handler<ControlJob> for RemoteNode {
 /// At start-up no link is open yet: linked nodes recorded as up are not.
 pub async fn mark_linked_nodes_offline(db: &DatabaseConnection) {
     if let Ok(nodes) = repo::nodes::list(db).await {
-        for n in nodes
-            .into_iter()
-            .filter(|n| n.role == NodeRole::Linked.as_str() && n.status != NodeStatus::Offline.as_str())
-        {
+        for n in nodes.into_iter().filter(|n| n.role == NodeRole::Linked && n.status != NodeStatus::Offline) {
             let _ =
                 repo::nodes::set_status(db, n.id, NodeStatus::Offline, Some("the main node restarted".into())).await;
         }
@@ -679,9 +678,9 @@ mod tests {
         node::Model {
             id,
             name: name.into(),
-            role: NodeRole::Linked.as_str().into(),
+            role: NodeRole::Linked.into(),
             address: name.into(),
-            status: status.as_str().into(),
+            status: status.into(),
             status_reason: None,
             gpu: None,
             cores: 1,
@@ -742,7 +741,7 @@ mod tests {
 
     #[test]
     fn the_main_nodes_name_is_refused() {
-        let main = node::Model { role: NodeRole::Main.as_str().into(), ..row(1, "main", NodeStatus::Offline, None) };
+        let main = node::Model { role: NodeRole::Main.into(), ..row(1, "main", NodeStatus::Offline, None) };
         assert!(admit("main", None, Some(&main), NONE_LINKED).is_err());
     }
 

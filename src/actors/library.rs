@@ -112,7 +112,7 @@ async fn remove_stale_partials(db: &DatabaseConnection, partials: Vec<PathBuf>) 
     for dir in partials {
         let Some(source) = source_of_partial(&dir) else { continue };
         let job = jobs::find_by_path(db, &source.to_string_lossy()).await?;
-        let live = job.is_some_and(|j| j.status.parse::<JobStatus>().map_or(true, |s| !s.is_terminal()));
+        let live = job.is_some_and(|j| !JobStatus::from(j.status).is_terminal());
         if !live {
             tracing::info!(dir = %dir.display(), "removing a partial output left by a job that has ended");
             if let Ok(Err(e)) = tokio::task::spawn_blocking(move || remove_partial(&dir)).await {

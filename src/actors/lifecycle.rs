@@ -4,14 +4,14 @@
 
 use actix::Addr;
 use entities::job;
-use sea_orm::{DatabaseConnection, Set};
+use sea_orm::DatabaseConnection;
 
 use super::bus::{EventBus, JobUpdate, Publish};
 use crate::domain::job::{transition, Effect, FailureCode, JobEvent, JobSnapshot, JobStatus, Outcome, TransitionError};
 use crate::media::layout::partial_dir_for;
 use crate::media::partial::remove_partial;
 use crate::repo::events::NewEvent;
-use crate::repo::jobs::{self, StatusChange};
+use crate::repo::jobs::{self, JobChange, StatusChange};
 use crate::repo::RepoError;
 
 #[derive(Debug, thiserror::Error)]
@@ -43,17 +43,13 @@ pub fn event_kind(event: &JobEvent, outcome: &Outcome) -> &'static str {
     }
 }
 
-pub fn snapshot(job: &job::Model) -> Result<JobSnapshot, RepoError> {
-    let status: JobStatus = job
-        .status
-        .parse()
-        .map_err(|e: crate::domain::UnknownName| RepoError::Conflict(format!("job {}: {e}", job.id)))?;
-    Ok(JobSnapshot {
-        status,
+pub fn snapshot(job: &job::Model) -> JobSnapshot {
+    JobSnapshot {
+        status: job.status.into(),
         retry_count: u32::try_from(job.retry_count).unwrap_or(0),
         forced: job.forced,
         crash_count: u32::try_from(job.crash_count).unwrap_or(0),
-    })
+    }
 }
 
 /// Extra facts that come with an event.
@@ -73,15 +69,15 @@ pub struct Lifecycle {
 }
 
 impl Lifecycle {
-    /// Applies `event` to the job; `set` carries columns the caller wants written with it.
+    /// Applies `event` to the job; `change` carries columns the caller wants written with it.
     pub async fn apply(
         &self,
         job_id: i32,
         event: JobEvent,
-        set: job::ActiveModel,
+        change: JobChange,
         ctx: EventContext,
     ) -> Result<(job::Model, Outcome), LifecycleError> {
-        self.apply_as(job_id, None, event, set, ctx).await
+        self.apply_as(job_id, None, event, change, ctx).await
     }
 
     /// `apply` by the holder of the job's lease: the lease is part of the compare-and-set,
@@ -91,56 +87,12 @@ impl Lifecycle {
         job_id: i32,
         lease: Option<&str>,
         event: JobEvent,
-        mut set: job::ActiveModel,
+        change: JobChange,
         ctx: EventContext,
     ) -> Result<(job::Model, Outcome), LifecycleError> {
         let current = jobs::get(&self.db, job_id).await?;
-        let from = snapshot(&current)?;
+        let from = snapshot(&current);
         let outcome = transition(&from, &event)?;
-        let now = chrono::Utc::now();
-        set.retry_count = Set(i32::try_from(outcome.retry_count).unwrap_or(i32::MAX));
-        set.forced = Set(outcome.forced);
-        set.crash_count = Set(i32::try_from(outcome.crash_count).unwrap_or(i32::MAX));
-        for effect in &outcome.effects {
-            match effect {
-                Effect::RecordFailure(code) => {
-                    set.failure_code = Set(Some(code.as_str().to_string()));
-                    set.failure_reason = Set(Some(code.reason().to_string()));
-                    set.failure_detail = Set(ctx.failure_detail.clone());
-                }
-                Effect::ClearFailure => {
-                    set.failure_code = Set(None);
-                    set.failure_reason = Set(None);
-                    set.failure_detail = Set(None);
-                }
-                Effect::ReleaseNode => {
-                    set.lease_id = Set(None);
-                    set.lease_expires_at = Set(None);
-                }
-                Effect::StartFromScratch => {
-                    set.progress = Set(0.0);
-                    // The record of an earlier swap (see `JobSupervisor::finish`) belongs to
-                    // the attempt that made it.
-                    set.output_size = Set(None);
-                }
-                _ => {}
-            }
-        }
-        if !outcome.to.is_running() {
-            set.stage = Set(None);
-            set.fps = Set(0.0);
-            set.eta_seconds = Set(None);
-            set.stalled = Set(false);
-        }
-        match outcome.to {
-            JobStatus::Queued => set.queued_at = Set(Some(now)),
-            JobStatus::Completed => {
-                set.completed_at = Set(Some(now));
-                set.progress = Set(100.0);
-            }
-            JobStatus::Skipped => set.completed_at = Set(Some(now)),
-            _ => {}
-        }
         let mut record = NewEvent::new(event_kind(&event, &outcome)).on_node(ctx.node.clone());
         let mut detail = ctx.detail.clone().unwrap_or_else(|| serde_json::json!({}));
         if let (JobEvent::Fail { code, .. }, Some(obj)) = (&event, detail.as_object_mut()) {
@@ -152,7 +104,8 @@ impl Lifecycle {
         if detail.as_object().is_some_and(|o| !o.is_empty()) {
             record = record.with_detail(detail);
         }
-        let change = StatusChange { to: outcome.to, set, event: record };
+        let change =
+            StatusChange { outcome: outcome.clone(), change, failure_detail: ctx.failure_detail, event: record };
         let model = jobs::change_status_as(&self.db, job_id, from.status, lease, change).await?;
         self.bus.do_send(Publish(JobUpdate::of("status", &model)));
         Ok((model, outcome))
@@ -168,8 +121,7 @@ impl Lifecycle {
     ) -> Result<(job::Model, Outcome), LifecycleError> {
         tracing::warn!(job_id, code = code.as_str(), %message, "job attempt failed");
         let ctx = EventContext { node, detail: None, failure_detail: Some(message) };
-        let result =
-            self.apply(job_id, JobEvent::Fail { code, resumable: false }, job::ActiveModel::default(), ctx).await?;
+        let result = self.apply(job_id, JobEvent::Fail { code, resumable: false }, JobChange::default(), ctx).await?;
         self.carry_out_offline(&result.0, &result.1).await;
         Ok(result)
     }

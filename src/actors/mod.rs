@@ -17,7 +17,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
-use entities::job as job_entity;
 use sea_orm::DatabaseConnection;
 
 use self::bus::EventBus;
@@ -27,7 +26,7 @@ use self::lifecycle::{EventContext, Lifecycle, LifecycleError};
 use self::node::{NodeSupervisor, SetScheduler};
 use self::scheduler::{NodeHandle, Scheduler};
 use crate::domain::job::{JobEvent, JobStatus};
-use crate::repo::jobs;
+use crate::repo::jobs::{self, JobChange};
 
 /// How a node's actors are set up.
 #[derive(Debug, Clone)]
@@ -72,8 +71,7 @@ pub async fn recover_orphans(lifecycle: &Lifecycle, crashed: bool) -> Result<u64
             detail: Some(serde_json::json!({"reason": "the node restarted while the job ran"})),
             failure_detail: None,
         };
-        let (job, outcome) =
-            lifecycle.apply(job.id, JobEvent::Orphaned { crashed }, job_entity::ActiveModel::default(), ctx).await?;
+        let (job, outcome) = lifecycle.apply(job.id, JobEvent::Orphaned { crashed }, JobChange::default(), ctx).await?;
         lifecycle.carry_out_offline(&job, &outcome).await;
         recovered += 1;
     }
@@ -163,7 +161,7 @@ fn sweep_expired_leases(lifecycle: Lifecycle, node_id: i32, node: Addr<NodeSuper
                 // The lease is part of the compare-and-set: a job started again meanwhile
                 // (under a new lease) is left alone.
                 let (id, lease) = (job.id, job.lease_id.clone());
-                let set = job_entity::ActiveModel::default();
+                let set = JobChange::default();
                 // Our supervisor gave up on it (a database error): not the file's doing.
                 let orphaned = JobEvent::Orphaned { crashed: false };
                 match lifecycle.apply_as(id, lease.as_deref(), orphaned, set, ctx).await {

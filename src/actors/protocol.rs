@@ -7,8 +7,8 @@ use serde::{Deserialize, Serialize};
 use super::job::JobCommand;
 use super::lifecycle::EventContext;
 use super::node::{NodeCapacity, RunningJob};
-use super::store::JobPatch;
 use crate::domain::job::JobEvent;
+use crate::repo::jobs::JobChange;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "camelCase")]
@@ -81,13 +81,13 @@ pub enum Call {
         id: i32,
         lease: String,
         event: JobEvent,
-        patch: JobPatch,
+        patch: JobChange,
         ctx: EventContext,
     },
     UpdateLive {
         id: i32,
         lease: String,
-        patch: JobPatch,
+        patch: JobChange,
     },
     RecordEvent {
         id: i32,

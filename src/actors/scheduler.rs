@@ -6,16 +6,17 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use entities::job;
-use sea_orm::{DatabaseConnection, Set};
+use sea_orm::DatabaseConnection;
 
 use super::job::{JobCommand, LEASE_SECONDS};
 use super::lifecycle::{EventContext, Lifecycle, LifecycleError};
 use super::node::{Capacity, ControlJob, NodeSupervisor, StartJob, Wake};
-use crate::domain::job::{JobEvent, JobStatus, PartialOutput};
+use crate::domain::job::{JobEvent, JobStatus, PartialOutput, Stage};
 use crate::domain::license::Tier;
 use crate::media::layout::partial_dir_for;
 use crate::media::manifest::quick_state;
-use crate::repo::{self, jobs, RepoError};
+use crate::repo::jobs::{self, Assignment, JobChange};
+use crate::repo::{self, RepoError};
 
 /// A node the scheduler can give jobs to: the local `NodeSupervisor` or a linked node's
 /// `RemoteNode`, which answer the same messages.
@@ -181,19 +182,21 @@ async fn assign(
         let node = &nodes[index];
         let lease = crate::security::generate_secret(24);
         let now = chrono::Utc::now();
-        let set = job::ActiveModel {
-            stage: Set(Some("ANALYZING".into())),
-            node_id: Set(Some(node.id)),
-            node_name: Set(Some(node.name.clone())),
-            lease_id: Set(Some(lease.clone())),
-            lease_expires_at: Set(Some(now + chrono::Duration::seconds(LEASE_SECONDS))),
-            started_at: Set(Some(now)),
-            last_progress_at: Set(Some(now)),
-            stalled: Set(false),
+        let start = JobChange {
+            stage: Some(Stage::Analyzing),
+            lease_expires_at: Some(now + chrono::Duration::seconds(LEASE_SECONDS)),
+            last_progress_at: Some(now),
+            stalled: Some(false),
+            assignment: Some(Assignment {
+                node_id: node.id,
+                node_name: node.name.clone(),
+                lease_id: lease.clone(),
+                started_at: now,
+            }),
             ..Default::default()
         };
         let ctx = EventContext { node: Some(node.name.clone()), ..Default::default() };
-        if let Err(e) = lifecycle.apply(candidate.id, JobEvent::Start, set, ctx).await {
+        if let Err(e) = lifecycle.apply(candidate.id, JobEvent::Start, start, ctx).await {
             tracing::debug!(job_id = candidate.id, error = %e, "job changed before it could start");
             continue;
         }
@@ -205,7 +208,7 @@ async fn assign(
             let ctx = EventContext { node: Some(node.name.clone()), ..Default::default() };
             // The node refused the job (it filled up meanwhile): nothing crashed.
             let orphaned = JobEvent::Orphaned { crashed: false };
-            lifecycle.apply(candidate.id, orphaned, job::ActiveModel::default(), ctx).await?;
+            lifecycle.apply(candidate.id, orphaned, JobChange::default(), ctx).await?;
             free[index] = 0;
         }
     }
@@ -266,7 +269,7 @@ async fn act(
                         return wait_for_change(lifecycle, job_id).await;
                     }
                 }
-                match lifecycle.apply(job_id, event, job::ActiveModel::default(), ctx()).await {
+                match lifecycle.apply(job_id, event, JobChange::default(), ctx()).await {
                     Ok((job, outcome)) => {
                         lifecycle.carry_out_offline(&job, &outcome).await;
                         return Ok(job);
@@ -282,13 +285,13 @@ async fn act(
             let partial =
                 tokio::task::spawn_blocking(move || quick_state(&dir)).await.unwrap_or(PartialOutput::Missing);
             let (job, outcome) =
-                lifecycle.apply(job_id, JobEvent::Resume { partial }, job::ActiveModel::default(), ctx()).await?;
+                lifecycle.apply(job_id, JobEvent::Resume { partial }, JobChange::default(), ctx()).await?;
             lifecycle.carry_out_offline(&job, &outcome).await;
             Ok(job)
         }
         Action::Retry | Action::Force => {
             let event = if action == Action::Retry { JobEvent::Retry } else { JobEvent::Force };
-            let (job, outcome) = lifecycle.apply(job_id, event, job::ActiveModel::default(), ctx()).await?;
+            let (job, outcome) = lifecycle.apply(job_id, event, JobChange::default(), ctx()).await?;
             lifecycle.carry_out_offline(&job, &outcome).await;
             Ok(job)
         }
@@ -298,7 +301,7 @@ async fn act(
 async fn wait_for_change(lifecycle: &Lifecycle, job_id: i32) -> Result<job::Model, LifecycleError> {
     for _ in 0..50 {
         let job = jobs::get(&lifecycle.db, job_id).await?;
-        if !matches!(job.status.as_str(), "ANALYZING" | "ENCODING") {
+        if !JobStatus::from(job.status).is_running() {
             return Ok(job);
         }
         tokio::time::sleep(Duration::from_millis(100)).await;

@@ -6,73 +6,14 @@
 use std::path::Path;
 
 use entities::{job, library};
-use sea_orm::Set;
 use serde::{Deserialize, Serialize};
 
 use super::lifecycle::{EventContext, Lifecycle, LifecycleError};
 use crate::domain::job::{Effect, JobEvent, JobStatus};
 use crate::media::layout::partial_dir_for;
 use crate::media::partial::remove_partial;
-use crate::repo::{self, events::NewEvent, jobs};
-
-/// Columns a job supervisor writes; `None` leaves a column as it is.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct JobPatch {
-    pub source_codec: Option<String>,
-    pub source_size: Option<i64>,
-    pub duration_seconds: Option<f64>,
-    pub source_bitrate: Option<i64>,
-    pub hdr: Option<String>,
-    pub probe: Option<serde_json::Value>,
-    pub stage: Option<String>,
-    pub progress: Option<f64>,
-    pub fps: Option<f64>,
-    pub eta_seconds: Option<i64>,
-    pub stalled: Option<bool>,
-    pub last_progress_at: Option<chrono::DateTime<chrono::Utc>>,
-    pub lease_expires_at: Option<chrono::DateTime<chrono::Utc>>,
-    pub encoder: Option<String>,
-    pub cpu_time_ms: Option<i64>,
-    pub wall_time_ms: Option<i64>,
-    pub output_size: Option<i64>,
-    pub source_mtime_ns: Option<i64>,
-    pub source_inode: Option<i64>,
-    pub file_path: Option<String>,
-    pub file_name: Option<String>,
-}
-
-impl JobPatch {
-    pub fn into_active(self) -> job::ActiveModel {
-        let mut m = job::ActiveModel::default();
-        macro_rules! set {
-            ($($field:ident),*) => { $(if let Some(v) = self.$field { m.$field = Set(v); })* };
-        }
-        macro_rules! set_some {
-            ($($field:ident),*) => { $(if let Some(v) = self.$field { m.$field = Set(Some(v)); })* };
-        }
-        set!(source_size, progress, fps, stalled);
-        set_some!(
-            source_codec,
-            duration_seconds,
-            source_bitrate,
-            hdr,
-            probe,
-            stage,
-            eta_seconds,
-            last_progress_at,
-            lease_expires_at,
-            encoder,
-            cpu_time_ms,
-            wall_time_ms,
-            output_size,
-            source_mtime_ns,
-            source_inode
-        );
-        set!(file_path, file_name);
-        m
-    }
-}
+use crate::repo::jobs::{self, JobChange};
+use crate::repo::{self, events::NewEvent};
 
 /// The answer to an applied transition: the job, and whether its partial output must go.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -94,10 +35,10 @@ pub trait JobStore: Send + Sync {
         id: i32,
         lease: &str,
         event: JobEvent,
-        patch: JobPatch,
+        change: JobChange,
         ctx: EventContext,
     ) -> Result<Applied, LifecycleError>;
-    async fn update_live(&self, id: i32, lease: &str, patch: JobPatch) -> Result<(), LifecycleError>;
+    async fn update_live(&self, id: i32, lease: &str, change: JobChange) -> Result<(), LifecycleError>;
     /// Appends an event to the job's history without a transition (a replace step, a
     /// resume from kept segments), fenced by the lease.
     async fn record_event(
@@ -139,8 +80,7 @@ pub async fn settings(db: &sea_orm::DatabaseConnection) -> Result<(bool, u64), r
 
 /// Whether `lease` is the job's current lease while it runs.
 pub fn holds_lease(job: &job::Model, lease: &str) -> bool {
-    job.lease_id.as_deref() == Some(lease)
-        && (job.status == JobStatus::Analyzing.as_str() || job.status == JobStatus::Encoding.as_str())
+    job.lease_id.as_deref() == Some(lease) && JobStatus::from(job.status).is_running()
 }
 
 #[async_trait::async_trait(?Send)]
@@ -162,15 +102,15 @@ impl JobStore for DbStore {
         id: i32,
         lease: &str,
         event: JobEvent,
-        patch: JobPatch,
+        change: JobChange,
         ctx: EventContext,
     ) -> Result<Applied, LifecycleError> {
-        let (job, outcome) = self.lifecycle.apply_as(id, Some(lease), event, patch.into_active(), ctx).await?;
+        let (job, outcome) = self.lifecycle.apply_as(id, Some(lease), event, change, ctx).await?;
         Ok(Applied { job, delete_partial: outcome.effects.contains(&Effect::DeletePartial) })
     }
 
-    async fn update_live(&self, id: i32, lease: &str, patch: JobPatch) -> Result<(), LifecycleError> {
-        Ok(jobs::update_live_leased(&self.lifecycle.db, id, lease, patch.into_active()).await?)
+    async fn update_live(&self, id: i32, lease: &str, change: JobChange) -> Result<(), LifecycleError> {
+        Ok(jobs::update_live_leased(&self.lifecycle.db, id, lease, change).await?)
     }
 
     async fn record_event(
@@ -189,9 +129,7 @@ impl JobStore for DbStore {
     }
 
     async fn lease_is_mine(&self, id: i32, lease: &str) -> bool {
-        jobs::get(&self.lifecycle.db, id)
-            .await
-            .is_ok_and(|j| holds_lease(&j, lease) && j.status == JobStatus::Encoding.as_str())
+        jobs::get(&self.lifecycle.db, id).await.is_ok_and(|j| holds_lease(&j, lease) && j.status == JobStatus::Encoding)
     }
 
     fn publish_progress(&self, job: &job::Model) {

@@ -10,6 +10,7 @@ use crate::actors::library::{ScanLibrary, ScanReport};
 use crate::actors::lifecycle::LifecycleError;
 use crate::actors::scheduler::{Action, JobAction, QueueAction};
 use crate::app::AppState;
+use crate::domain::job::JobStatus;
 use crate::error::AppError;
 use crate::repo::{self, RepoError};
 
@@ -29,7 +30,7 @@ fn mailbox(e: actix::MailboxError) -> AppError {
 
 async fn act(state: &AppState, user: &AuthUser, id: i32, action: Action) -> Result<web::Json<JobView>, AppError> {
     let job = state.runtime.scheduler.send(JobAction { job_id: id, action }).await.map_err(mailbox)??;
-    tracing::info!(user = %user.username, job_id = id, ?action, status = %job.status, "job action");
+    tracing::info!(user = %user.username, job_id = id, ?action, status = %JobStatus::from(job.status), "job action");
     Ok(web::Json(JobView::from(&job)))
 }
 

@@ -183,9 +183,7 @@ pub async fn delete(user: AuthUser, state: web::Data<AppState>, id: web::Path<i3
     let idle: Vec<String> = repo::jobs::known_files(&state.db, id)
         .await?
         .into_iter()
-        .filter(|(_, known)| {
-            known.status != JobStatus::Analyzing.as_str() && known.status != JobStatus::Encoding.as_str()
-        })
+        .filter(|(_, known)| known.status != JobStatus::Analyzing && known.status != JobStatus::Encoding)
         .map(|(path, _)| path)
         .collect();
     repo::libraries::delete(&state.db, id).await?;

@@ -23,7 +23,7 @@ pub async fn metrics(_user: AuthUser, state: web::Data<AppState>) -> Result<Http
         jobs,
         encode_fps: encoding.iter().map(|job| job.fps).sum(),
         bytes_saved,
-        nodes: nodes.into_iter().map(|node| (node.name, node.status)).collect(),
+        nodes: nodes.into_iter().map(|node| (node.name, NodeStatus::from(node.status).to_string())).collect(),
         version: env!("CARGO_PKG_VERSION"),
     });
     Ok(HttpResponse::Ok().content_type(CONTENT_TYPE).body(text))

@@ -84,11 +84,10 @@ fn stuck_jobs(running: &[job::Model], now: DateTime<Utc>) -> u64 {
     running
         .iter()
         .filter(|job| {
-            let Ok(status) = job.status.parse::<JobStatus>() else { return false };
             // A job that never reported progress counts from its start.
             let since = job.last_progress_at.or(job.started_at);
             let seconds = since.map(|at| u64::try_from((now - at).num_seconds()).unwrap_or(0));
-            stats::is_stuck(status, job.stalled, seconds)
+            stats::is_stuck(job.status.into(), job.stalled, seconds)
         })
         .count() as u64
 }

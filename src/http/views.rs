@@ -6,7 +6,7 @@ use entities::{job, job_event, library, license, node, user};
 use serde::Serialize;
 
 use crate::domain::health;
-use crate::domain::job::JobStatus;
+use crate::domain::job::{FailureCode, JobStatus, Stage};
 use crate::domain::license::{effective_tier, Tier};
 use crate::domain::node::{NodeRole, NodeStatus};
 use crate::domain::stats::{self, QueueStats};
@@ -47,7 +47,7 @@ pub struct JobView {
 
 impl From<&job::Model> for JobView {
     fn from(job: &job::Model) -> Self {
-        let completed = job.status == JobStatus::Completed.as_str();
+        let completed = job.status == JobStatus::Completed;
         let saved_bytes = match (completed, job.output_size) {
             (true, Some(output)) => job.source_size - output,
             _ => 0,
@@ -57,15 +57,15 @@ impl From<&job::Model> for JobView {
             file_name: job.file_name.clone(),
             file_path: job.file_path.clone(),
             library_id: job.library_id,
-            status: job.status.clone(),
-            stage: job.stage.clone(),
+            status: JobStatus::from(job.status).to_string(),
+            stage: job.stage.map(|stage| Stage::from(stage).to_string()),
             progress: job.progress,
             fps: job.fps,
             node: job.node_name.clone(),
             eta_seconds: job.eta_seconds,
             retry_count: job.retry_count,
             failure_reason: job.failure_reason.clone(),
-            failure_code: job.failure_code.clone(),
+            failure_code: job.failure_code.map(|code| FailureCode::from(code).to_string()),
             stalled: job.stalled,
             source_codec: job.source_codec.clone(),
             target_codec: job.target_codec.clone(),
@@ -98,8 +98,8 @@ impl From<&job_event::Model> for JobEventView {
             id: event.id,
             at: event.at,
             kind: event.kind.clone(),
-            from_status: event.from_status.clone(),
-            to_status: event.to_status.clone(),
+            from_status: event.from_status.map(|status| JobStatus::from(status).to_string()),
+            to_status: event.to_status.map(|status| JobStatus::from(status).to_string()),
             node_name: event.node_name.clone(),
             detail: event.detail.clone(),
         }
@@ -194,7 +194,7 @@ pub struct NodeView {
 pub fn nodes(models: &[node::Model]) -> Vec<NodeView> {
     let online: Vec<f64> = models
         .iter()
-        .filter(|node| node.status == NodeStatus::Online.as_str())
+        .filter(|node| node.status == NodeStatus::Online)
         .map(|node| f64::from(node.active_jobs.max(0)))
         .collect();
     let average = if online.is_empty() { 0.0 } else { online.iter().sum::<f64>() / online.len() as f64 };
@@ -205,9 +205,9 @@ pub fn nodes(models: &[node::Model]) -> Vec<NodeView> {
             NodeView {
                 id: node.id,
                 name: node.name.clone(),
-                role: node.role.clone(),
+                role: NodeRole::from(node.role).to_string(),
                 address: node.address.clone(),
-                status: node.status.clone(),
+                status: NodeStatus::from(node.status).to_string(),
                 status_reason: node.status_reason.clone(),
                 gpu: node.gpu.clone(),
                 load1: node.load1,
@@ -219,7 +219,7 @@ pub fn nodes(models: &[node::Model]) -> Vec<NodeView> {
                 max_jobs: node.max_jobs,
                 encoders: serde_json::from_value(node.encoders.clone()).unwrap_or_default(),
                 // An OFFLINE node does no work, whatever its last heartbeat said.
-                overloaded: node.status != NodeStatus::Offline.as_str() && health::is_overloaded(active, average),
+                overloaded: node.status != NodeStatus::Offline && health::is_overloaded(active, average),
                 last_seen_at: node.last_seen_at,
                 identity: node.identity.clone(),
             }
@@ -252,9 +252,8 @@ pub fn license(installed: Option<&license::Model>, now: DateTime<Utc>) -> Licens
             effective_tier: Tier::Free,
         };
     };
-    // The tier was read from a verified key when it was installed; an unreadable one
-    // grants nothing.
-    let tier = installed.tier.parse().unwrap_or(Tier::Free);
+    // The tier was read from a verified key when it was installed.
+    let tier = Tier::from(installed.tier);
     let effective = effective_tier(tier, installed.expires_at, now);
     LicenseView {
         tier,
@@ -303,10 +302,9 @@ pub fn health(inputs: &HealthInputs<'_>) -> HealthView {
         checks.push(health::queue_check(stuck));
     }
     if let Some(nodes) = inputs.nodes {
-        // A row with an unknown role or status cannot be judged; it is left out.
-        let known: Vec<(NodeRole, NodeStatus)> =
-            nodes.iter().filter_map(|node| Some((node.role.parse().ok()?, node.status.parse().ok()?))).collect();
-        checks.push(health::nodes_check(&known));
+        let nodes: Vec<(NodeRole, NodeStatus)> =
+            nodes.iter().map(|node| (node.role.into(), node.status.into())).collect();
+        checks.push(health::nodes_check(&nodes));
     }
     HealthView { overall: health::overall(&checks), checks }
 }
@@ -433,9 +431,9 @@ mod tests {
         node::Model {
             id: 1,
             name: name.into(),
-            role: "linked".into(),
+            role: NodeRole::Linked.into(),
             address: name.into(),
-            status: status.as_str().into(),
+            status: status.into(),
             status_reason: None,
             gpu: None,
             cores: 4,
@@ -485,7 +483,7 @@ mod tests {
         assert_eq!(view.overall, health::HealthLevel::Critical);
 
         let models = [node("main", NodeStatus::Online, 0), node("w", NodeStatus::Offline, 0)];
-        let models = [node::Model { role: "main".into(), ..models[0].clone() }, models[1].clone()];
+        let models = [node::Model { role: NodeRole::Main.into(), ..models[0].clone() }, models[1].clone()];
         let view =
             health(&HealthInputs { database_connected: true, stuck_jobs: Some(0), nodes: Some(&models), ..inputs });
         let levels: Vec<_> = view.checks.iter().map(|c| (c.name.as_str(), c.level)).collect();
@@ -517,7 +515,7 @@ mod tests {
         let model = license::Model {
             id: 1,
             key: "k".into(),
-            tier: "PRO".into(),
+            tier: Tier::Pro.into(),
             licensee: "Ada".into(),
             expires_at: Some(now - chrono::Duration::days(1)),
             installed_at: now,

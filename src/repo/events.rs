@@ -41,8 +41,8 @@ pub async fn append(db: &impl ConnectionTrait, job_id: i32, event: NewEvent) -> 
         job_id: Set(job_id),
         at: Set(now()),
         kind: Set(event.kind),
-        from_status: Set(event.from_status.map(|s| s.as_str().to_string())),
-        to_status: Set(event.to_status.map(|s| s.as_str().to_string())),
+        from_status: Set(event.from_status.map(Into::into)),
+        to_status: Set(event.to_status.map(Into::into)),
         node_name: Set(event.node_name),
         detail: Set(event.detail),
         ..Default::default()

@@ -3,16 +3,19 @@
 
 use std::collections::HashMap;
 
+use chrono::{DateTime, Utc};
 use entities::job::{self, ActiveModel, Column, Entity};
+use entities::sea_orm_active_enums as stored;
 use sea_orm::sea_query::{Expr, Func, LikeExpr};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, Order, PaginatorTrait, QueryFilter, QueryOrder,
     QuerySelect, Select, Set, TransactionTrait,
 };
+use serde::{Deserialize, Serialize};
 
 use super::events::{self, NewEvent};
 use super::{now, Page, RepoError, RepoResult};
-use crate::domain::job::JobStatus;
+use crate::domain::job::{Effect, JobStatus, Outcome, Stage};
 
 pub const MAX_PAGE_SIZE: u64 = 500;
 pub const DEFAULT_PAGE_SIZE: u64 = 50;
@@ -40,7 +43,7 @@ pub async fn insert<C: ConnectionTrait + TransactionTrait>(db: &C, new: NewJob) 
         library_id: Set(new.library_id),
         file_path: Set(new.file_path),
         file_name: Set(new.file_name),
-        status: Set(status.as_str().to_string()),
+        status: Set(status.into()),
         stage: Set(None),
         progress: Set(0.0),
         fps: Set(0.0),
@@ -75,16 +78,159 @@ pub async fn find_by_path(db: &impl ConnectionTrait, path: &str) -> RepoResult<O
     Ok(Entity::find().filter(Column::FilePath.eq(path)).one(db).await?)
 }
 
-/// What a status change sets besides the status, and what it records.
+/// Columns of a job's row that a change writes; `None` leaves a column as it is. The one
+/// change type of a job: a supervisor's progress and results (on a linked node too: it
+/// travels the cluster link as JSON), the scheduler's start, the columns of a transition.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobChange {
+    pub source_codec: Option<String>,
+    pub source_size: Option<i64>,
+    pub duration_seconds: Option<f64>,
+    pub source_bitrate: Option<i64>,
+    pub hdr: Option<String>,
+    pub probe: Option<serde_json::Value>,
+    pub stage: Option<Stage>,
+    pub progress: Option<f64>,
+    pub fps: Option<f64>,
+    pub eta_seconds: Option<i64>,
+    pub stalled: Option<bool>,
+    pub last_progress_at: Option<DateTime<Utc>>,
+    pub lease_expires_at: Option<DateTime<Utc>>,
+    pub encoder: Option<String>,
+    pub cpu_time_ms: Option<i64>,
+    pub wall_time_ms: Option<i64>,
+    pub output_size: Option<i64>,
+    pub source_mtime_ns: Option<i64>,
+    pub source_inode: Option<i64>,
+    pub file_path: Option<String>,
+    pub file_name: Option<String>,
+    /// Written by the main node's scheduler alone: never read from (nor sent over) the
+    /// cluster link, so a linked node cannot hand a job to another node or lease.
+    #[serde(skip)]
+    pub assignment: Option<Assignment>,
+}
+
+/// The node a job was started on, under which lease, and when.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Assignment {
+    pub node_id: i32,
+    pub node_name: String,
+    pub lease_id: String,
+    pub started_at: DateTime<Utc>,
+}
+
+impl JobChange {
+    fn into_active(self) -> ActiveModel {
+        let mut m = <ActiveModel as Default>::default();
+        macro_rules! set {
+            ($($field:ident),*) => { $(if let Some(v) = self.$field { m.$field = Set(v); })* };
+        }
+        macro_rules! set_some {
+            ($($field:ident),*) => { $(if let Some(v) = self.$field { m.$field = Set(Some(v)); })* };
+        }
+        set!(source_size, progress, fps, stalled, file_path, file_name);
+        set_some!(
+            source_codec,
+            duration_seconds,
+            source_bitrate,
+            hdr,
+            probe,
+            eta_seconds,
+            last_progress_at,
+            lease_expires_at,
+            encoder,
+            cpu_time_ms,
+            wall_time_ms,
+            output_size,
+            source_mtime_ns,
+            source_inode
+        );
+        if let Some(stage) = self.stage {
+            m.stage = Set(Some(stage.into()));
+        }
+        if let Some(assignment) = self.assignment {
+            m.node_id = Set(Some(assignment.node_id));
+            m.node_name = Set(Some(assignment.node_name));
+            m.lease_id = Set(Some(assignment.lease_id));
+            m.started_at = Set(Some(assignment.started_at));
+        }
+        m
+    }
+}
+
+/// A transition the state machine accepted, as it is written.
 #[derive(Debug, Clone)]
 pub struct StatusChange {
-    pub to: JobStatus,
-    /// Other columns to write in the same statement (`NotSet` ones are left alone).
-    pub set: ActiveModel,
+    /// The new status and counters, and the effects that have columns (failure, lease,
+    /// progress); they win over `change`.
+    pub outcome: Outcome,
+    /// The caller's own columns, written in the same statement.
+    pub change: JobChange,
+    /// The failure's own words, stored when the outcome records a failure.
+    pub failure_detail: Option<String>,
     pub event: NewEvent,
 }
 
-/// Moves a job from `from` to `change.to`, only if it is still in `from`; writes the other
+impl StatusChange {
+    /// The row's columns: the caller's change, then what the outcome says.
+    fn into_active(self, at: DateTime<Utc>) -> ActiveModel {
+        let StatusChange { outcome, change, failure_detail, .. } = self;
+        let mut set = change.into_active();
+        set.status = Set(outcome.to.into());
+        set.updated_at = Set(at);
+        set.retry_count = Set(i32::try_from(outcome.retry_count).unwrap_or(i32::MAX));
+        set.forced = Set(outcome.forced);
+        set.crash_count = Set(i32::try_from(outcome.crash_count).unwrap_or(i32::MAX));
+        for effect in &outcome.effects {
+            match effect {
+                Effect::RecordFailure(code) => {
+                    set.failure_code = Set(Some((*code).into()));
+                    set.failure_reason = Set(Some(code.reason().to_string()));
+                    set.failure_detail = Set(failure_detail.clone());
+                }
+                Effect::ClearFailure => {
+                    set.failure_code = Set(None);
+                    set.failure_reason = Set(None);
+                    set.failure_detail = Set(None);
+                }
+                Effect::ReleaseNode => {
+                    set.lease_id = Set(None);
+                    set.lease_expires_at = Set(None);
+                }
+                Effect::StartFromScratch => {
+                    set.progress = Set(0.0);
+                    // The record of an earlier swap (see `swapped_on_record` in
+                    // `actors::job::commit`) belongs to the attempt that made it.
+                    set.output_size = Set(None);
+                }
+                Effect::StopTranscoder { .. }
+                | Effect::KeepPartial
+                | Effect::DeletePartial
+                | Effect::ContinueFromPartial
+                | Effect::UseRetryProfile(_) => {}
+            }
+        }
+        if !outcome.to.is_running() {
+            set.stage = Set(None);
+            set.fps = Set(0.0);
+            set.eta_seconds = Set(None);
+            set.stalled = Set(false);
+        }
+        match outcome.to {
+            JobStatus::Queued => set.queued_at = Set(Some(at)),
+            JobStatus::Completed => {
+                set.completed_at = Set(Some(at));
+                set.progress = Set(100.0);
+            }
+            JobStatus::Skipped => set.completed_at = Set(Some(at)),
+            _ => {}
+        }
+        set
+    }
+}
+
+/// Moves a job from `from` to `change.outcome.to`, only if it is still in `from`; writes the other
 /// columns and the event in the same transaction. A job in another status is a conflict:
 /// the caller's view was stale, and nothing is written.
 pub async fn change_status<C: ConnectionTrait + TransactionTrait>(
@@ -108,24 +254,22 @@ pub async fn change_status_as<C: ConnectionTrait + TransactionTrait>(
     change: StatusChange,
 ) -> RepoResult<job::Model> {
     let txn = db.begin().await?;
-    let mut set = change.set;
-    set.status = Set(change.to.as_str().to_string());
-    set.updated_at = Set(now());
-    let mut update = Entity::update_many().set(set).filter(Column::Id.eq(id)).filter(Column::Status.eq(from.as_str()));
+    let (to, mut event) = (change.outcome.to, change.event.clone());
+    let set = change.into_active(now());
+    let mut update = Entity::update_many().set(set).filter(Column::Id.eq(id)).filter(Column::Status.eq(from));
     if let Some(lease) = lease {
         update = update.filter(Column::LeaseId.eq(lease));
     }
     let result = update.exec(&txn).await?;
     if result.rows_affected == 0 {
         let current = get(&txn, id).await?;
-        if current.status == from.as_str() {
+        if current.status == from {
             return Err(lease_lost(id));
         }
-        return Err(RepoError::Conflict(format!("job {id} is {}, not {from}", current.status)));
+        return Err(RepoError::Conflict(format!("job {id} is {}, not {from}", JobStatus::from(current.status))));
     }
-    let mut event = change.event;
     event.from_status = Some(from);
-    event.to_status = Some(change.to);
+    event.to_status = Some(to);
     events::append(&txn, id, event).await?;
     let model = get(&txn, id).await?;
     txn.commit().await?;
@@ -133,7 +277,8 @@ pub async fn change_status_as<C: ConnectionTrait + TransactionTrait>(
 }
 
 /// Writes live fields (progress, fps, ETA, stage…) without a status change or an event.
-pub async fn update_live(db: &impl ConnectionTrait, id: i32, mut set: ActiveModel) -> RepoResult<()> {
+pub async fn update_live(db: &impl ConnectionTrait, id: i32, change: JobChange) -> RepoResult<()> {
+    let mut set = change.into_active();
     set.updated_at = Set(now());
     let result = Entity::update_many().set(set).filter(Column::Id.eq(id)).exec(db).await?;
     if result.rows_affected == 0 {
@@ -211,7 +356,7 @@ impl Default for JobQuery {
 fn filtered(query: &JobQuery) -> Select<Entity> {
     let mut select = Entity::find();
     if !query.statuses.is_empty() {
-        select = select.filter(Column::Status.is_in(query.statuses.iter().map(|s| s.as_str())));
+        select = select.filter(Column::Status.is_in(query.statuses.iter().copied()));
     }
     if let Some(library_id) = query.library_id {
         select = select.filter(Column::LibraryId.eq(library_id));
@@ -246,7 +391,7 @@ pub async fn list(db: &impl ConnectionTrait, query: &JobQuery) -> RepoResult<Pag
 
 /// Number of jobs in each status (statuses without jobs are absent).
 pub async fn count_by_status(db: &impl ConnectionTrait) -> RepoResult<HashMap<JobStatus, u64>> {
-    let rows: Vec<(String, i64)> = Entity::find()
+    let rows: Vec<(stored::JobStatus, i64)> = Entity::find()
         .select_only()
         .column(Column::Status)
         .column_as(Column::Id.count(), "n")
@@ -254,16 +399,12 @@ pub async fn count_by_status(db: &impl ConnectionTrait) -> RepoResult<HashMap<Jo
         .into_tuple()
         .all(db)
         .await?;
-    Ok(rows.into_iter().filter_map(|(status, n)| Some((status.parse().ok()?, u64::try_from(n).unwrap_or(0)))).collect())
+    Ok(rows.into_iter().map(|(status, n)| (status.into(), u64::try_from(n).unwrap_or(0))).collect())
 }
 
 /// Jobs in the given statuses, oldest first (start-up recovery, the scheduler).
 pub async fn in_statuses(db: &impl ConnectionTrait, statuses: &[JobStatus]) -> RepoResult<Vec<job::Model>> {
-    Ok(Entity::find()
-        .filter(Column::Status.is_in(statuses.iter().map(|s| s.as_str())))
-        .order_by_asc(Column::Id)
-        .all(db)
-        .await?)
+    Ok(Entity::find().filter(Column::Status.is_in(statuses.iter().copied())).order_by_asc(Column::Id).all(db).await?)
 }
 
 /// Appends an event to a job's history without a status change (replace steps, notes).
@@ -275,7 +416,7 @@ pub async fn record_event(db: &impl ConnectionTrait, id: i32, event: NewEvent) -
 /// The oldest QUEUED jobs, at most `limit`.
 pub async fn queued_oldest(db: &impl ConnectionTrait, limit: u64) -> RepoResult<Vec<job::Model>> {
     Ok(Entity::find()
-        .filter(Column::Status.eq(JobStatus::Queued.as_str()))
+        .filter(Column::Status.eq(JobStatus::Queued))
         .order_by_asc(Column::QueuedAt)
         .order_by_asc(Column::Id)
         .limit(limit)
@@ -287,14 +428,14 @@ pub async fn queued_oldest(db: &impl ConnectionTrait, limit: u64) -> RepoResult<
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KnownFile {
     pub id: i32,
-    pub status: String,
+    pub status: JobStatus,
     pub size: i64,
     pub mtime_ns: Option<i64>,
 }
 
 /// Every job path of a library with the identity it was registered with.
 pub async fn known_files(db: &impl ConnectionTrait, library_id: i32) -> RepoResult<HashMap<String, KnownFile>> {
-    let rows: Vec<(i32, String, String, i64, Option<i64>)> = Entity::find()
+    let rows: Vec<(i32, String, stored::JobStatus, i64, Option<i64>)> = Entity::find()
         .select_only()
         .columns([Column::Id, Column::FilePath, Column::Status, Column::SourceSize, Column::SourceMtimeNs])
         .filter(Column::LibraryId.eq(library_id))
@@ -303,7 +444,7 @@ pub async fn known_files(db: &impl ConnectionTrait, library_id: i32) -> RepoResu
         .await?;
     Ok(rows
         .into_iter()
-        .map(|(id, path, status, size, mtime_ns)| (path, KnownFile { id, status, size, mtime_ns }))
+        .map(|(id, path, status, size, mtime_ns)| (path, KnownFile { id, status: status.into(), size, mtime_ns }))
         .collect())
 }
 
@@ -345,7 +486,7 @@ pub async fn register_batch<C: ConnectionTrait + TransactionTrait>(
             library_id: Set(Some(library_id)),
             file_path: Set(f.path.clone()),
             file_name: Set(f.file_name.clone()),
-            status: Set(JobStatus::Pending.as_str().to_string()),
+            status: Set(JobStatus::Pending.into()),
             progress: Set(0.0),
             fps: Set(0.0),
             retry_count: Set(0),
@@ -376,11 +517,11 @@ pub async fn register_batch<C: ConnectionTrait + TransactionTrait>(
             .column(Column::Id)
             .expr(Expr::val(at))
             .expr(Expr::val(kind))
-            .expr(Expr::val(from.map(|s| s.as_str().to_string())))
-            .expr(Expr::val(to.as_str()))
+            .expr(Expr::val(from.map(stored::JobStatus::from)))
+            .expr(Expr::val(to))
             .from(Entity)
             .and_where(Expr::col(Column::LibraryId).eq(library_id))
-            .and_where(Expr::col(Column::Status).eq(JobStatus::Pending.as_str()));
+            .and_where(Expr::col(Column::Status).eq(JobStatus::Pending));
         if only_new {
             select.and_where(Expr::col(Column::CreatedAt).eq(at));
         }
@@ -400,13 +541,13 @@ pub async fn register_batch<C: ConnectionTrait + TransactionTrait>(
     }
     let result = Entity::update_many()
         .set(ActiveModel {
-            status: Set(queued.as_str().to_string()),
+            status: Set(queued.into()),
             queued_at: Set(Some(at)),
             updated_at: Set(at),
             ..Default::default()
         })
         .filter(Column::LibraryId.eq(library_id))
-        .filter(Column::Status.eq(JobStatus::Pending.as_str()))
+        .filter(Column::Status.eq(JobStatus::Pending))
         .exec(&txn)
         .await?;
     txn.commit().await?;
@@ -430,18 +571,14 @@ fn lease_lost(id: i32) -> RepoError {
 }
 
 /// `update_live` for the job's holder: writes only while the job runs under `lease`.
-pub async fn update_live_leased(
-    db: &impl ConnectionTrait,
-    id: i32,
-    lease: &str,
-    mut set: ActiveModel,
-) -> RepoResult<()> {
+pub async fn update_live_leased(db: &impl ConnectionTrait, id: i32, lease: &str, change: JobChange) -> RepoResult<()> {
+    let mut set = change.into_active();
     set.updated_at = Set(now());
     let result = Entity::update_many()
         .set(set)
         .filter(Column::Id.eq(id))
         .filter(Column::LeaseId.eq(lease))
-        .filter(Column::Status.is_in([JobStatus::Analyzing.as_str(), JobStatus::Encoding.as_str()]))
+        .filter(Column::Status.is_in([JobStatus::Analyzing, JobStatus::Encoding]))
         .exec(db)
         .await?;
     if result.rows_affected == 0 {
@@ -482,7 +619,7 @@ pub async fn expired_leases(
     now: chrono::DateTime<chrono::Utc>,
 ) -> RepoResult<Vec<job::Model>> {
     Ok(Entity::find()
-        .filter(Column::Status.is_in([JobStatus::Analyzing.as_str(), JobStatus::Encoding.as_str()]))
+        .filter(Column::Status.is_in([JobStatus::Analyzing, JobStatus::Encoding]))
         .filter(Column::NodeId.eq(node_id))
         .filter(Column::LeaseExpiresAt.lt(now))
         .order_by_asc(Column::Id)

@@ -4,12 +4,13 @@ use entities::license::{self, ActiveModel, Column, Entity};
 use sea_orm::{ActiveModelTrait, ConnectionTrait, EntityTrait, QueryOrder, Set, TransactionTrait};
 
 use super::{now, RepoResult};
+use crate::domain::license::Tier;
 use crate::license::LicensePayload;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewLicense {
     pub key: String,
-    pub tier: String,
+    pub tier: Tier,
     pub licensee: String,
     pub expires_at: Option<chrono::DateTime<chrono::Utc>>,
 }
@@ -19,7 +20,7 @@ impl NewLicense {
     pub fn verified(key: &str, payload: &LicensePayload) -> NewLicense {
         NewLicense {
             key: key.trim().to_string(),
-            tier: payload.tier.as_str().to_string(),
+            tier: payload.tier,
             licensee: payload.licensee.clone(),
             expires_at: payload.expires_at,
         }
@@ -37,7 +38,7 @@ pub async fn install<C: ConnectionTrait + TransactionTrait>(db: &C, new: NewLice
     Entity::delete_many().exec(&txn).await?;
     let model = ActiveModel {
         key: Set(new.key),
-        tier: Set(new.tier),
+        tier: Set(new.tier.into()),
         licensee: Set(new.licensee),
         expires_at: Set(new.expires_at),
         installed_at: Set(now()),

@@ -1,6 +1,7 @@
 //! Database access with sea-orm: every query and write lives here, nothing else in the
 //! crate builds SQL. Works on SQLite (embedded default) and PostgreSQL alike.
 
+pub mod enums;
 pub mod events;
 pub mod jobs;
 pub mod libraries;

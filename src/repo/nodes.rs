@@ -64,9 +64,9 @@ async fn save_facts(
     if let Some(identity) = identity {
         model.identity = Set(Some(identity.to_string()));
     }
-    model.role = Set(facts.role.as_str().to_string());
+    model.role = Set(facts.role.into());
     model.address = Set(facts.address);
-    model.status = Set(NodeStatus::Online.as_str().to_string());
+    model.status = Set(NodeStatus::Online.into());
     model.status_reason = Set(None);
     model.gpu = Set(facts.gpu);
     model.cores = Set(facts.cores);
@@ -101,7 +101,7 @@ pub async fn set_status(
     reason: Option<String>,
 ) -> RepoResult<node::Model> {
     let mut model: ActiveModel = get(db, id).await?.into();
-    model.status = Set(status.as_str().to_string());
+    model.status = Set(status.into());
     model.status_reason = Set(reason);
     model.updated_at = Set(now());
     Ok(model.update(db).await?)
@@ -140,13 +140,13 @@ pub async fn set_offline_if_unseen_since(
     };
     let result = Entity::update_many()
         .set(ActiveModel {
-            status: Set(NodeStatus::Offline.as_str().to_string()),
+            status: Set(NodeStatus::Offline.into()),
             status_reason: Set(Some(reason)),
             updated_at: Set(now()),
             ..Default::default()
         })
         .filter(Column::Id.eq(id))
-        .filter(Column::Status.ne(NodeStatus::Offline.as_str()))
+        .filter(Column::Status.ne(NodeStatus::Offline))
         .filter(unchanged)
         .exec(db)
         .await?;

@@ -11,7 +11,7 @@ use super::RepoResult;
 use crate::domain::job::JobStatus;
 
 fn completed() -> SimpleExpr {
-    Column::Status.eq(JobStatus::Completed.as_str())
+    Column::Status.eq(JobStatus::Completed)
 }
 
 /// A COMPLETED job whose output replaced the original: it saved space, so the library now
@@ -127,7 +127,7 @@ pub async fn failed_since(db: &impl ConnectionTrait, since: DateTime<Utc>, limit
     Ok(Entity::find()
         .select_only()
         .columns([Column::Id, Column::FileName, Column::FailureReason, Column::NodeName, Column::UpdatedAt])
-        .filter(Column::Status.eq(JobStatus::Failed.as_str()))
+        .filter(Column::Status.eq(JobStatus::Failed))
         .filter(Column::UpdatedAt.gte(since))
         .order_by_desc(Column::UpdatedAt)
         .order_by_desc(Column::Id)
@@ -139,7 +139,7 @@ pub async fn failed_since(db: &impl ConnectionTrait, since: DateTime<Utc>, limit
 
 /// Jobs per (node, status), for jobs that ran on a node.
 pub async fn jobs_per_node_and_status(db: &impl ConnectionTrait) -> RepoResult<Vec<(String, JobStatus, u64)>> {
-    let rows: Vec<(String, String, i64)> = Entity::find()
+    let rows: Vec<(String, entities::sea_orm_active_enums::JobStatus, i64)> = Entity::find()
         .select_only()
         .column(Column::NodeName)
         .column(Column::Status)
@@ -150,10 +150,7 @@ pub async fn jobs_per_node_and_status(db: &impl ConnectionTrait) -> RepoResult<V
         .into_tuple()
         .all(db)
         .await?;
-    Ok(rows
-        .into_iter()
-        .filter_map(|(node, status, n)| Some((node, status.parse().ok()?, u64::try_from(n).unwrap_or(0))))
-        .collect())
+    Ok(rows.into_iter().map(|(node, status, n)| (node, status.into(), u64::try_from(n).unwrap_or(0))).collect())
 }
 
 /// Files per codec as the libraries hold them now: the target codec of converted jobs, the
@@ -171,7 +168,7 @@ pub async fn codec_counts(db: &impl ConnectionTrait) -> RepoResult<Vec<(String, 
         .await?;
     // NOT (converted), spelled out: a NULL output size must count as not converted.
     let not_converted = Condition::any()
-        .add(Column::Status.ne(JobStatus::Completed.as_str()))
+        .add(Column::Status.ne(JobStatus::Completed))
         .add(Column::OutputSize.is_null())
         .add(Expr::col(Column::OutputSize).gte(Expr::col(Column::SourceSize)));
     let as_found: Vec<(String, i64)> = Entity::find()

@@ -18,6 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use condense::domain::job::{FailureCode, JobStatus};
 use condense::media::layout::{backup_path_for, partial_dir_for, PARTIAL_SUFFIX};
 use condense::media::plan::{final_path, INPUT_EXTENSIONS};
 use condense::media::probe::probe;
@@ -216,7 +217,7 @@ async fn check(db: &DatabaseConnection, ledger: &Ledger, keep_originals: bool, c
         counts.files += 1;
         let target = o.target();
         let job = job_for(&jobs, o);
-        let status = job.map_or("no job", |j| j.status.as_str());
+        let status = job.map_or("no job", status_of);
         let identical = std::fs::read(&o.path).is_ok_and(|now| now == *o.bytes);
         let completed = status == "COMPLETED";
         let replaced = !identical && completed && verified_hevc(&target, o.duration).is_ok();
@@ -273,7 +274,7 @@ async fn check(db: &DatabaseConnection, ledger: &Ledger, keep_originals: bool, c
 
 /// Where a job's work stood when its node died, from the files and the records left.
 fn phase(o: &Original, job: Option<&job::Model>) -> &'static str {
-    let status = job.map_or("", |j| j.status.as_str());
+    let status = job.map_or("", status_of);
     let partial = partial_dir_for(&o.path);
     let muxed = std::fs::read_dir(&partial)
         .is_ok_and(|mut d| d.any(|e| e.is_ok_and(|e| e.file_name().to_string_lossy().starts_with("output."))));
@@ -307,9 +308,9 @@ async fn record_phases(db: &DatabaseConnection, ledger: &Ledger, node: Option<&s
     let mut seen = Vec::new();
     for o in &ledger.originals {
         let Some(j) = job_for(&jobs, o) else { continue };
-        let running = matches!(j.status.as_str(), "ANALYZING" | "ENCODING");
+        let running = matches!(status_of(j), "ANALYZING" | "ENCODING");
         let on_victim = node.is_none_or(|n| j.node_name.as_deref() == Some(n));
-        if (running && on_victim) || (terminal(&j.status) && partial_dir_for(&o.path).exists()) {
+        if (running && on_victim) || (terminal(status_of(j)) && partial_dir_for(&o.path).exists()) {
             let p = phase(o, Some(j));
             *counts.phases.entry(p.to_string()).or_default() += 1;
             seen.push(format!("{}: {p}", j.file_name));
@@ -322,6 +323,10 @@ async fn record_phases(db: &DatabaseConnection, ledger: &Ledger, node: Option<&s
     seen.join(", ")
 }
 
+fn status_of(job: &job::Model) -> &'static str {
+    JobStatus::from(job.status).as_str()
+}
+
 fn terminal(status: &str) -> bool {
     matches!(status, "COMPLETED" | "FAILED" | "SKIPPED" | "CANCELLED")
 }
@@ -331,7 +336,13 @@ fn summary(jobs: &[job::Model]) -> Vec<String> {
         .map(|j| {
             format!(
                 "{} {} stage={:?} node={:?} retries={} reason={:?} detail={:?}",
-                j.file_name, j.status, j.stage, j.node_name, j.retry_count, j.failure_reason, j.failure_detail
+                j.file_name,
+                status_of(j),
+                j.stage,
+                j.node_name,
+                j.retry_count,
+                j.failure_reason,
+                j.failure_detail
             )
         })
         .collect()
@@ -360,7 +371,7 @@ async fn wait_terminal_within(
     let deadline = Instant::now() + limit;
     loop {
         let jobs = all_jobs(db).await;
-        if jobs.len() == n && jobs.iter().all(|j| terminal(&j.status)) {
+        if jobs.len() == n && jobs.iter().all(|j| terminal(status_of(j))) {
             return jobs;
         }
         assert!(
@@ -376,7 +387,7 @@ async fn wait_terminal_within(
 fn expect_status(counts: &mut Counts, jobs: &[job::Model], original: &Original, status: &str) {
     let name = original.path.display();
     match job_for(jobs, original) {
-        Some(j) if j.status == status => {}
+        Some(j) if status_of(j) == status => {}
         Some(j) => counts.problem(format!("{name}: expected {status}, got {}", summary(std::slice::from_ref(j))[0])),
         None => counts.problem(format!("{name}: no job")),
     }
@@ -683,10 +694,10 @@ async fn until_killed_or_done(
         }
         let jobs = all_jobs(db).await;
         each_round(&jobs);
-        if let Some(j) = jobs.iter().find(|j| j.status == "ANALYZING") {
+        if let Some(j) = jobs.iter().find(|j| j.status == JobStatus::Analyzing) {
             *armed.analyzing.lock().unwrap() = Some(PathBuf::from(&j.file_path));
         }
-        if jobs.len() == n && jobs.iter().all(|j| terminal(&j.status)) {
+        if jobs.len() == n && jobs.iter().all(|j| terminal(status_of(j))) {
             armed.stop.store(true, Ordering::SeqCst);
             break;
         }
@@ -872,7 +883,7 @@ async fn kill_9_of_the_transcoder_at_random_moments() {
         let deadline = Instant::now() + FINISH_WITHIN;
         let jobs = loop {
             let jobs = all_jobs(&db).await;
-            if jobs.len() == ledger.len() && jobs.iter().all(|j| terminal(&j.status)) {
+            if jobs.len() == ledger.len() && jobs.iter().all(|j| terminal(status_of(j))) {
                 break jobs;
             }
             assert!(Instant::now() < deadline, "STUCK: {:#?}\n{}", summary(&jobs), tail(&[&server]));
@@ -970,7 +981,7 @@ async fn kill_9_of_a_linked_node_at_random_moments() {
             let servers: Vec<&ServerProcess> = std::iter::once(&main).chain(workers.iter().flatten()).collect();
             let killed = until_killed_or_done(&db, ledger.len(), armed, &servers, |jobs| {
                 let mut map = running.lock().unwrap();
-                for j in jobs.iter().filter(|j| matches!(j.status.as_str(), "ANALYZING" | "ENCODING")) {
+                for j in jobs.iter().filter(|j| matches!(status_of(j), "ANALYZING" | "ENCODING")) {
                     if let Some(pid) = j.node_name.as_ref().and_then(|n| by_name.get(n)) {
                         map.insert(PathBuf::from(&j.file_path), *pid);
                     }
@@ -1087,7 +1098,7 @@ async fn a_full_disk_fails_the_job_and_keeps_the_original() {
                     break;
                 }
                 let jobs = all_jobs(&db).await;
-                if jobs.iter().any(|j| terminal(&j.status)) {
+                if jobs.iter().any(|j| terminal(status_of(j))) {
                     counts.problem(format!("the job ended before the disk could fill: {:?}", summary(&jobs)));
                     break;
                 }
@@ -1102,7 +1113,7 @@ async fn a_full_disk_fails_the_job_and_keeps_the_original() {
         let _ = std::fs::remove_file(&filler);
         watch.finish(&mut counts);
         let job = &jobs[0];
-        if job.status != "FAILED" || job.failure_reason.as_deref() != Some("insufficient disk space") {
+        if job.status != JobStatus::Failed || job.failure_reason.as_deref() != Some("insufficient disk space") {
             counts.problem(format!("expected FAILED for insufficient disk space: {:?}", summary(&jobs)));
         }
         check(&db, &ledger, false, &mut counts).await;
@@ -1240,7 +1251,7 @@ async fn corrupt_truncated_growing_and_unreadable_files() {
                 touch(&touched);
                 was_touched = true;
             }
-            if !was_touched && jobs.iter().any(|j| j.file_name == "touched.mkv" && terminal(&j.status)) {
+            if !was_touched && jobs.iter().any(|j| j.file_name == "touched.mkv" && terminal(status_of(j))) {
                 counts.problem("touched.mkv ended before it could be touched".into());
                 was_touched = true;
             }
@@ -1258,7 +1269,10 @@ async fn corrupt_truncated_growing_and_unreadable_files() {
         let find = |name: &str| jobs.iter().find(|j| j.file_name == name).cloned();
         for name in ["garbage.mkv", "truncated.mp4", "truncated.mkv", "empty.mkv"] {
             match find(name) {
-                Some(j) if j.status == "FAILED" && j.failure_code.as_deref() == Some("file_validation_failed") => {
+                Some(j)
+                    if j.status == JobStatus::Failed
+                        && j.failure_code == Some(FailureCode::FileValidationFailed.into()) =>
+                {
                     if j.retry_count != 3 {
                         counts.problem(format!("{name}: {} retries, expected 3", j.retry_count));
                     }
@@ -1268,12 +1282,14 @@ async fn corrupt_truncated_growing_and_unreadable_files() {
         }
         if !root {
             match find("unreadable.mkv") {
-                Some(j) if j.status == "FAILED" && j.failure_code.as_deref() == Some("permission_denied") => {}
+                Some(j)
+                    if j.status == JobStatus::Failed
+                        && j.failure_code == Some(FailureCode::PermissionDenied.into()) => {}
                 other => counts.problem(format!("unreadable.mkv: expected FAILED (permission denied): {other:?}")),
             }
         }
         match find("touched.mkv") {
-            Some(j) if j.status == "COMPLETED" => {
+            Some(j) if j.status == JobStatus::Completed => {
                 let events = condense::repo::events::list(&db, j.id).await.unwrap();
                 if !events_mention(&events, "retrying", "source changed") {
                     counts.problem(format!(
@@ -1285,7 +1301,7 @@ async fn corrupt_truncated_growing_and_unreadable_files() {
             other => counts.problem(format!("touched.mkv: expected COMPLETED: {other:?}")),
         }
         match find("growing.mkv") {
-            Some(j) if j.status == "COMPLETED" && j.retry_count == 0 => {}
+            Some(j) if j.status == JobStatus::Completed && j.retry_count == 0 => {}
             other => counts.problem(format!("growing.mkv: expected COMPLETED at the first try: {other:?}")),
         }
         check(&db, &ledger, false, &mut counts).await;
@@ -1334,7 +1350,7 @@ async fn soak_on_three_nodes() {
     let first = n.min(10);
     loop {
         let jobs = all_jobs(&db).await;
-        if jobs.iter().filter(|j| j.status == "COMPLETED").count() >= first {
+        if jobs.iter().filter(|j| j.status == JobStatus::Completed).count() >= first {
             break;
         }
         assert!(Instant::now() < deadline, "STUCK before {first} jobs: {:#?}\n{}", summary(&jobs), tail(&servers));
@@ -1405,7 +1421,7 @@ async fn a_partial_output_left_by_a_completed_job_is_removed_by_the_next_scan() 
     let server = ServerProcess::start(main_command(&data, 0));
     let jobs = wait_terminal(&db, 1, &[&server]).await;
     drop(server);
-    assert_eq!(jobs[0].status, "COMPLETED");
+    assert_eq!(jobs[0].status, JobStatus::Completed);
     // What the crash leaves: the finished job's partial folder.
     let partial = partial_dir_for(&source);
     std::fs::create_dir(&partial).unwrap();
@@ -1604,8 +1620,9 @@ async fn pause_and_resume_all_in_a_three_node_cluster_never_run_two_transcoders_
             // Wait for work in flight: a job with a finished segment.
             loop {
                 let jobs = all_jobs(&db).await;
-                let busy = jobs.iter().any(|j| j.status == "ENCODING" && segments_done(Path::new(&j.file_path)) >= 1);
-                if busy || (jobs.len() == n && jobs.iter().all(|j| terminal(&j.status))) {
+                let busy =
+                    jobs.iter().any(|j| j.status == JobStatus::Encoding && segments_done(Path::new(&j.file_path)) >= 1);
+                if busy || (jobs.len() == n && jobs.iter().all(|j| terminal(status_of(j)))) {
                     break;
                 }
                 assert!(Instant::now() < deadline, "STUCK: {:#?}\n{}", summary(&jobs), tail(&servers));
@@ -1622,10 +1639,10 @@ async fn pause_and_resume_all_in_a_three_node_cluster_never_run_two_transcoders_
         // A job whose transcoder was still stopping at resume-all pauses afterwards: resume it.
         let jobs = loop {
             let jobs = all_jobs(&db).await;
-            if jobs.len() == n && jobs.iter().all(|j| terminal(&j.status)) {
+            if jobs.len() == n && jobs.iter().all(|j| terminal(status_of(j))) {
                 break jobs;
             }
-            if jobs.iter().any(|j| j.status == "PAUSED") {
+            if jobs.iter().any(|j| j.status == JobStatus::Paused) {
                 api_call(&main, "/queue/resume-all", Some(&token), serde_json::json!({})).await;
             }
             assert!(Instant::now() < deadline, "STUCK: {:#?}\n{}", summary(&jobs), tail(&servers));
@@ -1687,7 +1704,7 @@ async fn a_transient_read_error_during_encodes() {
         println!("faults: read-error: run {}: {failed_reads} reads failed with EIO", run + 1);
         for (o, (template, _)) in ledger.originals.iter().zip(files) {
             let Some(j) = job_for(&jobs, o) else { continue };
-            match j.status.as_str() {
+            match status_of(j) {
                 "COMPLETED" => {
                     let got = crate::common::shim::video_frames(&o.target());
                     if got != frames[template] {

@@ -945,12 +945,13 @@ async fn seed_jobs(server: &TestServer, token: &str) -> (i64, i64) {
         let status = if n < 2 { JobStatus::Completed } else { JobStatus::Failed };
         let id = insert_job(server, Some(shows as i32), &format!("show-{n:02}.mp4"), status, 2000 + n).await;
         let set = entities::job::ActiveModel {
+            id: sea_orm::Set(id),
             node_name: sea_orm::Set(Some("node-a".into())),
             output_size: sea_orm::Set(Some(1400 + n)),
             progress: sea_orm::Set(100.0),
             ..Default::default()
         };
-        repo::jobs::update_live(server.db(), id, set).await.unwrap();
+        sea_orm::ActiveModelTrait::update(set, server.db()).await.unwrap();
     }
     (movies, shows)
 }

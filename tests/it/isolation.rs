@@ -7,6 +7,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use condense::domain::job::{FailureCode, JobStatus};
 use entities::job;
 use sea_orm::DatabaseConnection;
 
@@ -71,9 +72,9 @@ async fn a_decoder_that_crashes_on_a_file_fails_the_job_never_the_node() {
     with_trap(&mut cmd, &trap, &source, "crash");
     let mut server = ServerProcess::start(cmd);
 
-    let job = wait_for(&db, &source, &server, Duration::from_secs(120), |j| j.status == "FAILED").await;
+    let job = wait_for(&db, &source, &server, Duration::from_secs(120), |j| j.status == JobStatus::Failed).await;
     assert_alive(&mut server).await;
-    assert_eq!(job.failure_code.as_deref(), Some("transcoder_crashed"), "{job:?}");
+    assert_eq!(job.failure_code, Some(FailureCode::TranscoderCrashed.into()), "{job:?}");
     assert_eq!(job.retry_count, 3, "every attempt crashed and was retried");
     let detail = job.failure_detail.unwrap_or_default();
     assert!(detail.contains("signal 11") && detail.contains("validating"), "{detail}");
@@ -92,9 +93,9 @@ async fn a_decoder_that_hangs_on_a_file_is_stopped_by_the_time_limit() {
     cmd.env("ANALYSIS_TIMEOUT_SECONDS", "2");
     let mut server = ServerProcess::start(cmd);
 
-    let job = wait_for(&db, &source, &server, Duration::from_secs(120), |j| j.status == "FAILED").await;
+    let job = wait_for(&db, &source, &server, Duration::from_secs(120), |j| j.status == JobStatus::Failed).await;
     assert_alive(&mut server).await;
-    assert_eq!(job.failure_code.as_deref(), Some("timeout"), "{job:?}");
+    assert_eq!(job.failure_code, Some(FailureCode::Timeout.into()), "{job:?}");
     assert!(job.failure_detail.unwrap_or_default().contains("longer than 2 s"));
     assert_eq!(std::fs::read(&source).unwrap(), original, "the original changed");
     assert!(server.signal_and_wait(libc::SIGTERM).success());
@@ -113,7 +114,7 @@ async fn a_job_whose_node_crashes_three_times_fails_as_crashed() {
         cmd.env("SEGMENT_SECONDS", "1").env("CONDENSE_THROTTLE_MS_PER_FRAME", "40");
         ServerProcess::start(cmd)
     };
-    let started = |job: &job::Model| job.status == "ENCODING" && job.progress > 0.0;
+    let started = |job: &job::Model| job.status == JobStatus::Encoding && job.progress > 0.0;
 
     // A clean stop (SIGTERM) leaves the job to continue, and counts nothing.
     let mut server = start();
@@ -129,14 +130,14 @@ async fn a_job_whose_node_crashes_three_times_fails_as_crashed() {
         assert_eq!(std::fs::read(&source).unwrap(), original, "the original changed");
         server = start();
         let job = wait_for(&db, &source, &server, Duration::from_secs(60), |j| {
-            j.crash_count == crash && (started(j) || j.status == "FAILED")
+            j.crash_count == crash && (started(j) || j.status == JobStatus::Failed)
         })
         .await;
         if crash < 3 {
-            assert_eq!(job.status, "ENCODING", "requeued and running again after crash {crash}");
+            assert_eq!(job.status, JobStatus::Encoding, "requeued and running again after crash {crash}");
         } else {
-            assert_eq!(job.status, "FAILED");
-            assert_eq!(job.failure_code.as_deref(), Some("transcoder_crashed"));
+            assert_eq!(job.status, JobStatus::Failed);
+            assert_eq!(job.failure_code, Some(FailureCode::TranscoderCrashed.into()));
         }
     }
     assert_eq!(std::fs::read(&source).unwrap(), original, "the original changed");
@@ -163,7 +164,7 @@ async fn a_retry_after_a_read_error_continues_from_the_finished_segments() {
         .env("CONDENSE_EIO_MARKERS", &markers);
     let server = ServerProcess::start(cmd);
 
-    let job = wait_for(&db, &source, &server, Duration::from_secs(180), |j| j.status == "COMPLETED").await;
+    let job = wait_for(&db, &source, &server, Duration::from_secs(180), |j| j.status == JobStatus::Completed).await;
     assert_eq!(std::fs::read_dir(&markers).unwrap().count(), 1, "the shim failed no read");
     let history = condense::repo::events::list(&db, job.id).await.unwrap();
     let kinds: Vec<&str> = history.iter().map(|e| e.kind.as_str()).collect();

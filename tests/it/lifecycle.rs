@@ -5,6 +5,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use condense::actors::{self, Runtime, RuntimeConfig};
+use condense::domain::job::{FailureCode, JobStatus};
 use condense::domain::license::Tier;
 use condense::domain::node::NodeRole;
 use condense::license::LicensePayload;
@@ -80,8 +81,7 @@ pub async fn wait_terminal(db: &DatabaseConnection, n: usize, limit: Duration) -
     let deadline = Instant::now() + limit;
     loop {
         let jobs = all_jobs(db).await;
-        let terminal =
-            jobs.iter().all(|j| matches!(j.status.as_str(), "COMPLETED" | "SKIPPED" | "FAILED" | "CANCELLED"));
+        let terminal = jobs.iter().all(|j| JobStatus::from(j.status).is_terminal());
         if jobs.len() == n && terminal {
             return jobs;
         }
@@ -116,7 +116,7 @@ both_backends!(a_library_of_five_clips_ends_completed_skipped_and_failed, |db: D
 
     for name in ["a.mkv", "b.mp4", "c.mkv"] {
         let job = by_name[name];
-        assert_eq!(job.status, "COMPLETED", "{name}: {:?}", job.failure_detail);
+        assert_eq!(job.status, JobStatus::Completed, "{name}: {:?}", job.failure_detail);
         let path = dir.path().join(name);
         let info = probe(&path).unwrap();
         assert_eq!(info.video().unwrap().codec, "hevc", "{name}");
@@ -130,13 +130,13 @@ both_backends!(a_library_of_five_clips_ends_completed_skipped_and_failed, |db: D
         assert!(!condense::media::layout::partial_dir_for(&path).exists(), "{name}: partial output left behind");
     }
     let skipped = by_name["d_hevc.mkv"];
-    assert_eq!(skipped.status, "SKIPPED");
+    assert_eq!(skipped.status, JobStatus::Skipped);
     assert_eq!(event_kinds(&db, skipped.id).await, ["created", "queued", "started", "skipped"]);
 
     let failed = by_name["e_corrupt.mkv"];
-    assert_eq!(failed.status, "FAILED");
+    assert_eq!(failed.status, JobStatus::Failed);
     assert_eq!(failed.failure_reason.as_deref(), Some("file validation failed"));
-    assert_eq!(failed.failure_code.as_deref(), Some("file_validation_failed"));
+    assert_eq!(failed.failure_code, Some(FailureCode::FileValidationFailed.into()));
     assert_eq!(failed.retry_count, 3);
     let kinds = event_kinds(&db, failed.id).await;
     let mut expected = vec!["created", "queued"];
@@ -185,7 +185,7 @@ async fn a_file_copied_into_a_watched_folder_becomes_a_job_once_it_stops_growing
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let done = wait_terminal(&db, 1, Duration::from_secs(120)).await;
-    assert_eq!(done[0].status, "COMPLETED");
+    assert_eq!(done[0].status, JobStatus::Completed);
     test_db.finish().await;
 }
 
@@ -224,7 +224,7 @@ async fn free_runs_one_job_at_a_time_and_a_pro_key_lifts_it() {
             let key = condense::license::issue(&private, &payload).unwrap();
             repo::licenses::install(
                 &db,
-                NewLicense { key, tier: "PRO".into(), licensee: "Test".into(), expires_at: None },
+                NewLicense { key, tier: Tier::Pro, licensee: "Test".into(), expires_at: None },
             )
             .await
             .unwrap();
@@ -236,7 +236,7 @@ async fn free_runs_one_job_at_a_time_and_a_pro_key_lifts_it() {
         repo::libraries::create(&db, library(dir.path(), false)).await.unwrap();
         let _runtime = start_runtime(&db, 2, 40, &public).await;
         let jobs = wait_terminal(&db, 3, Duration::from_secs(180)).await;
-        assert!(jobs.iter().all(|j| j.status == "COMPLETED"), "{tier:?}");
+        assert!(jobs.iter().all(|j| j.status == JobStatus::Completed), "{tier:?}");
         let overlap = max_overlap(&db).await;
         match tier {
             Tier::Free => assert_eq!(overlap, 1, "FREE ran {overlap} jobs at once"),
@@ -269,7 +269,10 @@ async fn a_busy_start_goes_back_to_the_queue_without_using_a_retry() {
             if event_kinds(&db, job.id).await.iter().any(|k| k == "busy") {
                 break repo::jobs::get(&db, job.id).await.unwrap();
             }
-            assert!(!matches!(job.status.as_str(), "COMPLETED" | "FAILED"), "ran past the lock: {job:?}");
+            assert!(
+                !matches!(JobStatus::from(job.status), JobStatus::Completed | JobStatus::Failed),
+                "ran past the lock: {job:?}"
+            );
         }
         assert!(Instant::now() < deadline, "no busy start: {jobs:?}");
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -284,8 +287,8 @@ async fn a_busy_start_goes_back_to_the_queue_without_using_a_retry() {
     let events = repo::events::list(&db, job.id).await.unwrap();
     let busy = events.iter().find(|e| e.kind == "busy").unwrap();
     // Found by the supervisor before recovery (ANALYZING) or by its transcoder (ENCODING).
-    assert!(matches!(busy.from_status.as_deref(), Some("ANALYZING" | "ENCODING")), "{busy:?}");
-    assert_eq!(busy.to_status.as_deref(), Some("QUEUED"));
+    assert!(busy.from_status.is_some_and(|s| JobStatus::from(s).is_running()), "{busy:?}");
+    assert_eq!(busy.to_status, Some(JobStatus::Queued.into()));
 
     // While the lock stays held, the job is not started again every scheduling round: it
     // waits in the queue, longer each time (`domain::job::busy_hold`: 5 s, then 10 s…).
@@ -305,7 +308,7 @@ async fn a_busy_start_goes_back_to_the_queue_without_using_a_retry() {
 
     drop(held);
     let jobs = wait_terminal(&db, 1, Duration::from_secs(120)).await;
-    assert_eq!(jobs[0].status, "COMPLETED", "{:?}", jobs[0].failure_detail);
+    assert_eq!(jobs[0].status, JobStatus::Completed, "{:?}", jobs[0].failure_detail);
     assert_eq!(jobs[0].retry_count, 0);
     // The folder goes right after the job's completion is recorded.
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -362,7 +365,7 @@ async fn an_expired_lease_nobody_holds_is_swept_back_to_the_queue() {
     loop {
         let events = repo::events::list(&db, job.id).await.unwrap();
         if let Some(swept) = events.iter().find(|e| e.kind == "orphaned") {
-            assert_eq!(swept.to_status.as_deref(), Some("QUEUED"));
+            assert_eq!(swept.to_status, Some(JobStatus::Queued.into()));
             break;
         }
         assert!(Instant::now() < deadline, "the job was not swept: {events:?}");
@@ -411,7 +414,7 @@ async fn a_paused_transcoder_that_ignores_sigterm_is_killed_and_the_job_pauses()
         // before that would simply end it).
         if let (Some(job), [pid]) = (jobs.first(), pids.as_slice()) {
             let manifest = condense::media::layout::partial_dir_for(Path::new(&job.file_path)).join("manifest.json");
-            if job.status == "ENCODING" && manifest.exists() {
+            if job.status == JobStatus::Encoding && manifest.exists() {
                 break (job.clone(), *pid);
             }
         }
@@ -424,14 +427,14 @@ async fn a_paused_transcoder_that_ignores_sigterm_is_killed_and_the_job_pauses()
     // The lease is held while the stuck child lives.
     let now = repo::jobs::get(&db, job.id).await.unwrap();
     if own_transcoders().contains(&pid) {
-        assert_eq!(now.status, "ENCODING", "paused while its transcoder still lives");
+        assert_eq!(now.status, JobStatus::Encoding, "paused while its transcoder still lives");
         assert_eq!(now.lease_id, job.lease_id);
     }
     let deadline = Instant::now() + condense::actors::job::STOP_BOUND + Duration::from_secs(30);
     loop {
         let now = repo::jobs::get(&db, job.id).await.unwrap();
         let alive = own_transcoders().contains(&pid);
-        if now.status == "PAUSED" {
+        if now.status == JobStatus::Paused {
             assert!(!alive, "PAUSED while its transcoder {pid} still lives");
             assert_eq!(now.lease_id, None);
             break;

@@ -3,6 +3,8 @@
 use std::process::Stdio;
 use std::time::Duration;
 
+use condense::domain::job::JobStatus;
+
 use crate::common::db::{drop_schema, TestDb};
 use crate::common::server::{command, ServerProcess};
 
@@ -257,7 +259,7 @@ async fn kill_9_of_the_server_mid_encode_then_restart_completes_the_job() {
     assert_eq!(transcoder_children(&data), 0, "a transcoder outlived its node");
     assert_eq!(std::fs::read(&source).unwrap(), original, "the original changed");
     let job = condense::repo::jobs::find_by_path(&db, source.to_str().unwrap()).await.unwrap().unwrap();
-    assert_eq!(job.status, "ENCODING", "the crash left the job as it was");
+    assert_eq!(job.status, JobStatus::Encoding, "the crash left the job as it was");
 
     let mut second = command(&data);
     slow(&mut second);
@@ -266,16 +268,16 @@ async fn kill_9_of_the_server_mid_encode_then_restart_completes_the_job() {
     let deadline = std::time::Instant::now() + Duration::from_secs(120);
     let job = loop {
         let job = condense::repo::jobs::find_by_path(&db, source.to_str().unwrap()).await.unwrap().unwrap();
-        if job.status == "COMPLETED" || job.status == "FAILED" {
+        if job.status == JobStatus::Completed || job.status == JobStatus::Failed {
             break job;
         }
-        assert!(std::time::Instant::now() < deadline, "job stuck in {}: {:#?}", job.status, server.output());
+        assert!(std::time::Instant::now() < deadline, "job stuck in {:?}: {:#?}", job.status, server.output());
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     assert!(server.signal_and_wait(libc::SIGTERM).success());
     stop.store(true, Ordering::SeqCst);
     watcher.join().unwrap();
-    assert_eq!(job.status, "COMPLETED", "{:?}", job.failure_detail);
+    assert_eq!(job.status, JobStatus::Completed, "{:?}", job.failure_detail);
     assert!(!missing.load(Ordering::SeqCst), "the original's path was empty at some moment");
     let kinds: Vec<String> =
         condense::repo::events::list(&db, job.id).await.unwrap().into_iter().map(|e| e.kind).collect();

@@ -1,15 +1,15 @@
 //! The repository layer on SQLite and PostgreSQL.
 
-use condense::domain::job::JobStatus;
+use condense::domain::job::{transition, FailureCode, JobEvent, JobSnapshot, JobStatus, Outcome, Stage};
+use condense::domain::license::Tier;
 use condense::domain::node::{NodeRole, NodeStatus};
 use condense::repo::events::NewEvent;
-use condense::repo::jobs::{JobQuery, JobSort, NewJob, StatusChange};
+use condense::repo::jobs::{Assignment, JobChange, JobQuery, JobSort, NewJob, StatusChange};
 use condense::repo::libraries::{LibraryPatch, NewLibrary};
 use condense::repo::licenses::NewLicense;
 use condense::repo::nodes::NodeFacts;
 use condense::repo::{self, RepoError};
-use entities::job;
-use sea_orm::{DatabaseConnection, Set};
+use sea_orm::DatabaseConnection;
 
 use crate::both_backends;
 
@@ -23,6 +23,29 @@ fn library(name: &str) -> NewLibrary {
         preset: "medium".into(),
         watch: true,
     }
+}
+
+fn main_node(name: &str) -> NodeFacts {
+    NodeFacts {
+        name: name.into(),
+        role: NodeRole::Main,
+        address: "10.0.0.1".into(),
+        gpu: None,
+        cores: 2,
+        memory_total: 1 << 30,
+        max_jobs: 1,
+        encoders: vec!["libx265".into()],
+    }
+}
+
+/// What the state machine makes of `event` for a job in `from` (no retries, crashes, force).
+fn outcome(from: JobStatus, event: JobEvent) -> Outcome {
+    transition(&JobSnapshot { status: from, retry_count: 0, forced: false, crash_count: 0 }, &event).unwrap()
+}
+
+/// The state machine's `event` on a job in `from`, with `change` and a history entry `kind`.
+fn step(from: JobStatus, event: JobEvent, change: JobChange, kind: &str) -> StatusChange {
+    StatusChange { outcome: outcome(from, event), change, failure_detail: None, event: NewEvent::new(kind) }
 }
 
 fn new_job(library_id: i32, path: &str, status: JobStatus) -> NewJob {
@@ -82,51 +105,46 @@ both_backends!(libraries_crud, |db: DatabaseConnection| async move {
 both_backends!(job_status_changes_are_checked_and_recorded, |db: DatabaseConnection| async move {
     let lib = repo::libraries::create(&db, library("movies")).await.unwrap();
     let job = repo::jobs::insert(&db, new_job(lib.id, "/media/movies/a.mp4", JobStatus::Pending)).await.unwrap();
-    assert_eq!(job.status, "PENDING");
+    assert_eq!(job.status, JobStatus::Pending);
     assert!(matches!(
         repo::jobs::insert(&db, new_job(lib.id, "/media/movies/a.mp4", JobStatus::Pending)).await,
         Err(RepoError::Conflict(_))
     ));
 
-    let queued = repo::jobs::change_status(
-        &db,
-        job.id,
-        JobStatus::Pending,
-        StatusChange { to: JobStatus::Queued, set: job::ActiveModel::default(), event: NewEvent::new("queued") },
-    )
-    .await
-    .unwrap();
-    assert_eq!(queued.status, "QUEUED");
+    let queue = step(JobStatus::Pending, JobEvent::Queue, JobChange::default(), "queued");
+    let queued = repo::jobs::change_status(&db, job.id, JobStatus::Pending, queue).await.unwrap();
+    assert_eq!(queued.status, JobStatus::Queued);
+    assert!(queued.queued_at.is_some());
 
-    let set = job::ActiveModel {
-        stage: Set(Some("ANALYZING".into())),
-        node_name: Set(Some("n1".into())),
-        ..Default::default()
-    };
+    let assignment =
+        Assignment { node_id: 7, node_name: "n1".into(), lease_id: "x".into(), started_at: chrono::Utc::now() };
+    let start = JobChange { stage: Some(Stage::Analyzing), assignment: Some(assignment), ..Default::default() };
     let change = StatusChange {
-        to: JobStatus::Analyzing,
-        set,
         event: NewEvent::new("started").on_node(Some("n1".into())).with_detail(serde_json::json!({"lease": "x"})),
+        ..step(JobStatus::Queued, JobEvent::Start, start, "started")
     };
     let analyzing = repo::jobs::change_status(&db, job.id, JobStatus::Queued, change).await.unwrap();
-    assert_eq!(analyzing.status, "ANALYZING");
-    assert_eq!(analyzing.stage.as_deref(), Some("ANALYZING"));
-    assert_eq!(analyzing.node_name.as_deref(), Some("n1"));
+    assert_eq!(analyzing.status, JobStatus::Analyzing);
+    assert_eq!(analyzing.stage, Some(Stage::Analyzing.into()));
+    assert_eq!(
+        (analyzing.node_id, analyzing.node_name.as_deref(), analyzing.lease_id.as_deref()),
+        (Some(7), Some("n1"), Some("x"))
+    );
+    assert!(analyzing.started_at.is_some());
 
     // A stale caller (still thinks QUEUED) changes nothing and records nothing.
-    let stale =
-        StatusChange { to: JobStatus::Cancelled, set: job::ActiveModel::default(), event: NewEvent::new("cancelled") };
+    let stale = step(JobStatus::Queued, JobEvent::Cancel, JobChange::default(), "cancelled");
     let err = repo::jobs::change_status(&db, job.id, JobStatus::Queued, stale).await.unwrap_err();
     assert!(matches!(&err, RepoError::Conflict(m) if m.contains("ANALYZING")), "{err}");
-    assert_eq!(repo::jobs::get(&db, job.id).await.unwrap().status, "ANALYZING");
+    assert_eq!(repo::jobs::get(&db, job.id).await.unwrap().status, JobStatus::Analyzing);
 
-    let missing = StatusChange { to: JobStatus::Queued, set: job::ActiveModel::default(), event: NewEvent::new("x") };
+    let missing = step(JobStatus::Pending, JobEvent::Queue, JobChange::default(), "x");
     assert!(matches!(
         repo::jobs::change_status(&db, 4242, JobStatus::Pending, missing).await,
         Err(RepoError::NotFound(_))
     ));
 
-    let live = job::ActiveModel { progress: Set(42.5), fps: Set(31.0), ..Default::default() };
+    let live = JobChange { progress: Some(42.5), fps: Some(31.0), ..Default::default() };
     repo::jobs::update_live(&db, job.id, live).await.unwrap();
     let read = repo::jobs::get(&db, job.id).await.unwrap();
     assert_eq!((read.progress, read.fps), (42.5, 31.0));
@@ -134,10 +152,15 @@ both_backends!(job_status_changes_are_checked_and_recorded, |db: DatabaseConnect
     let events = repo::events::list(&db, job.id).await.unwrap();
     let kinds: Vec<_> = events.iter().map(|e| e.kind.as_str()).collect();
     assert_eq!(kinds, ["created", "queued", "started"]);
-    let steps: Vec<_> = events.iter().map(|e| (e.from_status.as_deref(), e.to_status.as_deref())).collect();
+    let steps: Vec<_> = events.iter().map(|e| (e.from_status, e.to_status)).collect();
+    let stored = |status: JobStatus| Some(status.into());
     assert_eq!(
         steps,
-        [(None, Some("PENDING")), (Some("PENDING"), Some("QUEUED")), (Some("QUEUED"), Some("ANALYZING"))]
+        [
+            (None, stored(JobStatus::Pending)),
+            (stored(JobStatus::Pending), stored(JobStatus::Queued)),
+            (stored(JobStatus::Queued), stored(JobStatus::Analyzing))
+        ]
     );
     assert_eq!(events[2].node_name.as_deref(), Some("n1"));
     assert_eq!(events[2].detail, Some(serde_json::json!({"lease": "x"})));
@@ -215,39 +238,26 @@ both_backends!(users_settings_and_licences, |db: DatabaseConnection| async move 
     assert_eq!(repo::settings::all(&db).await.unwrap().len(), 2);
 
     assert!(repo::licenses::current(&db).await.unwrap().is_none());
-    let license = |tier: &str| NewLicense {
-        key: format!("key-{tier}"),
-        tier: tier.into(),
-        licensee: "Test".into(),
-        expires_at: None,
-    };
-    repo::licenses::install(&db, license("SUPPORTER")).await.unwrap();
-    repo::licenses::install(&db, license("PRO")).await.unwrap();
-    assert_eq!(repo::licenses::current(&db).await.unwrap().unwrap().tier, "PRO");
+    let license =
+        |tier: Tier| NewLicense { key: format!("key-{tier}"), tier, licensee: "Test".into(), expires_at: None };
+    repo::licenses::install(&db, license(Tier::Supporter)).await.unwrap();
+    repo::licenses::install(&db, license(Tier::Pro)).await.unwrap();
+    assert_eq!(repo::licenses::current(&db).await.unwrap().unwrap().tier, Tier::Pro);
     repo::licenses::remove(&db).await.unwrap();
     assert!(repo::licenses::current(&db).await.unwrap().is_none());
 });
 
 both_backends!(nodes_upsert_status_and_heartbeat, |db: DatabaseConnection| async move {
-    let facts = NodeFacts {
-        name: "node-a".into(),
-        role: NodeRole::Main,
-        address: "10.0.0.1".into(),
-        gpu: None,
-        cores: 2,
-        memory_total: 1 << 30,
-        max_jobs: 1,
-        encoders: vec!["libx265".into()],
-    };
+    let facts = main_node("node-a");
     let first = repo::nodes::upsert(&db, facts.clone()).await.unwrap();
-    assert_eq!(first.status, "ONLINE");
+    assert_eq!(first.status, NodeStatus::Online);
     let degraded =
         repo::nodes::set_status(&db, first.id, NodeStatus::Degraded, Some("path missing".into())).await.unwrap();
     assert_eq!(degraded.status_reason.as_deref(), Some("path missing"));
 
     let again = repo::nodes::upsert(&db, NodeFacts { cores: 4, ..facts }).await.unwrap();
     assert_eq!(again.id, first.id, "same name, same node");
-    assert_eq!((again.cores, again.status.as_str(), again.status_reason.clone()), (4, "ONLINE", None));
+    assert_eq!((again.cores, again.status, again.status_reason.clone()), (4, NodeStatus::Online.into(), None));
     assert_eq!(again.encoders, serde_json::json!(["libx265"]));
 
     repo::nodes::record_heartbeat(&db, first.id, 1.5, 512, 1).await.unwrap();
@@ -260,26 +270,30 @@ both_backends!(nodes_upsert_status_and_heartbeat, |db: DatabaseConnection| async
 both_backends!(a_stale_lease_changes_nothing, |db: DatabaseConnection| async move {
     let lib = repo::libraries::create(&db, library("leases")).await.unwrap();
     let job = repo::jobs::insert(&db, new_job(lib.id, "/media/leases/a.mkv", JobStatus::Queued)).await.unwrap();
-    let start = job::ActiveModel { lease_id: Set(Some("current".into())), ..Default::default() };
-    let change = StatusChange { to: JobStatus::Encoding, set: start, event: NewEvent::new("started") };
+    let assignment =
+        Assignment { node_id: 1, node_name: "n1".into(), lease_id: "current".into(), started_at: chrono::Utc::now() };
+    let start = JobChange { assignment: Some(assignment), ..Default::default() };
+    let change = step(JobStatus::Queued, JobEvent::Start, start, "started");
     repo::jobs::change_status(&db, job.id, JobStatus::Queued, change).await.unwrap();
 
     // A transition under a lease the job no longer has is refused inside the UPDATE.
     let pause = |lease: &'static str| {
-        let set = job::ActiveModel { lease_id: Set(None), ..Default::default() };
-        let change = StatusChange { to: JobStatus::Paused, set, event: NewEvent::new("paused") };
+        let change = step(JobStatus::Analyzing, JobEvent::Pause, JobChange::default(), "paused");
         let db = db.clone();
-        async move { repo::jobs::change_status_as(&db, job.id, JobStatus::Encoding, Some(lease), change).await }
+        async move { repo::jobs::change_status_as(&db, job.id, JobStatus::Analyzing, Some(lease), change).await }
     };
     assert!(matches!(pause("stale").await, Err(RepoError::Conflict(_))));
     // Live progress and events likewise.
-    let progress = job::ActiveModel { progress: Set(50.0), ..Default::default() };
+    let progress = JobChange { progress: Some(50.0), ..Default::default() };
     let refused = repo::jobs::update_live_leased(&db, job.id, "stale", progress.clone()).await;
     assert!(matches!(refused, Err(RepoError::Conflict(_))), "{refused:?}");
     let refused = repo::jobs::record_event_leased(&db, job.id, "stale", NewEvent::new("replace_swapped")).await;
     assert!(matches!(refused, Err(RepoError::Conflict(_))), "{refused:?}");
     let now = repo::jobs::get(&db, job.id).await.unwrap();
-    assert_eq!((now.status.as_str(), now.progress, now.lease_id.as_deref()), ("ENCODING", 0.0, Some("current")));
+    assert_eq!(
+        (now.status, now.progress, now.lease_id.as_deref()),
+        (JobStatus::Analyzing.into(), 0.0, Some("current"))
+    );
     let kinds: Vec<_> = repo::events::list(&db, job.id).await.unwrap().into_iter().map(|e| e.kind).collect();
     assert_eq!(kinds, ["created", "started"]);
 
@@ -287,10 +301,83 @@ both_backends!(a_stale_lease_changes_nothing, |db: DatabaseConnection| async mov
     repo::jobs::update_live_leased(&db, job.id, "current", progress).await.unwrap();
     repo::jobs::record_event_leased(&db, job.id, "current", NewEvent::new("replace_swapped")).await.unwrap();
     let paused = pause("current").await.unwrap();
-    assert_eq!((paused.status.as_str(), paused.progress, paused.lease_id), ("PAUSED", 50.0, None));
+    // Pausing releases the node: the lease goes with the transition.
+    assert_eq!((paused.status, paused.progress, paused.lease_id), (JobStatus::Paused.into(), 50.0, None));
     // Released: the old holder can do nothing more.
     let late = repo::jobs::record_event_leased(&db, job.id, "current", NewEvent::new("late")).await;
     assert!(matches!(late, Err(RepoError::Conflict(_))), "{late:?}");
-    let late = repo::jobs::update_live_leased(&db, job.id, "current", job::ActiveModel::default()).await;
+    let late = repo::jobs::update_live_leased(&db, job.id, "current", JobChange::default()).await;
     assert!(matches!(late, Err(RepoError::Conflict(_))), "{late:?}");
+});
+
+const TYPED_ENUMS_MIGRATION: &str = "m20261125_000011_typed_enums";
+
+/// Takes the database back to before the typed-enum migration (which changes no schema, so
+/// rows keep what they hold), writes `old_rows` (raw SQL, as an older version or a hand
+/// edit may have left them), then migrates up again.
+async fn migrate_over(db: &DatabaseConnection, old_rows: &[String]) -> Result<(), sea_orm::DbErr> {
+    use migration::{Migrator, MigratorTrait};
+    use sea_orm::ConnectionTrait;
+    let names: Vec<String> = Migrator::migrations().iter().map(|m| m.name().to_string()).collect();
+    let at = names.iter().position(|name| name == TYPED_ENUMS_MIGRATION).unwrap();
+    Migrator::down(db, Some(u32::try_from(names.len() - at).unwrap())).await.unwrap();
+    for sql in old_rows {
+        db.execute_unprepared(sql).await.unwrap();
+    }
+    Migrator::up(db, None).await
+}
+
+both_backends!(older_spellings_are_converted_to_the_typed_columns, |db: DatabaseConnection| async move {
+    let lib = repo::libraries::create(&db, library("old")).await.unwrap();
+    let done = repo::jobs::insert(&db, new_job(lib.id, "/media/old/done.mkv", JobStatus::Completed)).await.unwrap();
+    let waiting = repo::jobs::insert(&db, new_job(lib.id, "/media/old/waiting.mkv", JobStatus::Queued)).await.unwrap();
+    let node = repo::nodes::upsert(&db, main_node("main")).await.unwrap();
+    let key = NewLicense { key: "k".into(), tier: Tier::Pro, licensee: "Ada".into(), expires_at: None };
+    repo::licenses::install(&db, key).await.unwrap();
+
+    let (done_id, waiting_id) = (done.id, waiting.id);
+    let old_rows = [
+        // Other cases and stray spaces, as the case-blind parsing of before accepted.
+        format!("UPDATE jobs SET status = 'completed', stage = ' Transferring', failure_code = 'TIMEOUT' WHERE id = {done_id}"),
+        // A stage that names nothing: it only describes the moment, so it is dropped.
+        format!("UPDATE jobs SET status = 'Queued ', stage = 'warming_up' WHERE id = {waiting_id}"),
+        format!("UPDATE job_events SET to_status = 'completed' WHERE job_id = {done_id}"),
+        // A node status that names nothing: OFFLINE until the node is heard from again.
+        format!("UPDATE nodes SET role = 'MAIN', status = 'busy' WHERE id = {}", node.id),
+        "UPDATE licenses SET tier = 'pro'".to_string(),
+    ];
+    migrate_over(&db, &old_rows).await.unwrap();
+
+    let done = repo::jobs::get(&db, done_id).await.unwrap();
+    assert_eq!((done.status, done.stage), (JobStatus::Completed.into(), Some(Stage::Transferring.into())));
+    assert_eq!(done.failure_code, Some(FailureCode::Timeout.into()));
+    let waiting = repo::jobs::get(&db, waiting_id).await.unwrap();
+    assert_eq!((waiting.status, waiting.stage), (JobStatus::Queued.into(), None));
+    let events = repo::events::list(&db, done_id).await.unwrap();
+    assert_eq!(events[0].to_status, Some(JobStatus::Completed.into()));
+    let node = repo::nodes::get(&db, node.id).await.unwrap();
+    assert_eq!((node.role, node.status), (NodeRole::Main.into(), NodeStatus::Offline.into()));
+    assert_eq!(repo::licenses::current(&db).await.unwrap().unwrap().tier, Tier::Pro);
+    // The whole listing reads, as it would not have with a single unreadable row.
+    let statuses: Vec<JobStatus> =
+        repo::jobs::list(&db, &JobQuery::default()).await.unwrap().items.iter().map(|j| j.status.into()).collect();
+    assert_eq!(statuses, [JobStatus::Queued, JobStatus::Completed]);
+});
+
+both_backends!(a_value_that_names_nothing_stops_the_migration, |db: DatabaseConnection| async move {
+    let lib = repo::libraries::create(&db, library("odd")).await.unwrap();
+    let job = repo::jobs::insert(&db, new_job(lib.id, "/media/odd/a.mkv", JobStatus::Queued)).await.unwrap();
+    let old_rows = [
+        format!("UPDATE jobs SET status = 'DONE', stage = 'encoding' WHERE id = {}", job.id),
+        "UPDATE job_events SET to_status = 'WAITING'".to_string(),
+    ];
+    let err = migrate_over(&db, &old_rows).await.unwrap_err().to_string();
+    // Every problem is named, with its column.
+    assert!(err.contains(r#"jobs.status holds ["DONE"]"#), "{err}");
+    assert!(err.contains(r#"job_events.to_status holds ["WAITING"]"#), "{err}");
+    // Nothing was written: the stage keeps its old spelling until the migration can run.
+    use sea_orm::ConnectionTrait;
+    let sql = format!("SELECT stage FROM jobs WHERE id = {}", job.id);
+    let row = db.query_one(sea_orm::Statement::from_string(db.get_database_backend(), sql)).await.unwrap().unwrap();
+    assert_eq!(row.try_get_by_index::<String>(0).unwrap(), "encoding");
 });

@@ -320,7 +320,7 @@ async fn health_follows_stuck_jobs_and_nodes(server: &TestServer) {
         (&json!("WARNING"), &json!(1), &json!("1 of 2 nodes offline"))
     );
     let main = repo::nodes::find(server.db(), "main").await.unwrap().unwrap();
-    assert_eq!(main.role, "main");
+    assert_eq!(main.role, NodeRole::Main);
     repo::nodes::set_status(server.db(), main.id, NodeStatus::Offline, None).await.unwrap();
     for prefix in PREFIXES {
         let body = health(prefix).await;

@@ -10,13 +10,13 @@ use super::prepare::Prepared;
 use super::supervise::Encoded;
 use super::{join_error, Attempt};
 use crate::actors::lifecycle::{EventContext, LifecycleError};
-use crate::actors::store::JobPatch;
-use crate::domain::job::JobEvent;
+use crate::domain::job::{JobEvent, Stage};
 use crate::media::partial::{self, remove_partial, PinnedOutput};
 use crate::media::plan::{final_path, SourceIdentity};
 use crate::media::replace::{replace, Replace, Swapped};
 use crate::media::worker;
 use crate::media::MediaError;
+use crate::repo::jobs::JobChange;
 
 impl Attempt {
     /// Verifies the output and puts it in the original's place, under the partial folder's
@@ -25,8 +25,8 @@ impl Attempt {
         let Prepared { info, plan, keep_originals, .. } = prepared;
         let Encoded { mut job, run_stats } = encoded;
         let env = self.env.clone();
-        job.stage = Some("TRANSFERRING".into());
-        self.update(JobPatch { stage: job.stage.clone(), ..Default::default() }).await?;
+        job.stage = Some(Stage::Transferring.into());
+        self.update(JobChange { stage: Some(Stage::Transferring), ..Default::default() }).await?;
         env.store.publish_progress(&job);
 
         let output = plan.output_path();
@@ -64,7 +64,7 @@ impl Attempt {
         }
         let (cpu, wall) = run_stats.unwrap_or((0, 0));
         let source = PathBuf::from(&job.file_path);
-        let mut set = JobPatch {
+        let mut set = JobChange {
             encoder: Some(plan.encoder.as_str().to_string()),
             cpu_time_ms: Some(job.cpu_time_ms.unwrap_or(0) + i64::try_from(cpu).unwrap_or(0)),
             wall_time_ms: Some(job.wall_time_ms.unwrap_or(0) + i64::try_from(wall).unwrap_or(0)),
@@ -118,7 +118,7 @@ impl Attempt {
             // crash between the removal and the completion completes the job from the row
             // (see `swapped_on_record`) instead of taking the output for a new source. The
             // path stays the source's until the completion, so the folder is found by it.
-            let swapped = JobPatch { file_path: None, file_name: None, ..set.clone() };
+            let swapped = JobChange { file_path: None, file_name: None, ..set.clone() };
             self.update(swapped).await?;
         }
         // The folder goes before the completion is recorded, under the lock held since
@@ -134,10 +134,10 @@ impl Attempt {
     /// Completes a job whose replace swapped the files before a crash (see `recover`).
     pub(super) async fn complete_swapped(&self, source: &Path, swapped: Swapped) -> Result<(), LifecycleError> {
         tracing::info!(job_id = self.job_id, "the replace had swapped the files before a restart; completing the job");
-        let stage = JobPatch { stage: Some("TRANSFERRING".into()), ..Default::default() };
+        let stage = JobChange { stage: Some(Stage::Transferring), ..Default::default() };
         self.apply(JobEvent::Analyzed { skip: false }, stage, self.ctx()).await?;
         let identity = SourceIdentity::of(&swapped.final_path).ok();
-        let mut set = JobPatch {
+        let mut set = JobChange {
             output_size: Some(i64::try_from(swapped.output_size).unwrap_or(i64::MAX)),
             source_mtime_ns: identity.map(|i| i.mtime_ns),
             source_inode: identity.map(|i| i64::try_from(i.inode).unwrap_or(0)),

@@ -12,7 +12,8 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use super::{JobCommand, LEASE_SECONDS};
-use crate::actors::store::{holds_lease, JobPatch, JobStore};
+use crate::actors::store::{holds_lease, JobStore};
+use crate::repo::jobs::JobChange;
 
 /// A renewal every quarter of the lease: three can fail (a database or link hiccup) before
 /// it expires.
@@ -46,7 +47,7 @@ impl Heartbeat {
     /// True when the lease is definitely someone else's now.
     async fn renew(&self) -> bool {
         let expires = chrono::Utc::now() + chrono::Duration::seconds(LEASE_SECONDS);
-        let patch = JobPatch { lease_expires_at: Some(expires), ..Default::default() };
+        let patch = JobChange { lease_expires_at: Some(expires), ..Default::default() };
         let Err(e) = self.store.update_live(self.job_id, &self.lease_id, patch).await else { return false };
         // Only a clear "not yours" stops the attempt; a store that cannot answer (a database
         // or link error) is tried again at the next tick.

@@ -18,9 +18,10 @@ use tokio::sync::mpsc;
 
 use super::lifecycle::{EventContext, LifecycleError};
 use super::node::{JobEnded, NodeSupervisor};
-use super::store::{delete_partial_if, Applied, JobPatch, JobStore};
+use super::store::{delete_partial_if, Applied, JobStore};
 use crate::domain::job::{FailureCode, JobEvent};
 use crate::media::MediaError;
+use crate::repo::jobs::JobChange;
 
 /// How long a lease lasts without renewal; progress renews it.
 pub const LEASE_SECONDS: i64 = 120;
@@ -153,13 +154,13 @@ impl Attempt {
         EventContext { node: self.node(), ..Default::default() }
     }
 
-    async fn apply(&self, event: JobEvent, patch: JobPatch, ctx: EventContext) -> Result<Applied, LifecycleError> {
+    async fn apply(&self, event: JobEvent, patch: JobChange, ctx: EventContext) -> Result<Applied, LifecycleError> {
         let applied = self.env.store.apply(self.job_id, &self.lease_id, event, patch, ctx).await?;
         delete_partial_if(&applied).await;
         Ok(applied)
     }
 
-    async fn update(&self, patch: JobPatch) -> Result<(), LifecycleError> {
+    async fn update(&self, patch: JobChange) -> Result<(), LifecycleError> {
         self.env.store.update_live(self.job_id, &self.lease_id, patch).await
     }
 
@@ -177,7 +178,7 @@ impl Attempt {
     async fn fail_attempt(&self, e: MediaError, resumable: bool) -> Result<(), LifecycleError> {
         tracing::warn!(job_id = self.job_id, code = e.code.as_str(), message = %e.message, resumable, "job attempt failed");
         let ctx = EventContext { node: self.node(), detail: None, failure_detail: Some(e.message) };
-        self.apply(JobEvent::Fail { code: e.code, resumable }, JobPatch::default(), ctx).await?;
+        self.apply(JobEvent::Fail { code: e.code, resumable }, JobChange::default(), ctx).await?;
         Ok(())
     }
 
@@ -186,11 +187,11 @@ impl Attempt {
         if let Ok(cmd) = self.commands.try_recv() {
             match cmd {
                 JobCommand::Pause => {
-                    self.apply(JobEvent::Pause, JobPatch::default(), self.ctx()).await?;
+                    self.apply(JobEvent::Pause, JobChange::default(), self.ctx()).await?;
                     return Ok(Step::Stop);
                 }
                 JobCommand::Cancel => {
-                    self.apply(JobEvent::Cancel, JobPatch::default(), self.ctx()).await?;
+                    self.apply(JobEvent::Cancel, JobChange::default(), self.ctx()).await?;
                     return Ok(Step::Stop);
                 }
                 JobCommand::Shutdown | JobCommand::LeaseLost => return Ok(Step::Stop),
@@ -203,7 +204,7 @@ impl Attempt {
     /// stopping): back to the queue, without using a retry or touching the folder.
     async fn busy(&self) -> Result<(), LifecycleError> {
         tracing::info!(job_id = self.job_id, "the partial output is in use by another transcoder; requeued");
-        self.apply(JobEvent::Busy, JobPatch::default(), self.ctx()).await?;
+        self.apply(JobEvent::Busy, JobChange::default(), self.ctx()).await?;
         Ok(())
     }
 

@@ -8,15 +8,15 @@ use entities::job;
 
 use super::commit::swapped_on_record;
 use super::{join_error, Attempt, Phase, Step};
-use crate::actors::store::JobPatch;
 use crate::domain::encoding::{profile_for_attempt, EncodeSettings, TargetCodec};
-use crate::domain::job::JobEvent;
+use crate::domain::job::{JobEvent, Stage};
 use crate::media::partial;
 use crate::media::plan::{decide, Decision, EncodePlan};
 use crate::media::probe::{HdrKind, MediaInfo};
 use crate::media::replace::{recover, Recovered};
 use crate::media::worker;
 use crate::media::MediaError;
+use crate::repo::jobs::JobChange;
 
 /// What the encode needs, as prepared.
 pub(super) struct Prepared {
@@ -77,7 +77,7 @@ impl Attempt {
             Err(e) => return self.fail(e).await.map(|()| None),
         };
         let video = info.video().cloned();
-        let analysis = JobPatch {
+        let analysis = JobChange {
             source_codec: video.as_ref().map(|v| v.codec.clone()),
             source_size: Some(i64::try_from(info.size_bytes).unwrap_or(i64::MAX)),
             duration_seconds: info.duration_seconds,
@@ -101,7 +101,7 @@ impl Attempt {
             Ok(Decision::Encode) => false,
             Err(e) => return self.fail(e).await.map(|()| None),
         };
-        let patch = JobPatch { stage: (!skip).then(|| "ENCODING".to_string()), ..Default::default() };
+        let patch = JobChange { stage: (!skip).then_some(Stage::Encoding), ..Default::default() };
         let job = self.apply(JobEvent::Analyzed { skip }, patch, self.ctx()).await?.job;
         if skip {
             return Ok(None);

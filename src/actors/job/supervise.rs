@@ -7,12 +7,13 @@ use entities::job;
 
 use super::prepare::Prepared;
 use super::{Attempt, JobCommand, Phase, DB_WRITE_EVERY, PUBLISH_EVERY, STOP_BOUND};
-use crate::actors::store::{delete_partial_if, JobPatch};
+use crate::actors::store::delete_partial_if;
 use crate::domain::health::STALLED_AFTER_SECS;
 use crate::domain::job::{FailureCode, JobEvent};
 use crate::media::child::{ChildEnd, Transcoder};
 use crate::media::encode::Event;
 use crate::media::MediaError;
+use crate::repo::jobs::JobChange;
 
 /// Why the child was asked to stop at its next segment boundary.
 #[derive(Clone, Copy)]
@@ -71,7 +72,7 @@ impl Attempt {
                         if last_write.elapsed() >= DB_WRITE_EVERY {
                             last_write = Instant::now();
                             let now = chrono::Utc::now();
-                            let patch = JobPatch {
+                            let patch = JobChange {
                                 progress: Some(job.progress),
                                 fps: Some(job.fps),
                                 eta_seconds: job.eta_seconds,
@@ -108,7 +109,7 @@ impl Attempt {
                         child.kill().await;
                         let _ = child.wait().await;
                         let applied =
-                            env.store.apply(job.id, &self.lease_id, JobEvent::Cancel, JobPatch::default(), self.ctx()).await?;
+                            env.store.apply(job.id, &self.lease_id, JobEvent::Cancel, JobChange::default(), self.ctx()).await?;
                         delete_partial_if(&applied).await;
                         return Ok(None);
                     }
@@ -140,7 +141,7 @@ impl Attempt {
                 _ = stall_check.tick() => {
                     if !job.stalled && last_progress.elapsed().as_secs() > STALLED_AFTER_SECS {
                         job.stalled = true;
-                        self.update(JobPatch { stalled: Some(true), ..Default::default() }).await?;
+                        self.update(JobChange { stalled: Some(true), ..Default::default() }).await?;
                         env.store.publish_progress(&job);
                         tracing::warn!(job_id = job.id, "job stalled: no progress for 10 minutes");
                     }
@@ -157,7 +158,7 @@ impl Attempt {
             // The child has exited (whether it finished its segment, the whole encode, or
             // was cut short): now the pause releases the lease.
             (_, Some(Stopping::Pause)) => {
-                self.apply(JobEvent::Pause, JobPatch::default(), self.ctx()).await?;
+                self.apply(JobEvent::Pause, JobChange::default(), self.ctx()).await?;
                 Ok(None)
             }
             (ChildEnd::Busy, _) => self.busy().await.map(|()| None),
