@@ -626,3 +626,40 @@ pub async fn expired_leases(
         .all(db)
         .await?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A change crosses the cluster link as JSON: the field names are those linked nodes of
+    /// the previous version send and read, and the assignment never travels either way.
+    #[test]
+    fn a_change_keeps_its_wire_names_and_never_carries_an_assignment() {
+        let assignment =
+            Assignment { node_id: 9, node_name: "w".into(), lease_id: "l".into(), started_at: chrono::Utc::now() };
+        let change = JobChange {
+            stage: Some(Stage::Encoding),
+            progress: Some(5.0),
+            source_codec: Some("h264".into()),
+            assignment: Some(assignment),
+            ..Default::default()
+        };
+        let json = serde_json::to_value(&change).unwrap();
+        assert_eq!(
+            (&json["stage"], &json["progress"], &json["sourceCodec"]),
+            (&"ENCODING".into(), &5.0.into(), &"h264".into())
+        );
+        assert!(json.get("assignment").is_none() && json.get("nodeId").is_none(), "{json}");
+
+        let sent = serde_json::json!({
+            "stage": "TRANSFERRING",
+            "progress": 12.5,
+            "eta": null,
+            "leaseExpiresAt": null,
+            "nodeId": 3,
+            "assignment": {"nodeId": 3, "nodeName": "x", "leaseId": "stolen", "startedAt": "2026-01-01T00:00:00Z"},
+        });
+        let read: JobChange = serde_json::from_value(sent).unwrap();
+        assert_eq!(read, JobChange { stage: Some(Stage::Transferring), progress: Some(12.5), ..Default::default() });
+    }
+}
