@@ -65,17 +65,20 @@ impl TypedColumn {
         Alias::new(self.column)
     }
 
+    /// The column's value without case or surrounding spaces.
+    fn folded(&self) -> Expr {
+        Expr::expr(Func::lower(Func::cust(Alias::new("TRIM")).arg(Expr::col(self.col()))))
+    }
+
     /// Rows holding `value` in another case or with spaces around it.
     fn spelt_otherwise(&self, value: &str) -> SimpleExpr {
-        let trimmed = Func::cust(Alias::new("TRIM")).arg(Expr::col(self.col()));
-        Expr::expr(Func::lower(trimmed)).eq(value.to_lowercase()).and(Expr::col(self.col()).ne(value))
+        self.folded().eq(value.to_lowercase()).and(Expr::col(self.col()).ne(value))
     }
 
     /// Rows holding a value that is none of `values`, in any spelling.
     fn unknown(&self) -> SimpleExpr {
-        let trimmed = Func::cust(Alias::new("TRIM")).arg(Expr::col(self.col()));
         let lowered: Vec<String> = self.values.iter().map(|v| v.to_lowercase()).collect();
-        Expr::col(self.col()).is_not_null().and(Expr::expr(Func::lower(trimmed)).is_not_in(lowered))
+        Expr::col(self.col()).is_not_null().and(self.folded().is_not_in(lowered))
     }
 
     /// The values of this column that name nothing, where it refuses them.
