@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use entities::job;
+use futures_util::stream::{self, StreamExt};
 use sea_orm::DatabaseConnection;
 
 use super::job::{JobCommand, LEASE_SECONDS};
@@ -127,6 +128,14 @@ pub async fn effective_tier(db: &DatabaseConnection, public_key: &str) -> Tier {
     }
 }
 
+/// A node as one scheduling round sees it: its free slots and the library paths it cannot
+/// see.
+struct Slots<'a> {
+    node: &'a NodeHandle,
+    free: u64,
+    missing: Vec<String>,
+}
+
 async fn assign(
     db: &DatabaseConnection,
     lifecycle: &Lifecycle,
@@ -143,14 +152,12 @@ async fn assign(
     }
     let allowed = tier.max_concurrent_jobs().map(|m| u64::from(m).saturating_sub(running)).unwrap_or(u64::MAX);
     let allowed_nodes = tier.max_nodes().map(|m| m as usize).unwrap_or(usize::MAX);
-    let mut free = Vec::new();
-    let mut missing = Vec::new();
+    let mut slots = Vec::new();
     for node in nodes.iter().take(allowed_nodes) {
         let capacity = node.capacity.send(Capacity).await.unwrap_or_default();
-        free.push(capacity.free as u64);
-        missing.push(capacity.missing_paths);
+        slots.push(Slots { node, free: capacity.free as u64, missing: capacity.missing_paths });
     }
-    let budget = allowed.min(free.iter().sum());
+    let budget = allowed.min(slots.iter().map(|s| s.free).sum());
     if budget == 0 {
         return Ok(());
     }
@@ -172,14 +179,14 @@ async fn assign(
             }
         }
         let paths = candidate.library_id.and_then(|id| libraries.get(&id));
-        let sees = |i: usize| paths.is_none_or(|p| !p.iter().any(|path| missing[i].contains(path)));
-        let Some(index) = (0..free.len()).filter(|i| free[*i] > 0 && sees(*i)).max_by_key(|i| free[*i]) else {
-            if free.iter().all(|f| *f == 0) {
+        let sees = |s: &Slots| paths.is_none_or(|p| !p.iter().any(|path| s.missing.contains(path)));
+        let Some(slot) = slots.iter_mut().filter(|s| s.free > 0 && sees(s)).max_by_key(|s| s.free) else {
+            if slots.iter().all(|s| s.free == 0) {
                 break;
             }
             continue;
         };
-        let node = &nodes[index];
+        let node = slot.node;
         let lease = crate::security::generate_secret(24);
         let now = chrono::Utc::now();
         let start = JobChange {
@@ -202,14 +209,14 @@ async fn assign(
         }
         let accepted = node.start.send(StartJob { job_id: candidate.id, lease_id: lease }).await.unwrap_or(false);
         if accepted {
-            free[index] -= 1;
+            slot.free -= 1;
             budget -= 1;
         } else {
             let ctx = EventContext { node: Some(node.name.clone()), ..Default::default() };
             // The node refused the job (it filled up meanwhile): nothing crashed.
             let orphaned = JobEvent::Orphaned { crashed: false };
             lifecycle.apply(candidate.id, orphaned, JobChange::default(), ctx).await?;
-            free[index] = 0;
+            slot.free = 0;
         }
     }
     Ok(())
@@ -219,7 +226,7 @@ impl Actor for Scheduler {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
-        ctx.run_interval(Duration::from_secs(2), |this, ctx| this.tick(ctx));
+        ctx.run_interval(Duration::from_secs(2), Scheduler::tick);
         self.tick(ctx);
     }
 }
@@ -336,7 +343,6 @@ impl Handler<QueueAction> for Scheduler {
                     (vec![JobStatus::Paused], Action::Resume)
                 };
                 // Several at a time: a pause waits for the job's transcoder to stop.
-                use futures_util::stream::{self, StreamExt};
                 let targets = jobs::in_statuses(&lifecycle.db, &statuses).await?;
                 let results: Vec<_> = stream::iter(targets.iter().map(|job| {
                     let (lifecycle, nodes) = (&lifecycle, &nodes);

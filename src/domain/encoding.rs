@@ -91,87 +91,92 @@ const HEVC_QUALITY: QualityRange = QualityRange { min: 0, max: 51, default: 28 }
 const AV1_QUALITY: QualityRange = QualityRange { min: 0, max: 63, default: 35 };
 
 /// The table, in the order encoders are offered (per codec: the CPU encoder first).
-pub const ENCODERS: &[EncoderProfile] = &[
-    EncoderProfile {
-        encoder: Encoder::Libx265,
-        codec: TargetCodec::Hevc,
-        label: "libx265 (CPU)",
-        hardware: Hardware::Cpu,
-        presets: X265_PRESETS,
-        default_preset: Some("medium"),
-        preset_option: "preset",
-        quality: HEVC_QUALITY,
-        quality_option: "crf",
-        options: &[],
-        ten_bit: true,
-    },
-    EncoderProfile {
-        encoder: Encoder::HevcNvenc,
-        codec: TargetCodec::Hevc,
-        label: "hevc_nvenc (NVIDIA)",
-        hardware: Hardware::Nvidia,
-        presets: &["p1", "p2", "p3", "p4", "p5", "p6", "p7"],
-        default_preset: Some("p5"),
-        preset_option: "preset",
-        quality: HEVC_QUALITY,
-        quality_option: "cq",
-        options: &[("rc", "vbr")],
-        ten_bit: true,
-    },
-    EncoderProfile {
-        encoder: Encoder::HevcQsv,
-        codec: TargetCodec::Hevc,
-        label: "hevc_qsv (Intel Quick Sync)",
-        hardware: Hardware::IntelQsv,
-        presets: &["veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow"],
-        default_preset: Some("medium"),
-        preset_option: "preset",
-        quality: HEVC_QUALITY,
-        quality_option: "global_quality",
-        options: &[],
-        ten_bit: true,
-    },
-    EncoderProfile {
-        encoder: Encoder::HevcVaapi,
-        codec: TargetCodec::Hevc,
-        label: "hevc_vaapi (VAAPI: AMD, Intel)",
-        hardware: Hardware::Vaapi,
-        presets: &[],
-        default_preset: None,
-        preset_option: "",
-        quality: HEVC_QUALITY,
-        quality_option: "qp",
-        options: &[],
-        ten_bit: true,
-    },
-    EncoderProfile {
-        encoder: Encoder::Libsvtav1,
-        codec: TargetCodec::Av1,
-        label: "libsvtav1 (CPU)",
-        hardware: Hardware::Cpu,
-        presets: &["0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13"],
-        default_preset: Some("8"),
-        preset_option: "preset",
-        quality: AV1_QUALITY,
-        quality_option: "crf",
-        options: &[],
-        ten_bit: true,
-    },
-    EncoderProfile {
-        encoder: Encoder::LibaomAv1,
-        codec: TargetCodec::Av1,
-        label: "libaom-av1 (CPU)",
-        hardware: Hardware::Cpu,
-        presets: &["0", "1", "2", "3", "4", "5", "6", "7", "8"],
-        default_preset: Some("6"),
-        preset_option: "cpu-used",
-        quality: AV1_QUALITY,
-        quality_option: "crf",
-        // b=0 makes crf a constant-quality target instead of a bitrate cap.
-        options: &[("row-mt", "1"), ("b", "0")],
-        ten_bit: true,
-    },
-];
+pub const ENCODERS: &[EncoderProfile] = &[LIBX265, HEVC_NVENC, HEVC_QSV, HEVC_VAAPI, LIBSVTAV1, LIBAOM_AV1];
+
+const LIBX265: EncoderProfile = EncoderProfile {
+    encoder: Encoder::Libx265,
+    codec: TargetCodec::Hevc,
+    label: "libx265 (CPU)",
+    hardware: Hardware::Cpu,
+    presets: X265_PRESETS,
+    default_preset: Some("medium"),
+    preset_option: "preset",
+    quality: HEVC_QUALITY,
+    quality_option: "crf",
+    options: &[],
+    ten_bit: true,
+};
+
+const HEVC_NVENC: EncoderProfile = EncoderProfile {
+    encoder: Encoder::HevcNvenc,
+    codec: TargetCodec::Hevc,
+    label: "hevc_nvenc (NVIDIA)",
+    hardware: Hardware::Nvidia,
+    presets: &["p1", "p2", "p3", "p4", "p5", "p6", "p7"],
+    default_preset: Some("p5"),
+    preset_option: "preset",
+    quality: HEVC_QUALITY,
+    quality_option: "cq",
+    options: &[("rc", "vbr")],
+    ten_bit: true,
+};
+
+const HEVC_QSV: EncoderProfile = EncoderProfile {
+    encoder: Encoder::HevcQsv,
+    codec: TargetCodec::Hevc,
+    label: "hevc_qsv (Intel Quick Sync)",
+    hardware: Hardware::IntelQsv,
+    presets: &["veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow"],
+    default_preset: Some("medium"),
+    preset_option: "preset",
+    quality: HEVC_QUALITY,
+    quality_option: "global_quality",
+    options: &[],
+    ten_bit: true,
+};
+
+const HEVC_VAAPI: EncoderProfile = EncoderProfile {
+    encoder: Encoder::HevcVaapi,
+    codec: TargetCodec::Hevc,
+    label: "hevc_vaapi (VAAPI: AMD, Intel)",
+    hardware: Hardware::Vaapi,
+    presets: &[],
+    default_preset: None,
+    preset_option: "",
+    quality: HEVC_QUALITY,
+    quality_option: "qp",
+    options: &[],
+    ten_bit: true,
+};
+
+const LIBSVTAV1: EncoderProfile = EncoderProfile {
+    encoder: Encoder::Libsvtav1,
+    codec: TargetCodec::Av1,
+    label: "libsvtav1 (CPU)",
+    hardware: Hardware::Cpu,
+    presets: &["0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13"],
+    default_preset: Some("8"),
+    preset_option: "preset",
+    quality: AV1_QUALITY,
+    quality_option: "crf",
+    options: &[],
+    ten_bit: true,
+};
+
+const LIBAOM_AV1: EncoderProfile = EncoderProfile {
+    encoder: Encoder::LibaomAv1,
+    codec: TargetCodec::Av1,
+    label: "libaom-av1 (CPU)",
+    hardware: Hardware::Cpu,
+    presets: &["0", "1", "2", "3", "4", "5", "6", "7", "8"],
+    default_preset: Some("6"),
+    preset_option: "cpu-used",
+    quality: AV1_QUALITY,
+    quality_option: "crf",
+    // b=0 makes crf a constant-quality target instead of a bitrate cap.
+    options: &[("row-mt", "1"), ("b", "0")],
+    ten_bit: true,
+};
 
 impl TargetCodec {
     /// For people, as the dashboard names it.
@@ -198,9 +203,14 @@ impl TargetCodec {
 
 impl Encoder {
     pub fn profile(self) -> &'static EncoderProfile {
-        // Every variant has a row (checked by a test); the first row is only a fallback
-        // that cannot be reached.
-        ENCODERS.iter().find(|p| p.encoder == self).unwrap_or(&ENCODERS[0])
+        match self {
+            Encoder::Libx265 => &LIBX265,
+            Encoder::HevcNvenc => &HEVC_NVENC,
+            Encoder::HevcQsv => &HEVC_QSV,
+            Encoder::HevcVaapi => &HEVC_VAAPI,
+            Encoder::Libsvtav1 => &LIBSVTAV1,
+            Encoder::LibaomAv1 => &LIBAOM_AV1,
+        }
     }
 
     /// Runs on a GPU or a media engine rather than the CPU.

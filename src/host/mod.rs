@@ -16,7 +16,7 @@ pub fn hostname() -> String {
 
 /// Logical CPU cores available to this process.
 pub fn cores() -> usize {
-    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    std::thread::available_parallelism().map(std::num::NonZero::get).unwrap_or(1)
 }
 
 /// Memory in bytes: (used, total).

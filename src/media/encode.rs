@@ -722,7 +722,7 @@ fn encode_video(
             } else {
                 next_synth_pts
             };
-            let step = (frame_rate.den as f64 / frame_rate.num as f64 / tb).max(1.0) as i64;
+            let step = (f64::from(frame_rate.den) / f64::from(frame_rate.num) / tb).max(1.0) as i64;
             next_synth_pts = pts + step;
             if last_pts.is_some_and(|p| pts <= p) {
                 skipped += 1;

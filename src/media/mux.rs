@@ -226,7 +226,8 @@ pub fn mux(plan: &EncodePlan, info: &MediaInfo, manifest: &Manifest, output_path
     };
     output.write_header(&mut options).map_err(|e| from_rsmpeg("writing the output header", &e))?;
     let out_tbs: Vec<ffi::AVRational> = output.streams().into_iter().map(|s| s.time_base).collect();
-    let video_out = map[vi].ok_or_else(|| MediaError::misc("video stream not mapped"))?;
+    let video_out = map.get(vi).copied().flatten().ok_or_else(|| MediaError::misc("video stream not mapped"))?;
+    let video_out_tb = *out_tbs.get(video_out).ok_or_else(|| MediaError::misc("video stream not in the output"))?;
 
     let mut segments =
         SegmentReader { dir: &plan.partial_dir, manifest, next: 0, current: None, time_base: params.time_base() };
@@ -258,14 +259,16 @@ pub fn mux(plan: &EncodePlan, info: &MediaInfo, manifest: &Manifest, output_path
             (Some(_), None) => true,
             (None, Some(_)) => false,
             (Some((v, vtb)), Some(o)) => {
-                let otb = source_tbs[o.stream_index as usize];
+                let otb = *source_tbs
+                    .get(o.stream_index as usize)
+                    .ok_or_else(|| MediaError::misc("a packet of a stream the source does not have"))?;
                 // SAFETY: pure arithmetic on timestamps.
                 unsafe { ffi::av_compare_ts(ts_of(v), *vtb, ts_of(o), otb) <= 0 }
             }
         };
         if take_video {
             if let Some((mut packet, tb)) = next_video.take() {
-                packet.rescale_ts(tb, out_tbs[video_out]);
+                packet.rescale_ts(tb, video_out_tb);
                 packet.set_stream_index(video_out as i32);
                 // Segments are separate encoder sessions: keep decode order strictly rising
                 // across their joins.
@@ -283,8 +286,11 @@ pub fn mux(plan: &EncodePlan, info: &MediaInfo, manifest: &Manifest, output_path
             next_video = segments.next_packet()?;
         } else if let Some(mut packet) = next_other.take() {
             let idx = packet.stream_index as usize;
-            let Some(out_idx) = map[idx] else { continue };
-            packet.rescale_ts(source_tbs[idx], out_tbs[out_idx]);
+            let Some(out_idx) = map.get(idx).copied().flatten() else { continue };
+            let (Some(in_tb), Some(out_tb)) = (source_tbs.get(idx), out_tbs.get(out_idx)) else {
+                return Err(MediaError::misc("a packet of a stream the mux did not plan for"));
+            };
+            packet.rescale_ts(*in_tb, *out_tb);
             packet.set_stream_index(out_idx as i32);
             packet.set_pos(-1);
             output.interleaved_write_frame(&mut packet).map_err(|e| from_rsmpeg("writing the output", &e))?;

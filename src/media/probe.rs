@@ -482,7 +482,7 @@ pub fn probe(path: &Path) -> Result<MediaInfo, MediaError> {
                 .and_then(read_struct::<ffi::AVContentLightMetadata>)
                 .map(|c| ContentLight { max_cll: c.MaxCLL, max_fall: c.MaxFALL });
         }
-        let transfer = streams[vi].color_transfer.clone().unwrap_or_default();
+        let transfer = streams.get(vi).and_then(|s| s.color_transfer.clone()).unwrap_or_default();
         let pq = transfer == "smpte2084";
         let hlg = transfer == "arib-std-b67";
         if pq || hlg || hdr.dolby_vision.is_some() {

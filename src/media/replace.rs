@@ -262,7 +262,7 @@ pub fn recover(source: &Path) -> Result<Recovered, MediaError> {
     use std::os::unix::fs::MetadataExt;
     let partial = partial_dir_for(source);
     let Some(intent) = Intent::read(&partial) else { return Ok(Recovered::Nothing) };
-    let inode_of = |p: &Path| std::fs::symlink_metadata(p).ok().filter(|m| m.is_file()).map(|m| m.ino());
+    let inode_of = |p: &Path| std::fs::symlink_metadata(p).ok().filter(std::fs::Metadata::is_file).map(|m| m.ino());
     let original = intent.source.inode;
     let ours = intent.backup.clone().filter(|b| inode_of(b) == Some(original));
     let dir = parent(source);

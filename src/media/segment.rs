@@ -81,7 +81,7 @@ impl SegmentPackets {
         }
         let bad = |_| MediaError::misc("a segment ends in the middle of a packet");
         self.reader.read_exact(&mut head[1..]).map_err(bad)?;
-        let i64_at = |o: usize| i64::from_le_bytes(head[o..o + 8].try_into().unwrap_or([0; 8]));
+        let i64_at = |o: usize| head.get(o..o + 8).and_then(|b| b.try_into().ok()).map_or(0, i64::from_le_bytes);
         let flags = i32::from_le_bytes(head[24..28].try_into().unwrap_or([0; 4]));
         let size = u32::from_le_bytes(head[28..32].try_into().unwrap_or([0; 4]));
         let mut packet = AVPacket::new();
