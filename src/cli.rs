@@ -1,4 +1,4 @@
-//! The administrative subcommands: migrate, user management, version.
+//! The administrative subcommands: migrate, user management, version, the OpenAPI document.
 
 use crate::config::{CommonArgs, UserCommand};
 use crate::repo;
@@ -71,6 +71,26 @@ pub fn probe(file: &std::path::Path) -> std::process::ExitCode {
         },
         Err(e) => {
             eprintln!("condense: {} ({})", e.message, e.code.as_str());
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// `condense openapi`: the API's OpenAPI document on stdout, without starting anything.
+pub fn openapi() -> std::process::ExitCode {
+    match crate::http::openapi::api().to_pretty_json() {
+        Ok(text) => {
+            use std::io::Write;
+            match writeln!(std::io::stdout(), "{text}") {
+                Ok(()) => std::process::ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("condense: {e}");
+                    std::process::ExitCode::FAILURE
+                }
+            }
+        }
+        Err(e) => {
+            eprintln!("condense: {e}");
             std::process::ExitCode::FAILURE
         }
     }

@@ -64,6 +64,9 @@ pub enum Command {
     /// process, request on stdin, so FFmpeg never runs inside the node).
     #[command(hide = true)]
     Media,
+    /// Print the API's OpenAPI document (the build generates the dashboard's types from it).
+    #[command(hide = true)]
+    Openapi,
     /// Licence keys: make a key pair, or sign a key (for the vendor, and for tests).
     License {
         #[command(subcommand)]

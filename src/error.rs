@@ -60,13 +60,15 @@ impl AppError {
     }
 }
 
-#[derive(Serialize)]
-struct ErrorBody<'a> {
+/// Every error: `{"error":{"code","message"}}`.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct ErrorBody<'a> {
     error: ErrorDetail<'a>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct ErrorDetail<'a> {
+    /// snake_case and stable, e.g. `not_found`, `invalid_transition`, `validation_failed`.
     code: &'a str,
     message: String,
 }

@@ -10,6 +10,7 @@ fn main() -> ExitCode {
         Command::Transcode => return condense::media::child::child_main(),
         Command::Media => return condense::media::worker::child_main(),
         Command::Probe { file } => return cli::probe(file),
+        Command::Openapi => return cli::openapi(),
         _ => {}
     }
     let common = cli.common;
@@ -31,7 +32,7 @@ fn main() -> ExitCode {
             Ok(())
         }
         Command::License { command } => cli::license(command),
-        Command::Transcode | Command::Media | Command::Probe { .. } => Ok(()),
+        Command::Transcode | Command::Media | Command::Probe { .. } | Command::Openapi => Ok(()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -144,6 +144,7 @@ async fn serve(dir: PathBuf) -> Res<()> {
                         file_name: now_micros().to_string(),
                         retry_count: 0,
                         failure_reason: None,
+                        actions: condense::domain::job::allowed_actions(condense::domain::job::JobStatus::Encoding),
                     }));
                 }
                 println!("PUBLISHED {count}");

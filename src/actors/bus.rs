@@ -8,19 +8,23 @@ use actix::prelude::*;
 use serde::Serialize;
 use tokio::sync::mpsc;
 
-use crate::domain::job::{JobStatus, Stage};
+use crate::domain::job::{allowed_actions, JobStatus, Stage, UserAction};
 
 /// One live update of a job, as sent on the WebSocket (`type`, `jobId`, `progress`,
 /// `status` and the other live fields).
-#[derive(Debug, Clone, PartialEq, Serialize, Message)]
+#[derive(Debug, Clone, PartialEq, Serialize, Message, utoipa::ToSchema)]
 #[rtype(result = "()")]
 #[serde(rename_all = "camelCase")]
 pub struct JobUpdate {
+    /// `snapshot` (an active job, on connect), `progress` or `status`.
     #[serde(rename = "type")]
+    #[schema(value_type = String)]
     pub kind: &'static str,
     pub job_id: i32,
     pub progress: f64,
+    #[schema(value_type = JobStatus)]
     pub status: String,
+    #[schema(value_type = Option<Stage>)]
     pub stage: Option<String>,
     pub fps: f64,
     pub eta_seconds: Option<i64>,
@@ -29,6 +33,8 @@ pub struct JobUpdate {
     pub file_name: String,
     pub retry_count: i32,
     pub failure_reason: Option<String>,
+    /// What a user may do with the job in its new status, as in the job's JSON.
+    pub actions: Vec<UserAction>,
 }
 
 impl JobUpdate {
@@ -46,6 +52,7 @@ impl JobUpdate {
             file_name: job.file_name.clone(),
             retry_count: job.retry_count,
             failure_reason: job.failure_reason.clone(),
+            actions: allowed_actions(JobStatus::from(job.status)),
         }
     }
 }

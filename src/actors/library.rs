@@ -22,7 +22,7 @@ use sea_orm::DatabaseConnection;
 /// Statuses whose job is dropped when its file disappears (nothing done yet worth keeping).
 const DROPPED_WHEN_REMOVED: &[&str] = &["PENDING", "QUEUED", "PAUSED", "FAILED", "CANCELLED"];
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ScanReport {
     pub found: u64,

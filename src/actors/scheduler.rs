@@ -52,14 +52,8 @@ pub struct AddNode(pub NodeHandle);
 #[rtype(result = "()")]
 pub struct RemoveNode(pub String);
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Action {
-    Pause,
-    Resume,
-    Retry,
-    Cancel,
-    Force,
-}
+/// A user's action on one job; the domain lists which ones a job's status allows.
+pub use crate::domain::job::UserAction as Action;
 
 #[derive(Message)]
 #[rtype(result = "Result<job::Model, LifecycleError>")]

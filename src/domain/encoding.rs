@@ -43,7 +43,7 @@ named_enum!(
 );
 
 /// A CRF or constant-quality scale: lower keeps more detail.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct QualityRange {
     pub min: u32,

@@ -49,7 +49,7 @@ named_enum!(
 );
 
 /// The measured value a check judged.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, utoipa::ToSchema)]
 #[serde(untagged)]
 pub enum CheckValue {
     Number(f64),
@@ -57,7 +57,7 @@ pub enum CheckValue {
     Flag(bool),
 }
 
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, utoipa::ToSchema)]
 pub struct Check {
     pub name: CheckName,
     pub level: HealthLevel,

@@ -288,6 +288,40 @@ pub fn transition(job: &JobSnapshot, event: &JobEvent) -> Result<Outcome, Transi
     Ok(outcome)
 }
 
+named_enum!(
+    /// What a user may ask of one job (`POST /jobs/{id}/<action>`), in the order the
+    /// dashboard offers them.
+    UserAction, "job action" {
+        Pause => "pause",
+        Resume => "resume",
+        Retry => "retry",
+        Force => "force",
+        Cancel => "cancel",
+    }
+);
+
+impl UserAction {
+    /// The state machine event the action asks for. Whether a resume continues depends on
+    /// the partial output the actor finds; whether it is allowed does not.
+    pub fn event(self) -> JobEvent {
+        match self {
+            UserAction::Pause => JobEvent::Pause,
+            UserAction::Resume => JobEvent::Resume { partial: PartialOutput::Valid },
+            UserAction::Retry => JobEvent::Retry,
+            UserAction::Force => JobEvent::Force,
+            UserAction::Cancel => JobEvent::Cancel,
+        }
+    }
+}
+
+/// The actions `transition` accepts from this status, in display order: what the API
+/// lists in a job's `actions`, so no client copies the state machine. A user's events
+/// depend on the status alone, not on the job's counters.
+pub fn allowed_actions(status: JobStatus) -> Vec<UserAction> {
+    let job = JobSnapshot { status, retry_count: 0, forced: false, crash_count: 0 };
+    UserAction::ALL.iter().copied().filter(|action| transition(&job, &action.event()).is_ok()).collect()
+}
+
 /// A failed attempt: retried with the next rung of the ladder until the retries run out.
 /// A resumable failure keeps the finished segments for the retry; the transcoder discards
 /// them itself if the next rung changes what shapes the encoded bits (the plan's digest).
@@ -374,6 +408,45 @@ mod tests {
         for stage in Stage::ALL {
             assert_eq!(Stage::from_str(stage.as_str()), Ok(*stage));
         }
+    }
+
+    #[test]
+    fn allowed_actions_are_what_the_state_machine_accepts_whatever_the_counters() {
+        use UserAction::*;
+        let expected = |status: JobStatus| -> &[UserAction] {
+            match status {
+                JobStatus::Pending => &[Cancel],
+                JobStatus::Queued | JobStatus::Analyzing | JobStatus::Encoding => &[Pause, Cancel],
+                JobStatus::Paused => &[Resume, Cancel],
+                JobStatus::Completed | JobStatus::Skipped => &[Force],
+                JobStatus::Failed | JobStatus::Cancelled => &[Retry],
+            }
+        };
+        for status in JobStatus::ALL.iter().copied() {
+            let allowed = allowed_actions(status);
+            assert_eq!(allowed, expected(status), "{status}");
+            for (retry_count, forced, crash_count) in [(0, false, 0), (3, true, 2), (9, false, 7)] {
+                let job = JobSnapshot { status, retry_count, forced, crash_count };
+                for action in UserAction::ALL.iter().copied() {
+                    let partials: &[PartialOutput] =
+                        if action == Resume { PartialOutput::ALL } else { &[PartialOutput::Valid] };
+                    for partial in partials.iter().copied() {
+                        let event = match action {
+                            Resume => JobEvent::Resume { partial },
+                            other => other.event(),
+                        };
+                        let accepted = transition(&job, &event).is_ok();
+                        assert_eq!(accepted, allowed.contains(&action), "{status} x {action} ({job:?}, {partial})");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn actions_serialize_as_the_path_segment_of_their_endpoint() {
+        let json = serde_json::to_value(allowed_actions(JobStatus::Encoding)).unwrap();
+        assert_eq!(json, serde_json::json!(["pause", "cancel"]));
     }
 
     mod state_machine {

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use chrono::{DateTime, Duration, NaiveDate, Utc};
 use serde::Serialize;
+use utoipa::ToSchema;
 
 use super::health;
 use super::job::JobStatus;
@@ -37,7 +38,7 @@ pub fn is_stuck(status: JobStatus, flagged_stalled: bool, seconds_since_progress
         && (flagged_stalled || seconds_since_progress.is_some_and(|seconds| health::is_stalled(status, seconds)))
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct QueueStats {
     pub pending: u64,
@@ -126,7 +127,7 @@ fn mean_fps<'a>(jobs: impl Iterator<Item = &'a CompletedJob>) -> f64 {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DayHistory {
     pub date: NaiveDate,
@@ -136,7 +137,7 @@ pub struct DayHistory {
     pub average_fps: f64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct HistoryTotals {
     pub completed: u64,
@@ -176,7 +177,7 @@ pub fn history(jobs: &[CompletedJob], today: NaiveDate, days: u32) -> (Vec<DayHi
     (history, totals)
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SavingsDay {
     pub date: NaiveDate,
@@ -197,7 +198,7 @@ pub fn savings_trend(jobs: &[CompletedJob], today: NaiveDate, days: u32) -> Vec<
         .collect()
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StorageSummary {
     pub total_saved_bytes: i64,
@@ -225,7 +226,7 @@ pub fn storage(sizes: &[(i64, Option<i64>)]) -> StorageSummary {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EncodingTime {
     pub cpu_seconds: f64,
@@ -244,7 +245,7 @@ pub fn encoding_time(cpu_time_ms: i64, wall_time_ms: i64) -> EncodingTime {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NodePerformance {
     pub node: String,
@@ -329,7 +330,7 @@ pub fn codec_family(codec: &str) -> &'static str {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CodecShare {
     pub codec: &'static str,

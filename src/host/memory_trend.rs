@@ -12,7 +12,7 @@ pub const KEEP_FOR: Duration = Duration::from_secs(2 * 60 * 60);
 /// Samples the ring holds at most.
 pub const CAPACITY: usize = (KEEP_FOR.as_secs() / SAMPLE_EVERY.as_secs()) as usize + 1;
 
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct MemorySample {
     pub at: DateTime<Utc>,
     /// Used memory, percent of total.

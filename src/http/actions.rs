@@ -3,6 +3,7 @@
 
 use actix_web::web;
 use serde::Serialize;
+use utoipa::ToSchema;
 
 use super::auth::AuthUser;
 use super::views::JobView;
@@ -11,7 +12,7 @@ use crate::actors::lifecycle::LifecycleError;
 use crate::actors::scheduler::{Action, JobAction, QueueAction};
 use crate::app::AppState;
 use crate::domain::job::JobStatus;
-use crate::error::AppError;
+use crate::error::{AppError, ErrorBody};
 use crate::repo::{self, RepoError};
 
 impl From<LifecycleError> for AppError {
@@ -34,6 +35,18 @@ async fn act(state: &AppState, user: &AuthUser, id: i32, action: Action) -> Resu
     Ok(web::Json(JobView::from(&job)))
 }
 
+/// Pause: the transcoder stops at a segment boundary, the partial output is kept
+#[utoipa::path(
+    post,
+    path = "/jobs/{id}/pause",
+    tag = "jobs",
+    params(("id" = i32, Path, description = "Numeric identifier; anything else is a 404.")),
+    responses(
+        (status = 200, description = "The job after the action", body = JobView),
+        (status = 404, description = "No such job (code not_found)", body = ErrorBody),
+        (status = 409, description = "The action does not apply to the job's status; the job's `actions` list the ones that do (code invalid_transition)", body = ErrorBody),
+    ),
+)]
 pub async fn pause(
     user: AuthUser,
     state: web::Data<AppState>,
@@ -42,6 +55,18 @@ pub async fn pause(
     act(&state, &user, id.into_inner(), Action::Pause).await
 }
 
+/// Resume a paused job from its partial output (from scratch when it is missing; a corrupt one is deleted)
+#[utoipa::path(
+    post,
+    path = "/jobs/{id}/resume",
+    tag = "jobs",
+    params(("id" = i32, Path, description = "Numeric identifier; anything else is a 404.")),
+    responses(
+        (status = 200, description = "The job after the action", body = JobView),
+        (status = 404, description = "No such job (code not_found)", body = ErrorBody),
+        (status = 409, description = "The action does not apply to the job's status; the job's `actions` list the ones that do (code invalid_transition)", body = ErrorBody),
+    ),
+)]
 pub async fn resume(
     user: AuthUser,
     state: web::Data<AppState>,
@@ -50,6 +75,18 @@ pub async fn resume(
     act(&state, &user, id.into_inner(), Action::Resume).await
 }
 
+/// Run a FAILED or CANCELLED job again, retry counter reset
+#[utoipa::path(
+    post,
+    path = "/jobs/{id}/retry",
+    tag = "jobs",
+    params(("id" = i32, Path, description = "Numeric identifier; anything else is a 404.")),
+    responses(
+        (status = 200, description = "The job after the action", body = JobView),
+        (status = 404, description = "No such job (code not_found)", body = ErrorBody),
+        (status = 409, description = "The action does not apply to the job's status; the job's `actions` list the ones that do (code invalid_transition)", body = ErrorBody),
+    ),
+)]
 pub async fn retry(
     user: AuthUser,
     state: web::Data<AppState>,
@@ -58,6 +95,18 @@ pub async fn retry(
     act(&state, &user, id.into_inner(), Action::Retry).await
 }
 
+/// Cancel: stops the transcoder and deletes the partial output
+#[utoipa::path(
+    post,
+    path = "/jobs/{id}/cancel",
+    tag = "jobs",
+    params(("id" = i32, Path, description = "Numeric identifier; anything else is a 404.")),
+    responses(
+        (status = 200, description = "The job after the action", body = JobView),
+        (status = 404, description = "No such job (code not_found)", body = ErrorBody),
+        (status = 409, description = "The action does not apply to the job's status; the job's `actions` list the ones that do (code invalid_transition)", body = ErrorBody),
+    ),
+)]
 pub async fn cancel(
     user: AuthUser,
     state: web::Data<AppState>,
@@ -66,6 +115,18 @@ pub async fn cancel(
     act(&state, &user, id.into_inner(), Action::Cancel).await
 }
 
+/// Re-encode a SKIPPED or COMPLETED file anyway
+#[utoipa::path(
+    post,
+    path = "/jobs/{id}/force",
+    tag = "jobs",
+    params(("id" = i32, Path, description = "Numeric identifier; anything else is a 404.")),
+    responses(
+        (status = 200, description = "The job after the action", body = JobView),
+        (status = 404, description = "No such job (code not_found)", body = ErrorBody),
+        (status = 409, description = "The action does not apply to the job's status; the job's `actions` list the ones that do (code invalid_transition)", body = ErrorBody),
+    ),
+)]
 pub async fn force(
     user: AuthUser,
     state: web::Data<AppState>,
@@ -74,17 +135,35 @@ pub async fn force(
     act(&state, &user, id.into_inner(), Action::Force).await
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 pub struct Affected {
     pub affected: u64,
 }
 
+/// Pause every QUEUED, ANALYZING and ENCODING job
+#[utoipa::path(
+    post,
+    path = "/queue/pause-all",
+    tag = "queue",
+    responses(
+        (status = 200, description = "How many jobs were paused", body = Affected),
+    ),
+)]
 pub async fn pause_all(user: AuthUser, state: web::Data<AppState>) -> Result<web::Json<Affected>, AppError> {
     let affected = state.runtime.scheduler.send(QueueAction { pause: true }).await.map_err(mailbox)??;
     tracing::info!(user = %user.username, affected, "queue paused");
     Ok(web::Json(Affected { affected }))
 }
 
+/// Resume every PAUSED job
+#[utoipa::path(
+    post,
+    path = "/queue/resume-all",
+    tag = "queue",
+    responses(
+        (status = 200, description = "How many jobs were resumed", body = Affected),
+    ),
+)]
 pub async fn resume_all(user: AuthUser, state: web::Data<AppState>) -> Result<web::Json<Affected>, AppError> {
     let affected = state.runtime.scheduler.send(QueueAction { pause: false }).await.map_err(mailbox)??;
     tracing::info!(user = %user.username, affected, "queue resumed");
@@ -92,6 +171,17 @@ pub async fn resume_all(user: AuthUser, state: web::Data<AppState>) -> Result<we
 }
 
 /// POST /libraries/{id}/scan: scans now and answers what was found.
+#[utoipa::path(
+    post,
+    path = "/libraries/{id}/scan",
+    tag = "libraries",
+    params(("id" = i32, Path, description = "Numeric identifier; anything else is a 404.")),
+    responses(
+        (status = 200, description = "What the scan found", body = ScanReport),
+        (status = 404, description = "No such library (code not_found)", body = ErrorBody),
+        (status = 409, description = "The library is disabled (code library_disabled)", body = ErrorBody),
+    ),
+)]
 pub async fn scan(
     user: AuthUser,
     state: web::Data<AppState>,

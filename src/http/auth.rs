@@ -14,7 +14,7 @@ use futures_util::future::LocalBoxFuture;
 use serde::{Deserialize, Serialize};
 
 use crate::app::AppState;
-use crate::error::AppError;
+use crate::error::{AppError, ErrorBody};
 use crate::repo;
 use crate::security::{self, TokenError};
 
@@ -94,14 +94,14 @@ fn token_of(req: &HttpRequest) -> Result<String, AppError> {
         .ok_or_else(|| AppError::Unauthorized(MISSING.into()))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LoginRequest {
     pub username: String,
     pub password: String,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TokenResponse {
     pub token: String,
@@ -110,6 +110,19 @@ pub struct TokenResponse {
 
 /// POST /auth/login. A wrong password and an unknown user get the same answer after the
 /// same work; attempts are limited per client address and per username.
+#[utoipa::path(
+    post,
+    path = "/auth/login",
+    tag = "auth",
+    request_body = LoginRequest,
+    responses(
+        (status = 200, description = "A token to send as `Authorization: Bearer <token>`", body = TokenResponse),
+        (status = 400, description = "Malformed JSON or wrong content type (code malformed_json, unsupported_content_type)", body = ErrorBody),
+        (status = 401, description = "Wrong username or password (the same answer for both)", body = ErrorBody),
+        (status = 422, description = "Wrong types or unknown fields (invalid_body), or a value out of bounds (validation_failed; the message names the field)", body = ErrorBody),
+        (status = 429, description = "Too many failed logins (code too_many_requests)", body = ErrorBody),
+    ),
+)]
 pub async fn login(
     req: HttpRequest,
     state: web::Data<AppState>,
@@ -138,6 +151,14 @@ pub async fn login(
 }
 
 /// POST /auth/refresh: a new token for the caller, with a new expiry.
+#[utoipa::path(
+    post,
+    path = "/auth/refresh",
+    tag = "auth",
+    responses(
+        (status = 200, description = "The new token", body = TokenResponse),
+    ),
+)]
 pub async fn refresh(user: AuthUser, state: web::Data<AppState>) -> Result<web::Json<TokenResponse>, AppError> {
     token_for(&state, &user.username)
 }

@@ -4,6 +4,7 @@
 
 use actix_web::web;
 use serde::Serialize;
+use utoipa::ToSchema;
 
 use super::auth::AuthUser;
 use super::views;
@@ -13,7 +14,7 @@ use crate::domain::node::NodeStatus;
 use crate::error::AppError;
 use crate::repo;
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EncoderCatalog {
     /// The codec a new library gets when none is chosen.
@@ -21,7 +22,7 @@ pub struct EncoderCatalog {
     pub codecs: Vec<CodecEntry>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CodecEntry {
     pub codec: TargetCodec,
@@ -32,7 +33,7 @@ pub struct CodecEntry {
     pub encoders: Vec<EncoderEntry>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EncoderEntry {
     pub name: Encoder,
@@ -57,6 +58,16 @@ pub struct NodeEncoders {
     pub encoders: Vec<String>,
 }
 
+/// Target codecs and their encoders: presets, quality scale, defaults, and which nodes run each
+#[utoipa::path(
+    get,
+    operation_id = "list_encoders",
+    path = "/encoders",
+    tag = "libraries",
+    responses(
+        (status = 200, description = "The encoder table", body = EncoderCatalog),
+    ),
+)]
 pub async fn list(_user: AuthUser, state: web::Data<AppState>) -> Result<web::Json<EncoderCatalog>, AppError> {
     let nodes = repo::nodes::list(&state.db).await?;
     let reports: Vec<NodeEncoders> = views::nodes(&nodes)

@@ -9,12 +9,20 @@ use super::auth::AuthUser;
 use super::views::{FailedJobView, InsightsView, SavingsView};
 use crate::app::AppState;
 use crate::domain::stats::{self, CodecShare, CompletedJob, NodePerformance, HISTORY_DAYS, MAX_TREND_DAYS};
-use crate::error::AppError;
+use crate::error::{AppError, ErrorBody};
 use crate::media::probe::StreamKind;
 use crate::repo;
 use crate::repo::stats::CompletedRow;
 
-/// GET /insights/stats and GET /statistics
+/// Aggregated encoding statistics
+#[utoipa::path(
+    get,
+    path = "/insights/stats",
+    tag = "insights",
+    responses(
+        (status = 200, description = "OK", body = InsightsView),
+    ),
+)]
 pub async fn overview(_user: AuthUser, state: web::Data<AppState>) -> Result<web::Json<InsightsView>, AppError> {
     let now = Utc::now();
     let window = stats::window_start(now, HISTORY_DAYS);
@@ -34,12 +42,41 @@ pub async fn overview(_user: AuthUser, state: web::Data<AppState>) -> Result<web
     }))
 }
 
-#[derive(Debug, Deserialize)]
+/// Encoding statistics (the spec's /api/statistics)
+///
+/// The same body as GET /insights/stats.
+#[utoipa::path(
+    get,
+    path = "/statistics",
+    tag = "insights",
+    responses(
+        (status = 200, description = "OK", body = InsightsView),
+    ),
+)]
+pub async fn statistics(user: AuthUser, state: web::Data<AppState>) -> Result<web::Json<InsightsView>, AppError> {
+    overview(user, state).await
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct SavingsQuery {
+    /// Number of days, ending today (UTC): 1 to 365, default 30.
     days: Option<u32>,
 }
 
+/// Daily and cumulative savings
+///
 /// GET /insights/savings?days=N (1 to 365, default 30)
+#[utoipa::path(
+    get,
+    path = "/insights/savings",
+    tag = "insights",
+    params(SavingsQuery),
+    responses(
+        (status = 200, description = "OK", body = SavingsView),
+        (status = 400, description = "days is not a whole number from 1 to 365 (code invalid_query)", body = ErrorBody),
+    ),
+)]
 pub async fn savings(
     _user: AuthUser,
     state: web::Data<AppState>,
@@ -57,7 +94,20 @@ pub async fn savings(
     Ok(web::Json(SavingsView { days: stats::savings_trend(&completed(&rows), now.date_naive(), days) }))
 }
 
+/// Node performance comparison
+///
+/// Every registered node, and any node name jobs ran on, sorted by name.
+///
 /// GET /insights/nodes
+#[utoipa::path(
+    get,
+    operation_id = "node_performance",
+    path = "/insights/nodes",
+    tag = "insights",
+    responses(
+        (status = 200, description = "OK", body = Vec<NodePerformance>),
+    ),
+)]
 pub async fn nodes(_user: AuthUser, state: web::Data<AppState>) -> Result<web::Json<Vec<NodePerformance>>, AppError> {
     let registered: Vec<String> = repo::nodes::list(&state.db).await?.into_iter().map(|node| node.name).collect();
     let counts = repo::stats::jobs_per_node_and_status(&state.db).await?;
@@ -65,7 +115,21 @@ pub async fn nodes(_user: AuthUser, state: web::Data<AppState>) -> Result<web::J
     Ok(web::Json(stats::node_performance(&registered, &counts, &completed(&rows), Utc::now())))
 }
 
+/// Codec distribution of the libraries
+///
+/// What the libraries hold now: the target codec of jobs whose output replaced the
+/// original, the source codec of every other analysed file (files not yet analysed are not
+/// counted). Always the five entries h264, hevc, av1, vp9, other, in that order.
+///
 /// GET /insights/codecs
+#[utoipa::path(
+    get,
+    path = "/insights/codecs",
+    tag = "insights",
+    responses(
+        (status = 200, description = "OK", body = Vec<CodecShare>),
+    ),
+)]
 pub async fn codecs(_user: AuthUser, state: web::Data<AppState>) -> Result<web::Json<Vec<CodecShare>>, AppError> {
     Ok(web::Json(stats::codec_distribution(&repo::stats::codec_counts(&state.db).await?)))
 }

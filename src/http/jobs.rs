@@ -2,29 +2,36 @@
 
 use actix_web::web;
 use serde::Deserialize;
+use utoipa::IntoParams;
 
 use super::auth::AuthUser;
 use super::views::{JobDetailView, JobEventView, JobView};
 use crate::app::AppState;
 use crate::domain::job::JobStatus;
-use crate::error::AppError;
+use crate::error::{AppError, ErrorBody};
 use crate::repo;
 use crate::repo::jobs::{JobQuery, JobSort, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
 use crate::repo::Page;
 
 /// GET /jobs query parameters. Unknown parameters are ignored (the WebSocket-style `token`
 /// among them); a known one with a bad value is a 400.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, IntoParams)]
 #[serde(rename_all = "camelCase")]
+#[into_params(parameter_in = Query)]
 pub struct JobsQuery {
     pub page: Option<u64>,
+    /// Larger values are served as the largest page size.
     pub page_size: Option<u64>,
     /// Comma-separated statuses, e.g. `QUEUED,ENCODING`.
     pub status: Option<String>,
     pub library_id: Option<i32>,
+    /// Name of the node processing the job.
     pub node: Option<String>,
+    /// Case-insensitive substring of the file name.
     pub q: Option<String>,
+    /// A field to sort by, e.g. `createdAt` or `fileName`.
     pub sort: Option<String>,
+    /// `asc` or `desc` (the default).
     pub order: Option<String>,
 }
 
@@ -86,6 +93,18 @@ impl JobsQuery {
     }
 }
 
+/// Jobs, filtered, sorted and paginated
+#[utoipa::path(
+    get,
+    operation_id = "list_jobs",
+    path = "/jobs",
+    tag = "jobs",
+    params(JobsQuery),
+    responses(
+        (status = 200, description = "One page of jobs", body = Page<JobView>),
+        (status = 400, description = "A query parameter has a bad value (code invalid_query)", body = ErrorBody),
+    ),
+)]
 pub async fn list(
     _user: AuthUser,
     state: web::Data<AppState>,
@@ -101,6 +120,18 @@ pub async fn list(
     }))
 }
 
+/// One job with its history
+#[utoipa::path(
+    get,
+    operation_id = "get_job",
+    path = "/jobs/{id}",
+    tag = "jobs",
+    params(("id" = i32, Path, description = "Numeric identifier; anything else is a 404.")),
+    responses(
+        (status = 200, description = "The job and its events, oldest first", body = JobDetailView),
+        (status = 404, description = "No such job (code not_found)", body = ErrorBody),
+    ),
+)]
 pub async fn get(
     _user: AuthUser,
     state: web::Data<AppState>,

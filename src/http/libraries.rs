@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use actix_web::{web, HttpResponse};
 use serde::Deserialize;
+use utoipa::ToSchema;
 
 use super::auth::AuthUser;
 use super::views::LibraryView;
@@ -13,7 +14,7 @@ use crate::actors::scheduler::{Action, JobAction};
 use crate::app::AppState;
 use crate::domain::encoding::{Encoder, TargetCodec};
 use crate::domain::job::JobStatus;
-use crate::error::AppError;
+use crate::error::{AppError, ErrorBody};
 use crate::media::layout::partial_dir_for;
 use crate::media::partial::remove_partial;
 use crate::repo;
@@ -22,7 +23,7 @@ use crate::repo::libraries::{LibraryPatch, NewLibrary};
 pub const MAX_NAME_CHARS: usize = 100;
 pub const MAX_PATHS: usize = 32;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct CreateLibrary {
     pub name: String,
@@ -38,7 +39,7 @@ pub struct CreateLibrary {
 }
 
 /// Any subset of the fields; absent or null keeps the current value.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct UpdateLibrary {
     pub name: Option<String>,
@@ -51,11 +52,33 @@ pub struct UpdateLibrary {
     pub enabled: Option<bool>,
 }
 
+/// Every library
+#[utoipa::path(
+    get,
+    operation_id = "list_libraries",
+    path = "/libraries",
+    tag = "libraries",
+    responses(
+        (status = 200, description = "Libraries, oldest first", body = Vec<LibraryView>),
+    ),
+)]
 pub async fn list(_user: AuthUser, state: web::Data<AppState>) -> Result<web::Json<Vec<LibraryView>>, AppError> {
     let libraries = repo::libraries::list(&state.db).await?;
     Ok(web::Json(libraries.iter().map(LibraryView::from).collect()))
 }
 
+/// One library
+#[utoipa::path(
+    get,
+    operation_id = "get_library",
+    path = "/libraries/{id}",
+    tag = "libraries",
+    params(("id" = i32, Path, description = "Numeric identifier; anything else is a 404.")),
+    responses(
+        (status = 200, description = "The library", body = LibraryView),
+        (status = 404, description = "No such library (code not_found)", body = ErrorBody),
+    ),
+)]
 pub async fn get(
     _user: AuthUser,
     state: web::Data<AppState>,
@@ -65,6 +88,20 @@ pub async fn get(
     Ok(web::Json(LibraryView::from(&library)))
 }
 
+/// Create a library
+#[utoipa::path(
+    post,
+    operation_id = "create_library",
+    path = "/libraries",
+    tag = "libraries",
+    request_body = CreateLibrary,
+    responses(
+        (status = 201, description = "Created", body = LibraryView),
+        (status = 400, description = "Malformed JSON or wrong content type (code malformed_json, unsupported_content_type)", body = ErrorBody),
+        (status = 409, description = "The name is taken (code conflict)", body = ErrorBody),
+        (status = 422, description = "Wrong types or unknown fields (invalid_body), or a value out of bounds (validation_failed; the message names the field)", body = ErrorBody),
+    ),
+)]
 pub async fn create(
     user: AuthUser,
     state: web::Data<AppState>,
@@ -108,6 +145,25 @@ pub async fn create(
     Ok(HttpResponse::Created().json(LibraryView::from(&library)))
 }
 
+/// Change any subset of a library's fields
+///
+/// Absent or null fields keep their value. The result must be valid as a whole: a new
+/// targetCodec needs an encoder and a quality that fit it.
+#[utoipa::path(
+    put,
+    operation_id = "update_library",
+    path = "/libraries/{id}",
+    tag = "libraries",
+    params(("id" = i32, Path, description = "Numeric identifier; anything else is a 404.")),
+    request_body = UpdateLibrary,
+    responses(
+        (status = 200, description = "The library after the change", body = LibraryView),
+        (status = 400, description = "Malformed JSON or wrong content type (code malformed_json, unsupported_content_type)", body = ErrorBody),
+        (status = 404, description = "No such library (code not_found)", body = ErrorBody),
+        (status = 409, description = "The name is taken (code conflict)", body = ErrorBody),
+        (status = 422, description = "Wrong types or unknown fields (invalid_body), or a value out of bounds (validation_failed; the message names the field)", body = ErrorBody),
+    ),
+)]
 pub async fn update(
     user: AuthUser,
     state: web::Data<AppState>,
@@ -157,6 +213,18 @@ pub async fn update(
     Ok(web::Json(LibraryView::from(&library)))
 }
 
+/// Delete a library and its jobs
+#[utoipa::path(
+    delete,
+    operation_id = "delete_library",
+    path = "/libraries/{id}",
+    tag = "libraries",
+    params(("id" = i32, Path, description = "Numeric identifier; anything else is a 404.")),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 404, description = "No such library (code not_found)", body = ErrorBody),
+    ),
+)]
 pub async fn delete(user: AuthUser, state: web::Data<AppState>, id: web::Path<i32>) -> Result<HttpResponse, AppError> {
     let id = id.into_inner();
     repo::libraries::get(&state.db, id).await?;

@@ -6,24 +6,48 @@ use serde::Deserialize;
 use super::auth::AuthUser;
 use super::views::{self, LicenseView};
 use crate::app::AppState;
-use crate::error::AppError;
+use crate::error::{AppError, ErrorBody};
 use crate::license::{self as keys, LicenseError};
 use crate::repo;
 use crate::repo::licenses::NewLicense;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct InstallLicense {
     pub key: String,
 }
 
+/// The licence installed and the limits in force
+#[utoipa::path(
+    get,
+    operation_id = "get_license",
+    path = "/license",
+    tag = "license",
+    responses(
+        (status = 200, description = "The licence", body = LicenseView),
+    ),
+)]
 pub async fn get(_user: AuthUser, state: web::Data<AppState>) -> Result<web::Json<LicenseView>, AppError> {
     let installed = repo::licenses::current(&state.db).await?;
     Ok(web::Json(views::license(installed.as_ref(), chrono::Utc::now())))
 }
 
+/// Install a licence key
+///
 /// PUT /license: verifies the key offline against the licence public key and installs it
 /// in place of any other. An expired but genuine key installs (it grants FREE).
+#[utoipa::path(
+    put,
+    operation_id = "install_license",
+    path = "/license",
+    tag = "license",
+    request_body = InstallLicense,
+    responses(
+        (status = 200, description = "The licence now installed", body = LicenseView),
+        (status = 400, description = "Malformed JSON or wrong content type (code malformed_json, unsupported_content_type)", body = ErrorBody),
+        (status = 422, description = "The key does not verify; code is one of license_malformed, license_unknown_version, license_bad_signature, license_invalid_payload (or invalid_body for a body of the wrong shape)", body = ErrorBody),
+    ),
+)]
 pub async fn install(
     user: AuthUser,
     state: web::Data<AppState>,
@@ -41,6 +65,15 @@ pub async fn install(
 }
 
 /// DELETE /license: back to FREE. Answers with the licence now in force.
+#[utoipa::path(
+    delete,
+    operation_id = "remove_license",
+    path = "/license",
+    tag = "license",
+    responses(
+        (status = 200, description = "The licence now in force (FREE)", body = LicenseView),
+    ),
+)]
 pub async fn remove(user: AuthUser, state: web::Data<AppState>) -> Result<web::Json<LicenseView>, AppError> {
     repo::licenses::remove(&state.db).await?;
     tracing::info!(user = %user.username, "licence removed");

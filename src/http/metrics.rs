@@ -14,6 +14,15 @@ use crate::repo;
 
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
+/// Prometheus metrics
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    tag = "statistics",
+    responses(
+        (status = 200, description = "Prometheus text exposition format 0.0.4: condense_jobs{status}, condense_encode_fps, condense_bytes_saved_total, condense_node_status{node,status}, condense_build_info{version}", content_type = "text/plain", body = String),
+    ),
+)]
 pub async fn metrics(_user: AuthUser, state: web::Data<AppState>) -> Result<HttpResponse, AppError> {
     let jobs = repo::jobs::count_by_status(&state.db).await?;
     let encoding = repo::jobs::in_statuses(&state.db, &[JobStatus::Encoding]).await?;

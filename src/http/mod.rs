@@ -99,8 +99,7 @@ fn table() -> Vec<(Endpoint, Route)> {
         endpoint(Method::GET, "/insights/savings", Token, insights::savings),
         endpoint(Method::GET, "/insights/nodes", Token, insights::nodes),
         endpoint(Method::GET, "/insights/codecs", Token, insights::codecs),
-        // The spec's /api/statistics ("encoding statistics"): the same body as /insights/stats.
-        endpoint(Method::GET, "/statistics", Token, insights::overview),
+        endpoint(Method::GET, "/statistics", Token, insights::statistics),
         endpoint(Method::GET, "/metrics", Token, metrics::metrics),
     ]
 }

@@ -1,24 +1,180 @@
-//! GET /openapi.json: the API described in OpenAPI 3.0, written by hand in `openapi.json`
-//! next to this file. Tests check it lists every endpoint of `http::endpoints()`.
+//! GET /openapi.json: the API described in OpenAPI 3.1, generated from the handlers'
+//! `#[utoipa::path]` annotations and the request and response types themselves, so the
+//! document cannot drift from the code. Who may call each operation (bearer token or
+//! nobody) comes from the route table, `http::endpoints()`, the same one that installs the
+//! token check. `condense openapi` prints it; the dashboard's types are generated from it.
 
+use std::sync::LazyLock;
+
+use actix_web::http::Method;
 use actix_web::HttpResponse;
+use utoipa::openapi::path::Operation;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
+use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
+use utoipa::{Modify, OpenApi, ToSchema};
 
 use super::auth::AuthUser;
+use super::{endpoints, Access};
+use crate::error::ErrorBody;
 
-pub const DOCUMENT: &str = include_str!("openapi.json");
+/// The name of the bearer-token security scheme.
+const BEARER: &str = "bearerAuth";
 
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "condense API",
+        description = "Self-hosted media re-encoding service. Every path is served both unprefixed and under /api \
+            (see servers). Every endpoint but GET /healthz and POST /auth/login needs \
+            `Authorization: Bearer <token>` (a token from POST /auth/login). Request bodies are JSON; unknown \
+            fields are refused. Errors are `{\"error\":{\"code\",\"message\"}}`.",
+    ),
+    servers(
+        (url = "/", description = "Unprefixed"),
+        (url = "/api", description = "The same API under /api (also on the web interface port)"),
+    ),
+    paths(
+        super::health::healthz,
+        super::auth::login,
+        super::auth::refresh,
+        document,
+        super::libraries::list,
+        super::libraries::create,
+        super::libraries::get,
+        super::libraries::update,
+        super::libraries::delete,
+        super::settings::get,
+        super::settings::update,
+        super::license::get,
+        super::license::install,
+        super::license::remove,
+        super::users::list,
+        super::users::create,
+        super::users::set_password,
+        super::users::delete,
+        super::nodes::list,
+        super::encoders::list,
+        super::jobs::list,
+        super::jobs::get,
+        super::actions::pause,
+        super::actions::resume,
+        super::actions::retry,
+        super::actions::cancel,
+        super::actions::force,
+        super::actions::pause_all,
+        super::actions::resume_all,
+        super::actions::scan,
+        super::ws::connect,
+        super::stats::queue,
+        super::stats::dashboard,
+        super::stats::health,
+        super::insights::overview,
+        super::insights::statistics,
+        super::insights::savings,
+        super::insights::nodes,
+        super::insights::codecs,
+        super::metrics::metrics,
+    ),
+    // Sent on the WebSocket rather than answered by an operation, so listed by hand.
+    components(schemas(crate::actors::bus::JobUpdate)),
+    modifiers(&AccessFromRouteTable),
+    tags(
+        (name = "system"),
+        (name = "auth"),
+        (name = "libraries"),
+        (name = "settings"),
+        (name = "license"),
+        (name = "users"),
+        (name = "nodes"),
+        (name = "jobs"),
+        (name = "statistics"),
+        (name = "insights"),
+        (name = "queue", description = "Queue-wide actions"),
+    )
+)]
+struct ApiDoc;
+
+/// Marks each operation as the route table protects it: a bearer token and a 401 answer
+/// for token endpoints, no security for public ones.
+struct AccessFromRouteTable;
+
+impl Modify for AccessFromRouteTable {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        let components = doc.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            BEARER,
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).bearer_format("JWT").build()),
+        );
+        let error = RefOr::Ref(Ref::from_schema_name(ErrorBody::name()));
+        components.responses.insert(
+            "Unauthorized".into(),
+            RefOr::T(
+                ResponseBuilder::new()
+                    .description("Missing, malformed, expired or wrongly signed token (code unauthorized)")
+                    .content("application/json", ContentBuilder::new().schema(Some(error)).build())
+                    .build(),
+            ),
+        );
+        for endpoint in endpoints() {
+            let Some(operation) =
+                doc.paths.paths.get_mut(endpoint.path).and_then(|item| operation(item, &endpoint.method))
+            else {
+                // Undocumented: the test over `endpoints()` names it.
+                continue;
+            };
+            match endpoint.access {
+                Access::Public => operation.security = Some(Vec::new()),
+                Access::Token => {
+                    operation.security = Some(vec![SecurityRequirement::new(BEARER, Vec::<String>::new())]);
+                    operation
+                        .responses
+                        .responses
+                        .insert("401".into(), RefOr::Ref(Ref::from_response_name("Unauthorized")));
+                }
+            }
+        }
+    }
+}
+
+fn operation<'a>(item: &'a mut utoipa::openapi::PathItem, method: &Method) -> Option<&'a mut Operation> {
+    match *method {
+        Method::GET => item.get.as_mut(),
+        Method::POST => item.post.as_mut(),
+        Method::PUT => item.put.as_mut(),
+        Method::DELETE => item.delete.as_mut(),
+        Method::PATCH => item.patch.as_mut(),
+        _ => None,
+    }
+}
+
+/// The document, built once.
+pub fn api() -> &'static utoipa::openapi::OpenApi {
+    static API: LazyLock<utoipa::openapi::OpenApi> = LazyLock::new(ApiDoc::openapi);
+    &API
+}
+
+/// This document
+#[utoipa::path(
+    get,
+    path = "/openapi.json",
+    tag = "system",
+    responses((status = 200, description = "OpenAPI 3.1 document", content_type = "application/json")),
+)]
 pub async fn document(_user: AuthUser) -> HttpResponse {
-    HttpResponse::Ok().content_type("application/json").body(DOCUMENT)
+    HttpResponse::Ok().json(api())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::http::{endpoints, Access};
+
+    fn doc() -> serde_json::Value {
+        serde_json::to_value(api()).unwrap()
+    }
 
     #[test]
     fn the_document_is_json_and_lists_exactly_the_registered_endpoints() {
-        let doc: serde_json::Value = serde_json::from_str(DOCUMENT).unwrap();
+        let doc = doc();
         assert_eq!(doc["openapi"].as_str().unwrap().get(..2), Some("3."));
         let paths = doc["paths"].as_object().unwrap();
         let mut documented = Vec::new();
@@ -41,7 +197,7 @@ mod tests {
 
     #[test]
     fn every_schema_reference_resolves() {
-        let doc: serde_json::Value = serde_json::from_str(DOCUMENT).unwrap();
+        let doc = doc();
         fn walk(value: &serde_json::Value, doc: &serde_json::Value) {
             match value {
                 serde_json::Value::Object(map) => {
@@ -56,5 +212,14 @@ mod tests {
             }
         }
         walk(&doc, &doc);
+    }
+
+    #[test]
+    fn a_job_lists_its_allowed_actions_as_an_enum() {
+        let doc = doc();
+        let schemas = &doc["components"]["schemas"];
+        assert_eq!(schemas["JobView"]["properties"]["actions"]["items"]["$ref"], "#/components/schemas/UserAction");
+        assert_eq!(schemas["UserAction"]["enum"], serde_json::json!(["pause", "resume", "retry", "force", "cancel"]));
+        assert!(schemas["JobUpdate"]["required"].as_array().unwrap().contains(&"actions".into()));
     }
 }

@@ -6,23 +6,46 @@ use serde::Deserialize;
 use super::auth::AuthUser;
 use super::views::SettingsView;
 use crate::app::AppState;
-use crate::error::AppError;
+use crate::error::{AppError, ErrorBody};
 use crate::repo;
 use crate::repo::settings::{ServiceSettings, MAX_JOB_TIMEOUT_HOURS};
 
 /// Any subset; absent or null keeps the current value.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct UpdateSettings {
     pub job_timeout_hours: Option<i64>,
     pub keep_originals: Option<bool>,
 }
 
+/// Service settings
+#[utoipa::path(
+    get,
+    operation_id = "get_settings",
+    path = "/settings",
+    tag = "settings",
+    responses(
+        (status = 200, description = "The settings", body = SettingsView),
+    ),
+)]
 pub async fn get(_user: AuthUser, state: web::Data<AppState>) -> Result<web::Json<SettingsView>, AppError> {
     let settings = repo::settings::service_settings(&state.db).await?;
     Ok(web::Json(view(&state, settings)))
 }
 
+/// Change any subset of the settings
+#[utoipa::path(
+    put,
+    operation_id = "update_settings",
+    path = "/settings",
+    tag = "settings",
+    request_body = UpdateSettings,
+    responses(
+        (status = 200, description = "The settings after the change", body = SettingsView),
+        (status = 400, description = "Malformed JSON or wrong content type (code malformed_json, unsupported_content_type)", body = ErrorBody),
+        (status = 422, description = "Wrong types or unknown fields (invalid_body), or a value out of bounds (validation_failed; the message names the field)", body = ErrorBody),
+    ),
+)]
 pub async fn update(
     user: AuthUser,
     state: web::Data<AppState>,

@@ -20,14 +20,39 @@ use crate::host::memory_trend::{self, MemorySample};
 use crate::host::{self, disk};
 use crate::repo;
 
+/// Queue statistics
+///
+/// Jobs per status (one count per status), stalled running jobs, active workers, throughput
+/// over the last 24 hours and the estimated time to work off the queue.
+///
 /// GET /queue/stats
+#[utoipa::path(
+    get,
+    operation_id = "queue_stats",
+    path = "/queue/stats",
+    tag = "statistics",
+    responses(
+        (status = 200, description = "OK", body = QueueStats),
+    ),
+)]
 pub async fn queue(_user: AuthUser, state: web::Data<AppState>) -> Result<web::Json<QueueStats>, AppError> {
     let (queue, _) = queue_and_running(&state.db, Utc::now()).await?;
     Ok(web::Json(queue))
 }
 
+/// Health checks only
+///
 /// GET /system/dashboard/health: always answers; checks the database cannot feed are left
 /// out while it is down (its own check is then critical).
+#[utoipa::path(
+    get,
+    operation_id = "health_checks",
+    path = "/system/dashboard/health",
+    tag = "statistics",
+    responses(
+        (status = 200, description = "OK", body = HealthView),
+    ),
+)]
 pub async fn health(_user: AuthUser, state: web::Data<AppState>) -> Result<web::Json<HealthView>, AppError> {
     let now = Utc::now();
     let machine = machine(&state, None).await?;
@@ -51,7 +76,20 @@ pub async fn health(_user: AuthUser, state: web::Data<AppState>) -> Result<web::
     })))
 }
 
+/// The complete dashboard, all panels
+///
+/// Health checks, this node's machine (CPU, memory with its trend, disks of the library
+/// paths, NVIDIA GPUs), queue statistics, the ANALYZING and ENCODING jobs, and the nodes.
+///
 /// GET /system/dashboard
+#[utoipa::path(
+    get,
+    path = "/system/dashboard",
+    tag = "statistics",
+    responses(
+        (status = 200, description = "OK", body = DashboardView),
+    ),
+)]
 pub async fn dashboard(_user: AuthUser, state: web::Data<AppState>) -> Result<web::Json<DashboardView>, AppError> {
     let now = Utc::now();
     let libraries = repo::libraries::list(&state.db).await?;

@@ -6,7 +6,7 @@ use serde::Deserialize;
 use super::auth::AuthUser;
 use super::views::UserView;
 use crate::app::AppState;
-use crate::error::AppError;
+use crate::error::{AppError, ErrorBody};
 use crate::repo;
 use crate::security;
 
@@ -14,24 +14,48 @@ pub const MAX_USERNAME_CHARS: usize = 64;
 /// Long enough for any passphrase; bounds the work of hashing one.
 pub const MAX_PASSWORD_CHARS: usize = 1024;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateUser {
     pub username: String,
     pub password: String,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SetPassword {
     pub password: String,
 }
 
+/// Every user
+#[utoipa::path(
+    get,
+    operation_id = "list_users",
+    path = "/users",
+    tag = "users",
+    responses(
+        (status = 200, description = "Users, oldest first", body = Vec<UserView>),
+    ),
+)]
 pub async fn list(_user: AuthUser, state: web::Data<AppState>) -> Result<web::Json<Vec<UserView>>, AppError> {
     let users = repo::users::list(&state.db).await?;
     Ok(web::Json(users.iter().map(UserView::from).collect()))
 }
 
+/// Create a user
+#[utoipa::path(
+    post,
+    operation_id = "create_user",
+    path = "/users",
+    tag = "users",
+    request_body = CreateUser,
+    responses(
+        (status = 201, description = "Created", body = UserView),
+        (status = 400, description = "Malformed JSON or wrong content type (code malformed_json, unsupported_content_type)", body = ErrorBody),
+        (status = 409, description = "The username is taken (code conflict)", body = ErrorBody),
+        (status = 422, description = "Wrong types or unknown fields (invalid_body), or a value out of bounds (validation_failed; the message names the field)", body = ErrorBody),
+    ),
+)]
 pub async fn create(
     user: AuthUser,
     state: web::Data<AppState>,
@@ -45,6 +69,20 @@ pub async fn create(
     Ok(HttpResponse::Created().json(UserView::from(&created)))
 }
 
+/// Set a user's password
+#[utoipa::path(
+    put,
+    path = "/users/{username}/password",
+    tag = "users",
+    params(("username" = String, Path)),
+    request_body = SetPassword,
+    responses(
+        (status = 204, description = "Changed"),
+        (status = 400, description = "Malformed JSON or wrong content type (code malformed_json, unsupported_content_type)", body = ErrorBody),
+        (status = 404, description = "No such user (code not_found)", body = ErrorBody),
+        (status = 422, description = "Wrong types or unknown fields (invalid_body), or a value out of bounds (validation_failed; the message names the field)", body = ErrorBody),
+    ),
+)]
 pub async fn set_password(
     user: AuthUser,
     state: web::Data<AppState>,
@@ -58,6 +96,19 @@ pub async fn set_password(
     Ok(HttpResponse::NoContent().finish())
 }
 
+/// Delete a user
+#[utoipa::path(
+    delete,
+    operation_id = "delete_user",
+    path = "/users/{username}",
+    tag = "users",
+    params(("username" = String, Path)),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 404, description = "No such user (code not_found)", body = ErrorBody),
+        (status = 409, description = "It is the last user", body = ErrorBody),
+    ),
+)]
 pub async fn delete(
     user: AuthUser,
     state: web::Data<AppState>,

@@ -4,9 +4,11 @@
 use chrono::{DateTime, Utc};
 use entities::{job, job_event, library, license, node, user};
 use serde::Serialize;
+use utoipa::ToSchema;
 
+use crate::domain::encoding::TargetCodec;
 use crate::domain::health;
-use crate::domain::job::{FailureCode, JobStatus, Stage};
+use crate::domain::job::{allowed_actions, FailureCode, JobStatus, Stage, UserAction};
 use crate::domain::license::{effective_tier, Tier};
 use crate::domain::node::{NodeRole, NodeStatus};
 use crate::domain::stats::{self, QueueStats};
@@ -15,15 +17,18 @@ use crate::host::gpu::GpuInfo;
 use crate::host::memory_trend::MemorySample;
 use crate::repo;
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct JobView {
     pub id: i32,
     pub file_name: String,
     pub file_path: String,
     pub library_id: Option<i32>,
+    #[schema(value_type = JobStatus)]
     pub status: String,
+    #[schema(value_type = Option<Stage>)]
     pub stage: Option<String>,
+    /// Percent, 0 to 100.
     pub progress: f64,
     pub fps: f64,
     /// The node processing (or last processing) the job, by name.
@@ -31,9 +36,11 @@ pub struct JobView {
     pub eta_seconds: Option<i64>,
     pub retry_count: i32,
     pub failure_reason: Option<String>,
+    #[schema(value_type = Option<FailureCode>)]
     pub failure_code: Option<String>,
     pub stalled: bool,
     pub source_codec: Option<String>,
+    #[schema(value_type = TargetCodec)]
     pub target_codec: String,
     pub source_size: i64,
     pub output_size: Option<i64>,
@@ -43,6 +50,8 @@ pub struct JobView {
     pub started_at: Option<DateTime<Utc>>,
     pub completed_at: Option<DateTime<Utc>>,
     pub updated_at: DateTime<Utc>,
+    /// What a user may do with the job now, each an endpoint `POST /jobs/{id}/<action>`.
+    pub actions: Vec<UserAction>,
 }
 
 impl From<&job::Model> for JobView {
@@ -76,19 +85,23 @@ impl From<&job::Model> for JobView {
             started_at: job.started_at,
             completed_at: job.completed_at,
             updated_at: job.updated_at,
+            actions: allowed_actions(JobStatus::from(job.status)),
         }
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct JobEventView {
     pub id: i32,
     pub at: DateTime<Utc>,
     pub kind: String,
+    #[schema(value_type = Option<JobStatus>)]
     pub from_status: Option<String>,
+    #[schema(value_type = Option<JobStatus>)]
     pub to_status: Option<String>,
     pub node_name: Option<String>,
+    /// What the event records beyond its kind (a failure's code and reason, a retry's profile, ...).
     pub detail: Option<serde_json::Value>,
 }
 
@@ -107,19 +120,20 @@ impl From<&job_event::Model> for JobEventView {
 }
 
 /// A job with its history, oldest event first.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct JobDetailView {
     #[serde(flatten)]
     pub job: JobView,
     pub events: Vec<JobEventView>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct LibraryView {
     pub id: i32,
     pub name: String,
     pub paths: Vec<String>,
+    #[schema(value_type = TargetCodec)]
     pub target_codec: String,
     pub encoder: String,
     pub quality: i32,
@@ -150,7 +164,7 @@ impl From<&library::Model> for LibraryView {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct UserView {
     pub id: i32,
@@ -164,13 +178,15 @@ impl From<&user::Model> for UserView {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeView {
     pub id: i32,
     pub name: String,
+    #[schema(value_type = NodeRole)]
     pub role: String,
     pub address: String,
+    #[schema(value_type = NodeStatus)]
     pub status: String,
     pub status_reason: Option<String>,
     pub gpu: Option<String>,
@@ -227,7 +243,7 @@ pub fn nodes(models: &[node::Model]) -> Vec<NodeView> {
         .collect()
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct LicenseView {
     /// The tier the key claims (FREE without a key).
@@ -265,7 +281,7 @@ pub fn license(installed: Option<&license::Model>, now: DateTime<Utc>) -> Licens
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SettingsView {
     pub job_timeout_hours: u32,
@@ -275,7 +291,7 @@ pub struct SettingsView {
 }
 
 /// The health panel: every check and the worst level among them.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct HealthView {
     pub overall: health::HealthLevel,
     pub checks: Vec<health::Check>,
@@ -309,7 +325,7 @@ pub fn health(inputs: &HealthInputs<'_>) -> HealthView {
     HealthView { overall: health::overall(&checks), checks }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CpuView {
     pub load1: f64,
@@ -318,7 +334,7 @@ pub struct CpuView {
     pub load_ratio: f64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct MemoryView {
     /// Bytes.
@@ -329,7 +345,7 @@ pub struct MemoryView {
     pub trend: Vec<MemorySample>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DiskView {
     /// A library path.
@@ -359,7 +375,7 @@ impl DiskView {
 }
 
 /// This node's machine.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct SystemView {
     pub cpu: CpuView,
     pub memory: MemoryView,
@@ -367,7 +383,7 @@ pub struct SystemView {
     pub gpus: Vec<GpuInfo>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DashboardView {
     pub health: HealthView,
@@ -378,7 +394,7 @@ pub struct DashboardView {
     pub nodes: Vec<NodeView>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FailedJobView {
     pub job_id: i32,
@@ -402,7 +418,7 @@ impl From<&repo::stats::FailedRow> for FailedJobView {
 }
 
 /// Aggregated encoding statistics (GET /insights/stats, /statistics).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct InsightsView {
     /// The last 30 days, oldest first, days without jobs included.
@@ -417,7 +433,7 @@ pub struct InsightsView {
     pub encoding_time: stats::EncodingTime,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct SavingsView {
     pub days: Vec<stats::SavingsDay>,
 }

@@ -15,7 +15,7 @@ use super::auth::AuthUser;
 use crate::actors::bus::{EventBus, JobUpdate, Subscribe, Subscriber, Unsubscribe};
 use crate::app::AppState;
 use crate::domain::job::JobStatus;
-use crate::error::AppError;
+use crate::error::{AppError, ErrorBody};
 use crate::repo;
 
 const HEARTBEAT: Duration = Duration::from_secs(10);
@@ -107,7 +107,22 @@ impl StreamHandler<Result<ws::Message, ws::ProtocolError>> for WsSession {
     }
 }
 
+/// WebSocket feed of live job updates (also at / on the API port)
+///
+/// The token goes in the Authorization header or the token query parameter and is checked
+/// before the upgrade. Messages are JSON text, each a `JobUpdate`.
+///
 /// GET / (API listener), /ws, /api/ws: upgrades to the feed.
+#[utoipa::path(
+    get,
+    path = "/ws",
+    tag = "jobs",
+    params(("token" = Option<String>, Query, description = "API token, for clients that cannot set headers on the handshake")),
+    responses(
+        (status = 101, description = "Switching protocols; then one JSON text message per update, each a JobUpdate"),
+        (status = 400, description = "Not a WebSocket handshake", body = ErrorBody),
+    ),
+)]
 pub async fn connect(
     _user: AuthUser,
     req: HttpRequest,

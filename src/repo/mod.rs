@@ -39,7 +39,7 @@ impl RepoError {
 pub type RepoResult<T> = Result<T, RepoError>;
 
 /// One page of a listing.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Page<T> {
     pub items: Vec<T>,

@@ -1101,7 +1101,7 @@ async fn openapi_documents_every_registered_route() {
     for prefix in PREFIXES {
         let (status, doc) = server.get(&format!("{prefix}/openapi.json"), Some(&token)).await;
         assert_eq!(status, 200);
-        assert!(doc["openapi"].as_str().unwrap().starts_with("3.0"));
+        assert!(doc["openapi"].as_str().unwrap().starts_with("3.1"));
         let servers: Vec<&str> =
             doc["servers"].as_array().unwrap().iter().map(|s| s["url"].as_str().unwrap()).collect();
         assert_eq!(servers, ["/", "/api"]);
