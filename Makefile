@@ -19,15 +19,18 @@ build: bootstrap
 run: build
 	./target/release/condense serve
 
-## Every test: lints, Rust unit and integration tests (SQLite and PostgreSQL), dashboard unit
-## tests, then the dashboard's browser tests against the real binary.
+## Every test: lints, Rust unit and integration tests (SQLite and PostgreSQL), the dashboard's
+## API types regenerated from the Rust code and type-checked, its unit tests, then its browser
+## tests against the real binary.
 test: bootstrap-test lint
 	@if command -v cargo-nextest >/dev/null 2>&1; then \
 		$(CARGO) nextest run --workspace --no-fail-fast; \
 	else \
 		$(CARGO) test --workspace --no-fail-fast; \
 	fi
-	@if [ -f frontend/package.json ]; then (cd frontend && npm test --silent); fi
+	@if [ -f frontend/package.json ]; then \
+		bash scripts/api-types.sh && (cd frontend && npm run --silent typecheck && npm test --silent); \
+	fi
 	@$(MAKE) --no-print-directory e2e-run
 
 ## The dashboard's browser tests alone (headless chromium, a real `condense serve`; screenshots

@@ -9,16 +9,19 @@ import type {
   Job,
   JobAction,
   JobDetail,
+  JobPage,
   JobQuery,
   Library,
   LibraryInput,
   License,
   LoginResponse,
   NodePerformance,
-  Page,
   QueueStats,
-  SavingsDay,
+  Savings,
+  ScanReport,
   Settings,
+  SettingsUpdate,
+  Affected,
 } from './types';
 
 /** Refresh the token when it expires within this window. */
@@ -265,7 +268,7 @@ export class ApiClient {
   }
 
   // Jobs and queue
-  jobs(query: JobQuery = {}): Promise<Page<Job>> {
+  jobs(query: JobQuery = {}): Promise<JobPage> {
     return this.request('GET', `/api/jobs${jobQueryString(query)}`);
   }
   job(id: number): Promise<JobDetail> {
@@ -274,10 +277,10 @@ export class ApiClient {
   jobAction(id: number, action: JobAction): Promise<Job> {
     return this.request('POST', `/api/jobs/${id}/${action}`);
   }
-  pauseAll(): Promise<{ affected: number }> {
+  pauseAll(): Promise<Affected> {
     return this.request('POST', '/api/queue/pause-all');
   }
-  resumeAll(): Promise<{ affected: number }> {
+  resumeAll(): Promise<Affected> {
     return this.request('POST', '/api/queue/resume-all');
   }
   queueStats(): Promise<QueueStats> {
@@ -317,7 +320,7 @@ export class ApiClient {
   deleteLibrary(id: number): Promise<void> {
     return this.request('DELETE', `/api/libraries/${id}`);
   }
-  scanLibrary(id: number): Promise<{ queued: number }> {
+  scanLibrary(id: number): Promise<ScanReport> {
     return this.request('POST', `/api/libraries/${id}/scan`);
   }
 
@@ -325,7 +328,7 @@ export class ApiClient {
   insightStats(): Promise<InsightStats> {
     return this.request('GET', '/api/insights/stats');
   }
-  savings(days = 30): Promise<{ days: SavingsDay[] }> {
+  savings(days = 30): Promise<Savings> {
     return this.request('GET', `/api/insights/savings?days=${days}`);
   }
   nodePerformance(): Promise<NodePerformance[]> {
@@ -339,7 +342,7 @@ export class ApiClient {
   settings(): Promise<Settings> {
     return this.request('GET', '/api/settings');
   }
-  saveSettings(settings: Pick<Settings, 'jobTimeoutHours' | 'keepOriginals'>): Promise<Settings> {
+  saveSettings(settings: SettingsUpdate): Promise<Settings> {
     return this.request('PUT', '/api/settings', settings);
   }
   license(): Promise<License> {

@@ -4,7 +4,7 @@ import { useState } from 'preact/hooks';
 import { errorMessage } from './api';
 import { formatEta, formatFps, titleCase } from './format';
 import { useConnectionState } from './hooks';
-import { ACTION_LABELS, jobActions, progressColour } from './jobs';
+import { ACTION_LABELS, progressColour } from './jobs';
 import { api } from './session';
 import type { HealthLevel, Job, JobAction, JobStatus, NodeStatus } from './types';
 
@@ -112,14 +112,14 @@ export function ConnectionIndicator() {
   );
 }
 
-/** The actions this job's status offers; reports the updated job or an error. */
+/** The actions the server allows on this job now; reports the updated job or an error. */
 export function JobActionButtons({
   job,
   onChanged,
   onError,
   compact = false,
 }: {
-  job: Pick<Job, 'id' | 'fileName' | 'status'>;
+  job: Pick<Job, 'id' | 'fileName' | 'actions'>;
   onChanged: (job: Job) => void;
   onError: (message: string) => void;
   compact?: boolean;
@@ -139,7 +139,7 @@ export function JobActionButtons({
   };
   return (
     <div class={`actions${compact ? ' actions-compact' : ''}`}>
-      {jobActions(job.status).map((action) => (
+      {job.actions.map((action) => (
         <button
           key={action}
           type="button"

@@ -1,38 +1,9 @@
 // The encoder table as GET /encoders serves it (codecs, their encoders, presets, quality
 // scales, defaults, and which encoders a node that is up runs), and the library form's
 // rules on top of it. Nothing here repeats the server's table.
-import type { Codec, LibraryInput } from './types';
+import type { Codec, CodecInfo, EncoderCatalog, EncoderInfo, LibraryInput } from './types';
 
-export interface QualityRange {
-  min: number;
-  max: number;
-  default: number;
-}
-
-export interface EncoderInfo {
-  name: string;
-  label: string;
-  hardware: 'cpu' | 'nvidia' | 'intel_qsv' | 'vaapi';
-  /** Fastest first; empty when the encoder takes no preset. */
-  presets: string[];
-  defaultPreset: string | null;
-  quality: QualityRange;
-  /** A node that is not OFFLINE reports that it runs this encoder. */
-  available: boolean;
-  nodes: string[];
-}
-
-export interface CodecInfo {
-  codec: Codec;
-  label: string;
-  defaultEncoder: string;
-  encoders: EncoderInfo[];
-}
-
-export interface EncoderCatalog {
-  defaultCodec: Codec;
-  codecs: CodecInfo[];
-}
+export type { CodecInfo, EncoderCatalog, EncoderInfo, QualityRange } from './types';
 
 export function codecInfo(catalog: EncoderCatalog, codec: Codec): CodecInfo | undefined {
   return catalog.codecs.find((entry) => entry.codec === codec);

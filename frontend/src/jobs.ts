@@ -1,5 +1,9 @@
-// Job rules the dashboard applies: progress colour, offered actions, live-message merging.
+// Job rules the dashboard applies: progress colour, action labels, live-message merging.
+// Which actions a job allows is the server's to say (`job.actions`).
 import { JOB_STATUSES, type Job, type JobAction, type JobStatus, type LiveMessage } from './types';
+
+/** A live message as far as it was read: its type and job, and any of the other fields. */
+export type LiveUpdate = Pick<LiveMessage, 'type' | 'jobId'> & Partial<LiveMessage>;
 
 export type ProgressColour = 'green' | 'yellow' | 'red' | 'neutral';
 
@@ -8,7 +12,7 @@ export type ProgressColour = 'green' | 'yellow' | 'red' | 'neutral';
  * yellow from 1 to 5 fps inclusive (CPU-only speed). Below 1 fps or without a speed
  * (analysing, transferring, queued) the bar is neutral.
  */
-export function progressColour(job: Pick<Job, 'fps' | 'stalled'>): ProgressColour {
+export function progressColour(job: { fps: number | null; stalled: boolean }): ProgressColour {
   if (job.stalled) return 'red';
   const fps = job.fps;
   if (fps == null || !Number.isFinite(fps)) return 'neutral';
@@ -25,17 +29,6 @@ export function isTerminal(status: JobStatus): boolean {
   return TERMINAL_STATUSES.includes(status);
 }
 
-/** Actions offered for a job in this status, in display order. */
-export function jobActions(status: JobStatus): JobAction[] {
-  const actions: JobAction[] = [];
-  if (status === 'QUEUED' || status === 'ANALYZING' || status === 'ENCODING') actions.push('pause');
-  if (status === 'PAUSED') actions.push('resume');
-  if (status === 'FAILED' || status === 'CANCELLED') actions.push('retry');
-  if (status === 'SKIPPED' || status === 'COMPLETED') actions.push('force');
-  if (!isTerminal(status)) actions.push('cancel');
-  return actions;
-}
-
 export const ACTION_LABELS: Record<JobAction, string> = {
   pause: 'Pause',
   resume: 'Resume',
@@ -44,7 +37,7 @@ export const ACTION_LABELS: Record<JobAction, string> = {
   force: 'Force re-encode',
 };
 
-const LIVE_FIELDS = ['progress', 'status', 'fps', 'stage', 'etaSeconds', 'node', 'stalled', 'fileName'] as const;
+const LIVE_FIELDS = ['progress', 'status', 'fps', 'stage', 'etaSeconds', 'node', 'stalled', 'fileName', 'actions'] as const;
 
 export interface ApplyOptions {
   /** Add jobs the list does not hold yet (e.g. active jobs, first page of an unfiltered list). */
@@ -56,7 +49,7 @@ export interface ApplyOptions {
 }
 
 /** Merge the fields a live message carries into a job; fields the message omits are kept. */
-export function mergeLive<T extends Job>(job: T, message: LiveMessage): T {
+export function mergeLive<T extends Job>(job: T, message: LiveUpdate): T {
   const next = { ...job } as T;
   const target = next as unknown as Record<string, unknown>;
   for (const field of LIVE_FIELDS) {
@@ -73,8 +66,11 @@ export function mergeLive<T extends Job>(job: T, message: LiveMessage): T {
   return next;
 }
 
-/** A job record built from a live message alone, for jobs the list did not hold. */
-export function jobFromLive(message: LiveMessage, now: string = new Date().toISOString()): Job {
+/**
+ * A job record built from a live message alone, for jobs the list did not hold. What the
+ * message does not say (sizes, codecs, library) stays empty until the list is fetched again.
+ */
+export function jobFromLive(message: LiveUpdate, now: string = new Date().toISOString()): Job {
   const base: Job = {
     id: message.jobId,
     fileName: message.fileName ?? `Job ${message.jobId}`,
@@ -83,7 +79,7 @@ export function jobFromLive(message: LiveMessage, now: string = new Date().toISO
     status: message.status ?? 'QUEUED',
     stage: null,
     progress: 0,
-    fps: null,
+    fps: 0,
     node: null,
     etaSeconds: null,
     retryCount: 0,
@@ -91,14 +87,15 @@ export function jobFromLive(message: LiveMessage, now: string = new Date().toISO
     failureCode: null,
     stalled: false,
     sourceCodec: null,
-    targetCodec: null,
-    sourceSize: null,
+    targetCodec: 'hevc',
+    sourceSize: 0,
     outputSize: null,
-    savedBytes: null,
+    savedBytes: 0,
     createdAt: now,
     startedAt: null,
     completedAt: null,
     updatedAt: now,
+    actions: [],
   };
   return mergeLive(base, message);
 }
@@ -109,7 +106,7 @@ const LIVE_TYPES = new Set(['snapshot', 'progress', 'status']);
  * Apply one WebSocket message to a job list and return the new list (the same array
  * when nothing changed, so a state setter can skip a render).
  */
-export function applyLiveMessage(jobs: Job[], message: LiveMessage, options: ApplyOptions = {}): Job[] {
+export function applyLiveMessage(jobs: Job[], message: LiveUpdate, options: ApplyOptions = {}): Job[] {
   if (!LIVE_TYPES.has(message.type) || typeof message.jobId !== 'number') return jobs;
   const index = jobs.findIndex((job) => job.id === message.jobId);
   const { statuses } = options;

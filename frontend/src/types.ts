@@ -1,242 +1,62 @@
-// Shapes of the condense API (JSON, camelCase). Timestamps are ISO 8601 strings.
+// Names the dashboard uses for the API's shapes. Every shape comes from generated/api.ts,
+// which scripts/api-types.sh generates from the server's OpenAPI document (itself generated
+// from the Rust types): nothing here is written by hand, so a change to the API that the
+// dashboard does not follow fails its type check.
+import type { components, operations } from './generated/api';
+import { jobStatusValues } from './generated/api';
 
-export const JOB_STATUSES = [
-  'PENDING',
-  'QUEUED',
-  'ANALYZING',
-  'ENCODING',
-  'PAUSED',
-  'COMPLETED',
-  'SKIPPED',
-  'FAILED',
-  'CANCELLED',
-] as const;
-export type JobStatus = (typeof JOB_STATUSES)[number];
+type Schemas = components['schemas'];
 
-export type JobStage = 'ANALYZING' | 'ENCODING' | 'TRANSFERRING';
+export const JOB_STATUSES = jobStatusValues;
+export type JobStatus = Schemas['JobStatus'];
+export type JobStage = Schemas['Stage'];
+/** An action a user may take on a job; a job lists the ones its status allows in `actions`. */
+export type JobAction = Schemas['UserAction'];
 
-export interface Job {
-  id: number;
-  fileName: string;
-  filePath: string;
-  libraryId: number | null;
-  status: JobStatus;
-  stage: JobStage | null;
-  progress: number;
-  fps: number | null;
-  node: string | null;
-  etaSeconds: number | null;
-  retryCount: number;
-  failureReason: string | null;
-  failureCode: string | null;
-  stalled: boolean;
-  sourceCodec: string | null;
-  targetCodec: string | null;
-  sourceSize: number | null;
-  outputSize: number | null;
-  savedBytes: number | null;
-  createdAt: string;
-  startedAt: string | null;
-  completedAt: string | null;
-  updatedAt: string;
-}
-
-export interface JobEvent {
-  id: number;
-  at: string;
-  kind: string;
-  fromStatus: JobStatus | null;
-  toStatus: JobStatus | null;
-  nodeName: string | null;
-  detail: string | null;
-}
-
-export interface JobDetail extends Job {
-  events: JobEvent[];
-}
-
-export interface Page<T> {
-  items: T[];
-  total: number;
-  page: number;
-  pageSize: number;
-}
-
-export interface JobQuery {
-  page?: number;
-  pageSize?: number;
+export type Job = Schemas['JobView'];
+export type JobEvent = Schemas['JobEventView'];
+export type JobDetail = Schemas['JobDetailView'];
+export type JobPage = Schemas['Page_JobView'];
+/** GET /jobs's query, with the statuses as a list (the client joins them with commas). */
+export type JobQuery = Omit<NonNullable<operations['list_jobs']['parameters']['query']>, 'status'> & {
   status?: JobStatus[];
-  libraryId?: number;
-  node?: string;
-  q?: string;
-  sort?: string;
-  order?: 'asc' | 'desc';
-}
+};
+export type Affected = Schemas['Affected'];
+export type ScanReport = Schemas['ScanReport'];
 
-export type JobAction = 'pause' | 'resume' | 'retry' | 'cancel' | 'force';
+export type QueueStats = Schemas['QueueStats'];
+export type HealthLevel = Schemas['HealthLevel'];
+export type HealthCheck = Schemas['Check'];
+export type Health = Schemas['HealthView'];
+export type Disk = Schemas['DiskView'];
+export type SystemStats = Schemas['SystemView'];
+export type NodeStatus = Schemas['NodeStatus'];
+export type ClusterNode = Schemas['NodeView'];
+export type Dashboard = Schemas['DashboardView'];
 
-export interface QueueStats {
-  pending: number;
-  queued: number;
-  analyzing: number;
-  encoding: number;
-  paused: number;
-  completed: number;
-  failed: number;
-  skipped: number;
-  cancelled: number;
-  activeWorkers: number;
-  throughputPerHour: number;
-  estimatedCompletionHours: number | null;
-}
-
-export type HealthLevel = 'HEALTHY' | 'WARNING' | 'CRITICAL';
-
-export interface HealthCheck {
-  name: string;
-  level: HealthLevel;
-  value: string | number | null;
-  message: string;
-}
-
-export interface Health {
-  overall: HealthLevel;
-  checks: HealthCheck[];
-}
-
-export interface Disk {
-  path: string;
-  total: number;
-  used: number;
-  free: number;
-  usedPercent: number;
-}
-
-export interface SystemStats {
-  cpu: { load1: number; cores: number; loadRatio: number };
-  memory: { used: number; total: number; percent: number; trend: { at: string; percent: number }[] };
-  disks: Disk[];
-}
-
-export type NodeStatus = 'ONLINE' | 'DEGRADED' | 'OFFLINE';
-
-export interface ClusterNode {
-  id: number;
-  name: string;
-  role: 'main' | 'linked' | string;
-  address: string;
-  status: NodeStatus;
-  statusReason: string | null;
-  gpu: string | null;
-  load1: number;
-  cores: number;
-  loadRatio: number;
-  memoryUsed: number;
-  memoryTotal: number;
-  activeJobs: number;
-  maxJobs: number;
-  encoders: string[];
-  overloaded: boolean;
-  lastSeenAt: string | null;
-  /** A linked node's identity, given at its first registration (null for the main node). */
-  identity: string | null;
-}
-
-export interface Dashboard {
-  health: Health;
-  system: SystemStats;
-  queue: QueueStats;
-  activeJobs: Job[];
-  nodes: ClusterNode[];
-}
-
-export type Codec = 'hevc' | 'av1';
-
-export interface Library {
-  id: number;
-  name: string;
-  paths: string[];
-  targetCodec: Codec;
-  encoder: string;
-  quality: number;
-  preset: string;
-  watch: boolean;
-  enabled: boolean;
-  createdAt: string;
-  updatedAt: string;
-  lastScanAt: string | null;
-}
-
+export type Codec = Schemas['TargetCodec'];
+/** GET /encoders: per codec its encoders, presets, quality scale and defaults. */
+export type EncoderCatalog = Schemas['EncoderCatalog'];
+export type CodecInfo = Schemas['CodecEntry'];
+export type EncoderInfo = Schemas['EncoderEntry'];
+export type QualityRange = Schemas['QualityRange'];
+export type Library = Schemas['LibraryView'];
 export type LibraryInput = Pick<
   Library,
   'name' | 'paths' | 'targetCodec' | 'encoder' | 'quality' | 'preset' | 'watch' | 'enabled'
 >;
 
-export interface HistoryDay {
-  date: string;
-  completed: number;
-  savedBytes: number;
-  averageFps: number | null;
-}
+export type HistoryDay = Schemas['DayHistory'];
+export type InsightStats = Schemas['InsightsView'];
+export type SavingsDay = Schemas['SavingsDay'];
+export type Savings = Schemas['SavingsView'];
+export type NodePerformance = Schemas['NodePerformance'];
+export type CodecShare = Schemas['CodecShare'];
 
-export interface InsightStats {
-  history: HistoryDay[];
-  totals: { completed: number; savedBytes: number; averageFps: number | null };
-  failedJobs: { jobId: number; fileName: string; reason: string; node: string | null; date: string }[];
-  storage: { totalSavedBytes: number; filesProcessed: number; averageSavingsPercent: number | null };
-  encodingTime: { cpuSeconds: number; wallSeconds: number; efficiency: number | null };
-}
+export type Settings = Schemas['SettingsView'];
+export type SettingsUpdate = Schemas['UpdateSettings'];
+export type License = Schemas['LicenseView'];
+export type LoginResponse = Schemas['TokenResponse'];
 
-export interface SavingsDay {
-  date: string;
-  savedBytes: number;
-  cumulativeBytes: number;
-}
-
-export interface NodePerformance {
-  node: string;
-  jobs: number;
-  /** Fraction 0..1. */
-  successRate: number | null;
-  savedBytes: number;
-  throughputPerHour: number;
-}
-
-export interface CodecShare {
-  codec: string;
-  count: number;
-  share: number;
-}
-
-export interface Settings {
-  jobTimeoutHours: number;
-  keepOriginals: boolean;
-  clusterToken: string;
-}
-
-export interface License {
-  tier: 'FREE' | 'SUPPORTER' | 'PRO' | string;
-  licensee: string | null;
-  expiresAt: string | null;
-  maxNodes: number | null;
-  maxConcurrentJobs: number | null;
-}
-
-export interface LoginResponse {
-  token: string;
-  expiresAt: string;
-}
-
-/** A WebSocket message from /ws. Only jobId, progress and status are guaranteed. */
-export interface LiveMessage {
-  type: 'snapshot' | 'progress' | 'status' | string;
-  jobId: number;
-  progress?: number;
-  status?: JobStatus;
-  fps?: number | null;
-  stage?: JobStage | null;
-  etaSeconds?: number | null;
-  node?: string | null;
-  stalled?: boolean;
-  fileName?: string;
-}
+/** A WebSocket message from /ws. */
+export type LiveMessage = Schemas['JobUpdate'];

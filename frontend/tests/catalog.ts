@@ -4,7 +4,7 @@ import type { EncoderCatalog, EncoderInfo } from '../src/encoders';
 const hevc = { min: 0, max: 51, default: 28 };
 const av1 = { min: 0, max: 63, default: 35 };
 
-function encoder(name: string, hardware: EncoderInfo['hardware'], presets: string[], defaultPreset: string | null, quality: typeof hevc) {
+function encoder(name: EncoderInfo['name'], hardware: EncoderInfo['hardware'], presets: string[], defaultPreset: string | null, quality: typeof hevc) {
   return { name, label: `${name} (${hardware})`, hardware, presets, defaultPreset, quality };
 }
 

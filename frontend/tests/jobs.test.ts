@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { applyLiveMessage, filtersFromQuery, jobActions, jobFromLive, mergeLive, parseStatuses, progressColour } from '../src/jobs';
-import { JOB_STATUSES, type Job, type JobStatus, type LiveMessage } from '../src/types';
+import { applyLiveMessage, filtersFromQuery, jobFromLive, mergeLive, parseStatuses, progressColour, type LiveUpdate } from '../src/jobs';
+import type { Job } from '../src/types';
 
 function job(id: number, change: Partial<Job> = {}): Job {
   return { ...jobFromLive({ type: 'snapshot', jobId: id, fileName: `file-${id}.mkv` }, '2024-05-01T00:00:00Z'), ...change };
@@ -28,30 +28,6 @@ describe('progressColour', () => {
     expect(progressColour({ fps: 60, stalled: true })).toBe('red');
     expect(progressColour({ fps: 3, stalled: true })).toBe('red');
     expect(progressColour({ fps: null, stalled: true })).toBe('red');
-  });
-});
-
-describe('jobActions', () => {
-  const expected: Record<JobStatus, string[]> = {
-    PENDING: ['cancel'],
-    QUEUED: ['pause', 'cancel'],
-    ANALYZING: ['pause', 'cancel'],
-    ENCODING: ['pause', 'cancel'],
-    PAUSED: ['resume', 'cancel'],
-    COMPLETED: ['force'],
-    SKIPPED: ['force'],
-    FAILED: ['retry'],
-    CANCELLED: ['retry'],
-  };
-
-  it.each(JOB_STATUSES.map((status) => [status, expected[status]]))('%s offers %j', (status, actions) => {
-    expect(jobActions(status)).toEqual(actions);
-  });
-
-  it('never offers cancel for a terminal status', () => {
-    for (const status of ['COMPLETED', 'SKIPPED', 'FAILED', 'CANCELLED'] as const) {
-      expect(jobActions(status)).not.toContain('cancel');
-    }
   });
 });
 
@@ -85,7 +61,7 @@ describe('applyLiveMessage', () => {
   });
 
   it('inserts an unknown job at the top only when asked', () => {
-    const message: LiveMessage = { type: 'snapshot', jobId: 9, progress: 3, status: 'ENCODING', fileName: 'new.mkv', fps: 24, node: 'b' };
+    const message: LiveUpdate = { type: 'snapshot', jobId: 9, progress: 3, status: 'ENCODING', fileName: 'new.mkv', fps: 24, node: 'b' };
     expect(applyLiveMessage(list, message)).toBe(list);
     const next = applyLiveMessage(list, message, { insert: true });
     expect(next.map((j) => j.id)).toEqual([9, 1, 2]);
@@ -93,7 +69,7 @@ describe('applyLiveMessage', () => {
   });
 
   it('does not insert a job whose status is outside the filter, and honours the limit', () => {
-    const finished: LiveMessage = { type: 'status', jobId: 9, progress: 100, status: 'COMPLETED' };
+    const finished: LiveUpdate = { type: 'status', jobId: 9, progress: 100, status: 'COMPLETED' };
     expect(applyLiveMessage(list, finished, { insert: true, statuses: ['ENCODING'] })).toBe(list);
     const next = applyLiveMessage(list, { type: 'progress', jobId: 9, progress: 1, status: 'ENCODING' }, { insert: true, limit: 2 });
     expect(next.map((j) => j.id)).toEqual([9, 1]);
@@ -106,6 +82,12 @@ describe('applyLiveMessage', () => {
 
   it('ignores messages of other types', () => {
     expect(applyLiveMessage(list, { type: 'hello', jobId: 1, progress: 99, status: 'FAILED' }, { insert: true })).toBe(list);
+  });
+
+  it('takes the actions the server allows in the new status from a status message', () => {
+    const paused = mergeLive(list[0], { type: 'status', jobId: 1, status: 'PAUSED', actions: ['resume', 'cancel'] });
+    expect(paused.actions).toEqual(['resume', 'cancel']);
+    expect(mergeLive(paused, { type: 'progress', jobId: 1, progress: 11 }).actions).toEqual(['resume', 'cancel']);
   });
 
   it('mergeLive sets stalled from a message', () => {

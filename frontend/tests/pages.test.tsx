@@ -30,7 +30,7 @@ function job(id: number, change: Partial<Job>): Job {
     status: 'QUEUED',
     stage: null,
     progress: 0,
-    fps: null,
+    fps: 0,
     node: null,
     etaSeconds: null,
     retryCount: 0,
@@ -41,17 +41,18 @@ function job(id: number, change: Partial<Job>): Job {
     targetCodec: 'hevc',
     sourceSize: 1000,
     outputSize: null,
-    savedBytes: null,
+    savedBytes: 0,
     createdAt: '2024-05-01T10:00:00Z',
     startedAt: null,
     completedAt: null,
     updatedAt: '2024-05-01T10:00:00Z',
+    actions: [],
     ...change,
   };
 }
 
-const encoding = job(1, { fileName: 'movie.mkv', status: 'ENCODING', stage: 'ENCODING', progress: 42, fps: 30, node: 'gpu-1', etaSeconds: 600 });
-const failed = job(2, { fileName: 'broken.avi', status: 'FAILED', failureReason: 'file validation failed' });
+const encoding = job(1, { fileName: 'movie.mkv', status: 'ENCODING', stage: 'ENCODING', progress: 42, fps: 30, node: 'gpu-1', etaSeconds: 600, actions: ['pause', 'cancel'] });
+const failed = job(2, { fileName: 'broken.avi', status: 'FAILED', failureReason: 'file validation failed', actions: ['retry'] });
 const nodes: ClusterNode[] = [
   {
     id: 1,
@@ -98,6 +99,7 @@ const queue = {
   failed: 1,
   skipped: 2,
   cancelled: 0,
+  stalled: 0,
   activeWorkers: 1,
   throughputPerHour: 2,
   estimatedCompletionHours: 2.5,
@@ -107,7 +109,8 @@ const dashboard: Dashboard = {
   system: {
     cpu: { load1: 2, cores: 8, loadRatio: 0.25 },
     memory: { used: 14, total: 16, percent: 88, trend: [{ at: 'a', percent: 80 }, { at: 'b', percent: 88 }] },
-    disks: [{ path: '/media', total: 100, used: 95, free: 5, usedPercent: 95 }],
+    disks: [{ path: '/media', total: 100, used: 95, free: 5, usedPercent: 95, atRisk: true }],
+    gpus: [],
   },
   queue,
   activeJobs: [encoding],
@@ -121,7 +124,7 @@ let override: Responder | null = null;
 function respond(method: string, path: string): { status: number; body?: unknown } {
   const url = path.split('?')[0];
   if (method === 'GET' && url === '/api/jobs') return { status: 200, body: { items: [encoding, failed], total: 2, page: 1, pageSize: 50 } };
-  if (method === 'POST' && url === '/api/jobs/1/pause') return { status: 200, body: { ...encoding, status: 'PAUSED', stage: null } };
+  if (method === 'POST' && url === '/api/jobs/1/pause') return { status: 200, body: { ...encoding, status: 'PAUSED', stage: null, actions: ['resume', 'cancel'] } };
   if (method === 'GET' && url === '/api/jobs/2') {
     return {
       status: 200,
@@ -133,7 +136,7 @@ function respond(method: string, path: string): { status: number; body?: unknown
   if (url === '/api/nodes') return { status: 200, body: nodes };
   if (url === '/api/encoders') return { status: 200, body: catalog(nodes.flatMap((node) => node.encoders)) };
   if (method === 'GET' && url === '/api/libraries') return { status: 200, body: [library] };
-  if (method === 'POST' && url === '/api/libraries/1/scan') return { status: 200, body: { queued: 7 } };
+  if (method === 'POST' && url === '/api/libraries/1/scan') return { status: 200, body: { found: 9, queued: 7, removed: 0 } };
   if (url === '/api/insights/stats') {
     return {
       status: 200,

@@ -210,7 +210,7 @@ export function Jobs({ route }: { route: Route }) {
                       <a href={routeHref(`/jobs/${job.id}`)} class="file-name" title={job.filePath}>
                         {job.fileName}
                       </a>
-                      <div class="muted small">{libraryName(job.libraryId)}</div>
+                      <div class="muted small">{libraryName(job.libraryId ?? null)}</div>
                     </td>
                     <td data-label="Status">
                       <Badge value={job.status} />

@@ -69,11 +69,11 @@ function LicenseSection() {
           </div>
           <div>
             <dt>Nodes</dt>
-            <dd>{limit(data.maxNodes)}</dd>
+            <dd>{limit(data.maxNodes ?? null)}</dd>
           </div>
           <div>
             <dt>Concurrent jobs</dt>
-            <dd>{limit(data.maxConcurrentJobs)}</dd>
+            <dd>{limit(data.maxConcurrentJobs ?? null)}</dd>
           </div>
         </dl>
       ) : (
