@@ -76,6 +76,8 @@ async fn pause_resume_cancel_retry_and_force_through_the_api() {
     }
     let (status, paused) = server.post(&format!("/jobs/{a}/pause"), Some(&token), &json!({})).await;
     assert_eq!((status, paused["status"].as_str()), (200, Some("PAUSED")), "{paused}");
+    // The job says what may be done next, as the state machine allows it.
+    assert_eq!(paused["actions"], json!(["resume", "cancel"]), "{paused}");
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(partial.join("manifest.json").exists(), "the partial output must be kept on pause");
     let (status, again) = server.post(&format!("/jobs/{a}/pause"), Some(&token), &json!({})).await;
@@ -90,6 +92,7 @@ async fn pause_resume_cancel_retry_and_force_through_the_api() {
 
     let (status, cancelled) = server.post(&format!("/jobs/{b}/cancel"), Some(&token), &json!({})).await;
     assert_eq!((status, cancelled["status"].as_str()), (200, Some("CANCELLED")), "{cancelled}");
+    assert_eq!(job_status(&server, &token, b).await["actions"], json!(["retry"]));
     let (status, retried) = server.post(&format!("/jobs/{b}/retry"), Some(&token), &json!({})).await;
     assert_eq!((status, retried["status"].as_str()), (200, Some("QUEUED")), "{retried}");
     assert_eq!(wait_for(&server, &token, b, &["COMPLETED", "FAILED"]).await["status"], "COMPLETED");
@@ -216,6 +219,12 @@ async fn a_websocket_client_sees_progress_rise_and_the_job_complete() {
         for field in ["type", "jobId", "progress", "status"] {
             assert!(msg.get(field).is_some(), "{field} missing in {msg}");
         }
+        let allowed = match msg["status"].as_str().unwrap() {
+            "ANALYZING" | "ENCODING" => json!(["pause", "cancel"]),
+            "COMPLETED" => json!(["force"]),
+            other => panic!("unexpected status {other}"),
+        };
+        assert_eq!(msg["actions"], allowed, "{msg}");
         match msg["type"].as_str().unwrap() {
             "progress" => progress.push(msg["progress"].as_f64().unwrap()),
             "status" => statuses.push(msg["status"].as_str().unwrap().to_string()),

@@ -879,7 +879,7 @@ api_test_on_both_databases!(encoders_are_served_with_their_defaults_and_the_node
 
 // ---------------------------------------------------------------- jobs
 
-const JOB_FIELDS: [&str; 23] = [
+const JOB_FIELDS: [&str; 24] = [
     "id",
     "fileName",
     "filePath",
@@ -903,6 +903,7 @@ const JOB_FIELDS: [&str; 23] = [
     "startedAt",
     "completedAt",
     "updatedAt",
+    "actions",
 ];
 
 async fn insert_job(server: &TestServer, library_id: Option<i32>, name: &str, status: JobStatus, size: i64) -> i32 {
@@ -976,6 +977,12 @@ async fn jobs_are_listed_filtered_sorted_and_paginated(server: &TestServer) {
     let mut expected: Vec<&str> = JOB_FIELDS.to_vec();
     expected.sort_unstable();
     assert_eq!(keys, expected);
+    // And they are the fields the generated document promises.
+    let (_, doc) = server.get("/openapi.json", token).await;
+    let mut documented: Vec<&str> =
+        doc["components"]["schemas"]["JobView"]["properties"].as_object().unwrap().keys().map(String::as_str).collect();
+    documented.sort_unstable();
+    assert_eq!(documented, expected);
 
     for prefix in PREFIXES {
         let (status, page) =
