@@ -11,9 +11,10 @@ bootstrap:
 bootstrap-test:
 	@bash scripts/bootstrap.sh --test
 
+## The dashboard first: the release binary embeds frontend/dist and serves it from anywhere.
 build: bootstrap
-	$(CARGO) build --release --bin condense
 	@if [ -f frontend/package.json ]; then (cd frontend && npm run --silent build); fi
+	$(CARGO) build --release --bin condense
 
 ## Start the main node on the embedded SQLite database (./data), API on :3100, web UI on :4210.
 run: build

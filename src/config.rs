@@ -127,9 +127,10 @@ pub struct ServeArgs {
     /// Web interface port (0 disables the web interface listener).
     #[arg(long, env = "UI_PORT", value_name = "UI_PORT", default_value_t = 4210)]
     pub ui_port: u16,
-    /// Folder of the built dashboard served on UI_PORT.
-    #[arg(long, env = "FRONTEND_DIR", value_name = "FRONTEND_DIR", default_value = "frontend/dist")]
-    pub frontend_dir: PathBuf,
+    /// Folder of a built dashboard to serve on UI_PORT instead of the one built into the
+    /// binary.
+    #[arg(long, env = "FRONTEND_DIR", value_name = "FRONTEND_DIR")]
+    pub frontend_dir: Option<PathBuf>,
     /// Secret that signs API tokens [default: generated once, kept in DATA_DIR/jwt-secret].
     #[arg(long, env = "JWT_SECRET", value_name = "JWT_SECRET", hide_env_values = true, value_parser = parse_secret)]
     pub jwt_secret: Option<String>,

@@ -4,7 +4,6 @@
 //! rules), `repo` (database), `media` (FFmpeg), `host` (machine facts).
 
 pub mod actors;
-pub mod app;
 pub mod cli;
 pub mod config;
 pub mod domain;
@@ -18,4 +17,4 @@ pub mod security;
 pub mod serve;
 pub mod telemetry;
 
-pub use app::{create_app, create_ui_app, AppState};
+pub use http::app::{create_app, create_ui_app, AppState};

@@ -8,11 +8,11 @@ use sea_orm::DatabaseConnection;
 
 use std::time::Duration;
 
-use crate::actors::{self, RuntimeConfig};
-use crate::app::{create_app, create_ui_app, AppState};
+use crate::actors::{self, HostFacts, LinkedConfig, MainConfig, Node, NodeConfig, RoleConfig};
 use crate::config::{CommonArgs, ConfigError, ServeArgs};
 use crate::domain::node::NodeRole;
-use crate::http::login_limit::LoginLimiter;
+use crate::http::app::{create_app, create_ui_app, ApiConfig, AppState};
+use crate::http::ui::Dashboard;
 use crate::license;
 use crate::repo::{self, RepoError};
 use crate::security::{self, SecurityError};
@@ -131,11 +131,42 @@ pub async fn run(common: CommonArgs, args: ServeArgs) -> Result<(), ServeError> 
     // matters of them reaches the jobs as failure reasons. The transcoder child keeps its log.
     // SAFETY: sets a global level before any other FFmpeg call of this process.
     unsafe { rsmpeg::ffi::av_log_set_level(rsmpeg::ffi::AV_LOG_FATAL as i32) };
-    if args.role == NodeRole::Linked {
-        return run_linked(args, common.data_dir.clone()).await;
-    }
     tracing::info!(version = env!("CARGO_PKG_VERSION"), ffmpeg = %crate::media::ffmpeg_release(), role = args.role.as_str(), "starting");
+    let host = tokio::task::spawn_blocking(host_facts).await.unwrap_or_default();
+    tracing::info!(encoders = ?host.encoders, "encoders that open on this node");
+    match args.role {
+        NodeRole::Main => run_main(common, args, host).await,
+        NodeRole::Linked => run_linked(common, args, host).await,
+    }
+}
 
+/// What this node tells about its machine (opening each encoder takes a moment: called on
+/// a blocking thread).
+fn host_facts() -> HostFacts {
+    let (_, memory_total) = host::memory();
+    HostFacts {
+        address: host::hostname(),
+        gpu: host::gpu::gpus().first().map(|g| g.name.clone()),
+        cores: i32::try_from(host::cores()).unwrap_or(i32::MAX),
+        memory_total: i64::try_from(memory_total).unwrap_or(i64::MAX),
+        encoders: crate::media::encoders::available(),
+    }
+}
+
+fn node_config(args: &ServeArgs, host: HostFacts, role: RoleConfig) -> Result<NodeConfig, ServeError> {
+    Ok(NodeConfig {
+        name: args.node_name(),
+        host,
+        max_jobs: usize::from(args.max_jobs),
+        transcoder: std::env::current_exe().map_err(ServeError::Server)?,
+        segment_seconds: args.segment_seconds,
+        throttle_ms_per_frame: args.throttle_ms_per_frame,
+        analysis_timeout: Duration::from_secs(args.analysis_timeout_seconds),
+        role,
+    })
+}
+
+async fn run_main(common: CommonArgs, args: ServeArgs, host: HostFacts) -> Result<(), ServeError> {
     let db = open_database(&common).await?;
     if let Some(password) = ensure_admin(&db, &args.admin_username, args.admin_password.as_deref()).await? {
         // Printed once, on stdout only: never written to the log files.
@@ -151,83 +182,41 @@ pub async fn run(common: CommonArgs, args: ServeArgs) -> Result<(), ServeError> 
         Some(secret) => secret.clone(),
         None => security::load_or_create_jwt_secret(&common.data_dir)?,
     };
-    let node_name = args.node_name();
-    let (_, memory_total) = host::memory();
-    let encoders = tokio::task::spawn_blocking(crate::media::encoders::available).await.unwrap_or_default();
-    tracing::info!(?encoders, "encoders that open on this node");
-    let node = repo::nodes::upsert(
-        &db,
-        repo::nodes::NodeFacts {
-            name: node_name.clone(),
-            role: args.role,
-            address: host::hostname(),
-            gpu: None,
-            cores: i32::try_from(host::cores()).unwrap_or(i32::MAX),
-            memory_total: i64::try_from(memory_total).unwrap_or(i64::MAX),
-            max_jobs: i32::from(args.max_jobs),
-            encoders,
-        },
-    )
-    .await?;
-    let transcoder = std::env::current_exe().map_err(ServeError::Server)?;
-    crate::actors::cluster::mark_linked_nodes_offline(&db).await;
-    let runtime = actors::start(
-        db.clone(),
-        RuntimeConfig {
-            node_name: node_name.clone(),
-            node_id: node.id,
-            transcoder,
-            max_jobs: usize::from(args.max_jobs),
-            segment_seconds: args.segment_seconds,
-            settle: Duration::from_secs(args.watch_settle_seconds),
-            throttle_ms_per_frame: args.throttle_ms_per_frame,
-            analysis_timeout: Duration::from_secs(args.analysis_timeout_seconds),
-            previous_run_crashed: !host::clean_stop::take(&common.data_dir),
-            license_public_key: args.license_public_key.clone(),
-            own_heartbeat: Some(Duration::from_secs(args.heartbeat_seconds)),
-        },
-    )
-    .await
-    .map_err(|e| ServeError::Runtime(e.to_string()))?;
-
-    let state = web::Data::new(AppState {
+    let main = MainConfig {
         db: db.clone(),
-        node_name: node_name.clone(),
-        role: args.role,
-        jwt_secret,
-        token_ttl_hours: args.token_ttl_hours,
-        started_at: chrono::Utc::now(),
-        runtime: runtime.clone(),
-        cluster: crate::actors::cluster::ClusterConfig {
-            heartbeat: Duration::from_secs(args.heartbeat_seconds),
-            timeout: Duration::from_secs(args.node_timeout_seconds),
-            license_public_key: args.license_public_key.clone(),
-            main_node_name: node_name.clone(),
-            links: Default::default(),
-        },
-        cluster_token: args.cluster_token.clone(),
+        settle: Duration::from_secs(args.watch_settle_seconds),
+        previous_run_crashed: !host::clean_stop::take(&common.data_dir),
+        own_heartbeat: Some(Duration::from_secs(args.heartbeat_seconds)),
+        heartbeat: Duration::from_secs(args.heartbeat_seconds),
+        node_timeout: Duration::from_secs(args.node_timeout_seconds),
         license_public_key: args.license_public_key.clone(),
-        login_limiter: LoginLimiter::default(),
-        memory_trend: Default::default(),
-        library_places: crate::http::libraries::LibraryPlaces {
-            data_dir: Some(common.data_dir.clone()),
-            roots: args.library_roots.clone(),
+    };
+    let node = actors::start_node(node_config(&args, host, RoleConfig::Main(main))?)
+        .await
+        .map_err(|e| ServeError::Runtime(e.to_string()))?;
+    let Node::Main(main) = &node else { return Err(ServeError::Runtime("a main node started as linked".into())) };
+    let state = web::Data::new(AppState::new(
+        main,
+        ApiConfig {
+            jwt_secret,
+            token_ttl_hours: args.token_ttl_hours,
+            cluster_token: args.cluster_token.clone(),
+            library_places: crate::http::libraries::LibraryPlaces {
+                data_dir: Some(common.data_dir.clone()),
+                roots: args.library_roots.clone(),
+            },
         },
-    });
-    actix_web::rt::spawn(crate::actors::cluster::watch_links(runtime.lifecycle.clone(), state.cluster.clone()));
-    // Sampled in the background too, so the trend has no gaps while nobody watches.
-    actix_web::rt::spawn(host::memory_trend::sample_forever(state.memory_trend.clone()));
+    ));
 
     let api_listener = listen("PORT", SocketAddr::new(args.bind, args.port))?;
     let ui_listener = listen("UI_PORT", SocketAddr::new(args.bind, args.ui_port))?;
     let api_state = state.clone();
     let api_server = http_server!(move || create_app(api_state.clone()), usize::from(args.http_workers), api_listener);
     let ui_state = state.clone();
-    let frontend_dir = args.frontend_dir.clone();
-    let ui_server = http_server!(move || create_ui_app(ui_state.clone(), frontend_dir.clone()), 1, ui_listener);
-    let outcome = serve_until_signal(api_server, ui_server, &api_listener, &ui_listener, &state.node_name).await;
-    // Running encodes finish their segment and stop; they continue after the next start.
-    let _ = runtime.node.send(crate::actors::node::Shutdown).await;
+    let dashboard = Dashboard::new(args.frontend_dir.clone());
+    let ui_server = http_server!(move || create_ui_app(ui_state.clone(), dashboard.clone()), 1, ui_listener);
+    let outcome = serve_until_signal(api_server, ui_server, &api_listener, &ui_listener, node.name()).await;
+    node.shutdown().await;
     host::clean_stop::mark(&common.data_dir);
     db.close().await.map_err(RepoError::from)?;
     outcome
@@ -269,53 +258,31 @@ async fn serve_until_signal(
 }
 
 /// `ROLE=linked`: no database; jobs come over the link, API calls go to the main node.
-async fn run_linked(args: ServeArgs, data_dir: std::path::PathBuf) -> Result<(), ServeError> {
-    use crate::actors::agent::{Agent, AgentConfig, RemoteStore, SetNode};
-    use crate::actors::job::NodeEnv;
-    use crate::actors::node::NodeSupervisor;
-    use crate::actors::protocol::Frame;
+async fn run_linked(common: CommonArgs, args: ServeArgs, host: HostFacts) -> Result<(), ServeError> {
     use crate::http::forward::{create_forward_app, Forward};
-    use actix::Actor;
 
     let (Some(main_url), Some(cluster_token)) = (args.main_node_url.clone(), args.cluster_token.clone()) else {
         return Err(ConfigError { variable: "MAIN_NODE_URL", message: "is required when ROLE=linked".into() }.into());
     };
-    let node_name = args.node_name();
-    let encoders = tokio::task::spawn_blocking(crate::media::encoders::available).await.unwrap_or_default();
-    let (_, memory_total) = host::memory();
-    tracing::info!(?encoders, main = %main_url, node = %node_name, "starting as a linked node");
-    let register = Frame::Register {
-        name: node_name.clone(),
-        address: host::hostname(),
-        cores: i32::try_from(host::cores()).unwrap_or(i32::MAX),
-        memory_total: i64::try_from(memory_total).unwrap_or(i64::MAX),
-        gpu: crate::host::gpu::gpus().first().map(|g| g.name.clone()),
-        encoders,
-        max_jobs: i32::from(args.max_jobs),
-        version: env!("CARGO_PKG_VERSION").to_string(),
-        identity: crate::config::load_node_identity(&data_dir)?,
+    tracing::info!(main = %main_url, node = %args.node_name(), "starting as a linked node");
+    let linked = LinkedConfig {
+        main_url: main_url.clone(),
+        cluster_token,
+        identity: crate::config::load_node_identity(&common.data_dir)?,
+        data_dir: common.data_dir.clone(),
     };
-    let agent = Agent::new(AgentConfig { main_url: main_url.clone(), cluster_token, register, data_dir }).start();
-    let env = std::sync::Arc::new(NodeEnv {
-        store: std::sync::Arc::new(RemoteStore { agent: agent.clone() }),
-        node_name: node_name.clone(),
-        node_id: 0,
-        transcoder: std::env::current_exe().map_err(ServeError::Server)?,
-        segment_seconds: args.segment_seconds,
-        throttle_ms_per_frame: args.throttle_ms_per_frame,
-        analysis_timeout: Duration::from_secs(args.analysis_timeout_seconds),
-    });
-    let node = NodeSupervisor::new(env, usize::from(args.max_jobs)).start();
-    agent.do_send(SetNode(node.clone()));
+    let node = actors::start_node(node_config(&args, host, RoleConfig::Linked(linked))?)
+        .await
+        .map_err(|e| ServeError::Runtime(e.to_string()))?;
 
-    let forward = web::Data::new(Forward { main_url, node_name: node_name.clone() });
+    let forward = web::Data::new(Forward { main_url, node_name: node.name().to_string() });
     let api_listener = listen("PORT", SocketAddr::new(args.bind, args.port))?;
     let ui_listener = listen("UI_PORT", SocketAddr::new(args.bind, args.ui_port))?;
     let (api_fwd, ui_fwd) = (forward.clone(), forward.clone());
     let api_server = http_server!(move || create_forward_app(api_fwd.clone()), 1, api_listener);
     let ui_server = http_server!(move || create_forward_app(ui_fwd.clone()), 1, ui_listener);
-    let outcome = serve_until_signal(api_server, ui_server, &api_listener, &ui_listener, &node_name).await;
-    let _ = node.send(crate::actors::node::Shutdown).await;
+    let outcome = serve_until_signal(api_server, ui_server, &api_listener, &ui_listener, node.name()).await;
+    node.shutdown().await;
     outcome
 }
 

@@ -1,12 +1,12 @@
 //! WebSocket fan-out: many subscribers on `/ws` of a real server, job updates published on
 //! the event bus at a fixed rate, delivery latency measured in each subscriber.
 //!
-//! The server is condense's own `create_app` on an actix-web `HttpServer` with the real actors
-//! (`AppState` built as the integration tests build it), run by this benchmark binary in a
-//! child process (`condense-bench ws-server DIR`) so that its RSS is the server's alone; the
-//! benchmark tells it when to publish through its stdin. Each update carries its send time
-//! (microseconds since the epoch, one clock for both processes) in `fileName`; a subscriber
-//! subtracts it from the time it reads the message.
+//! The server is condense's own `create_app` on an actix-web `HttpServer` over a node started
+//! by `actors::start_node` (as `condense serve` and the integration tests start theirs), run
+//! by this benchmark binary in a child process (`condense-bench ws-server DIR`) so that its
+//! RSS is the server's alone; the benchmark tells it when to publish through its stdin. Each
+//! update carries its send time (microseconds since the epoch, one clock for both processes)
+//! in `fileName`; a subscriber subtracts it from the time it reads the message.
 
 use std::cell::{Cell, RefCell};
 use std::path::PathBuf;
@@ -15,10 +15,8 @@ use std::time::{Duration, Instant};
 
 use actix_web::{web, HttpServer};
 use condense::actors::bus::{JobUpdate, Publish};
-use condense::actors::cluster::ClusterConfig;
-use condense::actors::RuntimeConfig;
-use condense::domain::node::NodeRole;
-use condense::http::login_limit::LoginLimiter;
+use condense::actors::{HostFacts, MainConfig, Node, NodeConfig, RoleConfig};
+use condense::http::app::ApiConfig;
 use condense::repo;
 use condense::{create_app, AppState};
 use futures_util::{SinkExt, StreamExt};
@@ -49,61 +47,37 @@ async fn serve(dir: PathBuf) -> Res<()> {
     let hash = condense::security::hash_password(PASSWORD).ctx("hashing")?;
     repo::users::create(&db, "admin", &hash).await.ctx("creating the user")?;
     let (_, public_key) = condense::license::generate_keypair();
-    let node = repo::nodes::upsert(
-        &db,
-        repo::nodes::NodeFacts {
-            name: "bench".into(),
-            role: NodeRole::Main,
-            address: "127.0.0.1".into(),
-            gpu: None,
-            cores: 2,
-            memory_total: 1 << 30,
-            max_jobs: 0,
-            encoders: Vec::new(),
-        },
-    )
-    .await
-    .ctx("registering the node")?;
-    let runtime = condense::actors::start(
-        db.clone(),
-        RuntimeConfig {
-            node_name: "bench".into(),
-            node_id: node.id,
-            transcoder: std::env::current_exe().ctx("this executable")?,
-            max_jobs: 0,
-            segment_seconds: 20.0,
+    let config = NodeConfig {
+        name: "bench".into(),
+        host: HostFacts { address: "127.0.0.1".into(), cores: 2, memory_total: 1 << 30, ..Default::default() },
+        max_jobs: 0,
+        transcoder: std::env::current_exe().ctx("this executable")?,
+        segment_seconds: 20.0,
+        throttle_ms_per_frame: 0,
+        analysis_timeout: Duration::from_secs(300),
+        role: RoleConfig::Main(MainConfig {
+            db: db.clone(),
             settle: Duration::from_secs(10),
-            throttle_ms_per_frame: 0,
-            analysis_timeout: std::time::Duration::from_secs(300),
             previous_run_crashed: false,
-            license_public_key: public_key.clone(),
             own_heartbeat: None,
-        },
-    )
-    .await
-    .ctx("starting the actors")?;
-    let bus = runtime.bus.clone();
-    let state = web::Data::new(AppState {
-        db: db.clone(),
-        node_name: "bench".into(),
-        role: NodeRole::Main,
-        jwt_secret: JWT_SECRET.into(),
-        token_ttl_hours: 12,
-        started_at: chrono::Utc::now(),
-        runtime,
-        cluster: ClusterConfig {
             heartbeat: Duration::from_secs(5),
-            timeout: Duration::from_secs(30),
-            license_public_key: public_key.clone(),
-            main_node_name: "bench".into(),
-            links: Default::default(),
+            node_timeout: Duration::from_secs(30),
+            license_public_key: public_key,
+        }),
+    };
+    let Node::Main(node) = condense::actors::start_node(config).await.ctx("starting the node")? else {
+        return Err("a main node's config started a linked node".into());
+    };
+    let bus = node.runtime.bus.clone();
+    let state = web::Data::new(AppState::new(
+        &node,
+        ApiConfig {
+            jwt_secret: JWT_SECRET.into(),
+            token_ttl_hours: 12,
+            cluster_token: None,
+            library_places: Default::default(),
         },
-        cluster_token: None,
-        license_public_key: public_key,
-        login_limiter: LoginLimiter::default(),
-        memory_trend: Default::default(),
-        library_places: Default::default(),
-    });
+    ));
     let listener = std::net::TcpListener::bind("127.0.0.1:0").ctx("binding")?;
     let addr = listener.local_addr().ctx("local address")?;
     let app_state = state.clone();

@@ -1,5 +1,7 @@
-//! The actor system of a node: the event bus, the local `NodeSupervisor` with its
-//! `JobSupervisor`s, the `Scheduler`, and the `LibrarySupervisor`s.
+//! The actor system of a node, started in one place (`start_node`) for either role: on a
+//! main node the event bus, the local `NodeSupervisor` with its `JobSupervisor`s, the
+//! `Scheduler`, the `LibrarySupervisor`s and the cluster's link watch; on a linked node the
+//! `Agent` (its link to the main node) and its `NodeSupervisor`.
 
 pub mod agent;
 pub mod bus;
@@ -19,35 +21,214 @@ use std::time::Duration;
 use actix::prelude::*;
 use sea_orm::DatabaseConnection;
 
+use self::agent::{Agent, AgentConfig, RemoteStore, SetNode};
 use self::bus::EventBus;
 use self::job::NodeEnv;
 use self::library::Libraries;
 use self::lifecycle::{EventContext, Lifecycle, LifecycleError};
 use self::node::{NodeSupervisor, SetScheduler};
+use self::protocol::Frame;
 use self::scheduler::{NodeHandle, Scheduler};
 use crate::domain::job::{JobEvent, JobStatus};
+use crate::domain::node::NodeRole;
+use crate::host::memory_trend::SharedMemoryTrend;
 use crate::repo::jobs::{self, JobChange};
+use crate::repo::nodes::NodeFacts;
+use crate::repo::RepoError;
 
-/// How a node's actors are set up.
-#[derive(Debug, Clone)]
-pub struct RuntimeConfig {
-    pub node_name: String,
-    pub node_id: i32,
-    /// The executable started as the `transcode` child.
-    pub transcoder: PathBuf,
+/// How a node is set up: what it is, how it encodes, and its role's own settings.
+pub struct NodeConfig {
+    pub name: String,
+    pub host: HostFacts,
+    /// Jobs this node encodes at once; 0: none (a main node that only coordinates).
     pub max_jobs: usize,
+    /// The executable started as the `transcode` and `media` children.
+    pub transcoder: PathBuf,
     pub segment_seconds: f64,
-    /// How long a new file must stop growing before it becomes a job.
-    pub settle: Duration,
     pub throttle_ms_per_frame: u64,
     /// Base time limit of a validation or verification child.
     pub analysis_timeout: Duration,
-    pub license_public_key: String,
+    pub role: RoleConfig,
+}
+
+/// What a node tells about its machine (the nodes table, a linked node's registration).
+#[derive(Debug, Clone, Default)]
+pub struct HostFacts {
+    pub address: String,
+    pub gpu: Option<String>,
+    pub cores: i32,
+    pub memory_total: i64,
+    /// The encoders that really open on this machine.
+    pub encoders: Vec<String>,
+}
+
+/// The settings only one role has.
+pub enum RoleConfig {
+    Main(MainConfig),
+    Linked(LinkedConfig),
+}
+
+/// A main node: the database, the queue, the libraries and the cluster's links.
+pub struct MainConfig {
+    pub db: DatabaseConnection,
+    /// How long a new file must stop growing before it becomes a job.
+    pub settle: Duration,
     /// The last run of this node did not stop cleanly (see `host::clean_stop`): jobs it left
     /// running count a crash.
     pub previous_run_crashed: bool,
     /// How often the node refreshes its own row (load, memory, jobs); `None`: never.
     pub own_heartbeat: Option<Duration>,
+    /// Heartbeat period and timeout told to linked nodes.
+    pub heartbeat: Duration,
+    pub node_timeout: Duration,
+    pub license_public_key: String,
+}
+
+/// A linked node: where its main node is and what it presents there.
+pub struct LinkedConfig {
+    pub main_url: String,
+    pub cluster_token: String,
+    /// Where the identity the main node gives this node is kept.
+    pub data_dir: PathBuf,
+    /// The identity kept there from an earlier registration.
+    pub identity: Option<String>,
+}
+
+/// A running node: what its listeners and its shutdown need.
+pub enum Node {
+    Main(Box<MainNode>),
+    Linked(LinkedNode),
+}
+
+/// A running main node.
+#[derive(Clone)]
+pub struct MainNode {
+    pub db: DatabaseConnection,
+    pub name: String,
+    pub runtime: Runtime,
+    pub cluster: cluster::ClusterConfig,
+    /// This node's memory use over the last 2 hours, sampled in the background.
+    pub memory_trend: SharedMemoryTrend,
+}
+
+/// A running linked node.
+pub struct LinkedNode {
+    pub name: String,
+    pub node: Addr<NodeSupervisor>,
+    pub agent: Addr<Agent>,
+}
+
+impl Node {
+    pub fn name(&self) -> &str {
+        match self {
+            Node::Main(main) => &main.name,
+            Node::Linked(linked) => &linked.name,
+        }
+    }
+
+    /// Running encodes finish their segment and stop; they continue after the next start.
+    pub async fn shutdown(&self) {
+        let node = match self {
+            Node::Main(main) => &main.runtime.node,
+            Node::Linked(linked) => &linked.node,
+        };
+        let _ = node.send(node::Shutdown).await;
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("{0}")]
+    Repo(#[from] RepoError),
+    #[error("{0}")]
+    Lifecycle(#[from] LifecycleError),
+}
+
+/// Starts a node's actors, for either role: the one wiring that `condense serve`, the
+/// tests and the benchmarks share.
+pub async fn start_node(config: NodeConfig) -> Result<Node, StartError> {
+    let NodeConfig { name, host, max_jobs, transcoder, segment_seconds, throttle_ms_per_frame, analysis_timeout, role } =
+        config;
+    let env = |store: Arc<dyn store::JobStore>, node_id: i32| {
+        Arc::new(NodeEnv {
+            store,
+            node_name: name.clone(),
+            node_id,
+            transcoder: transcoder.clone(),
+            segment_seconds,
+            throttle_ms_per_frame,
+            analysis_timeout,
+        })
+    };
+    match role {
+        RoleConfig::Main(main) => {
+            let db = main.db;
+            let facts = NodeFacts {
+                name: name.clone(),
+                role: NodeRole::Main,
+                address: host.address,
+                gpu: host.gpu,
+                cores: host.cores,
+                memory_total: host.memory_total,
+                max_jobs: i32::try_from(max_jobs).unwrap_or(i32::MAX),
+                encoders: host.encoders,
+            };
+            let row = crate::repo::nodes::upsert(&db, facts).await?;
+            // No link is open yet: linked nodes recorded as up are not.
+            cluster::mark_linked_nodes_offline(&db).await;
+            let bus = EventBus::default().start();
+            let lifecycle = Lifecycle { db: db.clone(), bus: bus.clone() };
+            recover_orphans(&lifecycle, main.previous_run_crashed).await?;
+            let store = Arc::new(store::DbStore { lifecycle: lifecycle.clone() });
+            let node = NodeSupervisor::new(env(store, row.id), max_jobs).start();
+            // A main node with MAX_JOBS=0 coordinates only; its node takes no jobs.
+            let handles = if max_jobs > 0 { vec![NodeHandle::local(name.clone(), row.id, &node)] } else { Vec::new() };
+            let scheduler = Scheduler::new(lifecycle.clone(), handles, main.license_public_key.clone()).start();
+            node.do_send(SetScheduler(scheduler.clone().recipient()));
+            let libraries = Libraries::new(db.clone(), scheduler.clone().recipient(), main.settle).start();
+            if let Some(every) = main.own_heartbeat {
+                keep_own_facts_fresh(db.clone(), row.id, node.clone(), every);
+            }
+            sweep_expired_leases(lifecycle.clone(), row.id, node.clone(), SWEEP_EVERY);
+            let cluster = cluster::ClusterConfig {
+                heartbeat: main.heartbeat,
+                timeout: main.node_timeout,
+                license_public_key: main.license_public_key,
+                main_node_name: name.clone(),
+                links: Default::default(),
+            };
+            actix::spawn(cluster::watch_links(lifecycle.clone(), cluster.clone()));
+            let memory_trend = SharedMemoryTrend::default();
+            // Sampled in the background, so the trend has no gaps while nobody watches.
+            actix::spawn(crate::host::memory_trend::sample_forever(memory_trend.clone()));
+            let runtime = Runtime { bus, lifecycle, node, scheduler, libraries };
+            Ok(Node::Main(Box::new(MainNode { db, name, runtime, cluster, memory_trend })))
+        }
+        RoleConfig::Linked(linked) => {
+            let register = Frame::Register {
+                name: name.clone(),
+                address: host.address,
+                cores: host.cores,
+                memory_total: host.memory_total,
+                gpu: host.gpu,
+                encoders: host.encoders,
+                max_jobs: i32::try_from(max_jobs).unwrap_or(i32::MAX),
+                version: env!("CARGO_PKG_VERSION").to_string(),
+                identity: linked.identity,
+            };
+            let agent = Agent::new(AgentConfig {
+                main_url: linked.main_url,
+                cluster_token: linked.cluster_token,
+                register,
+                data_dir: linked.data_dir,
+            })
+            .start();
+            let store = Arc::new(RemoteStore { agent: agent.clone() });
+            let node = NodeSupervisor::new(env(store, 0), max_jobs).start();
+            agent.do_send(SetNode(node.clone()));
+            Ok(Node::Linked(LinkedNode { name, node, agent }))
+        }
+    }
 }
 
 /// Addresses of a running node's actors.
@@ -100,37 +281,6 @@ fn keep_own_facts_fresh(db: DatabaseConnection, node_id: i32, node: Addr<NodeSup
             let _ = crate::repo::nodes::set_status(&db, node_id, status, reason).await;
         }
     });
-}
-
-/// Starts the node's actors (after start-up recovery).
-pub async fn start(db: DatabaseConnection, config: RuntimeConfig) -> Result<Runtime, LifecycleError> {
-    let bus = EventBus::default().start();
-    let lifecycle = Lifecycle { db: db.clone(), bus: bus.clone() };
-    recover_orphans(&lifecycle, config.previous_run_crashed).await?;
-    let env = Arc::new(NodeEnv {
-        store: Arc::new(store::DbStore { lifecycle: lifecycle.clone() }),
-        node_name: config.node_name.clone(),
-        node_id: config.node_id,
-        transcoder: config.transcoder.clone(),
-        segment_seconds: config.segment_seconds,
-        throttle_ms_per_frame: config.throttle_ms_per_frame,
-        analysis_timeout: config.analysis_timeout,
-    });
-    let node = NodeSupervisor::new(env, config.max_jobs).start();
-    // A main node with MAX_JOBS=0 coordinates only; its node takes no jobs.
-    let handles = if config.max_jobs > 0 {
-        vec![NodeHandle::local(config.node_name.clone(), config.node_id, &node)]
-    } else {
-        Vec::new()
-    };
-    let scheduler = Scheduler::new(lifecycle.clone(), handles, config.license_public_key.clone()).start();
-    node.do_send(SetScheduler(scheduler.clone().recipient()));
-    let libraries = Libraries::new(db.clone(), scheduler.clone().recipient(), config.settle).start();
-    if let Some(every) = config.own_heartbeat {
-        keep_own_facts_fresh(db, config.node_id, node.clone(), every);
-    }
-    sweep_expired_leases(lifecycle.clone(), config.node_id, node.clone(), SWEEP_EVERY);
-    Ok(Runtime { bus, lifecycle, node, scheduler, libraries })
 }
 
 /// How often the main node looks for running jobs nobody holds any more.

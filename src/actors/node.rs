@@ -85,7 +85,8 @@ pub struct NodeSupervisor {
 }
 
 impl NodeSupervisor {
-    /// `max_jobs` 0 makes a node that takes no jobs (a node kept for the API alone).
+    /// At least one slot: a main node with `MAX_JOBS=0` is simply never given jobs (its
+    /// scheduler gets no handle of it, see `actors::start_node`).
     pub fn new(env: Arc<NodeEnv>, max_jobs: usize) -> Self {
         NodeSupervisor {
             env,

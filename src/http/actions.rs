@@ -10,9 +10,9 @@ use super::views::JobView;
 use crate::actors::library::{ScanLibrary, ScanReport};
 use crate::actors::lifecycle::LifecycleError;
 use crate::actors::scheduler::{Action, JobAction, QueueAction};
-use crate::app::AppState;
 use crate::domain::job::JobStatus;
 use crate::error::{AppError, ErrorBody};
+use crate::http::app::AppState;
 use crate::repo::{self, RepoError};
 
 impl From<LifecycleError> for AppError {

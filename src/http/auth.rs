@@ -13,8 +13,8 @@ use actix_web::{web, FromRequest, HttpMessage, HttpRequest};
 use futures_util::future::LocalBoxFuture;
 use serde::{Deserialize, Serialize};
 
-use crate::app::AppState;
 use crate::error::{AppError, ErrorBody};
+use crate::http::app::AppState;
 use crate::repo;
 use crate::security::{self, TokenError};
 

@@ -5,8 +5,8 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use actix_web_actors::ws;
 
 use crate::actors::cluster::RemoteNode;
-use crate::app::AppState;
 use crate::error::AppError;
+use crate::http::app::AppState;
 
 /// Compares without stopping at the first difference, so timing says nothing of the token.
 fn same(a: &[u8], b: &[u8]) -> bool {

@@ -8,10 +8,10 @@ use utoipa::ToSchema;
 
 use super::auth::AuthUser;
 use super::views;
-use crate::app::AppState;
 use crate::domain::encoding::{Encoder, Hardware, QualityRange, TargetCodec};
 use crate::domain::node::NodeStatus;
 use crate::error::AppError;
+use crate::http::app::AppState;
 use crate::repo;
 
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]

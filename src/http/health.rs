@@ -3,7 +3,7 @@
 use actix_web::{web, HttpResponse};
 use serde::Serialize;
 
-use crate::app::AppState;
+use crate::http::app::AppState;
 use crate::repo;
 
 #[derive(Serialize, utoipa::ToSchema)]

@@ -7,9 +7,9 @@ use serde::Deserialize;
 
 use super::auth::AuthUser;
 use super::views::{FailedJobView, InsightsView, SavingsView};
-use crate::app::AppState;
 use crate::domain::stats::{self, CodecShare, CompletedJob, NodePerformance, HISTORY_DAYS, MAX_TREND_DAYS};
 use crate::error::{AppError, ErrorBody};
+use crate::http::app::AppState;
 use crate::media::probe::StreamKind;
 use crate::repo;
 use crate::repo::stats::CompletedRow;

@@ -6,9 +6,9 @@ use utoipa::IntoParams;
 
 use super::auth::AuthUser;
 use super::views::{JobDetailView, JobEventView, JobView};
-use crate::app::AppState;
 use crate::domain::job::JobStatus;
 use crate::error::{AppError, ErrorBody};
+use crate::http::app::AppState;
 use crate::repo;
 use crate::repo::jobs::{JobQuery, JobSort, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
 use crate::repo::Page;

@@ -5,8 +5,8 @@ use serde::Deserialize;
 
 use super::auth::AuthUser;
 use super::views::{self, LicenseView};
-use crate::app::AppState;
 use crate::error::{AppError, ErrorBody};
+use crate::http::app::AppState;
 use crate::license::{self as keys, LicenseError};
 use crate::repo;
 use crate::repo::licenses::NewLicense;

@@ -6,10 +6,10 @@ use std::fmt::Write;
 use actix_web::{web, HttpResponse};
 
 use super::auth::AuthUser;
-use crate::app::AppState;
 use crate::domain::job::JobStatus;
 use crate::domain::node::NodeStatus;
 use crate::error::AppError;
+use crate::http::app::AppState;
 use crate::repo;
 
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";

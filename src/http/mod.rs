@@ -6,6 +6,7 @@
 //! requests without a token unless it is public.
 
 pub mod actions;
+pub mod app;
 pub mod auth;
 pub mod cluster;
 pub mod encoders;

@@ -4,8 +4,8 @@ use actix_web::web;
 
 use super::auth::AuthUser;
 use super::views::{self, NodeView};
-use crate::app::AppState;
 use crate::error::AppError;
+use crate::http::app::AppState;
 use crate::repo;
 
 /// Nodes of the cluster

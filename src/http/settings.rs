@@ -5,8 +5,8 @@ use serde::Deserialize;
 
 use super::auth::AuthUser;
 use super::views::SettingsView;
-use crate::app::AppState;
 use crate::error::{AppError, ErrorBody};
+use crate::http::app::AppState;
 use crate::repo;
 use crate::repo::settings::{ServiceSettings, MAX_JOB_TIMEOUT_HOURS};
 

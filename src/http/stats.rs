@@ -10,7 +10,6 @@ use sea_orm::DatabaseConnection;
 
 use super::auth::AuthUser;
 use super::views::{self, CpuView, DashboardView, DiskView, HealthInputs, HealthView, JobView, MemoryView, SystemView};
-use crate::app::AppState;
 use crate::domain::health;
 use crate::domain::job::JobStatus;
 use crate::domain::stats::{self, QueueStats};
@@ -18,6 +17,7 @@ use crate::error::AppError;
 use crate::host::gpu::GpuInfo;
 use crate::host::memory_trend::{self, MemorySample};
 use crate::host::{self, disk};
+use crate::http::app::AppState;
 use crate::repo;
 
 /// Queue statistics

@@ -5,8 +5,8 @@ use serde::Deserialize;
 
 use super::auth::AuthUser;
 use super::views::UserView;
-use crate::app::AppState;
 use crate::error::{AppError, ErrorBody};
+use crate::http::app::AppState;
 use crate::repo;
 use crate::security;
 

@@ -13,9 +13,9 @@ use actix_web_actors::ws;
 
 use super::auth::AuthUser;
 use crate::actors::bus::{EventBus, JobUpdate, Subscribe, Subscriber, Unsubscribe};
-use crate::app::AppState;
 use crate::domain::job::JobStatus;
 use crate::error::{AppError, ErrorBody};
+use crate::http::app::AppState;
 use crate::repo;
 
 const HEARTBEAT: Duration = Duration::from_secs(10);

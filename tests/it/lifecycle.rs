@@ -4,58 +4,23 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use condense::actors::{self, Runtime, RuntimeConfig};
+use condense::actors::Runtime;
 use condense::domain::job::{FailureCode, JobStatus};
 use condense::domain::license::Tier;
-use condense::domain::node::NodeRole;
 use condense::license::LicensePayload;
 use condense::media::probe::probe;
 use condense::repo::jobs::JobQuery;
 use condense::repo::libraries::NewLibrary;
 use condense::repo::licenses::NewLicense;
-use condense::repo::nodes::NodeFacts;
 use condense::repo::{self};
 use entities::job;
 use sea_orm::DatabaseConnection;
 
 use crate::both_backends;
 use crate::common::media as clips;
-use crate::common::server::binary;
 
 pub async fn start_runtime(db: &DatabaseConnection, max_jobs: usize, throttle: u64, public_key: &str) -> Runtime {
-    let node = repo::nodes::upsert(
-        db,
-        NodeFacts {
-            name: "main".into(),
-            role: NodeRole::Main,
-            address: "127.0.0.1".into(),
-            gpu: None,
-            cores: 2,
-            memory_total: 1 << 30,
-            max_jobs: max_jobs as i32,
-            encoders: vec!["libx265".into()],
-        },
-    )
-    .await
-    .unwrap();
-    actors::start(
-        db.clone(),
-        RuntimeConfig {
-            node_name: "main".into(),
-            node_id: node.id,
-            transcoder: binary().into(),
-            max_jobs,
-            segment_seconds: 1.0,
-            settle: Duration::from_secs(2),
-            throttle_ms_per_frame: throttle,
-            analysis_timeout: std::time::Duration::from_secs(300),
-            previous_run_crashed: false,
-            license_public_key: public_key.into(),
-            own_heartbeat: None,
-        },
-    )
-    .await
-    .unwrap()
+    crate::common::api::start_main_node(db, max_jobs, throttle, public_key).await.runtime
 }
 
 pub fn library(path: &Path, watch: bool) -> NewLibrary {

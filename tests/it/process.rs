@@ -69,6 +69,70 @@ async fn first_start_on_sqlite_serves_health_and_prints_the_password_once() {
     assert!(password_lines(&again.output()).is_empty(), "{:#?}", again.output());
 }
 
+async fn get_bytes(url: &str) -> (u16, String, Vec<u8>) {
+    let mut response = awc::Client::default().get(url).send().await.unwrap();
+    let status = response.status().as_u16();
+    let content_type =
+        response.headers().get("content-type").map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();
+    (status, content_type, response.body().limit(64 << 20).await.unwrap().to_vec())
+}
+
+/// The dashboard comes with the binary: started in a folder that holds no frontend/dist, it
+/// serves the files it was built with (index.html for the app's own routes), or says it was
+/// built without them.
+#[actix_web::test]
+async fn the_dashboard_is_served_from_any_working_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = command(&dir.path().join("data"));
+    cmd.current_dir(dir.path());
+    let server = ServerProcess::start(cmd);
+    let embedded = condense::http::ui::embedded_files();
+    let (status, content_type, page) = get_bytes(&server.ui).await;
+    assert_eq!(status, 200);
+    assert!(content_type.starts_with("text/html"), "{content_type}");
+    let page = String::from_utf8(page).unwrap();
+    if embedded.is_empty() {
+        // Built before the dashboard (a bare `cargo build`): the page says what to do.
+        assert!(page.contains("The dashboard has not been built"), "{page}");
+        eprintln!("NOTE frontend/dist was not built when condense was: only the placeholder page was checked");
+        return;
+    }
+    // What the binary holds is frontend/dist as it was built (read from there by a debug build).
+    let dist = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("frontend/dist");
+    assert_eq!(page, std::fs::read_to_string(dist.join("index.html")).unwrap());
+    let (status, _, route) = get_bytes(&format!("{}/jobs/42", server.ui)).await;
+    assert_eq!((status, route), (200, page.clone().into_bytes()), "an app route answers index.html");
+    let script = embedded.iter().find(|f| f.starts_with("assets/") && f.ends_with(".js")).expect("a script bundle");
+    assert!(page.contains(script.as_str()), "index.html names {script}");
+    let (status, content_type, bytes) = get_bytes(&format!("{}/{script}", server.ui)).await;
+    assert_eq!(status, 200);
+    assert!(content_type.contains("javascript"), "{content_type}");
+    assert_eq!(bytes, std::fs::read(dist.join(script)).unwrap());
+}
+
+/// FRONTEND_DIR replaces the dashboard built into the binary with a folder of its own.
+#[actix_web::test]
+async fn frontend_dir_overrides_the_built_in_dashboard() {
+    let dir = tempfile::tempdir().unwrap();
+    let dist = dir.path().join("dist");
+    std::fs::create_dir_all(dist.join("assets")).unwrap();
+    std::fs::write(dist.join("index.html"), "<!doctype html><title>own dashboard</title>").unwrap();
+    std::fs::write(dist.join("assets/app.js"), "console.log('own');").unwrap();
+    let mut cmd = command(&dir.path().join("data"));
+    cmd.current_dir(dir.path()).env("FRONTEND_DIR", "dist");
+    let server = ServerProcess::start(cmd);
+    for path in ["/", "/jobs/42"] {
+        let (status, _, page) = get_bytes(&format!("{}{path}", server.ui)).await;
+        assert_eq!((status, page.as_slice()), (200, b"<!doctype html><title>own dashboard</title>".as_slice()));
+    }
+    let (status, content_type, script) = get_bytes(&format!("{}/assets/app.js", server.ui)).await;
+    assert_eq!((status, script.as_slice()), (200, b"console.log('own');".as_slice()));
+    assert!(content_type.contains("javascript"), "{content_type}");
+    // The API is still under /api on the same listener.
+    let (status, _) = get_json(&format!("{}/api/healthz", server.ui)).await;
+    assert_eq!(status, 200);
+}
+
 #[test]
 fn bogus_role_exits_non_zero_naming_role() {
     let dir = tempfile::tempdir().unwrap();

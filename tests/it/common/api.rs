@@ -1,12 +1,13 @@
-//! The API on a real socket, in the test's process: `AppState` over a test database (SQLite
-//! or PostgreSQL), the production `create_app` on an actix-web `HttpServer` bound to
-//! 127.0.0.1:0, a first user, and request helpers over awc.
+//! The API on a real socket, in the test's process: a main node started by the production
+//! `actors::start_node` over a test database (SQLite or PostgreSQL), the production
+//! `AppState` and `create_app` on an actix-web `HttpServer` bound to 127.0.0.1:0, a first
+//! user, and request helpers over awc.
 
 use actix_web::dev::ServerHandle;
 use actix_web::http::Method;
 use actix_web::{web, HttpServer};
-use condense::domain::node::NodeRole;
-use condense::http::login_limit::LoginLimiter;
+use condense::actors::{HostFacts, MainConfig, MainNode, Node, NodeConfig, RoleConfig};
+use condense::http::app::ApiConfig;
 use condense::{create_app, repo, security, AppState};
 use sea_orm::DatabaseConnection;
 use serde_json::Value;
@@ -17,6 +18,40 @@ pub const ADMIN: &str = "admin";
 pub const ADMIN_PASSWORD: &str = "correct horse battery staple";
 pub const JWT_SECRET: &str = "test-jwt-secret-0123456789abcdef";
 pub const CLUSTER_TOKEN: &str = "test-cluster-token-0123456789";
+
+/// A main node named "main" on this database, as `condense serve` starts one: `max_jobs`
+/// job slots, each encoded frame followed by a pause of `throttle_ms`, one-second segments,
+/// licence keys checked against `public_key`.
+pub async fn start_main_node(db: &DatabaseConnection, max_jobs: usize, throttle_ms: u64, public_key: &str) -> MainNode {
+    let config = NodeConfig {
+        name: "main".into(),
+        host: HostFacts {
+            address: "127.0.0.1".into(),
+            gpu: None,
+            cores: 2,
+            memory_total: 1 << 30,
+            encoders: vec!["libx265".into()],
+        },
+        max_jobs,
+        transcoder: super::server::binary().into(),
+        segment_seconds: 1.0,
+        throttle_ms_per_frame: throttle_ms,
+        analysis_timeout: std::time::Duration::from_secs(300),
+        role: RoleConfig::Main(MainConfig {
+            db: db.clone(),
+            settle: std::time::Duration::from_secs(2),
+            previous_run_crashed: false,
+            own_heartbeat: None,
+            heartbeat: std::time::Duration::from_secs(1),
+            node_timeout: std::time::Duration::from_secs(4),
+            license_public_key: public_key.into(),
+        }),
+    };
+    match condense::actors::start_node(config).await.unwrap() {
+        Node::Main(node) => *node,
+        Node::Linked(_) => unreachable!("a main node's config starts a main node"),
+    }
+}
 
 pub struct TestServer {
     /// `http://127.0.0.1:PORT`, no trailing slash.
@@ -57,31 +92,19 @@ impl TestServer {
         let hash = security::hash_password(ADMIN_PASSWORD).unwrap();
         repo::users::create(&test_db.db, ADMIN, &hash).await.unwrap();
         let (license_private_key, license_public_key) = condense::license::generate_keypair();
-        let runtime = crate::lifecycle::start_runtime(&test_db.db, slots, throttle_ms, &license_public_key).await;
-        let state = web::Data::new(AppState {
-            runtime,
-            cluster: condense::actors::cluster::ClusterConfig {
-                heartbeat: std::time::Duration::from_secs(1),
-                timeout: std::time::Duration::from_secs(4),
-                license_public_key: license_public_key.clone(),
-                main_node_name: "main".into(),
-                links: Default::default(),
+        let node = start_main_node(&test_db.db, slots, throttle_ms, &license_public_key).await;
+        let state = web::Data::new(AppState::new(
+            &node,
+            ApiConfig {
+                jwt_secret: JWT_SECRET.into(),
+                token_ttl_hours: 12,
+                cluster_token: Some(CLUSTER_TOKEN.into()),
+                library_places: condense::http::libraries::LibraryPlaces {
+                    data_dir: Some(data_dir.path().to_path_buf()),
+                    roots: Vec::new(),
+                },
             },
-            db: test_db.db.clone(),
-            node_name: "test-node".into(),
-            role: NodeRole::Main,
-            jwt_secret: JWT_SECRET.into(),
-            token_ttl_hours: 12,
-            started_at: chrono::Utc::now(),
-            cluster_token: Some(CLUSTER_TOKEN.into()),
-            license_public_key,
-            login_limiter: LoginLimiter::default(),
-            memory_trend: Default::default(),
-            library_places: condense::http::libraries::LibraryPlaces {
-                data_dir: Some(data_dir.path().to_path_buf()),
-                roots: Vec::new(),
-            },
-        });
+        ));
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let app_state = state.clone();

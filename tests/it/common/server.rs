@@ -33,6 +33,7 @@ pub fn command(data_dir: &Path) -> Command {
         "LICENSE_KEY",
         "LICENSE_PUBLIC_KEY",
         "LOG_LEVEL",
+        "FRONTEND_DIR",
     ] {
         cmd.env_remove(var);
     }

@@ -1,13 +1,13 @@
-//! The application: shared state and the actix-web `App` built from it. Production and the
-//! integration tests build the app through the same functions.
-
-use std::path::PathBuf;
+//! The application: shared state and the actix-web `App`s built from it. Production, the
+//! integration tests and the benchmarks build them through the same functions, over a node
+//! started by `actors::start_node`.
 
 use actix_web::body::MessageBody;
 use actix_web::dev::{ServiceFactory, ServiceRequest, ServiceResponse};
 use actix_web::{web, App};
 use sea_orm::DatabaseConnection;
 
+use crate::actors::MainNode;
 use crate::domain::node::NodeRole;
 use crate::host::memory_trend::SharedMemoryTrend;
 use crate::http;
@@ -34,6 +34,35 @@ pub struct AppState {
     pub memory_trend: SharedMemoryTrend,
     /// Where libraries may be (DATA_DIR, LIBRARY_ROOTS).
     pub library_places: http::libraries::LibraryPlaces,
+}
+
+/// The API's own settings (the rest comes from the node).
+pub struct ApiConfig {
+    pub jwt_secret: String,
+    pub token_ttl_hours: u32,
+    pub cluster_token: Option<String>,
+    pub library_places: http::libraries::LibraryPlaces,
+}
+
+impl AppState {
+    /// The state of a main node's listeners.
+    pub fn new(node: &MainNode, api: ApiConfig) -> AppState {
+        AppState {
+            db: node.db.clone(),
+            node_name: node.name.clone(),
+            role: NodeRole::Main,
+            jwt_secret: api.jwt_secret,
+            token_ttl_hours: api.token_ttl_hours,
+            started_at: chrono::Utc::now(),
+            runtime: node.runtime.clone(),
+            cluster: node.cluster.clone(),
+            cluster_token: api.cluster_token,
+            license_public_key: node.cluster.license_public_key.clone(),
+            login_limiter: LoginLimiter::default(),
+            memory_trend: node.memory_trend.clone(),
+            library_places: api.library_places,
+        }
+    }
 }
 
 /// The API app (listener on PORT): every endpoint, unprefixed and under /api.
@@ -65,7 +94,7 @@ pub fn create_app(
 /// /api so the browser talks to one origin.
 pub fn create_ui_app(
     state: web::Data<AppState>,
-    frontend_dir: PathBuf,
+    dashboard: http::ui::Dashboard,
 ) -> App<
     impl ServiceFactory<
         ServiceRequest,
@@ -80,11 +109,10 @@ pub fn create_ui_app(
         .app_data(http::json_config())
         .app_data(http::query_config())
         .app_data(http::path_config())
-        .app_data(web::Data::new(http::ui::FrontendDir(frontend_dir.clone())))
         // Unknown /api paths answer 404 JSON, not the dashboard's index.html.
         .service(web::scope("/api").configure(http::routes).default_service(web::to(http::not_found)))
         .route("/healthz", web::get().to(http::health::healthz))
         // The dashboard's live feed, on its own origin.
         .route("/ws", web::get().to(http::ws::connect))
-        .configure(|cfg| http::ui::configure(cfg, &frontend_dir))
+        .configure(|cfg| http::ui::configure(cfg, &dashboard))
 }
