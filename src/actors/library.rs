@@ -1,7 +1,9 @@
 //! `LibrarySupervisor`: one per library. Scans its paths on a blocking thread, watches them
 //! for new, changed and removed files, waits until a new file stops growing, and registers
-//! files as jobs. Rescans are incremental by path, size and mtime. The service's own partial
-//! outputs and backups, and hidden files, are never registered.
+//! files as jobs. A file at a known path is compared with what its job last saw there (size
+//! and modification time): an ended job whose file changed is queued again, a running one is
+//! left alone. The service's own partial outputs and backups, and hidden files, are never
+//! registered.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -15,7 +17,7 @@ use crate::domain::job::JobStatus;
 use crate::media::layout::{is_service_file, source_of_partial};
 use crate::media::partial::remove_partial;
 use crate::media::plan::INPUT_EXTENSIONS;
-use crate::repo::jobs::{self, FoundFile};
+use crate::repo::jobs::{self, FoundFile, KnownFile};
 use crate::repo::{self, RepoError};
 use sea_orm::DatabaseConnection;
 
@@ -123,9 +125,46 @@ async fn remove_stale_partials(db: &DatabaseConnection, partials: Vec<PathBuf>) 
     Ok(())
 }
 
-/// Registers what is new and drops jobs whose files are gone. In a watched library, a new
-/// file modified less than `settle` ago may still be being copied: it is not registered but
-/// answered, for the settle check to register once it stops growing.
+/// Files at paths no job has, and files of ended jobs that are not what the job last saw
+/// (another size or modification time: the user replaced a file). A file under a job that
+/// has not ended is its job's business.
+fn new_and_changed(
+    known: &HashMap<String, KnownFile>,
+    files: impl IntoIterator<Item = FoundFile>,
+) -> (Vec<FoundFile>, Vec<(KnownFile, FoundFile)>) {
+    let (mut new, mut changed) = (Vec::new(), Vec::new());
+    for file in files {
+        match known.get(&file.path) {
+            None => new.push(file),
+            Some(job) => {
+                if job.status.is_terminal() && job.changed(&file) {
+                    changed.push((job.clone(), file));
+                }
+            }
+        }
+    }
+    (new, changed)
+}
+
+/// Registers new files and queues ended jobs whose file changed; answers how many jobs were
+/// queued.
+async fn take_in(
+    db: &DatabaseConnection,
+    library: &entities::library::Model,
+    new: &[FoundFile],
+    changed: &[(KnownFile, FoundFile)],
+) -> Result<u64, RepoError> {
+    let registered = jobs::register_batch(db, library.id, &library.target_codec, new).await?;
+    let requeued = jobs::requeue_changed(db, changed).await?;
+    if requeued > 0 {
+        tracing::info!(library_id = library.id, jobs = requeued, "files changed since their jobs ended: queued again");
+    }
+    Ok(registered + requeued)
+}
+
+/// Registers what is new or changed and drops jobs whose files are gone. In a watched
+/// library, a file modified less than `settle` ago may still be being copied: it is not
+/// taken in but answered, for the settle check to take in once it stops growing.
 pub async fn scan(
     db: &DatabaseConnection,
     library_id: i32,
@@ -142,14 +181,17 @@ pub async fn scan(
         .filter(|_| library.watch)
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map_or(i64::MAX, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
-    let (deferred, new): (Vec<FoundFile>, Vec<FoundFile>) =
-        files.iter().filter(|f| !known.contains_key(&f.path)).cloned().partition(|f| f.mtime_ns >= recent_since);
+    let (new, changed) = new_and_changed(&known, files.iter().cloned());
+    let (deferred, new): (Vec<FoundFile>, Vec<FoundFile>) = new.into_iter().partition(|f| f.mtime_ns >= recent_since);
+    let (deferred_changed, changed): (Vec<_>, Vec<_>) =
+        changed.into_iter().partition(|(_, f)| f.mtime_ns >= recent_since);
+    let deferred: Vec<FoundFile> = deferred.into_iter().chain(deferred_changed.into_iter().map(|(_, f)| f)).collect();
     let gone: Vec<i32> = known
         .iter()
         .filter(|(path, k)| !seen.contains(path.as_str()) && DROPPED_WHEN_REMOVED.contains(&k.status.as_str()))
         .map(|(_, k)| k.id)
         .collect();
-    let queued = jobs::register_batch(db, library_id, &library.target_codec, &new).await?;
+    let queued = take_in(db, &library, &new, &changed).await?;
     let removed = jobs::delete_many(db, &gone).await?;
     remove_stale_partials(db, partials).await?;
     repo::libraries::mark_scanned(db, library_id).await?;
@@ -235,11 +277,10 @@ impl LibrarySupervisor {
                 match repo::libraries::get(&db, id).await {
                     Ok(library) => {
                         let known = jobs::known_files(&db, id).await.unwrap_or_default();
-                        let new: Vec<FoundFile> =
-                            ready.iter().filter_map(|p| found(p)).filter(|f| !known.contains_key(&f.path)).collect();
-                        match jobs::register_batch(&db, id, &library.target_codec, &new).await {
+                        let (new, changed) = new_and_changed(&known, ready.iter().filter_map(|p| found(p)));
+                        match take_in(&db, &library, &new, &changed).await {
                             Ok(n) if n > 0 => {
-                                tracing::info!(library_id = id, files = n, "new files queued");
+                                tracing::info!(library_id = id, files = n, "new or changed files queued");
                                 scheduler.do_send(Wake);
                             }
                             Ok(_) => {}

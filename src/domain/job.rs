@@ -149,6 +149,9 @@ pub enum JobEvent {
     /// The transcoder found the job's partial output locked by another one (an earlier
     /// attempt still stopping): the job waits in the queue, its retries and partial output intact.
     Busy,
+    /// A rescan found the file of an ended job changed (another size or modification time
+    /// than the job left it with): a new file to analyse, with fresh retries.
+    SourceChanged,
 }
 
 impl JobEvent {
@@ -167,6 +170,7 @@ impl JobEvent {
             JobEvent::Force => "force",
             JobEvent::Orphaned { .. } => "requeue as orphaned",
             JobEvent::Busy => "requeue as busy",
+            JobEvent::SourceChanged => "requeue as changed",
         }
     }
 }
@@ -283,6 +287,10 @@ pub fn transition(job: &JobSnapshot, event: &JobEvent) -> Result<Outcome, Transi
         // Nobody's fault and nothing lost: no retry used, and the folder (another writer's
         // work) is left alone.
         (Analyzing | Encoding, JobEvent::Busy) => keep_counters(Queued, vec![ReleaseNode, ContinueFromPartial]),
+        // Whatever the job decided was about the file it saw; a user's force was too.
+        (Completed | Skipped | Failed | Cancelled, JobEvent::SourceChanged) => {
+            afresh(false, vec![ClearFailure, StartFromScratch])
+        }
         (from, event) => return Err(TransitionError { from, event_name: event.name() }),
     };
     Ok(outcome)
@@ -533,6 +541,7 @@ mod tests {
                     ..sample("orphaned by a third crash", 2, true, JobEvent::Orphaned { crashed: true })
                 },
                 sample("busy", 2, true, JobEvent::Busy),
+                sample("source changed", 2, true, JobEvent::SourceChanged),
             ]
         }
 
@@ -552,9 +561,10 @@ mod tests {
                 JobEvent::Force => 9,
                 JobEvent::Orphaned { .. } => 10,
                 JobEvent::Busy => 11,
+                JobEvent::SourceChanged => 12,
             }
         }
-        const EVENT_VARIANTS: usize = 12;
+        const EVENT_VARIANTS: usize = 13;
 
         struct Row {
             from: JobStatus,
@@ -777,6 +787,23 @@ mod tests {
                 moves(Analyzing, "busy", Queued, 2, true, vec![ReleaseNode, ContinueFromPartial]),
                 moves(Encoding, "busy", Queued, 2, true, vec![ReleaseNode, ContinueFromPartial]),
                 refused("busy", &[Pending, Queued, Paused, Completed, Skipped, Failed, Cancelled]),
+                moves_counting(
+                    moves(Completed, "source changed", Queued, 0, false, vec![ClearFailure, StartFromScratch]),
+                    0,
+                ),
+                moves_counting(
+                    moves(Skipped, "source changed", Queued, 0, false, vec![ClearFailure, StartFromScratch]),
+                    0,
+                ),
+                moves_counting(
+                    moves(Failed, "source changed", Queued, 0, false, vec![ClearFailure, StartFromScratch]),
+                    0,
+                ),
+                moves_counting(
+                    moves(Cancelled, "source changed", Queued, 0, false, vec![ClearFailure, StartFromScratch]),
+                    0,
+                ),
+                refused("source changed", &[Pending, Queued, Analyzing, Encoding, Paused]),
             ]
             .into_iter()
             .flatten()

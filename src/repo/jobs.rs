@@ -424,28 +424,96 @@ pub async fn queued_oldest(db: &impl ConnectionTrait, limit: u64) -> RepoResult<
         .await?)
 }
 
-/// What a rescan compares a file with.
+/// What a rescan compares a file with: the job, and the file it left at its path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KnownFile {
     pub id: i32,
     pub status: JobStatus,
+    /// The size of the file at the job's path as the job last saw it: once COMPLETED, the
+    /// output's (which replaced the source, or is the kept source's own size), else the
+    /// source's (`source_size` stays the original's, for the savings).
     pub size: i64,
+    /// Its modification time as the job last saw it (after a replace, the output's).
     pub mtime_ns: Option<i64>,
 }
 
-/// Every job path of a library with the identity it was registered with.
+impl KnownFile {
+    /// The file at the job's path is not the one the job last saw there.
+    pub fn changed(&self, found: &FoundFile) -> bool {
+        self.size != found.size || self.mtime_ns != Some(found.mtime_ns)
+    }
+}
+
+/// Every job path of a library with the file the job last saw there.
 pub async fn known_files(db: &impl ConnectionTrait, library_id: i32) -> RepoResult<HashMap<String, KnownFile>> {
-    let rows: Vec<(i32, String, stored::JobStatus, i64, Option<i64>)> = Entity::find()
+    // id, path, status, source size, output size, mtime
+    type Row = (i32, String, stored::JobStatus, i64, Option<i64>, Option<i64>);
+    let rows: Vec<Row> = Entity::find()
         .select_only()
-        .columns([Column::Id, Column::FilePath, Column::Status, Column::SourceSize, Column::SourceMtimeNs])
+        .columns([
+            Column::Id,
+            Column::FilePath,
+            Column::Status,
+            Column::SourceSize,
+            Column::OutputSize,
+            Column::SourceMtimeNs,
+        ])
         .filter(Column::LibraryId.eq(library_id))
         .into_tuple()
         .all(db)
         .await?;
     Ok(rows
         .into_iter()
-        .map(|(id, path, status, size, mtime_ns)| (path, KnownFile { id, status: status.into(), size, mtime_ns }))
+        .map(|(id, path, status, source_size, output_size, mtime_ns)| {
+            let status: JobStatus = status.into();
+            let size = match output_size {
+                Some(output) if status == JobStatus::Completed => output,
+                _ => source_size,
+            };
+            (path, KnownFile { id, status, size, mtime_ns })
+        })
         .collect())
+}
+
+/// Jobs whose file changed since they ended go back to the queue, each with the new file's
+/// identity and a `source changed` event (the state machine's `SourceChanged`). A job that
+/// moved meanwhile (a user retried it) is left alone. Answers how many were requeued.
+pub async fn requeue_changed<C: ConnectionTrait + TransactionTrait>(
+    db: &C,
+    changed: &[(KnownFile, FoundFile)],
+) -> RepoResult<u64> {
+    use crate::domain::job::{transition, JobEvent, JobSnapshot};
+    let mut requeued = 0;
+    for (known, file) in changed {
+        let job = get(db, known.id).await?;
+        let from = JobStatus::from(job.status);
+        let snapshot = JobSnapshot {
+            status: from,
+            retry_count: u32::try_from(job.retry_count).unwrap_or(0),
+            forced: job.forced,
+            crash_count: u32::try_from(job.crash_count).unwrap_or(0),
+        };
+        let Ok(outcome) = transition(&snapshot, &JobEvent::SourceChanged) else { continue };
+        // The new file's identity; its analysis is still to come.
+        let change = JobChange {
+            source_size: Some(file.size),
+            source_mtime_ns: Some(file.mtime_ns),
+            source_inode: Some(file.inode),
+            ..Default::default()
+        };
+        let detail = serde_json::json!({
+            "reason": "the file changed since the job ended",
+            "previousSize": known.size,
+            "size": file.size,
+        });
+        let event = NewEvent::new("source changed").with_detail(detail);
+        match change_status(db, known.id, from, StatusChange { outcome, change, failure_detail: None, event }).await {
+            Ok(_) => requeued += 1,
+            Err(RepoError::Conflict(_)) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(requeued)
 }
 
 /// A file found by a scan or the watcher.

@@ -409,3 +409,125 @@ async fn a_paused_transcoder_that_ignores_sigterm_is_killed_and_the_job_pauses()
     }
     test_db.finish().await;
 }
+
+// ---------------------------------------------------------------- rescans
+
+/// A rescan leaves a completed file alone (the file condense wrote is the one its job
+/// recorded) and queues it again once the user replaced it with other content, which is
+/// then encoded like any new file.
+#[actix_web::test]
+async fn a_rescan_requeues_a_completed_file_only_after_the_user_replaced_it() {
+    use condense::actors::library::ScanLibrary;
+    let test_db = crate::common::db::TestDb::sqlite().await;
+    let db = test_db.db.clone();
+    let dir = tempfile::tempdir().unwrap();
+    let path = clips::h264(dir.path(), "a.mkv", "160x120", 1);
+    let library = repo::libraries::create(&db, library(dir.path(), false)).await.unwrap();
+    let runtime = start_runtime(&db, 1, 0, condense::license::BUILTIN_PUBLIC_KEY).await;
+    let job = wait_terminal(&db, 1, Duration::from_secs(120)).await.remove(0);
+    assert_eq!(job.status, JobStatus::Completed, "{:?}", job.failure_detail);
+    let history = event_kinds(&db, job.id).await;
+    let scan = || async { runtime.libraries.send(ScanLibrary(library.id)).await.unwrap().unwrap() };
+
+    let report = scan().await;
+    assert_eq!((report.found, report.queued), (1, 0), "the output condense wrote is not a change");
+    assert_eq!(repo::jobs::get(&db, job.id).await.unwrap(), job);
+    assert_eq!(event_kinds(&db, job.id).await, history);
+
+    // A new download, renamed into place as downloaders do.
+    let staging = dir.path().join(".incoming");
+    std::fs::create_dir(&staging).unwrap();
+    let download = clips::h264(&staging, "a.mkv", "320x240", 1);
+    let download_size = std::fs::metadata(&download).unwrap().len() as i64;
+    std::fs::rename(&download, &path).unwrap();
+    let report = scan().await;
+    assert_eq!(report.queued, 1);
+    let events = repo::events::list(&db, job.id).await.unwrap();
+    let changed = events.iter().find(|e| e.kind == "source changed").expect("a source changed event");
+    assert!(changed.from_status.is_some_and(|s| s == JobStatus::Completed));
+    assert!(changed.to_status.is_some_and(|s| s == JobStatus::Queued));
+    assert_eq!(changed.detail.as_ref().unwrap()["previousSize"], job.output_size.unwrap());
+    assert_eq!(changed.detail.as_ref().unwrap()["size"], download_size);
+
+    let again = wait_terminal(&db, 1, Duration::from_secs(120)).await.remove(0);
+    assert_eq!(again.id, job.id);
+    assert_eq!(again.status, JobStatus::Completed, "{:?}", again.failure_detail);
+    assert_eq!(again.source_size, download_size);
+    let info = probe(&path).unwrap();
+    let video = info.video().unwrap();
+    assert_eq!((video.codec.as_str(), video.width), ("hevc", Some(320)));
+    let kinds = event_kinds(&db, job.id).await;
+    assert_eq!(kinds.iter().filter(|k| *k == "completed").count(), 2, "{kinds:?}");
+    assert_eq!(scan().await.queued, 0, "the second output is not a change either");
+}
+
+both_backends!(
+    a_rescan_requeues_ended_jobs_whose_file_changed_and_leaves_the_others,
+    |db: DatabaseConnection| async move {
+        use condense::actors::library::scan;
+        use sea_orm::{ActiveModelTrait, Set};
+        let dir = tempfile::tempdir().unwrap();
+        let names = ["skipped.mkv", "failed.mkv", "cancelled.mkv", "touched.mkv", "encoding.mkv", "unchanged.mkv"];
+        for name in names {
+            std::fs::write(dir.path().join(name), vec![7u8; 1000]).unwrap();
+        }
+        let library = repo::libraries::create(&db, library(dir.path(), false)).await.unwrap();
+        let (report, _) = scan(&db, library.id, Duration::ZERO).await.unwrap();
+        assert_eq!(report.queued, 6);
+        let ids: std::collections::HashMap<String, i32> =
+            all_jobs(&db).await.into_iter().map(|j| (j.file_name.clone(), j.id)).collect();
+        let set_status = |name: &'static str, status: JobStatus| {
+            let (db, id) = (db.clone(), ids[name]);
+            async move {
+                job::ActiveModel {
+                    id: Set(id),
+                    status: Set(status.into()),
+                    retry_count: Set(3),
+                    forced: Set(true),
+                    failure_code: Set(Some(FailureCode::FileValidationFailed.into())),
+                    failure_reason: Set(Some("file validation failed".into())),
+                    ..Default::default()
+                }
+                .update(&db)
+                .await
+                .unwrap();
+            }
+        };
+        set_status("skipped.mkv", JobStatus::Skipped).await;
+        set_status("failed.mkv", JobStatus::Failed).await;
+        set_status("cancelled.mkv", JobStatus::Cancelled).await;
+        set_status("touched.mkv", JobStatus::Skipped).await;
+        set_status("encoding.mkv", JobStatus::Encoding).await;
+        set_status("unchanged.mkv", JobStatus::Skipped).await;
+        for name in ["skipped.mkv", "failed.mkv", "cancelled.mkv", "encoding.mkv"] {
+            std::fs::write(dir.path().join(name), vec![8u8; 2000]).unwrap();
+        }
+        // Same size, another modification time.
+        let touched = std::fs::File::options().write(true).open(dir.path().join("touched.mkv")).unwrap();
+        touched.set_modified(std::time::SystemTime::now() - Duration::from_secs(3600)).unwrap();
+
+        let (report, deferred) = scan(&db, library.id, Duration::ZERO).await.unwrap();
+        assert_eq!((report.found, report.queued, report.removed), (6, 4, 0));
+        assert!(deferred.is_empty());
+        for name in ["skipped.mkv", "failed.mkv", "cancelled.mkv", "touched.mkv"] {
+            let job = repo::jobs::get(&db, ids[name]).await.unwrap();
+            assert_eq!(job.status, JobStatus::Queued, "{name}");
+            // A new file: fresh retries, no failure, not forced, analysed again.
+            let failure = (job.failure_code, job.failure_reason.clone());
+            assert_eq!((job.retry_count, job.forced, failure), (0, false, (None, None)), "{name}");
+            let size = std::fs::metadata(dir.path().join(name)).unwrap().len() as i64;
+            assert_eq!(job.source_size, size, "{name}");
+            assert_eq!(event_kinds(&db, job.id).await.last().map(String::as_str), Some("source changed"), "{name}");
+        }
+        // A running job's file is its own business; an unchanged file is no news.
+        assert_eq!(repo::jobs::get(&db, ids["encoding.mkv"]).await.unwrap().status, JobStatus::Encoding);
+        assert_eq!(repo::jobs::get(&db, ids["unchanged.mkv"]).await.unwrap().status, JobStatus::Skipped);
+
+        // What was queued again carries the new file's identity: the next rescan sees no change.
+        for name in ["skipped.mkv", "failed.mkv", "cancelled.mkv", "touched.mkv"] {
+            set_status(name, JobStatus::Skipped).await;
+        }
+        let (report, _) = scan(&db, library.id, Duration::ZERO).await.unwrap();
+        assert_eq!(report.queued, 0);
+    }
+);

@@ -11,7 +11,7 @@ use super::{join_error, Attempt, Phase, Step};
 use crate::domain::encoding::{profile_for_attempt, EncodeSettings, TargetCodec};
 use crate::domain::job::{JobEvent, Stage};
 use crate::media::partial;
-use crate::media::plan::{decide, Decision, EncodePlan};
+use crate::media::plan::{decide, Decision, EncodePlan, SourceIdentity};
 use crate::media::probe::{HdrKind, MediaInfo};
 use crate::media::replace::{recover, Recovered};
 use crate::media::worker;
@@ -72,6 +72,9 @@ impl Attempt {
             }
         };
 
+        // What a rescan compares the file with (see `repo::jobs::KnownFile`): the size and
+        // modification time of the file analysed, recorded together.
+        let identity = SourceIdentity::of(&path).ok();
         let info = match worker::validate(&env.transcoder, &path, env.analysis_timeout).await {
             Ok(info) => info,
             Err(e) => return self.fail(e).await.map(|()| None),
@@ -84,6 +87,8 @@ impl Attempt {
             source_bitrate: info.bit_rate,
             hdr: Some(info.hdr.kind.as_str().to_string()),
             probe: serde_json::to_value(&info).ok(),
+            source_mtime_ns: identity.map(|i| i.mtime_ns),
+            source_inode: identity.map(|i| i64::try_from(i.inode).unwrap_or(0)),
             ..Default::default()
         };
         self.update(analysis).await?;
