@@ -7,7 +7,7 @@ use entities::job;
 use sea_orm::DatabaseConnection;
 
 use super::bus::{EventBus, JobUpdate, Publish};
-use crate::domain::job::{transition, Effect, FailureCode, JobEvent, JobSnapshot, JobStatus, Outcome, TransitionError};
+use crate::domain::job::{transition, Effect, JobEvent, JobSnapshot, JobStatus, Outcome, TransitionError};
 use crate::media::layout::partial_dir_for;
 use crate::media::partial::remove_partial;
 use crate::repo::events::NewEvent;
@@ -110,21 +110,6 @@ impl Lifecycle {
         let model = jobs::change_status_as(&self.db, job_id, from.status, lease, change).await?;
         self.bus.do_send(Publish(JobUpdate::of("status", &model)));
         Ok((model, outcome))
-    }
-
-    /// Records a failure of the running attempt with its specific reason.
-    pub async fn fail(
-        &self,
-        job_id: i32,
-        code: FailureCode,
-        message: String,
-        node: Option<String>,
-    ) -> Result<(job::Model, Outcome), LifecycleError> {
-        tracing::warn!(job_id, code = code.as_str(), %message, "job attempt failed");
-        let ctx = EventContext { node, detail: None, failure_detail: Some(message) };
-        let result = self.apply(job_id, JobEvent::Fail { code, resumable: false }, JobChange::default(), ctx).await?;
-        self.carry_out_offline(&result.0, &result.1).await;
-        Ok(result)
     }
 
     /// Carries out the effects that need no running transcoder (deleting a partial output).

@@ -136,10 +136,6 @@ impl Transcoder {
         Ok(Transcoder { child, events, last_error, stderr_tail })
     }
 
-    pub fn pid(&self) -> Option<u32> {
-        self.child.id()
-    }
-
     /// Asks for a graceful stop: the segment in progress is finished and kept.
     pub fn pause(&self) {
         if let Some(pid) = self.child.id().and_then(|p| i32::try_from(p).ok()) {
