@@ -207,6 +207,11 @@ mod tests {
 
     #[test]
     fn tokens_with_another_algorithm_or_shape_are_refused() {
+        #[derive(serde::Serialize)]
+        struct NoSubject {
+            iat: i64,
+            exp: i64,
+        }
         use base64::engine::general_purpose::URL_SAFE_NO_PAD;
         use base64::Engine;
         let secret = "0123456789abcdef0123456789abcdef";
@@ -223,11 +228,6 @@ mod tests {
         .unwrap();
         assert_eq!(verify_token(secret, &hs512), Err(TokenError::WrongAlgorithm));
 
-        #[derive(serde::Serialize)]
-        struct NoSubject {
-            iat: i64,
-            exp: i64,
-        }
         let no_sub = jsonwebtoken::encode(
             &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
             &NoSubject { iat: 1, exp },

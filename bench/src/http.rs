@@ -89,7 +89,7 @@ impl Conn {
         if let Some(token) = token {
             req.push_str(&format!("Authorization: Bearer {token}\r\n"));
         }
-        let body = body.map(|b| b.to_string()).unwrap_or_default();
+        let body = body.map(std::string::ToString::to_string).unwrap_or_default();
         if !body.is_empty() || method == "POST" || method == "PUT" {
             req.push_str(&format!("Content-Type: application/json\r\nContent-Length: {}\r\n", body.len()));
         }

@@ -50,7 +50,7 @@ fn ffprobe(path: &Path) -> Res<()> {
     // A caller of ffprobe reads its JSON: parse it, as the in-process probe's caller gets a
     // parsed structure.
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).ctx("ffprobe's JSON")?;
-    if json["streams"].as_array().is_none_or(|s| s.is_empty()) {
+    if json["streams"].as_array().is_none_or(std::vec::Vec::is_empty) {
         return Err(format!("ffprobe found no streams in {}", path.display()));
     }
     Ok(())

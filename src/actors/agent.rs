@@ -113,7 +113,7 @@ impl Agent {
     fn retry(&mut self, ctx: &mut Context<Self>) {
         let wait = self.backoff;
         self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
-        ctx.run_later(wait, |this, ctx| this.connect(ctx));
+        ctx.run_later(wait, Agent::connect);
     }
 
     fn disconnected(&mut self, ctx: &mut Context<Self>) {
@@ -220,7 +220,7 @@ impl Actor for Agent {
 
     fn started(&mut self, ctx: &mut Context<Self>) {
         self.connect(ctx);
-        ctx.run_interval(Duration::from_secs(1), |this, ctx| this.tick(ctx));
+        ctx.run_interval(Duration::from_secs(1), Agent::tick);
     }
 }
 
@@ -255,7 +255,7 @@ impl StreamHandler<Result<WsFrame, WsProtocolError>> for Agent {
                 self.timeout = Duration::from_secs(timeout_seconds.max(1));
                 if !self.heartbeat_started {
                     self.heartbeat_started = true;
-                    ctx.run_interval(self.heartbeat, |this, ctx| this.tick(ctx));
+                    ctx.run_interval(self.heartbeat, Agent::tick);
                 }
                 self.tick(ctx);
             }

@@ -313,7 +313,7 @@ impl Actor for LibrarySupervisor {
                 Err(e) => tracing::warn!(library_id = id, error = %e, "cannot load library"),
             }
         }));
-        ctx.run_interval(Duration::from_millis(500), |this, ctx| this.check_growing(ctx));
+        ctx.run_interval(Duration::from_millis(500), LibrarySupervisor::check_growing);
     }
 }
 

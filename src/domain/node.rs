@@ -74,9 +74,9 @@ mod tests {
 
     #[test]
     fn status_follows_from_observations() {
-        let none: &[&str] = &[];
         // (seconds since heartbeat, timeout, load ratio, recent errors, missing paths, status, reason)
         type Row = (u64, u64, f64, u32, &'static [&'static str], NodeStatus, Option<&'static str>);
+        let none: &[&str] = &[];
         let table: &[Row] = &[
             (0, 30, 0.5, 0, none, NodeStatus::Online, None),
             (30, 30, 0.5, 0, none, NodeStatus::Online, None),
@@ -100,7 +100,7 @@ mod tests {
             ),
         ];
         for (since, timeout, load, errors, missing, status, reason) in table {
-            let missing: Vec<String> = missing.iter().map(|path| path.to_string()).collect();
+            let missing: Vec<String> = missing.iter().map(std::string::ToString::to_string).collect();
             assert_eq!(
                 node_status(*since, *timeout, *load, *errors, &missing),
                 (*status, reason.map(str::to_string)),

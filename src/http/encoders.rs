@@ -116,7 +116,11 @@ mod tests {
     use super::*;
 
     fn node(name: &str, offline: bool, encoders: &[&str]) -> NodeEncoders {
-        NodeEncoders { name: name.into(), offline, encoders: encoders.iter().map(|e| e.to_string()).collect() }
+        NodeEncoders {
+            name: name.into(),
+            offline,
+            encoders: encoders.iter().map(std::string::ToString::to_string).collect(),
+        }
     }
 
     #[test]

@@ -36,7 +36,7 @@ async fn forward(
     fwd: web::Data<Forward>,
     client: web::Data<awc::Client>,
 ) -> Result<HttpResponse, AppError> {
-    let path = req.uri().path_and_query().map(|p| p.as_str()).unwrap_or("/");
+    let path = req.uri().path_and_query().map(awc::http::uri::PathAndQuery::as_str).unwrap_or("/");
     let mut outgoing = client.request(req.method().clone(), format!("{}{path}", fwd.main_url));
     for (name, value) in req.headers() {
         if !hop_by_hop(name) {

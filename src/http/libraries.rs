@@ -293,14 +293,17 @@ fn parse_codec(codec: &str) -> Result<TargetCodec, AppError> {
     codec.parse().map_err(|_| {
         AppError::invalid(format!(
             "targetCodec must be one of {}, not {codec:?}",
-            names(TargetCodec::ALL, |c| c.as_str())
+            names(TargetCodec::ALL, super::super::domain::encoding::TargetCodec::as_str)
         ))
     })
 }
 
 fn parse_encoder(encoder: &str) -> Result<Encoder, AppError> {
     encoder.parse().map_err(|_| {
-        AppError::invalid(format!("encoder must be one of {}, not {encoder:?}", names(Encoder::ALL, |e| e.as_str())))
+        AppError::invalid(format!(
+            "encoder must be one of {}, not {encoder:?}",
+            names(Encoder::ALL, super::super::domain::encoding::Encoder::as_str)
+        ))
     })
 }
 
@@ -312,7 +315,7 @@ fn check_encoder_makes(encoder: Encoder, codec: TargetCodec) -> Result<(), AppEr
     Err(AppError::invalid(format!(
         "encoder {encoder} produces {}, not the targetCodec {codec}; for {codec} use one of {}",
         encoder.codec(),
-        names(&fitting, |e| e.as_str())
+        names(&fitting, super::super::domain::encoding::Encoder::as_str)
     )))
 }
 
@@ -427,11 +430,11 @@ fn canonical_paths_blocking(paths: &[String], places: &LibraryPlaces) -> Result<
         if let Some(why) = places.refusal(&resolved) {
             return Err(AppError::invalid(format!("paths[{i}] {raw:?} {why}")));
         }
-        for (j, earlier) in canonical.iter().enumerate() {
+        // `canonical` holds the paths before this one, in order.
+        for (j, (earlier, earlier_raw)) in canonical.iter().zip(paths).enumerate() {
             if resolved.starts_with(earlier) || earlier.starts_with(&resolved) {
                 return Err(AppError::invalid(format!(
-                    "paths[{i}] {raw:?} overlaps paths[{j}] {:?}: one is the same as or inside the other",
-                    paths[j]
+                    "paths[{i}] {raw:?} overlaps paths[{j}] {earlier_raw:?}: one is the same as or inside the other"
                 )));
             }
         }
@@ -439,11 +442,12 @@ fn canonical_paths_blocking(paths: &[String], places: &LibraryPlaces) -> Result<
     }
     canonical
         .into_iter()
+        .zip(paths)
         .enumerate()
-        .map(|(i, path)| {
+        .map(|(i, (path, raw))| {
             path.into_os_string()
                 .into_string()
-                .map_err(|_| AppError::invalid(format!("paths[{i}] {:?} is not valid UTF-8 once resolved", paths[i])))
+                .map_err(|_| AppError::invalid(format!("paths[{i}] {raw:?} is not valid UTF-8 once resolved")))
         })
         .collect()
 }

@@ -37,7 +37,7 @@ impl LoginLimiter {
     /// attempts cannot slip past the limit while their passwords are being checked.
     pub fn begin(&self, ip: Option<IpAddr>, username: &str, now: Instant) -> Result<(), Duration> {
         let keys = [Key::Ip(ip), user_key(username)];
-        let mut entries = self.entries.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut entries = self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut locked_for = Duration::ZERO;
         for key in &keys {
             if let Some(window) = entries.get(key) {
@@ -65,13 +65,13 @@ impl LoginLimiter {
 
     /// The password was right: forget the attempts of this address and this user.
     pub fn succeeded(&self, ip: Option<IpAddr>, username: &str) {
-        let mut entries = self.entries.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut entries = self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         entries.remove(&Key::Ip(ip));
         entries.remove(&user_key(username));
     }
 
     pub fn len(&self) -> usize {
-        self.entries.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).len()
+        self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner).len()
     }
 
     pub fn is_empty(&self) -> bool {

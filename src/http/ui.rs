@@ -44,7 +44,7 @@ impl Dashboard {
 
 /// The paths of the files the binary holds (relative, `/`-separated), for the tests.
 pub fn embedded_files() -> Vec<String> {
-    Embedded::iter().map(|name| name.into_owned()).collect()
+    Embedded::iter().map(std::borrow::Cow::into_owned).collect()
 }
 
 const NOT_BUILT: &str = "<!doctype html><html><head><title>condense</title></head><body>\

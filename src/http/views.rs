@@ -485,6 +485,7 @@ mod tests {
 
     #[test]
     fn health_leaves_out_what_the_database_cannot_say() {
+        use health::HealthLevel::{Healthy, Warning};
         let inputs = HealthInputs {
             load1: 1.0,
             cores: 4,
@@ -503,7 +504,6 @@ mod tests {
         let view =
             health(&HealthInputs { database_connected: true, stuck_jobs: Some(0), nodes: Some(&models), ..inputs });
         let levels: Vec<_> = view.checks.iter().map(|c| (c.name.as_str(), c.level)).collect();
-        use health::HealthLevel::{Healthy, Warning};
         assert_eq!(
             levels,
             [("cpu", Healthy), ("memory", Healthy), ("database", Healthy), ("queue", Healthy), ("nodes", Warning)]

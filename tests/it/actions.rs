@@ -142,8 +142,7 @@ async fn the_websocket_requires_a_token_before_the_upgrade() {
         )
         .unwrap()
     };
-    use base64::Engine;
-    let b64 = |v: Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string());
+    let b64 = |v: Value| base64::Engine::encode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, v.to_string());
     let bad_tokens = [
         (
             "expired",

@@ -198,7 +198,7 @@ fn transcoders_running(dir: &Path) -> usize {
     let marker = format!("DATA_DIR={}", dir.display());
     std::fs::read_dir("/proc")
         .unwrap()
-        .filter_map(|e| e.ok())
+        .filter_map(std::result::Result::ok)
         .filter(|e| {
             let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
             let mut args = cmd.split(|b| *b == 0);

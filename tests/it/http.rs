@@ -812,7 +812,7 @@ async fn encoders_are_served_with_their_defaults_and_the_nodes_that_run_them(ser
         cores: 4,
         memory_total: 8 << 30,
         max_jobs: 1,
-        encoders: encoders.iter().map(|e| e.to_string()).collect(),
+        encoders: encoders.iter().map(std::string::ToString::to_string).collect(),
     };
     repo::nodes::upsert(server.db(), facts("gpu", &["libx265", "hevc_nvenc"])).await.unwrap();
     let old = repo::nodes::upsert(server.db(), facts("old", &["libaom-av1"])).await.unwrap();

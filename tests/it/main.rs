@@ -1,6 +1,6 @@
 //! Integration tests: one binary (one link), real SQLite and PostgreSQL, the real
 //! `condense` binary run as a child process.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
 mod actions;
 mod cluster;

@@ -253,7 +253,7 @@ fn transcoder_children(data: &std::path::Path) -> usize {
     let marker = format!("DATA_DIR={}", data.display());
     std::fs::read_dir("/proc")
         .unwrap()
-        .filter_map(|e| e.ok())
+        .filter_map(std::result::Result::ok)
         .filter(|e| e.file_name().to_string_lossy().chars().all(|c| c.is_ascii_digit()))
         .filter(|e| {
             let exe = std::fs::read_link(e.path().join("exe")).ok();
@@ -308,7 +308,7 @@ async fn kill_9_of_the_server_mid_encode_then_restart_completes_the_job() {
         let manifest = std::fs::read(partial.join("manifest.json")).ok();
         let segments = manifest
             .and_then(|m| serde_json::from_slice::<serde_json::Value>(&m).ok())
-            .map(|m| m["segments"].as_array().map(|a| a.len()).unwrap_or(0))
+            .map(|m| m["segments"].as_array().map(std::vec::Vec::len).unwrap_or(0))
             .unwrap_or(0);
         if segments >= 2 {
             break;

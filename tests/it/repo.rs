@@ -376,8 +376,9 @@ both_backends!(a_value_that_names_nothing_stops_the_migration, |db: DatabaseConn
     assert!(err.contains(r#"jobs.status holds ["DONE"]"#), "{err}");
     assert!(err.contains(r#"job_events.to_status holds ["WAITING"]"#), "{err}");
     // Nothing was written: the stage keeps its old spelling until the migration can run.
-    use sea_orm::ConnectionTrait;
     let sql = format!("SELECT stage FROM jobs WHERE id = {}", job.id);
-    let row = db.query_one(sea_orm::Statement::from_string(db.get_database_backend(), sql)).await.unwrap().unwrap();
+    let backend = sea_orm::ConnectionTrait::get_database_backend(&db);
+    let row =
+        sea_orm::ConnectionTrait::query_one(&db, sea_orm::Statement::from_string(backend, sql)).await.unwrap().unwrap();
     assert_eq!(row.try_get_by_index::<String>(0).unwrap(), "encoding");
 });

@@ -189,7 +189,7 @@ fn remux_with_side_data(src: &Path, dst: &Path, side_data: &[(ffi::AVPacketSideD
     let mut input = AVFormatContextInput::open(&CString::new(s(src)).unwrap(), None, &mut None).unwrap();
     let mut output = AVFormatContextOutput::create(&CString::new(s(dst)).unwrap(), None).unwrap();
     let mut tbs = Vec::new();
-    for stream in input.streams().into_iter() {
+    for stream in input.streams() {
         let mut par = stream.codecpar().clone();
         unsafe { par.deref_mut().codec_tag = 0 };
         let video = par.codec_type == ffi::AVMediaType_AVMEDIA_TYPE_VIDEO;
@@ -312,7 +312,7 @@ fn with_gopro_metadata(src: &Path, dst: &Path) {
     let mut input = AVFormatContextInput::open(&CString::new(s(src)).unwrap(), None, &mut None).unwrap();
     let mut output = AVFormatContextOutput::create(&CString::new(s(dst)).unwrap(), None).unwrap();
     let mut tbs = Vec::new();
-    for stream in input.streams().into_iter() {
+    for stream in input.streams() {
         let mut par = stream.codecpar().clone();
         unsafe { par.deref_mut().codec_tag = 0 };
         let mut out = output.new_stream();
