@@ -26,7 +26,7 @@ export CONDENSE_TEST_BINARY="$snapshot/condense"
 log="${FAULTS_LOG:-$snapshot/faults.log}"
 started=$(date +%s)
 status=0
-"$CARGO" nextest run --test it 'faults::' --no-fail-fast \
+"$CARGO" nextest run --profile faults --test it 'faults::' --no-fail-fast \
 	--success-output immediate --failure-output immediate "$@" 2>&1 | tee "$log" || status=$?
 elapsed=$(($(date +%s) - started))
 
