@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::domain::node::NodeRole;
+use crate::domain::segments::Parallelism;
 
 #[derive(Debug, Parser)]
 #[command(name = "condense", version, about = "Self-hosted media re-encoding service")]
@@ -160,6 +161,10 @@ pub struct ServeArgs {
     /// Length of a resumable segment of encoded video, in seconds.
     #[arg(long, env = "SEGMENT_SECONDS", value_name = "SEGMENT_SECONDS", default_value_t = 20.0, value_parser = parse_segment_seconds)]
     pub segment_seconds: f64,
+    /// Encoder sessions one job runs at once on this node, each on its own span of the
+    /// video: `auto` (enough to keep the cores busy), `off` (one), or a maximum.
+    #[arg(long, env = "PARALLEL_SEGMENTS", value_name = "PARALLEL_SEGMENTS", default_value = "auto")]
+    pub parallel_segments: Parallelism,
     /// Seconds between a linked node's heartbeats (told to linked nodes by the main node).
     #[arg(long, env = "HEARTBEAT_SECONDS", value_name = "HEARTBEAT_SECONDS", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=300))]
     pub heartbeat_seconds: u64,

@@ -160,6 +160,7 @@ fn node_config(args: &ServeArgs, host: HostFacts, role: RoleConfig) -> Result<No
         max_jobs: usize::from(args.max_jobs),
         transcoder: std::env::current_exe().map_err(ServeError::Server)?,
         segment_seconds: args.segment_seconds,
+        parallel_segments: args.parallel_segments,
         throttle_ms_per_frame: args.throttle_ms_per_frame,
         analysis_timeout: Duration::from_secs(args.analysis_timeout_seconds),
         role,

@@ -68,7 +68,7 @@ impl Config {
             bin,
             tmp,
             postgres_url,
-            clip_seconds: if quick { 2 } else { 10 },
+            clip_seconds: if quick { 6 } else { 60 },
             encode_rounds: if quick { 1 } else { 2 },
             probe_files: if quick { 100 } else { 1_000 },
             scan_files: if quick { 5_000 } else { 100_000 },

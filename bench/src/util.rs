@@ -212,6 +212,7 @@ impl Server {
             "LOG_LEVEL",
             "MAX_JOBS",
             "SEGMENT_SECONDS",
+            "PARALLEL_SEGMENTS",
             "HTTP_WORKERS",
         ] {
             cmd.env_remove(var);

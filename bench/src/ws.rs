@@ -53,6 +53,7 @@ async fn serve(dir: PathBuf) -> Res<()> {
         max_jobs: 0,
         transcoder: std::env::current_exe().ctx("this executable")?,
         segment_seconds: 20.0,
+        parallel_segments: condense::domain::segments::Parallelism::Auto,
         throttle_ms_per_frame: 0,
         analysis_timeout: Duration::from_secs(300),
         role: RoleConfig::Main(MainConfig {

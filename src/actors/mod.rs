@@ -31,6 +31,7 @@ use self::protocol::Frame;
 use self::scheduler::{NodeHandle, Scheduler};
 use crate::domain::job::{JobEvent, JobStatus};
 use crate::domain::node::NodeRole;
+use crate::domain::segments::Parallelism;
 use crate::host::memory_trend::SharedMemoryTrend;
 use crate::repo::jobs::{self, JobChange};
 use crate::repo::nodes::NodeFacts;
@@ -45,6 +46,8 @@ pub struct NodeConfig {
     /// The executable started as the `transcode` and `media` children.
     pub transcoder: PathBuf,
     pub segment_seconds: f64,
+    /// `PARALLEL_SEGMENTS`: encoder sessions per job (see `domain::segments::sessions`).
+    pub parallel_segments: Parallelism,
     pub throttle_ms_per_frame: u64,
     /// Base time limit of a validation or verification child.
     pub analysis_timeout: Duration,
@@ -147,8 +150,17 @@ pub enum StartError {
 /// Starts a node's actors, for either role: the one wiring that `condense serve`, the
 /// tests and the benchmarks share.
 pub async fn start_node(config: NodeConfig) -> Result<Node, StartError> {
-    let NodeConfig { name, host, max_jobs, transcoder, segment_seconds, throttle_ms_per_frame, analysis_timeout, role } =
-        config;
+    let NodeConfig {
+        name,
+        host,
+        max_jobs,
+        transcoder,
+        segment_seconds,
+        parallel_segments,
+        throttle_ms_per_frame,
+        analysis_timeout,
+        role,
+    } = config;
     let env = |store: Arc<dyn store::JobStore>, node_id: i32| {
         Arc::new(NodeEnv {
             store,
@@ -156,6 +168,11 @@ pub async fn start_node(config: NodeConfig) -> Result<Node, StartError> {
             node_id,
             transcoder: transcoder.clone(),
             segment_seconds,
+            parallel_segments,
+            // What the transcoders may run on (this process's CPU affinity, which they
+            // inherit), not the cores the node reports.
+            cores: u32::try_from(crate::host::cores()).unwrap_or(1),
+            max_jobs: u32::try_from(max_jobs).unwrap_or(1),
             throttle_ms_per_frame,
             analysis_timeout,
         })

@@ -1,5 +1,5 @@
 //! Pure rules of the product: job and node states, failure reasons, encoders and the retry ladder,
-//! health thresholds, licence tiers, queue statistics and insights.
+//! health thresholds, licence tiers, segment spans and sessions, queue statistics and insights.
 //! Nothing here does I/O; actors carry these rules out, persist and publish.
 
 pub mod encoding;
@@ -7,6 +7,7 @@ pub mod health;
 pub mod job;
 pub mod license;
 pub mod node;
+pub mod segments;
 pub mod stats;
 
 /// A string form of an enum was not one of its names.

@@ -1,14 +1,19 @@
 //! The transcoder proper, run inside the `condense transcode` child process: decodes the
-//! source's main video stream and encodes it into keyframe-aligned segments (each segment is
-//! a fresh encoder session, so it starts on a keyframe and stands alone), recording each
-//! finished segment in the manifest. A stop request finishes the segment in progress, so a
-//! pause loses nothing; a kill loses at most that segment. When the video is complete the
-//! segments are muxed with the source's other streams (see `mux`).
+//! source's main video stream and encodes it into segments (each segment is a fresh encoder
+//! session, so it starts on a keyframe and stands alone), recording each finished segment in
+//! the manifest. The video is first cut into spans at source keyframes; several sessions,
+//! each in its own thread with its own decoder, encode spans at the same time (see
+//! `domain::segments` and docs/ARCHITECTURE.md, "Segments"). A stop request closes the
+//! segments in progress at the last frame encoded, so a pause loses nothing; a kill loses at
+//! most those segments. When the video is complete the segments are muxed, in the order of
+//! their spans, with the source's other streams (see `mux`).
 
+use std::collections::VecDeque;
 use std::ffi::CString;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{mpsc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use rsmpeg::avcodec::{AVCodec, AVCodecContext};
 use rsmpeg::avformat::AVFormatContextInput;
@@ -27,6 +32,7 @@ use super::segment::{CodecParams, SegmentFile};
 use super::{layout, mux, partial, MediaError};
 use crate::domain::encoding::{Encoder, Hardware};
 use crate::domain::job::FailureCode;
+use crate::domain::segments::{self, Span};
 
 /// What the transcoder reports, one JSON line each on stdout.
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
@@ -45,6 +51,9 @@ pub enum Event {
         out_time: f64,
         percent: f64,
         size: u64,
+        /// Encoder sessions at work on this job's segments.
+        #[serde(default)]
+        sessions: u32,
     },
     #[serde(rename_all = "camelCase")]
     SegmentDone {
@@ -296,10 +305,15 @@ fn svt_mastering(info: &MediaInfo) -> Option<String> {
 fn encoder_options(plan: &EncodePlan, info: &MediaInfo) -> Result<AVDictionary, MediaError> {
     let c = |s: &str| CString::new(s).map_err(|_| MediaError::misc("NUL in an encoder option"));
     let hdr10 = matches!(plan.hdr, HdrKind::Hdr10 | HdrKind::Hdr10Plus);
+    let threads = plan.sessions.threads;
     let mut options = plan.encoder_options.clone();
     match plan.encoder {
         Encoder::Libx265 => {
             let mut params = vec!["log-level=error".to_string()];
+            if threads > 0 {
+                // The session's share of the cores: its own thread pool of that size.
+                params.push(format!("pools={threads}"));
+            }
             if hdr10 {
                 params.push("hdr10=1".into());
                 params.push("hdr10-opt=1".into());
@@ -312,12 +326,15 @@ fn encoder_options(plan: &EncodePlan, info: &MediaInfo) -> Result<AVDictionary, 
             }
             options.push(("x265-params".into(), params.join(":")));
         }
-        Encoder::Libsvtav1 if hdr10 => {
+        Encoder::Libsvtav1 => {
             let mut params = Vec::new();
-            if let Some(m) = svt_mastering(info) {
+            if threads > 0 {
+                params.push(format!("lp={threads}"));
+            }
+            if let Some(m) = svt_mastering(info).filter(|_| hdr10) {
                 params.push(format!("mastering-display={m}"));
             }
-            if let Some(l) = info.hdr.content_light {
+            if let Some(l) = info.hdr.content_light.filter(|_| hdr10) {
                 params.push(format!("content-light={},{}", l.max_cll, l.max_fall));
             }
             if !params.is_empty() {
@@ -350,6 +367,17 @@ fn open_with_options(encoder: &mut AVCodecContext, options: AVDictionary) -> Res
         return Err(RsmpegError::CodecOpenError(ret));
     }
     Ok(())
+}
+
+/// The decode time to write instead of the encoder's, where the encoder's cannot be right:
+/// none, or later than the presentation time. x265 derives decode times from its first
+/// frames, and a session given fewer frames than its B-frame delay (a segment of one frame,
+/// closed by a pause or at the end of a span) returns uninitialised memory there; joined
+/// as it is, the output's timestamps were garbage (a pause with two sessions showed it).
+/// The frame's own presentation time is a valid decode time; the mux keeps decode times
+/// rising across the joins.
+fn decode_time(pts: i64, dts: i64) -> Option<i64> {
+    (pts != ffi::AV_NOPTS_VALUE && (dts == ffi::AV_NOPTS_VALUE || dts > pts)).then_some(pts)
 }
 
 /// One segment being written: its own encoder session and NUT file.
@@ -388,7 +416,9 @@ impl SegmentWriter {
             raw.colorspace = fmt.colorspace;
             raw.color_range = fmt.color_range;
             raw.chroma_sample_location = fmt.chroma_location;
-            raw.thread_count = 0;
+            // The session's share of the cores (libaom and the other encoders that take
+            // FFmpeg's thread count; x265 and SVT-AV1 get theirs in their options).
+            raw.thread_count = i32::try_from(plan.sessions.threads).unwrap_or(0);
         }
         open_with_options(&mut encoder, encoder_options(plan, info)?).map_err(|e| {
             // Whatever FFmpeg's error code (NVENC answers EPERM without a driver), the
@@ -450,17 +480,21 @@ impl SegmentWriter {
 
     fn drain(&mut self) -> Result<(), MediaError> {
         loop {
-            let packet = match self.encoder.receive_packet() {
+            let mut packet = match self.encoder.receive_packet() {
                 Ok(p) => p,
                 Err(RsmpegError::EncoderDrainError | RsmpegError::EncoderFlushedError) => return Ok(()),
                 Err(e) => return Err(from_rsmpeg("encoding", &e)),
             };
+            if let Some(dts) = decode_time(packet.pts, packet.dts) {
+                packet.set_dts(dts);
+            }
             self.output.write(&packet)?;
         }
     }
 
-    /// Flushes the encoder, closes the file durably, and describes the segment.
-    fn finish(mut self) -> Result<(Segment, CodecParams), MediaError> {
+    /// Flushes the encoder, closes the file durably, and describes the segment as holding
+    /// the frames of `span`.
+    fn finish(mut self, span: Span) -> Result<(Segment, CodecParams), MediaError> {
         self.encoder.send_frame(None).map_err(|e| from_rsmpeg("flushing the encoder", &e))?;
         self.drain()?;
         let params = CodecParams::of(&self.encoder);
@@ -469,6 +503,7 @@ impl SegmentWriter {
         let segment = Segment {
             index: self.index,
             file: self.file,
+            span,
             first_pts: self.first_pts.unwrap_or(0),
             last_pts: self.last_pts,
             frames: self.frames,
@@ -622,6 +657,98 @@ pub fn to_system_memory(frame: AVFrame, hardware_format: Option<i32>) -> Result<
     Ok(system)
 }
 
+/// Containers with an index of the video's keyframes that the demuxer reads with the header
+/// (Matroska's cues, MP4's sample tables), and whose seek goes by it: only these are cut
+/// into spans encoded at once. Others (MPEG-TS and -PS seek by byte position, AVI's index
+/// counts frames) are encoded as one span.
+fn cuts_exactly(container: &str) -> bool {
+    container.split(',').any(|name| matches!(name, "matroska" | "webm" | "mov" | "mp4"))
+}
+
+/// Where to cut the video: keyframes from the demuxer's index, about `segment_seconds`
+/// apart (no pass over the file). None with a single session, or a container without such
+/// an index. The index gives presentation times (Matroska) or decode times (MP4) of the
+/// keyframes; either is a valid cut, because a session starts decoding at the keyframe
+/// before its span (see `encode_span`).
+fn plan_boundaries(plan: &EncodePlan, info: &MediaInfo) -> Result<Vec<i64>, MediaError> {
+    if plan.sessions.sessions <= 1 || !cuts_exactly(&info.container) {
+        return Ok(Vec::new());
+    }
+    let mut input = probe::open_input(&plan.input)?;
+    let vi = main_video_index(&input).ok_or_else(|| MediaError::invalid("no video stream"))?;
+    let (tb, raw, start) = {
+        let stream = input.streams().get(vi).ok_or_else(|| MediaError::invalid("no video stream"))?;
+        let start = Some(stream.start_time).filter(|t| *t != ffi::AV_NOPTS_VALUE).unwrap_or(0);
+        (stream.time_base, stream.as_ptr().cast_mut(), start)
+    };
+    let every = (plan.segment_seconds * f64::from(tb.den) / f64::from(tb.num.max(1))).round() as i64;
+    // SAFETY: reads the index of a stream of an input we hold open (the stream lives as
+    // long as the input); FFmpeg returns null for an entry out of range.
+    let keyframes = |raw: *mut ffi::AVStream| -> Vec<i64> {
+        unsafe {
+            let n = ffi::avformat_index_get_entries_count(raw);
+            (0..n)
+                .filter_map(|i| ffi::avformat_index_get_entry(raw, i).as_ref())
+                .filter(|e| e.flags() & ffi::AVINDEX_KEYFRAME as i32 != 0)
+                .map(|e| e.timestamp)
+                .collect()
+        }
+    };
+    // Matroska reads its cues at the first seek, not with the header (which indexes only
+    // the first cluster's keyframe). A seek that fails (or a read error in the cues) leaves
+    // the index as the header made it: fewer spans, or one.
+    // SAFETY: seeking an open input context we own.
+    let ret = unsafe {
+        ffi::av_seek_frame(input.as_mut_ptr(), i32::try_from(vi).unwrap_or(0), start, ffi::AVSEEK_FLAG_BACKWARD as i32)
+    };
+    if ret < 0 {
+        tracing::debug!(code = ret, "seek failed; the index is what the header gave");
+    }
+    Ok(segments::boundaries(&keyframes(raw), every))
+}
+
+/// What a session tells the run's main thread, which alone writes the manifest and reports.
+enum Msg {
+    /// A finished segment, with the encoder's stream parameters (none for an empty span).
+    Segment(Segment, Option<CodecParams>),
+    Failed(MediaError),
+}
+
+/// What the sessions of one run share.
+struct Shared<'a> {
+    plan: &'a EncodePlan,
+    info: &'a MediaInfo,
+    /// Spans no session has taken yet.
+    queue: Mutex<VecDeque<Span>>,
+    /// A pause or shutdown: every session closes the segment it writes and takes no other.
+    stop: &'a AtomicBool,
+    /// A session failed: the others stop the same way.
+    halt: AtomicBool,
+    next_index: AtomicU32,
+    segment_frames: u64,
+    /// Frames encoded, and decoded then dropped, by this run; frames in open segments;
+    /// sessions at work.
+    encoded: AtomicU64,
+    skipped: AtomicU64,
+    open_frames: AtomicU64,
+    active: AtomicU32,
+    /// Segment files being written, for the size in progress reports.
+    open_files: Mutex<Vec<std::path::PathBuf>>,
+}
+
+impl Shared<'_> {
+    fn halted(&self) -> bool {
+        self.stop.load(Ordering::SeqCst) || self.halt.load(Ordering::SeqCst)
+    }
+
+    fn open_bytes(&self) -> u64 {
+        let files = self.open_files.lock().unwrap_or_else(PoisonError::into_inner);
+        files.iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum()
+    }
+}
+
+/// Encodes every span of the video that the manifest does not hold yet, `plan.sessions`
+/// spans at a time, each in its own thread with its own decoder and encoder session.
 fn encode_video(
     plan: &EncodePlan,
     info: &MediaInfo,
@@ -629,6 +756,140 @@ fn encode_video(
     stop: &AtomicBool,
     emit: &mut dyn FnMut(Event),
 ) -> Result<VideoEnd, MediaError> {
+    if manifest.boundaries.is_none() {
+        manifest.boundaries = Some(plan_boundaries(plan, info)?);
+    }
+    let todo = manifest.remaining();
+    let fps = info.video().and_then(|v| v.frame_rate).filter(|r| *r > 0.0).unwrap_or(25.0);
+    let duration = info.video().and_then(|v| v.duration_seconds).or(info.duration_seconds).unwrap_or(0.0);
+    let total_frames = duration * fps;
+    let sessions = plan.sessions.sessions.clamp(1, u32::try_from(todo.len()).unwrap_or(u32::MAX).max(1));
+    let shared = Shared {
+        plan,
+        info,
+        queue: Mutex::new(todo.into()),
+        stop,
+        halt: AtomicBool::new(false),
+        next_index: AtomicU32::new(manifest.next_index()),
+        segment_frames: ((plan.segment_seconds * fps).round() as u64).max(1),
+        encoded: AtomicU64::new(0),
+        skipped: AtomicU64::new(0),
+        open_frames: AtomicU64::new(0),
+        active: AtomicU32::new(0),
+        open_files: Mutex::new(Vec::new()),
+    };
+    let started = Instant::now();
+    let mut failure: Option<MediaError> = None;
+    let mut bytes_done: u64 = manifest.segments.iter().map(|s| s.bytes).sum();
+    std::thread::scope(|scope| {
+        let (tx, rx) = mpsc::channel::<Msg>();
+        for _ in 0..sessions {
+            let tx = tx.clone();
+            let shared = &shared;
+            scope.spawn(move || session(shared, &tx));
+        }
+        drop(tx);
+        let mut last_report = Instant::now();
+        loop {
+            match rx.recv_timeout(Duration::from_millis(100)) {
+                Ok(Msg::Segment(segment, params)) => match record_segment(plan, manifest, segment, params, emit) {
+                    Ok(bytes) => bytes_done += bytes,
+                    Err(e) => {
+                        shared.halt.store(true, Ordering::SeqCst);
+                        failure.get_or_insert(e);
+                    }
+                },
+                Ok(Msg::Failed(e)) => {
+                    shared.halt.store(true, Ordering::SeqCst);
+                    failure.get_or_insert(e);
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+            if last_report.elapsed() >= Duration::from_millis(500) {
+                last_report = Instant::now();
+                let frame = manifest.frames_done() + shared.open_frames.load(Ordering::SeqCst);
+                let out_time = frame as f64 / fps;
+                emit(Event::Progress {
+                    frame,
+                    fps: shared.encoded.load(Ordering::SeqCst) as f64 / started.elapsed().as_secs_f64().max(0.001),
+                    out_time,
+                    percent: if total_frames > 0.0 {
+                        (frame as f64 / total_frames * 100.0).clamp(0.0, 99.9)
+                    } else {
+                        0.0
+                    },
+                    size: bytes_done + shared.open_bytes(),
+                    sessions: shared.active.load(Ordering::SeqCst),
+                });
+            }
+        }
+    });
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    let frames_encoded = shared.encoded.load(Ordering::SeqCst);
+    let frames_skipped = shared.skipped.load(Ordering::SeqCst);
+    let left = manifest.remaining();
+    if left.is_empty() {
+        if manifest.frames_done() == 0 {
+            return Err(MediaError::invalid("no video frame could be decoded"));
+        }
+        manifest.video_complete = true;
+        return Ok(VideoEnd { paused: false, frames_encoded, frames_skipped });
+    }
+    if !stop.load(Ordering::SeqCst) {
+        // Every session covers its whole span unless stopped: a gap here is a defect, and
+        // muxing over it would drop frames.
+        return Err(MediaError::misc(format!("{} span(s) of the video were left unencoded", left.len())));
+    }
+    Ok(VideoEnd { paused: true, frames_encoded, frames_skipped })
+}
+
+/// One encoder session: takes spans from the queue until there is none, or a stop.
+fn session(shared: &Shared<'_>, tx: &mpsc::Sender<Msg>) {
+    loop {
+        if shared.halted() {
+            return;
+        }
+        let next = shared.queue.lock().unwrap_or_else(PoisonError::into_inner).pop_front();
+        let Some(span) = next else { return };
+        shared.active.fetch_add(1, Ordering::SeqCst);
+        let result = encode_span(shared, span, tx);
+        shared.active.fetch_sub(1, Ordering::SeqCst);
+        if let Err(e) = result {
+            let _ = tx.send(Msg::Failed(e));
+            return;
+        }
+    }
+}
+
+/// Encodes the frames of `span` into one or more segments (a new one every
+/// `segment_frames`). A stop closes the segment being written at the last frame encoded;
+/// the rest of the span stays to do.
+fn encode_span(shared: &Shared<'_>, span: Span, tx: &mpsc::Sender<Msg>) -> Result<(), MediaError> {
+    match run_span(shared, span, tx, true)? {
+        SpanRun::Finished => Ok(()),
+        SpanRun::LandedLate(pts) => {
+            // A seek that lands past the span's start would lose frames: decode from the
+            // first frame instead (slower, never wrong).
+            tracing::warn!(from = ?span.from, landed = pts, "the seek landed after the span's start; decoding from the beginning");
+            run_span(shared, span, tx, false).map(|_| ())
+        }
+    }
+}
+
+enum SpanRun {
+    Finished,
+    /// The first frame decoded after the seek came after the span's start (its pts);
+    /// nothing was written.
+    LandedLate(i64),
+}
+
+/// Decodes from the keyframe before `span` (or from the first frame without `seek`), drops
+/// the frames before it, encodes its frames, and stops at the first frame past it.
+fn run_span(shared: &Shared<'_>, span: Span, tx: &mpsc::Sender<Msg>, seek: bool) -> Result<SpanRun, MediaError> {
+    let plan = shared.plan;
     let mut input = probe::open_input(&plan.input)?;
     let vi = main_video_index(&input).ok_or_else(|| MediaError::invalid("no video stream"))?;
     let hardware = if plan.hardware_decode { plan.encoder.profile().hardware } else { Hardware::Cpu };
@@ -639,42 +900,41 @@ fn encode_video(
             stream.guess_framerate().filter(|r| r.num > 0 && r.den > 0).unwrap_or(ffi::AVRational { num: 25, den: 1 });
         (stream.time_base, rate)
     };
-    let fps = f64::from(frame_rate.num) / f64::from(frame_rate.den);
-    let segment_frames = ((plan.segment_seconds * fps).round() as u64).max(1);
-    let duration = info.video().and_then(|v| v.duration_seconds).or(info.duration_seconds).unwrap_or(0.0);
     let tb = f64::from(time_base.num) / f64::from(time_base.den);
     let start_pts = input.streams().get(vi).map(|s| s.start_time).filter(|t| *t != ffi::AV_NOPTS_VALUE).unwrap_or(0);
-
-    let resume_after = manifest.segments.last().map(|s| s.last_pts);
-    if let Some(pts) = resume_after {
+    // The keyframe strictly before the span's start: decoding from there gives every frame
+    // from the start on, whether the cut is a keyframe's presentation or decode time (the
+    // frames shown just before a keyframe may be decoded after it), and with an open GOP.
+    let mut sought = None;
+    if let Some(from) = span.from.filter(|_| seek) {
         // SAFETY: seeking an open input context we own.
         let ret = unsafe {
             ffi::av_seek_frame(
                 input.as_mut_ptr(),
                 i32::try_from(vi).unwrap_or(0),
-                pts,
+                from.saturating_sub(1),
                 ffi::AVSEEK_FLAG_BACKWARD as i32,
             )
         };
         if ret < 0 {
-            // Some inputs cannot seek: decode from the start and drop what is done.
+            // Some inputs cannot seek: decode from the start and drop what comes before.
             tracing::warn!(code = ret, "seek failed; decoding from the start");
+        } else {
+            sought = Some(from);
         }
     }
 
     let mut format: Option<VideoFormat> = None;
     let mut writer: Option<SegmentWriter> = None;
-    let mut last_pts = resume_after;
-    let (mut encoded, mut skipped) = (0u64, 0u64);
-    let mut next_synth_pts = resume_after.map(|p| p + 1).unwrap_or(start_pts);
-    let started = Instant::now();
-    let mut last_report = Instant::now();
-    let mut bytes_done: u64 = manifest.segments.iter().map(|s| s.bytes).sum();
+    let mut seg_from = span.from;
+    let mut last_pts: Option<i64> = None;
+    let mut next_synth_pts = span.from.unwrap_or(start_pts);
     let mut decode_errors = 0u32;
     let mut eof = false;
+    let mut span_ended = false;
 
-    loop {
-        if stop.load(Ordering::SeqCst) {
+    'run: loop {
+        if shared.halted() {
             break;
         }
         if !eof {
@@ -724,9 +984,18 @@ fn encode_video(
             };
             let step = (f64::from(frame_rate.den) / f64::from(frame_rate.num) / tb).max(1.0) as i64;
             next_synth_pts = pts + step;
-            if last_pts.is_some_and(|p| pts <= p) {
-                skipped += 1;
+            if let Some(from) = sought.take() {
+                if pts > from {
+                    return Ok(SpanRun::LandedLate(pts));
+                }
+            }
+            if span.is_before(pts) || last_pts.is_some_and(|p| pts <= p) {
+                shared.skipped.fetch_add(1, Ordering::SeqCst);
                 continue;
+            }
+            if span.is_past(pts) {
+                span_ended = true;
+                break 'run;
             }
             let fmt = *format.get_or_insert(VideoFormat {
                 width: frame.width,
@@ -744,76 +1013,96 @@ fn encode_video(
             if frame.width != fmt.width || frame.height != fmt.height || frame.format != fmt.src_pix_fmt {
                 return Err(MediaError::misc("the video changes resolution or pixel format mid-stream"));
             }
+            if writer.as_ref().is_some_and(|w| w.frames >= shared.segment_frames) {
+                if let Some(full) = writer.take() {
+                    finish_segment(shared, full, Span::new(seg_from, Some(pts)), tx)?;
+                }
+                seg_from = Some(pts);
+            }
             if writer.is_none() {
-                let index = u32::try_from(manifest.segments.len()).unwrap_or(u32::MAX);
-                writer = Some(SegmentWriter::open(plan, info, index, &fmt)?);
+                let index = shared.next_index.fetch_add(1, Ordering::SeqCst);
+                let opened = SegmentWriter::open(plan, shared.info, index, &fmt)?;
+                shared.open_files.lock().unwrap_or_else(PoisonError::into_inner).push(opened.path.clone());
+                writer = Some(opened);
             }
             if let Some(w) = writer.as_mut() {
                 w.push(&frame, pts)?;
-                encoded += 1;
-                if plan.throttle_ms_per_frame > 0 {
-                    std::thread::sleep(std::time::Duration::from_millis(plan.throttle_ms_per_frame));
-                }
+                shared.encoded.fetch_add(1, Ordering::SeqCst);
+                shared.open_frames.fetch_add(1, Ordering::SeqCst);
                 last_pts = Some(pts);
-                if w.frames >= segment_frames {
-                    if let Some(done) = writer.take() {
-                        bytes_done += close_segment(plan, manifest, done, emit)?;
-                    }
+                if plan.throttle_ms_per_frame > 0 {
+                    std::thread::sleep(Duration::from_millis(plan.throttle_ms_per_frame));
                 }
             }
-            if last_report.elapsed().as_millis() >= 500 {
-                last_report = Instant::now();
-                let out_time = (pts - start_pts) as f64 * tb;
-                let partial = writer.as_ref().map(|w| std::fs::metadata(&w.path).map(|m| m.len()).unwrap_or(0));
-                emit(Event::Progress {
-                    frame: manifest.frames_done() + writer.as_ref().map(|w| w.frames).unwrap_or(0),
-                    fps: encoded as f64 / started.elapsed().as_secs_f64().max(0.001),
-                    out_time,
-                    percent: if duration > 0.0 { (out_time / duration * 100.0).clamp(0.0, 99.9) } else { 0.0 },
-                    size: bytes_done + partial.unwrap_or(0),
-                });
-            }
-            if stop.load(Ordering::SeqCst) {
-                break;
+            if shared.halted() {
+                break 'run;
             }
         }
         if eof && !got_frame {
+            span_ended = true;
             break;
         }
     }
-    let paused = stop.load(Ordering::SeqCst) && !(eof && writer.is_none());
-    if let Some(w) = writer.take() {
-        if w.frames > 0 {
-            close_segment(plan, manifest, w, emit)?;
+    let to = if span_ended { span.to } else { last_pts.map(|p| p.saturating_add(1)) };
+    match writer.take() {
+        Some(w) => finish_segment(shared, w, Span::new(seg_from, to), tx)?,
+        None if span_ended => {
+            // No frame in this span (the rest of a span stopped right after its last
+            // frame): recorded, so the span is not taken again.
+            let empty = Segment {
+                index: shared.next_index.fetch_add(1, Ordering::SeqCst),
+                file: String::new(),
+                span: Span::new(seg_from, span.to),
+                first_pts: 0,
+                last_pts: 0,
+                frames: 0,
+                bytes: 0,
+            };
+            tx.send(Msg::Segment(empty, None))
+                .map_err(|_| MediaError::misc("the run ended before a segment was recorded"))?;
         }
+        None => {}
     }
-    if manifest.segments.is_empty() {
-        return Err(MediaError::invalid("no video frame could be decoded"));
-    }
-    if !paused {
-        manifest.video_complete = true;
-    }
-    Ok(VideoEnd { paused, frames_encoded: encoded, frames_skipped: skipped })
+    Ok(SpanRun::Finished)
 }
 
-fn close_segment(
+/// Closes a segment durably and hands it to the main thread to record.
+fn finish_segment(
+    shared: &Shared<'_>,
+    writer: SegmentWriter,
+    span: Span,
+    tx: &mpsc::Sender<Msg>,
+) -> Result<(), MediaError> {
+    let path = writer.path.clone();
+    let (segment, params) = writer.finish(span)?;
+    shared.open_files.lock().unwrap_or_else(PoisonError::into_inner).retain(|p| *p != path);
+    shared.open_frames.fetch_sub(segment.frames, Ordering::SeqCst);
+    tx.send(Msg::Segment(segment, Some(params)))
+        .map_err(|_| MediaError::misc("the run ended before a segment was recorded"))
+}
+
+/// Records a finished segment in the manifest (main thread only): its encoder headers must
+/// be those of every other segment, or the segments cannot be joined.
+fn record_segment(
     plan: &EncodePlan,
     manifest: &mut Manifest,
-    writer: SegmentWriter,
+    segment: Segment,
+    params: Option<CodecParams>,
     emit: &mut dyn FnMut(Event),
 ) -> Result<u64, MediaError> {
-    let (segment, params) = writer.finish()?;
-    match &manifest.video {
-        None => manifest.video = Some(params),
-        Some(known) if known.extradata != params.extradata || known.codec_id != params.codec_id => {
-            return Err(MediaError::misc("the encoder's stream headers changed between segments"));
+    if let Some(params) = params {
+        match &manifest.video {
+            None => manifest.video = Some(params),
+            Some(known) if known.extradata != params.extradata || known.codec_id != params.codec_id => {
+                return Err(MediaError::misc("the encoder's stream headers changed between segments"));
+            }
+            Some(_) => {}
         }
-        Some(_) => {}
     }
     sync_dir(&plan.partial_dir).map_err(|e| MediaError::from_io("syncing the partial output", &e))?;
     let bytes = segment.bytes;
     emit(Event::SegmentDone { index: segment.index, frames: segment.frames, bytes });
-    manifest.segments.push(segment);
+    manifest.insert(segment);
     manifest.save(&plan.partial_dir)?;
     Ok(bytes)
 }
@@ -833,6 +1122,28 @@ mod tests {
         // A format the encoder does not take becomes 4:2:0 at the plan's depth.
         assert_eq!(choose_pix_fmt(&x265, ffi::AVPixelFormat_AV_PIX_FMT_NV12, 8), p8);
         assert_eq!(choose_pix_fmt(&x265, ffi::AVPixelFormat_AV_PIX_FMT_P010LE, 10), p10);
+    }
+
+    #[test]
+    fn a_decode_time_after_the_frame_or_missing_is_replaced_by_its_presentation_time() {
+        let none = ffi::AV_NOPTS_VALUE;
+        assert_eq!(decode_time(4021, 6_148_914_691_236_521_227), Some(4021));
+        assert_eq!(decode_time(4021, none), Some(4021));
+        // Decode times before the presentation time are the encoder's reordering: kept.
+        assert_eq!(decode_time(4021, 3941), None);
+        assert_eq!(decode_time(4021, 4021), None);
+        assert_eq!(decode_time(4021, i64::MIN + 1), None);
+        assert_eq!(decode_time(none, 5), None);
+    }
+
+    #[test]
+    fn only_containers_that_seek_exactly_are_cut_into_spans() {
+        for exact in ["matroska,webm", "mov,mp4,m4a,3gp,3g2,mj2"] {
+            assert!(cuts_exactly(exact), "{exact}");
+        }
+        for one_span in ["mpegts", "mpeg", "avi", "flv", "asf", ""] {
+            assert!(!cuts_exactly(one_span), "{one_span}");
+        }
     }
 
     #[test]

@@ -1,6 +1,8 @@
-//! The partial output's manifest: which segments are complete. It is rewritten atomically
-//! (temp file, fsync, rename, fsync of the folder) after each segment, so after a crash it
-//! names only segments that were fully written.
+//! The partial output's manifest: where the video is cut, and which segments are complete.
+//! It is rewritten atomically (temp file, fsync, rename, fsync of the folder) after each
+//! segment, so after a crash it names only segments that were fully written. Segments may
+//! finish in any order (several sessions encode at once); each says which span of the
+//! source it holds, and the manifest keeps them in the order of their spans.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -10,14 +12,21 @@ use serde::{Deserialize, Serialize};
 use super::layout::MANIFEST_FILE;
 use super::plan::{EncodePlan, SourceIdentity};
 use super::MediaError;
+use crate::domain::segments::{self, Span};
 
-pub const MANIFEST_VERSION: u32 = 1;
+/// 2: segments carry their span and the cut points are recorded (parallel sessions).
+pub const MANIFEST_VERSION: u32 = 2;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Segment {
+    /// Numbers the segment's file; unrelated to its place in the video.
     pub index: u32,
+    /// Empty for a span that held no frame (the end of a span whose encode was stopped
+    /// right after its last frame).
     pub file: String,
+    /// The source frames this segment holds: all the frames of the span.
+    pub span: Span,
     /// First and last source presentation timestamps encoded, in the source stream's time base.
     pub first_pts: i64,
     pub last_pts: i64,
@@ -42,6 +51,10 @@ pub struct Manifest {
     pub version: u32,
     pub plan_digest: String,
     pub source: SourceIdentity,
+    /// Where the video is cut into spans (source keyframes, see `domain::segments`); `None`
+    /// until the first run has planned them, empty for a video encoded as one span.
+    pub boundaries: Option<Vec<i64>>,
+    /// Finished segments, in the order of their spans.
     pub segments: Vec<Segment>,
     /// The encoder's stream parameters, from the first segment.
     pub video: Option<super::segment::CodecParams>,
@@ -55,6 +68,7 @@ pub struct Manifest {
 
 /// What a job finds where its partial output should be.
 #[derive(Debug, Clone, PartialEq)]
+#[allow(clippy::large_enum_variant, reason = "made once per run and moved once; a box would only add an allocation")]
 pub enum PartialState {
     Missing,
     Valid(Manifest),
@@ -67,6 +81,7 @@ impl Manifest {
             version: MANIFEST_VERSION,
             plan_digest: plan.digest(),
             source: plan.source,
+            boundaries: None,
             segments: Vec::new(),
             video: None,
             video_complete: false,
@@ -81,6 +96,24 @@ impl Manifest {
 
     pub fn frames_done(&self) -> u64 {
         self.segments.iter().map(|s| s.frames).sum()
+    }
+
+    /// The spans no finished segment holds yet, in order.
+    pub fn remaining(&self) -> Vec<Span> {
+        let done: Vec<Span> = self.segments.iter().map(|s| s.span).collect();
+        segments::remaining(self.boundaries.as_deref().unwrap_or(&[]), &done)
+    }
+
+    /// Records a finished segment in the order of its span.
+    pub fn insert(&mut self, segment: Segment) {
+        let key = |s: &Segment| s.span.from.unwrap_or(i64::MIN);
+        let at = self.segments.partition_point(|s| key(s) < key(&segment));
+        self.segments.insert(at, segment);
+    }
+
+    /// The number for the next segment file: above every kept one.
+    pub fn next_index(&self) -> u32 {
+        self.segments.iter().map(|s| s.index.saturating_add(1)).max().unwrap_or(0)
     }
 
     /// Makes this run the owner of the partial output: its epoch goes into the manifest,
@@ -159,10 +192,18 @@ pub fn inspect(plan: &EncodePlan) -> PartialState {
     if manifest.source != plan.source {
         return PartialState::Corrupt("the source file changed since the partial output was made".into());
     }
-    for (i, seg) in manifest.segments.iter().enumerate() {
-        if seg.index as usize != i {
-            return PartialState::Corrupt(format!("segment {i} is out of order"));
-        }
+    let spans: Vec<Span> = manifest.segments.iter().map(|s| s.span).collect();
+    if segments::overlapping(&spans) {
+        return PartialState::Corrupt("two segments hold the same frames".into());
+    }
+    if manifest
+        .segments
+        .windows(2)
+        .any(|w| matches!(w, [a, b] if a.span.from.unwrap_or(i64::MIN) > b.span.from.unwrap_or(i64::MIN)))
+    {
+        return PartialState::Corrupt("the segments are out of order".into());
+    }
+    for seg in manifest.segments.iter().filter(|s| !s.file.is_empty()) {
         match std::fs::metadata(dir.join(&seg.file)) {
             Ok(m) if m.len() == seg.bytes => {}
             Ok(m) => {
@@ -181,8 +222,11 @@ pub fn quick_state(dir: &Path) -> crate::domain::job::PartialOutput {
     use crate::domain::job::PartialOutput;
     let Ok(text) = std::fs::read(Manifest::path(dir)) else { return PartialOutput::Missing };
     let Ok(manifest) = serde_json::from_slice::<Manifest>(&text) else { return PartialOutput::Corrupt };
-    let intact =
-        manifest.segments.iter().all(|s| std::fs::metadata(dir.join(&s.file)).is_ok_and(|m| m.len() == s.bytes));
+    let intact = manifest
+        .segments
+        .iter()
+        .filter(|s| !s.file.is_empty())
+        .all(|s| std::fs::metadata(dir.join(&s.file)).is_ok_and(|m| m.len() == s.bytes));
     if intact {
         PartialOutput::Valid
     } else {
@@ -199,12 +243,80 @@ mod tests {
             version: MANIFEST_VERSION,
             plan_digest: "digest".into(),
             source: SourceIdentity { size: 1, mtime_ns: 2, inode: 3 },
+            boundaries: None,
             segments: Vec::new(),
             video: None,
             video_complete: false,
             runs: Vec::new(),
             epoch: String::new(),
         }
+    }
+
+    fn segment(index: u32, from: Option<i64>, to: Option<i64>, frames: u64) -> Segment {
+        Segment {
+            index,
+            file: if frames == 0 { String::new() } else { format!("seg-{index:05}.seg") },
+            span: Span::new(from, to),
+            first_pts: from.unwrap_or(0),
+            last_pts: to.unwrap_or(0),
+            frames,
+            bytes: frames,
+        }
+    }
+
+    #[test]
+    fn segments_finished_in_any_order_are_kept_in_the_order_of_their_spans() {
+        let mut m = manifest();
+        m.boundaries = Some(vec![50, 100]);
+        m.insert(segment(0, Some(100), None, 40));
+        m.insert(segment(1, None, Some(50), 50));
+        assert_eq!(m.remaining(), vec![Span::new(Some(50), Some(100))]);
+        m.insert(segment(2, Some(50), Some(73), 23));
+        m.insert(segment(3, Some(73), Some(100), 0));
+        let order: Vec<u32> = m.segments.iter().map(|s| s.index).collect();
+        assert_eq!(order, vec![1, 2, 3, 0]);
+        assert!(m.remaining().is_empty());
+        assert_eq!((m.frames_done(), m.next_index()), (113, 4));
+    }
+
+    #[test]
+    fn a_manifest_whose_segments_overlap_or_are_missing_is_not_continued() {
+        let dir = tempfile::tempdir().unwrap();
+        let info_free_plan = |dir: &Path| {
+            let mut plan: EncodePlan = serde_json::from_value(serde_json::json!({
+                "input": "/nonexistent.mkv", "partialDir": dir, "targetCodec": "hevc", "encoder": "libx265",
+                "encoderOptions": [["crf", "28"]], "hardwareDecode": false, "bitDepth": 8,
+                "retryProfile": "as_configured", "segmentSeconds": 1.0, "outputExtension": "mkv",
+                "source": {"size": 1, "mtimeNs": 2, "inode": 3}, "minFreeBytes": 0, "hdr": "SDR"
+            }))
+            .unwrap();
+            plan.epoch = "e".into();
+            plan
+        };
+        let plan = info_free_plan(dir.path());
+        let write = |segments: Vec<Segment>| {
+            let mut m = Manifest::new(&plan);
+            for s in &segments {
+                if !s.file.is_empty() {
+                    std::fs::write(dir.path().join(&s.file), vec![0u8; s.bytes as usize]).unwrap();
+                }
+            }
+            m.segments = segments;
+            m.claim("e", dir.path()).unwrap();
+        };
+        write(vec![segment(0, None, Some(50), 50), segment(1, Some(50), Some(60), 10), segment(2, Some(60), None, 0)]);
+        assert!(matches!(inspect(&plan), PartialState::Valid(_)), "{:?}", inspect(&plan));
+        write(vec![segment(0, None, Some(60), 60), segment(1, Some(50), None, 10)]);
+        assert!(
+            matches!(inspect(&plan), PartialState::Corrupt(r) if r.contains("same frames")),
+            "{:?}",
+            inspect(&plan)
+        );
+        write(vec![segment(1, Some(50), None, 10), segment(0, None, Some(50), 50)]);
+        assert!(matches!(inspect(&plan), PartialState::Corrupt(r) if r.contains("out of order")));
+        write(vec![segment(0, None, Some(50), 50)]);
+        std::fs::remove_file(dir.path().join("seg-00000.seg")).unwrap();
+        assert!(matches!(inspect(&plan), PartialState::Corrupt(r) if r.contains("missing")));
     }
 
     #[test]

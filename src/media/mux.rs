@@ -25,7 +25,7 @@ const fn mktag(a: u8, b: u8, c: u8, d: u8) -> u32 {
     (a as u32) | ((b as u32) << 8) | ((c as u32) << 16) | ((d as u32) << 24)
 }
 
-/// Reads the video packets of all segments in order.
+/// Reads the video packets of all segments in the order of their spans.
 struct SegmentReader<'a> {
     dir: &'a Path,
     manifest: &'a Manifest,
@@ -41,6 +41,9 @@ impl SegmentReader<'_> {
             if self.current.is_none() {
                 let Some(seg) = self.manifest.segments.get(self.next) else { return Ok(None) };
                 self.next += 1;
+                if seg.file.is_empty() {
+                    continue;
+                }
                 self.current = Some(SegmentPackets::open(&self.dir.join(&seg.file))?);
             }
             let Some(reader) = self.current.as_mut() else { return Ok(None) };

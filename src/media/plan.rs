@@ -10,6 +10,7 @@ use super::probe::{HdrKind, MediaInfo};
 use super::MediaError;
 use crate::domain::encoding::{EncodeProfile, Encoder, RetryProfile};
 use crate::domain::job::FailureCode;
+use crate::domain::segments::Sessions;
 
 /// Containers (by extension) condense takes as input; FFmpeg may decode more.
 pub const INPUT_EXTENSIONS: &[&str] = &["mp4", "m4v", "mkv", "avi", "mov", "webm", "mpg", "mpeg", "flv", "wmv"];
@@ -110,8 +111,13 @@ pub struct EncodePlan {
     pub bit_depth: u8,
     /// The rung of the retry ladder this plan came from, for logs.
     pub retry_profile: RetryProfile,
-    /// Length of a resumable segment of video, in seconds of source time.
+    /// Length of a resumable segment of video, in seconds of source time; also the length
+    /// of a span encoded on its own (cut at the first source keyframe past it).
     pub segment_seconds: f64,
+    /// Encoder sessions that encode spans at once, and each one's threads (not part of the
+    /// digest: segments from any number of sessions join the same way).
+    #[serde(default)]
+    pub sessions: Sessions,
     pub output_extension: String,
     pub source: SourceIdentity,
     /// Free bytes the partial folder's filesystem must have before starting.
@@ -144,6 +150,7 @@ impl EncodePlan {
             bit_depth: if ten_bit { 10 } else { 8 },
             retry_profile: profile.retry_profile,
             segment_seconds: 20.0,
+            sessions: Sessions::ONE,
             output_extension: output_extension(input, target_codec).to_string(),
             source,
             // Segments plus the final file peak near the output's size twice over; outputs

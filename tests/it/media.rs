@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use condense::domain::job::FailureCode;
+use condense::domain::segments::Sessions;
 use condense::media::child::{ChildEnd, Transcoder};
 use condense::media::encode::Event;
 use condense::media::manifest::{inspect, PartialState};
@@ -318,6 +319,144 @@ async fn pause_at_half_then_resume_re_encodes_nothing_twice() {
     let PartialState::Valid(manifest) = inspect(&fast) else { panic!() };
     assert_eq!(manifest.frames_done(), total);
     verify(&plan.output_path(), &src, &source_info, "hevc").unwrap();
+}
+
+/// 8 s at 25 fps with a keyframe every second, audio and subtitles, cut into 2 s spans that
+/// two single-thread sessions encode at once.
+fn parallel_plan(dir: &Path) -> (PathBuf, EncodePlan) {
+    let src = clips::h264_with_audio_and_subs(dir, "keyed.mkv", "320x240", 8);
+    let mut plan = plan_for(&src, "hevc", "libx265", 30, "ultrafast");
+    plan.segment_seconds = 2.0;
+    plan.sessions = Sessions { sessions: 2, threads: 1 };
+    plan.throttle_ms_per_frame = 15;
+    (src, plan)
+}
+
+fn most_sessions(events: &[Event]) -> u32 {
+    events
+        .iter()
+        .filter_map(|e| if let Event::Progress { sessions, .. } = e { Some(*sessions) } else { None })
+        .max()
+        .unwrap_or(0)
+}
+
+/// PSNR of `encoded` against `source`, by FFmpeg's `psnr` filter.
+fn psnr(encoded: &Path, source: &Path) -> f64 {
+    let out = std::process::Command::new("ffmpeg")
+        .args(["-hide_banner", "-nostats", "-i"])
+        .arg(encoded)
+        .arg("-i")
+        .arg(source)
+        .args(["-lavfi", "[0:v][1:v]psnr", "-f", "null", "-"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    let average = text.split("average:").nth(1).and_then(|rest| rest.split_whitespace().next());
+    average.and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("no PSNR in {text}"))
+}
+
+#[actix_web::test]
+async fn two_sessions_encode_spans_at_once_and_the_joined_file_matches_one_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let (src, plan) = parallel_plan(dir.path());
+    let source_info = probe(&src).unwrap();
+    let (end, events) = run(&plan).await;
+    assert_eq!(end, ChildEnd::Completed, "{events:?}");
+    assert_eq!(most_sessions(&events), 2, "two sessions never worked at once: {events:?}");
+    let PartialState::Valid(manifest) = inspect(&plan) else { panic!("no manifest") };
+    // Keyframes every second, spans of 2 s: cut at 2, 4 and 6 s after the first frame
+    // (Matroska counts in ms; the video starts after the audio's priming).
+    let cuts = manifest.boundaries.clone().unwrap_or_default();
+    let first = cuts.first().copied().unwrap_or(0) - 2000;
+    assert_eq!(cuts, vec![first + 2000, first + 4000, first + 6000]);
+    let frames: Vec<u64> = manifest.segments.iter().map(|s| s.frames).collect();
+    assert_eq!(frames, vec![50, 50, 50, 50]);
+    let parallel = plan.output_path();
+    verify(&parallel, &src, &source_info, "hevc").unwrap();
+    assert_eq!(crate::common::shim::video_frames(&parallel), 200);
+
+    // The same source through one session, cut at the same frames by count: the joined
+    // file is the same size and quality (only the encoder's threading differs).
+    let other = tempfile::tempdir().unwrap();
+    let copy = other.path().join("keyed.mkv");
+    std::fs::copy(&src, &copy).unwrap();
+    let mut one = plan_for(&copy, "hevc", "libx265", 30, "ultrafast");
+    one.segment_seconds = 2.0;
+    let (end, events) = run(&one).await;
+    assert_eq!(end, ChildEnd::Completed, "{events:?}");
+    assert_eq!(most_sessions(&events), 1);
+    let single = one.output_path();
+    let (a, b) = (std::fs::metadata(&parallel).unwrap().len() as f64, std::fs::metadata(&single).unwrap().len() as f64);
+    assert!((a / b - 1.0).abs() <= 0.02, "two sessions {a} bytes, one session {b} bytes");
+    let (pa, pb) = (psnr(&parallel, &src), psnr(&single, &src));
+    assert!((pa - pb).abs() <= 0.1, "PSNR two sessions {pa}, one session {pb}");
+}
+
+#[actix_web::test]
+async fn a_pause_with_two_sessions_keeps_what_both_encoded_and_the_resume_encodes_only_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let (src, plan) = parallel_plan(dir.path());
+    let source_info = probe(&src).unwrap();
+    let mut child = Transcoder::spawn(Path::new(binary()), &plan).await.unwrap();
+    let mut events = Vec::new();
+    while let Some(e) = child.events.recv().await {
+        let half = matches!(e, Event::Progress { percent, .. } if percent >= 40.0);
+        events.push(e);
+        if half {
+            child.pause();
+            break;
+        }
+    }
+    while child.events.recv().await.is_some() {}
+    assert_eq!(child.wait().await, ChildEnd::Paused);
+    assert_eq!(most_sessions(&events), 2, "{events:?}");
+    let PartialState::Valid(manifest) = inspect(&plan) else { panic!("partial output not valid after a pause") };
+    let done_before = manifest.frames_done();
+    assert!(done_before > 0 && done_before < 200, "{done_before}");
+    assert!(!manifest.video_complete && !manifest.remaining().is_empty());
+
+    let mut fast = plan.clone();
+    fast.throttle_ms_per_frame = 0;
+    let (end, events) = run(&fast).await;
+    assert_eq!(end, ChildEnd::Completed, "{events:?}");
+    let (encoded, _) = done_counts(&events);
+    assert_eq!(encoded, 200 - done_before, "the resume encoded frames twice or left some out");
+    verify(&plan.output_path(), &src, &source_info, "hevc").unwrap();
+    assert_eq!(crate::common::shim::video_frames(&plan.output_path()), 200);
+}
+
+#[actix_web::test]
+async fn kill_9_with_two_sessions_loses_only_their_open_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let (src, plan) = parallel_plan(dir.path());
+    let before = clips::sha(&src);
+    let source_info = probe(&src).unwrap();
+    let mut child = Transcoder::spawn(Path::new(binary()), &plan).await.unwrap();
+    let mut segments_done = 0;
+    while let Some(e) = child.events.recv().await {
+        if matches!(e, Event::SegmentDone { .. }) {
+            segments_done += 1;
+        }
+        if segments_done >= 1 && matches!(e, Event::Progress { sessions: 2, .. }) {
+            child.kill().await;
+            break;
+        }
+    }
+    assert!(matches!(child.wait().await, ChildEnd::Failed(e) if e.code == FailureCode::TranscoderCrashed));
+    assert_eq!(clips::sha(&src), before, "the original changed");
+    let PartialState::Valid(manifest) = inspect(&plan) else { panic!("manifest must survive kill -9") };
+    let kept = manifest.frames_done();
+    assert!((50..200).contains(&kept), "kept {kept}");
+
+    let mut fast = plan.clone();
+    fast.throttle_ms_per_frame = 0;
+    let (end, events) = run(&fast).await;
+    assert_eq!(end, ChildEnd::Completed, "{events:?}");
+    let (encoded, _) = done_counts(&events);
+    assert_eq!(encoded, 200 - kept);
+    verify(&plan.output_path(), &src, &source_info, "hevc").unwrap();
+    assert_eq!(crate::common::shim::video_frames(&plan.output_path()), 200);
+    assert_eq!(clips::sha(&src), before);
 }
 
 #[actix_web::test]

@@ -20,6 +20,7 @@ use super::lifecycle::{EventContext, LifecycleError};
 use super::node::{JobEnded, NodeSupervisor};
 use super::store::{delete_partial_if, Applied, JobStore};
 use crate::domain::job::{FailureCode, JobEvent};
+use crate::domain::segments::Parallelism;
 use crate::media::MediaError;
 use crate::repo::jobs::JobChange;
 
@@ -40,6 +41,10 @@ pub struct NodeEnv {
     /// The binary to start as `transcode` child (this executable).
     pub transcoder: PathBuf,
     pub segment_seconds: f64,
+    /// Encoder sessions per job, from `PARALLEL_SEGMENTS`, the cores and the node's jobs.
+    pub parallel_segments: Parallelism,
+    pub cores: u32,
+    pub max_jobs: u32,
     /// Test and benchmark aid: slows each encoded frame (see `EncodePlan`).
     pub throttle_ms_per_frame: u64,
     /// Base time limit of a validation or verification child (see `media::worker`).

@@ -8,8 +8,9 @@ use entities::job;
 
 use super::commit::swapped_on_record;
 use super::{join_error, Attempt, Phase, Step};
-use crate::domain::encoding::{profile_for_attempt, EncodeSettings, TargetCodec};
+use crate::domain::encoding::{profile_for_attempt, EncodeSettings, Hardware, TargetCodec};
 use crate::domain::job::{JobEvent, Stage};
+use crate::domain::segments::{self, Sessions};
 use crate::media::partial;
 use crate::media::plan::{decide, Decision, EncodePlan, SourceIdentity};
 use crate::media::probe::{HdrKind, MediaInfo};
@@ -145,6 +146,15 @@ impl Attempt {
         );
         let mut plan = EncodePlan::new(Path::new(&job.file_path), info, &profile)?;
         plan.segment_seconds = self.env.segment_seconds;
+        // A retry runs one session (one decoder from the first frame, cuts by frame count):
+        // the conservative path, for a source whose index or seeking misled the first
+        // attempt (verification refuses what that would lose; the retry then starts over).
+        plan.sessions = if job.retry_count > 0 {
+            Sessions::ONE
+        } else {
+            let hardware = profile.encoder.profile().hardware != Hardware::Cpu;
+            segments::sessions(self.env.parallel_segments, self.env.cores, self.env.max_jobs, hardware)
+        };
         plan.throttle_ms_per_frame = self.env.throttle_ms_per_frame;
         plan.epoch = self.lease_id.clone();
         Ok(plan)

@@ -35,6 +35,7 @@ pub async fn start_main_node(db: &DatabaseConnection, max_jobs: usize, throttle_
         max_jobs,
         transcoder: super::server::binary().into(),
         segment_seconds: 1.0,
+        parallel_segments: condense::domain::segments::Parallelism::Auto,
         throttle_ms_per_frame: throttle_ms,
         analysis_timeout: std::time::Duration::from_secs(300),
         role: RoleConfig::Main(MainConfig {

@@ -29,6 +29,8 @@ fn subtitles(dir: &Path) -> PathBuf {
 }
 
 /// H.264 (high bitrate, so any HEVC/AV1 encode is smaller) + AAC + SRT subtitles in MKV.
+/// Like the clips below, a keyframe every second (as cameras and streaming encodes make
+/// them), so the service cuts it into spans that sessions encode at once.
 pub fn h264_with_audio_and_subs(dir: &Path, name: &str, size: &str, seconds: u32) -> PathBuf {
     let out = dir.join(name);
     let subs = subtitles(dir);
@@ -59,6 +61,8 @@ pub fn h264_with_audio_and_subs(dir: &Path, name: &str, size: &str, seconds: u32
         "ultrafast",
         "-qp",
         "12",
+        "-g",
+        "25",
         "-c:a",
         "aac",
         "-c:s",
@@ -87,7 +91,7 @@ fn testsrc(dir: &Path, name: &str, size: &str, seconds: u32, encode: &str) -> Pa
 
 /// A plain H.264 clip without audio.
 pub fn h264(dir: &Path, name: &str, size: &str, seconds: u32) -> PathBuf {
-    testsrc(dir, name, size, seconds, "-c:v libx264 -preset ultrafast -qp 12")
+    testsrc(dir, name, size, seconds, "-c:v libx264 -preset ultrafast -qp 12 -g 25")
 }
 
 /// 10-bit H.264 SDR (BT.709).

@@ -34,6 +34,7 @@ pub fn command(data_dir: &Path) -> Command {
         "LICENSE_PUBLIC_KEY",
         "LOG_LEVEL",
         "FRONTEND_DIR",
+        "PARALLEL_SEGMENTS",
     ] {
         cmd.env_remove(var);
     }
