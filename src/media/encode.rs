@@ -309,7 +309,11 @@ fn encoder_options(plan: &EncodePlan, info: &MediaInfo) -> Result<AVDictionary, 
     let mut options = plan.encoder_options.clone();
     match plan.encoder {
         Encoder::Libx265 => {
-            let mut params = vec!["log-level=error".to_string()];
+            // `info=0`: x265 writes its options (threads included) into the stream headers,
+            // and the segments of one output must share their headers; sessions of another
+            // size (a retry, another node) would otherwise write different ones and could
+            // not be joined (the fault suite's kill-transcoder saw the retry fail so).
+            let mut params = vec!["log-level=error".to_string(), "info=0".to_string()];
             if threads > 0 {
                 // The session's share of the cores: its own thread pool of that size.
                 params.push(format!("pools={threads}"));
@@ -1013,12 +1017,6 @@ fn run_span(shared: &Shared<'_>, span: Span, tx: &mpsc::Sender<Msg>, seek: bool)
             if frame.width != fmt.width || frame.height != fmt.height || frame.format != fmt.src_pix_fmt {
                 return Err(MediaError::misc("the video changes resolution or pixel format mid-stream"));
             }
-            if writer.as_ref().is_some_and(|w| w.frames >= shared.segment_frames) {
-                if let Some(full) = writer.take() {
-                    finish_segment(shared, full, Span::new(seg_from, Some(pts)), tx)?;
-                }
-                seg_from = Some(pts);
-            }
             if writer.is_none() {
                 let index = shared.next_index.fetch_add(1, Ordering::SeqCst);
                 let opened = SegmentWriter::open(plan, shared.info, index, &fmt)?;
@@ -1034,6 +1032,14 @@ fn run_span(shared: &Shared<'_>, span: Span, tx: &mpsc::Sender<Msg>, seek: bool)
                     std::thread::sleep(Duration::from_millis(plan.throttle_ms_per_frame));
                 }
             }
+            // A full segment is closed at once, so a kill loses less than a segment.
+            if writer.as_ref().is_some_and(|w| w.frames >= shared.segment_frames) {
+                if let Some(full) = writer.take() {
+                    let end = pts.saturating_add(1);
+                    finish_segment(shared, full, Span::new(seg_from, Some(end)), tx)?;
+                    seg_from = Some(end);
+                }
+            }
             if shared.halted() {
                 break 'run;
             }
@@ -1046,9 +1052,10 @@ fn run_span(shared: &Shared<'_>, span: Span, tx: &mpsc::Sender<Msg>, seek: bool)
     let to = if span_ended { span.to } else { last_pts.map(|p| p.saturating_add(1)) };
     match writer.take() {
         Some(w) => finish_segment(shared, w, Span::new(seg_from, to), tx)?,
-        None if span_ended => {
-            // No frame in this span (the rest of a span stopped right after its last
-            // frame): recorded, so the span is not taken again.
+        None if span_ended && !(seg_from.is_some() && seg_from == span.to) => {
+            // No frame left in this span (after a segment closed at its last frame, or the
+            // rest of a span stopped right after its last frame): recorded as covered, so
+            // it is not taken again.
             let empty = Segment {
                 index: shared.next_index.fetch_add(1, Ordering::SeqCst),
                 file: String::new(),

@@ -918,7 +918,17 @@ async fn kill_9_of_the_transcoder_at_random_moments() {
             let kills = killed.get(&o.path).copied().unwrap_or(0);
             if let Some(j) = job_for(&jobs, o) {
                 if usize::try_from(j.retry_count).unwrap_or(0) > kills {
-                    counts.problem(format!("{}: {} retries for {kills} kills", o.path.display(), j.retry_count));
+                    let history = condense::repo::events::list(&db, j.id).await.unwrap_or_default();
+                    let failures: Vec<String> = history
+                        .iter()
+                        .filter(|e| e.kind == "failed" || e.kind == "retrying")
+                        .map(|e| format!("{} {}", e.kind, e.detail.clone().unwrap_or_default()))
+                        .collect();
+                    counts.problem(format!(
+                        "{}: {} retries for {kills} kills: {failures:?}",
+                        o.path.display(),
+                        j.retry_count
+                    ));
                 }
             }
         }
