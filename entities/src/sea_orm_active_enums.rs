@@ -44,6 +44,7 @@ pub enum FailureCode {
     Timeout,
     Miscellaneous,
     UnsupportedStream,
+    UnsupportedContainer,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EnumIter, DeriveActiveEnum, Serialize, Deserialize)]

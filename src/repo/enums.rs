@@ -60,6 +60,7 @@ stored_as! {
         Timeout,
         Miscellaneous,
         UnsupportedStream,
+        UnsupportedContainer,
     }
     NodeStatus { Online, Offline, Degraded }
     NodeRole { Main, Linked }
