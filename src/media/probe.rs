@@ -256,15 +256,18 @@ fn allowed(demuxer: &str, list: &[&str]) -> bool {
 fn probe_format_name(path: &Path, url: &CStr) -> Result<Option<(String, i32)>, MediaError> {
     use std::io::Read;
     let context = path.display().to_string();
-    let file = std::fs::File::open(path).map_err(|e| MediaError::from_io(&context, &e))?;
+    let mut file = std::fs::File::open(path).map_err(|e| MediaError::from_io(&context, &e))?;
     let mut head = Vec::new();
-    file.take(PROBE_LIMIT as u64).read_to_end(&mut head).map_err(|e| MediaError::from_io(&context, &e))?;
     let mut size = 2048usize;
     loop {
-        let last = size >= head.len();
-        let take = size.min(head.len());
+        // Only what this round needs, as FFmpeg reads: most containers are known from their
+        // first 2 KiB, and a read of a network share is not free.
+        let want = size.min(PROBE_LIMIT).saturating_sub(head.len());
+        (&mut file).take(want as u64).read_to_end(&mut head).map_err(|e| MediaError::from_io(&context, &e))?;
+        let last = head.len() < size || size >= PROBE_LIMIT;
+        let take = head.len();
         // Probes may read past the data into the padding, which FFmpeg requires zeroed.
-        let mut buf: Vec<u8> = head.get(..take).unwrap_or_default().to_vec();
+        let mut buf = head.clone();
         buf.resize(take + ffi::AVPROBE_PADDING_SIZE as usize, 0);
         let data = ffi::AVProbeData {
             filename: url.as_ptr(),
