@@ -74,6 +74,7 @@ async fn serve(dir: PathBuf) -> Res<()> {
         ApiConfig {
             jwt_secret: JWT_SECRET.into(),
             token_ttl_hours: 12,
+            session_max_hours: 720,
             cluster_token: None,
             library_places: Default::default(),
         },

@@ -13,6 +13,8 @@ pub struct Model {
     pub password_hash: String,
     pub created_at: ChronoDateTimeUtc,
     pub updated_at: ChronoDateTimeUtc,
+    /// Incremented by a password change or a logout: tokens carrying an older one are refused.
+    pub token_version: i32,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

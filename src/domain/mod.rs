@@ -7,6 +7,7 @@ pub mod health;
 pub mod job;
 pub mod license;
 pub mod node;
+pub mod session;
 pub mod stats;
 
 /// A string form of an enum was not one of its names.

@@ -20,6 +20,8 @@ pub struct AppState {
     pub role: NodeRole,
     pub jwt_secret: String,
     pub token_ttl_hours: u32,
+    /// SESSION_MAX_HOURS: no refresh carries a session past this many hours after its login.
+    pub session_max_hours: u32,
     pub started_at: chrono::DateTime<chrono::Utc>,
     pub runtime: crate::actors::Runtime,
     /// Heartbeat and timeout told to linked nodes.
@@ -40,6 +42,7 @@ pub struct AppState {
 pub struct ApiConfig {
     pub jwt_secret: String,
     pub token_ttl_hours: u32,
+    pub session_max_hours: u32,
     pub cluster_token: Option<String>,
     pub library_places: http::libraries::LibraryPlaces,
 }
@@ -53,6 +56,7 @@ impl AppState {
             role: NodeRole::Main,
             jwt_secret: api.jwt_secret,
             token_ttl_hours: api.token_ttl_hours,
+            session_max_hours: api.session_max_hours,
             started_at: chrono::Utc::now(),
             runtime: node.runtime.clone(),
             cluster: node.cluster.clone(),

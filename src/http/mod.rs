@@ -48,6 +48,10 @@ pub struct Endpoint {
     pub method: Method,
     pub path: &'static str,
     pub access: Access,
+    /// A WebSocket route: the token may come in the `token` query parameter, since browsers
+    /// cannot set headers on the handshake. Everywhere else only the header counts: query
+    /// strings are written to proxies' and servers' logs.
+    pub websocket: bool,
 }
 
 fn endpoint<F, Args>(method: Method, path: &'static str, access: Access, handler: F) -> (Endpoint, Route)
@@ -56,7 +60,18 @@ where
     Args: FromRequest + 'static,
     F::Output: Responder + 'static,
 {
-    (Endpoint { method: method.clone(), path, access }, web::method(method).to(handler))
+    (Endpoint { method: method.clone(), path, access, websocket: false }, web::method(method).to(handler))
+}
+
+/// A WebSocket endpoint (see `Endpoint::websocket`).
+fn websocket<F, Args>(path: &'static str, handler: F) -> (Endpoint, Route)
+where
+    F: Handler<Args>,
+    Args: FromRequest + 'static,
+    F::Output: Responder + 'static,
+{
+    let (endpoint, route) = endpoint(Method::GET, path, Access::Token, handler);
+    (Endpoint { websocket: true, ..endpoint }, route)
 }
 
 fn table() -> Vec<(Endpoint, Route)> {
@@ -65,6 +80,7 @@ fn table() -> Vec<(Endpoint, Route)> {
         endpoint(Method::GET, "/healthz", Public, health::healthz),
         endpoint(Method::POST, "/auth/login", Public, auth::login),
         endpoint(Method::POST, "/auth/refresh", Token, auth::refresh),
+        endpoint(Method::POST, "/auth/logout", Token, auth::logout),
         endpoint(Method::GET, "/openapi.json", Token, openapi::document),
         endpoint(Method::GET, "/libraries", Token, libraries::list),
         endpoint(Method::POST, "/libraries", Token, libraries::create),
@@ -92,7 +108,7 @@ fn table() -> Vec<(Endpoint, Route)> {
         endpoint(Method::POST, "/queue/pause-all", Token, actions::pause_all),
         endpoint(Method::POST, "/queue/resume-all", Token, actions::resume_all),
         endpoint(Method::POST, "/libraries/{id}/scan", Token, actions::scan),
-        endpoint(Method::GET, "/ws", Token, ws::connect),
+        websocket("/ws", ws::connect),
         endpoint(Method::GET, "/queue/stats", Token, stats::queue),
         endpoint(Method::GET, "/system/dashboard", Token, stats::dashboard),
         endpoint(Method::GET, "/system/dashboard/health", Token, stats::health),
@@ -113,20 +129,22 @@ pub fn endpoints() -> Vec<Endpoint> {
 /// Every API route; mounted at the root and under /api.
 pub fn routes(cfg: &mut web::ServiceConfig) {
     // One resource per path, so that a known path with another method is a 405.
-    let mut resources: Vec<(&'static str, Access, Vec<Route>)> = Vec::new();
+    let mut resources: Vec<(&'static str, Access, bool, Vec<Route>)> = Vec::new();
     for (endpoint, route) in table() {
         match resources.iter_mut().find(|(path, ..)| *path == endpoint.path) {
-            Some((_, access, routes)) => {
-                // A path shared by public and protected methods is protected as a whole.
+            Some((_, access, websocket, routes)) => {
+                // A path shared by public and protected methods is protected as a whole, and
+                // takes query tokens only if every method on it does.
                 if endpoint.access == Access::Token {
                     *access = Access::Token;
                 }
+                *websocket &= endpoint.websocket;
                 routes.push(route);
             }
-            None => resources.push((endpoint.path, endpoint.access, vec![route])),
+            None => resources.push((endpoint.path, endpoint.access, endpoint.websocket, vec![route])),
         }
     }
-    for (path, access, routes) in resources {
+    for (path, access, websocket, routes) in resources {
         let resource = routes
             .into_iter()
             .fold(web::resource(path).default_service(web::to(method_not_allowed)), |resource, route| {
@@ -135,9 +153,10 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         // The token is checked before anything else about the request (path, query, body),
         // so a caller without one learns nothing but 401. Handlers also take `AuthUser`,
         // which reads what this middleware found.
-        match access {
-            Access::Public => cfg.service(resource),
-            Access::Token => cfg.service(resource.wrap(from_fn(auth::require_token))),
+        match (access, websocket) {
+            (Access::Public, _) => cfg.service(resource),
+            (Access::Token, false) => cfg.service(resource.wrap(from_fn(auth::require_token))),
+            (Access::Token, true) => cfg.service(resource.wrap(from_fn(auth::require_token_or_query))),
         };
     }
 }
@@ -176,6 +195,12 @@ mod tests {
             .map(|e| format!("{} {}", e.method, e.path))
             .collect();
         assert_eq!(public, ["GET /healthz", "POST /auth/login"]);
+    }
+
+    #[test]
+    fn only_the_websocket_feed_takes_a_token_in_the_query() {
+        let websocket: Vec<_> = endpoints().into_iter().filter(|e| e.websocket).map(|e| e.path).collect();
+        assert_eq!(websocket, ["/ws"]);
     }
 
     #[test]

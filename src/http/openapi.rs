@@ -37,6 +37,7 @@ const BEARER: &str = "bearerAuth";
         super::health::healthz,
         super::auth::login,
         super::auth::refresh,
+        super::auth::logout,
         document,
         super::libraries::list,
         super::libraries::create,

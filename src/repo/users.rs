@@ -1,6 +1,7 @@
 //! Users of the dashboard and API.
 
 use entities::user::{self, ActiveModel, Column, Entity};
+use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
     QuerySelect, Set, TransactionTrait,
@@ -26,12 +27,32 @@ pub async fn find(db: &impl ConnectionTrait, username: &str) -> RepoResult<Optio
     Ok(Entity::find().filter(Column::Username.eq(username)).one(db).await?)
 }
 
+/// Sets the password and revokes every token the user holds, in one statement: a token
+/// stolen before the change is refused from the moment the new password is stored.
 pub async fn set_password_hash(db: &impl ConnectionTrait, username: &str, password_hash: &str) -> RepoResult<()> {
-    let user = find(db, username).await?.ok_or_else(|| RepoError::NotFound(format!("user {username:?}")))?;
-    let mut model: ActiveModel = user.into();
-    model.password_hash = Set(password_hash.to_string());
-    model.updated_at = Set(now());
-    model.update(db).await?;
+    let result = Entity::update_many()
+        .col_expr(Column::PasswordHash, Expr::value(password_hash.to_string()))
+        .col_expr(Column::TokenVersion, Expr::col(Column::TokenVersion).add(1))
+        .col_expr(Column::UpdatedAt, Expr::value(now()))
+        .filter(Column::Username.eq(username))
+        .exec(db)
+        .await?;
+    if result.rows_affected == 0 {
+        return Err(RepoError::NotFound(format!("user {username:?}")));
+    }
+    Ok(())
+}
+
+/// Revokes every token the user holds (a logout): the token version moves on.
+pub async fn revoke_tokens(db: &impl ConnectionTrait, username: &str) -> RepoResult<()> {
+    let result = Entity::update_many()
+        .col_expr(Column::TokenVersion, Expr::col(Column::TokenVersion).add(1))
+        .filter(Column::Username.eq(username))
+        .exec(db)
+        .await?;
+    if result.rows_affected == 0 {
+        return Err(RepoError::NotFound(format!("user {username:?}")));
+    }
     Ok(())
 }
 

@@ -52,7 +52,7 @@ fn token_with(secret: &str, claims: &Value) -> String {
 #[actix_web::test]
 async fn every_endpoint_but_health_and_login_needs_a_token() {
     let server = TestServer::sqlite().await;
-    let token = server.login().await;
+    let mut token = server.login().await;
     for endpoint in endpoints() {
         for prefix in PREFIXES {
             let path = format!("{prefix}{}", concrete(endpoint.path));
@@ -82,6 +82,10 @@ async fn every_endpoint_but_health_and_login_needs_a_token() {
             assert_ne!(status, 401, "{what} with a token: {reply}");
             assert!(status < 500, "{what} with a token: {status} {reply}");
             assert!(!is_unrouted(status, &reply), "{what} is not routed: {status} {reply}");
+            if endpoint.path == "/auth/logout" {
+                // It revoked the token.
+                token = server.login().await;
+            }
         }
     }
     server.finish().await;
@@ -139,11 +143,119 @@ async fn expired_forged_unsigned_and_garbage_tokens_are_refused_everywhere() {
             }
         }
     }
-    // The valid token still works, and the query parameter form (for the WebSocket) too.
+    // The valid token still works in the header.
     assert_eq!(server.get("/libraries", Some(&valid)).await.0, 200);
-    assert_eq!(server.get(&format!("/api/libraries?token={valid}"), None).await.0, 200);
-    let (status, body) = server.get(&format!("/libraries?token={expired}"), None).await;
-    assert_eq!(status, 401, "{body}");
+    server.finish().await;
+}
+
+/// Query strings end up in proxies' and servers' logs: a token there is read on the
+/// WebSocket routes only (tests/it/actions.rs connects to each with one).
+#[actix_web::test]
+async fn a_token_in_the_query_string_is_refused_except_on_the_websocket() {
+    let server = TestServer::sqlite().await;
+    let valid = server.login().await;
+    let mut checked = 0;
+    for endpoint in endpoints().into_iter().filter(|e| e.access == Access::Token && !e.websocket) {
+        for prefix in PREFIXES {
+            let path = format!("{prefix}{}?token={valid}", concrete(endpoint.path));
+            let body = matches!(endpoint.method, Method::POST | Method::PUT).then(|| json!({}));
+            let (status, reply) = server.call(endpoint.method.clone(), &path, None, body.as_ref()).await;
+            let what = format!("{} {path}", endpoint.method);
+            assert_eq!(status, 401, "{what}: {reply}");
+            assert!(message(&reply).contains("Authorization: Bearer"), "{what}: {reply}");
+            checked += 1;
+        }
+    }
+    assert!(checked > 60, "{checked}");
+    server.finish().await;
+}
+
+fn claims_of(token: &str) -> Value {
+    serde_json::from_slice(&URL_SAFE_NO_PAD.decode(token.split('.').nth(1).unwrap()).unwrap()).unwrap()
+}
+
+/// A password change revokes every token of the user (a stolen one included), and a
+/// logout every token of the caller, refreshed ones too.
+async fn password_change_and_logout_revoke_older_tokens(server: &TestServer) {
+    let stolen = server.login().await;
+    let own = server.login().await;
+    assert_eq!(server.get("/libraries", Some(&stolen)).await.0, 200);
+    let new_password = "another password, long enough";
+    let (status, body) =
+        server.put(&format!("/users/{ADMIN}/password"), Some(&own), &json!({"password": new_password})).await;
+    assert_eq!(status, 204, "{body}");
+    for (name, token) in [("stolen", &stolen), ("own", &own)] {
+        for prefix in PREFIXES {
+            let (status, body) = server.get(&format!("{prefix}/libraries"), Some(token)).await;
+            assert_eq!(status, 401, "{name}: {body}");
+            assert!(message(&body).contains("revoked"), "{name}: {body}");
+            let (status, body) = server.post(&format!("{prefix}/auth/refresh"), Some(token), &json!({})).await;
+            assert_eq!(status, 401, "{name} refreshed: {body}");
+        }
+        let ws = awc::Client::new().ws(format!("{}?token={token}", server.url("/ws"))).connect().await;
+        assert!(
+            matches!(ws, Err(awc::error::WsClientError::InvalidResponseStatus(s)) if s.as_u16() == 401),
+            "{name}: the feed took a revoked token"
+        );
+    }
+    let (status, body) = server.login_as(ADMIN, new_password).await;
+    assert_eq!(status, 200, "{body}");
+    let fresh = body["token"].as_str().unwrap().to_string();
+    assert_eq!(server.get("/libraries", Some(&fresh)).await.0, 200);
+    let (status, body) = server.post("/auth/refresh", Some(&fresh), &json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    let refreshed = body["token"].as_str().unwrap().to_string();
+
+    let (status, body) = server.post("/api/auth/logout", Some(&fresh), &json!({})).await;
+    assert_eq!(status, 204, "{body}");
+    for token in [&fresh, &refreshed] {
+        let (status, body) = server.get("/libraries", Some(token)).await;
+        assert_eq!(status, 401, "{body}");
+        assert!(message(&body).contains("revoked"), "{body}");
+    }
+    let (status, body) = server.login_as(ADMIN, new_password).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(server.get("/libraries", Some(body["token"].as_str().unwrap())).await.0, 200);
+}
+api_test_on_both_databases!(password_change_and_logout_revoke_older_tokens);
+
+#[actix_web::test]
+async fn refresh_never_carries_a_session_past_its_maximum_lifetime() {
+    const MAX_HOURS: i64 = 720;
+    let server = TestServer::sqlite().await;
+    let now = Utc::now().timestamp();
+    // A login starts a session; refreshes keep its start.
+    let token = server.login().await;
+    let started = claims_of(&token)["auth_time"].as_i64().unwrap();
+    assert!((started - now).abs() <= 5, "{started} vs {now}");
+    let (status, body) = server.post("/auth/refresh", Some(&token), &json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(claims_of(body["token"].as_str().unwrap())["auth_time"].as_i64(), Some(started));
+
+    // A session a minute short of the maximum: the new token ends with the session.
+    let ends = now + 60;
+    let late = token_with(
+        JWT_SECRET,
+        &json!({"sub": ADMIN, "iat": now, "exp": now + 3600, "ver": 0, "auth_time": ends - MAX_HOURS * 3600}),
+    );
+    let (status, body) = server.post("/auth/refresh", Some(&late), &json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    let refreshed = claims_of(body["token"].as_str().unwrap());
+    assert_eq!(refreshed["exp"].as_i64(), Some(ends), "{refreshed}");
+    let expires_at: DateTime<Utc> = DateTime::parse_from_rfc3339(body["expiresAt"].as_str().unwrap()).unwrap().into();
+    assert_eq!(expires_at.timestamp(), ends);
+
+    // Past the maximum: no new token, whatever the old one's own expiry.
+    let over = token_with(
+        JWT_SECRET,
+        &json!({"sub": ADMIN, "iat": now, "exp": now + 3600, "ver": 0, "auth_time": now - MAX_HOURS * 3600 - 1}),
+    );
+    for prefix in PREFIXES {
+        let (status, body) = server.post(&format!("{prefix}/auth/refresh"), Some(&over), &json!({})).await;
+        assert_eq!(status, 401, "{body}");
+        assert_eq!(code(&body), "unauthorized");
+        assert!(message(&body).contains("maximum lifetime"), "{body}");
+    }
     server.finish().await;
 }
 
@@ -204,7 +316,8 @@ async fn failed_logins_are_rate_limited() {
     let (status, _) = server.login_as("someone-else", "whatever-it-is").await;
     assert_eq!(status, 429);
     // Tokens issued before keep working: only logins are limited.
-    let token = condense::security::issue_token(JWT_SECRET, ADMIN, 1, Utc::now()).unwrap().0;
+    let grant = condense::security::Grant { username: ADMIN, version: 0, session_started: Utc::now().timestamp() };
+    let token = condense::security::issue_token(JWT_SECRET, &grant, 1, 720, Utc::now()).unwrap().0;
     assert_eq!(server.get("/users", Some(&token)).await.0, 200);
     server.finish().await;
 }
@@ -226,9 +339,10 @@ async fn a_successful_login_clears_the_failures() {
 
 // ---------------------------------------------------------------- request bodies
 
-/// Actions (refresh, job and queue actions, scans) take no body; the rest take JSON.
+/// Actions (refresh, logout, job and queue actions, scans) take no body; the rest take JSON.
 fn takes_body(path: &str) -> bool {
     path != "/auth/refresh"
+        && path != "/auth/logout"
         && !path.starts_with("/jobs/{id}/")
         && !path.starts_with("/queue/")
         && !path.ends_with("/scan")

@@ -24,6 +24,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/auth/logout": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** POST /auth/logout: revokes every token of the caller, this one included. */
+        post: operations["logout"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/auth/refresh": {
         parameters: {
             query?: never;
@@ -33,7 +50,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** POST /auth/refresh: a new token for the caller, with a new expiry. */
+        /**
+         * POST /auth/refresh: a new token for the caller, with a new expiry, in the same session:
+         *     never past `SESSION_MAX_HOURS` after the login.
+         */
         post: operations["refresh"];
         delete?: never;
         options?: never;
@@ -1335,6 +1355,25 @@ export interface operations {
             };
         };
     };
+    logout: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Logged out: every token of this user is refused from now on */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["Unauthorized"];
+        };
+    };
     refresh: {
         parameters: {
             query?: never;
@@ -1344,7 +1383,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The new token */
+            /** @description The new token; its expiry is cut at the session's end (SESSION_MAX_HOURS after the login) */
             200: {
                 headers: {
                     [name: string]: unknown;

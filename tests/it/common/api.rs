@@ -98,6 +98,7 @@ impl TestServer {
             ApiConfig {
                 jwt_secret: JWT_SECRET.into(),
                 token_ttl_hours: 12,
+                session_max_hours: 720,
                 cluster_token: Some(CLUSTER_TOKEN.into()),
                 library_places: condense::http::libraries::LibraryPlaces {
                     data_dir: Some(data_dir.path().to_path_buf()),
