@@ -201,6 +201,7 @@ async fn run_main(common: CommonArgs, args: ServeArgs, host: HostFacts) -> Resul
             jwt_secret,
             token_ttl_hours: args.token_ttl_hours,
             session_max_hours: args.session_max_hours,
+            trusted_proxies: args.trusted_proxies.clone(),
             cluster_token: args.cluster_token.clone(),
             library_places: crate::http::libraries::LibraryPlaces {
                 data_dir: Some(common.data_dir.clone()),

@@ -75,6 +75,7 @@ async fn serve(dir: PathBuf) -> Res<()> {
             jwt_secret: JWT_SECRET.into(),
             token_ttl_hours: 12,
             session_max_hours: 720,
+            trusted_proxies: Vec::new(),
             cluster_token: None,
             library_places: Default::default(),
         },

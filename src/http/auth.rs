@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{AppError, ErrorBody};
 use crate::http::app::AppState;
+use crate::http::login_limit::client_address;
 use crate::repo;
 use crate::security::{self, TokenError};
 
@@ -147,7 +148,8 @@ pub struct TokenResponse {
 }
 
 /// POST /auth/login. A wrong password and an unknown user get the same answer after the
-/// same work; attempts are limited per client address and per username.
+/// same work; failed attempts slow down per client address and username
+/// (`http::login_limit`).
 #[utoipa::path(
     post,
     path = "/auth/login",
@@ -158,7 +160,7 @@ pub struct TokenResponse {
         (status = 400, description = "Malformed JSON or wrong content type (code malformed_json, unsupported_content_type)", body = ErrorBody),
         (status = 401, description = "Wrong username or password (the same answer for both)", body = ErrorBody),
         (status = 422, description = "Wrong types or unknown fields (invalid_body), or a value out of bounds (validation_failed; the message names the field)", body = ErrorBody),
-        (status = 429, description = "Too many failed logins (code too_many_requests)", body = ErrorBody),
+        (status = 429, description = "Too many failed logins from this client for this user, or from this client: wait the seconds the message gives (code too_many_requests)", body = ErrorBody),
     ),
 )]
 pub async fn login(
@@ -167,8 +169,11 @@ pub async fn login(
     body: web::Json<LoginRequest>,
 ) -> Result<web::Json<TokenResponse>, AppError> {
     let LoginRequest { username, password } = body.into_inner();
-    // The TCP peer: a forwarded-for header is the client's to forge.
-    let ip: Option<IpAddr> = req.peer_addr().map(|addr| addr.ip());
+    // The TCP peer, or whom a trusted proxy forwarded for: from anyone else the header is
+    // the client's to forge.
+    let forwarded: Vec<&str> =
+        req.headers().get_all("x-forwarded-for").filter_map(|value| value.to_str().ok()).collect();
+    let ip: Option<IpAddr> = client_address(req.peer_addr().map(|addr| addr.ip()), &forwarded, &state.trusted_proxies);
     state.login_limiter.begin(ip, &username, Instant::now()).map_err(|wait| {
         AppError::TooManyRequests(format!("too many failed logins; try again in {} seconds", whole_seconds(wait)))
     })?;

@@ -298,23 +298,26 @@ async fn login_and_refresh(server: &TestServer) {
 api_test_on_both_databases!(login_and_refresh);
 
 #[actix_web::test]
-async fn failed_logins_are_rate_limited() {
+async fn failed_logins_slow_down_for_that_client_and_user() {
     let server = TestServer::sqlite().await;
-    for attempt in 1..=5 {
+    for attempt in 1..=3 {
         let (status, body) = server.login_as(ADMIN, &format!("wrong password {attempt}")).await;
         assert_eq!(status, 401, "attempt {attempt}: {body}");
     }
-    // Locked now: even the right password is refused, on both prefixes, and this client
-    // cannot try other usernames either.
+    // Slowed now: even the right password waits, on both prefixes.
     let (status, body) = server.login_as(ADMIN, ADMIN_PASSWORD).await;
     assert_eq!(status, 429, "{body}");
     assert_eq!(code(&body), "too_many_requests");
-    assert!(message(&body).contains("try again in"), "{body}");
+    assert!(message(&body).contains("try again in 1 seconds"), "{body}");
     let (status, body) =
         server.post("/api/auth/login", None, &json!({"username": ADMIN, "password": ADMIN_PASSWORD})).await;
     assert_eq!((status, code(&body)), (429, "too_many_requests"));
-    let (status, _) = server.login_as("someone-else", "whatever-it-is").await;
-    assert_eq!(status, 429);
+    // Another username from this client is not slowed, nor this one from another client.
+    assert_eq!(server.login_as("someone-else", "whatever-it-is").await.0, 401);
+    assert_eq!(login_from(&server, "127.0.0.3", None, ADMIN, ADMIN_PASSWORD).await, 200);
+    // After the wait, the right password gets in.
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    assert_eq!(server.login_as(ADMIN, ADMIN_PASSWORD).await.0, 200);
     // Tokens issued before keep working: only logins are limited.
     let grant = condense::security::Grant { username: ADMIN, version: 0, session_started: Utc::now().timestamp() };
     let token = condense::security::issue_token(JWT_SECRET, &grant, 1, 720, Utc::now()).unwrap().0;
@@ -325,15 +328,80 @@ async fn failed_logins_are_rate_limited() {
 #[actix_web::test]
 async fn a_successful_login_clears_the_failures() {
     let server = TestServer::sqlite().await;
-    for _ in 0..4 {
+    for _ in 0..2 {
         assert_eq!(server.login_as(ADMIN, "wrong password").await.0, 401);
     }
     server.login().await;
-    assert!(server.state.login_limiter.is_empty());
-    for _ in 0..5 {
+    for _ in 0..3 {
         assert_eq!(server.login_as(ADMIN, "wrong password").await.0, 401);
     }
     assert_eq!(server.login_as(ADMIN, ADMIN_PASSWORD).await.0, 429);
+    server.finish().await;
+}
+
+/// POST /auth/login over a connection from `source` (a loopback address), with an
+/// X-Forwarded-For header when given; the status code.
+async fn login_from(server: &TestServer, source: &str, forwarded_for: Option<&str>, user: &str, password: &str) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let target: std::net::SocketAddr = server.url("").trim_start_matches("http://").parse().unwrap();
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(format!("{source}:0").parse().unwrap()).unwrap();
+    let mut stream = socket.connect(target).await.unwrap();
+    let body = json!({"username": user, "password": password}).to_string();
+    let header = forwarded_for.map(|value| format!("X-Forwarded-For: {value}\r\n")).unwrap_or_default();
+    let request = format!(
+        "POST /auth/login HTTP/1.1\r\nHost: condense\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{header}Connection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).await.unwrap();
+    let response = String::from_utf8_lossy(&response);
+    response.split(' ').nth(1).and_then(|code| code.parse().ok()).unwrap_or_else(|| panic!("{response}"))
+}
+
+/// The lockout the hard per-username lock allowed: anyone could keep `admin` out for ever.
+#[actix_web::test]
+async fn a_hundred_failed_logins_from_one_address_do_not_stop_the_user_from_another() {
+    let server = TestServer::sqlite().await;
+    let mut refused = 0;
+    for attempt in 0..100 {
+        let status = login_from(&server, "127.0.0.3", None, ADMIN, &format!("guess {attempt}")).await;
+        assert!(status == 401 || status == 429, "{status}");
+        refused += u32::from(status == 429);
+    }
+    assert!(refused >= 90, "the attacker was not slowed: {refused} refusals of 100");
+    assert_eq!(login_from(&server, "127.0.0.3", None, ADMIN, ADMIN_PASSWORD).await, 429);
+    // The real user, from their own address, at once.
+    assert_eq!(login_from(&server, "127.0.0.1", None, ADMIN, ADMIN_PASSWORD).await, 200);
+    assert_eq!(server.login_as(ADMIN, ADMIN_PASSWORD).await.0, 200);
+    server.finish().await;
+}
+
+/// Behind a trusted proxy (the test server trusts 127.0.0.2) each forwarded client is
+/// counted apart; from any other peer the header is ignored, so a client cannot dodge the
+/// limit by forging it.
+#[actix_web::test]
+async fn forwarded_for_names_the_client_only_behind_a_trusted_proxy() {
+    use crate::common::api::TRUSTED_PROXY;
+    let server = TestServer::sqlite().await;
+    for attempt in 0..100 {
+        let status = login_from(&server, TRUSTED_PROXY, Some("203.0.113.7"), ADMIN, &format!("guess {attempt}")).await;
+        assert!(status == 401 || status == 429, "{status}");
+    }
+    assert_eq!(login_from(&server, TRUSTED_PROXY, Some("203.0.113.7"), ADMIN, ADMIN_PASSWORD).await, 429);
+    // Another client behind the same proxy, and the proxy's other clients' forged left
+    // entries change nothing.
+    assert_eq!(login_from(&server, TRUSTED_PROXY, Some("203.0.113.8"), ADMIN, ADMIN_PASSWORD).await, 200);
+    assert_eq!(login_from(&server, TRUSTED_PROXY, Some("203.0.113.8, 203.0.113.7"), ADMIN, ADMIN_PASSWORD).await, 429);
+
+    // An untrusted peer names a new client in every request: still counted as itself.
+    for attempt in 0..3 {
+        let forged = format!("198.51.100.{attempt}");
+        let status = login_from(&server, "127.0.0.4", Some(&forged), ADMIN, "wrong password").await;
+        assert_eq!(status, 401, "attempt {attempt}");
+    }
+    assert_eq!(login_from(&server, "127.0.0.4", Some("198.51.100.99"), ADMIN, ADMIN_PASSWORD).await, 429);
     server.finish().await;
 }
 

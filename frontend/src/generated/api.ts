@@ -15,7 +15,8 @@ export interface paths {
         put?: never;
         /**
          * POST /auth/login. A wrong password and an unknown user get the same answer after the
-         *     same work; attempts are limited per client address and per username.
+         *     same work; failed attempts slow down per client address and username
+         *     (`http::login_limit`).
          */
         post: operations["login"];
         delete?: never;
@@ -1344,7 +1345,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Too many failed logins (code too_many_requests) */
+            /** @description Too many failed logins from this client for this user, or from this client: wait the seconds the message gives (code too_many_requests) */
             429: {
                 headers: {
                     [name: string]: unknown;

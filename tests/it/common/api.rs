@@ -64,6 +64,9 @@ pub struct TestServer {
     _data_dir: tempfile::TempDir,
 }
 
+/// The one peer whose X-Forwarded-For a `TestServer` believes.
+pub const TRUSTED_PROXY: &str = "127.0.0.2";
+
 impl TestServer {
     pub async fn sqlite() -> TestServer {
         TestServer::start(TestDb::sqlite().await).await
@@ -99,6 +102,9 @@ impl TestServer {
                 jwt_secret: JWT_SECRET.into(),
                 token_ttl_hours: 12,
                 session_max_hours: 720,
+                // The throttling tests connect from 127.0.0.2 as a proxy; other clients
+                // connect from 127.0.0.1.
+                trusted_proxies: vec![TRUSTED_PROXY.parse().unwrap()],
                 cluster_token: Some(CLUSTER_TOKEN.into()),
                 library_places: condense::http::libraries::LibraryPlaces {
                     data_dir: Some(data_dir.path().to_path_buf()),
