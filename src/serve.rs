@@ -93,7 +93,7 @@ pub async fn ensure_admin(
         None => (security::generate_secret(20), true),
     };
     let hash = security::hash_password(&password)?;
-    repo::users::create(db, username, &hash).await?;
+    repo::users::create(db, username, &hash, crate::domain::access::UserRole::Admin).await?;
     tracing::info!(username, "created the first user");
     Ok(generated.then_some(password))
 }

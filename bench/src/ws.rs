@@ -45,7 +45,9 @@ async fn serve(dir: PathBuf) -> Res<()> {
     let db = repo::connect(&url).await.ctx("connecting")?;
     repo::migrate(&db).await.ctx("migrating")?;
     let hash = condense::security::hash_password(PASSWORD).ctx("hashing")?;
-    repo::users::create(&db, "admin", &hash).await.ctx("creating the user")?;
+    repo::users::create(&db, "admin", &hash, condense::domain::access::UserRole::Admin)
+        .await
+        .ctx("creating the user")?;
     let (_, public_key) = condense::license::generate_keypair();
     let config = NodeConfig {
         name: "bench".into(),

@@ -72,3 +72,12 @@ pub enum Tier {
     Supporter,
     Pro,
 }
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EnumIter, DeriveActiveEnum, Serialize, Deserialize)]
+#[sea_orm(rs_type = "String", db_type = "String(StringLen::None)", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
+pub enum UserRole {
+    Admin,
+    Operator,
+    Viewer,
+}

@@ -8,6 +8,7 @@ mod m20261123_000003_jobs_crash_count;
 mod m20261123_000010_node_identity;
 mod m20261125_000011_typed_enums;
 mod m20261125_000012_user_token_version;
+mod m20261125_000013_user_roles;
 
 pub struct Migrator;
 
@@ -21,6 +22,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261123_000010_node_identity::Migration),
             Box::new(m20261125_000011_typed_enums::Migration),
             Box::new(m20261125_000012_user_token_version::Migration),
+            Box::new(m20261125_000013_user_roles::Migration),
         ]
     }
 }

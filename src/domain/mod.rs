@@ -2,6 +2,7 @@
 //! health thresholds, licence tiers, queue statistics and insights.
 //! Nothing here does I/O; actors carry these rules out, persist and publish.
 
+pub mod access;
 pub mod encoding;
 pub mod health;
 pub mod job;

@@ -16,6 +16,7 @@ use actix_web::{web, FromRequest, HttpMessage, HttpRequest, HttpResponse};
 use futures_util::future::LocalBoxFuture;
 use serde::{Deserialize, Serialize};
 
+use crate::domain::access::UserRole;
 use crate::error::{AppError, ErrorBody};
 use crate::http::app::AppState;
 use crate::http::login_limit::client_address;
@@ -31,14 +32,14 @@ pub struct AuthUser {
     pub token_version: i32,
     /// When the token's session began (Unix seconds): refreshes keep it.
     pub session_started: i64,
+    pub role: UserRole,
 }
 
 const MISSING: &str =
     "missing token: send the header \"Authorization: Bearer <token>\" with a token from POST /auth/login";
 const NOT_BEARER: &str = "the Authorization header must read \"Bearer <token>\"";
 const BAD_CREDENTIALS: &str = "invalid username or password";
-const REVOKED: &str =
-    "the token was revoked (a password change or a logout since it was issued); log in again (POST /auth/login)";
+const REVOKED: &str = "the token was revoked (a password change, a role change or a logout since it was issued); log in again (POST /auth/login)";
 
 impl FromRequest for AuthUser {
     type Error = AppError;
@@ -66,8 +67,30 @@ pub async fn require_token(
     req: ServiceRequest,
     next: Next<impl MessageBody>,
 ) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
-    authenticate(req.request(), TokenPlace::Header).await?;
+    let user = authenticate(req.request(), TokenPlace::Header).await?;
+    require_role(&req, &user)?;
     next.call(req).await
+}
+
+/// The one check of roles: the route table's role for this method and route
+/// (`http::required_role`) against the user's. A route the table does not know (a method
+/// the resource refuses anyway) needs the highest role.
+fn require_role(req: &ServiceRequest, user: &AuthUser) -> Result<(), AppError> {
+    let needed = req
+        .match_pattern()
+        .and_then(|pattern| crate::http::required_role(req.method(), &pattern))
+        .unwrap_or(UserRole::Admin);
+    if user.role.allows(needed) {
+        Ok(())
+    } else {
+        Err(AppError::Forbidden(format!(
+            "{} {} needs the role {needed} or higher; {} is {}",
+            req.method(),
+            req.path(),
+            user.username,
+            user.role
+        )))
+    }
 }
 
 /// `require_token` for WebSocket routes: the token may also be the `token` query parameter.
@@ -75,7 +98,8 @@ pub async fn require_token_or_query(
     req: ServiceRequest,
     next: Next<impl MessageBody>,
 ) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
-    authenticate(req.request(), TokenPlace::HeaderOrQuery).await?;
+    let user = authenticate(req.request(), TokenPlace::HeaderOrQuery).await?;
+    require_role(&req, &user)?;
     next.call(req).await
 }
 
@@ -103,6 +127,7 @@ pub async fn authenticate(req: &HttpRequest, place: TokenPlace) -> Result<AuthUs
         username: user.username,
         token_version: user.token_version,
         session_started: claims.session_started(),
+        role: user.role.into(),
     };
     req.extensions_mut().insert(user.clone());
     Ok(user)

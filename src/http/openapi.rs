@@ -52,6 +52,7 @@ const BEARER: &str = "bearerAuth";
         super::users::list,
         super::users::create,
         super::users::set_password,
+        super::users::set_role,
         super::users::delete,
         super::nodes::list,
         super::encoders::list,

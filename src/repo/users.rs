@@ -8,11 +8,18 @@ use sea_orm::{
 };
 
 use super::{now, RepoError, RepoResult};
+use crate::domain::access::UserRole;
 
-pub async fn create(db: &impl ConnectionTrait, username: &str, password_hash: &str) -> RepoResult<user::Model> {
+pub async fn create(
+    db: &impl ConnectionTrait,
+    username: &str,
+    password_hash: &str,
+    role: UserRole,
+) -> RepoResult<user::Model> {
     let at = now();
     ActiveModel {
         username: Set(username.to_string()),
+        role: Set(role.into()),
         password_hash: Set(password_hash.to_string()),
         created_at: Set(at),
         updated_at: Set(at),
@@ -40,6 +47,38 @@ pub async fn set_password_hash(db: &impl ConnectionTrait, username: &str, passwo
     if result.rows_affected == 0 {
         return Err(RepoError::NotFound(format!("user {username:?}")));
     }
+    Ok(())
+}
+
+/// Sets the user's role and revokes every token the user holds, in one statement, so no
+/// token goes on acting with the old role. The last administrator keeps the role: without
+/// one, nobody could manage users.
+pub async fn set_role<C: ConnectionTrait + TransactionTrait>(db: &C, username: &str, role: UserRole) -> RepoResult<()> {
+    let txn = db.begin().await?;
+    if txn.get_database_backend() == DbBackend::Postgres {
+        // As in `delete`: two demotions at once must not each count the other admin.
+        Entity::find().lock_exclusive().all(&txn).await?;
+    }
+    let result = Entity::update_many()
+        .col_expr(Column::Role, Expr::value(entities::sea_orm_active_enums::UserRole::from(role)))
+        .col_expr(Column::TokenVersion, Expr::col(Column::TokenVersion).add(1))
+        .col_expr(Column::UpdatedAt, Expr::value(now()))
+        .filter(Column::Username.eq(username))
+        .exec(&txn)
+        .await?;
+    if result.rows_affected == 0 {
+        return Err(RepoError::NotFound(format!("user {username:?}")));
+    }
+    let admins = Entity::find()
+        .filter(Column::Role.eq(entities::sea_orm_active_enums::UserRole::from(UserRole::Admin)))
+        .count(&txn)
+        .await?;
+    if admins == 0 {
+        return Err(RepoError::Conflict(format!(
+            "{username:?} is the last administrator; make another user admin first"
+        )));
+    }
+    txn.commit().await?;
     Ok(())
 }
 
@@ -81,6 +120,15 @@ pub async fn delete<C: ConnectionTrait + TransactionTrait>(db: &C, username: &st
     }
     if Entity::find().count(&txn).await? == 0 {
         return Err(RepoError::Conflict(format!("{username:?} is the last user; create another one first")));
+    }
+    let admins = Entity::find()
+        .filter(Column::Role.eq(entities::sea_orm_active_enums::UserRole::from(UserRole::Admin)))
+        .count(&txn)
+        .await?;
+    if admins == 0 {
+        return Err(RepoError::Conflict(format!(
+            "{username:?} is the last administrator; make another user admin first"
+        )));
     }
     txn.commit().await?;
     Ok(())

@@ -6,6 +6,7 @@ use actix_web::http::Method;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use chrono::{DateTime, Duration, Utc};
+use condense::domain::access::UserRole;
 use condense::domain::job::JobStatus;
 use condense::domain::license::Tier;
 use condense::domain::node::{NodeRole, NodeStatus};
@@ -145,6 +146,115 @@ async fn expired_forged_unsigned_and_garbage_tokens_are_refused_everywhere() {
     }
     // The valid token still works in the header.
     assert_eq!(server.get("/libraries", Some(&valid)).await.0, 200);
+    server.finish().await;
+}
+
+/// Logs in a new user with `role` (created by the admin through the API); its token.
+async fn user_with_role(server: &TestServer, admin: &str, role: UserRole) -> String {
+    let name = format!("a-{role}");
+    let password = "the password of a role";
+    let (status, body) =
+        server.post("/users", Some(admin), &json!({"username": name, "password": password, "role": role})).await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["role"], role.as_str());
+    let (status, body) = server.login_as(&name, password).await;
+    assert_eq!(status, 200, "{body}");
+    body["token"].as_str().unwrap().to_string()
+}
+
+/// Every route under both prefixes, called by every role: a role below the route table's
+/// gets 403 before anything else is looked at, a role at or above it is never refused.
+#[actix_web::test]
+async fn every_route_answers_every_role_as_the_route_table_says() {
+    let server = TestServer::sqlite().await;
+    let admin = server.login().await;
+    let mut tokens = vec![(UserRole::Admin, admin.clone())];
+    for role in [UserRole::Operator, UserRole::Viewer] {
+        tokens.push((role, user_with_role(&server, &admin, role).await));
+    }
+    let mut refused = 0;
+    for endpoint in endpoints().into_iter().filter(|e| e.access == Access::Token) {
+        for prefix in PREFIXES {
+            let path = format!("{prefix}{}", concrete(endpoint.path));
+            let body = matches!(endpoint.method, Method::POST | Method::PUT).then(|| json!({}));
+            for (role, token) in &mut tokens {
+                let (status, reply) = server.call(endpoint.method.clone(), &path, Some(token), body.as_ref()).await;
+                let what = format!("{} {path} as {role} (needs {})", endpoint.method, endpoint.role);
+                if role.allows(endpoint.role) {
+                    assert!(status != 401 && status != 403 && status < 500, "{what}: {status} {reply}");
+                    assert!(!is_unrouted(status, &reply), "{what} is not routed: {status} {reply}");
+                } else {
+                    assert_eq!(status, 403, "{what}: {reply}");
+                    assert_eq!(code(&reply), "forbidden", "{what}");
+                    assert!(message(&reply).contains(endpoint.role.as_str()), "{what}: {reply}");
+                    refused += 1;
+                }
+                if endpoint.path == "/auth/logout" {
+                    // It revoked the token: a new one for the same user.
+                    let name = if *role == UserRole::Admin { ADMIN.to_string() } else { format!("a-{role}") };
+                    let password = if *role == UserRole::Admin { ADMIN_PASSWORD } else { "the password of a role" };
+                    let (status, body) = server.login_as(&name, password).await;
+                    assert_eq!(status, 200, "{body}");
+                    *token = body["token"].as_str().unwrap().to_string();
+                }
+            }
+        }
+    }
+    assert!(refused > 40, "{refused}");
+    // The feed is the viewer's too, on every mount.
+    for (role, token) in &tokens {
+        for path in ["/ws", "/api/ws", "/"] {
+            let (response, _) =
+                awc::Client::new().ws(format!("{}?token={token}", server.url(path))).connect().await.unwrap();
+            assert_eq!(response.status().as_u16(), 101, "{path} as {role}");
+        }
+    }
+    server.finish().await;
+}
+
+/// A role change takes effect at once: the user's older tokens are revoked. The last
+/// administrator cannot be demoted or deleted.
+#[actix_web::test]
+async fn a_role_change_revokes_the_users_tokens_and_an_admin_always_remains() {
+    let server = TestServer::sqlite().await;
+    let admin = server.login().await;
+    let viewer = user_with_role(&server, &admin, UserRole::Viewer).await;
+    assert_eq!(server.post("/queue/pause-all", Some(&viewer), &json!({})).await.0, 403);
+    let (status, body) = server.put("/users/a-viewer/role", Some(&admin), &json!({"role": "operator"})).await;
+    assert_eq!(status, 204, "{body}");
+    let (status, body) = server.post("/queue/pause-all", Some(&viewer), &json!({})).await;
+    assert_eq!(status, 401, "{body}");
+    assert!(message(&body).contains("revoked"), "{body}");
+    let (status, body) = server.login_as("a-viewer", "the password of a role").await;
+    assert_eq!(status, 200, "{body}");
+    let operator = body["token"].as_str().unwrap().to_string();
+    assert_eq!(server.post("/queue/pause-all", Some(&operator), &json!({})).await.0, 200);
+    assert_eq!(server.post("/queue/resume-all", Some(&operator), &json!({})).await.0, 200);
+    assert_eq!(server.get("/users", Some(&operator)).await.0, 403);
+    let (status, users) = server.get("/users", Some(&admin)).await;
+    assert_eq!(status, 200);
+    let roles: Vec<(&str, &str)> = users
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| (u["username"].as_str().unwrap(), u["role"].as_str().unwrap()))
+        .collect();
+    assert_eq!(roles, [(ADMIN, "admin"), ("a-viewer", "operator")]);
+
+    // The only administrator stays one.
+    let (status, body) = server.put(&format!("/users/{ADMIN}/role"), Some(&admin), &json!({"role": "viewer"})).await;
+    assert_eq!((status, code(&body)), (409, "conflict"), "{body}");
+    assert!(message(&body).contains("last administrator"), "{body}");
+    let (status, body) = server.delete(&format!("/users/{ADMIN}"), Some(&admin)).await;
+    assert_eq!((status, code(&body)), (409, "conflict"), "{body}");
+    assert_eq!(server.get("/users", Some(&admin)).await.0, 200, "the refused change revoked nothing");
+    let (status, body) = server.put("/users/a-viewer/role", Some(&admin), &json!({"role": "superuser"})).await;
+    assert_eq!(status, 422, "{body}");
+    // A user created without a role is a viewer.
+    let (status, body) =
+        server.post("/users", Some(&admin), &json!({"username": "plain", "password": "long enough password"})).await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["role"], "viewer");
     server.finish().await;
 }
 
@@ -827,11 +937,12 @@ async fn users_crud(server: &TestServer) {
     assert_eq!(users.as_array().unwrap().len(), 1);
     assert_eq!(users[0]["username"], ADMIN);
 
-    let (status, bob) = server.post("/users", token, &json!({"username": "bob", "password": "bob's password"})).await;
+    let (status, bob) =
+        server.post("/users", token, &json!({"username": "bob", "password": "bob's password", "role": "admin"})).await;
     assert_eq!(status, 201, "{bob}");
     let mut keys: Vec<&String> = bob.as_object().unwrap().keys().collect();
     keys.sort();
-    assert_eq!(keys, ["createdAt", "id", "username"]);
+    assert_eq!(keys, ["createdAt", "id", "role", "username"]);
     let (status, body) = server.post("/api/users", token, &json!({"username": "bob", "password": "another one"})).await;
     assert_eq!((status, code(&body)), (409, "conflict"), "{body}");
     for (body, field) in [
@@ -886,7 +997,7 @@ async fn deleting_the_last_two_users_at_once_keeps_one(server: &TestServer) {
     for round in 0..5 {
         let other = format!("other-{round}");
         let hash = condense::security::hash_password("long enough").unwrap();
-        repo::users::create(server.db(), &other, &hash).await.unwrap();
+        repo::users::create(server.db(), &other, &hash, UserRole::Admin).await.unwrap();
         let (first, second) = futures_util::future::join(
             repo::users::delete(server.db(), ADMIN),
             repo::users::delete(server.db(), &other),
@@ -897,7 +1008,7 @@ async fn deleting_the_last_two_users_at_once_keeps_one(server: &TestServer) {
         assert_eq!(left.len(), 1, "round {round}");
         if left[0].username != ADMIN {
             // Put the admin back for the next round, and the server's helpers.
-            repo::users::create(server.db(), ADMIN, &hash).await.unwrap();
+            repo::users::create(server.db(), ADMIN, &hash, UserRole::Admin).await.unwrap();
             repo::users::delete(server.db(), &left[0].username).await.unwrap();
         }
     }

@@ -621,6 +621,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/users/{username}/role": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Set a user's role
+         * @description Revokes every token of that user, so none goes on acting with the old role.
+         */
+        put: operations["set_role"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/ws": {
         parameters: {
             query?: never;
@@ -705,6 +725,7 @@ export interface components {
         };
         CreateUser: {
             password: string;
+            role?: null | components["schemas"]["UserRole"];
             username: string;
         };
         DashboardView: {
@@ -1211,6 +1232,13 @@ export interface components {
         SetPassword: {
             password: string;
         };
+        SetRole: {
+            /**
+             * @description Read as text and then parsed, so an unknown role is a validation error naming the
+             *     field, like every other bad value.
+             */
+            role: components["schemas"]["UserRole"];
+        };
         SettingsView: {
             /** @description What linked nodes present to register (CLUSTER_TOKEN); null when unset. */
             clusterToken?: string | null;
@@ -1270,11 +1298,14 @@ export interface components {
         };
         /** @enum {string} */
         UserAction: "pause" | "resume" | "retry" | "force" | "cancel";
+        /** @enum {string} */
+        UserRole: "admin" | "operator" | "viewer";
         UserView: {
             /** Format: date-time */
             createdAt: string;
             /** Format: int32 */
             id: number;
+            role: components["schemas"]["UserRole"];
             username: string;
         };
     };
@@ -2512,7 +2543,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description It is the last user */
+            /** @description It is the last user, or the last administrator */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2557,6 +2588,67 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             /** @description No such user (code not_found) */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Wrong types or unknown fields (invalid_body), or a value out of bounds (validation_failed; the message names the field) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    set_role: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                username: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SetRole"];
+            };
+        };
+        responses: {
+            /** @description Changed; the user's tokens are revoked */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Malformed JSON or wrong content type (code malformed_json, unsupported_content_type) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description No such user (code not_found) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description It would leave no administrator (code conflict) */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2627,3 +2719,4 @@ export const stageValues: ReadonlyArray<FlattenedDeepRequired<components>["schem
 export const targetCodecValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["TargetCodec"]> = ["hevc", "av1"];
 export const tierValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Tier"]> = ["FREE", "SUPPORTER", "PRO"];
 export const userActionValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["UserAction"]> = ["pause", "resume", "retry", "force", "cancel"];
+export const userRoleValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["UserRole"]> = ["admin", "operator", "viewer"];

@@ -93,7 +93,7 @@ impl TestServer {
         // DATA_DIR of this server, for the library path rules (nothing is written there).
         let data_dir = tempfile::tempdir().unwrap();
         let hash = security::hash_password(ADMIN_PASSWORD).unwrap();
-        repo::users::create(&test_db.db, ADMIN, &hash).await.unwrap();
+        repo::users::create(&test_db.db, ADMIN, &hash, condense::domain::access::UserRole::Admin).await.unwrap();
         let (license_private_key, license_public_key) = condense::license::generate_keypair();
         let node = start_main_node(&test_db.db, slots, throttle_ms, &license_public_key).await;
         let state = web::Data::new(AppState::new(
