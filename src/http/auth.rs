@@ -211,6 +211,7 @@ pub async fn login(
     })
     .await?;
     let Some(user) = user.filter(|_| verified) else {
+        state.login_limiter.failed(ip, &username, Instant::now());
         return Err(AppError::Unauthorized(BAD_CREDENTIALS.into()));
     };
     state.login_limiter.succeeded(ip, &username);

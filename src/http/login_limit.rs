@@ -98,6 +98,17 @@ impl LoginLimiter {
         Ok(())
     }
 
+    /// The password was wrong, and the answer is going out now: the wait counts from here,
+    /// not from when the check began, so a slow password check does not shorten it.
+    pub fn failed(&self, client: Option<IpAddr>, username: &str, now: Instant) {
+        let mut entries = self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        for key in [pair_key(client, username), Key::Client(client)] {
+            if let Some(record) = entries.get_mut(&key) {
+                record.last = record.last.max(now);
+            }
+        }
+    }
+
     /// The password was right: forget this user's failures from this client, and take back
     /// the attempt from the client's count (its other failures stay: logging in to one's
     /// own account must not reset a spraying client).
@@ -243,6 +254,19 @@ mod tests {
         assert_eq!(limiter.begin(ip(1), "ada", later), Err(Duration::from_secs(2)));
         // Forgotten after an hour without failures.
         assert!(limiter.begin(ip(1), "ada", later + FORGET_AFTER).is_ok());
+    }
+
+    #[test]
+    fn the_wait_counts_from_the_answer() {
+        let limiter = LoginLimiter::default();
+        let start = Instant::now();
+        for _ in 0..FREE_FAILURES {
+            limiter.begin(ip(1), "ada", start).unwrap();
+        }
+        // The last check took half a second.
+        let answered = start + Duration::from_millis(500);
+        limiter.failed(ip(1), "ada", answered);
+        assert_eq!(limiter.begin(ip(1), "ada", start + Duration::from_secs(1)), Err(Duration::from_millis(500)));
     }
 
     #[test]
