@@ -31,7 +31,7 @@ pub async fn user(common: &CommonArgs, command: UserCommand) -> Result<(), Serve
     };
     let hash = security::hash_password(&password)?;
     if create {
-        repo::users::create(&db, &username, &hash).await?;
+        repo::users::create(&db, &username, &hash, crate::domain::access::UserRole::Admin).await?;
         println!("created user {username:?}");
     } else {
         repo::users::set_password_hash(&db, &username, &hash).await?;

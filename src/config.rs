@@ -138,6 +138,13 @@ pub struct ServeArgs {
     /// Lifetime of an API token, in hours.
     #[arg(long, env = "TOKEN_TTL_HOURS", value_name = "TOKEN_TTL_HOURS", default_value_t = 12, value_parser = clap::value_parser!(u32).range(1..=8760))]
     pub token_ttl_hours: u32,
+    /// Longest a login lasts, in hours: `POST /auth/refresh` never extends a session past it.
+    #[arg(long, env = "SESSION_MAX_HOURS", value_name = "SESSION_MAX_HOURS", default_value_t = 720, value_parser = clap::value_parser!(u32).range(1..=87600))]
+    pub session_max_hours: u32,
+    /// Reverse proxies (comma-separated addresses or CIDR networks) whose `X-Forwarded-For`
+    /// names the client, for login throttling; from any other peer the header is ignored.
+    #[arg(long, env = "TRUSTED_PROXIES", value_name = "TRUSTED_PROXIES", value_delimiter = ',')]
+    pub trusted_proxies: Vec<crate::http::login_limit::IpNet>,
     /// Name of the first user, created on the first start.
     #[arg(long, env = "ADMIN_USERNAME", value_name = "ADMIN_USERNAME", default_value = "admin")]
     pub admin_username: String,

@@ -52,12 +52,36 @@ pub fn verify_dummy_password(password: &str) -> bool {
     false
 }
 
-/// What an API token says: who, issued when, valid until when (Unix seconds).
+/// What an API token says: who, issued when, valid until when (Unix seconds), the user's
+/// token version when it was issued, and when the session it belongs to began (the login;
+/// refreshes keep it).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Claims {
     pub sub: String,
     pub iat: i64,
     pub exp: i64,
+    /// Tokens issued before versions existed carry none: version 0, every user's first.
+    #[serde(default)]
+    pub ver: i32,
+    /// OpenID Connect's name for the time of the login; absent in older tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth_time: Option<i64>,
+}
+
+impl Claims {
+    /// When the session began: the login, or for an older token its own issue.
+    pub fn session_started(&self) -> i64 {
+        self.auth_time.unwrap_or(self.iat)
+    }
+}
+
+/// Whom a token is for: the user, their token version, and the start of the session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant<'a> {
+    pub username: &'a str,
+    pub version: i32,
+    /// Unix seconds of the login that began the session.
+    pub session_started: i64,
 }
 
 /// Why a token was refused; the message tells the client what to do.
@@ -71,23 +95,34 @@ pub enum TokenError {
     WrongAlgorithm,
     #[error("the token is malformed: expected a JWT (header.payload.signature) signed with HS256, with claims sub, iat and exp")]
     Malformed,
+    #[error("the session has reached its maximum lifetime (SESSION_MAX_HOURS); log in again (POST /auth/login)")]
+    SessionOver,
     #[error("could not sign the token: {0}")]
     Signing(String),
 }
 
-/// A signed token for `username`, valid `ttl_hours` from `now`, and its expiry.
+/// A signed token for `grant`, valid `ttl_hours` from `now` but never past `max_hours`
+/// after the session began (`domain::session`), and its expiry.
 pub fn issue_token(
     secret: &str,
-    username: &str,
+    grant: &Grant<'_>,
     ttl_hours: u32,
+    max_hours: u32,
     now: chrono::DateTime<chrono::Utc>,
 ) -> Result<(String, chrono::DateTime<chrono::Utc>), TokenError> {
     // Whole seconds, so the expiry reported equals the `exp` claim exactly.
     let iat = now.timestamp();
-    let exp = iat + i64::from(ttl_hours) * 3600;
+    let exp = crate::domain::session::token_expiry(iat, grant.session_started, ttl_hours, max_hours)
+        .ok_or(TokenError::SessionOver)?;
     let expires_at =
         chrono::DateTime::from_timestamp(exp, 0).ok_or(TokenError::Signing("expiry out of range".into()))?;
-    let claims = Claims { sub: username.to_string(), iat, exp };
+    let claims = Claims {
+        sub: grant.username.to_string(),
+        iat,
+        exp,
+        ver: grant.version,
+        auth_time: Some(grant.session_started),
+    };
     let token = jsonwebtoken::encode(
         &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
         &claims,
@@ -195,14 +230,27 @@ mod tests {
     fn a_token_verifies_with_its_secret_until_it_expires() {
         let secret = "0123456789abcdef0123456789abcdef";
         let at = now();
-        let (token, expires_at) = issue_token(secret, "ada", 12, at).unwrap();
+        let grant = Grant { username: "ada", version: 3, session_started: at.timestamp() - 60 };
+        let (token, expires_at) = issue_token(secret, &grant, 12, 720, at).unwrap();
         assert_eq!(expires_at.timestamp(), at.timestamp() + 12 * 3600);
         let claims = verify_token(secret, &token).unwrap();
-        assert_eq!(claims, Claims { sub: "ada".into(), iat: at.timestamp(), exp: expires_at.timestamp() });
+        let expected = Claims {
+            sub: "ada".into(),
+            iat: at.timestamp(),
+            exp: expires_at.timestamp(),
+            ver: 3,
+            auth_time: Some(at.timestamp() - 60),
+        };
+        assert_eq!(claims, expected);
 
         assert_eq!(verify_token("another secret, just as long", &token), Err(TokenError::BadSignature));
-        let (old, _) = issue_token(secret, "ada", 1, at - chrono::Duration::hours(2)).unwrap();
+        let earlier = at - chrono::Duration::hours(2);
+        let old_grant = Grant { session_started: earlier.timestamp(), ..grant };
+        let (old, _) = issue_token(secret, &old_grant, 1, 720, earlier).unwrap();
         assert_eq!(verify_token(secret, &old), Err(TokenError::Expired));
+        // A session past its maximum gets no new token.
+        let long_ago = Grant { session_started: at.timestamp() - 721 * 3600, ..grant };
+        assert_eq!(issue_token(secret, &long_ago, 12, 720, at), Err(TokenError::SessionOver));
     }
 
     #[test]
@@ -222,7 +270,7 @@ mod tests {
 
         let hs512 = jsonwebtoken::encode(
             &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS512),
-            &Claims { sub: "ada".into(), iat: 1, exp },
+            &Claims { sub: "ada".into(), iat: 1, exp, ver: 0, auth_time: None },
             &jsonwebtoken::EncodingKey::from_secret(secret.as_bytes()),
         )
         .unwrap();

@@ -93,7 +93,7 @@ pub async fn ensure_admin(
         None => (security::generate_secret(20), true),
     };
     let hash = security::hash_password(&password)?;
-    repo::users::create(db, username, &hash).await?;
+    repo::users::create(db, username, &hash, crate::domain::access::UserRole::Admin).await?;
     tracing::info!(username, "created the first user");
     Ok(generated.then_some(password))
 }
@@ -201,6 +201,8 @@ async fn run_main(common: CommonArgs, args: ServeArgs, host: HostFacts) -> Resul
         ApiConfig {
             jwt_secret,
             token_ttl_hours: args.token_ttl_hours,
+            session_max_hours: args.session_max_hours,
+            trusted_proxies: args.trusted_proxies.clone(),
             cluster_token: args.cluster_token.clone(),
             library_places: crate::http::libraries::LibraryPlaces {
                 data_dir: Some(common.data_dir.clone()),

@@ -45,7 +45,9 @@ async fn serve(dir: PathBuf) -> Res<()> {
     let db = repo::connect(&url).await.ctx("connecting")?;
     repo::migrate(&db).await.ctx("migrating")?;
     let hash = condense::security::hash_password(PASSWORD).ctx("hashing")?;
-    repo::users::create(&db, "admin", &hash).await.ctx("creating the user")?;
+    repo::users::create(&db, "admin", &hash, condense::domain::access::UserRole::Admin)
+        .await
+        .ctx("creating the user")?;
     let (_, public_key) = condense::license::generate_keypair();
     let config = NodeConfig {
         name: "bench".into(),
@@ -75,6 +77,8 @@ async fn serve(dir: PathBuf) -> Res<()> {
         ApiConfig {
             jwt_secret: JWT_SECRET.into(),
             token_ttl_hours: 12,
+            session_max_hours: 720,
+            trusted_proxies: Vec::new(),
             cluster_token: None,
             library_places: Default::default(),
         },

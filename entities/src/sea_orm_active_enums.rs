@@ -44,6 +44,7 @@ pub enum FailureCode {
     Timeout,
     Miscellaneous,
     UnsupportedStream,
+    UnsupportedContainer,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EnumIter, DeriveActiveEnum, Serialize, Deserialize)]
@@ -70,4 +71,13 @@ pub enum Tier {
     Free,
     Supporter,
     Pro,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EnumIter, DeriveActiveEnum, Serialize, Deserialize)]
+#[sea_orm(rs_type = "String", db_type = "String(StringLen::None)", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
+pub enum UserRole {
+    Admin,
+    Operator,
+    Viewer,
 }

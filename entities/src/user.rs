@@ -1,6 +1,8 @@
 use sea_orm::entity::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use crate::sea_orm_active_enums::UserRole;
+
 #[derive(Clone, Debug, PartialEq, DeriveEntityModel, Serialize, Deserialize)]
 #[sea_orm(table_name = "users")]
 pub struct Model {
@@ -13,6 +15,9 @@ pub struct Model {
     pub password_hash: String,
     pub created_at: ChronoDateTimeUtc,
     pub updated_at: ChronoDateTimeUtc,
+    /// Incremented by a password change or a logout: tokens carrying an older one are refused.
+    pub token_version: i32,
+    pub role: UserRole,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -263,7 +263,15 @@ export class ApiClient {
     return result;
   }
 
+  /**
+   * Ends the session: the server revokes every token of this user (so a copy left anywhere
+   * dies too), and the local copy goes at once, whatever the server answers.
+   */
   logout(): void {
+    if (this.store.token() != null) {
+      // `send` reads the token before its first await, so before the clear below.
+      this.send('POST', '/api/auth/logout', undefined, true).catch(() => undefined);
+    }
     this.store.clear();
   }
 

@@ -229,6 +229,25 @@ describe('ApiClient against a real HTTP server', () => {
     expect(unauthorized()).toBe(1);
     expect(requests.map((r) => r.url)).toEqual(['/api/auth/refresh']);
   });
+
+  it('logs out on the server with the token, and drops the token at once', async () => {
+    handler = (_req, _body, res) => {
+      res.writeHead(204);
+      res.end();
+    };
+    const { api, store } = client('tok-1');
+    api.logout();
+    expect(store.token()).toBeNull();
+    await expect.poll(() => requests.length).toBe(1);
+    expect(requests[0]).toMatchObject({ method: 'POST', url: '/api/auth/logout', authorization: 'Bearer tok-1' });
+  });
+
+  it('sends no logout without a token', async () => {
+    const { api } = client(null, null);
+    api.logout();
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(requests).toEqual([]);
+  });
 });
 
 describe('request helpers', () => {

@@ -7,6 +7,8 @@ mod m20261121_000002_jobs_created_at_index;
 mod m20261123_000003_jobs_crash_count;
 mod m20261123_000010_node_identity;
 mod m20261125_000011_typed_enums;
+mod m20261125_000012_user_token_version;
+mod m20261125_000013_user_roles;
 
 pub struct Migrator;
 
@@ -19,6 +21,8 @@ impl MigratorTrait for Migrator {
             Box::new(m20261123_000003_jobs_crash_count::Migration),
             Box::new(m20261123_000010_node_identity::Migration),
             Box::new(m20261125_000011_typed_enums::Migration),
+            Box::new(m20261125_000012_user_token_version::Migration),
+            Box::new(m20261125_000013_user_roles::Migration),
         ]
     }
 }

@@ -50,6 +50,7 @@ named_enum!(
         Timeout => "timeout",
         Miscellaneous => "miscellaneous",
         UnsupportedStream => "unsupported_stream",
+        UnsupportedContainer => "unsupported_container",
     }
 );
 
@@ -65,6 +66,7 @@ impl FailureCode {
             FailureCode::Timeout => "timeout",
             FailureCode::Miscellaneous => "miscellaneous",
             FailureCode::UnsupportedStream => "unsupported stream",
+            FailureCode::UnsupportedContainer => "unsupported container",
         }
     }
 }

@@ -2,12 +2,14 @@
 //! health thresholds, licence tiers, segment spans and sessions, queue statistics and insights.
 //! Nothing here does I/O; actors carry these rules out, persist and publish.
 
+pub mod access;
 pub mod encoding;
 pub mod health;
 pub mod job;
 pub mod license;
 pub mod node;
 pub mod segments;
+pub mod session;
 pub mod stats;
 
 /// A string form of an enum was not one of its names.

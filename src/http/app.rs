@@ -11,7 +11,7 @@ use crate::actors::MainNode;
 use crate::domain::node::NodeRole;
 use crate::host::memory_trend::SharedMemoryTrend;
 use crate::http;
-use crate::http::login_limit::LoginLimiter;
+use crate::http::login_limit::{IpNet, LoginLimiter};
 
 /// What every handler can reach.
 pub struct AppState {
@@ -20,6 +20,8 @@ pub struct AppState {
     pub role: NodeRole,
     pub jwt_secret: String,
     pub token_ttl_hours: u32,
+    /// SESSION_MAX_HOURS: no refresh carries a session past this many hours after its login.
+    pub session_max_hours: u32,
     pub started_at: chrono::DateTime<chrono::Utc>,
     pub runtime: crate::actors::Runtime,
     /// Heartbeat and timeout told to linked nodes.
@@ -28,8 +30,10 @@ pub struct AppState {
     pub cluster_token: Option<String>,
     /// LICENSE_PUBLIC_KEY: licence keys are checked against it (base64url Ed25519).
     pub license_public_key: String,
-    /// Failed logins per client address and per username (in memory, bounded).
+    /// Failed logins per client address and username, and per address (in memory, bounded).
     pub login_limiter: LoginLimiter,
+    /// TRUSTED_PROXIES: peers whose X-Forwarded-For names the client.
+    pub trusted_proxies: Vec<IpNet>,
     /// This node's memory use over the last 2 hours, for the dashboard.
     pub memory_trend: SharedMemoryTrend,
     /// Where libraries may be (DATA_DIR, LIBRARY_ROOTS).
@@ -40,6 +44,8 @@ pub struct AppState {
 pub struct ApiConfig {
     pub jwt_secret: String,
     pub token_ttl_hours: u32,
+    pub session_max_hours: u32,
+    pub trusted_proxies: Vec<IpNet>,
     pub cluster_token: Option<String>,
     pub library_places: http::libraries::LibraryPlaces,
 }
@@ -53,12 +59,14 @@ impl AppState {
             role: NodeRole::Main,
             jwt_secret: api.jwt_secret,
             token_ttl_hours: api.token_ttl_hours,
+            session_max_hours: api.session_max_hours,
             started_at: chrono::Utc::now(),
             runtime: node.runtime.clone(),
             cluster: node.cluster.clone(),
             cluster_token: api.cluster_token,
             license_public_key: node.cluster.license_public_key.clone(),
             login_limiter: LoginLimiter::default(),
+            trusted_proxies: api.trusted_proxies,
             memory_trend: node.memory_trend.clone(),
             library_places: api.library_places,
         }

@@ -1,6 +1,9 @@
-//! Authentication: login, token refresh, and `AuthUser`, the extractor every protected
-//! handler takes. Tokens are HS256 JWTs (`security::issue_token`); a token is accepted while
-//! it verifies, has not expired, and its user still exists.
+//! Authentication: login, token refresh, logout, and `AuthUser`, the extractor every
+//! protected handler takes. Tokens are HS256 JWTs (`security::issue_token`); a token is
+//! accepted while it verifies, has not expired, its user still exists, and it carries the
+//! user's current token version (a password change or a logout moves it on, revoking every
+//! older token at once). Tokens come in the Authorization header; the `token` query
+//! parameter is read on WebSocket routes only, since query strings end up in proxies' logs.
 
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
@@ -9,12 +12,14 @@ use actix_web::body::MessageBody;
 use actix_web::dev::{Payload, ServiceRequest, ServiceResponse};
 use actix_web::http::header;
 use actix_web::middleware::Next;
-use actix_web::{web, FromRequest, HttpMessage, HttpRequest};
+use actix_web::{web, FromRequest, HttpMessage, HttpRequest, HttpResponse};
 use futures_util::future::LocalBoxFuture;
 use serde::{Deserialize, Serialize};
 
+use crate::domain::access::UserRole;
 use crate::error::{AppError, ErrorBody};
 use crate::http::app::AppState;
+use crate::http::login_limit::client_address;
 use crate::repo;
 use crate::security::{self, TokenError};
 
@@ -23,12 +28,18 @@ use crate::security::{self, TokenError};
 pub struct AuthUser {
     pub id: i32,
     pub username: String,
+    /// The user's token version, which the token carried.
+    pub token_version: i32,
+    /// When the token's session began (Unix seconds): refreshes keep it.
+    pub session_started: i64,
+    pub role: UserRole,
 }
 
 const MISSING: &str =
     "missing token: send the header \"Authorization: Bearer <token>\" with a token from POST /auth/login";
 const NOT_BEARER: &str = "the Authorization header must read \"Bearer <token>\"";
 const BAD_CREDENTIALS: &str = "invalid username or password";
+const REVOKED: &str = "the token was revoked (a password change, a role change or a logout since it was issued); log in again (POST /auth/login)";
 
 impl FromRequest for AuthUser {
     type Error = AppError;
@@ -36,8 +47,18 @@ impl FromRequest for AuthUser {
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
         let req = req.clone();
-        Box::pin(async move { authenticate(&req).await })
+        Box::pin(async move { authenticate(&req, TokenPlace::Header).await })
     }
+}
+
+/// Where a route looks for the token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenPlace {
+    /// The Authorization header only.
+    Header,
+    /// The header, or the `token` query parameter: WebSocket handshakes, on which browsers
+    /// cannot set headers.
+    HeaderOrQuery,
 }
 
 /// Middleware of every protected resource (see `http::routes`): refuses the request before
@@ -46,20 +67,51 @@ pub async fn require_token(
     req: ServiceRequest,
     next: Next<impl MessageBody>,
 ) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
-    authenticate(req.request()).await?;
+    let user = authenticate(req.request(), TokenPlace::Header).await?;
+    require_role(&req, &user)?;
     next.call(req).await
 }
 
-/// The request's user, from the token in the Authorization header or, for the WebSocket
-/// (browsers cannot set headers on its handshake), the `token` query parameter. The result
-/// is kept in the request, so the middleware and the extractor check it once.
-pub async fn authenticate(req: &HttpRequest) -> Result<AuthUser, AppError> {
+/// The one check of roles: the route table's role for this method and route
+/// (`http::required_role`) against the user's. A route the table does not know (a method
+/// the resource refuses anyway) needs the highest role.
+fn require_role(req: &ServiceRequest, user: &AuthUser) -> Result<(), AppError> {
+    let needed = req
+        .match_pattern()
+        .and_then(|pattern| crate::http::required_role(req.method(), &pattern))
+        .unwrap_or(UserRole::Admin);
+    if user.role.allows(needed) {
+        Ok(())
+    } else {
+        Err(AppError::Forbidden(format!(
+            "{} {} needs the role {needed} or higher; {} is {}",
+            req.method(),
+            req.path(),
+            user.username,
+            user.role
+        )))
+    }
+}
+
+/// `require_token` for WebSocket routes: the token may also be the `token` query parameter.
+pub async fn require_token_or_query(
+    req: ServiceRequest,
+    next: Next<impl MessageBody>,
+) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
+    let user = authenticate(req.request(), TokenPlace::HeaderOrQuery).await?;
+    require_role(&req, &user)?;
+    next.call(req).await
+}
+
+/// The request's user, from the token where `place` allows. The result is kept in the
+/// request, so the middleware and the extractor check it once.
+pub async fn authenticate(req: &HttpRequest, place: TokenPlace) -> Result<AuthUser, AppError> {
     if let Some(user) = req.extensions().get::<AuthUser>() {
         return Ok(user.clone());
     }
     let state =
         req.app_data::<web::Data<AppState>>().ok_or_else(|| AppError::Internal("AppState is not registered".into()))?;
-    let token = token_of(req)?;
+    let token = token_of(req, place)?;
     let claims = security::verify_token(&state.jwt_secret, &token).map_err(|error| match error {
         TokenError::Signing(detail) => AppError::Internal(detail),
         refused => AppError::Unauthorized(refused.to_string()),
@@ -67,7 +119,16 @@ pub async fn authenticate(req: &HttpRequest) -> Result<AuthUser, AppError> {
     let user = repo::users::find(&state.db, &claims.sub)
         .await?
         .ok_or_else(|| AppError::Unauthorized("the token's user no longer exists; log in again".into()))?;
-    let user = AuthUser { id: user.id, username: user.username };
+    if claims.ver != user.token_version {
+        return Err(AppError::Unauthorized(REVOKED.into()));
+    }
+    let user = AuthUser {
+        id: user.id,
+        username: user.username,
+        token_version: user.token_version,
+        session_started: claims.session_started(),
+        role: user.role.into(),
+    };
     req.extensions_mut().insert(user.clone());
     Ok(user)
 }
@@ -77,7 +138,7 @@ struct TokenQuery {
     token: Option<String>,
 }
 
-fn token_of(req: &HttpRequest) -> Result<String, AppError> {
+fn token_of(req: &HttpRequest, place: TokenPlace) -> Result<String, AppError> {
     if let Some(value) = req.headers().get(header::AUTHORIZATION) {
         let value = value.to_str().map_err(|_| AppError::Unauthorized(NOT_BEARER.into()))?;
         let (scheme, token) = value.trim().split_once(' ').ok_or_else(|| AppError::Unauthorized(NOT_BEARER.into()))?;
@@ -86,6 +147,9 @@ fn token_of(req: &HttpRequest) -> Result<String, AppError> {
             return Err(AppError::Unauthorized(NOT_BEARER.into()));
         }
         return Ok(token.to_string());
+    }
+    if place == TokenPlace::Header {
+        return Err(AppError::Unauthorized(MISSING.into()));
     }
     web::Query::<TokenQuery>::from_query(req.query_string())
         .ok()
@@ -109,7 +173,8 @@ pub struct TokenResponse {
 }
 
 /// POST /auth/login. A wrong password and an unknown user get the same answer after the
-/// same work; attempts are limited per client address and per username.
+/// same work; failed attempts slow down per client address and username
+/// (`http::login_limit`).
 #[utoipa::path(
     post,
     path = "/auth/login",
@@ -120,7 +185,7 @@ pub struct TokenResponse {
         (status = 400, description = "Malformed JSON or wrong content type (code malformed_json, unsupported_content_type)", body = ErrorBody),
         (status = 401, description = "Wrong username or password (the same answer for both)", body = ErrorBody),
         (status = 422, description = "Wrong types or unknown fields (invalid_body), or a value out of bounds (validation_failed; the message names the field)", body = ErrorBody),
-        (status = 429, description = "Too many failed logins (code too_many_requests)", body = ErrorBody),
+        (status = 429, description = "Too many failed logins from this client for this user, or from this client: wait the seconds the message gives (code too_many_requests)", body = ErrorBody),
     ),
 )]
 pub async fn login(
@@ -129,8 +194,11 @@ pub async fn login(
     body: web::Json<LoginRequest>,
 ) -> Result<web::Json<TokenResponse>, AppError> {
     let LoginRequest { username, password } = body.into_inner();
-    // The TCP peer: a forwarded-for header is the client's to forge.
-    let ip: Option<IpAddr> = req.peer_addr().map(|addr| addr.ip());
+    // The TCP peer, or whom a trusted proxy forwarded for: from anyone else the header is
+    // the client's to forge.
+    let forwarded: Vec<&str> =
+        req.headers().get_all("x-forwarded-for").filter_map(|value| value.to_str().ok()).collect();
+    let ip: Option<IpAddr> = client_address(req.peer_addr().map(|addr| addr.ip()), &forwarded, &state.trusted_proxies);
     state.login_limiter.begin(ip, &username, Instant::now()).map_err(|wait| {
         AppError::TooManyRequests(format!("too many failed logins; try again in {} seconds", whole_seconds(wait)))
     })?;
@@ -143,30 +211,63 @@ pub async fn login(
     })
     .await?;
     let Some(user) = user.filter(|_| verified) else {
+        state.login_limiter.failed(ip, &username, Instant::now());
         return Err(AppError::Unauthorized(BAD_CREDENTIALS.into()));
     };
     state.login_limiter.succeeded(ip, &username);
     tracing::info!(username = %user.username, "logged in");
-    token_for(&state, &user.username)
+    let now = chrono::Utc::now();
+    let grant =
+        security::Grant { username: &user.username, version: user.token_version, session_started: now.timestamp() };
+    token_for(&state, &grant, now)
 }
 
-/// POST /auth/refresh: a new token for the caller, with a new expiry.
+/// POST /auth/refresh: a new token for the caller, with a new expiry, in the same session:
+/// never past `SESSION_MAX_HOURS` after the login.
 #[utoipa::path(
     post,
     path = "/auth/refresh",
     tag = "auth",
     responses(
-        (status = 200, description = "The new token", body = TokenResponse),
+        (status = 200, description = "The new token; its expiry is cut at the session's end (SESSION_MAX_HOURS after the login)", body = TokenResponse),
     ),
 )]
 pub async fn refresh(user: AuthUser, state: web::Data<AppState>) -> Result<web::Json<TokenResponse>, AppError> {
-    token_for(&state, &user.username)
+    let grant = security::Grant {
+        username: &user.username,
+        version: user.token_version,
+        session_started: user.session_started,
+    };
+    token_for(&state, &grant, chrono::Utc::now())
 }
 
-fn token_for(state: &AppState, username: &str) -> Result<web::Json<TokenResponse>, AppError> {
+/// POST /auth/logout: revokes every token of the caller, this one included.
+#[utoipa::path(
+    post,
+    path = "/auth/logout",
+    tag = "auth",
+    responses(
+        (status = 204, description = "Logged out: every token of this user is refused from now on"),
+    ),
+)]
+pub async fn logout(user: AuthUser, state: web::Data<AppState>) -> Result<HttpResponse, AppError> {
+    repo::users::revoke_tokens(&state.db, &user.username).await?;
+    tracing::info!(username = %user.username, "logged out");
+    Ok(HttpResponse::NoContent().finish())
+}
+
+fn token_for(
+    state: &AppState,
+    grant: &security::Grant<'_>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<web::Json<TokenResponse>, AppError> {
     let (token, expires_at) =
-        security::issue_token(&state.jwt_secret, username, state.token_ttl_hours, chrono::Utc::now())
-            .map_err(|error| AppError::Internal(error.to_string()))?;
+        security::issue_token(&state.jwt_secret, grant, state.token_ttl_hours, state.session_max_hours, now).map_err(
+            |error| match error {
+                TokenError::SessionOver => AppError::Unauthorized(error.to_string()),
+                other => AppError::Internal(other.to_string()),
+            },
+        )?;
     Ok(web::Json(TokenResponse { token, expires_at }))
 }
 

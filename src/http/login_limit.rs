@@ -1,14 +1,26 @@
-//! Login attempts per client IP and per username, in memory: after `MAX_FAILURES` failed
-//! attempts within `WINDOW`, further attempts are refused until the window ends, so a
-//! password cannot be guessed at speed. A successful login clears both counters.
+//! Failed logins, in memory, per (client address, username) and per client address: each
+//! failure past a few free ones doubles the wait before the next attempt (1 s, 2 s, 4 s…,
+//! at most `MAX_WAIT`), so a password cannot be guessed at speed. Nothing is kept per
+//! username alone: failures from one address never slow the same user down from another,
+//! so nobody can keep an account locked out. The client address is the TCP peer, or what a
+//! trusted proxy says it forwarded for (`client_address`, `TRUSTED_PROXIES`).
 
 use std::collections::HashMap;
 use std::net::IpAddr;
+use std::str::FromStr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-pub const MAX_FAILURES: u32 = 5;
-pub const WINDOW: Duration = Duration::from_secs(5 * 60);
+/// Failures of one username from one address before attempts slow down.
+pub const FREE_FAILURES: u32 = 3;
+/// Failures from one address, whatever the usernames, before its attempts slow down: a
+/// client trying many usernames (password spraying) is slowed as well.
+pub const FREE_CLIENT_FAILURES: u32 = 20;
+/// The wait after the first failure past the free ones; each further failure doubles it.
+pub const FIRST_WAIT: Duration = Duration::from_secs(1);
+pub const MAX_WAIT: Duration = Duration::from_secs(15 * 60);
+/// A record whose last failure is this old is forgotten.
+pub const FORGET_AFTER: Duration = Duration::from_secs(60 * 60);
 /// Bounds the memory an attacker can make us spend by trying many names or addresses.
 pub const MAX_ENTRIES: usize = 10_000;
 /// Longer usernames cannot exist; a prefix is enough to count attempts on them.
@@ -16,58 +28,100 @@ const MAX_KEY_CHARS: usize = 128;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum Key {
-    Ip(Option<IpAddr>),
-    User(String),
+    Pair(Option<IpAddr>, String),
+    Client(Option<IpAddr>),
+}
+
+impl Key {
+    fn free(&self) -> u32 {
+        match self {
+            Key::Pair(..) => FREE_FAILURES,
+            Key::Client(_) => FREE_CLIENT_FAILURES,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
-struct Window {
-    started: Instant,
+struct Record {
     failures: u32,
+    last: Instant,
+}
+
+/// The wait after `failures` failures of which `free` cost nothing: zero until then, then
+/// `FIRST_WAIT` doubled for each further one, at most `MAX_WAIT`.
+pub fn wait_after(failures: u32, free: u32) -> Duration {
+    match failures.checked_sub(free) {
+        None => Duration::ZERO,
+        Some(excess) => {
+            let factor = 1u32.checked_shl(excess).unwrap_or(u32::MAX);
+            FIRST_WAIT.saturating_mul(factor).min(MAX_WAIT)
+        }
+    }
 }
 
 #[derive(Debug, Default)]
 pub struct LoginLimiter {
-    entries: Mutex<HashMap<Key, Window>>,
+    entries: Mutex<HashMap<Key, Record>>,
 }
 
 impl LoginLimiter {
-    /// Counts an attempt for `ip` and `username`, or refuses it with the time left until
-    /// the lock ends. The attempt counts as a failure until `succeeded` is called: parallel
-    /// attempts cannot slip past the limit while their passwords are being checked.
-    pub fn begin(&self, ip: Option<IpAddr>, username: &str, now: Instant) -> Result<(), Duration> {
-        let keys = [Key::Ip(ip), user_key(username)];
+    /// Counts an attempt from `client` for `username`, or refuses it with the time left
+    /// until the next attempt may be made. The attempt counts as a failure until
+    /// `succeeded` is called: parallel attempts cannot slip past the limit while their
+    /// passwords are being checked.
+    pub fn begin(&self, client: Option<IpAddr>, username: &str, now: Instant) -> Result<(), Duration> {
+        let keys = [pair_key(client, username), Key::Client(client)];
         let mut entries = self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mut locked_for = Duration::ZERO;
+        let mut wait = Duration::ZERO;
         for key in &keys {
-            if let Some(window) = entries.get(key) {
-                let elapsed = now.saturating_duration_since(window.started);
-                if elapsed < WINDOW && window.failures >= MAX_FAILURES {
-                    locked_for = locked_for.max(WINDOW - elapsed);
+            if let Some(record) = entries.get(key) {
+                let since = now.saturating_duration_since(record.last);
+                if since < FORGET_AFTER {
+                    wait = wait.max(wait_after(record.failures, key.free()).saturating_sub(since));
                 }
             }
         }
-        if !locked_for.is_zero() {
-            return Err(locked_for);
+        if !wait.is_zero() {
+            return Err(wait);
         }
         for key in keys {
             if !entries.contains_key(&key) && entries.len() >= MAX_ENTRIES {
                 make_room(&mut entries, now);
             }
-            let window = entries.entry(key).or_insert(Window { started: now, failures: 0 });
-            if now.saturating_duration_since(window.started) >= WINDOW {
-                *window = Window { started: now, failures: 0 };
+            let record = entries.entry(key).or_insert(Record { failures: 0, last: now });
+            if now.saturating_duration_since(record.last) >= FORGET_AFTER {
+                record.failures = 0;
             }
-            window.failures += 1;
+            record.failures = record.failures.saturating_add(1);
+            record.last = now;
         }
         Ok(())
     }
 
-    /// The password was right: forget the attempts of this address and this user.
-    pub fn succeeded(&self, ip: Option<IpAddr>, username: &str) {
+    /// The password was wrong, and the answer is going out now: the wait counts from here,
+    /// not from when the check began, so a slow password check does not shorten it.
+    pub fn failed(&self, client: Option<IpAddr>, username: &str, now: Instant) {
         let mut entries = self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        entries.remove(&Key::Ip(ip));
-        entries.remove(&user_key(username));
+        for key in [pair_key(client, username), Key::Client(client)] {
+            if let Some(record) = entries.get_mut(&key) {
+                record.last = record.last.max(now);
+            }
+        }
+    }
+
+    /// The password was right: forget this user's failures from this client, and take back
+    /// the attempt from the client's count (its other failures stay: logging in to one's
+    /// own account must not reset a spraying client).
+    pub fn succeeded(&self, client: Option<IpAddr>, username: &str) {
+        let mut entries = self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        entries.remove(&pair_key(client, username));
+        let key = Key::Client(client);
+        if let Some(record) = entries.get_mut(&key) {
+            record.failures = record.failures.saturating_sub(1);
+            if record.failures == 0 {
+                entries.remove(&key);
+            }
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -79,18 +133,88 @@ impl LoginLimiter {
     }
 }
 
-fn user_key(username: &str) -> Key {
-    Key::User(username.chars().take(MAX_KEY_CHARS).collect())
+fn pair_key(client: Option<IpAddr>, username: &str) -> Key {
+    Key::Pair(client, username.chars().take(MAX_KEY_CHARS).collect())
 }
 
-/// Drops finished windows; if none has finished, the oldest one (its lock ends first).
-fn make_room(entries: &mut HashMap<Key, Window>, now: Instant) {
-    entries.retain(|_, window| now.saturating_duration_since(window.started) < WINDOW);
+/// Drops forgotten records; if none is, the one whose last failure is oldest.
+fn make_room(entries: &mut HashMap<Key, Record>, now: Instant) {
+    entries.retain(|_, record| now.saturating_duration_since(record.last) < FORGET_AFTER);
     if entries.len() >= MAX_ENTRIES {
-        if let Some(oldest) = entries.iter().min_by_key(|(_, window)| window.started).map(|(key, _)| key.clone()) {
+        if let Some(oldest) = entries.iter().min_by_key(|(_, record)| record.last).map(|(key, _)| key.clone()) {
             entries.remove(&oldest);
         }
     }
+}
+
+/// A network in `TRUSTED_PROXIES`: an address, or an address and a prefix length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IpNet {
+    addr: IpAddr,
+    prefix: u8,
+}
+
+impl FromStr for IpNet {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<IpNet, String> {
+        let text = text.trim();
+        let (addr, prefix) = match text.split_once('/') {
+            Some((addr, prefix)) => (addr, Some(prefix)),
+            None => (text, None),
+        };
+        let addr: IpAddr = addr.parse().map_err(|_| format!("{text:?} is not an IP address or CIDR network"))?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let prefix = match prefix {
+            None => max,
+            Some(p) => p
+                .parse::<u8>()
+                .ok()
+                .filter(|p| *p <= max)
+                .ok_or_else(|| format!("{text:?}: the prefix length must be 0 to {max}"))?,
+        };
+        Ok(IpNet { addr: addr.to_canonical(), prefix })
+    }
+}
+
+impl IpNet {
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        let bits = |ip: IpAddr| -> u128 {
+            match ip {
+                IpAddr::V4(v4) => u128::from(u32::from(v4)) << 96,
+                IpAddr::V6(v6) => u128::from(v6),
+            }
+        };
+        let ip = ip.to_canonical();
+        if ip.is_ipv4() != self.addr.is_ipv4() {
+            return false;
+        }
+        let mask = u128::MAX.checked_shl(128 - u32::from(self.prefix)).unwrap_or(0);
+        bits(ip) & mask == bits(self.addr) & mask
+    }
+}
+
+/// The client a request comes from: the TCP peer, unless the peer is a trusted proxy; then
+/// the `X-Forwarded-For` chain is read from its right end (the hop the trusted proxy saw),
+/// past every trusted proxy, to the first address that is not one. Anything left of that
+/// is the client's to forge, and is never read.
+pub fn client_address(peer: Option<IpAddr>, forwarded_for: &[&str], trusted: &[IpNet]) -> Option<IpAddr> {
+    let is_trusted = |ip: IpAddr| trusted.iter().any(|net| net.contains(ip));
+    let mut client = peer.map(|ip| ip.to_canonical());
+    let mut hop = client?;
+    if !is_trusted(hop) {
+        return client;
+    }
+    let chain = forwarded_for.iter().flat_map(|value| value.split(',')).collect::<Vec<_>>();
+    for entry in chain.iter().rev() {
+        let Ok(ip) = entry.trim().parse::<IpAddr>() else { break };
+        hop = ip.to_canonical();
+        client = Some(hop);
+        if !is_trusted(hop) {
+            break;
+        }
+    }
+    client
 }
 
 #[cfg(test)]
@@ -103,35 +227,74 @@ mod tests {
     }
 
     #[test]
-    fn five_failures_lock_the_rest_of_the_window() {
-        let limiter = LoginLimiter::default();
-        let start = Instant::now();
-        for _ in 0..MAX_FAILURES {
-            limiter.begin(ip(1), "ada", start).unwrap();
-        }
-        let later = start + Duration::from_secs(60);
-        assert_eq!(limiter.begin(ip(1), "ada", later), Err(WINDOW - Duration::from_secs(60)));
-        // The username is locked from any address, and the address for any username.
-        assert!(limiter.begin(ip(2), "ada", later).is_err());
-        assert!(limiter.begin(ip(1), "bob", later).is_err());
-        assert!(limiter.begin(ip(3), "bob", later).is_ok());
-        // A new window starts once the old one is over.
-        assert!(limiter.begin(ip(1), "ada", start + WINDOW).is_ok());
+    fn the_wait_doubles_past_the_free_failures_up_to_the_maximum() {
+        assert_eq!(wait_after(0, 3), Duration::ZERO);
+        assert_eq!(wait_after(2, 3), Duration::ZERO);
+        assert_eq!(wait_after(3, 3), Duration::from_secs(1));
+        assert_eq!(wait_after(4, 3), Duration::from_secs(2));
+        assert_eq!(wait_after(8, 3), Duration::from_secs(32));
+        assert_eq!(wait_after(20, 3), MAX_WAIT);
+        assert_eq!(wait_after(u32::MAX, 3), MAX_WAIT);
     }
 
     #[test]
-    fn a_success_clears_the_counters() {
+    fn failures_slow_that_client_and_user_only() {
+        let limiter = LoginLimiter::default();
+        let start = Instant::now();
+        for _ in 0..FREE_FAILURES {
+            limiter.begin(ip(1), "ada", start).unwrap();
+        }
+        assert_eq!(limiter.begin(ip(1), "ada", start), Err(Duration::from_secs(1)));
+        // The same user from another address, and another user from this one, go on.
+        assert!(limiter.begin(ip(2), "ada", start).is_ok());
+        assert!(limiter.begin(ip(1), "bob", start).is_ok());
+        // After the wait, one more attempt; its failure doubles the next wait.
+        let later = start + Duration::from_secs(1);
+        assert!(limiter.begin(ip(1), "ada", later).is_ok());
+        assert_eq!(limiter.begin(ip(1), "ada", later), Err(Duration::from_secs(2)));
+        // Forgotten after an hour without failures.
+        assert!(limiter.begin(ip(1), "ada", later + FORGET_AFTER).is_ok());
+    }
+
+    #[test]
+    fn the_wait_counts_from_the_answer() {
+        let limiter = LoginLimiter::default();
+        let start = Instant::now();
+        for _ in 0..FREE_FAILURES {
+            limiter.begin(ip(1), "ada", start).unwrap();
+        }
+        // The last check took half a second.
+        let answered = start + Duration::from_millis(500);
+        limiter.failed(ip(1), "ada", answered);
+        assert_eq!(limiter.begin(ip(1), "ada", start + Duration::from_secs(1)), Err(Duration::from_millis(500)));
+    }
+
+    #[test]
+    fn a_client_trying_many_usernames_is_slowed_too() {
         let limiter = LoginLimiter::default();
         let now = Instant::now();
-        for _ in 0..MAX_FAILURES - 1 {
+        for n in 0..FREE_CLIENT_FAILURES {
+            limiter.begin(ip(1), &format!("user{n}"), now).unwrap();
+        }
+        assert!(limiter.begin(ip(1), "another", now).is_err());
+        assert!(limiter.begin(ip(2), "another", now).is_ok());
+    }
+
+    #[test]
+    fn a_success_clears_the_pair_and_takes_back_one_client_attempt() {
+        let limiter = LoginLimiter::default();
+        let now = Instant::now();
+        for _ in 0..FREE_FAILURES - 1 {
             limiter.begin(ip(1), "ada", now).unwrap();
         }
         limiter.begin(ip(1), "ada", now).unwrap();
         limiter.succeeded(ip(1), "ada");
-        for _ in 0..MAX_FAILURES {
+        for _ in 0..FREE_FAILURES {
             limiter.begin(ip(1), "ada", now).unwrap();
         }
         assert!(limiter.begin(ip(1), "ada", now).is_err());
+        let entries = limiter.entries.lock().unwrap();
+        assert_eq!(entries.get(&Key::Client(ip(1))).map(|r| r.failures), Some(2 * FREE_FAILURES - 1));
     }
 
     #[test]
@@ -149,11 +312,52 @@ mod tests {
             .unwrap()
             .keys()
             .map(|key| match key {
-                Key::User(name) => name.len(),
-                Key::Ip(_) => 0,
+                Key::Pair(_, name) => name.len(),
+                Key::Client(_) => 0,
             })
             .max()
             .unwrap();
         assert!(longest <= MAX_KEY_CHARS);
+    }
+
+    fn addr(text: &str) -> Option<IpAddr> {
+        Some(text.parse().unwrap())
+    }
+
+    #[test]
+    fn networks_parse_and_match() {
+        let net: IpNet = "10.1.0.0/16".parse().unwrap();
+        assert!(net.contains("10.1.200.3".parse().unwrap()));
+        assert!(!net.contains("10.2.0.1".parse().unwrap()));
+        assert!(net.contains("::ffff:10.1.0.9".parse().unwrap()));
+        let one: IpNet = "192.0.2.7".parse().unwrap();
+        assert!(one.contains("192.0.2.7".parse().unwrap()) && !one.contains("192.0.2.8".parse().unwrap()));
+        let v6: IpNet = "fd00::/8".parse().unwrap();
+        assert!(v6.contains("fd12::1".parse().unwrap()) && !v6.contains("fe80::1".parse().unwrap()));
+        let all: IpNet = "0.0.0.0/0".parse().unwrap();
+        assert!(all.contains("203.0.113.1".parse().unwrap()));
+        for bad in ["", "10.0.0.0/33", "fd00::/129", "example.com", "10.0.0.0/x"] {
+            assert!(bad.parse::<IpNet>().is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn forwarded_for_counts_only_behind_a_trusted_proxy() {
+        let trusted: Vec<IpNet> = vec!["10.0.0.0/8".parse().unwrap()];
+        // An untrusted peer: its header is ignored.
+        assert_eq!(client_address(addr("203.0.113.5"), &["198.51.100.1"], &trusted), addr("203.0.113.5"));
+        // A trusted proxy: the last hop it saw.
+        assert_eq!(client_address(addr("10.0.0.2"), &["198.51.100.1"], &trusted), addr("198.51.100.1"));
+        // Forged entries left of the real client are never read; trusted hops are skipped.
+        assert_eq!(
+            client_address(addr("10.0.0.2"), &["1.1.1.1, 198.51.100.1, 10.0.0.3"], &trusted),
+            addr("198.51.100.1")
+        );
+        assert_eq!(client_address(addr("10.0.0.2"), &["1.1.1.1", "198.51.100.1"], &trusted), addr("198.51.100.1"));
+        // No header, or garbage at its end: the proxy itself.
+        assert_eq!(client_address(addr("10.0.0.2"), &[], &trusted), addr("10.0.0.2"));
+        assert_eq!(client_address(addr("10.0.0.2"), &["1.1.1.1, junk"], &trusted), addr("10.0.0.2"));
+        // Nothing trusted: always the peer.
+        assert_eq!(client_address(addr("10.0.0.2"), &["198.51.100.1"], &[]), addr("10.0.0.2"));
     }
 }

@@ -31,6 +31,7 @@ use actix_web::http::Method;
 use actix_web::middleware::from_fn;
 use actix_web::{web, FromRequest, Handler, HttpRequest, HttpResponse, Responder, Route};
 
+use crate::domain::access::UserRole;
 use crate::error::AppError;
 
 /// Who may call an endpoint.
@@ -42,66 +43,92 @@ pub enum Access {
     Token,
 }
 
-/// One endpoint as registered: method, path (actix pattern, e.g. `/jobs/{id}`), access.
+/// One endpoint as registered: method, path (actix pattern, e.g. `/jobs/{id}`), access,
+/// and the least role that may call it (`Token` endpoints; checked by `auth::require_token`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Endpoint {
     pub method: Method,
     pub path: &'static str,
     pub access: Access,
+    pub role: UserRole,
+    /// A WebSocket route: the token may come in the `token` query parameter, since browsers
+    /// cannot set headers on the handshake. Everywhere else only the header counts: query
+    /// strings are written to proxies' and servers' logs.
+    pub websocket: bool,
 }
 
-fn endpoint<F, Args>(method: Method, path: &'static str, access: Access, handler: F) -> (Endpoint, Route)
+fn endpoint<F, Args>(
+    method: Method,
+    path: &'static str,
+    access: Access,
+    role: UserRole,
+    handler: F,
+) -> (Endpoint, Route)
 where
     F: Handler<Args>,
     Args: FromRequest + 'static,
     F::Output: Responder + 'static,
 {
-    (Endpoint { method: method.clone(), path, access }, web::method(method).to(handler))
+    (Endpoint { method: method.clone(), path, access, role, websocket: false }, web::method(method).to(handler))
+}
+
+/// A WebSocket endpoint (see `Endpoint::websocket`).
+fn websocket<F, Args>(path: &'static str, handler: F) -> (Endpoint, Route)
+where
+    F: Handler<Args>,
+    Args: FromRequest + 'static,
+    F::Output: Responder + 'static,
+{
+    let (endpoint, route) = endpoint(Method::GET, path, Access::Token, UserRole::Viewer, handler);
+    (Endpoint { websocket: true, ..endpoint }, route)
 }
 
 fn table() -> Vec<(Endpoint, Route)> {
     use Access::{Public, Token};
+    use UserRole::{Admin, Operator, Viewer};
     vec![
-        endpoint(Method::GET, "/healthz", Public, health::healthz),
-        endpoint(Method::POST, "/auth/login", Public, auth::login),
-        endpoint(Method::POST, "/auth/refresh", Token, auth::refresh),
-        endpoint(Method::GET, "/openapi.json", Token, openapi::document),
-        endpoint(Method::GET, "/libraries", Token, libraries::list),
-        endpoint(Method::POST, "/libraries", Token, libraries::create),
-        endpoint(Method::GET, "/libraries/{id}", Token, libraries::get),
-        endpoint(Method::PUT, "/libraries/{id}", Token, libraries::update),
-        endpoint(Method::DELETE, "/libraries/{id}", Token, libraries::delete),
-        endpoint(Method::GET, "/encoders", Token, encoders::list),
-        endpoint(Method::GET, "/settings", Token, settings::get),
-        endpoint(Method::PUT, "/settings", Token, settings::update),
-        endpoint(Method::GET, "/license", Token, license::get),
-        endpoint(Method::PUT, "/license", Token, license::install),
-        endpoint(Method::DELETE, "/license", Token, license::remove),
-        endpoint(Method::GET, "/users", Token, users::list),
-        endpoint(Method::POST, "/users", Token, users::create),
-        endpoint(Method::PUT, "/users/{username}/password", Token, users::set_password),
-        endpoint(Method::DELETE, "/users/{username}", Token, users::delete),
-        endpoint(Method::GET, "/nodes", Token, nodes::list),
-        endpoint(Method::GET, "/jobs", Token, jobs::list),
-        endpoint(Method::GET, "/jobs/{id}", Token, jobs::get),
-        endpoint(Method::POST, "/jobs/{id}/pause", Token, actions::pause),
-        endpoint(Method::POST, "/jobs/{id}/resume", Token, actions::resume),
-        endpoint(Method::POST, "/jobs/{id}/retry", Token, actions::retry),
-        endpoint(Method::POST, "/jobs/{id}/cancel", Token, actions::cancel),
-        endpoint(Method::POST, "/jobs/{id}/force", Token, actions::force),
-        endpoint(Method::POST, "/queue/pause-all", Token, actions::pause_all),
-        endpoint(Method::POST, "/queue/resume-all", Token, actions::resume_all),
-        endpoint(Method::POST, "/libraries/{id}/scan", Token, actions::scan),
-        endpoint(Method::GET, "/ws", Token, ws::connect),
-        endpoint(Method::GET, "/queue/stats", Token, stats::queue),
-        endpoint(Method::GET, "/system/dashboard", Token, stats::dashboard),
-        endpoint(Method::GET, "/system/dashboard/health", Token, stats::health),
-        endpoint(Method::GET, "/insights/stats", Token, insights::overview),
-        endpoint(Method::GET, "/insights/savings", Token, insights::savings),
-        endpoint(Method::GET, "/insights/nodes", Token, insights::nodes),
-        endpoint(Method::GET, "/insights/codecs", Token, insights::codecs),
-        endpoint(Method::GET, "/statistics", Token, insights::statistics),
-        endpoint(Method::GET, "/metrics", Token, metrics::metrics),
+        endpoint(Method::GET, "/healthz", Public, Viewer, health::healthz),
+        endpoint(Method::POST, "/auth/login", Public, Viewer, auth::login),
+        endpoint(Method::POST, "/auth/refresh", Token, Viewer, auth::refresh),
+        endpoint(Method::POST, "/auth/logout", Token, Viewer, auth::logout),
+        endpoint(Method::GET, "/openapi.json", Token, Viewer, openapi::document),
+        endpoint(Method::GET, "/libraries", Token, Viewer, libraries::list),
+        endpoint(Method::POST, "/libraries", Token, Admin, libraries::create),
+        endpoint(Method::GET, "/libraries/{id}", Token, Viewer, libraries::get),
+        endpoint(Method::PUT, "/libraries/{id}", Token, Admin, libraries::update),
+        endpoint(Method::DELETE, "/libraries/{id}", Token, Admin, libraries::delete),
+        endpoint(Method::GET, "/encoders", Token, Viewer, encoders::list),
+        endpoint(Method::GET, "/settings", Token, Admin, settings::get),
+        endpoint(Method::PUT, "/settings", Token, Admin, settings::update),
+        endpoint(Method::GET, "/license", Token, Viewer, license::get),
+        endpoint(Method::PUT, "/license", Token, Admin, license::install),
+        endpoint(Method::DELETE, "/license", Token, Admin, license::remove),
+        endpoint(Method::GET, "/users", Token, Admin, users::list),
+        endpoint(Method::POST, "/users", Token, Admin, users::create),
+        endpoint(Method::PUT, "/users/{username}/password", Token, Admin, users::set_password),
+        endpoint(Method::PUT, "/users/{username}/role", Token, Admin, users::set_role),
+        endpoint(Method::DELETE, "/users/{username}", Token, Admin, users::delete),
+        endpoint(Method::GET, "/nodes", Token, Viewer, nodes::list),
+        endpoint(Method::GET, "/jobs", Token, Viewer, jobs::list),
+        endpoint(Method::GET, "/jobs/{id}", Token, Viewer, jobs::get),
+        endpoint(Method::POST, "/jobs/{id}/pause", Token, Operator, actions::pause),
+        endpoint(Method::POST, "/jobs/{id}/resume", Token, Operator, actions::resume),
+        endpoint(Method::POST, "/jobs/{id}/retry", Token, Operator, actions::retry),
+        endpoint(Method::POST, "/jobs/{id}/cancel", Token, Operator, actions::cancel),
+        endpoint(Method::POST, "/jobs/{id}/force", Token, Operator, actions::force),
+        endpoint(Method::POST, "/queue/pause-all", Token, Operator, actions::pause_all),
+        endpoint(Method::POST, "/queue/resume-all", Token, Operator, actions::resume_all),
+        endpoint(Method::POST, "/libraries/{id}/scan", Token, Operator, actions::scan),
+        websocket("/ws", ws::connect),
+        endpoint(Method::GET, "/queue/stats", Token, Viewer, stats::queue),
+        endpoint(Method::GET, "/system/dashboard", Token, Viewer, stats::dashboard),
+        endpoint(Method::GET, "/system/dashboard/health", Token, Viewer, stats::health),
+        endpoint(Method::GET, "/insights/stats", Token, Viewer, insights::overview),
+        endpoint(Method::GET, "/insights/savings", Token, Viewer, insights::savings),
+        endpoint(Method::GET, "/insights/nodes", Token, Viewer, insights::nodes),
+        endpoint(Method::GET, "/insights/codecs", Token, Viewer, insights::codecs),
+        endpoint(Method::GET, "/statistics", Token, Viewer, insights::statistics),
+        endpoint(Method::GET, "/metrics", Token, Viewer, metrics::metrics),
     ]
 }
 
@@ -110,23 +137,33 @@ pub fn endpoints() -> Vec<Endpoint> {
     table().into_iter().map(|(endpoint, _)| endpoint).collect()
 }
 
+/// The least role that may call `method` on `pattern` (the route's pattern as registered,
+/// with or without the /api prefix); `None` for no such endpoint.
+pub fn required_role(method: &Method, pattern: &str) -> Option<UserRole> {
+    static ENDPOINTS: std::sync::OnceLock<Vec<Endpoint>> = std::sync::OnceLock::new();
+    let path = pattern.strip_prefix("/api").filter(|rest| rest.starts_with('/')).unwrap_or(pattern);
+    ENDPOINTS.get_or_init(endpoints).iter().find(|e| e.method == *method && e.path == path).map(|e| e.role)
+}
+
 /// Every API route; mounted at the root and under /api.
 pub fn routes(cfg: &mut web::ServiceConfig) {
     // One resource per path, so that a known path with another method is a 405.
-    let mut resources: Vec<(&'static str, Access, Vec<Route>)> = Vec::new();
+    let mut resources: Vec<(&'static str, Access, bool, Vec<Route>)> = Vec::new();
     for (endpoint, route) in table() {
         match resources.iter_mut().find(|(path, ..)| *path == endpoint.path) {
-            Some((_, access, routes)) => {
-                // A path shared by public and protected methods is protected as a whole.
+            Some((_, access, websocket, routes)) => {
+                // A path shared by public and protected methods is protected as a whole, and
+                // takes query tokens only if every method on it does.
                 if endpoint.access == Access::Token {
                     *access = Access::Token;
                 }
+                *websocket &= endpoint.websocket;
                 routes.push(route);
             }
-            None => resources.push((endpoint.path, endpoint.access, vec![route])),
+            None => resources.push((endpoint.path, endpoint.access, endpoint.websocket, vec![route])),
         }
     }
-    for (path, access, routes) in resources {
+    for (path, access, websocket, routes) in resources {
         let resource = routes
             .into_iter()
             .fold(web::resource(path).default_service(web::to(method_not_allowed)), |resource, route| {
@@ -135,9 +172,10 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         // The token is checked before anything else about the request (path, query, body),
         // so a caller without one learns nothing but 401. Handlers also take `AuthUser`,
         // which reads what this middleware found.
-        match access {
-            Access::Public => cfg.service(resource),
-            Access::Token => cfg.service(resource.wrap(from_fn(auth::require_token))),
+        match (access, websocket) {
+            (Access::Public, _) => cfg.service(resource),
+            (Access::Token, false) => cfg.service(resource.wrap(from_fn(auth::require_token))),
+            (Access::Token, true) => cfg.service(resource.wrap(from_fn(auth::require_token_or_query))),
         };
     }
 }
@@ -176,6 +214,34 @@ mod tests {
             .map(|e| format!("{} {}", e.method, e.path))
             .collect();
         assert_eq!(public, ["GET /healthz", "POST /auth/login"]);
+    }
+
+    #[test]
+    fn viewers_read_operators_act_on_jobs_and_administrators_change_the_rest() {
+        for e in endpoints().into_iter().filter(|e| e.access == Access::Token) {
+            let what = format!("{} {}", e.method, e.path);
+            let expected = if e.method == Method::GET {
+                // The settings carry the cluster token; users are administration.
+                if e.path == "/settings" || e.path == "/users" {
+                    UserRole::Admin
+                } else {
+                    UserRole::Viewer
+                }
+            } else if e.path.starts_with("/auth/") {
+                UserRole::Viewer
+            } else if e.path.starts_with("/jobs/{id}/") || e.path.starts_with("/queue/") || e.path.ends_with("/scan") {
+                UserRole::Operator
+            } else {
+                UserRole::Admin
+            };
+            assert_eq!(e.role, expected, "{what}");
+        }
+    }
+
+    #[test]
+    fn only_the_websocket_feed_takes_a_token_in_the_query() {
+        let websocket: Vec<_> = endpoints().into_iter().filter(|e| e.websocket).map(|e| e.path).collect();
+        assert_eq!(websocket, ["/ws"]);
     }
 
     #[test]

@@ -1,10 +1,12 @@
-//! Users of the dashboard and API. Every user may manage every other: there are no roles.
+//! Users of the dashboard and API, and their roles (`domain::access`); only administrators
+//! reach these endpoints (the route table says so).
 
 use actix_web::{web, HttpResponse};
 use serde::Deserialize;
 
 use super::auth::AuthUser;
 use super::views::UserView;
+use crate::domain::access::UserRole;
 use crate::error::{AppError, ErrorBody};
 use crate::http::app::AppState;
 use crate::repo;
@@ -19,6 +21,18 @@ pub const MAX_PASSWORD_CHARS: usize = 1024;
 pub struct CreateUser {
     pub username: String,
     pub password: String,
+    /// The new user's role; `viewer` when left out, so nobody gets more than was asked for.
+    #[serde(default)]
+    pub role: Option<UserRole>,
+}
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SetRole {
+    /// Read as text and then parsed, so an unknown role is a validation error naming the
+    /// field, like every other bad value.
+    #[schema(value_type = UserRole)]
+    pub role: String,
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -61,10 +75,10 @@ pub async fn create(
     state: web::Data<AppState>,
     body: web::Json<CreateUser>,
 ) -> Result<HttpResponse, AppError> {
-    let CreateUser { username, password } = body.into_inner();
+    let CreateUser { username, password, role } = body.into_inner();
     check_username(&username)?;
     let hash = hash(password).await?;
-    let created = repo::users::create(&state.db, &username, &hash).await?;
+    let created = repo::users::create(&state.db, &username, &hash, role.unwrap_or(UserRole::Viewer)).await?;
     tracing::info!(user = %user.username, created = %created.username, "user created");
     Ok(HttpResponse::Created().json(UserView::from(&created)))
 }
@@ -96,6 +110,36 @@ pub async fn set_password(
     Ok(HttpResponse::NoContent().finish())
 }
 
+/// Set a user's role
+///
+/// Revokes every token of that user, so none goes on acting with the old role.
+#[utoipa::path(
+    put,
+    path = "/users/{username}/role",
+    tag = "users",
+    params(("username" = String, Path)),
+    request_body = SetRole,
+    responses(
+        (status = 204, description = "Changed; the user's tokens are revoked"),
+        (status = 400, description = "Malformed JSON or wrong content type (code malformed_json, unsupported_content_type)", body = ErrorBody),
+        (status = 404, description = "No such user (code not_found)", body = ErrorBody),
+        (status = 409, description = "It would leave no administrator (code conflict)", body = ErrorBody),
+        (status = 422, description = "Wrong types or unknown fields (invalid_body), or a value out of bounds (validation_failed; the message names the field)", body = ErrorBody),
+    ),
+)]
+pub async fn set_role(
+    user: AuthUser,
+    state: web::Data<AppState>,
+    username: web::Path<String>,
+    body: web::Json<SetRole>,
+) -> Result<HttpResponse, AppError> {
+    let username = username.into_inner();
+    let role: UserRole = body.into_inner().role.parse().map_err(|error| AppError::invalid(format!("role: {error}")))?;
+    repo::users::set_role(&state.db, &username, role).await?;
+    tracing::info!(user = %user.username, target = %username, %role, "role changed");
+    Ok(HttpResponse::NoContent().finish())
+}
+
 /// Delete a user
 #[utoipa::path(
     delete,
@@ -106,7 +150,7 @@ pub async fn set_password(
     responses(
         (status = 204, description = "Deleted"),
         (status = 404, description = "No such user (code not_found)", body = ErrorBody),
-        (status = 409, description = "It is the last user", body = ErrorBody),
+        (status = 409, description = "It is the last user, or the last administrator", body = ErrorBody),
     ),
 )]
 pub async fn delete(

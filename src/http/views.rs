@@ -169,12 +169,13 @@ impl From<&library::Model> for LibraryView {
 pub struct UserView {
     pub id: i32,
     pub username: String,
+    pub role: crate::domain::access::UserRole,
     pub created_at: DateTime<Utc>,
 }
 
 impl From<&user::Model> for UserView {
     fn from(user: &user::Model) -> Self {
-        UserView { id: user.id, username: user.username.clone(), created_at: user.created_at }
+        UserView { id: user.id, username: user.username.clone(), role: user.role.into(), created_at: user.created_at }
     }
 }
 

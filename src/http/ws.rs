@@ -11,7 +11,7 @@ use actix::prelude::*;
 use actix_web::{web, HttpRequest, HttpResponse};
 use actix_web_actors::ws;
 
-use super::auth::AuthUser;
+use super::auth::{authenticate, TokenPlace};
 use crate::actors::bus::{EventBus, JobUpdate, Subscribe, Subscriber, Unsubscribe};
 use crate::domain::job::JobStatus;
 use crate::error::{AppError, ErrorBody};
@@ -124,11 +124,14 @@ impl StreamHandler<Result<ws::Message, ws::ProtocolError>> for WsSession {
     ),
 )]
 pub async fn connect(
-    _user: AuthUser,
     req: HttpRequest,
     stream: web::Payload,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, actix_web::Error> {
+    // Here rather than an `AuthUser` argument (header only): the feed is also mounted
+    // outside the route table (the API listener's root, the UI listener's /ws), and every
+    // mount takes the query parameter.
+    authenticate(&req, TokenPlace::HeaderOrQuery).await?;
     let active = repo::jobs::in_statuses(&state.db, &[JobStatus::Analyzing, JobStatus::Encoding])
         .await
         .map_err(AppError::from)?;

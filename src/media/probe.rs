@@ -170,9 +170,32 @@ fn cstr_opt(ptr: *const std::ffi::c_char) -> Option<String> {
     (!s.is_empty() && s != "unknown" && s != "unspecified" && s != "reserved").then_some(s)
 }
 
-/// Opens a media file for reading, allowing the `file` protocol only, so that a playlist
-/// disguised as a video cannot make FFmpeg fetch URLs or read other local files.
+/// The demuxers a source may be read with: real containers only, by FFmpeg's names (a
+/// demuxer's name lists its aliases, e.g. "matroska,webm"; one listed alias admits it).
+/// Playlists and scripts (hls, concat, dash, image sequences, subtitles, tty…) open other
+/// files named inside them, so a `.mkv` that is really one could pull any file the service
+/// can read into an output; raw elementary streams have no container facts to verify
+/// against. Anything else is refused before its demuxer reads past the file's first bytes.
+pub const CONTAINER_DEMUXERS: &[&str] = &["matroska", "webm", "mov", "mp4", "avi", "mpegts", "mpeg", "flv", "asf"];
+
+/// Bytes read for the format check: FFmpeg's own probe limit (`av_probe_input_buffer2`).
+const PROBE_LIMIT: usize = 1 << 20;
+
+/// The score above which FFmpeg stops reading more bytes to probe (`AVPROBE_SCORE_RETRY`,
+/// a macro bindgen does not carry over).
+const PROBE_SCORE_RETRY: i32 = 25;
+
+/// Opens a media file for reading with the container demuxers only (`CONTAINER_DEMUXERS`)
+/// and the `file` protocol only.
 pub fn open_input(path: &Path) -> Result<AVFormatContextInput, MediaError> {
+    open_input_allowing(path, CONTAINER_DEMUXERS)
+}
+
+/// Opens a media file for reading with the given demuxers and the `file` protocol only.
+/// The format is first probed from the file's own bytes, as FFmpeg probes it, and refused
+/// by name when not allowed; `format_whitelist` then binds the open itself to the same
+/// list, so no demuxer outside it ever runs (a playlist's would open the files it names).
+pub fn open_input_allowing(path: &Path, demuxers: &[&str]) -> Result<AVFormatContextInput, MediaError> {
     let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => MediaError::invalid(format!("{}: no such file", path.display())),
         _ => MediaError::from_io(&path.display().to_string(), &e),
@@ -186,7 +209,26 @@ pub fn open_input(path: &Path) -> Result<AVFormatContextInput, MediaError> {
     let mut url = b"file:".to_vec();
     url.extend_from_slice(path.as_os_str().as_bytes());
     let url = CString::new(url).map_err(|_| MediaError::invalid("path contains a NUL byte"))?;
-    let mut options = Some(AVDictionary::new(c"protocol_whitelist", c"file", 0));
+    if let Some((name, score)) = probe_format_name(path, &url)? {
+        if !allowed(&name, demuxers) && score <= PROBE_SCORE_RETRY {
+            // A weak guess from bytes that fit no demuxer well: damage, not a playlist.
+            return Err(MediaError::invalid(format!("{}: not a recognisable media container", path.display())));
+        }
+        if !allowed(&name, demuxers) {
+            return Err(MediaError::new(
+                FailureCode::UnsupportedContainer,
+                format!(
+                    "{}: the format is {name}, which is not a media container condense reads (allowed: {})",
+                    path.display(),
+                    demuxers.join(", ")
+                ),
+            ));
+        }
+    }
+    let whitelist =
+        CString::new(demuxers.join(",")).map_err(|_| MediaError::misc("a demuxer name contains a NUL byte"))?;
+    let options = AVDictionary::new(c"protocol_whitelist", c"file", 0).set(c"format_whitelist", &whitelist, 0);
+    let mut options = Some(options);
     AVFormatContextInput::open(&url, None, &mut options).map_err(|e| {
         let code = av_code(&e).unwrap_or(0);
         if code == -libc::EACCES || code == -libc::EPERM {
@@ -199,6 +241,54 @@ pub fn open_input(path: &Path) -> Result<AVFormatContextInput, MediaError> {
             ))
         }
     })
+}
+
+/// True when one of the demuxer's comma-separated names is in the list.
+fn allowed(demuxer: &str, list: &[&str]) -> bool {
+    demuxer.split(',').any(|alias| list.contains(&alias))
+}
+
+/// The demuxer FFmpeg would pick for the file, judged from its first bytes the way
+/// `av_probe_input_buffer2` does (2 KiB, doubling, until a confident match or 1 MiB), under
+/// the same name (`url`), since some demuxers weigh the extension.
+/// Reads nothing but the file itself. The demuxer's name and its score (FFmpeg's 1 to
+/// 100); `None` when no demuxer recognises it.
+fn probe_format_name(path: &Path, url: &CStr) -> Result<Option<(String, i32)>, MediaError> {
+    use std::io::Read;
+    let context = path.display().to_string();
+    let mut file = std::fs::File::open(path).map_err(|e| MediaError::from_io(&context, &e))?;
+    let mut head = Vec::new();
+    let mut size = 2048usize;
+    loop {
+        // Only what this round needs, as FFmpeg reads: most containers are known from their
+        // first 2 KiB, and a read of a network share is not free.
+        let want = size.min(PROBE_LIMIT).saturating_sub(head.len());
+        (&mut file).take(want as u64).read_to_end(&mut head).map_err(|e| MediaError::from_io(&context, &e))?;
+        let last = head.len() < size || size >= PROBE_LIMIT;
+        let take = head.len();
+        // Probes may read past the data into the padding, which FFmpeg requires zeroed.
+        let mut buf = head.clone();
+        buf.resize(take + ffi::AVPROBE_PADDING_SIZE as usize, 0);
+        let data = ffi::AVProbeData {
+            filename: url.as_ptr(),
+            buf: buf.as_mut_ptr(),
+            buf_size: i32::try_from(take).unwrap_or(i32::MAX),
+            mime_type: std::ptr::null(),
+        };
+        let mut score = 0;
+        // SAFETY: `data` points at `buf`, which holds buf_size bytes plus zeroed padding, and
+        // at `url`; both outlive the call. The result is null or a static demuxer.
+        let format = unsafe { ffi::av_probe_input_format3(&data, 1, &mut score) };
+        if !format.is_null() && (score > PROBE_SCORE_RETRY || last) {
+            // SAFETY: a demuxer's name is a static NUL-terminated string.
+            let name = unsafe { CStr::from_ptr((*format).name) }.to_string_lossy().into_owned();
+            return Ok(Some((name, score)));
+        }
+        if last {
+            return Ok(None);
+        }
+        size = size.saturating_mul(2);
+    }
 }
 
 fn fourcc(tag: u32) -> Option<String> {
@@ -447,7 +537,13 @@ fn first_frame_hdr(input: &mut AVFormatContextInput, stream_index: usize) -> Fra
 /// Probes a file. Decodes one frame only when the video is an HDR candidate (PQ or HLG
 /// transfer), to find in-band mastering, light level and HDR10+ metadata.
 pub fn probe(path: &Path) -> Result<MediaInfo, MediaError> {
-    let mut input = open_input(path)?;
+    probe_allowing(path, CONTAINER_DEMUXERS)
+}
+
+/// `probe` with the given demuxers allowed instead of the containers (a raw elementary
+/// stream's facts, for one).
+pub fn probe_allowing(path: &Path, demuxers: &[&str]) -> Result<MediaInfo, MediaError> {
+    let mut input = open_input_allowing(path, demuxers)?;
     let size_bytes = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
     let container = cstr_opt(input.iformat().name).unwrap_or_default();
     let duration_seconds = (input.duration > 0).then(|| input.duration as f64 / f64::from(ffi::AV_TIME_BASE));

@@ -5,6 +5,7 @@
 
 use entities::sea_orm_active_enums as stored;
 
+use crate::domain::access::UserRole;
 use crate::domain::job::{FailureCode, JobStatus, Stage};
 use crate::domain::license::Tier;
 use crate::domain::node::{NodeRole, NodeStatus};
@@ -60,10 +61,12 @@ stored_as! {
         Timeout,
         Miscellaneous,
         UnsupportedStream,
+        UnsupportedContainer,
     }
     NodeStatus { Online, Offline, Degraded }
     NodeRole { Main, Linked }
     Tier { Free, Supporter, Pro }
+    UserRole { Admin, Operator, Viewer }
 }
 
 #[cfg(test)]
@@ -96,6 +99,7 @@ mod tests {
         same_spelling::<_, stored::NodeStatus>(NodeStatus::ALL, NodeStatus::as_str);
         same_spelling::<_, stored::NodeRole>(NodeRole::ALL, NodeRole::as_str);
         same_spelling::<_, stored::Tier>(Tier::ALL, Tier::as_str);
+        same_spelling::<_, stored::UserRole>(UserRole::ALL, UserRole::as_str);
     }
 
     #[test]

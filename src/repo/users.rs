@@ -1,17 +1,25 @@
 //! Users of the dashboard and API.
 
 use entities::user::{self, ActiveModel, Column, Entity};
+use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
     QuerySelect, Set, TransactionTrait,
 };
 
 use super::{now, RepoError, RepoResult};
+use crate::domain::access::UserRole;
 
-pub async fn create(db: &impl ConnectionTrait, username: &str, password_hash: &str) -> RepoResult<user::Model> {
+pub async fn create(
+    db: &impl ConnectionTrait,
+    username: &str,
+    password_hash: &str,
+    role: UserRole,
+) -> RepoResult<user::Model> {
     let at = now();
     ActiveModel {
         username: Set(username.to_string()),
+        role: Set(role.into()),
         password_hash: Set(password_hash.to_string()),
         created_at: Set(at),
         updated_at: Set(at),
@@ -26,12 +34,64 @@ pub async fn find(db: &impl ConnectionTrait, username: &str) -> RepoResult<Optio
     Ok(Entity::find().filter(Column::Username.eq(username)).one(db).await?)
 }
 
+/// Sets the password and revokes every token the user holds, in one statement: a token
+/// stolen before the change is refused from the moment the new password is stored.
 pub async fn set_password_hash(db: &impl ConnectionTrait, username: &str, password_hash: &str) -> RepoResult<()> {
-    let user = find(db, username).await?.ok_or_else(|| RepoError::NotFound(format!("user {username:?}")))?;
-    let mut model: ActiveModel = user.into();
-    model.password_hash = Set(password_hash.to_string());
-    model.updated_at = Set(now());
-    model.update(db).await?;
+    let result = Entity::update_many()
+        .col_expr(Column::PasswordHash, Expr::value(password_hash.to_string()))
+        .col_expr(Column::TokenVersion, Expr::col(Column::TokenVersion).add(1))
+        .col_expr(Column::UpdatedAt, Expr::value(now()))
+        .filter(Column::Username.eq(username))
+        .exec(db)
+        .await?;
+    if result.rows_affected == 0 {
+        return Err(RepoError::NotFound(format!("user {username:?}")));
+    }
+    Ok(())
+}
+
+/// Sets the user's role and revokes every token the user holds, in one statement, so no
+/// token goes on acting with the old role. The last administrator keeps the role: without
+/// one, nobody could manage users.
+pub async fn set_role<C: ConnectionTrait + TransactionTrait>(db: &C, username: &str, role: UserRole) -> RepoResult<()> {
+    let txn = db.begin().await?;
+    if txn.get_database_backend() == DbBackend::Postgres {
+        // As in `delete`: two demotions at once must not each count the other admin.
+        Entity::find().lock_exclusive().all(&txn).await?;
+    }
+    let result = Entity::update_many()
+        .col_expr(Column::Role, Expr::value(entities::sea_orm_active_enums::UserRole::from(role)))
+        .col_expr(Column::TokenVersion, Expr::col(Column::TokenVersion).add(1))
+        .col_expr(Column::UpdatedAt, Expr::value(now()))
+        .filter(Column::Username.eq(username))
+        .exec(&txn)
+        .await?;
+    if result.rows_affected == 0 {
+        return Err(RepoError::NotFound(format!("user {username:?}")));
+    }
+    let admins = Entity::find()
+        .filter(Column::Role.eq(entities::sea_orm_active_enums::UserRole::from(UserRole::Admin)))
+        .count(&txn)
+        .await?;
+    if admins == 0 {
+        return Err(RepoError::Conflict(format!(
+            "{username:?} is the last administrator; make another user admin first"
+        )));
+    }
+    txn.commit().await?;
+    Ok(())
+}
+
+/// Revokes every token the user holds (a logout): the token version moves on.
+pub async fn revoke_tokens(db: &impl ConnectionTrait, username: &str) -> RepoResult<()> {
+    let result = Entity::update_many()
+        .col_expr(Column::TokenVersion, Expr::col(Column::TokenVersion).add(1))
+        .filter(Column::Username.eq(username))
+        .exec(db)
+        .await?;
+    if result.rows_affected == 0 {
+        return Err(RepoError::NotFound(format!("user {username:?}")));
+    }
     Ok(())
 }
 
@@ -60,6 +120,15 @@ pub async fn delete<C: ConnectionTrait + TransactionTrait>(db: &C, username: &st
     }
     if Entity::find().count(&txn).await? == 0 {
         return Err(RepoError::Conflict(format!("{username:?} is the last user; create another one first")));
+    }
+    let admins = Entity::find()
+        .filter(Column::Role.eq(entities::sea_orm_active_enums::UserRole::from(UserRole::Admin)))
+        .count(&txn)
+        .await?;
+    if admins == 0 {
+        return Err(RepoError::Conflict(format!(
+            "{username:?} is the last administrator; make another user admin first"
+        )));
     }
     txn.commit().await?;
     Ok(())

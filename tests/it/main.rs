@@ -8,6 +8,7 @@ mod common;
 mod faults;
 mod fs_safety;
 mod fuzz;
+mod hostile;
 mod http;
 mod isolation;
 mod lifecycle;

@@ -139,7 +139,12 @@ async fn an_hevc_source_is_skipped_unless_forced() {
 }
 
 fn assert_hdr10(path: &Path) {
-    let info = probe(path).unwrap();
+    assert_hdr10_allowing(path, condense::media::probe::CONTAINER_DEMUXERS);
+}
+
+/// `assert_hdr10` with the given demuxers allowed: a raw elementary stream is no container.
+fn assert_hdr10_allowing(path: &Path, demuxers: &[&str]) {
+    let info = condense::media::probe::probe_allowing(path, demuxers).unwrap();
     let v = info.video().unwrap();
     assert_eq!(v.bit_depth, Some(10), "{path:?}");
     assert_eq!(v.color_primaries.as_deref(), Some("bt2020"));
@@ -177,7 +182,7 @@ async fn hdr10_is_kept_in_hevc_and_av1_and_hlg_keeps_its_transfer() {
             "copy",
             raw.to_str().unwrap(),
         ]);
-        assert_hdr10(&raw);
+        assert_hdr10_allowing(&raw, &["hevc", "obu"]);
         std::fs::remove_dir_all(&plan.partial_dir).unwrap();
     }
     let hlg = clips::hlg(dir.path(), "hlg.mkv");
@@ -517,7 +522,7 @@ fn broken_inputs_fail_validation_and_stay_untouched() {
         assert_eq!(err.code, FailureCode::FileValidationFailed, "{name}: {err}");
         assert_eq!(std::fs::read(&path).unwrap(), content, "{name} was modified");
     }
-    // Bytes FFmpeg's probing takes for a raw H.263 stream: a video without a length.
+    // A raw H.263 stream under a video's name: no container, refused by its format.
     let raw = dir.path().join("raw.mkv");
     clips::ffmpeg(&[
         "-f",
@@ -533,6 +538,11 @@ fn broken_inputs_fail_validation_and_stay_untouched() {
         raw.to_str().unwrap(),
     ]);
     let err = validate_source(&raw).unwrap_err();
+    assert_eq!(err.code, FailureCode::UnsupportedContainer, "{err}");
+    assert!(err.message.contains("the format is h263"), "{err}");
+    // A container that does not say how long its video is.
+    let unknown = clips::without_length(dir.path(), "unknown.wmv", "libx264");
+    let err = validate_source(&unknown).unwrap_err();
     assert_eq!(err.code, FailureCode::FileValidationFailed, "{err}");
     assert!(err.message.contains("length"), "{err}");
     let audio_only = dir.path().join("audio.mkv");

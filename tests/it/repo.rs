@@ -1,5 +1,6 @@
 //! The repository layer on SQLite and PostgreSQL.
 
+use condense::domain::access::UserRole;
 use condense::domain::job::{transition, FailureCode, JobEvent, JobSnapshot, JobStatus, Outcome, Stage};
 use condense::domain::license::Tier;
 use condense::domain::node::{NodeRole, NodeStatus};
@@ -221,11 +222,18 @@ both_backends!(job_listing_filters_sorts_and_pages, |db: DatabaseConnection| asy
 
 both_backends!(users_settings_and_licences, |db: DatabaseConnection| async move {
     assert_eq!(repo::users::count(&db).await.unwrap(), 0);
-    repo::users::create(&db, "admin", "hash-1").await.unwrap();
-    assert!(matches!(repo::users::create(&db, "admin", "h").await, Err(RepoError::Conflict(_))));
+    repo::users::create(&db, "admin", "hash-1", UserRole::Admin).await.unwrap();
+    assert!(matches!(repo::users::create(&db, "admin", "h", UserRole::Admin).await, Err(RepoError::Conflict(_))));
+    let version = || async { repo::users::find(&db, "admin").await.unwrap().unwrap().token_version };
+    assert_eq!(version().await, 0);
     repo::users::set_password_hash(&db, "admin", "hash-2").await.unwrap();
     assert_eq!(repo::users::find(&db, "admin").await.unwrap().unwrap().password_hash, "hash-2");
     assert!(matches!(repo::users::set_password_hash(&db, "ghost", "h").await, Err(RepoError::NotFound(_))));
+    // A password change and a logout each revoke the user's tokens.
+    assert_eq!(version().await, 1);
+    repo::users::revoke_tokens(&db, "admin").await.unwrap();
+    assert_eq!(version().await, 2);
+    assert!(matches!(repo::users::revoke_tokens(&db, "ghost").await, Err(RepoError::NotFound(_))));
     assert_eq!(repo::users::count(&db).await.unwrap(), 1);
 
     assert_eq!(repo::settings::get::<u64>(&db, "job_timeout_hours").await.unwrap(), None);

@@ -15,9 +15,27 @@ export interface paths {
         put?: never;
         /**
          * POST /auth/login. A wrong password and an unknown user get the same answer after the
-         *     same work; attempts are limited per client address and per username.
+         *     same work; failed attempts slow down per client address and username
+         *     (`http::login_limit`).
          */
         post: operations["login"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/auth/logout": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** POST /auth/logout: revokes every token of the caller, this one included. */
+        post: operations["logout"];
         delete?: never;
         options?: never;
         head?: never;
@@ -33,7 +51,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** POST /auth/refresh: a new token for the caller, with a new expiry. */
+        /**
+         * POST /auth/refresh: a new token for the caller, with a new expiry, in the same session:
+         *     never past `SESSION_MAX_HOURS` after the login.
+         */
         post: operations["refresh"];
         delete?: never;
         options?: never;
@@ -600,6 +621,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/users/{username}/role": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Set a user's role
+         * @description Revokes every token of that user, so none goes on acting with the old role.
+         */
+        put: operations["set_role"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/ws": {
         parameters: {
             query?: never;
@@ -684,6 +725,7 @@ export interface components {
         };
         CreateUser: {
             password: string;
+            role?: null | components["schemas"]["UserRole"];
             username: string;
         };
         DashboardView: {
@@ -781,7 +823,7 @@ export interface components {
             reason?: string | null;
         };
         /** @enum {string} */
-        FailureCode: "file_validation_failed" | "insufficient_disk_space" | "unsupported_codec" | "transcoder_crashed" | "permission_denied" | "timeout" | "miscellaneous" | "unsupported_stream";
+        FailureCode: "file_validation_failed" | "insufficient_disk_space" | "unsupported_codec" | "transcoder_crashed" | "permission_denied" | "timeout" | "miscellaneous" | "unsupported_stream" | "unsupported_container";
         GpuInfo: {
             /**
              * Format: int32
@@ -1190,6 +1232,13 @@ export interface components {
         SetPassword: {
             password: string;
         };
+        SetRole: {
+            /**
+             * @description Read as text and then parsed, so an unknown role is a validation error naming the
+             *     field, like every other bad value.
+             */
+            role: components["schemas"]["UserRole"];
+        };
         SettingsView: {
             /** @description What linked nodes present to register (CLUSTER_TOKEN); null when unset. */
             clusterToken?: string | null;
@@ -1249,11 +1298,14 @@ export interface components {
         };
         /** @enum {string} */
         UserAction: "pause" | "resume" | "retry" | "force" | "cancel";
+        /** @enum {string} */
+        UserRole: "admin" | "operator" | "viewer";
         UserView: {
             /** Format: date-time */
             createdAt: string;
             /** Format: int32 */
             id: number;
+            role: components["schemas"]["UserRole"];
             username: string;
         };
     };
@@ -1324,7 +1376,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Too many failed logins (code too_many_requests) */
+            /** @description Too many failed logins from this client for this user, or from this client: wait the seconds the message gives (code too_many_requests) */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -1333,6 +1385,25 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+        };
+    };
+    logout: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Logged out: every token of this user is refused from now on */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["Unauthorized"];
         };
     };
     refresh: {
@@ -1344,7 +1415,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The new token */
+            /** @description The new token; its expiry is cut at the session's end (SESSION_MAX_HOURS after the login) */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -2472,7 +2543,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description It is the last user */
+            /** @description It is the last user, or the last administrator */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2535,6 +2606,67 @@ export interface operations {
             };
         };
     };
+    set_role: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                username: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SetRole"];
+            };
+        };
+        responses: {
+            /** @description Changed; the user's tokens are revoked */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Malformed JSON or wrong content type (code malformed_json, unsupported_content_type) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description No such user (code not_found) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description It would leave no administrator (code conflict) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Wrong types or unknown fields (invalid_body), or a value out of bounds (validation_failed; the message names the field) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     connect: {
         parameters: {
             query?: {
@@ -2577,7 +2709,7 @@ type ReadonlyArray<T> = [
 ] ? Readonly<Exclude<T, undefined>> : Readonly<Exclude<T, undefined>[]>;
 export const checkNameValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["CheckName"]> = ["cpu", "memory", "database", "queue", "nodes"];
 export const encoderValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Encoder"]> = ["libx265", "hevc_nvenc", "hevc_qsv", "hevc_vaapi", "libsvtav1", "libaom-av1"];
-export const failureCodeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["FailureCode"]> = ["file_validation_failed", "insufficient_disk_space", "unsupported_codec", "transcoder_crashed", "permission_denied", "timeout", "miscellaneous", "unsupported_stream"];
+export const failureCodeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["FailureCode"]> = ["file_validation_failed", "insufficient_disk_space", "unsupported_codec", "transcoder_crashed", "permission_denied", "timeout", "miscellaneous", "unsupported_stream", "unsupported_container"];
 export const hardwareValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Hardware"]> = ["cpu", "nvidia", "intel_qsv", "vaapi"];
 export const healthLevelValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["HealthLevel"]> = ["HEALTHY", "WARNING", "CRITICAL"];
 export const jobStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["JobStatus"]> = ["PENDING", "QUEUED", "ANALYZING", "ENCODING", "PAUSED", "COMPLETED", "SKIPPED", "FAILED", "CANCELLED"];
@@ -2587,3 +2719,4 @@ export const stageValues: ReadonlyArray<FlattenedDeepRequired<components>["schem
 export const targetCodecValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["TargetCodec"]> = ["hevc", "av1"];
 export const tierValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Tier"]> = ["FREE", "SUPPORTER", "PRO"];
 export const userActionValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["UserAction"]> = ["pause", "resume", "retry", "force", "cancel"];
+export const userRoleValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["UserRole"]> = ["admin", "operator", "viewer"];

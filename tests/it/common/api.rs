@@ -65,6 +65,9 @@ pub struct TestServer {
     _data_dir: tempfile::TempDir,
 }
 
+/// The one peer whose X-Forwarded-For a `TestServer` believes.
+pub const TRUSTED_PROXY: &str = "127.0.0.2";
+
 impl TestServer {
     pub async fn sqlite() -> TestServer {
         TestServer::start(TestDb::sqlite().await).await
@@ -91,7 +94,7 @@ impl TestServer {
         // DATA_DIR of this server, for the library path rules (nothing is written there).
         let data_dir = tempfile::tempdir().unwrap();
         let hash = security::hash_password(ADMIN_PASSWORD).unwrap();
-        repo::users::create(&test_db.db, ADMIN, &hash).await.unwrap();
+        repo::users::create(&test_db.db, ADMIN, &hash, condense::domain::access::UserRole::Admin).await.unwrap();
         let (license_private_key, license_public_key) = condense::license::generate_keypair();
         let node = start_main_node(&test_db.db, slots, throttle_ms, &license_public_key).await;
         let state = web::Data::new(AppState::new(
@@ -99,6 +102,10 @@ impl TestServer {
             ApiConfig {
                 jwt_secret: JWT_SECRET.into(),
                 token_ttl_hours: 12,
+                session_max_hours: 720,
+                // The throttling tests connect from 127.0.0.2 as a proxy; other clients
+                // connect from 127.0.0.1.
+                trusted_proxies: vec![TRUSTED_PROXY.parse().unwrap()],
                 cluster_token: Some(CLUSTER_TOKEN.into()),
                 library_places: condense::http::libraries::LibraryPlaces {
                     data_dir: Some(data_dir.path().to_path_buf()),

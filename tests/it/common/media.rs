@@ -21,6 +21,20 @@ pub fn ffmpeg(args: &[&str]) {
     assert!(out.status.success(), "ffmpeg {args:?}: {}", String::from_utf8_lossy(&out.stderr));
 }
 
+/// One second of `encoder`'s video in ASF written through a pipe: the muxer cannot seek
+/// back to record the length, and ASF leaves FFmpeg no other way to learn it, so the file
+/// is a whole container without a duration.
+pub fn without_length(dir: &Path, name: &str, encoder: &str) -> PathBuf {
+    let out = dir.join(name);
+    let script = format!(
+        "ffmpeg -v error -f lavfi -i testsrc2=size=320x240:rate=25 -t 1 -c:v {encoder} -f asf - | cat > '{}'",
+        out.display()
+    );
+    let status = Command::new("sh").args(["-c", &script]).status().expect("sh runs");
+    assert!(status.success(), "{script}");
+    out
+}
+
 fn subtitles(dir: &Path) -> PathBuf {
     let path = dir.join("subs.srt");
     std::fs::write(&path, "1\n00:00:00,200 --> 00:00:01,000\nHello\n\n2\n00:00:01,200 --> 00:00:01,800\nWorld\n")
