@@ -9,7 +9,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use awc::ws::{Frame, Message};
-use condense::actors::bus::{JobUpdate, Publish};
+use condense::actors::bus::{JobUpdate, Publish, Unsubscribe};
 use condense::domain::job::JobStatus;
 use condense::repo;
 use futures_util::{SinkExt, StreamExt};
@@ -245,8 +245,9 @@ async fn a_client_that_stops_reading_gets_every_status_or_a_resync_and_a_fast_on
     }
     assert_eq!(slow_view.resyncs + 1, runs.len().max(1));
     // What the slow client shows is what the database holds.
-    assert_eq!(slow_view.jobs, current(&server).await, "the slow client's view after {} resyncs", slow_view.resyncs);
-    assert_eq!(fast_view.borrow().jobs, current(&server).await);
+    let now = current(&server).await;
+    assert_eq!(slow_view.jobs, now, "the slow client's view after {} resyncs", slow_view.resyncs);
+    assert_eq!(fast_view.borrow().jobs, now);
     eprintln!("slow client: {} resync(s), {} status messages of {total} read", slow_view.resyncs, runs.concat().len());
     drop(slow);
     reader.abort();
@@ -304,5 +305,68 @@ async fn progress_is_coalesced_to_the_latest_per_job_and_never_overtakes_a_statu
         assert!(last_progress < status, "job {id}: progress after its status: {order:?}");
         assert_eq!(order[last_progress].2, serde_json::json!(f64::from(steps) / 2.0), "job {id}: {seen:?}");
     }
+    server.finish().await;
+}
+
+#[actix_web::test]
+async fn a_client_that_falls_behind_again_before_reading_its_resync_is_closed_with_4008_and_resyncs_on_reconnect() {
+    let server = TestServer::sqlite().await;
+    let token = server.login().await;
+    let jobs = encoding_jobs(&server).await;
+    let bus = server.state.runtime.bus.clone();
+    let mut client = connect(&server, &token).await;
+    for _ in 0..JOBS {
+        next_message(&mut client, Duration::from_secs(30)).await.unwrap().expect("a snapshot");
+    }
+    // Enough for the socket buffers and the bound, twice over.
+    let burst = |from: i64| {
+        for seq in from..from + 20_000 {
+            let job = &jobs[seq as usize % JOBS];
+            bus.do_send(Publish(numbered(job, seq)));
+        }
+    };
+
+    // The bus has handled everything sent before this (one mailbox, in order).
+    let handled = || bus.send(Unsubscribe(u64::MAX));
+
+    // It reads nothing: it falls behind and is owed a resync.
+    burst(0);
+    handled().await.unwrap();
+    // It reads up to the resync, then stops again (before the snapshot and the ping after it).
+    loop {
+        let msg = next_message(&mut client, Duration::from_secs(30)).await.unwrap().expect("a resync");
+        if msg["type"] == "resync" {
+            break;
+        }
+    }
+    burst(20_000);
+    // A job ends meanwhile, as the reconnect's snapshot must show.
+    let ended = entities::job::ActiveModel {
+        id: sea_orm::Set(jobs[0].id),
+        status: sea_orm::Set(entities::sea_orm_active_enums::JobStatus::Completed),
+        ..Default::default()
+    };
+    let ended = sea_orm::ActiveModelTrait::update(ended, server.db()).await.unwrap();
+    bus.do_send(Publish(JobUpdate::of("status", &ended)));
+    handled().await.unwrap();
+
+    // Now it reads: what was already on its way, then the close.
+    let code = loop {
+        match next_message(&mut client, Duration::from_secs(30)).await {
+            Ok(Some(_)) => {}
+            Ok(None) => panic!("neither closed nor caught up"),
+            Err(code) => break code,
+        }
+    };
+    assert_eq!(code, Some(4008));
+
+    // Reconnecting resyncs it: the snapshot shows the jobs as they are.
+    let mut again = connect(&server, &token).await;
+    let mut view = View::default();
+    while let Ok(Some(msg)) = next_message(&mut again, Duration::from_secs(1)).await {
+        view.apply(&msg);
+    }
+    assert_eq!(view.jobs, current(&server).await);
+    assert!(!view.jobs.contains_key(&i64::from(jobs[0].id)));
     server.finish().await;
 }
