@@ -54,8 +54,10 @@ async fn connect(server: &TestServer, token: &str) -> Socket {
 /// The next text message as JSON, answering pings on the way (as browsers do); None once
 /// nothing came for `quiet` or the server closed (the close code is returned then).
 async fn next_message(socket: &mut Socket, quiet: Duration) -> Result<Option<Value>, Option<u16>> {
+    // One deadline for the whole wait: the server's pings must not keep it open forever.
+    let deadline = tokio::time::Instant::now() + quiet;
     loop {
-        let frame = match tokio::time::timeout(quiet, socket.next()).await {
+        let frame = match tokio::time::timeout_at(deadline, socket.next()).await {
             Err(_) => return Ok(None),
             Ok(None) => return Err(None),
             Ok(Some(frame)) => frame.unwrap(),
