@@ -149,12 +149,16 @@ fn sent_at(text: &[u8]) -> Option<u64> {
 struct Received {
     latencies_us: Vec<u64>,
     other: u64,
+    /// `{"type":"resync"}` messages: a subscriber fell behind and was sent a snapshot.
+    resyncs: u64,
 }
 
 struct Shared {
     received: RefCell<Received>,
     connected: Cell<usize>,
     failed: Cell<usize>,
+    /// Subscribers the server closed with 4008 (fell behind twice).
+    closed_behind: Cell<usize>,
     first_error: RefCell<Option<String>>,
 }
 
@@ -175,13 +179,20 @@ async fn subscriber(client: awc::Client, url: String, shared: Rc<Shared>) {
                 let mut r = shared.received.borrow_mut();
                 match sent_at(&bytes) {
                     Some(sent) => r.latencies_us.push(now.saturating_sub(sent)),
+                    None if bytes.windows(8).any(|w| w == b"\"resync\"") => r.resyncs += 1,
                     None => r.other += 1,
                 }
             }
             Ok(awc::ws::Frame::Ping(bytes)) => {
                 let _ = framed.send(awc::ws::Message::Pong(bytes)).await;
             }
-            Ok(awc::ws::Frame::Close(_)) | Err(_) => break,
+            Ok(awc::ws::Frame::Close(reason)) => {
+                if reason.is_some_and(|r| u16::from(r.code) == condense::domain::feed::CLOSE_TOO_SLOW) {
+                    shared.closed_behind.set(shared.closed_behind.get() + 1);
+                }
+                break;
+            }
+            Err(_) => break,
             Ok(_) => {}
         }
     }
@@ -192,6 +203,7 @@ struct PhaseResult {
     sent: u64,
     delivered: u64,
     sorted_us: Vec<u64>,
+    resyncs: u64,
     mem_after: Mem,
 }
 
@@ -229,6 +241,7 @@ pub async fn run(cfg: &Config, report: &mut Report) -> Res<()> {
         received: RefCell::new(Received::default()),
         connected: Cell::new(0),
         failed: Cell::new(0),
+        closed_behind: Cell::new(0),
         first_error: RefCell::new(None),
     });
     let client =
@@ -285,6 +298,7 @@ pub async fn run(cfg: &Config, report: &mut Report) -> Res<()> {
             sent: count,
             delivered: received.latencies_us.len() as u64,
             sorted_us: received.latencies_us,
+            resyncs: received.resyncs,
             mem_after: Mem::of_pid(pid)?,
         });
     }
@@ -296,7 +310,7 @@ pub async fn run(cfg: &Config, report: &mut Report) -> Res<()> {
 
     let cmd = command("ws");
     let mut table = String::from(
-        "| messages | published | delivered / expected | p50 | p99 | max | server RSS after |\n|---|---|---|---|---|---|---|\n",
+        "| messages | published | delivered / expected | resyncs | p50 | p99 | max | server RSS after |\n|---|---|---|---|---|---|---|---|\n",
     );
     for (i, p) in phases.iter().enumerate() {
         let expected = p.sent * connected as u64;
@@ -320,9 +334,10 @@ pub async fn run(cfg: &Config, report: &mut Report) -> Res<()> {
             );
         }
         table.push_str(&format!(
-            "| {what} | {} | {} / {expected} | {:.1} ms | {:.1} ms | {:.1} ms | {} |\n",
+            "| {what} | {} | {} / {expected} | {} | {:.1} ms | {:.1} ms | {:.1} ms | {} |\n",
             p.sent,
             p.delivered,
+            p.resyncs,
             p.ms(50.0),
             p.ms(99.0),
             p.ms(100.0),
@@ -339,6 +354,18 @@ pub async fn run(cfg: &Config, report: &mut Report) -> Res<()> {
         &cmd,
     );
     let failed = shared.failed.get();
+    let closed_behind = shared.closed_behind.get();
+    if closed_behind > 0 {
+        report.row(
+            format!(
+                "WebSocket subscribers closed with 4008 (fell behind twice), {} subscribers",
+                thousands(connected as u64)
+            ),
+            thousands(closed_behind as u64),
+            "0",
+            &cmd,
+        );
+    }
     report.section(
         "WebSocket fan-out",
         format!(
@@ -353,7 +380,9 @@ pub async fn run(cfg: &Config, report: &mut Report) -> Res<()> {
              runs: `type: \"status\"` updates, which a session sends at once (the fan-out path itself), and \
              `type: \"progress\"` updates, which a session holds and sends at its next 250 ms flush (at most 4 \
              messages a second per job, by design): their latency includes that wait, 125 ms on average; the \
-             progress run is made twice, so that memory still growing after the first would show.\n\n\
+             progress run is made twice, so that memory still growing after the first would show. A subscriber \
+             that falls behind gets `{{\"type\":\"resync\"}}` and a snapshot instead of what it missed (counted \
+             under resyncs), or is closed with 4008 ({closed_behind} were).\n\n\
              {table}\n\
              Server RSS: {start} before any subscriber, {connected_mem} with {connected} subscribers, {end} \
              after the last run.",

@@ -1,6 +1,12 @@
 // The live connection to /ws: JSON job messages, automatic reconnect with backoff, re-sync.
 import type { LiveMessage } from './types';
 
+/**
+ * Close code of a client that fell behind the feed twice (the server's `CLOSE_TOO_SLOW`):
+ * reconnect with a backoff that grows while it keeps happening, then re-sync.
+ */
+export const FELL_BEHIND_CLOSE_CODE = 4008;
+
 export type ConnectionState = 'connecting' | 'connected' | 'reconnecting' | 'offline';
 
 export const BACKOFF_BASE_MS = 1_000;
@@ -39,6 +45,23 @@ export function parseLiveMessage(data: unknown): LiveMessage | null {
   return message as unknown as LiveMessage;
 }
 
+/** Whether a text frame is the server's `{"type":"resync"}`: drop live state, a snapshot follows. */
+export function isResyncMessage(data: unknown): boolean {
+  if (typeof data !== 'string' || !data.includes('resync')) return false;
+  try {
+    const value: unknown = JSON.parse(data);
+    return typeof value === 'object' && value !== null && (value as { type?: unknown }).type === 'resync';
+  } catch {
+    return false;
+  }
+}
+
+/** The close code a close event carries, if any. */
+function closeCode(event: unknown): number | null {
+  const code = typeof event === 'object' && event !== null ? (event as { code?: unknown }).code : undefined;
+  return typeof code === 'number' ? code : null;
+}
+
 /** The part of the browser WebSocket the connection uses (a fake in tests). */
 export interface SocketLike {
   onopen: ((event: unknown) => void) | null;
@@ -65,6 +88,8 @@ export class LiveConnection {
   private socket: SocketLike | null = null;
   private timer: unknown = null;
   private attempt = 0;
+  /** Closes for falling behind in a row: each waits longer before reconnecting. */
+  private fellBehind = 0;
   private running = false;
   /** Set once a connection dropped or failed; the next open then asks pages to re-sync. */
   private missedUpdates = false;
@@ -101,7 +126,11 @@ export class LiveConnection {
     return () => this.stateListeners.delete(listener);
   }
 
-  /** Called after a reconnect: live messages may have been missed, so re-fetch. */
+  /**
+   * Called after a reconnect, and when the server says `resync` (this client fell behind):
+   * live messages were missed, so drop live state and re-fetch; the `snapshot` messages
+   * that follow a resync arrive through onMessage as usual.
+   */
   onResync(listener: Listener<void>): () => void {
     this.resyncListeners.add(listener);
     return () => this.resyncListeners.delete(listener);
@@ -111,6 +140,7 @@ export class LiveConnection {
     if (this.running) return;
     this.running = true;
     this.attempt = 0;
+    this.fellBehind = 0;
     this.missedUpdates = false;
     this.connect();
   }
@@ -170,6 +200,10 @@ export class LiveConnection {
     };
     socket.onmessage = (event) => {
       if (this.socket !== socket) return;
+      if (isResyncMessage(event.data)) {
+        for (const listener of this.resyncListeners) listener();
+        return;
+      }
       const message = parseLiveMessage(event.data);
       if (!message) return;
       for (const listener of this.messageListeners) listener(message);
@@ -177,10 +211,17 @@ export class LiveConnection {
     socket.onerror = () => {
       // A close event always follows; reconnecting is handled there.
     };
-    socket.onclose = () => {
+    socket.onclose = (event) => {
       if (this.socket !== socket) return;
       this.socket = null;
       this.missedUpdates = true;
+      if (closeCode(event) === FELL_BEHIND_CLOSE_CODE) {
+        // Reconnecting at once would likely fall behind again: back off, longer each time.
+        this.attempt = this.fellBehind;
+        this.fellBehind += 1;
+      } else {
+        this.fellBehind = 0;
+      }
       if (this.running) this.scheduleReconnect();
     };
   }

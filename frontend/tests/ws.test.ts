@@ -1,5 +1,15 @@
 import { describe, expect, it } from 'vitest';
-import { BACKOFF_MAX_MS, LiveConnection, backoffDelay, liveUrl, parseLiveMessage, type ConnectionState, type SocketLike } from '../src/ws';
+import {
+  BACKOFF_MAX_MS,
+  FELL_BEHIND_CLOSE_CODE,
+  LiveConnection,
+  backoffDelay,
+  isResyncMessage,
+  liveUrl,
+  parseLiveMessage,
+  type ConnectionState,
+  type SocketLike,
+} from '../src/ws';
 import type { LiveMessage } from '../src/types';
 
 describe('backoffDelay', () => {
@@ -43,6 +53,14 @@ describe('liveUrl and parseLiveMessage', () => {
     expect(parseLiveMessage('{"jobId":4}')).toBeNull();
     expect(parseLiveMessage('{"type":"progress"}')).toBeNull();
     expect(parseLiveMessage(new ArrayBuffer(4))).toBeNull();
+    expect(parseLiveMessage('{"type":"resync"}')).toBeNull();
+  });
+
+  it('recognizes the resync message and nothing else as one', () => {
+    expect(isResyncMessage('{"type":"resync"}')).toBe(true);
+    expect(isResyncMessage('{"type":"status","jobId":1,"fileName":"resync.mkv"}')).toBe(false);
+    expect(isResyncMessage('resync')).toBe(false);
+    expect(isResyncMessage(new ArrayBuffer(4))).toBe(false);
   });
 });
 
@@ -59,8 +77,8 @@ class FakeSocket implements SocketLike {
   receive(data: unknown) {
     this.onmessage?.({ data });
   }
-  drop() {
-    this.onclose?.({});
+  drop(code?: number) {
+    this.onclose?.(code === undefined ? {} : { code });
   }
   close() {
     this.closed = true;
@@ -198,5 +216,43 @@ describe('LiveConnection', () => {
     h.sockets[0].drop();
     h.fire();
     expect(h.sockets[1].url).toBe('ws://host/ws?token=second');
+  });
+
+  it('on a resync message drops live state (re-syncs) and then applies the snapshot that follows', () => {
+    const h = harness();
+    h.connection.start();
+    h.sockets[0].open();
+    h.sockets[0].receive('{"type":"status","jobId":1,"progress":5,"status":"ENCODING"}');
+    h.sockets[0].receive('{"type":"resync"}');
+    expect(h.resyncs()).toBe(1);
+    h.sockets[0].receive('{"type":"snapshot","jobId":2,"progress":7,"status":"ENCODING"}');
+    expect(h.messages.map((m) => [m.type, m.jobId])).toEqual([
+      ['status', 1],
+      ['snapshot', 2],
+    ]);
+    expect(h.connection.state).toBe('connected');
+    expect(h.sockets[0].closed).toBe(false);
+  });
+
+  it('reconnects after the fell-behind close code with a growing backoff, then re-syncs', () => {
+    const h = harness();
+    h.connection.start();
+    h.sockets[0].open();
+    // Closed for falling behind three times in a row: 1 s, 2 s, 4 s, each re-syncing.
+    for (let i = 0; i < 3; i += 1) {
+      h.sockets[i].drop(FELL_BEHIND_CLOSE_CODE);
+      expect(h.connection.state).toBe('reconnecting');
+      expect(h.timers.at(-1)?.ms).toBe(1000 * 2 ** i);
+      h.fire();
+      h.sockets[i + 1].open();
+      expect(h.resyncs()).toBe(i + 1);
+    }
+    // Any other close starts again from 1 s, and so does the next fall behind after it.
+    h.sockets[3].drop(1006);
+    expect(h.timers.at(-1)?.ms).toBe(1000);
+    h.fire();
+    h.sockets[4].open();
+    h.sockets[4].drop(FELL_BEHIND_CLOSE_CODE);
+    expect(h.timers.at(-1)?.ms).toBe(1000);
   });
 });

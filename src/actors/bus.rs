@@ -1,22 +1,28 @@
-//! The event bus: live job updates fanned out to subscribers (WebSocket sessions, tests).
-//! Delivery uses `try_send`, so a slow subscriber loses messages instead of slowing the
-//! service; a closed one is dropped.
+//! The event bus: live job updates fanned out to subscribers (WebSocket sessions).
+//!
+//! Each update is serialized once and kept, shared, in every subscriber's bounded
+//! [`Outbox`] (`domain::feed`: status messages never dropped, progress coalesced, a resync
+//! or a close past the bound); the subscriber is then woken with a [`TakeOutbox`] notice, at
+//! most one in flight. Publishing never waits for a subscriber, and a slow one costs the
+//! server at most its bound.
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use actix::prelude::*;
+use bytestring::ByteString;
 use serde::Serialize;
-use tokio::sync::mpsc;
 
+use crate::domain::feed::{FeedState, Outbox};
 use crate::domain::job::{allowed_actions, JobStatus, Stage, UserAction};
 
 /// One live update of a job, as sent on the WebSocket (`type`, `jobId`, `progress`,
 /// `status` and the other live fields).
-#[derive(Debug, Clone, PartialEq, Serialize, Message, utoipa::ToSchema)]
-#[rtype(result = "()")]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct JobUpdate {
-    /// `snapshot` (an active job, on connect), `progress` or `status`.
+    /// `snapshot` (an active job, on connect and after a `resync`), `progress` or `status`.
+    /// A client that fell behind first gets `{"type":"resync"}` (a `Resync`), then snapshots.
     #[serde(rename = "type")]
     #[schema(value_type = String)]
     pub kind: &'static str,
@@ -57,14 +63,42 @@ impl JobUpdate {
     }
 }
 
-pub enum Subscriber {
-    Actor(Recipient<JobUpdate>),
-    Channel(mpsc::Sender<JobUpdate>),
+/// A subscriber's outbox, shared by the bus (which fills it) and the session (which empties it).
+#[derive(Clone, Default)]
+pub struct SharedOutbox(Arc<Mutex<Outbox<ByteString>>>);
+
+impl SharedOutbox {
+    /// The outbox, also after a panic elsewhere while it was held: its state is whole after
+    /// every one of its methods, so it is still good to use.
+    pub fn lock(&self) -> MutexGuard<'_, Outbox<ByteString>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
+/// Told to a subscriber when its outbox has something to take now.
 #[derive(Message)]
-#[rtype(result = "u64")]
-pub struct Subscribe(pub Subscriber);
+#[rtype(result = "()")]
+pub struct TakeOutbox;
+
+/// The first message after a subscriber fell behind: drop live state, a snapshot follows.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct Resync {
+    /// Always `resync`.
+    #[serde(rename = "type")]
+    #[schema(value_type = String)]
+    pub kind: &'static str,
+}
+
+impl Resync {
+    pub const MESSAGE: Resync = Resync { kind: "resync" };
+}
+
+/// Subscribes a session; the answer is its id and the outbox it takes from.
+#[derive(Message)]
+#[rtype(result = "(u64, SharedOutbox)")]
+pub struct Subscribe {
+    pub session: Recipient<TakeOutbox>,
+}
 
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -74,11 +108,15 @@ pub struct Unsubscribe(pub u64);
 #[rtype(result = "()")]
 pub struct Publish(pub JobUpdate);
 
+struct Subscriber {
+    session: Recipient<TakeOutbox>,
+    outbox: SharedOutbox,
+}
+
 #[derive(Default)]
 pub struct EventBus {
     subscribers: HashMap<u64, Subscriber>,
     next_id: u64,
-    dropped: u64,
 }
 
 impl Actor for EventBus {
@@ -86,12 +124,13 @@ impl Actor for EventBus {
 }
 
 impl Handler<Subscribe> for EventBus {
-    type Result = u64;
+    type Result = MessageResult<Subscribe>;
 
-    fn handle(&mut self, msg: Subscribe, _: &mut Context<Self>) -> u64 {
+    fn handle(&mut self, msg: Subscribe, _: &mut Context<Self>) -> Self::Result {
         self.next_id += 1;
-        self.subscribers.insert(self.next_id, msg.0);
-        self.next_id
+        let outbox = SharedOutbox::default();
+        self.subscribers.insert(self.next_id, Subscriber { session: msg.session, outbox: outbox.clone() });
+        MessageResult((self.next_id, outbox))
     }
 }
 
@@ -107,32 +146,36 @@ impl Handler<Publish> for EventBus {
     type Result = ();
 
     fn handle(&mut self, msg: Publish, _: &mut Context<Self>) {
-        let mut closed = Vec::new();
-        for (id, sub) in &self.subscribers {
-            let gone = match sub {
-                Subscriber::Actor(r) => match r.try_send(msg.0.clone()) {
-                    Ok(()) => false,
-                    Err(SendError::Full(_)) => {
-                        self.dropped += 1;
-                        false
-                    }
-                    Err(SendError::Closed(_)) => true,
-                },
-                Subscriber::Channel(tx) => match tx.try_send(msg.0.clone()) {
-                    Ok(()) => false,
-                    Err(mpsc::error::TrySendError::Full(_)) => {
-                        self.dropped += 1;
-                        false
-                    }
-                    Err(mpsc::error::TrySendError::Closed(_)) => true,
-                },
-            };
-            if gone {
-                closed.push(*id);
+        let update = msg.0;
+        let text = match serde_json::to_string(&update) {
+            Ok(text) => ByteString::from(text),
+            Err(e) => {
+                tracing::error!(error = %e, job = update.job_id, "cannot serialize a live update");
+                return;
             }
-        }
-        for id in closed {
-            self.subscribers.remove(&id);
-        }
+        };
+        let is_progress = update.kind == "progress";
+        self.subscribers.retain(|id, sub| {
+            if !sub.session.connected() {
+                return false;
+            }
+            let (wake, state) = {
+                let mut outbox = sub.outbox.lock();
+                let before = outbox.state();
+                let wake = outbox.push(update.job_id, is_progress, text.clone());
+                let after = outbox.state();
+                if after != before {
+                    tracing::info!(subscriber = id, state = ?after, "a live-feed subscriber fell behind");
+                }
+                (wake, after)
+            };
+            if wake {
+                // At most one notice in flight per subscriber (the outbox says when), so
+                // sending past the mailbox's capacity cannot grow without bound.
+                sub.session.do_send(TakeOutbox);
+            }
+            // A closed one is told once and then forgotten: it holds nothing more.
+            state != FeedState::Closed
+        });
     }
 }

@@ -1,9 +1,11 @@
 //! Pure rules of the product: job and node states, failure reasons, encoders and the retry ladder,
-//! health thresholds, licence tiers, segment spans and sessions, queue statistics and insights.
+//! health thresholds, licence tiers, segment spans and sessions, queue statistics and insights,
+//! the live feed's per-subscriber bound.
 //! Nothing here does I/O; actors carry these rules out, persist and publish.
 
 pub mod access;
 pub mod encoding;
+pub mod feed;
 pub mod health;
 pub mod job;
 pub mod license;

@@ -78,7 +78,7 @@ const BEARER: &str = "bearerAuth";
         super::metrics::metrics,
     ),
     // Sent on the WebSocket rather than answered by an operation, so listed by hand.
-    components(schemas(crate::actors::bus::JobUpdate)),
+    components(schemas(crate::actors::bus::JobUpdate, crate::actors::bus::Resync)),
     modifiers(&AccessFromRouteTable),
     tags(
         (name = "system"),

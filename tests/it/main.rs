@@ -6,6 +6,7 @@ mod actions;
 mod cluster;
 mod common;
 mod faults;
+mod feed;
 mod fs_safety;
 mod fuzz;
 mod hostile;

@@ -651,7 +651,11 @@ export interface paths {
         /**
          * WebSocket feed of live job updates (also at / on the API port)
          * @description The token goes in the Authorization header or the token query parameter and is checked
-         *     before the upgrade. Messages are JSON text, each a `JobUpdate`.
+         *     before the upgrade. Messages are JSON text, each a `JobUpdate`, except `{"type":"resync"}`
+         *     (a `Resync`): the client fell behind, should drop its live state and apply the `snapshot`
+         *     messages that follow. A client that falls behind again before it read its resync (it
+         *     shows it did by answering the ping that follows the snapshot) is closed with code 4008
+         *     and should reconnect.
          *
          *     GET / (API listener), /ws, /api/ws: upgrades to the feed.
          */
@@ -932,7 +936,10 @@ export interface components {
             stage?: null | components["schemas"]["Stage"];
             stalled: boolean;
             status: components["schemas"]["JobStatus"];
-            /** @description `snapshot` (an active job, on connect), `progress` or `status`. */
+            /**
+             * @description `snapshot` (an active job, on connect and after a `resync`), `progress` or `status`.
+             *     A client that fell behind first gets `{"type":"resync"}` (a `Resync`), then snapshots.
+             */
             type: string;
         };
         JobView: {
@@ -1206,6 +1213,11 @@ export interface components {
             stalled: number;
             /** Format: double */
             throughputPerHour: number;
+        };
+        /** @description The first message after a subscriber fell behind: drop live state, a snapshot follows. */
+        Resync: {
+            /** @description Always `resync`. */
+            type: string;
         };
         SavingsDay: {
             /**
@@ -2679,7 +2691,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Switching protocols; then one JSON text message per update, each a JobUpdate */
+            /** @description Switching protocols; then one JSON text message per update, each a JobUpdate or a Resync; close code 4008: fell behind, reconnect */
             101: {
                 headers: {
                     [name: string]: unknown;
