@@ -69,16 +69,22 @@ pub async fn set_role<C: ConnectionTrait + TransactionTrait>(db: &C, username: &
     if result.rows_affected == 0 {
         return Err(RepoError::NotFound(format!("user {username:?}")));
     }
+    an_admin_remains(&txn, username).await?;
+    txn.commit().await?;
+    Ok(())
+}
+
+/// Refuses a change (inside its transaction) that left no administrator.
+async fn an_admin_remains(txn: &impl ConnectionTrait, username: &str) -> RepoResult<()> {
     let admins = Entity::find()
         .filter(Column::Role.eq(entities::sea_orm_active_enums::UserRole::from(UserRole::Admin)))
-        .count(&txn)
+        .count(txn)
         .await?;
     if admins == 0 {
         return Err(RepoError::Conflict(format!(
             "{username:?} is the last administrator; make another user admin first"
         )));
     }
-    txn.commit().await?;
     Ok(())
 }
 
@@ -121,15 +127,7 @@ pub async fn delete<C: ConnectionTrait + TransactionTrait>(db: &C, username: &st
     if Entity::find().count(&txn).await? == 0 {
         return Err(RepoError::Conflict(format!("{username:?} is the last user; create another one first")));
     }
-    let admins = Entity::find()
-        .filter(Column::Role.eq(entities::sea_orm_active_enums::UserRole::from(UserRole::Admin)))
-        .count(&txn)
-        .await?;
-    if admins == 0 {
-        return Err(RepoError::Conflict(format!(
-            "{username:?} is the last administrator; make another user admin first"
-        )));
-    }
+    an_admin_remains(&txn, username).await?;
     txn.commit().await?;
     Ok(())
 }
