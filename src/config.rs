@@ -213,19 +213,13 @@ pub struct ConfigError {
 impl ServeArgs {
     /// Checks that need more than one value at once.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.role == NodeRole::Linked {
-            if self.main_node_url.is_none() {
-                return Err(ConfigError {
-                    variable: "MAIN_NODE_URL",
-                    message: "is required when ROLE=linked (e.g. http://main-node:3100)".into(),
-                });
-            }
-            if self.cluster_token.is_none() {
-                return Err(ConfigError {
-                    variable: "CLUSTER_TOKEN",
-                    message: "is required when ROLE=linked (the main node's CLUSTER_TOKEN)".into(),
-                });
-            }
+        // CLUSTER_TOKEN is not required here: it only enrolls, and a node with its credential
+        // in DATA_DIR links without it (`enrollment_token` checks, once DATA_DIR is read).
+        if self.role == NodeRole::Linked && self.main_node_url.is_none() {
+            return Err(ConfigError {
+                variable: "MAIN_NODE_URL",
+                message: "is required when ROLE=linked (e.g. http://main-node:3100)".into(),
+            });
         }
         if self.ui_port != 0 && self.ui_port == self.port {
             return Err(ConfigError { variable: "UI_PORT", message: format!("must differ from PORT ({})", self.port) });
@@ -333,13 +327,70 @@ pub fn load_node_identity(data_dir: &std::path::Path) -> Result<Option<String>, 
 /// Keeps the node's identity: written whole to a temporary file, synced, then renamed over
 /// the old one, so a crash leaves the old identity or the new one, never a torn file.
 pub fn store_node_identity(data_dir: &std::path::Path, identity: &str) -> std::io::Result<()> {
+    store_whole(data_dir, "node-id", identity)
+}
+
+/// What a linked node presents to enroll: CLUSTER_TOKEN, which only a node without its own
+/// credential (`credential`) needs.
+pub fn enrollment_token(
+    cluster_token: Option<String>,
+    credential: Option<&str>,
+) -> Result<Option<String>, ConfigError> {
+    match (cluster_token, credential) {
+        (None, None) => Err(ConfigError {
+            variable: "CLUSTER_TOKEN",
+            message: "is required when ROLE=linked until the node has enrolled (the main node's CLUSTER_TOKEN; \
+                      afterwards the node links with its own credential, DATA_DIR/node-credential)"
+                .into(),
+        }),
+        (token, _) => Ok(token),
+    }
+}
+
+/// The file under DATA_DIR that keeps a linked node's credential: the secret the main node
+/// gave it at enrollment, presented on every later link instead of CLUSTER_TOKEN. Readable
+/// by the node's user only.
+pub fn node_credential_file(data_dir: &std::path::Path) -> PathBuf {
+    data_dir.join("node-credential")
+}
+
+/// This node's credential; `None` before its enrollment (or on a node enrolled before
+/// credentials existed). A garbled file stops the start, as for the identity.
+pub fn load_node_credential(data_dir: &std::path::Path) -> Result<Option<String>, ConfigError> {
+    let path = node_credential_file(data_dir);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(ConfigError { variable: "DATA_DIR", message: format!("{}: {e}", path.display()) }),
+    };
+    let credential = text.trim();
+    if credential.len() < 32 || credential.len() > 128 || !credential.chars().all(|c| c.is_ascii_alphanumeric()) {
+        return Err(ConfigError {
+            variable: "DATA_DIR",
+            message: format!(
+                "{} does not hold a node credential; remove it and node-id beside it to enroll as a new node",
+                path.display()
+            ),
+        });
+    }
+    Ok(Some(credential.to_string()))
+}
+
+/// Keeps the node's credential (mode 0600), whole or not at all, like the identity.
+pub fn store_node_credential(data_dir: &std::path::Path, credential: &str) -> std::io::Result<()> {
+    store_whole(data_dir, "node-credential", credential)
+}
+
+/// Writes `text` to DATA_DIR/`name` through a synced temporary file renamed over it; mode
+/// 0600, since these files are the node's secrets.
+fn store_whole(data_dir: &std::path::Path, name: &str, text: &str) -> std::io::Result<()> {
     use std::io::Write;
-    let path = node_identity_file(data_dir);
-    let temporary = data_dir.join(".node-id.tmp");
-    let mut file = std::fs::File::create(&temporary)?;
-    file.write_all(format!("{identity}\n").as_bytes())?;
+    use std::os::unix::fs::OpenOptionsExt;
+    let temporary = data_dir.join(format!(".{name}.tmp"));
+    let mut file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&temporary)?;
+    file.write_all(format!("{text}\n").as_bytes())?;
     file.sync_all()?;
-    std::fs::rename(&temporary, &path)?;
+    std::fs::rename(&temporary, data_dir.join(name))?;
     std::fs::File::open(data_dir)?.sync_all()
 }
 
@@ -381,12 +432,16 @@ mod tests {
     }
 
     #[test]
-    fn linked_needs_main_url_and_token() {
+    fn linked_needs_main_url_and_a_token_until_it_has_a_credential() {
         let s = serve(&["--role", "linked"]).unwrap();
         assert_eq!(s.validate().unwrap_err().variable, "MAIN_NODE_URL");
         let s = serve(&["--role", "linked", "--main-node-url", "http://main:3100/"]).unwrap();
         assert_eq!(s.main_node_url.as_deref(), Some("http://main:3100"));
-        assert_eq!(s.validate().unwrap_err().variable, "CLUSTER_TOKEN");
+        // The token is needed only to enroll: with a credential in DATA_DIR it may go.
+        s.validate().unwrap();
+        assert_eq!(enrollment_token(None, None).unwrap_err().variable, "CLUSTER_TOKEN");
+        assert_eq!(enrollment_token(None, Some("credential")).unwrap(), None);
+        assert_eq!(enrollment_token(Some("token".into()), None).unwrap().as_deref(), Some("token"));
         let s =
             serve(&["--role", "linked", "--main-node-url", "http://main:3100", "--cluster-token", "0123456789abcdef"])
                 .unwrap();

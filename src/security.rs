@@ -151,6 +151,19 @@ pub fn verify_token(secret: &str, token: &str) -> Result<Claims, TokenError> {
         })
 }
 
+/// The stored form of a linked node's credential: SHA-256, hex. The credential is 48 random
+/// alphanumeric characters (about 285 bits), so unlike a password nothing can be guessed from
+/// its hash and a slow hash would only cost every link its time.
+pub fn hash_secret(secret: &str) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(secret.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Compares without stopping at the first difference, so timing says nothing of the secret.
+pub fn same_secret(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
 /// A random alphanumeric string from the OS's generator.
 pub fn generate_secret(len: usize) -> String {
     Alphanumeric.sample_string(&mut rand::rngs::OsRng, len)
@@ -182,6 +195,15 @@ pub fn load_or_create_jwt_secret(data_dir: &Path) -> Result<String, SecurityErro
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn secrets_hash_to_sha256_and_compare_exactly() {
+        // FIPS 180-2's test vector for "abc".
+        assert_eq!(hash_secret("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+        assert!(same_secret(b"abc", b"abc"));
+        assert!(!same_secret(b"abc", b"abd"));
+        assert!(!same_secret(b"abc", b"abcd"));
+    }
 
     #[test]
     fn hash_verifies_only_the_same_password() {

@@ -264,14 +264,19 @@ async fn serve_until_signal(
 async fn run_linked(common: CommonArgs, args: ServeArgs, host: HostFacts) -> Result<(), ServeError> {
     use crate::http::forward::{create_forward_app, Forward};
 
-    let (Some(main_url), Some(cluster_token)) = (args.main_node_url.clone(), args.cluster_token.clone()) else {
+    let Some(main_url) = args.main_node_url.clone() else {
         return Err(ConfigError { variable: "MAIN_NODE_URL", message: "is required when ROLE=linked".into() }.into());
     };
     tracing::info!(main = %main_url, node = %args.node_name(), "starting as a linked node");
+    let identity = crate::config::load_node_identity(&common.data_dir)?;
+    // A credential without the identity it belongs to cannot be presented.
+    let credential = crate::config::load_node_credential(&common.data_dir)?.filter(|_| identity.is_some());
+    let cluster_token = crate::config::enrollment_token(args.cluster_token.clone(), credential.as_deref())?;
     let linked = LinkedConfig {
         main_url: main_url.clone(),
         cluster_token,
-        identity: crate::config::load_node_identity(&common.data_dir)?,
+        credential,
+        identity,
         data_dir: common.data_dir.clone(),
     };
     let node = actors::start_node(node_config(&args, host, RoleConfig::Linked(linked))?)

@@ -60,6 +60,8 @@ pub struct Model {
     pub queued_at: Option<ChronoDateTimeUtc>,
     pub started_at: Option<ChronoDateTimeUtc>,
     pub completed_at: Option<ChronoDateTimeUtc>,
+    /// -10 to 10: the scheduler takes QUEUED jobs highest first, then oldest.
+    pub priority: i32,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -2,6 +2,8 @@
 //! are typed columns (`sea_orm_active_enums`); the domain types in the `condense` crate give
 //! them meaning and `condense::repo::enums` converts.
 
+pub mod api_key;
+pub mod audit_entry;
 pub mod job;
 pub mod job_event;
 pub mod library;
@@ -12,6 +14,8 @@ pub mod setting;
 pub mod user;
 
 pub mod prelude {
+    pub use super::api_key::Entity as ApiKey;
+    pub use super::audit_entry::Entity as AuditEntry;
     pub use super::job::Entity as Job;
     pub use super::job_event::Entity as JobEvent;
     pub use super::library::Entity as Library;

@@ -24,8 +24,10 @@ pub struct Model {
     pub max_jobs: i32,
     /// JSON array of encoder names that open on this node.
     pub encoders: Json,
-    /// argon2 hash of the node's own credential (linked nodes).
+    /// SHA-256 (hex) of the linked node's own credential, given at its enrollment.
     pub credential_hash: Option<String>,
+    /// Revoked by an administrator: its credential is refused and its name and identity
+    /// cannot enroll again until the row is removed.
     pub revoked: bool,
     /// A linked node's identity, given at its first registration and kept in its DATA_DIR.
     #[sea_orm(unique)]

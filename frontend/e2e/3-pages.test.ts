@@ -17,6 +17,7 @@ import {
   signIn,
   stopAtFirstFailure,
   until,
+  username,
   type Session,
 } from './support';
 
@@ -107,6 +108,19 @@ describe('overview, nodes and insights with real data', () => {
     expect(await failed.innerText()).toContain('file validation failed');
     expect(await page.getByRole('alert').count()).toBe(0);
     await screenshot(page, 'insights-desktop');
+  });
+
+  it('shows who changed what in the audit log on the Settings page', async () => {
+    await goTo(page, 'Settings');
+    const audit = page.getByRole('region', { name: 'Audit log' });
+    // The suite's library was created through the API (by the jobs file or ensureFinishedJobs).
+    const created = audit.getByRole('row').filter({ has: page.getByRole('cell', { name: 'POST /api/libraries', exact: true }) });
+    await created.first().waitFor();
+    const text = await created.first().innerText();
+    expect(text).toContain(username);
+    expect(text).toContain('Done');
+    await screenshot(page, 'settings-desktop');
+    expect(session.pageErrors).toEqual([]);
   });
 
   it('shows the library on the Libraries page', async () => {

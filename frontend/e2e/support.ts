@@ -47,6 +47,11 @@ export async function openSession(browser: Browser, viewport = DESKTOP): Promise
   const page = await context.newPage();
   const pageErrors: string[] = [];
   page.on('pageerror', (error) => pageErrors.push(`${error.name}: ${error.message}`));
+  // The server's Content-Security-Policy (src/http/headers.rs) allows only the dashboard's own
+  // origin: anything it blocks (an inline script or style, another host) is a failure too.
+  page.on('console', (message) => {
+    if (message.type() === 'error' && /Content Security Policy/i.test(message.text())) pageErrors.push(`CSP: ${message.text()}`);
+  });
   // Confirmation dialogs (cancel, pause all) are accepted, as a person who means it would.
   page.on('dialog', (dialog) => void dialog.accept());
   return { context, page, pageErrors };

@@ -1,6 +1,9 @@
 // The REST client: bearer token, refresh before expiry, 401 -> login, error bodies -> ApiError.
 import type { EncoderCatalog } from './encoders';
 import type {
+  ApiKey,
+  AuditPage,
+  CreatedApiKey,
   ClusterNode,
   CodecShare,
   Dashboard,
@@ -15,6 +18,8 @@ import type {
   LibraryInput,
   License,
   LoginResponse,
+  Me,
+  NodeChanged,
   NodePerformance,
   QueueStats,
   Savings,
@@ -275,6 +280,15 @@ export class ApiClient {
     this.store.clear();
   }
 
+  /** Who is signed in, and the role the dashboard shows and hides by. */
+  me(): Promise<Me> {
+    return this.request('GET', '/api/auth/me');
+  }
+  /** Changes the caller's own password; every token of theirs is revoked (sign in again). */
+  changePassword(currentPassword: string, newPassword: string): Promise<void> {
+    return this.request('PUT', '/api/auth/password', { currentPassword, newPassword });
+  }
+
   // Jobs and queue
   jobs(query: JobQuery = {}): Promise<JobPage> {
     return this.request('GET', `/api/jobs${jobQueryString(query)}`);
@@ -284,6 +298,10 @@ export class ApiClient {
   }
   jobAction(id: number, action: JobAction): Promise<Job> {
     return this.request('POST', `/api/jobs/${id}/${action}`);
+  }
+  /** -10 to 10: QUEUED jobs run highest first, then oldest. */
+  setPriority(id: number, priority: number): Promise<Job> {
+    return this.request('POST', `/api/jobs/${id}/priority`, { priority });
   }
   pauseAll(): Promise<Affected> {
     return this.request('POST', '/api/queue/pause-all');
@@ -304,6 +322,14 @@ export class ApiClient {
   }
   nodes(): Promise<ClusterNode[]> {
     return this.request('GET', '/api/nodes');
+  }
+  /** Revokes a linked node: its link closes, its jobs are requeued, its credential refused. */
+  revokeNode(id: number): Promise<NodeChanged> {
+    return this.request('POST', `/api/nodes/${id}/revoke`);
+  }
+  /** Removes a linked node that is not linked, so its name can enroll again. */
+  removeNode(id: number): Promise<NodeChanged> {
+    return this.request('DELETE', `/api/nodes/${id}`);
   }
 
   // Libraries
@@ -358,5 +384,18 @@ export class ApiClient {
   }
   setLicense(key: string): Promise<License> {
     return this.request('PUT', '/api/license', { key });
+  }
+  apiKeys(): Promise<ApiKey[]> {
+    return this.request('GET', '/api/api-keys');
+  }
+  createApiKey(name: string, readOnly: boolean): Promise<CreatedApiKey> {
+    return this.request('POST', '/api/api-keys', { name, readOnly });
+  }
+  revokeApiKey(id: number): Promise<void> {
+    return this.request('DELETE', `/api/api-keys/${id}`);
+  }
+  /** The audit log, newest first (administrators only). */
+  audit(page = 1, pageSize = 50): Promise<AuditPage> {
+    return this.request('GET', `/api/audit?page=${page}&pageSize=${pageSize}`);
   }
 }

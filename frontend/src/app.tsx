@@ -9,7 +9,7 @@ import { Nodes } from './pages/Nodes';
 import { Overview } from './pages/Overview';
 import { Settings } from './pages/Settings';
 import { routeHref, useRoute, type Route } from './router';
-import { api, live, logout, onAuthChange } from './session';
+import { api, live, loadRole, logout, onAuthChange } from './session';
 
 const NAV = [
   { path: '', label: 'Overview' },
@@ -39,6 +39,7 @@ export function App() {
 
   useEffect(() => {
     if (!loggedIn) return;
+    void loadRole();
     live.start();
     const timer = setInterval(() => void api.refreshIfNeeded().catch(() => {}), REFRESH_CHECK_MS);
     return () => {

@@ -3,9 +3,9 @@ import type { ComponentChildren } from 'preact';
 import { useState } from 'preact/hooks';
 import { errorMessage } from './api';
 import { formatEta, formatFps, titleCase } from './format';
-import { useConnectionState } from './hooks';
+import { useConnectionState, useRole } from './hooks';
 import { ACTION_LABELS, progressColour } from './jobs';
-import { api } from './session';
+import { allows, api } from './session';
 import type { HealthLevel, Job, JobAction, JobStatus, NodeStatus } from './types';
 
 const COLOUR_WORDS = { green: 'fast', yellow: 'slow (CPU speed)', red: 'stalled', neutral: '' } as const;
@@ -125,6 +125,7 @@ export function JobActionButtons({
   compact?: boolean;
 }) {
   const [busy, setBusy] = useState<JobAction | null>(null);
+  const role = useRole();
   const act = async (action: JobAction) => {
     if (action === 'cancel' && !confirm(`Cancel the job for ${job.fileName}?`)) return;
     if (action === 'force' && !confirm(`Re-encode ${job.fileName} again?`)) return;
@@ -137,6 +138,8 @@ export function JobActionButtons({
       setBusy(null);
     }
   };
+  // Job actions are an operator's: a viewer is shown none.
+  if (!allows(role, 'operator')) return null;
   return (
     <div class={`actions${compact ? ' actions-compact' : ''}`}>
       {job.actions.map((action) => (

@@ -1,7 +1,7 @@
 // Small Preact hooks: load-and-reload data, live messages, connection state.
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
 import { errorMessage } from './api';
-import { live } from './session';
+import { currentRole, live, onRoleChange, type Role } from './session';
 import type { LiveMessage } from './types';
 import type { ConnectionState } from './ws';
 
@@ -98,4 +98,11 @@ export function useAction(): {
     }
   }, []);
   return { busy, error, run, clear: () => setError(null) };
+}
+
+/** The signed-in user's role, following changes; null while unknown. */
+export function useRole(): Role | null {
+  const [role, setRole] = useState<Role | null>(currentRole());
+  useEffect(() => onRoleChange(setRole), []);
+  return role;
 }

@@ -96,6 +96,7 @@ export function jobFromLive(message: LiveUpdate, now: string = new Date().toISOS
     completedAt: null,
     updatedAt: now,
     actions: [],
+    priority: 0,
   };
   return mergeLive(base, message);
 }

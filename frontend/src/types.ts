@@ -32,6 +32,7 @@ export type Disk = Schemas['DiskView'];
 export type SystemStats = Schemas['SystemView'];
 export type NodeStatus = Schemas['NodeStatus'];
 export type ClusterNode = Schemas['NodeView'];
+export type NodeChanged = Schemas['NodeChanged'];
 export type Dashboard = Schemas['DashboardView'];
 
 export type Codec = Schemas['TargetCodec'];
@@ -57,6 +58,11 @@ export type Settings = Schemas['SettingsView'];
 export type SettingsUpdate = Schemas['UpdateSettings'];
 export type License = Schemas['LicenseView'];
 export type LoginResponse = Schemas['TokenResponse'];
+export type Me = Schemas['Me'];
+export type AuditEntry = Schemas['AuditEntryView'];
+export type ApiKey = Schemas['ApiKeyView'];
+export type CreatedApiKey = Schemas['CreatedApiKey'];
+export type AuditPage = Schemas['Page_AuditEntryView'];
 
 /** A WebSocket message from /ws. */
 export type LiveMessage = Schemas['JobUpdate'];

@@ -47,6 +47,7 @@ function job(id: number, change: Partial<Job>): Job {
     completedAt: null,
     updatedAt: '2024-05-01T10:00:00Z',
     actions: [],
+    priority: 0,
     ...change,
   };
 }
@@ -73,6 +74,8 @@ const nodes: ClusterNode[] = [
     overloaded: false,
     lastSeenAt: new Date().toISOString(),
     identity: null,
+    hasCredential: false,
+    revoked: false,
   },
 ];
 const library: Library = {
@@ -154,7 +157,27 @@ function respond(method: string, path: string): { status: number; body?: unknown
   }
   if (url === '/api/insights/nodes') return { status: 200, body: [{ node: 'gpu-1', jobs: 3, successRate: 0.75, savedBytes: 1024, throughputPerHour: 1.5 }] };
   if (url === '/api/insights/codecs') return { status: 200, body: [{ codec: 'h264', count: 3, share: 0.75 }, { codec: 'hevc', count: 1, share: 0.25 }] };
-  if (url === '/api/settings') return { status: 200, body: { jobTimeoutHours: 12, keepOriginals: false, clusterToken: 'cluster-secret' } };
+  if (url === '/api/settings') return { status: 200, body: { jobTimeoutHours: 12, keepOriginals: false, enrollmentOpen: true } };
+  if (method === 'GET' && url === '/api/api-keys') {
+    return { status: 200, body: [{ id: 4, name: 'sonarr', readOnly: false, prefix: 'ck_AbCdEf', username: 'ada', createdAt: '2024-05-01T10:00:00Z', lastUsedAt: null }] };
+  }
+  if (method === 'POST' && url === '/api/api-keys') {
+    return { status: 201, body: { id: 5, name: 'grafana', readOnly: true, prefix: 'ck_XyZ123', key: 'ck_XyZ123secretsecretsecret', createdAt: '2024-05-01T10:00:00Z' } };
+  }
+  if (url === '/api/audit') {
+    return {
+      status: 200,
+      body: {
+        items: [
+          { id: 2, at: '2024-05-01T10:06:00Z', username: 'bob', role: 'viewer', method: 'POST', route: '/queue/pause-all', path: '/api/queue/pause-all', status: 403 },
+          { id: 1, at: '2024-05-01T10:05:00Z', username: 'ada', role: 'operator', method: 'POST', route: '/jobs/{id}/cancel', path: '/api/jobs/7/cancel', status: 200 },
+        ],
+        total: 2,
+        page: 1,
+        pageSize: 50,
+      },
+    };
+  }
   if (url === '/api/license') return { status: 200, body: { tier: 'SUPPORTER', licensee: 'Ada', expiresAt: '2099-01-01T00:00:00Z', maxNodes: 3, maxConcurrentJobs: 5 } };
   return { status: 404, body: { error: { code: 'not_found', message: `no route ${method} ${url}` } } };
 }
@@ -339,7 +362,62 @@ describe('dashboard pages', () => {
     await show('#/settings');
     await vi.waitFor(() => expect(text()).toContain('Ada'));
     expect(text()).toContain('Supporter');
-    expect(byLabel('Cluster token')).not.toBeNull();
+    expect(text()).toContain('New linked nodes can enroll');
+    await vi.waitFor(() => expect(text()).toContain('POST /api/jobs/7/cancel'));
+    const rows = [...container().querySelectorAll('[aria-labelledby="audit-title"] tbody tr')].map((row) => row.textContent);
+    expect(rows).toHaveLength(2);
+    expect(rows[0]).toContain('bob');
+    expect(rows[0]).toContain('Refused: role');
+    expect(rows[1]).toContain('ada');
+    expect(rows[1]).toContain('Done');
+    expect(calls).toContain('GET /api/audit?page=1&pageSize=50');
+    expect(text()).toContain('Full (as ada)');
+    expect(text()).toContain('ck_AbCdEf…');
+  });
+
+  it('creates an API key and shows it once', async () => {
+    let sent: unknown = null;
+    override = (method, path, body) => {
+      if (method === 'POST' && path === '/api/api-keys') sent = body;
+      return undefined;
+    };
+    await mount('#/settings');
+    await vi.waitFor(() => expect(text()).toContain('sonarr'));
+    const name = container().querySelector<HTMLInputElement>('[aria-labelledby="keys-title"] input:not([type])')!;
+    name.value = 'grafana';
+    name.dispatchEvent(new Event('input', { bubbles: true }));
+    const readOnly = container().querySelector<HTMLInputElement>('[aria-labelledby="keys-title"] input[type="checkbox"]')!;
+    readOnly.click();
+    await vi.waitFor(() => expect(container().querySelector<HTMLButtonElement>('[aria-labelledby="keys-title"] button[type="submit"]')!.disabled).toBe(false));
+    container().querySelector<HTMLButtonElement>('[aria-labelledby="keys-title"] button[type="submit"]')!.click();
+    await vi.waitFor(() => expect(byLabel('New API key')).not.toBeNull());
+    expect((byLabel('New API key') as HTMLInputElement).value).toBe('ck_XyZ123secretsecretsecret');
+    expect(sent).toEqual({ name: 'grafana', readOnly: true });
+  });
+
+  it('revokes a linked node and then offers to remove it', async () => {
+    let revoked = false;
+    const worker: ClusterNode = { ...nodes[0], id: 2, name: 'worker-1', role: 'linked', gpu: null, identity: 'abc', hasCredential: true };
+    override = (method, path) => {
+      const url = path.split('?')[0];
+      if (method === 'GET' && url === '/api/nodes') return { status: 200, body: [nodes[0], { ...worker, revoked, status: revoked ? 'OFFLINE' : 'ONLINE' }] };
+      if (method === 'POST' && url === '/api/nodes/2/revoke') {
+        revoked = true;
+        return { status: 200, body: { requeued: 1 } };
+      }
+      return undefined;
+    };
+    vi.stubGlobal('confirm', () => true);
+    await mount('#/nodes');
+    await vi.waitFor(() => expect(text()).toContain('worker-1'));
+    expect(byLabel('Revoke gpu-1')).toBeNull();
+    expect(byLabel('Remove worker-1')).toBeNull();
+    byLabel('Revoke worker-1')!.click();
+    await vi.waitFor(() => expect(text()).toContain('worker-1 revoked; 1 job(s) back in the queue.'));
+    expect(calls).toContain('POST /api/nodes/2/revoke');
+    await vi.waitFor(() => expect(byLabel('Remove worker-1')).not.toBeNull());
+    expect(byLabel('Revoke worker-1')).toBeNull();
+    expect(text()).toContain('Revoked');
   });
 
   it('closes the phone menu when a link is followed, even to the page shown', async () => {
@@ -361,5 +439,17 @@ describe('dashboard pages', () => {
     await vi.waitFor(() => expect(text()).toContain('Sign in'));
     expect(text()).toContain('Your session ended');
     expect(localStorage.getItem('token')).toBeNull();
+  });
+
+  it('shows a viewer no actions, and only their own password in the settings', async () => {
+    override = (_method, path) => (path === '/api/auth/me' ? { status: 200, body: { username: 'bob', role: 'viewer', apiKey: false } } : undefined);
+    await mount('#/jobs');
+    await vi.waitFor(() => expect(text()).toContain('movie.mkv'));
+    await vi.waitFor(() => expect(text()).not.toContain('Pause all'));
+    expect(container().querySelector('[aria-label^="Pause "]')).toBeNull();
+    await show('#/settings');
+    await vi.waitFor(() => expect(text()).toContain('Your password'));
+    expect(text()).not.toContain('Licence');
+    expect(calls).not.toContain('GET /api/settings');
   });
 });

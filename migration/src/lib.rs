@@ -9,6 +9,9 @@ mod m20261123_000010_node_identity;
 mod m20261125_000011_typed_enums;
 mod m20261125_000012_user_token_version;
 mod m20261125_000013_user_roles;
+mod m20261125_000014_audit_log;
+mod m20261125_000015_api_keys;
+mod m20261125_000016_job_priority;
 
 pub struct Migrator;
 
@@ -23,6 +26,9 @@ impl MigratorTrait for Migrator {
             Box::new(m20261125_000011_typed_enums::Migration),
             Box::new(m20261125_000012_user_token_version::Migration),
             Box::new(m20261125_000013_user_roles::Migration),
+            Box::new(m20261125_000014_audit_log::Migration),
+            Box::new(m20261125_000015_api_keys::Migration),
+            Box::new(m20261125_000016_job_priority::Migration),
         ]
     }
 }

@@ -34,7 +34,11 @@ const MAX_BACKOFF: Duration = Duration::from_secs(30);
 #[derive(Debug, Clone)]
 pub struct AgentConfig {
     pub main_url: String,
-    pub cluster_token: String,
+    /// CLUSTER_TOKEN: presented only to enroll (no credential yet, or the main node no
+    /// longer knows it).
+    pub cluster_token: Option<String>,
+    /// The node's own credential (from its enrollment), presented on every link it has.
+    pub credential: Option<String>,
     pub register: Frame,
     /// Where the identity the main node gives this node is kept.
     pub data_dir: std::path::PathBuf,
@@ -80,9 +84,26 @@ impl Agent {
         sink.write(Message::Text(text.into())).is_ok()
     }
 
+    /// What the link presents: the node's credential as `<identity>.<credential>` once it
+    /// has one, else CLUSTER_TOKEN to enroll.
+    fn bearer(&self) -> Option<String> {
+        let Frame::Register { identity, .. } = &self.config.register else { return None };
+        match (identity, &self.config.credential) {
+            (Some(identity), Some(credential)) => Some(format!("{identity}.{credential}")),
+            _ => self.config.cluster_token.clone(),
+        }
+    }
+
     fn connect(&mut self, ctx: &mut Context<Self>) {
         let url = format!("{}/cluster/link", self.config.main_url);
-        let token = self.config.cluster_token.clone();
+        let Some(token) = self.bearer() else {
+            // Only when a credential was refused as unknown and there is no token to enroll.
+            tracing::error!(
+                "the main node does not know this node's credential and CLUSTER_TOKEN is not set to enroll it again"
+            );
+            return self.retry(ctx);
+        };
+        let with_credential = self.config.credential.is_some();
         async move {
             awc::Client::builder()
                 .timeout(Duration::from_secs(10))
@@ -94,7 +115,7 @@ impl Agent {
                 .await
         }
         .into_actor(self)
-        .map(|result, this, ctx| match result {
+        .map(move |result, this, ctx| match result {
             Ok((_, framed)) => {
                 let (sink, stream) = framed.split();
                 ctx.add_stream(stream);
@@ -103,7 +124,25 @@ impl Agent {
                 this.write(&register);
             }
             Err(e) => {
-                tracing::warn!(error = %e, retry_in = ?this.backoff, "cannot reach the main node");
+                let status = match &e {
+                    awc::error::WsClientError::InvalidResponseStatus(status) => Some(status.as_u16()),
+                    _ => None,
+                };
+                if with_credential && status == Some(401) {
+                    // The main node does not know the credential (the node was removed, or its
+                    // database replaced): enroll again with CLUSTER_TOKEN, if set. A revoked
+                    // node gets 403 and keeps trying with its credential, so it stays out.
+                    tracing::warn!(
+                        "the main node does not know this node's credential; enrolling again with CLUSTER_TOKEN"
+                    );
+                    this.config.credential = None;
+                }
+                if status == Some(403) {
+                    tracing::error!(retry_in = ?this.backoff, "the main node refused this node's link: it was revoked");
+                    eprintln!("condense: the main node refused this node: it was revoked by an administrator");
+                } else {
+                    tracing::warn!(error = %e, retry_in = ?this.backoff, "cannot reach the main node");
+                }
                 this.retry(ctx);
             }
         })
@@ -193,6 +232,24 @@ impl Agent {
 }
 
 impl Agent {
+    /// Presents `credential` on every later link, and keeps it in DATA_DIR (mode 0600) for
+    /// the next start. Kept before it is used: a node that lost it could not link again.
+    fn keep_credential(&mut self, credential: String, ctx: &mut Context<Self>) {
+        self.config.credential = Some(credential.clone());
+        let data_dir = self.config.data_dir.clone();
+        async move {
+            let stored =
+                tokio::task::spawn_blocking(move || crate::config::store_node_credential(&data_dir, &credential)).await;
+            match stored {
+                Ok(Ok(())) => tracing::info!("node credential kept in DATA_DIR"),
+                Ok(Err(e)) => tracing::error!(error = %e, "cannot keep the node credential in DATA_DIR; a restart must enroll again"),
+                Err(e) => tracing::error!(error = %e, "cannot keep the node credential in DATA_DIR"),
+            }
+        }
+        .into_actor(self)
+        .wait(ctx);
+    }
+
     /// Presents `identity` on every later link, and keeps it in DATA_DIR for the next start.
     fn keep_identity(&mut self, identity: String, ctx: &mut Context<Self>) {
         let Frame::Register { identity: presented, .. } = &mut self.config.register else { return };
@@ -244,8 +301,14 @@ impl StreamHandler<Result<WsFrame, WsProtocolError>> for Agent {
         };
         let Ok(frame) = serde_json::from_slice::<Frame>(&text) else { return };
         match frame {
-            Frame::Registered { node_id, heartbeat_seconds, timeout_seconds, identity } => {
-                tracing::info!(node_id, "registered with the main node");
+            Frame::Registered { node_id, heartbeat_seconds, timeout_seconds, identity, credential } => {
+                tracing::info!(node_id, enrolled = credential.is_some(), "registered with the main node");
+                // The credential first: a crash between the two leaves a credential without
+                // its identity (ignored; the node enrolls again), never an identity whose
+                // credential is lost (refused for good).
+                if let Some(credential) = credential {
+                    self.keep_credential(credential, ctx);
+                }
                 self.keep_identity(identity, ctx);
                 self.registered = true;
                 self.backoff = Duration::from_secs(1);

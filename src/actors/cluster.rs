@@ -102,6 +102,16 @@ impl Links {
     }
 }
 
+/// How a link was authenticated (`http::cluster`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LinkAuth {
+    /// With CLUSTER_TOKEN: a node enrolling (or one enrolled before credentials existed); it
+    /// is given a credential of its own.
+    Enrolling,
+    /// With the credential of the node row `id`, whose identity is `identity`.
+    Node { id: i32, identity: String },
+}
+
 /// A job the node reported less than this ago is not yet expected in its heartbeats.
 const START_GRACE: chrono::Duration = chrono::Duration::seconds(10);
 
@@ -110,6 +120,7 @@ pub struct RemoteNode {
     lifecycle: Lifecycle,
     scheduler: Addr<Scheduler>,
     config: ClusterConfig,
+    auth: LinkAuth,
     node: Option<(i32, String)>,
     /// This link's entry in `config.links`, once it claimed a name.
     link: Option<u64>,
@@ -127,12 +138,14 @@ impl RemoteNode {
         lifecycle: Lifecycle,
         scheduler: Addr<Scheduler>,
         config: ClusterConfig,
+        auth: LinkAuth,
     ) -> Self {
         RemoteNode {
             db,
             lifecycle,
             scheduler,
             config,
+            auth,
             node: None,
             link: None,
             max_jobs: 0,
@@ -181,6 +194,7 @@ impl RemoteNode {
             self.config.links.clone(),
         );
         let me = ctx.address();
+        let auth = self.auth.clone();
         let facts = NodeFacts {
             name: name.clone(),
             role: NodeRole::Linked,
@@ -201,6 +215,7 @@ impl RemoteNode {
                     None => None,
                 };
                 let by_name = repo::nodes::find(&db, &name).await.map_err(|e| e.to_string())?;
+                let enrolling = enrollment(&auth, identity.as_deref(), by_identity.as_ref(), by_name.as_ref())?;
                 let row = admit(&name, by_identity.as_ref(), by_name.as_ref(), |row| {
                     links.holder_of(row).is_some_and(|holder| holder != link)
                 })?;
@@ -230,16 +245,20 @@ impl RemoteNode {
                     }
                 }
                 let identity = identity.unwrap_or_else(|| crate::security::generate_secret(32));
-                let node =
-                    repo::nodes::register_linked(&db, row, facts, &identity).await.map_err(|e| e.to_string())?;
+                // Enrolled: a credential of its own, of which only the hash is kept.
+                let credential = enrolling.then(|| crate::security::generate_secret(48));
+                let hash = credential.as_deref().map(crate::security::hash_secret);
+                let node = repo::nodes::register_linked(&db, row, facts, &identity, hash.as_deref())
+                    .await
+                    .map_err(|e| e.to_string())?;
                 if !links.claim_row(link, node.id, me) {
                     return Err(format!("node {} is linked now by another connection", node.id));
                 }
-                Ok((node.id, node.name, identity))
+                Ok((node.id, node.name, identity, credential))
             }
             .into_actor(self)
             .map(move |result, this, ctx| match result {
-                Ok((id, name, identity)) => {
+                Ok((id, name, identity, credential)) => {
                     tracing::info!(node = %name, node_id = id, "linked node registered");
                     this.node = Some((id, name.clone()));
                     this.max_jobs = max_jobs;
@@ -251,6 +270,7 @@ impl RemoteNode {
                             heartbeat_seconds: this.config.heartbeat.as_secs().max(1),
                             timeout_seconds: this.config.timeout.as_secs().max(1),
                             identity,
+                            credential,
                         },
                     );
                     let me = ctx.address();
@@ -338,6 +358,11 @@ impl RemoteNode {
                     Call::Apply { id, lease, event, patch, ctx } => {
                         let before = jobs::get(&db, id).await.map_err(|e| e.to_string())?;
                         fenced(&before, &lease)?;
+                        // A transition (a completion among them) from a node revoked since
+                        // its link opened is refused, also before its leases are taken over.
+                        if repo::nodes::get(&db, node_id).await.map_err(|e| e.to_string())?.revoked {
+                            return Err(format!("node {node_id} was revoked"));
+                        }
                         let applied = store.apply(id, &lease, event, patch, ctx).await.map_err(|e| e.to_string())?;
                         if applied.job.status == JobStatus::Completed {
                             // The node removes it too, but may die before it does.
@@ -373,6 +398,48 @@ impl RemoteNode {
             .into_actor(self)
             .map(move |result, _, ctx| Self::send(ctx, &Frame::Reply { id, result })),
         );
+    }
+}
+
+/// Whether this registration enrolls the node (it is given a new credential), or why it is
+/// refused. A link made with a node's credential registers that node and no other; CLUSTER_TOKEN
+/// enrolls a new node, or one from before credentials, but never takes over a node that has a
+/// credential of its own (its identity or, while it is revoked, its name).
+fn enrollment(
+    auth: &LinkAuth,
+    identity: Option<&str>,
+    by_identity: Option<&node::Model>,
+    by_name: Option<&node::Model>,
+) -> Result<bool, String> {
+    match auth {
+        LinkAuth::Node { identity: own, .. } => match identity {
+            Some(presented) if presented == own => Ok(false),
+            _ => Err("the identity in the registration is not the one the credential belongs to".into()),
+        },
+        LinkAuth::Enrolling => {
+            if let Some(own) = by_identity {
+                if own.revoked {
+                    return Err(format!(
+                        "node {} ({:?}) was revoked; an administrator must remove it before it can enroll again",
+                        own.id, own.name
+                    ));
+                }
+                if own.credential_hash.is_some() {
+                    return Err(format!(
+                        "node {} ({:?}) has a credential of its own and links with it, not with CLUSTER_TOKEN; \
+                         if its DATA_DIR/node-credential was lost, remove node-id beside it to enroll as a new node",
+                        own.id, own.name
+                    ));
+                }
+            }
+            if let Some(named) = by_name.filter(|n| n.revoked) {
+                return Err(format!(
+                    "the name {:?} belongs to node {}, which was revoked; remove that node or give this one another NODE_NAME",
+                    named.name, named.id
+                ));
+            }
+            Ok(true)
+        }
     }
 }
 
@@ -454,6 +521,21 @@ pub async fn take_offline(
     if !repo::nodes::set_offline_if_unseen_since(&lifecycle.db, node_id, seen, reason.clone()).await? {
         return Ok(None);
     }
+    // The node vanished without a word: counted as a crash.
+    let requeued = requeue_jobs_of(lifecycle, node_id, node, &reason, true).await?;
+    tracing::warn!(node, requeued, %reason, "node offline");
+    Ok(Some(requeued))
+}
+
+/// Gives the node's running jobs back to the queue (their leases taken over, so the node can
+/// no longer write to them); `crashed`: counted against the files as a crash.
+async fn requeue_jobs_of(
+    lifecycle: &Lifecycle,
+    node_id: i32,
+    node: &str,
+    reason: &str,
+    crashed: bool,
+) -> Result<u64, LifecycleError> {
     let mut requeued = 0;
     for job in jobs::in_statuses(&lifecycle.db, &[JobStatus::Analyzing, JobStatus::Encoding]).await? {
         if job.node_id == Some(node_id) {
@@ -462,15 +544,66 @@ pub async fn take_offline(
                 detail: Some(serde_json::json!({"reason": reason})),
                 failure_detail: None,
             };
-            // The node vanished without a word: counted as a crash.
             let (job, outcome) =
-                lifecycle.apply(job.id, JobEvent::Orphaned { crashed: true }, JobChange::default(), ctx).await?;
+                lifecycle.apply(job.id, JobEvent::Orphaned { crashed }, JobChange::default(), ctx).await?;
             lifecycle.carry_out_offline(&job, &outcome).await;
             requeued += 1;
         }
     }
-    tracing::warn!(node, requeued, %reason, "node offline");
-    Ok(Some(requeued))
+    Ok(requeued)
+}
+
+/// What an administrator's revocation or removal of a node did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NodeChange {
+    /// Done; this many of its jobs went back to the queue.
+    Done { requeued: u64 },
+    /// No such linked node.
+    NotFound,
+    /// Refused, and why.
+    Refused(String),
+}
+
+/// Revokes a linked node: its credential is refused from this moment (the row says so
+/// first), its link is closed at once, and its running jobs go back to the queue, their
+/// leases taken over so nothing it still sends can touch them. Not counted as a crash of
+/// the files: nothing went wrong with them.
+pub async fn revoke_node(lifecycle: &Lifecycle, links: &Links, id: i32) -> Result<NodeChange, LifecycleError> {
+    if !repo::nodes::revoke(&lifecycle.db, id).await? {
+        return Ok(NodeChange::NotFound);
+    }
+    let node = repo::nodes::get(&lifecycle.db, id).await?;
+    if let Some(link) = links.address_of(id) {
+        link.do_send(CloseLink { reason: "revoked by an administrator".into(), stop_jobs: true });
+    }
+    let requeued = requeue_jobs_of(lifecycle, id, &node.name, "the node was revoked", false).await?;
+    tracing::warn!(node = %node.name, node_id = id, requeued, "linked node revoked");
+    Ok(NodeChange::Done { requeued })
+}
+
+/// Removes a linked node's row, so its name and identity may enroll again. Refused while it
+/// is linked: revoke it (or stop it) first.
+pub async fn remove_node(lifecycle: &Lifecycle, links: &Links, id: i32) -> Result<NodeChange, LifecycleError> {
+    let node = match repo::nodes::get(&lifecycle.db, id).await {
+        Ok(node) => node,
+        Err(repo::RepoError::NotFound(_)) => return Ok(NodeChange::NotFound),
+        Err(other) => return Err(other.into()),
+    };
+    if node.role != NodeRole::Linked {
+        return Ok(NodeChange::Refused(format!("node {id} ({:?}) is the main node", node.name)));
+    }
+    if links.address_of(id).is_some() {
+        return Ok(NodeChange::Refused(format!(
+            "node {id} ({:?}) is linked now; revoke it, or stop it, before removing it",
+            node.name
+        )));
+    }
+    let requeued = requeue_jobs_of(lifecycle, id, &node.name, "the node was removed", false).await?;
+    if !repo::nodes::remove(&lifecycle.db, id).await? {
+        return Ok(NodeChange::NotFound);
+    }
+    tracing::warn!(node = %node.name, node_id = id, requeued, "linked node removed");
+    Ok(NodeChange::Done { requeued })
 }
 
 /// Takes linked nodes OFFLINE once their last heartbeat is older than the timeout, and gives
@@ -503,7 +636,7 @@ pub async fn watch_links(lifecycle: Lifecycle, config: ClusterConfig) {
                     // A link still open to it (a stopped or unreachable node) closes too,
                     // so the scheduler gives it nothing more.
                     if let Some(link) = config.links.address_of(n.id) {
-                        link.do_send(CloseLink { reason });
+                        link.do_send(CloseLink { reason, stop_jobs: false });
                     }
                 }
                 Ok(None) => {}
@@ -518,12 +651,20 @@ pub async fn watch_links(lifecycle: Lifecycle, config: ClusterConfig) {
 #[rtype(result = "()")]
 pub struct CloseLink {
     pub reason: String,
+    /// Tell the node to stop its jobs first (a revocation: they are requeued at once, and
+    /// their partial folders' locks stay taken until the node lets them go).
+    pub stop_jobs: bool,
 }
 
 impl Handler<CloseLink> for RemoteNode {
     type Result = ();
     fn handle(&mut self, msg: CloseLink, ctx: &mut Self::Context) {
         tracing::warn!(node = ?self.node, reason = %msg.reason, "closing the link");
+        if msg.stop_jobs {
+            // Sent before the close frame, on the same socket, so the node reads them first.
+            let running = self.running.iter().map(|job| job.job_id).collect();
+            self.stop_lost_jobs(running, ctx);
+        }
         ctx.close(Some(ws::CloseReason { code: ws::CloseCode::Away, description: Some(msg.reason) }));
         ctx.stop();
     }
@@ -700,6 +841,43 @@ mod tests {
     }
 
     const NONE_LINKED: fn(i32) -> bool = |_| false;
+
+    fn node_auth(identity: &str) -> LinkAuth {
+        LinkAuth::Node { id: 2, identity: identity.into() }
+    }
+
+    #[test]
+    fn a_credential_registers_its_own_node_and_no_other() {
+        let own = row(2, "w1", NodeStatus::Online, Some("a"));
+        assert_eq!(enrollment(&node_auth("a"), Some("a"), Some(&own), Some(&own)), Ok(false));
+        for presented in [None, Some("b")] {
+            let reason = enrollment(&node_auth("a"), presented, None, None).unwrap_err();
+            assert!(reason.contains("not the one the credential belongs to"), "{reason}");
+        }
+    }
+
+    #[test]
+    fn the_cluster_token_enrolls_new_nodes_and_nodes_from_before_credentials() {
+        assert_eq!(enrollment(&LinkAuth::Enrolling, None, None, None), Ok(true));
+        let before = row(2, "w1", NodeStatus::Offline, Some("a"));
+        assert_eq!(enrollment(&LinkAuth::Enrolling, Some("a"), Some(&before), Some(&before)), Ok(true));
+        // An offline row of the name, without a credential of its own: taken over (`admit`).
+        assert_eq!(enrollment(&LinkAuth::Enrolling, None, None, Some(&before)), Ok(true));
+    }
+
+    #[test]
+    fn the_cluster_token_never_takes_over_a_node_with_a_credential_or_a_revoked_one() {
+        let enrolled =
+            node::Model { credential_hash: Some("h".into()), ..row(2, "w1", NodeStatus::Offline, Some("a")) };
+        let reason = enrollment(&LinkAuth::Enrolling, Some("a"), Some(&enrolled), Some(&enrolled)).unwrap_err();
+        assert!(reason.contains("credential of its own") && reason.contains("node-id"), "{reason}");
+        let revoked = node::Model { revoked: true, ..enrolled.clone() };
+        let reason = enrollment(&LinkAuth::Enrolling, Some("a"), Some(&revoked), None).unwrap_err();
+        assert!(reason.contains("revoked") && reason.contains("remove"), "{reason}");
+        // Nor by its name, from a fresh DATA_DIR.
+        let reason = enrollment(&LinkAuth::Enrolling, None, None, Some(&revoked)).unwrap_err();
+        assert!(reason.contains("revoked") && reason.contains("NODE_NAME"), "{reason}");
+    }
 
     #[test]
     fn a_new_name_gets_a_new_row() {

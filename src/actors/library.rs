@@ -125,16 +125,49 @@ async fn remove_stale_partials(db: &DatabaseConnection, partials: Vec<PathBuf>) 
     Ok(())
 }
 
+/// Outputs of replaces cut short after their swap: a job that has not ended, whose row
+/// records the output it swapped in (inode and size), and whose final path holds exactly
+/// that file. The job's next attempt completes it from the row (`swapped_on_record`); until
+/// then the output is its job's business, not a new file, and the job's source is not
+/// "gone" (a container change left it under another name). Answers final path -> job id.
+/// Without this, a scan after a crash at that moment dropped the job and took its output
+/// for a new source (the fault suite's kill of the main node found it: the job's history
+/// lost, the file SKIPPED).
+fn swapped_outputs<'a>(
+    known: &HashMap<String, KnownFile>,
+    files: impl IntoIterator<Item = &'a FoundFile>,
+) -> HashMap<String, i32> {
+    let targets: HashMap<String, (&KnownFile, (i64, i64))> = known
+        .iter()
+        .filter(|(_, job)| !job.status.is_terminal())
+        .filter_map(|(path, job)| {
+            let target = crate::media::plan::final_path(Path::new(path), &job.target_codec);
+            Some((target.to_string_lossy().into_owned(), (job, job.recorded_output?)))
+        })
+        .collect();
+    files
+        .into_iter()
+        .filter_map(|file| {
+            let (job, (inode, size)) = targets.get(&file.path)?;
+            (file.inode == *inode && file.size == *size).then(|| (file.path.clone(), job.id))
+        })
+        .collect()
+}
+
 /// Files at paths no job has, and files of ended jobs that are not what the job last saw
 /// (another size or modification time: the user replaced a file). A file under a job that
-/// has not ended is its job's business.
+/// has not ended is its job's business, and so is the output its replace swapped in
+/// (`swapped_outputs`).
 fn new_and_changed(
     known: &HashMap<String, KnownFile>,
     files: impl IntoIterator<Item = FoundFile>,
 ) -> (Vec<FoundFile>, Vec<(KnownFile, FoundFile)>) {
+    let files: Vec<FoundFile> = files.into_iter().collect();
+    let swapped = swapped_outputs(known, &files);
     let (mut new, mut changed) = (Vec::new(), Vec::new());
     for file in files {
         match known.get(&file.path) {
+            None if swapped.contains_key(&file.path) => {}
             None => new.push(file),
             Some(job) => {
                 if job.status.is_terminal() && job.changed(&file) {
@@ -162,6 +195,56 @@ async fn take_in(
     Ok(registered + requeued)
 }
 
+/// Why a file an *arr application imported could not be taken in.
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    #[error("{0} is in none of the libraries (as condense sees it: check the *arr path mappings, PUT /settings/arr)")]
+    NotInLibrary(String),
+    #[error("{0} is not a media file condense reads")]
+    NotMedia(String),
+    #[error("no file at {0} (as condense sees it: check the *arr path mappings, PUT /settings/arr)")]
+    Missing(String),
+    #[error(transparent)]
+    Repo(#[from] RepoError),
+}
+
+/// Takes in one file an *arr application just imported, ahead of the backlog: a new job, or
+/// the ended job of a file that changed (an upgrade), queued; a job still waiting is raised
+/// to `priority`. A job that runs is left to run. Answers the file's job.
+pub async fn import_file(
+    db: &DatabaseConnection,
+    path: &Path,
+    priority: i32,
+) -> Result<entities::job::Model, ImportError> {
+    let shown = path.display().to_string();
+    let libraries = repo::libraries::list(db).await?;
+    let library = libraries
+        .into_iter()
+        .find(|library| repo::libraries::paths_of(library).iter().any(|root| path.starts_with(root)))
+        .ok_or_else(|| ImportError::NotInLibrary(shown.clone()))?;
+    if !wanted(path) {
+        return Err(ImportError::NotMedia(shown));
+    }
+    let owned = path.to_path_buf();
+    let file = tokio::task::spawn_blocking(move || found(&owned))
+        .await
+        .ok()
+        .flatten()
+        .ok_or_else(|| ImportError::Missing(shown.clone()))?;
+    let known: HashMap<String, KnownFile> = jobs::find_by_path(db, &file.path)
+        .await?
+        .map(|job| (job.file_path.clone(), KnownFile::from(&job)))
+        .into_iter()
+        .collect();
+    let (new, changed) = new_and_changed(&known, [file.clone()]);
+    take_in(db, &library, &new, &changed).await?;
+    let job = jobs::find_by_path(db, &file.path).await?.ok_or_else(|| ImportError::Missing(shown))?;
+    if JobStatus::from(job.status) == JobStatus::Queued && job.priority < priority {
+        return Ok(jobs::set_priority(db, job.id, priority).await?);
+    }
+    Ok(job)
+}
+
 /// Registers what is new or changed and drops jobs whose files are gone. In a watched
 /// library, a file modified less than `settle` ago may still be being copied: it is not
 /// taken in but answered, for the settle check to take in once it stops growing.
@@ -186,9 +269,11 @@ pub async fn scan(
     let (deferred_changed, changed): (Vec<_>, Vec<_>) =
         changed.into_iter().partition(|(_, f)| f.mtime_ns >= recent_since);
     let deferred: Vec<FoundFile> = deferred.into_iter().chain(deferred_changed.into_iter().map(|(_, f)| f)).collect();
+    let swapped: HashSet<i32> = swapped_outputs(&known, &files).into_values().collect();
     let gone: Vec<i32> = known
         .iter()
         .filter(|(path, k)| !seen.contains(path.as_str()) && DROPPED_WHEN_REMOVED.contains(&k.status.as_str()))
+        .filter(|(_, k)| !swapped.contains(&k.id))
         .map(|(_, k)| k.id)
         .collect();
     let queued = take_in(db, &library, &new, &changed).await?;
@@ -464,6 +549,42 @@ impl Handler<Stop> for LibrarySupervisor {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn known(status: JobStatus, recorded_output: Option<(i64, i64)>) -> HashMap<String, KnownFile> {
+        let job =
+            KnownFile { id: 7, status, size: 5000, mtime_ns: Some(1), target_codec: "hevc".into(), recorded_output };
+        HashMap::from([("/m/c.avi".to_string(), job)])
+    }
+
+    fn file(path: &str, inode: i64, size: i64) -> FoundFile {
+        FoundFile { path: path.into(), file_name: "x".into(), size, mtime_ns: 2, inode }
+    }
+
+    #[test]
+    fn the_output_a_cut_short_replace_swapped_in_is_its_jobs_business() {
+        // The row records the swapped-in output (inode 42, 1000 bytes); the source is gone.
+        let known = known(JobStatus::Queued, Some((42, 1000)));
+        let output = file("/m/c.mkv", 42, 1000);
+        assert_eq!(swapped_outputs(&known, [&output]), HashMap::from([("/m/c.mkv".to_string(), 7)]));
+        let (new, changed) = new_and_changed(&known, [output]);
+        assert!(new.is_empty() && changed.is_empty(), "{new:?}");
+    }
+
+    #[test]
+    fn any_other_file_at_a_jobs_final_path_is_new() {
+        // Another file (not the recorded output), an ended job, or a job with no swap recorded.
+        for (status, recorded, found) in [
+            (JobStatus::Queued, Some((42, 1000)), file("/m/c.mkv", 43, 1000)),
+            (JobStatus::Queued, Some((42, 1000)), file("/m/c.mkv", 42, 999)),
+            (JobStatus::Completed, Some((42, 1000)), file("/m/c.mkv", 42, 1000)),
+            (JobStatus::Encoding, None, file("/m/c.mkv", 42, 1000)),
+        ] {
+            let known = known(status, recorded);
+            assert!(swapped_outputs(&known, [&found]).is_empty(), "{status} {recorded:?} {found:?}");
+            let (new, _) = new_and_changed(&known, [found.clone()]);
+            assert_eq!(new, [found]);
+        }
+    }
 
     #[test]
     fn the_watcher_ignores_files_in_partial_outputs_and_hidden_folders() {

@@ -90,7 +90,10 @@ pub struct MainConfig {
 /// A linked node: where its main node is and what it presents there.
 pub struct LinkedConfig {
     pub main_url: String,
-    pub cluster_token: String,
+    /// CLUSTER_TOKEN, to enroll; `None` on a node that links with its own credential.
+    pub cluster_token: Option<String>,
+    /// The credential kept in DATA_DIR from its enrollment.
+    pub credential: Option<String>,
     /// Where the identity the main node gives this node is kept.
     pub data_dir: PathBuf,
     /// The identity kept there from an earlier registration.
@@ -236,6 +239,7 @@ pub async fn start_node(config: NodeConfig) -> Result<Node, StartError> {
             let agent = Agent::new(AgentConfig {
                 main_url: linked.main_url,
                 cluster_token: linked.cluster_token,
+                credential: linked.credential,
                 register,
                 data_dir: linked.data_dir,
             })

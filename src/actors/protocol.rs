@@ -1,5 +1,5 @@
 //! The link between a linked node and the main node: JSON text frames over a WebSocket
-//! (`/cluster/link`, authenticated with CLUSTER_TOKEN). Either side may send a request with
+//! (`/cluster/link`, authenticated with the node's own credential, or CLUSTER_TOKEN to enroll). Either side may send a request with
 //! an id; the other answers with a reply carrying the same id.
 
 use serde::{Deserialize, Serialize};
@@ -37,6 +37,11 @@ pub enum Frame {
         timeout_seconds: u64,
         /// The node's identity, to keep and present on every later link.
         identity: String,
+        /// At enrollment (a link authenticated with CLUSTER_TOKEN): the node's own
+        /// credential, to keep and present as `Bearer <identity>.<credential>` on every
+        /// later link. Only its hash is kept on the main node.
+        #[serde(default)]
+        credential: Option<String>,
     },
     /// Main -> linked: not accepted, and why (then the link closes).
     Refused {

@@ -157,10 +157,10 @@ async fn assign(
     }
     let libraries: std::collections::HashMap<i32, Vec<String>> =
         repo::libraries::list(db).await?.iter().map(|l| (l.id, repo::libraries::paths_of(l))).collect();
-    // Look a little past the budget: the oldest jobs may belong to libraries the free nodes
-    // cannot see.
+    // Highest priority first, then oldest. Look a little past the budget: those jobs may
+    // belong to libraries the free nodes cannot see.
     let mut budget = budget;
-    for candidate in jobs::queued_oldest(db, budget.saturating_mul(4)).await? {
+    for candidate in jobs::queued_next(db, budget.saturating_mul(4)).await? {
         if budget == 0 {
             break;
         }

@@ -4,6 +4,7 @@
 //! Nothing here does I/O; actors carry these rules out, persist and publish.
 
 pub mod access;
+pub mod arr;
 pub mod encoding;
 pub mod feed;
 pub mod health;

@@ -198,3 +198,41 @@ pub async fn scan(
     tracing::info!(user = %user.username, library = id, ?report, "library scanned");
     Ok(web::Json(report))
 }
+
+#[derive(Debug, serde::Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SetPriority {
+    /// -10 to 10; QUEUED jobs run highest first, then oldest.
+    pub priority: i64,
+}
+
+/// Raise or lower a job: QUEUED jobs run highest priority first, then oldest
+#[utoipa::path(
+    post,
+    path = "/jobs/{id}/priority",
+    tag = "jobs",
+    params(("id" = i32, Path, description = "Numeric identifier; anything else is a 404.")),
+    request_body = SetPriority,
+    responses(
+        (status = 200, description = "The job with its new priority", body = JobView),
+        (status = 404, description = "No such job (code not_found)", body = ErrorBody),
+        (status = 422, description = "A priority outside -10 to 10 (code validation_failed)", body = ErrorBody),
+    ),
+)]
+pub async fn priority(
+    user: AuthUser,
+    state: web::Data<AppState>,
+    id: web::Path<i32>,
+    body: web::Json<SetPriority>,
+) -> Result<web::Json<JobView>, AppError> {
+    use crate::domain::arr::PRIORITIES;
+    let id = id.into_inner();
+    let wanted = body.into_inner().priority;
+    let priority = i32::try_from(wanted).ok().filter(|p| PRIORITIES.contains(p)).ok_or_else(|| {
+        AppError::invalid(format!("priority must be {} to {}, not {wanted}", PRIORITIES.start(), PRIORITIES.end()))
+    })?;
+    let job = repo::jobs::set_priority(&state.db, id, priority).await?;
+    tracing::info!(user = %user.username, job_id = id, priority, "job priority set");
+    state.runtime.scheduler.do_send(crate::actors::node::Wake);
+    Ok(web::Json(JobView::from(&job)))
+}

@@ -4,6 +4,7 @@
 
 use actix_web::body::MessageBody;
 use actix_web::dev::{ServiceFactory, ServiceRequest, ServiceResponse};
+use actix_web::middleware::from_fn;
 use actix_web::{web, App};
 use sea_orm::DatabaseConnection;
 
@@ -86,6 +87,7 @@ pub fn create_app(
     >,
 > {
     App::new()
+        .wrap(from_fn(http::headers::api))
         .app_data(state)
         .app_data(http::json_config())
         .app_data(http::query_config())
@@ -113,6 +115,7 @@ pub fn create_ui_app(
     >,
 > {
     App::new()
+        .wrap(from_fn(http::headers::dashboard))
         .app_data(state)
         .app_data(http::json_config())
         .app_data(http::query_config())

@@ -4,11 +4,13 @@
 //! user's current token version (a password change or a logout moves it on, revoking every
 //! older token at once). Tokens come in the Authorization header; the `token` query
 //! parameter is read on WebSocket routes only, since query strings end up in proxies' logs.
+//! API keys (`http::api_keys`) are accepted wherever a token is, in `X-Api-Key` (the *arr
+//! convention) or as the bearer token; they begin with `ck_`, which no JWT does.
 
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
-use actix_web::body::MessageBody;
+use actix_web::body::{EitherBody, MessageBody};
 use actix_web::dev::{Payload, ServiceRequest, ServiceResponse};
 use actix_web::http::header;
 use actix_web::middleware::Next;
@@ -19,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use crate::domain::access::UserRole;
 use crate::error::{AppError, ErrorBody};
 use crate::http::app::AppState;
+use crate::http::audit::Pending;
 use crate::http::login_limit::client_address;
 use crate::repo;
 use crate::security::{self, TokenError};
@@ -33,7 +36,15 @@ pub struct AuthUser {
     /// When the token's session began (Unix seconds): refreshes keep it.
     pub session_started: i64,
     pub role: UserRole,
+    /// The API key the request came with (its id); `None` for a login token.
+    pub api_key: Option<i32>,
 }
+
+/// How API keys begin; login tokens (JWTs) never do, so one header can carry either.
+pub const API_KEY_PREFIX: &str = "ck_";
+
+/// The header the *arr applications send their key in.
+const API_KEY_HEADER: &str = "x-api-key";
 
 const MISSING: &str =
     "missing token: send the header \"Authorization: Bearer <token>\" with a token from POST /auth/login";
@@ -59,17 +70,46 @@ pub enum TokenPlace {
     /// The header, or the `token` query parameter: WebSocket handshakes, on which browsers
     /// cannot set headers.
     HeaderOrQuery,
+    /// The header, or an API key (never a login token) in the `apikey` query parameter:
+    /// integration webhooks, whose senders may only take a URL.
+    HeaderOrKeyQuery,
 }
 
 /// Middleware of every protected resource (see `http::routes`): refuses the request before
 /// its path, query or body is looked at.
-pub async fn require_token(
+pub async fn require_token<B: MessageBody>(
     req: ServiceRequest,
-    next: Next<impl MessageBody>,
-) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
-    let user = authenticate(req.request(), TokenPlace::Header).await?;
-    require_role(&req, &user)?;
-    next.call(req).await
+    next: Next<B>,
+) -> Result<ServiceResponse<EitherBody<B>>, actix_web::Error> {
+    guarded(req, next, TokenPlace::Header).await
+}
+
+/// The token, the role check, the request, and its audit entry when the route table audits
+/// the route (`http::audit`): a refusal is written down as well as a change. Refusals are
+/// answered as responses, not errors, so the middleware around (`http::headers`) sees them.
+async fn guarded<B: MessageBody>(
+    req: ServiceRequest,
+    next: Next<B>,
+    place: TokenPlace,
+) -> Result<ServiceResponse<EitherBody<B>>, actix_web::Error> {
+    let user = match authenticate(req.request(), place).await {
+        Ok(user) => user,
+        Err(refused) => return Ok(req.error_response(refused).map_into_right_body()),
+    };
+    let pending = Pending::of(&req, &user);
+    let state = req.app_data::<web::Data<AppState>>().cloned();
+    let answer = match require_role(&req, &user) {
+        Ok(()) => next.call(req).await.map(ServiceResponse::map_into_left_body),
+        Err(refused) => Ok(req.error_response(refused).map_into_right_body()),
+    };
+    if let Some(pending) = pending {
+        let status = match &answer {
+            Ok(response) => response.status(),
+            Err(error) => error.as_response_error().status_code(),
+        };
+        pending.record(state.as_ref(), status.as_u16()).await;
+    }
+    answer
 }
 
 /// The one check of roles: the route table's role for this method and route
@@ -94,13 +134,19 @@ fn require_role(req: &ServiceRequest, user: &AuthUser) -> Result<(), AppError> {
 }
 
 /// `require_token` for WebSocket routes: the token may also be the `token` query parameter.
-pub async fn require_token_or_query(
+pub async fn require_token_or_query<B: MessageBody>(
     req: ServiceRequest,
-    next: Next<impl MessageBody>,
-) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
-    let user = authenticate(req.request(), TokenPlace::HeaderOrQuery).await?;
-    require_role(&req, &user)?;
-    next.call(req).await
+    next: Next<B>,
+) -> Result<ServiceResponse<EitherBody<B>>, actix_web::Error> {
+    guarded(req, next, TokenPlace::HeaderOrQuery).await
+}
+
+/// `require_token` for integration webhooks: an API key may also come as `?apikey=`.
+pub async fn require_token_or_key_query<B: MessageBody>(
+    req: ServiceRequest,
+    next: Next<B>,
+) -> Result<ServiceResponse<EitherBody<B>>, actix_web::Error> {
+    guarded(req, next, TokenPlace::HeaderOrKeyQuery).await
 }
 
 /// The request's user, from the token where `place` allows. The result is kept in the
@@ -112,6 +158,11 @@ pub async fn authenticate(req: &HttpRequest, place: TokenPlace) -> Result<AuthUs
     let state =
         req.app_data::<web::Data<AppState>>().ok_or_else(|| AppError::Internal("AppState is not registered".into()))?;
     let token = token_of(req, place)?;
+    if token.starts_with(API_KEY_PREFIX) {
+        let user = key_user(state, &token).await?;
+        req.extensions_mut().insert(user.clone());
+        return Ok(user);
+    }
     let claims = security::verify_token(&state.jwt_secret, &token).map_err(|error| match error {
         TokenError::Signing(detail) => AppError::Internal(detail),
         refused => AppError::Unauthorized(refused.to_string()),
@@ -128,9 +179,27 @@ pub async fn authenticate(req: &HttpRequest, place: TokenPlace) -> Result<AuthUs
         token_version: user.token_version,
         session_started: claims.session_started(),
         role: user.role.into(),
+        api_key: None,
     };
     req.extensions_mut().insert(user.clone());
     Ok(user)
+}
+
+/// The user an API key acts as: the one who made it, as a viewer when the key is read-only.
+/// Found by its hash, so a revoked key (its row deleted) is refused from the next request.
+async fn key_user(state: &AppState, key: &str) -> Result<AuthUser, AppError> {
+    let Some((key, user)) = repo::api_keys::find_by_hash(&state.db, &security::hash_secret(key)).await? else {
+        return Err(AppError::Unauthorized("unknown or revoked API key".into()));
+    };
+    repo::api_keys::touch(&state.db, key.id).await?;
+    Ok(AuthUser {
+        id: user.id,
+        username: user.username,
+        token_version: user.token_version,
+        session_started: key.created_at.timestamp(),
+        role: if key.read_only { UserRole::Viewer } else { user.role.into() },
+        api_key: Some(key.id),
+    })
 }
 
 #[derive(Deserialize)]
@@ -138,7 +207,21 @@ struct TokenQuery {
     token: Option<String>,
 }
 
+#[derive(Deserialize)]
+struct KeyQuery {
+    apikey: Option<String>,
+}
+
 fn token_of(req: &HttpRequest, place: TokenPlace) -> Result<String, AppError> {
+    if let Some(value) = req.headers().get(API_KEY_HEADER) {
+        let key = value.to_str().map(str::trim).unwrap_or_default();
+        if !key.starts_with(API_KEY_PREFIX) {
+            return Err(AppError::Unauthorized(format!(
+                "X-Api-Key must hold an API key (they begin with {API_KEY_PREFIX})"
+            )));
+        }
+        return Ok(key.to_string());
+    }
     if let Some(value) = req.headers().get(header::AUTHORIZATION) {
         let value = value.to_str().map_err(|_| AppError::Unauthorized(NOT_BEARER.into()))?;
         let (scheme, token) = value.trim().split_once(' ').ok_or_else(|| AppError::Unauthorized(NOT_BEARER.into()))?;
@@ -148,8 +231,20 @@ fn token_of(req: &HttpRequest, place: TokenPlace) -> Result<String, AppError> {
         }
         return Ok(token.to_string());
     }
-    if place == TokenPlace::Header {
-        return Err(AppError::Unauthorized(MISSING.into()));
+    match place {
+        TokenPlace::Header => return Err(AppError::Unauthorized(MISSING.into())),
+        TokenPlace::HeaderOrKeyQuery => {
+            let key = web::Query::<KeyQuery>::from_query(req.query_string())
+                .ok()
+                .and_then(|query| query.into_inner().apikey)
+                .ok_or_else(|| AppError::Unauthorized(MISSING.into()))?;
+            // Only keys: a login token in a URL would end up in the sender's logs.
+            if !key.starts_with(API_KEY_PREFIX) {
+                return Err(AppError::Unauthorized("the apikey parameter must hold an API key".into()));
+            }
+            return Ok(key);
+        }
+        TokenPlace::HeaderOrQuery => {}
     }
     web::Query::<TokenQuery>::from_query(req.query_string())
         .ok()
@@ -233,6 +328,7 @@ pub async fn login(
     ),
 )]
 pub async fn refresh(user: AuthUser, state: web::Data<AppState>) -> Result<web::Json<TokenResponse>, AppError> {
+    no_key(&user, "refresh")?;
     let grant = security::Grant {
         username: &user.username,
         version: user.token_version,
@@ -251,6 +347,7 @@ pub async fn refresh(user: AuthUser, state: web::Data<AppState>) -> Result<web::
     ),
 )]
 pub async fn logout(user: AuthUser, state: web::Data<AppState>) -> Result<HttpResponse, AppError> {
+    no_key(&user, "log out")?;
     repo::users::revoke_tokens(&state.db, &user.username).await?;
     tracing::info!(username = %user.username, "logged out");
     Ok(HttpResponse::NoContent().finish())
@@ -269,6 +366,82 @@ fn token_for(
             },
         )?;
     Ok(web::Json(TokenResponse { token, expires_at }))
+}
+
+/// Who is calling: what the dashboard shows and hides by role.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Me {
+    pub username: String,
+    /// The role the request acts with (a read-only API key's is `viewer`).
+    pub role: UserRole,
+    /// The request came with an API key rather than a login token.
+    pub api_key: bool,
+}
+
+/// GET /auth/me: the caller's name and role.
+#[utoipa::path(
+    get,
+    path = "/auth/me",
+    tag = "auth",
+    responses(
+        (status = 200, description = "The caller", body = Me),
+    ),
+)]
+pub async fn me(user: AuthUser) -> web::Json<Me> {
+    web::Json(Me { username: user.username, role: user.role, api_key: user.api_key.is_some() })
+}
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ChangePassword {
+    pub current_password: String,
+    pub new_password: String,
+}
+
+/// PUT /auth/password: the caller changes their own password, giving the current one. Every
+/// token of theirs is revoked, this one included: the dashboard signs in again.
+#[utoipa::path(
+    put,
+    path = "/auth/password",
+    tag = "auth",
+    request_body = ChangePassword,
+    responses(
+        (status = 204, description = "Changed; every token of this user is refused from now on"),
+        (status = 403, description = "The current password is wrong, or the request came with an API key (code forbidden)", body = ErrorBody),
+        (status = 422, description = "The new password is too weak or too long (validation_failed)", body = ErrorBody),
+    ),
+)]
+pub async fn change_password(
+    user: AuthUser,
+    state: web::Data<AppState>,
+    body: web::Json<ChangePassword>,
+) -> Result<HttpResponse, AppError> {
+    no_key(&user, "change a password")?;
+    let ChangePassword { current_password, new_password } = body.into_inner();
+    let stored = repo::users::find(&state.db, &user.username)
+        .await?
+        .ok_or_else(|| AppError::Unauthorized("the token's user no longer exists; log in again".into()))?
+        .password_hash;
+    // argon2 takes tens of milliseconds of CPU: off the async workers.
+    if !web::block(move || security::verify_password(&current_password, &stored)).await? {
+        return Err(AppError::Forbidden("the current password is wrong".into()));
+    }
+    let hash = crate::http::users::hash(new_password).await?;
+    repo::users::set_password_hash(&state.db, &user.username, &hash).await?;
+    tracing::info!(username = %user.username, "own password changed");
+    Ok(HttpResponse::NoContent().finish())
+}
+
+/// Sessions are for login tokens: an API key cannot turn itself into one (a read-only key
+/// would come out with its user's whole role) or end its user's sessions.
+fn no_key(user: &AuthUser, what: &str) -> Result<(), AppError> {
+    match user.api_key {
+        Some(_) => Err(AppError::Forbidden(format!(
+            "an API key cannot {what}: it is not a session (revoke it with DELETE /api-keys/{{id}})"
+        ))),
+        None => Ok(()),
+    }
 }
 
 fn whole_seconds(wait: Duration) -> u64 {

@@ -1,16 +1,42 @@
-//! The cluster link endpoint (`GET /cluster/link`, API listener): a linked node presents
-//! CLUSTER_TOKEN as a bearer token and upgrades to the link.
+//! The cluster link endpoint (`GET /cluster/link`, API listener). A linked node presents its
+//! own credential, `Bearer <identity>.<credential>`, given at its enrollment and kept in its
+//! DATA_DIR; CLUSTER_TOKEN only enrolls a node (its first link, or one from before
+//! credentials). A revoked node is refused here, before the upgrade.
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use actix_web_actors::ws;
 
-use crate::actors::cluster::RemoteNode;
+use crate::actors::cluster::{LinkAuth, RemoteNode};
 use crate::error::AppError;
 use crate::http::app::AppState;
+use crate::repo;
+use crate::security::{hash_secret, same_secret};
 
-/// Compares without stopping at the first difference, so timing says nothing of the token.
-fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+const PRESENT: &str =
+    "a linked node must present its credential (DATA_DIR/node-credential) or, to enroll, the main node's CLUSTER_TOKEN";
+
+/// Who the bearer token says is linking.
+async fn authenticate(state: &AppState, presented: &str) -> Result<LinkAuth, AppError> {
+    if let Some(token) = state.cluster_token.as_deref() {
+        if same_secret(presented.as_bytes(), token.as_bytes()) {
+            return Ok(LinkAuth::Enrolling);
+        }
+    }
+    let Some((identity, credential)) = presented.split_once('.') else {
+        return Err(AppError::Unauthorized(PRESENT.into()));
+    };
+    let node = repo::nodes::find_by_identity(&state.db, identity).await?;
+    // The same work whether or not the identity is known, so timing does not tell.
+    let stored = node.as_ref().and_then(|n| n.credential_hash.clone()).unwrap_or_default();
+    let matches = same_secret(hash_secret(credential).as_bytes(), stored.as_bytes());
+    match node {
+        Some(node) if matches && node.revoked => Err(AppError::Forbidden(format!(
+            "node {} ({:?}) was revoked; an administrator must remove it before it can enroll again",
+            node.id, node.name
+        ))),
+        Some(node) if matches => Ok(LinkAuth::Node { id: node.id, identity: identity.to_string() }),
+        _ => Err(AppError::Unauthorized(PRESENT.into())),
+    }
 }
 
 pub async fn link(
@@ -18,33 +44,19 @@ pub async fn link(
     stream: web::Payload,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, actix_web::Error> {
-    let Some(expected) = state.cluster_token.as_deref() else {
-        return Err(AppError::Forbidden("this main node accepts no linked nodes: set CLUSTER_TOKEN".into()).into());
-    };
     let presented = req
         .headers()
         .get(actix_web::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .unwrap_or("");
-    if !same(presented.as_bytes(), expected.as_bytes()) {
-        return Err(AppError::Unauthorized("a linked node must present the main node's CLUSTER_TOKEN".into()).into());
-    }
+    let auth = authenticate(&state, presented.trim()).await?;
     let node = RemoteNode::new(
         state.db.clone(),
         state.runtime.lifecycle.clone(),
         state.runtime.scheduler.clone(),
         state.cluster.clone(),
+        auth,
     );
     ws::WsResponseBuilder::new(node, &req, stream).frame_size(64 << 20).start()
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn tokens_compare_exactly() {
-        assert!(super::same(b"abc", b"abc"));
-        assert!(!super::same(b"abc", b"abd"));
-        assert!(!super::same(b"abc", b"abcd"));
-    }
 }

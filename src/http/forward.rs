@@ -1,8 +1,17 @@
 //! A linked node's listeners: every request goes to the main node and its answer comes
-//! back; only /healthz is local.
+//! back; only /healthz is local. The live feed's WebSocket (`/ws`, `/api/ws`, `/`) is relayed
+//! frame by frame to the main node's, so a dashboard pointed at any node sees the cluster.
 
+use actix::io::{SinkWrite, WriteHandler};
+use actix::prelude::*;
+use actix_codec::Framed;
 use actix_web::http::header::{self, HeaderName};
-use actix_web::{web, App, HttpRequest, HttpResponse};
+use actix_web::{guard, web, App, HttpRequest, HttpResponse};
+use actix_web_actors::ws;
+use awc::error::WsProtocolError;
+use awc::ws::{Codec, Frame, Message};
+use awc::BoxedSocket;
+use futures_util::stream::{SplitSink, StreamExt};
 use serde::Serialize;
 
 use crate::error::AppError;
@@ -64,6 +73,108 @@ async fn forward(
     Ok(response.body(bytes))
 }
 
+type UpstreamSink = SplitSink<Framed<BoxedSocket, Codec>, Message>;
+
+/// One client's WebSocket, relayed to the main node's feed: what the main node sends is
+/// passed on as it is, and the client's frames go the other way. The main node checks the
+/// token, as for every forwarded request; either side closing closes both.
+struct Relay {
+    /// The main node's socket until the relay starts, then its two halves.
+    connected: Option<Framed<BoxedSocket, Codec>>,
+    upstream: Option<SinkWrite<Message, UpstreamSink>>,
+}
+
+impl Relay {
+    fn up(&mut self, message: Message) {
+        if let Some(sink) = self.upstream.as_mut() {
+            let _ = sink.write(message);
+        }
+    }
+}
+
+impl Actor for Relay {
+    type Context = ws::WebsocketContext<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        let Some(framed) = self.connected.take() else { return ctx.stop() };
+        let (sink, stream) = framed.split();
+        ctx.add_stream(stream);
+        self.upstream = Some(SinkWrite::new(sink, ctx));
+    }
+}
+
+impl WriteHandler<WsProtocolError> for Relay {}
+
+/// The client's frames, to the main node.
+impl StreamHandler<Result<ws::Message, ws::ProtocolError>> for Relay {
+    fn handle(&mut self, message: Result<ws::Message, ws::ProtocolError>, ctx: &mut Self::Context) {
+        match message {
+            Ok(ws::Message::Text(text)) => self.up(Message::Text(text)),
+            Ok(ws::Message::Binary(bytes)) => self.up(Message::Binary(bytes)),
+            Ok(ws::Message::Ping(bytes)) => ctx.pong(&bytes),
+            Ok(ws::Message::Close(reason)) => {
+                self.up(Message::Close(reason.clone()));
+                ctx.close(reason);
+                ctx.stop();
+            }
+            Ok(_) => {}
+            Err(_) => ctx.stop(),
+        }
+    }
+}
+
+/// The main node's frames, to the client.
+impl StreamHandler<Result<Frame, WsProtocolError>> for Relay {
+    fn handle(&mut self, frame: Result<Frame, WsProtocolError>, ctx: &mut Self::Context) {
+        match frame {
+            Ok(Frame::Text(bytes)) => match String::from_utf8(bytes.to_vec()) {
+                Ok(text) => ctx.text(text),
+                Err(_) => ctx.stop(),
+            },
+            Ok(Frame::Binary(bytes)) => ctx.binary(bytes),
+            Ok(Frame::Ping(bytes)) => self.up(Message::Pong(bytes)),
+            Ok(Frame::Close(reason)) => {
+                // The main node's close code (4008: fell behind) tells the client to resync.
+                ctx.close(reason);
+                ctx.stop();
+            }
+            Ok(_) => {}
+            Err(_) => ctx.stop(),
+        }
+    }
+
+    fn finished(&mut self, ctx: &mut Self::Context) {
+        ctx.stop();
+    }
+}
+
+/// The feed's WebSocket on a linked node: connects to the main node's with the client's
+/// token (header or `token` query, as it came), then relays. A refusal there (401, 403) is
+/// answered here as it was given.
+async fn relay(
+    req: HttpRequest,
+    stream: web::Payload,
+    fwd: web::Data<Forward>,
+) -> Result<HttpResponse, actix_web::Error> {
+    let path = req.uri().path_and_query().map(awc::http::uri::PathAndQuery::as_str).unwrap_or("/ws");
+    let mut upstream = awc::Client::new().ws(format!("{}{path}", fwd.main_url)).max_frame_size(64 << 20);
+    if let Some(value) = req.headers().get(header::AUTHORIZATION) {
+        upstream = upstream.header(header::AUTHORIZATION, value.clone());
+    }
+    let connected = match upstream.connect().await {
+        Ok((_, framed)) => framed,
+        Err(awc::error::WsClientError::InvalidResponseStatus(status)) => {
+            return Ok(HttpResponse::build(status).json(serde_json::json!({
+                "error": {"code": "refused", "message": format!("the main node refused the feed: {status}")}
+            })));
+        }
+        Err(e) => return Err(AppError::Unavailable(format!("the main node's feed did not answer: {e}")).into()),
+    };
+    ws::WsResponseBuilder::new(Relay { connected: Some(connected), upstream: None }, &req, stream)
+        .frame_size(64 << 20)
+        .start()
+}
+
 #[derive(Serialize)]
 struct Health<'a> {
     status: &'static str,
@@ -100,5 +211,10 @@ pub fn create_forward_app(
         .app_data(web::Data::new(awc::Client::default()))
         .app_data(web::PayloadConfig::new(MAX_BODY))
         .route("/healthz", web::get().to(healthz))
+        .configure(|cfg| {
+            for path in ["/ws", "/api/ws", "/"] {
+                cfg.route(path, web::get().guard(guard::Header("upgrade", "websocket")).to(relay));
+            }
+        })
         .default_service(web::to(forward))
 }

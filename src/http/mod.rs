@@ -6,13 +6,17 @@
 //! requests without a token unless it is public.
 
 pub mod actions;
+pub mod api_keys;
 pub mod app;
+pub mod audit;
 pub mod auth;
 pub mod cluster;
 pub mod encoders;
 pub mod forward;
+pub mod headers;
 pub mod health;
 pub mod insights;
+pub mod integrations;
 pub mod jobs;
 pub mod libraries;
 pub mod license;
@@ -55,6 +59,18 @@ pub struct Endpoint {
     /// cannot set headers on the handshake. Everywhere else only the header counts: query
     /// strings are written to proxies' and servers' logs.
     pub websocket: bool,
+    /// An integration endpoint (a webhook another product calls): an API key may also come
+    /// in the `apikey` query parameter, since some senders cannot set headers.
+    pub integration: bool,
+}
+
+impl Endpoint {
+    /// Whether calls are written to the audit log (`http::audit`): every protected method
+    /// that may change something, which is every one but GET, except a token refresh (it
+    /// changes nothing, and a dashboard left open makes one every few hours).
+    pub fn audited(&self) -> bool {
+        self.access == Access::Token && self.method != Method::GET && self.path != "/auth/refresh"
+    }
 }
 
 fn endpoint<F, Args>(
@@ -69,7 +85,21 @@ where
     Args: FromRequest + 'static,
     F::Output: Responder + 'static,
 {
-    (Endpoint { method: method.clone(), path, access, role, websocket: false }, web::method(method).to(handler))
+    (
+        Endpoint { method: method.clone(), path, access, role, websocket: false, integration: false },
+        web::method(method).to(handler),
+    )
+}
+
+/// An integration endpoint (see `Endpoint::integration`).
+fn integration<F, Args>(method: Method, path: &'static str, role: UserRole, handler: F) -> (Endpoint, Route)
+where
+    F: Handler<Args>,
+    Args: FromRequest + 'static,
+    F::Output: Responder + 'static,
+{
+    let (endpoint, route) = endpoint(method, path, Access::Token, role, handler);
+    (Endpoint { integration: true, ..endpoint }, route)
 }
 
 /// A WebSocket endpoint (see `Endpoint::websocket`).
@@ -91,6 +121,8 @@ fn table() -> Vec<(Endpoint, Route)> {
         endpoint(Method::POST, "/auth/login", Public, Viewer, auth::login),
         endpoint(Method::POST, "/auth/refresh", Token, Viewer, auth::refresh),
         endpoint(Method::POST, "/auth/logout", Token, Viewer, auth::logout),
+        endpoint(Method::GET, "/auth/me", Token, Viewer, auth::me),
+        endpoint(Method::PUT, "/auth/password", Token, Viewer, auth::change_password),
         endpoint(Method::GET, "/openapi.json", Token, Viewer, openapi::document),
         endpoint(Method::GET, "/libraries", Token, Viewer, libraries::list),
         endpoint(Method::POST, "/libraries", Token, Admin, libraries::create),
@@ -103,12 +135,18 @@ fn table() -> Vec<(Endpoint, Route)> {
         endpoint(Method::GET, "/license", Token, Viewer, license::get),
         endpoint(Method::PUT, "/license", Token, Admin, license::install),
         endpoint(Method::DELETE, "/license", Token, Admin, license::remove),
+        endpoint(Method::GET, "/audit", Token, Admin, audit::list),
+        endpoint(Method::GET, "/api-keys", Token, Admin, api_keys::list),
+        endpoint(Method::POST, "/api-keys", Token, Admin, api_keys::create),
+        endpoint(Method::DELETE, "/api-keys/{id}", Token, Admin, api_keys::delete),
         endpoint(Method::GET, "/users", Token, Admin, users::list),
         endpoint(Method::POST, "/users", Token, Admin, users::create),
         endpoint(Method::PUT, "/users/{username}/password", Token, Admin, users::set_password),
         endpoint(Method::PUT, "/users/{username}/role", Token, Admin, users::set_role),
         endpoint(Method::DELETE, "/users/{username}", Token, Admin, users::delete),
         endpoint(Method::GET, "/nodes", Token, Viewer, nodes::list),
+        endpoint(Method::POST, "/nodes/{id}/revoke", Token, Admin, nodes::revoke),
+        endpoint(Method::DELETE, "/nodes/{id}", Token, Admin, nodes::remove),
         endpoint(Method::GET, "/jobs", Token, Viewer, jobs::list),
         endpoint(Method::GET, "/jobs/{id}", Token, Viewer, jobs::get),
         endpoint(Method::POST, "/jobs/{id}/pause", Token, Operator, actions::pause),
@@ -116,6 +154,10 @@ fn table() -> Vec<(Endpoint, Route)> {
         endpoint(Method::POST, "/jobs/{id}/retry", Token, Operator, actions::retry),
         endpoint(Method::POST, "/jobs/{id}/cancel", Token, Operator, actions::cancel),
         endpoint(Method::POST, "/jobs/{id}/force", Token, Operator, actions::force),
+        endpoint(Method::POST, "/jobs/{id}/priority", Token, Operator, actions::priority),
+        integration(Method::POST, "/integrations/arr", Operator, integrations::arr),
+        endpoint(Method::GET, "/settings/arr", Token, Admin, integrations::get_arr_settings),
+        endpoint(Method::PUT, "/settings/arr", Token, Admin, integrations::set_arr_settings),
         endpoint(Method::POST, "/queue/pause-all", Token, Operator, actions::pause_all),
         endpoint(Method::POST, "/queue/resume-all", Token, Operator, actions::resume_all),
         endpoint(Method::POST, "/libraries/{id}/scan", Token, Operator, actions::scan),
@@ -140,30 +182,39 @@ pub fn endpoints() -> Vec<Endpoint> {
 /// The least role that may call `method` on `pattern` (the route's pattern as registered,
 /// with or without the /api prefix); `None` for no such endpoint.
 pub fn required_role(method: &Method, pattern: &str) -> Option<UserRole> {
+    endpoint_of(method, pattern).map(|e| e.role)
+}
+
+/// The endpoint `method` on `pattern` reaches (the route's pattern as registered, with or
+/// without the /api prefix); `None` for no such endpoint.
+pub fn endpoint_of(method: &Method, pattern: &str) -> Option<&'static Endpoint> {
     static ENDPOINTS: std::sync::OnceLock<Vec<Endpoint>> = std::sync::OnceLock::new();
     let path = pattern.strip_prefix("/api").filter(|rest| rest.starts_with('/')).unwrap_or(pattern);
-    ENDPOINTS.get_or_init(endpoints).iter().find(|e| e.method == *method && e.path == path).map(|e| e.role)
+    ENDPOINTS.get_or_init(endpoints).iter().find(|e| e.method == *method && e.path == path)
 }
 
 /// Every API route; mounted at the root and under /api.
 pub fn routes(cfg: &mut web::ServiceConfig) {
     // One resource per path, so that a known path with another method is a 405.
-    let mut resources: Vec<(&'static str, Access, bool, Vec<Route>)> = Vec::new();
+    let mut resources: Vec<(&'static str, Access, bool, bool, Vec<Route>)> = Vec::new();
     for (endpoint, route) in table() {
         match resources.iter_mut().find(|(path, ..)| *path == endpoint.path) {
-            Some((_, access, websocket, routes)) => {
+            Some((_, access, websocket, integration, routes)) => {
                 // A path shared by public and protected methods is protected as a whole, and
-                // takes query tokens only if every method on it does.
+                // takes query tokens or keys only if every method on it does.
                 if endpoint.access == Access::Token {
                     *access = Access::Token;
                 }
                 *websocket &= endpoint.websocket;
+                *integration &= endpoint.integration;
                 routes.push(route);
             }
-            None => resources.push((endpoint.path, endpoint.access, endpoint.websocket, vec![route])),
+            None => {
+                resources.push((endpoint.path, endpoint.access, endpoint.websocket, endpoint.integration, vec![route]))
+            }
         }
     }
-    for (path, access, websocket, routes) in resources {
+    for (path, access, websocket, integration, routes) in resources {
         let resource = routes
             .into_iter()
             .fold(web::resource(path).default_service(web::to(method_not_allowed)), |resource, route| {
@@ -172,10 +223,11 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         // The token is checked before anything else about the request (path, query, body),
         // so a caller without one learns nothing but 401. Handlers also take `AuthUser`,
         // which reads what this middleware found.
-        match (access, websocket) {
-            (Access::Public, _) => cfg.service(resource),
-            (Access::Token, false) => cfg.service(resource.wrap(from_fn(auth::require_token))),
-            (Access::Token, true) => cfg.service(resource.wrap(from_fn(auth::require_token_or_query))),
+        match (access, websocket, integration) {
+            (Access::Public, ..) => cfg.service(resource),
+            (Access::Token, true, _) => cfg.service(resource.wrap(from_fn(auth::require_token_or_query))),
+            (Access::Token, false, true) => cfg.service(resource.wrap(from_fn(auth::require_token_or_key_query))),
+            (Access::Token, false, false) => cfg.service(resource.wrap(from_fn(auth::require_token))),
         };
     }
 }
@@ -221,15 +273,20 @@ mod tests {
         for e in endpoints().into_iter().filter(|e| e.access == Access::Token) {
             let what = format!("{} {}", e.method, e.path);
             let expected = if e.method == Method::GET {
-                // The settings carry the cluster token; users are administration.
-                if e.path == "/settings" || e.path == "/users" {
+                // The settings carry the cluster token; users and the audit log are
+                // administration.
+                if ["/settings", "/settings/arr", "/users", "/audit", "/api-keys"].contains(&e.path) {
                     UserRole::Admin
                 } else {
                     UserRole::Viewer
                 }
             } else if e.path.starts_with("/auth/") {
                 UserRole::Viewer
-            } else if e.path.starts_with("/jobs/{id}/") || e.path.starts_with("/queue/") || e.path.ends_with("/scan") {
+            } else if e.path.starts_with("/jobs/{id}/")
+                || e.path.starts_with("/queue/")
+                || e.path.ends_with("/scan")
+                || e.path.starts_with("/integrations/")
+            {
                 UserRole::Operator
             } else {
                 UserRole::Admin
@@ -239,9 +296,61 @@ mod tests {
     }
 
     #[test]
+    fn every_change_is_audited_and_nothing_that_only_reads() {
+        let audited: Vec<String> =
+            endpoints().into_iter().filter(Endpoint::audited).map(|e| format!("{} {}", e.method, e.path)).collect();
+        // The actions the audit must cover, by name: job actions, the queue, settings, users,
+        // licence keys, libraries and their scans, logout.
+        for change in [
+            "POST /jobs/{id}/pause",
+            "POST /jobs/{id}/resume",
+            "POST /jobs/{id}/retry",
+            "POST /jobs/{id}/cancel",
+            "POST /jobs/{id}/force",
+            "POST /queue/pause-all",
+            "POST /queue/resume-all",
+            "PUT /settings",
+            "POST /users",
+            "PUT /users/{username}/password",
+            "PUT /users/{username}/role",
+            "DELETE /users/{username}",
+            "PUT /license",
+            "DELETE /license",
+            "POST /libraries",
+            "PUT /libraries/{id}",
+            "DELETE /libraries/{id}",
+            "POST /libraries/{id}/scan",
+            "POST /auth/logout",
+            "PUT /auth/password",
+            "POST /nodes/{id}/revoke",
+            "DELETE /nodes/{id}",
+            "POST /api-keys",
+            "DELETE /api-keys/{id}",
+            "POST /jobs/{id}/priority",
+            "POST /integrations/arr",
+            "PUT /settings/arr",
+        ] {
+            assert!(audited.contains(&change.to_string()), "{change} is not audited");
+        }
+        for e in endpoints() {
+            if e.method == Method::GET || e.access == Access::Public || e.path == "/auth/refresh" {
+                assert!(!e.audited(), "{} {} is audited", e.method, e.path);
+            } else {
+                assert!(e.audited(), "{} {} is not audited", e.method, e.path);
+            }
+        }
+    }
+
+    #[test]
     fn only_the_websocket_feed_takes_a_token_in_the_query() {
         let websocket: Vec<_> = endpoints().into_iter().filter(|e| e.websocket).map(|e| e.path).collect();
         assert_eq!(websocket, ["/ws"]);
+    }
+
+    #[test]
+    fn only_the_integration_webhooks_take_an_api_key_in_the_query() {
+        let integrations: Vec<_> = endpoints().into_iter().filter(|e| e.integration).map(|e| e.path).collect();
+        assert_eq!(integrations, ["/integrations/arr"]);
     }
 
     #[test]

@@ -1,10 +1,12 @@
-//! Nodes of the cluster, as the dashboard shows them.
+//! Nodes of the cluster, as the dashboard shows them, and an administrator's revocation and
+//! removal of linked nodes (`actors::cluster::revoke_node`, `remove_node`).
 
 use actix_web::web;
 
 use super::auth::AuthUser;
 use super::views::{self, NodeView};
-use crate::error::AppError;
+use crate::actors::cluster::{remove_node, revoke_node, NodeChange};
+use crate::error::{AppError, ErrorBody};
 use crate::http::app::AppState;
 use crate::repo;
 
@@ -21,4 +23,71 @@ use crate::repo;
 pub async fn list(_user: AuthUser, state: web::Data<AppState>) -> Result<web::Json<Vec<NodeView>>, AppError> {
     let nodes = repo::nodes::list(&state.db).await?;
     Ok(web::Json(views::nodes(&nodes)))
+}
+
+/// What a revocation or removal did.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeChanged {
+    /// Jobs of the node that went back to the queue.
+    pub requeued: u64,
+}
+
+fn answer(id: i32, change: NodeChange) -> Result<web::Json<NodeChanged>, AppError> {
+    match change {
+        NodeChange::Done { requeued } => Ok(web::Json(NodeChanged { requeued })),
+        NodeChange::NotFound => Err(AppError::NotFound(format!("no linked node {id}"))),
+        NodeChange::Refused(reason) => Err(AppError::conflict("conflict", reason)),
+    }
+}
+
+/// Revoke a linked node
+#[utoipa::path(
+    post,
+    operation_id = "revoke_node",
+    path = "/nodes/{id}/revoke",
+    tag = "nodes",
+    params(("id" = i32, Path, description = "The node's id")),
+    responses(
+        (status = 200, description = "Revoked: its credential is refused from now on, its link is closed and its running jobs are back in the queue", body = NodeChanged),
+        (status = 404, description = "No such linked node (code not_found)", body = ErrorBody),
+    ),
+)]
+pub async fn revoke(
+    user: AuthUser,
+    state: web::Data<AppState>,
+    id: web::Path<i32>,
+) -> Result<web::Json<NodeChanged>, AppError> {
+    let id = id.into_inner();
+    let change = revoke_node(&state.runtime.lifecycle, &state.cluster.links, id)
+        .await
+        .map_err(|e| AppError::Internal(e.to_string()))?;
+    tracing::warn!(user = %user.username, node_id = id, ?change, "node revocation");
+    answer(id, change)
+}
+
+/// Remove a linked node
+#[utoipa::path(
+    delete,
+    operation_id = "remove_node",
+    path = "/nodes/{id}",
+    tag = "nodes",
+    params(("id" = i32, Path, description = "The node's id")),
+    responses(
+        (status = 200, description = "Removed: its name and identity may enroll again (with CLUSTER_TOKEN)", body = NodeChanged),
+        (status = 404, description = "No such linked node (code not_found)", body = ErrorBody),
+        (status = 409, description = "The node is linked now (revoke or stop it first), or it is the main node (code conflict)", body = ErrorBody),
+    ),
+)]
+pub async fn remove(
+    user: AuthUser,
+    state: web::Data<AppState>,
+    id: web::Path<i32>,
+) -> Result<web::Json<NodeChanged>, AppError> {
+    let id = id.into_inner();
+    let change = remove_node(&state.runtime.lifecycle, &state.cluster.links, id)
+        .await
+        .map_err(|e| AppError::Internal(e.to_string()))?;
+    tracing::warn!(user = %user.username, node_id = id, ?change, "node removal");
+    answer(id, change)
 }

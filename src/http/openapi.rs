@@ -9,7 +9,9 @@ use std::sync::LazyLock;
 use actix_web::http::Method;
 use actix_web::HttpResponse;
 use utoipa::openapi::path::Operation;
-use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
+use utoipa::openapi::security::{
+    ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme,
+};
 use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
 use utoipa::{Modify, OpenApi, ToSchema};
 
@@ -17,8 +19,10 @@ use super::auth::AuthUser;
 use super::{endpoints, Access};
 use crate::error::ErrorBody;
 
-/// The name of the bearer-token security scheme.
+/// The name of the bearer-token security scheme (a login token, or an API key).
 const BEARER: &str = "bearerAuth";
+/// The name of the `X-Api-Key` security scheme.
+const API_KEY: &str = "apiKeyAuth";
 
 #[derive(OpenApi)]
 #[openapi(
@@ -38,6 +42,8 @@ const BEARER: &str = "bearerAuth";
         super::auth::login,
         super::auth::refresh,
         super::auth::logout,
+        super::auth::me,
+        super::auth::change_password,
         document,
         super::libraries::list,
         super::libraries::create,
@@ -49,12 +55,18 @@ const BEARER: &str = "bearerAuth";
         super::license::get,
         super::license::install,
         super::license::remove,
+        super::audit::list,
+        super::api_keys::list,
+        super::api_keys::create,
+        super::api_keys::delete,
         super::users::list,
         super::users::create,
         super::users::set_password,
         super::users::set_role,
         super::users::delete,
         super::nodes::list,
+        super::nodes::revoke,
+        super::nodes::remove,
         super::encoders::list,
         super::jobs::list,
         super::jobs::get,
@@ -63,6 +75,10 @@ const BEARER: &str = "bearerAuth";
         super::actions::retry,
         super::actions::cancel,
         super::actions::force,
+        super::actions::priority,
+        super::integrations::arr,
+        super::integrations::get_arr_settings,
+        super::integrations::set_arr_settings,
         super::actions::pause_all,
         super::actions::resume_all,
         super::actions::scan,
@@ -92,6 +108,7 @@ const BEARER: &str = "bearerAuth";
         (name = "statistics"),
         (name = "insights"),
         (name = "queue", description = "Queue-wide actions"),
+        (name = "integrations", description = "Sonarr and Radarr"),
     )
 )]
 struct ApiDoc;
@@ -107,6 +124,7 @@ impl Modify for AccessFromRouteTable {
             BEARER,
             SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).bearer_format("JWT").build()),
         );
+        components.add_security_scheme(API_KEY, SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::new("X-Api-Key"))));
         let error = RefOr::Ref(Ref::from_schema_name(ErrorBody::name()));
         components.responses.insert(
             "Unauthorized".into(),
@@ -127,7 +145,11 @@ impl Modify for AccessFromRouteTable {
             match endpoint.access {
                 Access::Public => operation.security = Some(Vec::new()),
                 Access::Token => {
-                    operation.security = Some(vec![SecurityRequirement::new(BEARER, Vec::<String>::new())]);
+                    // Either one: a login token or API key as the bearer, or a key in X-Api-Key.
+                    operation.security = Some(vec![
+                        SecurityRequirement::new(BEARER, Vec::<String>::new()),
+                        SecurityRequirement::new(API_KEY, Vec::<String>::new()),
+                    ]);
                     operation
                         .responses
                         .responses

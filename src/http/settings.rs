@@ -69,6 +69,6 @@ fn view(state: &AppState, settings: ServiceSettings) -> SettingsView {
     SettingsView {
         job_timeout_hours: settings.job_timeout_hours,
         keep_originals: settings.keep_originals,
-        cluster_token: state.cluster_token.clone(),
+        enrollment_open: state.cluster_token.is_some(),
     }
 }

@@ -179,7 +179,7 @@ fn check_username(username: &str) -> Result<(), AppError> {
 }
 
 /// Checks the password's length and hashes it off the async workers.
-async fn hash(password: String) -> Result<String, AppError> {
+pub(crate) async fn hash(password: String) -> Result<String, AppError> {
     if password.chars().count() > MAX_PASSWORD_CHARS {
         return Err(AppError::invalid(format!("password must be at most {MAX_PASSWORD_CHARS} characters")));
     }

@@ -2,7 +2,7 @@
 //! endpoints and the WebSocket feed show a job (or anything else) the same way.
 
 use chrono::{DateTime, Utc};
-use entities::{job, job_event, library, license, node, user};
+use entities::{audit_entry, job, job_event, library, license, node, user};
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -52,6 +52,8 @@ pub struct JobView {
     pub updated_at: DateTime<Utc>,
     /// What a user may do with the job now, each an endpoint `POST /jobs/{id}/<action>`.
     pub actions: Vec<UserAction>,
+    /// -10 to 10: QUEUED jobs run highest first, then oldest (`POST /jobs/{id}/priority`).
+    pub priority: i32,
 }
 
 impl From<&job::Model> for JobView {
@@ -86,6 +88,7 @@ impl From<&job::Model> for JobView {
             completed_at: job.completed_at,
             updated_at: job.updated_at,
             actions: allowed_actions(JobStatus::from(job.status)),
+            priority: job.priority,
         }
     }
 }
@@ -179,6 +182,39 @@ impl From<&user::Model> for UserView {
     }
 }
 
+/// One change made through the API (GET /audit).
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditEntryView {
+    pub id: i32,
+    pub at: DateTime<Utc>,
+    pub username: String,
+    /// The user's role when they acted.
+    pub role: crate::domain::access::UserRole,
+    pub method: String,
+    /// The route as declared, e.g. `/jobs/{id}/cancel`.
+    pub route: String,
+    /// The path as requested, e.g. `/api/jobs/12/cancel`.
+    pub path: String,
+    /// How it was answered: 2xx done, 403 refused for the role, other codes refused or failed.
+    pub status: i32,
+}
+
+impl From<&audit_entry::Model> for AuditEntryView {
+    fn from(entry: &audit_entry::Model) -> Self {
+        AuditEntryView {
+            id: entry.id,
+            at: entry.at,
+            username: entry.username.clone(),
+            role: entry.role.into(),
+            method: entry.method.clone(),
+            route: entry.route.clone(),
+            path: entry.path.clone(),
+            status: entry.status,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeView {
@@ -205,6 +241,10 @@ pub struct NodeView {
     pub last_seen_at: Option<DateTime<Utc>>,
     /// A linked node's identity (kept in its DATA_DIR); null for the main node.
     pub identity: Option<String>,
+    /// A linked node that links with a credential of its own (given at its enrollment).
+    pub has_credential: bool,
+    /// Revoked by an administrator: refused until removed.
+    pub revoked: bool,
 }
 
 /// The nodes as shown, each compared with the average work of the ONLINE ones.
@@ -239,6 +279,8 @@ pub fn nodes(models: &[node::Model]) -> Vec<NodeView> {
                 overloaded: node.status != NodeStatus::Offline && health::is_overloaded(active, average),
                 last_seen_at: node.last_seen_at,
                 identity: node.identity.clone(),
+                has_credential: node.credential_hash.is_some(),
+                revoked: node.revoked,
             }
         })
         .collect()
@@ -287,8 +329,9 @@ pub fn license(installed: Option<&license::Model>, now: DateTime<Utc>) -> Licens
 pub struct SettingsView {
     pub job_timeout_hours: u32,
     pub keep_originals: bool,
-    /// What linked nodes present to register (CLUSTER_TOKEN); null when unset.
-    pub cluster_token: Option<String>,
+    /// Whether new linked nodes can enroll (CLUSTER_TOKEN is set on this main node). The
+    /// token itself is never served: it is read where it was set.
+    pub enrollment_open: bool,
 }
 
 /// The health panel: every check and the worst level among them.

@@ -414,14 +414,29 @@ pub async fn record_event(db: &impl ConnectionTrait, id: i32, event: NewEvent) -
 }
 
 /// The oldest QUEUED jobs, at most `limit`.
-pub async fn queued_oldest(db: &impl ConnectionTrait, limit: u64) -> RepoResult<Vec<job::Model>> {
+pub async fn queued_next(db: &impl ConnectionTrait, limit: u64) -> RepoResult<Vec<job::Model>> {
     Ok(Entity::find()
         .filter(Column::Status.eq(JobStatus::Queued))
+        .order_by_desc(Column::Priority)
         .order_by_asc(Column::QueuedAt)
         .order_by_asc(Column::Id)
         .limit(limit)
         .all(db)
         .await?)
+}
+
+/// Sets a job's priority (within `domain::arr::PRIORITIES`, checked by the caller).
+pub async fn set_priority(db: &impl ConnectionTrait, id: i32, priority: i32) -> RepoResult<job::Model> {
+    let result = Entity::update_many()
+        .col_expr(Column::Priority, Expr::value(priority))
+        .col_expr(Column::UpdatedAt, Expr::value(now()))
+        .filter(Column::Id.eq(id))
+        .exec(db)
+        .await?;
+    if result.rows_affected == 0 {
+        return Err(RepoError::NotFound(format!("job {id}")));
+    }
+    get(db, id).await
 }
 
 /// What a rescan compares a file with: the job, and the file it left at its path.
@@ -435,6 +450,11 @@ pub struct KnownFile {
     pub size: i64,
     /// Its modification time as the job last saw it (after a replace, the output's).
     pub mtime_ns: Option<i64>,
+    /// The job's target codec: where its output goes (`media::plan::final_path`).
+    pub target_codec: String,
+    /// The output a replace recorded on the row at its swap (inode and size), before the
+    /// job completed: see `actors::library::swapped_outputs`.
+    pub recorded_output: Option<(i64, i64)>,
 }
 
 impl KnownFile {
@@ -444,10 +464,28 @@ impl KnownFile {
     }
 }
 
+impl From<&job::Model> for KnownFile {
+    fn from(job: &job::Model) -> Self {
+        let status: JobStatus = job.status.into();
+        let size = match job.output_size {
+            Some(output) if status == JobStatus::Completed => output,
+            _ => job.source_size,
+        };
+        KnownFile {
+            id: job.id,
+            status,
+            size,
+            mtime_ns: job.source_mtime_ns,
+            target_codec: job.target_codec.clone(),
+            recorded_output: job.source_inode.zip(job.output_size),
+        }
+    }
+}
+
 /// Every job path of a library with the file the job last saw there.
 pub async fn known_files(db: &impl ConnectionTrait, library_id: i32) -> RepoResult<HashMap<String, KnownFile>> {
-    // id, path, status, source size, output size, mtime
-    type Row = (i32, String, stored::JobStatus, i64, Option<i64>, Option<i64>);
+    // id, path, status, source size, output size, mtime, target codec, inode
+    type Row = (i32, String, stored::JobStatus, i64, Option<i64>, Option<i64>, String, Option<i64>);
     let rows: Vec<Row> = Entity::find()
         .select_only()
         .columns([
@@ -457,6 +495,8 @@ pub async fn known_files(db: &impl ConnectionTrait, library_id: i32) -> RepoResu
             Column::SourceSize,
             Column::OutputSize,
             Column::SourceMtimeNs,
+            Column::TargetCodec,
+            Column::SourceInode,
         ])
         .filter(Column::LibraryId.eq(library_id))
         .into_tuple()
@@ -464,13 +504,13 @@ pub async fn known_files(db: &impl ConnectionTrait, library_id: i32) -> RepoResu
         .await?;
     Ok(rows
         .into_iter()
-        .map(|(id, path, status, source_size, output_size, mtime_ns)| {
+        .map(|(id, path, status, source_size, output_size, mtime_ns, target_codec, inode)| {
             let status: JobStatus = status.into();
             let size = match output_size {
                 Some(output) if status == JobStatus::Completed => output,
                 _ => source_size,
             };
-            (path, KnownFile { id, status, size, mtime_ns })
+            (path, KnownFile { id, status, size, mtime_ns, target_codec, recorded_output: inode.zip(output_size) })
         })
         .collect())
 }

@@ -1,6 +1,8 @@
 //! Database access with sea-orm: every query and write lives here, nothing else in the
 //! crate builds SQL. Works on SQLite (embedded default) and PostgreSQL alike.
 
+pub mod api_keys;
+pub mod audit;
 pub mod enums;
 pub mod events;
 pub mod jobs;

@@ -28,25 +28,56 @@ pub async fn upsert(db: &impl ConnectionTrait, facts: NodeFacts) -> RepoResult<n
 }
 
 /// Writes a linked node's registration: onto the row `row` (which takes the node's name and
-/// identity), or a new row. Either way it is ONLINE and seen now.
+/// identity), or a new row. Either way it is ONLINE and seen now. `credential_hash`: the
+/// hash of the credential an enrollment gave it (replacing any earlier one).
 pub async fn register_linked(
     db: &impl ConnectionTrait,
     row: Option<i32>,
     facts: NodeFacts,
     identity: &str,
+    credential_hash: Option<&str>,
 ) -> RepoResult<node::Model> {
     let existing = match row {
         Some(id) => Some(get(db, id).await?),
         None => None,
     };
-    save_facts(db, existing, facts, Some(identity)).await
+    save_facts(db, existing, facts, Some((identity, credential_hash))).await
+}
+
+/// Revokes a linked node: its credential is refused from now on, and it is OFFLINE. False
+/// when there is no such linked node.
+pub async fn revoke(db: &impl ConnectionTrait, id: i32) -> RepoResult<bool> {
+    let result = Entity::update_many()
+        .set(ActiveModel {
+            revoked: Set(true),
+            status: Set(NodeStatus::Offline.into()),
+            status_reason: Set(Some("revoked by an administrator".into())),
+            updated_at: Set(now()),
+            ..Default::default()
+        })
+        .filter(Column::Id.eq(id))
+        .filter(Column::Role.eq(entities::sea_orm_active_enums::NodeRole::from(NodeRole::Linked)))
+        .exec(db)
+        .await?;
+    Ok(result.rows_affected == 1)
+}
+
+/// Removes a linked node's row (its jobs keep the node's name in their history). False when
+/// there is no such linked node.
+pub async fn remove(db: &impl ConnectionTrait, id: i32) -> RepoResult<bool> {
+    let result = Entity::delete_many()
+        .filter(Column::Id.eq(id))
+        .filter(Column::Role.eq(entities::sea_orm_active_enums::NodeRole::from(NodeRole::Linked)))
+        .exec(db)
+        .await?;
+    Ok(result.rows_affected == 1)
 }
 
 async fn save_facts(
     db: &impl ConnectionTrait,
     existing: Option<node::Model>,
     facts: NodeFacts,
-    identity: Option<&str>,
+    identity: Option<(&str, Option<&str>)>,
 ) -> RepoResult<node::Model> {
     let at = now();
     let mut model = match existing {
@@ -61,8 +92,11 @@ async fn save_facts(
         },
     };
     model.name = Set(facts.name.clone());
-    if let Some(identity) = identity {
+    if let Some((identity, credential_hash)) = identity {
         model.identity = Set(Some(identity.to_string()));
+        if let Some(hash) = credential_hash {
+            model.credential_hash = Set(Some(hash.to_string()));
+        }
     }
     model.role = Set(facts.role.into());
     model.address = Set(facts.address);
@@ -100,7 +134,12 @@ pub async fn set_status(
     status: NodeStatus,
     reason: Option<String>,
 ) -> RepoResult<node::Model> {
-    let mut model: ActiveModel = get(db, id).await?.into();
+    let found = get(db, id).await?;
+    if found.revoked {
+        // A heartbeat that was on its way when the node was revoked does not bring it back.
+        return Ok(found);
+    }
+    let mut model: ActiveModel = found.into();
     model.status = Set(status.into());
     model.status_reason = Set(reason);
     model.updated_at = Set(now());

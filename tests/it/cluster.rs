@@ -67,6 +67,7 @@ async fn call(method: &str, url: &str, token: Option<&str>, body: Option<Value>)
     let client = awc::Client::default();
     let mut req = match method {
         "POST" => client.post(url),
+        "DELETE" => client.delete(url),
         _ => client.get(url),
     };
     if let Some(t) = token {
@@ -181,9 +182,49 @@ async fn main_and_two_linked_nodes_share_six_jobs_and_forward_the_api() {
     let (status, _) = call("GET", &format!("{}/api/nodes", w2.ui), None, None).await;
     assert_eq!(status, 401, "the token rule holds through a linked node");
 
+    // The live feed through a linked node: the main node's messages, relayed; its token
+    // rule too.
+    let refused = awc::Client::new().ws(format!("{}/ws", w2.api)).connect().await;
+    assert!(
+        matches!(refused, Err(awc::error::WsClientError::InvalidResponseStatus(s)) if s.as_u16() == 401),
+        "{:?}",
+        refused.map(|(response, _)| response.status())
+    );
+    let (response, mut feed) = awc::Client::new().ws(format!("{}/ws?token={token}", w1.ui)).connect().await.unwrap();
+    assert_eq!(response.status().as_u16(), 101);
+    let seen: std::rc::Rc<std::cell::RefCell<Vec<Value>>> = std::rc::Rc::default();
+    let collector = {
+        use futures_util::{SinkExt, StreamExt};
+        let seen = seen.clone();
+        actix_web::rt::spawn(async move {
+            while let Some(Ok(frame)) = feed.next().await {
+                match frame {
+                    awc::ws::Frame::Text(bytes) => seen.borrow_mut().push(serde_json::from_slice(&bytes).unwrap()),
+                    awc::ws::Frame::Ping(bytes) => {
+                        let _ = feed.send(awc::ws::Message::Pong(bytes)).await;
+                    }
+                    awc::ws::Frame::Close(_) => break,
+                    _ => {}
+                }
+            }
+        })
+    };
+
     add_library(&main, &token, &media).await;
     let done = wait_all_done(&main, &token, 6, 240).await;
     assert!(done.iter().all(|j| j["status"] == "COMPLETED"), "{done:#?}");
+    let completed = |seen: &[Value]| -> HashSet<i64> {
+        seen.iter()
+            .filter(|m| m["type"] == "status" && m["status"] == "COMPLETED")
+            .filter_map(|m| m["jobId"].as_i64())
+            .collect()
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while completed(&seen.borrow()).len() < 6 {
+        assert!(Instant::now() < deadline, "through w1's feed: {:#?}", seen.borrow());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    collector.abort();
     let used: HashSet<&str> = done.iter().map(|j| j["node"].as_str().expect("each job names its node")).collect();
     assert!(used.len() >= 2, "all jobs ran on {used:?}");
     for job in &done {
@@ -434,4 +475,127 @@ async fn a_linked_node_restarted_with_its_data_dir_keeps_its_identity() {
     assert_eq!((&rows[0]["id"], &rows[0]["identity"]), (&first["id"], &first["identity"]), "{list:#?}");
     assert_eq!(identity_in(&data).as_deref(), first["identity"].as_str());
     assert!(up(&list, "w1"), "{list:#?}");
+}
+
+fn credential_in(data: &Path) -> Option<String> {
+    std::fs::read_to_string(data.join("node-credential")).ok().map(|s| s.trim().to_string())
+}
+
+async fn wait_for_file(path: &Path, limit: u64) {
+    let deadline = Instant::now() + Duration::from_secs(limit);
+    while !path.exists() {
+        assert!(Instant::now() < deadline, "no {}", path.display());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// CLUSTER_TOKEN only enrolls: the node gets a credential of its own (the main node keeps
+/// its hash only, the API never shows it), links with it after a restart without the token,
+/// and the token cannot take its identity over. Revoked mid-encode, its link closes at
+/// once, its job goes back to the queue and completes on another node, and its credential
+/// is refused from then on; removed, its row is gone.
+#[actix_web::test]
+async fn a_node_links_with_its_own_credential_and_a_revoked_node_is_refused_and_its_job_requeued() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let media = dir.path().join("media");
+    std::fs::create_dir_all(&media).unwrap();
+    let source = clips::h264(&media, "movie.mkv", "320x240", 8);
+    let license = pro_key();
+    // The main node only coordinates: the job must run on a linked node.
+    let main = main_node(&dir.path().join("main"), 0, Some(&license));
+    let token = login(&main).await;
+    let mut first = linked(dir.path(), &main, "w1", 60);
+    let data = dir.path().join("w1");
+    wait_for_file(&data.join("node-credential"), 30).await;
+    wait_for_file(&data.join("node-id"), 30).await;
+    let (credential, identity) = (credential_in(&data).unwrap(), identity_in(&data).unwrap());
+    assert!(credential.len() >= 32, "{credential}");
+    let mode = std::fs::metadata(data.join("node-credential")).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "{mode:o}");
+    // The main node keeps its hash, never the credential itself.
+    let mut stored = Vec::new();
+    for file in ["condense.db", "condense.db-wal"] {
+        stored.extend(std::fs::read(dir.path().join("main").join(file)).unwrap_or_default());
+    }
+    let stored = String::from_utf8_lossy(&stored);
+    assert!(stored.contains(&condense::security::hash_secret(&credential)), "the credential's hash is not stored");
+    assert!(!stored.contains(&credential), "the credential is stored in the clear");
+    let list = wait_until(&main, &token, "w1 up", 30, |l| up(l, "w1")).await;
+    let row = list.iter().find(|n| n["name"] == "w1").unwrap().clone();
+    assert_eq!((&row["hasCredential"], &row["revoked"]), (&json!(true), &json!(false)), "{row:#}");
+    assert!(!serde_json::to_string(&list).unwrap().contains(&credential), "the API shows the credential");
+    let node_id = row["id"].as_i64().unwrap();
+
+    // Restarted without CLUSTER_TOKEN: it links with its credential, as the same node.
+    assert!(first.signal_and_wait(libc::SIGTERM).success());
+    let mut cmd = linked_command(command(&data), &data, &main, "w1", 60);
+    cmd.env_remove("CLUSTER_TOKEN");
+    let again = ServerProcess::start(cmd);
+    let line = wait_for_line(&again, "registered with the main node", 60).await;
+    assert!(line.contains("enrolled=false"), "{line}");
+    wait_until(&main, &token, "w1 up again", 30, |l| up(l, "w1")).await;
+    assert_eq!(credential_in(&data).as_deref(), Some(credential.as_str()));
+
+    // CLUSTER_TOKEN with w1's identity but not its credential: refused, w1 stays linked.
+    let thief = dir.path().join("thief");
+    std::fs::create_dir_all(&thief).unwrap();
+    std::fs::write(thief.join("node-id"), format!("{identity}\n")).unwrap();
+    let impostor = ServerProcess::start(linked_command(command(&thief), &thief, &main, "w9", 0));
+    let refusal = wait_for_line(&impostor, "refused", 30).await;
+    assert!(refusal.contains("credential of its own"), "{refusal}");
+    drop(impostor);
+    // A wrong credential is refused before the upgrade.
+    let forged = awc::Client::new()
+        .ws(format!("{}/cluster/link", main.api))
+        .bearer_auth(format!("{identity}.{}", "x".repeat(48)))
+        .connect()
+        .await;
+    assert!(
+        matches!(forged, Err(awc::error::WsClientError::InvalidResponseStatus(status)) if status.as_u16() == 401),
+        "{:?}",
+        forged.map(|(response, _)| response.status())
+    );
+
+    // Revoked while it encodes.
+    add_library(&main, &token, &media).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let job_id = loop {
+        let all = jobs(&main, &token).await;
+        if let Some(job) = all.first().filter(|j| j["status"] == "ENCODING" && j["node"] == "w1") {
+            break job["id"].as_i64().unwrap();
+        }
+        assert!(Instant::now() < deadline, "the encode never got going on w1: {all:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let _second = linked(dir.path(), &main, "w2", 0);
+    wait_until(&main, &token, "w2 up", 30, |l| up(l, "w2")).await;
+    let (status, body) = call("POST", &format!("{}/nodes/{node_id}/revoke", main.api), Some(&token), None).await;
+    assert_eq!((status, &body["requeued"]), (200, &json!(1)), "{body}");
+    let list = nodes(&main, &token).await;
+    let row = list.iter().find(|n| n["name"] == "w1").unwrap();
+    assert_eq!((&row["status"], &row["revoked"]), (&json!("OFFLINE"), &json!(true)), "at once: {row:#}");
+    wait_for_line(&again, "link to the main node lost", 10).await;
+    wait_for_line(&again, "it was revoked", 30).await;
+
+    let done = wait_all_done(&main, &token, 1, 120).await;
+    assert_eq!((&done[0]["status"], &done[0]["node"]), (&json!("COMPLETED"), &json!("w2")), "{:#}", done[0]);
+    let (_, detail) = call("GET", &format!("{}/jobs/{job_id}", main.api), Some(&token), None).await;
+    let kinds: Vec<&str> = detail["events"].as_array().unwrap().iter().map(|e| e["kind"].as_str().unwrap()).collect();
+    assert!(kinds.contains(&"orphaned"), "{kinds:?}");
+    let info = condense::media::probe::probe(&source).unwrap();
+    assert_eq!(info.video().unwrap().codec, "hevc");
+    // Still refused: it never came back.
+    let list = nodes(&main, &token).await;
+    assert_eq!(status_of(&list, "w1"), Some("OFFLINE"), "{list:#?}");
+    assert!(again.output().iter().filter(|l| l.contains("registered with the main node")).count() == 1);
+
+    // Removed: the row is gone (the node, refused, is not linked).
+    let (status, body) = call("DELETE", &format!("{}/nodes/{node_id}", main.api), Some(&token), None).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(status_of(&nodes(&main, &token).await, "w1"), None);
+    // The main node cannot be removed.
+    let main_id = nodes(&main, &token).await.iter().find(|n| n["role"] == "main").unwrap()["id"].clone();
+    let (status, body) = call("DELETE", &format!("{}/nodes/{main_id}", main.api), Some(&token), None).await;
+    assert_eq!(status, 409, "{body}");
 }

@@ -258,6 +258,325 @@ async fn a_role_change_revokes_the_users_tokens_and_an_admin_always_remains() {
     server.finish().await;
 }
 
+/// Every change made through the API is in the audit log with who, when, which route and
+/// how it was answered, refusals included; reads are not; only administrators read it, and
+/// it never holds a request's body (a password).
+async fn changes_are_audited_and_only_administrators_read_the_log(server: &TestServer) {
+    let admin = server.login().await;
+    let operator = user_with_role(server, &admin, UserRole::Operator).await;
+    let viewer = user_with_role(server, &admin, UserRole::Viewer).await;
+    let started = Utc::now() - Duration::seconds(1);
+    let secret = "a brand new secret phrase";
+    let mut done = Vec::new();
+    let (status, _) = server.post("/queue/pause-all", Some(&operator), &json!({})).await;
+    assert_eq!(status, 200);
+    done.push(("a-operator", "operator", "POST", "/queue/pause-all", "/queue/pause-all".to_string(), status));
+    let (status, _) = server.post("/api/queue/resume-all", Some(&viewer), &json!({})).await;
+    assert_eq!(status, 403);
+    done.push(("a-viewer", "viewer", "POST", "/queue/resume-all", "/api/queue/resume-all".to_string(), status));
+    // Reads are not changes: none of these is written down.
+    for path in ["/queue/stats", "/jobs", "/users"] {
+        let (status, _) = server.get(path, Some(&admin)).await;
+        assert_eq!(status, 200, "{path}");
+    }
+    let (status, body) = server.put("/users/a-viewer/password", Some(&admin), &json!({"password": secret})).await;
+    assert_eq!(status, 204, "{body}");
+    done.push(("admin", "admin", "PUT", "/users/{username}/password", "/users/a-viewer/password".to_string(), status));
+    let (status, _) = server.post("/jobs/999999/cancel", Some(&operator), &json!({})).await;
+    assert!(status >= 400, "{status}");
+    done.push(("a-operator", "operator", "POST", "/jobs/{id}/cancel", "/jobs/999999/cancel".to_string(), status));
+
+    let (status, log) = server.get("/audit", Some(&admin)).await;
+    assert_eq!(status, 200, "{log}");
+    // The two users the admin created come first in time, then what was done above.
+    assert_eq!(log["total"], 6, "{log}");
+    let items = log["items"].as_array().unwrap();
+    let seen: Vec<(String, String, String, String, String, u16)> = items
+        .iter()
+        .map(|e| {
+            let text = |name: &str| e[name].as_str().unwrap().to_string();
+            (
+                text("username"),
+                text("role"),
+                text("method"),
+                text("route"),
+                text("path"),
+                e["status"].as_u64().unwrap() as u16,
+            )
+        })
+        .collect();
+    let expected: Vec<(String, String, String, String, String, u16)> = done
+        .iter()
+        .rev()
+        .map(|(user, role, method, route, path, status)| {
+            (user.to_string(), role.to_string(), method.to_string(), route.to_string(), path.clone(), *status)
+        })
+        .collect();
+    assert_eq!(seen[..4], expected[..], "newest first");
+    for (entry, user) in items[4..].iter().zip(["a-viewer", "a-operator"]) {
+        assert_eq!(
+            (entry["username"].as_str(), entry["route"].as_str(), entry["status"].as_u64()),
+            (Some("admin"), Some("/users"), Some(201)),
+            "creating {user}: {entry}"
+        );
+    }
+    for entry in &items[..4] {
+        let at: DateTime<Utc> = entry["at"].as_str().unwrap().parse().unwrap();
+        assert!(at >= started && at <= Utc::now(), "{entry}");
+    }
+    assert!(!log.to_string().contains(secret), "a request body reached the log: {log}");
+
+    // One user's entries, and pages.
+    let (status, mine) = server.get("/audit?user=a-operator", Some(&admin)).await;
+    assert_eq!((status, mine["total"].as_u64()), (200, Some(2)), "{mine}");
+    let (status, second) = server.get("/audit?page=2&pageSize=1", Some(&admin)).await;
+    assert_eq!(status, 200, "{second}");
+    assert_eq!(second["items"][0]["route"], "/users/{username}/password", "{second}");
+    let (status, body) = server.get("/audit?page=0", Some(&admin)).await;
+    assert_eq!((status, code(&body)), (400, "invalid_query"), "{body}");
+    // Only administrators read it.
+    let (status, body) = server.get("/api/audit", Some(&operator)).await;
+    assert_eq!((status, code(&body)), (403, "forbidden"), "{body}");
+    let (_, after) = server.get("/audit", Some(&admin)).await;
+    assert_eq!(after["total"], 6, "reading the log is not a change: {after}");
+}
+
+api_test_on_both_databases!(changes_are_audited_and_only_administrators_read_the_log);
+
+/// A request with the key in `X-Api-Key`, as the *arr applications send it.
+async fn with_key_header(server: &TestServer, method: Method, path: &str, key: &str) -> (u16, Value) {
+    let mut response = awc::Client::default()
+        .request(method, server.url(path))
+        .insert_header(("X-Api-Key", key))
+        .insert_header(("Content-Type", "application/json"))
+        .send_body("{}")
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let bytes = response.body().await.unwrap();
+    (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+}
+
+/// API keys are shown once and kept as their hash, work in `X-Api-Key` and as the bearer
+/// token, act as their user (a read-only key as a viewer), cannot become sessions or make
+/// keys, stop at once when revoked, and go with their user.
+async fn api_keys_act_as_their_user_and_stop_at_once_when_revoked(server: &TestServer) {
+    let admin = server.login().await;
+    let (status, full) = server.post("/api-keys", Some(&admin), &json!({"name": "sonarr"})).await;
+    assert_eq!(status, 201, "{full}");
+    let full_key = full["key"].as_str().unwrap().to_string();
+    assert!(full_key.starts_with("ck_") && full_key.len() >= 40, "{full_key}");
+    assert_eq!(
+        (&full["readOnly"], full["prefix"].as_str().map(|p| full_key.starts_with(p))),
+        (&json!(false), Some(true))
+    );
+    let (status, read_only) =
+        server.post("/api-keys", Some(&admin), &json!({"name": "grafana", "readOnly": true})).await;
+    assert_eq!(status, 201, "{read_only}");
+    let read_only_key = read_only["key"].as_str().unwrap().to_string();
+    let (status, body) = server.post("/api-keys", Some(&admin), &json!({"name": "  "})).await;
+    assert_eq!((status, code(&body)), (422, "validation_failed"), "{body}");
+
+    // Listed without the keys; stored as their hashes only.
+    let (status, list) = server.get("/api-keys", Some(&admin)).await;
+    assert_eq!(status, 200, "{list}");
+    let names: Vec<(&str, bool, &str)> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| (k["name"].as_str().unwrap(), k["readOnly"].as_bool().unwrap(), k["username"].as_str().unwrap()))
+        .collect();
+    assert_eq!(names, [("sonarr", false, ADMIN), ("grafana", true, ADMIN)]);
+    assert!(list[0]["lastUsedAt"].is_null(), "{list}");
+    assert!(!list.to_string().contains(&full_key) && !list.to_string().contains(&read_only_key), "{list}");
+    for (key, _) in repo::api_keys::list(server.db()).await.unwrap() {
+        assert!(key.key_hash != full_key && key.key_hash != read_only_key && key.key_hash.len() == 64, "{key:?}");
+    }
+
+    // The full key acts as its administrator, in either place.
+    assert_eq!(server.post("/queue/pause-all", Some(&full_key), &json!({})).await.0, 200);
+    assert_eq!(with_key_header(server, Method::POST, "/api/queue/resume-all", &full_key).await.0, 200);
+    assert_eq!(server.get("/settings", Some(&full_key)).await.0, 200);
+    // The read-only key reads as a viewer and changes nothing.
+    assert_eq!(with_key_header(server, Method::GET, "/jobs", &read_only_key).await.0, 200);
+    let (status, body) = with_key_header(server, Method::POST, "/queue/pause-all", &read_only_key).await;
+    assert_eq!((status, code(&body)), (403, "forbidden"), "{body}");
+    assert_eq!(server.get("/settings", Some(&read_only_key)).await.0, 403);
+    let (_, list) = server.get("/api-keys", Some(&admin)).await;
+    assert!(list[0]["lastUsedAt"].is_string() && list[1]["lastUsedAt"].is_string(), "{list}");
+
+    // A key is not a session, and makes no keys.
+    for path in ["/auth/refresh", "/auth/logout", "/api-keys"] {
+        let (status, body) = server.post(path, Some(&full_key), &json!({"name": "child"})).await;
+        assert_eq!(status, 403, "{path}: {body}");
+    }
+    for garbage in ["ck_not-a-key-at-all", "not-a-key"] {
+        let (status, body) = with_key_header(server, Method::GET, "/jobs", garbage).await;
+        assert_eq!((status, code(&body)), (401, "unauthorized"), "{garbage}: {body}");
+    }
+    // Its changes are audited as its user.
+    let (_, log) = server.get("/audit?pageSize=3", Some(&admin)).await;
+    assert_eq!(
+        (&log["items"][0]["username"], &log["items"][0]["route"]),
+        (&json!(ADMIN), &json!("/api-keys")),
+        "{log}"
+    );
+
+    // Revoked: refused from the next request on.
+    let id = full["id"].as_i64().unwrap();
+    assert_eq!(server.delete(&format!("/api-keys/{id}"), Some(&admin)).await.0, 204);
+    let (status, body) = server.post("/queue/pause-all", Some(&full_key), &json!({})).await;
+    assert_eq!((status, code(&body)), (401, "unauthorized"), "{body}");
+    assert!(message(&body).contains("revoked"), "{body}");
+    assert_eq!(server.delete(&format!("/api-keys/{id}"), Some(&admin)).await.0, 404);
+
+    // A deleted user's keys go with it.
+    let (status, _) = server
+        .post(
+            "/users",
+            Some(&admin),
+            &json!({"username": "keeper", "password": "keeper's long password", "role": "admin"}),
+        )
+        .await;
+    assert_eq!(status, 201);
+    let (_, body) = server.login_as("keeper", "keeper's long password").await;
+    let keeper = body["token"].as_str().unwrap().to_string();
+    let (status, made) = server.post("/api-keys", Some(&keeper), &json!({"name": "keeper's"})).await;
+    assert_eq!(status, 201, "{made}");
+    let keeper_key = made["key"].as_str().unwrap().to_string();
+    assert_eq!(server.get("/jobs", Some(&keeper_key)).await.0, 200);
+    assert_eq!(server.delete("/users/keeper", Some(&admin)).await.0, 204);
+    assert_eq!(server.get("/jobs", Some(&keeper_key)).await.0, 401);
+    let (_, list) = server.get("/api-keys", Some(&admin)).await;
+    assert_eq!(list.as_array().unwrap().len(), 1, "{list}");
+}
+
+api_test_on_both_databases!(api_keys_act_as_their_user_and_stop_at_once_when_revoked);
+
+/// Anyone signed in changes their own password by giving the current one: every older token
+/// of theirs is refused, the new password logs in; a wrong current password changes nothing.
+/// `/auth/me` names the caller and the role it acts with.
+#[actix_web::test]
+async fn users_change_their_own_password_and_see_who_they_are() {
+    let server = TestServer::sqlite().await;
+    let admin = server.login().await;
+    let viewer = user_with_role(&server, &admin, UserRole::Viewer).await;
+    let (status, me) = server.get("/auth/me", Some(&viewer)).await;
+    assert_eq!((status, me), (200, json!({"username": "a-viewer", "role": "viewer", "apiKey": false})));
+    let change = |current: &str, new: &str| json!({"currentPassword": current, "newPassword": new});
+    let (status, body) =
+        server.put("/auth/password", Some(&viewer), &change("not it", "a new and long passphrase")).await;
+    assert_eq!((status, code(&body)), (403, "forbidden"), "{body}");
+    assert_eq!(server.get("/auth/me", Some(&viewer)).await.0, 200, "a refused change revoked nothing");
+    let (status, body) = server.put("/auth/password", Some(&viewer), &change("the password of a role", "short")).await;
+    assert_eq!((status, code(&body)), (422, "validation_failed"), "{body}");
+    let (status, body) = server
+        .put("/auth/password", Some(&viewer), &change("the password of a role", "a new and long passphrase"))
+        .await;
+    assert_eq!(status, 204, "{body}");
+    let (status, body) = server.get("/auth/me", Some(&viewer)).await;
+    assert_eq!(status, 401, "the old token still works: {body}");
+    assert_eq!(server.login_as("a-viewer", "the password of a role").await.0, 401);
+    assert_eq!(server.login_as("a-viewer", "a new and long passphrase").await.0, 200);
+    server.finish().await;
+}
+
+/// A Sonarr import, as Sonarr sends it with the key in the URL, makes the file a job at once,
+/// after the path mapping, ahead of the older QUEUED jobs; the connection test answers 200;
+/// a file in no library is refused with the reason; only an operator's key is taken, and
+/// never a login token in the URL. A user raises or lowers a job the same way.
+#[actix_web::test]
+async fn an_arr_import_is_queued_ahead_of_the_backlog() {
+    let server = TestServer::sqlite().await;
+    let admin = server.login().await;
+    let (_dir, paths) = media_dirs(&["tv"]);
+    let show = std::path::Path::new(&paths[0]).join("Show");
+    std::fs::create_dir_all(&show).unwrap();
+    for name in ["e1.mkv", "e2.mkv", "e3.mkv"] {
+        std::fs::write(show.join(name), b"not looked at before an encode").unwrap();
+    }
+    let (status, library) = server
+        .post(
+            "/libraries",
+            Some(&admin),
+            &json!({"name": "TV", "paths": [paths[0]], "encoder": "libx265", "quality": 28, "watch": false}),
+        )
+        .await;
+    assert_eq!(status, 201, "{library}");
+    let (status, report) = server.post(&format!("/libraries/{}/scan", library["id"]), Some(&admin), &json!({})).await;
+    assert_eq!(status, 200, "{report}");
+    let backlog = repo::jobs::queued_next(server.db(), 10).await.unwrap();
+    assert_eq!(backlog.len(), 3, "{backlog:?}");
+    std::fs::write(show.join("e9.mkv"), b"imported just now").unwrap();
+
+    let (status, mappings) = server
+        .put("/settings/arr", Some(&admin), &json!({"pathMappings": [{"from": "/data/tv", "to": paths[0]}]}))
+        .await;
+    assert_eq!(status, 200, "{mappings}");
+    let (_, key) = server.post("/api-keys", Some(&admin), &json!({"name": "sonarr"})).await;
+    let key = key["key"].as_str().unwrap().to_string();
+    let sonarr = |event: &str, path: &str| {
+        json!({
+            "eventType": event,
+            "instanceName": "Sonarr",
+            "series": {"id": 1, "title": "Show", "path": "/data/tv/Show", "tvdbId": 1},
+            "episodes": [{"id": 9, "episodeNumber": 9, "seasonNumber": 1, "title": "Nine"}],
+            "episodeFile": {"id": 9, "relativePath": "e9.mkv", "path": path},
+            "isUpgrade": false
+        })
+    };
+    let hook = |query: String, body: Value| {
+        let server = &server;
+        async move { server.post(&format!("/integrations/arr{query}"), None, &body).await }
+    };
+    let (status, answer) = hook(format!("?apikey={key}"), sonarr("Test", "")).await;
+    assert_eq!((status, &answer["outcome"]), (200, &json!("test")), "{answer}");
+    let (status, answer) = hook(format!("?apikey={key}"), sonarr("Download", "/data/tv/Show/e9.mkv")).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["outcome"], "queued", "{answer}");
+    let local = show.join("e9.mkv").display().to_string();
+    assert_eq!(answer["path"], local.as_str(), "{answer}");
+    assert_eq!(answer["job"]["priority"], 5, "{answer}");
+    // Next in line, ahead of the three queued before it.
+    let order: Vec<String> =
+        repo::jobs::queued_next(server.db(), 10).await.unwrap().into_iter().map(|job| job.file_name).collect();
+    let before: Vec<String> = backlog.iter().map(|job| job.file_name.clone()).collect();
+    assert_eq!(order[0], "e9.mkv");
+    assert_eq!(order[1..], before[..], "the backlog keeps its order behind it");
+    // A user lowers it back, and raises another.
+    let id = answer["job"]["id"].as_i64().unwrap();
+    let (status, lowered) = server.post(&format!("/jobs/{id}/priority"), Some(&admin), &json!({"priority": -1})).await;
+    assert_eq!((status, &lowered["priority"]), (200, &json!(-1)), "{lowered}");
+    let e3 = backlog.iter().find(|job| job.file_name == "e3.mkv").unwrap().id;
+    assert_eq!(server.post(&format!("/jobs/{e3}/priority"), Some(&admin), &json!({"priority": 10})).await.0, 200);
+    let order: Vec<String> =
+        repo::jobs::queued_next(server.db(), 10).await.unwrap().into_iter().map(|job| job.file_name).collect();
+    let mut expected = vec!["e3.mkv".to_string()];
+    expected.extend(before.iter().filter(|name| *name != "e3.mkv").cloned());
+    expected.push("e9.mkv".to_string());
+    assert_eq!(order, expected);
+    let (status, body) = server.post(&format!("/jobs/{id}/priority"), Some(&admin), &json!({"priority": 11})).await;
+    assert_eq!((status, code(&body)), (422, "validation_failed"), "{body}");
+
+    // Refusals: a file in no library, an event naming no file.
+    let (status, body) = hook(format!("?apikey={key}"), sonarr("Download", "/elsewhere/x.mkv")).await;
+    assert_eq!((status, code(&body)), (422, "validation_failed"), "{body}");
+    assert!(message(&body).contains("none of the libraries"), "{body}");
+    let (status, body) = hook(format!("?apikey={key}"), json!({"eventType": "Download"})).await;
+    assert_eq!(status, 422, "{body}");
+    let (status, answer) = hook(format!("?apikey={key}"), sonarr("Grab", "")).await;
+    assert_eq!((status, &answer["outcome"]), (200, &json!("ignored")), "{answer}");
+    // Who may call it: an operator's key; never a login token in the URL, nor a viewer's key.
+    assert_eq!(hook(format!("?apikey={admin}"), sonarr("Test", "")).await.0, 401);
+    assert_eq!(hook(String::new(), sonarr("Test", "")).await.0, 401);
+    let (_, read_only) = server.post("/api-keys", Some(&admin), &json!({"name": "ro", "readOnly": true})).await;
+    let read_only = read_only["key"].as_str().unwrap();
+    assert_eq!(hook(format!("?apikey={read_only}"), sonarr("Test", "")).await.0, 403);
+    // The query key is for the integrations only.
+    assert_eq!(server.get(&format!("/jobs?apikey={key}"), None).await.0, 401);
+    server.finish().await;
+}
+
 /// Query strings end up in proxies' and servers' logs: a token there is read on the
 /// WebSocket routes only (tests/it/actions.rs connects to each with one).
 #[actix_web::test]
@@ -529,6 +848,7 @@ fn takes_body(path: &str) -> bool {
         && !path.starts_with("/jobs/{id}/")
         && !path.starts_with("/queue/")
         && !path.ends_with("/scan")
+        && !path.ends_with("/revoke")
 }
 
 #[actix_web::test]
@@ -839,7 +1159,9 @@ async fn settings_round_trip(server: &TestServer) {
     let token = Some(token.as_str());
     let (status, settings) = server.get("/settings", token).await;
     assert_eq!(status, 200);
-    assert_eq!(settings, json!({"jobTimeoutHours": 24, "keepOriginals": false, "clusterToken": CLUSTER_TOKEN}));
+    // The cluster token is never served: only whether nodes can enroll.
+    assert_eq!(settings, json!({"jobTimeoutHours": 24, "keepOriginals": false, "enrollmentOpen": true}));
+    assert!(!settings.to_string().contains(CLUSTER_TOKEN));
 
     let (status, settings) = server.put("/settings", token, &json!({"jobTimeoutHours": 48})).await;
     assert_eq!(status, 200, "{settings}");
@@ -1074,6 +1396,8 @@ async fn nodes_are_listed_with_load_and_overload(server: &TestServer) {
             "overloaded",
             "lastSeenAt",
             "identity",
+            "hasCredential",
+            "revoked",
         ];
         expected.sort();
         assert_eq!(keys, expected);
@@ -1177,7 +1501,7 @@ api_test_on_both_databases!(encoders_are_served_with_their_defaults_and_the_node
 
 // ---------------------------------------------------------------- jobs
 
-const JOB_FIELDS: [&str; 24] = [
+const JOB_FIELDS: [&str; 25] = [
     "id",
     "fileName",
     "filePath",
@@ -1202,6 +1526,7 @@ const JOB_FIELDS: [&str; 24] = [
     "completedAt",
     "updatedAt",
     "actions",
+    "priority",
 ];
 
 async fn insert_job(server: &TestServer, library_id: Option<i32>, name: &str, status: JobStatus, size: i64) -> i32 {
@@ -1413,7 +1738,7 @@ async fn openapi_documents_every_registered_route() {
         let mut documented = 0;
         for (path, item) in doc["paths"].as_object().unwrap() {
             documented += item.as_object().unwrap().keys().filter(|k| *k != "parameters").count();
-            assert!(!path.starts_with("/api"), "{path}: paths are listed unprefixed");
+            assert!(path != "/api" && !path.starts_with("/api/"), "{path}: paths are listed unprefixed");
         }
         let registered = endpoints();
         assert_eq!(documented, registered.len());
@@ -1448,7 +1773,7 @@ async fn openapi_documents_every_registered_route() {
 // ---------------------------------------------------------------- `condense serve` wiring
 
 #[actix_web::test]
-async fn serve_installs_license_key_and_exposes_cluster_token() {
+async fn serve_installs_license_key_and_never_serves_the_cluster_token() {
     use crate::common::server::{command, ServerProcess};
     let dir = tempfile::tempdir().unwrap();
     let (private_key, public_key) = condense::license::generate_keypair();
@@ -1474,7 +1799,9 @@ async fn serve_installs_license_key_and_exposes_cluster_token() {
     let mut server = ServerProcess::start(cmd);
     let token = login(server.api.clone()).await;
     assert_eq!(get(format!("{}/license", server.api), token.clone()).await["tier"], "FREE");
-    assert_eq!(get(format!("{}/settings", server.api), token).await["clusterToken"], CLUSTER_TOKEN);
+    let settings = get(format!("{}/settings", server.api), token).await;
+    assert_eq!(settings["enrollmentOpen"], true, "{settings}");
+    assert!(!settings.to_string().contains(CLUSTER_TOKEN), "{settings}");
     assert!(server.signal_and_wait(libc::SIGTERM).success());
     assert!(server.output().iter().any(|l| l.contains("LICENSE_KEY does not verify")), "{:#?}", server.output());
 
@@ -1486,6 +1813,6 @@ async fn serve_installs_license_key_and_exposes_cluster_token() {
     let token = login(server.api.clone()).await;
     let license = get(format!("{}/license", server.api), token.clone()).await;
     assert_eq!((&license["tier"], &license["effectiveTier"]), (&json!("PRO"), &json!("PRO")), "{license}");
-    assert_eq!(get(format!("{}/settings", server.api), token).await["clusterToken"], Value::Null);
+    assert_eq!(get(format!("{}/settings", server.api), token).await["enrollmentOpen"], false);
     assert!(server.signal_and_wait(libc::SIGTERM).success());
 }

@@ -133,6 +133,38 @@ async fn frontend_dir_overrides_the_built_in_dashboard() {
     assert_eq!(status, 200);
 }
 
+/// Both listeners send a Content-Security-Policy and the frame and content-type
+/// protections: the dashboard's policy allows only its own origin, the API's nothing. The
+/// browser tests (frontend/e2e) fail on any violation the dashboard causes under it.
+#[actix_web::test]
+async fn both_listeners_send_the_security_headers() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = ServerProcess::start(command(&dir.path().join("data")));
+    let headers_of = |url: String| async move {
+        let response = awc::Client::default().get(&url).send().await.unwrap();
+        let header = |name: &str| {
+            response.headers().get(name).map(|v| v.to_str().unwrap().to_string()).unwrap_or_else(|| {
+                panic!("{url} has no {name} header");
+            })
+        };
+        (header("content-security-policy"), header("x-frame-options"), header("x-content-type-options"))
+    };
+    for url in [format!("{}/", server.ui), format!("{}/jobs/42", server.ui), format!("{}/api/healthz", server.ui)] {
+        let (policy, frames, sniffing) = headers_of(url.clone()).await;
+        assert_eq!(policy, condense::http::headers::DASHBOARD_POLICY, "{url}");
+        assert!(policy.contains("script-src 'self';") && policy.contains("frame-ancestors 'none'"), "{policy}");
+        assert!(!policy.contains("unsafe-inline") && !policy.contains("unsafe-eval"), "{policy}");
+        assert_eq!((frames.as_str(), sniffing.as_str()), ("DENY", "nosniff"), "{url}");
+    }
+    for url in
+        [format!("{}/healthz", server.api), format!("{}/api/jobs", server.api), format!("{}/nowhere", server.api)]
+    {
+        let (policy, frames, sniffing) = headers_of(url.clone()).await;
+        assert_eq!(policy, "default-src 'none'; frame-ancestors 'none'", "{url}");
+        assert_eq!((frames.as_str(), sniffing.as_str()), ("DENY", "nosniff"), "{url}");
+    }
+}
+
 #[test]
 fn bogus_role_exits_non_zero_naming_role() {
     let dir = tempfile::tempdir().unwrap();

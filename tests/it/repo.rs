@@ -390,3 +390,40 @@ both_backends!(a_value_that_names_nothing_stops_the_migration, |db: DatabaseConn
         sea_orm::ConnectionTrait::query_one(&db, sea_orm::Statement::from_string(backend, sql)).await.unwrap().unwrap();
     assert_eq!(row.try_get_by_index::<String>(0).unwrap(), "encoding");
 });
+
+// A replace cut short right after its swap, with a container change (c.avi -> c.mkv): the
+// row records the output it swapped in, the source is gone. A scan then (the one at start-up
+// after a crash) must neither drop the job nor take its output for a new file: the job's
+// next attempt completes it (the fault suite's kill of the main node found both, once in
+// many runs under load: the job's record lost, the output registered anew and SKIPPED).
+both_backends!(a_scan_after_a_cut_short_swap_keeps_the_job_and_its_output, |db: DatabaseConnection| async move {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let media = std::fs::canonicalize(dir.path()).unwrap();
+    let library = repo::libraries::create(
+        &db,
+        NewLibrary { paths: vec![media.display().to_string()], watch: false, ..library("swapped") },
+    )
+    .await
+    .unwrap();
+    let output = media.join("c.mkv");
+    std::fs::write(&output, vec![7u8; 1000]).unwrap();
+    let inode = i64::try_from(std::fs::metadata(&output).unwrap().ino()).unwrap();
+    let source = media.join("c.avi").display().to_string();
+    let job = repo::jobs::insert(
+        &db,
+        NewJob { source_inode: Some(inode), ..new_job(library.id, &source, JobStatus::Queued) },
+    )
+    .await
+    .unwrap();
+    repo::jobs::update_live(&db, job.id, JobChange { output_size: Some(1000), ..Default::default() }).await.unwrap();
+    // A user's own file next to it is new as ever.
+    std::fs::write(media.join("d.mkv"), vec![1u8; 10]).unwrap();
+
+    let (report, _) = condense::actors::library::scan(&db, library.id, std::time::Duration::ZERO).await.unwrap();
+    assert_eq!((report.queued, report.removed), (1, 0), "{report:?}");
+    assert_eq!(repo::jobs::get(&db, job.id).await.unwrap().file_path, source, "the job was dropped");
+    let output_job = repo::jobs::find_by_path(&db, &output.display().to_string()).await.unwrap();
+    assert!(output_job.is_none(), "the output was taken for a new file: {output_job:?}");
+    assert!(repo::jobs::find_by_path(&db, &media.join("d.mkv").display().to_string()).await.unwrap().is_some());
+});

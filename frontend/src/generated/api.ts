@@ -4,6 +4,58 @@
  */
 
 export interface paths {
+    "/api-keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** API keys */
+        get: operations["list_api_keys"];
+        put?: never;
+        /** Create an API key */
+        post: operations["create_api_key"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api-keys/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Revoke an API key */
+        delete: operations["delete_api_key"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/audit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The audit log, newest first */
+        get: operations["list_audit"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/auth/login": {
         parameters: {
             query?: never;
@@ -36,6 +88,43 @@ export interface paths {
         put?: never;
         /** POST /auth/logout: revokes every token of the caller, this one included. */
         post: operations["logout"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/auth/me": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** GET /auth/me: the caller's name and role. */
+        get: operations["me"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/auth/password": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * PUT /auth/password: the caller changes their own password, giving the current one. Every
+         *     token of theirs is revoked, this one included: the dashboard signs in again.
+         */
+        put: operations["change_password"];
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -179,6 +268,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/integrations/arr": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Sonarr and Radarr webhook
+         * @description In Sonarr or Radarr: Settings > Connect > + > Webhook, triggers "On Import" and "On
+         *     Upgrade", URL `http://<condense>:3100/integrations/arr?apikey=<key>` (or the key in an
+         *     `X-Api-Key` header), method POST.
+         */
+        post: operations["arr_webhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/jobs": {
         parameters: {
             query?: never;
@@ -258,6 +369,23 @@ export interface paths {
         put?: never;
         /** Pause: the transcoder stops at a segment boundary, the partial output is kept */
         post: operations["pause"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/jobs/{id}/priority": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Raise or lower a job: QUEUED jobs run highest priority first, then oldest */
+        post: operations["priority"];
         delete?: never;
         options?: never;
         head?: never;
@@ -413,6 +541,40 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/nodes/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Remove a linked node */
+        delete: operations["remove_node"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/nodes/{id}/revoke": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Revoke a linked node */
+        post: operations["revoke_node"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/openapi.json": {
         parameters: {
             query?: never;
@@ -498,6 +660,24 @@ export interface paths {
         get: operations["get_settings"];
         /** Change any subset of the settings */
         put: operations["update_settings"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/settings/arr": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The *arr path mappings */
+        get: operations["get_arr_settings"];
+        /** Set the *arr path mappings */
+        put: operations["set_arr_settings"];
         post?: never;
         delete?: never;
         options?: never;
@@ -676,6 +856,87 @@ export interface components {
             /** Format: int64 */
             affected: number;
         };
+        ApiKeyView: {
+            /** Format: date-time */
+            createdAt: string;
+            /** Format: int32 */
+            id: number;
+            /**
+             * Format: date-time
+             * @description Updated at most once a minute.
+             */
+            lastUsedAt?: string | null;
+            name: string;
+            /** @description The key's first characters, to tell keys apart. */
+            prefix: string;
+            readOnly: boolean;
+            /** @description The user it acts as. */
+            username?: string | null;
+        };
+        /** @description What condense did with a webhook. */
+        ArrAnswer: {
+            /** @description The webhook's `eventType`. */
+            event: string;
+            job?: null | components["schemas"]["JobView"];
+            /**
+             * @description `queued` (the file's job waits, ahead of the backlog), `running` (it runs now),
+             *     `test` (the connection test), or `ignored` (an event condense does not act on).
+             */
+            outcome: string;
+            /** @description The file, as condense sees it (after the path mappings). */
+            path?: string | null;
+        };
+        /** @description The imported file. */
+        ArrFile: {
+            path?: string | null;
+            relativePath?: string | null;
+        };
+        /** @description A series (`path`) or a movie (`folderPath`). */
+        ArrFolder: {
+            folderPath?: string | null;
+            path?: string | null;
+        };
+        /** @description The *arr path mappings. */
+        ArrSettings: {
+            /**
+             * @description Each a folder as Sonarr or Radarr sees it (`from`) and the same folder as condense
+             *     sees it (`to`); the longest matching `from` applies.
+             */
+            pathMappings: components["schemas"]["PathMapping"][];
+        };
+        /** @description The part of a Sonarr or Radarr webhook condense reads. */
+        ArrWebhook: {
+            episodeFile?: null | components["schemas"]["ArrFile"];
+            /** @description `Download` (an import or upgrade), `Test`, or another event (ignored). */
+            eventType: string;
+            movie?: null | components["schemas"]["ArrFolder"];
+            movieFile?: null | components["schemas"]["ArrFile"];
+            series?: null | components["schemas"]["ArrFolder"];
+        };
+        /** @description One change made through the API (GET /audit). */
+        AuditEntryView: {
+            /** Format: date-time */
+            at: string;
+            /** Format: int32 */
+            id: number;
+            method: string;
+            /** @description The path as requested, e.g. `/api/jobs/12/cancel`. */
+            path: string;
+            /** @description The user's role when they acted. */
+            role: components["schemas"]["UserRole"];
+            /** @description The route as declared, e.g. `/jobs/{id}/cancel`. */
+            route: string;
+            /**
+             * Format: int32
+             * @description How it was answered: 2xx done, 403 refused for the role, other codes refused or failed.
+             */
+            status: number;
+            username: string;
+        };
+        ChangePassword: {
+            currentPassword: string;
+            newPassword: string;
+        };
         Check: {
             level: components["schemas"]["HealthLevel"];
             message: string;
@@ -714,6 +975,11 @@ export interface components {
              */
             loadRatio: number;
         };
+        CreateApiKey: {
+            name: string;
+            /** @description A read-only key reads everything a viewer may and changes nothing. */
+            readOnly?: boolean;
+        };
         CreateLibrary: {
             /** @description Default true; a disabled library is neither scanned nor watched. */
             enabled?: boolean | null;
@@ -731,6 +997,18 @@ export interface components {
             password: string;
             role?: null | components["schemas"]["UserRole"];
             username: string;
+        };
+        /** @description A new key: the only answer that holds the key itself. */
+        CreatedApiKey: {
+            /** Format: date-time */
+            createdAt: string;
+            /** Format: int32 */
+            id: number;
+            /** @description Send it as `X-Api-Key: <key>` or `Authorization: Bearer <key>`. Shown this once. */
+            key: string;
+            name: string;
+            prefix: string;
+            readOnly: boolean;
         };
         DashboardView: {
             /** @description ANALYZING and ENCODING jobs. */
@@ -966,6 +1244,11 @@ export interface components {
             /** Format: int64 */
             outputSize?: number | null;
             /**
+             * Format: int32
+             * @description -10 to 10: QUEUED jobs run highest first, then oldest (`POST /jobs/{id}/priority`).
+             */
+            priority: number;
+            /**
              * Format: double
              * @description Percent, 0 to 100.
              */
@@ -1028,6 +1311,14 @@ export interface components {
             password: string;
             username: string;
         };
+        /** @description Who is calling: what the dashboard shows and hides by role. */
+        Me: {
+            /** @description The request came with an API key rather than a login token. */
+            apiKey: boolean;
+            /** @description The role the request acts with (a read-only API key's is `viewer`). */
+            role: components["schemas"]["UserRole"];
+            username: string;
+        };
         MemorySample: {
             /** Format: date-time */
             at: string;
@@ -1049,6 +1340,14 @@ export interface components {
              * @description Bytes.
              */
             used: number;
+        };
+        /** @description What a revocation or removal did. */
+        NodeChanged: {
+            /**
+             * Format: int64
+             * @description Jobs of the node that went back to the queue.
+             */
+            requeued: number;
         };
         NodePerformance: {
             /** Format: int64 */
@@ -1086,6 +1385,8 @@ export interface components {
             cores: number;
             encoders: string[];
             gpu?: string | null;
+            /** @description A linked node that links with a credential of its own (given at its enrollment). */
+            hasCredential: boolean;
             /** Format: int32 */
             id: number;
             /** @description A linked node's identity (kept in its DATA_DIR); null for the main node. */
@@ -1108,9 +1409,39 @@ export interface components {
             name: string;
             /** @description Holds more than twice the average active jobs of the ONLINE nodes. */
             overloaded: boolean;
+            /** @description Revoked by an administrator: refused until removed. */
+            revoked: boolean;
             role: components["schemas"]["NodeRole"];
             status: components["schemas"]["NodeStatus"];
             statusReason?: string | null;
+        };
+        /** @description One page of a listing. */
+        Page_AuditEntryView: {
+            items: {
+                /** Format: date-time */
+                at: string;
+                /** Format: int32 */
+                id: number;
+                method: string;
+                /** @description The path as requested, e.g. `/api/jobs/12/cancel`. */
+                path: string;
+                /** @description The user's role when they acted. */
+                role: components["schemas"]["UserRole"];
+                /** @description The route as declared, e.g. `/jobs/{id}/cancel`. */
+                route: string;
+                /**
+                 * Format: int32
+                 * @description How it was answered: 2xx done, 403 refused for the role, other codes refused or failed.
+                 */
+                status: number;
+                username: string;
+            }[];
+            /** Format: int64 */
+            page: number;
+            /** Format: int64 */
+            pageSize: number;
+            /** Format: int64 */
+            total: number;
         };
         /** @description One page of a listing. */
         Page_JobView: {
@@ -1137,6 +1468,11 @@ export interface components {
                 node?: string | null;
                 /** Format: int64 */
                 outputSize?: number | null;
+                /**
+                 * Format: int32
+                 * @description -10 to 10: QUEUED jobs run highest first, then oldest (`POST /jobs/{id}/priority`).
+                 */
+                priority: number;
                 /**
                  * Format: double
                  * @description Percent, 0 to 100.
@@ -1167,6 +1503,11 @@ export interface components {
             pageSize: number;
             /** Format: int64 */
             total: number;
+        };
+        /** @description A path prefix as the *arr sees it, and the same folder as condense sees it. */
+        PathMapping: {
+            from: string;
+            to: string;
         };
         /** @description A CRF or constant-quality scale: lower keeps more detail. */
         QualityRange: {
@@ -1244,6 +1585,13 @@ export interface components {
         SetPassword: {
             password: string;
         };
+        SetPriority: {
+            /**
+             * Format: int64
+             * @description -10 to 10; QUEUED jobs run highest first, then oldest.
+             */
+            priority: number;
+        };
         SetRole: {
             /**
              * @description Read as text and then parsed, so an unknown role is a validation error naming the
@@ -1252,8 +1600,11 @@ export interface components {
             role: components["schemas"]["UserRole"];
         };
         SettingsView: {
-            /** @description What linked nodes present to register (CLUSTER_TOKEN); null when unset. */
-            clusterToken?: string | null;
+            /**
+             * @description Whether new linked nodes can enroll (CLUSTER_TOKEN is set on this main node). The
+             *     token itself is never served: it is read where it was set.
+             */
+            enrollmentOpen: boolean;
             /** Format: int32 */
             jobTimeoutHours: number;
             keepOriginals: boolean;
@@ -1339,6 +1690,128 @@ export interface components {
 }
 export type $defs = Record<string, never>;
 export interface operations {
+    list_api_keys: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Every key, oldest first (never the keys themselves) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ApiKeyView"][];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+        };
+    };
+    create_api_key: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateApiKey"];
+            };
+        };
+        responses: {
+            /** @description Created; the key is in this answer only */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CreatedApiKey"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description A name that is empty or too long (validation_failed), or unknown fields (invalid_body) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_api_key: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The key's id */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Revoked: refused from the next request on */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description No such key (code not_found) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_audit: {
+        parameters: {
+            query?: {
+                page?: number;
+                /** @description Larger values are served as the largest page size (500). */
+                pageSize?: number;
+                /** @description Only this user's entries. */
+                user?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of the audit log, newest first */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Page_AuditEntryView"];
+                };
+            };
+            /** @description A query parameter has a bad value (code invalid_query) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+        };
+    };
     login: {
         parameters: {
             query?: never;
@@ -1416,6 +1889,68 @@ export interface operations {
                 content?: never;
             };
             401: components["responses"]["Unauthorized"];
+        };
+    };
+    me: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The caller */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Me"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+        };
+    };
+    change_password: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ChangePassword"];
+            };
+        };
+        responses: {
+            /** @description Changed; every token of this user is refused from now on */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description The current password is wrong, or the request came with an API key (code forbidden) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The new password is too weak or too long (validation_failed) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     refresh: {
@@ -1583,6 +2118,40 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+        };
+    };
+    arr_webhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ArrWebhook"];
+            };
+        };
+        responses: {
+            /** @description Taken in (or a test, or an event condense does not act on) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ArrAnswer"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description An import naming no file, a file in no library or not there (code validation_failed) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     list_jobs: {
@@ -1780,6 +2349,52 @@ export interface operations {
             };
             /** @description The action does not apply to the job's status; the job's `actions` list the ones that do (code invalid_transition) */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    priority: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Numeric identifier; anything else is a 404. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SetPriority"];
+            };
+        };
+        responses: {
+            /** @description The job with its new priority */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobView"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description No such job (code not_found) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A priority outside -10 to 10 (code validation_failed) */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2243,6 +2858,81 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
         };
     };
+    remove_node: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The node's id */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Removed: its name and identity may enroll again (with CLUSTER_TOKEN) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NodeChanged"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description No such linked node (code not_found) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The node is linked now (revoke or stop it first), or it is the main node (code conflict) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    revoke_node: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The node's id */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Revoked: its credential is refused from now on, its link is closed and its running jobs are back in the queue */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NodeChanged"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description No such linked node (code not_found) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     document: {
         parameters: {
             query?: never;
@@ -2381,6 +3071,61 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             /** @description Wrong types or unknown fields (invalid_body), or a value out of bounds (validation_failed; the message names the field) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_arr_settings: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The path mappings */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ArrSettings"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+        };
+    };
+    set_arr_settings: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ArrSettings"];
+            };
+        };
+        responses: {
+            /** @description The path mappings now */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ArrSettings"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description A folder that is not absolute (validation_failed), or unknown fields (invalid_body) */
             422: {
                 headers: {
                     [name: string]: unknown;

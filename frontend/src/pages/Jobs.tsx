@@ -2,10 +2,10 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { errorMessage } from '../api';
 import { Alert, Badge, EtaText, JobActionButtons, Loading, Pagination, ProgressBar } from '../components';
 import { formatBytes, formatRelative, titleCase } from '../format';
-import { useLiveMessages, useResource } from '../hooks';
+import { useLiveMessages, useResource, useRole } from '../hooks';
 import { PAGE_SIZES, applyLiveMessage, filtersFromQuery, isTerminal, parseStatuses, type JobFilters } from '../jobs';
 import { navigate, routeHref, type Route } from '../router';
-import { api } from '../session';
+import { allows, api } from '../session';
 import { JOB_STATUSES, type Job } from '../types';
 
 const ACTIVE_FILTER = 'QUEUED,ANALYZING,ENCODING';
@@ -112,6 +112,7 @@ export function Jobs({ route }: { route: Route }) {
     }
   };
 
+  const role = useRole();
   const libraryName = (id: number | null) => libraries.data?.find((library) => library.id === id)?.name ?? '—';
   const statusValue = filters.status.join(',');
   const data = jobs.data;
@@ -120,14 +121,16 @@ export function Jobs({ route }: { route: Route }) {
     <div class="page">
       <header class="page-head">
         <h1>Jobs</h1>
-        <div class="actions">
-          <button type="button" class="button" disabled={bulkBusy} onClick={() => void bulk('pause')}>
-            Pause all
-          </button>
-          <button type="button" class="button" disabled={bulkBusy} onClick={() => void bulk('resume')}>
-            Resume all
-          </button>
-        </div>
+        {allows(role, 'operator') && (
+          <div class="actions">
+            <button type="button" class="button" disabled={bulkBusy} onClick={() => void bulk('pause')}>
+              Pause all
+            </button>
+            <button type="button" class="button" disabled={bulkBusy} onClick={() => void bulk('resume')}>
+              Resume all
+            </button>
+          </div>
+        )}
       </header>
 
       <form class="filters card" role="search" aria-label="Filter jobs" onSubmit={(e) => e.preventDefault()}>

@@ -13,9 +13,9 @@ import {
   type LibraryErrors,
 } from '../encoders';
 import { formatRelative } from '../format';
-import { useAction, useResource } from '../hooks';
+import { useAction, useResource, useRole } from '../hooks';
 import { routeHref } from '../router';
-import { api } from '../session';
+import { allows, api } from '../session';
 import type { Codec, Library, LibraryInput } from '../types';
 
 type Editing = { mode: 'create' } | { mode: 'edit'; library: Library } | null;
@@ -27,6 +27,7 @@ export function Libraries() {
   const [error, setError] = useState<string | null>(null);
   const [notice, setNotice] = useState<string | null>(null);
   const [busyId, setBusyId] = useState<number | null>(null);
+  const role = useRole();
 
   const saved = (library: Library) => {
     libraries.setData((current) => {
@@ -72,7 +73,7 @@ export function Libraries() {
     <div class="page">
       <header class="page-head">
         <h1>Libraries</h1>
-        {editing === null && (
+        {editing === null && allows(role, 'admin') && (
           <button type="button" class="button button-primary" onClick={() => setEditing({ mode: 'create' })}>
             Add library
           </button>
@@ -140,23 +141,29 @@ export function Libraries() {
                 </div>
               </dl>
               <div class="actions">
-                <button type="button" class="button" disabled={busyId === library.id} onClick={() => void scan(library)}>
-                  Scan now
-                </button>
+                {allows(role, 'operator') && (
+                  <button type="button" class="button" disabled={busyId === library.id} onClick={() => void scan(library)}>
+                    Scan now
+                  </button>
+                )}
                 <a class="button" href={routeHref('/jobs', { libraryId: library.id })}>
                   Jobs
                 </a>
-                <button type="button" class="button" onClick={() => setEditing({ mode: 'edit', library })}>
-                  Edit
-                </button>
-                <button
-                  type="button"
-                  class="button button-danger"
-                  disabled={busyId === library.id}
-                  onClick={() => void remove(library)}
-                >
-                  Delete
-                </button>
+                {allows(role, 'admin') && (
+                  <>
+                    <button type="button" class="button" onClick={() => setEditing({ mode: 'edit', library })}>
+                      Edit
+                    </button>
+                    <button
+                      type="button"
+                      class="button button-danger"
+                      disabled={busyId === library.id}
+                      onClick={() => void remove(library)}
+                    >
+                      Delete
+                    </button>
+                  </>
+                )}
               </div>
             </li>
           ))}

@@ -1,11 +1,35 @@
+import { useState } from 'preact/hooks';
 import { Alert, Badge, Loading } from '../components';
 import { formatBytes, formatNumber, formatPercent, formatRelative } from '../format';
-import { useResource } from '../hooks';
-import { api } from '../session';
+import { useAction, useResource, useRole } from '../hooks';
+import { allows, api } from '../session';
+import type { ClusterNode } from '../types';
 
 export function Nodes() {
   const nodes = useResource(() => api.nodes(), [], { pollMs: 10_000 });
   const list = nodes.data;
+  const action = useAction();
+  const role = useRole();
+  const [notice, setNotice] = useState<string | null>(null);
+
+  const revoke = async (node: ClusterNode) => {
+    if (!confirm(`Revoke ${node.name}? Its link closes now, its running jobs go back to the queue, and it is refused until it is removed.`)) return;
+    setNotice(null);
+    const result = await action.run(() => api.revokeNode(node.id));
+    if (result) {
+      setNotice(`${node.name} revoked; ${result.requeued} job(s) back in the queue.`);
+      await nodes.reload();
+    }
+  };
+  const remove = async (node: ClusterNode) => {
+    if (!confirm(`Remove ${node.name}? Its name can then enroll again with CLUSTER_TOKEN.`)) return;
+    setNotice(null);
+    const result = await action.run(() => api.removeNode(node.id));
+    if (result) {
+      setNotice(`${node.name} removed.`);
+      await nodes.reload();
+    }
+  };
   return (
     <div class="page">
       <header class="page-head">
@@ -17,6 +41,8 @@ export function Nodes() {
         )}
       </header>
       <Alert message={nodes.error} />
+      <Alert message={action.error} />
+      <Alert kind="ok" message={notice} />
       {!list ? (
         nodes.loading && <Loading what="nodes" />
       ) : list.length === 0 ? (
@@ -35,6 +61,9 @@ export function Nodes() {
                 <th scope="col">Memory</th>
                 <th scope="col">Jobs</th>
                 <th scope="col">Last seen</th>
+                <th scope="col">
+                  <span class="sr-only">Actions</span>
+                </th>
               </tr>
             </thead>
             <tbody>
@@ -50,6 +79,7 @@ export function Nodes() {
                     </td>
                     <td data-label="Status">
                       <Badge value={node.status} />
+                      {node.revoked && <span class="badge badge-bad">Revoked</span>}
                       {node.overloaded && <span class="badge badge-warn">Overloaded</span>}
                       {node.statusReason && <div class="muted small">{node.statusReason}</div>}
                     </td>
@@ -82,6 +112,22 @@ export function Nodes() {
                     </td>
                     <td data-label="Last seen" title={node.lastSeenAt ?? undefined}>
                       {formatRelative(node.lastSeenAt)}
+                    </td>
+                    <td data-label="Actions">
+                      {node.role === 'linked' && allows(role, 'admin') && (
+                        <div class="actions">
+                          {!node.revoked && (
+                            <button type="button" class="button button-danger" disabled={action.busy} onClick={() => void revoke(node)} aria-label={`Revoke ${node.name}`}>
+                              Revoke
+                            </button>
+                          )}
+                          {node.status === 'OFFLINE' && (
+                            <button type="button" class="button" disabled={action.busy} onClick={() => void remove(node)} aria-label={`Remove ${node.name}`}>
+                              Remove
+                            </button>
+                          )}
+                        </div>
+                      )}
                     </td>
                   </tr>
                 );

@@ -1,25 +1,233 @@
 import { useEffect, useState } from 'preact/hooks';
 import { Alert, Badge, Loading } from '../components';
 import { formatDateTime, titleCase } from '../format';
-import { useAction, useResource, type Resource } from '../hooks';
-import { api } from '../session';
-import type { License, Settings as SettingsData } from '../types';
+import { useAction, useResource, useRole, type Resource } from '../hooks';
+import { allows, api, logout } from '../session';
+import type { ApiKey, CreatedApiKey, License, Settings as SettingsData } from '../types';
 
 export function Settings() {
-  const settings = useResource(() => api.settings(), []);
+  const role = useRole();
   return (
     <div class="page">
       <header class="page-head">
         <h1>Settings</h1>
       </header>
+      {allows(role, 'admin') ? <AdminSettings /> : <AccountSection />}
+    </div>
+  );
+}
+
+/** What only an administrator may see and change (the server refuses it to others). */
+function AdminSettings() {
+  const settings = useResource(() => api.settings(), []);
+  return (
+    <>
       <div class="grid grid-2">
         <LicenseSection />
         <div class="stack-gap">
           <GeneralSection settings={settings} />
-          <ClusterTokenSection settings={settings} />
+          <EnrollmentSection settings={settings} />
+          <AccountSection />
         </div>
       </div>
-    </div>
+      <ApiKeysSection />
+      <AuditSection />
+    </>
+  );
+}
+
+/** The signed-in user's own password: every token of theirs is revoked, so they sign in again. */
+function AccountSection() {
+  const [current, setCurrent] = useState('');
+  const [next, setNext] = useState('');
+  const { busy, error, run } = useAction();
+
+  const submit = async (event: Event) => {
+    event.preventDefault();
+    const done = await run(async () => {
+      await api.changePassword(current, next);
+      return true;
+    });
+    // Every token was revoked: back to the login form.
+    if (done) logout();
+  };
+
+  return (
+    <section class="card" aria-labelledby="account-title">
+      <h2 id="account-title">Your password</h2>
+      <form class="form" onSubmit={(e) => void submit(e)}>
+        <Alert message={error} />
+        <label class="field">
+          <span>Current password</span>
+          <input type="password" autocomplete="current-password" value={current} onInput={(e) => setCurrent(e.currentTarget.value)} required />
+        </label>
+        <label class="field">
+          <span>New password</span>
+          <input type="password" autocomplete="new-password" value={next} onInput={(e) => setNext(e.currentTarget.value)} required />
+        </label>
+        <p class="muted small">Changing it signs you out everywhere, here included.</p>
+        <button type="submit" class="button button-primary" disabled={busy || current === '' || next === ''}>
+          {busy ? 'Changing…' : 'Change password'}
+        </button>
+      </form>
+    </section>
+  );
+}
+
+/** Named keys for scripts and the *arr applications: made here, shown once, revoked at once. */
+function ApiKeysSection() {
+  const keys = useResource(() => api.apiKeys(), []);
+  const [name, setName] = useState('');
+  const [readOnly, setReadOnly] = useState(false);
+  const [created, setCreated] = useState<CreatedApiKey | null>(null);
+  const { busy, error, run } = useAction();
+
+  const submit = async (event: Event) => {
+    event.preventDefault();
+    setCreated(null);
+    const result = await run(() => api.createApiKey(name.trim(), readOnly));
+    if (result) {
+      setCreated(result);
+      setName('');
+      setReadOnly(false);
+      await keys.reload();
+    }
+  };
+  const revoke = async (key: ApiKey) => {
+    if (!confirm(`Revoke the key “${key.name}”? Whatever uses it is refused from now on.`)) return;
+    await run(() => api.revokeApiKey(key.id));
+    await keys.reload();
+  };
+
+  const list = keys.data ?? [];
+  return (
+    <section class="card" aria-labelledby="keys-title">
+      <h2 id="keys-title">API keys</h2>
+      <p class="muted small">
+        For scripts and Sonarr or Radarr: send a key as <code>X-Api-Key</code> or <code>Authorization: Bearer</code>. A full key acts as the
+        administrator who made it; a read-only key reads and changes nothing.
+      </p>
+      <Alert message={keys.error} />
+      <Alert message={error} />
+      {created && (
+        <div class="alert alert-ok" role="status">
+          <p>
+            Key “{created.name}” made. Copy it now: it is not shown again.
+          </p>
+          <input readOnly class="mono" aria-label="New API key" value={created.key} onFocus={(e) => e.currentTarget.select()} />
+        </div>
+      )}
+      {list.length > 0 && (
+        <div class="table-wrap">
+          <table class="table stack">
+            <thead>
+              <tr>
+                <th scope="col">Name</th>
+                <th scope="col">Access</th>
+                <th scope="col">Key</th>
+                <th scope="col">Last used</th>
+                <th scope="col">
+                  <span class="sr-only">Actions</span>
+                </th>
+              </tr>
+            </thead>
+            <tbody>
+              {list.map((key) => (
+                <tr key={key.id}>
+                  <td data-label="Name">{key.name}</td>
+                  <td data-label="Access">{key.readOnly ? 'Read-only' : `Full (as ${key.username ?? '?'})`}</td>
+                  <td data-label="Key" class="mono small">
+                    {key.prefix}…
+                  </td>
+                  <td data-label="Last used">{key.lastUsedAt ? formatDateTime(key.lastUsedAt) : 'Never'}</td>
+                  <td data-label="Actions">
+                    <button type="button" class="button button-danger" disabled={busy} onClick={() => void revoke(key)} aria-label={`Revoke key ${key.name}`}>
+                      Revoke
+                    </button>
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+      <form class="form" onSubmit={(e) => void submit(e)}>
+        <label class="field">
+          <span>Key name</span>
+          <input value={name} maxLength={100} onInput={(e) => setName(e.currentTarget.value)} required />
+        </label>
+        <label class="check-field">
+          <input type="checkbox" checked={readOnly} onChange={(e) => setReadOnly(e.currentTarget.checked)} />
+          <span>Read-only</span>
+        </label>
+        <button type="submit" class="button button-primary" disabled={busy || name.trim() === ''}>
+          {busy ? 'Creating…' : 'Create key'}
+        </button>
+      </form>
+    </section>
+  );
+}
+
+/** What an answer's status says happened, in words. */
+export function auditOutcome(status: number): string {
+  if (status >= 200 && status < 300) return 'Done';
+  if (status === 403) return 'Refused: role';
+  if (status >= 500) return `Failed (${status})`;
+  return `Refused (${status})`;
+}
+
+/** The latest changes made through the API or this dashboard, who made them and when. */
+function AuditSection() {
+  const audit = useResource(() => api.audit(), []);
+  const entries = audit.data?.items ?? [];
+  return (
+    <section class="card" aria-labelledby="audit-title">
+      <div class="card-head">
+        <h2 id="audit-title">Audit log</h2>
+        <button type="button" class="button" onClick={() => void audit.reload()} disabled={audit.loading}>
+          Reload
+        </button>
+      </div>
+      <p class="muted small">
+        Every change (job and queue actions, libraries, settings, users, licence), refusals included
+        {audit.data ? `; the latest ${entries.length} of ${audit.data.total}` : ''}.
+      </p>
+      <Alert message={audit.error} />
+      {!audit.data ? (
+        audit.loading && <Loading what="the audit log" />
+      ) : entries.length === 0 ? (
+        <p class="muted">Nothing has been changed yet.</p>
+      ) : (
+        <div class="table-wrap">
+          <table class="table stack">
+            <thead>
+              <tr>
+                <th scope="col">When</th>
+                <th scope="col">Who</th>
+                <th scope="col">Action</th>
+                <th scope="col">Result</th>
+              </tr>
+            </thead>
+            <tbody>
+              {entries.map((entry) => (
+                <tr key={entry.id}>
+                  <td data-label="When">{formatDateTime(entry.at)}</td>
+                  <td data-label="Who">
+                    {entry.username} <span class="muted small">({entry.role})</span>
+                  </td>
+                  <td data-label="Action" class="mono small">
+                    {entry.method} {entry.path}
+                  </td>
+                  <td data-label="Result" class={entry.status >= 400 ? 'text-bad' : undefined}>
+                    {auditOutcome(entry.status)}
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+    </section>
   );
 }
 
@@ -160,65 +368,19 @@ function GeneralSection({ settings }: { settings: Resource<SettingsData> }) {
   );
 }
 
-async function copyText(text: string): Promise<void> {
-  if (navigator.clipboard && window.isSecureContext) {
-    await navigator.clipboard.writeText(text);
-    return;
-  }
-  // Plain http on a LAN address has no clipboard API: fall back to a hidden text area.
-  const area = document.createElement('textarea');
-  area.value = text;
-  area.setAttribute('readonly', '');
-  area.style.position = 'fixed';
-  area.style.opacity = '0';
-  document.body.appendChild(area);
-  area.select();
-  const ok = document.execCommand('copy');
-  area.remove();
-  if (!ok) throw new Error('Copy failed; select the token and copy it by hand.');
-}
-
-function ClusterTokenSection({ settings }: { settings: Resource<SettingsData> }) {
-  const [visible, setVisible] = useState(false);
-  const [copied, setCopied] = useState<string | null>(null);
-  const token = settings.data?.clusterToken ?? '';
-
-  const copy = async () => {
-    try {
-      await copyText(token);
-      setCopied('Copied to the clipboard.');
-    } catch (err) {
-      setCopied(err instanceof Error ? err.message : 'Copy failed.');
-    }
-  };
-
+/** Whether linked nodes can enroll. The token itself is never served: it is read where it was set. */
+function EnrollmentSection({ settings }: { settings: Resource<SettingsData> }) {
   return (
-    <section class="card" aria-labelledby="cluster-title">
-      <h2 id="cluster-title">Cluster token</h2>
-      <p class="muted small">Linked nodes present this token (CLUSTER_TOKEN) to register with this main node.</p>
+    <section class="card" aria-labelledby="enrollment-title">
+      <h2 id="enrollment-title">Linked nodes</h2>
       {settings.data && (
-        <>
-          <div class="path-row">
-            <input
-              readOnly
-              type={visible ? 'text' : 'password'}
-              value={token}
-              aria-label="Cluster token"
-              class="mono"
-              onFocus={(e) => e.currentTarget.select()}
-            />
-            <button type="button" class="button" aria-pressed={visible} onClick={() => setVisible(!visible)}>
-              {visible ? 'Hide' : 'Show'}
-            </button>
-            <button type="button" class="button" onClick={() => void copy()} disabled={!token}>
-              Copy
-            </button>
-          </div>
-          <p class="small muted" role="status">
-            {copied ?? ''}
-          </p>
-        </>
+        <p class="small" role="status">
+          {settings.data.enrollmentOpen
+            ? 'New linked nodes can enroll: they present CLUSTER_TOKEN once and are given a credential of their own.'
+            : 'No new linked node can enroll: CLUSTER_TOKEN is not set on this main node. Enrolled nodes still link with their credentials.'}
+        </p>
       )}
+      <p class="muted small">Revoke or remove a node on the Nodes page.</p>
     </section>
   );
 }

@@ -1,0 +1,141 @@
+//! API keys for scripts and the *arr applications: created with a name and an access level,
+//! shown once, stored as their SHA-256, listed with when each was last used, revoked at once.
+//! A key acts as the administrator who made it, or as a viewer when read-only (`auth`).
+
+use actix_web::{web, HttpResponse};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::auth::{AuthUser, API_KEY_PREFIX};
+use crate::error::{AppError, ErrorBody};
+use crate::http::app::AppState;
+use crate::repo;
+use crate::repo::api_keys::MAX_NAME_CHARS;
+use crate::security;
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CreateApiKey {
+    pub name: String,
+    /// A read-only key reads everything a viewer may and changes nothing.
+    #[serde(default)]
+    pub read_only: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiKeyView {
+    pub id: i32,
+    pub name: String,
+    pub read_only: bool,
+    /// The key's first characters, to tell keys apart.
+    pub prefix: String,
+    /// The user it acts as.
+    pub username: Option<String>,
+    pub created_at: DateTime<Utc>,
+    /// Updated at most once a minute.
+    pub last_used_at: Option<DateTime<Utc>>,
+}
+
+/// A new key: the only answer that holds the key itself.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CreatedApiKey {
+    pub id: i32,
+    pub name: String,
+    pub read_only: bool,
+    pub prefix: String,
+    /// Send it as `X-Api-Key: <key>` or `Authorization: Bearer <key>`. Shown this once.
+    pub key: String,
+    pub created_at: DateTime<Utc>,
+}
+
+fn view(key: &entities::api_key::Model, user: Option<&entities::user::Model>) -> ApiKeyView {
+    ApiKeyView {
+        id: key.id,
+        name: key.name.clone(),
+        read_only: key.read_only,
+        prefix: key.prefix.clone(),
+        username: user.map(|u| u.username.clone()),
+        created_at: key.created_at,
+        last_used_at: key.last_used_at,
+    }
+}
+
+/// API keys
+#[utoipa::path(
+    get,
+    operation_id = "list_api_keys",
+    path = "/api-keys",
+    tag = "users",
+    responses(
+        (status = 200, description = "Every key, oldest first (never the keys themselves)", body = Vec<ApiKeyView>),
+    ),
+)]
+pub async fn list(_user: AuthUser, state: web::Data<AppState>) -> Result<web::Json<Vec<ApiKeyView>>, AppError> {
+    let keys = repo::api_keys::list(&state.db).await?;
+    Ok(web::Json(keys.iter().map(|(key, user)| view(key, user.as_ref())).collect()))
+}
+
+/// Create an API key
+#[utoipa::path(
+    post,
+    operation_id = "create_api_key",
+    path = "/api-keys",
+    tag = "users",
+    request_body = CreateApiKey,
+    responses(
+        (status = 201, description = "Created; the key is in this answer only", body = CreatedApiKey),
+        (status = 422, description = "A name that is empty or too long (validation_failed), or unknown fields (invalid_body)", body = ErrorBody),
+    ),
+)]
+pub async fn create(
+    user: AuthUser,
+    state: web::Data<AppState>,
+    body: web::Json<CreateApiKey>,
+) -> Result<HttpResponse, AppError> {
+    let CreateApiKey { name, read_only } = body.into_inner();
+    let name = name.trim().to_string();
+    if name.is_empty() || name.chars().count() > MAX_NAME_CHARS {
+        return Err(AppError::invalid(format!("name must be 1 to {MAX_NAME_CHARS} characters")));
+    }
+    if user.api_key.is_some() {
+        // A key that makes keys would outlive its own revocation.
+        return Err(AppError::Forbidden("an API key cannot create API keys; log in to make one".into()));
+    }
+    let key = format!("{API_KEY_PREFIX}{}", security::generate_secret(40));
+    let prefix: String = key.chars().take(API_KEY_PREFIX.len() + 6).collect();
+    let stored =
+        repo::api_keys::create(&state.db, &name, user.id, read_only, &security::hash_secret(&key), &prefix).await?;
+    tracing::info!(user = %user.username, key = %stored.name, read_only, "API key created");
+    Ok(HttpResponse::Created().json(CreatedApiKey {
+        id: stored.id,
+        name: stored.name,
+        read_only,
+        prefix,
+        key,
+        created_at: stored.created_at,
+    }))
+}
+
+/// Revoke an API key
+#[utoipa::path(
+    delete,
+    operation_id = "delete_api_key",
+    path = "/api-keys/{id}",
+    tag = "users",
+    params(("id" = i32, Path, description = "The key's id")),
+    responses(
+        (status = 204, description = "Revoked: refused from the next request on"),
+        (status = 404, description = "No such key (code not_found)", body = ErrorBody),
+    ),
+)]
+pub async fn delete(user: AuthUser, state: web::Data<AppState>, id: web::Path<i32>) -> Result<HttpResponse, AppError> {
+    let id = id.into_inner();
+    if !repo::api_keys::delete(&state.db, id).await? {
+        return Err(AppError::NotFound(format!("no API key {id}")));
+    }
+    tracing::info!(user = %user.username, key_id = id, "API key revoked");
+    Ok(HttpResponse::NoContent().finish())
+}
