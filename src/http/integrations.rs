@@ -87,7 +87,8 @@ pub async fn arr(
             state.runtime.scheduler.do_send(Wake);
             let view = JobView::from(&job);
             tracing::info!(user = %user.username, %seen, %path, job_id = job.id, status = %view.status, "*arr import taken in");
-            let outcome = if view.status == "QUEUED" { "queued" } else { "running" };
+            let queued = crate::domain::job::JobStatus::from(job.status) == crate::domain::job::JobStatus::Queued;
+            let outcome = if queued { "queued" } else { "running" };
             Ok(web::Json(answer(outcome, Some(path), Some(view))))
         }
     }

@@ -46,14 +46,17 @@ pub async fn find_by_hash(
     Ok(found.and_then(|(key, user)| user.map(|user| (key, user))))
 }
 
-/// Records a use, at most once a minute per key (one write per request would make every
-/// read a write).
+/// How stale a key's recorded last use may get: one write a minute at most per key.
+pub const TOUCH_EVERY: chrono::Duration = chrono::Duration::minutes(1);
+
+/// Records a use, unless one was recorded less than `TOUCH_EVERY` ago (the filter keeps two
+/// requests at once from both writing).
 pub async fn touch(db: &impl ConnectionTrait, id: i32) -> RepoResult<()> {
     let at = now();
     Entity::update_many()
         .col_expr(Column::LastUsedAt, Expr::value(at))
         .filter(Column::Id.eq(id))
-        .filter(Column::LastUsedAt.is_null().or(Column::LastUsedAt.lt(at - chrono::Duration::minutes(1))))
+        .filter(Column::LastUsedAt.is_null().or(Column::LastUsedAt.lt(at - TOUCH_EVERY)))
         .exec(db)
         .await?;
     Ok(())
