@@ -501,9 +501,8 @@ async fn reconcile(lifecycle: &Lifecycle, node_id: i32, node: &str, running: &[R
             };
             // The node restarted under the job: counted as a crash.
             let orphaned = JobEvent::Orphaned { crashed: true };
-            match lifecycle.apply(job.id, orphaned, JobChange::default(), ctx).await {
-                Ok((job, outcome)) => lifecycle.carry_out_offline(&job, &outcome).await,
-                Err(e) => tracing::debug!(job_id = job.id, error = %e, "reconcile skipped a job"),
+            if let Err(e) = lifecycle.apply(job.id, orphaned, JobChange::default(), ctx).await {
+                tracing::debug!(job_id = job.id, error = %e, "reconcile skipped a job");
             }
         }
     }
@@ -544,9 +543,7 @@ async fn requeue_jobs_of(
                 detail: Some(serde_json::json!({"reason": reason})),
                 failure_detail: None,
             };
-            let (job, outcome) =
-                lifecycle.apply(job.id, JobEvent::Orphaned { crashed }, JobChange::default(), ctx).await?;
-            lifecycle.carry_out_offline(&job, &outcome).await;
+            lifecycle.apply(job.id, JobEvent::Orphaned { crashed }, JobChange::default(), ctx).await?;
             requeued += 1;
         }
     }

@@ -94,6 +94,20 @@ impl Lifecycle {
         let current = jobs::get(&self.db, job_id).await?;
         let from = snapshot(&current);
         let outcome = transition(&from, &event)?;
+        // A job whose transition removes its partial output never stands recorded with the
+        // folder still there, where a crash right after the write would leave it: the folder
+        // goes first, under its lock (refused while a transcoder writes it), then the
+        // transition is written. Not for a holder whose lease is gone: its transition is
+        // refused below, and the folder is the new owner's.
+        if outcome.effects.contains(&Effect::DeletePartial)
+            && lease.is_none_or(|l| current.lease_id.as_deref() == Some(l))
+        {
+            let dir = partial_dir_for(std::path::Path::new(&current.file_path));
+            let result = tokio::task::spawn_blocking(move || remove_partial(&dir)).await;
+            if let Ok(Err(e)) = result {
+                tracing::warn!(job_id, error = %e, "could not remove the partial output");
+            }
+        }
         let mut record = NewEvent::new(event_kind(&event, &outcome)).on_node(ctx.node.clone());
         let mut detail = ctx.detail.clone().unwrap_or_else(|| serde_json::json!({}));
         if let (JobEvent::Fail { code, .. }, Some(obj)) = (&event, detail.as_object_mut()) {
@@ -110,17 +124,6 @@ impl Lifecycle {
         let model = jobs::change_status_as(&self.db, job_id, from.status, lease, change).await?;
         self.bus.do_send(Publish(JobUpdate::of("status", &model)));
         Ok((model, outcome))
-    }
-
-    /// Carries out the effects that need no running transcoder (deleting a partial output).
-    pub async fn carry_out_offline(&self, job: &job::Model, outcome: &Outcome) {
-        if outcome.effects.contains(&Effect::DeletePartial) {
-            let dir = partial_dir_for(std::path::Path::new(&job.file_path));
-            let result = tokio::task::spawn_blocking(move || remove_partial(&dir)).await;
-            if let Ok(Err(e)) = result {
-                tracing::warn!(job_id = job.id, error = %e, "could not remove the partial output");
-            }
-        }
     }
 
     /// Publishes live fields (progress, fps, ETA, stage) without a transition.

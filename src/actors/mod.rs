@@ -273,8 +273,7 @@ pub async fn recover_orphans(lifecycle: &Lifecycle, crashed: bool) -> Result<u64
             detail: Some(serde_json::json!({"reason": "the node restarted while the job ran"})),
             failure_detail: None,
         };
-        let (job, outcome) = lifecycle.apply(job.id, JobEvent::Orphaned { crashed }, JobChange::default(), ctx).await?;
-        lifecycle.carry_out_offline(&job, &outcome).await;
+        lifecycle.apply(job.id, JobEvent::Orphaned { crashed }, JobChange::default(), ctx).await?;
         recovered += 1;
     }
     if recovered > 0 {

@@ -271,10 +271,7 @@ async fn act(
                     }
                 }
                 match lifecycle.apply(job_id, event, JobChange::default(), ctx()).await {
-                    Ok((job, outcome)) => {
-                        lifecycle.carry_out_offline(&job, &outcome).await;
-                        return Ok(job);
-                    }
+                    Ok((job, _)) => return Ok(job),
                     Err(LifecycleError::Repo(RepoError::Conflict(_))) if attempt < 3 => attempt += 1,
                     Err(e) => return Err(e),
                 }
@@ -285,16 +282,11 @@ async fn act(
             let dir = partial_dir_for(std::path::Path::new(&current.file_path));
             let partial =
                 tokio::task::spawn_blocking(move || quick_state(&dir)).await.unwrap_or(PartialOutput::Missing);
-            let (job, outcome) =
-                lifecycle.apply(job_id, JobEvent::Resume { partial }, JobChange::default(), ctx()).await?;
-            lifecycle.carry_out_offline(&job, &outcome).await;
-            Ok(job)
+            Ok(lifecycle.apply(job_id, JobEvent::Resume { partial }, JobChange::default(), ctx()).await?.0)
         }
         Action::Retry | Action::Force => {
             let event = if action == Action::Retry { JobEvent::Retry } else { JobEvent::Force };
-            let (job, outcome) = lifecycle.apply(job_id, event, JobChange::default(), ctx()).await?;
-            lifecycle.carry_out_offline(&job, &outcome).await;
-            Ok(job)
+            Ok(lifecycle.apply(job_id, event, JobChange::default(), ctx()).await?.0)
         }
     }
 }

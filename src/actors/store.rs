@@ -8,8 +8,8 @@ use std::path::Path;
 use entities::{job, library};
 use serde::{Deserialize, Serialize};
 
-use super::lifecycle::{EventContext, Lifecycle, LifecycleError};
-use crate::domain::job::{Effect, JobEvent, JobStatus};
+use super::lifecycle::{snapshot, EventContext, Lifecycle, LifecycleError};
+use crate::domain::job::{transition, Effect, JobEvent, JobStatus};
 use crate::media::layout::partial_dir_for;
 use crate::media::partial::remove_partial;
 use crate::repo::jobs::{self, JobChange};
@@ -64,6 +64,11 @@ pub async fn delete_partial_if(applied: &Applied) {
     if let Ok(Err(e)) = tokio::task::spawn_blocking(move || remove_partial(&dir)).await {
         tracing::warn!(job_id = applied.job.id, error = %e, "could not remove the partial output");
     }
+}
+
+/// Whether `event`, applied to `job` as it stands, removes the job's partial output.
+pub fn removes_partial(job: &job::Model, event: &JobEvent) -> bool {
+    transition(&snapshot(job), event).is_ok_and(|o| o.effects.contains(&Effect::DeletePartial))
 }
 
 /// The main node's store: the database, and the event bus for live updates.

@@ -745,6 +745,11 @@ impl Shared<'_> {
         self.stop.load(Ordering::SeqCst) || self.halt.load(Ordering::SeqCst)
     }
 
+    fn close_file(&self, name: &str) {
+        let mut files = self.open_files.lock().unwrap_or_else(PoisonError::into_inner);
+        files.retain(|p| p.file_name() != Some(std::ffi::OsStr::new(name)));
+    }
+
     fn open_bytes(&self) -> u64 {
         let files = self.open_files.lock().unwrap_or_else(PoisonError::into_inner);
         files.iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum()
@@ -796,13 +801,22 @@ fn encode_video(
         let mut last_report = Instant::now();
         loop {
             match rx.recv_timeout(Duration::from_millis(100)) {
-                Ok(Msg::Segment(segment, params)) => match record_segment(plan, manifest, segment, params, emit) {
-                    Ok(bytes) => bytes_done += bytes,
-                    Err(e) => {
-                        shared.halt.store(true, Ordering::SeqCst);
-                        failure.get_or_insert(e);
+                Ok(Msg::Segment(segment, params)) => {
+                    let (frames, file) = (segment.frames, segment.file.clone());
+                    let recorded = record_segment(plan, manifest, segment, params, emit);
+                    // Its frames and bytes leave the open counts only now that the manifest
+                    // holds them: taken off by the session, a report in between would show
+                    // progress and size falling back by a segment.
+                    shared.open_frames.fetch_sub(frames, Ordering::SeqCst);
+                    shared.close_file(&file);
+                    match recorded {
+                        Ok(bytes) => bytes_done += bytes,
+                        Err(e) => {
+                            shared.halt.store(true, Ordering::SeqCst);
+                            failure.get_or_insert(e);
+                        }
                     }
-                },
+                }
                 Ok(Msg::Failed(e)) => {
                     shared.halt.store(true, Ordering::SeqCst);
                     failure.get_or_insert(e);
@@ -1036,7 +1050,7 @@ fn run_span(shared: &Shared<'_>, span: Span, tx: &mpsc::Sender<Msg>, seek: bool)
             if writer.as_ref().is_some_and(|w| w.frames >= shared.segment_frames) {
                 if let Some(full) = writer.take() {
                     let end = pts.saturating_add(1);
-                    finish_segment(shared, full, Span::new(seg_from, Some(end)), tx)?;
+                    finish_segment(full, Span::new(seg_from, Some(end)), tx)?;
                     seg_from = Some(end);
                 }
             }
@@ -1051,7 +1065,7 @@ fn run_span(shared: &Shared<'_>, span: Span, tx: &mpsc::Sender<Msg>, seek: bool)
     }
     let to = if span_ended { span.to } else { last_pts.map(|p| p.saturating_add(1)) };
     match writer.take() {
-        Some(w) => finish_segment(shared, w, Span::new(seg_from, to), tx)?,
+        Some(w) => finish_segment(w, Span::new(seg_from, to), tx)?,
         None if span_ended && !(seg_from.is_some() && seg_from == span.to) => {
             // No frame left in this span (after a segment closed at its last frame, or the
             // rest of a span stopped right after its last frame): recorded as covered, so
@@ -1074,16 +1088,8 @@ fn run_span(shared: &Shared<'_>, span: Span, tx: &mpsc::Sender<Msg>, seek: bool)
 }
 
 /// Closes a segment durably and hands it to the main thread to record.
-fn finish_segment(
-    shared: &Shared<'_>,
-    writer: SegmentWriter,
-    span: Span,
-    tx: &mpsc::Sender<Msg>,
-) -> Result<(), MediaError> {
-    let path = writer.path.clone();
+fn finish_segment(writer: SegmentWriter, span: Span, tx: &mpsc::Sender<Msg>) -> Result<(), MediaError> {
     let (segment, params) = writer.finish(span)?;
-    shared.open_files.lock().unwrap_or_else(PoisonError::into_inner).retain(|p| *p != path);
-    shared.open_frames.fetch_sub(segment.frames, Ordering::SeqCst);
     tx.send(Msg::Segment(segment, Some(params)))
         .map_err(|_| MediaError::misc("the run ended before a segment was recorded"))
 }

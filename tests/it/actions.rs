@@ -198,11 +198,14 @@ async fn the_websocket_requires_a_token_before_the_upgrade() {
 
 #[actix_web::test]
 async fn a_websocket_client_sees_progress_rise_and_the_job_complete() {
-    let server = TestServer::start_throttled(TestDb::sqlite().await, 15).await;
+    // 200 frames at 25 ms each, in two sessions: several reports (one each 500 ms) while
+    // it encodes, so a pause of the machine (a segment's fsync under load) cannot leave the
+    // test with one value.
+    let server = TestServer::start_throttled(TestDb::sqlite().await, 25).await;
     let token = server.login().await;
     let (_, mut socket) = awc::Client::new().ws(server.url("/ws")).bearer_auth(&token).connect().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    clips::h264(dir.path(), "live.mkv", "320x240", 4);
+    clips::h264(dir.path(), "live.mkv", "320x240", 8);
     let library = library_with(&server, &token, dir.path()).await;
     server.post(&format!("/libraries/{library}/scan"), Some(&token), &json!({})).await;
 

@@ -450,3 +450,69 @@ async fn a_linked_node_fails_its_attempt_when_the_main_node_cannot_read_the_sett
     assert_eq!(read(&source), original);
     assert!(!backup_path_for(&source).exists());
 }
+
+/// A job whose transition removes its partial output is never recorded with the folder
+/// still there (a crash right after the write would leave it): the folder goes first. Seen
+/// from inside the write: PostgreSQL holds the UPDATE that records CANCELLED (a trigger
+/// waits on an advisory lock the test holds), and the test looks at the folder meanwhile,
+/// as a crash at that moment would leave it. The old code recorded first and removed after.
+#[actix_web::test]
+async fn a_cancelled_job_is_recorded_only_once_its_partial_output_is_gone() {
+    use sea_orm::TransactionTrait;
+    let name = "fs_safety::a_cancelled_job_is_recorded_only_once_its_partial_output_is_gone";
+    let Some(test_db) = TestDb::postgres(name).await else { return };
+    let server = TestServer::start_throttled(test_db, 40).await;
+    let token = server.login().await;
+    let dir = tempfile::tempdir().unwrap();
+    let source = std::fs::canonicalize(clips::h264(dir.path(), "movie.mkv", "320x240", 8)).unwrap();
+    let partial = partial_dir_for(&source);
+    server
+        .db()
+        .execute_unprepared(
+            "CREATE FUNCTION hold_ended() RETURNS trigger AS $$ BEGIN \
+               IF NEW.status IN ('CANCELLED', 'FAILED', 'COMPLETED') AND NEW.status IS DISTINCT FROM OLD.status THEN \
+                 PERFORM pg_advisory_xact_lock(4242); \
+               END IF; RETURN NEW; END $$ LANGUAGE plpgsql; \
+             CREATE TRIGGER hold_ended BEFORE UPDATE ON jobs FOR EACH ROW EXECUTE FUNCTION hold_ended();",
+        )
+        .await
+        .unwrap();
+    let hold = server.db().begin().await.unwrap();
+    hold.execute_unprepared("SELECT pg_advisory_xact_lock(4242)").await.unwrap();
+
+    let library = library(&server, &token, dir.path(), false).await;
+    let id = scan(&server, &token, library).await[0].1;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !std::fs::read_dir(&partial)
+        .map(|entries| entries.flatten().any(|e| e.file_name().to_string_lossy().starts_with("seg-")))
+        .unwrap_or(false)
+    {
+        assert!(Instant::now() < deadline, "no segment was written: {}", job(&server, &token, id).await);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let cancel =
+        awc::Client::new().post(server.url(&format!("/jobs/{id}/cancel"))).bearer_auth(&token).send_json(&json!({}));
+    let cancelling = actix_web::rt::spawn(async move { cancel.await.map(|r| r.status().as_u16()) });
+
+    // The UPDATE to CANCELLED waits in the trigger.
+    let waiting = "SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND objid = 4242 AND NOT granted";
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while server
+        .db()
+        .query_all(sea_orm::Statement::from_string(sea_orm::DbBackend::Postgres, waiting))
+        .await
+        .unwrap()
+        .is_empty()
+    {
+        assert!(Instant::now() < deadline, "CANCELLED was never written: {}", job(&server, &token, id).await);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let left = partial.exists();
+    hold.commit().await.unwrap();
+    assert_eq!(cancelling.await.unwrap().unwrap(), 200);
+    assert!(!left, "CANCELLED was being recorded while the partial output was still there");
+    let cancelled = wait_for(&server, &token, id, &["CANCELLED"]).await;
+    assert!(!partial.exists(), "{cancelled}");
+    assert!(source.exists(), "the original is gone");
+    server.finish().await;
+}

@@ -184,3 +184,29 @@ async fn a_retry_after_a_read_error_continues_from_the_finished_segments() {
     assert_eq!(job.retry_count, 1, "{kinds:?}");
     assert_eq!(shim::video_frames(&source), frames, "the replacement lost frames");
 }
+
+/// A verification that fails (its child crashes reading the output) fails the attempt, and
+/// its partial output goes with it, though the commit holds the folder's lock from
+/// verification on (a second open of the lock, even in the same process, is refused): the
+/// folder is removed under the lock held. The old code tried to remove it through a second
+/// lock and left it behind at every failed verification.
+#[actix_web::test]
+async fn a_verification_that_fails_leaves_no_partial_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, source) = library_with_clip(dir.path(), 1).await;
+    let original = std::fs::read(&source).unwrap();
+    let partial = condense::media::layout::partial_dir_for(&source);
+    let trap = shim::build(dir.path(), "read-trap", shim::READ_TRAP);
+    let mut cmd = command(&dir.path().join("data"));
+    with_trap(&mut cmd, &trap, &condense::media::layout::output_path(&partial, "mkv"), "crash");
+    let mut server = ServerProcess::start(cmd);
+
+    let job = wait_for(&db, &source, &server, Duration::from_secs(240), |j| j.status == JobStatus::Failed).await;
+    assert_alive(&mut server).await;
+    assert_eq!(job.retry_count, 3, "every verification failed and was retried: {job:?}");
+    let detail = job.failure_detail.unwrap_or_default();
+    assert!(detail.contains("signal 11"), "the verification did not crash on the output: {detail}");
+    assert!(!partial.exists(), "the failed job left its partial output: {:?}", std::fs::read_dir(&partial));
+    assert_eq!(std::fs::read(&source).unwrap(), original, "the original changed");
+    assert!(server.signal_and_wait(libc::SIGTERM).success());
+}

@@ -57,10 +57,10 @@ impl Attempt {
         .await
         {
             Ok(v) => v,
-            Err(e) => return self.fail(e).await,
+            Err(e) => return self.fail_holding(e, lock).await,
         };
         if let Err(e) = pinned.check() {
-            return self.fail(e).await;
+            return self.fail_holding(e, lock).await;
         }
         let (cpu, wall) = run_stats.unwrap_or((0, 0));
         let source = PathBuf::from(&job.file_path);
@@ -80,6 +80,8 @@ impl Attempt {
             // right before the swap (a blocking thread cannot ask the store itself).
             let mine = self.lease_is_mine().await;
             if !mine {
+                // The folder is the new owner's now: released, not removed (the
+                // transition, refused without the lease, removes nothing either).
                 drop(lock);
                 let e = MediaError::misc("this node no longer holds the job's lease; the original was left as it is");
                 return self.fail(e).await;

@@ -18,9 +18,10 @@ use tokio::sync::mpsc;
 
 use super::lifecycle::{EventContext, LifecycleError};
 use super::node::{JobEnded, NodeSupervisor};
-use super::store::{delete_partial_if, Applied, JobStore};
+use super::store::{delete_partial_if, holds_lease, removes_partial, Applied, JobStore};
 use crate::domain::job::{FailureCode, JobEvent};
 use crate::domain::segments::Parallelism;
+use crate::media::partial::PartialLock;
 use crate::media::MediaError;
 use crate::repo::jobs::JobChange;
 
@@ -160,7 +161,34 @@ impl Attempt {
     }
 
     async fn apply(&self, event: JobEvent, patch: JobChange, ctx: EventContext) -> Result<Applied, LifecycleError> {
+        self.apply_holding(event, patch, ctx, None).await
+    }
+
+    /// Applies `event` under this attempt's lease. The store removes the partial output
+    /// before it records a transition that removes it, under the folder's lock; where this
+    /// attempt holds that lock already (`held`, the commit), no second open can take it, so
+    /// the folder goes here, under the lock held, first.
+    async fn apply_holding(
+        &self,
+        event: JobEvent,
+        patch: JobChange,
+        ctx: EventContext,
+        held: Option<PartialLock>,
+    ) -> Result<Applied, LifecycleError> {
+        if let Some(lock) = held {
+            let current = self.env.store.job(self.job_id).await?;
+            if holds_lease(&current, &self.lease_id) && removes_partial(&current, &event) {
+                match tokio::task::spawn_blocking(move || lock.remove()).await.map_err(join_error) {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) | Err(e) => {
+                        tracing::warn!(job_id = self.job_id, error = %e, "could not remove the partial output")
+                    }
+                }
+            }
+        }
         let applied = self.env.store.apply(self.job_id, &self.lease_id, event, patch, ctx).await?;
+        // Gone already where the main node sees the folder at the same path; a linked node
+        // that sees it elsewhere removes it here.
         delete_partial_if(&applied).await;
         Ok(applied)
     }
@@ -171,19 +199,30 @@ impl Attempt {
 
     /// Fails the attempt; its partial output goes with it.
     async fn fail(&self, e: MediaError) -> Result<(), LifecycleError> {
-        self.fail_attempt(e, false).await
+        self.fail_attempt(e, false, None).await
+    }
+
+    /// `fail` while holding the partial output's lock (the commit, from verification on):
+    /// the folder is removed under that lock, which no second open could take.
+    async fn fail_holding(&self, e: MediaError, held: PartialLock) -> Result<(), LifecycleError> {
+        self.fail_attempt(e, false, Some(held)).await
     }
 
     /// Fails an attempt whose transcoder stopped while encoding: the segments it finished
     /// are good, and the retry continues from them.
     async fn fail_resumable(&self, e: MediaError) -> Result<(), LifecycleError> {
-        self.fail_attempt(e, true).await
+        self.fail_attempt(e, true, None).await
     }
 
-    async fn fail_attempt(&self, e: MediaError, resumable: bool) -> Result<(), LifecycleError> {
+    async fn fail_attempt(
+        &self,
+        e: MediaError,
+        resumable: bool,
+        held: Option<PartialLock>,
+    ) -> Result<(), LifecycleError> {
         tracing::warn!(job_id = self.job_id, code = e.code.as_str(), message = %e.message, resumable, "job attempt failed");
         let ctx = EventContext { node: self.node(), detail: None, failure_detail: Some(e.message) };
-        self.apply(JobEvent::Fail { code: e.code, resumable }, JobChange::default(), ctx).await?;
+        self.apply_holding(JobEvent::Fail { code: e.code, resumable }, JobChange::default(), ctx, held).await?;
         Ok(())
     }
 

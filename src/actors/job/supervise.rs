@@ -7,7 +7,6 @@ use entities::job;
 
 use super::prepare::Prepared;
 use super::{Attempt, JobCommand, Phase, DB_WRITE_EVERY, PUBLISH_EVERY, STOP_BOUND};
-use crate::actors::store::delete_partial_if;
 use crate::domain::health::STALLED_AFTER_SECS;
 use crate::domain::job::{FailureCode, JobEvent};
 use crate::media::child::{ChildEnd, Transcoder};
@@ -108,9 +107,7 @@ impl Attempt {
                     Some(JobCommand::Cancel) => {
                         child.kill().await;
                         let _ = child.wait().await;
-                        let applied =
-                            env.store.apply(job.id, &self.lease_id, JobEvent::Cancel, JobChange::default(), self.ctx()).await?;
-                        delete_partial_if(&applied).await;
+                        self.apply(JobEvent::Cancel, JobChange::default(), self.ctx()).await?;
                         return Ok(None);
                     }
                     // Another node holds the job now: stop at once, and leave the job and
