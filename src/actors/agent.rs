@@ -232,39 +232,45 @@ impl Agent {
 }
 
 impl Agent {
-    /// Presents `credential` on every later link, and keeps it in DATA_DIR (mode 0600) for
-    /// the next start. Kept before it is used: a node that lost it could not link again.
-    fn keep_credential(&mut self, credential: String, ctx: &mut Context<Self>) {
-        self.config.credential = Some(credential.clone());
-        let data_dir = self.config.data_dir.clone();
-        async move {
-            let stored =
-                tokio::task::spawn_blocking(move || crate::config::store_node_credential(&data_dir, &credential)).await;
-            match stored {
-                Ok(Ok(())) => tracing::info!("node credential kept in DATA_DIR"),
-                Ok(Err(e)) => tracing::error!(error = %e, "cannot keep the node credential in DATA_DIR; a restart must enroll again"),
-                Err(e) => tracing::error!(error = %e, "cannot keep the node credential in DATA_DIR"),
-            }
+    /// Presents `identity` (and `credential`, given at an enrollment) on every later link, and
+    /// keeps them in DATA_DIR for the next start: the credential (mode 0600) before the
+    /// identity, in one task, so that a crash between the two leaves a credential without its
+    /// identity (ignored; the node enrolls again), never an identity whose credential is lost
+    /// (refused for good). One task, not two `ctx.wait` futures: actix runs its wait queue
+    /// newest first, and the identity went to disk before the credential (a linked node
+    /// killed in between could never link again; the cluster loop saw it).
+    fn keep_registration(&mut self, identity: String, credential: Option<String>, ctx: &mut Context<Self>) {
+        if let Some(credential) = &credential {
+            self.config.credential = Some(credential.clone());
         }
-        .into_actor(self)
-        .wait(ctx);
-    }
-
-    /// Presents `identity` on every later link, and keeps it in DATA_DIR for the next start.
-    fn keep_identity(&mut self, identity: String, ctx: &mut Context<Self>) {
         let Frame::Register { identity: presented, .. } = &mut self.config.register else { return };
-        if presented.as_deref() == Some(identity.as_str()) {
+        let new_identity = presented.as_deref() != Some(identity.as_str());
+        if !new_identity && credential.is_none() {
             return;
         }
         *presented = Some(identity.clone());
         let data_dir = self.config.data_dir.clone();
         async move {
             let kept = identity.clone();
-            let stored = tokio::task::spawn_blocking(move || crate::config::store_node_identity(&data_dir, &kept)).await;
+            let stored = tokio::task::spawn_blocking(move || {
+                if let Some(credential) = credential {
+                    crate::config::store_node_credential(&data_dir, &credential).map_err(|e| {
+                        format!("cannot keep the node credential in DATA_DIR ({e}); a restart must enroll again")
+                    })?;
+                    tracing::info!("node credential kept in DATA_DIR");
+                }
+                if new_identity {
+                    crate::config::store_node_identity(&data_dir, &kept).map_err(|e| {
+                        format!("cannot keep the node identity in DATA_DIR ({e}); a restart registers as a new node")
+                    })?;
+                }
+                Ok::<(), String>(())
+            })
+            .await;
             match stored {
                 Ok(Ok(())) => tracing::info!(%identity, "node identity kept in DATA_DIR"),
-                Ok(Err(e)) => tracing::error!(%identity, error = %e, "cannot keep the node identity in DATA_DIR; a restart registers as a new node"),
-                Err(e) => tracing::error!(error = %e, "cannot keep the node identity in DATA_DIR"),
+                Ok(Err(e)) => tracing::error!(%identity, error = %e, "registration not kept"),
+                Err(e) => tracing::error!(error = %e, "cannot keep the registration in DATA_DIR"),
             }
         }
         .into_actor(self)
@@ -303,13 +309,7 @@ impl StreamHandler<Result<WsFrame, WsProtocolError>> for Agent {
         match frame {
             Frame::Registered { node_id, heartbeat_seconds, timeout_seconds, identity, credential } => {
                 tracing::info!(node_id, enrolled = credential.is_some(), "registered with the main node");
-                // The credential first: a crash between the two leaves a credential without
-                // its identity (ignored; the node enrolls again), never an identity whose
-                // credential is lost (refused for good).
-                if let Some(credential) = credential {
-                    self.keep_credential(credential, ctx);
-                }
-                self.keep_identity(identity, ctx);
+                self.keep_registration(identity, credential, ctx);
                 self.registered = true;
                 self.backoff = Duration::from_secs(1);
                 self.cut_off_since = None;

@@ -450,19 +450,40 @@ async fn a_linked_node_restarted_with_its_data_dir_keeps_its_identity() {
     let license = pro_key();
     let main = main_node(&dir.path().join("main"), 1, Some(&license));
     let token = login(&main).await;
+    // The order in which the node's files appear, as inotify reports their renames into place.
+    let data = dir.path().join("w1");
+    std::fs::create_dir_all(&data).unwrap();
+    let (tx, placed) = std::sync::mpsc::channel();
+    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        if let Ok(event) = event {
+            for path in event.paths {
+                if let Some(name) = path.file_name().and_then(|n| n.to_str()) {
+                    if name == "node-id" || name == "node-credential" {
+                        let _ = tx.send(name.to_string());
+                    }
+                }
+            }
+        }
+    })
+    .unwrap();
+    notify::Watcher::watch(&mut watcher, &data, notify::RecursiveMode::NonRecursive).unwrap();
     let mut worker = linked(dir.path(), &main, "w1", 0);
     let list = wait_until(&main, &token, "w1 up with an identity", 30, |l| {
         up(l, "w1") && l.iter().any(|n| n["name"] == "w1" && n["identity"].is_string())
     })
     .await;
     let first = list.iter().find(|n| n["name"] == "w1").unwrap().clone();
-    let data = dir.path().join("w1");
     let deadline = Instant::now() + Duration::from_secs(30);
-    while identity_in(&data).is_none() {
-        assert!(Instant::now() < deadline, "no node-id in {}", data.display());
+    while identity_in(&data).is_none() || credential_in(&data).is_none() {
+        assert!(Instant::now() < deadline, "no node-id or node-credential in {}", data.display());
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(identity_in(&data).as_deref(), first["identity"].as_str());
+    // The credential is in place before the identity: a kill between the two must leave a
+    // node that enrolls again, not an identity without its credential (refused for good).
+    let order: Vec<String> = placed.try_iter().collect();
+    assert_eq!(order.first().map(String::as_str), Some("node-credential"), "{order:?}");
+    drop(watcher);
 
     // Killed, not stopped: it comes back before the main node has taken it offline.
     worker.child.kill().unwrap();
