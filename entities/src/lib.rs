@@ -9,6 +9,8 @@ pub mod job_event;
 pub mod library;
 pub mod license;
 pub mod node;
+pub mod notification_delivery;
+pub mod notification_target;
 pub mod sea_orm_active_enums;
 pub mod setting;
 pub mod user;
@@ -21,6 +23,8 @@ pub mod prelude {
     pub use super::library::Entity as Library;
     pub use super::license::Entity as License;
     pub use super::node::Entity as Node;
+    pub use super::notification_delivery::Entity as NotificationDelivery;
+    pub use super::notification_target::Entity as NotificationTarget;
     pub use super::setting::Entity as Setting;
     pub use super::user::Entity as User;
 }

@@ -21,6 +21,9 @@ import type {
   Me,
   NodeChanged,
   NodePerformance,
+  NotificationTarget,
+  NotificationTargetInput,
+  NotificationTestResult,
   QueueStats,
   Savings,
   ScanReport,
@@ -393,6 +396,18 @@ export class ApiClient {
   }
   revokeApiKey(id: number): Promise<void> {
     return this.request('DELETE', `/api/api-keys/${id}`);
+  }
+  notificationTargets(): Promise<NotificationTarget[]> {
+    return this.request('GET', '/api/notifications');
+  }
+  createNotificationTarget(target: NotificationTargetInput): Promise<NotificationTarget> {
+    return this.request('POST', '/api/notifications', target);
+  }
+  deleteNotificationTarget(id: number): Promise<void> {
+    return this.request('DELETE', `/api/notifications/${id}`);
+  }
+  testNotificationTarget(id: number): Promise<NotificationTestResult> {
+    return this.request('POST', `/api/notifications/${id}/test`);
   }
   /** The audit log, newest first (administrators only). */
   audit(page = 1, pageSize = 50): Promise<AuditPage> {

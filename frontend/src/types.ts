@@ -63,6 +63,11 @@ export type AuditEntry = Schemas['AuditEntryView'];
 export type ApiKey = Schemas['ApiKeyView'];
 export type CreatedApiKey = Schemas['CreatedApiKey'];
 export type AuditPage = Schemas['Page_AuditEntryView'];
+export type NotificationTarget = Schemas['TargetView'];
+export type NotificationTargetInput = Schemas['TargetBody'];
+export type NotificationEvent = Schemas['NotifyEvent'];
+export type NotificationKind = Schemas['TargetKind'];
+export type NotificationTestResult = Schemas['TestResult'];
 
 /** A WebSocket message from /ws. */
 export type LiveMessage = Schemas['JobUpdate'];

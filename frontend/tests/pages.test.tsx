@@ -164,6 +164,35 @@ function respond(method: string, path: string): { status: number; body?: unknown
   if (method === 'POST' && url === '/api/api-keys') {
     return { status: 201, body: { id: 5, name: 'grafana', readOnly: true, prefix: 'ck_XyZ123', key: 'ck_XyZ123secretsecretsecret', createdAt: '2024-05-01T10:00:00Z' } };
   }
+  if (method === 'GET' && url === '/api/notifications') {
+    return {
+      status: 200,
+      body: [
+        {
+          id: 3,
+          name: 'phone',
+          kind: 'ntfy',
+          url: 'https://ntfy.sh/films',
+          events: ['job.completed', 'job.failed'],
+          hasSecret: false,
+          headers: {},
+          enabled: true,
+          createdAt: '2024-05-01T10:00:00Z',
+          lastDeliveredAt: null,
+          lastError: 'answered 503 Service Unavailable',
+          lastErrorAt: '2024-05-01T10:01:00Z',
+          waiting: 2,
+        },
+      ],
+    };
+  }
+  if (method === 'POST' && url === '/api/notifications/3/test') return { status: 200, body: { delivered: false, error: 'answered 503 Service Unavailable' } };
+  if (method === 'POST' && url === '/api/notifications') {
+    return {
+      status: 201,
+      body: { id: 4, name: 'g', kind: 'gotify', url: 'https://g', events: [], hasSecret: true, headers: {}, enabled: true, createdAt: '2024-05-01T10:00:00Z', lastDeliveredAt: null, lastError: null, lastErrorAt: null, waiting: 0 },
+    };
+  }
   if (url === '/api/audit') {
     return {
       status: 200,
@@ -393,6 +422,45 @@ describe('dashboard pages', () => {
     await vi.waitFor(() => expect(byLabel('New API key')).not.toBeNull());
     expect((byLabel('New API key') as HTMLInputElement).value).toBe('ck_XyZ123secretsecretsecret');
     expect(sent).toEqual({ name: 'grafana', readOnly: true });
+  });
+
+  it('lists notification targets with what waits and their last error, and says what a test did', async () => {
+    await mount('#/settings');
+    await vi.waitFor(() => expect(text()).toContain('phone'));
+    const row = container().querySelector('[aria-labelledby="notifications-title"] tbody tr')!.textContent ?? '';
+    expect(row).toContain('ntfy');
+    expect(row).toContain('job.completed, job.failed');
+    expect(row).toContain('Failed: answered 503 Service Unavailable');
+    byLabel('Send a test to phone')!.click();
+    await vi.waitFor(() => expect(text()).toContain('“phone” did not take the test: answered 503 Service Unavailable'));
+    expect(calls).toContain('POST /api/notifications/3/test');
+  });
+
+  it('adds a notification target of the chosen kind with the chosen events', async () => {
+    let sent: unknown = null;
+    override = (method, path, body) => {
+      if (method === 'POST' && path === '/api/notifications') sent = body;
+      return undefined;
+    };
+    await mount('#/settings');
+    await vi.waitFor(() => expect(text()).toContain('phone'));
+    const form = container().querySelector('[aria-labelledby="notifications-title"] form')!;
+    const fill = (input: HTMLInputElement | HTMLSelectElement, value: string, event = 'input') => {
+      input.value = value;
+      input.dispatchEvent(new Event(event, { bubbles: true }));
+    };
+    const inputs = form.querySelectorAll<HTMLInputElement>('input:not([type="checkbox"])');
+    fill(inputs[0], 'family');
+    fill(form.querySelector('select')!, 'gotify', 'change');
+    fill(inputs[1], 'https://gotify.example.org');
+    fill(inputs[2], 'AppToken');
+    const boxes = [...form.querySelectorAll<HTMLInputElement>('input[type="checkbox"]')];
+    boxes[1].click(); // job.failed off
+    boxes[2].click(); // queue.drained on
+    await vi.waitFor(() => expect(form.querySelector<HTMLButtonElement>('button[type="submit"]')!.disabled).toBe(false));
+    form.querySelector<HTMLButtonElement>('button[type="submit"]')!.click();
+    await vi.waitFor(() => expect(sent).not.toBeNull());
+    expect(sent).toEqual({ name: 'family', kind: 'gotify', url: 'https://gotify.example.org', events: ['job.completed', 'queue.drained'], secret: 'AppToken' });
   });
 
   it('revokes a linked node and then offers to remove it', async () => {

@@ -12,6 +12,7 @@ mod m20261125_000013_user_roles;
 mod m20261125_000014_audit_log;
 mod m20261125_000015_api_keys;
 mod m20261125_000016_job_priority;
+mod m20261125_000017_notifications;
 
 pub struct Migrator;
 
@@ -29,6 +30,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261125_000014_audit_log::Migration),
             Box::new(m20261125_000015_api_keys::Migration),
             Box::new(m20261125_000016_job_priority::Migration),
+            Box::new(m20261125_000017_notifications::Migration),
         ]
     }
 }

@@ -251,6 +251,12 @@ impl RemoteNode {
                 let node = repo::nodes::register_linked(&db, row, facts, &identity, hash.as_deref())
                     .await
                     .map_err(|e| e.to_string())?;
+                let was_up = row.and_then(|id| nodes.iter().find(|n| n.id == id)).is_some_and(|n| n.status != NodeStatus::Offline);
+                if !was_up {
+                    if let Err(e) = repo::notifications::node_changed(&db, true, &node.name, None).await {
+                        tracing::warn!(node = %node.name, error = %e, "the node.online notification was not written");
+                    }
+                }
                 if !links.claim_row(link, node.id, me) {
                     return Err(format!("node {} is linked now by another connection", node.id));
                 }
@@ -519,6 +525,9 @@ pub async fn take_offline(
 ) -> Result<Option<u64>, LifecycleError> {
     if !repo::nodes::set_offline_if_unseen_since(&lifecycle.db, node_id, seen, reason.clone()).await? {
         return Ok(None);
+    }
+    if let Err(e) = repo::notifications::node_changed(&lifecycle.db, false, node, Some(&reason)).await {
+        tracing::warn!(node, error = %e, "the node.offline notification was not written");
     }
     // The node vanished without a word: counted as a crash.
     let requeued = requeue_jobs_of(lifecycle, node_id, node, &reason, true).await?;

@@ -10,6 +10,7 @@ pub mod job;
 pub mod library;
 pub mod lifecycle;
 pub mod node;
+pub mod notifier;
 pub mod protocol;
 pub mod scheduler;
 pub mod store;
@@ -218,6 +219,8 @@ pub async fn start_node(config: NodeConfig) -> Result<Node, StartError> {
                 links: Default::default(),
             };
             actix::spawn(cluster::watch_links(lifecycle.clone(), cluster.clone()));
+            actix::spawn(notifier::deliver_forever(db.clone()));
+            actix::spawn(notifier::watch_disks(db.clone()));
             let memory_trend = SharedMemoryTrend::default();
             // Sampled in the background, so the trend has no gaps while nobody watches.
             actix::spawn(crate::host::memory_trend::sample_forever(memory_trend.clone()));

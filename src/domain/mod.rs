@@ -11,6 +11,7 @@ pub mod health;
 pub mod job;
 pub mod license;
 pub mod node;
+pub mod notify;
 pub mod segments;
 pub mod session;
 pub mod stats;

@@ -23,6 +23,7 @@ pub mod license;
 pub mod login_limit;
 pub mod metrics;
 pub mod nodes;
+pub mod notifications;
 pub mod openapi;
 pub mod settings;
 pub mod stats;
@@ -139,6 +140,12 @@ fn table() -> Vec<(Endpoint, Route)> {
         endpoint(Method::GET, "/api-keys", Token, Admin, api_keys::list),
         endpoint(Method::POST, "/api-keys", Token, Admin, api_keys::create),
         endpoint(Method::DELETE, "/api-keys/{id}", Token, Admin, api_keys::delete),
+        endpoint(Method::GET, "/notifications", Token, Admin, notifications::list),
+        endpoint(Method::POST, "/notifications", Token, Admin, notifications::create),
+        endpoint(Method::GET, "/notifications/{id}", Token, Admin, notifications::get),
+        endpoint(Method::PUT, "/notifications/{id}", Token, Admin, notifications::update),
+        endpoint(Method::DELETE, "/notifications/{id}", Token, Admin, notifications::delete),
+        endpoint(Method::POST, "/notifications/{id}/test", Token, Admin, notifications::test),
         endpoint(Method::GET, "/users", Token, Admin, users::list),
         endpoint(Method::POST, "/users", Token, Admin, users::create),
         endpoint(Method::PUT, "/users/{username}/password", Token, Admin, users::set_password),
@@ -275,7 +282,19 @@ mod tests {
             let expected = if e.method == Method::GET {
                 // The settings carry the cluster token; users and the audit log are
                 // administration.
-                if ["/settings", "/settings/arr", "/users", "/audit", "/api-keys"].contains(&e.path) {
+                // Notification targets hold their receivers' URLs (a Discord webhook's
+                // token among them).
+                if [
+                    "/settings",
+                    "/settings/arr",
+                    "/users",
+                    "/audit",
+                    "/api-keys",
+                    "/notifications",
+                    "/notifications/{id}",
+                ]
+                .contains(&e.path)
+                {
                     UserRole::Admin
                 } else {
                     UserRole::Viewer
@@ -329,6 +348,10 @@ mod tests {
             "POST /jobs/{id}/priority",
             "POST /integrations/arr",
             "PUT /settings/arr",
+            "POST /notifications",
+            "PUT /notifications/{id}",
+            "DELETE /notifications/{id}",
+            "POST /notifications/{id}/test",
         ] {
             assert!(audited.contains(&change.to_string()), "{change} is not audited");
         }

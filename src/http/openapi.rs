@@ -59,6 +59,12 @@ const API_KEY: &str = "apiKeyAuth";
         super::api_keys::list,
         super::api_keys::create,
         super::api_keys::delete,
+        super::notifications::list,
+        super::notifications::create,
+        super::notifications::get,
+        super::notifications::update,
+        super::notifications::delete,
+        super::notifications::test,
         super::users::list,
         super::users::create,
         super::users::set_password,
@@ -109,6 +115,7 @@ const API_KEY: &str = "apiKeyAuth";
         (name = "insights"),
         (name = "queue", description = "Queue-wide actions"),
         (name = "integrations", description = "Sonarr and Radarr"),
+        (name = "notifications", description = "Webhooks, Discord, ntfy, Gotify, Apprise and e-mail"),
     )
 )]
 struct ApiDoc;

@@ -272,6 +272,8 @@ pub async fn change_status_as<C: ConnectionTrait + TransactionTrait>(
     event.to_status = Some(to);
     events::append(&txn, id, event).await?;
     let model = get(&txn, id).await?;
+    // Notifications it owes are written with it: a restart loses none.
+    super::notifications::job_ended(&txn, &model, to).await?;
     txn.commit().await?;
     Ok(model)
 }

@@ -9,6 +9,7 @@ pub mod jobs;
 pub mod libraries;
 pub mod licenses;
 pub mod nodes;
+pub mod notifications;
 pub mod settings;
 pub mod stats;
 pub mod users;

@@ -1033,12 +1033,12 @@ async fn kill_9_of_a_linked_node_at_random_moments() {
 // Scenario: a full disk
 
 /// A tmpfs mounted for the test, unmounted when dropped.
-struct Tmpfs {
+pub(crate) struct Tmpfs {
     path: PathBuf,
 }
 
 impl Tmpfs {
-    fn mount(path: &Path, bytes: u64) -> Option<Tmpfs> {
+    pub(crate) fn mount(path: &Path, bytes: u64) -> Option<Tmpfs> {
         std::fs::create_dir_all(path).ok()?;
         let size = format!("size={}k", bytes.div_ceil(1024));
         let ok = Command::new("mount")

@@ -841,7 +841,8 @@ async fn forwarded_for_names_the_client_only_behind_a_trusted_proxy() {
 
 // ---------------------------------------------------------------- request bodies
 
-/// Actions (refresh, logout, job and queue actions, scans) take no body; the rest take JSON.
+/// Actions (refresh, logout, job and queue actions, scans, a notification's test) take no
+/// body; the rest take JSON.
 fn takes_body(path: &str) -> bool {
     path != "/auth/refresh"
         && path != "/auth/logout"
@@ -849,6 +850,7 @@ fn takes_body(path: &str) -> bool {
         && !path.starts_with("/queue/")
         && !path.ends_with("/scan")
         && !path.ends_with("/revoke")
+        && !path.ends_with("/test")
 }
 
 #[actix_web::test]

@@ -15,7 +15,7 @@ use crate::common::server::{command, ServerProcess};
 use crate::common::shim;
 
 /// A library with one clip, migrated and created before the server starts.
-async fn library_with_clip(dir: &Path, seconds: u32) -> (DatabaseConnection, std::path::PathBuf) {
+pub(crate) async fn library_with_clip(dir: &Path, seconds: u32) -> (DatabaseConnection, std::path::PathBuf) {
     let data = dir.join("data");
     let media = dir.join("media");
     std::fs::create_dir_all(&media).unwrap();

@@ -14,6 +14,7 @@ mod http;
 mod isolation;
 mod lifecycle;
 mod media;
+mod notify;
 mod process;
 mod repo;
 mod stats;

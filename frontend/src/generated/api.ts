@@ -575,6 +575,64 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/notifications": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Notification targets */
+        get: operations["list_notification_targets"];
+        put?: never;
+        /** Add a notification target */
+        post: operations["create_notification_target"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/notifications/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One notification target */
+        get: operations["get_notification_target"];
+        /** Change a notification target */
+        put: operations["update_notification_target"];
+        post?: never;
+        /** Remove a notification target */
+        delete: operations["delete_notification_target"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/notifications/{id}/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a test notification
+         * @description Sent at once, not through the outbox; the answer says whether it arrived, and the target
+         *     shows it as its last delivery or error.
+         */
+        post: operations["test_notification_target"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/openapi.json": {
         parameters: {
             query?: never;
@@ -1415,6 +1473,8 @@ export interface components {
             status: components["schemas"]["NodeStatus"];
             statusReason?: string | null;
         };
+        /** @enum {string} */
+        NotifyEvent: "job.completed" | "job.failed" | "queue.drained" | "node.offline" | "node.online" | "disk.at_risk" | "test";
         /** @description One page of a listing. */
         Page_AuditEntryView: {
             items: {
@@ -1632,8 +1692,70 @@ export interface components {
             gpus: components["schemas"]["GpuInfo"][];
             memory: components["schemas"]["MemoryView"];
         };
+        /** @description A target as a user sets it. */
+        TargetBody: {
+            enabled?: boolean;
+            /**
+             * @description The events it wants: job.completed, job.failed, queue.drained, node.offline,
+             *     node.online, disk.at_risk.
+             */
+            events: components["schemas"]["NotifyEvent"][];
+            /** @description Extra request headers (webhook, ntfy, Gotify, Apprise). */
+            headers?: {
+                [key: string]: string;
+            };
+            kind: components["schemas"]["TargetKind"];
+            name: string;
+            /**
+             * @description The webhook's signing key, an ntfy access token, a Gotify application token, an SMTP
+             *     password. On an update, leaving it out keeps the stored one; "" removes it.
+             */
+            secret?: string | null;
+            /**
+             * @description The webhook's URL; Discord's webhook URL; the ntfy topic URL; the Gotify server; the
+             *     Apprise API notify URL; for e-mail `smtp[s]://[user@]host[:port]?from=…&to=…`.
+             */
+            url: string;
+        };
         /** @enum {string} */
         TargetCodec: "hevc" | "av1";
+        /** @enum {string} */
+        TargetKind: "webhook" | "discord" | "ntfy" | "gotify" | "apprise" | "email";
+        /** @description A target as listed (never its secret). */
+        TargetView: {
+            /** Format: date-time */
+            createdAt: string;
+            enabled: boolean;
+            events: components["schemas"]["NotifyEvent"][];
+            hasSecret: boolean;
+            headers: {
+                [key: string]: string;
+            };
+            /** Format: int32 */
+            id: number;
+            kind: components["schemas"]["TargetKind"];
+            /**
+             * Format: date-time
+             * @description The last notification (or test) it took.
+             */
+            lastDeliveredAt?: string | null;
+            /** @description Why the last one it did not take failed, and when. */
+            lastError?: string | null;
+            /** Format: date-time */
+            lastErrorAt?: string | null;
+            name: string;
+            url: string;
+            /**
+             * Format: int64
+             * @description Notifications waiting for it (retried with backoff until it takes them).
+             */
+            waiting: number;
+        };
+        /** @description What a test delivery did. */
+        TestResult: {
+            delivered: boolean;
+            error?: string | null;
+        };
         /** @enum {string} */
         Tier: "FREE" | "SUPPORTER" | "PRO";
         TokenResponse: {
@@ -2933,6 +3055,204 @@ export interface operations {
             };
         };
     };
+    list_notification_targets: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Every target, oldest first (never its secret) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TargetView"][];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+        };
+    };
+    create_notification_target: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TargetBody"];
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TargetView"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description A URL that does not fit the kind, a missing token, no events (validation_failed), or unknown fields (invalid_body) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_notification_target: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The target's id */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The target */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TargetView"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description No such target (not_found) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    update_notification_target: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The target's id */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TargetBody"];
+            };
+        };
+        responses: {
+            /** @description Changed */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TargetView"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description No such target (not_found) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description As for creation */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_notification_target: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The target's id */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Removed, with the notifications that waited for it */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description No such target (not_found) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    test_notification_target: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The target's id */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Whether the receiver took it, and if not why */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TestResult"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description No such target (not_found) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     document: {
         parameters: {
             query?: never;
@@ -3472,8 +3792,10 @@ export const healthLevelValues: ReadonlyArray<FlattenedDeepRequired<components>[
 export const jobStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["JobStatus"]> = ["PENDING", "QUEUED", "ANALYZING", "ENCODING", "PAUSED", "COMPLETED", "SKIPPED", "FAILED", "CANCELLED"];
 export const nodeRoleValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["NodeRole"]> = ["main", "linked"];
 export const nodeStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["NodeStatus"]> = ["ONLINE", "OFFLINE", "DEGRADED"];
+export const notifyEventValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["NotifyEvent"]> = ["job.completed", "job.failed", "queue.drained", "node.offline", "node.online", "disk.at_risk", "test"];
 export const stageValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Stage"]> = ["ANALYZING", "ENCODING", "TRANSFERRING"];
 export const targetCodecValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["TargetCodec"]> = ["hevc", "av1"];
+export const targetKindValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["TargetKind"]> = ["webhook", "discord", "ntfy", "gotify", "apprise", "email"];
 export const tierValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Tier"]> = ["FREE", "SUPPORTER", "PRO"];
 export const userActionValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["UserAction"]> = ["pause", "resume", "retry", "force", "cancel"];
 export const userRoleValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["UserRole"]> = ["admin", "operator", "viewer"];

@@ -3,7 +3,15 @@ import { Alert, Badge, Loading } from '../components';
 import { formatDateTime, titleCase } from '../format';
 import { useAction, useResource, useRole, type Resource } from '../hooks';
 import { allows, api, logout } from '../session';
-import type { ApiKey, CreatedApiKey, License, Settings as SettingsData } from '../types';
+import type {
+  ApiKey,
+  CreatedApiKey,
+  License,
+  NotificationEvent,
+  NotificationKind,
+  NotificationTarget,
+  Settings as SettingsData,
+} from '../types';
 
 export function Settings() {
   const role = useRole();
@@ -31,6 +39,7 @@ function AdminSettings() {
         </div>
       </div>
       <ApiKeysSection />
+      <NotificationsSection />
       <AuditSection />
     </>
   );
@@ -162,6 +171,162 @@ function ApiKeysSection() {
         </label>
         <button type="submit" class="button button-primary" disabled={busy || name.trim() === ''}>
           {busy ? 'Creating…' : 'Create key'}
+        </button>
+      </form>
+    </section>
+  );
+}
+
+/** Every event a target can want, in the order the form lists them. */
+export const NOTIFICATION_EVENTS: { event: NotificationEvent; label: string }[] = [
+  { event: 'job.completed', label: 'Job completed' },
+  { event: 'job.failed', label: 'Job failed' },
+  { event: 'queue.drained', label: 'Queue drained' },
+  { event: 'node.offline', label: 'Node offline' },
+  { event: 'node.online', label: 'Node back online' },
+  { event: 'disk.at_risk', label: 'Library disk above 90 %' },
+];
+
+/** What each kind wants as its URL and secret, for the form's hints. */
+export const NOTIFICATION_KINDS: { kind: NotificationKind; label: string; url: string; secret: string }[] = [
+  { kind: 'webhook', label: 'Webhook', url: 'https://example.org/hooks/condense', secret: 'Signing key (X-Condense-Signature), optional' },
+  { kind: 'discord', label: 'Discord', url: 'https://discord.com/api/webhooks/ID/TOKEN', secret: 'Not used' },
+  { kind: 'ntfy', label: 'ntfy', url: 'https://ntfy.sh/your-topic', secret: 'Access token, optional' },
+  { kind: 'gotify', label: 'Gotify', url: 'https://gotify.example.org', secret: 'Application token (required)' },
+  { kind: 'apprise', label: 'Apprise API', url: 'http://apprise:8000/notify/condense', secret: 'Not used' },
+  { kind: 'email', label: 'E-mail (SMTP)', url: 'smtp://user@mail.example.org:587?tls=required&from=condense@example.org&to=you@example.org', secret: 'SMTP password, optional' },
+];
+
+/** Where condense tells what happened: each target with its events, last delivery or error, a test. */
+function NotificationsSection() {
+  const targets = useResource(() => api.notificationTargets(), []);
+  const [name, setName] = useState('');
+  const [kind, setKind] = useState<NotificationKind>('webhook');
+  const [url, setUrl] = useState('');
+  const [secret, setSecret] = useState('');
+  const [events, setEvents] = useState<NotificationEvent[]>(['job.completed', 'job.failed']);
+  const [tested, setTested] = useState<string | null>(null);
+  const { busy, error, run } = useAction();
+  const hints = NOTIFICATION_KINDS.find((k) => k.kind === kind);
+
+  const toggle = (event: NotificationEvent, on: boolean) =>
+    setEvents((current) => (on ? [...current.filter((e) => e !== event), event] : current.filter((e) => e !== event)));
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    const made = await run(() =>
+      api.createNotificationTarget({ name: name.trim(), kind, url: url.trim(), events, secret: secret === '' ? null : secret }),
+    );
+    if (made) {
+      setName('');
+      setUrl('');
+      setSecret('');
+      await targets.reload();
+    }
+  };
+  const test = async (target: NotificationTarget) => {
+    setTested(null);
+    const result = await run(() => api.testNotificationTarget(target.id));
+    if (result) setTested(result.delivered ? `“${target.name}” took the test.` : `“${target.name}” did not take the test: ${result.error ?? ''}`);
+    await targets.reload();
+  };
+  const remove = async (target: NotificationTarget) => {
+    if (!confirm(`Remove “${target.name}”? What still waits for it is dropped.`)) return;
+    await run(() => api.deleteNotificationTarget(target.id));
+    await targets.reload();
+  };
+
+  const list = targets.data ?? [];
+  return (
+    <section class="card" aria-labelledby="notifications-title">
+      <h2 id="notifications-title">Notifications</h2>
+      <p class="muted small">
+        Each message is kept until its target takes it, across restarts, and tried again with a growing wait (30 s up to an hour).
+      </p>
+      <Alert message={targets.error} />
+      <Alert message={error} />
+      {tested && (
+        <div class="alert alert-ok" role="status">
+          {tested}
+        </div>
+      )}
+      {list.length > 0 && (
+        <div class="table-wrap">
+          <table class="table stack">
+            <thead>
+              <tr>
+                <th scope="col">Name</th>
+                <th scope="col">Kind</th>
+                <th scope="col">Events</th>
+                <th scope="col">Last delivery</th>
+                <th scope="col">Waiting</th>
+                <th scope="col">
+                  <span class="sr-only">Actions</span>
+                </th>
+              </tr>
+            </thead>
+            <tbody>
+              {list.map((target) => (
+                <tr key={target.id}>
+                  <td data-label="Name">{target.name}</td>
+                  <td data-label="Kind">{NOTIFICATION_KINDS.find((k) => k.kind === target.kind)?.label ?? target.kind}</td>
+                  <td data-label="Events" class="small">
+                    {target.events.join(', ')}
+                  </td>
+                  <td data-label="Last delivery">
+                    {target.lastDeliveredAt ? formatDateTime(target.lastDeliveredAt) : 'Never'}
+                    {target.lastError && (!target.lastDeliveredAt || (target.lastErrorAt ?? '') > target.lastDeliveredAt) && (
+                      <span class="small text-bad break"> Failed: {target.lastError}</span>
+                    )}
+                  </td>
+                  <td data-label="Waiting">{target.waiting}</td>
+                  <td data-label="Actions" class="actions">
+                    <button type="button" class="button" disabled={busy} onClick={() => void test(target)} aria-label={`Send a test to ${target.name}`}>
+                      Test
+                    </button>
+                    <button type="button" class="button button-danger" disabled={busy} onClick={() => void remove(target)} aria-label={`Remove ${target.name}`}>
+                      Remove
+                    </button>
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+      <form class="form" onSubmit={(e) => void submit(e)}>
+        <label class="field">
+          <span>Name</span>
+          <input value={name} maxLength={100} onInput={(e) => setName(e.currentTarget.value)} required />
+        </label>
+        <label class="field">
+          <span>Kind</span>
+          <select value={kind} onChange={(e) => setKind(e.currentTarget.value as NotificationKind)}>
+            {NOTIFICATION_KINDS.map((k) => (
+              <option key={k.kind} value={k.kind}>
+                {k.label}
+              </option>
+            ))}
+          </select>
+        </label>
+        <label class="field">
+          <span>URL</span>
+          <input value={url} placeholder={hints?.url} onInput={(e) => setUrl(e.currentTarget.value)} required />
+        </label>
+        <label class="field">
+          <span>Secret</span>
+          <input type="password" autocomplete="off" value={secret} placeholder={hints?.secret} onInput={(e) => setSecret(e.currentTarget.value)} />
+        </label>
+        <fieldset class="field">
+          <legend>Events</legend>
+          {NOTIFICATION_EVENTS.map(({ event, label }) => (
+            <label key={event} class="check-field">
+              <input type="checkbox" checked={events.includes(event)} onChange={(e) => toggle(event, e.currentTarget.checked)} />
+              <span>{label}</span>
+            </label>
+          ))}
+        </fieldset>
+        <button type="submit" class="button button-primary" disabled={busy || name.trim() === '' || url.trim() === '' || events.length === 0}>
+          {busy ? 'Adding…' : 'Add target'}
         </button>
       </form>
     </section>

@@ -1,0 +1,210 @@
+//! Delivers the notification outbox (`repo::notifications`) on the main node: every
+//! `POLL_EVERY` the rows that are due are sent (HTTP or SMTP) one at a time; a row goes once
+//! its receiver took it, and a failure leaves it for a later try (`domain::notify::
+//! retry_after`), with the error shown on its target. Nothing here blocks the pipeline: a
+//! transition only writes rows; a receiver that is down only delays its own messages.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sea_orm::DatabaseConnection;
+
+use crate::domain::notify::{self, Delivery, HttpRequest, NotifyEvent, Target, TargetKind};
+use crate::repo;
+
+/// How often the outbox is looked at.
+pub const POLL_EVERY: Duration = Duration::from_secs(2);
+/// How long one delivery may take.
+const SEND_TIMEOUT: Duration = Duration::from_secs(15);
+/// Rows taken per look.
+const BATCH: u64 = 50;
+
+/// How often the library disks are looked at for `disk.at_risk`.
+pub const DISK_CHECK_EVERY: Duration = Duration::from_secs(60);
+
+/// Writes `disk.at_risk` when a library path's filesystem goes above the line (see
+/// `domain::notify::disks_newly_at_risk`); first at start, then every `DISK_CHECK_EVERY`.
+/// Its own task, one look at a time: a mount that hangs stops only this.
+pub async fn watch_disks(db: DatabaseConnection) {
+    let mut at_risk = std::collections::BTreeSet::new();
+    let mut every = tokio::time::interval(DISK_CHECK_EVERY);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        every.tick().await;
+        let paths: Vec<String> = match repo::libraries::list(&db).await {
+            Ok(libraries) => libraries.iter().flat_map(repo::libraries::paths_of).collect(),
+            Err(e) => {
+                tracing::warn!(error = %e, "libraries unreadable for the disk check");
+                continue;
+            }
+        };
+        let used = tokio::task::spawn_blocking(move || {
+            paths
+                .into_iter()
+                .filter_map(|p| crate::host::disk::space(std::path::Path::new(&p)).ok().map(|s| (p, s.used_percent())))
+                .collect::<Vec<_>>()
+        })
+        .await
+        .unwrap_or_default();
+        let (newly, now) = notify::disks_newly_at_risk(&at_risk, &used);
+        at_risk = now;
+        for (path, used_percent) in newly {
+            let fields = serde_json::json!({ "disk": { "path": path, "usedPercent": used_percent } });
+            if let Err(e) = repo::notifications::enqueue(&db, NotifyEvent::DiskAtRisk, fields).await {
+                tracing::warn!(error = %e, "the disk.at_risk notification was not written");
+            }
+        }
+    }
+}
+
+/// A stored target as the domain sends to it; `None` for a kind this build does not know.
+pub fn target_of(model: &entities::notification_target::Model) -> Option<Target> {
+    Some(Target {
+        kind: model.kind.parse::<TargetKind>().ok()?,
+        url: model.url.clone(),
+        secret: model.secret.clone(),
+        headers: repo::notifications::headers_of(model),
+    })
+}
+
+/// Delivers the outbox for as long as the node runs. The first round tries everything that
+/// waits, backoff or not: a restart is often what a user does after fixing a receiver.
+pub async fn deliver_forever(db: DatabaseConnection) {
+    let sender = Sender::new();
+    let mut every = tokio::time::interval(POLL_EVERY);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut first = true;
+    loop {
+        every.tick().await;
+        let by = chrono::Utc::now() + if first { chrono::Duration::days(36_500) } else { chrono::Duration::zero() };
+        first = false;
+        if let Err(e) = deliver_due(&db, &sender, by).await {
+            tracing::warn!(error = %e, "the notification outbox could not be read");
+        }
+    }
+}
+
+/// Sends every row due by `by`; answers how many were delivered.
+pub async fn deliver_due(
+    db: &DatabaseConnection,
+    sender: &Sender,
+    by: chrono::DateTime<chrono::Utc>,
+) -> Result<usize, repo::RepoError> {
+    let mut delivered = 0;
+    for (row, model) in repo::notifications::due(db, by, BATCH).await? {
+        let sent = match target_of(&model) {
+            Some(target) => sender.send(&target, &row.body).await,
+            None => Err(format!("unknown kind {:?}", model.kind)),
+        };
+        match sent {
+            Ok(()) => {
+                repo::notifications::delivered(db, row.id, row.target_id).await?;
+                delivered += 1;
+            }
+            Err(error) => {
+                let attempts = u32::try_from(row.attempts).unwrap_or(0).saturating_add(1);
+                let wait =
+                    chrono::Duration::from_std(notify::retry_after(attempts)).unwrap_or(chrono::Duration::hours(1));
+                tracing::info!(notification_target = %model.name, event = %row.event, attempts, %error, "notification not delivered; it will be tried again");
+                repo::notifications::failed(db, &row, &error, chrono::Utc::now() + wait).await?;
+            }
+        }
+    }
+    Ok(delivered)
+}
+
+/// Sends a test notification to one target at once (not through the outbox) and records the
+/// result on it; `Err` says why it did not arrive.
+pub async fn send_test(db: &DatabaseConnection, model: &entities::notification_target::Model) -> Result<(), String> {
+    let body = notify::envelope(NotifyEvent::Test, chrono::Utc::now(), serde_json::json!({}));
+    let sent = match target_of(model) {
+        Some(target) => Sender::new().send(&target, &body).await,
+        None => Err(format!("unknown kind {:?}", model.kind)),
+    };
+    let recorded = match &sent {
+        Ok(()) => repo::notifications::record_success(db, model.id).await,
+        Err(e) => repo::notifications::record_failure(db, model.id, e).await,
+    };
+    if let Err(e) = recorded {
+        tracing::warn!(error = %e, "the test's result was not recorded");
+    }
+    sent
+}
+
+/// Makes HTTP requests (rustls, Mozilla's roots) and SMTP sessions.
+pub struct Sender {
+    client: awc::Client,
+}
+
+impl Default for Sender {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Sender {
+    pub fn new() -> Sender {
+        let builder = awc::Client::builder().timeout(SEND_TIMEOUT).disable_redirects();
+        let client = match tls_config() {
+            Ok(config) => builder.connector(awc::Connector::new().rustls_0_23(Arc::new(config))).finish(),
+            Err(e) => {
+                tracing::warn!(error = %e, "no TLS for notifications; https targets will fail");
+                builder.finish()
+            }
+        };
+        Sender { client }
+    }
+
+    /// Sends the event whose envelope is `body` to `target`.
+    pub async fn send(&self, target: &Target, body: &serde_json::Value) -> Result<(), String> {
+        match notify::request(target, body).map_err(|e| e.to_string())? {
+            Delivery::Http(request) => self.post(request).await,
+            Delivery::Email { server, from, to, subject, text } => send_mail(&server, &from, &to, &subject, text).await,
+        }
+    }
+
+    async fn post(&self, request: HttpRequest) -> Result<(), String> {
+        let mut call = self.client.post(&request.url);
+        for (name, value) in &request.headers {
+            call = call.insert_header((name.as_str(), value.as_str()));
+        }
+        // The URL is not in the error: a Discord webhook's holds its token.
+        let mut response = call.send_body(request.body).await.map_err(|e| format!("the request failed: {e}"))?;
+        let status = response.status();
+        if status.is_success() {
+            // Read what was answered, so the connection can be reused.
+            let _ = response.body().limit(64 * 1024).await;
+            return Ok(());
+        }
+        let answer = response.body().limit(64 * 1024).await.map(|b| String::from_utf8_lossy(&b).into_owned());
+        let answer: String = answer.unwrap_or_default().chars().take(200).collect();
+        Err(format!("answered {status}{}", if answer.is_empty() { String::new() } else { format!(": {answer}") }))
+    }
+}
+
+fn tls_config() -> Result<rustls::ClientConfig, rustls::Error> {
+    let roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
+    Ok(rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots)
+        .with_no_client_auth())
+}
+
+async fn send_mail(server: &str, from: &str, to: &[String], subject: &str, text: String) -> Result<(), String> {
+    use lettre::message::header::ContentType;
+    use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
+
+    let mut message = Message::builder()
+        .from(from.parse().map_err(|e| format!("from {from:?}: {e}"))?)
+        .subject(subject)
+        .header(ContentType::TEXT_PLAIN);
+    for address in to {
+        message = message.to(address.parse().map_err(|e| format!("to {address:?}: {e}"))?);
+    }
+    let message = message.body(text).map_err(|e| e.to_string())?;
+    let transport = AsyncSmtpTransport::<Tokio1Executor>::from_url(server)
+        .map_err(|e| format!("the SMTP URL: {e}"))?
+        .timeout(Some(SEND_TIMEOUT))
+        .build();
+    transport.send(message).await.map(|_| ()).map_err(|e| format!("SMTP: {e}"))
+}
