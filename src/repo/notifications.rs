@@ -211,12 +211,6 @@ pub async fn due(
     Ok(rows.into_iter().filter_map(|(d, t)| t.map(|t| (d, t))).collect())
 }
 
-/// When the next delivery falls due; `None` when nothing waits.
-pub async fn next_due(db: &impl ConnectionTrait) -> RepoResult<Option<DateTime<Utc>>> {
-    let first = Deliveries::find().order_by_asc(delivery::Column::NextAttemptAt).one(db).await?;
-    Ok(first.map(|d| d.next_attempt_at))
-}
-
 /// The receiver took it: the row goes, and the target shows the delivery.
 pub async fn delivered(db: &impl ConnectionTrait, delivery_id: i64, target_id: i32) -> RepoResult<()> {
     Deliveries::delete_by_id(delivery_id).exec(db).await?;
