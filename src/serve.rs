@@ -191,6 +191,7 @@ async fn run_main(common: CommonArgs, args: ServeArgs, host: HostFacts) -> Resul
         heartbeat: Duration::from_secs(args.heartbeat_seconds),
         node_timeout: Duration::from_secs(args.node_timeout_seconds),
         license_public_key: args.license_public_key.clone(),
+        clock: crate::host::clock::Clock::system(),
     };
     let node = actors::start_node(node_config(&args, host, RoleConfig::Main(main))?)
         .await

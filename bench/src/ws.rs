@@ -66,6 +66,7 @@ async fn serve(dir: PathBuf) -> Res<()> {
             heartbeat: Duration::from_secs(5),
             node_timeout: Duration::from_secs(30),
             license_public_key: public_key,
+            clock: condense::host::clock::Clock::system(),
         }),
     };
     let Node::Main(node) = condense::actors::start_node(config).await.ctx("starting the node")? else {

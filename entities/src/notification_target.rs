@@ -3,7 +3,9 @@ use serde::{Deserialize, Serialize};
 
 /// Where notifications go: a kind (`webhook`, `discord`, `ntfy`, `gotify`, `apprise`,
 /// `email`), its URL, an optional secret (the webhook's signing key, an access token, an
-/// SMTP password), extra headers and the events it wants.
+/// SMTP password), extra headers and the events it wants. A connection (`plex`, `jellyfin`,
+/// `emby`, `sonarr`, `radarr`, told of replaced files) is kept here too, its API key as the
+/// secret, wanting `file.replaced`, with path mappings.
 #[derive(Clone, Debug, PartialEq, DeriveEntityModel, Serialize, Deserialize)]
 #[sea_orm(table_name = "notification_targets")]
 pub struct Model {
@@ -27,6 +29,8 @@ pub struct Model {
     #[sea_orm(column_type = "Text", nullable)]
     pub last_error: Option<String>,
     pub last_error_at: Option<ChronoDateTimeUtc>,
+    /// A connection's `[{"from","to"}, …]`: condense's folders as the other product sees them.
+    pub path_mappings: Option<Json>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

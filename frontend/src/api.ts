@@ -24,6 +24,8 @@ import type {
   NotificationTarget,
   NotificationTargetInput,
   NotificationTestResult,
+  Connection,
+  ConnectionInput,
   QueueStats,
   Savings,
   ScanReport,
@@ -408,6 +410,18 @@ export class ApiClient {
   }
   testNotificationTarget(id: number): Promise<NotificationTestResult> {
     return this.request('POST', `/api/notifications/${id}/test`);
+  }
+  connections(): Promise<Connection[]> {
+    return this.request('GET', '/api/connections');
+  }
+  createConnection(connection: ConnectionInput): Promise<Connection> {
+    return this.request('POST', '/api/connections', connection);
+  }
+  deleteConnection(id: number): Promise<void> {
+    return this.request('DELETE', `/api/connections/${id}`);
+  }
+  testConnection(id: number): Promise<NotificationTestResult> {
+    return this.request('POST', `/api/connections/${id}/test`);
   }
   /** The audit log, newest first (administrators only). */
   audit(page = 1, pageSize = 50): Promise<AuditPage> {

@@ -116,3 +116,9 @@ export function efficiencyReading(efficiency: number | null | undefined): 'excel
   if (efficiency >= 1.5) return 'good';
   return 'poor';
 }
+
+/** An encoding window's days and times, as people read them: "Mon, Tue 22:00–07:00". */
+export function formatWindows(windows: { days: string[]; start: string; end: string }[]): string {
+  if (windows.length === 0) return 'Always';
+  return windows.map((w) => `${w.days.map((d) => titleCase(d)).join(', ')} ${w.start}–${w.end}`).join('; ');
+}

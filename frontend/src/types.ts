@@ -68,6 +68,9 @@ export type NotificationTargetInput = Schemas['TargetBody'];
 export type NotificationEvent = Schemas['NotifyEvent'];
 export type NotificationKind = Schemas['TargetKind'];
 export type NotificationTestResult = Schemas['TestResult'];
+export type Connection = Schemas['ConnectionView'];
+export type ConnectionInput = Schemas['ConnectionBody'];
+export type ConnectionKind = Schemas['ConnectionKind'];
 
 /** A WebSocket message from /ws. */
 export type LiveMessage = Schemas['JobUpdate'];

@@ -10,6 +10,7 @@ import {
   formatPercent,
   formatRelative,
   formatShortDate,
+  formatWindows,
   titleCase,
 } from '../src/format';
 
@@ -110,5 +111,17 @@ describe('other formats', () => {
     expect(efficiencyReading(1.5)).toBe('good');
     expect(efficiencyReading(1.49)).toBe('poor');
     expect(efficiencyReading(null)).toBeNull();
+  });
+});
+
+describe('formatWindows', () => {
+  it('names the days and times of each window, or says always', () => {
+    expect(formatWindows([])).toBe('Always');
+    expect(
+      formatWindows([
+        { days: ['mon', 'tue'], start: '22:00', end: '07:00' },
+        { days: ['sat'], start: '00:00', end: '00:00' },
+      ]),
+    ).toBe('Mon, Tue 22:00–07:00; Sat 00:00–00:00');
   });
 });

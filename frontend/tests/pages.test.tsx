@@ -76,6 +76,13 @@ const nodes: ClusterNode[] = [
     identity: null,
     hasCredential: false,
     revoked: false,
+    window: {
+      timeZone: 'Europe/Berlin',
+      windows: [{ days: ['mon', 'tue'], start: '22:00', end: '07:00' }],
+      onClose: 'pause',
+      open: false,
+      followsDefault: true,
+    },
   },
 ];
 const library: Library = {
@@ -205,6 +212,34 @@ function respond(method: string, path: string): { status: number; body?: unknown
         page: 1,
         pageSize: 50,
       },
+    };
+  }
+  if (method === 'GET' && url === '/api/connections') {
+    return {
+      status: 200,
+      body: [
+        {
+          id: 9,
+          name: 'plex',
+          kind: 'plex',
+          url: 'http://plex:32400',
+          hasApiKey: true,
+          pathMappings: [{ from: '/media/films', to: '/data/films' }],
+          enabled: true,
+          createdAt: '2024-05-01T10:00:00Z',
+          lastDeliveredAt: '2024-05-01T10:02:00Z',
+          lastError: null,
+          lastErrorAt: null,
+          waiting: 0,
+        },
+      ],
+    };
+  }
+  if (method === 'POST' && url === '/api/connections/9/test') return { status: 200, body: { delivered: true, error: null } };
+  if (method === 'POST' && url === '/api/connections') {
+    return {
+      status: 201,
+      body: { id: 10, name: 's', kind: 'sonarr', url: 'http://s', hasApiKey: true, pathMappings: [], enabled: true, createdAt: '2024-05-01T10:00:00Z', lastDeliveredAt: null, lastError: null, lastErrorAt: null, waiting: 0 },
     };
   }
   if (url === '/api/license') return { status: 200, body: { tier: 'SUPPORTER', licensee: 'Ada', expiresAt: '2099-01-01T00:00:00Z', maxNodes: 3, maxConcurrentJobs: 5 } };
@@ -382,6 +417,10 @@ describe('dashboard pages', () => {
     expect(text()).toContain('1 / 2');
     const encoders = byLabel(`Encoders of ${nodes[0].name}`)!;
     expect([...encoders.querySelectorAll('li')].map((li) => li.textContent)).toEqual(nodes[0].encoders);
+    // The node's encoding window: closed now, its days and times, whose it is.
+    expect(text()).toContain('Closed');
+    expect(text()).toContain('Mon, Tue 22:00–07:00');
+    expect(text()).toContain('Europe/Berlin · default · on close: pause at a segment');
 
     await show('#/insights');
     await vi.waitFor(() => expect(text()).toContain('Savings, last 30 days'));
@@ -461,6 +500,39 @@ describe('dashboard pages', () => {
     form.querySelector<HTMLButtonElement>('button[type="submit"]')!.click();
     await vi.waitFor(() => expect(sent).not.toBeNull());
     expect(sent).toEqual({ name: 'family', kind: 'gotify', url: 'https://gotify.example.org', events: ['job.completed', 'queue.drained'], secret: 'AppToken' });
+  });
+
+  it('lists connections with their mappings, tests one and adds a Sonarr with a path mapping', async () => {
+    let sent: unknown = null;
+    override = (method, path, body) => {
+      if (method === 'POST' && path === '/api/connections') sent = body;
+      return undefined;
+    };
+    await mount('#/settings');
+    await vi.waitFor(() => expect(container().querySelector('[aria-labelledby="connections-title"] tbody tr')).not.toBeNull());
+    const row = container().querySelector('[aria-labelledby="connections-title"] tbody tr')!.textContent ?? '';
+    expect(row).toContain('Plex');
+    expect(row).toContain('/media/films → /data/films');
+    byLabel('Test plex')!.click();
+    await vi.waitFor(() => expect(text()).toContain('“plex” answered.'));
+    expect(calls).toContain('POST /api/connections/9/test');
+
+    const form = container().querySelector('[aria-labelledby="connections-title"] form')!;
+    const fill = (input: HTMLInputElement | HTMLSelectElement, value: string, event = 'input') => {
+      input.value = value;
+      input.dispatchEvent(new Event(event, { bubbles: true }));
+    };
+    const inputs = form.querySelectorAll<HTMLInputElement>('input');
+    fill(inputs[0], 'sonarr');
+    fill(form.querySelector('select')!, 'sonarr', 'change');
+    fill(inputs[1], 'http://sonarr:8989');
+    fill(inputs[2], 'SonKey');
+    fill(inputs[3], '/media/tv');
+    fill(inputs[4], '/tv');
+    await vi.waitFor(() => expect(form.querySelector<HTMLButtonElement>('button[type="submit"]')!.disabled).toBe(false));
+    form.querySelector<HTMLButtonElement>('button[type="submit"]')!.click();
+    await vi.waitFor(() => expect(sent).not.toBeNull());
+    expect(sent).toEqual({ name: 'sonarr', kind: 'sonarr', url: 'http://sonarr:8989', apiKey: 'SonKey', pathMappings: [{ from: '/media/tv', to: '/tv' }] });
   });
 
   it('revokes a linked node and then offers to remove it', async () => {

@@ -13,6 +13,7 @@ mod m20261125_000014_audit_log;
 mod m20261125_000015_api_keys;
 mod m20261125_000016_job_priority;
 mod m20261125_000017_notifications;
+mod m20261126_000018_connections;
 
 pub struct Migrator;
 
@@ -31,6 +32,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261125_000015_api_keys::Migration),
             Box::new(m20261125_000016_job_priority::Migration),
             Box::new(m20261125_000017_notifications::Migration),
+            Box::new(m20261126_000018_connections::Migration),
         ]
     }
 }

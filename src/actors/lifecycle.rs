@@ -40,6 +40,7 @@ pub fn event_kind(event: &JobEvent, outcome: &Outcome) -> &'static str {
         JobEvent::Orphaned { .. } if outcome.to == JobStatus::Failed => "failed",
         JobEvent::Orphaned { .. } => "orphaned",
         JobEvent::Busy => "busy",
+        JobEvent::Yield => "yielded",
         JobEvent::SourceChanged => "source changed",
     }
 }

@@ -86,6 +86,8 @@ pub struct MainConfig {
     pub heartbeat: Duration,
     pub node_timeout: Duration,
     pub license_public_key: String,
+    /// What the encoding windows read the time from (the system's; a test's by hand).
+    pub clock: crate::host::clock::Clock,
 }
 
 /// A linked node: where its main node is and what it presents there.
@@ -116,6 +118,8 @@ pub struct MainNode {
     pub cluster: cluster::ClusterConfig,
     /// This node's memory use over the last 2 hours, sampled in the background.
     pub memory_trend: SharedMemoryTrend,
+    /// The clock the encoding windows are read with.
+    pub clock: crate::host::clock::Clock,
 }
 
 /// A running linked node.
@@ -204,7 +208,8 @@ pub async fn start_node(config: NodeConfig) -> Result<Node, StartError> {
             let node = NodeSupervisor::new(env(store, row.id), max_jobs).start();
             // A main node with MAX_JOBS=0 coordinates only; its node takes no jobs.
             let handles = if max_jobs > 0 { vec![NodeHandle::local(name.clone(), row.id, &node)] } else { Vec::new() };
-            let scheduler = Scheduler::new(lifecycle.clone(), handles, main.license_public_key.clone()).start();
+            let scheduler =
+                Scheduler::new(lifecycle.clone(), handles, main.license_public_key.clone(), main.clock.clone()).start();
             node.do_send(SetScheduler(scheduler.clone().recipient()));
             let libraries = Libraries::new(db.clone(), scheduler.clone().recipient(), main.settle).start();
             if let Some(every) = main.own_heartbeat {
@@ -221,11 +226,13 @@ pub async fn start_node(config: NodeConfig) -> Result<Node, StartError> {
             actix::spawn(cluster::watch_links(lifecycle.clone(), cluster.clone()));
             actix::spawn(notifier::deliver_forever(db.clone()));
             actix::spawn(notifier::watch_disks(db.clone()));
+            actix::spawn(notifier::watch_health(db.clone()));
             let memory_trend = SharedMemoryTrend::default();
             // Sampled in the background, so the trend has no gaps while nobody watches.
             actix::spawn(crate::host::memory_trend::sample_forever(memory_trend.clone()));
             let runtime = Runtime { bus, lifecycle, node, scheduler, libraries };
-            Ok(Node::Main(Box::new(MainNode { db, name, runtime, cluster, memory_trend })))
+            let clock = main.clock.clone();
+            Ok(Node::Main(Box::new(MainNode { db, name, runtime, cluster, memory_trend, clock })))
         }
         RoleConfig::Linked(linked) => {
             let register = Frame::Register {

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use sea_orm::DatabaseConnection;
 
+use crate::domain::connect::{self, Call, Connection, Method, Refresh, Replaced};
 use crate::domain::notify::{self, Delivery, HttpRequest, NotifyEvent, Target, TargetKind};
 use crate::repo;
 
@@ -18,6 +19,11 @@ pub const POLL_EVERY: Duration = Duration::from_secs(2);
 const SEND_TIMEOUT: Duration = Duration::from_secs(15);
 /// Rows taken per look.
 const BATCH: u64 = 50;
+/// The most of an answer read: a Sonarr's list of series (each with its seasons and
+/// images) runs to megabytes in a large library.
+const LOOKUP_LIMIT: usize = 64 << 20;
+/// The most of any other answer read (kept for the error shown).
+const ANSWER_LIMIT: usize = 64 << 10;
 
 /// How often the library disks are looked at for `disk.at_risk`.
 pub const DISK_CHECK_EVERY: Duration = Duration::from_secs(60);
@@ -57,6 +63,72 @@ pub async fn watch_disks(db: DatabaseConnection) {
     }
 }
 
+/// How often health is judged for `health.changed`.
+pub const HEALTH_CHECK_EVERY: Duration = Duration::from_secs(30);
+
+/// This machine's side of the health checks.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HostReading {
+    pub load1: f64,
+    pub cores: usize,
+    pub memory_percent: f64,
+}
+
+impl HostReading {
+    /// Read now (blocking: it reads /proc).
+    pub fn now() -> HostReading {
+        let (used, total) = crate::host::memory();
+        HostReading {
+            load1: crate::host::load1(),
+            cores: crate::host::cores(),
+            memory_percent: crate::host::memory_trend::percent(used, total),
+        }
+    }
+}
+
+/// Writes `health.changed` when the overall level of the health panel's checks changes and
+/// holds (`domain::notify::HealthWatch`); a look every `HEALTH_CHECK_EVERY`.
+pub async fn watch_health(db: DatabaseConnection) {
+    let mut watch = notify::HealthWatch::default();
+    let mut every = tokio::time::interval(HEALTH_CHECK_EVERY);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        every.tick().await;
+        let Ok(reading) = tokio::task::spawn_blocking(HostReading::now).await else { continue };
+        if let Err(e) = look_at_health(&db, &mut watch, reading).await {
+            tracing::warn!(error = %e, "the health.changed notification was not written");
+        }
+    }
+}
+
+/// One look: judges the checks from `reading` and the database, as the health panel does,
+/// and writes `health.changed` when that is news. Answers whether it wrote it.
+pub async fn look_at_health(
+    db: &DatabaseConnection,
+    watch: &mut notify::HealthWatch,
+    reading: HostReading,
+) -> Result<bool, repo::RepoError> {
+    use crate::domain::health;
+    use crate::domain::job::JobStatus;
+
+    let connected = repo::ping(db).await;
+    let running = repo::jobs::in_statuses(db, &[JobStatus::Analyzing, JobStatus::Encoding]).await.ok();
+    let nodes = repo::nodes::list(db).await.ok();
+    let checks = health::checks(&health::Inputs {
+        load1: reading.load1,
+        cores: reading.cores,
+        memory_percent: reading.memory_percent,
+        database_connected: connected,
+        stuck_jobs: running.map(|running| repo::jobs::stuck_count(&running, chrono::Utc::now())),
+        nodes: nodes.map(|nodes| nodes.iter().map(|n| (n.role.into(), n.status.into())).collect()),
+    });
+    let Some((previous, overall)) = watch.look(health::overall(&checks)) else { return Ok(false) };
+    tracing::info!(%previous, %overall, "health changed");
+    let fields = serde_json::json!({ "health": { "previous": previous, "overall": overall, "checks": checks } });
+    repo::notifications::enqueue(db, NotifyEvent::HealthChanged, fields).await?;
+    Ok(true)
+}
+
 /// A stored target as the domain sends to it; `None` for a kind this build does not know.
 pub fn target_of(model: &entities::notification_target::Model) -> Option<Target> {
     Some(Target {
@@ -92,9 +164,10 @@ pub async fn deliver_due(
 ) -> Result<usize, repo::RepoError> {
     let mut delivered = 0;
     for (row, model) in repo::notifications::due(db, by, BATCH).await? {
-        let sent = match target_of(&model) {
-            Some(target) => sender.send(&target, &row.body).await,
-            None => Err(format!("unknown kind {:?}", model.kind)),
+        let sent = match (target_of(&model), repo::connections::connection_of(&model)) {
+            (Some(target), _) => sender.send(&target, &row.body).await,
+            (None, Some(connection)) => sender.tell(&connection, &row.body).await,
+            (None, None) => Err(format!("unknown kind {:?}", model.kind)),
         };
         match sent {
             Ok(()) => {
@@ -131,6 +204,26 @@ pub async fn send_test(db: &DatabaseConnection, model: &entities::notification_t
     sent
 }
 
+/// Tries a connection at once (`domain::connect::probe`, which changes nothing) and records
+/// the result on it; `Err` says why it did not answer.
+pub async fn test_connection(
+    db: &DatabaseConnection,
+    model: &entities::notification_target::Model,
+) -> Result<(), String> {
+    let tried = match repo::connections::connection_of(model) {
+        Some(connection) => Sender::new().call(connect::probe(&connection), ANSWER_LIMIT).await.map(|_| ()),
+        None => Err(format!("unknown kind {:?}", model.kind)),
+    };
+    let recorded = match &tried {
+        Ok(()) => repo::notifications::record_success(db, model.id).await,
+        Err(e) => repo::notifications::record_failure(db, model.id, e).await,
+    };
+    if let Err(e) = recorded {
+        tracing::warn!(error = %e, "the test's result was not recorded");
+    }
+    tried
+}
+
 /// Makes HTTP requests (rustls, Mozilla's roots) and SMTP sessions.
 pub struct Sender {
     client: awc::Client,
@@ -164,19 +257,64 @@ impl Sender {
     }
 
     async fn post(&self, request: HttpRequest) -> Result<(), String> {
-        let mut call = self.client.post(&request.url);
-        for (name, value) in &request.headers {
-            call = call.insert_header((name.as_str(), value.as_str()));
+        let HttpRequest { url, headers, body } = request;
+        self.call(Call { method: Method::Post, url, headers, body }, ANSWER_LIMIT).await.map(|_| ())
+    }
+
+    /// Tells a connection of the replaced file in the envelope `body`: the lookup its kind
+    /// needs, then the refresh (`domain::connect`).
+    pub async fn tell(&self, connection: &Connection, body: &serde_json::Value) -> Result<(), String> {
+        let file: Replaced = body
+            .get("file")
+            .cloned()
+            .and_then(|f| serde_json::from_value(f).ok())
+            .ok_or_else(|| "the message names no file".to_string())?;
+        let looked_up = match connect::lookup(connection) {
+            Some(call) => Some(self.call(call, LOOKUP_LIMIT).await?),
+            None => None,
+        };
+        match connect::refresh(connection, &file, looked_up.as_deref()).map_err(|e| e.to_string())? {
+            Refresh::Calls(calls) => {
+                for call in calls {
+                    self.call(call, ANSWER_LIMIT).await?;
+                }
+            }
+            Refresh::NotHeld(why) => {
+                tracing::info!(kind = %connection.kind, %why, "nothing to refresh for a replaced file");
+            }
         }
-        // The URL is not in the error: a Discord webhook's holds its token.
-        let mut response = call.send_body(request.body).await.map_err(|e| format!("the request failed: {e}"))?;
+        Ok(())
+    }
+
+    /// Makes one call; answers the body of a 2xx answer (at most `limit` bytes;
+    /// `LOOKUP_LIMIT` for a call whose answer is needed), else an error with the status and
+    /// the start of what was answered.
+    async fn call(&self, call: Call, limit: usize) -> Result<Vec<u8>, String> {
+        let mut request = match call.method {
+            Method::Get => self.client.get(&call.url),
+            Method::Post => self.client.post(&call.url),
+        };
+        for (name, value) in &call.headers {
+            request = request.insert_header((name.as_str(), value.as_str()));
+        }
+        // The URL is not in the error: a Discord webhook's holds its token, a Plex URL may.
+        let sent = match call.method {
+            Method::Get => request.send().await,
+            Method::Post => request.send_body(call.body).await,
+        };
+        let mut response = sent.map_err(|e| format!("the request failed: {e}"))?;
         let status = response.status();
         if status.is_success() {
-            // Read what was answered, so the connection can be reused.
-            let _ = response.body().limit(64 * 1024).await;
-            return Ok(());
+            // Read what was answered: a lookup needs it (an answer it cannot read is a
+            // failure), and the connection can be reused. For anything else the receiver
+            // took the message, whatever the answer.
+            return match response.body().limit(limit).await {
+                Ok(answer) => Ok(answer.to_vec()),
+                Err(e) if limit == LOOKUP_LIMIT => Err(format!("the answer: {e}")),
+                Err(_) => Ok(Vec::new()),
+            };
         }
-        let answer = response.body().limit(64 * 1024).await.map(|b| String::from_utf8_lossy(&b).into_owned());
+        let answer = response.body().limit(ANSWER_LIMIT).await.map(|b| String::from_utf8_lossy(&b).into_owned());
         let answer: String = answer.unwrap_or_default().chars().take(200).collect();
         Err(format!("answered {status}{}", if answer.is_empty() { String::new() } else { format!(": {answer}") }))
     }

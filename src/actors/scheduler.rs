@@ -1,6 +1,9 @@
 //! `Scheduler`: matches QUEUED jobs to nodes with free slots, within the licence's limit on
-//! concurrent jobs, and carries out users' job actions (pause, resume, retry, cancel, force)
-//! on jobs wherever they are.
+//! concurrent jobs and the nodes' encoding windows, and carries out users' job actions
+//! (pause, resume, retry, cancel, force) on jobs wherever they are. A node whose window is
+//! closed gets no new work; with "pause" on close, its running jobs are told to yield at a
+//! segment boundary (`JobCommand::Yield`), back to the queue, to continue where they stopped
+//! once a window opens.
 
 use std::time::Duration;
 
@@ -14,6 +17,8 @@ use super::lifecycle::{EventContext, Lifecycle, LifecycleError};
 use super::node::{Capacity, ControlJob, NodeSupervisor, StartJob, Wake};
 use crate::domain::job::{JobEvent, JobStatus, PartialOutput, Stage};
 use crate::domain::license::Tier;
+use crate::domain::schedule::OnClose;
+use crate::host::clock::Clock;
 use crate::media::layout::partial_dir_for;
 use crate::media::manifest::quick_state;
 use crate::repo::jobs::{self, Assignment, JobChange};
@@ -74,13 +79,22 @@ pub struct Scheduler {
     lifecycle: Lifecycle,
     nodes: Vec<NodeHandle>,
     license_public_key: String,
+    clock: Clock,
     ticking: bool,
     again: bool,
 }
 
 impl Scheduler {
-    pub fn new(lifecycle: Lifecycle, nodes: Vec<NodeHandle>, license_public_key: String) -> Self {
-        Scheduler { db: lifecycle.db.clone(), lifecycle, nodes, license_public_key, ticking: false, again: false }
+    pub fn new(lifecycle: Lifecycle, nodes: Vec<NodeHandle>, license_public_key: String, clock: Clock) -> Self {
+        Scheduler {
+            db: lifecycle.db.clone(),
+            lifecycle,
+            nodes,
+            license_public_key,
+            clock,
+            ticking: false,
+            again: false,
+        }
     }
 
     fn tick(&mut self, ctx: &mut Context<Self>) {
@@ -91,9 +105,17 @@ impl Scheduler {
         self.ticking = true;
         let (db, lifecycle, nodes, key) =
             (self.db.clone(), self.lifecycle.clone(), self.nodes.clone(), self.license_public_key.clone());
+        let now = self.clock.now();
         ctx.spawn(
             async move {
-                if let Err(e) = assign(&db, &lifecycle, &nodes, &key).await {
+                let open = match windows(&db, &nodes, now).await {
+                    Ok(open) => open,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "scheduling round failed: the encoding windows are unreadable");
+                        return;
+                    }
+                };
+                if let Err(e) = assign(&db, &lifecycle, &nodes, &key, &open).await {
                     tracing::warn!(error = %e, "scheduling round failed");
                 }
             }
@@ -130,11 +152,39 @@ struct Slots<'a> {
     missing: Vec<String>,
 }
 
+/// The nodes whose encoding window is open at `now`; running jobs of a closed node whose
+/// schedule says "pause" are told to yield (again every round until they have: a command
+/// to a job that already stopped does nothing).
+async fn windows(
+    db: &DatabaseConnection,
+    nodes: &[NodeHandle],
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<std::collections::HashSet<i32>, LifecycleError> {
+    let ids: Vec<i32> = nodes.iter().map(|n| n.id).collect();
+    let schedules = repo::schedules::in_force(db, &ids).await?;
+    let open: std::collections::HashSet<i32> =
+        ids.iter().copied().filter(|id| schedules.get(id).is_none_or(|s| s.is_open(now))).collect();
+    let yielding: Vec<&NodeHandle> = nodes
+        .iter()
+        .filter(|n| !open.contains(&n.id) && schedules.get(&n.id).is_some_and(|s| s.on_close == OnClose::Pause))
+        .collect();
+    if yielding.is_empty() {
+        return Ok(open);
+    }
+    for job in jobs::in_statuses(db, &[JobStatus::Analyzing, JobStatus::Encoding]).await? {
+        let Some(node) = yielding.iter().find(|n| job.node_id == Some(n.id)) else { continue };
+        let told = node.control.send(ControlJob { job_id: job.id, command: JobCommand::Yield }).await.unwrap_or(false);
+        tracing::debug!(job_id = job.id, node = %node.name, told, "the node's encoding window closed; its job yields");
+    }
+    Ok(open)
+}
+
 async fn assign(
     db: &DatabaseConnection,
     lifecycle: &Lifecycle,
     nodes: &[NodeHandle],
     public_key: &str,
+    open: &std::collections::HashSet<i32>,
 ) -> Result<(), LifecycleError> {
     let tier = effective_tier(db, public_key).await;
     let counts = jobs::count_by_status(db).await?;
@@ -147,7 +197,8 @@ async fn assign(
     let allowed = tier.max_concurrent_jobs().map(|m| u64::from(m).saturating_sub(running)).unwrap_or(u64::MAX);
     let allowed_nodes = tier.max_nodes().map(|m| m as usize).unwrap_or(usize::MAX);
     let mut slots = Vec::new();
-    for node in nodes.iter().take(allowed_nodes) {
+    // A node outside its encoding window takes nothing new.
+    for node in nodes.iter().take(allowed_nodes).filter(|n| open.contains(&n.id)) {
         let capacity = node.capacity.send(Capacity).await.unwrap_or_default();
         slots.push(Slots { node, free: capacity.free as u64, missing: capacity.missing_paths });
     }

@@ -154,6 +154,34 @@ pub fn nodes_check(nodes: &[(NodeRole, NodeStatus)]) -> Check {
     Check { name: CheckName::Nodes, level, value: CheckValue::Count(offline), message }
 }
 
+/// What the health checks judge. `stuck_jobs` and `nodes` are `None` when the database could
+/// not say; those checks are then left out (the database check is critical anyway).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Inputs {
+    pub load1: f64,
+    pub cores: usize,
+    pub memory_percent: f64,
+    pub database_connected: bool,
+    pub stuck_jobs: Option<u64>,
+    pub nodes: Option<Vec<(NodeRole, NodeStatus)>>,
+}
+
+/// Every check of the health panel (and of `health.changed`), in the panel's order.
+pub fn checks(inputs: &Inputs) -> Vec<Check> {
+    let mut checks = vec![
+        cpu_check(inputs.load1, inputs.cores),
+        memory_check(inputs.memory_percent),
+        database_check(inputs.database_connected),
+    ];
+    if let Some(stuck) = inputs.stuck_jobs {
+        checks.push(queue_check(stuck));
+    }
+    if let Some(nodes) = &inputs.nodes {
+        checks.push(nodes_check(nodes));
+    }
+    checks
+}
+
 /// A library path this full raises the risk of failed encodes.
 pub fn disk_risk(used_percent: f64) -> bool {
     used_percent > DISK_RISK_PERCENT

@@ -151,6 +151,10 @@ pub enum JobEvent {
     /// The transcoder found the job's partial output locked by another one (an earlier
     /// attempt still stopping): the job waits in the queue, its retries and partial output intact.
     Busy,
+    /// The node's encoding window closed (`domain::schedule`, "pause" on close): back to the
+    /// queue, the transcoder stopped at a segment boundary and the partial output kept, to
+    /// continue when a window opens. Nobody's fault: no retry used.
+    Yield,
     /// A rescan found the file of an ended job changed (another size or modification time
     /// than the job left it with): a new file to analyse, with fresh retries.
     SourceChanged,
@@ -172,6 +176,7 @@ impl JobEvent {
             JobEvent::Force => "force",
             JobEvent::Orphaned { .. } => "requeue as orphaned",
             JobEvent::Busy => "requeue as busy",
+            JobEvent::Yield => "yield to the schedule",
             JobEvent::SourceChanged => "requeue as changed",
         }
     }
@@ -289,6 +294,11 @@ pub fn transition(job: &JobSnapshot, event: &JobEvent) -> Result<Outcome, Transi
         // Nobody's fault and nothing lost: no retry used, and the folder (another writer's
         // work) is left alone.
         (Analyzing | Encoding, JobEvent::Busy) => keep_counters(Queued, vec![ReleaseNode, ContinueFromPartial]),
+        (Encoding, JobEvent::Yield) => keep_counters(
+            Queued,
+            vec![StopTranscoder { graceful: true }, KeepPartial, ReleaseNode, ContinueFromPartial],
+        ),
+        (Analyzing, JobEvent::Yield) => keep_counters(Queued, vec![ReleaseNode, ContinueFromPartial]),
         // Whatever the job decided was about the file it saw; a user's force was too.
         (Completed | Skipped | Failed | Cancelled, JobEvent::SourceChanged) => {
             afresh(false, vec![ClearFailure, StartFromScratch])
@@ -543,6 +553,7 @@ mod tests {
                     ..sample("orphaned by a third crash", 2, true, JobEvent::Orphaned { crashed: true })
                 },
                 sample("busy", 2, true, JobEvent::Busy),
+                sample("yield", 2, true, JobEvent::Yield),
                 sample("source changed", 2, true, JobEvent::SourceChanged),
             ]
         }
@@ -564,9 +575,10 @@ mod tests {
                 JobEvent::Orphaned { .. } => 10,
                 JobEvent::Busy => 11,
                 JobEvent::SourceChanged => 12,
+                JobEvent::Yield => 13,
             }
         }
-        const EVENT_VARIANTS: usize = 13;
+        const EVENT_VARIANTS: usize = 14;
 
         struct Row {
             from: JobStatus,
@@ -789,6 +801,16 @@ mod tests {
                 moves(Analyzing, "busy", Queued, 2, true, vec![ReleaseNode, ContinueFromPartial]),
                 moves(Encoding, "busy", Queued, 2, true, vec![ReleaseNode, ContinueFromPartial]),
                 refused("busy", &[Pending, Queued, Paused, Completed, Skipped, Failed, Cancelled]),
+                moves(Analyzing, "yield", Queued, 2, true, vec![ReleaseNode, ContinueFromPartial]),
+                moves(
+                    Encoding,
+                    "yield",
+                    Queued,
+                    2,
+                    true,
+                    vec![StopTranscoder { graceful: true }, KeepPartial, ReleaseNode, ContinueFromPartial],
+                ),
+                refused("yield", &[Pending, Queued, Paused, Completed, Skipped, Failed, Cancelled]),
                 moves_counting(
                     moves(Completed, "source changed", Queued, 0, false, vec![ClearFailure, StartFromScratch]),
                     0,

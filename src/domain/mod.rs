@@ -5,6 +5,7 @@
 
 pub mod access;
 pub mod arr;
+pub mod connect;
 pub mod encoding;
 pub mod feed;
 pub mod health;
@@ -12,6 +13,7 @@ pub mod job;
 pub mod license;
 pub mod node;
 pub mod notify;
+pub mod schedule;
 pub mod segments;
 pub mod session;
 pub mod stats;

@@ -23,15 +23,18 @@ use sha2::Sha256;
 use super::named_enum;
 
 named_enum! {
-    /// What happened (`test`: the "send test" action of one target).
+    /// What happened (`test`: the "send test" action of one target; `file.replaced`: what
+    /// connections are told, `domain::connect`).
     NotifyEvent, "notification event" {
         JobCompleted => "job.completed",
         JobFailed => "job.failed",
         QueueDrained => "queue.drained",
         NodeOffline => "node.offline",
         NodeOnline => "node.online",
+        HealthChanged => "health.changed",
         DiskAtRisk => "disk.at_risk",
         Test => "test",
+        FileReplaced => "file.replaced",
     }
 }
 
@@ -54,6 +57,7 @@ pub const SUBSCRIBABLE: &[NotifyEvent] = &[
     NotifyEvent::QueueDrained,
     NotifyEvent::NodeOffline,
     NotifyEvent::NodeOnline,
+    NotifyEvent::HealthChanged,
     NotifyEvent::DiskAtRisk,
 ];
 
@@ -206,6 +210,40 @@ pub fn message(body: &serde_json::Value) -> Message {
                 title: "condense: library disk nearly full".into(),
                 text: format!("{path}{used}; encodes there may fail for lack of space"),
                 level: Level::Warning,
+            }
+        }
+        Some(NotifyEvent::HealthChanged) => {
+            let level = |key: &str| str_at(body, &["health", key]).unwrap_or("UNKNOWN").to_ascii_lowercase();
+            let (from, to) = (level("previous"), level("overall"));
+            let failing: Vec<&str> = body
+                .pointer("/health/checks")
+                .and_then(serde_json::Value::as_array)
+                .map(|checks| {
+                    checks
+                        .iter()
+                        .filter(|c| c.get("level").and_then(serde_json::Value::as_str) != Some("HEALTHY"))
+                        .filter_map(|c| c.get("message").and_then(serde_json::Value::as_str))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let why = if failing.is_empty() { String::new() } else { format!(": {}", failing.join("; ")) };
+            let level = match to.as_str() {
+                "healthy" => Level::Success,
+                "critical" => Level::Failure,
+                _ => Level::Warning,
+            };
+            Message {
+                title: format!("condense: health {to}"),
+                text: format!("Health went from {from} to {to}{why}"),
+                level,
+            }
+        }
+        Some(NotifyEvent::FileReplaced) => {
+            let path = str_at(body, &["file", "path"]).unwrap_or("a file");
+            Message {
+                title: "condense: file replaced".into(),
+                text: format!("{path} was replaced"),
+                level: Level::Info,
             }
         }
         Some(NotifyEvent::Test) => Message {
@@ -394,7 +432,7 @@ fn percent_decode(text: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-fn percent_encode(text: &str) -> String {
+pub(crate) fn percent_encode(text: &str) -> String {
     text.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => char::from(b).to_string(),
@@ -452,6 +490,44 @@ pub fn disks_newly_at_risk(
     let risky: Vec<(String, f64)> = now.iter().filter(|(_, used)| super::health::disk_risk(*used)).cloned().collect();
     let newly = risky.iter().filter(|(path, _)| !before.contains(path)).cloned().collect();
     (newly, risky.into_iter().map(|(path, _)| path).collect())
+}
+
+/// Looks in a row a new overall health level must be seen on before it is reported: one
+/// look at a load average crossing a line and back is not news.
+pub const HEALTH_CONFIRM_LOOKS: u32 = 2;
+
+/// Follows the overall health level from look to look (`actors::notifier::watch_health`) and
+/// says when it changed: a level is reported once it held for `HEALTH_CONFIRM_LOOKS` looks,
+/// from the level last reported (HEALTHY before the first report).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HealthWatch {
+    reported: Option<super::health::HealthLevel>,
+    candidate: Option<(super::health::HealthLevel, u32)>,
+}
+
+impl HealthWatch {
+    /// One look found `level`: `Some((from, to))` when that is news.
+    pub fn look(
+        &mut self,
+        level: super::health::HealthLevel,
+    ) -> Option<(super::health::HealthLevel, super::health::HealthLevel)> {
+        let reported = self.reported.unwrap_or(super::health::HealthLevel::Healthy);
+        if level == reported {
+            self.candidate = None;
+            return None;
+        }
+        let seen = match self.candidate {
+            Some((candidate, n)) if candidate == level => n.saturating_add(1),
+            _ => 1,
+        };
+        if seen >= HEALTH_CONFIRM_LOOKS {
+            self.reported = Some(level);
+            self.candidate = None;
+            return Some((reported, level));
+        }
+        self.candidate = Some((level, seen));
+        None
+    }
 }
 
 /// The outbox row's body for a job event.
@@ -657,6 +733,46 @@ mod tests {
         let body =
             envelope(NotifyEvent::DiskAtRisk, at(), serde_json::json!({"disk": {"path": "/a", "usedPercent": 93.2}}));
         assert_eq!(message(&body).text, "/a is 93 % full; encodes there may fail for lack of space");
+    }
+
+    #[test]
+    fn a_health_level_is_news_once_it_held_for_two_looks() {
+        use crate::domain::health::HealthLevel::{Critical, Healthy, Warning};
+        let mut watch = HealthWatch::default();
+        assert_eq!(watch.look(Healthy), None);
+        assert_eq!(watch.look(Warning), None);
+        assert_eq!(watch.look(Healthy), None, "one look is not news");
+        assert_eq!(watch.look(Warning), None);
+        assert_eq!(watch.look(Warning), Some((Healthy, Warning)));
+        assert_eq!(watch.look(Warning), None, "reported once");
+        assert_eq!(watch.look(Critical), None);
+        assert_eq!(watch.look(Warning), None);
+        assert_eq!(watch.look(Critical), None);
+        assert_eq!(watch.look(Critical), Some((Warning, Critical)));
+        assert_eq!(watch.look(Healthy), None);
+        assert_eq!(watch.look(Healthy), Some((Critical, Healthy)));
+        // Critical at start is news too (after two looks).
+        let mut watch = HealthWatch::default();
+        assert_eq!(watch.look(Critical), None);
+        assert_eq!(watch.look(Critical), Some((Healthy, Critical)));
+    }
+
+    #[test]
+    fn a_health_change_names_the_levels_and_what_is_wrong() {
+        let body = envelope(
+            NotifyEvent::HealthChanged,
+            at(),
+            serde_json::json!({"health": {"previous": "HEALTHY", "overall": "WARNING", "checks": [
+                {"name": "cpu", "level": "HEALTHY", "message": "load 0.50 on 2 cores (0.25 per core)"},
+                {"name": "nodes", "level": "WARNING", "message": "1 of 2 nodes offline"},
+            ]}}),
+        );
+        let msg = message(&body);
+        assert_eq!(msg.title, "condense: health warning");
+        assert_eq!(msg.text, "Health went from healthy to warning: 1 of 2 nodes offline");
+        assert_eq!(msg.level, Level::Warning);
+        assert!(!SUBSCRIBABLE.contains(&NotifyEvent::FileReplaced));
+        assert!(SUBSCRIBABLE.contains(&NotifyEvent::HealthChanged));
     }
 
     #[test]

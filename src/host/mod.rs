@@ -3,6 +3,7 @@
 //! async code calls it from a blocking thread.
 
 pub mod clean_stop;
+pub mod clock;
 pub mod disk;
 pub mod gpu;
 pub mod memory_trend;

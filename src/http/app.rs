@@ -39,6 +39,8 @@ pub struct AppState {
     pub memory_trend: SharedMemoryTrend,
     /// Where libraries may be (DATA_DIR, LIBRARY_ROOTS).
     pub library_places: http::libraries::LibraryPlaces,
+    /// The clock the encoding windows are read with (whether each is open now).
+    pub clock: crate::host::clock::Clock,
 }
 
 /// The API's own settings (the rest comes from the node).
@@ -70,6 +72,7 @@ impl AppState {
             trusted_proxies: api.trusted_proxies,
             memory_trend: node.memory_trend.clone(),
             library_places: api.library_places,
+            clock: node.clock.clone(),
         }
     }
 }

@@ -11,6 +11,7 @@ pub mod app;
 pub mod audit;
 pub mod auth;
 pub mod cluster;
+pub mod connections;
 pub mod encoders;
 pub mod forward;
 pub mod headers;
@@ -25,6 +26,7 @@ pub mod metrics;
 pub mod nodes;
 pub mod notifications;
 pub mod openapi;
+pub mod schedule;
 pub mod settings;
 pub mod stats;
 pub mod ui;
@@ -146,6 +148,12 @@ fn table() -> Vec<(Endpoint, Route)> {
         endpoint(Method::PUT, "/notifications/{id}", Token, Admin, notifications::update),
         endpoint(Method::DELETE, "/notifications/{id}", Token, Admin, notifications::delete),
         endpoint(Method::POST, "/notifications/{id}/test", Token, Admin, notifications::test),
+        endpoint(Method::GET, "/connections", Token, Admin, connections::list),
+        endpoint(Method::POST, "/connections", Token, Admin, connections::create),
+        endpoint(Method::GET, "/connections/{id}", Token, Admin, connections::get),
+        endpoint(Method::PUT, "/connections/{id}", Token, Admin, connections::update),
+        endpoint(Method::DELETE, "/connections/{id}", Token, Admin, connections::delete),
+        endpoint(Method::POST, "/connections/{id}/test", Token, Admin, connections::test),
         endpoint(Method::GET, "/users", Token, Admin, users::list),
         endpoint(Method::POST, "/users", Token, Admin, users::create),
         endpoint(Method::PUT, "/users/{username}/password", Token, Admin, users::set_password),
@@ -154,6 +162,11 @@ fn table() -> Vec<(Endpoint, Route)> {
         endpoint(Method::GET, "/nodes", Token, Viewer, nodes::list),
         endpoint(Method::POST, "/nodes/{id}/revoke", Token, Admin, nodes::revoke),
         endpoint(Method::DELETE, "/nodes/{id}", Token, Admin, nodes::remove),
+        endpoint(Method::GET, "/nodes/{id}/schedule", Token, Viewer, schedule::get_node),
+        endpoint(Method::PUT, "/nodes/{id}/schedule", Token, Admin, schedule::set_node),
+        endpoint(Method::DELETE, "/nodes/{id}/schedule", Token, Admin, schedule::clear_node),
+        endpoint(Method::GET, "/schedule", Token, Viewer, schedule::get_default),
+        endpoint(Method::PUT, "/schedule", Token, Admin, schedule::set_default),
         endpoint(Method::GET, "/jobs", Token, Viewer, jobs::list),
         endpoint(Method::GET, "/jobs/{id}", Token, Viewer, jobs::get),
         endpoint(Method::POST, "/jobs/{id}/pause", Token, Operator, actions::pause),
@@ -283,7 +296,7 @@ mod tests {
                 // The settings carry the cluster token; users and the audit log are
                 // administration.
                 // Notification targets hold their receivers' URLs (a Discord webhook's
-                // token among them).
+                // token among them); connections the URLs of the media stack.
                 if [
                     "/settings",
                     "/settings/arr",
@@ -292,6 +305,8 @@ mod tests {
                     "/api-keys",
                     "/notifications",
                     "/notifications/{id}",
+                    "/connections",
+                    "/connections/{id}",
                 ]
                 .contains(&e.path)
                 {
@@ -352,6 +367,10 @@ mod tests {
             "PUT /notifications/{id}",
             "DELETE /notifications/{id}",
             "POST /notifications/{id}/test",
+            "POST /connections",
+            "PUT /connections/{id}",
+            "DELETE /connections/{id}",
+            "POST /connections/{id}/test",
         ] {
             assert!(audited.contains(&change.to_string()), "{change} is not audited");
         }

@@ -22,7 +22,9 @@ use crate::repo;
 )]
 pub async fn list(_user: AuthUser, state: web::Data<AppState>) -> Result<web::Json<Vec<NodeView>>, AppError> {
     let nodes = repo::nodes::list(&state.db).await?;
-    Ok(web::Json(views::nodes(&nodes)))
+    let mut listed = views::nodes(&nodes);
+    super::schedule::fill_windows(&state, &mut listed).await?;
+    Ok(web::Json(listed))
 }
 
 /// What a revocation or removal did.

@@ -31,7 +31,7 @@ pub struct TargetBody {
     /// Apprise API notify URL; for e-mail `smtp[s]://[user@]host[:port]?from=…&to=…`.
     pub url: String,
     /// The events it wants: job.completed, job.failed, queue.drained, node.offline,
-    /// node.online, disk.at_risk.
+    /// node.online, health.changed, disk.at_risk.
     pub events: Vec<NotifyEvent>,
     /// The webhook's signing key, an ntfy access token, a Gotify application token, an SMTP
     /// password. On an update, leaving it out keeps the stored one; "" removes it.

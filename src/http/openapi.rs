@@ -65,6 +65,12 @@ const API_KEY: &str = "apiKeyAuth";
         super::notifications::update,
         super::notifications::delete,
         super::notifications::test,
+        super::connections::list,
+        super::connections::create,
+        super::connections::get,
+        super::connections::update,
+        super::connections::delete,
+        super::connections::test,
         super::users::list,
         super::users::create,
         super::users::set_password,
@@ -73,6 +79,11 @@ const API_KEY: &str = "apiKeyAuth";
         super::nodes::list,
         super::nodes::revoke,
         super::nodes::remove,
+        super::schedule::get_node,
+        super::schedule::set_node,
+        super::schedule::clear_node,
+        super::schedule::get_default,
+        super::schedule::set_default,
         super::encoders::list,
         super::jobs::list,
         super::jobs::get,
@@ -116,6 +127,7 @@ const API_KEY: &str = "apiKeyAuth";
         (name = "queue", description = "Queue-wide actions"),
         (name = "integrations", description = "Sonarr and Radarr"),
         (name = "notifications", description = "Webhooks, Discord, ntfy, Gotify, Apprise and e-mail"),
+        (name = "connections", description = "Plex, Jellyfin, Emby, Sonarr and Radarr, told of replaced files"),
     )
 )]
 struct ApiDoc;

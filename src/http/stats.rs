@@ -58,7 +58,7 @@ pub async fn health(_user: AuthUser, state: web::Data<AppState>) -> Result<web::
     let machine = machine(&state, None).await?;
     let connected = repo::ping(&state.db).await;
     let stuck = match repo::jobs::in_statuses(&state.db, &RUNNING).await {
-        Ok(running) => Some(stuck_jobs(&running, now)),
+        Ok(running) => Some(repo::jobs::stuck_count(&running, now)),
         Err(error) => {
             tracing::warn!(%error, "health: running jobs unreadable");
             None
@@ -106,29 +106,18 @@ pub async fn dashboard(_user: AuthUser, state: web::Data<AppState>) -> Result<we
         stuck_jobs: Some(queue.stalled),
         nodes: Some(&nodes),
     });
+    let mut node_views = views::nodes(&nodes);
+    super::schedule::fill_windows(&state, &mut node_views).await?;
     Ok(web::Json(DashboardView {
         health,
         system: machine.into_view(),
         queue,
         active_jobs: running.iter().map(JobView::from).collect(),
-        nodes: views::nodes(&nodes),
+        nodes: node_views,
     }))
 }
 
 const RUNNING: [JobStatus; 2] = [JobStatus::Analyzing, JobStatus::Encoding];
-
-/// Running jobs without progress for too long (flagged by their supervisor, or silent).
-fn stuck_jobs(running: &[job::Model], now: DateTime<Utc>) -> u64 {
-    running
-        .iter()
-        .filter(|job| {
-            // A job that never reported progress counts from its start.
-            let since = job.last_progress_at.or(job.started_at);
-            let seconds = since.map(|at| u64::try_from((now - at).num_seconds()).unwrap_or(0));
-            stats::is_stuck(job.status.into(), job.stalled, seconds)
-        })
-        .count() as u64
-}
 
 /// Queue statistics, and the running jobs they were computed from.
 pub(super) async fn queue_and_running(
@@ -139,7 +128,7 @@ pub(super) async fn queue_and_running(
     let running = repo::jobs::in_statuses(db, &RUNNING).await?;
     let window = chrono::Duration::hours(stats::THROUGHPUT_WINDOW_HOURS);
     let recent = repo::stats::completed_after(db, now - window).await?;
-    Ok((stats::queue_stats(&counts, stuck_jobs(&running, now), recent), running))
+    Ok((stats::queue_stats(&counts, repo::jobs::stuck_count(&running, now), recent), running))
 }
 
 /// What was read of this machine.

@@ -245,6 +245,8 @@ pub struct NodeView {
     pub has_credential: bool,
     /// Revoked by an administrator: refused until removed.
     pub revoked: bool,
+    /// The encoding window it follows and whether it is open now.
+    pub window: Option<super::schedule::ScheduleView>,
 }
 
 /// The nodes as shown, each compared with the average work of the ONLINE ones.
@@ -281,6 +283,8 @@ pub fn nodes(models: &[node::Model]) -> Vec<NodeView> {
                 identity: node.identity.clone(),
                 has_credential: node.credential_hash.is_some(),
                 revoked: node.revoked,
+                // Filled in by the handlers, which read the schedules (`schedule::fill_windows`).
+                window: None,
             }
         })
         .collect()
@@ -353,19 +357,14 @@ pub struct HealthInputs<'a> {
 }
 
 pub fn health(inputs: &HealthInputs<'_>) -> HealthView {
-    let mut checks = vec![
-        health::cpu_check(inputs.load1, inputs.cores),
-        health::memory_check(inputs.memory_percent),
-        health::database_check(inputs.database_connected),
-    ];
-    if let Some(stuck) = inputs.stuck_jobs {
-        checks.push(health::queue_check(stuck));
-    }
-    if let Some(nodes) = inputs.nodes {
-        let nodes: Vec<(NodeRole, NodeStatus)> =
-            nodes.iter().map(|node| (node.role.into(), node.status.into())).collect();
-        checks.push(health::nodes_check(&nodes));
-    }
+    let checks = health::checks(&health::Inputs {
+        load1: inputs.load1,
+        cores: inputs.cores,
+        memory_percent: inputs.memory_percent,
+        database_connected: inputs.database_connected,
+        stuck_jobs: inputs.stuck_jobs,
+        nodes: inputs.nodes.map(|nodes| nodes.iter().map(|node| (node.role.into(), node.status.into())).collect()),
+    });
     HealthView { overall: health::overall(&checks), checks }
 }
 

@@ -255,6 +255,10 @@ pub async fn change_status_as<C: ConnectionTrait + TransactionTrait>(
 ) -> RepoResult<job::Model> {
     let txn = db.begin().await?;
     let (to, mut event) = (change.outcome.to, change.event.clone());
+    // A completion that records a new inode at the job's path is a replace: the connections
+    // are told of it, by the path the row had before (a container change renames the file).
+    let replaced = to == JobStatus::Completed && change.change.source_inode.is_some();
+    let previous_path = if replaced { Some(get(&txn, id).await?.file_path) } else { None };
     let set = change.into_active(now());
     let mut update = Entity::update_many().set(set).filter(Column::Id.eq(id)).filter(Column::Status.eq(from));
     if let Some(lease) = lease {
@@ -274,6 +278,9 @@ pub async fn change_status_as<C: ConnectionTrait + TransactionTrait>(
     let model = get(&txn, id).await?;
     // Notifications it owes are written with it: a restart loses none.
     super::notifications::job_ended(&txn, &model, to).await?;
+    if let Some(previous_path) = previous_path {
+        super::notifications::file_replaced(&txn, &model, &previous_path).await?;
+    }
     txn.commit().await?;
     Ok(model)
 }
@@ -405,6 +412,20 @@ pub async fn count_by_status(db: &impl ConnectionTrait) -> RepoResult<HashMap<Jo
 }
 
 /// Jobs in the given statuses, oldest first (start-up recovery, the scheduler).
+/// Of running jobs, those without progress for too long (flagged by their supervisor, or
+/// silent): the health panel's queue check.
+pub fn stuck_count(running: &[job::Model], now: DateTime<Utc>) -> u64 {
+    running
+        .iter()
+        .filter(|job| {
+            // A job that never reported progress counts from its start.
+            let since = job.last_progress_at.or(job.started_at);
+            let seconds = since.map(|at| u64::try_from((now - at).num_seconds()).unwrap_or(0));
+            crate::domain::stats::is_stuck(job.status.into(), job.stalled, seconds)
+        })
+        .count() as u64
+}
+
 pub async fn in_statuses(db: &impl ConnectionTrait, statuses: &[JobStatus]) -> RepoResult<Vec<job::Model>> {
     Ok(Entity::find().filter(Column::Status.is_in(statuses.iter().copied())).order_by_asc(Column::Id).all(db).await?)
 }

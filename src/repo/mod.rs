@@ -3,6 +3,7 @@
 
 pub mod api_keys;
 pub mod audit;
+pub mod connections;
 pub mod enums;
 pub mod events;
 pub mod jobs;
@@ -10,6 +11,7 @@ pub mod libraries;
 pub mod licenses;
 pub mod nodes;
 pub mod notifications;
+pub mod schedules;
 pub mod settings;
 pub mod stats;
 pub mod users;

@@ -14,6 +14,7 @@ use sea_orm::{
 };
 
 use super::{now, RepoError, RepoResult};
+use crate::domain::connect::Replaced;
 use crate::domain::job::JobStatus;
 use crate::domain::notify::{envelope, JobFacts, NotifyEvent, TargetKind};
 
@@ -81,12 +82,28 @@ pub async fn update(db: &impl ConnectionTrait, id: i32, new: NewTarget) -> RepoR
 }
 
 pub async fn get(db: &impl ConnectionTrait, id: i32) -> RepoResult<target::Model> {
-    Targets::find_by_id(id).one(db).await?.ok_or_else(|| RepoError::NotFound(format!("notification target {id}")))
+    Targets::find_by_id(id)
+        .filter(Column::Kind.is_in(notification_kinds()))
+        .one(db)
+        .await?
+        .ok_or_else(|| RepoError::NotFound(format!("notification target {id}")))
 }
 
-/// Every target, oldest first, with the number of notifications waiting for it.
+/// The stored kinds of the notification targets (the rest of the table is connections,
+/// `repo::connections`).
+fn notification_kinds() -> Vec<&'static str> {
+    TargetKind::ALL.iter().map(|k| k.as_str()).collect()
+}
+
+/// Every notification target, oldest first, with the number of notifications waiting for it.
 pub async fn list(db: &impl ConnectionTrait) -> RepoResult<Vec<(target::Model, u64)>> {
-    let targets = Targets::find().order_by_asc(Column::Id).all(db).await?;
+    list_of(db, &notification_kinds()).await
+}
+
+/// The rows of these kinds, oldest first, with what waits for each.
+pub(super) async fn list_of(db: &impl ConnectionTrait, kinds: &[&str]) -> RepoResult<Vec<(target::Model, u64)>> {
+    let targets =
+        Targets::find().filter(Column::Kind.is_in(kinds.iter().copied())).order_by_asc(Column::Id).all(db).await?;
     let mut listed = Vec::with_capacity(targets.len());
     for t in targets {
         let waiting = Deliveries::find().filter(delivery::Column::TargetId.eq(t.id)).count(db).await?;
@@ -95,8 +112,17 @@ pub async fn list(db: &impl ConnectionTrait) -> RepoResult<Vec<(target::Model, u
     Ok(listed)
 }
 
-/// Removes a target and what it still had waiting. False when there is no such target.
+/// Removes a notification target and what it still had waiting. False when there is none.
 pub async fn delete(db: &impl ConnectionTrait, id: i32) -> RepoResult<bool> {
+    delete_of(db, id, &notification_kinds()).await
+}
+
+/// Removes a row of one of these kinds and what waits for it.
+pub(super) async fn delete_of(db: &impl ConnectionTrait, id: i32, kinds: &[&str]) -> RepoResult<bool> {
+    let Some(found) = Targets::find_by_id(id).one(db).await? else { return Ok(false) };
+    if !kinds.contains(&found.kind.as_str()) {
+        return Ok(false);
+    }
     Deliveries::delete_many().filter(delivery::Column::TargetId.eq(id)).exec(db).await?;
     Ok(Targets::delete_by_id(id).exec(db).await?.rows_affected == 1)
 }
@@ -185,6 +211,18 @@ pub async fn job_ended(db: &impl ConnectionTrait, job: &job::Model, to: JobStatu
             enqueue_to(db, &targets, NotifyEvent::QueueDrained, serde_json::json!({})).await?;
         }
     }
+    Ok(())
+}
+
+/// What a replace owes the connections (`domain::connect`): `file.replaced`, with the
+/// file's path now and, when the replace renamed it, before. Inside the completion's
+/// transaction, as `job_ended`.
+pub async fn file_replaced(db: &impl ConnectionTrait, job: &job::Model, previous_path: &str) -> RepoResult<()> {
+    let file = Replaced {
+        path: job.file_path.clone(),
+        previous_path: Some(previous_path.to_string()).filter(|p| *p != job.file_path),
+    };
+    enqueue(db, NotifyEvent::FileReplaced, serde_json::json!({ "file": file, "job": job_facts(job) })).await?;
     Ok(())
 }
 

@@ -37,6 +37,12 @@ pub async fn set<T: Serialize>(db: &impl ConnectionTrait, key: &str, value: &T) 
     Ok(())
 }
 
+/// Removes a setting (it reads as absent again).
+pub async fn remove(db: &impl ConnectionTrait, key: &str) -> RepoResult<()> {
+    Entity::delete_by_id(key.to_string()).exec(db).await?;
+    Ok(())
+}
+
 pub async fn all(db: &impl ConnectionTrait) -> RepoResult<Vec<(String, serde_json::Value)>> {
     Ok(Entity::find().all(db).await?.into_iter().map(|m| (m.key, m.value)).collect())
 }

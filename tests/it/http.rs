@@ -1400,9 +1400,15 @@ async fn nodes_are_listed_with_load_and_overload(server: &TestServer) {
             "identity",
             "hasCredential",
             "revoked",
+            "window",
         ];
         expected.sort();
         assert_eq!(keys, expected);
+        // No schedule set: every node follows the default, always open.
+        assert_eq!(
+            (&busy["window"]["open"], &busy["window"]["followsDefault"], &busy["window"]["windows"]),
+            (&json!(true), &json!(true), &json!([]))
+        );
         assert_eq!(
             (&busy["role"], &busy["status"], &busy["loadRatio"]),
             (&json!("linked"), &json!("ONLINE"), &json!(1.5))

@@ -17,5 +17,6 @@ mod media;
 mod notify;
 mod process;
 mod repo;
+mod schedule;
 mod stats;
 mod streams;

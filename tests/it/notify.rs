@@ -2,7 +2,9 @@
 //! (its signature checked here with an HMAC of our own), Discord, ntfy, Gotify, Apprise and an
 //! SMTP server, each a real server on loopback that records what it got and answers as the
 //! service documents; a receiver that is down gets its message once it is back, across a
-//! restart of condense, exactly once.
+//! restart of condense, exactly once. A replace is told to Plex, Jellyfin, Emby, Sonarr and
+//! Radarr (servers here that answer as their APIs document), by the mapped path of its new
+//! name; a health change reaches the outbox as `health.changed`.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -21,7 +23,9 @@ use crate::common::server::{command, ServerProcess};
 /// One request a receiver got.
 #[derive(Debug, Clone)]
 struct Seen {
+    method: String,
     path: String,
+    query: String,
     headers: Vec<(String, String)>,
     body: Vec<u8>,
 }
@@ -48,7 +52,35 @@ async fn record(req: HttpRequest, body: web::Bytes, log: web::Data<Log>) -> Http
     let path = req.path().to_string();
     let headers =
         req.headers().iter().map(|(n, v)| (n.as_str().to_string(), v.to_str().unwrap_or("").to_string())).collect();
-    log.lock().unwrap().push(Seen { path: path.clone(), headers, body: body.to_vec() });
+    let (method, query) = (req.method().to_string(), req.query_string().to_string());
+    log.lock().unwrap().push(Seen { method, path: path.clone(), query, headers, body: body.to_vec() });
+    // The media stack: Plex's sections (JSON, as with Accept: application/json), the *arrs'
+    // series and movies, and their command answers (201 with the queued command).
+    if path == "/plex/library/sections" {
+        return HttpResponse::Ok().json(json!({"MediaContainer": {"size": 2, "allowSync": false, "Directory": [
+            {"key": "1", "type": "show", "title": "TV", "Location": [{"id": 1, "path": "/data/tv"}]},
+            {"key": "4", "type": "movie", "title": "Films", "Location": [{"id": 7, "path": "/data/films"}]},
+        ]}}));
+    }
+    if path == "/sonarr/api/v3/series" {
+        return HttpResponse::Ok().json(json!([
+            {"id": 2, "title": "Other", "path": "/data/films/Other"},
+            {"id": 11, "title": "Film", "path": "/data/films/Film (2020)"},
+        ]));
+    }
+    if path == "/radarr/api/v3/movie" {
+        return HttpResponse::Ok()
+            .json(json!([{"id": 5, "title": "Film", "year": 2020, "path": "/data/films/Film (2020)"}]));
+    }
+    if path.ends_with("/api/v3/command") {
+        let mut command = serde_json::from_slice::<Value>(&body).unwrap_or(Value::Null);
+        command["id"] = json!(1);
+        command["status"] = json!("queued");
+        return HttpResponse::Created().json(command);
+    }
+    if path.ends_with("/Library/Media/Updated") {
+        return HttpResponse::NoContent().finish();
+    }
     if path.starts_with("/discord/") {
         HttpResponse::NoContent().finish()
     } else if path == "/gotify/message" {
@@ -392,4 +424,173 @@ async fn a_library_on_a_disk_above_90_percent_is_reported() {
     assert!(body["disk"]["usedPercent"].as_f64().unwrap() > 90.0, "{body}");
     assert!(server.signal_and_wait(libc::SIGTERM).success());
     receiver.handle.stop(false).await;
+}
+
+#[actix_web::test]
+async fn a_replace_is_told_to_plex_jellyfin_emby_sonarr_and_radarr_by_the_mapped_new_name() {
+    let receiver = Receiver::start(std::net::TcpListener::bind("127.0.0.1:0").unwrap());
+    let server = TestServer::start_throttled(crate::common::db::TestDb::sqlite().await, 0).await;
+    let admin = server.login().await;
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("Film (2020)");
+    std::fs::create_dir(&folder).unwrap();
+    // An AVI: the output is Matroska, so the replace gives the file a new name.
+    clips::h264(&folder, "film.avi", "320x240", 1);
+    let mappings = json!([{"from": dir.path(), "to": "/data/films"}]);
+    let base = receiver.base.clone();
+    for (kind, key) in
+        [("plex", "PlexTok"), ("jellyfin", "JfKey"), ("emby", "EmbyKey"), ("sonarr", "SonKey"), ("radarr", "RadKey")]
+    {
+        let body = json!({"name": kind, "kind": kind, "url": format!("{base}/{kind}/"), "apiKey": key, "pathMappings": mappings});
+        let (status, made) = server.post("/connections", Some(&admin), &body).await;
+        assert_eq!(status, 201, "{made}");
+        assert!(made.get("apiKey").is_none() && made["hasApiKey"] == true, "the key was served: {made}");
+    }
+    let (status, refused) = server
+        .post(
+            "/connections",
+            Some(&admin),
+            &json!({"name": "p", "kind": "plex", "url": "http://plex:32400", "pathMappings": [{"from": "media", "to": "/x"}], "apiKey": "k"}),
+        )
+        .await;
+    assert_eq!((status, refused["error"]["code"].as_str()), (422, Some("validation_failed")), "{refused}");
+    // Connections are not notification targets, nor the other way round.
+    let (_, targets) = server.get("/notifications", Some(&admin)).await;
+    assert_eq!(targets, json!([]));
+
+    let body = json!({"name": "films", "paths": [dir.path()], "encoder": "libx265", "quality": 30, "preset": "ultrafast", "watch": false});
+    let (status, library) = server.post("/libraries", Some(&admin), &body).await;
+    assert_eq!(status, 201, "{library}");
+    server.post(&format!("/libraries/{}/scan", library["id"]), Some(&admin), &json!({})).await;
+
+    let told = |prefix: &str, path: &str| receiver.seen(prefix).iter().any(|s| s.path == path);
+    let deadline = Instant::now() + Duration::from_secs(240);
+    while !(told("/plex/", "/plex/library/sections/4/refresh")
+        && told("/jellyfin/", "/jellyfin/Library/Media/Updated")
+        && told("/emby/", "/emby/Library/Media/Updated")
+        && told("/sonarr/", "/sonarr/api/v3/command")
+        && told("/radarr/", "/radarr/api/v3/command"))
+    {
+        if Instant::now() > deadline {
+            let (_, listed) = server.get("/connections", Some(&admin)).await;
+            let (_, jobs) = server.get("/jobs", Some(&admin)).await;
+            let got: Vec<String> =
+                receiver.log.lock().unwrap().iter().map(|s| format!("{} {}", s.method, s.path)).collect();
+            panic!("not every connection was told: got {got:?}\nconnections {listed:#}\njobs {jobs:#}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(folder.join("film.mkv").exists() && !folder.join("film.avi").exists());
+
+    // Plex: the sections, then a scan of the file's folder in the section that holds it.
+    let plex = receiver.seen("/plex/");
+    assert_eq!(
+        plex.iter().map(|s| format!("{} {}", s.method, s.path)).collect::<Vec<_>>(),
+        ["GET /plex/library/sections", "GET /plex/library/sections/4/refresh"]
+    );
+    assert!(plex.iter().all(|s| s.header("X-Plex-Token") == Some("PlexTok")), "{plex:?}");
+    assert_eq!(plex[1].query, "path=%2Fdata%2Ffilms%2FFilm%20%282020%29");
+
+    // Jellyfin and Emby: the old name gone, the new one there, each with its own key header.
+    let updates = json!({"Updates": [
+        {"Path": "/data/films/Film (2020)/film.avi", "UpdateType": "Deleted"},
+        {"Path": "/data/films/Film (2020)/film.mkv", "UpdateType": "Created"},
+    ]});
+    let jellyfin = receiver.seen("/jellyfin/");
+    assert_eq!((jellyfin.len(), jellyfin[0].method.as_str()), (1, "POST"), "{jellyfin:?}");
+    assert_eq!(jellyfin[0].header("Authorization"), Some("MediaBrowser Token=\"JfKey\""));
+    assert_eq!(jellyfin[0].json(), updates);
+    let emby = receiver.seen("/emby/");
+    assert_eq!((emby.len(), emby[0].header("X-Emby-Token")), (1, Some("EmbyKey")), "{emby:?}");
+    assert_eq!(emby[0].json(), updates);
+
+    // Sonarr and Radarr: their lists, then a rescan of the series or movie that owns the file.
+    let sonarr = receiver.seen("/sonarr/");
+    assert_eq!(
+        sonarr.iter().map(|s| format!("{} {}", s.method, s.path)).collect::<Vec<_>>(),
+        ["GET /sonarr/api/v3/series", "POST /sonarr/api/v3/command"]
+    );
+    assert!(sonarr.iter().all(|s| s.header("X-Api-Key") == Some("SonKey")), "{sonarr:?}");
+    assert_eq!(sonarr[1].json(), json!({"name": "RescanSeries", "seriesId": 11}));
+    let radarr = receiver.seen("/radarr/");
+    assert_eq!(radarr.len(), 2, "{radarr:?}");
+    assert!(radarr.iter().all(|s| s.header("X-Api-Key") == Some("RadKey")), "{radarr:?}");
+    assert_eq!(radarr[1].json(), json!({"name": "RescanMovie", "movieId": 5}));
+
+    // Each shows its refresh and has nothing waiting; the test asks something harmless.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, listed) = server.get("/connections", Some(&admin)).await;
+        let listed = listed.as_array().unwrap().clone();
+        if listed.len() == 5 && listed.iter().all(|c| c["lastDeliveredAt"].is_string() && c["waiting"] == 0) {
+            assert_eq!(listed[0]["pathMappings"], json!([{"from": dir.path(), "to": "/data/films"}]));
+            break;
+        }
+        assert!(Instant::now() < deadline, "the refreshes were not recorded: {listed:#?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (_, listed) = server.get("/connections", Some(&admin)).await;
+    let radarr_id = listed.as_array().unwrap().iter().find(|c| c["kind"] == "radarr").unwrap()["id"].clone();
+    let (status, tested) = server.post(&format!("/connections/{radarr_id}/test"), Some(&admin), &json!({})).await;
+    assert_eq!((status, &tested["delivered"]), (200, &json!(true)), "{tested}");
+    let last = receiver.seen("/radarr/").last().unwrap().clone();
+    assert_eq!((last.method.as_str(), last.path.as_str()), ("GET", "/radarr/api/v3/system/status"));
+    // A connection is not reachable as a notification target.
+    let (status, _) = server.get(&format!("/notifications/{radarr_id}"), Some(&admin)).await;
+    assert_eq!(status, 404);
+    receiver.handle.stop(false).await;
+    server.finish().await;
+}
+
+#[actix_web::test]
+async fn a_change_of_health_is_written_once_it_holds() {
+    use condense::actors::notifier::{look_at_health, HostReading};
+    use condense::domain::node::{NodeRole, NodeStatus};
+    let test_db = crate::common::db::TestDb::sqlite().await;
+    let db = test_db.db.clone();
+    condense::repo::notifications::create(
+        &db,
+        condense::repo::notifications::NewTarget {
+            name: "hook".into(),
+            kind: condense::domain::notify::TargetKind::Webhook,
+            url: "http://127.0.0.1:9/hook".into(),
+            secret: None,
+            headers: vec![],
+            events: vec![condense::domain::notify::NotifyEvent::HealthChanged],
+            enabled: true,
+        },
+    )
+    .await
+    .unwrap();
+    // The machine's side is given: a calm machine, so only the nodes can change the level.
+    let calm = HostReading { load1: 0.1, cores: 2, memory_percent: 20.0 };
+    let mut watch = condense::domain::notify::HealthWatch::default();
+    assert!(!look_at_health(&db, &mut watch, calm).await.unwrap());
+    let facts = |name: &str, role: NodeRole| condense::repo::nodes::NodeFacts {
+        name: name.into(),
+        role,
+        address: format!("{name}.lan"),
+        gpu: None,
+        cores: 2,
+        memory_total: 8 << 30,
+        max_jobs: 1,
+        encoders: vec!["libx265".into()],
+    };
+    condense::repo::nodes::upsert(&db, facts("main", NodeRole::Main)).await.unwrap();
+    let far = condense::repo::nodes::upsert(&db, facts("far", NodeRole::Linked)).await.unwrap();
+    condense::repo::nodes::set_status(&db, far.id, NodeStatus::Offline, Some("no heartbeat".into())).await.unwrap();
+    assert!(!look_at_health(&db, &mut watch, calm).await.unwrap(), "one look is not news");
+    assert!(condense::repo::notifications::due(&db, chrono::Utc::now(), 100).await.unwrap().is_empty());
+    assert!(look_at_health(&db, &mut watch, calm).await.unwrap());
+    assert!(!look_at_health(&db, &mut watch, calm).await.unwrap(), "told once");
+    let rows = condense::repo::notifications::due(&db, chrono::Utc::now(), 100).await.unwrap();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let body = &rows[0].0.body;
+    assert_eq!(
+        (body["event"].as_str(), body["health"]["previous"].as_str(), body["health"]["overall"].as_str()),
+        (Some("health.changed"), Some("HEALTHY"), Some("WARNING")),
+        "{body}"
+    );
+    let nodes = body["health"]["checks"].as_array().unwrap().iter().find(|c| c["name"] == "nodes").unwrap().clone();
+    assert_eq!((nodes["level"].as_str(), nodes["message"].as_str()), (Some("WARNING"), Some("1 of 2 nodes offline")));
 }

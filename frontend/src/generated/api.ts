@@ -151,6 +151,65 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/connections": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Connections */
+        get: operations["list_connections"];
+        put?: never;
+        /** Add a connection */
+        post: operations["create_connection"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/connections/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One connection */
+        get: operations["get_connection"];
+        /** Change a connection */
+        put: operations["update_connection"];
+        post?: never;
+        /** Remove a connection */
+        delete: operations["delete_connection"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/connections/{id}/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Test a connection
+         * @description Asks the product something that changes nothing (Plex's library sections, the *arr's
+         *     system status, Jellyfin's or Emby's system information) with the stored URL and key; the
+         *     answer says whether it worked, and the connection shows it as its last delivery or error.
+         */
+        post: operations["test_connection"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/encoders": {
         parameters: {
             query?: never;
@@ -575,6 +634,25 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/nodes/{id}/schedule": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A node's schedule */
+        get: operations["get_node_schedule"];
+        /** Give a node a schedule of its own */
+        put: operations["set_node_schedule"];
+        post?: never;
+        /** Make a node follow the default schedule again */
+        delete: operations["clear_node_schedule"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/notifications": {
         parameters: {
             query?: never;
@@ -700,6 +778,27 @@ export interface paths {
          */
         get: operations["queue_stats"];
         put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/schedule": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The default schedule
+         * @description What every node without a schedule of its own follows.
+         */
+        get: operations["get_default_schedule"];
+        /** Set the default schedule */
+        put: operations["set_default_schedule"];
         post?: never;
         delete?: never;
         options?: never;
@@ -1023,6 +1122,55 @@ export interface components {
              */
             share: number;
         };
+        /** @description A connection as a user sets it. */
+        ConnectionBody: {
+            /**
+             * @description Plex's token (X-Plex-Token); Jellyfin's or Emby's API key (Dashboard > API Keys);
+             *     the *arr's API key (Settings > General). On an update, leaving it out keeps the
+             *     stored one.
+             */
+            apiKey?: string | null;
+            enabled?: boolean;
+            kind: components["schemas"]["ConnectionKind"];
+            name: string;
+            /** @description Folders as condense sees them (`from`) and as the product does (`to`). */
+            pathMappings?: components["schemas"]["PathMapping"][];
+            /**
+             * @description The product's base URL: `http://plex:32400`, `http://jellyfin:8096`,
+             *     `http://emby:8096/emby`, `http://sonarr:8989`, `http://radarr:7878` (with its URL
+             *     base, if one is set there).
+             */
+            url: string;
+        };
+        /** @enum {string} */
+        ConnectionKind: "plex" | "jellyfin" | "emby" | "sonarr" | "radarr";
+        /** @description A connection as listed (never its key). */
+        ConnectionView: {
+            /** Format: date-time */
+            createdAt: string;
+            enabled: boolean;
+            hasApiKey: boolean;
+            /** Format: int32 */
+            id: number;
+            kind: components["schemas"]["ConnectionKind"];
+            /**
+             * Format: date-time
+             * @description The last refresh (or test) it took.
+             */
+            lastDeliveredAt?: string | null;
+            /** @description Why the last one it did not take failed, and when. */
+            lastError?: string | null;
+            /** Format: date-time */
+            lastErrorAt?: string | null;
+            name: string;
+            pathMappings: components["schemas"]["PathMapping"][];
+            url: string;
+            /**
+             * Format: int64
+             * @description Replaced files waiting to be told to it (retried with backoff until it takes them).
+             */
+            waiting: number;
+        };
         CpuView: {
             cores: number;
             /** Format: double */
@@ -1076,6 +1224,8 @@ export interface components {
             queue: components["schemas"]["QueueStats"];
             system: components["schemas"]["SystemView"];
         };
+        /** @enum {string} */
+        Day: "mon" | "tue" | "wed" | "thu" | "fri" | "sat" | "sun";
         DayHistory: {
             /**
              * Format: double
@@ -1472,9 +1622,12 @@ export interface components {
             role: components["schemas"]["NodeRole"];
             status: components["schemas"]["NodeStatus"];
             statusReason?: string | null;
+            window?: null | components["schemas"]["ScheduleView"];
         };
         /** @enum {string} */
-        NotifyEvent: "job.completed" | "job.failed" | "queue.drained" | "node.offline" | "node.online" | "disk.at_risk" | "test";
+        NotifyEvent: "job.completed" | "job.failed" | "queue.drained" | "node.offline" | "node.online" | "health.changed" | "disk.at_risk" | "test" | "file.replaced";
+        /** @enum {string} */
+        OnClose: "pause" | "finish";
         /** @description One page of a listing. */
         Page_AuditEntryView: {
             items: {
@@ -1642,6 +1795,31 @@ export interface components {
             /** Format: int64 */
             removed: number;
         };
+        /** @description When a node may encode. */
+        Schedule: {
+            onClose?: components["schemas"]["OnClose"];
+            /** @description An IANA time zone name: `Europe/Berlin`, `America/New_York`, `UTC`. */
+            timeZone: string;
+            /** @description No windows: always open. */
+            windows: components["schemas"]["Window"][];
+        };
+        /**
+         * @description A schedule as served: what was set, whether it is open now, and for a node whether it
+         *     follows the default.
+         */
+        ScheduleView: {
+            /**
+             * @description A node without a schedule of its own follows the default (always false for the
+             *     default itself).
+             */
+            followsDefault: boolean;
+            onClose: components["schemas"]["OnClose"];
+            /** @description Whether the window is open now: a node encodes only then. */
+            open: boolean;
+            timeZone: string;
+            /** @description No windows: always open. */
+            windows: components["schemas"]["Window"][];
+        };
         SetPassword: {
             password: string;
         };
@@ -1697,7 +1875,7 @@ export interface components {
             enabled?: boolean;
             /**
              * @description The events it wants: job.completed, job.failed, queue.drained, node.offline,
-             *     node.online, disk.at_risk.
+             *     node.online, health.changed, disk.at_risk.
              */
             events: components["schemas"]["NotifyEvent"][];
             /** @description Extra request headers (webhook, ntfy, Gotify, Apprise). */
@@ -1792,6 +1970,14 @@ export interface components {
             id: number;
             role: components["schemas"]["UserRole"];
             username: string;
+        };
+        /** @description One window: these days, from `start` to `end` (`HH:MM`, local time). */
+        Window: {
+            days: components["schemas"]["Day"][];
+            /** @description `HH:MM`, 00:00 to 24:00; not after `start`: the window runs overnight. */
+            end: string;
+            /** @description `HH:MM`, 00:00 to 23:59. */
+            start: string;
         };
     };
     responses: {
@@ -2094,6 +2280,204 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+        };
+    };
+    list_connections: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Every connection, oldest first (never its key) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ConnectionView"][];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+        };
+    };
+    create_connection: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ConnectionBody"];
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ConnectionView"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description A URL that is not http(s), no API key, a relative path mapping (validation_failed), or unknown fields (invalid_body) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_connection: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The connection's id */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The connection */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ConnectionView"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description No such connection (not_found) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    update_connection: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The connection's id */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ConnectionBody"];
+            };
+        };
+        responses: {
+            /** @description Changed */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ConnectionView"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description No such connection (not_found) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description As for creation */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_connection: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The connection's id */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Removed, with what waited for it */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description No such connection (not_found) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    test_connection: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The connection's id */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Whether the product answered, and if not why */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TestResult"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description No such connection (not_found) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     list_encoders: {
@@ -3055,6 +3439,118 @@ export interface operations {
             };
         };
     };
+    get_node_schedule: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The node's id */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The schedule the node follows (its own, or the default) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ScheduleView"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description No such node (not_found) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    set_node_schedule: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The node's id */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["Schedule"];
+            };
+        };
+        responses: {
+            /** @description Set; it applies from the scheduler's next round (at most 2 s) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ScheduleView"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description No such node (not_found) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description As for the default */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    clear_node_schedule: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The node's id */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The node follows the default now */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ScheduleView"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description No such node (not_found) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     list_notification_targets: {
         parameters: {
             query?: never;
@@ -3335,6 +3831,61 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+        };
+    };
+    get_default_schedule: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The default schedule (no windows: always open) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ScheduleView"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+        };
+    };
+    set_default_schedule: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["Schedule"];
+            };
+        };
+        responses: {
+            /** @description Set; it applies from the scheduler's next round (at most 2 s) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ScheduleView"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description An unknown time zone, a window without days, a time that is not HH:MM (validation_failed) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     get_settings: {
@@ -3785,6 +4336,8 @@ type ReadonlyArray<T> = [
     unknown[]
 ] ? Readonly<Exclude<T, undefined>> : Readonly<Exclude<T, undefined>[]>;
 export const checkNameValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["CheckName"]> = ["cpu", "memory", "database", "queue", "nodes"];
+export const connectionKindValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["ConnectionKind"]> = ["plex", "jellyfin", "emby", "sonarr", "radarr"];
+export const dayValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Day"]> = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"];
 export const encoderValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Encoder"]> = ["libx265", "hevc_nvenc", "hevc_qsv", "hevc_vaapi", "libsvtav1", "libaom-av1"];
 export const failureCodeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["FailureCode"]> = ["file_validation_failed", "insufficient_disk_space", "unsupported_codec", "transcoder_crashed", "permission_denied", "timeout", "miscellaneous", "unsupported_stream", "unsupported_container"];
 export const hardwareValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Hardware"]> = ["cpu", "nvidia", "intel_qsv", "vaapi"];
@@ -3792,7 +4345,8 @@ export const healthLevelValues: ReadonlyArray<FlattenedDeepRequired<components>[
 export const jobStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["JobStatus"]> = ["PENDING", "QUEUED", "ANALYZING", "ENCODING", "PAUSED", "COMPLETED", "SKIPPED", "FAILED", "CANCELLED"];
 export const nodeRoleValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["NodeRole"]> = ["main", "linked"];
 export const nodeStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["NodeStatus"]> = ["ONLINE", "OFFLINE", "DEGRADED"];
-export const notifyEventValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["NotifyEvent"]> = ["job.completed", "job.failed", "queue.drained", "node.offline", "node.online", "disk.at_risk", "test"];
+export const notifyEventValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["NotifyEvent"]> = ["job.completed", "job.failed", "queue.drained", "node.offline", "node.online", "health.changed", "disk.at_risk", "test", "file.replaced"];
+export const onCloseValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["OnClose"]> = ["pause", "finish"];
 export const stageValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Stage"]> = ["ANALYZING", "ENCODING", "TRANSFERRING"];
 export const targetCodecValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["TargetCodec"]> = ["hevc", "av1"];
 export const targetKindValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["TargetKind"]> = ["webhook", "discord", "ntfy", "gotify", "apprise", "email"];

@@ -1,6 +1,6 @@
 import { useState } from 'preact/hooks';
 import { Alert, Badge, Loading } from '../components';
-import { formatBytes, formatNumber, formatPercent, formatRelative } from '../format';
+import { formatBytes, formatNumber, formatPercent, formatRelative, formatWindows } from '../format';
 import { useAction, useResource, useRole } from '../hooks';
 import { allows, api } from '../session';
 import type { ClusterNode } from '../types';
@@ -60,6 +60,7 @@ export function Nodes() {
                 <th scope="col">Load</th>
                 <th scope="col">Memory</th>
                 <th scope="col">Jobs</th>
+                <th scope="col">Window</th>
                 <th scope="col">Last seen</th>
                 <th scope="col">
                   <span class="sr-only">Actions</span>
@@ -109,6 +110,21 @@ export function Nodes() {
                     </td>
                     <td data-label="Jobs">
                       {node.activeJobs} / {node.maxJobs}
+                    </td>
+                    <td data-label="Window">
+                      {node.window ? (
+                        <>
+                          <span class={`badge ${node.window.open ? 'badge-ok' : 'badge-warn'}`}>{node.window.open ? 'Open' : 'Closed'}</span>
+                          <div class="small">{formatWindows(node.window.windows)}</div>
+                          <div class="muted small">
+                            {node.window.windows.length > 0 && `${node.window.timeZone} · `}
+                            {node.window.followsDefault ? 'default' : 'own schedule'}
+                            {node.window.windows.length > 0 && ` · on close: ${node.window.onClose === 'pause' ? 'pause at a segment' : 'finish'}`}
+                          </div>
+                        </>
+                      ) : (
+                        <span class="muted">unknown</span>
+                      )}
                     </td>
                     <td data-label="Last seen" title={node.lastSeenAt ?? undefined}>
                       {formatRelative(node.lastSeenAt)}

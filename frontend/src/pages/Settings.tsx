@@ -5,6 +5,8 @@ import { useAction, useResource, useRole, type Resource } from '../hooks';
 import { allows, api, logout } from '../session';
 import type {
   ApiKey,
+  Connection,
+  ConnectionKind,
   CreatedApiKey,
   License,
   NotificationEvent,
@@ -40,6 +42,7 @@ function AdminSettings() {
       </div>
       <ApiKeysSection />
       <NotificationsSection />
+      <ConnectionsSection />
       <AuditSection />
     </>
   );
@@ -184,6 +187,7 @@ export const NOTIFICATION_EVENTS: { event: NotificationEvent; label: string }[] 
   { event: 'queue.drained', label: 'Queue drained' },
   { event: 'node.offline', label: 'Node offline' },
   { event: 'node.online', label: 'Node back online' },
+  { event: 'health.changed', label: 'Health warning, critical or back to healthy' },
   { event: 'disk.at_risk', label: 'Library disk above 90 %' },
 ];
 
@@ -327,6 +331,152 @@ function NotificationsSection() {
         </fieldset>
         <button type="submit" class="button button-primary" disabled={busy || name.trim() === '' || url.trim() === '' || events.length === 0}>
           {busy ? 'Adding…' : 'Add target'}
+        </button>
+      </form>
+    </section>
+  );
+}
+
+/** What each product wants as its URL and key, for the form's hints. */
+export const CONNECTION_KINDS: { kind: ConnectionKind; label: string; url: string; key: string }[] = [
+  { kind: 'plex', label: 'Plex', url: 'http://plex:32400', key: 'X-Plex-Token' },
+  { kind: 'jellyfin', label: 'Jellyfin', url: 'http://jellyfin:8096', key: 'API key (Dashboard > API Keys)' },
+  { kind: 'emby', label: 'Emby', url: 'http://emby:8096/emby', key: 'API key (Settings > API Keys)' },
+  { kind: 'sonarr', label: 'Sonarr', url: 'http://sonarr:8989', key: 'API key (Settings > General)' },
+  { kind: 'radarr', label: 'Radarr', url: 'http://radarr:7878', key: 'API key (Settings > General)' },
+];
+
+/** The media stack told of replaced files: each connection with its mappings, last refresh or error, a test. */
+function ConnectionsSection() {
+  const connections = useResource(() => api.connections(), []);
+  const [name, setName] = useState('');
+  const [kind, setKind] = useState<ConnectionKind>('plex');
+  const [url, setUrl] = useState('');
+  const [apiKey, setApiKey] = useState('');
+  const [from, setFrom] = useState('');
+  const [to, setTo] = useState('');
+  const [tested, setTested] = useState<string | null>(null);
+  const { busy, error, run } = useAction();
+  const hints = CONNECTION_KINDS.find((k) => k.kind === kind);
+
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    const pathMappings = from.trim() !== '' && to.trim() !== '' ? [{ from: from.trim(), to: to.trim() }] : [];
+    const made = await run(() => api.createConnection({ name: name.trim(), kind, url: url.trim(), apiKey, pathMappings }));
+    if (made) {
+      setName('');
+      setUrl('');
+      setApiKey('');
+      setFrom('');
+      setTo('');
+      await connections.reload();
+    }
+  };
+  const test = async (connection: Connection) => {
+    setTested(null);
+    const result = await run(() => api.testConnection(connection.id));
+    if (result) setTested(result.delivered ? `“${connection.name}” answered.` : `“${connection.name}” did not answer: ${result.error ?? ''}`);
+    await connections.reload();
+  };
+  const remove = async (connection: Connection) => {
+    if (!confirm(`Remove “${connection.name}”? What still waits for it is dropped.`)) return;
+    await run(() => api.deleteConnection(connection.id));
+    await connections.reload();
+  };
+
+  const list = connections.data ?? [];
+  return (
+    <section class="card" aria-labelledby="connections-title">
+      <h2 id="connections-title">Connections</h2>
+      <p class="muted small">
+        After a replace (or a change of container, by the new name) each connection is told, so it shows the new file: Plex scans the file's
+        folder, Jellyfin and Emby are told the path, Sonarr and Radarr rescan the series or movie. Path mappings turn condense's folders into
+        the product's.
+      </p>
+      <Alert message={connections.error} />
+      <Alert message={error} />
+      {tested && (
+        <div class="alert alert-ok" role="status">
+          {tested}
+        </div>
+      )}
+      {list.length > 0 && (
+        <div class="table-wrap">
+          <table class="table stack">
+            <thead>
+              <tr>
+                <th scope="col">Name</th>
+                <th scope="col">Kind</th>
+                <th scope="col">Path mappings</th>
+                <th scope="col">Last refresh</th>
+                <th scope="col">Waiting</th>
+                <th scope="col">
+                  <span class="sr-only">Actions</span>
+                </th>
+              </tr>
+            </thead>
+            <tbody>
+              {list.map((connection) => (
+                <tr key={connection.id}>
+                  <td data-label="Name">{connection.name}</td>
+                  <td data-label="Kind">{CONNECTION_KINDS.find((k) => k.kind === connection.kind)?.label ?? connection.kind}</td>
+                  <td data-label="Path mappings" class="small break">
+                    {connection.pathMappings.length === 0 ? 'None' : connection.pathMappings.map((m) => `${m.from} → ${m.to}`).join(', ')}
+                  </td>
+                  <td data-label="Last refresh">
+                    {connection.lastDeliveredAt ? formatDateTime(connection.lastDeliveredAt) : 'Never'}
+                    {connection.lastError && (!connection.lastDeliveredAt || (connection.lastErrorAt ?? '') > connection.lastDeliveredAt) && (
+                      <span class="small text-bad break"> Failed: {connection.lastError}</span>
+                    )}
+                  </td>
+                  <td data-label="Waiting">{connection.waiting}</td>
+                  <td data-label="Actions" class="actions">
+                    <button type="button" class="button" disabled={busy} onClick={() => void test(connection)} aria-label={`Test ${connection.name}`}>
+                      Test
+                    </button>
+                    <button type="button" class="button button-danger" disabled={busy} onClick={() => void remove(connection)} aria-label={`Remove ${connection.name}`}>
+                      Remove
+                    </button>
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+      <form class="form" onSubmit={(e) => void submit(e)}>
+        <label class="field">
+          <span>Name</span>
+          <input value={name} maxLength={100} onInput={(e) => setName(e.currentTarget.value)} required />
+        </label>
+        <label class="field">
+          <span>Product</span>
+          <select value={kind} onChange={(e) => setKind(e.currentTarget.value as ConnectionKind)}>
+            {CONNECTION_KINDS.map((k) => (
+              <option key={k.kind} value={k.kind}>
+                {k.label}
+              </option>
+            ))}
+          </select>
+        </label>
+        <label class="field">
+          <span>URL</span>
+          <input value={url} placeholder={hints?.url} onInput={(e) => setUrl(e.currentTarget.value)} required />
+        </label>
+        <label class="field">
+          <span>API key</span>
+          <input type="password" autocomplete="off" value={apiKey} placeholder={hints?.key} onInput={(e) => setApiKey(e.currentTarget.value)} required />
+        </label>
+        <label class="field">
+          <span>Folder as condense sees it</span>
+          <input value={from} placeholder="/media/tv" onInput={(e) => setFrom(e.currentTarget.value)} />
+        </label>
+        <label class="field">
+          <span>Same folder as the product sees it</span>
+          <input value={to} placeholder="/tv" onInput={(e) => setTo(e.currentTarget.value)} />
+        </label>
+        <button type="submit" class="button button-primary" disabled={busy || name.trim() === '' || url.trim() === '' || apiKey === ''}>
+          {busy ? 'Adding…' : 'Add connection'}
         </button>
       </form>
     </section>

@@ -60,6 +60,9 @@ pub enum JobCommand {
     /// The node is stopping: finish the current segment and leave the job as it is, to be
     /// continued after the restart.
     Shutdown,
+    /// The node's encoding window closed: finish the current segment and put the job back in
+    /// the queue, to continue from there when a window opens (`JobEvent::Yield`).
+    Yield,
     /// The job is no longer this node's (its lease went to another): stop at once, change
     /// nothing.
     LeaseLost,
@@ -232,6 +235,10 @@ impl Attempt {
             match cmd {
                 JobCommand::Pause => {
                     self.apply(JobEvent::Pause, JobChange::default(), self.ctx()).await?;
+                    return Ok(Step::Stop);
+                }
+                JobCommand::Yield => {
+                    self.apply(JobEvent::Yield, JobChange::default(), self.ctx()).await?;
                     return Ok(Step::Stop);
                 }
                 JobCommand::Cancel => {

@@ -18,6 +18,7 @@ use crate::repo::jobs::JobChange;
 #[derive(Clone, Copy)]
 enum Stopping {
     Pause,
+    Yield,
     Shutdown,
 }
 
@@ -104,6 +105,12 @@ impl Attempt {
                         stopping = Some(Stopping::Pause);
                         stop_by = Some(tokio::time::Instant::now() + STOP_BOUND);
                     }
+                    // As a pause: the lease is kept until the child has exited.
+                    Some(JobCommand::Yield) => {
+                        child.pause();
+                        stopping = Some(Stopping::Yield);
+                        stop_by = Some(tokio::time::Instant::now() + STOP_BOUND);
+                    }
                     Some(JobCommand::Cancel) => {
                         child.kill().await;
                         let _ = child.wait().await;
@@ -156,6 +163,10 @@ impl Attempt {
             // was cut short): now the pause releases the lease.
             (_, Some(Stopping::Pause)) => {
                 self.apply(JobEvent::Pause, JobChange::default(), self.ctx()).await?;
+                Ok(None)
+            }
+            (_, Some(Stopping::Yield)) => {
+                self.apply(JobEvent::Yield, JobChange::default(), self.ctx()).await?;
                 Ok(None)
             }
             (ChildEnd::Busy, _) => self.busy().await.map(|()| None),

@@ -7,6 +7,7 @@ use actix_web::dev::ServerHandle;
 use actix_web::http::Method;
 use actix_web::{web, HttpServer};
 use condense::actors::{HostFacts, MainConfig, MainNode, Node, NodeConfig, RoleConfig};
+use condense::host::clock::Clock;
 use condense::http::app::ApiConfig;
 use condense::{create_app, repo, security, AppState};
 use sea_orm::DatabaseConnection;
@@ -23,6 +24,17 @@ pub const CLUSTER_TOKEN: &str = "test-cluster-token-0123456789";
 /// job slots, each encoded frame followed by a pause of `throttle_ms`, one-second segments,
 /// licence keys checked against `public_key`.
 pub async fn start_main_node(db: &DatabaseConnection, max_jobs: usize, throttle_ms: u64, public_key: &str) -> MainNode {
+    start_main_node_at(db, max_jobs, throttle_ms, public_key, Clock::system()).await
+}
+
+/// As `start_main_node`, its encoding windows read with `clock`.
+pub async fn start_main_node_at(
+    db: &DatabaseConnection,
+    max_jobs: usize,
+    throttle_ms: u64,
+    public_key: &str,
+    clock: Clock,
+) -> MainNode {
     let config = NodeConfig {
         name: "main".into(),
         host: HostFacts {
@@ -46,6 +58,7 @@ pub async fn start_main_node(db: &DatabaseConnection, max_jobs: usize, throttle_
             heartbeat: std::time::Duration::from_secs(1),
             node_timeout: std::time::Duration::from_secs(4),
             license_public_key: public_key.into(),
+            clock,
         }),
     };
     match condense::actors::start_node(config).await.unwrap() {
@@ -81,22 +94,28 @@ impl TestServer {
     /// A server that runs no encodes (its node has no job slots): jobs a test inserts stay
     /// as they are.
     pub async fn start(test_db: TestDb) -> TestServer {
-        TestServer::with_runtime(test_db, 0, 0).await
+        TestServer::with_runtime(test_db, 0, 0, Clock::system()).await
     }
 
     /// A server that encodes one job at a time, pausing `throttle_ms` after each frame so a
     /// test can act on a job while it runs.
     pub async fn start_throttled(test_db: TestDb, throttle_ms: u64) -> TestServer {
-        TestServer::with_runtime(test_db, 1, throttle_ms).await
+        TestServer::with_runtime(test_db, 1, throttle_ms, Clock::system()).await
     }
 
-    async fn with_runtime(test_db: TestDb, slots: usize, throttle_ms: u64) -> TestServer {
+    /// As `start_throttled`, with the encoding windows read from `clock` (a manual one the
+    /// test sets).
+    pub async fn start_with_clock(test_db: TestDb, throttle_ms: u64, clock: Clock) -> TestServer {
+        TestServer::with_runtime(test_db, 1, throttle_ms, clock).await
+    }
+
+    async fn with_runtime(test_db: TestDb, slots: usize, throttle_ms: u64, clock: Clock) -> TestServer {
         // DATA_DIR of this server, for the library path rules (nothing is written there).
         let data_dir = tempfile::tempdir().unwrap();
         let hash = security::hash_password(ADMIN_PASSWORD).unwrap();
         repo::users::create(&test_db.db, ADMIN, &hash, condense::domain::access::UserRole::Admin).await.unwrap();
         let (license_private_key, license_public_key) = condense::license::generate_keypair();
-        let node = start_main_node(&test_db.db, slots, throttle_ms, &license_public_key).await;
+        let node = start_main_node_at(&test_db.db, slots, throttle_ms, &license_public_key, clock).await;
         let state = web::Data::new(AppState::new(
             &node,
             ApiConfig {

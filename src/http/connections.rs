@@ -1,0 +1,242 @@
+//! Connections: Plex, Jellyfin, Emby, Sonarr and Radarr, told after a replace (and after a
+//! container change, by the new name) so they show the new file; each with its URL, API key
+//! and path mappings, its last delivery and error, and a test. What they are told goes
+//! through the notification outbox (`actors::notifier`), retried until it is taken.
+
+use actix_web::{web, HttpResponse};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::auth::AuthUser;
+use super::notifications::TestResult;
+use crate::actors::notifier;
+use crate::domain::arr::PathMapping;
+use crate::domain::connect::{self, ConnectionKind};
+use crate::error::{AppError, ErrorBody};
+use crate::http::app::AppState;
+use crate::repo;
+use crate::repo::connections::NewConnection;
+use crate::repo::notifications::MAX_NAME_CHARS;
+
+fn enabled_by_default() -> bool {
+    true
+}
+
+/// A connection as a user sets it.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ConnectionBody {
+    pub name: String,
+    pub kind: ConnectionKind,
+    /// The product's base URL: `http://plex:32400`, `http://jellyfin:8096`,
+    /// `http://emby:8096/emby`, `http://sonarr:8989`, `http://radarr:7878` (with its URL
+    /// base, if one is set there).
+    pub url: String,
+    /// Plex's token (X-Plex-Token); Jellyfin's or Emby's API key (Dashboard > API Keys);
+    /// the *arr's API key (Settings > General). On an update, leaving it out keeps the
+    /// stored one.
+    #[serde(default)]
+    pub api_key: Option<String>,
+    /// Folders as condense sees them (`from`) and as the product does (`to`).
+    #[serde(default)]
+    pub path_mappings: Vec<PathMapping>,
+    #[serde(default = "enabled_by_default")]
+    pub enabled: bool,
+}
+
+/// A connection as listed (never its key).
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConnectionView {
+    pub id: i32,
+    pub name: String,
+    pub kind: ConnectionKind,
+    pub url: String,
+    pub has_api_key: bool,
+    pub path_mappings: Vec<PathMapping>,
+    pub enabled: bool,
+    pub created_at: DateTime<Utc>,
+    /// The last refresh (or test) it took.
+    pub last_delivered_at: Option<DateTime<Utc>>,
+    /// Why the last one it did not take failed, and when.
+    pub last_error: Option<String>,
+    pub last_error_at: Option<DateTime<Utc>>,
+    /// Replaced files waiting to be told to it (retried with backoff until it takes them).
+    pub waiting: u64,
+}
+
+fn view(model: &entities::notification_target::Model, waiting: u64) -> Result<ConnectionView, AppError> {
+    let kind = model.kind.parse().map_err(|e: crate::domain::UnknownName| AppError::Internal(e.to_string()))?;
+    Ok(ConnectionView {
+        id: model.id,
+        name: model.name.clone(),
+        kind,
+        url: model.url.clone(),
+        has_api_key: model.secret.is_some(),
+        path_mappings: repo::connections::mappings_of(model),
+        enabled: model.enabled,
+        created_at: model.created_at,
+        last_delivered_at: model.last_delivered_at,
+        last_error: model.last_error.clone(),
+        last_error_at: model.last_error_at,
+        waiting,
+    })
+}
+
+/// Checks a body; `stored_key` is the key an update keeps when the body has none.
+fn checked(body: ConnectionBody, stored_key: Option<&str>) -> Result<NewConnection, AppError> {
+    let name = body.name.trim().to_string();
+    if name.is_empty() || name.chars().count() > MAX_NAME_CHARS {
+        return Err(AppError::invalid(format!("name must be 1 to {MAX_NAME_CHARS} characters")));
+    }
+    let url = body.url.trim().to_string();
+    let key = body.api_key.as_deref().filter(|k| !k.is_empty()).or(stored_key);
+    connect::validate(&url, key, &body.path_mappings).map_err(|e| AppError::invalid(e.to_string()))?;
+    Ok(NewConnection {
+        name,
+        kind: body.kind,
+        url,
+        api_key: body.api_key.map(|k| k.trim().to_string()),
+        path_mappings: body.path_mappings,
+        enabled: body.enabled,
+    })
+}
+
+async fn view_of(state: &AppState, id: i32) -> Result<ConnectionView, AppError> {
+    let listed = repo::connections::list(&state.db).await?;
+    let (connection, waiting) =
+        listed.iter().find(|(c, _)| c.id == id).ok_or_else(|| AppError::NotFound(format!("no connection {id}")))?;
+    view(connection, *waiting)
+}
+
+/// Connections
+#[utoipa::path(
+    get,
+    operation_id = "list_connections",
+    path = "/connections",
+    tag = "connections",
+    responses((status = 200, description = "Every connection, oldest first (never its key)", body = Vec<ConnectionView>)),
+)]
+pub async fn list(_user: AuthUser, state: web::Data<AppState>) -> Result<web::Json<Vec<ConnectionView>>, AppError> {
+    let listed = repo::connections::list(&state.db).await?;
+    Ok(web::Json(listed.iter().map(|(c, waiting)| view(c, *waiting)).collect::<Result<_, _>>()?))
+}
+
+/// Add a connection
+#[utoipa::path(
+    post,
+    operation_id = "create_connection",
+    path = "/connections",
+    tag = "connections",
+    request_body = ConnectionBody,
+    responses(
+        (status = 201, description = "Created", body = ConnectionView),
+        (status = 422, description = "A URL that is not http(s), no API key, a relative path mapping (validation_failed), or unknown fields (invalid_body)", body = ErrorBody),
+    ),
+)]
+pub async fn create(
+    user: AuthUser,
+    state: web::Data<AppState>,
+    body: web::Json<ConnectionBody>,
+) -> Result<HttpResponse, AppError> {
+    let new = checked(body.into_inner(), None)?;
+    let stored = repo::connections::create(&state.db, new).await?;
+    tracing::info!(user = %user.username, connection = %stored.name, kind = %stored.kind, "connection added");
+    Ok(HttpResponse::Created().json(view(&stored, 0)?))
+}
+
+/// One connection
+#[utoipa::path(
+    get,
+    operation_id = "get_connection",
+    path = "/connections/{id}",
+    tag = "connections",
+    params(("id" = i32, Path, description = "The connection's id")),
+    responses(
+        (status = 200, description = "The connection", body = ConnectionView),
+        (status = 404, description = "No such connection (not_found)", body = ErrorBody),
+    ),
+)]
+pub async fn get(
+    _user: AuthUser,
+    state: web::Data<AppState>,
+    id: web::Path<i32>,
+) -> Result<web::Json<ConnectionView>, AppError> {
+    Ok(web::Json(view_of(&state, id.into_inner()).await?))
+}
+
+/// Change a connection
+#[utoipa::path(
+    put,
+    operation_id = "update_connection",
+    path = "/connections/{id}",
+    tag = "connections",
+    params(("id" = i32, Path, description = "The connection's id")),
+    request_body = ConnectionBody,
+    responses(
+        (status = 200, description = "Changed", body = ConnectionView),
+        (status = 404, description = "No such connection (not_found)", body = ErrorBody),
+        (status = 422, description = "As for creation", body = ErrorBody),
+    ),
+)]
+pub async fn update(
+    user: AuthUser,
+    state: web::Data<AppState>,
+    id: web::Path<i32>,
+    body: web::Json<ConnectionBody>,
+) -> Result<web::Json<ConnectionView>, AppError> {
+    let id = id.into_inner();
+    let stored = repo::connections::get(&state.db, id).await?;
+    let new = checked(body.into_inner(), stored.secret.as_deref())?;
+    let changed = repo::connections::update(&state.db, id, new).await?;
+    tracing::info!(user = %user.username, connection = %changed.name, "connection changed");
+    Ok(web::Json(view_of(&state, id).await?))
+}
+
+/// Remove a connection
+#[utoipa::path(
+    delete,
+    operation_id = "delete_connection",
+    path = "/connections/{id}",
+    tag = "connections",
+    params(("id" = i32, Path, description = "The connection's id")),
+    responses(
+        (status = 204, description = "Removed, with what waited for it"),
+        (status = 404, description = "No such connection (not_found)", body = ErrorBody),
+    ),
+)]
+pub async fn delete(user: AuthUser, state: web::Data<AppState>, id: web::Path<i32>) -> Result<HttpResponse, AppError> {
+    let id = id.into_inner();
+    if !repo::connections::delete(&state.db, id).await? {
+        return Err(AppError::NotFound(format!("no connection {id}")));
+    }
+    tracing::info!(user = %user.username, connection_id = id, "connection removed");
+    Ok(HttpResponse::NoContent().finish())
+}
+
+/// Test a connection
+///
+/// Asks the product something that changes nothing (Plex's library sections, the *arr's
+/// system status, Jellyfin's or Emby's system information) with the stored URL and key; the
+/// answer says whether it worked, and the connection shows it as its last delivery or error.
+#[utoipa::path(
+    post,
+    operation_id = "test_connection",
+    path = "/connections/{id}/test",
+    tag = "connections",
+    params(("id" = i32, Path, description = "The connection's id")),
+    responses(
+        (status = 200, description = "Whether the product answered, and if not why", body = TestResult),
+        (status = 404, description = "No such connection (not_found)", body = ErrorBody),
+    ),
+)]
+pub async fn test(
+    _user: AuthUser,
+    state: web::Data<AppState>,
+    id: web::Path<i32>,
+) -> Result<web::Json<TestResult>, AppError> {
+    let connection = repo::connections::get(&state.db, id.into_inner()).await?;
+    let tried = notifier::test_connection(&state.db, &connection).await;
+    Ok(web::Json(TestResult { delivered: tried.is_ok(), error: tried.err() }))
+}
