@@ -387,9 +387,12 @@ async fn two_sessions_encode_spans_at_once_and_the_joined_file_matches_one_sessi
     std::fs::copy(&src, &copy).unwrap();
     let mut one = plan_for(&copy, "hevc", "libx265", 30, "ultrafast");
     one.segment_seconds = 2.0;
+    assert_eq!(one.sessions.sessions, 1);
     let (end, events) = run(&one).await;
     assert_eq!(end, ChildEnd::Completed, "{events:?}");
-    assert_eq!(most_sessions(&events), 1);
+    // Progress is reported every 500 ms: an encode this short may end before the first
+    // report (it did, once in CI), so no report is fine; none may show two sessions.
+    assert!(most_sessions(&events) <= 1, "{events:?}");
     let single = one.output_path();
     let (a, b) = (std::fs::metadata(&parallel).unwrap().len() as f64, std::fs::metadata(&single).unwrap().len() as f64);
     assert!((a / b - 1.0).abs() <= 0.02, "two sessions {a} bytes, one session {b} bytes");
