@@ -163,10 +163,12 @@ async fn windows(
     let ids: Vec<i32> = nodes.iter().map(|n| n.id).collect();
     let schedules = repo::schedules::in_force(db, &ids).await?;
     let open: std::collections::HashSet<i32> =
-        ids.iter().copied().filter(|id| schedules.get(id).is_none_or(|s| s.is_open(now))).collect();
+        ids.iter().copied().filter(|id| schedules.get(id).is_none_or(|s| s.schedule.is_open(now))).collect();
     let yielding: Vec<&NodeHandle> = nodes
         .iter()
-        .filter(|n| !open.contains(&n.id) && schedules.get(&n.id).is_some_and(|s| s.on_close == OnClose::Pause))
+        .filter(|n| {
+            !open.contains(&n.id) && schedules.get(&n.id).is_some_and(|s| s.schedule.on_close == OnClose::Pause)
+        })
         .collect();
     if yielding.is_empty() {
         return Ok(open);

@@ -47,11 +47,10 @@ fn checked(body: Schedule) -> Result<Schedule, AppError> {
 
 /// Fills in each node's window (for the Nodes page and the dashboard).
 pub async fn fill_windows(state: &AppState, nodes: &mut [NodeView]) -> Result<(), AppError> {
-    let fallback = repo::schedules::default(&state.db).await?;
+    let ids: Vec<i32> = nodes.iter().map(|n| n.id).collect();
+    let mut in_force = repo::schedules::in_force(&state.db, &ids).await?;
     for node in nodes.iter_mut() {
-        let own = repo::schedules::own(&state.db, node.id).await?;
-        let follows_default = own.is_none();
-        node.window = Some(view(state, own.unwrap_or_else(|| fallback.clone()), follows_default));
+        node.window = in_force.remove(&node.id).map(|f| view(state, f.schedule, f.follows_default));
     }
     Ok(())
 }
@@ -113,11 +112,12 @@ pub async fn get_node(
 ) -> Result<web::Json<ScheduleView>, AppError> {
     let id = id.into_inner();
     repo::nodes::get(&state.db, id).await?;
-    let view = match repo::schedules::own(&state.db, id).await? {
-        Some(own) => view(&state, own, false),
-        None => view(&state, repo::schedules::default(&state.db).await?, true),
-    };
-    Ok(web::Json(view))
+    // `in_force` answers every node it is asked about.
+    let in_force = repo::schedules::in_force(&state.db, &[id])
+        .await?
+        .remove(&id)
+        .ok_or_else(|| AppError::Internal(format!("no schedule in force for node {id}")))?;
+    Ok(web::Json(view(&state, in_force.schedule, in_force.follows_default)))
 }
 
 /// Give a node a schedule of its own

@@ -38,13 +38,23 @@ pub async fn set_own(db: &impl ConnectionTrait, node_id: i32, schedule: Option<&
     }
 }
 
-/// The schedule each of these nodes follows.
-pub async fn in_force(db: &impl ConnectionTrait, node_ids: &[i32]) -> RepoResult<HashMap<i32, Schedule>> {
+/// The schedule a node follows, and whether that is the default (it has none of its own).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InForce {
+    pub schedule: Schedule,
+    pub follows_default: bool,
+}
+
+/// The schedule each of these nodes follows: its own, or the default.
+pub async fn in_force(db: &impl ConnectionTrait, node_ids: &[i32]) -> RepoResult<HashMap<i32, InForce>> {
     let fallback = default(db).await?;
     let mut found = HashMap::with_capacity(node_ids.len());
     for &id in node_ids {
-        let schedule = own(db, id).await?.unwrap_or_else(|| fallback.clone());
-        found.insert(id, schedule);
+        let in_force = match own(db, id).await? {
+            Some(schedule) => InForce { schedule, follows_default: false },
+            None => InForce { schedule: fallback.clone(), follows_default: true },
+        };
+        found.insert(id, in_force);
     }
     Ok(found)
 }
