@@ -19,11 +19,11 @@ use super::node::{Capacity, ControlJob, NodeCapacity, RunningJob, StartJob};
 use super::protocol::{capacity, Call, Frame};
 use super::scheduler::{effective_tier, AddNode, NodeHandle, RemoveNode, Scheduler};
 use super::store::{holds_lease, DbStore, JobStore};
-use crate::domain::job::{JobEvent, JobStatus};
+use crate::domain::job::JobStatus;
 use crate::domain::node::{node_status, NodeRole, NodeStatus};
 use crate::media::layout::partial_dir_for;
 use crate::media::partial::remove_partial;
-use crate::repo::jobs::{self, JobChange};
+use crate::repo::jobs;
 use crate::repo::{self, nodes::NodeFacts};
 
 /// What the main node tells linked nodes.
@@ -506,8 +506,7 @@ async fn reconcile(lifecycle: &Lifecycle, node_id: i32, node: &str, running: &[R
                 failure_detail: None,
             };
             // The node restarted under the job: counted as a crash.
-            let orphaned = JobEvent::Orphaned { crashed: true };
-            if let Err(e) = lifecycle.apply(job.id, orphaned, JobChange::default(), ctx).await {
+            if let Err(e) = lifecycle.orphan(&job, true, ctx).await {
                 tracing::debug!(job_id = job.id, error = %e, "reconcile skipped a job");
             }
         }
@@ -552,8 +551,9 @@ async fn requeue_jobs_of(
                 detail: Some(serde_json::json!({"reason": reason})),
                 failure_detail: None,
             };
-            lifecycle.apply(job.id, JobEvent::Orphaned { crashed }, JobChange::default(), ctx).await?;
-            requeued += 1;
+            if lifecycle.orphan(&job, crashed, ctx).await? {
+                requeued += 1;
+            }
         }
     }
     Ok(requeued)

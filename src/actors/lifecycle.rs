@@ -7,11 +7,11 @@ use entities::job;
 use sea_orm::DatabaseConnection;
 
 use super::bus::{EventBus, JobUpdate, Publish};
-use crate::domain::job::{transition, Effect, JobEvent, JobSnapshot, JobStatus, Outcome, TransitionError};
+use crate::domain::job::{transition, Effect, JobEvent, JobStatus, Outcome, TransitionError};
 use crate::media::layout::partial_dir_for;
 use crate::media::partial::remove_partial;
 use crate::repo::events::NewEvent;
-use crate::repo::jobs::{self, JobChange, StatusChange};
+use crate::repo::jobs::{self, snapshot, JobChange, StatusChange};
 use crate::repo::RepoError;
 
 #[derive(Debug, thiserror::Error)]
@@ -42,15 +42,6 @@ pub fn event_kind(event: &JobEvent, outcome: &Outcome) -> &'static str {
         JobEvent::Busy => "busy",
         JobEvent::Yield => "yielded",
         JobEvent::SourceChanged => "source changed",
-    }
-}
-
-pub fn snapshot(job: &job::Model) -> JobSnapshot {
-    JobSnapshot {
-        status: job.status.into(),
-        retry_count: u32::try_from(job.retry_count).unwrap_or(0),
-        forced: job.forced,
-        crash_count: u32::try_from(job.crash_count).unwrap_or(0),
     }
 }
 
@@ -125,6 +116,21 @@ impl Lifecycle {
         let model = jobs::change_status_as(&self.db, job_id, from.status, lease, change).await?;
         self.bus.do_send(Publish(JobUpdate::of("status", &model)));
         Ok((model, outcome))
+    }
+
+    /// Requeues a running job that its node no longer runs, as `job` was read: the read
+    /// lease is part of the compare-and-set, so a job requeued and started again since
+    /// (another reader got there first, under a new lease) is left alone. Answers whether
+    /// this call requeued it. Found by kill-linked: the node's offline check and its
+    /// reconcile on return both read the job running, and the later one orphaned the next
+    /// attempt, a crash counted twice for one kill, until the job failed.
+    pub async fn orphan(&self, job: &job::Model, crashed: bool, ctx: EventContext) -> Result<bool, LifecycleError> {
+        let lease = job.lease_id.as_deref();
+        match self.apply_as(job.id, lease, JobEvent::Orphaned { crashed }, JobChange::default(), ctx).await {
+            Ok(_) => Ok(true),
+            Err(LifecycleError::Invalid(_) | LifecycleError::Repo(RepoError::Conflict(_))) => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     /// Publishes live fields (progress, fps, ETA, stage) without a transition.

@@ -30,11 +30,11 @@ use self::lifecycle::{EventContext, Lifecycle, LifecycleError};
 use self::node::{NodeSupervisor, SetScheduler};
 use self::protocol::Frame;
 use self::scheduler::{NodeHandle, Scheduler};
-use crate::domain::job::{JobEvent, JobStatus};
+use crate::domain::job::JobStatus;
 use crate::domain::node::NodeRole;
 use crate::domain::segments::Parallelism;
 use crate::host::memory_trend::SharedMemoryTrend;
-use crate::repo::jobs::{self, JobChange};
+use crate::repo::jobs;
 use crate::repo::nodes::NodeFacts;
 use crate::repo::RepoError;
 
@@ -283,8 +283,9 @@ pub async fn recover_orphans(lifecycle: &Lifecycle, crashed: bool) -> Result<u64
             detail: Some(serde_json::json!({"reason": "the node restarted while the job ran"})),
             failure_detail: None,
         };
-        lifecycle.apply(job.id, JobEvent::Orphaned { crashed }, JobChange::default(), ctx).await?;
-        recovered += 1;
+        if lifecycle.orphan(&job, crashed, ctx).await? {
+            recovered += 1;
+        }
     }
     if recovered > 0 {
         tracing::info!(jobs = recovered, "requeued jobs orphaned by a restart");
@@ -338,15 +339,14 @@ fn sweep_expired_leases(lifecycle: Lifecycle, node_id: i32, node: Addr<NodeSuper
                     detail: Some(serde_json::json!({"reason": "its lease expired and no supervisor holds it"})),
                     failure_detail: None,
                 };
-                // The lease is part of the compare-and-set: a job started again meanwhile
-                // (under a new lease) is left alone.
-                let (id, lease) = (job.id, job.lease_id.clone());
-                let set = JobChange::default();
-                // Our supervisor gave up on it (a database error): not the file's doing.
-                let orphaned = JobEvent::Orphaned { crashed: false };
-                match lifecycle.apply_as(id, lease.as_deref(), orphaned, set, ctx).await {
-                    Ok(_) => tracing::warn!(job_id = id, "requeued a job whose lease expired with nobody holding it"),
-                    Err(e) => tracing::debug!(job_id = id, error = %e, "the sweeper left a job"),
+                // A job started again meanwhile (under a new lease) is left alone; our
+                // supervisor gave up on it (a database error): not the file's doing.
+                match lifecycle.orphan(&job, false, ctx).await {
+                    Ok(true) => {
+                        tracing::warn!(job_id = job.id, "requeued a job whose lease expired with nobody holding it")
+                    }
+                    Ok(false) => {}
+                    Err(e) => tracing::debug!(job_id = job.id, error = %e, "the sweeper left a job"),
                 }
             }
         }

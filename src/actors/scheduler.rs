@@ -254,7 +254,8 @@ async fn assign(
             tracing::debug!(job_id = candidate.id, error = %e, "job changed before it could start");
             continue;
         }
-        let accepted = node.start.send(StartJob { job_id: candidate.id, lease_id: lease }).await.unwrap_or(false);
+        let start = StartJob { job_id: candidate.id, lease_id: lease.clone() };
+        let accepted = node.start.send(start).await.unwrap_or(false);
         if accepted {
             slot.free -= 1;
             budget -= 1;
@@ -262,7 +263,7 @@ async fn assign(
             let ctx = EventContext { node: Some(node.name.clone()), ..Default::default() };
             // The node refused the job (it filled up meanwhile): nothing crashed.
             let orphaned = JobEvent::Orphaned { crashed: false };
-            lifecycle.apply(candidate.id, orphaned, JobChange::default(), ctx).await?;
+            lifecycle.apply_as(candidate.id, Some(&lease), orphaned, JobChange::default(), ctx).await?;
             slot.free = 0;
         }
     }

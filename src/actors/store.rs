@@ -8,11 +8,11 @@ use std::path::Path;
 use entities::{job, library};
 use serde::{Deserialize, Serialize};
 
-use super::lifecycle::{snapshot, EventContext, Lifecycle, LifecycleError};
+use super::lifecycle::{EventContext, Lifecycle, LifecycleError};
 use crate::domain::job::{transition, Effect, JobEvent, JobStatus};
 use crate::media::layout::partial_dir_for;
 use crate::media::partial::remove_partial;
-use crate::repo::jobs::{self, JobChange};
+use crate::repo::jobs::{self, snapshot, JobChange};
 use crate::repo::{self, events::NewEvent};
 
 /// The answer to an applied transition: the job, and whether its partial output must go.

@@ -103,6 +103,10 @@ pub struct JobSnapshot {
     pub forced: bool,
     /// Times the job was orphaned by a crash since a user last started it afresh.
     pub crash_count: u32,
+    /// The running job is in its last stage (verification and the replace): the files may
+    /// already be swapped, which only its next attempt can tell and finish (see
+    /// `docs/ARCHITECTURE.md`, "Replacing an original").
+    pub replacing: bool,
 }
 
 named_enum!(
@@ -279,14 +283,21 @@ pub fn transition(job: &JobSnapshot, event: &JobEvent) -> Result<Outcome, Transi
         }
         (Skipped | Completed, JobEvent::Force) => afresh(true, vec![StartFromScratch]),
         // Maybe not the job's fault, so it does not use up a retry; but a job whose node
-        // crashed under it MAX_CRASHES times is failed for good.
-        (Analyzing | Encoding, JobEvent::Orphaned { crashed: true }) if job.crash_count + 1 >= MAX_CRASHES => Outcome {
-            to: Failed,
-            retry_count: job.retry_count,
-            forced: job.forced,
-            crash_count: job.crash_count + 1,
-            effects: vec![DeletePartial, RecordFailure(FailureCode::TranscoderCrashed), ReleaseNode],
-        },
+        // crashed under it MAX_CRASHES times is failed for good. Never in the middle of its
+        // replace: failing it there would remove the intent that says how far the swap got,
+        // with the output perhaps already at the original's path. It is requeued, and its
+        // next attempt completes or undoes the replace before it can be failed.
+        (Analyzing | Encoding, JobEvent::Orphaned { crashed: true })
+            if job.crash_count + 1 >= MAX_CRASHES && !job.replacing =>
+        {
+            Outcome {
+                to: Failed,
+                retry_count: job.retry_count,
+                forced: job.forced,
+                crash_count: job.crash_count + 1,
+                effects: vec![DeletePartial, RecordFailure(FailureCode::TranscoderCrashed), ReleaseNode],
+            }
+        }
         (Analyzing | Encoding, JobEvent::Orphaned { crashed }) => Outcome {
             crash_count: job.crash_count + u32::from(crashed),
             ..keep_counters(Queued, vec![ReleaseNode, ContinueFromPartial])
@@ -338,7 +349,7 @@ impl UserAction {
 /// lists in a job's `actions`, so no client copies the state machine. A user's events
 /// depend on the status alone, not on the job's counters.
 pub fn allowed_actions(status: JobStatus) -> Vec<UserAction> {
-    let job = JobSnapshot { status, retry_count: 0, forced: false, crash_count: 0 };
+    let job = JobSnapshot { status, retry_count: 0, forced: false, crash_count: 0, replacing: false };
     UserAction::ALL.iter().copied().filter(|action| transition(&job, &action.event()).is_ok()).collect()
 }
 
@@ -446,7 +457,7 @@ mod tests {
             let allowed = allowed_actions(status);
             assert_eq!(allowed, expected(status), "{status}");
             for (retry_count, forced, crash_count) in [(0, false, 0), (3, true, 2), (9, false, 7)] {
-                let job = JobSnapshot { status, retry_count, forced, crash_count };
+                let job = JobSnapshot { status, retry_count, forced, crash_count, replacing: false };
                 for action in UserAction::ALL.iter().copied() {
                     let partials: &[PartialOutput] =
                         if action == Resume { PartialOutput::ALL } else { &[PartialOutput::Valid] };
@@ -497,6 +508,7 @@ mod tests {
                     retry_count: self.retry_count,
                     forced: self.forced,
                     crash_count: self.crash_count,
+                    replacing: false,
                 }
             }
         }
@@ -900,10 +912,12 @@ mod tests {
 
         #[test]
         fn refusals_read_as_sentences() {
-            let completed = JobSnapshot { status: Completed, retry_count: 0, forced: false, crash_count: 0 };
+            let completed =
+                JobSnapshot { status: Completed, retry_count: 0, forced: false, crash_count: 0, replacing: false };
             let error = transition(&completed, &JobEvent::Pause).unwrap_err();
             assert_eq!(error.to_string(), "cannot pause a job that is COMPLETED");
-            let pending = JobSnapshot { status: Pending, retry_count: 0, forced: false, crash_count: 0 };
+            let pending =
+                JobSnapshot { status: Pending, retry_count: 0, forced: false, crash_count: 0, replacing: false };
             let error = transition(&pending, &JobEvent::Analyzed { skip: true }).unwrap_err();
             assert_eq!(error.to_string(), "cannot finish analyzing a job that is PENDING");
         }
@@ -918,10 +932,13 @@ mod tests {
                     retry_count: outcome.retry_count,
                     forced: outcome.forced,
                     crash_count: outcome.crash_count,
+                    replacing: false,
                 }
             };
-            let mut job =
-                apply(JobSnapshot { status: Pending, retry_count: 0, forced: false, crash_count: 0 }, JobEvent::Queue);
+            let mut job = apply(
+                JobSnapshot { status: Pending, retry_count: 0, forced: false, crash_count: 0, replacing: false },
+                JobEvent::Queue,
+            );
             let mut attempts = 0;
             while job.status == Queued {
                 attempts += 1;
@@ -936,7 +953,7 @@ mod tests {
 
         #[test]
         fn a_counter_beyond_the_limit_still_fails_without_growing() {
-            let job = JobSnapshot { status: Encoding, retry_count: 7, forced: false, crash_count: 0 };
+            let job = JobSnapshot { status: Encoding, retry_count: 7, forced: false, crash_count: 0, replacing: false };
             let outcome = transition(&job, &JobEvent::Fail { code: FailureCode::Timeout, resumable: true }).unwrap();
             assert_eq!((outcome.to, outcome.retry_count), (Failed, 7));
         }
@@ -945,7 +962,8 @@ mod tests {
         /// of being requeued for ever; clean stops do not count.
         #[test]
         fn a_job_whose_node_crashes_three_times_fails_as_crashed() {
-            let mut job = JobSnapshot { status: Queued, retry_count: 0, forced: false, crash_count: 0 };
+            let mut job =
+                JobSnapshot { status: Queued, retry_count: 0, forced: false, crash_count: 0, replacing: false };
             let run = |job: &mut JobSnapshot, event: JobEvent| {
                 let outcome = transition(job, &event).unwrap();
                 *job = JobSnapshot {
@@ -953,6 +971,7 @@ mod tests {
                     retry_count: outcome.retry_count,
                     forced: outcome.forced,
                     crash_count: outcome.crash_count,
+                    replacing: false,
                 };
                 outcome
             };
@@ -972,6 +991,30 @@ mod tests {
             assert!(last.effects.contains(&RecordFailure(FailureCode::TranscoderCrashed)));
             run(&mut job, JobEvent::Retry);
             assert_eq!((job.status, job.crash_count), (Queued, 0));
+        }
+
+        /// Found by kill-linked: a job failed for its crashes while its replace had swapped
+        /// the files lost its intent and left the output at the original's path, the job
+        /// FAILED. In its replace, a crash is counted but requeues the job, whose next
+        /// attempt finishes the replace; a crash after that can fail it.
+        #[test]
+        fn a_crash_in_the_middle_of_the_replace_never_fails_the_job() {
+            for status in [Analyzing, Encoding] {
+                let replacing = JobSnapshot {
+                    status,
+                    retry_count: 0,
+                    forced: false,
+                    crash_count: MAX_CRASHES - 1,
+                    replacing: true,
+                };
+                let outcome = transition(&replacing, &JobEvent::Orphaned { crashed: true }).unwrap();
+                assert_eq!((outcome.to, outcome.crash_count), (Queued, MAX_CRASHES), "{status}");
+                assert!(!outcome.effects.contains(&DeletePartial), "{status}: {:?}", outcome.effects);
+                assert!(outcome.effects.contains(&ContinueFromPartial), "{status}: {:?}", outcome.effects);
+                let later = JobSnapshot { status, crash_count: MAX_CRASHES, replacing: false, ..replacing };
+                let outcome = transition(&later, &JobEvent::Orphaned { crashed: true }).unwrap();
+                assert_eq!(outcome.to, Failed, "{status}");
+            }
         }
     }
 }

@@ -69,7 +69,14 @@ pub async fn delete(db: &impl ConnectionTrait, id: i32) -> RepoResult<bool> {
 
 /// Deletes every key of a user (also done by the foreign key; explicit, so it does not
 /// depend on the database enforcing it).
-pub async fn delete_of_user(db: &impl ConnectionTrait, user_id: i32) -> RepoResult<()> {
-    Entity::delete_many().filter(Column::UserId.eq(user_id)).exec(db).await?;
+/// Deletes the keys of the user named `username`, in one statement (the first of a user's
+/// deletion: a write first, see `docs/ARCHITECTURE.md`, "Layers").
+pub async fn delete_of_user(db: &impl ConnectionTrait, username: &str) -> RepoResult<()> {
+    let owner = sea_orm::sea_query::Query::select()
+        .column(user::Column::Id)
+        .from(user::Entity)
+        .and_where(user::Column::Username.eq(username))
+        .to_owned();
+    Entity::delete_many().filter(Column::UserId.in_subquery(owner)).exec(db).await?;
     Ok(())
 }

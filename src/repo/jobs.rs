@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use super::events::{self, NewEvent};
 use super::{now, Page, RepoError, RepoResult};
-use crate::domain::job::{Effect, JobStatus, Outcome, Stage};
+use crate::domain::job::{Effect, JobSnapshot, JobStatus, Outcome, Stage};
 
 pub const MAX_PAGE_SIZE: u64 = 500;
 pub const DEFAULT_PAGE_SIZE: u64 = 50;
@@ -253,12 +253,16 @@ pub async fn change_status_as<C: ConnectionTrait + TransactionTrait>(
     lease: Option<&str>,
     change: StatusChange,
 ) -> RepoResult<job::Model> {
-    let txn = db.begin().await?;
     let (to, mut event) = (change.outcome.to, change.event.clone());
     // A completion that records a new inode at the job's path is a replace: the connections
     // are told of it, by the path the row had before (a container change renames the file).
+    // Read before the transaction: on SQLite a transaction that reads first and writes after
+    // another writer committed is refused at once ("database is locked"), where one that
+    // writes first waits its turn. The path of a running job changes only by this
+    // completion, and the compare-and-set below fails if the job moved on.
     let replaced = to == JobStatus::Completed && change.change.source_inode.is_some();
-    let previous_path = if replaced { Some(get(&txn, id).await?.file_path) } else { None };
+    let previous_path = if replaced { Some(get(db, id).await?.file_path) } else { None };
+    let txn = db.begin().await?;
     let set = change.into_active(now());
     let mut update = Entity::update_many().set(set).filter(Column::Id.eq(id)).filter(Column::Status.eq(from));
     if let Some(lease) = lease {
@@ -538,6 +542,17 @@ pub async fn known_files(db: &impl ConnectionTrait, library_id: i32) -> RepoResu
         .collect())
 }
 
+/// What the state machine needs to know of a job's row.
+pub fn snapshot(job: &job::Model) -> JobSnapshot {
+    JobSnapshot {
+        status: job.status.into(),
+        retry_count: u32::try_from(job.retry_count).unwrap_or(0),
+        forced: job.forced,
+        crash_count: u32::try_from(job.crash_count).unwrap_or(0),
+        replacing: job.stage.map(Stage::from) == Some(Stage::Transferring),
+    }
+}
+
 /// Jobs whose file changed since they ended go back to the queue, each with the new file's
 /// identity and a `source changed` event (the state machine's `SourceChanged`). A job that
 /// moved meanwhile (a user retried it) is left alone. Answers how many were requeued.
@@ -545,18 +560,12 @@ pub async fn requeue_changed<C: ConnectionTrait + TransactionTrait>(
     db: &C,
     changed: &[(KnownFile, FoundFile)],
 ) -> RepoResult<u64> {
-    use crate::domain::job::{transition, JobEvent, JobSnapshot};
+    use crate::domain::job::{transition, JobEvent};
     let mut requeued = 0;
     for (known, file) in changed {
         let job = get(db, known.id).await?;
         let from = JobStatus::from(job.status);
-        let snapshot = JobSnapshot {
-            status: from,
-            retry_count: u32::try_from(job.retry_count).unwrap_or(0),
-            forced: job.forced,
-            crash_count: u32::try_from(job.crash_count).unwrap_or(0),
-        };
-        let Ok(outcome) = transition(&snapshot, &JobEvent::SourceChanged) else { continue };
+        let Ok(outcome) = transition(&snapshot(&job), &JobEvent::SourceChanged) else { continue };
         // The new file's identity; its analysis is still to come.
         let change = JobChange {
             source_size: Some(file.size),
@@ -598,14 +607,14 @@ pub async fn register_batch<C: ConnectionTrait + TransactionTrait>(
     target_codec: &str,
     files: &[FoundFile],
 ) -> RepoResult<u64> {
-    use crate::domain::job::{transition, JobEvent, JobSnapshot};
+    use crate::domain::job::{transition, JobEvent};
     use entities::job_event;
     use sea_orm::sea_query::Query;
     if files.is_empty() {
         return Ok(0);
     }
     let queued = transition(
-        &JobSnapshot { status: JobStatus::Pending, retry_count: 0, forced: false, crash_count: 0 },
+        &JobSnapshot { status: JobStatus::Pending, retry_count: 0, forced: false, crash_count: 0, replacing: false },
         &JobEvent::Queue,
     )
     .map_err(|e| RepoError::Conflict(e.to_string()))?

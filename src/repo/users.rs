@@ -121,9 +121,7 @@ pub async fn delete<C: ConnectionTrait + TransactionTrait>(db: &C, username: &st
         Entity::find().lock_exclusive().all(&txn).await?;
     }
     // The user's API keys go with it (in the same transaction: a refused delete keeps them).
-    if let Some(found) = Entity::find().filter(Column::Username.eq(username)).one(&txn).await? {
-        super::api_keys::delete_of_user(&txn, found.id).await?;
-    }
+    super::api_keys::delete_of_user(&txn, username).await?;
     let result = Entity::delete_many().filter(Column::Username.eq(username)).exec(&txn).await?;
     if result.rows_affected == 0 {
         return Err(RepoError::NotFound(format!("user {username:?}")));

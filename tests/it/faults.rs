@@ -1396,26 +1396,94 @@ async fn soak_on_three_nodes() {
 /// HEVC: SKIPPED, its saving lost, its partial output left behind.
 #[actix_web::test]
 async fn a_kill_between_the_swap_and_the_jobs_completion_completes_the_job() {
-    let mut counts = Counts::new("swap-then-kill");
-    let dir = tempfile::tempdir().unwrap();
-    let (data, media) = (dir.path().join("main"), dir.path().join("media"));
-    std::fs::create_dir_all(&media).unwrap();
-    let mut ledger = Ledger::default();
-    ledger.record(&clips::h264(&media, "a.mkv", "320x240", 2));
-    set_mtime_ago(&ledger.originals[0].path, 3600);
-    let db = prepare(&data, &media, false, false).await;
-    let server = ServerProcess::start(main_command(&data, 0));
-    let pid = pid_of(&server);
-    let armed = arm(Moment::Swapped(Duration::ZERO), ledger.originals.clone(), Box::new(move |_| Some(pid)));
-    let killed = until_killed_or_done(&db, 1, armed, &[&server], |_| {}).await;
-    drop(server);
-    assert!(killed.is_some(), "the job ended before the swap was seen");
-    let server = ServerProcess::start(main_command(&data, 0));
-    let jobs = wait_terminal(&db, 1, &[&server]).await;
-    drop(server);
-    expect_all(&mut counts, &jobs, &ledger, "COMPLETED");
-    check(&db, &ledger, false, &mut counts).await;
-    counts.end_run();
+    swap_then_kill("swap-then-kill", false, 0).await;
+}
+
+/// Found by kill-linked (run 8 of a quiet loop): a job at its last allowed crash, its node
+/// killed after the swap, was failed for the crash; that removed the intent of its replace
+/// and left the output at the original's path, the job FAILED. On the main node (its
+/// restart counts the crash) and on a linked node (the main node counts it), the job
+/// completes.
+#[actix_web::test]
+async fn a_job_at_its_crash_limit_killed_between_the_swap_and_its_completion_completes() {
+    let limit = i32::try_from(condense::domain::job::MAX_CRASHES).unwrap();
+    swap_then_kill("swap-then-kill-at-limit-main", false, limit - 1).await;
+    swap_then_kill("swap-then-kill-at-limit-linked", true, limit - 1).await;
+}
+
+/// One 2 s clip, run on the main node or on one linked node that is killed right after the
+/// replace swapped the files, then started again: the job must complete and every original
+/// invariant hold. `crashes`: the crashes the job counted before. A kill that comes only
+/// once the job completed proves nothing, so the run is tried again (up to 5 times).
+async fn swap_then_kill(scenario: &'static str, linked: bool, crashes: i32) {
+    use sea_orm::{ActiveModelTrait, Set};
+    let mut counts = Counts::new(scenario);
+    let license = pro_key();
+    for attempt in 1..=5 {
+        let dir = tempfile::tempdir().unwrap();
+        let (data, media) = (dir.path().join("main"), dir.path().join("media"));
+        std::fs::create_dir_all(&media).unwrap();
+        let mut ledger = Ledger::default();
+        let source = clips::h264(&media, "a.mkv", "320x240", 2);
+        ledger.record(&source);
+        set_mtime_ago(&source, 3600);
+        let db = prepare(&data, &media, false, false).await;
+        if crashes > 0 {
+            let library = condense::repo::libraries::list(&db).await.unwrap()[0].clone();
+            let new = condense::repo::jobs::NewJob {
+                library_id: Some(library.id),
+                file_path: source.to_string_lossy().into_owned(),
+                file_name: "a.mkv".into(),
+                status: JobStatus::Queued,
+                target_codec: "hevc".into(),
+                source_size: i64::try_from(std::fs::metadata(&source).unwrap().len()).unwrap(),
+                source_mtime_ns: None,
+                source_inode: None,
+                forced: false,
+            };
+            let job = condense::repo::jobs::insert(&db, new).await.unwrap();
+            let set = job::ActiveModel { id: Set(job.id), crash_count: Set(crashes), ..Default::default() };
+            set.update(&db).await.unwrap();
+        }
+        let start_worker =
+            |main: &ServerProcess| ServerProcess::start(linked_command(&dir.path().join("w1"), main, "w1", 0));
+        let mut main = if linked {
+            ServerProcess::start(cluster_main_command(&data, 0, &license))
+        } else {
+            ServerProcess::start(main_command(&data, 0))
+        };
+        let mut worker = linked.then(|| start_worker(&main));
+        let victim = pid_of(worker.as_ref().unwrap_or(&main));
+        let armed = arm(Moment::Swapped(Duration::ZERO), ledger.originals.clone(), Box::new(move |_| Some(victim)));
+        let servers: Vec<&ServerProcess> = std::iter::once(&main).chain(worker.as_ref()).collect();
+        let killed = until_killed_or_done(&db, 1, armed, &servers, |_| {}).await;
+        drop(servers);
+        counts.kills += usize::from(killed.is_some());
+        let in_time = killed.is_some() && all_jobs(&db).await.iter().all(|j| status_of(j) != "COMPLETED");
+        if let Some(mut dead) = worker.take() {
+            dead.child.wait().unwrap();
+            worker = Some(start_worker(&main));
+        } else {
+            drop(main);
+            main = ServerProcess::start(main_command(&data, 0));
+        }
+        let servers: Vec<&ServerProcess> = std::iter::once(&main).chain(worker.as_ref()).collect();
+        let jobs = wait_terminal(&db, 1, &servers).await;
+        drop(servers);
+        drop(worker);
+        drop(main);
+        expect_all(&mut counts, &jobs, &ledger, "COMPLETED");
+        check(&db, &ledger, false, &mut counts).await;
+        counts.end_run();
+        if in_time {
+            let counted = jobs[0].crash_count;
+            assert_eq!(counted, crashes + 1, "{scenario}: one kill, counted as {} crashes", counted - crashes);
+            counts.finish();
+            return;
+        }
+        println!("faults: {scenario}: attempt {attempt}: the kill came after the completion; again");
+    }
+    panic!("{scenario}: in 5 tries the kill never came between the swap and the completion");
 }
 
 /// Found by kill-main: a node killed between a job's completion and the removal of its

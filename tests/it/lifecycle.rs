@@ -531,3 +531,64 @@ both_backends!(
         assert_eq!(report.queued, 0);
     }
 );
+
+// Found by kill-linked: the offline check and the reconcile on the node's return each read
+// the killed node's job as running; the later one orphaned the job's next attempt, so one
+// kill counted as two crashes and the job failed before its replace was finished. A job
+// is orphaned only under the lease it was read with.
+both_backends!(a_job_orphaned_as_read_before_it_started_again_is_left_alone, |db: DatabaseConnection| async move {
+    use actix::Actor;
+    use condense::actors::bus::EventBus;
+    use condense::actors::lifecycle::{EventContext, Lifecycle};
+    use condense::domain::job::JobEvent;
+    use condense::domain::node::NodeRole;
+    use condense::repo::jobs::{Assignment, JobChange};
+    let lifecycle = Lifecycle { db: db.clone(), bus: EventBus::default().start() };
+    let facts = repo::nodes::NodeFacts {
+        name: "w1".into(),
+        role: NodeRole::Linked,
+        address: "10.0.0.2".into(),
+        gpu: None,
+        cores: 2,
+        memory_total: 1 << 30,
+        max_jobs: 1,
+        encoders: vec!["libx265".into()],
+    };
+    let node = repo::nodes::upsert(&db, facts).await.unwrap();
+    let job = repo::jobs::insert(
+        &db,
+        repo::jobs::NewJob {
+            library_id: None,
+            file_path: "/nowhere/a.mkv".into(),
+            file_name: "a.mkv".into(),
+            status: JobStatus::Queued,
+            target_codec: "hevc".into(),
+            source_size: 1,
+            source_mtime_ns: None,
+            source_inode: None,
+            forced: false,
+        },
+    )
+    .await
+    .unwrap();
+    let start = |lease: &str| JobChange {
+        assignment: Some(Assignment {
+            node_id: node.id,
+            node_name: "w1".into(),
+            lease_id: lease.into(),
+            started_at: chrono::Utc::now(),
+        }),
+        ..Default::default()
+    };
+    let ctx = EventContext::default;
+    lifecycle.apply(job.id, JobEvent::Start, start("first"), ctx()).await.unwrap();
+    // Two readers see the first attempt running.
+    let read_by_one = repo::jobs::get(&db, job.id).await.unwrap();
+    let read_by_other = read_by_one.clone();
+    assert!(lifecycle.orphan(&read_by_one, true, ctx()).await.unwrap());
+    lifecycle.apply(job.id, JobEvent::Start, start("second"), ctx()).await.unwrap();
+    assert!(!lifecycle.orphan(&read_by_other, true, ctx()).await.unwrap(), "the next attempt was orphaned");
+    let now = repo::jobs::get(&db, job.id).await.unwrap();
+    assert_eq!(JobStatus::from(now.status), JobStatus::Analyzing);
+    assert_eq!((now.lease_id.as_deref(), now.crash_count), (Some("second"), 1));
+});
