@@ -14,6 +14,7 @@ mod m20261125_000015_api_keys;
 mod m20261125_000016_job_priority;
 mod m20261125_000017_notifications;
 mod m20261126_000018_connections;
+mod m20261126_000019_job_counts;
 
 pub struct Migrator;
 
@@ -33,6 +34,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261125_000016_job_priority::Migration),
             Box::new(m20261125_000017_notifications::Migration),
             Box::new(m20261126_000018_connections::Migration),
+            Box::new(m20261126_000019_job_counts::Migration),
         ]
     }
 }

@@ -455,3 +455,61 @@ both_backends!(completions_at_the_same_moment_are_all_recorded, |db: DatabaseCon
     let failed: Vec<String> = results.iter().filter_map(|r| r.as_ref().err().map(ToString::to_string)).collect();
     assert!(failed.is_empty(), "{} of 16 completions failed: {failed:?}", failed.len());
 });
+
+/// Jobs per status counted from the rows themselves.
+async fn counted(db: &DatabaseConnection) -> std::collections::HashMap<JobStatus, u64> {
+    use sea_orm::{ConnectionTrait, Statement};
+    let sql = "SELECT status, COUNT(*) AS n FROM jobs GROUP BY status";
+    let rows = db.query_all(Statement::from_string(db.get_database_backend(), sql)).await.unwrap();
+    rows.iter()
+        .map(|r| {
+            let status: String = r.try_get("", "status").unwrap();
+            (status.parse().unwrap(), u64::try_from(r.try_get::<i64>("", "n").unwrap()).unwrap())
+        })
+        .collect()
+}
+
+// The queue's counts are kept by the database (issue 16): after inserts, transitions, a
+// batch, a write that bypasses the code and a library's cascade, they are what counting the
+// rows gives, and the job list's total is their sum.
+both_backends!(the_kept_counts_are_what_counting_the_rows_gives, |db: DatabaseConnection| async move {
+    use sea_orm::ConnectionTrait;
+    let lib = repo::libraries::create(&db, library("movies")).await.unwrap();
+    let other = repo::libraries::create(&db, library("shows")).await.unwrap();
+    let same = |db: DatabaseConnection| async move {
+        let kept = repo::jobs::count_by_status(&db).await.unwrap();
+        assert_eq!(kept, counted(&db).await);
+        let page = repo::jobs::list(&db, &JobQuery::default()).await.unwrap();
+        assert_eq!(page.total, kept.values().sum::<u64>());
+        let queued = JobQuery { statuses: vec![JobStatus::Queued, JobStatus::Queued], ..Default::default() };
+        let page = repo::jobs::list(&db, &queued).await.unwrap();
+        assert_eq!(page.total, kept.get(&JobStatus::Queued).copied().unwrap_or(0));
+    };
+    same(db.clone()).await;
+    let a = repo::jobs::insert(&db, new_job(lib.id, "/media/movies/a.mkv", JobStatus::Pending)).await.unwrap();
+    repo::jobs::insert(&db, new_job(lib.id, "/media/movies/b.mkv", JobStatus::Queued)).await.unwrap();
+    repo::jobs::insert(&db, new_job(other.id, "/media/shows/c.mkv", JobStatus::Encoding)).await.unwrap();
+    same(db.clone()).await;
+    let queue = step(JobStatus::Pending, JobEvent::Queue, JobChange::default(), "queued");
+    repo::jobs::change_status(&db, a.id, JobStatus::Pending, queue).await.unwrap();
+    // A live update changes no status, and no count.
+    repo::jobs::update_live(&db, a.id, JobChange { progress: Some(5.0), ..Default::default() }).await.unwrap();
+    same(db.clone()).await;
+    let files: Vec<repo::jobs::FoundFile> = (0..1200)
+        .map(|n| repo::jobs::FoundFile {
+            path: format!("/media/shows/{n}.mkv"),
+            file_name: format!("{n}.mkv"),
+            size: 10,
+            mtime_ns: 1,
+            inode: i64::from(n),
+        })
+        .collect();
+    assert_eq!(repo::jobs::register_batch(&db, other.id, "hevc", &files).await.unwrap(), 1200);
+    same(db.clone()).await;
+    // Whoever writes, through the code or not, the counts follow.
+    db.execute_unprepared("UPDATE jobs SET status = 'FAILED' WHERE file_name LIKE '1%'").await.unwrap();
+    same(db.clone()).await;
+    repo::libraries::delete(&db, other.id).await.unwrap();
+    same(db.clone()).await;
+    assert_eq!(counted(&db).await.values().sum::<u64>(), 2);
+});
