@@ -41,6 +41,21 @@ pub async fn all_jobs(db: &DatabaseConnection) -> Vec<job::Model> {
     items
 }
 
+/// A job of no library, inserted as it is (the file need not exist).
+fn job_of_no_library(path: &Path, status: JobStatus) -> repo::jobs::NewJob {
+    repo::jobs::NewJob {
+        library_id: None,
+        file_path: path.to_string_lossy().into_owned(),
+        file_name: path.file_name().unwrap().to_string_lossy().into_owned(),
+        status,
+        target_codec: "hevc".into(),
+        source_size: 1,
+        source_mtime_ns: None,
+        source_inode: None,
+        forced: false,
+    }
+}
+
 /// Waits until `n` jobs exist and all are in a terminal status.
 pub async fn wait_terminal(db: &DatabaseConnection, n: usize, limit: Duration) -> Vec<job::Model> {
     let deadline = Instant::now() + limit;
@@ -297,22 +312,7 @@ async fn an_expired_lease_nobody_holds_is_swept_back_to_the_queue() {
     let _runtime = start_runtime(&db, 1, 0, condense::license::BUILTIN_PUBLIC_KEY).await;
     let node = repo::nodes::list(&db).await.unwrap().into_iter().find(|n| n.name == "main").unwrap();
     let path = dir.path().join("gone.mkv");
-    let job = repo::jobs::insert(
-        &db,
-        repo::jobs::NewJob {
-            library_id: None,
-            file_path: path.to_string_lossy().into_owned(),
-            file_name: "gone.mkv".into(),
-            status: condense::domain::job::JobStatus::Encoding,
-            target_codec: "hevc".into(),
-            source_size: 1,
-            source_mtime_ns: None,
-            source_inode: None,
-            forced: false,
-        },
-    )
-    .await
-    .unwrap();
+    let job = repo::jobs::insert(&db, job_of_no_library(&path, JobStatus::Encoding)).await.unwrap();
     let expired = chrono::Utc::now() - chrono::Duration::seconds(300);
     job::ActiveModel {
         id: Set(job.id),
@@ -555,22 +555,7 @@ both_backends!(a_job_orphaned_as_read_before_it_started_again_is_left_alone, |db
         encoders: vec!["libx265".into()],
     };
     let node = repo::nodes::upsert(&db, facts).await.unwrap();
-    let job = repo::jobs::insert(
-        &db,
-        repo::jobs::NewJob {
-            library_id: None,
-            file_path: "/nowhere/a.mkv".into(),
-            file_name: "a.mkv".into(),
-            status: JobStatus::Queued,
-            target_codec: "hevc".into(),
-            source_size: 1,
-            source_mtime_ns: None,
-            source_inode: None,
-            forced: false,
-        },
-    )
-    .await
-    .unwrap();
+    let job = repo::jobs::insert(&db, job_of_no_library(Path::new("/nowhere/a.mkv"), JobStatus::Queued)).await.unwrap();
     let start = |lease: &str| JobChange {
         assignment: Some(Assignment {
             node_id: node.id,
