@@ -67,10 +67,9 @@ pub async fn delete(db: &impl ConnectionTrait, id: i32) -> RepoResult<bool> {
     Ok(Entity::delete_by_id(id).exec(db).await?.rows_affected == 1)
 }
 
-/// Deletes every key of a user (also done by the foreign key; explicit, so it does not
-/// depend on the database enforcing it).
-/// Deletes the keys of the user named `username`, in one statement (the first of a user's
-/// deletion: a write first, see `docs/ARCHITECTURE.md`, "Layers").
+/// Deletes every key of the user named `username` (also done by the foreign key; explicit,
+/// so it does not depend on the database enforcing it), in one statement: the first of a
+/// user's deletion, a write before any read (see `docs/ARCHITECTURE.md`, "Layers").
 pub async fn delete_of_user(db: &impl ConnectionTrait, username: &str) -> RepoResult<()> {
     let owner = sea_orm::sea_query::Query::select()
         .column(user::Column::Id)

@@ -423,12 +423,9 @@ pub async fn count_by_status(db: &impl ConnectionTrait) -> RepoResult<HashMap<Jo
     let rows = db.query_all(db.get_database_backend().build(&select)).await?;
     let mut counts = HashMap::new();
     for row in rows {
-        let (status, n): (String, i64) = (row.try_get("", "status")?, row.try_get("", "n")?);
-        let status: JobStatus = status
-            .parse()
-            .map_err(|_| sea_orm::DbErr::Custom(format!("job_counts names an unknown status {status:?}")))?;
+        let (status, n): (stored::JobStatus, i64) = (row.try_get("", "status")?, row.try_get("", "n")?);
         if n > 0 {
-            counts.insert(status, u64::try_from(n).unwrap_or(0));
+            counts.insert(status.into(), u64::try_from(n).unwrap_or(0));
         }
     }
     Ok(counts)
