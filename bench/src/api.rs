@@ -82,7 +82,7 @@ pub struct ApiRun {
     pub mem_warm: Mem,
     /// Memory after the load runs.
     pub mem_after: Mem,
-    pub loads: Vec<(&'static str, Load)>,
+    pub loads: Vec<(String, Load)>,
 }
 
 async fn measure(cfg: &Config, data_dir: &Path, url: &str, database_url: Option<&str>) -> Res<ApiRun> {
@@ -108,11 +108,33 @@ async fn measure(cfg: &Config, data_dir: &Path, url: &str, database_url: Option<
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
     let mem_warm = server.mem()?;
+    // The same depth (page 1,000 of 50 when there are 100,000 jobs) by number and by cursor.
+    let deep_page = (cfg.api_jobs / 50 / 2).max(2);
+    let before =
+        expect(&addr, "GET", &format!("/jobs?pageSize=50&page={}", deep_page - 1), Some(&token), None, 200).await?;
+    let cursor = before["nextCursor"].as_str().ctx("no nextCursor on a page in the middle")?.to_string();
+    let by_number =
+        expect(&addr, "GET", &format!("/jobs?pageSize=50&page={deep_page}"), Some(&token), None, 200).await?;
+    let by_cursor = expect(&addr, "GET", &format!("/jobs?pageSize=50&after={cursor}"), Some(&token), None, 200).await?;
+    if by_number["items"] != by_cursor["items"] {
+        return Err(format!("page {deep_page} by number and by cursor differ"));
+    }
+    let mut endpoints: Vec<(String, String)> =
+        ENDPOINTS.iter().map(|(name, path)| (name.to_string(), path.to_string())).collect();
+    endpoints.extend([
+        (format!("GET /jobs?pageSize=50&page={deep_page}"), format!("/jobs?pageSize=50&page={deep_page}")),
+        (format!("GET /jobs?pageSize=50&after=(page {deep_page})"), format!("/jobs?pageSize=50&after={cursor}")),
+        (
+            "GET /jobs?pageSize=50&status=QUEUED&sort=fileName".into(),
+            "/jobs?pageSize=50&status=QUEUED&sort=fileName".into(),
+        ),
+        ("GET /jobs?pageSize=50&libraryId=1".into(), "/jobs?pageSize=50&libraryId=1".into()),
+    ]);
     let mut loads = Vec::new();
-    for (name, path) in ENDPOINTS {
+    for (name, path) in endpoints {
         // A short warm-up at full concurrency, then the measured run.
-        load(&addr, path, &token, cfg.api_connections, Duration::from_millis(500)).await?;
-        loads.push((name, load(&addr, path, &token, cfg.api_connections, cfg.api_duration).await?));
+        load(&addr, &path, &token, cfg.api_connections, Duration::from_millis(500)).await?;
+        loads.push((name, load(&addr, &path, &token, cfg.api_connections, cfg.api_duration).await?));
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
     let mem_after = server.mem()?;

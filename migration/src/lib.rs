@@ -15,6 +15,7 @@ mod m20261125_000016_job_priority;
 mod m20261125_000017_notifications;
 mod m20261126_000018_connections;
 mod m20261126_000019_job_counts;
+mod m20261126_000020_job_list_indexes;
 
 pub struct Migrator;
 
@@ -35,6 +36,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261125_000017_notifications::Migration),
             Box::new(m20261126_000018_connections::Migration),
             Box::new(m20261126_000019_job_counts::Migration),
+            Box::new(m20261126_000020_job_list_indexes::Migration),
         ]
     }
 }

@@ -102,10 +102,5 @@ pub async fn list(
         page_size.unwrap_or(DEFAULT_PAGE_SIZE).min(MAX_PAGE_SIZE),
     )
     .await?;
-    Ok(web::Json(Page {
-        items: found.items.iter().map(AuditEntryView::from).collect(),
-        total: found.total,
-        page: found.page,
-        page_size: found.page_size,
-    }))
+    Ok(web::Json(found.map(AuditEntryView::from)))
 }

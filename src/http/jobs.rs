@@ -10,7 +10,7 @@ use crate::domain::job::JobStatus;
 use crate::error::{AppError, ErrorBody};
 use crate::http::app::AppState;
 use crate::repo;
-use crate::repo::jobs::{JobQuery, JobSort, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
+use crate::repo::jobs::{Cursor, JobQuery, JobSort, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
 use crate::repo::Page;
 
 /// GET /jobs query parameters. Unknown parameters are ignored (the WebSocket-style `token`
@@ -33,6 +33,10 @@ pub struct JobsQuery {
     pub sort: Option<String>,
     /// `asc` or `desc` (the default).
     pub order: Option<String>,
+    /// A keyset page: the jobs after this cursor, a page's `nextCursor` given back with the
+    /// same sort and order (filters may differ). Read from an index however deep, where
+    /// `page` counts rows; not together with a `page` above 1.
+    pub after: Option<String>,
 }
 
 impl JobsQuery {
@@ -65,20 +69,33 @@ impl JobsQuery {
             .collect::<Result<Vec<_>, _>>()?;
         let sort = match self.sort.as_deref() {
             None => JobSort::default(),
-            Some(name) => JobSort::NAMES
-                .iter()
-                .find(|(known, _)| known.eq_ignore_ascii_case(name))
-                .map(|(_, sort)| *sort)
-                .ok_or_else(|| {
-                    let known: Vec<&str> = JobSort::NAMES.iter().map(|(n, _)| *n).collect();
-                    invalid(format!("sort {name:?} is not one of {}", known.join(", ")))
-                })?,
+            Some(name) => JobSort::named(name).ok_or_else(|| {
+                let known: Vec<&str> = JobSort::NAMES.iter().map(|(n, _)| *n).collect();
+                invalid(format!("sort {name:?} is not one of {}", known.join(", ")))
+            })?,
         };
         let descending = match self.order.as_deref() {
             None => true,
             Some(order) if order.eq_ignore_ascii_case("desc") => true,
             Some(order) if order.eq_ignore_ascii_case("asc") => false,
             Some(order) => return Err(invalid(format!("order must be asc or desc, not {order:?}"))),
+        };
+        let after = match self.after.as_deref().filter(|a| !a.is_empty()) {
+            None => None,
+            Some(_) if page > 1 => return Err(invalid("after and a page above 1 cannot be combined".into())),
+            Some(text) => {
+                let cursor = Cursor::decode(text)
+                    .ok_or_else(|| invalid("after is not a cursor this server gave (nextCursor)".into()))?;
+                let (made_by, made_descending) = cursor.order();
+                if (made_by, made_descending) != (sort, descending) {
+                    return Err(invalid(format!(
+                        "after is a cursor of another order ({} {}): give the sort and order it was made with",
+                        made_by.name(),
+                        if made_descending { "desc" } else { "asc" }
+                    )));
+                }
+                Some(cursor)
+            }
         };
         Ok(JobQuery {
             statuses,
@@ -89,6 +106,7 @@ impl JobsQuery {
             descending,
             page,
             page_size,
+            after,
         })
     }
 }
@@ -112,12 +130,7 @@ pub async fn list(
 ) -> Result<web::Json<Page<JobView>>, AppError> {
     let query = query.into_inner().into_repo_query()?;
     let page = repo::jobs::list(&state.db, &query).await?;
-    Ok(web::Json(Page {
-        items: page.items.iter().map(JobView::from).collect(),
-        total: page.total,
-        page: page.page,
-        page_size: page.page_size,
-    }))
+    Ok(web::Json(page.map(JobView::from)))
 }
 
 /// One job with its history

@@ -60,5 +60,5 @@ pub async fn list(
         .limit(page_size)
         .all(db)
         .await?;
-    Ok(Page { items, total, page, page_size })
+    Ok(Page { items, total, page, page_size, next_cursor: None })
 }

@@ -323,6 +323,15 @@ impl JobSort {
         ("sourceSize", JobSort::SourceSize),
     ];
 
+    pub fn name(self) -> &'static str {
+        Self::NAMES.iter().find(|(_, sort)| *sort == self).map_or("createdAt", |(name, _)| *name)
+    }
+
+    /// The sort of that name, in any case.
+    pub fn named(name: &str) -> Option<Self> {
+        Self::NAMES.iter().find(|(known, _)| known.eq_ignore_ascii_case(name)).map(|(_, sort)| *sort)
+    }
+
     fn column(self) -> Column {
         match self {
             JobSort::CreatedAt => Column::CreatedAt,
@@ -346,9 +355,11 @@ pub struct JobQuery {
     pub q: Option<String>,
     pub sort: JobSort,
     pub descending: bool,
-    /// 1-based.
+    /// 1-based. Not used with `after`.
     pub page: u64,
     pub page_size: u64,
+    /// A keyset page: the rows right after this one, in the query's order.
+    pub after: Option<Cursor>,
 }
 
 impl Default for JobQuery {
@@ -362,6 +373,126 @@ impl Default for JobQuery {
             descending: true,
             page: 1,
             page_size: DEFAULT_PAGE_SIZE,
+            after: None,
+        }
+    }
+}
+
+/// Where a keyset page starts: right after the row with this sort value and id. `list` makes
+/// one from the last row of every full page (`nextCursor`), and a client hands it back as
+/// `after`. A page so found is read from the sort's index, however deep (an `OFFSET` walks
+/// every row before it), and rows added or moved meanwhile shift nothing after the cursor.
+/// Made only by `list` and `decode`, so its value always fits its sort.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cursor {
+    sort: JobSort,
+    descending: bool,
+    /// The row's sort value as JSON: a string (times as RFC 3339, status, file name), a number
+    /// (progress, size), or null (no completion time).
+    value: serde_json::Value,
+    id: i32,
+}
+
+impl Cursor {
+    /// The sort and direction (descending) of the listing that made it.
+    pub fn order(&self) -> (JobSort, bool) {
+        (self.sort, self.descending)
+    }
+
+    fn of(sort: JobSort, descending: bool, job: &job::Model) -> Self {
+        use chrono::SecondsFormat::AutoSi;
+        use sea_orm::ActiveEnum;
+        let time = |at: &DateTime<Utc>| serde_json::Value::from(at.to_rfc3339_opts(AutoSi, true));
+        let value = match sort {
+            JobSort::CreatedAt => time(&job.created_at),
+            JobSort::UpdatedAt => time(&job.updated_at),
+            JobSort::CompletedAt => job.completed_at.as_ref().map_or(serde_json::Value::Null, time),
+            JobSort::FileName => job.file_name.clone().into(),
+            JobSort::Status => job.status.to_value().into(),
+            JobSort::Progress => job.progress.into(),
+            JobSort::SourceSize => job.source_size.into(),
+        };
+        Cursor { sort, descending, value, id: job.id }
+    }
+
+    /// The opaque text a client sees: base64url of `[sort, "asc"|"desc", value, id]`.
+    pub fn encode(&self) -> String {
+        use base64::Engine;
+        let order = if self.descending { "desc" } else { "asc" };
+        let text = serde_json::json!([self.sort.name(), order, self.value, self.id]).to_string();
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(text)
+    }
+
+    /// Reads a cursor that `encode` made; None for anything else.
+    pub fn decode(text: &str) -> Option<Self> {
+        use base64::Engine;
+        let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(text).ok()?;
+        let (sort, order, value, id): (String, String, serde_json::Value, i32) = serde_json::from_slice(&bytes).ok()?;
+        let sort = JobSort::named(&sort)?;
+        let descending = match order.as_str() {
+            "desc" => true,
+            "asc" => false,
+            _ => return None,
+        };
+        let cursor = Cursor { sort, descending, value, id };
+        cursor.bound().ok()?;
+        Some(cursor)
+    }
+
+    /// The sort value as the database compares it; Ok(None) for a NULL completion time.
+    fn bound(&self) -> Result<Option<sea_orm::Value>, ()> {
+        let time = |value: &serde_json::Value| {
+            value
+                .as_str()
+                .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+                .map(|at| Some(sea_orm::Value::from(at.with_timezone(&Utc))))
+                .ok_or(())
+        };
+        match self.sort {
+            JobSort::CreatedAt | JobSort::UpdatedAt => time(&self.value),
+            JobSort::CompletedAt if self.value.is_null() => Ok(None),
+            JobSort::CompletedAt => time(&self.value),
+            JobSort::FileName | JobSort::Status => {
+                self.value.as_str().map(|t| Some(sea_orm::Value::from(t.to_owned()))).ok_or(())
+            }
+            JobSort::Progress => self.value.as_f64().map(|n| Some(sea_orm::Value::from(n))).ok_or(()),
+            JobSort::SourceSize => self.value.as_i64().map(|n| Some(sea_orm::Value::from(n))).ok_or(()),
+        }
+    }
+
+    /// Rows after the cursor's, in `(sort column, id)` order, NULL (no completion time)
+    /// being the smallest value as in `list`'s order.
+    fn condition(&self) -> sea_orm::sea_query::SimpleExpr {
+        use sea_orm::sea_query::SimpleExpr;
+        let column = self.sort.column();
+        let beyond = |left: SimpleExpr, right: SimpleExpr| {
+            if self.descending {
+                Expr::expr(left).lt(right)
+            } else {
+                Expr::expr(left).gt(right)
+            }
+        };
+        match self.bound() {
+            Ok(Some(value)) => {
+                let row = Expr::tuple([Expr::col(column).into(), Expr::col(Column::Id).into()]);
+                let cursor = Expr::tuple([Expr::val(value).into(), Expr::val(self.id).into()]);
+                let after = beyond(row.into(), cursor.into());
+                if self.sort == JobSort::CompletedAt && self.descending {
+                    after.or(Expr::col(column).is_null())
+                } else {
+                    after
+                }
+            }
+            // Inside the NULLs: the rest of them by id, then (ascending) every non-NULL row.
+            // (`decode` refuses a value that does not fit the sort: no Err here.)
+            Ok(None) | Err(()) => {
+                let among_nulls = Expr::col(column).is_null().and(beyond(Expr::col(Column::Id).into(), self.id.into()));
+                if self.descending {
+                    among_nulls
+                } else {
+                    among_nulls.or(Expr::col(column).is_not_null())
+                }
+            }
         }
     }
 }
@@ -387,8 +518,36 @@ fn filtered(query: &JobQuery) -> Select<Entity> {
     select
 }
 
+/// The statement of one page of jobs: filters, the order, then the page by number
+/// (`OFFSET`) or after a cursor, and one row more than the page (whether another follows).
+/// Ordered by the sort column then the id, both in the query's direction; a NULL completion
+/// time counts as the smallest value on both backends. Every order and filter is served by an
+/// index (migration `m20261126_000020_job_list_indexes`; checked with `EXPLAIN` in
+/// tests/it/repo.rs).
+pub fn page_select(query: &JobQuery) -> Select<Entity> {
+    let page_size = query.page_size.clamp(1, MAX_PAGE_SIZE);
+    let (order, nulls) = if query.descending {
+        (Order::Desc, sea_orm::sea_query::NullOrdering::Last)
+    } else {
+        (Order::Asc, sea_orm::sea_query::NullOrdering::First)
+    };
+    let select = filtered(query);
+    let select = if query.sort == JobSort::CompletedAt {
+        select.order_by_with_nulls(Column::CompletedAt, order.clone(), nulls)
+    } else {
+        select.order_by(query.sort.column(), order.clone())
+    };
+    let select = select.order_by(Column::Id, order);
+    let select = match &query.after {
+        Some(cursor) => select.filter(cursor.condition()),
+        None => select.offset((query.page.max(1) - 1) * page_size),
+    };
+    select.limit(page_size + 1)
+}
+
+/// One page of jobs (see `page_select`), its total, and `next_cursor` when more rows follow.
 pub async fn list(db: &impl ConnectionTrait, query: &JobQuery) -> RepoResult<Page<job::Model>> {
-    let page = query.page.max(1);
+    let page = if query.after.is_some() { 1 } else { query.page.max(1) };
     let page_size = query.page_size.clamp(1, MAX_PAGE_SIZE);
     // Filtered by status alone (or not at all), the total is the kept counts' sum.
     let by_status_only =
@@ -400,15 +559,11 @@ pub async fn list(db: &impl ConnectionTrait, query: &JobQuery) -> RepoResult<Pag
     } else {
         filtered(query).count(db).await?
     };
-    let order = if query.descending { Order::Desc } else { Order::Asc };
-    let items = filtered(query)
-        .order_by(query.sort.column(), order.clone())
-        .order_by(Column::Id, order)
-        .offset((page - 1) * page_size)
-        .limit(page_size)
-        .all(db)
-        .await?;
-    Ok(Page { items, total, page, page_size })
+    let mut items = page_select(query).all(db).await?;
+    let more = items.len() as u64 > page_size;
+    items.truncate(usize::try_from(page_size).unwrap_or(usize::MAX));
+    let next_cursor = items.last().filter(|_| more).map(|last| Cursor::of(query.sort, query.descending, last).encode());
+    Ok(Page { items, total, page, page_size, next_cursor })
 }
 
 /// Number of jobs in each status (statuses without jobs are absent), from `job_counts`: the

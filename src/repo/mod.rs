@@ -51,6 +51,22 @@ pub struct Page<T> {
     pub total: u64,
     pub page: u64,
     pub page_size: u64,
+    /// Where the next page starts (`after`), for listings with keyset pages (jobs); null on the
+    /// last page and in other listings.
+    pub next_cursor: Option<String>,
+}
+
+impl<T> Page<T> {
+    /// The same page with each item seen through `view`.
+    pub fn map<'a, U>(&'a self, view: impl FnMut(&'a T) -> U) -> Page<U> {
+        Page {
+            items: self.items.iter().map(view).collect(),
+            total: self.total,
+            page: self.page,
+            page_size: self.page_size,
+            next_cursor: self.next_cursor.clone(),
+        }
+    }
 }
 
 /// Opens the database. SQLite gets WAL journaling so readers never wait on the writer.

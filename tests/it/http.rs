@@ -1657,6 +1657,36 @@ async fn jobs_are_listed_filtered_sorted_and_paginated(server: &TestServer) {
     let (_, ignored) = server.get("/jobs?unknownParameter=1", token).await;
     assert_eq!(ignored["total"], 12);
 
+    // Keyset pages: nextCursor given back as `after`, with the same sort and order, walks the
+    // same rows as numbered pages, and the last page has none.
+    let mut walked = Vec::new();
+    let mut after = String::new();
+    loop {
+        let (status, page) =
+            server.get(&format!("/jobs?pageSize=5&sort=fileName&order=asc&after={after}"), token).await;
+        assert_eq!((status, &page["total"], &page["page"]), (200, &json!(12), &json!(1)), "{page}");
+        walked.extend(names_of(&page));
+        match page["nextCursor"].as_str() {
+            Some(next) => after = next.to_string(),
+            None => break,
+        }
+    }
+    let (_, whole) = server.get("/jobs?sort=fileName&order=asc", token).await;
+    assert_eq!((walked, &whole["nextCursor"]), (names_of(&whole), &Value::Null));
+    let (_, first) = server.get("/jobs?pageSize=5&sort=fileName&order=asc", token).await;
+    let cursor = first["nextCursor"].as_str().unwrap();
+    for (query, says) in [
+        (format!("after={cursor}&sort=fileName&order=asc&page=2"), "cannot be combined"),
+        (format!("after={cursor}&sort=fileName"), "another order"),
+        (format!("after={cursor}&order=asc"), "another order"),
+        ("after=bm90LWEtY3Vyc29y".to_string(), "not a cursor"),
+        ("after=%25%25".to_string(), "not a cursor"),
+    ] {
+        let (status, body) = server.get(&format!("/jobs?{query}"), token).await;
+        assert_eq!((status, code(&body)), (400, "invalid_query"), "{query}: {body}");
+        assert!(message(&body).contains(says), "{query}: {body}");
+    }
+
     for sort in ["createdAt", "updatedAt", "completedAt", "fileName", "status", "progress", "sourceSize"] {
         for order in ["asc", "desc"] {
             let (status, page) = server.get(&format!("/jobs?sort={sort}&order={order}"), token).await;

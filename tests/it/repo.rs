@@ -513,3 +513,201 @@ both_backends!(the_kept_counts_are_what_counting_the_rows_gives, |db: DatabaseCo
     same(db.clone()).await;
     assert_eq!(counted(&db).await.values().sum::<u64>(), 2);
 });
+
+/// 60 jobs in two libraries with ties in every sort column: sizes in 7 values, progress in 5,
+/// one batch's creation time, a third completed (the rest without a completion time), four
+/// statuses, two nodes.
+async fn varied_jobs(db: &DatabaseConnection) -> (i32, i32) {
+    use sea_orm::ConnectionTrait;
+    let movies = repo::libraries::create(db, library("movies")).await.unwrap();
+    let shows = repo::libraries::create(db, library("shows")).await.unwrap();
+    for (lib, range) in [(movies.id, 0..40), (shows.id, 40..60)] {
+        let files: Vec<repo::jobs::FoundFile> = range
+            .map(|n: i64| repo::jobs::FoundFile {
+                path: format!("/media/x/{n}.mkv"),
+                file_name: format!("Film {:02}.mkv", n % 23),
+                size: 1000 + n % 7,
+                mtime_ns: 1,
+                inode: n,
+            })
+            .collect();
+        repo::jobs::register_batch(db, lib, "hevc", &files).await.unwrap();
+    }
+    for sql in [
+        "UPDATE jobs SET progress = (id % 5) * 25.5",
+        "UPDATE jobs SET status = 'COMPLETED', completed_at = created_at, node_name = 'n1' WHERE id % 3 = 0",
+        "UPDATE jobs SET status = 'FAILED', node_name = 'n2' WHERE id % 3 = 1 AND id % 2 = 0",
+        "UPDATE jobs SET status = 'ENCODING', node_name = 'n1' WHERE id % 7 = 2",
+    ] {
+        db.execute_unprepared(sql).await.unwrap();
+    }
+    // Later completion times for some, so that they differ and tie.
+    let later = chrono::Utc::now() + chrono::Duration::seconds(30);
+    for id in [3, 6, 9] {
+        use sea_orm::{ActiveModelTrait, Set};
+        let mut job: entities::job::ActiveModel = repo::jobs::get(db, id).await.unwrap().into();
+        job.completed_at = Set(Some(later));
+        job.updated_at = Set(later + chrono::Duration::seconds(id.into()));
+        job.update(db).await.unwrap();
+    }
+    (movies.id, shows.id)
+}
+
+/// Every row a query lists, one page of `page_size` after another, following `nextCursor`.
+async fn by_cursor(db: &DatabaseConnection, query: &JobQuery, page_size: u64) -> Vec<i32> {
+    let mut ids = Vec::new();
+    let mut query = JobQuery { page_size, after: None, ..query.clone() };
+    loop {
+        let page = repo::jobs::list(db, &query).await.unwrap();
+        assert!(page.items.len() as u64 <= page_size);
+        ids.extend(page.items.iter().map(|j| j.id));
+        let Some(next) = page.next_cursor else { break };
+        assert_eq!(page.items.len() as u64, page_size, "a cursor only after a full page");
+        query.after = Some(repo::jobs::Cursor::decode(&next).expect("a cursor the server made reads back"));
+    }
+    ids
+}
+
+// Keyset pages (issue 16): for every sort, both orders and each filter, following the cursors
+// gives exactly the rows of the one-page listing, in its order, which is the sort value then
+// the id (NULL the smallest); and numbered pages give the same.
+both_backends!(cursor_pages_list_every_row_once_in_every_order, |db: DatabaseConnection| async move {
+    let (movies, _) = varied_jobs(&db).await;
+    let filters = [
+        JobQuery::default(),
+        JobQuery { statuses: vec![JobStatus::Queued, JobStatus::Completed], ..Default::default() },
+        JobQuery { library_id: Some(movies), ..Default::default() },
+        JobQuery { node: Some("n1".into()), ..Default::default() },
+        JobQuery { q: Some("film 1".into()), ..Default::default() },
+    ];
+    for filter in &filters {
+        for (_, sort) in JobSort::NAMES {
+            for descending in [false, true] {
+                let query = JobQuery { sort: *sort, descending, page_size: 500, ..filter.clone() };
+                let whole = repo::jobs::list(&db, &query).await.unwrap();
+                assert_eq!(whole.next_cursor, None);
+                assert_eq!(whole.total, whole.items.len() as u64);
+                assert!(!whole.items.is_empty(), "{query:?} lists nothing");
+                let expected: Vec<i32> = whole.items.iter().map(|j| j.id).collect();
+                // Text columns follow the database's collation; the others are checked here.
+                let mut sorted = whole.items.clone();
+                let key = |j: &entities::job::Model| match sort {
+                    JobSort::CreatedAt => (j.created_at.timestamp_nanos_opt(), 0.0, j.id),
+                    JobSort::UpdatedAt => (j.updated_at.timestamp_nanos_opt(), 0.0, j.id),
+                    JobSort::CompletedAt => (j.completed_at.and_then(|t| t.timestamp_nanos_opt()), 0.0, j.id),
+                    JobSort::Progress => (None, j.progress, j.id),
+                    JobSort::SourceSize => (Some(j.source_size), 0.0, j.id),
+                    JobSort::FileName | JobSort::Status => (None, 0.0, 0),
+                };
+                sorted.sort_by(|a, b| key(a).partial_cmp(&key(b)).unwrap());
+                if descending {
+                    sorted.reverse();
+                }
+                if !matches!(sort, JobSort::FileName | JobSort::Status) {
+                    assert_eq!(sorted.iter().map(|j| j.id).collect::<Vec<_>>(), expected, "{query:?}");
+                }
+                for page_size in [1, 7, 50] {
+                    assert_eq!(by_cursor(&db, &query, page_size).await, expected, "{query:?} by {page_size}");
+                }
+                let mut numbered = Vec::new();
+                for page in 1.. {
+                    let query = JobQuery { page, page_size: 7, ..query.clone() };
+                    let items = repo::jobs::list(&db, &query).await.unwrap().items;
+                    if items.is_empty() {
+                        break;
+                    }
+                    numbered.extend(items.iter().map(|j| j.id));
+                }
+                assert_eq!(numbered, expected, "{query:?} by page number");
+            }
+        }
+    }
+    // Jobs added between two pages come before the cursor (newest first): the pages after
+    // it are the rest of the listing as it was.
+    let first = repo::jobs::list(&db, &JobQuery { page_size: 10, ..Default::default() }).await.unwrap();
+    let before: Vec<i32> = repo::jobs::list(&db, &JobQuery { page_size: 500, ..Default::default() })
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|j| j.id)
+        .collect();
+    repo::jobs::insert(&db, new_job(movies, "/media/x/new.mkv", JobStatus::Queued)).await.unwrap();
+    let cursor = repo::jobs::Cursor::decode(first.next_cursor.as_deref().unwrap()).unwrap();
+    let rest =
+        repo::jobs::list(&db, &JobQuery { page_size: 500, after: Some(cursor), ..Default::default() }).await.unwrap();
+    assert_eq!(rest.items.iter().map(|j| j.id).collect::<Vec<_>>(), before[10..]);
+    assert_eq!(rest.page, 1);
+});
+
+// Every order and filter of the job list is read from an index (issue 16): `EXPLAIN` of the
+// listing's own statement shows no sort of the table (SQLite: no temporary B-tree for the
+// ORDER BY; PostgreSQL, with sorting and sequential scans priced out: no Sort node) and, for
+// a filter in the default order, no scan of the whole table.
+both_backends!(every_order_and_filter_of_the_job_list_is_read_from_an_index, |db: DatabaseConnection| async move {
+    use sea_orm::{ConnectionTrait, DbBackend, QueryTrait, Statement, TransactionTrait};
+    let (movies, _) = varied_jobs(&db).await;
+    let backend = db.get_database_backend();
+    let plan = |query: JobQuery| {
+        let db = db.clone();
+        async move {
+            let statement = repo::jobs::page_select(&query).build(backend);
+            let txn = db.begin().await.unwrap();
+            let explain = if backend == DbBackend::Postgres {
+                txn.execute_unprepared("SET LOCAL enable_seqscan = off").await.unwrap();
+                txn.execute_unprepared("SET LOCAL enable_sort = off").await.unwrap();
+                "EXPLAIN"
+            } else {
+                "EXPLAIN QUERY PLAN"
+            };
+            let sql = format!("{explain} {}", statement.sql);
+            let rows = txn
+                .query_all(Statement::from_sql_and_values(
+                    backend,
+                    sql,
+                    statement.values.unwrap_or(sea_orm::Values(Vec::new())),
+                ))
+                .await
+                .unwrap();
+            txn.rollback().await.unwrap();
+            let column = if backend == DbBackend::Postgres { "QUERY PLAN" } else { "detail" };
+            rows.iter().map(|r| r.try_get::<String>("", column).unwrap()).collect::<Vec<_>>().join("\n")
+        }
+    };
+    let sorts_itself = |plan: &str| {
+        if backend == DbBackend::Postgres {
+            plan.lines().any(|l| l.trim_start().trim_start_matches("->").trim_start().starts_with("Sort"))
+        } else {
+            plan.contains("TEMP B-TREE")
+        }
+    };
+    let whole_table = |plan: &str| {
+        if backend == DbBackend::Postgres {
+            plan.contains("Seq Scan")
+        } else {
+            plan.lines().any(|l| l.starts_with("SCAN jobs") && !l.contains("INDEX"))
+        }
+    };
+    let first = repo::jobs::list(&db, &JobQuery { page_size: 3, ..Default::default() }).await.unwrap();
+    for (_, sort) in JobSort::NAMES {
+        for descending in [false, true] {
+            let query = JobQuery { sort: *sort, descending, ..Default::default() };
+            let text = plan(query.clone()).await;
+            assert!(!sorts_itself(&text) && !whole_table(&text), "{sort:?} desc={descending}:\n{text}");
+            // A deep page after a cursor: the same index, entered at the cursor.
+            let page = repo::jobs::list(&db, &JobQuery { page_size: 3, ..query.clone() }).await.unwrap();
+            let after = repo::jobs::Cursor::decode(page.next_cursor.as_deref().unwrap()).unwrap();
+            let text = plan(JobQuery { after: Some(after), ..query }).await;
+            assert!(!sorts_itself(&text) && !whole_table(&text), "{sort:?} desc={descending} after:\n{text}");
+        }
+    }
+    assert!(first.next_cursor.is_some());
+    for filter in [
+        JobQuery { statuses: vec![JobStatus::Completed], ..Default::default() },
+        JobQuery { library_id: Some(movies), ..Default::default() },
+        JobQuery { node: Some("n1".into()), ..Default::default() },
+    ] {
+        let text = plan(filter.clone()).await;
+        assert!(!sorts_itself(&text) && !whole_table(&text), "{filter:?}:\n{text}");
+    }
+});

@@ -1649,6 +1649,11 @@ export interface components {
                 status: number;
                 username: string;
             }[];
+            /**
+             * @description Where the next page starts (`after`), for listings with keyset pages (jobs); null on the
+             *     last page and in other listings.
+             */
+            nextCursor?: string | null;
             /** Format: int64 */
             page: number;
             /** Format: int64 */
@@ -1710,6 +1715,11 @@ export interface components {
                 /** Format: date-time */
                 updatedAt: string;
             }[];
+            /**
+             * @description Where the next page starts (`after`), for listings with keyset pages (jobs); null on the
+             *     last page and in other listings.
+             */
+            nextCursor?: string | null;
             /** Format: int64 */
             page: number;
             /** Format: int64 */
@@ -2677,6 +2687,12 @@ export interface operations {
                 sort?: string;
                 /** @description `asc` or `desc` (the default). */
                 order?: string;
+                /**
+                 * @description A keyset page: the jobs after this cursor, a page's `nextCursor` given back with the
+                 *     same sort and order (filters may differ). Read from an index however deep, where
+                 *     `page` counts rows; not together with a `page` above 1.
+                 */
+                after?: string;
             };
             header?: never;
             path?: never;
