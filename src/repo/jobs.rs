@@ -460,53 +460,66 @@ impl Cursor {
         }
     }
 
-    /// Rows after the cursor's, in `(sort column, id)` order, NULL (no completion time)
-    /// being the smallest value as in `list`'s order.
-    fn condition(&self) -> sea_orm::sea_query::SimpleExpr {
-        use sea_orm::sea_query::SimpleExpr;
+    /// The rows after the cursor's, in `(sort column, id)` order (NULL, no completion time,
+    /// the smallest value), as consecutive ranges, each a seek into the sort's index: first the
+    /// rest of the cursor's own value by id, then the values beyond it (and, descending by
+    /// completion, the jobs without one). One row comparison `(column, id) < (value, id)`
+    /// would say the same, but SQLite seeks on its first column only and then walks every
+    /// row of a tied value: a batch of jobs registered at one instant made such a page walk
+    /// 50,000 rows (BENCHMARKS.md, API).
+    fn ranges(&self) -> Vec<sea_orm::sea_query::SimpleExpr> {
         let column = self.sort.column();
-        let beyond = |left: SimpleExpr, right: SimpleExpr| {
-            if self.descending {
-                Expr::expr(left).lt(right)
-            } else {
-                Expr::expr(left).gt(right)
-            }
-        };
-        match self.bound() {
-            Ok(Some(value)) => {
-                let row = Expr::tuple([Expr::col(column).into(), Expr::col(Column::Id).into()]);
-                let cursor = Expr::tuple([Expr::val(value).into(), Expr::val(self.id).into()]);
-                let after = beyond(row.into(), cursor.into());
-                if self.sort == JobSort::CompletedAt && self.descending {
-                    after.or(Expr::col(column).is_null())
-                } else {
-                    after
+        let beyond_id = if self.descending { Column::Id.lt(self.id) } else { Column::Id.gt(self.id) };
+        let nullable = self.sort == JobSort::CompletedAt;
+        match (self.bound(), self.descending) {
+            (Ok(Some(value)), descending) => {
+                let ties = Expr::col(column).eq(value.clone()).and(beyond_id);
+                let beyond = if descending { Expr::col(column).lt(value) } else { Expr::col(column).gt(value) };
+                let mut ranges = vec![ties, beyond];
+                if nullable && descending {
+                    ranges.push(Expr::col(column).is_null());
                 }
+                ranges
             }
-            // Inside the NULLs: the rest of them by id, then (ascending) every non-NULL row.
-            // (`decode` refuses a value that does not fit the sort: no Err here.)
-            Ok(None) | Err(()) => {
-                let among_nulls = Expr::col(column).is_null().and(beyond(Expr::col(Column::Id).into(), self.id.into()));
-                if self.descending {
-                    among_nulls
-                } else {
-                    among_nulls.or(Expr::col(column).is_not_null())
-                }
+            // `decode` refuses a value that does not fit the sort: Err cannot happen here.
+            (Ok(None) | Err(()), true) => vec![Expr::col(column).is_null().and(beyond_id)],
+            (Ok(None) | Err(()), false) => {
+                vec![Expr::col(column).is_null().and(beyond_id), Expr::col(column).is_not_null()]
             }
         }
     }
 }
 
-fn filtered(query: &JobQuery) -> Select<Entity> {
+/// Above this many matching rows, a filtered page in another order than the default walks the
+/// sort's index on SQLite (see `filtered`): finding a page there reads about
+/// `page size × all rows / matching rows` entries, while the filter's index needs every
+/// matching row read and sorted.
+const SQLITE_WALK_SORT_INDEX_ABOVE: u64 = 2_000;
+
+/// The listing's filters. `walk_sort_index`: on SQLite, keep the status, library and node
+/// conditions from choosing an index (a unary `+` on the column, SQLite's documented way), so
+/// that the sort's index is walked instead. Without statistics for a skewed column SQLite
+/// takes the filter's index whenever there is one: 100,000 QUEUED jobs sorted by name were
+/// all read and sorted for each page of 50, 150 ms a page (BENCHMARKS.md, API). PostgreSQL
+/// decides from its statistics.
+fn filtered(query: &JobQuery, walk_sort_index: bool) -> Select<Entity> {
+    let column = |name: &str, indexed: Column| {
+        if walk_sort_index {
+            Expr::expr(Expr::cust(format!("+\"jobs\".\"{name}\"")))
+        } else {
+            Expr::col(indexed)
+        }
+    };
     let mut select = Entity::find();
     if !query.statuses.is_empty() {
-        select = select.filter(Column::Status.is_in(query.statuses.iter().copied()));
+        let statuses = query.statuses.iter().map(|s| sea_orm::ActiveEnum::into_value(stored::JobStatus::from(*s)));
+        select = select.filter(column("status", Column::Status).is_in(statuses));
     }
     if let Some(library_id) = query.library_id {
-        select = select.filter(Column::LibraryId.eq(library_id));
+        select = select.filter(column("library_id", Column::LibraryId).eq(library_id));
     }
     if let Some(node) = &query.node {
-        select = select.filter(Column::NodeName.eq(node.as_str()));
+        select = select.filter(column("node_name", Column::NodeName).eq(node.as_str()));
     }
     if let Some(q) = query.q.as_deref().filter(|q| !q.is_empty()) {
         let escaped = q.to_lowercase().replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_");
@@ -518,37 +531,51 @@ fn filtered(query: &JobQuery) -> Select<Entity> {
     select
 }
 
-/// The statement of one page of jobs: filters, the order, then the page by number
-/// (`OFFSET`) or after a cursor, and one row more than the page (whether another follows).
-/// Ordered by the sort column then the id, both in the query's direction; a NULL completion
-/// time counts as the smallest value on both backends. Every order and filter is served by an
-/// index (migration `m20261126_000020_job_list_indexes`; checked with `EXPLAIN` in
-/// tests/it/repo.rs).
-pub fn page_select(query: &JobQuery) -> Select<Entity> {
+/// Whether a page of `query`, whose filters match `matching` rows, walks the sort's index
+/// (see `filtered`).
+pub fn walks_sort_index(backend: sea_orm::DbBackend, query: &JobQuery, matching: u64) -> bool {
+    let filters = !query.statuses.is_empty() || query.library_id.is_some() || query.node.is_some();
+    backend == sea_orm::DbBackend::Sqlite
+        && filters
+        && query.sort != JobSort::CreatedAt
+        && matching > SQLITE_WALK_SORT_INDEX_ABOVE
+}
+
+/// The statements of one page of jobs, to be read in turn until the page is full: filters,
+/// the order, then the page by number (`OFFSET`, one statement) or after a cursor (one per
+/// range of `Cursor::ranges`), each limited to one row more than the page (whether another
+/// follows). Ordered by the sort column then the id, both in the query's direction; a NULL
+/// completion time counts as the smallest value on both backends. Every order and filter is
+/// served by an index (migration `m20261126_000020_job_list_indexes`; checked with `EXPLAIN`
+/// in tests/it/repo.rs).
+pub fn page_selects(query: &JobQuery, walk_sort_index: bool) -> Vec<Select<Entity>> {
     let page_size = query.page_size.clamp(1, MAX_PAGE_SIZE);
     let (order, nulls) = if query.descending {
         (Order::Desc, sea_orm::sea_query::NullOrdering::Last)
     } else {
         (Order::Asc, sea_orm::sea_query::NullOrdering::First)
     };
-    let select = filtered(query);
-    let select = if query.sort == JobSort::CompletedAt {
-        select.order_by_with_nulls(Column::CompletedAt, order.clone(), nulls)
-    } else {
-        select.order_by(query.sort.column(), order.clone())
+    let ordered = |select: Select<Entity>| {
+        let select = if query.sort == JobSort::CompletedAt {
+            select.order_by_with_nulls(Column::CompletedAt, order.clone(), nulls)
+        } else {
+            select.order_by(query.sort.column(), order.clone())
+        };
+        select.order_by(Column::Id, order.clone()).limit(page_size + 1)
     };
-    let select = select.order_by(Column::Id, order);
-    let select = match &query.after {
-        Some(cursor) => select.filter(cursor.condition()),
-        None => select.offset((query.page.max(1) - 1) * page_size),
-    };
-    select.limit(page_size + 1)
+    match &query.after {
+        Some(cursor) => {
+            cursor.ranges().into_iter().map(|range| ordered(filtered(query, walk_sort_index).filter(range))).collect()
+        }
+        None => vec![ordered(filtered(query, walk_sort_index)).offset((query.page.max(1) - 1) * page_size)],
+    }
 }
 
-/// One page of jobs (see `page_select`), its total, and `next_cursor` when more rows follow.
+/// One page of jobs (see `page_selects`), its total, and `next_cursor` when more rows follow.
 pub async fn list(db: &impl ConnectionTrait, query: &JobQuery) -> RepoResult<Page<job::Model>> {
     let page = if query.after.is_some() { 1 } else { query.page.max(1) };
     let page_size = query.page_size.clamp(1, MAX_PAGE_SIZE);
+    let wanted = usize::try_from(page_size).unwrap_or(usize::MAX);
     // Filtered by status alone (or not at all), the total is the kept counts' sum.
     let by_status_only =
         query.library_id.is_none() && query.node.is_none() && query.q.as_deref().is_none_or(str::is_empty);
@@ -557,11 +584,18 @@ pub async fn list(db: &impl ConnectionTrait, query: &JobQuery) -> RepoResult<Pag
         let wanted: std::collections::HashSet<JobStatus> = query.statuses.iter().copied().collect();
         counts.iter().filter(|(s, _)| wanted.is_empty() || wanted.contains(s)).map(|(_, n)| n).sum()
     } else {
-        filtered(query).count(db).await?
+        filtered(query, false).count(db).await?
     };
-    let mut items = page_select(query).all(db).await?;
-    let more = items.len() as u64 > page_size;
-    items.truncate(usize::try_from(page_size).unwrap_or(usize::MAX));
+    let walk = walks_sort_index(db.get_database_backend(), query, total);
+    let mut items = Vec::new();
+    for select in page_selects(query, walk) {
+        if items.len() > wanted {
+            break;
+        }
+        items.extend(select.all(db).await?);
+    }
+    let more = items.len() > wanted;
+    items.truncate(wanted);
     let next_cursor = items.last().filter(|_| more).map(|last| Cursor::of(query.sort, query.descending, last).encode());
     Ok(Page { items, total, page, page_size, next_cursor })
 }

@@ -589,6 +589,11 @@ both_backends!(cursor_pages_list_every_row_once_in_every_order, |db: DatabaseCon
                 assert_eq!(whole.total, whole.items.len() as u64);
                 assert!(!whole.items.is_empty(), "{query:?} lists nothing");
                 let expected: Vec<i32> = whole.items.iter().map(|j| j.id).collect();
+                if sea_orm::ConnectionTrait::get_database_backend(&db) == sea_orm::DbBackend::Sqlite {
+                    // The same rows when SQLite is kept to the sort's index (`walks_sort_index`).
+                    let walked = repo::jobs::page_selects(&query, true).remove(0).all(&db).await.unwrap();
+                    assert_eq!(walked.iter().map(|j| j.id).collect::<Vec<_>>(), expected, "{query:?} walked");
+                }
                 // Text columns follow the database's collation; the others are checked here.
                 let mut sorted = whole.items.clone();
                 let key = |j: &entities::job::Model| match sort {
@@ -641,37 +646,52 @@ both_backends!(cursor_pages_list_every_row_once_in_every_order, |db: DatabaseCon
 });
 
 // Every order and filter of the job list is read from an index (issue 16): `EXPLAIN` of the
-// listing's own statement shows no sort of the table (SQLite: no temporary B-tree for the
+// listing's own statements shows no sort of the table (SQLite: no temporary B-tree for the
 // ORDER BY; PostgreSQL, with sorting and sequential scans priced out: no Sort node) and, for
-// a filter in the default order, no scan of the whole table.
+// a filter in the default order, no scan of the whole table; after a cursor, each statement
+// enters the index at its start (SQLite: SEARCH; PostgreSQL: an Index Cond).
 both_backends!(every_order_and_filter_of_the_job_list_is_read_from_an_index, |db: DatabaseConnection| async move {
     use sea_orm::{ConnectionTrait, DbBackend, QueryTrait, Statement, TransactionTrait};
     let (movies, _) = varied_jobs(&db).await;
     let backend = db.get_database_backend();
-    let plan = |query: JobQuery| {
+    let plan_of = |query: JobQuery, walk_sort_index: bool| {
         let db = db.clone();
         async move {
-            let statement = repo::jobs::page_select(&query).build(backend);
-            let txn = db.begin().await.unwrap();
-            let explain = if backend == DbBackend::Postgres {
-                txn.execute_unprepared("SET LOCAL enable_seqscan = off").await.unwrap();
-                txn.execute_unprepared("SET LOCAL enable_sort = off").await.unwrap();
-                "EXPLAIN"
-            } else {
-                "EXPLAIN QUERY PLAN"
-            };
-            let sql = format!("{explain} {}", statement.sql);
-            let rows = txn
-                .query_all(Statement::from_sql_and_values(
-                    backend,
-                    sql,
-                    statement.values.unwrap_or(sea_orm::Values(Vec::new())),
-                ))
-                .await
-                .unwrap();
-            txn.rollback().await.unwrap();
-            let column = if backend == DbBackend::Postgres { "QUERY PLAN" } else { "detail" };
-            rows.iter().map(|r| r.try_get::<String>("", column).unwrap()).collect::<Vec<_>>().join("\n")
+            let mut plans = Vec::new();
+            for select in repo::jobs::page_selects(&query, walk_sort_index) {
+                let statement = select.build(backend);
+                let txn = db.begin().await.unwrap();
+                let explain = if backend == DbBackend::Postgres {
+                    txn.execute_unprepared("SET LOCAL enable_seqscan = off").await.unwrap();
+                    txn.execute_unprepared("SET LOCAL enable_sort = off").await.unwrap();
+                    "EXPLAIN"
+                } else {
+                    "EXPLAIN QUERY PLAN"
+                };
+                let sql = format!("{explain} {}", statement.sql);
+                let values = statement.values.unwrap_or(sea_orm::Values(Vec::new()));
+                let rows = txn.query_all(Statement::from_sql_and_values(backend, sql, values)).await.unwrap();
+                txn.rollback().await.unwrap();
+                let column = if backend == DbBackend::Postgres { "QUERY PLAN" } else { "detail" };
+                plans
+                    .push(rows.iter().map(|r| r.try_get::<String>("", column).unwrap()).collect::<Vec<_>>().join("\n"));
+            }
+            plans
+        }
+    };
+    let plan = |query: JobQuery| plan_of(query, false);
+    let ties_seek = |plan: &str| {
+        if backend == DbBackend::Postgres {
+            plan.contains("(id < ") || plan.contains("(id > ")
+        } else {
+            plan.contains("=? AND id")
+        }
+    };
+    let seeks = |plan: &str| {
+        if backend == DbBackend::Postgres {
+            plan.contains("Index Cond")
+        } else {
+            plan.lines().all(|l| !l.starts_with("SCAN")) && plan.contains("SEARCH jobs USING")
         }
     };
     let sorts_itself = |plan: &str| {
@@ -688,26 +708,49 @@ both_backends!(every_order_and_filter_of_the_job_list_is_read_from_an_index, |db
             plan.lines().any(|l| l.starts_with("SCAN jobs") && !l.contains("INDEX"))
         }
     };
-    let first = repo::jobs::list(&db, &JobQuery { page_size: 3, ..Default::default() }).await.unwrap();
+    let fine = |plan: &str| !sorts_itself(plan) && !whole_table(plan);
     for (_, sort) in JobSort::NAMES {
         for descending in [false, true] {
             let query = JobQuery { sort: *sort, descending, ..Default::default() };
-            let text = plan(query.clone()).await;
-            assert!(!sorts_itself(&text) && !whole_table(&text), "{sort:?} desc={descending}:\n{text}");
-            // A deep page after a cursor: the same index, entered at the cursor.
-            let page = repo::jobs::list(&db, &JobQuery { page_size: 3, ..query.clone() }).await.unwrap();
-            let after = repo::jobs::Cursor::decode(page.next_cursor.as_deref().unwrap()).unwrap();
-            let text = plan(JobQuery { after: Some(after), ..query }).await;
-            assert!(!sorts_itself(&text) && !whole_table(&text), "{sort:?} desc={descending} after:\n{text}");
+            let plans = plan(query.clone()).await;
+            assert!(plans.len() == 1 && fine(&plans[0]), "{sort:?} desc={descending}:\n{plans:?}");
+            // Deep pages after a cursor: the same index, entered where each range starts;
+            // cursors on a job with and without a completion time.
+            let whole = repo::jobs::list(&db, &JobQuery { page_size: 500, ..query.clone() }).await.unwrap();
+            for at in [3, 25, 50] {
+                let page = repo::jobs::list(&db, &JobQuery { page_size: at, ..query.clone() }).await.unwrap();
+                let after = repo::jobs::Cursor::decode(page.next_cursor.as_deref().unwrap()).unwrap();
+                let plans = plan(JobQuery { after: Some(after), ..query.clone() }).await;
+                // The first range, the cursor's own value, seeks on the id too: a tied value
+                // (a batch registered at one instant) is not walked from its start.
+                assert!(
+                    plans.iter().all(|p| fine(p) && seeks(p)) && ties_seek(&plans[0]),
+                    "{sort:?} desc={descending} after {at} ({:?}):\n{}",
+                    whole.items[at as usize - 1].completed_at,
+                    plans.join("\n--\n")
+                );
+            }
         }
     }
-    assert!(first.next_cursor.is_some());
     for filter in [
         JobQuery { statuses: vec![JobStatus::Completed], ..Default::default() },
         JobQuery { library_id: Some(movies), ..Default::default() },
         JobQuery { node: Some("n1".into()), ..Default::default() },
     ] {
-        let text = plan(filter.clone()).await;
-        assert!(!sorts_itself(&text) && !whole_table(&text), "{filter:?}:\n{text}");
+        let plans = plan(filter.clone()).await;
+        assert!(fine(&plans[0]), "{filter:?}:\n{plans:?}");
+        // In another order, a filter that matches many rows walks the sort's index (on
+        // SQLite by the listing's choice, `walks_sort_index`; PostgreSQL's planner chooses).
+        let sqlite = backend == DbBackend::Sqlite;
+        for (_, sort) in JobSort::NAMES.iter().filter(|(_, sort)| *sort != JobSort::CreatedAt) {
+            let query = JobQuery { sort: *sort, ..filter.clone() };
+            assert_eq!(repo::jobs::walks_sort_index(backend, &query, 100_000), sqlite);
+            assert!(!repo::jobs::walks_sort_index(backend, &query, 50));
+            let plans = plan_of(query, sqlite).await;
+            assert!(!sorts_itself(&plans[0]), "{filter:?} by {sort:?}:\n{plans:?}");
+        }
     }
+    assert!(!repo::jobs::walks_sort_index(backend, &JobQuery::default(), 100_000));
+    let by_name = JobQuery { sort: JobSort::FileName, ..Default::default() };
+    assert!(!repo::jobs::walks_sort_index(backend, &by_name, 100_000), "no filter: the sort's index anyway");
 });
