@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: bootstrap bootstrap-test build run test e2e e2e-run lint bench faults clean
+.PHONY: bootstrap bootstrap-test build run test e2e e2e-run lint bench faults container-test clean
 
 bootstrap:
 	@bash scripts/bootstrap.sh
@@ -54,6 +54,12 @@ bench: bootstrap
 ## files and a soak, CONDENSE_FAULT_RUNS=30 runs each and 200 soak jobs; prints a table.
 faults: bootstrap
 	CONDENSE_FAULT_RUNS=$${CONDENSE_FAULT_RUNS:-30} CONDENSE_SOAK_JOBS=$${CONDENSE_SOAK_JOBS:-200} bash scripts/faults.sh
+
+## The container deployment built and run for real (not part of `make test`): podman and
+## podman-compose on local Debian images, the compose stack with two linked nodes, PostgreSQL
+## and nginx, driven over HTTP. Needs root or sudo. See docker/README.md, "Verified".
+container-test: build
+	bash scripts/container-test.sh
 
 clean:
 	$(CARGO) clean
