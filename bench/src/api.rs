@@ -20,8 +20,24 @@ const HISTORY: &str = "Before the index `idx_jobs_created_at` (jobs `created_at,
     `m20261121_000002_jobs_created_at_index`) every page of `GET /jobs` sorted the whole table, about \
     250 ms of SQLite's time per page at 100,000 jobs: measured on 2026-11-21 with the same command, \
     `GET /jobs?pageSize=50` gave 8 requests/s, p50 6.6 s, p99 8.8 s on SQLite and 43 requests/s, p99 1.7 s \
-    on PostgreSQL. `GET /queue/stats` counts jobs per status (`GROUP BY status` over every job, about 9 ms \
-    on SQLite at 100,000 jobs) at each request; it is unchanged.";
+    on PostgreSQL. Before `job_counts` (migration `m20261126_000019_job_counts`) `GET /queue/stats` counted \
+    every job at each request: 270 requests/s, p99 336 ms on SQLite, 135 requests/s, p99 772 ms on \
+    PostgreSQL (2026-11-21).\n\nOn 2026-11-26 the previous build (df92737: the counts, not yet the list's \
+    indexes and cursors) and this one were run alternately, twice each, on the same machine (the previous \
+    build's own `condense-bench api`, which has only the first two endpoints). Default page, requests/s: \
+    SQLite 965 and 986 before, 959 and 981 after; PostgreSQL 1476 and 1574 before, 1460 and 1496 after \
+    (unchanged, as expected). `GET /queue/stats`: SQLite 3076 and 3310 before, 3228 and 3398 after. The \
+    eight new indexes make registering dearer: `register_batch` of 100,000 jobs took 1.52 s (twice) before \
+    and 1.94 s and 1.87 s after on SQLite, 5.51 s and 5.25 s before and 7.26 s and 6.78 s after on \
+    PostgreSQL. On the way: a cursor as one row comparison `(created_at, id) < (?, ?)` gave 260 requests/s \
+    on SQLite, less than the `OFFSET` page, because SQLite seeks on the first column only and walked the \
+    50,000 jobs of the batch's one creation time; and before SQLite was kept to the sort's index, \
+    `status=QUEUED&sort=fileName` gave 6 requests/s, p50 8.2 s (every QUEUED job read and sorted for each \
+    page). Where the default page's time goes, on SQLite (`perf record -F 499 -g` on the server during its \
+    load, cpu-clock samples): 42 % in the kernel, mostly thread switches (sqlx runs each SQLite connection on \
+    a thread of its own and hands every row to the async side through a channel), 25 % in libc (malloc \
+    above all), 33 % in condense itself. A filtered total (`libraryId`, `node`, `q`) still counts the \
+    matching rows: about 260 requests/s at 100,000 jobs in one library.";
 
 pub const ENDPOINTS: [(&str, &str); 2] =
     [("GET /jobs?pageSize=50", "/jobs?pageSize=50"), ("GET /queue/stats", "/queue/stats")];
