@@ -284,10 +284,12 @@ async fn run_linked(common: CommonArgs, args: ServeArgs, host: HostFacts) -> Res
         .await
         .map_err(|e| ServeError::Runtime(e.to_string()))?;
 
-    let forward = web::Data::new(Forward { main_url, node_name: node.name().to_string() });
+    let forward = |api_listener| {
+        web::Data::new(Forward { main_url: main_url.clone(), node_name: node.name().to_string(), api_listener })
+    };
     let api_listener = listen("PORT", SocketAddr::new(args.bind, args.port))?;
     let ui_listener = listen("UI_PORT", SocketAddr::new(args.bind, args.ui_port))?;
-    let (api_fwd, ui_fwd) = (forward.clone(), forward.clone());
+    let (api_fwd, ui_fwd) = (forward(true), forward(false));
     let api_server = http_server!(move || create_forward_app(api_fwd.clone()), 1, api_listener);
     let ui_server = http_server!(move || create_forward_app(ui_fwd.clone()), 1, ui_listener);
     let outcome = serve_until_signal(api_server, ui_server, &api_listener, &ui_listener, node.name()).await;

@@ -19,6 +19,24 @@ use crate::error::AppError;
 pub struct Forward {
     pub main_url: String,
     pub node_name: String,
+    /// This is the node's API listener: its requests go to the main node under `/api`.
+    pub api_listener: bool,
+}
+
+/// The path asked of the main node. The main node serves every endpoint both unprefixed and
+/// under `/api`, but `MAIN_NODE_URL` may be a reverse proxy that sends only `/api/`, `/ws` and
+/// `/cluster/link` to the API and everything else to the dashboard (docker/nginx.conf): an
+/// unprefixed `/jobs` sent through it came back as the dashboard's page. So what reaches the
+/// API listener goes under `/api`; the web interface listener's paths (the dashboard's files,
+/// and its `/api` calls) go as they are.
+fn upstream_path(api_listener: bool, path: &str) -> std::borrow::Cow<'_, str> {
+    let kept =
+        path == "/api" || path.starts_with("/api/") || path.starts_with("/api?") || path.starts_with("/cluster/");
+    if api_listener && !kept {
+        std::borrow::Cow::Owned(format!("/api{path}"))
+    } else {
+        std::borrow::Cow::Borrowed(path)
+    }
 }
 
 fn hop_by_hop(name: &HeaderName) -> bool {
@@ -46,6 +64,7 @@ async fn forward(
     client: web::Data<awc::Client>,
 ) -> Result<HttpResponse, AppError> {
     let path = req.uri().path_and_query().map(awc::http::uri::PathAndQuery::as_str).unwrap_or("/");
+    let path = upstream_path(fwd.api_listener, path);
     let mut outgoing = client.request(req.method().clone(), format!("{}{path}", fwd.main_url));
     for (name, value) in req.headers() {
         if !hop_by_hop(name) {
@@ -217,4 +236,28 @@ pub fn create_forward_app(
             }
         })
         .default_service(web::to(forward))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::upstream_path;
+
+    #[test]
+    fn the_api_listener_asks_under_api_and_the_web_interface_as_asked() {
+        for (path, api) in [
+            ("/jobs?page=2", "/api/jobs?page=2"),
+            ("/jobs/7/pause", "/api/jobs/7/pause"),
+            ("/", "/api/"),
+            ("/api/nodes", "/api/nodes"),
+            ("/api", "/api"),
+            ("/api?x=1", "/api?x=1"),
+            ("/apis", "/api/apis"),
+            ("/cluster/link", "/cluster/link"),
+        ] {
+            assert_eq!(upstream_path(true, path), api, "{path}");
+        }
+        for path in ["/", "/assets/index-1a2b.js", "/jobs", "/api/jobs?q=x"] {
+            assert_eq!(upstream_path(false, path), path);
+        }
+    }
 }

@@ -43,13 +43,13 @@ fn main_node(data: &Path, max_jobs: u32, license: Option<&(String, String)>) -> 
     ServerProcess::start(cmd)
 }
 
-fn linked_command(mut cmd: Command, data: &Path, main: &ServerProcess, name: &str, throttle: u32) -> Command {
+fn linked_command(mut cmd: Command, data: &Path, main_url: &str, name: &str, throttle: u32) -> Command {
     cmd.env("DATA_DIR", data)
         .env("BIND", "127.0.0.1")
         .env("PORT", "0")
         .env("UI_PORT", "0")
         .env("ROLE", "linked")
-        .env("MAIN_NODE_URL", &main.api)
+        .env("MAIN_NODE_URL", main_url)
         .env("CLUSTER_TOKEN", CLUSTER_TOKEN)
         .env("NODE_NAME", name)
         .env("MAX_JOBS", "1")
@@ -60,7 +60,7 @@ fn linked_command(mut cmd: Command, data: &Path, main: &ServerProcess, name: &st
 
 fn linked(dir: &Path, main: &ServerProcess, name: &str, throttle: u32) -> ServerProcess {
     let data = dir.join(name);
-    ServerProcess::start(linked_command(command(&data), &data, main, name, throttle))
+    ServerProcess::start(linked_command(command(&data), &data, &main.api, name, throttle))
 }
 
 async fn call(method: &str, url: &str, token: Option<&str>, body: Option<Value>) -> (u16, Value) {
@@ -233,6 +233,54 @@ async fn main_and_two_linked_nodes_share_six_jobs_and_forward_the_api() {
     }
 }
 
+// A linked node's API listener asks the main node under /api, its web interface as asked
+// (issue 19): behind the nginx example, which sends only /api/, /ws and /cluster/link to the
+// API, an unprefixed /jobs asked of a linked node came back as the dashboard's page. The
+// "main node" here is a loopback server that records what it is asked.
+#[actix_web::test]
+async fn a_linked_node_asks_the_main_node_for_its_api_under_api() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::sync::{Arc, Mutex};
+    let dir = tempfile::tempdir().unwrap();
+    let upstream = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let upstream_url = format!("http://{}", upstream.local_addr().unwrap());
+    let asked: Arc<Mutex<Vec<String>>> = Arc::default();
+    let log = asked.clone();
+    std::thread::spawn(move || {
+        for stream in upstream.incoming().flatten() {
+            let mut line = String::new();
+            let mut reader = BufReader::new(&stream);
+            if reader.read_line(&mut line).is_err() {
+                continue;
+            }
+            // Skip the rest of the head (these requests carry no body).
+            let mut header = String::new();
+            while reader.read_line(&mut header).is_ok_and(|n| n > 2) {
+                header.clear();
+            }
+            log.lock().unwrap().push(line.split_whitespace().nth(1).unwrap_or("").to_string());
+            let _ = (&stream)
+                .write_all(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}");
+        }
+    });
+    let data = dir.path().join("w1");
+    // Its link to this "main node" fails and is retried; its listeners serve meanwhile.
+    let w1 = ServerProcess::start(linked_command(command(&data), &data, &upstream_url, "w1", 0));
+    for (url, expected) in [
+        (format!("{}/jobs?page=2", w1.api), "/api/jobs?page=2"),
+        (format!("{}/api/nodes", w1.api), "/api/nodes"),
+        (format!("{}/queue/stats", w1.api), "/api/queue/stats"),
+        (format!("{}/assets/app.js", w1.ui), "/assets/app.js"),
+        (format!("{}/api/jobs", w1.ui), "/api/jobs"),
+    ] {
+        asked.lock().unwrap().retain(|p| p.starts_with("/cluster/"));
+        let (status, _) = call("GET", &url, None, None).await;
+        assert_eq!(status, 200, "{url}");
+        let seen: Vec<String> = asked.lock().unwrap().iter().filter(|p| !p.starts_with("/cluster/")).cloned().collect();
+        assert_eq!(seen, [expected], "{url}");
+    }
+}
+
 /// Transcoder processes of this test's nodes (they inherit DATA_DIR from their node, which
 /// lies under `dir`); other tests run at the same time.
 fn transcoders_running(dir: &Path) -> usize {
@@ -361,7 +409,7 @@ async fn a_linked_node_that_cannot_see_a_library_is_degraded_and_gets_none_of_it
     let script = format!("mount -t tmpfs tmpfs '{}' && exec \"$0\" \"$@\"", hidden.display());
     blind.args(["--mount", "--propagation", "private", "sh", "-c", &script, crate::common::server::binary()]);
     let data = dir.path().join("blind");
-    let _blind = ServerProcess::start(linked_command(blind, &data, &main, "blind", 0));
+    let _blind = ServerProcess::start(linked_command(blind, &data, &main.api, "blind", 0));
     wait_until(&main, &token, "blind ONLINE", 30, |l| status_of(l, "blind").is_some()).await;
     add_library(&main, &token, &media).await;
     let blind_reason = |l: &[Value]| {
@@ -422,7 +470,7 @@ async fn a_second_node_with_a_linked_nodes_name_is_refused_and_orphans_nothing()
 
     // The same NODE_NAME with its own DATA_DIR: another machine given the same name.
     let other = dir.path().join("same-name");
-    let twin = ServerProcess::start(linked_command(command(&other), &other, &main, &busy, 100));
+    let twin = ServerProcess::start(linked_command(command(&other), &other, &main.api, &busy, 100));
     let refusal = wait_for_line(&twin, "refused", 30).await;
     assert!(refusal.contains(&format!("{busy:?}")) && refusal.contains("NODE_NAME"), "{refusal}");
     let said = wait_for_line(&main, "linked node refused", 30).await;
@@ -550,7 +598,7 @@ async fn a_node_links_with_its_own_credential_and_a_revoked_node_is_refused_and_
 
     // Restarted without CLUSTER_TOKEN: it links with its credential, as the same node.
     assert!(first.signal_and_wait(libc::SIGTERM).success());
-    let mut cmd = linked_command(command(&data), &data, &main, "w1", 60);
+    let mut cmd = linked_command(command(&data), &data, &main.api, "w1", 60);
     cmd.env_remove("CLUSTER_TOKEN");
     let again = ServerProcess::start(cmd);
     let line = wait_for_line(&again, "registered with the main node", 60).await;
@@ -562,7 +610,7 @@ async fn a_node_links_with_its_own_credential_and_a_revoked_node_is_refused_and_
     let thief = dir.path().join("thief");
     std::fs::create_dir_all(&thief).unwrap();
     std::fs::write(thief.join("node-id"), format!("{identity}\n")).unwrap();
-    let impostor = ServerProcess::start(linked_command(command(&thief), &thief, &main, "w9", 0));
+    let impostor = ServerProcess::start(linked_command(command(&thief), &thief, &main.api, "w9", 0));
     let refusal = wait_for_line(&impostor, "refused", 30).await;
     assert!(refusal.contains("credential of its own"), "{refusal}");
     drop(impostor);
