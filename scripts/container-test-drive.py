@@ -5,7 +5,9 @@ Called by scripts/container-test.sh, which builds the images, brings the compose
 down, and cleans up. Each phase prints one line per check ("ok   ..."); the first failure
 prints "FAIL ..." and exits 1.
 
-  before: sign in, both linked nodes ONLINE, the dashboard served, a library on the shared
+  before: sign in, both linked nodes ONLINE, each linked node's API port answering the main
+          node's API (asked from inside its container: the workers publish no port), the
+          dashboard served, a library on the shared
           volume, every clip encoded (some by the linked nodes), nginx in front (/api, /ws);
           writes what it saw to the state file
   after:  (after `down` and `up`) the same jobs in the same states, the encoded files
@@ -33,6 +35,7 @@ PROXY = os.environ["PROXY_URL"]
 PASSWORD = os.environ["ADMIN_PASSWORD"]
 MEDIA_DIR = os.environ["MEDIA_DIR"]
 STATE_FILE = os.environ["STATE_FILE"]
+PROJECT = os.environ.get("COMPOSE_PROJECT", "condense-container-test")
 CLIPS = "clips"  # the library's folder under MEDIA_DIR, /media/clips in the containers
 LINKED = ("worker1", "worker2")  # worker2 links through nginx (docker/test/compose.test.yaml)
 ENDED = {"COMPLETED", "FAILED", "SKIPPED", "CANCELLED"}
@@ -155,6 +158,25 @@ class Feed:
         self.thread.join(timeout=10)
 
 
+def via_linked_node(service, path, token):
+    """(status, body) of GET `path` asked of a linked node's own API port, from inside its
+    container (the workers publish no port): bash's /dev/tcp, as the image's health check."""
+    name = subprocess.run(
+        ["podman", "ps", "--filter", f"label=com.docker.compose.service={service}",
+         "--filter", f"label=io.podman.compose.project={PROJECT}", "--format", "{{.Names}}"],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()
+    if not name:
+        fail(f"no running container for {service}")
+    script = ('exec 3<>/dev/tcp/127.0.0.1/3100 && printf "GET %s HTTP/1.0\\r\\nHost: localhost\\r\\n'
+              'Authorization: Bearer %s\\r\\n\\r\\n" "$0" "$1" >&3 && cat <&3')
+    out = subprocess.run(["podman", "exec", name[0], "bash", "-c", script, path, token],
+                         capture_output=True, timeout=60).stdout
+    head, _, body = out.partition(b"\r\n\r\n")
+    status = int(head.split(b" ")[1]) if head.startswith(b"HTTP/") else 0
+    return status, body
+
+
 def before():
     token = login()
     ok("POST /auth/login as admin (ADMIN_PASSWORD from the environment)")
@@ -172,6 +194,14 @@ def before():
     nodes = wait_for("main, worker1 and worker2 ONLINE in /nodes", lambda: nodes_online(token, ("main", *LINKED)), 120)
     ok("GET /nodes: main, worker1 and worker2 ONLINE (" +
        ", ".join(f"{n}: {nodes[n]['role']}" for n in ("main", *LINKED)) + ")")
+
+    # A linked node's API port answers with the main node's API, also for worker2, whose
+    # MAIN_NODE_URL is nginx (which sends only /api/, /ws and /cluster/link to the API).
+    for service in LINKED:
+        status, body = via_linked_node(service, "/jobs?pageSize=1", token)
+        if status != 200 or "total" not in json.loads(body or b"{}"):
+            fail(f"GET /jobs on {service}'s API port: {status} {body[:200]!r}")
+    ok("GET /jobs on each linked node's API port answers the main node's job list (worker2 through nginx)")
 
     dashboard_served(UI, "on the web interface port")
     dashboard_served(PROXY, "through nginx")
