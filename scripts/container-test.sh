@@ -45,18 +45,9 @@ die() { echo "FAIL $*" >&2; exit 1; }
 elapsed() { echo "$(( $(date +%s) - started )) s"; }
 
 # --- 1. Host packages and tools ------------------------------------------------------------
-packages=(podman runc netavark aardvark-dns iptables debootstrap)
-command -v ffmpeg >/dev/null && command -v ffprobe >/dev/null || packages+=(ffmpeg)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  say "installing Debian packages: ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  timeout 300 apt-get update -qq
-  timeout 900 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+# The project's bootstrap installs what is missing of its own list (ffmpeg among them) and
+# of these.
+BOOTSTRAP_EXTRA_PACKAGES="podman runc netavark aardvark-dns iptables debootstrap" timeout 1200 bash scripts/bootstrap.sh
 
 venv=$CACHE/venv
 if ! "$venv/bin/python" -c 'import podman_compose, websockets.sync.client' 2>/dev/null; then
