@@ -300,7 +300,7 @@ pub async fn update_live(db: &impl ConnectionTrait, id: i32, change: JobChange) 
     Ok(())
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum JobSort {
     #[default]
     CreatedAt,
@@ -1006,5 +1006,46 @@ mod tests {
         });
         let read: JobChange = serde_json::from_value(sent).unwrap();
         assert_eq!(read, JobChange { stage: Some(Stage::Transferring), progress: Some(12.5), ..Default::default() });
+    }
+
+    /// A cursor reads back as it was made, for every sort; one whose value does not fit its
+    /// sort, of an unknown sort or order, or not made by `encode` at all reads as nothing.
+    #[test]
+    fn cursors_read_back_and_forged_ones_are_refused() {
+        use base64::Engine;
+        let forged = |text: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(text);
+        let values = [
+            (JobSort::CreatedAt, serde_json::json!("2026-11-26T12:00:00.123456789Z")),
+            (JobSort::UpdatedAt, serde_json::json!("2026-11-26T12:00:00Z")),
+            (JobSort::CompletedAt, serde_json::json!(null)),
+            (JobSort::CompletedAt, serde_json::json!("2026-11-26T12:00:00.5+00:00")),
+            (JobSort::FileName, serde_json::json!("Film 01 (2020) \"x\".mkv")),
+            (JobSort::Status, serde_json::json!("QUEUED")),
+            (JobSort::Progress, serde_json::json!(37.5)),
+            (JobSort::SourceSize, serde_json::json!(9_000_000_000_i64)),
+        ];
+        assert_eq!(values.iter().map(|(sort, _)| *sort).collect::<std::collections::HashSet<_>>().len(), 7);
+        for (sort, value) in values {
+            for descending in [false, true] {
+                let cursor = Cursor { sort, descending, value: value.clone(), id: 42 };
+                assert_eq!(Cursor::decode(&cursor.encode()), Some(cursor.clone()));
+                assert_eq!(cursor.order(), (sort, descending));
+            }
+        }
+        for text in [
+            r#"["createdAt","desc","yesterday",1]"#,
+            r#"["createdAt","desc",null,1]"#,
+            r#"["progress","asc","12",1]"#,
+            r#"["sourceSize","asc",1.5,1]"#,
+            r#"["fileName","asc",7,1]"#,
+            r#"["size","asc",7,1]"#,
+            r#"["fileName","up","a",1]"#,
+            r#"["fileName","asc","a","1"]"#,
+            r#"["fileName","asc","a"]"#,
+        ] {
+            assert_eq!(Cursor::decode(&forged(text)), None, "{text}");
+        }
+        assert_eq!(Cursor::decode("not base64 at all!"), None);
+        assert_eq!(Cursor::decode(""), None);
     }
 }
