@@ -2689,8 +2689,8 @@ export interface operations {
                 order?: string;
                 /**
                  * @description A keyset page: the jobs after this cursor, a page's `nextCursor` given back with the
-                 *     same sort and order (filters may differ). Read from an index however deep, where
-                 *     `page` counts rows; not together with a `page` above 1.
+                 *     same sort and order (filters may differ). Read from an index however deep (a `page`
+                 *     number makes the database walk every row before it); not with a `page` above 1.
                  */
                 after?: string;
             };
