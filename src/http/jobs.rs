@@ -86,12 +86,10 @@ impl JobsQuery {
             Some(text) => {
                 let cursor = Cursor::decode(text)
                     .ok_or_else(|| invalid("after is not a cursor this server gave (nextCursor)".into()))?;
-                let (made_by, made_descending) = cursor.order();
-                if (made_by, made_descending) != (sort, descending) {
+                if cursor.order() != (sort, descending) {
                     return Err(invalid(format!(
-                        "after is a cursor of another order ({} {}): give the sort and order it was made with",
-                        made_by.name(),
-                        if made_descending { "desc" } else { "asc" }
+                        "after is a cursor of another order ({}): give the sort and order it was made with",
+                        cursor.order_name()
                     )));
                 }
                 Some(cursor)

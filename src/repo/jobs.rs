@@ -415,11 +415,24 @@ impl Cursor {
         Cursor { sort, descending, value, id: job.id }
     }
 
+    /// `asc` or `desc`, as the API and the cursor's text spell it.
+    fn direction(&self) -> &'static str {
+        if self.descending {
+            "desc"
+        } else {
+            "asc"
+        }
+    }
+
+    /// The listing's order in the API's words, e.g. `fileName asc`.
+    pub fn order_name(&self) -> String {
+        format!("{} {}", self.sort.name(), self.direction())
+    }
+
     /// The opaque text a client sees: base64url of `[sort, "asc"|"desc", value, id]`.
     pub fn encode(&self) -> String {
         use base64::Engine;
-        let order = if self.descending { "desc" } else { "asc" };
-        let text = serde_json::json!([self.sort.name(), order, self.value, self.id]).to_string();
+        let text = serde_json::json!([self.sort.name(), self.direction(), self.value, self.id]).to_string();
         base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(text)
     }
 
@@ -503,23 +516,24 @@ const SQLITE_WALK_SORT_INDEX_ABOVE: u64 = 2_000;
 /// all read and sorted for each page of 50, 150 ms a page (BENCHMARKS.md, API). PostgreSQL
 /// decides from its statistics.
 fn filtered(query: &JobQuery, walk_sort_index: bool) -> Select<Entity> {
-    let column = |name: &str, indexed: Column| {
+    let column = |column: Column| {
+        use sea_orm::{EntityName, IdenStatic};
         if walk_sort_index {
-            Expr::expr(Expr::cust(format!("+\"jobs\".\"{name}\"")))
+            Expr::expr(Expr::cust(format!("+\"{}\".\"{}\"", Entity.table_name(), column.as_str())))
         } else {
-            Expr::col(indexed)
+            Expr::col(column)
         }
     };
     let mut select = Entity::find();
     if !query.statuses.is_empty() {
         let statuses = query.statuses.iter().map(|s| sea_orm::ActiveEnum::into_value(stored::JobStatus::from(*s)));
-        select = select.filter(column("status", Column::Status).is_in(statuses));
+        select = select.filter(column(Column::Status).is_in(statuses));
     }
     if let Some(library_id) = query.library_id {
-        select = select.filter(column("library_id", Column::LibraryId).eq(library_id));
+        select = select.filter(column(Column::LibraryId).eq(library_id));
     }
     if let Some(node) = &query.node {
-        select = select.filter(column("node_name", Column::NodeName).eq(node.as_str()));
+        select = select.filter(column(Column::NodeName).eq(node.as_str()));
     }
     if let Some(q) = query.q.as_deref().filter(|q| !q.is_empty()) {
         let escaped = q.to_lowercase().replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_");
@@ -581,18 +595,21 @@ pub async fn list(db: &impl ConnectionTrait, query: &JobQuery) -> RepoResult<Pag
         query.library_id.is_none() && query.node.is_none() && query.q.as_deref().is_none_or(str::is_empty);
     let total = if by_status_only {
         let counts = count_by_status(db).await?;
-        let wanted: std::collections::HashSet<JobStatus> = query.statuses.iter().copied().collect();
-        counts.iter().filter(|(s, _)| wanted.is_empty() || wanted.contains(s)).map(|(_, n)| n).sum()
+        let statuses: std::collections::HashSet<JobStatus> = query.statuses.iter().copied().collect();
+        counts.iter().filter(|(s, _)| statuses.is_empty() || statuses.contains(s)).map(|(_, n)| n).sum()
     } else {
         filtered(query, false).count(db).await?
     };
     let walk = walks_sort_index(db.get_database_backend(), query, total);
     let mut items = Vec::new();
     for select in page_selects(query, walk) {
-        if items.len() > wanted {
+        // One row past the page tells whether another follows; a later range reads only the
+        // rows still missing.
+        let missing = (wanted + 1).saturating_sub(items.len());
+        if missing == 0 {
             break;
         }
-        items.extend(select.all(db).await?);
+        items.extend(select.limit(u64::try_from(missing).unwrap_or(u64::MAX)).all(db).await?);
     }
     let more = items.len() > wanted;
     items.truncate(wanted);
