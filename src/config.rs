@@ -61,6 +61,10 @@ pub enum Command {
     /// Run one encode (internal: the node starts it as a child process, plan on stdin).
     #[command(hide = true)]
     Transcode,
+    /// Encode one span of a running job's video beside its transcoder (internal: a node
+    /// starts it as a child process, request on stdin; see `media::assist`).
+    #[command(hide = true)]
+    Assist,
     /// Validate a source or verify an output (internal: the node starts it as a child
     /// process, request on stdin, so FFmpeg never runs inside the node).
     #[command(hide = true)]

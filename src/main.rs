@@ -8,6 +8,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match &cli.command {
         Command::Transcode => return condense::media::child::child_main(),
+        Command::Assist => return condense::media::child::assist_main(),
         Command::Media => return condense::media::worker::child_main(),
         Command::Probe { file } => return cli::probe(file),
         Command::Openapi => return cli::openapi(),
@@ -32,7 +33,7 @@ fn main() -> ExitCode {
             Ok(())
         }
         Command::License { command } => cli::license(command),
-        Command::Transcode | Command::Media | Command::Probe { .. } | Command::Openapi => Ok(()),
+        Command::Transcode | Command::Assist | Command::Media | Command::Probe { .. } | Command::Openapi => Ok(()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

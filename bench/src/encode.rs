@@ -18,21 +18,23 @@ const CRF: &str = "28";
 const PRESET: &str = "medium";
 const VIDEO_BITRATE: &str = "8M";
 
-struct ServiceRun {
-    seconds: f64,
-    size: u64,
+pub(crate) struct ServiceRun {
+    pub(crate) seconds: f64,
+    pub(crate) size: u64,
     /// CPU time of the server and its transcoder child during the timed span.
-    cpu_seconds: f64,
+    pub(crate) cpu_seconds: f64,
     /// Wall and CPU time of the transcoder child alone (from /insights/stats).
-    transcoder: (f64, f64),
+    pub(crate) transcoder: (f64, f64),
     /// Seconds from the scan call to ANALYZING, ANALYZING to ENCODING, ENCODING to COMPLETED.
-    phases: Option<(f64, f64, f64)>,
+    pub(crate) phases: Option<(f64, f64, f64)>,
     /// PSNR of the output against the clip, in dB.
-    psnr: f64,
+    pub(crate) psnr: f64,
+    /// Segments of the job by the node that encoded them.
+    pub(crate) by_node: Vec<(String, usize)>,
 }
 
 /// PSNR (average over all planes) of `encoded` against `reference`, by FFmpeg's `psnr` filter.
-fn psnr(encoded: &Path, reference: &Path) -> Res<f64> {
+pub(crate) fn psnr(encoded: &Path, reference: &Path) -> Res<f64> {
     let out = std::process::Command::new("ffmpeg")
         .args(["-nostdin", "-hide_banner", "-nostats", "-i"])
         .arg(encoded)
@@ -49,7 +51,7 @@ fn psnr(encoded: &Path, reference: &Path) -> Res<f64> {
         .ok_or_else(|| format!("no PSNR in ffmpeg's output: {text}"))
 }
 
-fn ffmpeg_args<'a>(input: &'a str, output: &'a str) -> Vec<&'a str> {
+pub(crate) fn ffmpeg_args<'a>(input: &'a str, output: &'a str) -> Vec<&'a str> {
     vec![
         "-i",
         input,
@@ -69,7 +71,7 @@ fn ffmpeg_args<'a>(input: &'a str, output: &'a str) -> Vec<&'a str> {
     ]
 }
 
-fn make_clip(dir: &Path, seconds: u32) -> Res<std::path::PathBuf> {
+pub(crate) fn make_clip(dir: &Path, seconds: u32) -> Res<std::path::PathBuf> {
     let clip = dir.join("clip.mkv");
     let t = seconds.to_string();
     ffmpeg(&[
@@ -164,7 +166,25 @@ async fn run_service(cfg: &Config, clip: &Path, dir: &Path, setup: Setup, round:
             ("MAX_JOBS", "1".into()),
         ],
     )?;
-    let addr = server.addr.clone();
+    let timed = time_job(&server.addr, &media, clip, &[server.pid()], &|| server.tail(20)).await?;
+    drop(server);
+    let psnr = psnr(&media.join("clip.mkv"), clip)?;
+    let _ = std::fs::remove_dir_all(&root);
+    Ok(ServiceRun { psnr, ..timed })
+}
+
+/// Creates a library over `media` on the (main) node at `addr`, lets its first scan finish,
+/// copies the clip in and times it from the scan call to COMPLETED; `pids` are the
+/// processes whose CPU time counts (the nodes, with their children). PSNR is left at 0.
+pub(crate) async fn time_job(
+    addr: &str,
+    media: &Path,
+    clip: &Path,
+    pids: &[u32],
+    tail: &dyn Fn() -> String,
+) -> Res<ServiceRun> {
+    let cpu_of = |pids: &[u32]| -> Res<f64> { pids.iter().map(|p| cpu_seconds_of(*p)).sum() };
+    let addr = addr.to_string();
     let token = login(&addr).await?;
     let token = Some(token.as_str());
     let body = json!({
@@ -189,7 +209,7 @@ async fn run_service(cfg: &Config, clip: &Path, dir: &Path, setup: Setup, round:
     let source = media.join("clip.mkv");
     std::fs::copy(clip, &source).ctx("copying the clip into the library")?;
 
-    let cpu_before = cpu_seconds_of(server.pid())?;
+    let cpu_before = cpu_of(pids)?;
     let started = Instant::now();
     let report = expect(&addr, "POST", &format!("/libraries/{id}/scan"), token, None, 200).await?;
     if report["queued"] != 1 {
@@ -202,7 +222,7 @@ async fn run_service(cfg: &Config, clip: &Path, dir: &Path, setup: Setup, round:
         match job["status"].as_str() {
             Some("COMPLETED") => break job,
             Some(s @ ("FAILED" | "SKIPPED" | "CANCELLED")) => {
-                return Err(format!("the job ended {s}: {}\n{}", job["failureReason"], server.tail(20)))
+                return Err(format!("the job ended {s}: {}\n{}", job["failureReason"], tail()))
             }
             _ => {}
         }
@@ -212,7 +232,7 @@ async fn run_service(cfg: &Config, clip: &Path, dir: &Path, setup: Setup, round:
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     let seconds = started.elapsed().as_secs_f64();
-    let cpu_seconds = cpu_seconds_of(server.pid())? - cpu_before;
+    let cpu_seconds = cpu_of(pids)? - cpu_before;
     let size = std::fs::metadata(&source).ctx("the replaced file")?.len();
     let reported = job["outputSize"].as_u64().unwrap_or(0);
     if reported != size {
@@ -233,10 +253,15 @@ async fn run_service(cfg: &Config, clip: &Path, dir: &Path, setup: Setup, round:
         stats["encodingTime"]["wallSeconds"].as_f64().unwrap_or(0.0),
         stats["encodingTime"]["cpuSeconds"].as_f64().unwrap_or(0.0),
     );
-    drop(server);
-    let psnr = psnr(&source, clip)?;
-    let _ = std::fs::remove_dir_all(&root);
-    Ok(ServiceRun { seconds, size, cpu_seconds, transcoder, phases, psnr })
+    let segments = detail["segments"].as_array().cloned().unwrap_or_default();
+    let mut by_node: Vec<(String, usize)> = Vec::new();
+    for name in segments.iter().filter_map(|s| s["nodeName"].as_str()) {
+        match by_node.iter_mut().find(|(n, _)| n == name) {
+            Some((_, count)) => *count += 1,
+            None => by_node.push((name.to_string(), 1)),
+        }
+    }
+    Ok(ServiceRun { seconds, size, cpu_seconds, transcoder, phases, psnr: 0.0, by_node })
 }
 
 fn best(runs: &[ServiceRun]) -> Option<&ServiceRun> {
@@ -365,8 +390,7 @@ pub async fn run(cfg: &Config, report: &mut Report) -> Res<()> {
          CPU time counts the server process and its transcoder \
          child (`/proc/PID/stat`, utime + stime + cutime + cstime, over the timed span) against ffmpeg's \
          (`getrusage(RUSAGE_CHILDREN)`).\n\n\
-         Not measured yet: the two-node row (a main node pinned to core 0 and a linked node to core 1): one \
-         job's spans are encoded on the node that runs the job; spans shared across nodes are the next step.\n\n\
+         Spans shared across nodes: \"Two nodes, one job\".\n\n\
          | round | what | wall time | CPU time | transcoder child wall time | output bytes | PSNR dB |\n\
          |---|---|---|---|---|---|---|\n{log}",
         secs = cfg.clip_seconds,

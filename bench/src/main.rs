@@ -3,7 +3,7 @@
 //! WebSocket fan-out and the scan's peak memory, runs parts of condense in child processes
 //! of its own), prints a table and writes BENCHMARKS.md.
 //!
-//! `condense-bench [MEASURE...]` runs the named measures (encode, probe, scan, api, ws,
+//! `condense-bench [MEASURE...]` runs the named measures (encode, cluster, probe, scan, api, ws,
 //! memory) or, without names, all of them; only a full run writes BENCHMARKS.md (or any run
 //! with BENCH_OUTPUT set). BENCH_QUICK=1 scales every size down for a quick check.
 //! Timings are figures, never assertions: nothing here fails on a timing.
@@ -14,6 +14,7 @@
 #![allow(clippy::indexing_slicing)]
 
 mod api;
+mod cluster;
 mod encode;
 mod http;
 mod memory;
@@ -82,7 +83,7 @@ impl Config {
     }
 }
 
-pub const MEASURES: &[&str] = &["encode", "probe", "scan", "api", "ws", "memory"];
+pub const MEASURES: &[&str] = &["encode", "cluster", "probe", "scan", "api", "ws", "memory"];
 
 /// The command that gives the figures of one measure.
 pub fn command(measure: &str) -> String {
@@ -121,6 +122,11 @@ async fn run_all(cfg: &Config, wanted: &[String]) -> Report {
     if runs("encode") {
         if let Err(e) = encode::run(cfg, &mut report).await {
             report.failed("encode overhead", &e);
+        }
+    }
+    if runs("cluster") {
+        if let Err(e) = cluster::run(cfg, &mut report).await {
+            report.failed("two nodes, one job", &e);
         }
     }
     if runs("probe") {

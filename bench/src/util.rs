@@ -55,9 +55,69 @@ impl Drop for TempDir {
 
 /// Runs `ffmpeg -v error -y ARGS` and answers its wall time.
 pub fn ffmpeg(args: &[&str]) -> Res<Duration> {
+    ffmpeg_on(args, None)
+}
+
+/// Runs `cmd` pinned to one CPU: the affinity is set in the child before it execs, so
+/// every thread it makes inherits it (what `taskset -c CPU` does).
+pub fn pin(cmd: &mut Command, cpu: usize) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: sched_setaffinity on the calling (forked) process with a set we own; it is
+    // async-signal-safe.
+    unsafe {
+        cmd.pre_exec(move || {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Confines process `pid`, all its threads and the children it makes from now on, to `cpu`,
+/// through a cpuset cgroup (v1 where mounted, else v2). CPU affinity alone is not enough:
+/// x265 (built with libnuma, as Debian's is) gives its worker threads the affinity of the
+/// whole NUMA node, so under `taskset -c 0` its threads ran on both cores (seen here: 10.6 s
+/// of CPU in 9.1 s of wall time); a cpuset bounds that call too.
+pub fn confine(pid: u32, cpu: usize) -> Res<()> {
+    let v1 = Path::new("/sys/fs/cgroup/cpuset");
+    let v2 = Path::new("/sys/fs/cgroup");
+    let base = if v1.join("cpuset.cpus").exists() {
+        v1.to_path_buf()
+    } else {
+        let controllers = std::fs::read_to_string(v2.join("cgroup.controllers")).unwrap_or_default();
+        if !controllers.split_whitespace().any(|c| c == "cpuset") {
+            return Err("no cpuset cgroup to confine a process to one core (needs cgroup v1's cpuset or v2's cpuset controller, and root)".into());
+        }
+        std::fs::write(v2.join("cgroup.subtree_control"), "+cpuset").ctx("enabling the cpuset controller")?;
+        v2.to_path_buf()
+    };
+    let dir = base.join(format!("condense-bench-cpu{cpu}"));
+    std::fs::create_dir_all(&dir).ctx("creating a cpuset cgroup (needs root)")?;
+    let mems = std::fs::read_to_string(base.join("cpuset.mems"))
+        .or_else(|_| std::fs::read_to_string(base.join("cpuset.mems.effective")))
+        .unwrap_or_else(|_| "0".into());
+    std::fs::write(dir.join("cpuset.cpus"), cpu.to_string()).ctx("setting the cgroup's cpus")?;
+    std::fs::write(dir.join("cpuset.mems"), mems.trim()).ctx("setting the cgroup's memory nodes")?;
+    std::fs::write(dir.join("cgroup.procs"), pid.to_string()).ctx("moving a process into the cgroup")?;
+    Ok(())
+}
+
+/// `ffmpeg`, confined to `cpu` when given.
+pub fn ffmpeg_on(args: &[&str], cpu: Option<usize>) -> Res<Duration> {
     let started = Instant::now();
-    let out =
-        Command::new("ffmpeg").args(["-nostdin", "-v", "error", "-y"]).args(args).output().ctx("running ffmpeg")?;
+    let mut cmd = Command::new("ffmpeg");
+    if let Some(cpu) = cpu {
+        pin(&mut cmd, cpu);
+    }
+    cmd.args(["-nostdin", "-v", "error", "-y"]).args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let child = cmd.spawn().ctx("running ffmpeg")?;
+    if let Some(cpu) = cpu {
+        confine(child.id(), cpu)?;
+    }
+    let out = child.wait_with_output().ctx("running ffmpeg")?;
     let took = started.elapsed();
     if !out.status.success() {
         return Err(format!("ffmpeg {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr)));
@@ -197,8 +257,17 @@ impl Server {
     /// Starts `BIN serve` with DATA_DIR=`data_dir`, ports chosen by the system, the first
     /// user `admin` with [`PASSWORD`], plus `env`; waits until it listens.
     pub fn start(bin: &Path, data_dir: &Path, env: &[(&str, String)]) -> Res<Server> {
+        Self::start_on(bin, data_dir, env, None)
+    }
+
+    /// `start`, the process (and every thread and child it makes) confined to `cpu` (see
+    /// `confine`).
+    pub fn start_on(bin: &Path, data_dir: &Path, env: &[(&str, String)], cpu: Option<usize>) -> Res<Server> {
         std::fs::create_dir_all(data_dir).ctx("creating DATA_DIR")?;
         let mut cmd = Command::new(bin);
+        if let Some(cpu) = cpu {
+            pin(&mut cmd, cpu);
+        }
         for var in [
             "ROLE",
             "DATABASE_URL",
@@ -232,6 +301,13 @@ impl Server {
             cmd.env(name, value);
         }
         let mut child = cmd.spawn().ctx(&format!("starting {} serve", bin.display()))?;
+        if let Some(cpu) = cpu {
+            if let Err(e) = confine(child.id(), cpu) {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(e);
+            }
+        }
         let lines = Arc::new(Mutex::new(VecDeque::new()));
         if let Some(out) = child.stdout.take() {
             collect(out, lines.clone());

@@ -125,6 +125,7 @@ async fn serve(dir: PathBuf) -> Res<()> {
                         retry_count: 0,
                         failure_reason: None,
                         actions: condense::domain::job::allowed_actions(condense::domain::job::JobStatus::Encoding),
+                        segments: None,
                     }));
                 }
                 println!("PUBLISHED {count}");

@@ -6,6 +6,7 @@ pub mod api_key;
 pub mod audit_entry;
 pub mod job;
 pub mod job_event;
+pub mod job_segment;
 pub mod library;
 pub mod license;
 pub mod node;
@@ -20,6 +21,7 @@ pub mod prelude {
     pub use super::audit_entry::Entity as AuditEntry;
     pub use super::job::Entity as Job;
     pub use super::job_event::Entity as JobEvent;
+    pub use super::job_segment::Entity as JobSegment;
     pub use super::library::Entity as Library;
     pub use super::license::Entity as License;
     pub use super::node::Entity as Node;

@@ -81,3 +81,12 @@ pub enum UserRole {
     Operator,
     Viewer,
 }
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EnumIter, DeriveActiveEnum, Serialize, Deserialize)]
+#[sea_orm(rs_type = "String", db_type = "String(StringLen::None)", rename_all = "SCREAMING_SNAKE_CASE")]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum SegmentStatus {
+    Queued,
+    Encoding,
+    Done,
+}

@@ -5,6 +5,7 @@ import { errorMessage } from './api';
 import { formatEta, formatFps, titleCase } from './format';
 import { useConnectionState, useRole } from './hooks';
 import { ACTION_LABELS, progressColour } from './jobs';
+import { nodeShares, segmentCells, segmentSummary, shareText, type Segment } from './segments';
 import { allows, api } from './session';
 import type { HealthLevel, Job, JobAction, JobStatus, NodeStatus } from './types';
 
@@ -187,4 +188,53 @@ export function Pagination({
 
 export function EtaText({ job }: { job: Pick<Job, 'etaSeconds' | 'status'> }) {
   return <>{job.status === 'ENCODING' || job.status === 'ANALYZING' ? formatEta(job.etaSeconds) : '—'}</>;
+}
+
+/** Past this many segments the strip's cells lose their gaps and borders, so they still fit. */
+const DENSE_SEGMENTS = 48;
+
+/**
+ * A job's segments as a strip of equal cells in index order, each coloured by the node that
+ * encodes it (striped while encoding, solid once done, grey while queued), with a summary line
+ * and a legend of the nodes. Nothing for a job without segments.
+ */
+export function SegmentStrip({ segments }: { segments: readonly Segment[] }) {
+  if (segments.length === 0) return null;
+  const cells = segmentCells(segments);
+  const shares = nodeShares(segments);
+  const queued = segments.filter((segment) => segment.status === 'QUEUED').length;
+  const helped = segments.some((segment) => segment.helper && segment.status !== 'QUEUED');
+  return (
+    <div class="segments">
+      <p class="segment-summary">{segmentSummary(segments)}</p>
+      <ol class={`segment-strip${cells.length > DENSE_SEGMENTS ? ' segment-strip-dense' : ''}`} aria-label="Segments in order">
+        {cells.map(({ segment, label, colour }) => (
+          <li
+            key={segment.index}
+            class={`segment segment-${segment.status.toLowerCase()}${colour === null ? '' : ` node-c${colour}`}${segment.helper ? ' segment-helper' : ''}`}
+            title={label}
+          >
+            <span class="sr-only">{label}</span>
+          </li>
+        ))}
+      </ol>
+      <ul class="legend segment-legend" aria-label="Segments by node">
+        {shares.map((share) => (
+          <li key={share.node}>
+            <span class={`swatch swatch-node node-c${share.colour}`} aria-hidden="true" /> <strong>{share.node}</strong>: {shareText(share)}
+          </li>
+        ))}
+        {queued > 0 && (
+          <li>
+            <span class="swatch swatch-queued" aria-hidden="true" /> Queued: {queued}
+          </li>
+        )}
+        {helped && (
+          <li>
+            <span class="swatch swatch-helper" aria-hidden="true" /> Encoded by a helper slot
+          </li>
+        )}
+      </ul>
+    </div>
+  );
 }

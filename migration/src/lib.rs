@@ -16,6 +16,7 @@ mod m20261125_000017_notifications;
 mod m20261126_000018_connections;
 mod m20261126_000019_job_counts;
 mod m20261126_000020_job_list_indexes;
+mod m20261127_000021_job_segments;
 
 pub struct Migrator;
 
@@ -37,6 +38,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261126_000018_connections::Migration),
             Box::new(m20261126_000019_job_counts::Migration),
             Box::new(m20261126_000020_job_list_indexes::Migration),
+            Box::new(m20261127_000021_job_segments::Migration),
         ]
     }
 }

@@ -17,12 +17,15 @@ use entities::{job, library};
 use futures_util::stream::{SplitSink, StreamExt};
 use tokio::sync::oneshot;
 
+use super::job::helper::HelperRef;
 use super::lifecycle::{EventContext, LifecycleError};
-use super::node::{ControlJob, NodeSupervisor, RunningJobs, StartJob, StopAll};
+use super::node::{ControlJob, NodeSupervisor, RunningHelpers, RunningJobs, StartHelper, StartJob, StopAll};
 use super::protocol::{Call, Frame};
 use super::store::{Applied, JobStore};
 use crate::domain::job::JobEvent;
+use crate::domain::segments::SpanView;
 use crate::repo::jobs::JobChange;
+use crate::repo::segments::HelperTotals;
 use crate::repo::RepoError;
 
 type Sink = SplitSink<Framed<BoxedSocket, Codec>, Message>;
@@ -185,20 +188,22 @@ impl Agent {
         let paths = self.library_paths.clone();
         async move {
             let running = node.send(RunningJobs).await.unwrap_or_default();
+            let helping = node.send(RunningHelpers).await.unwrap_or_default();
             let missing = tokio::task::spawn_blocking(move || {
                 paths.into_iter().filter(|p| !std::path::Path::new(p).is_dir()).collect::<Vec<_>>()
             })
             .await
             .unwrap_or_default();
-            (running, missing)
+            (running, helping, missing)
         }
         .into_actor(self)
-        .map(|(running, missing_paths), this, _| {
+        .map(|(running, helping, missing_paths), this, _| {
             let (memory_used, _) = crate::host::memory();
             let heartbeat = Frame::Heartbeat {
                 load1: crate::host::load1(),
                 memory_used: i64::try_from(memory_used).unwrap_or(i64::MAX),
                 running,
+                helping,
                 missing_paths,
             };
             this.write(&heartbeat);
@@ -217,6 +222,11 @@ impl Agent {
                     .map_err(|e| e.to_string()),
                 Call::ControlJob { job_id, command } => node
                     .send(ControlJob { job_id, command })
+                    .await
+                    .map(serde_json::Value::Bool)
+                    .map_err(|e| e.to_string()),
+                Call::StartHelper { job_id, span, lease_id } => node
+                    .send(StartHelper(HelperRef { job_id, span, lease_id }))
                     .await
                     .map(serde_json::Value::Bool)
                     .map_err(|e| e.to_string()),
@@ -461,5 +471,30 @@ impl JobStore for RemoteStore {
 
     fn publish_progress(&self, job: &job::Model) {
         self.agent.do_send(NotifyMain(Call::Progress { job: Box::new(job.clone()) }));
+    }
+
+    async fn sync_spans(
+        &self,
+        id: i32,
+        lease: &str,
+        _: (i32, String),
+        spans: Vec<SpanView>,
+    ) -> Result<HelperTotals, LifecycleError> {
+        self.call(Call::SyncSpans { id, lease: lease.to_string(), spans }).await
+    }
+
+    async fn span_progress(
+        &self,
+        id: i32,
+        span: u32,
+        lease: &str,
+        progress: (u64, f64, u64),
+    ) -> Result<bool, LifecycleError> {
+        let (frames, fps, bytes) = progress;
+        self.call(Call::SpanProgress { id, span, lease: lease.to_string(), frames, fps, bytes }).await
+    }
+
+    async fn span_end(&self, id: i32, span: u32, lease: &str, done: Option<(u64, u64)>) -> Result<(), LifecycleError> {
+        self.call::<serde_json::Value>(Call::SpanEnd { id, span, lease: lease.to_string(), done }).await.map(|_| ())
     }
 }

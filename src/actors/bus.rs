@@ -41,6 +41,10 @@ pub struct JobUpdate {
     pub failure_reason: Option<String>,
     /// What a user may do with the job in its new status, as in the job's JSON.
     pub actions: Vec<UserAction>,
+    /// In progress messages sent when a segment changed hands or a helper reported: the
+    /// job's segments as `GET /jobs/{id}` lists them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub segments: Option<Vec<crate::repo::segments::SegmentView>>,
 }
 
 impl JobUpdate {
@@ -59,6 +63,7 @@ impl JobUpdate {
             retry_count: job.retry_count,
             failure_reason: job.failure_reason.clone(),
             actions: allowed_actions(JobStatus::from(job.status)),
+            segments: None,
         }
     }
 }

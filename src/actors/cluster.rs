@@ -14,8 +14,9 @@ use entities::{job, node};
 use sea_orm::DatabaseConnection;
 use tokio::sync::oneshot;
 
+use super::job::helper::HelperRef;
 use super::lifecycle::{EventContext, Lifecycle, LifecycleError};
-use super::node::{Capacity, ControlJob, NodeCapacity, RunningJob, StartJob};
+use super::node::{Capacity, ControlJob, NodeCapacity, RunningJob, StartHelper, StartJob};
 use super::protocol::{capacity, Call, Frame};
 use super::scheduler::{effective_tier, AddNode, NodeHandle, RemoveNode, Scheduler};
 use super::store::{holds_lease, DbStore, JobStore};
@@ -126,6 +127,8 @@ pub struct RemoteNode {
     link: Option<u64>,
     max_jobs: i32,
     running: Vec<RunningJob>,
+    /// Spans its helpers encode (each takes a slot).
+    helping: Vec<HelperRef>,
     missing_paths: Vec<String>,
     last_seen: Instant,
     next_id: u64,
@@ -150,6 +153,7 @@ impl RemoteNode {
             link: None,
             max_jobs: 0,
             running: Vec::new(),
+            helping: Vec::new(),
             missing_paths: Vec::new(),
             last_seen: Instant::now(),
             next_id: 0,
@@ -284,6 +288,7 @@ impl RemoteNode {
                         name,
                         id,
                         start: me.clone().recipient(),
+                        help: me.clone().recipient(),
                         capacity: me.clone().recipient(),
                         control: me.recipient(),
                     }));
@@ -306,12 +311,14 @@ impl RemoteNode {
         load1: f64,
         memory_used: i64,
         running: Vec<RunningJob>,
+        helping: Vec<HelperRef>,
         missing: Vec<String>,
         ctx: &mut ws::WebsocketContext<Self>,
     ) {
         let Some((id, name)) = self.node.clone() else { return };
         self.last_seen = Instant::now();
         self.running = running.clone();
+        self.helping = helping;
         self.missing_paths = missing.clone();
         let (db, lifecycle, timeout) = (self.db.clone(), self.lifecycle.clone(), self.config.timeout);
         ctx.spawn(
@@ -398,7 +405,23 @@ impl RemoteNode {
                         }
                         Ok(serde_json::Value::Null)
                     }
-                    Call::StartJob { .. } | Call::ControlJob { .. } => Err("not a call for the main node".into()),
+                    Call::SyncSpans { id, lease, spans } => {
+                        fenced(&jobs::get(&db, id).await.map_err(|e| e.to_string())?, &lease)?;
+                        let name = repo::nodes::get(&db, node_id).await.map_err(|e| e.to_string())?.name;
+                        let totals = store.sync_spans(id, &lease, (node_id, name), spans).await;
+                        json(serde_json::to_value(totals.map_err(|e| e.to_string())?))
+                    }
+                    Call::SpanProgress { id, span, lease, frames, fps, bytes } => {
+                        let mine = store.span_progress(id, span, &lease, (frames, fps, bytes)).await;
+                        Ok(serde_json::Value::Bool(mine.map_err(|e| e.to_string())?))
+                    }
+                    Call::SpanEnd { id, span, lease, done } => {
+                        store.span_end(id, span, &lease, done).await.map_err(|e| e.to_string())?;
+                        Ok(serde_json::Value::Null)
+                    }
+                    Call::StartJob { .. } | Call::ControlJob { .. } | Call::StartHelper { .. } => {
+                        Err("not a call for the main node".into())
+                    }
                 }
             }
             .into_actor(self)
@@ -728,8 +751,8 @@ impl StreamHandler<Result<ws::Message, ws::ProtocolError>> for RemoteNode {
         };
         match frame {
             Frame::Register { .. } if self.node.is_none() => self.register(frame, ctx),
-            Frame::Heartbeat { load1, memory_used, running, missing_paths } => {
-                self.heartbeat(load1, memory_used, running, missing_paths, ctx)
+            Frame::Heartbeat { load1, memory_used, running, helping, missing_paths } => {
+                self.heartbeat(load1, memory_used, running, helping, missing_paths, ctx)
             }
             Frame::Request { id, call } => self.serve_call(id, *call, ctx),
             Frame::Reply { id, result } => {
@@ -760,20 +783,40 @@ impl Handler<StartJob> for RemoteNode {
     }
 }
 
+impl Handler<StartHelper> for RemoteNode {
+    type Result = ResponseActFuture<Self, bool>;
+
+    fn handle(&mut self, msg: StartHelper, ctx: &mut Self::Context) -> Self::Result {
+        let helper = msg.0;
+        let call = Call::StartHelper { job_id: helper.job_id, span: helper.span, lease_id: helper.lease_id.clone() };
+        let rx = self.request(call, ctx);
+        Box::pin(async move { matches!(rx.await, Ok(Ok(serde_json::Value::Bool(true)))) }.into_actor(self).map(
+            move |accepted, this, _| {
+                if accepted {
+                    // Counted until the next heartbeat says otherwise.
+                    this.helping.push(helper);
+                }
+                accepted
+            },
+        ))
+    }
+}
+
 impl Handler<Capacity> for RemoteNode {
     type Result = MessageResult<Capacity>;
     fn handle(&mut self, _: Capacity, _: &mut Self::Context) -> Self::Result {
         if self.node.is_none() {
             return MessageResult(NodeCapacity::default());
         }
-        MessageResult(capacity(self.max_jobs, self.running.len(), &self.missing_paths))
+        MessageResult(capacity(self.max_jobs, self.running.len() + self.helping.len(), &self.missing_paths))
     }
 }
 
 impl Handler<ControlJob> for RemoteNode {
     type Result = ResponseFuture<bool>;
     fn handle(&mut self, msg: ControlJob, ctx: &mut Self::Context) -> Self::Result {
-        if !self.running.iter().any(|r| r.job_id == msg.job_id) {
+        if !self.running.iter().any(|r| r.job_id == msg.job_id) && !self.helping.iter().any(|h| h.job_id == msg.job_id)
+        {
             return Box::pin(async { false });
         }
         let rx = self.request(Call::ControlJob { job_id: msg.job_id, command: msg.command }, ctx);

@@ -9,7 +9,10 @@ use sea_orm::DatabaseConnection;
 use super::bus::{EventBus, JobUpdate, Publish};
 use crate::domain::job::{transition, Effect, JobEvent, JobStatus, Outcome, TransitionError};
 use crate::media::layout::partial_dir_for;
-use crate::media::partial::remove_partial;
+use crate::media::partial::remove_partial_within;
+
+/// How long a removal waits for helpers encoding spans of the job to let go.
+const HELPERS_STOP: std::time::Duration = std::time::Duration::from_secs(10);
 use crate::repo::events::NewEvent;
 use crate::repo::jobs::{self, snapshot, JobChange, StatusChange};
 use crate::repo::RepoError;
@@ -95,9 +98,15 @@ impl Lifecycle {
             && lease.is_none_or(|l| current.lease_id.as_deref() == Some(l))
         {
             let dir = partial_dir_for(std::path::Path::new(&current.file_path));
-            let result = tokio::task::spawn_blocking(move || remove_partial(&dir)).await;
+            // Helpers on other nodes are told to stop with the job; give them a moment to let
+            // their spans go.
+            let result = tokio::task::spawn_blocking(move || remove_partial_within(&dir, HELPERS_STOP)).await;
             if let Ok(Err(e)) = result {
                 tracing::warn!(job_id, error = %e, "could not remove the partial output");
+            }
+            // Its spans went with it: the next run plans them afresh.
+            if let Err(e) = crate::repo::segments::clear(&self.db, job_id).await {
+                tracing::warn!(job_id, error = %e, "could not clear the job's spans");
             }
         }
         let mut record = NewEvent::new(event_kind(&event, &outcome)).on_node(ctx.node.clone());
@@ -136,5 +145,18 @@ impl Lifecycle {
     /// Publishes live fields (progress, fps, ETA, stage) without a transition.
     pub fn publish_progress(&self, job: &job::Model) {
         self.bus.do_send(Publish(JobUpdate::of("progress", job)));
+    }
+
+    /// A progress message that carries the job's segments (a span changed hands, or a
+    /// helper reported).
+    pub async fn publish_segments(&self, job_id: i32) {
+        let (Ok(job), Ok(segments)) =
+            (jobs::get(&self.db, job_id).await, crate::repo::segments::of_job(&self.db, job_id).await)
+        else {
+            return;
+        };
+        let mut update = JobUpdate::of("progress", &job);
+        update.segments = Some(segments.iter().map(crate::repo::segments::SegmentView::from).collect());
+        self.bus.do_send(Publish(update));
     }
 }

@@ -209,7 +209,9 @@ pub async fn start_node(config: NodeConfig) -> Result<Node, StartError> {
             // A main node with MAX_JOBS=0 coordinates only; its node takes no jobs.
             let handles = if max_jobs > 0 { vec![NodeHandle::local(name.clone(), row.id, &node)] } else { Vec::new() };
             let scheduler =
-                Scheduler::new(lifecycle.clone(), handles, main.license_public_key.clone(), main.clock.clone()).start();
+                Scheduler::new(lifecycle.clone(), handles, main.license_public_key.clone(), main.clock.clone())
+                    .with_helpers(parallel_segments != crate::domain::segments::Parallelism::Off)
+                    .start();
             node.do_send(SetScheduler(scheduler.clone().recipient()));
             let libraries = Libraries::new(db.clone(), scheduler.clone().recipient(), main.settle).start();
             if let Some(every) = main.own_heartbeat {

@@ -9,6 +9,7 @@ use std::time::Duration;
 use actix::prelude::*;
 use tokio::sync::oneshot;
 
+use super::job::helper::{self, HelperRef};
 use super::job::{Command, JobCommand, JobSupervisor, NodeEnv};
 
 #[derive(Message)]
@@ -17,6 +18,23 @@ pub struct StartJob {
     pub job_id: i32,
     pub lease_id: String,
 }
+
+/// A span of a job to encode beside its run (`actors::job::helper`); answers whether a
+/// slot took it.
+#[derive(Message)]
+#[rtype(result = "bool")]
+pub struct StartHelper(pub HelperRef);
+
+#[derive(Message)]
+#[rtype(result = "()")]
+struct HelperEnded {
+    job_id: i32,
+    span: u32,
+}
+
+#[derive(Message)]
+#[rtype(result = "Vec<HelperRef>")]
+pub struct RunningHelpers;
 
 /// Free job slots, and library paths the node cannot see (it gets no jobs of those).
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -79,6 +97,8 @@ pub struct NodeSupervisor {
     env: Arc<NodeEnv>,
     max_jobs: usize,
     jobs: HashMap<i32, (Addr<JobSupervisor>, String)>,
+    /// Helpers by (job, span): their lease and their command channel. Each takes a slot.
+    helpers: HashMap<(i32, u32), (String, tokio::sync::mpsc::UnboundedSender<JobCommand>)>,
     scheduler: Option<Recipient<Wake>>,
     shutting_down: bool,
     waiters: Vec<oneshot::Sender<()>>,
@@ -92,6 +112,7 @@ impl NodeSupervisor {
             env,
             max_jobs: max_jobs.max(1),
             jobs: HashMap::new(),
+            helpers: HashMap::new(),
             scheduler: None,
             shutting_down: false,
             waiters: Vec::new(),
@@ -113,7 +134,7 @@ impl Handler<SetScheduler> for NodeSupervisor {
 impl Handler<StartJob> for NodeSupervisor {
     type Result = bool;
     fn handle(&mut self, msg: StartJob, ctx: &mut Context<Self>) -> bool {
-        if self.shutting_down || self.jobs.len() >= self.max_jobs || self.jobs.contains_key(&msg.job_id) {
+        if self.shutting_down || self.busy() >= self.max_jobs || self.jobs.contains_key(&msg.job_id) {
             return false;
         }
         let supervisor = JobSupervisor::new(msg.job_id, msg.lease_id.clone(), self.env.clone(), ctx.address()).start();
@@ -122,10 +143,67 @@ impl Handler<StartJob> for NodeSupervisor {
     }
 }
 
+impl NodeSupervisor {
+    /// Slots in use: jobs and helpers.
+    fn busy(&self) -> usize {
+        self.jobs.len() + self.helpers.len()
+    }
+
+    fn idle(&mut self) {
+        if let Some(s) = &self.scheduler {
+            s.do_send(Wake);
+        }
+        if self.jobs.is_empty() && self.helpers.is_empty() {
+            for w in self.waiters.drain(..) {
+                let _ = w.send(());
+            }
+        }
+    }
+}
+
+impl Handler<StartHelper> for NodeSupervisor {
+    type Result = bool;
+    fn handle(&mut self, msg: StartHelper, ctx: &mut Context<Self>) -> bool {
+        let key = (msg.0.job_id, msg.0.span);
+        let off = self.env.parallel_segments == crate::domain::segments::Parallelism::Off;
+        if off || self.shutting_down || self.busy() >= self.max_jobs || self.helpers.contains_key(&key) {
+            return false;
+        }
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        self.helpers.insert(key, (msg.0.lease_id.clone(), tx));
+        let (env, me) = (self.env.clone(), ctx.address());
+        actix::spawn(async move {
+            helper::run(env, msg.0, rx).await;
+            me.do_send(HelperEnded { job_id: key.0, span: key.1 });
+        });
+        true
+    }
+}
+
+impl Handler<HelperEnded> for NodeSupervisor {
+    type Result = ();
+    fn handle(&mut self, msg: HelperEnded, _: &mut Context<Self>) {
+        self.helpers.remove(&(msg.job_id, msg.span));
+        self.idle();
+    }
+}
+
+impl Handler<RunningHelpers> for NodeSupervisor {
+    type Result = MessageResult<RunningHelpers>;
+    fn handle(&mut self, _: RunningHelpers, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(
+            self.helpers
+                .iter()
+                .map(|((job_id, span), (lease, _))| HelperRef { job_id: *job_id, span: *span, lease_id: lease.clone() })
+                .collect(),
+        )
+    }
+}
+
 impl Handler<Capacity> for NodeSupervisor {
     type Result = MessageResult<Capacity>;
     fn handle(&mut self, _: Capacity, _: &mut Context<Self>) -> Self::Result {
-        let free = if self.shutting_down { 0 } else { self.max_jobs.saturating_sub(self.jobs.len()) };
+        let free = if self.shutting_down { 0 } else { self.max_jobs.saturating_sub(self.busy()) };
         MessageResult(NodeCapacity { free, missing_paths: Vec::new() })
     }
 }
@@ -136,12 +214,22 @@ impl Handler<StopAll> for NodeSupervisor {
         for (job, _) in self.jobs.values() {
             job.do_send(Command(JobCommand::Shutdown));
         }
+        for (_, tx) in self.helpers.values() {
+            let _ = tx.send(JobCommand::Shutdown);
+        }
     }
 }
 
 impl Handler<ControlJob> for NodeSupervisor {
     type Result = bool;
     fn handle(&mut self, msg: ControlJob, _: &mut Context<Self>) -> bool {
+        // The job's helpers here stop with it (pause, cancel, a closing window); the
+        // answer says whether the job itself runs here.
+        for ((job_id, _), (_, tx)) in &self.helpers {
+            if *job_id == msg.job_id {
+                let _ = tx.send(msg.command);
+            }
+        }
         match self.jobs.get(&msg.job_id) {
             Some((job, _)) => {
                 job.do_send(Command(msg.command));
@@ -165,14 +253,7 @@ impl Handler<JobEnded> for NodeSupervisor {
     type Result = ();
     fn handle(&mut self, msg: JobEnded, _: &mut Context<Self>) {
         self.jobs.remove(&msg.job_id);
-        if let Some(s) = &self.scheduler {
-            s.do_send(Wake);
-        }
-        if self.jobs.is_empty() {
-            for w in self.waiters.drain(..) {
-                let _ = w.send(());
-            }
-        }
+        self.idle();
     }
 }
 
@@ -180,11 +261,14 @@ impl Handler<Shutdown> for NodeSupervisor {
     type Result = ResponseFuture<()>;
     fn handle(&mut self, _: Shutdown, _: &mut Context<Self>) -> Self::Result {
         self.shutting_down = true;
-        if self.jobs.is_empty() {
+        if self.jobs.is_empty() && self.helpers.is_empty() {
             return Box::pin(async {});
         }
         for (job, _) in self.jobs.values() {
             job.do_send(Command(JobCommand::Shutdown));
+        }
+        for (_, tx) in self.helpers.values() {
+            let _ = tx.send(JobCommand::Shutdown);
         }
         let (tx, rx) = oneshot::channel();
         self.waiters.push(tx);

@@ -4,10 +4,12 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::job::helper::HelperRef;
 use super::job::JobCommand;
 use super::lifecycle::EventContext;
 use super::node::{NodeCapacity, RunningJob};
 use crate::domain::job::JobEvent;
+use crate::domain::segments::SpanView;
 use crate::repo::jobs::JobChange;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -53,6 +55,9 @@ pub enum Frame {
         load1: f64,
         memory_used: i64,
         running: Vec<RunningJob>,
+        /// Spans of other nodes' jobs this node's helpers encode.
+        #[serde(default)]
+        helping: Vec<HelperRef>,
         missing_paths: Vec<String>,
     },
     /// Main -> linked, answering a heartbeat: the library paths the node must see.
@@ -109,6 +114,28 @@ pub enum Call {
     Progress {
         job: Box<entities::job::Model>,
     },
+    /// The node's run of a job reports its spans (fenced by the job's lease).
+    SyncSpans {
+        id: i32,
+        lease: String,
+        spans: Vec<SpanView>,
+    },
+    /// A helper's progress (fenced by the span's lease); answers whether it is still its.
+    SpanProgress {
+        id: i32,
+        span: u32,
+        lease: String,
+        frames: u64,
+        fps: f64,
+        bytes: u64,
+    },
+    /// A helper ended (fenced by the span's lease).
+    SpanEnd {
+        id: i32,
+        span: u32,
+        lease: String,
+        done: Option<(u64, u64)>,
+    },
     // Main -> linked: the node's slots.
     #[serde(rename_all = "camelCase")]
     StartJob {
@@ -120,12 +147,20 @@ pub enum Call {
         job_id: i32,
         command: JobCommand,
     },
+    /// A span of a job to encode beside its run, under the span's lease.
+    #[serde(rename_all = "camelCase")]
+    StartHelper {
+        job_id: i32,
+        span: u32,
+        lease_id: String,
+    },
 }
 
-/// Capacity as the main node sees a linked node between heartbeats.
-pub fn capacity(max_jobs: i32, running: usize, missing_paths: &[String]) -> NodeCapacity {
+/// Capacity as the main node sees a linked node between heartbeats: `busy` slots run jobs
+/// or helpers.
+pub fn capacity(max_jobs: i32, busy: usize, missing_paths: &[String]) -> NodeCapacity {
     NodeCapacity {
-        free: usize::try_from(max_jobs).unwrap_or(0).saturating_sub(running),
+        free: usize::try_from(max_jobs).unwrap_or(0).saturating_sub(busy),
         missing_paths: missing_paths.to_vec(),
     }
 }

@@ -12,9 +12,10 @@ use entities::job;
 use futures_util::stream::{self, StreamExt};
 use sea_orm::DatabaseConnection;
 
+use super::job::helper::{HelperRef, SPAN_LEASE_SECONDS};
 use super::job::{JobCommand, LEASE_SECONDS};
 use super::lifecycle::{EventContext, Lifecycle, LifecycleError};
-use super::node::{Capacity, ControlJob, NodeSupervisor, StartJob, Wake};
+use super::node::{Capacity, ControlJob, NodeSupervisor, StartHelper, StartJob, Wake};
 use crate::domain::job::{JobEvent, JobStatus, PartialOutput, Stage};
 use crate::domain::license::Tier;
 use crate::domain::schedule::OnClose;
@@ -31,6 +32,7 @@ pub struct NodeHandle {
     pub name: String,
     pub id: i32,
     pub start: Recipient<StartJob>,
+    pub help: Recipient<StartHelper>,
     pub capacity: Recipient<Capacity>,
     pub control: Recipient<ControlJob>,
 }
@@ -41,6 +43,7 @@ impl NodeHandle {
             name,
             id,
             start: addr.clone().recipient(),
+            help: addr.clone().recipient(),
             capacity: addr.clone().recipient(),
             control: addr.clone().recipient(),
         }
@@ -80,6 +83,8 @@ pub struct Scheduler {
     nodes: Vec<NodeHandle>,
     license_public_key: String,
     clock: Clock,
+    /// Idle slots take spans of running jobs (`PARALLEL_SEGMENTS` is not `off`).
+    helpers: bool,
     ticking: bool,
     again: bool,
 }
@@ -92,9 +97,16 @@ impl Scheduler {
             nodes,
             license_public_key,
             clock,
+            helpers: true,
             ticking: false,
             again: false,
         }
+    }
+
+    /// Whether idle slots are given spans of running jobs.
+    pub fn with_helpers(mut self, helpers: bool) -> Self {
+        self.helpers = helpers;
+        self
     }
 
     fn tick(&mut self, ctx: &mut Context<Self>) {
@@ -105,6 +117,7 @@ impl Scheduler {
         self.ticking = true;
         let (db, lifecycle, nodes, key) =
             (self.db.clone(), self.lifecycle.clone(), self.nodes.clone(), self.license_public_key.clone());
+        let helpers = self.helpers;
         let now = self.clock.now();
         ctx.spawn(
             async move {
@@ -117,6 +130,9 @@ impl Scheduler {
                 };
                 if let Err(e) = assign(&db, &lifecycle, &nodes, &key, &open).await {
                     tracing::warn!(error = %e, "scheduling round failed");
+                }
+                if let Err(e) = assign_spans(&db, &nodes, &key, &open, helpers).await {
+                    tracing::warn!(error = %e, "giving spans to idle slots failed");
                 }
             }
             .into_actor(self)
@@ -270,6 +286,90 @@ async fn assign(
     Ok(())
 }
 
+/// Slots left idle once every queued job has a node take spans of running jobs: the last
+/// span still waiting of each (the job's run works from the first), round the jobs in turn,
+/// each under its own lease. Leases of helpers that went silent are swept back first. The
+/// licence counts jobs, not spans; its node limit applies.
+async fn assign_spans(
+    db: &DatabaseConnection,
+    nodes: &[NodeHandle],
+    public_key: &str,
+    open: &std::collections::HashSet<i32>,
+    enabled: bool,
+) -> Result<(), LifecycleError> {
+    let swept = repo::segments::sweep(db, chrono::Utc::now()).await?;
+    if swept > 0 {
+        tracing::info!(swept, "spans whose helper went silent are waiting again");
+    }
+    if !enabled {
+        return Ok(());
+    }
+    let counts = jobs::count_by_status(db).await?;
+    if counts.get(&JobStatus::Queued).copied().unwrap_or(0) > 0 {
+        return Ok(());
+    }
+    let mut waiting = repo::segments::jobs_waiting(db).await?;
+    if waiting.is_empty() {
+        return Ok(());
+    }
+    let tier = effective_tier(db, public_key).await;
+    let allowed_nodes = tier.max_nodes().map(|m| m as usize).unwrap_or(usize::MAX);
+    let mut slots = Vec::new();
+    for node in nodes.iter().take(allowed_nodes).filter(|n| open.contains(&n.id)) {
+        let capacity = node.capacity.send(Capacity).await.unwrap_or_default();
+        if capacity.free > 0 {
+            slots.push(Slots { node, free: capacity.free as u64, missing: capacity.missing_paths });
+        }
+    }
+    let libraries: std::collections::HashMap<i32, (Vec<String>, String)> = repo::libraries::list(db)
+        .await?
+        .iter()
+        .map(|l| (l.id, (repo::libraries::paths_of(l), l.encoder.clone())))
+        .collect();
+    // A helper runs the job's encoder: a node that lacks it (no NVENC there) would fail the
+    // span again and again.
+    let encoders: std::collections::HashMap<i32, Vec<String>> = repo::nodes::list(db)
+        .await?
+        .into_iter()
+        .map(|n| (n.id, serde_json::from_value(n.encoders).unwrap_or_default()))
+        .collect();
+    let mut turn = 0usize;
+    while !waiting.is_empty() {
+        let Some(slot) = slots.iter_mut().filter(|s| s.free > 0).max_by_key(|s| s.free) else { break };
+        let sees = |job: &job::Model, s: &Slots| {
+            let Some((paths, encoder)) = job.library_id.and_then(|id| libraries.get(&id)) else { return false };
+            let has = encoders.get(&s.node.id).is_some_and(|list| list.contains(encoder));
+            has && !paths.iter().any(|path| s.missing.contains(path))
+        };
+        let Some(at) = (0..waiting.len())
+            .map(|i| (turn + i) % waiting.len())
+            .find(|&i| waiting.get(i).is_some_and(|j| sees(j, slot)))
+        else {
+            slot.free = 0;
+            continue;
+        };
+        turn = at + 1;
+        let job_id = waiting.get(at).map(|j| j.id).unwrap_or_default();
+        let lease = crate::security::generate_secret(24);
+        let expires = chrono::Utc::now() + chrono::Duration::seconds(SPAN_LEASE_SECONDS);
+        let node = repo::segments::NodeRef { id: slot.node.id, name: &slot.node.name };
+        let Some(row) = repo::segments::lease_span(db, job_id, node, &lease, expires).await? else {
+            waiting.remove(at);
+            continue;
+        };
+        let span = u32::try_from(row.span).unwrap_or_default();
+        let helper = HelperRef { job_id, span, lease_id: lease.clone() };
+        if slot.node.help.send(StartHelper(helper)).await.unwrap_or(false) {
+            tracing::debug!(job_id, span, node = %slot.node.name, "a span goes to an idle slot");
+            slot.free -= 1;
+        } else {
+            repo::segments::release(db, job_id, span, &lease, None).await?;
+            slot.free = 0;
+        }
+    }
+    Ok(())
+}
+
 impl Actor for Scheduler {
     type Context = Context<Self>;
 
@@ -318,11 +418,15 @@ async fn act(
             // re-read and the action tried again, where the job now is.
             let mut attempt = 0;
             loop {
+                // Every node is told: the one running the job, and those whose helpers
+                // encode its spans (they stop with it).
+                let mut runs = false;
                 for node in nodes {
-                    if node.control.send(ControlJob { job_id, command }).await.unwrap_or(false) {
-                        // The job's supervisor persists the transition; wait for it briefly.
-                        return wait_for_change(lifecycle, job_id).await;
-                    }
+                    runs |= node.control.send(ControlJob { job_id, command }).await.unwrap_or(false);
+                }
+                if runs {
+                    // The job's supervisor persists the transition; wait for it briefly.
+                    return wait_for_change(lifecycle, job_id).await;
                 }
                 match lifecycle.apply(job_id, event, JobChange::default(), ctx()).await {
                     Ok((job, _)) => return Ok(job),

@@ -8,12 +8,15 @@ use std::path::Path;
 use entities::{job, library};
 use serde::{Deserialize, Serialize};
 
+use super::job::helper::SPAN_LEASE_SECONDS;
 use super::lifecycle::{EventContext, Lifecycle, LifecycleError};
 use crate::domain::job::{transition, Effect, JobEvent, JobStatus};
+use crate::domain::segments::SpanView;
 use crate::media::layout::partial_dir_for;
 use crate::media::partial::remove_partial;
 use crate::repo::jobs::{self, snapshot, JobChange};
-use crate::repo::{self, events::NewEvent};
+use crate::repo::segments::HelperTotals;
+use crate::repo::{self, events::NewEvent, segments};
 
 /// The answer to an applied transition: the job, and whether its partial output must go.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -52,6 +55,26 @@ pub trait JobStore: Send + Sync {
     /// Fencing: this node still holds the job's lease and the job is ENCODING.
     async fn lease_is_mine(&self, id: i32, lease: &str) -> bool;
     fn publish_progress(&self, job: &job::Model);
+    /// The job's run reports its planned spans (`repo::segments::sync_spans`), fenced by
+    /// the job's lease; `owner` is this node (the main node takes a link's word for it
+    /// from the link itself).
+    async fn sync_spans(
+        &self,
+        id: i32,
+        lease: &str,
+        owner: (i32, String),
+        spans: Vec<SpanView>,
+    ) -> Result<HelperTotals, LifecycleError>;
+    /// A helper's progress on a span, renewing its lease; `false` when the lease is gone.
+    async fn span_progress(
+        &self,
+        id: i32,
+        span: u32,
+        lease: &str,
+        progress: (u64, f64, u64),
+    ) -> Result<bool, LifecycleError>;
+    /// A helper ended: the span DONE (frames, bytes) or given back.
+    async fn span_end(&self, id: i32, span: u32, lease: &str, done: Option<(u64, u64)>) -> Result<(), LifecycleError>;
 }
 
 /// Removes the partial output when a transition says so (it lives next to the source, on
@@ -139,5 +162,40 @@ impl JobStore for DbStore {
 
     fn publish_progress(&self, job: &job::Model) {
         self.lifecycle.publish_progress(job);
+    }
+
+    async fn sync_spans(
+        &self,
+        id: i32,
+        lease: &str,
+        owner: (i32, String),
+        spans: Vec<SpanView>,
+    ) -> Result<HelperTotals, LifecycleError> {
+        let owner = segments::NodeRef { id: owner.0, name: &owner.1 };
+        let totals = segments::sync_spans(&self.lifecycle.db, id, lease, owner, &spans).await?;
+        self.lifecycle.publish_segments(id).await;
+        Ok(totals)
+    }
+
+    async fn span_progress(
+        &self,
+        id: i32,
+        span: u32,
+        lease: &str,
+        progress: (u64, f64, u64),
+    ) -> Result<bool, LifecycleError> {
+        let expires = chrono::Utc::now() + chrono::Duration::seconds(SPAN_LEASE_SECONDS);
+        let mine = segments::renew(&self.lifecycle.db, id, span, lease, progress, expires).await?;
+        if mine {
+            self.lifecycle.publish_segments(id).await;
+        }
+        Ok(mine)
+    }
+
+    async fn span_end(&self, id: i32, span: u32, lease: &str, done: Option<(u64, u64)>) -> Result<(), LifecycleError> {
+        if segments::release(&self.lifecycle.db, id, span, lease, done).await? {
+            self.lifecycle.publish_segments(id).await;
+        }
+        Ok(())
     }
 }

@@ -104,6 +104,37 @@ pub fn remaining(boundaries: &[i64], done: &[Span]) -> Vec<Span> {
     out
 }
 
+/// The planned span (its place among `spans(boundaries)`) that holds a frame at `from`, the
+/// start of a span or of what is left of one: the number of cuts at or before it. Every
+/// piece left of a planned span has the same number, which names the span's claim (see
+/// `media::partial::claim_span`) whoever encodes it.
+pub fn planned_index(boundaries: &[i64], from: Option<i64>) -> u32 {
+    let Some(from) = from else { return 0 };
+    u32::try_from(boundaries.iter().filter(|&&b| b <= from).count()).unwrap_or(u32::MAX)
+}
+
+/// The planned span at `index`: the whole of it, whatever is done.
+pub fn planned_span(boundaries: &[i64], index: u32) -> Option<Span> {
+    spans(boundaries).get(usize::try_from(index).ok()?).copied()
+}
+
+/// One planned span as the run that owns the manifest sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SpanView {
+    pub index: u32,
+    pub from: Option<i64>,
+    pub to: Option<i64>,
+    /// Frames and bytes of its finished segments.
+    pub frames: u64,
+    pub bytes: u64,
+    /// Nothing of it is left to encode.
+    pub done: bool,
+    /// A session of the run encodes it now.
+    #[serde(default)]
+    pub here: bool,
+}
+
 /// Whether finished segments overlap (a frame would be encoded twice): a partial output
 /// like that is not used.
 pub fn overlapping(done: &[Span]) -> bool {
@@ -243,6 +274,26 @@ mod tests {
             remaining(&b, &[s(Some(150), None)]),
             vec![s(None, Some(50)), s(Some(50), Some(100)), s(Some(100), Some(150))]
         );
+    }
+
+    #[test]
+    fn every_piece_of_a_planned_span_has_its_number() {
+        let b = [50, 100, 150];
+        assert_eq!(planned_index(&b, None), 0);
+        assert_eq!(planned_index(&b, Some(10)), 0);
+        assert_eq!(planned_index(&b, Some(50)), 1);
+        assert_eq!(planned_index(&b, Some(73)), 1);
+        assert_eq!(planned_index(&b, Some(150)), 3);
+        assert_eq!(planned_index(&[], Some(150)), 0);
+        // Each span that `remaining` leaves lies inside the planned span of its number.
+        let done = [s(None, Some(50)), s(Some(50), Some(73))];
+        for piece in remaining(&b, &done) {
+            let whole = planned_span(&b, planned_index(&b, piece.from)).unwrap();
+            assert!(whole.lo() <= piece.lo() && piece.hi() <= whole.hi(), "{piece:?} outside {whole:?}");
+        }
+        assert_eq!(planned_span(&b, 1), Some(s(Some(50), Some(100))));
+        assert_eq!(planned_span(&b, 3), Some(s(Some(150), None)));
+        assert_eq!(planned_span(&b, 4), None);
     }
 
     #[test]

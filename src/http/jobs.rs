@@ -5,7 +5,7 @@ use serde::Deserialize;
 use utoipa::IntoParams;
 
 use super::auth::AuthUser;
-use super::views::{JobDetailView, JobEventView, JobView};
+use super::views::{JobDetailView, JobEventView, JobView, SegmentView};
 use crate::domain::job::JobStatus;
 use crate::error::{AppError, ErrorBody};
 use crate::http::app::AppState;
@@ -151,7 +151,12 @@ pub async fn get(
     let id = id.into_inner();
     let job = repo::jobs::get(&state.db, id).await?;
     let events = repo::events::list(&state.db, id).await?;
-    Ok(web::Json(JobDetailView { job: JobView::from(&job), events: events.iter().map(JobEventView::from).collect() }))
+    let segments = repo::segments::of_job(&state.db, id).await?;
+    Ok(web::Json(JobDetailView {
+        job: JobView::from(&job),
+        events: events.iter().map(JobEventView::from).collect(),
+        segments: segments.iter().map(SegmentView::from).collect(),
+    }))
 }
 
 #[cfg(test)]

@@ -122,13 +122,18 @@ impl From<&job_event::Model> for JobEventView {
     }
 }
 
-/// A job with its history, oldest event first.
+/// A job with its history, oldest event first, and the planned spans of its video.
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct JobDetailView {
     #[serde(flatten)]
     pub job: JobView,
     pub events: Vec<JobEventView>,
+    /// The video's segments as planned units of work, in order; empty for a video encoded
+    /// as one span (or before its run has planned them).
+    pub segments: Vec<SegmentView>,
 }
+
+pub use crate::repo::segments::{SegmentState, SegmentView};
 
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]

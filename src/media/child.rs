@@ -16,6 +16,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Child;
 use tokio::sync::mpsc;
 
+use super::assist::{assist, AssistEnd, AssistRequest};
 use super::encode::{transcode, Event, RunEnd};
 use super::plan::EncodePlan;
 use super::MediaError;
@@ -26,6 +27,8 @@ pub const EXIT_PAUSED: u8 = 3;
 /// Exit status of a child that found the partial output locked by another transcoder and
 /// touched nothing.
 pub const EXIT_BUSY: u8 = 4;
+/// Exit status of a helper that found nothing to help with.
+pub const EXIT_NOTHING: u8 = 5;
 const STDERR_LINES_KEPT: usize = 20;
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -34,21 +37,49 @@ extern "C" fn request_stop(_: libc::c_int) {
     STOP.store(true, Ordering::SeqCst);
 }
 
-/// `condense transcode`: the child's main.
-pub fn child_main() -> ExitCode {
+fn child_setup() {
     // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
     unsafe {
         libc::signal(libc::SIGTERM, request_stop as *const () as libc::sighandler_t);
         libc::signal(libc::SIGINT, request_stop as *const () as libc::sighandler_t);
         rsmpeg::ffi::av_log_set_level(rsmpeg::ffi::AV_LOG_ERROR as i32);
     }
+}
+
+fn emit_line(event: Event) {
     let mut stdout = std::io::stdout();
-    let mut emit = |event: Event| {
-        if let Ok(line) = serde_json::to_string(&event) {
-            let _ = writeln!(stdout, "{line}");
-            let _ = stdout.flush();
+    if let Ok(line) = serde_json::to_string(&event) {
+        let _ = writeln!(stdout, "{line}");
+        let _ = stdout.flush();
+    }
+}
+
+/// `condense assist`: a helper's main (see `media::assist`).
+pub fn assist_main() -> ExitCode {
+    child_setup();
+    let mut emit = emit_line;
+    let request: AssistRequest = match serde_json::from_reader(std::io::stdin()) {
+        Ok(r) => r,
+        Err(e) => {
+            emit(Event::Error { code: FailureCode::Miscellaneous, message: format!("bad request on stdin: {e}") });
+            return ExitCode::FAILURE;
         }
     };
+    match assist(&request, &STOP, &mut emit) {
+        Ok(AssistEnd::Finished) => ExitCode::SUCCESS,
+        Ok(AssistEnd::Paused) => ExitCode::from(EXIT_PAUSED),
+        Ok(AssistEnd::Nothing) => ExitCode::from(EXIT_NOTHING),
+        Err(e) => {
+            emit(Event::Error { code: e.code, message: e.message });
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `condense transcode`: the child's main.
+pub fn child_main() -> ExitCode {
+    child_setup();
+    let mut emit = emit_line;
     let plan: EncodePlan = match serde_json::from_reader(std::io::stdin()) {
         Ok(p) => p,
         Err(e) => {
@@ -74,6 +105,8 @@ pub enum ChildEnd {
     Paused,
     /// Another transcoder holds the partial output: nothing was done.
     Busy,
+    /// A helper found nothing to help with.
+    Nothing,
     Failed(MediaError),
 }
 
@@ -89,7 +122,17 @@ impl Transcoder {
     /// Starts `binary transcode` with the plan on its stdin.
     pub async fn spawn(binary: &Path, plan: &EncodePlan) -> Result<Transcoder, MediaError> {
         let body = serde_json::to_vec(plan).map_err(|e| MediaError::misc(format!("plan: {e}")))?;
-        let mut cmd = super::worker::child_command(binary, "transcode");
+        Self::start(binary, "transcode", body).await
+    }
+
+    /// Starts `binary assist`, a helper on one span of a running job (see `media::assist`).
+    pub async fn spawn_helper(binary: &Path, request: &AssistRequest) -> Result<Transcoder, MediaError> {
+        let body = serde_json::to_vec(request).map_err(|e| MediaError::misc(format!("request: {e}")))?;
+        Self::start(binary, "assist", body).await
+    }
+
+    async fn start(binary: &Path, subcommand: &str, body: Vec<u8>) -> Result<Transcoder, MediaError> {
+        let mut cmd = super::worker::child_command(binary, subcommand);
         cmd.env("SVT_LOG", "1");
         let mut child = cmd.spawn().map_err(|e| MediaError::from_io("starting the transcoder", &e))?;
         if let Some(mut stdin) = child.stdin.take() {
@@ -186,6 +229,7 @@ pub fn classify(code: Option<i32>, signal: Option<i32>, reported: Option<MediaEr
         (Some(0), _) => ChildEnd::Completed,
         (Some(c), _) if c == i32::from(EXIT_PAUSED) => ChildEnd::Paused,
         (Some(c), _) if c == i32::from(EXIT_BUSY) => ChildEnd::Busy,
+        (Some(c), _) if c == i32::from(EXIT_NOTHING) => ChildEnd::Nothing,
         (Some(_), _) if reported.is_some() => ChildEnd::Failed(reported.unwrap_or_else(|| MediaError::misc("unknown"))),
         (_, Some(sig)) => ChildEnd::Failed(MediaError::new(
             FailureCode::TranscoderCrashed,
@@ -215,6 +259,7 @@ mod tests {
         assert_eq!(classify(Some(0), None, None, ""), ChildEnd::Completed);
         assert_eq!(classify(Some(3), None, None, ""), ChildEnd::Paused);
         assert_eq!(classify(Some(4), None, None, ""), ChildEnd::Busy);
+        assert_eq!(classify(Some(5), None, None, ""), ChildEnd::Nothing);
         let reported = MediaError::new(FailureCode::InsufficientDiskSpace, "full");
         assert_eq!(classify(Some(1), None, Some(reported.clone()), ""), ChildEnd::Failed(reported));
         match classify(None, Some(11), None, "x265 [error]: boom") {

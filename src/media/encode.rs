@@ -32,7 +32,7 @@ use super::segment::{CodecParams, SegmentFile};
 use super::{layout, mux, partial, MediaError};
 use crate::domain::encoding::{Encoder, Hardware};
 use crate::domain::job::FailureCode;
-use crate::domain::segments::{self, Span};
+use crate::domain::segments::{self, Span, SpanView};
 
 /// What the transcoder reports, one JSON line each on stdout.
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
@@ -61,12 +61,24 @@ pub enum Event {
         frames: u64,
         bytes: u64,
     },
+    /// The planned spans of the video and what is done of each (a video cut into spans).
+    Spans {
+        spans: Vec<SpanView>,
+    },
+    /// A session of this run began planned span `span`.
+    SpanStarted {
+        span: u32,
+    },
     #[serde(rename_all = "camelCase")]
     Paused {
         frames_done: u64,
         segments: u32,
     },
     Muxing,
+    /// A helper found nothing to do.
+    Nothing {
+        reason: String,
+    },
     #[serde(rename_all = "camelCase")]
     Done {
         output: String,
@@ -123,7 +135,7 @@ pub fn transcode(plan: &EncodePlan, stop: &AtomicBool, emit: &mut dyn FnMut(Even
     // One writer per partial output: the lock comes before anything else, and is held
     // (by this process's open file description) until the run ends, however it ends.
     let created = !plan.partial_dir.exists();
-    let lock = match partial::lock(&plan.partial_dir)? {
+    let lock = match partial::lock_run(&plan.partial_dir)? {
         Ok(lock) => lock,
         Err(partial::Held::Busy) => return Ok(RunEnd::Busy),
     };
@@ -170,8 +182,13 @@ pub fn transcode(plan: &EncodePlan, stop: &AtomicBool, emit: &mut dyn FnMut(Even
         }
     };
     std::fs::create_dir_all(&plan.partial_dir).map_err(|e| MediaError::from_io("creating the partial output", &e))?;
-    remove_strays(&plan.partial_dir, &manifest)?;
     manifest.claim(&plan.epoch, &plan.partial_dir)?;
+    // Helpers on other nodes encode spans by this run's plan, and leave records of what
+    // they finished since the last run: taken in before anything else is counted.
+    super::assist::publish_plan(plan)?;
+    let next_index = AtomicU32::new(manifest.next_index());
+    super::assist::take_in_all(plan, &mut manifest, &next_index)?;
+    remove_strays(&plan.partial_dir, &manifest)?;
     emit(Event::Started {
         resume_after_frames: manifest.frames_done(),
         segments_kept: u32::try_from(manifest.segments.len()).unwrap_or(u32::MAX),
@@ -212,12 +229,16 @@ pub fn transcode(plan: &EncodePlan, stop: &AtomicBool, emit: &mut dyn FnMut(Even
     Ok(RunEnd::Completed)
 }
 
-/// Deletes files the manifest does not list: a segment cut short by a kill, an old output.
+/// Deletes files the manifest does not list: a segment cut short by a kill, an old output,
+/// a helper's leftovers. What a helper is writing now (its span's claim is held) stays.
 fn remove_strays(dir: &Path, manifest: &Manifest) -> Result<(), MediaError> {
     let entries = std::fs::read_dir(dir).map_err(|e| MediaError::from_io("reading the partial output", &e))?;
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         let listed = manifest.segments.iter().any(|s| s.file == name);
+        if layout::assist_span_of(&name).is_some_and(|span| partial::span_held(dir, span)) {
+            continue;
+        }
         if !listed && !layout::is_bookkeeping(&name) {
             let _ = std::fs::remove_file(entry.path());
         }
@@ -398,7 +419,13 @@ struct SegmentWriter {
 }
 
 impl SegmentWriter {
-    fn open(plan: &EncodePlan, info: &MediaInfo, index: u32, fmt: &VideoFormat) -> Result<Self, MediaError> {
+    fn open(
+        plan: &EncodePlan,
+        info: &MediaInfo,
+        index: u32,
+        file: String,
+        fmt: &VideoFormat,
+    ) -> Result<Self, MediaError> {
         let name = CString::new(plan.encoder.as_str()).map_err(|_| MediaError::misc("bad encoder name"))?;
         let codec = AVCodec::find_encoder_by_name(&name).ok_or_else(|| {
             MediaError::new(FailureCode::UnsupportedCodec, format!("encoder {} is not available", plan.encoder))
@@ -448,7 +475,6 @@ impl SegmentWriter {
             None
         };
 
-        let file = layout::segment_file(index);
         let path = plan.partial_dir.join(&file);
         let output = SegmentFile::create(&path)?;
         Ok(SegmentWriter { index, file, path, output, encoder, scaler, first_pts: None, last_pts: 0, frames: 0 })
@@ -670,12 +696,12 @@ fn cuts_exactly(container: &str) -> bool {
 }
 
 /// Where to cut the video: keyframes from the demuxer's index, about `segment_seconds`
-/// apart (no pass over the file). None with a single session, or a container without such
-/// an index. The index gives presentation times (Matroska) or decode times (MP4) of the
+/// apart (no pass over the file). None with a single session whose spans no helper may take,
+/// or a container without such an index. The index gives presentation times (Matroska) or decode times (MP4) of the
 /// keyframes; either is a valid cut, because a session starts decoding at the keyframe
 /// before its span (see `encode_span`).
 fn plan_boundaries(plan: &EncodePlan, info: &MediaInfo) -> Result<Vec<i64>, MediaError> {
-    if plan.sessions.sessions <= 1 || !cuts_exactly(&info.container) {
+    if (plan.sessions.sessions <= 1 && !plan.shared_spans) || !cuts_exactly(&info.container) {
         return Ok(Vec::new());
     }
     let mut input = probe::open_input(&plan.input)?;
@@ -716,12 +742,32 @@ enum Msg {
     /// A finished segment, with the encoder's stream parameters (none for an empty span).
     Segment(Segment, Option<CodecParams>),
     Failed(MediaError),
+    /// A session began planned span `.0` (whose claim it holds).
+    Started(u32),
+    /// Another writer (a helper on another node) holds planned span `.1`; `.0` is the piece
+    /// of it this run meant to encode.
+    Elsewhere(Span, u32),
+    /// A helper finished (part of) the claimed span and left its record: take it in, then
+    /// let the claim go.
+    TakeIn(partial::SpanClaim),
+    /// Every segment of the claimed span was sent before this: let the claim go once they
+    /// are recorded, so no helper takes a span the manifest does not show as done yet.
+    Release(partial::SpanClaim),
+    /// A session ended.
+    Ended,
 }
 
 /// What the sessions of one run share.
 struct Shared<'a> {
     plan: &'a EncodePlan,
     info: &'a MediaInfo,
+    /// The planned cuts, which number the spans and their claims.
+    boundaries: Vec<i64>,
+    /// This run owns the manifest and claims each span before it encodes it; a helper
+    /// holds its one claim already.
+    claims: bool,
+    /// A helper's span: its segment files are named by it.
+    assist_span: Option<u32>,
     /// Spans no session has taken yet.
     queue: Mutex<VecDeque<Span>>,
     /// A pause or shutdown: every session closes the segment it writes and takes no other.
@@ -754,10 +800,106 @@ impl Shared<'_> {
         let files = self.open_files.lock().unwrap_or_else(PoisonError::into_inner);
         files.iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum()
     }
+
+    fn segment_file(&self, index: u32) -> String {
+        match self.assist_span {
+            Some(span) => layout::assist_segment_file(span, index),
+            None => layout::segment_file(index),
+        }
+    }
+}
+
+/// Where a run's finished segments go: the manifest (the run that owns the partial output)
+/// or a helper's record of its span (`media::assist`).
+pub(crate) trait Recorder {
+    /// Records a finished segment; answers its bytes.
+    fn record(
+        &mut self,
+        plan: &EncodePlan,
+        segment: Segment,
+        params: Option<CodecParams>,
+        emit: &mut dyn FnMut(Event),
+    ) -> Result<u64, MediaError>;
+    fn frames_done(&self) -> u64;
+    fn bytes_done(&self) -> u64;
+    /// The planned spans as the node shows them (the run that owns the manifest only);
+    /// `here` are those this run's sessions encode now.
+    fn views(&self, here: &[u32]) -> Option<Vec<SpanView>>;
+    /// Takes in a helper's record of planned span `span`; answers what is left of that span.
+    fn take_in(
+        &mut self,
+        plan: &EncodePlan,
+        span: u32,
+        next_index: &AtomicU32,
+        emit: &mut dyn FnMut(Event),
+    ) -> Result<Vec<Span>, MediaError>;
+}
+
+impl Recorder for Manifest {
+    fn record(
+        &mut self,
+        plan: &EncodePlan,
+        segment: Segment,
+        params: Option<CodecParams>,
+        emit: &mut dyn FnMut(Event),
+    ) -> Result<u64, MediaError> {
+        record_segment(plan, self, segment, params, emit)
+    }
+
+    fn frames_done(&self) -> u64 {
+        Manifest::frames_done(self)
+    }
+
+    fn bytes_done(&self) -> u64 {
+        self.segments.iter().map(|s| s.bytes).sum()
+    }
+
+    fn views(&self, here: &[u32]) -> Option<Vec<SpanView>> {
+        self.boundaries.as_ref().filter(|b| !b.is_empty()).map(|_| span_views(self, here))
+    }
+
+    fn take_in(
+        &mut self,
+        plan: &EncodePlan,
+        span: u32,
+        next_index: &AtomicU32,
+        emit: &mut dyn FnMut(Event),
+    ) -> Result<Vec<Span>, MediaError> {
+        super::assist::take_in(plan, self, span, next_index, emit)?;
+        let boundaries = self.boundaries.clone().unwrap_or_default();
+        Ok(self.remaining().into_iter().filter(|s| segments::planned_index(&boundaries, s.from) == span).collect())
+    }
+}
+
+/// The planned spans and what is done of each, for the node to show (`Event::Spans`);
+/// `here` are the spans this run's sessions encode now.
+fn span_views(manifest: &Manifest, here: &[u32]) -> Vec<SpanView> {
+    let boundaries = manifest.boundaries.clone().unwrap_or_default();
+    let left = manifest.remaining();
+    segments::spans(&boundaries)
+        .into_iter()
+        .enumerate()
+        .map(|(i, whole)| {
+            let index = u32::try_from(i).unwrap_or(u32::MAX);
+            let mine = |s: &Span| segments::planned_index(&boundaries, s.from) == index;
+            let done: Vec<&Segment> = manifest.segments.iter().filter(|s| mine(&s.span)).collect();
+            SpanView {
+                index,
+                from: whole.from,
+                to: whole.to,
+                frames: done.iter().map(|s| s.frames).sum(),
+                bytes: done.iter().map(|s| s.bytes).sum(),
+                done: !left.iter().any(mine),
+                here: here.contains(&index),
+            }
+        })
+        .collect()
 }
 
 /// Encodes every span of the video that the manifest does not hold yet, `plan.sessions`
-/// spans at a time, each in its own thread with its own decoder and encoder session.
+/// spans at a time, each in its own thread with its own decoder and encoder session. Spans
+/// that helpers on other nodes hold are left to them, and taken in when they finish (or
+/// encoded here when their helper went away without finishing).
 fn encode_video(
     plan: &EncodePlan,
     info: &MediaInfo,
@@ -767,87 +909,16 @@ fn encode_video(
 ) -> Result<VideoEnd, MediaError> {
     if manifest.boundaries.is_none() {
         manifest.boundaries = Some(plan_boundaries(plan, info)?);
+        manifest.save(&plan.partial_dir)?;
+    }
+    let boundaries = manifest.boundaries.clone().unwrap_or_default();
+    if !boundaries.is_empty() {
+        emit(Event::Spans { spans: span_views(manifest, &[]) });
     }
     let todo = manifest.remaining();
-    let fps = info.video().and_then(|v| v.frame_rate).filter(|r| *r > 0.0).unwrap_or(25.0);
-    let duration = info.video().and_then(|v| v.duration_seconds).or(info.duration_seconds).unwrap_or(0.0);
-    let total_frames = duration * fps;
-    let sessions = plan.sessions.sessions.clamp(1, u32::try_from(todo.len()).unwrap_or(u32::MAX).max(1));
-    let shared = Shared {
-        plan,
-        info,
-        queue: Mutex::new(todo.into()),
-        stop,
-        halt: AtomicBool::new(false),
-        next_index: AtomicU32::new(manifest.next_index()),
-        segment_frames: ((plan.segment_seconds * fps).round() as u64).max(1),
-        encoded: AtomicU64::new(0),
-        skipped: AtomicU64::new(0),
-        open_frames: AtomicU64::new(0),
-        active: AtomicU32::new(0),
-        open_files: Mutex::new(Vec::new()),
-    };
-    let started = Instant::now();
-    let mut failure: Option<MediaError> = None;
-    let mut bytes_done: u64 = manifest.segments.iter().map(|s| s.bytes).sum();
-    std::thread::scope(|scope| {
-        let (tx, rx) = mpsc::channel::<Msg>();
-        for _ in 0..sessions {
-            let tx = tx.clone();
-            let shared = &shared;
-            scope.spawn(move || session(shared, &tx));
-        }
-        drop(tx);
-        let mut last_report = Instant::now();
-        loop {
-            match rx.recv_timeout(Duration::from_millis(100)) {
-                Ok(Msg::Segment(segment, params)) => {
-                    let (frames, file) = (segment.frames, segment.file.clone());
-                    let recorded = record_segment(plan, manifest, segment, params, emit);
-                    // Its frames and bytes leave the open counts only now that the manifest
-                    // holds them: taken off by the session, a report in between would show
-                    // progress and size falling back by a segment.
-                    shared.open_frames.fetch_sub(frames, Ordering::SeqCst);
-                    shared.close_file(&file);
-                    match recorded {
-                        Ok(bytes) => bytes_done += bytes,
-                        Err(e) => {
-                            shared.halt.store(true, Ordering::SeqCst);
-                            failure.get_or_insert(e);
-                        }
-                    }
-                }
-                Ok(Msg::Failed(e)) => {
-                    shared.halt.store(true, Ordering::SeqCst);
-                    failure.get_or_insert(e);
-                }
-                Err(mpsc::RecvTimeoutError::Timeout) => {}
-                Err(mpsc::RecvTimeoutError::Disconnected) => break,
-            }
-            if last_report.elapsed() >= Duration::from_millis(500) {
-                last_report = Instant::now();
-                let frame = manifest.frames_done() + shared.open_frames.load(Ordering::SeqCst);
-                let out_time = frame as f64 / fps;
-                emit(Event::Progress {
-                    frame,
-                    fps: shared.encoded.load(Ordering::SeqCst) as f64 / started.elapsed().as_secs_f64().max(0.001),
-                    out_time,
-                    percent: if total_frames > 0.0 {
-                        (frame as f64 / total_frames * 100.0).clamp(0.0, 99.9)
-                    } else {
-                        0.0
-                    },
-                    size: bytes_done + shared.open_bytes(),
-                    sessions: shared.active.load(Ordering::SeqCst),
-                });
-            }
-        }
-    });
-    if let Some(e) = failure {
-        return Err(e);
-    }
-    let frames_encoded = shared.encoded.load(Ordering::SeqCst);
-    let frames_skipped = shared.skipped.load(Ordering::SeqCst);
+    let next_index = manifest.next_index();
+    let (frames_encoded, frames_skipped) =
+        run_sessions(plan, info, todo, boundaries, true, None, next_index, manifest, stop, emit)?;
     let left = manifest.remaining();
     if left.is_empty() {
         if manifest.frames_done() == 0 {
@@ -864,14 +935,233 @@ fn encode_video(
     Ok(VideoEnd { paused: true, frames_encoded, frames_skipped })
 }
 
+/// Runs `todo` through up to `plan.sessions` sessions, recording each finished segment with
+/// `recorder` on this thread; answers the frames encoded and skipped. With `claims`, each
+/// span is claimed before it is encoded, and spans held elsewhere are waited for (see
+/// `encode_video`).
+#[allow(clippy::too_many_arguments, reason = "one run's parts, each used once; a struct would only rename them")]
+pub(crate) fn run_sessions(
+    plan: &EncodePlan,
+    info: &MediaInfo,
+    todo: Vec<Span>,
+    boundaries: Vec<i64>,
+    claims: bool,
+    assist_span: Option<u32>,
+    next_index: u32,
+    recorder: &mut dyn Recorder,
+    stop: &AtomicBool,
+    emit: &mut dyn FnMut(Event),
+) -> Result<(u64, u64), MediaError> {
+    let fps = info.video().and_then(|v| v.frame_rate).filter(|r| *r > 0.0).unwrap_or(25.0);
+    let duration = info.video().and_then(|v| v.duration_seconds).or(info.duration_seconds).unwrap_or(0.0);
+    let total_frames = duration * fps;
+    let sessions = plan.sessions.sessions.clamp(1, u32::try_from(todo.len()).unwrap_or(u32::MAX).max(1));
+    let shared = Shared {
+        plan,
+        info,
+        boundaries,
+        claims,
+        assist_span,
+        queue: Mutex::new(todo.into()),
+        stop,
+        halt: AtomicBool::new(false),
+        next_index: AtomicU32::new(next_index),
+        segment_frames: ((plan.segment_seconds * fps).round() as u64).max(1),
+        encoded: AtomicU64::new(0),
+        skipped: AtomicU64::new(0),
+        open_frames: AtomicU64::new(0),
+        active: AtomicU32::new(0),
+        open_files: Mutex::new(Vec::new()),
+    };
+    let started = Instant::now();
+    let mut failure: Option<MediaError> = None;
+    let mut fail = |shared: &Shared<'_>, e: MediaError| {
+        shared.halt.store(true, Ordering::SeqCst);
+        failure.get_or_insert(e);
+    };
+    let mut bytes_done = recorder.bytes_done();
+    std::thread::scope(|scope| {
+        let (tx, rx) = mpsc::channel::<Msg>();
+        let shared = &shared;
+        let spawn = |tx: &mpsc::Sender<Msg>| {
+            let tx = tx.clone();
+            scope.spawn(move || session(shared, &tx));
+        };
+        let mut running = 0u32;
+        for _ in 0..sessions {
+            spawn(&tx);
+            running += 1;
+        }
+        // Planned spans another writer holds, by number, with the piece this run meant to encode.
+        let mut elsewhere: std::collections::BTreeMap<u32, Span> = std::collections::BTreeMap::new();
+        // Planned spans this run's sessions encode now, and the spans last shown.
+        let mut here: Vec<u32> = Vec::new();
+        let mut shown: Option<Vec<SpanView>> = None;
+        let mut last_shown = Instant::now();
+        let mut last_report = Instant::now();
+        let mut last_look = Instant::now();
+        loop {
+            let mut back: Vec<Span> = Vec::new();
+            match rx.recv_timeout(Duration::from_millis(100)) {
+                Ok(Msg::Segment(segment, params)) => {
+                    let (frames, file) = (segment.frames, segment.file.clone());
+                    let recorded = recorder.record(plan, segment, params, emit);
+                    // Its frames and bytes leave the open counts only now that the manifest
+                    // holds them: taken off by the session, a report in between would show
+                    // progress and size falling back by a segment.
+                    shared.open_frames.fetch_sub(frames, Ordering::SeqCst);
+                    shared.close_file(&file);
+                    match recorded {
+                        Ok(bytes) => bytes_done += bytes,
+                        Err(e) => fail(shared, e),
+                    }
+                }
+                Ok(Msg::Failed(e)) => fail(shared, e),
+                Ok(Msg::Started(span)) => {
+                    here.push(span);
+                    emit(Event::SpanStarted { span });
+                }
+                Ok(Msg::Elsewhere(piece, span)) => {
+                    elsewhere.insert(span, piece);
+                }
+                Ok(Msg::TakeIn(claim)) => match recorder.take_in(plan, claim.index, &shared.next_index, emit) {
+                    Ok(rest) => back = rest,
+                    Err(e) => fail(shared, e),
+                },
+                Ok(Msg::Release(claim)) => {
+                    here.retain(|s| *s != claim.index);
+                    drop(claim);
+                }
+                Ok(Msg::Ended) => running = running.saturating_sub(1),
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+            // A span held elsewhere comes back when its holder lets go: taken in if it left
+            // a record, encoded here if it did not (its node died, or it gave the span up).
+            if !elsewhere.is_empty() && !shared.halted() && last_look.elapsed() >= Duration::from_millis(250) {
+                last_look = Instant::now();
+                let held: Vec<u32> = elsewhere.keys().copied().collect();
+                for span in held {
+                    match partial::claim_span(&plan.partial_dir, span) {
+                        Ok(partial::Claim::Held) => {}
+                        Ok(partial::Claim::Mine(claim)) => {
+                            elsewhere.remove(&span);
+                            match recorder.take_in(plan, claim.index, &shared.next_index, emit) {
+                                Ok(rest) => back.extend(rest),
+                                Err(e) => fail(shared, e),
+                            }
+                            drop(claim);
+                        }
+                        Ok(partial::Claim::Gone) => {
+                            fail(shared, MediaError::misc("the partial output was removed while the video was encoded"))
+                        }
+                        Err(e) => fail(shared, e),
+                    }
+                }
+            }
+            if !back.is_empty() && !shared.halted() {
+                let mut queue = shared.queue.lock().unwrap_or_else(PoisonError::into_inner);
+                for span in back.into_iter().rev() {
+                    queue.push_front(span);
+                }
+                drop(queue);
+                if running < sessions.max(1) {
+                    spawn(&tx);
+                    running += 1;
+                }
+            }
+            if last_report.elapsed() >= Duration::from_millis(500) {
+                last_report = Instant::now();
+                let frame = recorder.frames_done() + shared.open_frames.load(Ordering::SeqCst);
+                let out_time = frame as f64 / fps;
+                emit(Event::Progress {
+                    frame,
+                    fps: shared.encoded.load(Ordering::SeqCst) as f64 / started.elapsed().as_secs_f64().max(0.001),
+                    out_time,
+                    percent: if total_frames > 0.0 && assist_span.is_none() {
+                        (frame as f64 / total_frames * 100.0).clamp(0.0, 99.9)
+                    } else {
+                        0.0
+                    },
+                    size: bytes_done + shared.open_bytes(),
+                    sessions: shared.active.load(Ordering::SeqCst),
+                });
+                // Also when nothing changed here, now and then: the node learns from the
+                // answer how far the helpers have got.
+                let views = recorder.views(&here);
+                if views.is_some() && (views != shown || last_shown.elapsed() >= Duration::from_secs(2)) {
+                    emit(Event::Spans { spans: views.clone().unwrap_or_default() });
+                    shown = views;
+                    last_shown = Instant::now();
+                }
+            }
+            let queue_empty = shared.queue.lock().unwrap_or_else(PoisonError::into_inner).is_empty();
+            if running == 0 && (shared.halted() || (elsewhere.is_empty() && queue_empty)) {
+                break;
+            }
+        }
+    });
+    // Where the spans stand as the run ends (nothing encodes here any more).
+    if let Some(views) = recorder.views(&[]) {
+        emit(Event::Spans { spans: views });
+    }
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    Ok((shared.encoded.load(Ordering::SeqCst), shared.skipped.load(Ordering::SeqCst)))
+}
+
 /// One encoder session: takes spans from the queue until there is none, or a stop.
 fn session(shared: &Shared<'_>, tx: &mpsc::Sender<Msg>) {
+    take_spans(shared, tx);
+    let _ = tx.send(Msg::Ended);
+}
+
+fn take_spans(shared: &Shared<'_>, tx: &mpsc::Sender<Msg>) {
     loop {
         if shared.halted() {
             return;
         }
         let next = shared.queue.lock().unwrap_or_else(PoisonError::into_inner).pop_front();
         let Some(span) = next else { return };
+        let index = segments::planned_index(&shared.boundaries, span.from);
+        let claim = if shared.claims {
+            match partial::claim_span(&shared.plan.partial_dir, index) {
+                Ok(partial::Claim::Mine(claim)) => Some(claim),
+                Ok(partial::Claim::Held) => {
+                    let _ = tx.send(Msg::Elsewhere(span, index));
+                    continue;
+                }
+                Ok(partial::Claim::Gone) => {
+                    let e = MediaError::misc("the partial output was removed while the video was encoded");
+                    let _ = tx.send(Msg::Failed(e));
+                    return;
+                }
+                Err(e) => {
+                    let _ = tx.send(Msg::Failed(e));
+                    return;
+                }
+            }
+        } else {
+            None
+        };
+        if let Some(claim) = claim {
+            // A helper finished this span and let it go before this run reached it.
+            if super::assist::has_record(&shared.plan.partial_dir, index) {
+                let _ = tx.send(Msg::TakeIn(claim));
+                continue;
+            }
+            let _ = tx.send(Msg::Started(index));
+            shared.active.fetch_add(1, Ordering::SeqCst);
+            let result = encode_span(shared, span, tx);
+            shared.active.fetch_sub(1, Ordering::SeqCst);
+            if let Err(e) = result {
+                let _ = tx.send(Msg::Failed(e));
+                return;
+            }
+            let _ = tx.send(Msg::Release(claim));
+            continue;
+        }
         shared.active.fetch_add(1, Ordering::SeqCst);
         let result = encode_span(shared, span, tx);
         shared.active.fetch_sub(1, Ordering::SeqCst);
@@ -1033,7 +1323,7 @@ fn run_span(shared: &Shared<'_>, span: Span, tx: &mpsc::Sender<Msg>, seek: bool)
             }
             if writer.is_none() {
                 let index = shared.next_index.fetch_add(1, Ordering::SeqCst);
-                let opened = SegmentWriter::open(plan, shared.info, index, &fmt)?;
+                let opened = SegmentWriter::open(plan, shared.info, index, shared.segment_file(index), &fmt)?;
                 shared.open_files.lock().unwrap_or_else(PoisonError::into_inner).push(opened.path.clone());
                 writer = Some(opened);
             }
@@ -1094,24 +1384,30 @@ fn finish_segment(writer: SegmentWriter, span: Span, tx: &mpsc::Sender<Msg>) -> 
         .map_err(|_| MediaError::misc("the run ended before a segment was recorded"))
 }
 
+/// Keeps the first segment's encoder headers in `known`: a segment with other headers
+/// cannot be joined to the others.
+pub(crate) fn keep_headers(known: &mut Option<CodecParams>, params: Option<CodecParams>) -> Result<(), MediaError> {
+    match (known.as_ref(), params) {
+        (_, None) => Ok(()),
+        (None, Some(params)) => {
+            *known = Some(params);
+            Ok(())
+        }
+        (Some(k), Some(params)) if k.joins(&params) => Ok(()),
+        (Some(_), Some(_)) => Err(MediaError::misc("the encoder's stream headers changed between segments")),
+    }
+}
+
 /// Records a finished segment in the manifest (main thread only): its encoder headers must
 /// be those of every other segment, or the segments cannot be joined.
-fn record_segment(
+pub(crate) fn record_segment(
     plan: &EncodePlan,
     manifest: &mut Manifest,
     segment: Segment,
     params: Option<CodecParams>,
     emit: &mut dyn FnMut(Event),
 ) -> Result<u64, MediaError> {
-    if let Some(params) = params {
-        match &manifest.video {
-            None => manifest.video = Some(params),
-            Some(known) if known.extradata != params.extradata || known.codec_id != params.codec_id => {
-                return Err(MediaError::misc("the encoder's stream headers changed between segments"));
-            }
-            Some(_) => {}
-        }
-    }
+    keep_headers(&mut manifest.video, params)?;
     sync_dir(&plan.partial_dir).map_err(|e| MediaError::from_io("syncing the partial output", &e))?;
     let bytes = segment.bytes;
     emit(Event::SegmentDone { index: segment.index, frames: segment.frames, bytes });

@@ -66,6 +66,29 @@ pub fn segment_file(index: u32) -> String {
     format!("seg-{index:05}.seg")
 }
 
+/// The `n`-th segment file a helper writes for planned span `span` (see `media::assist`):
+/// named by the span, so helpers never need a number from the run that owns the manifest.
+pub fn assist_segment_file(span: u32, n: u32) -> String {
+    format!("span-{span:05}-{n:03}.seg")
+}
+
+/// The planned span a helper's file (a segment, its record, a record being written)
+/// belongs to.
+pub fn assist_span_of(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix("span-")?;
+    let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+    rest.get(..digits).filter(|d| !d.is_empty())?.parse().ok()
+}
+
+/// A helper's record of the segments it finished for planned span `span`, for the run that
+/// owns the manifest to take in.
+pub fn span_record_file(span: u32) -> String {
+    format!("span-{span:05}.json")
+}
+
+/// The plan of the run that owns the partial folder, which helpers encode spans by.
+pub const PLAN_FILE: &str = "plan.json";
+
 /// The muxed output inside a partial folder.
 pub fn output_path(partial_dir: &Path, extension: &str) -> PathBuf {
     partial_dir.join(format!("output.{extension}"))
@@ -74,7 +97,7 @@ pub fn output_path(partial_dir: &Path, extension: &str) -> PathBuf {
 /// Files of a partial folder that are not segments or outputs: what a transcoder's clean-up
 /// of strays must leave alone.
 pub fn is_bookkeeping(name: &str) -> bool {
-    name == MANIFEST_FILE || name == LOCK_FILE || name == INTENT_FILE
+    name == MANIFEST_FILE || name == LOCK_FILE || name == INTENT_FILE || name == PLAN_FILE
 }
 
 fn sibling(source: &Path, suffix: &str) -> PathBuf {

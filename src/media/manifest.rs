@@ -66,6 +66,13 @@ pub struct Manifest {
     pub epoch: String,
 }
 
+/// Puts `segment` among `segments` in the order of their spans.
+pub fn insert_in_order(segments: &mut Vec<Segment>, segment: Segment) {
+    let key = |s: &Segment| s.span.from.unwrap_or(i64::MIN);
+    let at = segments.partition_point(|s| key(s) < key(&segment));
+    segments.insert(at, segment);
+}
+
 /// What a job finds where its partial output should be.
 #[derive(Debug, Clone, PartialEq)]
 #[allow(clippy::large_enum_variant, reason = "made once per run and moved once; a box would only add an allocation")]
@@ -106,9 +113,7 @@ impl Manifest {
 
     /// Records a finished segment in the order of its span.
     pub fn insert(&mut self, segment: Segment) {
-        let key = |s: &Segment| s.span.from.unwrap_or(i64::MIN);
-        let at = self.segments.partition_point(|s| key(s) < key(&segment));
-        self.segments.insert(at, segment);
+        insert_in_order(&mut self.segments, segment);
     }
 
     /// The number for the next segment file: above every kept one.
@@ -138,15 +143,21 @@ impl Manifest {
 
     /// Writes the manifest durably: a crash leaves the old or the new one, never a mix.
     fn write(&self, dir: &Path) -> Result<(), MediaError> {
-        let tmp = dir.join(format!("{MANIFEST_FILE}.tmp"));
-        let body = serde_json::to_vec_pretty(self).map_err(|e| MediaError::misc(format!("manifest: {e}")))?;
-        let io = |e: std::io::Error| MediaError::from_io("writing the manifest", &e);
-        let mut file = std::fs::File::create(&tmp).map_err(io)?;
-        file.write_all(&body).map_err(io)?;
-        file.sync_all().map_err(io)?;
-        std::fs::rename(&tmp, Self::path(dir)).map_err(io)?;
-        sync_dir(dir).map_err(io)
+        write_durably(dir, MANIFEST_FILE, self, "writing the manifest")
     }
+}
+
+/// Writes `value` as JSON to `dir/name` durably: a temp file, fsync, rename, fsync of the
+/// folder, so a crash leaves the old file or the new one, never a mix.
+pub fn write_durably<T: Serialize>(dir: &Path, name: &str, value: &T, what: &'static str) -> Result<(), MediaError> {
+    let tmp = dir.join(format!("{name}.tmp"));
+    let body = serde_json::to_vec_pretty(value).map_err(|e| MediaError::misc(format!("{what}: {e}")))?;
+    let io = |e: std::io::Error| MediaError::from_io(what, &e);
+    let mut file = std::fs::File::create(&tmp).map_err(io)?;
+    file.write_all(&body).map_err(io)?;
+    file.sync_all().map_err(io)?;
+    std::fs::rename(&tmp, dir.join(name)).map_err(io)?;
+    sync_dir(dir).map_err(io)
 }
 
 /// The epoch of the manifest in `dir`, if there is a readable one.

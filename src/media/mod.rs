@@ -1,5 +1,6 @@
 //! Media work through FFmpeg's libraries (rsmpeg), in-process: no ffmpeg program is needed.
 
+pub mod assist;
 pub mod child;
 pub mod encode;
 pub mod encoders;

@@ -4,6 +4,12 @@
 //! verify and replace the finished output; every removal of the folder takes it. The lock
 //! belongs to the open file description, so it is released when its holder dies, however it
 //! dies, and a second open of the file (even in the same process) is refused while it is held.
+//!
+//! The lock is taken on byte ranges of that file, so one folder can have several writers
+//! that never write the same file: byte 0 is the run that owns the manifest (the job's
+//! transcoder), byte 1 + k the claim on the video's planned span k (whoever encodes it: a
+//! session of that transcoder or a helper on another node, see `media::assist`). Removal,
+//! verification and the replace take the whole file, so they wait for every writer.
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::MetadataExt;
@@ -22,6 +28,45 @@ pub struct PartialLock {
     dir: PathBuf,
 }
 
+/// Which bytes of the lock file a holder locks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Range {
+    /// Every byte: no other holder of any kind (removal, verification, the replace).
+    Whole,
+    /// Byte 0: the run that owns the manifest.
+    Run,
+    /// Byte 1 + k: the writer of planned span k's segments.
+    Span(u32),
+}
+
+impl Range {
+    /// (start, length); a length of 0 reaches past the end of the file, to every byte.
+    fn bounds(self) -> (i64, i64) {
+        match self {
+            Range::Whole => (0, 0),
+            Range::Run => (0, 1),
+            Range::Span(k) => (1 + i64::from(k), 1),
+        }
+    }
+}
+
+/// The claim on one planned span of a partial folder; dropping it releases the claim.
+#[derive(Debug)]
+pub struct SpanClaim {
+    _description: File,
+    pub index: u32,
+}
+
+/// What `claim_span` found.
+#[derive(Debug)]
+pub enum Claim {
+    Mine(SpanClaim),
+    /// Another writer holds the span.
+    Held,
+    /// There is no partial folder (or no lock file in it) any more.
+    Gone,
+}
+
 /// Why `lock` answered without the lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Held {
@@ -33,16 +78,22 @@ fn io(what: &'static str) -> impl Fn(std::io::Error) -> MediaError {
     move |e| MediaError::from_io(what, &e)
 }
 
-/// Write-locks the whole file through its own open file description; `false` when another
-/// one holds a conflicting lock.
-fn try_ofd_write_lock(file: &File) -> std::io::Result<bool> {
-    // SAFETY: a zeroed flock is a valid value; every field the call reads is set below.
+fn flock_of(range: Range) -> libc::flock {
+    let (start, len) = range.bounds();
+    // SAFETY: a zeroed flock is a valid value; every field the calls read is set below.
     let mut lock: libc::flock = unsafe { std::mem::zeroed() };
     lock.l_type = libc::F_WRLCK as libc::c_short;
     lock.l_whence = libc::SEEK_SET as libc::c_short;
-    lock.l_start = 0;
-    lock.l_len = 0;
+    lock.l_start = start;
+    lock.l_len = len;
     lock.l_pid = 0;
+    lock
+}
+
+/// Write-locks `range` of the file through its own open file description; `false` when
+/// another one holds a conflicting lock.
+fn try_ofd_write_lock(file: &File, range: Range) -> std::io::Result<bool> {
+    let lock = flock_of(range);
     // SAFETY: fcntl on a descriptor we own with a flock we own.
     let ret = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLK, &lock) };
     if ret == 0 {
@@ -61,33 +112,62 @@ pub fn lock(dir: &Path) -> Result<Result<PartialLock, Held>, MediaError> {
     // A holder may remove the folder (and its lock file) between our open and our lock:
     // the lock we got is then on a file nobody else will ever open. Check that the locked
     // file is still the one at the path, and start over when it is not.
+    lock_range(dir, Range::Whole)
+}
+
+/// Takes the run's part of the lock (byte 0), creating the folder if needed: the one
+/// transcoder that owns the manifest. Helpers encoding spans of the same folder hold other
+/// bytes and do not stand in its way; removal and the commit (the whole file) do.
+pub fn lock_run(dir: &Path) -> Result<Result<PartialLock, Held>, MediaError> {
+    lock_range(dir, Range::Run)
+}
+
+fn lock_range(dir: &Path, range: Range) -> Result<Result<PartialLock, Held>, MediaError> {
     for _ in 0..16 {
         std::fs::create_dir_all(dir).map_err(io("creating the partial output"))?;
-        match lock_existing(dir)? {
-            Some(locked) => return Ok(locked),
+        match lock_existing(dir, range, true)? {
+            Some(locked) => return Ok(locked.map(|file| PartialLock { _description: file, dir: dir.to_path_buf() })),
             None => continue,
         }
     }
     Err(MediaError::misc(format!("the lock of {} kept disappearing", dir.display())))
 }
 
+/// Claims planned span `index` of an existing partial folder, making nothing: a folder that
+/// is gone (removed with its job) is `Claim::Gone`.
+pub fn claim_span(dir: &Path, index: u32) -> Result<Claim, MediaError> {
+    match lock_existing(dir, Range::Span(index), false)? {
+        None => Ok(Claim::Gone),
+        Some(Err(Held::Busy)) => Ok(Claim::Held),
+        Some(Ok(file)) => Ok(Claim::Mine(SpanClaim { _description: file, index })),
+    }
+}
+
+/// Whether someone holds the claim on planned span `index` (asked without taking it).
+pub fn span_held(dir: &Path, index: u32) -> bool {
+    let Ok(file) = OpenOptions::new().read(true).write(true).open(dir.join(LOCK_FILE)) else { return false };
+    let mut lock = flock_of(Range::Span(index));
+    // SAFETY: fcntl on a descriptor we own with a flock we own; F_OFD_GETLK writes into it.
+    let ret = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_GETLK, &mut lock) };
+    ret == 0 && lock.l_type != libc::F_UNLCK as libc::c_short
+}
+
 /// One attempt on an existing folder: `None` when the folder or its lock file went away
-/// meanwhile.
-fn lock_existing(dir: &Path) -> Result<Option<Result<PartialLock, Held>>, MediaError> {
+/// meanwhile. `create` makes the lock file when it is missing (a holder that may start a
+/// folder); otherwise a missing one is `None`.
+fn lock_existing(dir: &Path, range: Range, create: bool) -> Result<Option<Result<File, Held>>, MediaError> {
     let path = dir.join(LOCK_FILE);
-    let file = match OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path) {
+    let file = match OpenOptions::new().read(true).write(true).create(create).truncate(false).open(&path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(MediaError::from_io("opening the partial output's lock", &e)),
     };
-    if !try_ofd_write_lock(&file).map_err(io("locking the partial output"))? {
+    if !try_ofd_write_lock(&file, range).map_err(io("locking the partial output"))? {
         return Ok(Some(Err(Held::Busy)));
     }
     let held = file.metadata().map_err(io("locking the partial output"))?;
     match std::fs::metadata(&path) {
-        Ok(now) if now.dev() == held.dev() && now.ino() == held.ino() => {
-            Ok(Some(Ok(PartialLock { _description: file, dir: dir.to_path_buf() })))
-        }
+        Ok(now) if now.dev() == held.dev() && now.ino() == held.ino() => Ok(Some(Ok(file))),
         Ok(_) => Ok(None),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(MediaError::from_io("locking the partial output", &e)),
@@ -149,8 +229,8 @@ pub fn lock_if_exists(dir: &Path) -> Result<Option<Result<PartialLock, Held>>, M
         if !dir.exists() {
             return Ok(None);
         }
-        if let Some(locked) = lock_existing(dir)? {
-            return Ok(Some(locked));
+        if let Some(locked) = lock_existing(dir, Range::Whole, true)? {
+            return Ok(Some(locked.map(|file| PartialLock { _description: file, dir: dir.to_path_buf() })));
         }
     }
     Err(MediaError::misc(format!("the lock of {} kept disappearing", dir.display())))
@@ -164,8 +244,8 @@ pub fn remove_partial(dir: &Path) -> Result<(), MediaError> {
         return Ok(());
     }
     for _ in 0..16 {
-        match lock_existing(dir)? {
-            Some(Ok(held)) => return held.remove(),
+        match lock_existing(dir, Range::Whole, true)? {
+            Some(Ok(file)) => return PartialLock { _description: file, dir: dir.to_path_buf() }.remove(),
             Some(Err(Held::Busy)) => {
                 return Err(MediaError::misc(format!(
                     "{} is in use by a running transcoder; it was left in place",
@@ -177,6 +257,18 @@ pub fn remove_partial(dir: &Path) -> Result<(), MediaError> {
         }
     }
     Err(MediaError::misc(format!("the lock of {} kept disappearing", dir.display())))
+}
+
+/// `remove_partial`, waiting up to `bound` for the writers to let go: helpers encoding
+/// spans on other nodes are told to stop when their job ends, and need a moment to exit.
+pub fn remove_partial_within(dir: &Path, bound: std::time::Duration) -> Result<(), MediaError> {
+    let until = std::time::Instant::now() + bound;
+    loop {
+        match remove_partial(dir) {
+            Err(_) if std::time::Instant::now() < until => std::thread::sleep(std::time::Duration::from_millis(100)),
+            result => return result,
+        }
+    }
 }
 
 /// What identifies a verified output: the file renamed over the original must be this one.
@@ -249,6 +341,36 @@ mod tests {
         let again = lock(&dir).unwrap().unwrap();
         again.remove().unwrap();
         assert!(!dir.exists());
+    }
+
+    #[test]
+    fn the_run_and_each_span_have_their_own_writer_and_removal_waits_for_all() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join(".a.mkv.condense-partial");
+        assert!(matches!(claim_span(&dir, 0).unwrap(), Claim::Gone), "a claim never makes the folder");
+        let run = lock_run(&dir).unwrap().unwrap();
+        assert_eq!(lock_run(&dir).unwrap().unwrap_err(), Held::Busy, "one run at a time");
+        assert!(!span_held(&dir, 2));
+        let Claim::Mine(two) = claim_span(&dir, 2).unwrap() else { panic!("span 2 is free beside the run") };
+        assert!(span_held(&dir, 2) && !span_held(&dir, 3));
+        assert!(matches!(claim_span(&dir, 2).unwrap(), Claim::Held), "one writer per span");
+        let Claim::Mine(three) = claim_span(&dir, 3).unwrap() else { panic!("span 3 is free") };
+        drop(run);
+        // The run has ended, a span writer has not: removal and the commit wait for it.
+        assert_eq!(lock(&dir).unwrap().unwrap_err(), Held::Busy);
+        assert!(remove_partial(&dir).is_err());
+        drop(two);
+        assert!(remove_partial(&dir).is_err());
+        let started = std::time::Instant::now();
+        let waiter = std::thread::spawn({
+            let dir = dir.clone();
+            move || remove_partial_within(&dir, std::time::Duration::from_secs(10))
+        });
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        drop(three);
+        waiter.join().unwrap().unwrap();
+        assert!(!dir.exists() && started.elapsed() >= std::time::Duration::from_millis(300));
+        assert!(!span_held(&dir, 3));
     }
 
     #[test]

@@ -118,6 +118,10 @@ pub struct EncodePlan {
     /// digest: segments from any number of sessions join the same way).
     #[serde(default)]
     pub sessions: Sessions,
+    /// Cut the video into spans even for one session: idle slots of other nodes may take
+    /// spans of it (`media::assist`). Not part of the digest either.
+    #[serde(default)]
+    pub shared_spans: bool,
     pub output_extension: String,
     pub source: SourceIdentity,
     /// Free bytes the partial folder's filesystem must have before starting.
@@ -151,6 +155,7 @@ impl EncodePlan {
             retry_profile: profile.retry_profile,
             segment_seconds: 20.0,
             sessions: Sessions::ONE,
+            shared_spans: false,
             output_extension: output_extension(input, target_codec).to_string(),
             source,
             // Segments plus the final file peak near the output's size twice over; outputs

@@ -133,6 +133,12 @@ pub struct CodecParams {
 }
 
 impl CodecParams {
+    /// Whether segments with these headers join those with `other`'s: the same codec and the
+    /// same parameter sets (hvcC / av1C).
+    pub fn joins(&self, other: &CodecParams) -> bool {
+        self.codec_id == other.codec_id && self.extradata == other.extradata
+    }
+
     pub fn of(encoder: &AVCodecContext) -> Self {
         let p = encoder.extract_codecpar();
         // SAFETY: extradata holds extradata_size bytes when not null.

@@ -12,6 +12,7 @@ pub mod licenses;
 pub mod nodes;
 pub mod notifications;
 pub mod schedules;
+pub mod segments;
 pub mod settings;
 pub mod stats;
 pub mod users;

@@ -668,3 +668,199 @@ async fn a_node_links_with_its_own_credential_and_a_revoked_node_is_refused_and_
     let (status, body) = call("DELETE", &format!("{}/nodes/{main_id}", main.api), Some(&token), None).await;
     assert_eq!(status, 409, "{body}");
 }
+
+/// `condense <subcommand>` children of the node whose DATA_DIR is `data`.
+fn children_of(data: &Path, subcommand: &[u8]) -> usize {
+    let marker = format!("DATA_DIR={}", data.display());
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(std::result::Result::ok)
+        .filter(|e| {
+            let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+            let mut args = cmd.split(|b| *b == 0);
+            let exe = args.next().unwrap_or_default();
+            let environ = std::fs::read(e.path().join("environ")).unwrap_or_default();
+            let ours = environ.split(|b| *b == 0).any(|v| v == marker.as_bytes());
+            ours && exe.ends_with(b"condense") && args.any(|a| a == subcommand)
+        })
+        .count()
+}
+
+async fn job_detail(main: &ServerProcess, token: &str, id: i64) -> Value {
+    let (status, detail) = call("GET", &format!("{}/jobs/{id}", main.api), Some(token), None).await;
+    assert_eq!(status, 200, "{detail}");
+    detail
+}
+
+/// The nodes whose segments of the job are ENCODING now, by name, with the spans.
+fn encoding_on(detail: &Value) -> Vec<(String, i64, bool)> {
+    detail["segments"]
+        .as_array()
+        .map(|s| {
+            s.iter()
+                .filter(|s| s["status"] == "ENCODING")
+                .map(|s| {
+                    (
+                        s["nodeName"].as_str().unwrap_or("").to_string(),
+                        s["index"].as_i64().unwrap(),
+                        s["helper"] == true,
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A 16 s clip with a keyframe every second (16 spans of 1 s), a main node that only
+/// coordinates, and two linked nodes with one slot each, slowed so the encode lasts: the
+/// node given the job runs it, the other's idle slot takes spans of it.
+struct Helped {
+    dir: tempfile::TempDir,
+    source: std::path::PathBuf,
+    main: ServerProcess,
+    workers: Vec<ServerProcess>,
+    token: String,
+    job: i64,
+}
+
+async fn helped_cluster(throttle: u32) -> Helped {
+    let dir = tempfile::tempdir().unwrap();
+    let media = dir.path().join("media");
+    std::fs::create_dir_all(&media).unwrap();
+    let source = clips::h264(&media, "movie.mkv", "320x240", 16);
+    let license = pro_key();
+    let main = main_node(&dir.path().join("main"), 0, Some(&license));
+    let token = login(&main).await;
+    let workers = vec![linked(dir.path(), &main, "w1", throttle), linked(dir.path(), &main, "w2", throttle)];
+    wait_until(&main, &token, "linked nodes up", 30, |l| up(l, "w1") && up(l, "w2")).await;
+    add_library(&main, &token, &media).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let job = loop {
+        if let Some(job) = jobs(&main, &token).await.first() {
+            break job["id"].as_i64().unwrap();
+        }
+        assert!(Instant::now() < deadline, "no job for the clip");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    Helped { dir, source, main, workers, token, job }
+}
+
+impl Helped {
+    fn data(&self, node: &str) -> std::path::PathBuf {
+        self.dir.path().join(node)
+    }
+
+    /// Waits until the job's run and a helper on the other node encode spans at once, seen
+    /// in the API and in /proc; answers (the job's node, the helper's node).
+    async fn until_two_nodes_encode(&self) -> (String, String) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let detail = job_detail(&self.main, &self.token, self.job).await;
+            let encoding = encoding_on(&detail);
+            let spans: Vec<i64> = encoding.iter().map(|e| e.1).collect();
+            let distinct: HashSet<i64> = spans.iter().copied().collect();
+            assert_eq!(spans.len(), distinct.len(), "a span encoded twice at once: {encoding:?}");
+            if let (Some(owner), Some(helper)) =
+                (detail["node"].as_str(), encoding.iter().find(|e| e.2).map(|e| e.0.clone()))
+            {
+                let (runs, helps) =
+                    (children_of(&self.data(owner), b"transcode"), children_of(&self.data(&helper), b"assist"));
+                if owner != helper && encoding.iter().any(|e| e.0 == owner && !e.2) && runs == 1 && helps == 1 {
+                    return (owner.to_string(), helper);
+                }
+            }
+            assert!(Instant::now() < deadline, "two nodes never encoded at once: {detail:#}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    async fn until_status(&self, status: &str, limit: u64) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(limit);
+        loop {
+            let detail = job_detail(&self.main, &self.token, self.job).await;
+            if detail["status"] == status {
+                return detail;
+            }
+            assert!(Instant::now() < deadline, "never {status}: {detail:#}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The replaced file has every frame of the 16 s source, in HEVC.
+    fn check_output(&self) {
+        let info = condense::media::probe::probe(&self.source).unwrap();
+        assert_eq!(info.video().unwrap().codec, "hevc");
+        assert_eq!(crate::common::shim::video_frames(&self.source), 400);
+    }
+}
+
+#[actix_web::test]
+async fn one_jobs_spans_are_encoded_by_two_linked_nodes_at_once_and_a_pause_stops_both() {
+    let cluster = helped_cluster(60).await;
+    let (owner, helper) = cluster.until_two_nodes_encode().await;
+
+    let (status, body) =
+        call("POST", &format!("{}/jobs/{}/pause", cluster.main.api, cluster.job), Some(&cluster.token), None).await;
+    assert_eq!(status, 200, "{body}");
+    cluster.until_status("PAUSED", 30).await;
+    // Both stop at a segment boundary: the run's transcoder and the helper.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while children_of(&cluster.data(&owner), b"transcode") + children_of(&cluster.data(&helper), b"assist") > 0 {
+        assert!(Instant::now() < deadline, "an encoder kept running after the pause");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let paused = job_detail(&cluster.main, &cluster.token, cluster.job).await;
+    // What both encoded up to the pause is kept (spans closed at their last frame).
+    let kept: i64 = paused["segments"].as_array().unwrap().iter().map(|s| s["frames"].as_i64().unwrap()).sum();
+    assert!(kept > 0 && kept < 400, "{paused:#}");
+
+    let (status, body) =
+        call("POST", &format!("{}/jobs/{}/resume", cluster.main.api, cluster.job), Some(&cluster.token), None).await;
+    assert_eq!(status, 200, "{body}");
+    let finished = cluster.until_status("COMPLETED", 180).await;
+    let segments = finished["segments"].as_array().unwrap();
+    assert_eq!(segments.len(), 16, "{finished:#}");
+    assert!(segments.iter().all(|s| s["status"] == "DONE"), "{finished:#}");
+    let by: HashSet<&str> = segments.iter().filter_map(|s| s["nodeName"].as_str()).collect();
+    assert!(by.contains("w1") && by.contains("w2"), "segments done by {by:?}");
+    let frames: i64 = segments.iter().map(|s| s["frames"].as_i64().unwrap()).sum();
+    assert_eq!(frames, 400, "{finished:#}");
+    cluster.check_output();
+}
+
+#[actix_web::test]
+async fn kill_9_of_a_helper_node_mid_span_costs_only_its_span() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let mut cluster = helped_cluster(40).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let missing = Arc::new(AtomicBool::new(false));
+    let watcher = {
+        let (stop, missing, path) = (stop.clone(), missing.clone(), cluster.source.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                if !path.exists() {
+                    missing.store(true, Ordering::SeqCst);
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        })
+    };
+    let (owner, helper) = cluster.until_two_nodes_encode().await;
+    let index = if helper == "w1" { 0 } else { 1 };
+    cluster.workers[index].child.kill().unwrap();
+    cluster.workers[index].child.wait().unwrap();
+
+    let finished = cluster.until_status("COMPLETED", 180).await;
+    stop.store(true, Ordering::SeqCst);
+    watcher.join().unwrap();
+    assert!(!missing.load(Ordering::SeqCst), "the original's path was empty at some moment");
+    // The job itself never moved: its run took the dead helper's span back and went on.
+    assert_eq!(finished["node"].as_str(), Some(owner.as_str()), "{finished:#}");
+    assert_eq!(finished["retryCount"], 0, "{finished:#}");
+    let kinds: Vec<&str> = finished["events"].as_array().unwrap().iter().map(|e| e["kind"].as_str().unwrap()).collect();
+    assert!(!kinds.contains(&"orphaned") && !kinds.contains(&"failed"), "{kinds:?}");
+    let segments = finished["segments"].as_array().unwrap();
+    assert!(segments.iter().all(|s| s["status"] == "DONE"), "{finished:#}");
+    cluster.check_output();
+}

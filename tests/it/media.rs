@@ -766,3 +766,161 @@ async fn a_second_transcoder_on_a_running_plan_exits_busy_and_deletes_nothing() 
     let (end, events) = run(&second_plan).await;
     assert_eq!(end, ChildEnd::Completed, "{events:?}");
 }
+
+/// 8 s at 25 fps, keyframes every second, cut into four 2 s spans; the run has one session,
+/// slowed, so a helper started beside it works at the same time.
+fn helped_plan(dir: &Path) -> (PathBuf, EncodePlan) {
+    let (src, mut plan) = parallel_plan(dir);
+    plan.sessions = Sessions { sessions: 2, threads: 1 };
+    plan.throttle_ms_per_frame = 25;
+    (src, plan)
+}
+
+/// Starts the run and waits until it has planned its spans (and published its plan).
+async fn start_run(plan: &EncodePlan) -> (Transcoder, Vec<Event>) {
+    let mut owner = Transcoder::spawn(Path::new(binary()), plan).await.unwrap();
+    let mut events = Vec::new();
+    while let Some(e) = owner.events.recv().await {
+        let planned = matches!(&e, Event::Spans { spans } if spans.len() == 4);
+        events.push(e);
+        if planned {
+            return (owner, events);
+        }
+    }
+    panic!("the run never planned its spans: {events:?}");
+}
+
+fn helper_request(plan: &EncodePlan, span: u32) -> condense::media::assist::AssistRequest {
+    condense::media::assist::AssistRequest { partial_dir: plan.partial_dir.clone(), span, threads: 1 }
+}
+
+async fn drain(child: &mut Transcoder, events: &mut Vec<Event>) -> ChildEnd {
+    while let Some(e) = child.events.recv().await {
+        events.push(e);
+    }
+    child.wait().await
+}
+
+#[actix_web::test]
+async fn a_helper_encodes_the_last_span_beside_the_run_and_the_joined_file_has_every_frame() {
+    let dir = tempfile::tempdir().unwrap();
+    let (src, plan) = helped_plan(dir.path());
+    let source_info = probe(&src).unwrap();
+    let (mut owner, mut owner_events) = start_run(&plan).await;
+    let mut helper = Transcoder::spawn_helper(Path::new(binary()), &helper_request(&plan, 3)).await.unwrap();
+    // While the helper works, its span is claimed on disk, and the run never encodes it.
+    let mut helper_events = Vec::new();
+    let mut seen_held = false;
+    while let Some(e) = helper.events.recv().await {
+        if matches!(e, Event::Progress { frame, .. } if frame > 0) {
+            seen_held |= condense::media::partial::span_held(&plan.partial_dir, 3);
+        }
+        helper_events.push(e);
+    }
+    assert_eq!(helper.wait().await, ChildEnd::Completed, "{helper_events:?}");
+    assert!(seen_held, "the helper's span was never seen claimed: {helper_events:?}");
+    assert!(helper_events.contains(&Event::SpanStarted { span: 3 }), "{helper_events:?}");
+    let helped = helper_events.iter().find_map(|e| match e {
+        Event::Done { frames_encoded_this_run, .. } => Some(*frames_encoded_this_run),
+        _ => None,
+    });
+    assert_eq!(helped, Some(50), "{helper_events:?}");
+    assert_eq!(drain(&mut owner, &mut owner_events).await, ChildEnd::Completed, "{owner_events:?}");
+    assert!(!owner_events.contains(&Event::SpanStarted { span: 3 }), "the run encoded the helper's span too");
+    let (encoded, _) = done_counts(&owner_events);
+    assert_eq!(encoded, 150, "the run encodes what the helper did not, once");
+    let PartialState::Valid(manifest) = inspect(&plan) else { panic!("no manifest") };
+    let files: Vec<&str> = manifest.segments.iter().map(|s| s.file.as_str()).collect();
+    assert!(files.iter().any(|f| f.starts_with("span-00003-")), "{files:?}");
+    assert!(!plan.partial_dir.join("span-00003.json").exists(), "the helper's record was taken in and removed");
+    verify(&plan.output_path(), &src, &source_info, "hevc").unwrap();
+    assert_eq!(crate::common::shim::video_frames(&plan.output_path()), 200);
+    let (parallel, single) = (psnr(&plan.output_path(), &src), {
+        let other = tempfile::tempdir().unwrap();
+        let copy = other.path().join("keyed.mkv");
+        std::fs::copy(&src, &copy).unwrap();
+        let mut one = plan_for(&copy, "hevc", "libx265", 30, "ultrafast");
+        one.segment_seconds = 2.0;
+        let (end, events) = run(&one).await;
+        assert_eq!(end, ChildEnd::Completed, "{events:?}");
+        psnr(&one.output_path(), &copy)
+    });
+    assert!((parallel - single).abs() <= 0.1, "PSNR with a helper {parallel}, one session {single}");
+}
+
+#[actix_web::test]
+async fn a_helper_killed_mid_span_loses_only_its_span_and_the_run_encodes_it_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let (src, plan) = helped_plan(dir.path());
+    let before = clips::sha(&src);
+    let source_info = probe(&src).unwrap();
+    let (mut owner, mut owner_events) = start_run(&plan).await;
+    let mut helper = Transcoder::spawn_helper(Path::new(binary()), &helper_request(&plan, 3)).await.unwrap();
+    while let Some(e) = helper.events.recv().await {
+        if matches!(e, Event::Progress { frame, .. } if frame >= 10) {
+            helper.kill().await;
+            break;
+        }
+    }
+    assert!(matches!(helper.wait().await, ChildEnd::Failed(e) if e.code == FailureCode::TranscoderCrashed));
+    assert_eq!(drain(&mut owner, &mut owner_events).await, ChildEnd::Completed, "{owner_events:?}");
+    assert!(owner_events.contains(&Event::SpanStarted { span: 3 }), "the run never took the dead helper's span back");
+    let (encoded, _) = done_counts(&owner_events);
+    assert_eq!(encoded, 200, "the dead helper's frames are encoded once, by the run");
+    verify(&plan.output_path(), &src, &source_info, "hevc").unwrap();
+    assert_eq!(crate::common::shim::video_frames(&plan.output_path()), 200);
+    assert_eq!(clips::sha(&src), before);
+}
+
+#[actix_web::test]
+async fn a_record_left_while_the_run_was_paused_is_taken_in_at_the_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let (src, plan) = helped_plan(dir.path());
+    let source_info = probe(&src).unwrap();
+    let (mut owner, mut owner_events) = start_run(&plan).await;
+    let mut helper = Transcoder::spawn_helper(Path::new(binary()), &helper_request(&plan, 3)).await.unwrap();
+    // The run is paused while the helper works; the helper finishes after the run has gone.
+    owner.pause();
+    assert_eq!(drain(&mut owner, &mut owner_events).await, ChildEnd::Paused, "{owner_events:?}");
+    let mut helper_events = Vec::new();
+    assert_eq!(drain(&mut helper, &mut helper_events).await, ChildEnd::Completed, "{helper_events:?}");
+    assert!(plan.partial_dir.join("span-00003.json").exists(), "the helper left no record");
+    let PartialState::Valid(paused) = inspect(&plan) else { panic!("no manifest after the pause") };
+    let done_before = paused.frames_done();
+
+    let mut fast = plan.clone();
+    fast.throttle_ms_per_frame = 0;
+    let (end, events) = run(&fast).await;
+    assert_eq!(end, ChildEnd::Completed, "{events:?}");
+    let resumed_from = events.iter().find_map(|e| match e {
+        Event::Started { resume_after_frames, .. } => Some(*resume_after_frames),
+        _ => None,
+    });
+    assert_eq!(resumed_from, Some(done_before + 50), "the helper's 50 frames were not taken in at the start");
+    let (encoded, _) = done_counts(&events);
+    assert_eq!(encoded, 150 - done_before);
+    verify(&plan.output_path(), &src, &source_info, "hevc").unwrap();
+    assert_eq!(crate::common::shim::video_frames(&plan.output_path()), 200);
+}
+
+#[actix_web::test]
+async fn a_helper_on_a_span_the_run_holds_or_finished_does_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_src, plan) = helped_plan(dir.path());
+    // No partial output yet: nothing to help with.
+    let mut helper = Transcoder::spawn_helper(Path::new(binary()), &helper_request(&plan, 1)).await.unwrap();
+    let mut events = Vec::new();
+    assert_eq!(drain(&mut helper, &mut events).await, ChildEnd::Nothing, "{events:?}");
+    let (mut owner, mut owner_events) = start_run(&plan).await;
+    // Span 0 is the run's own (its first session took it at once).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !condense::media::partial::span_held(&plan.partial_dir, 0) {
+        assert!(std::time::Instant::now() < deadline, "the run never claimed span 0");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let mut helper = Transcoder::spawn_helper(Path::new(binary()), &helper_request(&plan, 0)).await.unwrap();
+    let mut events = Vec::new();
+    assert_eq!(drain(&mut helper, &mut events).await, ChildEnd::Nothing, "{events:?}");
+    assert!(!events.iter().any(|e| matches!(e, Event::SpanStarted { .. })), "{events:?}");
+    assert_eq!(drain(&mut owner, &mut owner_events).await, ChildEnd::Completed, "{owner_events:?}");
+}

@@ -1381,9 +1381,14 @@ export interface components {
         InstallLicense: {
             key: string;
         };
-        /** @description A job with its history, oldest event first. */
+        /** @description A job with its history, oldest event first, and the planned spans of its video. */
         JobDetailView: components["schemas"]["JobView"] & {
             events: components["schemas"]["JobEventView"][];
+            /**
+             * @description The video's segments as planned units of work, in order; empty for a video encoded
+             *     as one span (or before its run has planned them).
+             */
+            segments: components["schemas"]["SegmentView"][];
         };
         JobEventView: {
             /** Format: date-time */
@@ -1419,6 +1424,11 @@ export interface components {
             progress: number;
             /** Format: int32 */
             retryCount: number;
+            /**
+             * @description In progress messages sent when a segment changed hands or a helper reported: the
+             *     job's segments as `GET /jobs/{id}` lists them.
+             */
+            segments?: components["schemas"]["SegmentView"][] | null;
             stage?: null | components["schemas"]["Stage"];
             stalled: boolean;
             status: components["schemas"]["JobStatus"];
@@ -1829,6 +1839,45 @@ export interface components {
             timeZone: string;
             /** @description No windows: always open. */
             windows: components["schemas"]["Window"][];
+        };
+        /**
+         * @description Where a planned span stands.
+         * @enum {string}
+         */
+        SegmentState: "QUEUED" | "ENCODING" | "DONE";
+        /**
+         * @description One planned span of a job's video: a unit of work that the job's run or a helper slot on
+         *     any node encodes.
+         */
+        SegmentView: {
+            /** Format: int64 */
+            bytes: number;
+            /** Format: double */
+            fps: number;
+            /**
+             * Format: int64
+             * @description Frames and bytes encoded so far (all of them once DONE).
+             */
+            frames: number;
+            /**
+             * Format: int64
+             * @description Source presentation timestamps it holds (`from <= pts < to`, the source video
+             *     stream's time base); absent: unbounded on that side.
+             */
+            from?: number | null;
+            /** @description Whether a helper (under the span's own lease) encodes it, rather than the job's run. */
+            helper: boolean;
+            /** Format: int32 */
+            index: number;
+            /**
+             * Format: int32
+             * @description The node encoding it, or that encoded it.
+             */
+            nodeId?: number | null;
+            nodeName?: string | null;
+            status: components["schemas"]["SegmentState"];
+            /** Format: int64 */
+            to?: number | null;
         };
         SetPassword: {
             password: string;
@@ -4363,6 +4412,7 @@ export const nodeRoleValues: ReadonlyArray<FlattenedDeepRequired<components>["sc
 export const nodeStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["NodeStatus"]> = ["ONLINE", "OFFLINE", "DEGRADED"];
 export const notifyEventValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["NotifyEvent"]> = ["job.completed", "job.failed", "queue.drained", "node.offline", "node.online", "health.changed", "disk.at_risk", "test", "file.replaced"];
 export const onCloseValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["OnClose"]> = ["pause", "finish"];
+export const segmentStateValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["SegmentState"]> = ["QUEUED", "ENCODING", "DONE"];
 export const stageValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Stage"]> = ["ANALYZING", "ENCODING", "TRANSFERRING"];
 export const targetCodecValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["TargetCodec"]> = ["hevc", "av1"];
 export const targetKindValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["TargetKind"]> = ["webhook", "discord", "ntfy", "gotify", "apprise", "email"];

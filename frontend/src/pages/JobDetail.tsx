@@ -1,11 +1,12 @@
 import type { ComponentChildren } from 'preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { errorMessage } from '../api';
-import { Alert, Badge, EtaText, JobActionButtons, Loading, ProgressBar } from '../components';
+import { Alert, Badge, EtaText, JobActionButtons, Loading, ProgressBar, SegmentStrip } from '../components';
 import { DASH, formatBytes, formatDateTime, formatFps, formatPercent, titleCase } from '../format';
 import { useLiveMessages, useResource, useRole } from '../hooks';
 import { isTerminal, mergeLive } from '../jobs';
 import { routeHref } from '../router';
+import { withLiveSegments } from '../segments';
 import { allows, api } from '../session';
 import type { Job, JobDetail as JobDetailData } from '../types';
 
@@ -16,7 +17,8 @@ export function JobDetail({ id }: { id: number }) {
 
   useLiveMessages((message) => {
     if (message.jobId !== id) return;
-    job.setData((current) => (current ? mergeLive(current, message) : current));
+    // A message that carries the job's segments (one changed hands) replaces them.
+    job.setData((current) => (current ? withLiveSegments(mergeLive(current, message), message) : current));
     // A status change adds an event to the history: fetch it (coalesced).
     if (message.type === 'status' && reloadTimer.current === null) {
       reloadTimer.current = setTimeout(() => {
@@ -35,6 +37,8 @@ export function JobDetail({ id }: { id: number }) {
   };
 
   const data = job.data;
+  // Empty for a video encoded as one span (and from a server that predates segments).
+  const segments = data?.segments ?? [];
   return (
     <div class="page">
       <nav class="breadcrumb" aria-label="Breadcrumb">
@@ -65,6 +69,12 @@ export function JobDetail({ id }: { id: number }) {
             <JobFacts job={data} />
             {data.status === 'QUEUED' && <PriorityControl job={data} onChanged={changed} onError={setError} />}
           </section>
+          {segments.length > 0 && (
+            <section class="card" aria-labelledby="segments-title">
+              <h2 id="segments-title">Segments</h2>
+              <SegmentStrip segments={segments} />
+            </section>
+          )}
           <section class="card" aria-labelledby="events-title">
             <h2 id="events-title">History</h2>
             {data.events.length === 0 ? (

@@ -6,6 +6,7 @@
 
 mod commit;
 mod heartbeat;
+pub mod helper;
 mod prepare;
 mod supervise;
 

@@ -155,6 +155,9 @@ impl Attempt {
             let hardware = profile.encoder.profile().hardware != Hardware::Cpu;
             segments::sessions(self.env.parallel_segments, self.env.cores, self.env.max_jobs, hardware)
         };
+        // Spans for helpers on other slots, unless PARALLEL_SEGMENTS is off; never on a
+        // retry, which is the conservative path.
+        plan.shared_spans = job.retry_count == 0 && self.env.parallel_segments != segments::Parallelism::Off;
         plan.throttle_ms_per_frame = self.env.throttle_ms_per_frame;
         plan.epoch = self.lease_id.clone();
         Ok(plan)

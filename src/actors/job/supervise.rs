@@ -53,15 +53,23 @@ impl Attempt {
         let mut stopping: Option<Stopping> = None;
         let mut stop_by: Option<tokio::time::Instant> = None;
         let mut events_open = true;
+        let mut helpers = crate::repo::segments::HelperTotals::default();
 
         loop {
             let kill_at = stop_by.unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(3600));
             tokio::select! {
                 event = child.events.recv(), if events_open => match event {
-                    Some(Event::Progress { fps, percent, .. }) => {
+                    Some(Event::Progress { fps, percent, frame, .. }) => {
                         last_progress = Instant::now();
-                        job.progress = percent;
-                        job.fps = fps;
+                        // Helpers' spans count with the run's own (not yet in its manifest).
+                        let total = if percent > 0.0 { frame as f64 * 100.0 / percent } else { 0.0 };
+                        job.progress = if total > 0.0 && helpers.frames > 0 {
+                            ((frame + helpers.frames) as f64 / total * 100.0).min(99.9)
+                        } else {
+                            percent
+                        };
+                        let percent = job.progress;
+                        job.fps = fps + helpers.fps;
                         let gained = percent - start_percent;
                         job.eta_seconds = (gained > 0.1).then(|| {
                             (started.elapsed().as_secs_f64() * (100.0 - percent) / gained) as i64
@@ -88,6 +96,15 @@ impl Attempt {
                         }
                     }
                     Some(Event::Done { cpu_ms, wall_ms, .. }) => run_stats = Some((cpu_ms, wall_ms)),
+                    // Where the video's spans stand, for helpers to take and the job's page
+                    // to show; fenced by the lease like every write of the run.
+                    Some(Event::Spans { spans }) => {
+                        let owner = (env.node_id, env.node_name.clone());
+                        match env.store.sync_spans(job.id, &self.lease_id, owner, spans).await {
+                            Ok(totals) => helpers = totals,
+                            Err(e) => tracing::debug!(job_id = job.id, error = %e, "the spans were not recorded"),
+                        }
+                    }
                     // The history says how much of an earlier attempt's work this one kept.
                     Some(Event::Started { resume_after_frames, segments_kept, .. }) if segments_kept > 0 => {
                         let detail = serde_json::json!({ "frames": resume_after_frames, "segments": segments_kept });
@@ -171,7 +188,7 @@ impl Attempt {
             }
             (ChildEnd::Busy, _) => self.busy().await.map(|()| None),
             (ChildEnd::Completed, _) => Ok(Some(Encoded { job, run_stats })),
-            (ChildEnd::Paused, _) => {
+            (ChildEnd::Paused | ChildEnd::Nothing, _) => {
                 // Stopped by someone else (a signal to the process group): continue later.
                 let e = MediaError::misc("the transcoder stopped without being asked");
                 self.fail_resumable(e).await.map(|()| None)

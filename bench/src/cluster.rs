@@ -1,0 +1,160 @@
+//! Two machines beat one: the same clip as `encode`, encoded by a main node confined to core
+//! 0 and a linked node confined to core 1 (each a one-core machine; the linked node's idle
+//! slot takes spans of the job the main node runs), against the plain ffmpeg program confined
+//! to one core, side by side.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::encode::{ffmpeg_args, make_clip, psnr, time_job, ServiceRun};
+use crate::http::{expect, login};
+use crate::report::Report;
+use crate::util::{children_cpu_seconds, ffmpeg_on, Ctx, Res, Server, TempDir};
+use crate::{command, Config};
+
+const CLUSTER_TOKEN: &str = "bench-cluster-token-0123456789abcdef";
+/// Spans of a sixth of the clip (10 s of the 60 s one), so each node has several to take.
+fn segment_seconds(cfg: &Config) -> u32 {
+    (cfg.clip_seconds / 6).max(1)
+}
+
+fn pro_key() -> Res<(String, String)> {
+    let (private, public) = condense::license::generate_keypair();
+    let payload = condense::license::LicensePayload {
+        tier: condense::domain::license::Tier::Pro,
+        licensee: "condense-bench".into(),
+        issued_at: chrono::Utc::now(),
+        expires_at: None,
+    };
+    let key = condense::license::issue(&private, &payload).map_err(|e| format!("issuing a licence: {e}"))?;
+    Ok((key, public))
+}
+
+async fn two_nodes(cfg: &Config, clip: &Path, dir: &Path, round: usize) -> Res<ServiceRun> {
+    let root = dir.join(format!("two-nodes-{round}"));
+    let media = root.join("media");
+    std::fs::create_dir_all(&media).ctx("media folder")?;
+    let (key, public) = pro_key()?;
+    let common = |name: &str| {
+        vec![
+            ("NODE_NAME", name.to_string()),
+            ("MAX_JOBS", "1".to_string()),
+            ("SEGMENT_SECONDS", segment_seconds(cfg).to_string()),
+            ("CLUSTER_TOKEN", CLUSTER_TOKEN.to_string()),
+            ("HEARTBEAT_SECONDS", "1".to_string()),
+        ]
+    };
+    let mut main_env = common("main");
+    main_env.push(("LICENSE_KEY", key));
+    main_env.push(("LICENSE_PUBLIC_KEY", public));
+    let main = Server::start_on(&cfg.bin, &root.join("main"), &main_env, Some(0))?;
+    let mut linked_env = common("linked");
+    linked_env.push(("ROLE", "linked".into()));
+    linked_env.push(("MAIN_NODE_URL", format!("http://{}", main.addr)));
+    let linked = Server::start_on(&cfg.bin, &root.join("linked"), &linked_env, Some(1))?;
+    let token = login(&main.addr).await?;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let nodes = expect(&main.addr, "GET", "/nodes", Some(&token), None, 200).await?;
+        let up = nodes.as_array().is_some_and(|list| {
+            list.iter().any(|n| n["name"] == "linked" && matches!(n["status"].as_str(), Some("ONLINE" | "DEGRADED")))
+        });
+        if up {
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err(format!("the linked node did not come up:\n{}", linked.tail(20)));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let tail = || format!("{}\n--- linked ---\n{}", main.tail(20), linked.tail(20));
+    let timed = time_job(&main.addr, &media, clip, &[main.pid(), linked.pid()], &tail).await?;
+    drop(linked);
+    drop(main);
+    let psnr = psnr(&media.join("clip.mkv"), clip)?;
+    let _ = std::fs::remove_dir_all(&root);
+    Ok(ServiceRun { psnr, ..timed })
+}
+
+pub async fn run(cfg: &Config, report: &mut Report) -> Res<()> {
+    let tmp = TempDir::new(&cfg.tmp, "cluster")?;
+    let clip = make_clip(tmp.path(), cfg.clip_seconds)?;
+    let mut log = String::new();
+    let (mut ff, mut service): (Vec<(f64, u64, f64)>, Vec<ServiceRun>) = (Vec::new(), Vec::new());
+    for round in 0..cfg.encode_rounds {
+        let out = tmp.path().join(format!("ffmpeg-{round}.mkv"));
+        let (input, output) = (clip.to_str().ctx("path")?, out.to_str().ctx("path")?);
+        let cpu_before = children_cpu_seconds();
+        let took = ffmpeg_on(&ffmpeg_args(input, output), Some(0))?.as_secs_f64();
+        let cpu = children_cpu_seconds() - cpu_before;
+        let size = std::fs::metadata(&out).ctx("ffmpeg output")?.len();
+        let quality = psnr(&out, &clip)?;
+        let _ = std::fs::remove_file(&out);
+        log.push_str(&format!(
+            "| {} | ffmpeg, core 0 | {took:.2} s | {cpu:.1} s | {size} | {quality:.3} | |\n",
+            round + 1
+        ));
+        ff.push((took, size, quality));
+        let r = two_nodes(cfg, &clip, tmp.path(), round).await?;
+        let by: Vec<String> = r.by_node.iter().map(|(n, c)| format!("{n} {c}")).collect();
+        log.push_str(&format!(
+            "| {} | service, main on core 0 + linked on core 1 | {:.2} s | {:.1} s | {} | {:.3} | {} |\n",
+            round + 1,
+            r.seconds,
+            r.cpu_seconds,
+            r.size,
+            r.psnr,
+            by.join(", ")
+        ));
+        service.push(r);
+    }
+    let ff_best = ff.iter().copied().min_by(|a, b| a.0.total_cmp(&b.0)).ctx("no ffmpeg run")?;
+    let best = service.iter().min_by(|a, b| a.seconds.total_cmp(&b.seconds)).ctx("no service run")?;
+    let cmd = command("cluster");
+    let clip_desc = format!("{} s 1080p25 H.264 clip", cfg.clip_seconds);
+    report.row(
+        format!("encode time, two nodes of one core each (spans shared), {clip_desc}"),
+        format!("{:.2} s", best.seconds),
+        "",
+        &cmd,
+    );
+    report.row(
+        "encode time, ffmpeg program pinned to one core, same settings",
+        format!("{:.2} s", ff_best.0),
+        "",
+        &cmd,
+    );
+    report.row(
+        "encode time ratio, two one-core nodes / ffmpeg on one core",
+        format!("{:.3}", best.seconds / ff_best.0),
+        "<= 0.55",
+        &cmd,
+    );
+    report.row(
+        "output size ratio and PSNR difference, two nodes / ffmpeg",
+        format!("{:.3}, {:+.3} dB", best.size as f64 / ff_best.1 as f64, best.psnr - ff_best.2),
+        "<= 1.02, >= -0.1 dB",
+        &cmd,
+    );
+    let body = format!(
+        "The clip of \"Encode time and parallel segments\". Each node is `condense serve` (release build) \
+         confined to one core by a cpuset cgroup (its threads and its transcoder children with it; CPU \
+         affinity alone, what `taskset -c N` sets, is not enough: x265 built with libnuma, as Debian's is, \
+         gives its worker threads the whole NUMA node, and under `taskset -c 0` they ran on both cores): \
+         the main node (SQLite, `MAX_JOBS=1`, a PRO \
+         licence made at run time) on core 0, a linked node (`ROLE=linked`, `MAX_JOBS=1`) on core 1, both \
+         `SEGMENT_SECONDS={segment}`, `PARALLEL_SEGMENTS=auto`. The main node gets the job (the \
+         linked node registers later) and encodes its spans from the first; the linked node's idle slot is \
+         given the last waiting span, under the span's own lease, again each time it finishes one. Timed \
+         as in the encode measure, from the scan call to COMPLETED (mux, verification and replace on the \
+         main node included); CPU time adds both nodes and their children. ffmpeg: the same command as \
+         there, confined to core 0 the same way. {rounds} round(s), interleaved; the figures are each side's fastest \
+         round.\n\n\
+         | round | what | wall time | CPU time | output bytes | PSNR dB | segments by node |\n\
+         |---|---|---|---|---|---|---|\n{log}",
+        rounds = cfg.encode_rounds,
+        segment = segment_seconds(cfg),
+    );
+    report.section("Two nodes, one job", body);
+    Ok(())
+}

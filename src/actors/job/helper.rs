@@ -1,0 +1,108 @@
+//! A helper: one slot of this node encodes one planned span of a job that runs elsewhere
+//! (or in another slot here), under the span's own lease (`repo::segments`). It starts a
+//! `condense assist` child (`media::assist`), renews the lease with the child's progress,
+//! stops it on pause, cancel, shutdown or a lost lease, and gives the span back (DONE, or
+//! QUEUED for the next taker) when the child ends. The job's own run takes in what it wrote.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use super::{JobCommand, NodeEnv, STOP_BOUND};
+use crate::media::assist::AssistRequest;
+use crate::media::child::{ChildEnd, Transcoder};
+use crate::media::encode::Event;
+use crate::media::layout::partial_dir_for;
+
+/// How long a helper's lease on a span lasts without renewal.
+pub const SPAN_LEASE_SECONDS: i64 = 30;
+const RENEW_EVERY: Duration = Duration::from_secs(3);
+
+/// A span this node's helper works on, with its lease.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HelperRef {
+    pub job_id: i32,
+    pub span: u32,
+    pub lease_id: String,
+}
+
+/// Runs the helper to its end and gives the span back.
+pub async fn run(env: Arc<NodeEnv>, helper: HelperRef, mut commands: mpsc::UnboundedReceiver<JobCommand>) {
+    let HelperRef { job_id, span, lease_id } = &helper;
+    let done = match help(&env, &helper, &mut commands).await {
+        Ok(done) => done,
+        Err(why) => {
+            tracing::warn!(job_id, span, reason = %why, "a helper ended without finishing its span");
+            None
+        }
+    };
+    match env.store.span_end(*job_id, *span, lease_id, done).await {
+        Ok(()) => {}
+        Err(e) => tracing::debug!(job_id, span, error = %e, "the span's end was not recorded (its lease is gone)"),
+    }
+}
+
+/// `Ok(Some((frames, bytes)))`: the span is encoded; `Ok(None)`: stopped or nothing to do.
+async fn help(
+    env: &NodeEnv,
+    helper: &HelperRef,
+    commands: &mut mpsc::UnboundedReceiver<JobCommand>,
+) -> Result<Option<(u64, u64)>, String> {
+    let job = env.store.job(helper.job_id).await.map_err(|e| e.to_string())?;
+    let threads = (env.cores / env.max_jobs.max(1)).max(1);
+    let request = AssistRequest { partial_dir: partial_dir_for(Path::new(&job.file_path)), span: helper.span, threads };
+    let mut child = Transcoder::spawn_helper(&env.transcoder, &request).await.map_err(|e| e.to_string())?;
+    let mut renew = tokio::time::interval(RENEW_EVERY);
+    let (mut frames, mut fps, mut bytes) = (0u64, 0.0f64, 0u64);
+    let mut finished: Option<(u64, u64)> = None;
+    let mut stop_by: Option<tokio::time::Instant> = None;
+    let mut events_open = true;
+    loop {
+        let kill_at = stop_by.unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(3600));
+        tokio::select! {
+            event = child.events.recv(), if events_open => match event {
+                Some(Event::Progress { frame, fps: f, size, .. }) => (frames, fps, bytes) = (frame, f, size),
+                Some(Event::Done { size, frames_encoded_this_run, .. }) => finished = Some((frames_encoded_this_run, size)),
+                Some(Event::Nothing { reason }) => tracing::debug!(job_id = helper.job_id, span = helper.span, %reason, "nothing to help with"),
+                Some(_) => {}
+                None => events_open = false,
+            },
+            _ = renew.tick() => {
+                let mine = env.store.span_progress(helper.job_id, helper.span, &helper.lease_id, (frames, fps, bytes)).await;
+                // Only a clear "not yours" stops the helper: while the link is down the node
+                // fences itself (`StopAll` after half the timeout), as it does for its jobs.
+                if matches!(mine, Ok(false)) {
+                    child.kill().await;
+                    let _ = child.wait().await;
+                    return Err("the span's lease was taken back".into());
+                }
+            }
+            cmd = commands.recv(), if stop_by.is_none() => match cmd {
+                Some(JobCommand::Cancel | JobCommand::LeaseLost) => {
+                    child.kill().await;
+                    let _ = child.wait().await;
+                    return Ok(None);
+                }
+                Some(JobCommand::Pause | JobCommand::Yield | JobCommand::Shutdown) | None => {
+                    child.pause();
+                    stop_by = Some(tokio::time::Instant::now() + STOP_BOUND);
+                }
+            },
+            _ = tokio::time::sleep_until(kill_at), if stop_by.is_some() => {
+                child.kill().await;
+                stop_by = None;
+            }
+        }
+        if !events_open {
+            break;
+        }
+    }
+    match child.wait_within(STOP_BOUND).await {
+        ChildEnd::Completed => Ok(finished),
+        ChildEnd::Paused | ChildEnd::Nothing | ChildEnd::Busy => Ok(None),
+        ChildEnd::Failed(e) => Err(e.message),
+    }
+}
