@@ -190,9 +190,13 @@ async fn windows(
         return Ok(open);
     }
     for job in jobs::in_statuses(db, &[JobStatus::Analyzing, JobStatus::Encoding]).await? {
-        let Some(node) = yielding.iter().find(|n| job.node_id == Some(n.id)) else { continue };
-        let told = node.control.send(ControlJob { job_id: job.id, command: JobCommand::Yield }).await.unwrap_or(false);
-        tracing::debug!(job_id = job.id, node = %node.name, told, "the node's encoding window closed; its job yields");
+        // Helpers there stop at a segment boundary too, leaving their span to others.
+        let helping = repo::segments::helper_nodes(db, job.id).await?;
+        for node in yielding.iter().filter(|n| job.node_id == Some(n.id) || helping.contains(&n.id)) {
+            let told =
+                node.control.send(ControlJob { job_id: job.id, command: JobCommand::Yield }).await.unwrap_or(false);
+            tracing::debug!(job_id = job.id, node = %node.name, told, "the node's encoding window closed; its work on the job yields");
+        }
     }
     Ok(open)
 }

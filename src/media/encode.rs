@@ -1113,8 +1113,16 @@ pub(crate) fn run_sessions(
 
 /// One encoder session: takes spans from the queue until there is none, or a stop.
 fn session(shared: &Shared<'_>, tx: &mpsc::Sender<Msg>) {
+    /// Says the session ended however it ends, a panic included: the run's main thread
+    /// waits for every session it started.
+    struct Ending<'a>(&'a mpsc::Sender<Msg>);
+    impl Drop for Ending<'_> {
+        fn drop(&mut self) {
+            let _ = self.0.send(Msg::Ended);
+        }
+    }
+    let _ending = Ending(tx);
     take_spans(shared, tx);
-    let _ = tx.send(Msg::Ended);
 }
 
 fn take_spans(shared: &Shared<'_>, tx: &mpsc::Sender<Msg>) {

@@ -76,9 +76,11 @@ struct Counts {
     problems: Vec<String>,
     /// Where the work stood at each kill.
     phases: std::collections::BTreeMap<String, usize>,
-    /// Transcoder processes the watch saw, and the most it saw at once on one job.
+    /// Transcoder processes the watch saw, and the most it saw at once on one job; helper
+    /// processes (`condense assist`, spans of a job encoded beside its transcoder).
     transcoders_seen: usize,
     most_per_job: usize,
+    helpers_seen: usize,
 }
 
 impl Counts {
@@ -120,8 +122,8 @@ impl Counts {
     fn finish(self) {
         if self.transcoders_seen > 0 {
             println!(
-                "faults: {}: transcoders seen {}, at most {} at once on one job",
-                self.scenario, self.transcoders_seen, self.most_per_job
+                "faults: {}: transcoders seen {}, at most {} at once on one job; helpers seen {}",
+                self.scenario, self.transcoders_seen, self.most_per_job, self.helpers_seen
             );
         }
         if !self.phases.is_empty() {
@@ -429,6 +431,11 @@ struct TranscoderProc {
 /// `condense transcode` processes of the nodes whose DATA_DIR lies under `root` (other
 /// tests run at the same time), each with the source its open files name.
 fn transcoders(root: &Path) -> Vec<TranscoderProc> {
+    children(root, b"transcode")
+}
+
+/// `condense SUBCOMMAND` processes of the nodes whose DATA_DIR lies under `root`.
+fn children(root: &Path, subcommand: &[u8]) -> Vec<TranscoderProc> {
     let marker = format!("DATA_DIR={}/", root.display());
     let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
     let mut found = Vec::new();
@@ -437,7 +444,7 @@ fn transcoders(root: &Path) -> Vec<TranscoderProc> {
         let cmd = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
         let mut args = cmd.split(|b| *b == 0);
         let exe = args.next().unwrap_or_default();
-        if !exe.ends_with(b"condense") || !args.any(|a| a == b"transcode") {
+        if !exe.ends_with(b"condense") || !args.any(|a| a == subcommand) {
             continue;
         }
         let environ = std::fs::read(entry.path().join("environ")).unwrap_or_default();
@@ -462,8 +469,10 @@ async fn no_orphan_transcoder(data: &Path, counts: &mut Counts) {
     let name = data.file_name().unwrap().to_string_lossy().into_owned();
     let marker = format!("DATA_DIR={}", data.display());
     loop {
+        // A helper (spans of a job beside its transcoder) must die with its node as well.
         let left: Vec<_> = transcoders(root)
             .into_iter()
+            .chain(children(root, b"assist"))
             .filter(|t| {
                 let environ = std::fs::read(format!("/proc/{}/environ", t.pid)).unwrap_or_default();
                 environ.split(|b| *b == 0).any(|v| v == marker.as_bytes())
@@ -486,6 +495,7 @@ struct WatchReport {
     most_per_job: usize,
     worst: String,
     transcoders_seen: usize,
+    helpers_seen: usize,
     /// Originals whose path (and final path) was empty at some moment.
     missing: Vec<String>,
 }
@@ -509,6 +519,7 @@ impl Watch {
             let (stop, paths) = (stop_flag, watched_paths);
             let mut report = WatchReport::default();
             let mut seen = std::collections::HashSet::new();
+            let mut helpers = std::collections::HashSet::new();
             let mut round = 0u64;
             while !stop.load(Ordering::SeqCst) {
                 let watched = paths.lock().unwrap().clone();
@@ -518,6 +529,7 @@ impl Watch {
                     }
                 }
                 if round.is_multiple_of(8) {
+                    helpers.extend(children(&root, b"assist").into_iter().map(|h| h.pid));
                     let running = transcoders(&root);
                     let mut per_source: HashMap<PathBuf, Vec<i32>> = HashMap::new();
                     for t in &running {
@@ -537,6 +549,7 @@ impl Watch {
                 std::thread::sleep(Duration::from_micros(2000 + 40 * watched.len() as u64));
             }
             report.transcoders_seen = seen.len();
+            report.helpers_seen = helpers.len();
             report
         });
         Watch { stop, paths, thread: Some(thread) }
@@ -556,6 +569,7 @@ impl Watch {
             counts.problem(format!("the original's path was empty at some moment: {path}"));
         }
         counts.transcoders_seen += report.transcoders_seen;
+        counts.helpers_seen += report.helpers_seen;
         counts.most_per_job = counts.most_per_job.max(report.most_per_job);
         report
     }
