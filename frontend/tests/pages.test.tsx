@@ -5,21 +5,8 @@ import { render } from 'preact';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { ClusterNode, Dashboard, Job, Library } from '../src/types';
 import { catalog } from './catalog';
+import { FakeWebSocket } from './fake-websocket';
 
-class FakeWebSocket {
-  static instances: FakeWebSocket[] = [];
-  onopen: ((event: unknown) => void) | null = null;
-  onclose: ((event: unknown) => void) | null = null;
-  onerror: ((event: unknown) => void) | null = null;
-  onmessage: ((event: { data: unknown }) => void) | null = null;
-  constructor(readonly url: string) {
-    FakeWebSocket.instances.push(this);
-  }
-  close() {}
-  send(message: Record<string, unknown>) {
-    this.onmessage?.({ data: JSON.stringify(message) });
-  }
-}
 
 function job(id: number, change: Partial<Job>): Job {
   return {

@@ -6,21 +6,8 @@ import { SegmentStrip } from '../src/components';
 import { nodeColour } from '../src/segments';
 import type { Segment } from '../src/segments';
 import type { JobDetail } from '../src/types';
+import { FakeWebSocket } from './fake-websocket';
 
-class FakeWebSocket {
-  static instances: FakeWebSocket[] = [];
-  onopen: ((event: unknown) => void) | null = null;
-  onclose: ((event: unknown) => void) | null = null;
-  onerror: ((event: unknown) => void) | null = null;
-  onmessage: ((event: { data: unknown }) => void) | null = null;
-  constructor(readonly url: string) {
-    FakeWebSocket.instances.push(this);
-  }
-  close() {}
-  send(message: Record<string, unknown>) {
-    this.onmessage?.({ data: JSON.stringify(message) });
-  }
-}
 
 function segment(index: number, change: Partial<Segment> = {}): Segment {
   return { index, from: index * 100, to: (index + 1) * 100, status: 'QUEUED', nodeId: null, nodeName: null, helper: false, frames: 0, bytes: 0, fps: 0, ...change };

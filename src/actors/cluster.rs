@@ -347,7 +347,7 @@ impl RemoteNode {
 
     /// Answers a job-store call of the node, refusing any write on a job whose lease it lost.
     fn serve_call(&mut self, id: u64, call: Call, ctx: &mut ws::WebsocketContext<Self>) {
-        let Some((node_id, _)) = self.node.clone() else { return };
+        let Some((node_id, node_name)) = self.node.clone() else { return };
         let (db, lifecycle) = (self.db.clone(), self.lifecycle.clone());
         ctx.spawn(
             async move {
@@ -407,8 +407,7 @@ impl RemoteNode {
                     }
                     Call::SyncSpans { id, lease, spans } => {
                         fenced(&jobs::get(&db, id).await.map_err(|e| e.to_string())?, &lease)?;
-                        let name = repo::nodes::get(&db, node_id).await.map_err(|e| e.to_string())?.name;
-                        let totals = store.sync_spans(id, &lease, (node_id, name), spans).await;
+                        let totals = store.sync_spans(id, &lease, (node_id, node_name), spans).await;
                         json(serde_json::to_value(totals.map_err(|e| e.to_string())?))
                     }
                     Call::SpanProgress { id, span, lease, frames, fps, bytes } => {

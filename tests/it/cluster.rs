@@ -284,7 +284,12 @@ async fn a_linked_node_asks_the_main_node_for_its_api_under_api() {
 /// Transcoder processes of this test's nodes (they inherit DATA_DIR from their node, which
 /// lies under `dir`); other tests run at the same time.
 fn transcoders_running(dir: &Path) -> usize {
-    let marker = format!("DATA_DIR={}", dir.display());
+    condense_children(&format!("DATA_DIR={}", dir.display()), false, b"transcode")
+}
+
+/// `condense <subcommand>` processes whose DATA_DIR is `marker`'s (or, unless `exact`,
+/// starts with it).
+fn condense_children(marker: &str, exact: bool, subcommand: &[u8]) -> usize {
     std::fs::read_dir("/proc")
         .unwrap()
         .filter_map(std::result::Result::ok)
@@ -293,8 +298,14 @@ fn transcoders_running(dir: &Path) -> usize {
             let mut args = cmd.split(|b| *b == 0);
             let exe = args.next().unwrap_or_default();
             let environ = std::fs::read(e.path().join("environ")).unwrap_or_default();
-            let ours = environ.split(|b| *b == 0).any(|v| v.starts_with(marker.as_bytes()));
-            ours && exe.ends_with(b"condense") && args.any(|a| a == b"transcode")
+            let ours = environ.split(|b| *b == 0).any(|v| {
+                if exact {
+                    v == marker.as_bytes()
+                } else {
+                    v.starts_with(marker.as_bytes())
+                }
+            });
+            ours && exe.ends_with(b"condense") && args.any(|a| a == subcommand)
         })
         .count()
 }
@@ -671,19 +682,7 @@ async fn a_node_links_with_its_own_credential_and_a_revoked_node_is_refused_and_
 
 /// `condense <subcommand>` children of the node whose DATA_DIR is `data`.
 fn children_of(data: &Path, subcommand: &[u8]) -> usize {
-    let marker = format!("DATA_DIR={}", data.display());
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(std::result::Result::ok)
-        .filter(|e| {
-            let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
-            let mut args = cmd.split(|b| *b == 0);
-            let exe = args.next().unwrap_or_default();
-            let environ = std::fs::read(e.path().join("environ")).unwrap_or_default();
-            let ours = environ.split(|b| *b == 0).any(|v| v == marker.as_bytes());
-            ours && exe.ends_with(b"condense") && args.any(|a| a == subcommand)
-        })
-        .count()
+    condense_children(&format!("DATA_DIR={}", data.display()), true, subcommand)
 }
 
 async fn job_detail(main: &ServerProcess, token: &str, id: i64) -> Value {
