@@ -122,6 +122,31 @@ struct Subscriber {
 pub struct EventBus {
     subscribers: HashMap<u64, Subscriber>,
     next_id: u64,
+    /// The last update published of each job that runs. A segments update is read from the
+    /// database, where the run writes its progress only every 2 s and which a status change
+    /// may pass while it is read; it carries these live fields instead of its own, so a
+    /// client never sees progress go back, nor a job that ended run again. Found by
+    /// `actions::a_websocket_client_sees_progress_rise_and_the_job_complete` in CI:
+    /// progress 73.5, 92.0, 73.5, 92.0.
+    running: HashMap<i32, JobUpdate>,
+}
+
+impl EventBus {
+    /// What is sent of `update`, after the live state is brought up to date; None drops it.
+    fn settle(&mut self, mut update: JobUpdate) -> Option<JobUpdate> {
+        if update.segments.is_some() {
+            // Segments of a job that no longer runs (here) have nothing live to show.
+            let live = self.running.get(&update.job_id)?;
+            let segments = update.segments.take();
+            return Some(JobUpdate { kind: "progress", segments, ..live.clone() });
+        }
+        if update.status.parse::<JobStatus>().is_ok_and(JobStatus::is_running) {
+            self.running.insert(update.job_id, update.clone());
+        } else {
+            self.running.remove(&update.job_id);
+        }
+        Some(update)
+    }
 }
 
 impl Actor for EventBus {
@@ -151,7 +176,7 @@ impl Handler<Publish> for EventBus {
     type Result = ();
 
     fn handle(&mut self, msg: Publish, _: &mut Context<Self>) {
-        let update = msg.0;
+        let Some(update) = self.settle(msg.0) else { return };
         let text = match serde_json::to_string(&update) {
             Ok(text) => ByteString::from(text),
             Err(e) => {

@@ -372,3 +372,61 @@ async fn a_client_that_falls_behind_again_before_reading_its_resync_is_closed_wi
     assert!(!view.jobs.contains_key(&i64::from(jobs[0].id)));
     server.finish().await;
 }
+
+/// A job's segments as a segments update carries them (one span, encoding).
+fn one_segment() -> Vec<condense::repo::segments::SegmentView> {
+    vec![condense::repo::segments::SegmentView {
+        index: 0,
+        from: None,
+        to: None,
+        status: condense::repo::segments::SegmentState::Encoding,
+        node_id: None,
+        node_name: Some("w1".into()),
+        helper: true,
+        frames: 10,
+        bytes: 100,
+        fps: 5.0,
+    }]
+}
+
+#[actix_web::test]
+async fn a_segments_update_carries_the_live_progress_and_none_follows_the_jobs_end() {
+    let server = TestServer::sqlite().await;
+    let token = server.login().await;
+    let job = encoding_jobs(&server).await.remove(0);
+    let bus = server.state.runtime.bus.clone();
+    let mut client = connect(&server, &token).await;
+    while let Ok(Some(_snapshot)) = next_message(&mut client, Duration::from_millis(500)).await {}
+
+    // The run publishes 92 %; a segments update read from the row (written at 73.5 %) follows.
+    let mut live = JobUpdate::of("progress", &job);
+    live.progress = 92.0;
+    bus.do_send(Publish(live));
+    let mut from_row = JobUpdate::of("progress", &job);
+    from_row.progress = 73.5;
+    from_row.segments = Some(one_segment());
+    bus.do_send(Publish(from_row));
+    let mut seen = Vec::new();
+    while let Ok(Some(msg)) = next_message(&mut client, Duration::from_millis(500)).await {
+        seen.push(msg);
+    }
+    let last = seen.last().expect("no message");
+    assert_eq!(last["segments"][0]["nodeName"], "w1", "{seen:?}");
+    assert!(seen.iter().all(|m| m["progress"] == 92.0), "progress went back: {seen:?}");
+
+    // The job completes; a segments update read just before its end comes after it.
+    let mut ended = job.clone();
+    ended.status = entities::sea_orm_active_enums::JobStatus::Completed;
+    ended.progress = 100.0;
+    bus.do_send(Publish(JobUpdate::of("status", &ended)));
+    let mut late = JobUpdate::of("progress", &job);
+    late.segments = Some(one_segment());
+    bus.do_send(Publish(late));
+    let mut after = Vec::new();
+    while let Ok(Some(msg)) = next_message(&mut client, Duration::from_millis(500)).await {
+        after.push(msg);
+    }
+    assert_eq!(after.len(), 1, "{after:?}");
+    assert_eq!((&after[0]["type"], &after[0]["status"]), (&"status".into(), &"COMPLETED".into()), "{after:?}");
+    server.finish().await;
+}
