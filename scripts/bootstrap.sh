@@ -9,10 +9,12 @@ cd "$(dirname "$0")/.."
 say() { [ "${BOOTSTRAP_QUIET:-0}" = 1 ] || echo "bootstrap: $*"; }
 
 # Debian packages: FFmpeg 5.1 development libraries (rsmpeg links them), clang/libclang
-# (bindgen), pkg-config, the ffmpeg program (test fixtures and benchmarks only).
+# (bindgen), pkg-config, the ffmpeg program (test fixtures and benchmarks only), and what
+# builds the libvmaf that the crate libvmaf-sys vendors (meson, ninja, nasm for its SIMD).
 packages=(
   libavcodec-dev libavformat-dev libavutil-dev libswscale-dev libswresample-dev
   libavfilter-dev libavdevice-dev libpostproc-dev clang libclang-dev pkg-config ffmpeg
+  meson ninja-build nasm
 )
 if [ "${1:-}" = "--test" ]; then
   packages+=(chromium)
@@ -46,6 +48,17 @@ for lib in libavcodec libavdevice libavfilter libavformat libavutil libpostproc 
     grep -v -E '^(Libs|Requires)\.private' "$src" > "$dst.tmp" && mv "$dst.tmp" "$dst"
   fi
 done
+
+# The tests' independent VMAF: the static ffmpeg with libvmaf that PyPI's imageio-ffmpeg
+# ships (Debian's ffmpeg has no libvmaf filter). Tests only, in target/.
+if [ "${1:-}" = "--test" ]; then
+  vmaf_dir=target/tools/imageio-ffmpeg
+  if ! compgen -G "$vmaf_dir/imageio_ffmpeg/binaries/ffmpeg-linux-*" >/dev/null; then
+    say "installing imageio-ffmpeg 0.8.1 (a static ffmpeg with libvmaf) into $vmaf_dir"
+    PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check --no-deps \
+      --target "$vmaf_dir" imageio-ffmpeg==0.8.1
+  fi
+fi
 
 # Front-end packages, when the dashboard project is present.
 if [ -f frontend/package.json ]; then

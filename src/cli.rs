@@ -57,20 +57,40 @@ pub fn probe(file: &std::path::Path) -> std::process::ExitCode {
     // SAFETY: sets FFmpeg's global log level before any other FFmpeg call.
     unsafe { rsmpeg::ffi::av_log_set_level(rsmpeg::ffi::AV_LOG_ERROR as i32) };
     match crate::media::probe::probe(file) {
-        Ok(info) => match serde_json::to_string_pretty(&info) {
-            Ok(text) => {
-                use std::io::Write;
-                // A closed pipe (`| head`) is not an error worth a panic.
-                let _ = writeln!(std::io::stdout(), "{text}");
-                std::process::ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("condense: {e}");
-                std::process::ExitCode::FAILURE
-            }
-        },
+        Ok(info) => print_json(&info),
         Err(e) => {
             eprintln!("condense: {} ({})", e.message, e.code.as_str());
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// `condense vmaf REFERENCE DISTORTED`: the score as JSON on stdout; a clear error and exit 1
+/// otherwise. libvmaf gets every core this process may use.
+pub fn vmaf(reference: &std::path::Path, distorted: &std::path::Path) -> std::process::ExitCode {
+    // SAFETY: sets FFmpeg's global log level before any other FFmpeg call.
+    unsafe { rsmpeg::ffi::av_log_set_level(rsmpeg::ffi::AV_LOG_ERROR as i32) };
+    let threads = std::thread::available_parallelism().map_or(1, |n| u32::try_from(n.get()).unwrap_or(1));
+    match crate::media::vmaf::compare(reference, distorted, threads) {
+        Ok(score) => print_json(&score),
+        Err(e) => {
+            eprintln!("condense: {} ({})", e.message, e.code.as_str());
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// `value` as JSON on stdout.
+fn print_json(value: &impl serde::Serialize) -> std::process::ExitCode {
+    match serde_json::to_string_pretty(value) {
+        Ok(text) => {
+            use std::io::Write;
+            // A closed pipe (`| head`) is not an error worth a panic.
+            let _ = writeln!(std::io::stdout(), "{text}");
+            std::process::ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("condense: {e}");
             std::process::ExitCode::FAILURE
         }
     }

@@ -58,6 +58,9 @@ pub enum Command {
     Version,
     /// Print what condense sees in a media file, as JSON.
     Probe { file: std::path::PathBuf },
+    /// Print the VMAF (model vmaf_v0.6.1) of DISTORTED against REFERENCE, as JSON: the mean
+    /// and 5th percentile of the frames' scores. Both must have the same frames.
+    Vmaf { reference: std::path::PathBuf, distorted: std::path::PathBuf },
     /// Run one encode (internal: the node starts it as a child process, plan on stdin).
     #[command(hide = true)]
     Transcode,

@@ -11,6 +11,7 @@ fn main() -> ExitCode {
         Command::Assist => return condense::media::child::assist_main(),
         Command::Media => return condense::media::worker::child_main(),
         Command::Probe { file } => return cli::probe(file),
+        Command::Vmaf { reference, distorted } => return cli::vmaf(reference, distorted),
         Command::Openapi => return cli::openapi(),
         _ => {}
     }
@@ -33,7 +34,12 @@ fn main() -> ExitCode {
             Ok(())
         }
         Command::License { command } => cli::license(command),
-        Command::Transcode | Command::Assist | Command::Media | Command::Probe { .. } | Command::Openapi => Ok(()),
+        Command::Transcode
+        | Command::Assist
+        | Command::Media
+        | Command::Probe { .. }
+        | Command::Vmaf { .. }
+        | Command::Openapi => Ok(()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

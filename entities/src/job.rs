@@ -32,6 +32,8 @@ pub struct Model {
     pub failure_code: Option<FailureCode>,
     /// Detail behind the failure (the transcoder's last log lines).
     pub failure_detail: Option<String>,
+    /// Why the job was skipped, as displayed ("output would not be smaller ...").
+    pub skip_reason: Option<String>,
     pub stalled: bool,
     /// Re-encode even when the source is already in the target codec.
     pub forced: bool,

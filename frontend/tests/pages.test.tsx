@@ -23,6 +23,7 @@ function job(id: number, change: Partial<Job>): Job {
     retryCount: 0,
     failureReason: null,
     failureCode: null,
+    skipReason: null,
     stalled: false,
     sourceCodec: 'h264',
     targetCodec: 'hevc',
@@ -41,6 +42,12 @@ function job(id: number, change: Partial<Job>): Job {
 
 const encoding = job(1, { fileName: 'movie.mkv', status: 'ENCODING', stage: 'ENCODING', progress: 42, fps: 30, node: 'gpu-1', etaSeconds: 600, actions: ['pause', 'cancel'] });
 const failed = job(2, { fileName: 'broken.avi', status: 'FAILED', failureReason: 'file validation failed', actions: ['retry'] });
+const skipped = job(3, {
+  fileName: 'tiny.mkv',
+  status: 'SKIPPED',
+  skipReason: 'output would not be smaller (projected at 130 % of the source)',
+  actions: ['force'],
+});
 const nodes: ClusterNode[] = [
   {
     id: 1,
@@ -120,7 +127,7 @@ let override: Responder | null = null;
 
 function respond(method: string, path: string): { status: number; body?: unknown } {
   const url = path.split('?')[0];
-  if (method === 'GET' && url === '/api/jobs') return { status: 200, body: { items: [encoding, failed], total: 2, page: 1, pageSize: 50 } };
+  if (method === 'GET' && url === '/api/jobs') return { status: 200, body: { items: [encoding, failed, skipped], total: 3, page: 1, pageSize: 50 } };
   if (method === 'POST' && url === '/api/jobs/1/pause') return { status: 200, body: { ...encoding, status: 'PAUSED', stage: null, actions: ['resume', 'cancel'] } };
   if (method === 'GET' && url === '/api/jobs/2') {
     return {
@@ -285,6 +292,9 @@ describe('dashboard pages', () => {
     expect(byLabel('Retry broken.avi')).not.toBeNull();
     expect(byLabel('Pause broken.avi')).toBeNull();
     expect(text()).toContain('file validation failed');
+    // A skipped job says why, and offers to encode it anyway.
+    expect(text()).toContain('output would not be smaller (projected at 130 % of the source)');
+    expect(byLabel('Force re-encode tiny.mkv')).not.toBeNull();
 
     const bar = byLabel('Progress of movie.mkv')!;
     expect(bar.getAttribute('role')).toBe('progressbar');

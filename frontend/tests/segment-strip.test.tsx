@@ -35,6 +35,7 @@ function detail(id: number, segments: Segment[]): JobDetail {
     retryCount: 0,
     failureReason: null,
     failureCode: null,
+    skipReason: null,
     stalled: false,
     sourceCodec: 'h264',
     targetCodec: 'hevc',

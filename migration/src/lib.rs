@@ -17,6 +17,7 @@ mod m20261126_000018_connections;
 mod m20261126_000019_job_counts;
 mod m20261126_000020_job_list_indexes;
 mod m20261127_000021_job_segments;
+mod m20261128_000022_job_skip_reason;
 
 pub struct Migrator;
 
@@ -39,6 +40,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261126_000019_job_counts::Migration),
             Box::new(m20261126_000020_job_list_indexes::Migration),
             Box::new(m20261127_000021_job_segments::Migration),
+            Box::new(m20261128_000022_job_skip_reason::Migration),
         ]
     }
 }

@@ -159,6 +159,10 @@ pub enum JobEvent {
     /// queue, the transcoder stopped at a segment boundary and the partial output kept, to
     /// continue when a window opens. Nobody's fault: no retry used.
     Yield,
+    /// The encode was stopped early: its output, projected from what was written so far,
+    /// would not be smaller than the limit (`domain::quality::projected_over`). The file is
+    /// skipped, its partial output removed; nobody's fault, no retry used.
+    NotSmaller,
     /// A rescan found the file of an ended job changed (another size or modification time
     /// than the job left it with): a new file to analyse, with fresh retries.
     SourceChanged,
@@ -182,6 +186,7 @@ impl JobEvent {
             JobEvent::Busy => "requeue as busy",
             JobEvent::Yield => "yield to the schedule",
             JobEvent::SourceChanged => "requeue as changed",
+            JobEvent::NotSmaller => "skip as not smaller",
         }
     }
 }
@@ -257,6 +262,9 @@ pub fn transition(job: &JobSnapshot, event: &JobEvent) -> Result<Outcome, Transi
             }
         }
         (Encoding, JobEvent::Complete) => keep_counters(Completed, vec![ReleaseNode]),
+        (Encoding, JobEvent::NotSmaller) => {
+            keep_counters(Skipped, vec![StopTranscoder { graceful: false }, DeletePartial, ReleaseNode])
+        }
         (Analyzing | Encoding, JobEvent::Fail { code, resumable }) => fail(job, code, resumable),
         (Encoding, JobEvent::Pause) => {
             keep_counters(Paused, vec![StopTranscoder { graceful: true }, KeepPartial, ReleaseNode])
@@ -567,6 +575,7 @@ mod tests {
                 sample("busy", 2, true, JobEvent::Busy),
                 sample("yield", 2, true, JobEvent::Yield),
                 sample("source changed", 2, true, JobEvent::SourceChanged),
+                sample("not smaller", 1, true, JobEvent::NotSmaller),
             ]
         }
 
@@ -588,9 +597,10 @@ mod tests {
                 JobEvent::Busy => 11,
                 JobEvent::SourceChanged => 12,
                 JobEvent::Yield => 13,
+                JobEvent::NotSmaller => 14,
             }
         }
-        const EVENT_VARIANTS: usize = 14;
+        const EVENT_VARIANTS: usize = 15;
 
         struct Row {
             from: JobStatus,
@@ -840,6 +850,8 @@ mod tests {
                     0,
                 ),
                 refused("source changed", &[Pending, Queued, Analyzing, Encoding, Paused]),
+                moves(Encoding, "not smaller", Skipped, 1, true, vec![stop_hard, DeletePartial, ReleaseNode]),
+                refused("not smaller", &[Pending, Queued, Analyzing, Paused, Completed, Skipped, Failed, Cancelled]),
             ]
             .into_iter()
             .flatten()

@@ -13,6 +13,7 @@ pub mod job;
 pub mod license;
 pub mod node;
 pub mod notify;
+pub mod quality;
 pub mod schedule;
 pub mod segments;
 pub mod session;

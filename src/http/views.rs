@@ -38,6 +38,9 @@ pub struct JobView {
     pub failure_reason: Option<String>,
     #[schema(value_type = Option<FailureCode>)]
     pub failure_code: Option<String>,
+    /// Why a SKIPPED job was skipped: "video is already hevc", "output would not be smaller
+    /// (projected at 130 % of the source)".
+    pub skip_reason: Option<String>,
     pub stalled: bool,
     pub source_codec: Option<String>,
     #[schema(value_type = TargetCodec)]
@@ -77,6 +80,7 @@ impl From<&job::Model> for JobView {
             retry_count: job.retry_count,
             failure_reason: job.failure_reason.clone(),
             failure_code: job.failure_code.map(|code| FailureCode::from(code).to_string()),
+            skip_reason: job.skip_reason.clone(),
             stalled: job.stalled,
             source_codec: job.source_codec.clone(),
             target_codec: job.target_codec.clone(),

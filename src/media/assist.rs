@@ -267,8 +267,8 @@ pub fn assist(
     let info = probe::probe(&plan.input)?;
     let mut collected = Collected { segments: Vec::new(), video: None };
     let started = std::time::Instant::now();
-    let (encoded, skipped) =
-        run_sessions(&plan, &info, vec![piece], boundaries, false, Some(span), 0, &mut collected, stop, emit)?;
+    let totals = run_sessions(&plan, &info, vec![piece], boundaries, false, Some(span), 0, &mut collected, stop, emit)?;
+    let (encoded, skipped) = (totals.encoded, totals.skipped);
     let frames: u64 = collected.frames_done();
     let bytes = collected.bytes_done();
     if !collected.segments.is_empty() {

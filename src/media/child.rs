@@ -29,6 +29,8 @@ pub const EXIT_PAUSED: u8 = 3;
 pub const EXIT_BUSY: u8 = 4;
 /// Exit status of a helper that found nothing to help with.
 pub const EXIT_NOTHING: u8 = 5;
+/// Exit status of a transcoder that stopped early: its output would not be smaller.
+pub const EXIT_NOT_SMALLER: u8 = 6;
 const STDERR_LINES_KEPT: usize = 20;
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -91,6 +93,7 @@ pub fn child_main() -> ExitCode {
         Ok(RunEnd::Completed) => ExitCode::SUCCESS,
         Ok(RunEnd::Paused) => ExitCode::from(EXIT_PAUSED),
         Ok(RunEnd::Busy) => ExitCode::from(EXIT_BUSY),
+        Ok(RunEnd::NotSmaller) => ExitCode::from(EXIT_NOT_SMALLER),
         Err(e) => {
             emit(Event::Error { code: e.code, message: e.message });
             ExitCode::FAILURE
@@ -107,6 +110,8 @@ pub enum ChildEnd {
     Busy,
     /// A helper found nothing to help with.
     Nothing,
+    /// Stopped early: the output would not be smaller (its `Event::NotSmaller` says how big).
+    NotSmaller,
     Failed(MediaError),
 }
 
@@ -230,6 +235,7 @@ pub fn classify(code: Option<i32>, signal: Option<i32>, reported: Option<MediaEr
         (Some(c), _) if c == i32::from(EXIT_PAUSED) => ChildEnd::Paused,
         (Some(c), _) if c == i32::from(EXIT_BUSY) => ChildEnd::Busy,
         (Some(c), _) if c == i32::from(EXIT_NOTHING) => ChildEnd::Nothing,
+        (Some(c), _) if c == i32::from(EXIT_NOT_SMALLER) => ChildEnd::NotSmaller,
         (Some(_), _) if reported.is_some() => ChildEnd::Failed(reported.unwrap_or_else(|| MediaError::misc("unknown"))),
         (_, Some(sig)) => ChildEnd::Failed(MediaError::new(
             FailureCode::TranscoderCrashed,

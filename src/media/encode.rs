@@ -32,6 +32,7 @@ use super::segment::{CodecParams, SegmentFile};
 use super::{layout, mux, partial, MediaError};
 use crate::domain::encoding::{Encoder, Hardware};
 use crate::domain::job::FailureCode;
+use crate::domain::quality;
 use crate::domain::segments::{self, Span, SpanView};
 
 /// What the transcoder reports, one JSON line each on stdout.
@@ -75,6 +76,14 @@ pub enum Event {
         segments: u32,
     },
     Muxing,
+    /// The encode stopped early: its output, projected from the bytes written per frame,
+    /// would pass `limit` bytes.
+    #[serde(rename_all = "camelCase")]
+    NotSmaller {
+        projected: u64,
+        limit: u64,
+        frames_done: u64,
+    },
     /// A helper found nothing to do.
     Nothing {
         reason: String,
@@ -102,6 +111,8 @@ pub enum RunEnd {
     Paused,
     /// Another transcoder holds the partial output's lock: nothing was touched.
     Busy,
+    /// Stopped early: the output would not be smaller than the plan's `size_limit`.
+    NotSmaller,
 }
 
 /// Free bytes on the filesystem holding `dir`.
@@ -200,13 +211,20 @@ pub fn transcode(plan: &EncodePlan, stop: &AtomicBool, emit: &mut dyn FnMut(Even
         let end = encode_video(plan, &info, &mut manifest, stop, emit)?;
         encoded = end.frames_encoded;
         skipped = end.frames_skipped;
+        if let VideoEnding::OverLimit { projected } = end.end {
+            // Nothing of this output is worth keeping; the node removes the folder.
+            let limit = plan.size_limit.unwrap_or(0);
+            emit(Event::NotSmaller { projected, limit, frames_done: manifest.frames_done() });
+            return Ok(RunEnd::NotSmaller);
+        }
+        let paused = matches!(end.end, VideoEnding::Paused);
         manifest.runs.push(Run {
             frames_encoded: encoded,
             frames_skipped: skipped,
-            ended: if end.paused { "paused" } else { "video complete" }.into(),
+            ended: if paused { "paused" } else { "video complete" }.into(),
         });
         manifest.save(&plan.partial_dir)?;
-        if end.paused {
+        if paused {
             emit(Event::Paused {
                 frames_done: manifest.frames_done(),
                 segments: u32::try_from(manifest.segments.len()).unwrap_or(u32::MAX),
@@ -247,9 +265,18 @@ fn remove_strays(dir: &Path, manifest: &Manifest) -> Result<(), MediaError> {
 }
 
 struct VideoEnd {
-    paused: bool,
+    end: VideoEnding,
     frames_encoded: u64,
     frames_skipped: u64,
+}
+
+enum VideoEnding {
+    Complete,
+    Paused,
+    /// Stopped early: the output, projected, would pass the plan's `size_limit`.
+    OverLimit {
+        projected: u64,
+    },
 }
 
 /// The pixel format to encode: the source's when the encoder takes it at the plan's bit
@@ -917,22 +944,25 @@ fn encode_video(
     }
     let todo = manifest.remaining();
     let next_index = manifest.next_index();
-    let (frames_encoded, frames_skipped) =
-        run_sessions(plan, info, todo, boundaries, true, None, next_index, manifest, stop, emit)?;
+    let totals = run_sessions(plan, info, todo, boundaries, true, None, next_index, manifest, stop, emit)?;
+    let (frames_encoded, frames_skipped) = (totals.encoded, totals.skipped);
+    if let Some(projected) = totals.over_limit {
+        return Ok(VideoEnd { end: VideoEnding::OverLimit { projected }, frames_encoded, frames_skipped });
+    }
     let left = manifest.remaining();
     if left.is_empty() {
         if manifest.frames_done() == 0 {
             return Err(MediaError::invalid("no video frame could be decoded"));
         }
         manifest.video_complete = true;
-        return Ok(VideoEnd { paused: false, frames_encoded, frames_skipped });
+        return Ok(VideoEnd { end: VideoEnding::Complete, frames_encoded, frames_skipped });
     }
     if !stop.load(Ordering::SeqCst) {
         // Every session covers its whole span unless stopped: a gap here is a defect, and
         // muxing over it would drop frames.
         return Err(MediaError::misc(format!("{} span(s) of the video were left unencoded", left.len())));
     }
-    Ok(VideoEnd { paused: true, frames_encoded, frames_skipped })
+    Ok(VideoEnd { end: VideoEnding::Paused, frames_encoded, frames_skipped })
 }
 
 /// Runs `todo` through up to `plan.sessions` sessions, recording each finished segment with
@@ -951,7 +981,7 @@ pub(crate) fn run_sessions(
     recorder: &mut dyn Recorder,
     stop: &AtomicBool,
     emit: &mut dyn FnMut(Event),
-) -> Result<(u64, u64), MediaError> {
+) -> Result<Totals, MediaError> {
     let fps = info.video().and_then(|v| v.frame_rate).filter(|r| *r > 0.0).unwrap_or(25.0);
     let duration = info.video().and_then(|v| v.duration_seconds).or(info.duration_seconds).unwrap_or(0.0);
     let total_frames = duration * fps;
@@ -980,6 +1010,9 @@ pub(crate) fn run_sessions(
         failure.get_or_insert(e);
     };
     let mut bytes_done = recorder.bytes_done();
+    // The early abort: a helper's span is too short to judge, so only a job's run does.
+    let size_limit = plan.size_limit.filter(|_| assist_span.is_none());
+    let mut over_limit = None;
     std::thread::scope(|scope| {
         let (tx, rx) = mpsc::channel::<Msg>();
         let shared = &shared;
@@ -1086,6 +1119,14 @@ pub(crate) fn run_sessions(
                     size: bytes_done + shared.open_bytes(),
                     sessions: shared.active.load(Ordering::SeqCst),
                 });
+                let projected = size_limit.and_then(|limit| {
+                    quality::projected_over(frame, total_frames, bytes_done + shared.open_bytes(), limit)
+                });
+                if let (Some(projected), None) = (projected, over_limit) {
+                    // Every session stops where it is; the node removes the partial output.
+                    over_limit = Some(projected);
+                    shared.halt.store(true, Ordering::SeqCst);
+                }
                 // Also when nothing changed here, now and then: the node learns from the
                 // answer how far the helpers have got.
                 let views = recorder.views(&here);
@@ -1108,7 +1149,19 @@ pub(crate) fn run_sessions(
     if let Some(e) = failure {
         return Err(e);
     }
-    Ok((shared.encoded.load(Ordering::SeqCst), shared.skipped.load(Ordering::SeqCst)))
+    Ok(Totals {
+        encoded: shared.encoded.load(Ordering::SeqCst),
+        skipped: shared.skipped.load(Ordering::SeqCst),
+        over_limit,
+    })
+}
+
+/// What a run of sessions did: frames encoded and skipped, and, when it was stopped because
+/// its output would not be smaller than the plan's `size_limit`, the projected size.
+pub(crate) struct Totals {
+    pub encoded: u64,
+    pub skipped: u64,
+    pub over_limit: Option<u64>,
 }
 
 /// One encoder session: takes spans from the queue until there is none, or a stop.

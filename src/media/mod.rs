@@ -14,6 +14,7 @@ pub mod probe;
 pub mod replace;
 pub mod segment;
 pub mod verify;
+pub mod vmaf;
 pub mod worker;
 
 pub use error::MediaError;

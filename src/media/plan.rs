@@ -126,6 +126,11 @@ pub struct EncodePlan {
     pub source: SourceIdentity,
     /// Free bytes the partial folder's filesystem must have before starting.
     pub min_free_bytes: u64,
+    /// The early abort (`domain::quality::projected_over`): the encode stops once its output,
+    /// projected, would pass this many bytes (the source's size: an output that is not
+    /// smaller is never kept). None: never stopped for its size.
+    #[serde(default)]
+    pub size_limit: Option<u64>,
     /// HDR kind the output keeps (Dolby Vision becomes HDR10, HLG or SDR of its base layer).
     pub hdr: HdrKind,
     /// Pause after each frame, in milliseconds: lets tests and benchmarks stop an encode at
@@ -161,6 +166,7 @@ impl EncodePlan {
             // Segments plus the final file peak near the output's size twice over; outputs
             // are smaller than sources, so the source's size plus a margin is enough.
             min_free_bytes: source.size + 64 * 1024 * 1024,
+            size_limit: Some(source.size),
             hdr: match info.hdr.kind {
                 HdrKind::DolbyVision => match info.hdr.dolby_vision.map(|d| d.bl_compatibility_id) {
                     Some(4) => HdrKind::Hlg,

@@ -105,6 +105,8 @@ pub struct JobChange {
     pub source_inode: Option<i64>,
     pub file_path: Option<String>,
     pub file_name: Option<String>,
+    /// Why the job is skipped, with the transition that skips it.
+    pub skip_reason: Option<String>,
     /// Written by the main node's scheduler alone: never read from (nor sent over) the
     /// cluster link, so a linked node cannot hand a job to another node or lease.
     #[serde(skip)]
@@ -144,7 +146,8 @@ impl JobChange {
             wall_time_ms,
             output_size,
             source_mtime_ns,
-            source_inode
+            source_inode,
+            skip_reason
         );
         if let Some(stage) = self.stage {
             m.stage = Set(Some(stage.into()));
@@ -200,6 +203,8 @@ impl StatusChange {
                 }
                 Effect::StartFromScratch => {
                     set.progress = Set(0.0);
+                    // Whatever skipped the file was about an attempt that is over.
+                    set.skip_reason = Set(None);
                     // The record of an earlier swap (see `swapped_on_record` in
                     // `actors::job::commit`) belongs to the attempt that made it.
                     set.output_size = Set(None);

@@ -111,6 +111,7 @@ both_backends!(a_library_of_five_clips_ends_completed_skipped_and_failed, |db: D
     }
     let skipped = by_name["d_hevc.mkv"];
     assert_eq!(skipped.status, JobStatus::Skipped);
+    assert_eq!(skipped.skip_reason.as_deref(), Some("video is already hevc"));
     assert_eq!(event_kinds(&db, skipped.id).await, ["created", "queued", "started", "skipped"]);
 
     let failed = by_name["e_corrupt.mkv"];

@@ -16,6 +16,7 @@ mod lifecycle;
 mod media;
 mod notify;
 mod process;
+mod quality;
 mod repo;
 mod schedule;
 mod stats;

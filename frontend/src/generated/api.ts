@@ -1478,6 +1478,11 @@ export interface components {
              * @description sourceSize - outputSize once COMPLETED; 0 before.
              */
             savedBytes: number;
+            /**
+             * @description Why a SKIPPED job was skipped: "video is already hevc", "output would not be smaller
+             *     (projected at 130 % of the source)".
+             */
+            skipReason?: string | null;
             sourceCodec?: string | null;
             /** Format: int64 */
             sourceSize: number;
@@ -1713,6 +1718,11 @@ export interface components {
                  * @description sourceSize - outputSize once COMPLETED; 0 before.
                  */
                 savedBytes: number;
+                /**
+                 * @description Why a SKIPPED job was skipped: "video is already hevc", "output would not be smaller
+                 *     (projected at 130 % of the source)".
+                 */
+                skipReason?: string | null;
                 sourceCodec?: string | null;
                 /** Format: int64 */
                 sourceSize: number;

@@ -66,6 +66,7 @@ export function JobDetail({ id }: { id: number }) {
                 {data.failureCode && <code class="small"> ({data.failureCode})</code>}
               </p>
             )}
+            {data.status === 'SKIPPED' && data.skipReason && <p class="muted">Skipped: {data.skipReason}</p>}
             <JobFacts job={data} />
             {data.status === 'QUEUED' && <PriorityControl job={data} onChanged={changed} onError={setError} />}
           </section>

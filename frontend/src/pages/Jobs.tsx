@@ -219,6 +219,7 @@ export function Jobs({ route }: { route: Route }) {
                       <Badge value={job.status} />
                       {job.stage && !isTerminal(job.status) && <div class="muted small">{titleCase(job.stage)}</div>}
                       {job.status === 'FAILED' && job.failureReason && <div class="text-bad small">{job.failureReason}</div>}
+                      {job.status === 'SKIPPED' && job.skipReason && <div class="muted small">{job.skipReason}</div>}
                     </td>
                     <td data-label="Progress" class="cell-progress">
                       {job.status === 'PENDING' || job.status === 'SKIPPED' ? '—' : <ProgressBar job={job} />}

@@ -102,7 +102,7 @@ async fn help(
     }
     match child.wait_within(STOP_BOUND).await {
         ChildEnd::Completed => Ok(finished),
-        ChildEnd::Paused | ChildEnd::Nothing | ChildEnd::Busy => Ok(None),
+        ChildEnd::Paused | ChildEnd::Nothing | ChildEnd::Busy | ChildEnd::NotSmaller => Ok(None),
         ChildEnd::Failed(e) => Err(e.message),
     }
 }

@@ -102,12 +102,13 @@ impl Attempt {
             None => None,
         };
         let target = job.target_codec.clone();
-        let skip = match decide(&info, &target, job.forced) {
-            Ok(Decision::Skip { .. }) => true,
-            Ok(Decision::Encode) => false,
+        let skip_reason = match decide(&info, &target, job.forced) {
+            Ok(Decision::Skip { reason }) => Some(reason),
+            Ok(Decision::Encode) => None,
             Err(e) => return self.fail(e).await.map(|()| None),
         };
-        let patch = JobChange { stage: (!skip).then_some(Stage::Encoding), ..Default::default() };
+        let skip = skip_reason.is_some();
+        let patch = JobChange { stage: (!skip).then_some(Stage::Encoding), skip_reason, ..Default::default() };
         let job = self.apply(JobEvent::Analyzed { skip }, patch, self.ctx()).await?.job;
         if skip {
             return Ok(None);

@@ -7,8 +7,10 @@ use entities::job;
 
 use super::prepare::Prepared;
 use super::{Attempt, JobCommand, Phase, DB_WRITE_EVERY, PUBLISH_EVERY, STOP_BOUND};
+use crate::actors::lifecycle::EventContext;
 use crate::domain::health::STALLED_AFTER_SECS;
 use crate::domain::job::{FailureCode, JobEvent};
+use crate::domain::quality;
 use crate::media::child::{ChildEnd, Transcoder};
 use crate::media::encode::Event;
 use crate::media::MediaError;
@@ -54,6 +56,7 @@ impl Attempt {
         let mut stop_by: Option<tokio::time::Instant> = None;
         let mut events_open = true;
         let mut helpers = crate::repo::segments::HelperTotals::default();
+        let mut not_smaller = None;
 
         loop {
             let kill_at = stop_by.unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(3600));
@@ -96,6 +99,9 @@ impl Attempt {
                         }
                     }
                     Some(Event::Done { cpu_ms, wall_ms, .. }) => run_stats = Some((cpu_ms, wall_ms)),
+                    Some(Event::NotSmaller { projected, limit, frames_done }) => {
+                        not_smaller = Some((projected, limit, frames_done));
+                    }
                     // Where the video's spans stand, for helpers to take and the job's page
                     // to show; fenced by the lease like every write of the run.
                     Some(Event::Spans { spans }) => {
@@ -187,6 +193,18 @@ impl Attempt {
                 Ok(None)
             }
             (ChildEnd::Busy, _) => self.busy().await.map(|()| None),
+            (ChildEnd::NotSmaller, _) => {
+                let (projected, limit, frames_done) = not_smaller.unwrap_or((0, 0, 0));
+                let source = u64::try_from(job.source_size).unwrap_or(0);
+                let reason = quality::not_smaller_reason(projected, limit, source);
+                tracing::info!(job_id = job.id, projected, limit, frames_done, "{reason}; skipped");
+                let detail = serde_json::json!({
+                    "reason": reason, "projectedSize": projected, "limit": limit, "framesDone": frames_done,
+                });
+                let ctx = EventContext { detail: Some(detail), ..self.ctx() };
+                let change = JobChange { skip_reason: Some(reason), ..Default::default() };
+                self.apply(JobEvent::NotSmaller, change, ctx).await.map(|_| None)
+            }
             (ChildEnd::Completed, _) => Ok(Some(Encoded { job, run_stats })),
             (ChildEnd::Paused | ChildEnd::Nothing, _) => {
                 // Stopped by someone else (a signal to the process group): continue later.

@@ -1,0 +1,349 @@
+//! VMAF, in-process: Netflix's libvmaf (the crate `libvmaf-sys` vendors its 2.3.1 source and
+//! builds it, statically, with the model vmaf_v0.6.1 built in) fed with frames that FFmpeg's
+//! decoders give here, both brought to the reference's size and to 4:2:0 at its bit depth
+//! with swscale. No ffmpeg program: Debian's FFmpeg 5.1 has no libvmaf filter. It runs in
+//! the child processes that encode (see docs/ARCHITECTURE.md, "Quality"), never in a server.
+
+use std::ffi::CString;
+use std::path::Path;
+use std::ptr;
+
+use libvmaf_sys as sys;
+use rsmpeg::avcodec::AVCodecContext;
+use rsmpeg::avformat::AVFormatContextInput;
+use rsmpeg::avutil::AVFrame;
+use rsmpeg::error::RsmpegError;
+use rsmpeg::ffi;
+use rsmpeg::swscale::SwsContext;
+use serde::{Deserialize, Serialize};
+
+use super::encode::{main_video_index, open_decoder};
+use super::error::from_rsmpeg;
+use super::probe::{open_input, read_packet};
+use super::MediaError;
+
+/// The model every score here is made with (the one ab-av1 and FFmpeg's filter default to).
+pub const MODEL: &str = "vmaf_v0.6.1";
+
+/// A score over a run of frames: the mean and the 5th percentile of the per-frame scores
+/// (how bad the worst stretches are, which a mean hides).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct VmafScore {
+    pub mean: f64,
+    pub p5: f64,
+    pub frames: u32,
+}
+
+impl VmafScore {
+    /// The score of frames scored in parts (samples), each part weighted by its frames; the
+    /// 5th percentile of the whole is taken as the lowest of the parts' (conservative).
+    pub fn combine(parts: &[VmafScore]) -> Option<VmafScore> {
+        let frames: u32 = parts.iter().map(|p| p.frames).sum();
+        if frames == 0 {
+            return None;
+        }
+        let mean = parts.iter().map(|p| p.mean * f64::from(p.frames)).sum::<f64>() / f64::from(frames);
+        let p5 = parts.iter().map(|p| p.p5).fold(f64::INFINITY, f64::min);
+        Some(VmafScore { mean, p5, frames })
+    }
+}
+
+/// The 5th percentile of `scores` (nearest rank), or None when there are none.
+pub fn percentile_5(scores: &[f64]) -> Option<f64> {
+    let mut sorted = scores.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let rank = (sorted.len() as f64 * 0.05).ceil() as usize;
+    sorted.get(rank.saturating_sub(1)).copied()
+}
+
+/// What the frames are brought to before scoring: the reference's size, 4:2:0, its depth.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Canvas {
+    pub width: i32,
+    pub height: i32,
+    /// 8, or 10 for anything deeper (libvmaf scores 8, 10, 12 and 16 bits; 10 is what HEVC
+    /// and AV1 sources carry).
+    pub bpc: u32,
+}
+
+impl Canvas {
+    fn pix_fmt(self) -> ffi::AVPixelFormat {
+        if self.bpc > 8 {
+            ffi::AVPixelFormat_AV_PIX_FMT_YUV420P10LE
+        } else {
+            ffi::AVPixelFormat_AV_PIX_FMT_YUV420P
+        }
+    }
+}
+
+/// A libvmaf context with the default model loaded, fed pairs of frames in order.
+pub struct Vmaf {
+    ctx: *mut sys::VmafContext,
+    model: *mut sys::VmafModel,
+    canvas: Canvas,
+    frames: u32,
+}
+
+fn vmaf_error(what: &str, code: i32) -> MediaError {
+    MediaError::misc(format!("libvmaf: {what} failed ({code})"))
+}
+
+impl Vmaf {
+    /// `threads`: libvmaf's own worker threads (0: it scores on the calling thread).
+    pub fn new(canvas: Canvas, threads: u32) -> Result<Self, MediaError> {
+        let cfg = sys::VmafConfiguration {
+            log_level: sys::VmafLogLevel::VMAF_LOG_LEVEL_NONE,
+            n_threads: threads,
+            n_subsample: 1,
+            cpumask: 0,
+        };
+        let mut ctx = ptr::null_mut();
+        // SAFETY: vmaf_init writes a new context into `ctx` or leaves it null on error.
+        let err = unsafe { sys::vmaf_init(&mut ctx, cfg) };
+        if err != 0 || ctx.is_null() {
+            return Err(vmaf_error("init", err));
+        }
+        let mut vmaf = Vmaf { ctx, model: ptr::null_mut(), canvas, frames: 0 };
+        let name = CString::new(MODEL).map_err(|_| MediaError::misc("model name"))?;
+        let mut model_cfg = sys::VmafModelConfig { name: name.as_ptr(), flags: 0 };
+        // SAFETY: the configuration and the version string outlive the call; the model is
+        // owned by `vmaf` from here (destroyed in Drop).
+        let err = unsafe { sys::vmaf_model_load(&mut vmaf.model, &mut model_cfg, name.as_ptr()) };
+        if err != 0 || vmaf.model.is_null() {
+            return Err(vmaf_error("loading the model vmaf_v0.6.1", err));
+        }
+        // SAFETY: both pointers are live and owned by `vmaf`.
+        let err = unsafe { sys::vmaf_use_features_from_model(vmaf.ctx, vmaf.model) };
+        if err != 0 {
+            return Err(vmaf_error("registering the model's features", err));
+        }
+        Ok(vmaf)
+    }
+
+    /// Copies a frame (already on the canvas: its size, 4:2:0 at its depth) into a new
+    /// libvmaf picture.
+    fn picture(&self, frame: &AVFrame) -> Result<sys::VmafPicture, MediaError> {
+        let Canvas { width, height, bpc } = self.canvas;
+        if frame.width != width || frame.height != height || frame.format != self.canvas.pix_fmt() {
+            return Err(MediaError::misc("a frame not brought to the scoring canvas"));
+        }
+        // SAFETY: a zeroed VmafPicture is its documented empty state; alloc fills it.
+        let mut pic: sys::VmafPicture = unsafe { std::mem::zeroed() };
+        // SAFETY: allocates planes for the canvas; freed by libvmaf once read (or below).
+        let err = unsafe {
+            sys::vmaf_picture_alloc(
+                &mut pic,
+                sys::VmafPixelFormat::VMAF_PIX_FMT_YUV420P,
+                bpc,
+                width.unsigned_abs(),
+                height.unsigned_abs(),
+            )
+        };
+        if err != 0 {
+            return Err(vmaf_error("allocating a picture", err));
+        }
+        let bytes_per_sample = if bpc > 8 { 2 } else { 1 };
+        let planes = pic.w.iter().zip(&pic.h).zip(pic.data.iter().zip(&pic.stride));
+        for (((w, h), (dst, dst_stride)), (src, src_stride)) in planes.zip(frame.data.iter().zip(&frame.linesize)) {
+            let row_bytes = *w as usize * bytes_per_sample;
+            for row in 0..*h as isize {
+                // SAFETY: both planes hold `h` rows of at least `row_bytes` bytes at their
+                // strides (the frame is on the canvas, checked above; the picture was
+                // allocated for it), and they do not overlap.
+                unsafe {
+                    ptr::copy_nonoverlapping(
+                        src.offset(row * *src_stride as isize),
+                        dst.cast::<u8>().offset(row * *dst_stride),
+                        row_bytes,
+                    );
+                }
+            }
+        }
+        Ok(pic)
+    }
+
+    /// Scores one pair, the next in order.
+    pub fn push(&mut self, reference: &AVFrame, distorted: &AVFrame) -> Result<(), MediaError> {
+        let mut reference = self.picture(reference)?;
+        let mut distorted = match self.picture(distorted) {
+            Ok(pic) => pic,
+            Err(e) => {
+                // SAFETY: the reference picture was allocated above and not handed over.
+                unsafe { sys::vmaf_picture_unref(&mut reference) };
+                return Err(e);
+            }
+        };
+        // SAFETY: libvmaf takes both pictures (and frees them) whether or not it succeeds.
+        let err = unsafe { sys::vmaf_read_pictures(self.ctx, &mut reference, &mut distorted, self.frames) };
+        if err != 0 {
+            return Err(vmaf_error("reading a pair of frames", err));
+        }
+        self.frames += 1;
+        Ok(())
+    }
+
+    /// Flushes libvmaf and answers the score of every pair pushed.
+    pub fn finish(self) -> Result<VmafScore, MediaError> {
+        if self.frames == 0 {
+            return Err(MediaError::invalid("no frames to score"));
+        }
+        // SAFETY: a null pair flushes the context (its documented end of input).
+        let err = unsafe { sys::vmaf_read_pictures(self.ctx, ptr::null_mut(), ptr::null_mut(), 0) };
+        if err != 0 {
+            return Err(vmaf_error("flushing", err));
+        }
+        let mut scores = Vec::with_capacity(self.frames as usize);
+        for index in 0..self.frames {
+            let mut score = 0.0;
+            // SAFETY: the context and model are live; the index is one that was read.
+            let err = unsafe { sys::vmaf_score_at_index(self.ctx, self.model, &mut score, index) };
+            if err != 0 {
+                return Err(vmaf_error("scoring a frame", err));
+            }
+            scores.push(score);
+        }
+        let mean = scores.iter().sum::<f64>() / scores.len() as f64;
+        let p5 = percentile_5(&scores).unwrap_or(mean);
+        Ok(VmafScore { mean, p5, frames: self.frames })
+    }
+}
+
+impl Drop for Vmaf {
+    fn drop(&mut self) {
+        // SAFETY: both were made in `new` and are destroyed once, here.
+        unsafe {
+            if !self.model.is_null() {
+                sys::vmaf_model_destroy(self.model);
+            }
+            sys::vmaf_close(self.ctx);
+        }
+    }
+}
+
+/// Frames of a file's main video, in decode order of presentation, brought to a canvas.
+pub struct Frames {
+    input: AVFormatContextInput,
+    decoder: AVCodecContext,
+    video: usize,
+    canvas: Canvas,
+    scaler: Option<(SwsContext, (i32, i32, ffi::AVPixelFormat))>,
+    ended: bool,
+}
+
+impl Frames {
+    pub fn open(path: &Path, canvas: Option<Canvas>) -> Result<Self, MediaError> {
+        let input = open_input(path)?;
+        let video = main_video_index(&input).ok_or_else(|| MediaError::invalid("no video stream"))?;
+        let decoder = open_decoder(&input, video)?;
+        let canvas = canvas.unwrap_or_else(|| Canvas {
+            width: decoder.width,
+            height: decoder.height,
+            // SAFETY: a lookup in FFmpeg's static table of pixel formats.
+            bpc: match unsafe { ffi::av_pix_fmt_desc_get(decoder.pix_fmt).as_ref() } {
+                Some(desc) if desc.comp[0].depth > 8 => 10,
+                _ => 8,
+            },
+        });
+        Ok(Frames { input, decoder, video, canvas, scaler: None, ended: false })
+    }
+
+    pub fn canvas(&self) -> Canvas {
+        self.canvas
+    }
+
+    /// The next frame on the canvas, or None at the end of the video.
+    pub fn next_frame(&mut self) -> Result<Option<AVFrame>, MediaError> {
+        loop {
+            match self.decoder.receive_frame() {
+                Ok(frame) => return self.onto_canvas(&frame).map(Some),
+                Err(RsmpegError::DecoderFlushedError) => return Ok(None),
+                Err(RsmpegError::DecoderDrainError) if !self.ended => {}
+                Err(RsmpegError::DecoderDrainError) => return Ok(None),
+                Err(e) => return Err(MediaError::invalid(format!("decode error: {e}"))),
+            }
+            loop {
+                match read_packet(&mut self.input, "the video")? {
+                    Some(packet) if packet.stream_index as usize != self.video => continue,
+                    Some(packet) => {
+                        self.decoder
+                            .send_packet(Some(&packet))
+                            .map_err(|e| MediaError::invalid(format!("decode error: {e}")))?;
+                    }
+                    None => {
+                        self.ended = true;
+                        let _ = self.decoder.send_packet(None);
+                    }
+                }
+                break;
+            }
+        }
+    }
+
+    fn onto_canvas(&mut self, frame: &AVFrame) -> Result<AVFrame, MediaError> {
+        let Canvas { width, height, .. } = self.canvas;
+        let pix_fmt = self.canvas.pix_fmt();
+        if frame.width == width && frame.height == height && frame.format == pix_fmt {
+            return Ok(frame.clone());
+        }
+        let from = (frame.width, frame.height, frame.format);
+        if self.scaler.as_ref().is_none_or(|(_, made_for)| *made_for != from) {
+            let scaler = SwsContext::get_context(from.0, from.1, from.2, width, height, pix_fmt, ffi::SWS_BICUBIC)
+                .ok_or_else(|| MediaError::misc("cannot scale the frames to score"))?;
+            self.scaler = Some((scaler, from));
+        }
+        let mut out = AVFrame::new();
+        out.set_width(width);
+        out.set_height(height);
+        out.set_format(pix_fmt);
+        out.alloc_buffer().map_err(|e| from_rsmpeg("allocating a frame", &e))?;
+        if let Some((scaler, _)) = self.scaler.as_mut() {
+            scaler.scale_frame(frame, 0, frame.height, &mut out).map_err(|e| from_rsmpeg("scaling a frame", &e))?;
+        }
+        Ok(out)
+    }
+}
+
+/// The VMAF of `distorted` against `reference`, frame by frame in order, both at the
+/// reference's size and depth. The two must have the same number of frames: a score of a
+/// video that lost frames would compare the wrong pairs.
+pub fn compare(reference: &Path, distorted: &Path, threads: u32) -> Result<VmafScore, MediaError> {
+    let mut reference = Frames::open(reference, None)?;
+    let canvas = reference.canvas();
+    let mut distorted = Frames::open(distorted, Some(canvas))?;
+    let mut vmaf = Vmaf::new(canvas, threads)?;
+    loop {
+        match (reference.next_frame()?, distorted.next_frame()?) {
+            (Some(r), Some(d)) => vmaf.push(&r, &d)?,
+            (None, None) => break,
+            (r, _) => {
+                let longer = if r.is_some() { "reference" } else { "distorted" };
+                let pairs = vmaf.frames;
+                return Err(MediaError::invalid(format!(
+                    "the {longer} video has more frames than the other ({pairs})"
+                )));
+            }
+        }
+    }
+    vmaf.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_5th_percentile_is_the_nearest_rank() {
+        let scores: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(percentile_5(&scores), Some(5.0));
+        assert_eq!(percentile_5(&[90.0, 10.0]), Some(10.0));
+        assert_eq!(percentile_5(&[]), None);
+    }
+
+    #[test]
+    fn parts_combine_weighted_by_frames_with_the_lowest_percentile() {
+        let a = VmafScore { mean: 90.0, p5: 80.0, frames: 30 };
+        let b = VmafScore { mean: 100.0, p5: 95.0, frames: 10 };
+        assert_eq!(VmafScore::combine(&[a, b]), Some(VmafScore { mean: 92.5, p5: 80.0, frames: 40 }));
+        assert_eq!(VmafScore::combine(&[]), None);
+    }
+}

@@ -1,0 +1,198 @@
+//! VMAF as condense measures it (libvmaf in-process, frames from FFmpeg's decoders), checked
+//! against the clip itself, against a ruined encode of it, and against the independent
+//! ffmpeg with libvmaf that PyPI's imageio-ffmpeg ships (`make bootstrap-test` installs it).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use condense::media::vmaf::{compare, VmafScore};
+use serde_json::{json, Value};
+
+use crate::common::api::TestServer;
+use crate::common::db::TestDb;
+use crate::common::media::{ffmpeg, h264, sha};
+use crate::common::server::binary;
+
+/// imageio-ffmpeg's static ffmpeg (FFmpeg 7 with libvmaf), as the bootstrap installs it.
+fn independent_ffmpeg() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/tools/imageio-ffmpeg/imageio_ffmpeg/binaries");
+    std::fs::read_dir(&dir)
+        .ok()
+        .and_then(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.path())
+                .find(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("ffmpeg-linux")))
+        })
+        .unwrap_or_else(|| panic!("no ffmpeg with libvmaf in {}: run `make bootstrap-test`", dir.display()))
+}
+
+/// The VMAF (vmaf_v0.6.1, its default) that the independent ffmpeg's libvmaf filter prints,
+/// the distorted video scaled (bicubic) to the reference's `size` first.
+fn independent_vmaf(reference: &Path, distorted: &Path, size: &str) -> f64 {
+    let graph = format!("[0:v]scale={size}:flags=bicubic[d];[d][1:v]libvmaf=model=version=vmaf_v0.6.1");
+    let out = Command::new(independent_ffmpeg())
+        .args(["-hide_banner", "-nostdin", "-i"])
+        .arg(distorted)
+        .arg("-i")
+        .arg(reference)
+        .args(["-lavfi", &graph, "-f", "null", "-"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}");
+    let line = text.lines().find_map(|l| l.split("VMAF score: ").nth(1)).unwrap_or_else(|| panic!("{text}"));
+    line.trim().parse().unwrap()
+}
+
+/// `condense vmaf REFERENCE DISTORTED`, the real binary, as a user runs it.
+fn condense_vmaf(reference: &Path, distorted: &Path) -> VmafScore {
+    let out = Command::new(binary()).arg("vmaf").arg(reference).arg(distorted).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn x265(source: &Path, out: &Path, crf: &str) {
+    ffmpeg(&[
+        "-i",
+        source.to_str().unwrap(),
+        "-c:v",
+        "libx265",
+        "-preset",
+        "ultrafast",
+        "-crf",
+        crf,
+        "-x265-params",
+        "log-level=error",
+        out.to_str().unwrap(),
+    ]);
+}
+
+#[test]
+fn a_clip_scores_above_99_against_itself_and_far_lower_against_its_crf_51_encode() {
+    let dir = tempfile::tempdir().unwrap();
+    let clip = h264(dir.path(), "clip.mkv", "640x360", 2);
+    let itself = compare(&clip, &clip, 2).unwrap();
+    assert_eq!(itself.frames, 50);
+    assert!(itself.mean > 99.0 && itself.p5 > 99.0, "{itself:?}");
+
+    let ruined = dir.path().join("crf51.mkv");
+    x265(&clip, &ruined, "51");
+    let score = compare(&clip, &ruined, 2).unwrap();
+    assert_eq!(score.frames, 50);
+    assert!(score.mean < 80.0 && score.mean < itself.mean - 20.0, "{score:?} against itself {itself:?}");
+    assert!(score.p5 <= score.mean, "{score:?}");
+}
+
+#[test]
+fn condense_scores_within_one_point_of_the_independent_libvmaf_also_at_another_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let clip = h264(dir.path(), "clip.mkv", "640x360", 2);
+    for crf in ["30", "40"] {
+        let encoded = dir.path().join(format!("crf{crf}.mkv"));
+        x265(&clip, &encoded, crf);
+        let ours = condense_vmaf(&clip, &encoded);
+        let theirs = independent_vmaf(&clip, &encoded, "640:360");
+        assert!((ours.mean - theirs).abs() <= 1.0, "crf {crf}: condense {ours:?}, ffmpeg/libvmaf {theirs}");
+        assert!(ours.mean < 99.0, "crf {crf}: {ours:?}");
+    }
+    // A distorted video at another size is scaled to the reference's before scoring.
+    let small = dir.path().join("small.mkv");
+    ffmpeg(&[
+        "-i",
+        clip.to_str().unwrap(),
+        "-vf",
+        "scale=320:180",
+        "-c:v",
+        "libx264",
+        "-qp",
+        "10",
+        small.to_str().unwrap(),
+    ]);
+    let ours = condense_vmaf(&clip, &small);
+    let theirs = independent_vmaf(&clip, &small, "640:360");
+    assert_eq!(ours.frames, 50);
+    assert!((ours.mean - theirs).abs() <= 1.0, "scaled: condense {ours:?}, ffmpeg/libvmaf {theirs}");
+    assert!(ours.mean < 99.0, "{ours:?}");
+
+    // Videos of different lengths are refused, never scored on the wrong pairs.
+    let short = dir.path().join("short.mkv");
+    ffmpeg(&["-i", clip.to_str().unwrap(), "-t", "1", "-c:v", "libx264", "-qp", "10", short.to_str().unwrap()]);
+    let refused = compare(&clip, &short, 1).unwrap_err();
+    assert!(refused.message.contains("more frames"), "{refused:?}");
+}
+
+/// The one job of a fresh server, once it is in one of `statuses`.
+async fn the_job_once(server: &TestServer, token: &str, statuses: &[&str]) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let (_, page) = server.get("/jobs", Some(token)).await;
+        if let Some(id) = page["items"][0]["id"].as_i64() {
+            let (_, job) = server.get(&format!("/jobs/{id}"), Some(token)).await;
+            if statuses.iter().any(|s| job["status"] == *s) {
+                return job;
+            }
+            assert!(Instant::now() < deadline, "never {statuses:?}: {job}");
+        }
+        assert!(Instant::now() < deadline, "no job");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[actix_web::test]
+async fn an_encode_that_would_not_be_smaller_stops_early_and_is_skipped_with_the_original_untouched() {
+    // 10 ms a frame: the encode of 300 frames takes seconds, so the abort (judged every
+    // 500 ms, from 50 frames on) has its chance long before the end.
+    let server = TestServer::start_throttled(TestDb::sqlite().await, 10).await;
+    let token = server.login().await;
+    let dir = tempfile::tempdir().unwrap();
+    // An already efficient H.264 source, encoded at CRF 0: many times its size.
+    let source = dir.path().join("efficient.mkv");
+    ffmpeg(&[
+        "-f",
+        "lavfi",
+        "-i",
+        "testsrc2=size=320x240:rate=25",
+        "-t",
+        "12",
+        "-c:v",
+        "libx264",
+        "-preset",
+        "medium",
+        "-crf",
+        "32",
+        "-g",
+        "25",
+        source.to_str().unwrap(),
+    ]);
+    let before = sha(&source);
+    let body = json!({"name": "m", "paths": [dir.path()], "encoder": "libx265", "quality": 0, "preset": "ultrafast", "watch": false});
+    let (status, library) = server.post("/libraries", Some(&token), &body).await;
+    assert_eq!(status, 201, "{library}");
+    server.post(&format!("/libraries/{}/scan", library["id"]), Some(&token), &json!({})).await;
+
+    let job = the_job_once(&server, &token, &["SKIPPED", "COMPLETED", "FAILED"]).await;
+    assert_eq!(job["status"], "SKIPPED", "{job:#}");
+    let reason = job["skipReason"].as_str().unwrap_or_default();
+    assert!(reason.starts_with("output would not be smaller (projected at "), "{job:#}");
+    let skipped = job["events"].as_array().unwrap().iter().find(|e| e["kind"] == "skipped").expect("a skipped event");
+    let frames_done = skipped["detail"]["framesDone"].as_u64().unwrap();
+    assert!(frames_done < 300, "stopped only at the end: {skipped}");
+    assert!(skipped["detail"]["projectedSize"].as_u64().unwrap() > skipped["detail"]["limit"].as_u64().unwrap());
+    assert_eq!(job["outputSize"], Value::Null, "{job:#}");
+
+    // The original is as it was, and nothing else is left beside it: no partial output.
+    assert_eq!(sha(&source), before);
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left, vec![std::ffi::OsString::from("efficient.mkv")], "left behind: {left:?}");
+
+    // Forced, the same file is tried again (and stopped again): the reason is the new attempt's.
+    let id = job["id"].as_i64().unwrap();
+    let (status, forced) = server.post(&format!("/jobs/{id}/force"), Some(&token), &json!({})).await;
+    assert_eq!((status, &forced["skipReason"]), (200, &Value::Null), "{forced}");
+    let again = the_job_once(&server, &token, &["SKIPPED", "COMPLETED", "FAILED"]).await;
+    assert_eq!(again["status"], "SKIPPED", "{again:#}");
+    assert_eq!(sha(&source), before);
+    server.finish().await;
+}
