@@ -57,6 +57,9 @@ pub async fn fill(url: &str, jobs: usize) -> Res<f64> {
             quality: 28,
             preset: "medium".into(),
             watch: false,
+            quality_mode: "crf".into(),
+            target_vmaf: 95.0,
+            max_size_percent: 80,
         },
     )
     .await

@@ -37,6 +37,9 @@ pub fn worker(args: &[String]) -> Res<()> {
                     quality: 28,
                     preset: "medium".into(),
                     watch: false,
+                    quality_mode: "crf".into(),
+                    target_vmaf: 95.0,
+                    max_size_percent: 80,
                 },
             )
             .await

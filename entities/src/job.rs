@@ -34,6 +34,12 @@ pub struct Model {
     pub failure_detail: Option<String>,
     /// Why the job was skipped, as displayed ("output would not be smaller ...").
     pub skip_reason: Option<String>,
+    /// VMAF mode: the quality (CRF/CQ) the search chose, the output size it predicted, and
+    /// the output's VMAF on the search's samples (mean, 5th percentile).
+    pub chosen_quality: Option<i32>,
+    pub predicted_size: Option<i64>,
+    pub vmaf: Option<f64>,
+    pub vmaf_p5: Option<f64>,
     pub stalled: bool,
     /// Re-encode even when the source is already in the target codec.
     pub forced: bool,

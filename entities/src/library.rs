@@ -18,6 +18,11 @@ pub struct Model {
     /// CRF / CQ value.
     pub quality: i32,
     pub preset: String,
+    /// "crf" (the fixed `quality`) or "vmaf" (searched per file to reach `target_vmaf`).
+    pub quality_mode: String,
+    pub target_vmaf: f64,
+    /// In vmaf mode: a file whose output is predicted larger than this percent of it is skipped.
+    pub max_size_percent: i32,
     /// Watch the paths for new files (in addition to scans).
     pub watch: bool,
     pub enabled: bool,

@@ -57,6 +57,9 @@ export function defaultInput(catalog: EncoderCatalog): LibraryInput {
     encoder,
     quality: info?.quality.default ?? 0,
     preset: info?.defaultPreset ?? '',
+    qualityMode: 'crf',
+    targetVmaf: 95,
+    maxSizePercent: 80,
     watch: true,
     enabled: true,
   };
@@ -70,7 +73,9 @@ export function qualityError(encoder: EncoderInfo, quality: number): string | nu
   return null;
 }
 
-export type LibraryErrors = Partial<Record<'name' | 'paths' | 'encoder' | 'quality' | 'preset', string>>;
+export type LibraryErrors = Partial<
+  Record<'name' | 'paths' | 'encoder' | 'quality' | 'preset' | 'targetVmaf' | 'maxSizePercent', string>
+>;
 
 /** Field errors of a library form; empty when it can be sent. `offered`: the encoders the form lists. */
 export function validateLibrary(input: LibraryInput, catalog: EncoderCatalog, offered: readonly string[]): LibraryErrors {
@@ -91,6 +96,12 @@ export function validateLibrary(input: LibraryInput, catalog: EncoderCatalog, of
   if (quality) errors.quality = quality;
   if (encoder.presets.length > 0 && !encoder.presets.includes(input.preset)) {
     errors.preset = `Choose one of ${encoder.name}’s presets.`;
+  }
+  if (input.qualityMode === 'vmaf') {
+    if (!(input.targetVmaf >= 80 && input.targetVmaf <= 99)) errors.targetVmaf = 'Target VMAF must be from 80 to 99.';
+    if (!Number.isInteger(input.maxSizePercent) || input.maxSizePercent < 10 || input.maxSizePercent > 100) {
+      errors.maxSizePercent = 'The largest output must be a whole percent from 10 to 100.';
+    }
   }
   return errors;
 }

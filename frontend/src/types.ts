@@ -44,7 +44,17 @@ export type QualityRange = Schemas['QualityRange'];
 export type Library = Schemas['LibraryView'];
 export type LibraryInput = Pick<
   Library,
-  'name' | 'paths' | 'targetCodec' | 'encoder' | 'quality' | 'preset' | 'watch' | 'enabled'
+  | 'name'
+  | 'paths'
+  | 'targetCodec'
+  | 'encoder'
+  | 'quality'
+  | 'preset'
+  | 'qualityMode'
+  | 'targetVmaf'
+  | 'maxSizePercent'
+  | 'watch'
+  | 'enabled'
 >;
 
 export type HistoryDay = Schemas['DayHistory'];

@@ -79,7 +79,18 @@ describe('ApiClient against a real HTTP server', () => {
     const library = { id: 4, name: 'Films', paths: ['/media'], targetCodec: 'hevc', encoder: 'libx265', quality: 28, preset: 'medium', watch: true };
     handler = (req, _body, res) => json(res, req.method === 'POST' ? 201 : 200, { ...library, enabled: req.method === 'POST' });
     const { api } = client();
-    const input = { name: 'Films', paths: ['/media'], targetCodec: 'hevc' as const, encoder: 'libx265', quality: 28, preset: 'medium', watch: true };
+    const input = {
+      name: 'Films',
+      paths: ['/media'],
+      targetCodec: 'hevc' as const,
+      encoder: 'libx265',
+      quality: 28,
+      preset: 'medium',
+      qualityMode: 'crf' as const,
+      targetVmaf: 95,
+      maxSizePercent: 80,
+      watch: true,
+    };
 
     expect((await api.createLibrary({ ...input, enabled: true })).enabled).toBe(true);
     expect(requests).toHaveLength(1);

@@ -57,9 +57,21 @@ describe('validateLibrary', () => {
     encoder: 'hevc_nvenc',
     quality: 22,
     preset: 'p5',
+    qualityMode: 'crf',
+    targetVmaf: 95,
+    maxSizePercent: 80,
     watch: true,
     enabled: true,
   };
+
+  it('checks the target VMAF and the largest output only in vmaf mode', () => {
+    const odd = { ...valid, targetVmaf: 100, maxSizePercent: 5 };
+    expect(validateLibrary(odd, served, ['hevc_nvenc'])).toEqual({});
+    const errors = validateLibrary({ ...odd, qualityMode: 'vmaf' }, served, ['hevc_nvenc']);
+    expect(errors.targetVmaf).toMatch(/80 to 99/);
+    expect(errors.maxSizePercent).toMatch(/10 to 100/);
+    expect(validateLibrary({ ...valid, qualityMode: 'vmaf', targetVmaf: 93.5 }, served, ['hevc_nvenc'])).toEqual({});
+  });
 
   it('accepts a complete library', () => {
     expect(validateLibrary(valid, served, ['libx265', 'hevc_nvenc'])).toEqual({});

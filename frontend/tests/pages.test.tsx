@@ -24,6 +24,10 @@ function job(id: number, change: Partial<Job>): Job {
     failureReason: null,
     failureCode: null,
     skipReason: null,
+    chosenQuality: null,
+    predictedSize: null,
+    vmaf: null,
+    vmafP5: null,
     stalled: false,
     sourceCodec: 'h264',
     targetCodec: 'hevc',
@@ -87,6 +91,9 @@ const library: Library = {
   encoder: 'hevc_nvenc',
   quality: 22,
   preset: 'p5',
+  qualityMode: 'crf',
+  targetVmaf: 95,
+  maxSizePercent: 80,
   watch: true,
   enabled: true,
   createdAt: '2024-05-01T00:00:00Z',
@@ -365,6 +372,25 @@ describe('dashboard pages', () => {
     await vi.waitFor(() => expect(byLabel('Progress of new.mkv')).not.toBeNull());
     socket.send({ type: 'status', jobId: 1, progress: 100, status: 'COMPLETED' });
     await vi.waitFor(() => expect(byLabel('Progress of movie.mkv')).toBeNull());
+  });
+
+  it('shows what the quality search chose and what the output measured', async () => {
+    const searched = job(5, {
+      fileName: 'searched.mkv',
+      status: 'COMPLETED',
+      chosenQuality: 23,
+      predictedSize: 450_000,
+      outputSize: 448_000,
+      vmaf: 95.44,
+      vmafP5: 94.1,
+      actions: ['force'],
+    });
+    override = (method, path) =>
+      method === 'GET' && path.split('?')[0] === '/api/jobs/5' ? { status: 200, body: { ...searched, events: [] } } : undefined;
+    await mount('#/jobs/5');
+    await vi.waitFor(() => expect(text()).toContain('Chosen CRF'));
+    expect(text()).toContain('VMAF95.44 (5th percentile 94.10)');
+    expect(text()).toContain('Predicted size');
   });
 
   it('shows a job with its event history', async () => {

@@ -18,6 +18,7 @@ mod m20261126_000019_job_counts;
 mod m20261126_000020_job_list_indexes;
 mod m20261127_000021_job_segments;
 mod m20261128_000022_job_skip_reason;
+mod m20261128_000023_quality_mode;
 
 pub struct Migrator;
 
@@ -41,6 +42,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261126_000020_job_list_indexes::Migration),
             Box::new(m20261127_000021_job_segments::Migration),
             Box::new(m20261128_000022_job_skip_reason::Migration),
+            Box::new(m20261128_000023_quality_mode::Migration),
         ]
     }
 }

@@ -13,6 +13,7 @@ use crate::actors::library::Reload;
 use crate::actors::scheduler::{Action, JobAction};
 use crate::domain::encoding::{Encoder, TargetCodec};
 use crate::domain::job::JobStatus;
+use crate::domain::quality::{self, QualityMode};
 use crate::error::{AppError, ErrorBody};
 use crate::http::app::AppState;
 use crate::media::layout::partial_dir_for;
@@ -31,8 +32,16 @@ pub struct CreateLibrary {
     /// Default: the codec of `encoder` when given, else hevc.
     pub target_codec: Option<String>,
     pub encoder: Option<String>,
+    /// The CRF/CQ in crf mode; where the search starts in vmaf mode.
     pub quality: Option<i64>,
     pub preset: Option<String>,
+    /// `crf` (default) or `vmaf`.
+    #[schema(value_type = Option<QualityMode>)]
+    pub quality_mode: Option<String>,
+    /// 80 to 99, default 95.
+    pub target_vmaf: Option<f64>,
+    /// 10 to 100, default 80.
+    pub max_size_percent: Option<i64>,
     pub watch: Option<bool>,
     /// Default true; a disabled library is neither scanned nor watched.
     pub enabled: Option<bool>,
@@ -48,6 +57,10 @@ pub struct UpdateLibrary {
     pub encoder: Option<String>,
     pub quality: Option<i64>,
     pub preset: Option<String>,
+    #[schema(value_type = Option<QualityMode>)]
+    pub quality_mode: Option<String>,
+    pub target_vmaf: Option<f64>,
+    pub max_size_percent: Option<i64>,
     pub watch: Option<bool>,
     pub enabled: Option<bool>,
 }
@@ -134,6 +147,17 @@ pub async fn create(
         quality: stored_quality(quality),
         preset,
         watch: body.watch.unwrap_or(true),
+        quality_mode: body
+            .quality_mode
+            .as_deref()
+            .map(check_quality_mode)
+            .transpose()?
+            .unwrap_or(QualityMode::Crf)
+            .to_string(),
+        target_vmaf: body.target_vmaf.map(check_target_vmaf).transpose()?.unwrap_or(quality::TARGET_VMAF_DEFAULT),
+        max_size_percent: stored_percent(
+            body.max_size_percent.map(check_max_size_percent).transpose()?.unwrap_or(quality::MAX_SIZE_PERCENT_DEFAULT),
+        ),
     };
     let mut library = repo::libraries::create(&state.db, new).await?;
     if body.enabled == Some(false) {
@@ -206,6 +230,9 @@ pub async fn update(
         preset,
         watch: body.watch,
         enabled: body.enabled,
+        quality_mode: body.quality_mode.as_deref().map(check_quality_mode).transpose()?.map(|m| m.to_string()),
+        target_vmaf: body.target_vmaf.map(check_target_vmaf).transpose()?,
+        max_size_percent: body.max_size_percent.map(check_max_size_percent).transpose()?.map(stored_percent),
     };
     let library = repo::libraries::update(&state.db, id, patch).await?;
     state.runtime.libraries.do_send(Reload);
@@ -325,6 +352,34 @@ fn check_quality(quality: i64, encoder: Encoder) -> Result<u32, AppError> {
     u32::try_from(quality).ok().filter(|q| range.contains(*q)).ok_or_else(|| {
         AppError::invalid(format!("quality must be {} to {} for {encoder}, not {quality}", range.min, range.max))
     })
+}
+
+fn check_quality_mode(mode: &str) -> Result<QualityMode, AppError> {
+    mode.parse().map_err(|_| AppError::invalid(format!("qualityMode must be crf or vmaf, not {mode:?}")))
+}
+
+fn check_target_vmaf(target: f64) -> Result<f64, AppError> {
+    if (quality::TARGET_VMAF_MIN..=quality::TARGET_VMAF_MAX).contains(&target) {
+        Ok(target)
+    } else {
+        Err(AppError::invalid(format!(
+            "targetVmaf must be {} to {}, not {target}",
+            quality::TARGET_VMAF_MIN,
+            quality::TARGET_VMAF_MAX
+        )))
+    }
+}
+
+fn check_max_size_percent(percent: i64) -> Result<u32, AppError> {
+    let range = quality::MAX_SIZE_PERCENT_MIN..=quality::MAX_SIZE_PERCENT_MAX;
+    u32::try_from(percent).ok().filter(|p| range.contains(p)).ok_or_else(|| {
+        AppError::invalid(format!("maxSizePercent must be {} to {}, not {percent}", range.start(), range.end()))
+    })
+}
+
+/// Percentages end at 100, so every one fits the column.
+fn stored_percent(percent: u32) -> i32 {
+    i32::try_from(percent).unwrap_or(i32::MAX)
 }
 
 /// Quality scales end at 63, so every quality fits the column.

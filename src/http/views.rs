@@ -11,6 +11,7 @@ use crate::domain::health;
 use crate::domain::job::{allowed_actions, FailureCode, JobStatus, Stage, UserAction};
 use crate::domain::license::{effective_tier, Tier};
 use crate::domain::node::{NodeRole, NodeStatus};
+use crate::domain::quality::QualityMode;
 use crate::domain::stats::{self, QueueStats};
 use crate::host::disk::DiskSpace;
 use crate::host::gpu::GpuInfo;
@@ -41,6 +42,13 @@ pub struct JobView {
     /// Why a SKIPPED job was skipped: "video is already hevc", "output would not be smaller
     /// (projected at 130 % of the source)".
     pub skip_reason: Option<String>,
+    /// VMAF mode: the quality (CRF/CQ) the search chose for the file, the output size it
+    /// predicted (bytes), and the output's VMAF on the search's samples (mean and 5th
+    /// percentile of the frames' scores).
+    pub chosen_quality: Option<i32>,
+    pub predicted_size: Option<i64>,
+    pub vmaf: Option<f64>,
+    pub vmaf_p5: Option<f64>,
     pub stalled: bool,
     pub source_codec: Option<String>,
     #[schema(value_type = TargetCodec)]
@@ -81,6 +89,10 @@ impl From<&job::Model> for JobView {
             failure_reason: job.failure_reason.clone(),
             failure_code: job.failure_code.map(|code| FailureCode::from(code).to_string()),
             skip_reason: job.skip_reason.clone(),
+            chosen_quality: job.chosen_quality,
+            predicted_size: job.predicted_size,
+            vmaf: job.vmaf,
+            vmaf_p5: job.vmaf_p5,
             stalled: job.stalled,
             source_codec: job.source_codec.clone(),
             target_codec: job.target_codec.clone(),
@@ -148,8 +160,16 @@ pub struct LibraryView {
     #[schema(value_type = TargetCodec)]
     pub target_codec: String,
     pub encoder: String,
+    /// The CRF/CQ in crf mode; where the search starts in vmaf mode.
     pub quality: i32,
     pub preset: String,
+    /// `crf`: every file at `quality`; `vmaf`: each file at the highest CRF/CQ whose VMAF,
+    /// measured on samples of it, reaches `targetVmaf`, and skipped when its output is
+    /// predicted larger than `maxSizePercent` of it.
+    #[schema(value_type = QualityMode)]
+    pub quality_mode: String,
+    pub target_vmaf: f64,
+    pub max_size_percent: i32,
     pub watch: bool,
     pub enabled: bool,
     pub created_at: DateTime<Utc>,
@@ -167,6 +187,9 @@ impl From<&library::Model> for LibraryView {
             encoder: library.encoder.clone(),
             quality: library.quality,
             preset: library.preset.clone(),
+            quality_mode: library.quality_mode.clone(),
+            target_vmaf: library.target_vmaf,
+            max_size_percent: library.max_size_percent,
             watch: library.watch,
             enabled: library.enabled,
             created_at: library.created_at,

@@ -76,6 +76,28 @@ pub enum Event {
         segments: u32,
     },
     Muxing,
+    /// The quality search tried `quality` on the samples.
+    Probed {
+        quality: u32,
+        vmaf: f64,
+        percent: f64,
+    },
+    /// The quality search settled (or its kept result was read): the encode uses `quality`.
+    #[serde(rename_all = "camelCase")]
+    Searched {
+        quality: u32,
+        met: bool,
+        vmaf: f64,
+        vmaf_p5: f64,
+        percent: f64,
+        predicted_size: u64,
+        max_size_percent: u32,
+    },
+    /// The output's VMAF on the search's samples.
+    Measured {
+        mean: f64,
+        p5: f64,
+    },
     /// The encode stopped early: its output, projected from the bytes written per frame,
     /// would pass `limit` bytes.
     #[serde(rename_all = "camelCase")]
@@ -161,6 +183,35 @@ pub fn transcode(plan: &EncodePlan, stop: &AtomicBool, emit: &mut dyn FnMut(Even
         Ok(info) => info,
         Err(e) => return Err(refuse(lock, e)),
     };
+    // VMAF mode: the quality comes from the search (kept in the folder for a later run).
+    let searched = match plan.search {
+        Some(asked) => match super::search::load_or_search(plan, asked, &info, stop, emit)? {
+            Some(result) => Some(result),
+            None => return Ok(RunEnd::Paused),
+        },
+        None => None,
+    };
+    let searched_plan;
+    let plan = match &searched {
+        Some(result) => {
+            emit(Event::Searched {
+                quality: result.quality,
+                met: result.met,
+                vmaf: result.vmaf.mean,
+                vmaf_p5: result.vmaf.p5,
+                percent: result.percent,
+                predicted_size: result.predicted_size,
+                max_size_percent: result.asked.max_size_percent,
+            });
+            if result.too_large() {
+                // Nothing is encoded; the node removes the folder.
+                return Ok(RunEnd::NotSmaller);
+            }
+            searched_plan = plan.with_quality(result.quality);
+            &searched_plan
+        }
+        None => plan,
+    };
     let state = inspect(plan);
     // Check room before writing anything: segments plus the final file need about the
     // output's size twice, minus what finished segments already hold.
@@ -235,6 +286,13 @@ pub fn transcode(plan: &EncodePlan, stop: &AtomicBool, emit: &mut dyn FnMut(Even
     emit(Event::Muxing);
     let output = plan.output_path();
     mux::mux(plan, &info, &manifest, &output)?;
+    if let Some(result) = &searched {
+        // What the output scores is a record, not a gate: a failure to score it is logged.
+        match super::search::measure(plan, result, &output) {
+            Ok(score) => emit(Event::Measured { mean: score.mean, p5: score.p5 }),
+            Err(e) => tracing::warn!(error = %e.message, "the output's VMAF could not be measured"),
+        }
+    }
     let size = std::fs::metadata(&output).map(|m| m.len()).unwrap_or(0);
     emit(Event::Done {
         output: output.display().to_string(),

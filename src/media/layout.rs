@@ -88,6 +88,8 @@ pub fn span_record_file(span: u32) -> String {
 
 /// The plan of the run that owns the partial folder, which helpers encode spans by.
 pub const PLAN_FILE: &str = "plan.json";
+/// A VMAF-mode run's quality search result (`media::search`).
+pub const SEARCH_FILE: &str = "search.json";
 
 /// The muxed output inside a partial folder.
 pub fn output_path(partial_dir: &Path, extension: &str) -> PathBuf {
@@ -97,7 +99,7 @@ pub fn output_path(partial_dir: &Path, extension: &str) -> PathBuf {
 /// Files of a partial folder that are not segments or outputs: what a transcoder's clean-up
 /// of strays must leave alone.
 pub fn is_bookkeeping(name: &str) -> bool {
-    name == MANIFEST_FILE || name == LOCK_FILE || name == INTENT_FILE || name == PLAN_FILE
+    name == MANIFEST_FILE || name == LOCK_FILE || name == INTENT_FILE || name == PLAN_FILE || name == SEARCH_FILE
 }
 
 fn sibling(source: &Path, suffix: &str) -> PathBuf {

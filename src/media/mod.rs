@@ -12,6 +12,7 @@ pub mod partial;
 pub mod plan;
 pub mod probe;
 pub mod replace;
+pub mod search;
 pub mod segment;
 pub mod verify;
 pub mod vmaf;

@@ -131,6 +131,10 @@ pub struct EncodePlan {
     /// smaller is never kept). None: never stopped for its size.
     #[serde(default)]
     pub size_limit: Option<u64>,
+    /// VMAF mode: before encoding, search the quality (CRF/CQ) on samples of the video
+    /// (`media::search`); the encoder options' quality is where the search starts.
+    #[serde(default)]
+    pub search: Option<QualitySearch>,
     /// HDR kind the output keeps (Dolby Vision becomes HDR10, HLG or SDR of its base layer).
     pub hdr: HdrKind,
     /// Pause after each frame, in milliseconds: lets tests and benchmarks stop an encode at
@@ -141,6 +145,14 @@ pub struct EncodePlan {
     /// epoch (not part of the digest: a new attempt continues the old one's segments).
     #[serde(default)]
     pub epoch: String,
+}
+
+/// What a VMAF-mode library asks of the search (see `domain::quality`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QualitySearch {
+    pub target_vmaf: f64,
+    pub max_size_percent: u32,
 }
 
 impl EncodePlan {
@@ -167,6 +179,7 @@ impl EncodePlan {
             // are smaller than sources, so the source's size plus a margin is enough.
             min_free_bytes: source.size + 64 * 1024 * 1024,
             size_limit: Some(source.size),
+            search: None,
             hdr: match info.hdr.kind {
                 HdrKind::DolbyVision => match info.hdr.dolby_vision.map(|d| d.bl_compatibility_id) {
                     Some(4) => HdrKind::Hlg,
@@ -185,6 +198,23 @@ impl EncodePlan {
 
     pub fn output_path(&self) -> PathBuf {
         layout::output_path(&self.partial_dir, &self.output_extension)
+    }
+
+    /// The plan with the encoder's quality option (CRF/CQ) set to `quality`.
+    pub fn with_quality(&self, quality: u32) -> EncodePlan {
+        let name = self.encoder.profile().quality_option;
+        let mut plan = self.clone();
+        match plan.encoder_options.iter_mut().find(|(k, _)| k == name) {
+            Some((_, value)) => *value = quality.to_string(),
+            None => plan.encoder_options.push((name.to_string(), quality.to_string())),
+        }
+        plan
+    }
+
+    /// The quality (CRF/CQ) the plan sets, or the encoder's default.
+    pub fn quality(&self) -> u32 {
+        let profile = self.encoder.profile();
+        self.encoder_option(profile.quality_option).and_then(|q| q.parse().ok()).unwrap_or(profile.quality.default)
     }
 
     /// The value of one of the encoder's options, if the plan sets it.

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::ptr;
 
 use libvmaf_sys as sys;
-use rsmpeg::avcodec::AVCodecContext;
+use rsmpeg::avcodec::{AVCodec, AVCodecContext, AVPacket};
 use rsmpeg::avformat::AVFormatContextInput;
 use rsmpeg::avutil::AVFrame;
 use rsmpeg::error::RsmpegError;
@@ -20,7 +20,10 @@ use serde::{Deserialize, Serialize};
 use super::encode::{main_video_index, open_decoder};
 use super::error::from_rsmpeg;
 use super::probe::{open_input, read_packet};
+use super::segment::{CodecParams, SegmentPackets};
 use super::MediaError;
+use crate::domain::segments::Span;
+use rsmpeg::UnsafeDerefMut;
 
 /// The model every score here is made with (the one ab-av1 and FFmpeg's filter default to).
 pub const MODEL: &str = "vmaf_v0.6.1";
@@ -220,21 +223,125 @@ impl Drop for Vmaf {
     }
 }
 
-/// Frames of a file's main video, in decode order of presentation, brought to a canvas.
+/// Frames of a file's main video, in presentation order, brought to a canvas; all of them,
+/// or those of a span of its timestamps.
 pub struct Frames {
-    input: AVFormatContextInput,
+    packets: Packets,
     decoder: AVCodecContext,
-    video: usize,
     canvas: Canvas,
+    span: Span,
     scaler: Option<(SwsContext, (i32, i32, ffi::AVPixelFormat))>,
     ended: bool,
 }
 
+/// Where the packets come from: a file's main video stream, or segment files (the
+/// encoder's packets, `media::segment`) one after the other.
+enum Packets {
+    File { input: AVFormatContextInput, video: usize },
+    Segments { files: std::vec::IntoIter<std::path::PathBuf>, current: Option<SegmentPackets> },
+}
+
+impl Packets {
+    fn next(&mut self) -> Result<Option<AVPacket>, MediaError> {
+        match self {
+            Packets::File { input, video } => loop {
+                match read_packet(input, "the video")? {
+                    Some(packet) if packet.stream_index as usize != *video => continue,
+                    other => return Ok(other),
+                }
+            },
+            Packets::Segments { files, current } => loop {
+                if let Some(reader) = current.as_mut() {
+                    if let Some(packet) = reader.next_packet()? {
+                        return Ok(Some(packet));
+                    }
+                }
+                match files.next() {
+                    Some(file) => *current = Some(SegmentPackets::open(&file)?),
+                    None => return Ok(None),
+                }
+            },
+        }
+    }
+}
+
+/// A stretch of a video: `start` and `length` in seconds from its video stream's start.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Window {
+    pub start: f64,
+    pub length: f64,
+}
+
+/// The span of `window` in the timestamps of stream `video` of `input`; the whole video for
+/// a window that starts at 0 and reaches its end (`whole`).
+pub fn window_span(input: &AVFormatContextInput, video: usize, window: Window, whole: bool) -> Span {
+    let Some(stream) = input.streams().get(video) else { return Span::ALL };
+    if whole {
+        return Span::ALL;
+    }
+    let tb = f64::from(stream.time_base.num) / f64::from(stream.time_base.den);
+    let start = if stream.start_time == ffi::AV_NOPTS_VALUE { 0 } else { stream.start_time };
+    let at = |seconds: f64| start + (seconds / tb).round() as i64;
+    Span::new(Some(at(window.start)), Some(at(window.start + window.length)))
+}
+
 impl Frames {
     pub fn open(path: &Path, canvas: Option<Canvas>) -> Result<Self, MediaError> {
-        let input = open_input(path)?;
+        Frames::open_span(path, canvas, |_, _| Span::ALL)
+    }
+
+    /// The frames of `window` only (of the whole video when `whole`).
+    pub fn open_window(path: &Path, canvas: Option<Canvas>, window: Window, whole: bool) -> Result<Self, MediaError> {
+        Frames::open_span(path, canvas, |input, video| window_span(input, video, window, whole))
+    }
+
+    /// The frames whose timestamps `span_of` (given the input and its video stream) answers.
+    pub fn open_span(
+        path: &Path,
+        canvas: Option<Canvas>,
+        span_of: impl FnOnce(&AVFormatContextInput, usize) -> Span,
+    ) -> Result<Self, MediaError> {
+        let mut input = open_input(path)?;
         let video = main_video_index(&input).ok_or_else(|| MediaError::invalid("no video stream"))?;
+        let span = span_of(&input, video);
+        if let Some(from) = span.from {
+            // From the keyframe before the span: the frames before it are decoded and dropped.
+            // SAFETY: seeking an open input context we own.
+            let ret = unsafe {
+                ffi::av_seek_frame(
+                    input.as_mut_ptr(),
+                    i32::try_from(video).unwrap_or(0),
+                    from.saturating_sub(1),
+                    ffi::AVSEEK_FLAG_BACKWARD as i32,
+                )
+            };
+            if ret < 0 {
+                tracing::debug!(code = ret, "seek failed; decoding from the start");
+            }
+        }
         let decoder = open_decoder(&input, video)?;
+        Frames::over(Packets::File { input, video }, decoder, canvas, span)
+    }
+
+    /// The frames of segment files written with `params`, in the order given.
+    pub fn of_segments(
+        files: Vec<std::path::PathBuf>,
+        params: &CodecParams,
+        canvas: Canvas,
+    ) -> Result<Self, MediaError> {
+        let par = params.to_codecpar()?;
+        let codec =
+            AVCodec::find_decoder(par.codec_id).ok_or_else(|| MediaError::misc("no decoder for the segments"))?;
+        let mut decoder = AVCodecContext::new(&codec);
+        decoder.apply_codecpar(&par).map_err(|e| from_rsmpeg("decoder parameters", &e))?;
+        // SAFETY: a plain field write before opening.
+        unsafe { decoder.deref_mut().pkt_timebase = params.time_base() };
+        decoder.open(None).map_err(|e| from_rsmpeg("opening the decoder", &e))?;
+        let packets = Packets::Segments { files: files.into_iter(), current: None };
+        Frames::over(packets, decoder, Some(canvas), Span::ALL)
+    }
+
+    fn over(packets: Packets, decoder: AVCodecContext, canvas: Option<Canvas>, span: Span) -> Result<Self, MediaError> {
         let canvas = canvas.unwrap_or_else(|| Canvas {
             width: decoder.width,
             height: decoder.height,
@@ -244,7 +351,7 @@ impl Frames {
                 _ => 8,
             },
         });
-        Ok(Frames { input, decoder, video, canvas, scaler: None, ended: false })
+        Ok(Frames { packets, decoder, canvas, span, scaler: None, ended: false })
     }
 
     pub fn canvas(&self) -> Canvas {
@@ -255,26 +362,31 @@ impl Frames {
     pub fn next_frame(&mut self) -> Result<Option<AVFrame>, MediaError> {
         loop {
             match self.decoder.receive_frame() {
-                Ok(frame) => return self.onto_canvas(&frame).map(Some),
+                Ok(frame) => {
+                    let pts = frame.best_effort_timestamp;
+                    if pts != ffi::AV_NOPTS_VALUE && self.span.is_before(pts) {
+                        continue;
+                    }
+                    if pts != ffi::AV_NOPTS_VALUE && self.span.is_past(pts) {
+                        return Ok(None);
+                    }
+                    return self.onto_canvas(&frame).map(Some);
+                }
                 Err(RsmpegError::DecoderFlushedError) => return Ok(None),
                 Err(RsmpegError::DecoderDrainError) if !self.ended => {}
                 Err(RsmpegError::DecoderDrainError) => return Ok(None),
                 Err(e) => return Err(MediaError::invalid(format!("decode error: {e}"))),
             }
-            loop {
-                match read_packet(&mut self.input, "the video")? {
-                    Some(packet) if packet.stream_index as usize != self.video => continue,
-                    Some(packet) => {
-                        self.decoder
-                            .send_packet(Some(&packet))
-                            .map_err(|e| MediaError::invalid(format!("decode error: {e}")))?;
-                    }
-                    None => {
-                        self.ended = true;
-                        let _ = self.decoder.send_packet(None);
-                    }
+            match self.packets.next()? {
+                Some(packet) => {
+                    self.decoder
+                        .send_packet(Some(&packet))
+                        .map_err(|e| MediaError::invalid(format!("decode error: {e}")))?;
                 }
-                break;
+                None => {
+                    self.ended = true;
+                    let _ = self.decoder.send_packet(None);
+                }
             }
         }
     }
@@ -307,10 +419,15 @@ impl Frames {
 /// reference's size and depth. The two must have the same number of frames: a score of a
 /// video that lost frames would compare the wrong pairs.
 pub fn compare(reference: &Path, distorted: &Path, threads: u32) -> Result<VmafScore, MediaError> {
-    let mut reference = Frames::open(reference, None)?;
+    let reference = Frames::open(reference, None)?;
     let canvas = reference.canvas();
-    let mut distorted = Frames::open(distorted, Some(canvas))?;
-    let mut vmaf = Vmaf::new(canvas, threads)?;
+    score_pairs(reference, Frames::open(distorted, Some(canvas))?, threads)
+}
+
+/// Scores `distorted` against `reference` (on the reference's canvas), pair by pair; the
+/// two must end together.
+pub fn score_pairs(mut reference: Frames, mut distorted: Frames, threads: u32) -> Result<VmafScore, MediaError> {
+    let mut vmaf = Vmaf::new(reference.canvas(), threads)?;
     loop {
         match (reference.next_frame()?, distorted.next_frame()?) {
             (Some(r), Some(d)) => vmaf.push(&r, &d)?,

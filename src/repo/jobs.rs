@@ -107,6 +107,11 @@ pub struct JobChange {
     pub file_name: Option<String>,
     /// Why the job is skipped, with the transition that skips it.
     pub skip_reason: Option<String>,
+    /// VMAF mode: what the search chose and predicted, and what the output measured.
+    pub chosen_quality: Option<i32>,
+    pub predicted_size: Option<i64>,
+    pub vmaf: Option<f64>,
+    pub vmaf_p5: Option<f64>,
     /// Written by the main node's scheduler alone: never read from (nor sent over) the
     /// cluster link, so a linked node cannot hand a job to another node or lease.
     #[serde(skip)]
@@ -147,7 +152,11 @@ impl JobChange {
             output_size,
             source_mtime_ns,
             source_inode,
-            skip_reason
+            skip_reason,
+            chosen_quality,
+            predicted_size,
+            vmaf,
+            vmaf_p5
         );
         if let Some(stage) = self.stage {
             m.stage = Set(Some(stage.into()));
@@ -203,8 +212,13 @@ impl StatusChange {
                 }
                 Effect::StartFromScratch => {
                     set.progress = Set(0.0);
-                    // Whatever skipped the file was about an attempt that is over.
+                    // Whatever skipped the file, and what a search found and the output
+                    // measured, was about an attempt that is over.
                     set.skip_reason = Set(None);
+                    set.chosen_quality = Set(None);
+                    set.predicted_size = Set(None);
+                    set.vmaf = Set(None);
+                    set.vmaf_p5 = Set(None);
                     // The record of an earlier swap (see `swapped_on_record` in
                     // `actors::job::commit`) belongs to the attempt that made it.
                     set.output_size = Set(None);

@@ -14,6 +14,9 @@ pub struct NewLibrary {
     pub quality: i32,
     pub preset: String,
     pub watch: bool,
+    pub quality_mode: String,
+    pub target_vmaf: f64,
+    pub max_size_percent: i32,
 }
 
 /// Fields to change; `None` keeps the current value.
@@ -27,6 +30,9 @@ pub struct LibraryPatch {
     pub preset: Option<String>,
     pub watch: Option<bool>,
     pub enabled: Option<bool>,
+    pub quality_mode: Option<String>,
+    pub target_vmaf: Option<f64>,
+    pub max_size_percent: Option<i32>,
 }
 
 pub fn paths_of(model: &library::Model) -> Vec<String> {
@@ -45,6 +51,9 @@ pub async fn create(db: &impl ConnectionTrait, new: NewLibrary) -> RepoResult<li
         preset: Set(new.preset),
         watch: Set(new.watch),
         enabled: Set(true),
+        quality_mode: Set(new.quality_mode),
+        target_vmaf: Set(new.target_vmaf),
+        max_size_percent: Set(new.max_size_percent),
         created_at: Set(at),
         updated_at: Set(at),
         last_scan_at: Set(None),
@@ -90,6 +99,15 @@ pub async fn update(db: &impl ConnectionTrait, id: i32, patch: LibraryPatch) -> 
     }
     if let Some(v) = patch.enabled {
         model.enabled = Set(v);
+    }
+    if let Some(v) = patch.quality_mode {
+        model.quality_mode = Set(v);
+    }
+    if let Some(v) = patch.target_vmaf {
+        model.target_vmaf = Set(v);
+    }
+    if let Some(v) = patch.max_size_percent {
+        model.max_size_percent = Set(v);
     }
     model.updated_at = Set(now());
     model

@@ -938,7 +938,10 @@ fn media_dirs(names: &[&str]) -> (tempfile::TempDir, Vec<String>) {
     (dir, paths)
 }
 
-const LIBRARY_FIELDS: [&str; 12] = [
+const LIBRARY_FIELDS: [&str; 15] = [
+    "qualityMode",
+    "targetVmaf",
+    "maxSizePercent",
     "id",
     "name",
     "paths",
@@ -1509,7 +1512,12 @@ api_test_on_both_databases!(encoders_are_served_with_their_defaults_and_the_node
 
 // ---------------------------------------------------------------- jobs
 
-const JOB_FIELDS: [&str; 25] = [
+const JOB_FIELDS: [&str; 30] = [
+    "skipReason",
+    "chosenQuality",
+    "predictedSize",
+    "vmaf",
+    "vmafP5",
     "id",
     "fileName",
     "filePath",

@@ -32,6 +32,9 @@ pub fn library(path: &Path, watch: bool) -> NewLibrary {
         quality: 30,
         preset: "ultrafast".into(),
         watch,
+        quality_mode: "crf".into(),
+        target_vmaf: 95.0,
+        max_size_percent: 80,
     }
 }
 

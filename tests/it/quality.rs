@@ -196,3 +196,124 @@ async fn an_encode_that_would_not_be_smaller_stops_early_and_is_skipped_with_the
     assert_eq!(sha(&source), before);
     server.finish().await;
 }
+
+/// A VMAF-mode library over `dir` (libx265 ultrafast, the search starting at CRF 28).
+async fn vmaf_library(server: &TestServer, token: &str, dir: &Path, max_size_percent: u32) {
+    let body = json!({
+        "name": "vmaf", "paths": [dir], "encoder": "libx265", "quality": 28, "preset": "ultrafast", "watch": false,
+        "qualityMode": "vmaf", "targetVmaf": 95, "maxSizePercent": max_size_percent,
+    });
+    let (status, library) = server.post("/libraries", Some(token), &body).await;
+    assert_eq!(status, 201, "{library}");
+    assert_eq!((&library["qualityMode"], &library["targetVmaf"]), (&json!("vmaf"), &json!(95.0)), "{library}");
+    server.post(&format!("/libraries/{}/scan", library["id"]), Some(token), &json!({})).await;
+}
+
+#[actix_web::test]
+async fn a_vmaf_library_encodes_at_the_searched_crf_and_its_output_meets_the_target() {
+    let server = TestServer::start_throttled(TestDb::sqlite().await, 0).await;
+    let token = server.login().await;
+    let dir = tempfile::tempdir().unwrap();
+    let media = dir.path().join("media");
+    std::fs::create_dir(&media).unwrap();
+    let clip = h264(&media, "clip.mkv", "640x360", 4);
+    let original = dir.path().join("original.mkv");
+    std::fs::copy(&clip, &original).unwrap();
+    vmaf_library(&server, &token, &media, 80).await;
+
+    let job = the_job_once(&server, &token, &["COMPLETED", "SKIPPED", "FAILED"]).await;
+    assert_eq!(job["status"], "COMPLETED", "{job:#}");
+    // The search chose a CRF other than the library's starting 28 (this clip scores about
+    // 90 there), and predicted the size.
+    let crf = job["chosenQuality"].as_i64().unwrap();
+    assert!((10..28).contains(&crf), "{job:#}");
+    assert!(job["predictedSize"].as_i64().unwrap() > 0, "{job:#}");
+    // The output measured on the samples (here the whole clip) meets the target, and an
+    // independent libvmaf agrees with condense within a point.
+    let vmaf = job["vmaf"].as_f64().unwrap();
+    assert!(vmaf >= 94.5, "{job:#}");
+    assert!(job["vmafP5"].as_f64().unwrap() <= vmaf, "{job:#}");
+    let output = PathBuf::from(job["filePath"].as_str().unwrap());
+    let theirs = independent_vmaf(&original, &output, "640:360");
+    assert!((vmaf - theirs).abs() <= 1.0, "condense {vmaf}, ffmpeg/libvmaf {theirs}");
+    // The output is the chosen CRF's: its size is the one predicted from the samples (here
+    // the whole clip; at the starting CRF 28 it would be about half).
+    let (predicted, actual) = (job["predictedSize"].as_f64().unwrap(), job["outputSize"].as_f64().unwrap());
+    assert!((actual / predicted - 1.0).abs() < 0.2, "predicted {predicted}, output {actual}: {job:#}");
+    eprintln!(
+        "chosen CRF {crf}, VMAF {vmaf:.2} (ffmpeg/libvmaf {theirs:.2}), predicted {predicted} B, output {actual} B"
+    );
+    server.finish().await;
+}
+
+#[actix_web::test]
+async fn a_file_that_cannot_save_20_percent_at_the_target_is_skipped_before_any_encode() {
+    let server = TestServer::start_throttled(TestDb::sqlite().await, 0).await;
+    let token = server.login().await;
+    let dir = tempfile::tempdir().unwrap();
+    // Already efficient: VMAF 95 of it takes x265 ultrafast about twice its size.
+    let source = dir.path().join("efficient.mkv");
+    ffmpeg(&[
+        "-f",
+        "lavfi",
+        "-i",
+        "testsrc2=size=640x360:rate=25",
+        "-t",
+        "4",
+        "-c:v",
+        "libx264",
+        "-preset",
+        "medium",
+        "-crf",
+        "32",
+        "-g",
+        "25",
+        source.to_str().unwrap(),
+    ]);
+    let before = sha(&source);
+    vmaf_library(&server, &token, dir.path(), 80).await;
+
+    let job = the_job_once(&server, &token, &["SKIPPED", "COMPLETED", "FAILED"]).await;
+    assert_eq!(job["status"], "SKIPPED", "{job:#}");
+    let reason = job["skipReason"].as_str().unwrap_or_default();
+    assert!(reason.starts_with("would"), "{job:#}");
+    assert!(reason.contains("at the target quality"), "{job:#}");
+    let predicted = job["predictedSize"].as_i64().unwrap();
+    assert!(predicted > job["sourceSize"].as_i64().unwrap() * 80 / 100, "{job:#}");
+    assert_eq!(job["vmaf"], Value::Null, "nothing was encoded to measure: {job:#}");
+    // Nothing was encoded: the original as it was, and nothing beside it.
+    assert_eq!(sha(&source), before);
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left, vec![std::ffi::OsString::from("efficient.mkv")], "left behind: {left:?}");
+    server.finish().await;
+}
+
+#[actix_web::test]
+async fn quality_mode_fields_are_validated() {
+    let server = TestServer::sqlite().await;
+    let token = server.login().await;
+    let dir = tempfile::tempdir().unwrap();
+    for (field, value, says) in [
+        ("qualityMode", json!("best"), "qualityMode must be crf or vmaf"),
+        ("targetVmaf", json!(79.9), "targetVmaf must be 80 to 99"),
+        ("targetVmaf", json!(99.5), "targetVmaf must be 80 to 99"),
+        ("maxSizePercent", json!(9), "maxSizePercent must be 10 to 100"),
+        ("maxSizePercent", json!(101), "maxSizePercent must be 10 to 100"),
+    ] {
+        let body = json!({"name": "q", "paths": [dir.path()], field: value});
+        let (status, refused) = server.post("/libraries", Some(&token), &body).await;
+        assert_eq!(status, 422, "{field}={value}: {refused}");
+        assert!(refused["error"]["message"].as_str().unwrap().contains(says), "{refused}");
+    }
+    let (status, library) = server.post("/libraries", Some(&token), &json!({"name": "q", "paths": [dir.path()]})).await;
+    assert_eq!(status, 201);
+    let defaults = (&library["qualityMode"], &library["targetVmaf"], &library["maxSizePercent"]);
+    assert_eq!(defaults, (&json!("crf"), &json!(95.0), &json!(80)), "{library}");
+    let id = library["id"].as_i64().unwrap();
+    let (status, changed) = server
+        .put(&format!("/libraries/{id}"), Some(&token), &json!({"qualityMode": "vmaf", "targetVmaf": 93.5}))
+        .await;
+    assert_eq!(status, 200, "{changed}");
+    assert_eq!((&changed["qualityMode"], &changed["targetVmaf"]), (&json!("vmaf"), &json!(93.5)), "{changed}");
+    server.finish().await;
+}

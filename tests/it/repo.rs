@@ -23,6 +23,9 @@ fn library(name: &str) -> NewLibrary {
         quality: 26,
         preset: "medium".into(),
         watch: true,
+        quality_mode: "crf".into(),
+        target_vmaf: 95.0,
+        max_size_percent: 80,
     }
 }
 

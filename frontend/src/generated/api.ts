@@ -1190,13 +1190,27 @@ export interface components {
             /** @description Default true; a disabled library is neither scanned nor watched. */
             enabled?: boolean | null;
             encoder?: string | null;
+            /**
+             * Format: int64
+             * @description 10 to 100, default 80.
+             */
+            maxSizePercent?: number | null;
             name: string;
             paths: string[];
             preset?: string | null;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description The CRF/CQ in crf mode; where the search starts in vmaf mode.
+             */
             quality?: number | null;
+            qualityMode?: null | components["schemas"]["QualityMode"];
             /** @description Default: the codec of `encoder` when given, else hevc. */
             targetCodec?: string | null;
+            /**
+             * Format: double
+             * @description 80 to 99, default 95.
+             */
+            targetVmaf?: number | null;
             watch?: boolean | null;
         };
         CreateUser: {
@@ -1441,6 +1455,13 @@ export interface components {
         JobView: {
             /** @description What a user may do with the job now, each an endpoint `POST /jobs/{id}/<action>`. */
             actions: components["schemas"]["UserAction"][];
+            /**
+             * Format: int32
+             * @description VMAF mode: the quality (CRF/CQ) the search chose for the file, the output size it
+             *     predicted (bytes), and the output's VMAF on the search's samples (mean and 5th
+             *     percentile of the frames' scores).
+             */
+            chosenQuality?: number | null;
             /** Format: date-time */
             completedAt?: string | null;
             /** Format: date-time */
@@ -1461,6 +1482,8 @@ export interface components {
             node?: string | null;
             /** Format: int64 */
             outputSize?: number | null;
+            /** Format: int64 */
+            predictedSize?: number | null;
             /**
              * Format: int32
              * @description -10 to 10: QUEUED jobs run highest first, then oldest (`POST /jobs/{id}/priority`).
@@ -1494,6 +1517,10 @@ export interface components {
             targetCodec: components["schemas"]["TargetCodec"];
             /** Format: date-time */
             updatedAt: string;
+            /** Format: double */
+            vmaf?: number | null;
+            /** Format: double */
+            vmafP5?: number | null;
         };
         LibraryView: {
             /** Format: date-time */
@@ -1504,12 +1531,25 @@ export interface components {
             id: number;
             /** Format: date-time */
             lastScanAt?: string | null;
+            /** Format: int32 */
+            maxSizePercent: number;
             name: string;
             paths: string[];
             preset: string;
-            /** Format: int32 */
+            /**
+             * Format: int32
+             * @description The CRF/CQ in crf mode; where the search starts in vmaf mode.
+             */
             quality: number;
+            /**
+             * @description `crf`: every file at `quality`; `vmaf`: each file at the highest CRF/CQ whose VMAF,
+             *     measured on samples of it, reaches `targetVmaf`, and skipped when its output is
+             *     predicted larger than `maxSizePercent` of it.
+             */
+            qualityMode: components["schemas"]["QualityMode"];
             targetCodec: components["schemas"]["TargetCodec"];
+            /** Format: double */
+            targetVmaf: number;
             /** Format: date-time */
             updatedAt: string;
             watch: boolean;
@@ -1681,6 +1721,13 @@ export interface components {
             items: {
                 /** @description What a user may do with the job now, each an endpoint `POST /jobs/{id}/<action>`. */
                 actions: components["schemas"]["UserAction"][];
+                /**
+                 * Format: int32
+                 * @description VMAF mode: the quality (CRF/CQ) the search chose for the file, the output size it
+                 *     predicted (bytes), and the output's VMAF on the search's samples (mean and 5th
+                 *     percentile of the frames' scores).
+                 */
+                chosenQuality?: number | null;
                 /** Format: date-time */
                 completedAt?: string | null;
                 /** Format: date-time */
@@ -1701,6 +1748,8 @@ export interface components {
                 node?: string | null;
                 /** Format: int64 */
                 outputSize?: number | null;
+                /** Format: int64 */
+                predictedSize?: number | null;
                 /**
                  * Format: int32
                  * @description -10 to 10: QUEUED jobs run highest first, then oldest (`POST /jobs/{id}/priority`).
@@ -1734,6 +1783,10 @@ export interface components {
                 targetCodec: components["schemas"]["TargetCodec"];
                 /** Format: date-time */
                 updatedAt: string;
+                /** Format: double */
+                vmaf?: number | null;
+                /** Format: double */
+                vmafP5?: number | null;
             }[];
             /**
              * @description Where the next page starts (`after`), for listings with keyset pages (jobs); null on the
@@ -1752,6 +1805,8 @@ export interface components {
             from: string;
             to: string;
         };
+        /** @enum {string} */
+        QualityMode: "crf" | "vmaf";
         /** @description A CRF or constant-quality scale: lower keeps more detail. */
         QualityRange: {
             /** Format: int32 */
@@ -2014,12 +2069,17 @@ export interface components {
         UpdateLibrary: {
             enabled?: boolean | null;
             encoder?: string | null;
+            /** Format: int64 */
+            maxSizePercent?: number | null;
             name?: string | null;
             paths?: string[] | null;
             preset?: string | null;
             /** Format: int64 */
             quality?: number | null;
+            qualityMode?: null | components["schemas"]["QualityMode"];
             targetCodec?: string | null;
+            /** Format: double */
+            targetVmaf?: number | null;
             watch?: boolean | null;
         };
         /** @description Any subset; absent or null keeps the current value. */
@@ -4422,6 +4482,7 @@ export const nodeRoleValues: ReadonlyArray<FlattenedDeepRequired<components>["sc
 export const nodeStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["NodeStatus"]> = ["ONLINE", "OFFLINE", "DEGRADED"];
 export const notifyEventValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["NotifyEvent"]> = ["job.completed", "job.failed", "queue.drained", "node.offline", "node.online", "health.changed", "disk.at_risk", "test", "file.replaced"];
 export const onCloseValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["OnClose"]> = ["pause", "finish"];
+export const qualityModeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["QualityMode"]> = ["crf", "vmaf"];
 export const segmentStateValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["SegmentState"]> = ["QUEUED", "ENCODING", "DONE"];
 export const stageValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Stage"]> = ["ANALYZING", "ENCODING", "TRANSFERRING"];
 export const targetCodecValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["TargetCodec"]> = ["hevc", "av1"];

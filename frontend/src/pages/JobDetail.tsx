@@ -131,6 +131,12 @@ function JobFacts({ job }: { job: JobDetailData }) {
     ['Source size', formatBytes(job.sourceSize)],
     ['Output size', formatBytes(job.outputSize)],
     ['Saved', savedPercent ? `${formatBytes(job.savedBytes)} (${savedPercent})` : formatBytes(job.savedBytes)],
+    // VMAF mode: what the search chose and predicted, and what the output measured.
+    ...(job.chosenQuality != null ? [['Chosen CRF', String(job.chosenQuality)] as [string, ComponentChildren]] : []),
+    ...(job.predictedSize != null ? [['Predicted size', formatBytes(job.predictedSize)] as [string, ComponentChildren]] : []),
+    ...(job.vmaf != null
+      ? [['VMAF', `${job.vmaf.toFixed(2)} (5th percentile ${(job.vmafP5 ?? job.vmaf).toFixed(2)})`] as [string, ComponentChildren]]
+      : []),
     ['Retries', String(job.retryCount)],
     ['Created', formatDateTime(job.createdAt)],
     ['Started', formatDateTime(job.startedAt)],

@@ -129,7 +129,11 @@ export function Libraries() {
                 </div>
                 <div>
                   <dt>Quality</dt>
-                  <dd>CRF {library.quality}</dd>
+                  <dd>
+                    {library.qualityMode === 'vmaf'
+                      ? `VMAF ${library.targetVmaf}, at most ${library.maxSizePercent} % of the source`
+                      : `CRF ${library.quality}`}
+                  </dd>
                 </div>
                 <div>
                   <dt>Preset</dt>
@@ -175,8 +179,9 @@ export function Libraries() {
 
 function initialInput(library: Library | null, catalog: EncoderCatalog): LibraryInput {
   if (library) {
-    const { name, paths, targetCodec, encoder, quality, preset, watch, enabled } = library;
-    return { name, paths: paths.length > 0 ? [...paths] : [''], targetCodec, encoder, quality, preset, watch, enabled };
+    const { name, paths, targetCodec, encoder, quality, preset, qualityMode, targetVmaf, maxSizePercent, watch, enabled } = library;
+    const kept = { targetCodec, encoder, quality, preset, qualityMode, targetVmaf, maxSizePercent, watch, enabled };
+    return { name, paths: paths.length > 0 ? [...paths] : [''], ...kept };
   }
   return defaultInput(catalog);
 }
@@ -336,6 +341,53 @@ function LibraryForm({
         </label>
       </div>
       <p class="muted small">Lower CRF keeps more detail and gives larger files. For HDR sources, CRF 18–22 with a slow preset.</p>
+
+      <div class="form-row">
+        <label class="field">
+          <span>Quality mode</span>
+          <select value={input.qualityMode} onChange={(e) => set({ qualityMode: e.currentTarget.value as LibraryInput['qualityMode'] })}>
+            <option value="crf">Fixed CRF</option>
+            <option value="vmaf">Target VMAF (searched per file)</option>
+          </select>
+        </label>
+        {input.qualityMode === 'vmaf' && (
+          <>
+            <label class="field">
+              <span>Target VMAF (80–99)</span>
+              <input
+                type="number"
+                min={80}
+                max={99}
+                step={0.5}
+                value={Number.isNaN(input.targetVmaf) ? '' : input.targetVmaf}
+                aria-invalid={errors.targetVmaf ? true : undefined}
+                onInput={(e) => set({ targetVmaf: e.currentTarget.value === '' ? Number.NaN : Number(e.currentTarget.value) })}
+              />
+              {errors.targetVmaf && <small class="text-bad">{errors.targetVmaf}</small>}
+            </label>
+            <label class="field">
+              <span>Largest output (% of the source)</span>
+              <input
+                type="number"
+                inputMode="numeric"
+                min={10}
+                max={100}
+                step={1}
+                value={Number.isNaN(input.maxSizePercent) ? '' : input.maxSizePercent}
+                aria-invalid={errors.maxSizePercent ? true : undefined}
+                onInput={(e) => set({ maxSizePercent: e.currentTarget.value === '' ? Number.NaN : Number(e.currentTarget.value) })}
+              />
+              {errors.maxSizePercent && <small class="text-bad">{errors.maxSizePercent}</small>}
+            </label>
+          </>
+        )}
+      </div>
+      {input.qualityMode === 'vmaf' && (
+        <p class="muted small">
+          Each file is sampled first: the highest CRF whose VMAF reaches the target is used (the CRF above is where the search
+          starts), and a file whose output would be larger than the limit is skipped before anything is encoded.
+        </p>
+      )}
 
       <div class="form-row">
         <label class="check-field">

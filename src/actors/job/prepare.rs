@@ -10,9 +10,10 @@ use super::commit::swapped_on_record;
 use super::{join_error, Attempt, Phase, Step};
 use crate::domain::encoding::{profile_for_attempt, EncodeSettings, Hardware, TargetCodec};
 use crate::domain::job::{JobEvent, Stage};
+use crate::domain::quality::{self, QualityMode};
 use crate::domain::segments::{self, Sessions};
 use crate::media::partial;
-use crate::media::plan::{decide, Decision, EncodePlan, SourceIdentity};
+use crate::media::plan::{decide, Decision, EncodePlan, QualitySearch, SourceIdentity};
 use crate::media::probe::{HdrKind, MediaInfo};
 use crate::media::replace::{recover, Recovered};
 use crate::media::worker;
@@ -161,6 +162,14 @@ impl Attempt {
         plan.shared_spans = job.retry_count == 0 && self.env.parallel_segments != segments::Parallelism::Off;
         plan.throttle_ms_per_frame = self.env.throttle_ms_per_frame;
         plan.epoch = self.lease_id.clone();
+        // VMAF mode: the child searches the quality first (from the library's quality), and
+        // an encode clearly past the size the library keeps is stopped early.
+        if let Some(library) = library.filter(|l| l.quality_mode == QualityMode::Vmaf.as_str()) {
+            let max_size_percent = u32::try_from(library.max_size_percent).unwrap_or(quality::MAX_SIZE_PERCENT_DEFAULT);
+            plan.search = Some(QualitySearch { target_vmaf: library.target_vmaf, max_size_percent });
+            let limit = (max_size_percent + quality::EARLY_ABORT_MARGIN_PERCENT).min(100);
+            plan.size_limit = Some(plan.source.size.saturating_mul(u64::from(limit)) / 100);
+        }
         Ok(plan)
     }
 }

@@ -57,6 +57,7 @@ impl Attempt {
         let mut events_open = true;
         let mut helpers = crate::repo::segments::HelperTotals::default();
         let mut not_smaller = None;
+        let mut searched: Option<(f64, u32)> = None;
 
         loop {
             let kill_at = stop_by.unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(3600));
@@ -101,6 +102,21 @@ impl Attempt {
                     Some(Event::Done { cpu_ms, wall_ms, .. }) => run_stats = Some((cpu_ms, wall_ms)),
                     Some(Event::NotSmaller { projected, limit, frames_done }) => {
                         not_smaller = Some((projected, limit, frames_done));
+                    }
+                    // VMAF mode: what the search chose and predicted, then what the output
+                    // measured, recorded on the job as they come.
+                    Some(Event::Searched { quality, met, vmaf, percent, predicted_size, max_size_percent, .. }) => {
+                        tracing::info!(job_id = job.id, quality, met, vmaf, percent, "quality searched");
+                        searched = Some((percent, max_size_percent));
+                        let change = JobChange {
+                            chosen_quality: Some(i32::try_from(quality).unwrap_or(i32::MAX)),
+                            predicted_size: Some(i64::try_from(predicted_size).unwrap_or(i64::MAX)),
+                            ..Default::default()
+                        };
+                        self.update(change).await?;
+                    }
+                    Some(Event::Measured { mean, p5 }) => {
+                        self.update(JobChange { vmaf: Some(mean), vmaf_p5: Some(p5), ..Default::default() }).await?;
                     }
                     // Where the video's spans stand, for helpers to take and the job's page
                     // to show; fenced by the lease like every write of the run.
@@ -194,13 +210,26 @@ impl Attempt {
             }
             (ChildEnd::Busy, _) => self.busy().await.map(|()| None),
             (ChildEnd::NotSmaller, _) => {
-                let (projected, limit, frames_done) = not_smaller.unwrap_or((0, 0, 0));
                 let source = u64::try_from(job.source_size).unwrap_or(0);
-                let reason = quality::not_smaller_reason(projected, limit, source);
-                tracing::info!(job_id = job.id, projected, limit, frames_done, "{reason}; skipped");
-                let detail = serde_json::json!({
-                    "reason": reason, "projectedSize": projected, "limit": limit, "framesDone": frames_done,
-                });
+                let (reason, detail) = match (not_smaller, searched) {
+                    // The search predicted too large an output: nothing was encoded.
+                    (None, Some((percent, max_size_percent))) => {
+                        let reason = quality::search_skip_reason(percent, max_size_percent);
+                        let detail = serde_json::json!({
+                            "reason": reason, "predictedPercent": percent, "maxSizePercent": max_size_percent,
+                        });
+                        (reason, detail)
+                    }
+                    (projection, _) => {
+                        let (projected, limit, frames_done) = projection.unwrap_or((0, 0, 0));
+                        let reason = quality::not_smaller_reason(projected, limit, source);
+                        let detail = serde_json::json!({
+                            "reason": reason, "projectedSize": projected, "limit": limit, "framesDone": frames_done,
+                        });
+                        (reason, detail)
+                    }
+                };
+                tracing::info!(job_id = job.id, "{reason}; skipped");
                 let ctx = EventContext { detail: Some(detail), ..self.ctx() };
                 let change = JobChange { skip_reason: Some(reason), ..Default::default() };
                 self.apply(JobEvent::NotSmaller, change, ctx).await.map(|_| None)

@@ -1,0 +1,288 @@
+//! The quality search of a VMAF-mode library, in the transcoder child before it encodes:
+//! samples of the video (`domain::quality::sample_layout`) are encoded at a candidate
+//! quality by the same sessions that encode segments (in parallel, one sample each), scored
+//! with libvmaf against the source's frames, and the next candidate chosen
+//! (`domain::quality::next_quality`) until the highest quality value that reaches the target
+//! is found. Its result is written into the partial folder (`search.json`), so a run that
+//! continues the job does not search again; and after the mux the output is scored on the
+//! same samples.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+
+use serde::{Deserialize, Serialize};
+
+use super::encode::{run_sessions, Event, Recorder};
+use super::layout;
+use super::manifest::{write_durably, Segment};
+use super::plan::{EncodePlan, QualitySearch};
+use super::probe::{open_input, read_packet, MediaInfo};
+use super::segment::CodecParams;
+use super::vmaf::{score_pairs, window_span, Frames, VmafScore, Window};
+use super::MediaError;
+use crate::domain::quality::{self, Next, Probe};
+use crate::domain::segments::{Span, SpanView};
+
+/// What a search settled on, as kept in the partial folder.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SearchResult {
+    /// The plan searched for (before its quality was set) and what was asked: a result for
+    /// another plan or target is searched again.
+    pub plan_digest: String,
+    pub asked: QualitySearch,
+    pub quality: u32,
+    /// Whether `quality` reaches the target (else it is the best quality in range).
+    pub met: bool,
+    pub vmaf: VmafScore,
+    /// Encoded size of the samples at `quality`, in percent of their source bytes.
+    pub percent: f64,
+    pub predicted_size: u64,
+    pub probes: Vec<Probe>,
+    pub samples: Vec<Window>,
+}
+
+impl SearchResult {
+    /// Whether the predicted size is past what the library keeps.
+    pub fn too_large(&self) -> bool {
+        self.percent > f64::from(self.asked.max_size_percent)
+    }
+}
+
+/// The search's result for `plan`: the one kept in the partial folder when it was made for
+/// this plan and target, else a new search. None when a stop came first.
+pub fn load_or_search(
+    plan: &EncodePlan,
+    asked: QualitySearch,
+    info: &MediaInfo,
+    stop: &AtomicBool,
+    emit: &mut dyn FnMut(Event),
+) -> Result<Option<SearchResult>, MediaError> {
+    let path = plan.partial_dir.join(layout::SEARCH_FILE);
+    let kept = std::fs::read(&path).ok().and_then(|b| serde_json::from_slice::<SearchResult>(&b).ok());
+    if let Some(kept) = kept.filter(|k| k.plan_digest == plan.digest() && k.asked == asked) {
+        return Ok(Some(kept));
+    }
+    let Some(result) = search(plan, asked, info, stop, emit)? else { return Ok(None) };
+    write_durably(&plan.partial_dir, layout::SEARCH_FILE, &result, "writing the search's result")?;
+    Ok(Some(result))
+}
+
+/// The samples of the video, as windows, and whether one sample is the whole video.
+fn samples(info: &MediaInfo) -> (Vec<Window>, bool) {
+    let duration = info.video().and_then(|v| v.duration_seconds).or(info.duration_seconds).unwrap_or(0.0);
+    let layout = quality::sample_layout(duration);
+    let whole = layout.len() == 1 && layout.first().is_some_and(|(start, _)| *start == 0.0);
+    (layout.into_iter().map(|(start, length)| Window { start, length }).collect(), whole)
+}
+
+fn search(
+    plan: &EncodePlan,
+    asked: QualitySearch,
+    info: &MediaInfo,
+    stop: &AtomicBool,
+    emit: &mut dyn FnMut(Event),
+) -> Result<Option<SearchResult>, MediaError> {
+    let profile = plan.encoder.profile();
+    let range = (profile.quality.min, profile.quality.max);
+    let (windows, whole) = samples(info);
+    let spans: Vec<Span> = {
+        let input = open_input(&plan.input)?;
+        let video = super::encode::main_video_index(&input).ok_or_else(|| MediaError::invalid("no video stream"))?;
+        windows.iter().map(|w| window_span(&input, video, *w, whole)).collect()
+    };
+    let source_bytes: u64 = spans.iter().map(|s| video_bytes(&plan.input, *s)).sum::<Result<u64, _>>()?;
+    if source_bytes == 0 {
+        return Err(MediaError::invalid("the samples hold no video"));
+    }
+    let mut probes: Vec<Probe> = Vec::new();
+    let mut scores: Vec<(u32, VmafScore)> = Vec::new();
+    let (quality, met) = loop {
+        match quality::next_quality(&probes, asked.target_vmaf, range, plan.quality()) {
+            Next::Try(q) => {
+                let Some((score, bytes)) = probe(plan, info, &spans, q, stop)? else { return Ok(None) };
+                let probe = Probe { quality: q, vmaf: score.mean, percent: bytes as f64 * 100.0 / source_bytes as f64 };
+                tracing::debug!(?probe, "search probe");
+                emit(Event::Probed { quality: q, vmaf: score.mean, percent: probe.percent });
+                probes.push(probe);
+                scores.push((q, score));
+            }
+            Next::Settle { quality, met } => break (quality, met),
+        }
+    };
+    let chosen = probes.iter().find(|p| p.quality == quality).copied();
+    let vmaf = scores.iter().find(|(q, _)| *q == quality).map(|(_, s)| *s);
+    let (Some(chosen), Some(vmaf)) = (chosen, vmaf) else {
+        return Err(MediaError::misc("the search settled on a quality it did not try"));
+    };
+    Ok(Some(SearchResult {
+        plan_digest: plan.digest(),
+        asked,
+        quality,
+        met,
+        vmaf,
+        percent: chosen.percent,
+        predicted_size: (plan.source.size as f64 * chosen.percent / 100.0) as u64,
+        probes,
+        samples: windows,
+    }))
+}
+
+/// Bytes of the source's main video in `span`: read from the keyframe before it to a few
+/// seconds past it (packets come in decode order, a little out of presentation order).
+fn video_bytes(input: &Path, span: Span) -> Result<u64, MediaError> {
+    let mut input = open_input(input)?;
+    let video = super::encode::main_video_index(&input).ok_or_else(|| MediaError::invalid("no video stream"))?;
+    let slack = input
+        .streams()
+        .get(video)
+        .map_or(0, |s| (10.0 * f64::from(s.time_base.den) / f64::from(s.time_base.num.max(1))) as i64);
+    if let Some(from) = span.from {
+        // SAFETY: seeking an open input context we own.
+        unsafe {
+            rsmpeg::ffi::av_seek_frame(
+                input.as_mut_ptr(),
+                i32::try_from(video).unwrap_or(0),
+                from.saturating_sub(1),
+                rsmpeg::ffi::AVSEEK_FLAG_BACKWARD as i32,
+            )
+        };
+    }
+    let mut bytes = 0u64;
+    while let Some(packet) = read_packet(&mut input, "the source")? {
+        if packet.stream_index as usize != video {
+            continue;
+        }
+        let pts = if packet.pts == rsmpeg::ffi::AV_NOPTS_VALUE { packet.dts } else { packet.pts };
+        if span.to.is_some_and(|to| pts >= to.saturating_add(slack)) {
+            break;
+        }
+        if !span.is_before(pts) && !span.is_past(pts) {
+            bytes += u64::try_from(packet.size).unwrap_or(0);
+        }
+    }
+    Ok(bytes)
+}
+
+/// The samples' segments, as the sessions finish them.
+#[derive(Default)]
+struct Samples {
+    segments: Vec<Segment>,
+    /// The encoder's stream parameters, to decode the segments with.
+    params: Option<CodecParams>,
+}
+
+impl Recorder for Samples {
+    fn record(
+        &mut self,
+        _: &EncodePlan,
+        segment: Segment,
+        params: Option<CodecParams>,
+        _: &mut dyn FnMut(Event),
+    ) -> Result<u64, MediaError> {
+        let bytes = segment.bytes;
+        if self.params.is_none() {
+            self.params = params;
+        }
+        self.segments.push(segment);
+        Ok(bytes)
+    }
+
+    fn frames_done(&self) -> u64 {
+        self.segments.iter().map(|s| s.frames).sum()
+    }
+
+    fn bytes_done(&self) -> u64 {
+        self.segments.iter().map(|s| s.bytes).sum()
+    }
+
+    fn views(&self, _: &[u32]) -> Option<Vec<SpanView>> {
+        None
+    }
+
+    fn take_in(
+        &mut self,
+        _: &EncodePlan,
+        _: u32,
+        _: &AtomicU32,
+        _: &mut dyn FnMut(Event),
+    ) -> Result<Vec<Span>, MediaError> {
+        Ok(Vec::new())
+    }
+}
+
+/// Encodes every sample at `quality` (one session each, as many at once as the plan's
+/// sessions) into a folder of its own inside the partial folder, and scores them; answers
+/// the score over all samples and the bytes encoded, or None after a stop.
+fn probe(
+    plan: &EncodePlan,
+    info: &MediaInfo,
+    spans: &[Span],
+    quality: u32,
+    stop: &AtomicBool,
+) -> Result<Option<(VmafScore, u64)>, MediaError> {
+    let dir = plan.partial_dir.join(format!("search-{quality}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).map_err(|e| MediaError::from_io("creating a sample folder", &e))?;
+    let result = probe_in(plan, info, spans, quality, stop, &dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+fn probe_in(
+    plan: &EncodePlan,
+    info: &MediaInfo,
+    spans: &[Span],
+    quality: u32,
+    stop: &AtomicBool,
+    dir: &Path,
+) -> Result<Option<(VmafScore, u64)>, MediaError> {
+    let mut sample_plan = plan.with_quality(quality);
+    sample_plan.partial_dir = dir.to_path_buf();
+    sample_plan.size_limit = None;
+    sample_plan.search = None;
+    // Samples are cut into segments as the encode will be (each a fresh encoder session),
+    // so they score as the encode will.
+    let mut samples = Samples::default();
+    let mut quiet = |_: Event| {};
+    run_sessions(&sample_plan, info, spans.to_vec(), Vec::new(), false, None, 0, &mut samples, stop, &mut quiet)?;
+    if stop.load(Ordering::SeqCst) {
+        return Ok(None);
+    }
+    let threads = plan.sessions.sessions.max(1) * plan.sessions.threads.max(1);
+    let mut parts = Vec::new();
+    for span in spans {
+        // The sample's segments, in order (a segment's span lies within its sample's).
+        let mut files: Vec<&Segment> = samples
+            .segments
+            .iter()
+            .filter(|s| !s.file.is_empty() && !span.is_before(s.first_pts) && !span.is_past(s.first_pts))
+            .collect();
+        files.sort_by_key(|s| s.first_pts);
+        if files.is_empty() {
+            return Err(MediaError::misc("a sample was not encoded"));
+        }
+        let params = samples.params.as_ref().ok_or_else(|| MediaError::misc("a sample has no encoder headers"))?;
+        let reference = Frames::open_span(&plan.input, None, |_, _| *span)?;
+        let canvas = reference.canvas();
+        let distorted = Frames::of_segments(files.iter().map(|s| dir.join(&s.file)).collect(), params, canvas)?;
+        parts.push(score_pairs(reference, distorted, threads)?);
+    }
+    let score = VmafScore::combine(&parts).ok_or_else(|| MediaError::invalid("the samples hold no frame"))?;
+    Ok(Some((score, samples.bytes_done())))
+}
+
+/// The VMAF of the muxed `output` against the source on the search's samples (seconds from
+/// each file's video start, so container time bases and offsets do not matter).
+pub fn measure(plan: &EncodePlan, result: &SearchResult, output: &Path) -> Result<VmafScore, MediaError> {
+    let whole = result.samples.len() == 1 && result.samples.first().is_some_and(|w| w.start == 0.0);
+    let threads = plan.sessions.sessions.max(1) * plan.sessions.threads.max(1);
+    let mut parts = Vec::new();
+    for window in &result.samples {
+        let reference = Frames::open_window(&plan.input, None, *window, whole)?;
+        let canvas = reference.canvas();
+        let distorted = Frames::open_window(output, Some(canvas), *window, whole)?;
+        parts.push(score_pairs(reference, distorted, threads)?);
+    }
+    VmafScore::combine(&parts).ok_or_else(|| MediaError::invalid("the samples hold no frame"))
+}
