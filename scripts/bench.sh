@@ -6,6 +6,18 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 started=$(date +%s)
+# The quality measure compares condense's CRF search with ab-av1's (from crates.io), which
+# needs an ffmpeg with libvmaf: PyPI's imageio-ffmpeg ships one (Debian's has none). Both
+# go under target/tools/, for the benchmarks alone.
+tools=${CARGO_TARGET_DIR:-target}/tools
+if [ ! -x "$tools/ab-av1/bin/ab-av1" ]; then
+  echo "bench: installing ab-av1 0.11.7 from crates.io into $tools/ab-av1"
+  cargo install --quiet --locked --root "$tools/ab-av1" ab-av1@0.11.7
+fi
+if ! compgen -G "$tools/imageio-ffmpeg/imageio_ffmpeg/binaries/ffmpeg-linux-*" >/dev/null; then
+  PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check --no-deps \
+    --target "$tools/imageio-ffmpeg" imageio-ffmpeg==0.8.1
+fi
 cargo build --release --quiet --bin condense
 cargo build --release --quiet -p condense-bench
 target=${CARGO_TARGET_DIR:-target}

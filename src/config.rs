@@ -61,6 +61,27 @@ pub enum Command {
     /// Print the VMAF (model vmaf_v0.6.1) of DISTORTED against REFERENCE, as JSON: the mean
     /// and 5th percentile of the frames' scores. Both must have the same frames.
     Vmaf { reference: std::path::PathBuf, distorted: std::path::PathBuf },
+    /// Find the highest CRF/CQ whose VMAF reaches a target, on samples of FILE, as a
+    /// VMAF-mode library does before each encode; prints the result as JSON. Nothing is
+    /// written beside FILE (the samples go under the system's temporary folder).
+    CrfSearch {
+        file: std::path::PathBuf,
+        /// The encoder (as `GET /encoders` names them).
+        #[arg(long, default_value = "libx265")]
+        encoder: String,
+        /// The encoder's preset (default: its own).
+        #[arg(long)]
+        preset: Option<String>,
+        /// The VMAF to reach (80 to 99).
+        #[arg(long, default_value_t = 95.0)]
+        target: f64,
+        /// Where the search starts (default: the encoder's default quality).
+        #[arg(long)]
+        start: Option<u32>,
+        /// Report an output predicted larger than this percent of FILE as too large.
+        #[arg(long, default_value_t = 80)]
+        max_size_percent: u32,
+    },
     /// Run one encode (internal: the node starts it as a child process, plan on stdin).
     #[command(hide = true)]
     Transcode,

@@ -12,6 +12,7 @@ fn main() -> ExitCode {
         Command::Media => return condense::media::worker::child_main(),
         Command::Probe { file } => return cli::probe(file),
         Command::Vmaf { reference, distorted } => return cli::vmaf(reference, distorted),
+        Command::CrfSearch { .. } => return cli::crf_search(&cli.command),
         Command::Openapi => return cli::openapi(),
         _ => {}
     }
@@ -39,6 +40,7 @@ fn main() -> ExitCode {
         | Command::Media
         | Command::Probe { .. }
         | Command::Vmaf { .. }
+        | Command::CrfSearch { .. }
         | Command::Openapi => Ok(()),
     };
     match result {

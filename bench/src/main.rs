@@ -19,6 +19,7 @@ mod encode;
 mod http;
 mod memory;
 mod probe;
+mod quality;
 mod report;
 mod scan;
 mod util;
@@ -83,7 +84,7 @@ impl Config {
     }
 }
 
-pub const MEASURES: &[&str] = &["encode", "cluster", "probe", "scan", "api", "ws", "memory"];
+pub const MEASURES: &[&str] = &["encode", "cluster", "quality", "probe", "scan", "api", "ws", "memory"];
 
 /// The command that gives the figures of one measure.
 pub fn command(measure: &str) -> String {
@@ -127,6 +128,11 @@ async fn run_all(cfg: &Config, wanted: &[String]) -> Report {
     if runs("cluster") {
         if let Err(e) = cluster::run(cfg, &mut report).await {
             report.failed("two nodes, one job", &e);
+        }
+    }
+    if runs("quality") {
+        if let Err(e) = quality::run(cfg, &mut report).await {
+            report.failed("quality targeting", &e);
         }
     }
     if runs("probe") {

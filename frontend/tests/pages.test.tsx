@@ -157,6 +157,7 @@ function respond(method: string, path: string): { status: number; body?: unknown
         failedJobs: [{ jobId: 2, fileName: 'broken.avi', reason: 'file validation failed', node: 'gpu-1', date: '2024-05-01T10:05:00Z' }],
         storage: { totalSavedBytes: 3 * 1024 ** 3, filesProcessed: 3, averageSavingsPercent: 45 },
         encodingTime: { cpuSeconds: 7200, wallSeconds: 3600, efficiency: 2 },
+        vmaf: [{ libraryId: 1, libraryName: 'Movies', jobs: 2, meanVmaf: 95.5, lowestP5: 91, meanQuality: 25 }],
       },
     };
   }
@@ -449,6 +450,8 @@ describe('dashboard pages', () => {
     await vi.waitFor(() => expect(text()).toContain('Savings, last 30 days'));
     await vi.waitFor(() => expect(container().querySelectorAll('rect.chart-bar')).toHaveLength(2));
     expect(text()).toContain('75%'); // codec share computed from counts, and success rate
+    const vmaf = [...container().querySelectorAll('[aria-labelledby="vmaf-title"] tbody tr')].map((row) => row.textContent);
+    expect(vmaf).toEqual(['Movies295.5091.0025.0']);
 
     await show('#/settings');
     await vi.waitFor(() => expect(text()).toContain('Ada'));

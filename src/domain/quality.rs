@@ -28,6 +28,8 @@ pub const EARLY_ABORT_MARGIN_PERCENT: u32 = 10;
 /// Length of one sample and how much video each stands for (as ab-av1: 20 s every 12 min).
 pub const SAMPLE_SECONDS: f64 = 20.0;
 pub const SAMPLE_EVERY_SECONDS: f64 = 720.0;
+/// How far above the target a first try may score and still be taken (doubled at each try).
+pub const ACCEPT_MARGIN: f64 = 0.1;
 /// Qualities a search tries at most before it settles on the best it found.
 pub const MAX_PROBES: usize = 8;
 
@@ -77,7 +79,8 @@ pub enum Next {
 /// passing and a failing value known, the next is interpolated between them on VMAF; with
 /// only one side known, it steps by the VMAF still to gain or lose, at the slope seen so far
 /// (one point per step before two values are known). It settles when the passing and the
-/// failing value are neighbours, at an end of the range, or after `MAX_PROBES`.
+/// failing value are neighbours, at an end of the range, after `MAX_PROBES`, or when the
+/// last try passes by less than a margin that doubles with each try (`ACCEPT_MARGIN`).
 pub fn next_quality(probes: &[Probe], target: f64, range: (u32, u32), start: u32) -> Next {
     let (min, max) = range;
     let Some(first) = probes.first() else { return Next::Try(start.clamp(min, max)) };
@@ -94,6 +97,14 @@ pub fn next_quality(probes: &[Probe], target: f64, range: (u32, u32), start: u32
             Some(ok) => Next::Settle { quality: ok.quality, met: true },
             None => Next::Settle { quality: best.quality, met: false },
         };
+    }
+    // Close enough above the target: the last try passes by less than a margin that doubles
+    // with every try (0.1, 0.2, 0.4 ... points, as ab-av1 allows), and is the best pass.
+    let margin = ACCEPT_MARGIN * 2f64.powi(i32::try_from(probes.len()).unwrap_or(i32::MAX).saturating_sub(1));
+    if let (Some(last), Some(ok)) = (probes.last(), pass) {
+        if last.quality == ok.quality && last.vmaf < target + margin {
+            return Next::Settle { quality: ok.quality, met: true };
+        }
     }
     let slope = slope(probes);
     let tried = |q: u32| probes.iter().any(|p| p.quality == q);
@@ -266,6 +277,18 @@ mod tests {
         };
         assert_eq!(settled, (13, true), "{probes:?}");
         assert!(probes.len() <= 5, "{probes:?}");
+    }
+
+    #[test]
+    fn a_pass_close_enough_above_the_target_is_taken_the_margin_doubling_with_each_try() {
+        assert_eq!(next_quality(&[probe(28, 95.05)], 95.0, (0, 51), 28), Next::Settle { quality: 28, met: true });
+        assert_eq!(next_quality(&[probe(28, 95.15)], 95.0, (0, 51), 28), Next::Try(29));
+        // Third try: 0.4 points are close enough.
+        let tries = [probe(28, 90.0), probe(23, 96.0), probe(24, 95.3)];
+        assert_eq!(next_quality(&tries, 95.0, (0, 51), 28), Next::Settle { quality: 24, met: true });
+        // Only when the last try is the best pass.
+        let tries = [probe(28, 90.0), probe(24, 95.3), probe(22, 95.35)];
+        assert_eq!(next_quality(&tries, 95.0, (0, 51), 28), Next::Try(25));
     }
 
     #[test]

@@ -6,7 +6,7 @@ use chrono::Utc;
 use serde::Deserialize;
 
 use super::auth::AuthUser;
-use super::views::{FailedJobView, InsightsView, SavingsView};
+use super::views::{FailedJobView, InsightsView, LibraryVmaf, SavingsView};
 use crate::domain::stats::{self, CodecShare, CompletedJob, NodePerformance, HISTORY_DAYS, MAX_TREND_DAYS};
 use crate::error::{AppError, ErrorBody};
 use crate::http::app::AppState;
@@ -30,6 +30,19 @@ pub async fn overview(_user: AuthUser, state: web::Data<AppState>) -> Result<web
     let all = repo::stats::completed_jobs(&state.db, None).await?;
     let failed = repo::stats::failed_since(&state.db, window, stats::MAX_FAILED_JOBS).await?;
     let (cpu_ms, wall_ms) = repo::stats::encoding_time_ms(&state.db).await?;
+    let libraries = repo::libraries::list(&state.db).await?;
+    let vmaf = repo::stats::vmaf_per_library(&state.db)
+        .await?
+        .into_iter()
+        .map(|row| LibraryVmaf {
+            library_name: libraries.iter().find(|l| Some(l.id) == row.library_id).map(|l| l.name.clone()),
+            library_id: row.library_id,
+            jobs: row.jobs,
+            mean_vmaf: row.mean_vmaf,
+            lowest_p5: row.lowest_p5,
+            mean_quality: row.mean_quality,
+        })
+        .collect();
 
     let (history, totals) = stats::history(&completed(&recent), now.date_naive(), HISTORY_DAYS);
     let sizes: Vec<(i64, Option<i64>)> = all.iter().map(|row| (row.source_size, row.output_size)).collect();
@@ -39,6 +52,7 @@ pub async fn overview(_user: AuthUser, state: web::Data<AppState>) -> Result<web
         failed_jobs: failed.iter().map(FailedJobView::from).collect(),
         storage: stats::storage(&sizes),
         encoding_time: stats::encoding_time(cpu_ms, wall_ms),
+        vmaf,
     }))
 }
 

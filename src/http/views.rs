@@ -506,6 +506,21 @@ pub struct InsightsView {
     pub storage: stats::StorageSummary,
     /// Every job's runs so far.
     pub encoding_time: stats::EncodingTime,
+    /// Per library in VMAF mode, what its completed jobs' outputs measured.
+    pub vmaf: Vec<LibraryVmaf>,
+}
+
+/// What a library's completed jobs measured: their mean VMAF (each on its search's
+/// samples), the lowest 5th percentile among them, and the mean CRF/CQ the searches chose.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LibraryVmaf {
+    pub library_id: Option<i32>,
+    pub library_name: Option<String>,
+    pub jobs: i64,
+    pub mean_vmaf: Option<f64>,
+    pub lowest_p5: Option<f64>,
+    pub mean_quality: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]

@@ -20,8 +20,9 @@ use super::probe::{open_input, read_packet, MediaInfo};
 use super::segment::CodecParams;
 use super::vmaf::{score_pairs, window_span, Frames, VmafScore, Window};
 use super::MediaError;
+use crate::domain::encoding::{EncodeProfile, Encoder, RetryProfile};
 use crate::domain::quality::{self, Next, Probe};
-use crate::domain::segments::{Span, SpanView};
+use crate::domain::segments::{Sessions, Span, SpanView};
 
 /// What a search settled on, as kept in the partial folder.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -68,12 +69,41 @@ pub fn load_or_search(
     Ok(Some(result))
 }
 
-/// The samples of the video, as windows, and whether one sample is the whole video.
-fn samples(info: &MediaInfo) -> (Vec<Window>, bool) {
+/// The search alone, on any file (`condense crf-search`): `encoder` at `preset`, from
+/// `start` (the encoder's default quality when None), in a folder of its own under `work`
+/// (removed after), with `sessions` encoding samples at once.
+pub fn search_file(
+    input: &Path,
+    encoder: Encoder,
+    preset: Option<String>,
+    start: Option<u32>,
+    asked: QualitySearch,
+    sessions: Sessions,
+    work: &Path,
+) -> Result<SearchResult, MediaError> {
+    let info = super::probe::probe(input)?;
+    let profile = EncodeProfile {
+        encoder,
+        hardware_decode: false,
+        ten_bit_allowed: true,
+        preset: preset.or_else(|| encoder.default_preset().map(str::to_string)),
+        quality: start.unwrap_or(encoder.profile().quality.default),
+        retry_profile: RetryProfile::AsConfigured,
+    };
+    let mut plan = EncodePlan::new(input, &info, &profile)?;
+    plan.partial_dir = work.join(format!(".condense-search-{}", std::process::id()));
+    plan.sessions = sessions;
+    std::fs::create_dir_all(&plan.partial_dir).map_err(|e| MediaError::from_io("creating a work folder", &e))?;
+    let stop = AtomicBool::new(false);
+    let result = search(&plan, asked, &info, &stop, &mut |_| {});
+    let _ = std::fs::remove_dir_all(&plan.partial_dir);
+    result?.ok_or_else(|| MediaError::misc("the search was stopped"))
+}
+
+/// The samples of the video, as windows.
+fn samples(info: &MediaInfo) -> Vec<Window> {
     let duration = info.video().and_then(|v| v.duration_seconds).or(info.duration_seconds).unwrap_or(0.0);
-    let layout = quality::sample_layout(duration);
-    let whole = layout.len() == 1 && layout.first().is_some_and(|(start, _)| *start == 0.0);
-    (layout.into_iter().map(|(start, length)| Window { start, length }).collect(), whole)
+    quality::sample_layout(duration).into_iter().map(|(start, length)| Window { start, length }).collect()
 }
 
 fn search(
@@ -85,11 +115,12 @@ fn search(
 ) -> Result<Option<SearchResult>, MediaError> {
     let profile = plan.encoder.profile();
     let range = (profile.quality.min, profile.quality.max);
-    let (windows, whole) = samples(info);
+    let windows = samples(info);
+    // Bounded spans (the whole video's too), so each sample can be cut for the sessions.
     let spans: Vec<Span> = {
         let input = open_input(&plan.input)?;
         let video = super::encode::main_video_index(&input).ok_or_else(|| MediaError::invalid("no video stream"))?;
-        windows.iter().map(|w| window_span(&input, video, *w, whole)).collect()
+        windows.iter().map(|w| window_span(&input, video, *w, false)).collect()
     };
     let source_bytes: u64 = spans.iter().map(|s| video_bytes(&plan.input, *s)).sum::<Result<u64, _>>()?;
     if source_bytes == 0 {
@@ -243,9 +274,12 @@ fn probe_in(
     sample_plan.search = None;
     // Samples are cut into segments as the encode will be (each a fresh encoder session),
     // so they score as the encode will.
+    // Fewer samples than sessions: each is cut in parts, so every session encodes.
+    let parts = (plan.sessions.sessions.max(1) as usize).div_ceil(spans.len().max(1));
+    let pieces: Vec<Span> = spans.iter().flat_map(|span| cut(*span, parts)).collect();
     let mut samples = Samples::default();
     let mut quiet = |_: Event| {};
-    run_sessions(&sample_plan, info, spans.to_vec(), Vec::new(), false, None, 0, &mut samples, stop, &mut quiet)?;
+    run_sessions(&sample_plan, info, pieces, Vec::new(), false, None, 0, &mut samples, stop, &mut quiet)?;
     if stop.load(Ordering::SeqCst) {
         return Ok(None);
     }
@@ -272,9 +306,18 @@ fn probe_in(
     Ok(Some((score, samples.bytes_done())))
 }
 
+/// `span` in `parts` pieces of equal length (itself when unbounded or one part).
+fn cut(span: Span, parts: usize) -> Vec<Span> {
+    let (Some(from), Some(to)) = (span.from, span.to) else { return vec![span] };
+    let parts = i64::try_from(parts).unwrap_or(1).clamp(1, (to - from).max(1));
+    let at = |i: i64| from + (to - from) * i / parts;
+    (0..parts).map(|i| Span::new(Some(at(i)), Some(at(i + 1)))).collect()
+}
+
 /// The VMAF of the muxed `output` against the source on the search's samples (seconds from
 /// each file's video start, so container time bases and offsets do not matter).
 pub fn measure(plan: &EncodePlan, result: &SearchResult, output: &Path) -> Result<VmafScore, MediaError> {
+    // One sample from the start is the whole video: every frame of both, whatever their ends.
     let whole = result.samples.len() == 1 && result.samples.first().is_some_and(|w| w.start == 0.0);
     let threads = plan.sessions.sessions.max(1) * plan.sessions.threads.max(1);
     let mut parts = Vec::new();
@@ -285,4 +328,21 @@ pub fn measure(plan: &EncodePlan, result: &SearchResult, output: &Path) -> Resul
         parts.push(score_pairs(reference, distorted, threads)?);
     }
     VmafScore::combine(&parts).ok_or_else(|| MediaError::invalid("the samples hold no frame"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sample_is_cut_in_equal_pieces_that_cover_it() {
+        let pieces = cut(Span::new(Some(100), Some(400)), 3);
+        assert_eq!(
+            pieces,
+            [Span::new(Some(100), Some(200)), Span::new(Some(200), Some(300)), Span::new(Some(300), Some(400))]
+        );
+        assert_eq!(cut(Span::new(Some(0), Some(2)), 4), [Span::new(Some(0), Some(1)), Span::new(Some(1), Some(2))]);
+        assert_eq!(cut(Span::ALL, 2), [Span::ALL]);
+        assert_eq!(cut(Span::new(Some(5), Some(9)), 1), [Span::new(Some(5), Some(9))]);
+    }
 }

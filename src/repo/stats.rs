@@ -183,3 +183,32 @@ pub async fn codec_counts(db: &impl ConnectionTrait) -> RepoResult<Vec<(String, 
         .await?;
     Ok(converted.into_iter().chain(as_found).map(|(codec, n)| (codec, u64::try_from(n).unwrap_or(0))).collect())
 }
+
+/// The VMAF that a library's COMPLETED jobs measured (VMAF mode; jobs without a measure are
+/// left out): jobs, their mean VMAF, the lowest 5th percentile, and the mean chosen CRF/CQ.
+#[derive(Debug, Clone, PartialEq, FromQueryResult)]
+pub struct LibraryVmafRow {
+    pub library_id: Option<i32>,
+    pub jobs: i64,
+    pub mean_vmaf: Option<f64>,
+    pub lowest_p5: Option<f64>,
+    pub mean_quality: Option<f64>,
+}
+
+pub async fn vmaf_per_library(db: &impl ConnectionTrait) -> RepoResult<Vec<LibraryVmafRow>> {
+    let double = |e: SimpleExpr| e.cast_as(Alias::new("DOUBLE PRECISION"));
+    Ok(Entity::find()
+        .select_only()
+        .column(Column::LibraryId)
+        .column_as(Column::Id.count(), "jobs")
+        .column_as(double(Func::avg(Expr::col(Column::Vmaf)).into()), "mean_vmaf")
+        .column_as(double(Func::min(Expr::col(Column::VmafP5)).into()), "lowest_p5")
+        .column_as(double(Func::avg(Expr::col(Column::ChosenQuality)).into()), "mean_quality")
+        .filter(completed())
+        .filter(Column::Vmaf.is_not_null())
+        .group_by(Column::LibraryId)
+        .order_by_asc(Column::LibraryId)
+        .into_model::<LibraryVmafRow>()
+        .all(db)
+        .await?)
+}

@@ -317,3 +317,32 @@ async fn quality_mode_fields_are_validated() {
     assert_eq!((&changed["qualityMode"], &changed["targetVmaf"]), (&json!("vmaf"), &json!(93.5)), "{changed}");
     server.finish().await;
 }
+
+#[test]
+fn crf_search_on_its_own_finds_the_crf_that_reaches_the_target_and_writes_nothing_beside_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let clip = h264(dir.path(), "clip.mkv", "640x360", 4);
+    let search = |args: &[&str]| Command::new(binary()).arg("crf-search").arg(&clip).args(args).output().unwrap();
+    let out = search(&["--preset", "ultrafast", "--target", "95"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let result = &json["result"];
+    let crf = result["quality"].as_u64().unwrap();
+    assert!((10..28).contains(&crf), "{json:#}");
+    assert_eq!((&result["met"], &json["tooLarge"]), (&json!(true), &json!(false)), "{json:#}");
+    assert!(result["vmaf"]["mean"].as_f64().unwrap() >= 95.0, "{json:#}");
+    // The settled CRF was tried; the next one up (when tried) missed the target.
+    let probes = result["probes"].as_array().unwrap();
+    assert!(probes.len() <= 8 && probes.iter().any(|p| p["quality"] == crf), "{json:#}");
+    if let Some(above) = probes.iter().find(|p| p["quality"] == crf + 1) {
+        assert!(above["vmaf"].as_f64().unwrap() < 95.0, "{json:#}");
+    }
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left, vec![std::ffi::OsString::from("clip.mkv")], "left behind: {left:?}");
+
+    let refused = search(&["--target", "100"]);
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--target must be 80 to 99"));
+    let refused = search(&["--encoder", "x266"]);
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("unknown encoder \"x266\""));
+}

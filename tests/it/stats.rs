@@ -421,7 +421,8 @@ async fn insights_stats_history_failures_storage_and_time(server: &TestServer) {
     let fixture = seed(server).await;
     let (status, stats) = server.get("/insights/stats", Some(&token)).await;
     assert_eq!(status, 200, "{stats}");
-    assert_eq!(keys(&stats), ["encodingTime", "failedJobs", "history", "storage", "totals"]);
+    assert_eq!(keys(&stats), ["encodingTime", "failedJobs", "history", "storage", "totals", "vmaf"]);
+    assert_eq!(stats["vmaf"], json!([]), "no job measured a VMAF");
 
     let history = stats["history"].as_array().unwrap();
     assert_eq!(history.len(), 30);
@@ -472,6 +473,35 @@ async fn insights_stats_history_failures_storage_and_time(server: &TestServer) {
     }
 }
 api_test_on_both_databases!(insights_stats_history_failures_storage_and_time);
+
+async fn insights_show_the_vmaf_each_library_measured(server: &TestServer) {
+    let token = server.login().await;
+    let dir = tempfile::tempdir().unwrap();
+    let body = json!({"name": "films", "paths": [dir.path()], "qualityMode": "vmaf", "watch": false, "enabled": false});
+    let (status, library) = server.post("/libraries", Some(&token), &body).await;
+    assert_eq!(status, 201, "{library}");
+    let library = i32::try_from(library["id"].as_i64().unwrap()).unwrap();
+    let measured = |vmaf: Option<f64>, p5: Option<f64>, crf: Option<i32>| job::ActiveModel {
+        library_id: Set(Some(library)),
+        vmaf: Set(vmaf),
+        vmaf_p5: Set(p5),
+        chosen_quality: Set(crf),
+        ..Default::default()
+    };
+    job(server, "x.mkv", JobStatus::Completed, 1000, measured(Some(96.0), Some(93.0), Some(24))).await;
+    job(server, "y.mkv", JobStatus::Completed, 1000, measured(Some(95.0), Some(91.0), Some(26))).await;
+    // Not measured (a crf-mode run before the change), and not completed: left out.
+    job(server, "z.mkv", JobStatus::Completed, 1000, measured(None, None, None)).await;
+    job(server, "w.mkv", JobStatus::Failed, 1000, measured(Some(80.0), Some(70.0), Some(40))).await;
+
+    let (status, stats) = server.get("/insights/stats", Some(&token)).await;
+    assert_eq!(status, 200, "{stats}");
+    assert_eq!(
+        stats["vmaf"],
+        json!([{"libraryId": library, "libraryName": "films", "jobs": 2, "meanVmaf": 95.5, "lowestP5": 91.0, "meanQuality": 25.0}])
+    );
+}
+api_test_on_both_databases!(insights_show_the_vmaf_each_library_measured);
 
 #[actix_web::test]
 async fn insights_of_an_empty_installation_are_zeros() {

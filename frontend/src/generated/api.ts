@@ -1391,6 +1391,8 @@ export interface components {
             storage: components["schemas"]["StorageSummary"];
             /** @description Over the same 30 days. */
             totals: components["schemas"]["HistoryTotals"];
+            /** @description Per library in VMAF mode, what its completed jobs' outputs measured. */
+            vmaf: components["schemas"]["LibraryVmaf"][];
         };
         InstallLicense: {
             key: string;
@@ -1553,6 +1555,23 @@ export interface components {
             /** Format: date-time */
             updatedAt: string;
             watch: boolean;
+        };
+        /**
+         * @description What a library's completed jobs measured: their mean VMAF (each on its search's
+         *     samples), the lowest 5th percentile among them, and the mean CRF/CQ the searches chose.
+         */
+        LibraryVmaf: {
+            /** Format: int64 */
+            jobs: number;
+            /** Format: int32 */
+            libraryId?: number | null;
+            libraryName?: string | null;
+            /** Format: double */
+            lowestP5?: number | null;
+            /** Format: double */
+            meanQuality?: number | null;
+            /** Format: double */
+            meanVmaf?: number | null;
         };
         LicenseView: {
             /** @description The tier in force: FREE once the key has expired. */

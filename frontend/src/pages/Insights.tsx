@@ -136,6 +136,36 @@ export function Insights() {
             </div>
           </section>
 
+          {data.vmaf.length > 0 && (
+            <section class="card" aria-labelledby="vmaf-title">
+              <h2 id="vmaf-title">Quality per library (VMAF)</h2>
+              <div class="table-wrap">
+                <table class="table">
+                  <thead>
+                    <tr>
+                      <th scope="col">Library</th>
+                      <th scope="col">Jobs</th>
+                      <th scope="col">Mean VMAF</th>
+                      <th scope="col">Lowest 5th percentile</th>
+                      <th scope="col">Mean CRF</th>
+                    </tr>
+                  </thead>
+                  <tbody>
+                    {data.vmaf.map((row) => (
+                      <tr key={row.libraryId ?? 'none'}>
+                        <th scope="row">{row.libraryName ?? 'no library'}</th>
+                        <td>{formatNumber(row.jobs)}</td>
+                        <td>{row.meanVmaf != null ? formatNumber(row.meanVmaf, 2) : DASH}</td>
+                        <td>{row.lowestP5 != null ? formatNumber(row.lowestP5, 2) : DASH}</td>
+                        <td>{row.meanQuality != null ? formatNumber(row.meanQuality, 1) : DASH}</td>
+                      </tr>
+                    ))}
+                  </tbody>
+                </table>
+              </div>
+            </section>
+          )}
+
           <section class="card" aria-labelledby="failed-title">
             <h2 id="failed-title">Failed jobs</h2>
             {data.failedJobs.length === 0 ? (
