@@ -83,7 +83,8 @@ pub fn vmaf(reference: &std::path::Path, distorted: &std::path::Path) -> std::pr
 /// `condense crf-search FILE ...`: the search's result as JSON on stdout (with the seconds it
 /// took); a clear error and exit 1 otherwise.
 pub fn crf_search(command: &crate::config::Command) -> std::process::ExitCode {
-    let crate::config::Command::CrfSearch { file, encoder, preset, target, start, max_size_percent } = command else {
+    let crate::config::Command::CrfSearch { file, encoder, preset, target, start, max_size_percent, fixed } = command
+    else {
         return std::process::ExitCode::FAILURE;
     };
     // SAFETY: sets FFmpeg's global log level before any other FFmpeg call.
@@ -102,15 +103,15 @@ pub fn crf_search(command: &crate::config::Command) -> std::process::ExitCode {
     let sessions = crate::domain::segments::sessions(crate::domain::segments::Parallelism::Auto, cores, 1, false);
     let asked = crate::media::plan::QualitySearch { target_vmaf: *target, max_size_percent: *max_size_percent };
     let started = std::time::Instant::now();
-    match crate::media::search::search_file(
-        file,
+    let request = crate::media::search::FileSearch {
         encoder,
-        preset.clone(),
-        *start,
+        preset: preset.clone(),
+        start: *start,
+        fixed: *fixed,
         asked,
         sessions,
-        &std::env::temp_dir(),
-    ) {
+    };
+    match crate::media::search::search_file(file, request, &std::env::temp_dir()) {
         Ok(result) => {
             let seconds = started.elapsed().as_secs_f64();
             print_json(&serde_json::json!({ "result": result, "tooLarge": result.too_large(), "seconds": seconds }))

@@ -81,6 +81,9 @@ pub enum Command {
         /// Report an output predicted larger than this percent of FILE as too large.
         #[arg(long, default_value_t = 80)]
         max_size_percent: u32,
+        /// Try only `--start` (what a crf-mode library gives the file): its VMAF and size.
+        #[arg(long)]
+        fixed: bool,
     },
     /// Run one encode (internal: the node starts it as a child process, plan on stdin).
     #[command(hide = true)]

@@ -8,6 +8,7 @@ pub mod job;
 pub mod job_event;
 pub mod job_segment;
 pub mod library;
+pub mod library_forecast;
 pub mod license;
 pub mod node;
 pub mod notification_delivery;
@@ -23,6 +24,7 @@ pub mod prelude {
     pub use super::job_event::Entity as JobEvent;
     pub use super::job_segment::Entity as JobSegment;
     pub use super::library::Entity as Library;
+    pub use super::library_forecast::Entity as LibraryForecast;
     pub use super::license::Entity as License;
     pub use super::node::Entity as Node;
     pub use super::notification_delivery::Entity as NotificationDelivery;

@@ -16,6 +16,7 @@ import type {
   JobQuery,
   Library,
   LibraryInput,
+  Forecast,
   License,
   LoginResponse,
   Me,
@@ -361,6 +362,15 @@ export class ApiClient {
   }
   scanLibrary(id: number): Promise<ScanReport> {
     return this.request('POST', `/api/libraries/${id}/scan`);
+  }
+  startForecast(id: number): Promise<Forecast> {
+    return this.request('POST', `/api/libraries/${id}/forecast`);
+  }
+  forecast(id: number): Promise<Forecast> {
+    return this.request('GET', `/api/libraries/${id}/forecast`);
+  }
+  cancelForecast(id: number): Promise<void> {
+    return this.request('DELETE', `/api/libraries/${id}/forecast`);
   }
 
   // Insights

@@ -42,6 +42,8 @@ export type CodecInfo = Schemas['CodecEntry'];
 export type EncoderInfo = Schemas['EncoderEntry'];
 export type QualityRange = Schemas['QualityRange'];
 export type Library = Schemas['LibraryView'];
+export type Forecast = Schemas['ForecastView'];
+export type ForecastFile = Schemas['ForecastFile'];
 export type LibraryInput = Pick<
   Library,
   | 'name'

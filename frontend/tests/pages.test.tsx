@@ -435,6 +435,51 @@ describe('dashboard pages', () => {
     await vi.waitFor(() => expect(text()).toContain('queued 7 files'));
   });
 
+  it('shows the forecast of a library, and starts one again', async () => {
+    const file = (jobId: number, change: Record<string, unknown>) => ({
+      jobId,
+      fileName: `f${jobId}.mkv`,
+      currentSize: 1000,
+      predictedSize: null,
+      predictedSeconds: null,
+      quality: null,
+      vmaf: null,
+      skipReason: null,
+      error: null,
+      ...change,
+    });
+    const forecast = {
+      libraryId: 1,
+      status: 'DONE',
+      filesTotal: 2,
+      filesDone: 2,
+      startedAt: '2024-05-01T10:00:00Z',
+      finishedAt: '2024-05-01T10:05:00Z',
+      slots: 2,
+      totals: {
+        files: 2, encoded: 1, currentSize: 1000, predictedSize: 400, savedBytes: 600, savedPercent: 30,
+        skipped: 1, failed: 0, predictedSeconds: 120, predictedWallSeconds: 60,
+      },
+      files: [
+        file(1, { predictedSize: 400, predictedSeconds: 120, quality: 23, vmaf: 95.4 }),
+        file(2, { skipReason: 'video is already hevc' }),
+      ],
+    };
+    override = (method, path) => {
+      if (path.split('?')[0] !== '/api/libraries/1/forecast') return undefined;
+      return method === 'GET' ? { status: 200, body: forecast } : { status: 202, body: { ...forecast, status: 'RUNNING' } };
+    };
+    await mount('#/libraries');
+    await vi.waitFor(() => expect(text()).toContain('Movies'));
+    [...container().querySelectorAll('button')].find((b) => b.textContent === 'Forecast')!.click();
+    await vi.waitFor(() => expect(text()).toContain('2 of 2 files'));
+    expect(text()).toContain('Skipped: video is already hevc');
+    expect(text()).toContain('95.4');
+    expect(container().querySelectorAll('rect.chart-bar')).toHaveLength(2);
+    [...container().querySelectorAll('button')].find((b) => b.textContent === 'Forecast again')!.click();
+    await vi.waitFor(() => expect(calls).toContain('POST /api/libraries/1/forecast'));
+  });
+
   it('renders nodes, insights and settings', async () => {
     await mount('#/nodes');
     await vi.waitFor(() => expect(text()).toContain('NVIDIA RTX 4000'));

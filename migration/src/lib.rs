@@ -19,6 +19,7 @@ mod m20261126_000020_job_list_indexes;
 mod m20261127_000021_job_segments;
 mod m20261128_000022_job_skip_reason;
 mod m20261128_000023_quality_mode;
+mod m20261128_000024_library_forecasts;
 
 pub struct Migrator;
 
@@ -43,6 +44,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261127_000021_job_segments::Migration),
             Box::new(m20261128_000022_job_skip_reason::Migration),
             Box::new(m20261128_000023_quality_mode::Migration),
+            Box::new(m20261128_000024_library_forecasts::Migration),
         ]
     }
 }

@@ -6,6 +6,7 @@
 pub mod agent;
 pub mod bus;
 pub mod cluster;
+pub mod forecast;
 pub mod job;
 pub mod library;
 pub mod lifecycle;
@@ -232,7 +233,10 @@ pub async fn start_node(config: NodeConfig) -> Result<Node, StartError> {
             let memory_trend = SharedMemoryTrend::default();
             // Sampled in the background, so the trend has no gaps while nobody watches.
             actix::spawn(crate::host::memory_trend::sample_forever(memory_trend.clone()));
-            let runtime = Runtime { bus, lifecycle, node, scheduler, libraries };
+            // Nothing runs a forecast left running by the last stop.
+            crate::repo::forecasts::interrupt_running(&db).await?;
+            let forecasts = forecast::Forecasts::new(db.clone(), transcoder.clone());
+            let runtime = Runtime { bus, lifecycle, node, scheduler, libraries, forecasts };
             let clock = main.clock.clone();
             Ok(Node::Main(Box::new(MainNode { db, name, runtime, cluster, memory_trend, clock })))
         }
@@ -272,6 +276,7 @@ pub struct Runtime {
     pub node: Addr<NodeSupervisor>,
     pub scheduler: Addr<Scheduler>,
     pub libraries: Addr<Libraries>,
+    pub forecasts: forecast::Forecasts,
 }
 
 /// Jobs left ANALYZING or ENCODING by a crash or restart go back to QUEUED, to continue

@@ -8,6 +8,7 @@ pub mod arr;
 pub mod connect;
 pub mod encoding;
 pub mod feed;
+pub mod forecast;
 pub mod health;
 pub mod job;
 pub mod license;

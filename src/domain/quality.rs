@@ -60,6 +60,9 @@ pub struct Probe {
     pub quality: u32,
     pub vmaf: f64,
     pub percent: f64,
+    /// Seconds the samples took to encode at this quality.
+    #[serde(default)]
+    pub seconds: f64,
 }
 
 /// What a search does next.
@@ -207,7 +210,7 @@ mod tests {
     use super::*;
 
     fn probe(quality: u32, vmaf: f64) -> Probe {
-        Probe { quality, vmaf, percent: 50.0 }
+        Probe { quality, vmaf, percent: 50.0, seconds: 1.0 }
     }
 
     #[test]

@@ -13,6 +13,7 @@ pub mod auth;
 pub mod cluster;
 pub mod connections;
 pub mod encoders;
+pub mod forecast;
 pub mod forward;
 pub mod headers;
 pub mod health;
@@ -181,6 +182,9 @@ fn table() -> Vec<(Endpoint, Route)> {
         endpoint(Method::POST, "/queue/pause-all", Token, Operator, actions::pause_all),
         endpoint(Method::POST, "/queue/resume-all", Token, Operator, actions::resume_all),
         endpoint(Method::POST, "/libraries/{id}/scan", Token, Operator, actions::scan),
+        endpoint(Method::POST, "/libraries/{id}/forecast", Token, Operator, forecast::start),
+        endpoint(Method::GET, "/libraries/{id}/forecast", Token, Viewer, forecast::get),
+        endpoint(Method::DELETE, "/libraries/{id}/forecast", Token, Operator, forecast::cancel),
         websocket("/ws", ws::connect),
         endpoint(Method::GET, "/queue/stats", Token, Viewer, stats::queue),
         endpoint(Method::GET, "/system/dashboard", Token, Viewer, stats::dashboard),
@@ -354,6 +358,8 @@ mod tests {
             "PUT /libraries/{id}",
             "DELETE /libraries/{id}",
             "POST /libraries/{id}/scan",
+            "POST /libraries/{id}/forecast",
+            "DELETE /libraries/{id}/forecast",
             "POST /auth/logout",
             "PUT /auth/password",
             "POST /nodes/{id}/revoke",

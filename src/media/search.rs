@@ -39,6 +39,8 @@ pub struct SearchResult {
     /// Encoded size of the samples at `quality`, in percent of their source bytes.
     pub percent: f64,
     pub predicted_size: u64,
+    /// Seconds the whole video would take to encode here, at the speed its samples took.
+    pub predicted_seconds: f64,
     pub probes: Vec<Probe>,
     pub samples: Vec<Window>,
 }
@@ -64,23 +66,27 @@ pub fn load_or_search(
     if let Some(kept) = kept.filter(|k| k.plan_digest == plan.digest() && k.asked == asked) {
         return Ok(Some(kept));
     }
-    let Some(result) = search(plan, asked, info, stop, emit)? else { return Ok(None) };
+    let Some(result) = search(plan, asked, info, stop, emit, false)? else { return Ok(None) };
     write_durably(&plan.partial_dir, layout::SEARCH_FILE, &result, "writing the search's result")?;
     Ok(Some(result))
 }
 
-/// The search alone, on any file (`condense crf-search`): `encoder` at `preset`, from
-/// `start` (the encoder's default quality when None), in a folder of its own under `work`
-/// (removed after), with `sessions` encoding samples at once.
-pub fn search_file(
-    input: &Path,
-    encoder: Encoder,
-    preset: Option<String>,
-    start: Option<u32>,
-    asked: QualitySearch,
-    sessions: Sessions,
-    work: &Path,
-) -> Result<SearchResult, MediaError> {
+/// What `search_file` is asked.
+pub struct FileSearch {
+    pub encoder: Encoder,
+    pub preset: Option<String>,
+    /// Where it starts (the encoder's default quality when None).
+    pub start: Option<u32>,
+    /// Only `start` is tried (what a crf-mode library would give).
+    pub fixed: bool,
+    pub asked: QualitySearch,
+    pub sessions: Sessions,
+}
+
+/// The search alone, on any file (`condense crf-search`), in a folder of its own under
+/// `work` (removed after).
+pub fn search_file(input: &Path, request: FileSearch, work: &Path) -> Result<SearchResult, MediaError> {
+    let FileSearch { encoder, preset, start, fixed, asked, sessions } = request;
     let info = super::probe::probe(input)?;
     let profile = EncodeProfile {
         encoder,
@@ -95,7 +101,7 @@ pub fn search_file(
     plan.sessions = sessions;
     std::fs::create_dir_all(&plan.partial_dir).map_err(|e| MediaError::from_io("creating a work folder", &e))?;
     let stop = AtomicBool::new(false);
-    let result = search(&plan, asked, &info, &stop, &mut |_| {});
+    let result = search(&plan, asked, &info, &stop, &mut |_| {}, fixed);
     let _ = std::fs::remove_dir_all(&plan.partial_dir);
     result?.ok_or_else(|| MediaError::misc("the search was stopped"))
 }
@@ -112,10 +118,12 @@ fn search(
     info: &MediaInfo,
     stop: &AtomicBool,
     emit: &mut dyn FnMut(Event),
+    fixed: bool,
 ) -> Result<Option<SearchResult>, MediaError> {
     let profile = plan.encoder.profile();
     let range = (profile.quality.min, profile.quality.max);
     let windows = samples(info);
+    let duration = info.video().and_then(|v| v.duration_seconds).or(info.duration_seconds).unwrap_or(0.0);
     // Bounded spans (the whole video's too), so each sample can be cut for the sessions.
     let spans: Vec<Span> = {
         let input = open_input(&plan.input)?;
@@ -129,10 +137,19 @@ fn search(
     let mut probes: Vec<Probe> = Vec::new();
     let mut scores: Vec<(u32, VmafScore)> = Vec::new();
     let (quality, met) = loop {
-        match quality::next_quality(&probes, asked.target_vmaf, range, plan.quality()) {
+        let next = match probes.first() {
+            Some(first) if fixed => Next::Settle { quality: first.quality, met: first.vmaf >= asked.target_vmaf },
+            _ => quality::next_quality(&probes, asked.target_vmaf, range, plan.quality()),
+        };
+        match next {
             Next::Try(q) => {
-                let Some((score, bytes)) = probe(plan, info, &spans, q, stop)? else { return Ok(None) };
-                let probe = Probe { quality: q, vmaf: score.mean, percent: bytes as f64 * 100.0 / source_bytes as f64 };
+                let Some((score, bytes, seconds)) = probe(plan, info, &spans, q, stop)? else { return Ok(None) };
+                let probe = Probe {
+                    quality: q,
+                    vmaf: score.mean,
+                    percent: bytes as f64 * 100.0 / source_bytes as f64,
+                    seconds,
+                };
                 tracing::debug!(?probe, "search probe");
                 emit(Event::Probed { quality: q, vmaf: score.mean, percent: probe.percent });
                 probes.push(probe);
@@ -154,6 +171,7 @@ fn search(
         vmaf,
         percent: chosen.percent,
         predicted_size: (plan.source.size as f64 * chosen.percent / 100.0) as u64,
+        predicted_seconds: chosen.seconds * duration / windows.iter().map(|w| w.length).sum::<f64>().max(0.001),
         probes,
         samples: windows,
     }))
@@ -244,14 +262,15 @@ impl Recorder for Samples {
 
 /// Encodes every sample at `quality` (one session each, as many at once as the plan's
 /// sessions) into a folder of its own inside the partial folder, and scores them; answers
-/// the score over all samples and the bytes encoded, or None after a stop.
+/// the score over all samples, the bytes encoded and the seconds the encode took, or None
+/// after a stop.
 fn probe(
     plan: &EncodePlan,
     info: &MediaInfo,
     spans: &[Span],
     quality: u32,
     stop: &AtomicBool,
-) -> Result<Option<(VmafScore, u64)>, MediaError> {
+) -> Result<Option<(VmafScore, u64, f64)>, MediaError> {
     let dir = plan.partial_dir.join(format!("search-{quality}"));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).map_err(|e| MediaError::from_io("creating a sample folder", &e))?;
@@ -267,7 +286,7 @@ fn probe_in(
     quality: u32,
     stop: &AtomicBool,
     dir: &Path,
-) -> Result<Option<(VmafScore, u64)>, MediaError> {
+) -> Result<Option<(VmafScore, u64, f64)>, MediaError> {
     let mut sample_plan = plan.with_quality(quality);
     sample_plan.partial_dir = dir.to_path_buf();
     sample_plan.size_limit = None;
@@ -279,7 +298,9 @@ fn probe_in(
     let pieces: Vec<Span> = spans.iter().flat_map(|span| cut(*span, parts)).collect();
     let mut samples = Samples::default();
     let mut quiet = |_: Event| {};
+    let started = std::time::Instant::now();
     run_sessions(&sample_plan, info, pieces, Vec::new(), false, None, 0, &mut samples, stop, &mut quiet)?;
+    let seconds = started.elapsed().as_secs_f64();
     if stop.load(Ordering::SeqCst) {
         return Ok(None);
     }
@@ -303,7 +324,7 @@ fn probe_in(
         parts.push(score_pairs(reference, distorted, threads)?);
     }
     let score = VmafScore::combine(&parts).ok_or_else(|| MediaError::invalid("the samples hold no frame"))?;
-    Ok(Some((score, samples.bytes_done())))
+    Ok(Some((score, samples.bytes_done(), seconds)))
 }
 
 /// `span` in `parts` pieces of equal length (itself when unbounded or one part).

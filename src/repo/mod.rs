@@ -6,6 +6,7 @@ pub mod audit;
 pub mod connections;
 pub mod enums;
 pub mod events;
+pub mod forecasts;
 pub mod jobs;
 pub mod libraries;
 pub mod licenses;

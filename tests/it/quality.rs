@@ -346,3 +346,84 @@ fn crf_search_on_its_own_finds_the_crf_that_reaches_the_target_and_writes_nothin
     let refused = search(&["--encoder", "x266"]);
     assert!(String::from_utf8_lossy(&refused.stderr).contains("unknown encoder \"x266\""));
 }
+
+/// The library's forecast once it is no longer RUNNING.
+async fn forecast_once_ended(server: &TestServer, token: &str, library: i64) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        let (status, forecast) = server.get(&format!("/libraries/{library}/forecast"), Some(token)).await;
+        assert_eq!(status, 200, "{forecast}");
+        if forecast["status"] != "RUNNING" {
+            return forecast;
+        }
+        assert!(Instant::now() < deadline, "still running: {forecast:#}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[actix_web::test]
+async fn a_forecast_predicts_each_file_without_encoding_or_touching_anything_and_can_be_cancelled() {
+    // No encoding slot: the jobs stay QUEUED, so only the forecast works on the files.
+    let server = TestServer::sqlite().await;
+    let token = server.login().await;
+    let dir = tempfile::tempdir().unwrap();
+    let big = h264(dir.path(), "big.mkv", "640x360", 4);
+    let hevc = crate::common::media::hevc(dir.path(), "already.mkv");
+    let before = (sha(&big), sha(&hevc));
+    let body = json!({"name": "f", "paths": [dir.path()], "encoder": "libx265", "quality": 28, "preset": "ultrafast", "watch": false});
+    let (_, library) = server.post("/libraries", Some(&token), &body).await;
+    let id = library["id"].as_i64().unwrap();
+    let (status, missing) = server.get(&format!("/libraries/{id}/forecast"), Some(&token)).await;
+    assert_eq!(status, 404, "{missing}");
+    server.post(&format!("/libraries/{id}/scan"), Some(&token), &json!({})).await;
+
+    let (status, started) = server.post(&format!("/libraries/{id}/forecast"), Some(&token), &json!({})).await;
+    assert_eq!((status, &started["status"], &started["filesTotal"]), (202, &json!("RUNNING"), &json!(2)), "{started}");
+    let (status, again) = server.post(&format!("/libraries/{id}/forecast"), Some(&token), &json!({})).await;
+    assert_eq!(status, 409, "a second forecast while one runs: {again}");
+    let forecast = forecast_once_ended(&server, &token, id).await;
+    assert_eq!((&forecast["status"], &forecast["filesDone"]), (&json!("DONE"), &json!(2)), "{forecast:#}");
+    let file =
+        |name: &str| forecast["files"].as_array().unwrap().iter().find(|f| f["fileName"] == name).unwrap().clone();
+    // crf mode: the library's CRF, its size and time predicted from samples (here the whole clip).
+    let encoded = file("big.mkv");
+    assert_eq!(encoded["quality"], 28, "{forecast:#}");
+    let (now, predicted) = (encoded["currentSize"].as_i64().unwrap(), encoded["predictedSize"].as_i64().unwrap());
+    assert!(predicted > 0 && predicted < now / 2, "{forecast:#}");
+    assert!(
+        encoded["predictedSeconds"].as_f64().unwrap() > 0.0 && encoded["vmaf"].as_f64().unwrap() > 50.0,
+        "{forecast:#}"
+    );
+    assert_eq!(file("already.mkv")["skipReason"], "video is already hevc", "{forecast:#}");
+    let totals = &forecast["totals"];
+    assert_eq!(
+        (&totals["encoded"], &totals["skipped"], &totals["savedBytes"]),
+        (&json!(1), &json!(1), &json!(now - predicted))
+    );
+    // Nothing was encoded for real, and nothing changed.
+    assert_eq!((sha(&big), sha(&hevc)), before);
+    let mut left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    left.sort();
+    assert_eq!(left, [std::ffi::OsString::from("already.mkv"), std::ffi::OsString::from("big.mkv")]);
+    let (_, jobs) = server.get("/jobs", Some(&token)).await;
+    assert!(jobs["items"].as_array().unwrap().iter().all(|j| j["status"] == "QUEUED"), "{jobs:#}");
+
+    // vmaf mode: the search's CRF instead of the library's.
+    let (status, _) = server.put(&format!("/libraries/{id}"), Some(&token), &json!({"qualityMode": "vmaf"})).await;
+    assert_eq!(status, 200);
+    server.post(&format!("/libraries/{id}/forecast"), Some(&token), &json!({})).await;
+    let forecast = forecast_once_ended(&server, &token, id).await;
+    let encoded = forecast["files"].as_array().unwrap().iter().find(|f| f["fileName"] == "big.mkv").unwrap().clone();
+    let crf = encoded["quality"].as_i64().unwrap();
+    assert!((10..28).contains(&crf) && encoded["vmaf"].as_f64().unwrap() >= 95.0, "{forecast:#}");
+
+    // A cancel ends a forecast at once; none running, it is refused.
+    server.post(&format!("/libraries/{id}/forecast"), Some(&token), &json!({})).await;
+    let (status, _) = server.delete(&format!("/libraries/{id}/forecast"), Some(&token)).await;
+    assert_eq!(status, 202);
+    let cancelled = forecast_once_ended(&server, &token, id).await;
+    assert_eq!(cancelled["status"], "CANCELLED", "{cancelled:#}");
+    let (status, refused) = server.delete(&format!("/libraries/{id}/forecast"), Some(&token)).await;
+    assert_eq!(status, 409, "{refused}");
+    server.finish().await;
+}

@@ -526,6 +526,31 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/libraries/{id}/forecast": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A library's forecast */
+        get: operations["get_forecast"];
+        put?: never;
+        /**
+         * Forecast a library
+         * @description Starts, in the background and at the lowest CPU priority, a forecast of every file of
+         *     the library not encoded yet: each is probed and, unless it would be skipped, samples of
+         *     it are encoded and scored (the VMAF search in vmaf mode, the library's CRF in crf mode);
+         *     nothing is encoded for real or written beside the files. Read it with GET.
+         */
+        post: operations["start_forecast"];
+        /** Cancel a library's forecast */
+        delete: operations["cancel_forecast"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/libraries/{id}/scan": {
         parameters: {
             query?: never;
@@ -1328,6 +1353,92 @@ export interface components {
         };
         /** @enum {string} */
         FailureCode: "file_validation_failed" | "insufficient_disk_space" | "unsupported_codec" | "transcoder_crashed" | "permission_denied" | "timeout" | "miscellaneous" | "unsupported_stream" | "unsupported_container";
+        /** @description One file's forecast. */
+        ForecastFile: {
+            /** Format: int64 */
+            currentSize: number;
+            error?: string | null;
+            fileName: string;
+            /** Format: int32 */
+            jobId: number;
+            /**
+             * Format: double
+             * @description Seconds its encode would take on one slot of the node that made the forecast, from
+             *     the speed its samples encoded at.
+             */
+            predictedSeconds?: number | null;
+            /**
+             * Format: int64
+             * @description None when the file would be skipped, or could not be forecast (`error`).
+             */
+            predictedSize?: number | null;
+            /**
+             * Format: int32
+             * @description The CRF/CQ it would be encoded at (searched in VMAF mode), and the VMAF its samples
+             *     scored there.
+             */
+            quality?: number | null;
+            skipReason?: string | null;
+            /** Format: double */
+            vmaf?: number | null;
+        };
+        /** @enum {string} */
+        ForecastStatus: "RUNNING" | "DONE" | "CANCELLED" | "INTERRUPTED";
+        /** @description What the forecast adds up to (files done so far). */
+        ForecastTotals: {
+            /** Format: int64 */
+            currentSize: number;
+            /**
+             * Format: int32
+             * @description Files that would be encoded, and their sizes now and predicted.
+             */
+            encoded: number;
+            /** Format: int32 */
+            failed: number;
+            /** Format: int32 */
+            files: number;
+            /**
+             * Format: double
+             * @description On one slot of the forecasting node, and spread over `slots` (every online node's
+             *     encoding slots).
+             */
+            predictedSeconds: number;
+            /** Format: int64 */
+            predictedSize: number;
+            /** Format: double */
+            predictedWallSeconds: number;
+            /** Format: int64 */
+            savedBytes: number;
+            /**
+             * Format: double
+             * @description Of every file's size now (skipped files count with their size kept).
+             */
+            savedPercent: number;
+            /** Format: int32 */
+            skipped: number;
+        };
+        /** @description A library's latest forecast: where it stands, every file done so far, and the totals. */
+        ForecastView: {
+            files: components["schemas"]["ForecastFile"][];
+            /** Format: int32 */
+            filesDone: number;
+            /** Format: int32 */
+            filesTotal: number;
+            /** Format: date-time */
+            finishedAt?: string | null;
+            /** Format: int32 */
+            libraryId: number;
+            /**
+             * Format: int32
+             * @description Encoding slots of the nodes online now, over which `totals.predictedWallSeconds`
+             *     spreads the time.
+             */
+            slots: number;
+            /** Format: date-time */
+            startedAt: string;
+            status: components["schemas"]["ForecastStatus"];
+            totals: components["schemas"]["ForecastTotals"];
+        };
         GpuInfo: {
             /**
              * Format: int32
@@ -3349,6 +3460,121 @@ export interface operations {
             };
         };
     };
+    get_forecast: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Numeric identifier; anything else is a 404. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The latest forecast, running or ended */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForecastView"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description No such library, or never forecast (code not_found) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    start_forecast: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Numeric identifier; anything else is a 404. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Started */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForecastView"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description No such library (code not_found) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A forecast of the library is running (code conflict) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    cancel_forecast: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Numeric identifier; anything else is a 404. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Cancelled: the file in progress is dropped; what was done stays readable */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description No such library (code not_found) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No forecast of the library runs (code conflict) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     scan: {
         parameters: {
             query?: never;
@@ -4494,6 +4720,7 @@ export const connectionKindValues: ReadonlyArray<FlattenedDeepRequired<component
 export const dayValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Day"]> = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"];
 export const encoderValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Encoder"]> = ["libx265", "hevc_nvenc", "hevc_qsv", "hevc_vaapi", "libsvtav1", "libaom-av1"];
 export const failureCodeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["FailureCode"]> = ["file_validation_failed", "insufficient_disk_space", "unsupported_codec", "transcoder_crashed", "permission_denied", "timeout", "miscellaneous", "unsupported_stream", "unsupported_container"];
+export const forecastStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["ForecastStatus"]> = ["RUNNING", "DONE", "CANCELLED", "INTERRUPTED"];
 export const hardwareValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Hardware"]> = ["cpu", "nvidia", "intel_qsv", "vaapi"];
 export const healthLevelValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["HealthLevel"]> = ["HEALTHY", "WARNING", "CRITICAL"];
 export const jobStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["JobStatus"]> = ["PENDING", "QUEUED", "ANALYZING", "ENCODING", "PAUSED", "COMPLETED", "SKIPPED", "FAILED", "CANCELLED"];

@@ -13,6 +13,7 @@ import {
   type LibraryErrors,
 } from '../encoders';
 import { formatRelative } from '../format';
+import { ForecastPanel } from './Forecast';
 import { useAction, useResource, useRole } from '../hooks';
 import { routeHref } from '../router';
 import { allows, api } from '../session';
@@ -27,6 +28,7 @@ export function Libraries() {
   const [error, setError] = useState<string | null>(null);
   const [notice, setNotice] = useState<string | null>(null);
   const [busyId, setBusyId] = useState<number | null>(null);
+  const [forecastId, setForecastId] = useState<number | null>(null);
   const role = useRole();
 
   const saved = (library: Library) => {
@@ -153,6 +155,14 @@ export function Libraries() {
                 <a class="button" href={routeHref('/jobs', { libraryId: library.id })}>
                   Jobs
                 </a>
+                <button
+                  type="button"
+                  class="button"
+                  aria-expanded={forecastId === library.id}
+                  onClick={() => setForecastId(forecastId === library.id ? null : library.id)}
+                >
+                  Forecast
+                </button>
                 {allows(role, 'admin') && (
                   <>
                     <button type="button" class="button" onClick={() => setEditing({ mode: 'edit', library })}>
@@ -169,6 +179,7 @@ export function Libraries() {
                   </>
                 )}
               </div>
+              {forecastId === library.id && <ForecastPanel library={library} />}
             </li>
           ))}
         </ul>

@@ -1,0 +1,38 @@
+use sea_orm::entity::prelude::*;
+use serde::{Deserialize, Serialize};
+
+/// A library's latest forecast: its status, progress and per-file results (see migration
+/// `m20261128_000024_library_forecasts`).
+#[derive(Clone, Debug, PartialEq, DeriveEntityModel, Serialize, Deserialize)]
+#[sea_orm(table_name = "library_forecasts")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub library_id: i32,
+    /// RUNNING, DONE, CANCELLED or INTERRUPTED (the node stopped during it).
+    pub status: String,
+    pub files_total: i32,
+    pub files_done: i32,
+    /// One entry per file done, in order (`condense::domain::forecast::ForecastFile`).
+    pub files: Json,
+    pub started_at: ChronoDateTimeUtc,
+    pub finished_at: Option<ChronoDateTimeUtc>,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {
+    #[sea_orm(
+        belongs_to = "super::library::Entity",
+        from = "Column::LibraryId",
+        to = "super::library::Column::Id",
+        on_delete = "Cascade"
+    )]
+    Library,
+}
+
+impl Related<super::library::Entity> for Entity {
+    fn to() -> RelationDef {
+        Relation::Library.def()
+    }
+}
+
+impl ActiveModelBehavior for ActiveModel {}

@@ -1,0 +1,212 @@
+//! Library forecasts, run in the background on the main node: for each file of a library
+//! that is not done yet, a child process probes it (`condense probe`) and, unless it would be
+//! skipped, encodes and scores samples of it (`condense crf-search`: the VMAF search in vmaf
+//! mode, the library's own CRF alone in crf mode), at the lowest CPU priority, one file at a
+//! time; each result is written as it comes (`repo::forecasts`). Nothing is encoded for real
+//! and nothing is written beside the files. A cancel kills the child at once.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use entities::library;
+use sea_orm::DatabaseConnection;
+use tokio::sync::Notify;
+
+use crate::domain::forecast::{ForecastFile, ForecastStatus};
+use crate::domain::job::JobStatus;
+use crate::domain::quality::{self, QualityMode};
+use crate::media::plan::{decide, Decision};
+use crate::media::probe::MediaInfo;
+use crate::media::search::SearchResult;
+use crate::repo::{self, RepoError};
+
+/// The forecasts that run, by library; each with the signal that cancels it.
+#[derive(Clone)]
+pub struct Forecasts {
+    db: DatabaseConnection,
+    /// The executable started as the `probe` and `crf-search` children.
+    binary: PathBuf,
+    running: Arc<Mutex<HashMap<i32, Arc<Notify>>>>,
+}
+
+/// What `condense crf-search` prints.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Searched {
+    result: SearchResult,
+    too_large: bool,
+}
+
+/// Jobs in these statuses are forecast: files not encoded yet, nor being encoded.
+const FORECAST: &[JobStatus] =
+    &[JobStatus::Pending, JobStatus::Queued, JobStatus::Paused, JobStatus::Failed, JobStatus::Cancelled];
+
+impl Forecasts {
+    pub fn new(db: DatabaseConnection, binary: PathBuf) -> Self {
+        Forecasts { db, binary, running: Arc::default() }
+    }
+
+    /// Starts a forecast of `library`; a conflict while one runs.
+    pub async fn start(&self, library: &library::Model) -> Result<entities::library_forecast::Model, RepoError> {
+        let query = repo::jobs::JobQuery {
+            statuses: FORECAST.to_vec(),
+            library_id: Some(library.id),
+            page_size: repo::jobs::MAX_PAGE_SIZE,
+            ..Default::default()
+        };
+        let jobs = repo::jobs::list(&self.db, &query).await?.items;
+        let cancel = Arc::new(Notify::new());
+        {
+            let mut running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
+            if running.contains_key(&library.id) {
+                return Err(RepoError::Conflict(format!("a forecast of library {} is running", library.id)));
+            }
+            running.insert(library.id, cancel.clone());
+        }
+        let total = u32::try_from(jobs.len()).unwrap_or(u32::MAX);
+        let started = match repo::forecasts::start(&self.db, library.id, total).await {
+            Ok(row) => row,
+            Err(e) => {
+                self.running.lock().unwrap_or_else(PoisonError::into_inner).remove(&library.id);
+                return Err(e);
+            }
+        };
+        let this = self.clone();
+        let library = library.clone();
+        actix::spawn(async move {
+            let status = this.run(&library, jobs, &cancel).await;
+            // Out of the map first: once its end is recorded, a cancel is refused as it
+            // should be (a new start meanwhile finds the row still RUNNING and is refused).
+            this.running.lock().unwrap_or_else(PoisonError::into_inner).remove(&library.id);
+            if let Err(e) = repo::forecasts::finish(&this.db, library.id, status).await {
+                tracing::warn!(library = library.id, error = %e, "the forecast's end was not recorded");
+            }
+        });
+        Ok(started)
+    }
+
+    /// Cancels the forecast of `library_id`; false when none runs.
+    pub fn cancel(&self, library_id: i32) -> bool {
+        let running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
+        match running.get(&library_id) {
+            Some(cancel) => {
+                cancel.notify_one();
+                true
+            }
+            None => false,
+        }
+    }
+
+    async fn run(&self, library: &library::Model, jobs: Vec<entities::job::Model>, cancel: &Notify) -> ForecastStatus {
+        for job in jobs {
+            let file = tokio::select! {
+                file = self.file(library, &job) => file,
+                () = cancel.notified() => return ForecastStatus::Cancelled,
+            };
+            if let Err(e) = repo::forecasts::record(&self.db, library.id, &file).await {
+                tracing::warn!(library = library.id, error = %e, "a file's forecast was not recorded");
+            }
+        }
+        ForecastStatus::Done
+    }
+
+    /// One file's forecast; its failure is recorded in it, never the forecast's.
+    async fn file(&self, library: &library::Model, job: &entities::job::Model) -> ForecastFile {
+        let mut file = ForecastFile {
+            job_id: job.id,
+            file_name: job.file_name.clone(),
+            current_size: job.source_size,
+            predicted_size: None,
+            predicted_seconds: None,
+            quality: None,
+            vmaf: None,
+            skip_reason: None,
+            error: None,
+        };
+        let info: MediaInfo = match self.child(&["probe", &job.file_path]).await {
+            Ok(info) => info,
+            Err(e) => {
+                file.error = Some(e);
+                return file;
+            }
+        };
+        file.current_size = i64::try_from(info.size_bytes).unwrap_or(i64::MAX);
+        // As the job's analysis decides it.
+        match decide(&info, &library.target_codec, false) {
+            Ok(Decision::Skip { reason }) => {
+                file.skip_reason = Some(reason);
+                return file;
+            }
+            Ok(Decision::Encode) => {}
+            Err(e) => {
+                file.error = Some(e.message);
+                return file;
+            }
+        }
+        let vmaf_mode = library.quality_mode == QualityMode::Vmaf.as_str();
+        let max_size_percent = if vmaf_mode { library.max_size_percent.to_string() } else { "100".to_string() };
+        let target = library.target_vmaf.to_string();
+        let start = library.quality.to_string();
+        let mut args = vec![
+            "crf-search",
+            &job.file_path,
+            "--encoder",
+            &library.encoder,
+            "--start",
+            &start,
+            "--target",
+            &target,
+            "--max-size-percent",
+            &max_size_percent,
+        ];
+        if !library.preset.is_empty() {
+            args.extend(["--preset", &library.preset]);
+        }
+        if !vmaf_mode {
+            args.push("--fixed");
+        }
+        let searched: Searched = match self.child(&args).await {
+            Ok(searched) => searched,
+            Err(e) => {
+                file.error = Some(e);
+                return file;
+            }
+        };
+        let result = &searched.result;
+        file.quality = Some(result.quality);
+        file.vmaf = Some(result.vmaf.mean);
+        if searched.too_large {
+            let max = u32::try_from(library.max_size_percent).unwrap_or(100);
+            file.skip_reason = Some(if vmaf_mode {
+                quality::search_skip_reason(result.percent, max)
+            } else {
+                format!("output would not be smaller (predicted at {} % of the source)", result.percent.round())
+            });
+            return file;
+        }
+        file.predicted_size = Some(i64::try_from(result.predicted_size).unwrap_or(i64::MAX));
+        file.predicted_seconds = Some(result.predicted_seconds);
+        file
+    }
+
+    /// Runs `binary args`, at the lowest CPU priority, killed if the forecast is dropped;
+    /// answers what its JSON says, or the error it printed.
+    async fn child<T: serde::de::DeserializeOwned>(&self, args: &[&str]) -> Result<T, String> {
+        let mut command = tokio::process::Command::new(&self.binary);
+        command.args(args).kill_on_drop(true).stdin(std::process::Stdio::null());
+        // SAFETY: setpriority is async-signal-safe; it only lowers this child's priority.
+        unsafe {
+            command.pre_exec(|| {
+                libc::setpriority(libc::PRIO_PROCESS, 0, 19);
+                Ok(())
+            });
+        }
+        let out = command.output().await.map_err(|e| format!("starting {}: {e}", self.binary.display()))?;
+        if !out.status.success() {
+            let said = String::from_utf8_lossy(&out.stderr);
+            return Err(said.trim().trim_start_matches("condense: ").to_string());
+        }
+        serde_json::from_slice(&out.stdout).map_err(|e| format!("unreadable answer: {e}"))
+    }
+}
