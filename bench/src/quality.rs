@@ -121,7 +121,8 @@ fn ab_av1_search(clip: &Path, work: &Path) -> Res<Search> {
     })
 }
 
-/// The VMAF of `distorted` against `reference` as FFmpeg's libvmaf filter prints it.
+/// The VMAF of `distorted` against `reference` as FFmpeg's libvmaf filter prints it (frames
+/// paired in order, as condense pairs them).
 fn independent_vmaf(reference: &Path, distorted: &Path) -> Res<f64> {
     let text = output_of(
         Command::new(vmaf_ffmpeg()?)
@@ -129,7 +130,15 @@ fn independent_vmaf(reference: &Path, distorted: &Path) -> Res<f64> {
             .arg(distorted)
             .arg("-i")
             .arg(reference)
-            .args(["-lavfi", "[0:v][1:v]libvmaf=model=version=vmaf_v0.6.1:n_threads=2", "-f", "null", "-"]),
+            // Both from 0: the filter pairs frames by timestamp, and the clip's B-frames start
+            // its video later than an encode of it starts.
+            .args([
+                "-lavfi",
+                "[0:v]setpts=PTS-STARTPTS[d];[1:v]setpts=PTS-STARTPTS[r];[d][r]libvmaf=model=version=vmaf_v0.6.1:n_threads=2",
+                "-f",
+                "null",
+                "-",
+            ]),
         "ffmpeg libvmaf",
     )?;
     text.lines().find_map(|l| l.split("VMAF score: ").nth(1)).and_then(|v| v.trim().parse().ok()).ctx("no VMAF score")

@@ -366,6 +366,9 @@ describe('dashboard pages', () => {
     expect(text()).toContain('2h 30m'); // estimated completion
     expect(text()).toContain('Above 90 % used');
     expect(byLabel('Progress of movie.mkv')?.getAttribute('aria-valuenow')).toBe('42');
+    // It leads with the space saved: so far (insights), and no forecast yet (the library has none).
+    await vi.waitFor(() => expect(container().querySelector('[aria-labelledby="savings-title"]')?.textContent).toContain('3.0 GiB'));
+    expect(container().querySelector('[aria-labelledby="savings-title"]')?.textContent).toContain('forecast a library');
 
     const socket = FakeWebSocket.instances[0];
     socket.onopen?.({});

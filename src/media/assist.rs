@@ -193,21 +193,6 @@ impl Recorder for Collected {
     fn bytes_done(&self) -> u64 {
         self.segments.iter().map(|s| s.bytes).sum()
     }
-
-    fn views(&self, _: &[u32]) -> Option<Vec<crate::domain::segments::SpanView>> {
-        None
-    }
-
-    fn take_in(
-        &mut self,
-        _: &EncodePlan,
-        _: u32,
-        _: &AtomicU32,
-        _: &mut dyn FnMut(Event),
-    ) -> Result<Vec<Span>, MediaError> {
-        // A helper claims its one span itself and never waits on another writer.
-        Ok(Vec::new())
-    }
 }
 
 /// `condense assist`: claims the span it was given (unless someone holds it or it is done),

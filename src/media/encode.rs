@@ -909,15 +909,21 @@ pub(crate) trait Recorder {
     fn bytes_done(&self) -> u64;
     /// The planned spans as the node shows them (the run that owns the manifest only);
     /// `here` are those this run's sessions encode now.
-    fn views(&self, here: &[u32]) -> Option<Vec<SpanView>>;
+    fn views(&self, _here: &[u32]) -> Option<Vec<SpanView>> {
+        None
+    }
     /// Takes in a helper's record of planned span `span`; answers what is left of that span.
+    /// Only the run that owns the manifest waits on other writers; other recorders have
+    /// nothing to take in.
     fn take_in(
         &mut self,
-        plan: &EncodePlan,
-        span: u32,
-        next_index: &AtomicU32,
-        emit: &mut dyn FnMut(Event),
-    ) -> Result<Vec<Span>, MediaError>;
+        _plan: &EncodePlan,
+        _span: u32,
+        _next_index: &AtomicU32,
+        _emit: &mut dyn FnMut(Event),
+    ) -> Result<Vec<Span>, MediaError> {
+        Ok(Vec::new())
+    }
 }
 
 impl Recorder for Manifest {
@@ -1334,15 +1340,7 @@ fn run_span(shared: &Shared<'_>, span: Span, tx: &mpsc::Sender<Msg>, seek: bool)
     // frames shown just before a keyframe may be decoded after it), and with an open GOP.
     let mut sought = None;
     if let Some(from) = span.from.filter(|_| seek) {
-        // SAFETY: seeking an open input context we own.
-        let ret = unsafe {
-            ffi::av_seek_frame(
-                input.as_mut_ptr(),
-                i32::try_from(vi).unwrap_or(0),
-                from.saturating_sub(1),
-                ffi::AVSEEK_FLAG_BACKWARD as i32,
-            )
-        };
+        let ret = probe::seek_before(&mut input, vi, from);
         if ret < 0 {
             // Some inputs cannot seek: decode from the start and drop what comes before.
             tracing::warn!(code = ret, "seek failed; decoding from the start");

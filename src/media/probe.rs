@@ -615,6 +615,21 @@ pub fn io_error(input: &AVFormatContextInput) -> Option<i32> {
     (err < 0 && err != ffi::AVERROR_EOF).then_some(err)
 }
 
+/// Seeks stream `video` of `input` to its keyframe before presentation time `pts` (strictly
+/// before, so the frames at `pts` itself, decoded after that keyframe, come out); answers
+/// FFmpeg's code (negative: the seek failed and the input is where it was).
+pub fn seek_before(input: &mut AVFormatContextInput, video: usize, pts: i64) -> i32 {
+    // SAFETY: seeking an open input context the caller owns.
+    unsafe {
+        ffi::av_seek_frame(
+            input.as_mut_ptr(),
+            i32::try_from(video).unwrap_or(0),
+            pts.saturating_sub(1),
+            ffi::AVSEEK_FLAG_BACKWARD as i32,
+        )
+    }
+}
+
 /// The next packet of a source, or None at its real end. A read error, or a demuxer error
 /// anywhere but at the end of the file, is an error: treating it as the end would cut the
 /// video short while other streams (read again later) stay whole.

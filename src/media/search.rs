@@ -8,7 +8,7 @@
 //! same samples.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::{Deserialize, Serialize};
 
@@ -22,7 +22,7 @@ use super::vmaf::{score_pairs, window_span, Frames, VmafScore, Window};
 use super::MediaError;
 use crate::domain::encoding::{EncodeProfile, Encoder, RetryProfile};
 use crate::domain::quality::{self, Next, Probe};
-use crate::domain::segments::{Sessions, Span, SpanView};
+use crate::domain::segments::{Sessions, Span};
 
 /// What a search settled on, as kept in the partial folder.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -187,15 +187,8 @@ fn video_bytes(input: &Path, span: Span) -> Result<u64, MediaError> {
         .get(video)
         .map_or(0, |s| (10.0 * f64::from(s.time_base.den) / f64::from(s.time_base.num.max(1))) as i64);
     if let Some(from) = span.from {
-        // SAFETY: seeking an open input context we own.
-        unsafe {
-            rsmpeg::ffi::av_seek_frame(
-                input.as_mut_ptr(),
-                i32::try_from(video).unwrap_or(0),
-                from.saturating_sub(1),
-                rsmpeg::ffi::AVSEEK_FLAG_BACKWARD as i32,
-            )
-        };
+        // A failed seek reads from the start: slower, the same bytes.
+        super::probe::seek_before(&mut input, video, from);
     }
     let mut bytes = 0u64;
     while let Some(packet) = read_packet(&mut input, "the source")? {
@@ -243,20 +236,6 @@ impl Recorder for Samples {
 
     fn bytes_done(&self) -> u64 {
         self.segments.iter().map(|s| s.bytes).sum()
-    }
-
-    fn views(&self, _: &[u32]) -> Option<Vec<SpanView>> {
-        None
-    }
-
-    fn take_in(
-        &mut self,
-        _: &EncodePlan,
-        _: u32,
-        _: &AtomicU32,
-        _: &mut dyn FnMut(Event),
-    ) -> Result<Vec<Span>, MediaError> {
-        Ok(Vec::new())
     }
 }
 

@@ -306,15 +306,7 @@ impl Frames {
         let span = span_of(&input, video);
         if let Some(from) = span.from {
             // From the keyframe before the span: the frames before it are decoded and dropped.
-            // SAFETY: seeking an open input context we own.
-            let ret = unsafe {
-                ffi::av_seek_frame(
-                    input.as_mut_ptr(),
-                    i32::try_from(video).unwrap_or(0),
-                    from.saturating_sub(1),
-                    ffi::AVSEEK_FLAG_BACKWARD as i32,
-                )
-            };
+            let ret = super::probe::seek_before(&mut input, video, from);
             if ret < 0 {
                 tracing::debug!(code = ret, "seek failed; decoding from the start");
             }

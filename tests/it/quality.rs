@@ -31,7 +31,11 @@ fn independent_ffmpeg() -> PathBuf {
 /// The VMAF (vmaf_v0.6.1, its default) that the independent ffmpeg's libvmaf filter prints,
 /// the distorted video scaled (bicubic) to the reference's `size` first.
 fn independent_vmaf(reference: &Path, distorted: &Path, size: &str) -> f64 {
-    let graph = format!("[0:v]scale={size}:flags=bicubic[d];[d][1:v]libvmaf=model=version=vmaf_v0.6.1");
+    // Both from 0: the filter pairs frames by timestamp; condense pairs them in order.
+    let graph = format!(
+        "[0:v]setpts=PTS-STARTPTS,scale={size}:flags=bicubic[d];[1:v]setpts=PTS-STARTPTS[r];\
+         [d][r]libvmaf=model=version=vmaf_v0.6.1"
+    );
     let out = Command::new(independent_ffmpeg())
         .args(["-hide_banner", "-nostdin", "-i"])
         .arg(distorted)
@@ -149,23 +153,7 @@ async fn an_encode_that_would_not_be_smaller_stops_early_and_is_skipped_with_the
     let dir = tempfile::tempdir().unwrap();
     // An already efficient H.264 source, encoded at CRF 0: many times its size.
     let source = dir.path().join("efficient.mkv");
-    ffmpeg(&[
-        "-f",
-        "lavfi",
-        "-i",
-        "testsrc2=size=320x240:rate=25",
-        "-t",
-        "12",
-        "-c:v",
-        "libx264",
-        "-preset",
-        "medium",
-        "-crf",
-        "32",
-        "-g",
-        "25",
-        source.to_str().unwrap(),
-    ]);
+    crate::common::media::efficient(&source, "320x240", 12);
     let before = sha(&source);
     let body = json!({"name": "m", "paths": [dir.path()], "encoder": "libx265", "quality": 0, "preset": "ultrafast", "watch": false});
     let (status, library) = server.post("/libraries", Some(&token), &body).await;
@@ -253,23 +241,7 @@ async fn a_file_that_cannot_save_20_percent_at_the_target_is_skipped_before_any_
     let dir = tempfile::tempdir().unwrap();
     // Already efficient: VMAF 95 of it takes x265 ultrafast about twice its size.
     let source = dir.path().join("efficient.mkv");
-    ffmpeg(&[
-        "-f",
-        "lavfi",
-        "-i",
-        "testsrc2=size=640x360:rate=25",
-        "-t",
-        "4",
-        "-c:v",
-        "libx264",
-        "-preset",
-        "medium",
-        "-crf",
-        "32",
-        "-g",
-        "25",
-        source.to_str().unwrap(),
-    ]);
+    crate::common::media::efficient(&source, "640x360", 4);
     let before = sha(&source);
     vmaf_library(&server, &token, dir.path(), 80).await;
 

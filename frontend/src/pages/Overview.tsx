@@ -20,8 +20,23 @@ const QUEUE_ROWS: [keyof QueueStats, string][] = [
   ['cancelled', 'Cancelled'],
 ];
 
+/** What the product is for, in bytes: saved so far, and what the libraries' forecasts
+ * predict for the files not encoded yet (each library's latest forecast; none: not counted). */
+async function savingsSummary(): Promise<{ saved: number; forecastSaved: number; forecastFiles: number; forecasts: number }> {
+  const [stats, libraries] = await Promise.all([api.insightStats(), api.libraries()]);
+  const forecasts = await Promise.all(libraries.map((library) => api.forecast(library.id).catch(() => null)));
+  const done = forecasts.filter((f) => f != null);
+  return {
+    saved: stats.storage.totalSavedBytes,
+    forecastSaved: done.reduce((sum, f) => sum + f.totals.savedBytes, 0),
+    forecastFiles: done.reduce((sum, f) => sum + f.totals.encoded, 0),
+    forecasts: done.length,
+  };
+}
+
 export function Overview() {
   const dashboard = useResource(() => api.dashboard(), [], { pollMs: 15_000 });
+  const savings = useResource(savingsSummary, [], { pollMs: 60_000 });
   const [actionError, setActionError] = useState<string | null>(null);
   const statsTimer = useRef<ReturnType<typeof setTimeout> | null>(null);
 
@@ -65,6 +80,28 @@ export function Overview() {
         dashboard.loading && <Loading what="the dashboard" />
       ) : (
         <>
+          <section class="card" aria-labelledby="savings-title">
+            <h2 id="savings-title">Space saved</h2>
+            <div class="stats">
+              <Stat label="Saved so far" value={savings.data ? formatBytes(savings.data.saved) : '—'} hint="by every completed job" />
+              <Stat
+                label="Encoding now"
+                value={formatBytes(data.activeJobs.reduce((sum, job) => sum + job.sourceSize, 0))}
+                hint={`${data.activeJobs.length} file${data.activeJobs.length === 1 ? '' : 's'} being made smaller`}
+              />
+              <Stat
+                label="Forecast for what waits"
+                value={savings.data && savings.data.forecasts > 0 ? formatBytes(savings.data.forecastSaved) : '—'}
+                hint={
+                  savings.data && savings.data.forecasts > 0 ? (
+                    `over ${savings.data.forecastFiles} files, from ${savings.data.forecasts} librar${savings.data.forecasts === 1 ? 'y' : 'ies'}`
+                  ) : (
+                    <a href={routeHref('/libraries')}>forecast a library</a>
+                  )
+                }
+              />
+            </div>
+          </section>
           <div class="grid grid-3">
             <section class="card" aria-labelledby="health-title">
               <div class="card-head">

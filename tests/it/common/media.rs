@@ -103,6 +103,16 @@ fn testsrc(dir: &Path, name: &str, size: &str, seconds: u32, encode: &str) -> Pa
     out
 }
 
+/// An already efficient H.264 clip at `path` (CRF 32, medium): a re-encode rarely beats it.
+pub fn efficient(path: &Path, size: &str, seconds: u32) {
+    let video = format!("testsrc2=size={size}:rate=25");
+    let t = seconds.to_string();
+    let out = path.to_str().unwrap();
+    ffmpeg(&[
+        "-f", "lavfi", "-i", &video, "-t", &t, "-c:v", "libx264", "-preset", "medium", "-crf", "32", "-g", "25", out,
+    ]);
+}
+
 /// A plain H.264 clip without audio.
 pub fn h264(dir: &Path, name: &str, size: &str, seconds: u32) -> PathBuf {
     testsrc(dir, name, size, seconds, "-c:v libx264 -preset ultrafast -qp 12 -g 25")
