@@ -204,10 +204,16 @@ pub async fn run(cfg: &Config, report: &mut Report) -> Res<()> {
         "`{cmd}`: a {clip_desc}. condense: `condense crf-search CLIP --encoder libx265 --preset {PRESET} --target {TARGET}` \
          (samples encoded by the transcoder's own sessions, VMAF by libvmaf in-process; {} tries, sample VMAF {:.2} at CRF {}). \
          ab-av1: `ab-av1 crf-search -i CLIP -e libx265 --preset {PRESET} --min-vmaf {TARGET}` (installed from crates.io by \
-         scripts/bench.sh, with imageio-ffmpeg's static ffmpeg first on PATH for its libvmaf filter; {} tries, VMAF {:.2} at \
+         scripts/bench.sh, with imageio-ffmpeg's static ffmpeg first on PATH for its libvmaf filter; {}, VMAF {:.2} at \
          CRF {}). Both on the same machine, one after the other. The encode at the chosen CRF is made by the ffmpeg program \
          (the whole clip) and scored whole by `condense vmaf` and by FFmpeg 7's libvmaf filter (model vmaf_v0.6.1, both).",
-        ours.probes, ours.vmaf, ours.crf, theirs.probes, theirs.vmaf, theirs.crf
+        ours.probes,
+        ours.vmaf,
+        ours.crf,
+        // ab-av1 prints its tries through its progress bar, which is hidden without a terminal.
+        if theirs.probes > 0 { format!("{} tries", theirs.probes) } else { "its tries not printed without a terminal".into() },
+        theirs.vmaf,
+        theirs.crf
     );
     report.section("Quality targeting: CRF search against ab-av1", body);
     Ok(())

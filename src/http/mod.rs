@@ -323,6 +323,7 @@ mod tests {
             } else if e.path.starts_with("/jobs/{id}/")
                 || e.path.starts_with("/queue/")
                 || e.path.ends_with("/scan")
+                || e.path.ends_with("/forecast")
                 || e.path.starts_with("/integrations/")
             {
                 UserRole::Operator

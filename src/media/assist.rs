@@ -129,6 +129,8 @@ pub(crate) fn take_in(
         .any(|s| segments::planned_index(&boundaries, s.span.from) != span || !inside(&s.span))
     {
         Some("its segments are not what is left of its span")
+    } else if record.segments.iter().any(|r| !r.file.is_empty() && manifest.segments.iter().any(|s| s.file == r.file)) {
+        Some("a segment file is one the manifest already holds")
     } else if !record.segments.iter().all(whole) {
         Some("a segment file is missing or not whole")
     } else if matches!((&manifest.video, &record.video), (Some(a), Some(b)) if !a.joins(b)) {
@@ -252,7 +254,13 @@ pub fn assist(
     let info = probe::probe(&plan.input)?;
     let mut collected = Collected { segments: Vec::new(), video: None };
     let started = std::time::Instant::now();
-    let totals = run_sessions(&plan, &info, vec![piece], boundaries, false, Some(span), 0, &mut collected, stop, emit)?;
+    // An earlier helper's part of this span may be in the manifest already, in files named
+    // like this helper's: its files are numbered after every one there, never over one (a
+    // second helper on a span taken in part wrote over the first's segment: 23 frames twice,
+    // caught only by the output's frame count).
+    let first_free = (0u32..).find(|n| !dir.join(layout::assist_segment_file(span, *n)).exists()).unwrap_or(0);
+    let totals =
+        run_sessions(&plan, &info, vec![piece], boundaries, false, Some(span), first_free, &mut collected, stop, emit)?;
     let (encoded, skipped) = (totals.encoded, totals.skipped);
     let frames: u64 = collected.frames_done();
     let bytes = collected.bytes_done();

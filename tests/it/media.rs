@@ -924,3 +924,51 @@ async fn a_helper_on_a_span_the_run_holds_or_finished_does_nothing() {
     assert!(!events.iter().any(|e| matches!(e, Event::SpanStarted { .. })), "{events:?}");
     assert_eq!(drain(&mut owner, &mut owner_events).await, ChildEnd::Completed, "{owner_events:?}");
 }
+
+#[actix_web::test]
+async fn a_second_helper_on_a_span_the_first_left_part_of_writes_new_files_never_over_the_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let (src, plan) = helped_plan(dir.path());
+    let source_info = probe(&src).unwrap();
+    // A first helper on span 3 is paused after a few frames: its part is recorded.
+    let (mut owner, mut owner_events) = start_run(&plan).await;
+    let mut first = Transcoder::spawn_helper(Path::new(binary()), &helper_request(&plan, 3)).await.unwrap();
+    let mut first_events = Vec::new();
+    while let Some(e) = first.events.recv().await {
+        let going = matches!(e, Event::Progress { frame, .. } if frame >= 5);
+        first_events.push(e);
+        if going {
+            first.pause();
+        }
+    }
+    assert_eq!(first.wait().await, ChildEnd::Paused, "{first_events:?}");
+    owner.pause();
+    assert_eq!(drain(&mut owner, &mut owner_events).await, ChildEnd::Paused, "{owner_events:?}");
+
+    // The resumed run takes that part in; a second helper then takes the rest of span 3.
+    let (mut owner, mut owner_events) = start_run(&plan).await;
+    let PartialState::Valid(taken) = inspect(&plan) else { panic!("no manifest") };
+    let first_files: Vec<String> =
+        taken.segments.iter().filter(|s| s.file.starts_with("span-00003-")).map(|s| s.file.clone()).collect();
+    assert!(!first_files.is_empty(), "the first helper's part was not taken in: {:?}", taken.segments);
+    let sizes: Vec<u64> =
+        first_files.iter().map(|f| std::fs::metadata(plan.partial_dir.join(f)).unwrap().len()).collect();
+    let mut second = Transcoder::spawn_helper(Path::new(binary()), &helper_request(&plan, 3)).await.unwrap();
+    let mut second_events = Vec::new();
+    assert_eq!(drain(&mut second, &mut second_events).await, ChildEnd::Completed, "{second_events:?}");
+    assert!(second_events.contains(&Event::SpanStarted { span: 3 }), "{second_events:?}");
+    // The first helper's files are as they were taken in.
+    let now: Vec<u64> =
+        first_files.iter().map(|f| std::fs::metadata(plan.partial_dir.join(f)).unwrap().len()).collect();
+    assert_eq!(now, sizes, "a taken-in segment of {first_files:?} was written over");
+
+    assert_eq!(drain(&mut owner, &mut owner_events).await, ChildEnd::Completed, "{owner_events:?}");
+    let PartialState::Valid(manifest) = inspect(&plan) else { panic!("no manifest") };
+    let mut files: Vec<&str> = manifest.segments.iter().map(|s| s.file.as_str()).filter(|f| !f.is_empty()).collect();
+    let all = files.len();
+    files.sort_unstable();
+    files.dedup();
+    assert_eq!(files.len(), all, "two segments share a file: {:?}", manifest.segments);
+    verify(&plan.output_path(), &src, &source_info, "hevc").unwrap();
+    assert_eq!(crate::common::shim::video_frames(&plan.output_path()), 200);
+}

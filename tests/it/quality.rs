@@ -383,14 +383,16 @@ async fn a_forecast_predicts_each_file_without_encoding_or_touching_anything_and
     // vmaf mode: the search's CRF instead of the library's.
     let (status, _) = server.put(&format!("/libraries/{id}"), Some(&token), &json!({"qualityMode": "vmaf"})).await;
     assert_eq!(status, 200);
-    server.post(&format!("/libraries/{id}/forecast"), Some(&token), &json!({})).await;
+    let (status, started) = server.post(&format!("/libraries/{id}/forecast"), Some(&token), &json!({})).await;
+    assert_eq!(status, 202, "{started}");
     let forecast = forecast_once_ended(&server, &token, id).await;
     let encoded = forecast["files"].as_array().unwrap().iter().find(|f| f["fileName"] == "big.mkv").unwrap().clone();
     let crf = encoded["quality"].as_i64().unwrap();
     assert!((10..28).contains(&crf) && encoded["vmaf"].as_f64().unwrap() >= 95.0, "{forecast:#}");
 
     // A cancel ends a forecast at once; none running, it is refused.
-    server.post(&format!("/libraries/{id}/forecast"), Some(&token), &json!({})).await;
+    let (status, started) = server.post(&format!("/libraries/{id}/forecast"), Some(&token), &json!({})).await;
+    assert_eq!(status, 202, "{started}");
     let (status, _) = server.delete(&format!("/libraries/{id}/forecast"), Some(&token)).await;
     assert_eq!(status, 202);
     let cancelled = forecast_once_ended(&server, &token, id).await;
