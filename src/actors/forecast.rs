@@ -49,13 +49,8 @@ impl Forecasts {
 
     /// Starts a forecast of `library`; a conflict while one runs.
     pub async fn start(&self, library: &library::Model) -> Result<entities::library_forecast::Model, RepoError> {
-        let query = repo::jobs::JobQuery {
-            statuses: FORECAST.to_vec(),
-            library_id: Some(library.id),
-            page_size: repo::jobs::MAX_PAGE_SIZE,
-            ..Default::default()
-        };
-        let jobs = repo::jobs::list(&self.db, &query).await?.items;
+        // Every such file: a page of the job list would stop at 500.
+        let jobs = repo::jobs::of_library_in_statuses(&self.db, library.id, FORECAST).await?;
         let cancel = Arc::new(Notify::new());
         {
             let mut running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
@@ -181,7 +176,8 @@ impl Forecasts {
             file.skip_reason = Some(if vmaf_mode {
                 quality::search_skip_reason(result.percent, max)
             } else {
-                format!("output would not be smaller (predicted at {} % of the source)", result.percent.round())
+                let source = u64::try_from(file.current_size).unwrap_or(0);
+                quality::not_smaller_reason(result.predicted_size, source, source)
             });
             return file;
         }

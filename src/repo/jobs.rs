@@ -675,6 +675,21 @@ pub async fn in_statuses(db: &impl ConnectionTrait, statuses: &[JobStatus]) -> R
     Ok(Entity::find().filter(Column::Status.is_in(statuses.iter().copied())).order_by_asc(Column::Id).all(db).await?)
 }
 
+/// Every job of library `library_id` in one of `statuses`, oldest first (all of them, not
+/// a page: a forecast goes over the whole library).
+pub async fn of_library_in_statuses(
+    db: &impl ConnectionTrait,
+    library_id: i32,
+    statuses: &[JobStatus],
+) -> RepoResult<Vec<job::Model>> {
+    Ok(Entity::find()
+        .filter(Column::LibraryId.eq(library_id))
+        .filter(Column::Status.is_in(statuses.iter().copied()))
+        .order_by_asc(Column::Id)
+        .all(db)
+        .await?)
+}
+
 /// Appends an event to a job's history without a status change (replace steps, notes).
 pub async fn record_event(db: &impl ConnectionTrait, id: i32, event: NewEvent) -> RepoResult<()> {
     events::append(db, id, event).await?;

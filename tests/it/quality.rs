@@ -401,3 +401,39 @@ async fn a_forecast_predicts_each_file_without_encoding_or_touching_anything_and
     assert_eq!(status, 409, "{refused}");
     server.finish().await;
 }
+
+#[actix_web::test]
+async fn a_forecast_covers_every_file_of_a_library_past_one_page_of_jobs() {
+    let server = TestServer::sqlite().await;
+    let token = server.login().await;
+    let dir = tempfile::tempdir().unwrap();
+    // Disabled: no scan of the (empty) folder drops the jobs made below.
+    let body = json!({"name": "big", "paths": [dir.path()], "watch": false, "enabled": false});
+    let (_, library) = server.post("/libraries", Some(&token), &body).await;
+    let id = library["id"].as_i64().unwrap();
+    // More jobs than one page of the job list holds (500).
+    for n in 0..501 {
+        condense::repo::jobs::insert(
+            server.db(),
+            condense::repo::jobs::NewJob {
+                library_id: Some(i32::try_from(id).unwrap()),
+                file_path: dir.path().join(format!("f{n:03}.mkv")).display().to_string(),
+                file_name: format!("f{n:03}.mkv"),
+                status: condense::domain::job::JobStatus::Queued,
+                target_codec: "hevc".into(),
+                source_size: 1000,
+                source_mtime_ns: None,
+                source_inode: None,
+                forced: false,
+            },
+        )
+        .await
+        .unwrap();
+    }
+    let (status, started) = server.post(&format!("/libraries/{id}/forecast"), Some(&token), &json!({})).await;
+    assert_eq!((status, &started["filesTotal"]), (202, &json!(501)), "{started}");
+    let (status, _) = server.delete(&format!("/libraries/{id}/forecast"), Some(&token)).await;
+    assert_eq!(status, 202);
+    assert_eq!(forecast_once_ended(&server, &token, id).await["status"], "CANCELLED");
+    server.finish().await;
+}
