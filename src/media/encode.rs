@@ -8,7 +8,7 @@
 //! most those segments. When the video is complete the segments are muxed, in the order of
 //! their spans, with the source's other streams (see `mux`).
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::ffi::CString;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -25,10 +25,11 @@ use rsmpeg::UnsafeDerefMut;
 use serde::Serialize;
 
 use super::error::from_rsmpeg;
+use super::hdr10plus::{self, NalFormat};
 use super::manifest::{inspect, sync_dir, Manifest, PartialState, Run, Segment};
 use super::plan::EncodePlan;
 use super::probe::{self, HdrKind, MediaInfo};
-use super::segment::{CodecParams, SegmentFile};
+use super::segment::{packet_data, CodecParams, SegmentFile};
 use super::{layout, mux, partial, MediaError};
 use crate::domain::encoding::{Encoder, Hardware};
 use crate::domain::job::FailureCode;
@@ -501,6 +502,9 @@ struct SegmentWriter {
     first_pts: Option<i64>,
     last_pts: i64,
     frames: u64,
+    /// HDR10+ payloads of the frames sent to the encoder and not yet out of it, by
+    /// presentation time (the encoder reorders frames).
+    dynamic: BTreeMap<i64, Vec<u8>>,
 }
 
 impl SegmentWriter {
@@ -562,10 +566,25 @@ impl SegmentWriter {
 
         let path = plan.partial_dir.join(&file);
         let output = SegmentFile::create(&path)?;
-        Ok(SegmentWriter { index, file, path, output, encoder, scaler, first_pts: None, last_pts: 0, frames: 0 })
+        Ok(SegmentWriter {
+            index,
+            file,
+            path,
+            output,
+            encoder,
+            scaler,
+            first_pts: None,
+            last_pts: 0,
+            frames: 0,
+            dynamic: BTreeMap::new(),
+        })
     }
 
-    fn push(&mut self, frame: &AVFrame, pts: i64) -> Result<(), MediaError> {
+    /// Encodes one frame; `dynamic` is its HDR10+ payload, written into its access unit.
+    fn push(&mut self, frame: &AVFrame, pts: i64, dynamic: Option<Vec<u8>>) -> Result<(), MediaError> {
+        if let Some(payload) = dynamic {
+            self.dynamic.insert(pts, payload);
+        }
         let mut converted;
         let frame = match self.scaler.as_mut() {
             Some(scaler) => {
@@ -603,7 +622,18 @@ impl SegmentWriter {
             if let Some(dts) = decode_time(packet.pts, packet.dts) {
                 packet.set_dts(dts);
             }
-            self.output.write(&packet)?;
+            let with = self.dynamic.remove(&packet.pts).and_then(|payload| {
+                let with = hdr10plus::with_payload(packet_data(&packet), &payload);
+                if with.is_none() {
+                    // Left as encoded: verification finds the frame without its metadata.
+                    tracing::warn!(pts = packet.pts, "an encoded frame has no slice to put its HDR10+ metadata before");
+                }
+                with
+            });
+            match with {
+                Some(data) => self.output.write_with(&packet, &data)?,
+                None => self.output.write(&packet)?,
+            }
         }
     }
 
@@ -626,6 +656,21 @@ impl SegmentWriter {
         };
         Ok((segment, params))
     }
+}
+
+/// How the packets of stream `index` frame their NAL units (for HEVC; see
+/// `media::hdr10plus`).
+pub fn stream_nal_format(input: &AVFormatContextInput, index: usize) -> NalFormat {
+    let Some(stream) = input.streams().get(index) else { return NalFormat::AnnexB };
+    let par = stream.codecpar();
+    let extradata = if par.extradata.is_null() || par.extradata_size <= 0 {
+        &[][..]
+    } else {
+        // SAFETY: the codec parameters hold `extradata_size` bytes at `extradata` while the
+        // input is open.
+        unsafe { std::slice::from_raw_parts(par.extradata, par.extradata_size as usize) }
+    };
+    NalFormat::of_extradata(extradata)
 }
 
 pub fn main_video_index(input: &AVFormatContextInput) -> Option<usize> {
@@ -1335,6 +1380,10 @@ fn run_span(shared: &Shared<'_>, span: Span, tx: &mpsc::Sender<Msg>, seek: bool)
     };
     let tb = f64::from(time_base.num) / f64::from(time_base.den);
     let start_pts = input.streams().get(vi).map(|s| s.start_time).filter(|t| *t != ffi::AV_NOPTS_VALUE).unwrap_or(0);
+    // HDR10+ is read from the source's access units and kept by presentation time until
+    // the decoder gives out the frame (see `media::hdr10plus`).
+    let carry = (plan.hdr == HdrKind::Hdr10Plus).then(|| stream_nal_format(&input, vi));
+    let mut dynamic: BTreeMap<i64, Vec<u8>> = BTreeMap::new();
     // The keyframe strictly before the span's start: decoding from there gives every frame
     // from the start on, whether the cut is a keyframe's presentation or decode time (the
     // frames shown just before a keyframe may be decoded after it), and with an open GOP.
@@ -1367,6 +1416,11 @@ fn run_span(shared: &Shared<'_>, span: Span, tx: &mpsc::Sender<Msg>, seek: bool)
                 Some(packet) => {
                     if packet.stream_index as usize != vi {
                         continue;
+                    }
+                    if let Some(format) = carry.filter(|_| packet.pts != ffi::AV_NOPTS_VALUE) {
+                        if let Some(payload) = hdr10plus::payload(packet_data(&packet), format) {
+                            dynamic.insert(packet.pts, payload);
+                        }
                     }
                     if let Err(e) = decoder.send_packet(Some(&packet)) {
                         decode_errors += 1;
@@ -1409,6 +1463,9 @@ fn run_span(shared: &Shared<'_>, span: Span, tx: &mpsc::Sender<Msg>, seek: bool)
             };
             let step = (f64::from(frame_rate.den) / f64::from(frame_rate.num) / tb).max(1.0) as i64;
             next_synth_pts = pts + step;
+            // Frames come out in presentation order: what is kept for earlier times is spent.
+            let frame_dynamic = dynamic.remove(&pts);
+            dynamic.retain(|&at, _| at > pts);
             if let Some(from) = sought.take() {
                 if pts > from {
                     return Ok(SpanRun::LandedLate(pts));
@@ -1445,7 +1502,7 @@ fn run_span(shared: &Shared<'_>, span: Span, tx: &mpsc::Sender<Msg>, seek: bool)
                 writer = Some(opened);
             }
             if let Some(w) = writer.as_mut() {
-                w.push(&frame, pts)?;
+                w.push(&frame, pts, frame_dynamic)?;
                 shared.encoded.fetch_add(1, Ordering::SeqCst);
                 shared.open_frames.fetch_add(1, Ordering::SeqCst);
                 last_pts = Some(pts);

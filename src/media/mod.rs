@@ -5,6 +5,7 @@ pub mod child;
 pub mod encode;
 pub mod encoders;
 pub mod error;
+pub mod hdr10plus;
 pub mod layout;
 pub mod manifest;
 pub mod mux;

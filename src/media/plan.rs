@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::hdr10plus;
 use super::layout::{self, partial_dir_for};
 use super::probe::{HdrKind, MediaInfo};
 use super::MediaError;
@@ -186,9 +187,10 @@ impl EncodePlan {
                     Some(2) => HdrKind::Sdr,
                     _ => HdrKind::Hdr10,
                 },
-                // FFmpeg 5.1's encoders do not carry HDR10+ dynamic metadata: the output keeps
-                // the static HDR10 metadata (correct colours, no per-scene tone mapping).
-                HdrKind::Hdr10Plus => HdrKind::Hdr10,
+                // The transcoder carries HDR10+ into HEVC itself (`media::hdr10plus`); other
+                // targets keep the static HDR10 metadata (correct colours, no per-scene
+                // tone mapping).
+                HdrKind::Hdr10Plus if !hdr10plus::carried(target_codec) => HdrKind::Hdr10,
                 other => other,
             },
             throttle_ms_per_frame: 0,
@@ -411,5 +413,25 @@ mod tests {
         let json = serde_json::to_string(&plan).unwrap();
         assert!(json.contains("\"encoder\":\"libaom-av1\""), "{json}");
         assert_eq!(serde_json::from_str::<EncodePlan>(&json).unwrap(), plan);
+    }
+
+    #[test]
+    fn hdr10plus_is_kept_by_every_hevc_encoder_and_becomes_hdr10_elsewhere() {
+        use crate::domain::encoding::{profile_for_attempt, EncodeSettings, TargetCodec};
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("a.mkv");
+        std::fs::write(&input, b"source").unwrap();
+        let mut info = info_with("hevc", None);
+        info.hdr.kind = HdrKind::Hdr10Plus;
+        info.hdr.hdr10_plus = true;
+        for encoder in
+            [TargetCodec::Hevc, TargetCodec::Av1].into_iter().flat_map(TargetCodec::encoders).map(|p| p.encoder)
+        {
+            let codec = encoder.codec();
+            let settings = EncodeSettings::for_library(codec, Some(encoder), None, None, true);
+            let plan = EncodePlan::new(&input, &info, &profile_for_attempt(&settings, 0)).unwrap();
+            let want = if codec == TargetCodec::Hevc { HdrKind::Hdr10Plus } else { HdrKind::Hdr10 };
+            assert_eq!(plan.hdr, want, "{encoder}");
+        }
     }
 }

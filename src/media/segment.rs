@@ -29,14 +29,11 @@ impl SegmentFile {
     }
 
     pub fn write(&mut self, packet: &AVPacket) -> Result<(), MediaError> {
-        // SAFETY: the packet's data pointer holds `size` bytes while the packet lives.
-        let data = unsafe {
-            if packet.data.is_null() || packet.size <= 0 {
-                &[][..]
-            } else {
-                std::slice::from_raw_parts(packet.data, packet.size as usize)
-            }
-        };
+        self.write_with(packet, packet_data(packet))
+    }
+
+    /// Writes the packet's timing and flags with `data` in place of its own bytes.
+    pub fn write_with(&mut self, packet: &AVPacket, data: &[u8]) -> Result<(), MediaError> {
         let io = |e: std::io::Error| MediaError::from_io("writing a segment", &e);
         let w = &mut self.writer;
         w.write_all(&packet.pts.to_le_bytes()).map_err(io)?;
@@ -52,6 +49,18 @@ impl SegmentFile {
         let io = |e: std::io::Error| MediaError::from_io("closing a segment", &e);
         let file = self.writer.into_inner().map_err(|e| io(e.into_error()))?;
         file.sync_all().map_err(io)
+    }
+}
+
+/// The bytes a packet holds.
+pub fn packet_data(packet: &AVPacket) -> &[u8] {
+    // SAFETY: the packet's data pointer holds `size` bytes while the packet lives.
+    unsafe {
+        if packet.data.is_null() || packet.size <= 0 {
+            &[][..]
+        } else {
+            std::slice::from_raw_parts(packet.data, packet.size as usize)
+        }
     }
 }
 

@@ -3,13 +3,16 @@
 //! side data, field order), every stream has as many frames as the source's, and it decodes
 //! at several points. An exit code of 0 proves nothing.
 
+use std::hash::{Hash, Hasher};
 use std::path::Path;
 
 use rsmpeg::error::RsmpegError;
 use rsmpeg::ffi;
 
-use super::encode::{main_video_index, open_decoder};
+use super::encode::{main_video_index, open_decoder, stream_nal_format};
+use super::hdr10plus::{self, NalFormat};
 use super::probe::{open_input, probe, read_packet, MediaInfo};
+use super::segment::packet_data;
 use super::MediaError;
 
 /// Allowed difference of duration: 0.5 s or 1 %, whichever is larger.
@@ -78,9 +81,36 @@ pub fn verify(
             )));
         }
     }
+    if hdr10plus::carried(target_codec) {
+        if let (Some(w), Some(g)) = (main.and_then(|i| want.get(i)), main.and_then(|i| got.get(i))) {
+            same_dynamic_hdr(w, g).map_err(fail)?;
+        }
+    }
     let span = main.and_then(|i| want.get(i)).and_then(StreamTally::span_seconds).or(source_info.duration_seconds);
     decode_at_points(output, span.unwrap_or(0.0)).map_err(|e| fail(e.message))?;
     Ok(info)
+}
+
+/// Every output frame carries the HDR10+ metadata of its source frame, in presentation
+/// order (frame counts are checked before). A source without HDR10+ asks nothing.
+fn same_dynamic_hdr(source: &StreamTally, output: &StreamTally) -> Result<(), String> {
+    if source.dynamic_hdr.iter().all(|(_, d)| *d == 0) {
+        return Ok(());
+    }
+    let in_order = |t: &StreamTally| {
+        let mut frames = t.dynamic_hdr.clone();
+        frames.sort_by_key(|(pts, _)| *pts);
+        frames.into_iter().map(|(_, d)| d).collect::<Vec<u64>>()
+    };
+    let (want, got) = (in_order(source), in_order(output));
+    if want.len() != got.len() {
+        return Err(format!("the video has {} frames, the source {}", got.len(), want.len()));
+    }
+    match want.iter().zip(&got).position(|(w, g)| w != g) {
+        Some(i) if got.get(i) == Some(&0) => Err(format!("frame {i} lost its HDR10+ metadata")),
+        Some(i) => Err(format!("frame {i} carries HDR10+ metadata other than its source frame's")),
+        None => Ok(()),
+    }
 }
 
 /// The output's streams are the source's, one for one and in order: same kind, codec (the
@@ -159,6 +189,9 @@ pub struct StreamTally {
     pub time_base: (i32, i32),
     /// The side data of `KEPT_SIDE_DATA`, with its bytes.
     pub side_data: Vec<(ffi::AVPacketSideDataType, Vec<u8>)>,
+    /// HEVC only: each frame's presentation time and a digest of its HDR10+ payload (0:
+    /// none), in file order.
+    pub dynamic_hdr: Vec<(i64, u64)>,
 }
 
 impl StreamTally {
@@ -174,6 +207,12 @@ impl StreamTally {
 /// is an error, never a short count.
 pub fn tally(path: &Path) -> Result<Vec<StreamTally>, MediaError> {
     let mut input = open_input(path)?;
+    let hevc: Vec<Option<NalFormat>> = input
+        .streams()
+        .into_iter()
+        .enumerate()
+        .map(|(i, s)| (s.codecpar().codec_id == ffi::AVCodecID_AV_CODEC_ID_HEVC).then(|| stream_nal_format(&input, i)))
+        .collect();
     let mut streams: Vec<StreamTally> = input
         .streams()
         .into_iter()
@@ -189,6 +228,14 @@ pub fn tally(path: &Path) -> Result<Vec<StreamTally>, MediaError> {
         s.packets += 1;
         if packet.flags & ffi::AV_PKT_FLAG_DISCARD as i32 == 0 && packet.size > 0 {
             s.frames += 1;
+            if let Some(format) = hevc.get(packet.stream_index as usize).copied().flatten() {
+                let digest = hdr10plus::payload(packet_data(&packet), format).map_or(0, |p| {
+                    let mut h = std::hash::DefaultHasher::new();
+                    p.hash(&mut h);
+                    h.finish().max(1)
+                });
+                s.dynamic_hdr.push((packet.pts, digest));
+            }
         }
         let ts = if packet.pts != ffi::AV_NOPTS_VALUE { packet.pts } else { packet.dts };
         if ts != ffi::AV_NOPTS_VALUE {

@@ -7,6 +7,7 @@ mod cluster;
 mod common;
 mod faults;
 mod feed;
+mod fidelity;
 mod fs_safety;
 mod fuzz;
 mod hostile;

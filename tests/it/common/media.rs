@@ -150,3 +150,78 @@ pub fn sha(path: &Path) -> Vec<u8> {
     // A byte-for-byte copy is the honest comparison for "unchanged".
     std::fs::read(path).unwrap()
 }
+
+/// 10-bit HEVC HDR10+ in Matroska, `seconds` long with a keyframe every second and
+/// B-frames: the HDR10 clip's encode with an HDR10+ SEI message put first in every access
+/// unit, written by the `hdr10plus` crate (not by condense), each frame's values its own
+/// (scene maxima, average and percentiles follow the frame's number in decode order, plus
+/// `first`).
+pub fn hdr10plus(dir: &Path, name: &str, seconds: u32, first: u32) -> PathBuf {
+    use hdr10plus::metadata::{DistributionMaxRgb, Hdr10PlusMetadata};
+    use rsmpeg::avcodec::AVPacket;
+    use rsmpeg::avformat::{AVFormatContextInput, AVFormatContextOutput};
+    use rsmpeg::UnsafeDerefMut;
+    let params = format!(
+        "log-level=error:hdr10=1:colorprim=bt2020:transfer=smpte2084:colormatrix=bt2020nc:master-display={MASTER_DISPLAY}:max-cll=1000,400:keyint=25:min-keyint=25"
+    );
+    let encode = format!("{BT2020} -color_trc smpte2084 -c:v libx265 -preset ultrafast -x265-params {params}");
+    let plain = testsrc(dir, &format!("plain-{name}"), "320x240", seconds, &encode);
+    let path = dir.join(name);
+    let cpath = |p: &Path| std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+    let mut input = AVFormatContextInput::open(&cpath(&plain), None, &mut None).unwrap();
+    let mut output = AVFormatContextOutput::create(&cpath(&path), None).unwrap();
+    let in_tb = input.streams().get(0).unwrap().time_base;
+    {
+        let par = input.streams().get(0).unwrap().codecpar().clone();
+        let mut stream = output.new_stream();
+        stream.set_codecpar(par);
+        stream.set_time_base(in_tb);
+    }
+    output.write_header(&mut None).unwrap();
+    let out_tb = output.streams().get(0).unwrap().time_base;
+    let mut n = 0u32;
+    while let Some(packet) = input.read_packet().unwrap() {
+        let v = n + first;
+        n += 1;
+        let meta = Hdr10PlusMetadata {
+            itu_t_t35_country_code: 0xB5,
+            itu_t_t35_terminal_provider_code: 0x3C,
+            itu_t_t35_terminal_provider_oriented_code: 1,
+            application_identifier: 4,
+            application_version: 1,
+            num_windows: 1,
+            maxscl: [1000 + v * 37, 800 + v * 13, 600 + v * 7],
+            average_maxrgb: 100 + v * 3,
+            num_distribution_maxrgb_percentiles: 9,
+            distribution_maxrgb: [1u8, 5, 10, 25, 50, 75, 90, 95, 99]
+                .iter()
+                .enumerate()
+                .map(|(i, &percentage)| DistributionMaxRgb { percentage, percentile: v * 10 + i as u32 * 50 })
+                .collect(),
+            fraction_bright_pixels: (v % 1000) as u16,
+            ..Default::default()
+        };
+        // Matroska frames NAL units by 4-byte lengths (x265's hvcC).
+        let sei = hdr10plus::hevc::encode_hdr10plus_nal(&meta, true).unwrap();
+        let old = unsafe { std::slice::from_raw_parts(packet.data, packet.size as usize) };
+        let mut data = (sei.len() as u32).to_be_bytes().to_vec();
+        data.extend_from_slice(&sei);
+        data.extend_from_slice(old);
+        let mut out = AVPacket::new();
+        unsafe {
+            assert!(rsmpeg::ffi::av_new_packet(out.as_mut_ptr(), data.len() as i32) >= 0);
+            std::slice::from_raw_parts_mut(out.deref_mut().data, data.len()).copy_from_slice(&data);
+        }
+        out.set_pts(packet.pts);
+        out.set_dts(packet.dts);
+        out.set_duration(packet.duration);
+        out.set_flags(packet.flags);
+        out.set_stream_index(0);
+        out.rescale_ts(in_tb, out_tb);
+        output.interleaved_write_frame(&mut out).unwrap();
+    }
+    output.write_trailer().unwrap();
+    assert!(n >= seconds * 25, "{n} access units");
+    std::fs::remove_file(&plain).unwrap();
+    path
+}
