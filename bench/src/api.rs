@@ -60,6 +60,7 @@ pub async fn fill(url: &str, jobs: usize) -> Res<f64> {
             quality_mode: "crf".into(),
             target_vmaf: 95.0,
             max_size_percent: 80,
+            keep_dolby_vision: false,
         },
     )
     .await

@@ -40,6 +40,7 @@ pub fn worker(args: &[String]) -> Res<()> {
                     quality_mode: "crf".into(),
                     target_vmaf: 95.0,
                     max_size_percent: 80,
+                    keep_dolby_vision: false,
                 },
             )
             .await

@@ -23,6 +23,7 @@ pub struct Model {
     pub target_vmaf: f64,
     /// In vmaf mode: a file whose output is predicted larger than this percent of it is skipped.
     pub max_size_percent: i32,
+    pub keep_dolby_vision: bool,
     /// Watch the paths for new files (in addition to scans).
     pub watch: bool,
     pub enabled: bool,

@@ -60,6 +60,7 @@ export function defaultInput(catalog: EncoderCatalog): LibraryInput {
     qualityMode: 'crf',
     targetVmaf: 95,
     maxSizePercent: 80,
+    keepDolbyVision: false,
     watch: true,
     enabled: true,
   };

@@ -54,6 +54,7 @@ export type LibraryInput = Pick<
   | 'preset'
   | 'qualityMode'
   | 'targetVmaf'
+  | 'keepDolbyVision'
   | 'maxSizePercent'
   | 'watch'
   | 'enabled'

@@ -89,6 +89,7 @@ describe('ApiClient against a real HTTP server', () => {
       qualityMode: 'crf' as const,
       targetVmaf: 95,
       maxSizePercent: 80,
+      keepDolbyVision: false,
       watch: true,
     };
 

@@ -60,6 +60,7 @@ describe('validateLibrary', () => {
     qualityMode: 'crf',
     targetVmaf: 95,
     maxSizePercent: 80,
+    keepDolbyVision: false,
     watch: true,
     enabled: true,
   };

@@ -94,6 +94,7 @@ const library: Library = {
   qualityMode: 'crf',
   targetVmaf: 95,
   maxSizePercent: 80,
+  keepDolbyVision: false,
   watch: true,
   enabled: true,
   createdAt: '2024-05-01T00:00:00Z',
@@ -425,10 +426,21 @@ describe('dashboard pages', () => {
     choose(1, 'hevc_nvenc');
     await vi.waitFor(() => expect(selects()[2].value).toBe('p5'));
     expect(options(2)).toEqual(['p1', 'p5', 'p7']);
+    // Keeping Dolby Vision is an HEVC choice: offered there, gone (and cleared) for AV1.
+    const keepDolbyVision = () =>
+      [...container().querySelectorAll<HTMLLabelElement>('form.form label.check-field')]
+        .find((l) => l.textContent?.includes('Keep Dolby Vision'))
+        ?.querySelector('input');
+    expect(keepDolbyVision()?.checked).toBe(false);
+    keepDolbyVision()!.click();
+    await vi.waitFor(() => expect(keepDolbyVision()?.checked).toBe(true));
     choose(0, 'av1');
     await vi.waitFor(() => expect(options(1)).toEqual(['libsvtav1']));
     expect([selects()[2].value, quality().max]).toEqual(['8', '63']);
     expect(text()).toContain('CRF 0–63');
+    expect(keepDolbyVision()).toBeUndefined();
+    choose(0, 'hevc');
+    await vi.waitFor(() => expect(keepDolbyVision()?.checked).toBe(false));
   });
 
   it('scans a library and reports how many files were queued', async () => {

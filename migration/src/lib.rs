@@ -20,6 +20,7 @@ mod m20261127_000021_job_segments;
 mod m20261128_000022_job_skip_reason;
 mod m20261128_000023_quality_mode;
 mod m20261128_000024_library_forecasts;
+mod m20261128_000025_keep_dolby_vision;
 
 pub struct Migrator;
 
@@ -45,6 +46,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261128_000022_job_skip_reason::Migration),
             Box::new(m20261128_000023_quality_mode::Migration),
             Box::new(m20261128_000024_library_forecasts::Migration),
+            Box::new(m20261128_000025_keep_dolby_vision::Migration),
         ]
     }
 }

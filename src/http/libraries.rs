@@ -42,6 +42,8 @@ pub struct CreateLibrary {
     pub target_vmaf: Option<f64>,
     /// 10 to 100, default 80.
     pub max_size_percent: Option<i64>,
+    /// Default false. HEVC targets only: Dolby Vision sources keep it (profile 8.1).
+    pub keep_dolby_vision: Option<bool>,
     pub watch: Option<bool>,
     /// Default true; a disabled library is neither scanned nor watched.
     pub enabled: Option<bool>,
@@ -61,6 +63,7 @@ pub struct UpdateLibrary {
     pub quality_mode: Option<String>,
     pub target_vmaf: Option<f64>,
     pub max_size_percent: Option<i64>,
+    pub keep_dolby_vision: Option<bool>,
     pub watch: Option<bool>,
     pub enabled: Option<bool>,
 }
@@ -158,6 +161,7 @@ pub async fn create(
         max_size_percent: stored_percent(
             body.max_size_percent.map(check_max_size_percent).transpose()?.unwrap_or(quality::MAX_SIZE_PERCENT_DEFAULT),
         ),
+        keep_dolby_vision: check_keep_dolby_vision(body.keep_dolby_vision.unwrap_or(false), codec)?,
     };
     let mut library = repo::libraries::create(&state.db, new).await?;
     if body.enabled == Some(false) {
@@ -233,6 +237,10 @@ pub async fn update(
         quality_mode: body.quality_mode.as_deref().map(check_quality_mode).transpose()?.map(|m| m.to_string()),
         target_vmaf: body.target_vmaf.map(check_target_vmaf).transpose()?,
         max_size_percent: body.max_size_percent.map(check_max_size_percent).transpose()?.map(stored_percent),
+        keep_dolby_vision: Some(check_keep_dolby_vision(
+            body.keep_dolby_vision.unwrap_or(current.keep_dolby_vision),
+            codec,
+        )?),
     };
     let library = repo::libraries::update(&state.db, id, patch).await?;
     state.runtime.libraries.do_send(Reload);
@@ -352,6 +360,17 @@ fn check_quality(quality: i64, encoder: Encoder) -> Result<u32, AppError> {
     u32::try_from(quality).ok().filter(|q| range.contains(*q)).ok_or_else(|| {
         AppError::invalid(format!("quality must be {} to {} for {encoder}, not {quality}", range.min, range.max))
     })
+}
+
+/// Dolby Vision is kept in HEVC outputs only (profile 8.1 has an HEVC base layer).
+fn check_keep_dolby_vision(keep: bool, codec: TargetCodec) -> Result<bool, AppError> {
+    if keep && codec != TargetCodec::Hevc {
+        return Err(AppError::invalid(format!(
+            "keepDolbyVision needs targetCodec hevc (Dolby Vision profile 8.1 is HEVC); this library encodes to {}",
+            codec.as_str()
+        )));
+    }
+    Ok(keep)
 }
 
 fn check_quality_mode(mode: &str) -> Result<QualityMode, AppError> {

@@ -170,6 +170,9 @@ pub struct LibraryView {
     pub quality_mode: String,
     pub target_vmaf: f64,
     pub max_size_percent: i32,
+    /// HEVC outputs of Dolby Vision sources (profiles 7 and 8.1) keep it as profile 8.1,
+    /// every frame's RPU carried; false: they become their base layer's HDR10.
+    pub keep_dolby_vision: bool,
     pub watch: bool,
     pub enabled: bool,
     pub created_at: DateTime<Utc>,
@@ -190,6 +193,7 @@ impl From<&library::Model> for LibraryView {
             quality_mode: library.quality_mode.clone(),
             target_vmaf: library.target_vmaf,
             max_size_percent: library.max_size_percent,
+            keep_dolby_vision: library.keep_dolby_vision,
             watch: library.watch,
             enabled: library.enabled,
             created_at: library.created_at,

@@ -24,11 +24,11 @@ use rsmpeg::swscale::SwsContext;
 use rsmpeg::UnsafeDerefMut;
 use serde::Serialize;
 
+use super::dynamic::{self, Carry, FrameMetadata, NalFormat};
 use super::error::from_rsmpeg;
-use super::hdr10plus::{self, NalFormat};
 use super::manifest::{inspect, sync_dir, Manifest, PartialState, Run, Segment};
 use super::plan::EncodePlan;
-use super::probe::{self, HdrKind, MediaInfo};
+use super::probe::{self, MediaInfo};
 use super::segment::{packet_data, CodecParams, SegmentFile};
 use super::{layout, mux, partial, MediaError};
 use crate::domain::encoding::{Encoder, Hardware};
@@ -411,7 +411,7 @@ fn svt_mastering(info: &MediaInfo) -> Option<String> {
 /// static metadata in the form each encoder takes it.
 fn encoder_options(plan: &EncodePlan, info: &MediaInfo) -> Result<AVDictionary, MediaError> {
     let c = |s: &str| CString::new(s).map_err(|_| MediaError::misc("NUL in an encoder option"));
-    let hdr10 = matches!(plan.hdr, HdrKind::Hdr10 | HdrKind::Hdr10Plus);
+    let hdr10 = plan.hdr.has_hdr10_base();
     let threads = plan.sessions.threads;
     let mut options = plan.encoder_options.clone();
     match plan.encoder {
@@ -502,9 +502,9 @@ struct SegmentWriter {
     first_pts: Option<i64>,
     last_pts: i64,
     frames: u64,
-    /// HDR10+ payloads of the frames sent to the encoder and not yet out of it, by
+    /// Dynamic metadata of the frames sent to the encoder and not yet out of it, by
     /// presentation time (the encoder reorders frames).
-    dynamic: BTreeMap<i64, Vec<u8>>,
+    dynamic: BTreeMap<i64, FrameMetadata>,
 }
 
 impl SegmentWriter {
@@ -580,10 +580,10 @@ impl SegmentWriter {
         })
     }
 
-    /// Encodes one frame; `dynamic` is its HDR10+ payload, written into its access unit.
-    fn push(&mut self, frame: &AVFrame, pts: i64, dynamic: Option<Vec<u8>>) -> Result<(), MediaError> {
-        if let Some(payload) = dynamic {
-            self.dynamic.insert(pts, payload);
+    /// Encodes one frame; `dynamic` is its dynamic HDR metadata, written into its access unit.
+    fn push(&mut self, frame: &AVFrame, pts: i64, dynamic: Option<FrameMetadata>) -> Result<(), MediaError> {
+        if let Some(meta) = dynamic.filter(|m| !m.is_empty()) {
+            self.dynamic.insert(pts, meta);
         }
         let mut converted;
         let frame = match self.scaler.as_mut() {
@@ -622,11 +622,11 @@ impl SegmentWriter {
             if let Some(dts) = decode_time(packet.pts, packet.dts) {
                 packet.set_dts(dts);
             }
-            let with = self.dynamic.remove(&packet.pts).and_then(|payload| {
-                let with = hdr10plus::with_payload(packet_data(&packet), &payload);
+            let with = self.dynamic.remove(&packet.pts).and_then(|meta| {
+                let with = dynamic::write(packet_data(&packet), &meta);
                 if with.is_none() {
                     // Left as encoded: verification finds the frame without its metadata.
-                    tracing::warn!(pts = packet.pts, "an encoded frame has no slice to put its HDR10+ metadata before");
+                    tracing::warn!(pts = packet.pts, "an encoded frame has no slice to put its HDR metadata by");
                 }
                 with
             });
@@ -1380,10 +1380,10 @@ fn run_span(shared: &Shared<'_>, span: Span, tx: &mpsc::Sender<Msg>, seek: bool)
     };
     let tb = f64::from(time_base.num) / f64::from(time_base.den);
     let start_pts = input.streams().get(vi).map(|s| s.start_time).filter(|t| *t != ffi::AV_NOPTS_VALUE).unwrap_or(0);
-    // HDR10+ is read from the source's access units and kept by presentation time until
-    // the decoder gives out the frame (see `media::hdr10plus`).
-    let carry = (plan.hdr == HdrKind::Hdr10Plus).then(|| stream_nal_format(&input, vi));
-    let mut dynamic: BTreeMap<i64, Vec<u8>> = BTreeMap::new();
+    // HDR10+ and Dolby Vision RPUs are read from the source's access units and kept by
+    // presentation time until the decoder gives out the frame (see `media::dynamic`).
+    let carry = Carry::of(plan.hdr, shared.info, &plan.target_codec).map(|c| (c, stream_nal_format(&input, vi)));
+    let mut dynamic: BTreeMap<i64, FrameMetadata> = BTreeMap::new();
     // The keyframe strictly before the span's start: decoding from there gives every frame
     // from the start on, whether the cut is a keyframe's presentation or decode time (the
     // frames shown just before a keyframe may be decoded after it), and with an open GOP.
@@ -1417,10 +1417,8 @@ fn run_span(shared: &Shared<'_>, span: Span, tx: &mpsc::Sender<Msg>, seek: bool)
                     if packet.stream_index as usize != vi {
                         continue;
                     }
-                    if let Some(format) = carry.filter(|_| packet.pts != ffi::AV_NOPTS_VALUE) {
-                        if let Some(payload) = hdr10plus::payload(packet_data(&packet), format) {
-                            dynamic.insert(packet.pts, payload);
-                        }
+                    if let Some((what, format)) = carry.filter(|_| packet.pts != ffi::AV_NOPTS_VALUE) {
+                        dynamic.insert(packet.pts, dynamic::read(packet_data(&packet), format, what));
                     }
                     if let Err(e) = decoder.send_packet(Some(&packet)) {
                         decode_errors += 1;

@@ -2,10 +2,10 @@
 
 pub mod assist;
 pub mod child;
+pub mod dynamic;
 pub mod encode;
 pub mod encoders;
 pub mod error;
-pub mod hdr10plus;
 pub mod layout;
 pub mod manifest;
 pub mod mux;

@@ -84,6 +84,33 @@ fn mastering_side_data(info: &MediaInfo) -> Option<(*mut u8, usize)> {
     }
 }
 
+/// The Dolby Vision configuration record of an output that keeps Dolby Vision: profile 8.1
+/// (RPU and an HDR10 base layer, no enhancement layer) at the source's level. Matroska
+/// writes it as a block addition mapping, MP4 as a `dvcC` box.
+fn dovi_side_data(plan: &EncodePlan, info: &MediaInfo) -> Option<(*mut u8, usize)> {
+    if plan.hdr != HdrKind::DolbyVision {
+        return None;
+    }
+    let level = info.hdr.dolby_vision?.level;
+    let mut size: usize = 0;
+    // SAFETY: allocates a zeroed record with av_malloc; ownership passes to the stream.
+    unsafe {
+        let r = ffi::av_dovi_alloc(&mut size);
+        if r.is_null() {
+            return None;
+        }
+        (*r).dv_version_major = 1;
+        (*r).dv_version_minor = 0;
+        (*r).dv_profile = 8;
+        (*r).dv_level = level;
+        (*r).rpu_present_flag = 1;
+        (*r).el_present_flag = 0;
+        (*r).bl_present_flag = 1;
+        (*r).dv_bl_signal_compatibility_id = 1;
+        Some((r.cast::<u8>(), size))
+    }
+}
+
 fn light_side_data(info: &MediaInfo) -> Option<(*mut u8, usize)> {
     let c = info.hdr.content_light?;
     let mut size: usize = 0;
@@ -201,10 +228,11 @@ pub fn mux(plan: &EncodePlan, info: &MediaInfo, manifest: &Manifest, output_path
                     return Err(MediaError::misc(format!("cannot copy the side data of stream {i}")));
                 }
             }
-            if encoded && matches!(plan.hdr, HdrKind::Hdr10 | HdrKind::Hdr10Plus) {
+            if encoded && plan.hdr.has_hdr10_base() {
                 for (kind, data) in [
                     (ffi::AVPacketSideDataType_AV_PKT_DATA_MASTERING_DISPLAY_METADATA, mastering_side_data(info)),
                     (ffi::AVPacketSideDataType_AV_PKT_DATA_CONTENT_LIGHT_LEVEL, light_side_data(info)),
+                    (ffi::AVPacketSideDataType_AV_PKT_DATA_DOVI_CONF, dovi_side_data(plan, info)),
                 ] {
                     if let Some((ptr, size)) = data {
                         if ffi::av_stream_add_side_data(raw, kind, ptr, size) < 0 {

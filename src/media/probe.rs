@@ -103,6 +103,12 @@ pub enum HdrKind {
 }
 
 impl HdrKind {
+    /// Whether an output of this kind is PQ with HDR10's static metadata: HDR10, HDR10+ and
+    /// the Dolby Vision an output keeps (profile 8.1, whose base layer is HDR10).
+    pub fn has_hdr10_base(self) -> bool {
+        matches!(self, HdrKind::Hdr10 | HdrKind::Hdr10Plus | HdrKind::DolbyVision)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             HdrKind::Sdr => "SDR",

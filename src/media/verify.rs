@@ -9,8 +9,8 @@ use std::path::Path;
 use rsmpeg::error::RsmpegError;
 use rsmpeg::ffi;
 
+use super::dynamic::{self, NalFormat, RpuMode};
 use super::encode::{main_video_index, open_decoder, stream_nal_format};
-use super::hdr10plus::{self, NalFormat};
 use super::probe::{open_input, probe, read_packet, MediaInfo};
 use super::segment::packet_data;
 use super::MediaError;
@@ -49,8 +49,10 @@ pub fn verify(
     // packets less those the demuxer marks to be discarded (edit lists) or that are empty,
     // which the decoder does not turn into frames either. So the counts must be equal, not
     // close: a tolerance would let a short read near the end pass.
-    let want = tally(source)?;
-    let got = tally(output).map_err(|e| fail(e.message))?;
+    // The source's RPUs as an output keeping its Dolby Vision holds them (profile 7 ones
+    // rewritten as 8.1).
+    let want = tally(source, source_info.hdr.dolby_vision.map(|_| dynamic::rpu_mode(source_info)))?;
+    let got = tally(output, Some(RpuMode::Copy)).map_err(|e| fail(e.message))?;
     let main = source_info.video().map(|v| v.index);
     for (i, (w, g)) in want.iter().zip(got.iter()).enumerate() {
         let kind = source_info.streams.get(i).map(|s| format!("{:?}", s.kind).to_lowercase()).unwrap_or_default();
@@ -81,9 +83,9 @@ pub fn verify(
             )));
         }
     }
-    if hdr10plus::carried(target_codec) {
+    if dynamic::carried(target_codec) {
         if let (Some(w), Some(g)) = (main.and_then(|i| want.get(i)), main.and_then(|i| got.get(i))) {
-            same_dynamic_hdr(w, g).map_err(fail)?;
+            same_dynamic_hdr(w, g, &info).map_err(fail)?;
         }
     }
     let span = main.and_then(|i| want.get(i)).and_then(StreamTally::span_seconds).or(source_info.duration_seconds);
@@ -91,24 +93,59 @@ pub fn verify(
     Ok(info)
 }
 
-/// Every output frame carries the HDR10+ metadata of its source frame, in presentation
-/// order (frame counts are checked before). A source without HDR10+ asks nothing.
-fn same_dynamic_hdr(source: &StreamTally, output: &StreamTally) -> Result<(), String> {
-    if source.dynamic_hdr.iter().all(|(_, d)| *d == 0) {
-        return Ok(());
-    }
+/// A digest of some bytes (0: none), to compare frames' metadata without keeping it.
+fn digest(bytes: Option<&[u8]>) -> u64 {
+    bytes.map_or(0, |b| {
+        let mut h = std::hash::DefaultHasher::new();
+        b.hash(&mut h);
+        h.finish().max(1)
+    })
+}
+
+/// Every output frame carries the HDR10+ metadata of its source frame, and the Dolby Vision
+/// RPU when the output says it is Dolby Vision (profile 8.1, the one kind written), in
+/// presentation order (frame counts are checked before). An output that does not say so
+/// carries no RPU.
+fn same_dynamic_hdr(source: &StreamTally, output: &StreamTally, output_info: &MediaInfo) -> Result<(), String> {
     let in_order = |t: &StreamTally| {
         let mut frames = t.dynamic_hdr.clone();
-        frames.sort_by_key(|(pts, _)| *pts);
-        frames.into_iter().map(|(_, d)| d).collect::<Vec<u64>>()
+        frames.sort_by_key(|(pts, _, _)| *pts);
+        frames
     };
     let (want, got) = (in_order(source), in_order(output));
+    let says_dolby_vision = output_info.hdr.dolby_vision;
+    if says_dolby_vision.is_none() && want.iter().all(|f| f.1 == 0) {
+        // Nothing to carry (the source may not even be HEVC): only no stray RPU.
+        return if got.iter().any(|f| f.2 != 0) {
+            Err("the video carries Dolby Vision RPUs but the output does not say it is Dolby Vision".into())
+        } else {
+            Ok(())
+        };
+    }
     if want.len() != got.len() {
         return Err(format!("the video has {} frames, the source {}", got.len(), want.len()));
     }
-    match want.iter().zip(&got).position(|(w, g)| w != g) {
-        Some(i) if got.get(i) == Some(&0) => Err(format!("frame {i} lost its HDR10+ metadata")),
-        Some(i) => Err(format!("frame {i} carries HDR10+ metadata other than its source frame's")),
+    let compare = |what: &str, pick: fn(&(i64, u64, u64)) -> u64| -> Result<(), String> {
+        match want.iter().zip(&got).position(|(w, g)| pick(w) != pick(g)) {
+            Some(i) if got.get(i).map(pick) == Some(0) => Err(format!("frame {i} lost its {what}")),
+            Some(i) if want.get(i).map(pick) == Some(0) => {
+                Err(format!("frame {i} carries a {what} its source frame has not"))
+            }
+            Some(i) => Err(format!("frame {i} carries {what} other than its source frame's")),
+            None => Ok(()),
+        }
+    };
+    if want.iter().any(|f| f.1 != 0) {
+        compare("HDR10+ metadata", |f| f.1)?;
+    }
+    match says_dolby_vision {
+        Some(d) if (d.profile, d.bl_compatibility_id) != (8, 1) => {
+            Err(format!("the output says Dolby Vision profile {}.{}, not 8.1", d.profile, d.bl_compatibility_id))
+        }
+        Some(_) => compare("Dolby Vision RPU", |f| f.2),
+        None if got.iter().any(|f| f.2 != 0) => {
+            Err("the video carries Dolby Vision RPUs but the output does not say it is Dolby Vision".into())
+        }
         None => Ok(()),
     }
 }
@@ -189,9 +226,9 @@ pub struct StreamTally {
     pub time_base: (i32, i32),
     /// The side data of `KEPT_SIDE_DATA`, with its bytes.
     pub side_data: Vec<(ffi::AVPacketSideDataType, Vec<u8>)>,
-    /// HEVC only: each frame's presentation time and a digest of its HDR10+ payload (0:
-    /// none), in file order.
-    pub dynamic_hdr: Vec<(i64, u64)>,
+    /// HEVC only: each frame's presentation time and digests of its HDR10+ payload and of
+    /// its Dolby Vision RPU (0: none), in file order.
+    pub dynamic_hdr: Vec<(i64, u64, u64)>,
 }
 
 impl StreamTally {
@@ -205,7 +242,8 @@ impl StreamTally {
 
 /// Counts every stream's packets by reading the whole file without decoding. A read error
 /// is an error, never a short count.
-pub fn tally(path: &Path) -> Result<Vec<StreamTally>, MediaError> {
+/// `rpu` is how the RPUs are read (None: not at all).
+pub fn tally(path: &Path, rpu: Option<RpuMode>) -> Result<Vec<StreamTally>, MediaError> {
     let mut input = open_input(path)?;
     let hevc: Vec<Option<NalFormat>> = input
         .streams()
@@ -229,12 +267,9 @@ pub fn tally(path: &Path) -> Result<Vec<StreamTally>, MediaError> {
         if packet.flags & ffi::AV_PKT_FLAG_DISCARD as i32 == 0 && packet.size > 0 {
             s.frames += 1;
             if let Some(format) = hevc.get(packet.stream_index as usize).copied().flatten() {
-                let digest = hdr10plus::payload(packet_data(&packet), format).map_or(0, |p| {
-                    let mut h = std::hash::DefaultHasher::new();
-                    p.hash(&mut h);
-                    h.finish().max(1)
-                });
-                s.dynamic_hdr.push((packet.pts, digest));
+                let carry = dynamic::Carry { hdr10plus: true, rpu };
+                let meta = dynamic::read(packet_data(&packet), format, carry);
+                s.dynamic_hdr.push((packet.pts, digest(meta.hdr10plus.as_deref()), digest(meta.rpu.as_deref())));
             }
         }
         let ts = if packet.pts != ffi::AV_NOPTS_VALUE { packet.pts } else { packet.dts };

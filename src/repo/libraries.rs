@@ -17,6 +17,7 @@ pub struct NewLibrary {
     pub quality_mode: String,
     pub target_vmaf: f64,
     pub max_size_percent: i32,
+    pub keep_dolby_vision: bool,
 }
 
 /// Fields to change; `None` keeps the current value.
@@ -33,6 +34,7 @@ pub struct LibraryPatch {
     pub quality_mode: Option<String>,
     pub target_vmaf: Option<f64>,
     pub max_size_percent: Option<i32>,
+    pub keep_dolby_vision: Option<bool>,
 }
 
 pub fn paths_of(model: &library::Model) -> Vec<String> {
@@ -54,6 +56,7 @@ pub async fn create(db: &impl ConnectionTrait, new: NewLibrary) -> RepoResult<li
         quality_mode: Set(new.quality_mode),
         target_vmaf: Set(new.target_vmaf),
         max_size_percent: Set(new.max_size_percent),
+        keep_dolby_vision: Set(new.keep_dolby_vision),
         created_at: Set(at),
         updated_at: Set(at),
         last_scan_at: Set(None),
@@ -108,6 +111,9 @@ pub async fn update(db: &impl ConnectionTrait, id: i32, patch: LibraryPatch) -> 
     }
     if let Some(v) = patch.max_size_percent {
         model.max_size_percent = Set(v);
+    }
+    if let Some(v) = patch.keep_dolby_vision {
+        model.keep_dolby_vision = Set(v);
     }
     model.updated_at = Set(now());
     model

@@ -1,5 +1,6 @@
-//! Media fidelity: HDR10+ dynamic metadata carried frame by frame through HEVC encodes
-//! (segments, pause and resume, parallel sessions), checked by FFmpeg's decoder.
+//! Media fidelity: HDR10+ dynamic metadata and Dolby Vision RPUs carried frame by frame
+//! through HEVC encodes (segments, pause and resume, parallel sessions), checked by FFmpeg's
+//! decoder; Dolby Vision kept as profile 8.1 or converted to HDR10.
 
 use std::path::Path;
 
@@ -10,6 +11,12 @@ use condense::media::plan::EncodePlan;
 use condense::media::probe::{probe, HdrKind};
 use condense::media::verify::verify;
 
+use rsmpeg::error::RsmpegError;
+use rsmpeg::ffi;
+use serde_json::json;
+
+use crate::common::api::TestServer;
+use crate::common::db::TestDb;
 use crate::common::media as clips;
 use crate::common::server::binary;
 
@@ -149,4 +156,153 @@ async fn verification_refuses_an_hevc_output_that_lost_or_moved_the_metadata() {
     let shifted = clips::hdr10plus(dir.path(), "shifted.mkv", 2, 1);
     let err = verify(&out, &shifted, &probe(&shifted).unwrap(), "hevc").unwrap_err();
     assert!(err.message.contains("frame 0 carries HDR10+ metadata other than"), "{}", err.message);
+}
+
+/// Each frame's Dolby Vision RPU as FFmpeg's HEVC decoder attaches it to the frame it
+/// belongs to (`AV_FRAME_DATA_DOVI_RPU_BUFFER`), in presentation order.
+fn rpus_by_frame(path: &Path) -> Vec<Option<Vec<u8>>> {
+    let mut input = condense::media::probe::open_input(path).unwrap();
+    let vi = condense::media::encode::main_video_index(&input).unwrap();
+    let mut decoder = condense::media::encode::open_decoder(&input, vi).unwrap();
+    let mut frames = Vec::new();
+    let mut take = |decoder: &mut rsmpeg::avcodec::AVCodecContext| loop {
+        match decoder.receive_frame() {
+            Ok(frame) => frames.push(unsafe {
+                let sd =
+                    ffi::av_frame_get_side_data(frame.as_ptr(), ffi::AVFrameSideDataType_AV_FRAME_DATA_DOVI_RPU_BUFFER);
+                sd.as_ref().map(|sd| std::slice::from_raw_parts(sd.data, sd.size).to_vec())
+            }),
+            Err(RsmpegError::DecoderDrainError | RsmpegError::DecoderFlushedError) => break,
+            Err(e) => panic!("decoding {}: {e}", path.display()),
+        }
+    };
+    while let Some(packet) = input.read_packet().unwrap() {
+        if packet.stream_index as usize == vi {
+            decoder.send_packet(Some(&packet)).unwrap();
+            take(&mut decoder);
+        }
+    }
+    decoder.send_packet(None).unwrap();
+    take(&mut decoder);
+    frames
+}
+
+/// A profile 8.1 source's frames each carry an RPU, every one its own.
+fn assert_dolby_vision_source(src: &Path, frames: usize) -> Vec<Option<Vec<u8>>> {
+    let info = probe(src).unwrap();
+    assert_eq!(info.hdr.kind, HdrKind::DolbyVision, "{:?}", info.hdr);
+    let dv = info.hdr.dolby_vision.unwrap();
+    assert_eq!((dv.profile, dv.bl_compatibility_id), (8, 1));
+    let rpus = rpus_by_frame(src);
+    assert_eq!(rpus.len(), frames);
+    assert!(rpus.iter().all(Option::is_some), "a source frame without an RPU");
+    let distinct: std::collections::HashSet<&Option<Vec<u8>>> = rpus.iter().collect();
+    assert_eq!(distinct.len(), frames, "frames of the source share an RPU");
+    rpus
+}
+
+#[actix_web::test]
+async fn dolby_vision_kept_carries_every_rpu_as_profile_8_1_and_without_keep_becomes_hdr10() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = clips::dolby_vision(dir.path(), "dv.mkv", 4);
+    let want = assert_dolby_vision_source(&src, 100);
+    let info = probe(&src).unwrap();
+
+    // Kept, with two sessions on 2 s spans.
+    let mut plan = plan_for(&src);
+    assert_eq!(plan.hdr, HdrKind::Hdr10, "converted unless the library keeps it");
+    assert!(plan.keep_dolby_vision(&info));
+    assert_eq!(plan.hdr, HdrKind::DolbyVision);
+    plan.sessions = Sessions { sessions: 2, threads: 1 };
+    let (end, events) = run(&plan).await;
+    assert_eq!(end, ChildEnd::Completed, "{events:?}");
+    let out = plan.output_path();
+    let kept = verify(&out, &src, &info, "hevc").unwrap();
+    assert_eq!(kept.hdr.kind, HdrKind::DolbyVision);
+    let dv = kept.hdr.dolby_vision.unwrap();
+    assert_eq!((dv.profile, dv.bl_compatibility_id, dv.rpu_present, dv.el_present), (8, 1, true, false), "{dv:?}");
+    assert!(kept.hdr.mastering_display.is_some() && kept.hdr.content_light.is_some(), "{:?}", kept.hdr);
+    assert_eq!(rpus_by_frame(&out), want, "the output's RPUs differ from the source's");
+
+    // The same output with its RPUs taken out (FFmpeg's filter_units) still says Dolby
+    // Vision: verification refuses it.
+    let stripped = dir.path().join("stripped.mkv");
+    clips::ffmpeg(&[
+        "-i",
+        out.to_str().unwrap(),
+        "-c",
+        "copy",
+        "-bsf:v",
+        "filter_units=remove_types=62",
+        stripped.to_str().unwrap(),
+    ]);
+    assert_eq!(probe(&stripped).unwrap().hdr.kind, HdrKind::DolbyVision);
+    let err = verify(&stripped, &src, &info, "hevc").unwrap_err();
+    assert!(err.message.contains("lost its Dolby Vision RPU"), "{}", err.message);
+    std::fs::remove_dir_all(&plan.partial_dir).unwrap();
+
+    // Not kept: HDR10 of the base layer, static metadata kept, no RPU.
+    let plan = plan_for(&src);
+    let (end, events) = run(&plan).await;
+    assert_eq!(end, ChildEnd::Completed, "{events:?}");
+    let out = plan.output_path();
+    let hdr10 = verify(&out, &src, &info, "hevc").unwrap();
+    assert_eq!((hdr10.hdr.kind, hdr10.hdr.dolby_vision), (HdrKind::Hdr10, None), "{:?}", hdr10.hdr);
+    assert!(hdr10.hdr.mastering_display.is_some() && hdr10.hdr.content_light.is_some(), "{:?}", hdr10.hdr);
+    assert!(rpus_by_frame(&out).iter().all(Option::is_none), "an RPU in an HDR10 output");
+
+    // AV1 cannot keep it.
+    let mut av1 = EncodePlan::new(&src, &info, &clips::profile("libsvtav1", 40, "12")).unwrap();
+    assert!(!av1.keep_dolby_vision(&info));
+    assert_eq!(av1.hdr, HdrKind::Hdr10);
+}
+
+#[actix_web::test]
+async fn a_library_keeping_dolby_vision_replaces_the_original_with_profile_8_1_and_av1_libraries_cannot_ask() {
+    let server = TestServer::start_throttled(TestDb::sqlite().await, 0).await;
+    let token = server.login().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (status, refused) = server
+        .post(
+            "/libraries",
+            Some(&token),
+            &json!({"name": "av1", "paths": [dir.path()], "targetCodec": "av1", "keepDolbyVision": true}),
+        )
+        .await;
+    assert_eq!(status, 422, "{refused}");
+    assert!(
+        refused["error"]["message"].as_str().unwrap().contains("keepDolbyVision needs targetCodec hevc"),
+        "{refused}"
+    );
+
+    let src = clips::dolby_vision(dir.path(), "dv.mkv", 2);
+    let want = rpus_by_frame(&src);
+    let body = json!({"name": "dv", "paths": [dir.path()], "encoder": "libx265", "quality": 30, "preset": "ultrafast",
+        "watch": false, "keepDolbyVision": true});
+    let (status, library) = server.post("/libraries", Some(&token), &body).await;
+    assert_eq!((status, &library["keepDolbyVision"]), (201, &json!(true)), "{library}");
+    let id = library["id"].as_i64().unwrap();
+    let (status, changed) = server
+        .put(
+            &format!("/libraries/{id}"),
+            Some(&token),
+            &json!({"targetCodec": "av1", "encoder": "libsvtav1", "quality": 35}),
+        )
+        .await;
+    assert_eq!(status, 422, "a library keeping Dolby Vision cannot move to AV1: {changed}");
+    server.post(&format!("/libraries/{id}/scan"), Some(&token), &json!({})).await;
+    // An HEVC source is skipped until forced.
+    let job = crate::quality::the_job_once(&server, &token, &["SKIPPED", "COMPLETED", "FAILED"]).await;
+    assert_eq!(job["status"], "SKIPPED", "{job:#}");
+    let (status, forced) = server.post(&format!("/jobs/{}/force", job["id"]), Some(&token), &json!({})).await;
+    assert_eq!(status, 200, "{forced}");
+    let job = crate::quality::the_job_once(&server, &token, &["COMPLETED", "FAILED"]).await;
+    assert_eq!(job["status"], "COMPLETED", "{job:#}");
+    let output = std::path::PathBuf::from(job["filePath"].as_str().unwrap());
+    let info = probe(&output).unwrap();
+    assert_eq!(info.video().unwrap().codec, "hevc");
+    let dv = info.hdr.dolby_vision.expect("the replaced file says Dolby Vision");
+    assert_eq!((dv.profile, dv.bl_compatibility_id), (8, 1));
+    assert_eq!(rpus_by_frame(&output), want);
+    server.finish().await;
 }

@@ -939,10 +939,11 @@ fn media_dirs(names: &[&str]) -> (tempfile::TempDir, Vec<String>) {
     (dir, paths)
 }
 
-const LIBRARY_FIELDS: [&str; 15] = [
+const LIBRARY_FIELDS: [&str; 16] = [
     "qualityMode",
     "targetVmaf",
     "maxSizePercent",
+    "keepDolbyVision",
     "id",
     "name",
     "paths",

@@ -35,6 +35,7 @@ pub fn library(path: &Path, watch: bool) -> NewLibrary {
         quality_mode: "crf".into(),
         target_vmaf: 95.0,
         max_size_percent: 80,
+        keep_dolby_vision: false,
     }
 }
 

@@ -128,7 +128,7 @@ fn condense_scores_within_one_point_of_the_independent_libvmaf_also_at_another_s
 }
 
 /// The one job of a fresh server, once it is in one of `statuses`.
-async fn the_job_once(server: &TestServer, token: &str, statuses: &[&str]) -> Value {
+pub(crate) async fn the_job_once(server: &TestServer, token: &str, statuses: &[&str]) -> Value {
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         let (_, page) = server.get("/jobs", Some(token)).await;

@@ -26,6 +26,7 @@ fn library(name: &str) -> NewLibrary {
         quality_mode: "crf".into(),
         target_vmaf: 95.0,
         max_size_percent: 80,
+        keep_dolby_vision: false,
     }
 }
 

@@ -1215,6 +1215,8 @@ export interface components {
             /** @description Default true; a disabled library is neither scanned nor watched. */
             enabled?: boolean | null;
             encoder?: string | null;
+            /** @description Default false. HEVC targets only: Dolby Vision sources keep it (profile 8.1). */
+            keepDolbyVision?: boolean | null;
             /**
              * Format: int64
              * @description 10 to 100, default 80.
@@ -1642,6 +1644,11 @@ export interface components {
             encoder: string;
             /** Format: int32 */
             id: number;
+            /**
+             * @description HEVC outputs of Dolby Vision sources (profiles 7 and 8.1) keep it as profile 8.1,
+             *     every frame's RPU carried; false: they become their base layer's HDR10.
+             */
+            keepDolbyVision: boolean;
             /** Format: date-time */
             lastScanAt?: string | null;
             /** Format: int32 */
@@ -2199,6 +2206,7 @@ export interface components {
         UpdateLibrary: {
             enabled?: boolean | null;
             encoder?: string | null;
+            keepDolbyVision?: boolean | null;
             /** Format: int64 */
             maxSizePercent?: number | null;
             name?: string | null;

@@ -190,8 +190,9 @@ export function Libraries() {
 
 function initialInput(library: Library | null, catalog: EncoderCatalog): LibraryInput {
   if (library) {
-    const { name, paths, targetCodec, encoder, quality, preset, qualityMode, targetVmaf, maxSizePercent, watch, enabled } = library;
-    const kept = { targetCodec, encoder, quality, preset, qualityMode, targetVmaf, maxSizePercent, watch, enabled };
+    const { name, paths, targetCodec, encoder, quality, preset, qualityMode, targetVmaf, maxSizePercent, keepDolbyVision, watch, enabled } =
+      library;
+    const kept = { targetCodec, encoder, quality, preset, qualityMode, targetVmaf, maxSizePercent, keepDolbyVision, watch, enabled };
     return { name, paths: paths.length > 0 ? [...paths] : [''], ...kept };
   }
   return defaultInput(catalog);
@@ -222,7 +223,9 @@ function LibraryForm({
   const changeCodec = (codec: Codec) => {
     const encoders = availableEncoders(catalog, codec);
     const encoder = encoders.includes(input.encoder) ? input.encoder : preferredEncoder(catalog, codec);
-    set({ targetCodec: codec, encoder, ...fitSettings(catalog, codec, encoder, input) });
+    // Dolby Vision is kept in HEVC outputs only: another codec drops the choice.
+    const keepDolbyVision = codec === 'hevc' && input.keepDolbyVision;
+    set({ targetCodec: codec, encoder, keepDolbyVision, ...fitSettings(catalog, codec, encoder, input) });
   };
 
   const changeEncoder = (encoder: string) => set({ encoder, ...fitSettings(catalog, input.targetCodec, encoder, input) });
@@ -398,6 +401,23 @@ function LibraryForm({
           Each file is sampled first: the highest CRF whose VMAF reaches the target is used (the CRF above is where the search
           starts), and a file whose output would be larger than the limit is skipped before anything is encoded.
         </p>
+      )}
+
+      {input.targetCodec === 'hevc' && (
+        <div class="form-row">
+          <label class="check-field">
+            <input
+              type="checkbox"
+              checked={input.keepDolbyVision}
+              onChange={(e) => set({ keepDolbyVision: e.currentTarget.checked })}
+            />
+            <span>Keep Dolby Vision</span>
+          </label>
+          <p class="muted small">
+            Dolby Vision sources with an HDR10 base layer (profiles 7 and 8.1) stay Dolby Vision, as profile 8.1, every
+            frame's RPU carried. Otherwise they become HDR10, which every HDR screen shows.
+          </p>
+        </div>
       )}
 
       <div class="form-row">

@@ -162,6 +162,9 @@ impl Attempt {
         plan.shared_spans = job.retry_count == 0 && self.env.parallel_segments != segments::Parallelism::Off;
         plan.throttle_ms_per_frame = self.env.throttle_ms_per_frame;
         plan.epoch = self.lease_id.clone();
+        if library.is_some_and(|l| l.keep_dolby_vision) && plan.keep_dolby_vision(info) {
+            tracing::info!(job_id = job.id, "the output keeps Dolby Vision (profile 8.1)");
+        }
         // VMAF mode: the child searches the quality first (from the library's quality), and
         // an encode clearly past the size the library keeps is stopped early.
         if let Some(library) = library.filter(|l| l.quality_mode == QualityMode::Vmaf.as_str()) {

@@ -151,15 +151,20 @@ pub fn sha(path: &Path) -> Vec<u8> {
     std::fs::read(path).unwrap()
 }
 
-/// 10-bit HEVC HDR10+ in Matroska, `seconds` long with a keyframe every second and
-/// B-frames: the HDR10 clip's encode with an HDR10+ SEI message put first in every access
-/// unit, written by the `hdr10plus` crate (not by condense), each frame's values its own
-/// (scene maxima, average and percentiles follow the frame's number in decode order, plus
-/// `first`).
-pub fn hdr10plus(dir: &Path, name: &str, seconds: u32, first: u32) -> PathBuf {
-    use hdr10plus::metadata::{DistributionMaxRgb, Hdr10PlusMetadata};
+/// The HDR10 clip's encode (`seconds` long, a keyframe every second, B-frames) in Matroska
+/// with NAL units added to each access unit: `add(n)` gives, for the `n`th packet in decode
+/// order, a unit to put first (a prefix SEI) and one to put last (an RPU), each with its
+/// header. `dovi` is a Dolby Vision configuration record for the stream.
+fn hdr10_rewritten(
+    dir: &Path,
+    name: &str,
+    seconds: u32,
+    dovi: Option<rsmpeg::ffi::AVDOVIDecoderConfigurationRecord>,
+    add: &mut dyn FnMut(u32) -> (Option<Vec<u8>>, Option<Vec<u8>>),
+) -> PathBuf {
     use rsmpeg::avcodec::AVPacket;
     use rsmpeg::avformat::{AVFormatContextInput, AVFormatContextOutput};
+    use rsmpeg::ffi;
     use rsmpeg::UnsafeDerefMut;
     let params = format!(
         "log-level=error:hdr10=1:colorprim=bt2020:transfer=smpte2084:colormatrix=bt2020nc:master-display={MASTER_DISPLAY}:max-cll=1000,400:keyint=25:min-keyint=25"
@@ -176,13 +181,60 @@ pub fn hdr10plus(dir: &Path, name: &str, seconds: u32, first: u32) -> PathBuf {
         let mut stream = output.new_stream();
         stream.set_codecpar(par);
         stream.set_time_base(in_tb);
+        if let Some(record) = dovi {
+            unsafe {
+                let mut size = 0usize;
+                let r = ffi::av_dovi_alloc(&mut size);
+                *r = record;
+                assert!(
+                    ffi::av_stream_add_side_data(
+                        stream.as_mut_ptr(),
+                        ffi::AVPacketSideDataType_AV_PKT_DATA_DOVI_CONF,
+                        r.cast(),
+                        size
+                    ) >= 0
+                );
+            }
+        }
     }
     output.write_header(&mut None).unwrap();
     let out_tb = output.streams().get(0).unwrap().time_base;
     let mut n = 0u32;
+    // Matroska frames NAL units by 4-byte lengths (x265's hvcC).
+    let framed = |nal: Vec<u8>| (nal.len() as u32).to_be_bytes().into_iter().chain(nal).collect::<Vec<u8>>();
     while let Some(packet) = input.read_packet().unwrap() {
-        let v = n + first;
+        let (first, last) = add(n);
         n += 1;
+        let mut data = first.map(framed).unwrap_or_default();
+        data.extend_from_slice(unsafe { std::slice::from_raw_parts(packet.data, packet.size as usize) });
+        data.extend(last.map(framed).unwrap_or_default());
+        let mut out = AVPacket::new();
+        unsafe {
+            assert!(ffi::av_new_packet(out.as_mut_ptr(), data.len() as i32) >= 0);
+            std::slice::from_raw_parts_mut(out.deref_mut().data, data.len()).copy_from_slice(&data);
+        }
+        out.set_pts(packet.pts);
+        out.set_dts(packet.dts);
+        out.set_duration(packet.duration);
+        out.set_flags(packet.flags);
+        out.set_stream_index(0);
+        out.rescale_ts(in_tb, out_tb);
+        output.interleaved_write_frame(&mut out).unwrap();
+    }
+    output.write_trailer().unwrap();
+    assert_eq!(n, seconds * 25, "access units");
+    std::fs::remove_file(&plain).unwrap();
+    path
+}
+
+/// 10-bit HEVC HDR10+ in Matroska (see `hdr10_rewritten`): an HDR10+ SEI message first in
+/// every access unit, written by the `hdr10plus` crate (not by condense), each frame's
+/// values its own (scene maxima, average and percentiles follow the frame's number in
+/// decode order, plus `first`).
+pub fn hdr10plus(dir: &Path, name: &str, seconds: u32, first: u32) -> PathBuf {
+    use hdr10plus::metadata::{DistributionMaxRgb, Hdr10PlusMetadata};
+    hdr10_rewritten(dir, name, seconds, None, &mut |n| {
+        let v = n + first;
         let meta = Hdr10PlusMetadata {
             itu_t_t35_country_code: 0xB5,
             itu_t_t35_terminal_provider_code: 0x3C,
@@ -201,27 +253,62 @@ pub fn hdr10plus(dir: &Path, name: &str, seconds: u32, first: u32) -> PathBuf {
             fraction_bright_pixels: (v % 1000) as u16,
             ..Default::default()
         };
-        // Matroska frames NAL units by 4-byte lengths (x265's hvcC).
-        let sei = hdr10plus::hevc::encode_hdr10plus_nal(&meta, true).unwrap();
-        let old = unsafe { std::slice::from_raw_parts(packet.data, packet.size as usize) };
-        let mut data = (sei.len() as u32).to_be_bytes().to_vec();
-        data.extend_from_slice(&sei);
-        data.extend_from_slice(old);
-        let mut out = AVPacket::new();
-        unsafe {
-            assert!(rsmpeg::ffi::av_new_packet(out.as_mut_ptr(), data.len() as i32) >= 0);
-            std::slice::from_raw_parts_mut(out.deref_mut().data, data.len()).copy_from_slice(&data);
-        }
-        out.set_pts(packet.pts);
-        out.set_dts(packet.dts);
-        out.set_duration(packet.duration);
-        out.set_flags(packet.flags);
-        out.set_stream_index(0);
-        out.rescale_ts(in_tb, out_tb);
-        output.interleaved_write_frame(&mut out).unwrap();
-    }
-    output.write_trailer().unwrap();
-    assert!(n >= seconds * 25, "{n} access units");
-    std::fs::remove_file(&plain).unwrap();
-    path
+        (Some(hdr10plus::hevc::encode_hdr10plus_nal(&meta, true).unwrap()), None)
+    })
+}
+
+/// Dolby Vision profile 8.1 in Matroska (see `hdr10_rewritten`): the HDR10 clip as its base
+/// layer, an RPU last in every access unit, generated by the `dolby_vision` crate, each
+/// frame a shot of its own with its own L1 brightness (min, max, average follow its number
+/// in decode order), and the stream's configuration record saying 8.1.
+pub fn dolby_vision(dir: &Path, name: &str, seconds: u32) -> PathBuf {
+    use dolby_vision::rpu::extension_metadata::blocks::{
+        ExtMetadataBlock, ExtMetadataBlockLevel1, ExtMetadataBlockLevel6,
+    };
+    use dolby_vision::rpu::generate::{GenerateConfig, GenerateProfile, VideoShot};
+    use dolby_vision::rpu::vdr_dm_data::CmVersion;
+    let frames = (seconds * 25) as usize;
+    let config = GenerateConfig {
+        cm_version: CmVersion::V40,
+        profile: GenerateProfile::Profile81,
+        long_play_mode: false,
+        length: frames,
+        source_min_pq: None,
+        source_max_pq: None,
+        l1_avg_pq_cm_version: None,
+        level5: Default::default(),
+        level6: Some(ExtMetadataBlockLevel6 {
+            max_display_mastering_luminance: 1000,
+            min_display_mastering_luminance: 50,
+            max_content_light_level: 1000,
+            max_frame_average_light_level: 400,
+        }),
+        level254: None,
+        default_metadata_blocks: Vec::new(),
+        shots: (0..frames)
+            .map(|i| VideoShot {
+                start: i,
+                duration: 1,
+                metadata_blocks: vec![ExtMetadataBlock::Level1(ExtMetadataBlockLevel1::new(
+                    (i % 100) as u16,
+                    2000 + i as u16 * 7,
+                    1000 + i as u16 * 3,
+                ))],
+                ..Default::default()
+            })
+            .collect(),
+    };
+    let rpus: Vec<Vec<u8>> =
+        config.generate_rpu_list().unwrap().iter().map(|r| r.write_hevc_unspec62_nalu().unwrap()).collect();
+    let record = rsmpeg::ffi::AVDOVIDecoderConfigurationRecord {
+        dv_version_major: 1,
+        dv_version_minor: 0,
+        dv_profile: 8,
+        dv_level: 1,
+        rpu_present_flag: 1,
+        el_present_flag: 0,
+        bl_present_flag: 1,
+        dv_bl_signal_compatibility_id: 1,
+    };
+    hdr10_rewritten(dir, name, seconds, Some(record), &mut |n| (None, rpus.get(n as usize).cloned()))
 }
