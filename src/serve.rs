@@ -150,6 +150,7 @@ fn host_facts() -> HostFacts {
         cores: i32::try_from(host::cores()).unwrap_or(i32::MAX),
         memory_total: i64::try_from(memory_total).unwrap_or(i64::MAX),
         encoders: crate::media::encoders::available(),
+        decoders: crate::media::device::decoders(),
     }
 }
 

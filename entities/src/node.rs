@@ -24,6 +24,7 @@ pub struct Model {
     pub max_jobs: i32,
     /// JSON array of encoder names that open on this node.
     pub encoders: Json,
+    pub decoders: Json,
     /// SHA-256 (hex) of the linked node's own credential, given at its enrollment.
     pub credential_hash: Option<String>,
     /// Revoked by an administrator: its credential is refused and its name and identity

@@ -13,6 +13,7 @@ export function catalog(available: readonly string[]): EncoderCatalog {
     ...e,
     available: available.includes(e.name),
     nodes: available.includes(e.name) ? ['gpu-1'] : [],
+    unavailableReason: available.includes(e.name) ? null : `no node runs it: it needs ${e.hardware}`,
   });
   return {
     defaultCodec: 'hevc',

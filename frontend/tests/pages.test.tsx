@@ -69,6 +69,7 @@ const nodes: ClusterNode[] = [
     activeJobs: 1,
     maxJobs: 2,
     encoders: ['libx265', 'hevc_nvenc', 'libsvtav1'],
+    decoders: ['nvidia'],
     overloaded: false,
     lastSeenAt: new Date().toISOString(),
     identity: null,
@@ -421,6 +422,10 @@ describe('dashboard pages', () => {
     };
     // The server's defaults for a new HEVC library.
     await vi.waitFor(() => expect(options(1)).toEqual(['libx265', 'hevc_nvenc']));
+    // The encoders not offered, each with why.
+    const notOffered = () =>
+      [...container().querySelectorAll('ul[aria-label="Encoders not offered"] li')].map((li) => li.textContent);
+    expect(notOffered()).toEqual(['hevc_qsv: no node runs it: it needs intel_qsv', 'hevc_vaapi: no node runs it: it needs vaapi']);
     expect([selects()[1].value, quality().value, selects()[2].value]).toEqual(['libx265', '28', 'medium']);
     expect(options(2)).toEqual(catalog([]).codecs[0].encoders[0].presets);
     choose(1, 'hevc_nvenc');
@@ -439,6 +444,7 @@ describe('dashboard pages', () => {
     expect([selects()[2].value, quality().max]).toEqual(['8', '63']);
     expect(text()).toContain('CRF 0–63');
     expect(keepDolbyVision()).toBeUndefined();
+    expect(notOffered()).toEqual(['libaom-av1: no node runs it: it needs cpu']);
     choose(0, 'hevc');
     await vi.waitFor(() => expect(keepDolbyVision()?.checked).toBe(false));
   });
@@ -501,6 +507,7 @@ describe('dashboard pages', () => {
     expect(text()).toContain('1 / 2');
     const encoders = byLabel(`Encoders of ${nodes[0].name}`)!;
     expect([...encoders.querySelectorAll('li')].map((li) => li.textContent)).toEqual(nodes[0].encoders);
+    expect(byLabel(`Hardware decoding of ${nodes[0].name}`)?.textContent).toBe('Decodes on nvidia');
     // The node's encoding window: closed now, its days and times, whose it is.
     expect(text()).toContain('Closed');
     expect(text()).toContain('Mon, Tue 22:00–07:00');

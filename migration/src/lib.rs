@@ -21,6 +21,7 @@ mod m20261128_000022_job_skip_reason;
 mod m20261128_000023_quality_mode;
 mod m20261128_000024_library_forecasts;
 mod m20261128_000025_keep_dolby_vision;
+mod m20261128_000026_node_decoders;
 
 pub struct Migrator;
 
@@ -47,6 +48,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261128_000023_quality_mode::Migration),
             Box::new(m20261128_000024_library_forecasts::Migration),
             Box::new(m20261128_000025_keep_dolby_vision::Migration),
+            Box::new(m20261128_000026_node_decoders::Migration),
         ]
     }
 }

@@ -181,7 +181,8 @@ impl RemoteNode {
     }
 
     fn register(&mut self, frame: Frame, ctx: &mut ws::WebsocketContext<Self>) {
-        let Frame::Register { name, address, cores, memory_total, gpu, encoders, max_jobs, identity, .. } = frame
+        let Frame::Register { name, address, cores, memory_total, gpu, encoders, decoders, max_jobs, identity, .. } =
+            frame
         else {
             return;
         };
@@ -208,6 +209,7 @@ impl RemoteNode {
             memory_total,
             max_jobs,
             encoders,
+            decoders,
         };
         ctx.wait(
             async move {
@@ -879,6 +881,7 @@ mod tests {
             active_jobs: 0,
             max_jobs: 1,
             encoders: serde_json::json!([]),
+            decoders: serde_json::json!([]),
             credential_hash: None,
             revoked: false,
             identity: identity.map(str::to_string),

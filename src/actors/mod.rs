@@ -65,6 +65,8 @@ pub struct HostFacts {
     pub memory_total: i64,
     /// The encoders that really open on this machine.
     pub encoders: Vec<String>,
+    /// The hardware it can decode on.
+    pub decoders: Vec<String>,
 }
 
 /// The settings only one role has.
@@ -198,6 +200,7 @@ pub async fn start_node(config: NodeConfig) -> Result<Node, StartError> {
                 memory_total: host.memory_total,
                 max_jobs: i32::try_from(max_jobs).unwrap_or(i32::MAX),
                 encoders: host.encoders,
+                decoders: host.decoders,
             };
             let row = crate::repo::nodes::upsert(&db, facts).await?;
             // No link is open yet: linked nodes recorded as up are not.
@@ -248,6 +251,7 @@ pub async fn start_node(config: NodeConfig) -> Result<Node, StartError> {
                 memory_total: host.memory_total,
                 gpu: host.gpu,
                 encoders: host.encoders,
+                decoders: host.decoders,
                 max_jobs: i32::try_from(max_jobs).unwrap_or(i32::MAX),
                 version: env!("CARGO_PKG_VERSION").to_string(),
                 identity: linked.identity,

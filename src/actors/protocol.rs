@@ -24,6 +24,9 @@ pub enum Frame {
         memory_total: i64,
         gpu: Option<String>,
         encoders: Vec<String>,
+        /// Absent from nodes older than this field: none.
+        #[serde(default)]
+        decoders: Vec<String>,
         max_jobs: i32,
         version: String,
         /// The identity the main node gave this node at its first registration (kept in

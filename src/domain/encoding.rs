@@ -201,6 +201,43 @@ impl TargetCodec {
     }
 }
 
+/// How an encoder takes its frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FrameInput {
+    /// Pictures in system memory (the CPU encoders; NVENC uploads them itself).
+    System,
+    /// Pictures on the device (Quick Sync, VAAPI): the transcoder converts each decoded
+    /// picture to `upload_format` and uploads it into a frames pool on the device.
+    Device { hardware: Hardware, upload_format: &'static str },
+}
+
+impl Hardware {
+    /// Why an encoder on this hardware is not offered when no node that is up runs it.
+    pub fn missing(self) -> &'static str {
+        match self {
+            Hardware::Cpu => "this build of FFmpeg does not have it",
+            Hardware::Nvidia => "it needs an NVIDIA GPU whose driver opens NVENC",
+            Hardware::IntelQsv => "it needs an Intel GPU with Quick Sync (oneVPL or Media SDK runtime)",
+            Hardware::Vaapi => "it needs a VAAPI device (an AMD or Intel GPU under /dev/dri with its VA driver)",
+        }
+    }
+}
+
+impl EncoderProfile {
+    /// How this encoder takes frames of a `bit_depth`-bit output: Quick Sync and VAAPI
+    /// encode pictures on their device, NV12 for 8 bits and P010 for 10, the formats both
+    /// take for HEVC Main and Main 10.
+    pub fn frame_input(&self, bit_depth: u8) -> FrameInput {
+        match self.hardware {
+            Hardware::IntelQsv | Hardware::Vaapi => FrameInput::Device {
+                hardware: self.hardware,
+                upload_format: if bit_depth > 8 { "p010le" } else { "nv12" },
+            },
+            Hardware::Cpu | Hardware::Nvidia => FrameInput::System,
+        }
+    }
+}
+
 impl Encoder {
     pub fn profile(self) -> &'static EncoderProfile {
         match self {
@@ -388,6 +425,26 @@ pub fn profile_for_attempt(requested: &EncodeSettings, retry_count: u32) -> Enco
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn quick_sync_and_vaapi_take_frames_on_their_device_and_the_rest_in_system_memory() {
+        for profile in ENCODERS {
+            for depth in [8u8, 10] {
+                let want = match profile.encoder {
+                    Encoder::HevcQsv | Encoder::HevcVaapi => FrameInput::Device {
+                        hardware: profile.hardware,
+                        upload_format: if depth == 10 { "p010le" } else { "nv12" },
+                    },
+                    Encoder::Libx265 | Encoder::HevcNvenc | Encoder::Libsvtav1 | Encoder::LibaomAv1 => {
+                        FrameInput::System
+                    }
+                };
+                assert_eq!(profile.frame_input(depth), want, "{} at {depth} bits", profile.encoder);
+            }
+            assert!(!profile.hardware.missing().is_empty());
+        }
+        assert!(Hardware::Vaapi.missing().contains("/dev/dri"));
+    }
+
     use super::*;
     use std::str::FromStr;
     use Encoder::*;

@@ -8,7 +8,7 @@ use utoipa::ToSchema;
 
 use super::auth::AuthUser;
 use super::views;
-use crate::domain::encoding::{Encoder, Hardware, QualityRange, TargetCodec};
+use crate::domain::encoding::{Encoder, EncoderProfile, Hardware, QualityRange, TargetCodec};
 use crate::domain::node::NodeStatus;
 use crate::error::AppError;
 use crate::http::app::AppState;
@@ -48,6 +48,9 @@ pub struct EncoderEntry {
     pub available: bool,
     /// The nodes that report it, whatever their status.
     pub nodes: Vec<String>,
+    /// Why it is not available (null when it is): the hardware it needs that no node that
+    /// is up has, or that only OFFLINE nodes run it.
+    pub unavailable_reason: Option<String>,
 }
 
 /// What one node reports about its encoders.
@@ -69,16 +72,42 @@ pub struct NodeEncoders {
     ),
 )]
 pub async fn list(_user: AuthUser, state: web::Data<AppState>) -> Result<web::Json<EncoderCatalog>, AppError> {
-    let nodes = repo::nodes::list(&state.db).await?;
-    let reports: Vec<NodeEncoders> = views::nodes(&nodes)
+    Ok(web::Json(catalog(&reports(&state.db).await?)))
+}
+
+/// What every node reports about its encoders.
+pub async fn reports(db: &sea_orm::DatabaseConnection) -> Result<Vec<NodeEncoders>, AppError> {
+    let nodes = repo::nodes::list(db).await?;
+    Ok(views::nodes(&nodes)
         .into_iter()
         .map(|node| NodeEncoders {
             offline: node.status == NodeStatus::Offline.as_str(),
             name: node.name,
             encoders: node.encoders,
         })
-        .collect();
-    Ok(web::Json(catalog(&reports)))
+        .collect())
+}
+
+/// The nodes of `reports` that run `encoder`.
+fn reporting(reports: &[NodeEncoders], encoder: Encoder) -> Vec<&NodeEncoders> {
+    reports.iter().filter(|n| n.encoders.iter().any(|e| e == encoder.as_str())).collect()
+}
+
+/// Why `encoder` is not available on these nodes, if it is not.
+pub fn unavailable(reports: &[NodeEncoders], encoder: Encoder) -> Option<String> {
+    unavailable_reason(encoder.profile(), &reporting(reports, encoder))
+}
+
+/// Why an encoder that these nodes report (`reporting`) is not available, if it is not.
+fn unavailable_reason(profile: &EncoderProfile, reporting: &[&NodeEncoders]) -> Option<String> {
+    if reporting.iter().any(|n| !n.offline) {
+        return None;
+    }
+    if reporting.is_empty() {
+        return Some(format!("no node runs it: {}", profile.hardware.missing()));
+    }
+    let names: Vec<&str> = reporting.iter().map(|n| n.name.as_str()).collect();
+    Some(format!("only OFFLINE nodes run it ({})", names.join(", ")))
 }
 
 pub fn catalog(nodes: &[NodeEncoders]) -> EncoderCatalog {
@@ -91,9 +120,7 @@ pub fn catalog(nodes: &[NodeEncoders]) -> EncoderCatalog {
             encoders: codec
                 .encoders()
                 .map(|profile| {
-                    let name = profile.encoder.as_str();
-                    let reporting: Vec<&NodeEncoders> =
-                        nodes.iter().filter(|n| n.encoders.iter().any(|e| e == name)).collect();
+                    let reporting = reporting(nodes, profile.encoder);
                     EncoderEntry {
                         name: profile.encoder,
                         label: profile.label,
@@ -103,6 +130,7 @@ pub fn catalog(nodes: &[NodeEncoders]) -> EncoderCatalog {
                         quality: profile.quality,
                         available: reporting.iter().any(|n| !n.offline),
                         nodes: reporting.iter().map(|n| n.name.clone()).collect(),
+                        unavailable_reason: unavailable_reason(profile, &reporting),
                     }
                 })
                 .collect(),
@@ -142,5 +170,16 @@ mod tests {
         let av1 = &catalog.codecs[1];
         assert_eq!((av1.encoders[0].name, av1.encoders[0].available), (Encoder::Libsvtav1, true));
         assert_eq!((av1.encoders[1].name, av1.encoders[1].available), (Encoder::LibaomAv1, false));
+        // Each encoder not available says why.
+        assert_eq!(x265.unavailable_reason, None);
+        assert_eq!(hevc.encoders[1].unavailable_reason.as_deref(), Some("only OFFLINE nodes run it (gpu)"));
+        let qsv = hevc.encoders[2].unavailable_reason.as_deref().unwrap();
+        assert!(qsv.starts_with("no node runs it: it needs an Intel GPU with Quick Sync"), "{qsv}");
+        let vaapi = hevc.encoders[3].unavailable_reason.as_deref().unwrap();
+        assert!(vaapi.contains("VAAPI device"), "{vaapi}");
+        assert_eq!(
+            av1.encoders[1].unavailable_reason.as_deref(),
+            Some("no node runs it: this build of FFmpeg does not have it")
+        );
     }
 }

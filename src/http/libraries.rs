@@ -142,6 +142,7 @@ pub async fn create(
         None => encoder.default_preset().unwrap_or_default().to_string(),
     };
     let paths = canonical_paths(body.paths, &state.library_places).await?;
+    check_runs_somewhere(&state, encoder).await?;
     let new = NewLibrary {
         name,
         paths,
@@ -222,6 +223,9 @@ pub async fn update(
         None => None,
     };
 
+    if encoder != current_encoder {
+        check_runs_somewhere(&state, encoder).await?;
+    }
     let patch = LibraryPatch {
         name: body.name.as_deref().map(check_name).transpose()?,
         paths: match body.paths {
@@ -360,6 +364,19 @@ fn check_quality(quality: i64, encoder: Encoder) -> Result<u32, AppError> {
     u32::try_from(quality).ok().filter(|q| range.contains(*q)).ok_or_else(|| {
         AppError::invalid(format!("quality must be {} to {} for {encoder}, not {quality}", range.min, range.max))
     })
+}
+
+/// A hardware encoder is taken only where a node that is up runs it (a library of an
+/// encoder no node runs would queue jobs no node takes); the refusal says what is missing.
+/// CPU encoders are part of every build.
+async fn check_runs_somewhere(state: &AppState, encoder: Encoder) -> Result<(), AppError> {
+    if !encoder.is_hardware() {
+        return Ok(());
+    }
+    match super::encoders::unavailable(&super::encoders::reports(&state.db).await?, encoder) {
+        Some(why) => Err(AppError::invalid(format!("encoder {encoder} cannot be used: {why}"))),
+        None => Ok(()),
+    }
 }
 
 /// Dolby Vision is kept in HEVC outputs only (profile 8.1 has an HEVC base layer).

@@ -272,6 +272,9 @@ pub struct NodeView {
     pub active_jobs: i32,
     pub max_jobs: i32,
     pub encoders: Vec<String>,
+    /// The hardware it can decode on (`nvidia`, `intel_qsv`, `vaapi`): a device of that
+    /// kind opens there.
+    pub decoders: Vec<String>,
     /// Holds more than twice the average active jobs of the ONLINE nodes.
     pub overloaded: bool,
     pub last_seen_at: Option<DateTime<Utc>>,
@@ -313,6 +316,7 @@ pub fn nodes(models: &[node::Model]) -> Vec<NodeView> {
                 active_jobs: node.active_jobs,
                 max_jobs: node.max_jobs,
                 encoders: serde_json::from_value(node.encoders.clone()).unwrap_or_default(),
+                decoders: serde_json::from_value(node.decoders.clone()).unwrap_or_default(),
                 // An OFFLINE node does no work, whatever its last heartbeat said.
                 overloaded: node.status != NodeStatus::Offline && health::is_overloaded(active, average),
                 last_seen_at: node.last_seen_at,
@@ -553,6 +557,7 @@ mod tests {
             active_jobs,
             max_jobs: 8,
             encoders: serde_json::json!(["libx265"]),
+            decoders: serde_json::json!([]),
             credential_hash: None,
             revoked: false,
             identity: None,

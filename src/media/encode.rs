@@ -24,6 +24,7 @@ use rsmpeg::swscale::SwsContext;
 use rsmpeg::UnsafeDerefMut;
 use serde::Serialize;
 
+use super::device::{self, DeviceFrames};
 use super::dynamic::{self, Carry, FrameMetadata, NalFormat};
 use super::error::from_rsmpeg;
 use super::manifest::{inspect, sync_dir, Manifest, PartialState, Run, Segment};
@@ -31,7 +32,7 @@ use super::plan::EncodePlan;
 use super::probe::{self, MediaInfo};
 use super::segment::{packet_data, CodecParams, SegmentFile};
 use super::{layout, mux, partial, MediaError};
-use crate::domain::encoding::{Encoder, Hardware};
+use crate::domain::encoding::{Encoder, FrameInput, Hardware};
 use crate::domain::job::FailureCode;
 use crate::domain::quality;
 use crate::domain::segments::{self, Span, SpanView};
@@ -411,6 +412,18 @@ fn svt_mastering(info: &MediaInfo) -> Option<String> {
 /// static metadata in the form each encoder takes it.
 fn encoder_options(plan: &EncodePlan, info: &MediaInfo) -> Result<AVDictionary, MediaError> {
     let c = |s: &str| CString::new(s).map_err(|_| MediaError::misc("NUL in an encoder option"));
+    let options = option_list(plan, info);
+    let mut options = options.iter();
+    let (key, value) = options.next().ok_or_else(|| MediaError::misc("the plan sets no encoder option"))?;
+    let mut dict = AVDictionary::new(&c(key)?, &c(value)?, 0);
+    for (key, value) in options {
+        dict = dict.set(&c(key)?, &c(value)?, 0);
+    }
+    Ok(dict)
+}
+
+/// The options `encoder_options` gives the encoder, as (name, value) pairs.
+fn option_list(plan: &EncodePlan, info: &MediaInfo) -> Vec<(String, String)> {
     let hdr10 = plan.hdr.has_hdr10_base();
     let threads = plan.sessions.threads;
     let mut options = plan.encoder_options.clone();
@@ -452,15 +465,12 @@ fn encoder_options(plan: &EncodePlan, info: &MediaInfo) -> Result<AVDictionary, 
                 options.push(("svtav1-params".into(), params.join(":")));
             }
         }
-        _ => {}
+        // The hardware encoders take the plan's options as they are (their quality option,
+        // preset and rate control come from the encoder table); their threads are the
+        // device's.
+        Encoder::HevcNvenc | Encoder::HevcQsv | Encoder::HevcVaapi | Encoder::LibaomAv1 => {}
     }
-    let mut options = options.iter();
-    let (key, value) = options.next().ok_or_else(|| MediaError::misc("the plan sets no encoder option"))?;
-    let mut dict = AVDictionary::new(&c(key)?, &c(value)?, 0);
-    for (key, value) in options {
-        dict = dict.set(&c(key)?, &c(value)?, 0);
-    }
-    Ok(dict)
+    options
 }
 
 /// Opens an encoder with its options. rsmpeg's `AVCodecContext::open` frees the options
@@ -499,6 +509,8 @@ struct SegmentWriter {
     output: SegmentFile,
     encoder: AVCodecContext,
     scaler: Option<SwsContext>,
+    /// The device's picture pool, for encoders that take pictures on their device.
+    device_frames: Option<DeviceFrames>,
     first_pts: Option<i64>,
     last_pts: i64,
     frames: u64,
@@ -519,11 +531,25 @@ impl SegmentWriter {
         let codec = AVCodec::find_encoder_by_name(&name).ok_or_else(|| {
             MediaError::new(FailureCode::UnsupportedCodec, format!("encoder {} is not available", plan.encoder))
         })?;
-        let pix_fmt = choose_pix_fmt(&codec, fmt.src_pix_fmt, plan.bit_depth);
+        // Quick Sync and VAAPI take pictures on their device: uploaded from their format.
+        let device_frames = match plan.encoder.profile().frame_input(plan.bit_depth) {
+            FrameInput::System => None,
+            FrameInput::Device { hardware, upload_format } => Some(
+                DeviceFrames::open(hardware, upload_format, fmt.width, fmt.height)
+                    .map_err(|why| MediaError::new(FailureCode::UnsupportedCodec, why))?,
+            ),
+        };
+        let (pix_fmt, encoder_fmt) = match &device_frames {
+            Some(frames) => (frames.sw_format, frames.hw_format),
+            None => {
+                let chosen = choose_pix_fmt(&codec, fmt.src_pix_fmt, plan.bit_depth);
+                (chosen, chosen)
+            }
+        };
         let mut encoder = AVCodecContext::new(&codec);
         encoder.set_width(fmt.width);
         encoder.set_height(fmt.height);
-        encoder.set_pix_fmt(pix_fmt);
+        encoder.set_pix_fmt(encoder_fmt);
         encoder.set_time_base(fmt.time_base);
         encoder.set_framerate(fmt.frame_rate);
         encoder.set_sample_aspect_ratio(fmt.sample_aspect_ratio);
@@ -539,6 +565,10 @@ impl SegmentWriter {
             // The session's share of the cores (libaom and the other encoders that take
             // FFmpeg's thread count; x265 and SVT-AV1 get theirs in their options).
             raw.thread_count = i32::try_from(plan.sessions.threads).unwrap_or(0);
+            if let Some(frames) = &device_frames {
+                // The context releases this reference when it is freed.
+                raw.hw_frames_ctx = frames.new_ref();
+            }
         }
         open_with_options(&mut encoder, encoder_options(plan, info)?).map_err(|e| {
             // Whatever FFmpeg's error code (NVENC answers EPERM without a driver), the
@@ -573,6 +603,7 @@ impl SegmentWriter {
             output,
             encoder,
             scaler,
+            device_frames,
             first_pts: None,
             last_pts: 0,
             frames: 0,
@@ -591,7 +622,7 @@ impl SegmentWriter {
                 converted = AVFrame::new();
                 converted.set_width(frame.width);
                 converted.set_height(frame.height);
-                converted.set_format(self.encoder.pix_fmt);
+                converted.set_format(self.device_frames.as_ref().map_or(self.encoder.pix_fmt, |d| d.sw_format));
                 converted.alloc_buffer().map_err(|e| from_rsmpeg("allocating a frame", &e))?;
                 scaler
                     .scale_frame(frame, 0, frame.height, &mut converted)
@@ -605,7 +636,13 @@ impl SegmentWriter {
         };
         frame.set_pts(pts);
         frame.set_pict_type(ffi::AVPictureType_AV_PICTURE_TYPE_NONE);
-        self.encoder.send_frame(Some(frame)).map_err(|e| from_rsmpeg("encoding", &e))?;
+        match &self.device_frames {
+            Some(pool) => {
+                let on_device = pool.upload(frame).map_err(MediaError::misc)?;
+                self.encoder.send_frame(Some(&on_device)).map_err(|e| from_rsmpeg("encoding", &e))?;
+            }
+            None => self.encoder.send_frame(Some(frame)).map_err(|e| from_rsmpeg("encoding", &e))?,
+        }
         self.first_pts.get_or_insert(pts);
         self.last_pts = pts;
         self.frames += 1;
@@ -684,16 +721,6 @@ pub fn open_decoder(input: &AVFormatContextInput, index: usize) -> Result<AVCode
     open_decoder_on(input, index, Hardware::Cpu).map(|(ctx, _)| ctx)
 }
 
-/// The FFmpeg device type of the hardware an encoder runs on.
-fn device_type(hardware: Hardware) -> Option<ffi::AVHWDeviceType> {
-    match hardware {
-        Hardware::Cpu => None,
-        Hardware::Nvidia => Some(ffi::AVHWDeviceType_AV_HWDEVICE_TYPE_CUDA),
-        Hardware::IntelQsv => Some(ffi::AVHWDeviceType_AV_HWDEVICE_TYPE_QSV),
-        Hardware::Vaapi => Some(ffi::AVHWDeviceType_AV_HWDEVICE_TYPE_VAAPI),
-    }
-}
-
 /// Picks the hardware pixel format stored in the context's `opaque` when the decoder
 /// offers it for this stream, else FFmpeg's own (software) choice.
 unsafe extern "C" fn hardware_format(
@@ -718,7 +745,7 @@ unsafe extern "C" fn hardware_format(
 /// Sets up decoding on `hardware`: answers the hardware pixel format decoded frames come
 /// in, or why it cannot (no such device here, a decoder without support for it).
 fn attach_hardware(ctx: &mut AVCodecContext, decoder: &AVCodec, hardware: Hardware) -> Result<i32, String> {
-    let device = device_type(hardware).ok_or("the CPU has no hardware decoder")?;
+    let device = device::device_type(hardware).ok_or("the CPU has no hardware decoder")?;
     let mut pix_fmt = None;
     for i in 0.. {
         // SAFETY: avcodec_get_hw_config answers null past the last configuration.
@@ -734,18 +761,12 @@ fn attach_hardware(ctx: &mut AVCodecContext, decoder: &AVCodec, hardware: Hardwa
         }
     }
     let pix_fmt = pix_fmt.ok_or_else(|| format!("the decoder has no {hardware} support"))?;
-    let mut device_ctx: *mut ffi::AVBufferRef = std::ptr::null_mut();
-    // SAFETY: creates a device reference we own, handed to the decoder context below,
-    // which unreferences it when it is freed.
-    let ret =
-        unsafe { ffi::av_hwdevice_ctx_create(&mut device_ctx, device, std::ptr::null(), std::ptr::null_mut(), 0) };
-    if ret < 0 || device_ctx.is_null() {
-        return Err(format!("no {hardware} device: {}", rsmpeg::error::RsmpegError::AVError(ret)));
-    }
-    // SAFETY: plain field writes before the decoder is opened.
+    let opened = device::Device::open(hardware)?;
+    // SAFETY: plain field writes before the decoder is opened; the context releases its
+    // reference to the device when it is freed.
     unsafe {
         let raw = ctx.deref_mut();
-        raw.hw_device_ctx = device_ctx;
+        raw.hw_device_ctx = opened.new_ref();
         raw.opaque = pix_fmt as isize as *mut std::ffi::c_void;
         raw.get_format = Some(hardware_format);
     }
@@ -1628,10 +1649,60 @@ mod tests {
     }
 
     #[test]
-    fn each_hardware_decodes_on_its_own_device_and_the_cpu_on_none() {
-        assert_eq!(device_type(Hardware::Cpu), None);
-        assert_eq!(device_type(Hardware::Nvidia), Some(ffi::AVHWDeviceType_AV_HWDEVICE_TYPE_CUDA));
-        assert_eq!(device_type(Hardware::IntelQsv), Some(ffi::AVHWDeviceType_AV_HWDEVICE_TYPE_QSV));
-        assert_eq!(device_type(Hardware::Vaapi), Some(ffi::AVHWDeviceType_AV_HWDEVICE_TYPE_VAAPI));
+    fn every_encoder_gets_its_quality_preset_threads_and_hdr_options() {
+        use crate::domain::encoding::{profile_for_attempt, EncodeSettings, TargetCodec};
+        use crate::domain::segments::Sessions;
+        use crate::media::probe::{ContentLight, HdrInfo, HdrKind};
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("a.mkv");
+        std::fs::write(&input, b"source").unwrap();
+        let info = MediaInfo {
+            container: "matroska,webm".into(),
+            duration_seconds: Some(10.0),
+            size_bytes: 6,
+            bit_rate: None,
+            chapters: 0,
+            streams: Vec::new(),
+            hdr: HdrInfo {
+                kind: HdrKind::Hdr10,
+                dolby_vision: None,
+                hdr10_plus: false,
+                mastering_display: None,
+                content_light: Some(ContentLight { max_cll: 1000, max_fall: 400 }),
+            },
+        };
+        let get = |list: &[(String, String)], key: &str| list.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone());
+        for encoder in
+            [TargetCodec::Hevc, TargetCodec::Av1].into_iter().flat_map(TargetCodec::encoders).map(|p| p.encoder)
+        {
+            let profile = encoder.profile();
+            let settings = EncodeSettings::for_library(profile.codec, Some(encoder), None, Some(23), true);
+            let mut plan = EncodePlan::new(&input, &info, &profile_for_attempt(&settings, 0)).unwrap();
+            plan.sessions = Sessions { sessions: 2, threads: 3 };
+            let list = option_list(&plan, &info);
+            // The quality in the encoder's own option, its default preset in its own.
+            assert_eq!(get(&list, profile.quality_option).as_deref(), Some("23"), "{encoder}: {list:?}");
+            if let Some(preset) = profile.default_preset {
+                assert_eq!(get(&list, profile.preset_option).as_deref(), Some(preset), "{encoder}: {list:?}");
+            }
+            for (key, value) in profile.options {
+                assert_eq!(get(&list, key).as_deref(), Some(*value), "{encoder}: {list:?}");
+            }
+            match encoder {
+                Encoder::Libx265 => {
+                    let params = get(&list, "x265-params").unwrap();
+                    for p in ["info=0", "pools=3", "hdr10=1", "max-cll=1000,400"] {
+                        assert!(params.split(':').any(|x| x == p), "{params}");
+                    }
+                }
+                Encoder::Libsvtav1 => {
+                    let params = get(&list, "svtav1-params").unwrap();
+                    assert_eq!(params, "lp=3:content-light=1000,400");
+                }
+                Encoder::HevcNvenc | Encoder::HevcQsv | Encoder::HevcVaapi | Encoder::LibaomAv1 => {
+                    assert!(get(&list, "x265-params").is_none() && get(&list, "svtav1-params").is_none());
+                }
+            }
+        }
     }
 }

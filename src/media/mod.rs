@@ -2,6 +2,7 @@
 
 pub mod assist;
 pub mod child;
+pub mod device;
 pub mod dynamic;
 pub mod encode;
 pub mod encoders;

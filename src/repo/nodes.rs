@@ -19,6 +19,8 @@ pub struct NodeFacts {
     pub memory_total: i64,
     pub max_jobs: i32,
     pub encoders: Vec<String>,
+    /// The hardware it can decode on (see `media::device::decoders`).
+    pub decoders: Vec<String>,
 }
 
 /// Creates the node or refreshes its facts; either way it is ONLINE and seen now.
@@ -107,6 +109,7 @@ async fn save_facts(
     model.memory_total = Set(facts.memory_total);
     model.max_jobs = Set(facts.max_jobs);
     model.encoders = Set(serde_json::json!(facts.encoders));
+    model.decoders = Set(serde_json::json!(facts.decoders));
     model.last_seen_at = Set(Some(at));
     model.updated_at = Set(at);
     Ok(model.save(db).await?.try_into_model()?)

@@ -179,6 +179,23 @@ async fn main_and_two_linked_nodes_share_six_jobs_and_forward_the_api() {
         v.as_array().unwrap().iter().map(|n| n["name"].as_str().unwrap().to_string()).collect::<HashSet<_>>()
     };
     assert_eq!(names(&via_w1), names(&Value::Array(nodes(&main, &token).await)));
+    // Each node reports what really opens on it: here, with no GPU device, the CPU encoders
+    // and no hardware encoder, nothing to decode on; the encoder table says why not.
+    if !std::path::Path::new("/dev/dri").exists() && !std::path::Path::new("/dev/nvidiactl").exists() {
+        for node in nodes(&main, &token).await {
+            let encoders: Vec<&str> = node["encoders"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+            assert!(encoders.contains(&"libx265") && encoders.contains(&"libsvtav1"), "{node}");
+            assert!(!encoders.iter().any(|e| ["hevc_nvenc", "hevc_qsv", "hevc_vaapi"].contains(e)), "{node}");
+            assert_eq!(node["decoders"], json!([]), "{node}");
+        }
+        let (status, catalog) = call("GET", &format!("{}/api/encoders", main.api), Some(&token), None).await;
+        assert_eq!(status, 200, "{catalog}");
+        let hevc = catalog["codecs"][0]["encoders"].as_array().unwrap();
+        for (entry, needs) in hevc.iter().skip(1).zip(["NVENC", "Quick Sync", "VAAPI device"]) {
+            assert_eq!(entry["available"], false, "{entry}");
+            assert!(entry["unavailableReason"].as_str().unwrap().contains(needs), "{entry}");
+        }
+    }
     let (status, _) = call("GET", &format!("{}/api/nodes", w2.ui), None, None).await;
     assert_eq!(status, 401, "the token rule holds through a linked node");
 

@@ -993,6 +993,27 @@ async fn libraries_crud(server: &TestServer) {
         (&av1["encoder"], &av1["quality"], &av1["preset"], &av1["watch"]),
         (&json!("libsvtav1"), &json!(35), &json!("8"), &json!(false))
     );
+    // A hardware encoder no node runs is refused with what is missing; once a node that is
+    // up reports it, a library may use it.
+    let body = json!({"name": "Anime", "paths": [paths[2]], "encoder": "hevc_nvenc", "quality": 0});
+    let (status, refused) = server.post("/libraries", token, &body).await;
+    assert_eq!((status, code(&refused)), (422, "validation_failed"), "{refused}");
+    assert_eq!(
+        message(&refused),
+        "encoder hevc_nvenc cannot be used: no node runs it: it needs an NVIDIA GPU whose driver opens NVENC"
+    );
+    let gpu = repo::nodes::NodeFacts {
+        name: "gpu".into(),
+        role: NodeRole::Linked,
+        address: "gpu.lan".into(),
+        gpu: Some("NVIDIA RTX 4000".into()),
+        cores: 8,
+        memory_total: 16 << 30,
+        max_jobs: 2,
+        encoders: vec!["libx265".into(), "hevc_nvenc".into()],
+        decoders: vec!["nvidia".into()],
+    };
+    repo::nodes::upsert(server.db(), gpu).await.unwrap();
     // The codec follows the encoder when only the encoder is given.
     let (status, nvenc) = server
         .post(
@@ -1144,6 +1165,26 @@ async fn library_fields_are_validated() {
     assert_eq!(status, 200, "{reply}");
     // SVT-AV1's preset 13 means nothing to x265: the new encoder gets its own default.
     assert_eq!(reply["preset"], "medium", "{reply}");
+    // No node has a VAAPI device: the change is refused with what is missing.
+    let (status, reply) = server.put(&format!("/libraries/{id}"), token, &json!({"encoder": "hevc_vaapi"})).await;
+    assert_eq!((status, code(&reply)), (422, "validation_failed"), "{reply}");
+    assert!(
+        message(&reply).starts_with("encoder hevc_vaapi cannot be used: no node runs it: it needs a VAAPI device"),
+        "{reply}"
+    );
+    // An encoder that takes no preset stores an empty one.
+    let vaapi = repo::nodes::NodeFacts {
+        name: "amd".into(),
+        role: NodeRole::Linked,
+        address: "amd.lan".into(),
+        gpu: None,
+        cores: 8,
+        memory_total: 16 << 30,
+        max_jobs: 2,
+        encoders: vec!["libx265".into(), "hevc_vaapi".into()],
+        decoders: vec!["vaapi".into()],
+    };
+    repo::nodes::upsert(server.db(), vaapi).await.unwrap();
     let (status, reply) = server.put(&format!("/libraries/{id}"), token, &json!({"encoder": "hevc_vaapi"})).await;
     assert_eq!((status, &reply["preset"]), (200, &json!("")), "{reply}");
     let (status, reply) = server.put(&format!("/libraries/{id}"), token, &json!({"id": 5})).await;
@@ -1362,6 +1403,7 @@ async fn nodes_are_listed_with_load_and_overload(server: &TestServer) {
         memory_total: 16 << 30,
         max_jobs: 4,
         encoders: vec!["libx265".into(), "hevc_nvenc".into()],
+        decoders: if role == NodeRole::Linked { vec!["nvidia".into()] } else { vec![] },
     };
     let main = repo::nodes::upsert(server.db(), facts("main", NodeRole::Main, 8)).await.unwrap();
     let busy = repo::nodes::upsert(server.db(), facts("busy", NodeRole::Linked, 4)).await.unwrap();
@@ -1381,6 +1423,7 @@ async fn nodes_are_listed_with_load_and_overload(server: &TestServer) {
         let nodes = nodes.as_array().unwrap();
         assert_eq!(nodes.len(), 4);
         let by_name = |name: &str| nodes.iter().find(|n| n["name"] == name).unwrap().clone();
+        assert_eq!((&by_name("busy")["decoders"], &by_name("main")["decoders"]), (&json!(["nvidia"]), &json!([])));
         let busy = by_name("busy");
         let mut keys: Vec<&String> = busy.as_object().unwrap().keys().collect();
         keys.sort();
@@ -1400,6 +1443,7 @@ async fn nodes_are_listed_with_load_and_overload(server: &TestServer) {
             "activeJobs",
             "maxJobs",
             "encoders",
+            "decoders",
             "overloaded",
             "lastSeenAt",
             "identity",
@@ -1448,6 +1492,7 @@ async fn encoders_are_served_with_their_defaults_and_the_nodes_that_run_them(ser
         memory_total: 8 << 30,
         max_jobs: 1,
         encoders: encoders.iter().map(std::string::ToString::to_string).collect(),
+        decoders: vec![],
     };
     repo::nodes::upsert(server.db(), facts("gpu", &["libx265", "hevc_nvenc"])).await.unwrap();
     let old = repo::nodes::upsert(server.db(), facts("old", &["libaom-av1"])).await.unwrap();

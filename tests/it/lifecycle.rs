@@ -558,6 +558,7 @@ both_backends!(a_job_orphaned_as_read_before_it_started_again_is_left_alone, |db
         memory_total: 1 << 30,
         max_jobs: 1,
         encoders: vec!["libx265".into()],
+        decoders: vec![],
     };
     let node = repo::nodes::upsert(&db, facts).await.unwrap();
     let job = repo::jobs::insert(&db, job_of_no_library(Path::new("/nowhere/a.mkv"), JobStatus::Queued)).await.unwrap();

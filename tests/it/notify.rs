@@ -575,6 +575,7 @@ async fn a_change_of_health_is_written_once_it_holds() {
         memory_total: 8 << 30,
         max_jobs: 1,
         encoders: vec!["libx265".into()],
+        decoders: vec![],
     };
     condense::repo::nodes::upsert(&db, facts("main", NodeRole::Main)).await.unwrap();
     let far = condense::repo::nodes::upsert(&db, facts("far", NodeRole::Linked)).await.unwrap();

@@ -40,6 +40,7 @@ fn main_node(name: &str) -> NodeFacts {
         memory_total: 1 << 30,
         max_jobs: 1,
         encoders: vec!["libx265".into()],
+        decoders: vec![],
     }
 }
 

@@ -311,6 +311,7 @@ async fn health_follows_stuck_jobs_and_nodes(server: &TestServer) {
         memory_total: 1 << 30,
         max_jobs: 1,
         encoders: vec![],
+        decoders: vec![],
     };
     let worker = repo::nodes::upsert(server.db(), facts("worker", NodeRole::Linked)).await.unwrap();
     repo::nodes::set_status(server.db(), worker.id, NodeStatus::Offline, None).await.unwrap();
@@ -656,6 +657,7 @@ async fn prometheus_metrics(server: &TestServer) {
             memory_total: 1,
             max_jobs: 1,
             encoders: vec![],
+            decoders: vec![],
         },
     )
     .await

@@ -1320,6 +1320,11 @@ export interface components {
             presets: string[];
             /** @description CRF or constant quality: lower keeps more detail. */
             quality: components["schemas"]["QualityRange"];
+            /**
+             * @description Why it is not available (null when it is): the hardware it needs that no node that
+             *     is up has, or that only OFFLINE nodes run it.
+             */
+            unavailableReason?: string | null;
         };
         EncodingTime: {
             /** Format: double */
@@ -1783,6 +1788,11 @@ export interface components {
             address: string;
             /** Format: int32 */
             cores: number;
+            /**
+             * @description The hardware it can decode on (`nvidia`, `intel_qsv`, `vaapi`): a device of that
+             *     kind opens there.
+             */
+            decoders: string[];
             encoders: string[];
             gpu?: string | null;
             /** @description A linked node that links with a credential of its own (given at its enrollment). */

@@ -3,6 +3,7 @@ import { errorMessage } from '../api';
 import { Alert, Badge, Loading } from '../components';
 import {
   availableEncoders,
+  codecInfo,
   codecLabel,
   defaultInput,
   encoderInfo,
@@ -219,6 +220,8 @@ function LibraryForm({
       ? [...offered, input.encoder]
       : offered;
   const set = (change: Partial<LibraryInput>) => setInput((current) => ({ ...current, ...change }));
+  // The codec's encoders no node that is up runs, with why (the hardware they need).
+  const unavailable = (codecInfo(catalog, input.targetCodec)?.encoders ?? []).filter((encoder) => !encoder.available);
 
   const changeCodec = (codec: Codec) => {
     const encoders = availableEncoders(catalog, codec);
@@ -315,6 +318,15 @@ function LibraryForm({
           </select>
           {offered.length === 0 && (
             <small class="text-bad">No node that is up runs an encoder for {codecLabel(catalog, input.targetCodec)}.</small>
+          )}
+          {unavailable.length > 0 && (
+            <ul class="muted small" aria-label="Encoders not offered">
+              {unavailable.map((encoder) => (
+                <li key={encoder.name}>
+                  <code>{encoder.name}</code>: {encoder.unavailableReason}
+                </li>
+              ))}
+            </ul>
           )}
           {errors.encoder && <small class="text-bad">{errors.encoder}</small>}
         </label>

@@ -97,6 +97,11 @@ export function Nodes() {
                           ))}
                         </ul>
                       )}
+                      {node.decoders.length > 0 && (
+                        <div class="muted small" aria-label={`Hardware decoding of ${node.name}`}>
+                          Decodes on {node.decoders.join(', ')}
+                        </div>
+                      )}
                     </td>
                     <td data-label="Load">
                       {formatNumber(node.load1, 2)} / {node.cores} cores

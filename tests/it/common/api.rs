@@ -43,6 +43,7 @@ pub async fn start_main_node_at(
             cores: 2,
             memory_total: 1 << 30,
             encoders: vec!["libx265".into()],
+            decoders: vec![],
         },
         max_jobs,
         transcoder: super::server::binary().into(),
