@@ -71,7 +71,12 @@ impl Config {
             tmp,
             postgres_url,
             clip_seconds: if quick { 6 } else { 60 },
-            encode_rounds: if quick { 1 } else { 2 },
+            // BENCH_ROUNDS: fewer interleaved rounds of the encode and cluster measures.
+            encode_rounds: std::env::var("BENCH_ROUNDS")
+                .ok()
+                .and_then(|r| r.parse().ok())
+                .filter(|r| *r > 0)
+                .unwrap_or(if quick { 1 } else { 2 }),
             probe_files: if quick { 100 } else { 1_000 },
             scan_files: if quick { 5_000 } else { 100_000 },
             api_jobs: if quick { 5_000 } else { 100_000 },

@@ -862,7 +862,10 @@ fn plan_boundaries(plan: &EncodePlan, info: &MediaInfo) -> Result<Vec<i64>, Medi
         let start = Some(stream.start_time).filter(|t| *t != ffi::AV_NOPTS_VALUE).unwrap_or(0);
         (stream.time_base, stream.as_ptr().cast_mut(), start)
     };
-    let every = (plan.segment_seconds * f64::from(tb.den) / f64::from(tb.num.max(1))).round() as i64;
+    // Helpers on other nodes count as a second session: spans are shared either way.
+    let sessions = plan.sessions.sessions.max(if plan.shared_spans { 2 } else { 1 });
+    let seconds = segments::span_seconds(plan.segment_seconds, info.duration_seconds, sessions);
+    let every = (seconds * f64::from(tb.den) / f64::from(tb.num.max(1))).round() as i64;
     // SAFETY: reads the index of a stream of an input we hold open (the stream lives as
     // long as the input); FFmpeg returns null for an entry out of range.
     let keyframes = |raw: *mut ffi::AVStream| -> Vec<i64> {

@@ -401,6 +401,23 @@ async fn two_sessions_encode_spans_at_once_and_the_joined_file_matches_one_sessi
 }
 
 #[actix_web::test]
+async fn a_video_shorter_than_its_sessions_need_is_cut_finer_than_the_segment_setting() {
+    // 8 s at the default 20 s spans would be one span, encoded by one session while the
+    // other waits: it is cut at 2 s (3 spans a session at most, never under 2 s) instead.
+    let dir = tempfile::tempdir().unwrap();
+    let (src, mut plan) = parallel_plan(dir.path());
+    plan.segment_seconds = 20.0;
+    let (end, events) = run(&plan).await;
+    assert_eq!(end, ChildEnd::Completed, "{events:?}");
+    assert_eq!(most_sessions(&events), 2, "{events:?}");
+    let PartialState::Valid(manifest) = inspect(&plan) else { panic!("no manifest") };
+    let cuts = manifest.boundaries.clone().unwrap_or_default();
+    assert_eq!(cuts.len(), 3, "{cuts:?}");
+    assert!(cuts.windows(2).all(|w| w[1] - w[0] == 2000), "{cuts:?}");
+    verify(&plan.output_path(), &src, &probe(&src).unwrap(), "hevc").unwrap();
+}
+
+#[actix_web::test]
 async fn a_pause_with_two_sessions_keeps_what_both_encoded_and_the_resume_encodes_only_the_rest() {
     let dir = tempfile::tempdir().unwrap();
     let (src, plan) = parallel_plan(dir.path());
