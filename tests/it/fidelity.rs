@@ -19,6 +19,7 @@ use crate::common::api::TestServer;
 use crate::common::db::TestDb;
 use crate::common::media as clips;
 use crate::common::server::binary;
+use crate::media::run;
 
 /// Each frame's HDR10+ metadata as FFmpeg's decoder gives it (ffprobe's `-show_frames`,
 /// which prints every field of the side data), in presentation order.
@@ -48,20 +49,20 @@ fn dynamic_metadata(path: &Path) -> Vec<Option<String>> {
     frames.into_iter().map(|(_, m)| m).collect()
 }
 
+/// A copy of `path` (beside it) with its NAL units of `nal_type` taken out by FFmpeg's
+/// `filter_units` bitstream filter, the container's stream facts kept.
+fn without_units(path: &Path, nal_type: u8) -> std::path::PathBuf {
+    let out = path.with_file_name(format!("without-{nal_type}.mkv"));
+    let filter = format!("filter_units=remove_types={nal_type}");
+    clips::ffmpeg(&["-i", path.to_str().unwrap(), "-c", "copy", "-bsf:v", &filter, out.to_str().unwrap()]);
+    out
+}
+
 fn plan_for(source: &Path) -> EncodePlan {
     let info = probe(source).unwrap();
     let mut plan = EncodePlan::new(source, &info, &clips::profile("libx265", 30, "ultrafast")).unwrap();
     plan.segment_seconds = 2.0;
     plan
-}
-
-async fn run(plan: &EncodePlan) -> (ChildEnd, Vec<Event>) {
-    let mut child = Transcoder::spawn(Path::new(binary()), plan).await.unwrap();
-    let mut events = Vec::new();
-    while let Some(e) = child.events.recv().await {
-        events.push(e);
-    }
-    (child.wait().await, events)
 }
 
 /// The source's frames all carry metadata, not all the same.
@@ -137,17 +138,8 @@ async fn verification_refuses_an_hevc_output_that_lost_or_moved_the_metadata() {
     assert_eq!(end, ChildEnd::Completed, "{events:?}");
     let out = plan.output_path();
     verify(&out, &src, &info, "hevc").unwrap();
-    // The same encode with its SEI units taken out (FFmpeg's filter_units bitstream filter).
-    let stripped = dir.path().join("stripped.mkv");
-    clips::ffmpeg(&[
-        "-i",
-        out.to_str().unwrap(),
-        "-c",
-        "copy",
-        "-bsf:v",
-        "filter_units=remove_types=39",
-        stripped.to_str().unwrap(),
-    ]);
+    // The same encode with its SEI units taken out.
+    let stripped = without_units(&out, 39);
     assert!(dynamic_metadata(&stripped).iter().all(Option::is_none));
     let err = verify(&stripped, &src, &info, "hevc").unwrap_err();
     assert!(err.message.contains("lost its HDR10+ metadata"), "{}", err.message);
@@ -226,16 +218,7 @@ async fn dolby_vision_kept_carries_every_rpu_as_profile_8_1_and_without_keep_bec
 
     // The same output with its RPUs taken out (FFmpeg's filter_units) still says Dolby
     // Vision: verification refuses it.
-    let stripped = dir.path().join("stripped.mkv");
-    clips::ffmpeg(&[
-        "-i",
-        out.to_str().unwrap(),
-        "-c",
-        "copy",
-        "-bsf:v",
-        "filter_units=remove_types=62",
-        stripped.to_str().unwrap(),
-    ]);
+    let stripped = without_units(&out, 62);
     assert_eq!(probe(&stripped).unwrap().hdr.kind, HdrKind::DolbyVision);
     let err = verify(&stripped, &src, &info, "hevc").unwrap_err();
     assert!(err.message.contains("lost its Dolby Vision RPU"), "{}", err.message);

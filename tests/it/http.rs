@@ -958,6 +958,21 @@ const LIBRARY_FIELDS: [&str; 16] = [
     "lastScanAt",
 ];
 
+/// A linked node that is up and runs the CPU encoder and `encoder`, decoding on `decoder`.
+fn node_with(name: &str, encoder: &str, decoder: &str) -> repo::nodes::NodeFacts {
+    repo::nodes::NodeFacts {
+        name: name.into(),
+        role: NodeRole::Linked,
+        address: format!("{name}.lan"),
+        gpu: None,
+        cores: 8,
+        memory_total: 16 << 30,
+        max_jobs: 2,
+        encoders: vec!["libx265".into(), encoder.into()],
+        decoders: vec![decoder.into()],
+    }
+}
+
 async fn libraries_crud(server: &TestServer) {
     let token = server.login().await;
     let token = Some(token.as_str());
@@ -1002,18 +1017,7 @@ async fn libraries_crud(server: &TestServer) {
         message(&refused),
         "encoder hevc_nvenc cannot be used: no node runs it: it needs an NVIDIA GPU whose driver opens NVENC"
     );
-    let gpu = repo::nodes::NodeFacts {
-        name: "gpu".into(),
-        role: NodeRole::Linked,
-        address: "gpu.lan".into(),
-        gpu: Some("NVIDIA RTX 4000".into()),
-        cores: 8,
-        memory_total: 16 << 30,
-        max_jobs: 2,
-        encoders: vec!["libx265".into(), "hevc_nvenc".into()],
-        decoders: vec!["nvidia".into()],
-    };
-    repo::nodes::upsert(server.db(), gpu).await.unwrap();
+    repo::nodes::upsert(server.db(), node_with("gpu", "hevc_nvenc", "nvidia")).await.unwrap();
     // The codec follows the encoder when only the encoder is given.
     let (status, nvenc) = server
         .post(
@@ -1173,18 +1177,7 @@ async fn library_fields_are_validated() {
         "{reply}"
     );
     // An encoder that takes no preset stores an empty one.
-    let vaapi = repo::nodes::NodeFacts {
-        name: "amd".into(),
-        role: NodeRole::Linked,
-        address: "amd.lan".into(),
-        gpu: None,
-        cores: 8,
-        memory_total: 16 << 30,
-        max_jobs: 2,
-        encoders: vec!["libx265".into(), "hevc_vaapi".into()],
-        decoders: vec!["vaapi".into()],
-    };
-    repo::nodes::upsert(server.db(), vaapi).await.unwrap();
+    repo::nodes::upsert(server.db(), node_with("amd", "hevc_vaapi", "vaapi")).await.unwrap();
     let (status, reply) = server.put(&format!("/libraries/{id}"), token, &json!({"encoder": "hevc_vaapi"})).await;
     assert_eq!((status, &reply["preset"]), (200, &json!("")), "{reply}");
     let (status, reply) = server.put(&format!("/libraries/{id}"), token, &json!({"id": 5})).await;

@@ -24,7 +24,7 @@ fn plan_for(source: &Path, codec: &str, encoder: &str, quality: u32, preset: &st
 }
 
 /// Runs the transcoder child to its end, collecting its events.
-async fn run(plan: &EncodePlan) -> (ChildEnd, Vec<Event>) {
+pub(crate) async fn run(plan: &EncodePlan) -> (ChildEnd, Vec<Event>) {
     let mut child = Transcoder::spawn(Path::new(binary()), plan).await.unwrap();
     let mut events = Vec::new();
     while let Some(e) = child.events.recv().await {
