@@ -67,23 +67,43 @@ pub fn boundaries(keyframes: &[i64], every: i64) -> Vec<i64> {
 
 /// Spans each session should get at least, so that the last round (sessions finishing
 /// their final span while others have none left) is short against the whole.
-pub const SPANS_PER_SESSION: f64 = 3.0;
+pub const SPANS_PER_SESSION: u32 = 3;
 /// Spans are never planned shorter than this: each starts an encoder session and decodes
-/// from the keyframe before it (2 s spans cost 1.4 % in size in the encode benchmark).
+/// from the keyframe before it (2 s spans cost 1.5 % in size in the encode benchmark).
 pub const MIN_SPAN_SECONDS: f64 = 2.0;
 
-/// How long to make spans: `SEGMENT_SECONDS`, or shorter when a video of `duration`
-/// seconds would give its `sessions` too few spans to share. With 3 spans of 20 s for 2
-/// sessions, one session encodes the third alone while the other waits: the encode
-/// benchmark's 60 s clip took 210 s so and 178 s with 10 s spans, 6 for 2.
-pub fn span_seconds(segment_seconds: f64, duration: Option<f64>, sessions: u32) -> f64 {
-    match duration.filter(|d| *d > 0.0 && sessions > 1) {
-        Some(d) => {
-            let shared = d / (f64::from(sessions) * SPANS_PER_SESSION);
-            segment_seconds.min(shared.max(MIN_SPAN_SECONDS))
+/// How many spans a video of `duration` seconds needs for its `sessions` when cutting every
+/// `SEGMENT_SECONDS` would give fewer than three each; None: the setting gives enough. With
+/// 3 spans of 20 s for 2 sessions, one session encodes the third alone while the other
+/// waits (the encode benchmark's 60 s clip: 93.5 s so, 84.6 s with 6 spans).
+pub fn spans_wanted(segment_seconds: f64, duration: Option<f64>, sessions: u32) -> Option<u32> {
+    let d = duration.filter(|d| *d > 0.0 && sessions > 1)?;
+    // Whole spans the setting gives, and the most the floor allows.
+    let by_setting = (d / segment_seconds).floor() as u32;
+    let most = (d / MIN_SPAN_SECONDS).floor() as u32;
+    let spans = sessions.saturating_mul(SPANS_PER_SESSION).min(most);
+    (spans > by_setting.max(1)).then_some(spans)
+}
+
+/// Cut points for `spans` spans of about equal length between `start` and `end`: for each
+/// ideal cut, the keyframe nearest to it (so 60 s with a keyframe every 2 s makes six spans
+/// of 10 s, where "the first keyframe at least 10.004 s on" would make five of 12 s).
+/// Fewer where keyframes are too sparse.
+pub fn balanced_boundaries(keyframes: &[i64], start: i64, end: i64, spans: u32) -> Vec<i64> {
+    let mut sorted: Vec<i64> = keyframes.iter().copied().filter(|&k| k > start && k < end).collect();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mut cuts: Vec<i64> = Vec::new();
+    let length = (end - start) as f64;
+    for k in 1..spans {
+        let ideal = start as f64 + length * f64::from(k) / f64::from(spans);
+        let nearest =
+            sorted.iter().copied().min_by(|a, b| (*a as f64 - ideal).abs().total_cmp(&(*b as f64 - ideal).abs()));
+        if let Some(cut) = nearest.filter(|c| cuts.last().is_none_or(|last| c > last)) {
+            cuts.push(cut);
         }
-        None => segment_seconds,
     }
+    cuts
 }
 
 /// The spans the cut points make: the whole video when there is none.
@@ -365,17 +385,31 @@ mod tests {
     }
 
     #[test]
-    fn short_videos_are_cut_finer_so_every_session_gets_spans_and_long_ones_keep_the_setting() {
-        // 60 s for 2 sessions at 20 s: 10 s spans (6 of them, 3 each).
-        assert_eq!(span_seconds(20.0, Some(60.0), 2), 10.0);
+    fn short_videos_are_cut_into_equal_spans_so_every_session_gets_three_and_long_ones_keep_the_setting() {
+        // 60 s for 2 sessions at 20 s: 6 spans, 3 each.
+        assert_eq!(spans_wanted(20.0, Some(60.02), 2), Some(6));
         // A film keeps the setting; so does one session, or an unknown length.
-        assert_eq!(span_seconds(20.0, Some(5400.0), 2), 20.0);
-        assert_eq!(span_seconds(20.0, Some(60.0), 1), 20.0);
-        assert_eq!(span_seconds(20.0, None, 4), 20.0);
-        assert_eq!(span_seconds(20.0, Some(0.0), 4), 20.0);
-        // Never shorter than the floor, never longer than the setting.
-        assert_eq!(span_seconds(20.0, Some(8.0), 2), MIN_SPAN_SECONDS);
-        assert_eq!(span_seconds(1.0, Some(8.0), 2), 1.0);
-        assert_eq!(span_seconds(20.0, Some(120.0), 4), 10.0);
+        assert_eq!(spans_wanted(20.0, Some(5400.0), 2), None);
+        assert_eq!(spans_wanted(20.0, Some(60.0), 1), None);
+        assert_eq!(spans_wanted(20.0, None, 4), None);
+        assert_eq!(spans_wanted(20.0, Some(0.0), 4), None);
+        // Exactly enough at the setting: the setting.
+        assert_eq!(spans_wanted(10.0, Some(60.0), 2), None);
+        // Never shorter than 2 s: 8 s gives 4 spans, 3 s one (so none are planned); and
+        // never fewer than the setting gives (8.04 s at 2 s: its own 4 spans).
+        assert_eq!(spans_wanted(20.0, Some(8.0), 2), Some(4));
+        assert_eq!(spans_wanted(20.0, Some(3.0), 2), None);
+        assert_eq!(spans_wanted(2.0, Some(8.04), 2), None);
+        assert_eq!(spans_wanted(20.0, Some(120.0), 4), Some(12));
+
+        // Keyframes every 2 s (50 ticks at 25 fps), 60 s and a frame: cuts at 10 s steps.
+        let keys: Vec<i64> = (0..31).map(|i| i * 50).collect();
+        assert_eq!(balanced_boundaries(&keys, 0, 1501, 6), vec![250, 500, 750, 1000, 1250]);
+        // The cut the old rule made: five spans of 12 s.
+        assert_eq!(boundaries(&keys, 251), vec![300, 600, 900, 1200, 1500]);
+        // Sparse keyframes: fewer cuts, never a repeated or out-of-range one.
+        assert_eq!(balanced_boundaries(&[0, 700, 1400], 0, 1501, 6), vec![700, 1400]);
+        assert_eq!(balanced_boundaries(&[0], 0, 1501, 6), Vec::<i64>::new());
+        assert_eq!(balanced_boundaries(&keys, 0, 1501, 1), Vec::<i64>::new());
     }
 }

@@ -51,14 +51,15 @@ pub enum RpuMode {
 
 impl Carry {
     /// What a plan keeping `kept` of a source described by `info` carries: HDR10+ wherever
-    /// the output is PQ in HEVC, RPUs where the plan keeps Dolby Vision. None: nothing.
+    /// the output is PQ in HEVC (whether or not the probe saw it on the first frame: a
+    /// source whose metadata starts later keeps it too, and one without has nothing to
+    /// copy), RPUs where the plan keeps Dolby Vision. None: nothing.
     pub fn of(kept: HdrKind, info: &MediaInfo, target_codec: &str) -> Option<Carry> {
         if !carried(target_codec) {
             return None;
         }
-        let pq = kept.has_hdr10_base();
         let carry =
-            Carry { hdr10plus: pq && info.hdr.hdr10_plus, rpu: (kept == HdrKind::DolbyVision).then(|| rpu_mode(info)) };
+            Carry { hdr10plus: kept.has_hdr10_base(), rpu: (kept == HdrKind::DolbyVision).then(|| rpu_mode(info)) };
         (carry != Carry::default()).then_some(carry)
     }
 }
@@ -499,15 +500,17 @@ mod tests {
         let plus = Carry { hdr10plus: true, rpu: None };
         assert_eq!(Carry::of(HdrKind::Hdr10Plus, &info(true, None), "hevc"), Some(plus));
         assert_eq!(Carry::of(HdrKind::Hdr10, &info(true, None), "av1"), None);
-        assert_eq!(Carry::of(HdrKind::Hdr10, &info(false, None), "hevc"), None);
-        // Dolby Vision kept: its RPUs (a profile 7 one rewritten), and HDR10+ where the
-        // source has both; converted to HDR10: HDR10+ only.
-        let copy = Carry { hdr10plus: false, rpu: Some(RpuMode::Copy) };
+        // HDR10 (the probe saw no HDR10+ on the first frame): what comes later is kept.
+        assert_eq!(Carry::of(HdrKind::Hdr10, &info(false, None), "hevc"), Some(plus));
+        assert_eq!(Carry::of(HdrKind::Sdr, &info(false, None), "hevc"), None);
+        // Dolby Vision kept: its RPUs (a profile 7 one rewritten), and any HDR10+ beside
+        // them; converted to HDR10: HDR10+ only.
+        let copy = Carry { hdr10plus: true, rpu: Some(RpuMode::Copy) };
         assert_eq!(Carry::of(HdrKind::DolbyVision, &info(false, Some(8)), "hevc"), Some(copy));
         let seven = Carry { hdr10plus: true, rpu: Some(RpuMode::ToProfile81) };
         assert_eq!(Carry::of(HdrKind::DolbyVision, &info(true, Some(7)), "hevc"), Some(seven));
         assert_eq!(Carry::of(HdrKind::Hdr10, &info(true, Some(8)), "hevc"), Some(plus));
-        assert_eq!(Carry::of(HdrKind::Hdr10, &info(false, Some(8)), "hevc"), None);
+        assert_eq!(Carry::of(HdrKind::Hdr10, &info(false, Some(8)), "hevc"), Some(plus));
         assert_eq!(Carry::of(HdrKind::Hlg, &info(true, Some(8)), "hevc"), None);
     }
 }

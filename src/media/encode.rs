@@ -862,10 +862,11 @@ fn plan_boundaries(plan: &EncodePlan, info: &MediaInfo) -> Result<Vec<i64>, Medi
         let start = Some(stream.start_time).filter(|t| *t != ffi::AV_NOPTS_VALUE).unwrap_or(0);
         (stream.time_base, stream.as_ptr().cast_mut(), start)
     };
+    let every = (plan.segment_seconds * f64::from(tb.den) / f64::from(tb.num.max(1))).round() as i64;
     // Helpers on other nodes count as a second session: spans are shared either way.
     let sessions = plan.sessions.sessions.max(if plan.shared_spans { 2 } else { 1 });
-    let seconds = segments::span_seconds(plan.segment_seconds, info.duration_seconds, sessions);
-    let every = (seconds * f64::from(tb.den) / f64::from(tb.num.max(1))).round() as i64;
+    let duration = info.video().and_then(|v| v.duration_seconds).or(info.duration_seconds);
+    let wanted = segments::spans_wanted(plan.segment_seconds, duration, sessions);
     // SAFETY: reads the index of a stream of an input we hold open (the stream lives as
     // long as the input); FFmpeg returns null for an entry out of range.
     let keyframes = |raw: *mut ffi::AVStream| -> Vec<i64> {
@@ -888,7 +889,14 @@ fn plan_boundaries(plan: &EncodePlan, info: &MediaInfo) -> Result<Vec<i64>, Medi
     if ret < 0 {
         tracing::debug!(code = ret, "seek failed; the index is what the header gave");
     }
-    Ok(segments::boundaries(&keyframes(raw), every))
+    let keyframes = keyframes(raw);
+    Ok(match wanted {
+        Some(spans) => {
+            let length = duration.unwrap_or(0.0) * f64::from(tb.den) / f64::from(tb.num.max(1));
+            segments::balanced_boundaries(&keyframes, start, start.saturating_add(length.round() as i64), spans)
+        }
+        None => segments::boundaries(&keyframes, every),
+    })
 }
 
 /// What a session tells the run's main thread, which alone writes the manifest and reports.

@@ -403,7 +403,7 @@ async fn two_sessions_encode_spans_at_once_and_the_joined_file_matches_one_sessi
 #[actix_web::test]
 async fn a_video_shorter_than_its_sessions_need_is_cut_finer_than_the_segment_setting() {
     // 8 s at the default 20 s spans would be one span, encoded by one session while the
-    // other waits: it is cut at 2 s (3 spans a session at most, never under 2 s) instead.
+    // other waits: it is cut into 4 equal spans instead (3 a session wanted, none under 2 s).
     let dir = tempfile::tempdir().unwrap();
     let (src, mut plan) = parallel_plan(dir.path());
     plan.segment_seconds = 20.0;
