@@ -129,6 +129,28 @@ async fn hdr10plus_survives_a_pause_and_the_resume() {
 }
 
 #[actix_web::test]
+async fn hdr10plus_is_carried_by_a_helper_encoding_a_span_beside_the_run() {
+    // 8 s in 4 spans of 2 s; a helper process (as another node's idle slot runs one) takes
+    // the last span while the run encodes the others.
+    let dir = tempfile::tempdir().unwrap();
+    let src = clips::hdr10plus(dir.path(), "helped.mkv", 8, 0);
+    let want = assert_source(&src, 200);
+    let mut plan = plan_for(&src);
+    plan.sessions = Sessions { sessions: 2, threads: 1 };
+    plan.throttle_ms_per_frame = 25;
+    let (mut owner, mut owner_events) = crate::media::start_run(&plan).await;
+    let mut helper =
+        Transcoder::spawn_helper(Path::new(binary()), &crate::media::helper_request(&plan, 3)).await.unwrap();
+    let mut helper_events = Vec::new();
+    assert_eq!(crate::media::drain(&mut helper, &mut helper_events).await, ChildEnd::Completed, "{helper_events:?}");
+    assert!(helper_events.contains(&Event::SpanStarted { span: 3 }), "{helper_events:?}");
+    assert_eq!(crate::media::drain(&mut owner, &mut owner_events).await, ChildEnd::Completed, "{owner_events:?}");
+    assert!(!owner_events.contains(&Event::SpanStarted { span: 3 }), "the run encoded the helper's span too");
+    verify(&plan.output_path(), &src, &probe(&src).unwrap(), "hevc").unwrap();
+    assert_eq!(dynamic_metadata(&plan.output_path()), want);
+}
+
+#[actix_web::test]
 async fn verification_refuses_an_hevc_output_that_lost_or_moved_the_metadata() {
     let dir = tempfile::tempdir().unwrap();
     let src = clips::hdr10plus(dir.path(), "src.mkv", 2, 0);

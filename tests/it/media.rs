@@ -794,7 +794,7 @@ fn helped_plan(dir: &Path) -> (PathBuf, EncodePlan) {
 }
 
 /// Starts the run and waits until it has planned its spans (and published its plan).
-async fn start_run(plan: &EncodePlan) -> (Transcoder, Vec<Event>) {
+pub(crate) async fn start_run(plan: &EncodePlan) -> (Transcoder, Vec<Event>) {
     let mut owner = Transcoder::spawn(Path::new(binary()), plan).await.unwrap();
     let mut events = Vec::new();
     while let Some(e) = owner.events.recv().await {
@@ -807,11 +807,11 @@ async fn start_run(plan: &EncodePlan) -> (Transcoder, Vec<Event>) {
     panic!("the run never planned its spans: {events:?}");
 }
 
-fn helper_request(plan: &EncodePlan, span: u32) -> condense::media::assist::AssistRequest {
+pub(crate) fn helper_request(plan: &EncodePlan, span: u32) -> condense::media::assist::AssistRequest {
     condense::media::assist::AssistRequest { partial_dir: plan.partial_dir.clone(), span, threads: 1 }
 }
 
-async fn drain(child: &mut Transcoder, events: &mut Vec<Event>) -> ChildEnd {
+pub(crate) async fn drain(child: &mut Transcoder, events: &mut Vec<Event>) -> ChildEnd {
     while let Some(e) = child.events.recv().await {
         events.push(e);
     }
