@@ -69,7 +69,7 @@ pub fn boundaries(keyframes: &[i64], every: i64) -> Vec<i64> {
 /// their final span while others have none left) is short against the whole.
 pub const SPANS_PER_SESSION: u32 = 3;
 /// Spans are never planned shorter than this: each starts an encoder session and decodes
-/// from the keyframe before it (2 s spans cost 1.5 % in size in the encode benchmark).
+/// from the keyframe before it (2 s spans cost 1 to 1.5 % in size in the encode benchmark).
 pub const MIN_SPAN_SECONDS: f64 = 2.0;
 
 /// How many spans a video of `duration` seconds needs for its `sessions` when cutting every

@@ -89,10 +89,14 @@ impl FrameMetadata {
 /// What one source access unit carries, as `carry` asks. An RPU that cannot be converted
 /// is left out (verification then refuses the output; the original stays).
 pub fn read(packet: &[u8], format: NalFormat, carry: Carry) -> FrameMetadata {
+    if carry == Carry::default() {
+        return FrameMetadata::default();
+    }
+    let nals = nal_units(packet, format);
     FrameMetadata {
-        hdr10plus: if carry.hdr10plus { payload(packet, format) } else { None },
+        hdr10plus: if carry.hdr10plus { hdr10plus_of(&nals) } else { None },
         rpu: carry.rpu.and_then(|mode| {
-            let nal = rpu(packet, format)?;
+            let nal = rpu_of(&nals)?;
             match mode {
                 RpuMode::Copy => Some(nal.to_vec()),
                 RpuMode::ToProfile81 => to_profile81(nal),
@@ -136,9 +140,9 @@ pub fn write(packet: &[u8], meta: &FrameMetadata) -> Option<Vec<u8>> {
     Some(out)
 }
 
-/// The RPU NAL unit of one access unit, if it has one.
-pub fn rpu(packet: &[u8], format: NalFormat) -> Option<&[u8]> {
-    nal_units(packet, format).into_iter().find(|nal| nal_type(nal) == Some(NAL_RPU))
+/// The RPU NAL unit among an access unit's NAL units, if it has one.
+fn rpu_of<'a>(nals: &[&'a [u8]]) -> Option<&'a [u8]> {
+    nals.iter().copied().find(|nal| nal_type(nal) == Some(NAL_RPU))
 }
 
 /// How a stream's packets frame their NAL units.
@@ -271,9 +275,10 @@ fn sei_messages(rbsp: &[u8]) -> Vec<(u32, &[u8])> {
     out
 }
 
-/// The HDR10+ T.35 payload of one access unit (from its country code on), if it has one.
-pub fn payload(packet: &[u8], format: NalFormat) -> Option<Vec<u8>> {
-    nal_units(packet, format).into_iter().filter(|nal| nal_type(nal) == Some(NAL_PREFIX_SEI)).find_map(|nal| {
+/// The HDR10+ T.35 payload (from its country code on) among an access unit's NAL units, if
+/// it has one.
+fn hdr10plus_of(nals: &[&[u8]]) -> Option<Vec<u8>> {
+    nals.iter().filter(|nal| nal_type(nal) == Some(NAL_PREFIX_SEI)).find_map(|nal| {
         let rbsp = unescape(nal.get(2..)?);
         sei_messages(&rbsp)
             .into_iter()
@@ -319,6 +324,10 @@ fn with_payload(packet: &[u8], payload: &[u8]) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn payload(packet: &[u8], format: NalFormat) -> Option<Vec<u8>> {
+        hdr10plus_of(&nal_units(packet, format))
+    }
 
     /// An HDR10+ payload with a run of zeros (as a real one has in its unused fields), so
     /// emulation prevention is exercised.

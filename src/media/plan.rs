@@ -205,7 +205,7 @@ impl EncodePlan {
     pub fn keep_dolby_vision(&mut self, info: &MediaInfo) -> bool {
         let hdr10_base =
             info.hdr.dolby_vision.is_some_and(|d| d.profile == 7 || (d.profile == 8 && d.bl_compatibility_id == 1));
-        let keep = hdr10_base && info.hdr.kind == HdrKind::DolbyVision && dynamic::carried(&self.target_codec);
+        let keep = hdr10_base && dynamic::carried(&self.target_codec);
         if keep {
             self.hdr = HdrKind::DolbyVision;
         }

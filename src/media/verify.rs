@@ -50,8 +50,9 @@ pub fn verify(
     // which the decoder does not turn into frames either. So the counts must be equal, not
     // close: a tolerance would let a short read near the end pass.
     // The source's RPUs as an output keeping its Dolby Vision holds them (profile 7 ones
-    // rewritten as 8.1).
-    let want = tally(source, source_info.hdr.dolby_vision.map(|_| dynamic::rpu_mode(source_info)))?;
+    // rewritten as 8.1); read only where the output says it keeps it.
+    let source_rpu = info.hdr.dolby_vision.and(source_info.hdr.dolby_vision).map(|_| dynamic::rpu_mode(source_info));
+    let want = tally(source, source_rpu)?;
     let got = tally(output, Some(RpuMode::Copy)).map_err(|e| fail(e.message))?;
     let main = source_info.video().map(|v| v.index);
     for (i, (w, g)) in want.iter().zip(got.iter()).enumerate() {

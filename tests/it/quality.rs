@@ -413,22 +413,9 @@ async fn a_forecast_covers_every_file_of_a_library_past_one_page_of_jobs() {
     let id = library["id"].as_i64().unwrap();
     // More jobs than one page of the job list holds (500).
     for n in 0..501 {
-        condense::repo::jobs::insert(
-            server.db(),
-            condense::repo::jobs::NewJob {
-                library_id: Some(i32::try_from(id).unwrap()),
-                file_path: dir.path().join(format!("f{n:03}.mkv")).display().to_string(),
-                file_name: format!("f{n:03}.mkv"),
-                status: condense::domain::job::JobStatus::Queued,
-                target_codec: "hevc".into(),
-                source_size: 1000,
-                source_mtime_ns: None,
-                source_inode: None,
-                forced: false,
-            },
-        )
-        .await
-        .unwrap();
+        let path = dir.path().join(format!("f{n:03}.mkv")).display().to_string();
+        let job = crate::repo::new_job(i32::try_from(id).unwrap(), &path, condense::domain::job::JobStatus::Queued);
+        condense::repo::jobs::insert(server.db(), job).await.unwrap();
     }
     let (status, started) = server.post(&format!("/libraries/{id}/forecast"), Some(&token), &json!({})).await;
     assert_eq!((status, &started["filesTotal"]), (202, &json!(501)), "{started}");

@@ -55,7 +55,7 @@ fn step(from: JobStatus, event: JobEvent, change: JobChange, kind: &str) -> Stat
     StatusChange { outcome: outcome(from, event), change, failure_detail: None, event: NewEvent::new(kind) }
 }
 
-fn new_job(library_id: i32, path: &str, status: JobStatus) -> NewJob {
+pub(crate) fn new_job(library_id: i32, path: &str, status: JobStatus) -> NewJob {
     NewJob {
         library_id: Some(library_id),
         file_path: path.to_string(),
