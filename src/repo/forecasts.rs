@@ -14,12 +14,14 @@ pub async fn start<C: ConnectionTrait + TransactionTrait>(
     files_total: u32,
 ) -> RepoResult<Model> {
     let txn = db.begin().await?;
-    if let Some(current) = Entity::find_by_id(library_id).one(&txn).await? {
-        if current.status == ForecastStatus::Running.as_str() {
-            return Err(RepoError::Conflict(format!("a forecast of library {library_id} is running")));
-        }
-        Entity::delete_by_id(library_id).exec(&txn).await?;
-    }
+    // Written first, no read: SQLite refuses a transaction that read before it wrote once
+    // another writer committed (see docs/ARCHITECTURE.md, "Layers"). An ended forecast goes;
+    // a running one stays, and the insert then meets its key.
+    Entity::delete_many()
+        .filter(Column::LibraryId.eq(library_id))
+        .filter(Column::Status.ne(ForecastStatus::Running.as_str()))
+        .exec(&txn)
+        .await?;
     let model = ActiveModel {
         library_id: Set(library_id),
         status: Set(ForecastStatus::Running.to_string()),
@@ -30,7 +32,8 @@ pub async fn start<C: ConnectionTrait + TransactionTrait>(
         finished_at: Set(None),
     }
     .insert(&txn)
-    .await?;
+    .await
+    .map_err(|e| RepoError::unique(e, || format!("a forecast of library {library_id} is running")))?;
     txn.commit().await?;
     Ok(model)
 }

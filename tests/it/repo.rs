@@ -461,6 +461,27 @@ both_backends!(completions_at_the_same_moment_are_all_recorded, |db: DatabaseCon
     assert!(failed.is_empty(), "{} of 16 completions failed: {failed:?}", failed.len());
 });
 
+// Forecasts of many libraries started at the same moment, each replacing an ended one, all
+// start (a start read its row before writing inside one transaction: on SQLite a write
+// committed in between refuses it at once, "database is locked", a 500 to the user); one
+// of a library whose forecast runs is a conflict.
+both_backends!(forecasts_started_at_the_same_moment_all_start, |db: DatabaseConnection| async move {
+    use condense::domain::forecast::ForecastStatus;
+    let mut ids = Vec::new();
+    for n in 0..16 {
+        let lib = repo::libraries::create(&db, library(&format!("lib{n}"))).await.unwrap();
+        repo::forecasts::start(&db, lib.id, 1).await.unwrap();
+        repo::forecasts::finish(&db, lib.id, ForecastStatus::Done).await.unwrap();
+        ids.push(lib.id);
+    }
+    let results = futures_util::future::join_all(ids.iter().map(|&id| repo::forecasts::start(&db, id, 2))).await;
+    let failed: Vec<String> = results.iter().filter_map(|r| r.as_ref().err().map(ToString::to_string)).collect();
+    assert!(failed.is_empty(), "{} of 16 starts failed: {failed:?}", failed.len());
+    let again = repo::forecasts::start(&db, ids[0], 2).await;
+    assert!(matches!(again, Err(repo::RepoError::Conflict(_))), "{again:?}");
+    assert_eq!(repo::forecasts::get(&db, ids[0]).await.unwrap().unwrap().files_total, 2);
+});
+
 /// Jobs per status counted from the rows themselves.
 async fn counted(db: &DatabaseConnection) -> std::collections::HashMap<JobStatus, u64> {
     use sea_orm::{ConnectionTrait, Statement};
