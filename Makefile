@@ -14,7 +14,7 @@ bootstrap-test:
 ## The dashboard first: the release binary embeds frontend/dist and serves it from anywhere.
 build: bootstrap
 	@if [ -f frontend/package.json ]; then (cd frontend && npm run --silent build); fi
-	$(CARGO) build --release --bin condense
+	$(CARGO) build --release --bin condense --bin condense-media
 
 ## Start the main node on the embedded SQLite database (./data), API on :3100, web UI on :4210.
 run: build
@@ -39,7 +39,7 @@ test: bootstrap-test lint
 e2e: bootstrap-test e2e-run
 
 e2e-run:
-	$(CARGO) build --bin condense
+	$(CARGO) build --bin condense --bin condense-media
 	cd frontend && npm run --silent e2e
 
 lint:

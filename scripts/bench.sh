@@ -18,14 +18,14 @@ if ! compgen -G "$tools/imageio-ffmpeg/imageio_ffmpeg/binaries/ffmpeg-linux-*" >
   PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check --no-deps \
     --target "$tools/imageio-ffmpeg" imageio-ffmpeg==0.8.1
 fi
-cargo build --release --quiet --bin condense
+cargo build --release --quiet --bin condense --bin condense-media
 cargo build --release --quiet -p condense-bench
 target=${CARGO_TARGET_DIR:-target}
-# A private copy of the binary: a build elsewhere that replaces target/release/condense
+# A private copy of the binaries: a build elsewhere that replaces target/release/condense
 # during the run must not change what is measured (or break the transcoder children,
 # which the service starts from its own executable).
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-cp "$target/release/condense" "$work/condense"
+cp "$target/release/condense" "$target/release/condense-media" "$work/"
 CONDENSE_BIN="$work/condense" cargo run --release --quiet -p condense-bench -- "$@"
 echo "make bench took $(( $(date +%s) - started )) s"

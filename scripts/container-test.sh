@@ -182,9 +182,10 @@ build "$POSTGRES_IMAGE" docker/test/postgres --build-arg BASE_IMAGE="$BASE_IMAGE
 build "$NGINX_IMAGE" docker/test/nginx --build-arg BASE_IMAGE="$BASE_IMAGE"
 ok "local images from Debian's packages: $POSTGRES_IMAGE, $NGINX_IMAGE ($(podman run --rm "$NGINX_IMAGE" nginx -v 2>&1 | sed 's/.*version: //'))"
 
-[ -x "$BINARY" ] || die "$BINARY is missing: run \`make build\` first (\`make container-test\` does)"
+[ -x "$BINARY" ] && [ -x "$BINARY-media" ] || die "$BINARY or $BINARY-media is missing: run \`make build\` first (\`make container-test\` does)"
 mkdir "$WORK/context"
 install -m 0755 "$BINARY" "$WORK/context/condense"
+install -m 0755 "$BINARY-media" "$WORK/context/condense-media"
 build "$IMAGE" "$WORK/context" -f docker/Dockerfile --target prebuilt --build-arg RUNTIME_IMAGE="$BASE_IMAGE"
 ok "podman build --target prebuilt: $IMAGE from $BINARY ($(podman image inspect --format '{{.Size}}' "$IMAGE" | numfmt --to=iec); the ldd guard passed)"
 

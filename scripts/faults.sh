@@ -12,7 +12,7 @@ export CONDENSE_FAULT_RUNS=${CONDENSE_FAULT_RUNS:-30}
 export CONDENSE_SOAK_JOBS=${CONDENSE_SOAK_JOBS:-200}
 
 "$CARGO" nextest run --test it --no-run >/dev/null
-built=$("$CARGO" build --bin condense --message-format=json 2>/dev/null |
+built=$("$CARGO" build --bin condense --bin condense-media --message-format=json 2>/dev/null |
 	sed -n 's/.*"executable":"\([^"]*\/condense\)".*/\1/p' | tail -n1)
 if [ -z "$built" ]; then
 	echo "faults.sh: cannot find the condense binary" >&2
@@ -20,7 +20,8 @@ if [ -z "$built" ]; then
 fi
 snapshot=$(mktemp -d)
 trap 'rm -rf "$snapshot"' EXIT
-cp "$built" "$snapshot/condense"
+# condense-media is the media children's program, beside condense.
+cp "$built" "$(dirname "$built")/condense-media" "$snapshot/"
 export CONDENSE_TEST_BINARY="$snapshot/condense"
 
 log="${FAULTS_LOG:-$snapshot/faults.log}"

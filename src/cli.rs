@@ -44,6 +44,23 @@ pub async fn user(common: &CommonArgs, command: UserCommand) -> Result<(), Serve
     Ok(())
 }
 
+/// Runs `condense-media` (beside this binary) in this process's place, with the same
+/// arguments: what needs FFmpeg is done there.
+pub fn hand_to_media_binary() -> std::process::ExitCode {
+    use std::os::unix::process::CommandExt;
+    let binary = match crate::media::worker::binary() {
+        Ok(binary) => binary,
+        Err(e) => {
+            eprintln!("condense: this executable's path is unknown: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let e = std::process::Command::new(&binary).args(std::env::args_os().skip(1)).exec();
+    eprintln!("condense: cannot run {} (it is installed beside condense): {e}", binary.display());
+    std::process::ExitCode::FAILURE
+}
+
+/// `condense version` (run by `condense-media`): this release and the FFmpeg it links.
 pub fn version() {
     println!("condense {}", env!("CARGO_PKG_VERSION"));
     println!("FFmpeg {}", crate::media::ffmpeg_release());

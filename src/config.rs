@@ -54,7 +54,7 @@ pub enum Command {
         #[command(subcommand)]
         command: UserCommand,
     },
-    /// Print the FFmpeg libraries this binary is linked against.
+    /// Print condense's version and the FFmpeg libraries condense-media is linked against.
     Version,
     /// Print what condense sees in a media file, as JSON.
     Probe { file: std::path::PathBuf },

@@ -7,12 +7,14 @@ use condense::{cli, serve, telemetry};
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match &cli.command {
-        Command::Transcode => return condense::media::child::child_main(),
-        Command::Assist => return condense::media::child::assist_main(),
-        Command::Media => return condense::media::worker::child_main(),
-        Command::Probe { file } => return cli::probe(file),
-        Command::Vmaf { reference, distorted } => return cli::vmaf(reference, distorted),
-        Command::CrfSearch { .. } => return cli::crf_search(&cli.command),
+        // This binary does not link FFmpeg: its media work is `condense-media`'s.
+        Command::Transcode
+        | Command::Assist
+        | Command::Media
+        | Command::Probe { .. }
+        | Command::Vmaf { .. }
+        | Command::CrfSearch { .. }
+        | Command::Version => return cli::hand_to_media_binary(),
         Command::Openapi => return cli::openapi(),
         _ => {}
     }
@@ -30,10 +32,6 @@ fn main() -> ExitCode {
             let _log = telemetry::init("warn", None);
             actix_web::rt::System::new().block_on(cli::user(&common, command))
         }
-        Command::Version => {
-            cli::version();
-            Ok(())
-        }
         Command::License { command } => cli::license(command),
         Command::Transcode
         | Command::Assist
@@ -41,6 +39,7 @@ fn main() -> ExitCode {
         | Command::Probe { .. }
         | Command::Vmaf { .. }
         | Command::CrfSearch { .. }
+        | Command::Version
         | Command::Openapi => Ok(()),
     };
     match result {

@@ -14,6 +14,7 @@ use crate::domain::node::NodeRole;
 use crate::http::app::{create_app, create_ui_app, ApiConfig, AppState};
 use crate::http::ui::Dashboard;
 use crate::license;
+use crate::media::worker;
 use crate::repo::{self, RepoError};
 use crate::security::{self, SecurityError};
 use crate::{host, telemetry};
@@ -127,12 +128,14 @@ pub async fn run(common: CommonArgs, args: ServeArgs) -> Result<(), ServeError> 
     std::fs::create_dir_all(common.data_dir.join("logs"))
         .map_err(|source| ServeError::DataDir { path: common.data_dir.display().to_string(), source })?;
     let _log_guard = telemetry::init(&common.log_level, Some(&common.data_dir.join("logs")))?;
-    // FFmpeg's own messages (a broken file's parser errors) would go raw to stderr; what
-    // matters of them reaches the jobs as failure reasons. The transcoder child keeps its log.
-    // SAFETY: sets a global level before any other FFmpeg call of this process.
-    unsafe { rsmpeg::ffi::av_log_set_level(rsmpeg::ffi::AV_LOG_FATAL as i32) };
-    tracing::info!(version = env!("CARGO_PKG_VERSION"), ffmpeg = %crate::media::ffmpeg_release(), role = args.role.as_str(), "starting");
-    let host = tokio::task::spawn_blocking(host_facts).await.unwrap_or_default();
+    // This process never loads FFmpeg: every piece of media work runs in `condense-media`,
+    // which is asked once what it can run here.
+    let media = worker::binary().map_err(ServeError::Server)?;
+    let capabilities = worker::capabilities(&media)
+        .await
+        .map_err(|e| ServeError::Runtime(format!("{} cannot run: {}", media.display(), e.message)))?;
+    tracing::info!(version = env!("CARGO_PKG_VERSION"), ffmpeg = %capabilities.ffmpeg, role = args.role.as_str(), "starting");
+    let host = tokio::task::spawn_blocking(|| host_facts(capabilities)).await.unwrap_or_default();
     tracing::info!(encoders = ?host.encoders, "encoders that open on this node");
     match args.role {
         NodeRole::Main => run_main(common, args, host).await,
@@ -140,17 +143,17 @@ pub async fn run(common: CommonArgs, args: ServeArgs) -> Result<(), ServeError> 
     }
 }
 
-/// What this node tells about its machine (opening each encoder takes a moment: called on
-/// a blocking thread).
-fn host_facts() -> HostFacts {
+/// What this node tells about its machine (reading the GPUs takes a moment: called on a
+/// blocking thread).
+fn host_facts(media: worker::Capabilities) -> HostFacts {
     let (_, memory_total) = host::memory();
     HostFacts {
         address: host::hostname(),
         gpu: host::gpu::gpus().first().map(|g| g.name.clone()),
         cores: i32::try_from(host::cores()).unwrap_or(i32::MAX),
         memory_total: i64::try_from(memory_total).unwrap_or(i64::MAX),
-        encoders: crate::media::encoders::available(),
-        decoders: crate::media::device::decoders(),
+        encoders: media.encoders,
+        decoders: media.decoders,
     }
 }
 
@@ -159,7 +162,7 @@ fn node_config(args: &ServeArgs, host: HostFacts, role: RoleConfig) -> Result<No
         name: args.node_name(),
         host,
         max_jobs: usize::from(args.max_jobs),
-        transcoder: std::env::current_exe().map_err(ServeError::Server)?,
+        transcoder: worker::binary().map_err(ServeError::Server)?,
         segment_seconds: args.segment_seconds,
         parallel_segments: args.parallel_segments,
         throttle_ms_per_frame: args.throttle_ms_per_frame,

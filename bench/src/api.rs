@@ -85,6 +85,23 @@ pub async fn fill(url: &str, jobs: usize) -> Res<f64> {
     if queued != jobs as u64 {
         return Err(format!("register_batch queued {queued} jobs of {jobs}"));
     }
+    // Every job with the facts the probe after a scan records (a real clip's probe, about
+    // 2 KB of JSON a row), as a library the service has scanned holds them.
+    let clip_dir = TempDir::new(&std::env::temp_dir(), "api-clip")?;
+    let clip = crate::probe::make_clips(clip_dir.path())?.into_iter().next().ctx("no clip")?;
+    let info = condense::media::probe::probe(&clip).map_err(|e| e.message)?;
+    let facts = entities::job::ActiveModel {
+        source_codec: sea_orm::Set(info.video().map(|v| v.codec.clone())),
+        duration_seconds: sea_orm::Set(info.duration_seconds),
+        hdr: sea_orm::Set(Some(info.hdr.kind.as_str().to_string())),
+        probe: sea_orm::Set(serde_json::to_value(&info).ok()),
+        ..Default::default()
+    };
+    <entities::job::Entity as sea_orm::EntityTrait>::update_many()
+        .set(facts)
+        .exec(&db)
+        .await
+        .ctx("recording the probes")?;
     if db.get_database_backend() == sea_orm::DbBackend::Postgres {
         // The state autovacuum reaches shortly after a bulk insert: visibility map and
         // planner statistics up to date.

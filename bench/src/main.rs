@@ -3,7 +3,7 @@
 //! WebSocket fan-out and the scan's peak memory, runs parts of condense in child processes
 //! of its own), prints a table and writes BENCHMARKS.md.
 //!
-//! `condense-bench [MEASURE...]` runs the named measures (encode, cluster, probe, scan, api, ws,
+//! `condense-bench [MEASURE...]` runs the named measures (encode, cluster, probe, analyse, scan, api, ws,
 //! memory) or, without names, all of them; only a full run writes BENCHMARKS.md (or any run
 //! with BENCH_OUTPUT set). BENCH_QUICK=1 scales every size down for a quick check.
 //! Timings are figures, never assertions: nothing here fails on a timing.
@@ -13,6 +13,7 @@
 // benchmark run, never the service.
 #![allow(clippy::indexing_slicing)]
 
+mod analyse;
 mod api;
 mod cluster;
 mod encode;
@@ -43,6 +44,8 @@ pub struct Config {
     pub clip_seconds: u32,
     pub encode_rounds: usize,
     pub probe_files: usize,
+    /// Files of the end-to-end analysis (BENCH_ANALYSE_FILES, else 2,000).
+    pub analyse_files: usize,
     pub scan_files: usize,
     pub api_jobs: usize,
     pub api_connections: usize,
@@ -78,6 +81,11 @@ impl Config {
                 .filter(|r| *r > 0)
                 .unwrap_or(if quick { 1 } else { 2 }),
             probe_files: if quick { 100 } else { 1_000 },
+            analyse_files: std::env::var("BENCH_ANALYSE_FILES")
+                .ok()
+                .and_then(|n| n.parse().ok())
+                .filter(|n| *n > 0)
+                .unwrap_or(if quick { 200 } else { 2_000 }),
             scan_files: if quick { 5_000 } else { 100_000 },
             api_jobs: if quick { 5_000 } else { 100_000 },
             api_connections: 64,
@@ -89,7 +97,7 @@ impl Config {
     }
 }
 
-pub const MEASURES: &[&str] = &["encode", "cluster", "quality", "probe", "scan", "api", "ws", "memory"];
+pub const MEASURES: &[&str] = &["encode", "cluster", "quality", "probe", "analyse", "scan", "api", "ws", "memory"];
 
 /// The command that gives the figures of one measure.
 pub fn command(measure: &str) -> String {
@@ -145,6 +153,11 @@ async fn run_all(cfg: &Config, wanted: &[String]) -> Report {
             report.failed("probing", &e);
         }
     }
+    if runs("analyse") {
+        if let Err(e) = analyse::run(cfg, &mut report).await {
+            report.failed("analysis at scan speed", &e);
+        }
+    }
     if runs("scan") {
         if let Err(e) = scan::run(cfg, &mut report).await {
             report.failed("library scan", &e);
@@ -188,7 +201,7 @@ fn main_run(args: &[String]) -> Res<bool> {
     }
     if !cfg.bin.is_file() {
         return Err(format!(
-            "{} not found: build it first (cargo build --release --bin condense) or set CONDENSE_BIN",
+            "{} not found: build it first (cargo build --release --bin condense --bin condense-media) or set CONDENSE_BIN",
             cfg.bin.display()
         ));
     }

@@ -145,10 +145,10 @@ function serverEnv(dataDir: string, dist: string): NodeJS.ProcessEnv {
 }
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
-  // target/debug/condense, as `cargo build --bin condense` leaves it (in CARGO_TARGET_DIR when set).
+  // target/debug/condense, as `cargo build --bin condense --bin condense-media` leaves it (in CARGO_TARGET_DIR when set).
   const binary = resolve(REPO, process.env.CONDENSE_BIN ?? join(process.env.CARGO_TARGET_DIR ?? 'target', 'debug', 'condense'));
   if (!existsSync(binary)) {
-    throw new Error(`no condense binary at ${binary}: run \`cargo build --bin condense\` first (or set CONDENSE_BIN)`);
+    throw new Error(`no condense binary at ${binary}: run \`cargo build --bin condense --bin condense-media\` first (or set CONDENSE_BIN)`);
   }
   // Screenshots of an earlier run would pass for this one's.
   rmSync(ARTIFACTS, { recursive: true, force: true });

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 use notify::{EventKind, RecursiveMode, Watcher};
 
+use super::analyst::Analyst;
 use super::node::Wake;
 use crate::domain::job::JobStatus;
 use crate::media::layout::{is_service_file, source_of_partial};
@@ -287,6 +288,8 @@ pub struct LibrarySupervisor {
     library_id: i32,
     db: DatabaseConnection,
     scheduler: Recipient<Wake>,
+    /// Probes what the scans took in (`actors::analyst`).
+    analyst: Analyst,
     settle: Duration,
     watcher: Option<notify::RecommendedWatcher>,
     /// The watched folders: what the watcher reports is judged below them.
@@ -296,11 +299,18 @@ pub struct LibrarySupervisor {
 }
 
 impl LibrarySupervisor {
-    pub fn new(library_id: i32, db: DatabaseConnection, scheduler: Recipient<Wake>, settle: Duration) -> Self {
+    pub fn new(
+        library_id: i32,
+        db: DatabaseConnection,
+        scheduler: Recipient<Wake>,
+        analyst: Analyst,
+        settle: Duration,
+    ) -> Self {
         LibrarySupervisor {
             library_id,
             db,
             scheduler,
+            analyst,
             settle,
             watcher: None,
             watched_roots: Vec::new(),
@@ -356,7 +366,8 @@ impl LibrarySupervisor {
         if ready.is_empty() {
             return;
         }
-        let (db, id, scheduler) = (self.db.clone(), self.library_id, self.scheduler.clone());
+        let (db, id, scheduler, analyst) =
+            (self.db.clone(), self.library_id, self.scheduler.clone(), self.analyst.clone());
         ctx.spawn(
             async move {
                 match repo::libraries::get(&db, id).await {
@@ -366,6 +377,7 @@ impl LibrarySupervisor {
                         match take_in(&db, &library, &new, &changed).await {
                             Ok(n) if n > 0 => {
                                 tracing::info!(library_id = id, files = n, "new or changed files queued");
+                                analyst.wake();
                                 scheduler.do_send(Wake);
                             }
                             Ok(_) => {}
@@ -408,6 +420,7 @@ impl Handler<ScanNow> for LibrarySupervisor {
 
     fn handle(&mut self, _: ScanNow, _: &mut Context<Self>) -> Self::Result {
         let (db, id, scheduler, settle) = (self.db.clone(), self.library_id, self.scheduler.clone(), self.settle);
+        let analyst = self.analyst.clone();
         AtomicResponse::new(Box::pin(
             async move {
                 let started = Instant::now();
@@ -419,6 +432,9 @@ impl Handler<ScanNow> for LibrarySupervisor {
                     ms = started.elapsed().as_millis() as u64,
                     "library scanned"
                 );
+                if report.queued > 0 {
+                    analyst.wake();
+                }
                 scheduler.do_send(Wake);
                 Ok((report, deferred))
             }
@@ -461,13 +477,14 @@ impl Handler<FileEvent> for LibrarySupervisor {
 pub struct Libraries {
     db: DatabaseConnection,
     scheduler: Recipient<Wake>,
+    analyst: Analyst,
     settle: Duration,
     running: HashMap<i32, (Addr<LibrarySupervisor>, chrono::DateTime<chrono::Utc>)>,
 }
 
 impl Libraries {
-    pub fn new(db: DatabaseConnection, scheduler: Recipient<Wake>, settle: Duration) -> Self {
-        Libraries { db, scheduler, settle, running: HashMap::new() }
+    pub fn new(db: DatabaseConnection, scheduler: Recipient<Wake>, analyst: Analyst, settle: Duration) -> Self {
+        Libraries { db, scheduler, analyst, settle, running: HashMap::new() }
     }
 }
 
@@ -512,8 +529,14 @@ impl Handler<Reload> for Libraries {
                 if let Some((old, _)) = this.running.remove(&library.id) {
                     old.do_send(Stop);
                 }
-                let addr =
-                    LibrarySupervisor::new(library.id, this.db.clone(), this.scheduler.clone(), this.settle).start();
+                let addr = LibrarySupervisor::new(
+                    library.id,
+                    this.db.clone(),
+                    this.scheduler.clone(),
+                    this.analyst.clone(),
+                    this.settle,
+                )
+                .start();
                 this.running.insert(library.id, (addr, library.updated_at));
             }
         }))

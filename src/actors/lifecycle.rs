@@ -45,7 +45,7 @@ pub fn event_kind(event: &JobEvent, outcome: &Outcome) -> &'static str {
         JobEvent::Busy => "busy",
         JobEvent::Yield => "yielded",
         JobEvent::SourceChanged => "source changed",
-        JobEvent::NotSmaller => "skipped",
+        JobEvent::NotSmaller | JobEvent::SkipProbed => "skipped",
     }
 }
 

@@ -4,6 +4,7 @@
 //! `Agent` (its link to the main node) and its `NodeSupervisor`.
 
 pub mod agent;
+pub mod analyst;
 pub mod bus;
 pub mod cluster;
 pub mod forecast;
@@ -217,7 +218,8 @@ pub async fn start_node(config: NodeConfig) -> Result<Node, StartError> {
                     .with_helpers(parallel_segments != crate::domain::segments::Parallelism::Off)
                     .start();
             node.do_send(SetScheduler(scheduler.clone().recipient()));
-            let libraries = Libraries::new(db.clone(), scheduler.clone().recipient(), main.settle).start();
+            let analyst = analyst::Analyst::start(lifecycle.clone(), transcoder.clone(), analysis_timeout);
+            let libraries = Libraries::new(db.clone(), scheduler.clone().recipient(), analyst, main.settle).start();
             if let Some(every) = main.own_heartbeat {
                 keep_own_facts_fresh(db.clone(), row.id, node.clone(), every);
             }

@@ -166,6 +166,10 @@ pub enum JobEvent {
     /// A rescan found the file of an ended job changed (another size or modification time
     /// than the job left it with): a new file to analyse, with fresh retries.
     SourceChanged,
+    /// The probe made right after the scan (`actors::analyst`) found a job that never
+    /// started needs no encode (its video is already in the target codec): skipped without
+    /// waiting for an encode slot. The file is not touched; a forced job is never skipped.
+    SkipProbed,
 }
 
 impl JobEvent {
@@ -187,6 +191,7 @@ impl JobEvent {
             JobEvent::Yield => "yield to the schedule",
             JobEvent::SourceChanged => "requeue as changed",
             JobEvent::NotSmaller => "skip as not smaller",
+            JobEvent::SkipProbed => "skip after the probe",
         }
     }
 }
@@ -254,6 +259,8 @@ pub fn transition(job: &JobSnapshot, event: &JobEvent) -> Result<Outcome, Transi
     let outcome = match (job.status, *event) {
         (Pending, JobEvent::Queue) => keep_counters(Queued, vec![StartFromScratch]),
         (Queued, JobEvent::Start) => keep_counters(Analyzing, vec![]),
+        // A queued job may hold a partial output from an earlier attempt.
+        (Queued, JobEvent::SkipProbed) if !job.forced => keep_counters(Skipped, vec![DeletePartial]),
         (Analyzing, JobEvent::Analyzed { skip }) => {
             if skip && !job.forced {
                 keep_counters(Skipped, vec![ReleaseNode])
@@ -576,6 +583,8 @@ mod tests {
                 sample("yield", 2, true, JobEvent::Yield),
                 sample("source changed", 2, true, JobEvent::SourceChanged),
                 sample("not smaller", 1, true, JobEvent::NotSmaller),
+                sample("skip probed", 0, false, JobEvent::SkipProbed),
+                sample("skip probed forced", 0, true, JobEvent::SkipProbed),
             ]
         }
 
@@ -598,9 +607,10 @@ mod tests {
                 JobEvent::SourceChanged => 12,
                 JobEvent::Yield => 13,
                 JobEvent::NotSmaller => 14,
+                JobEvent::SkipProbed => 15,
             }
         }
-        const EVENT_VARIANTS: usize = 15;
+        const EVENT_VARIANTS: usize = 16;
 
         struct Row {
             from: JobStatus,
@@ -852,6 +862,12 @@ mod tests {
                 refused("source changed", &[Pending, Queued, Analyzing, Encoding, Paused]),
                 moves(Encoding, "not smaller", Skipped, 1, true, vec![stop_hard, DeletePartial, ReleaseNode]),
                 refused("not smaller", &[Pending, Queued, Analyzing, Paused, Completed, Skipped, Failed, Cancelled]),
+                moves(Queued, "skip probed", Skipped, 0, false, vec![DeletePartial]),
+                refused("skip probed", &[Pending, Analyzing, Encoding, Paused, Completed, Skipped, Failed, Cancelled]),
+                refused(
+                    "skip probed forced",
+                    &[Pending, Queued, Analyzing, Encoding, Paused, Completed, Skipped, Failed, Cancelled],
+                ),
             ]
             .into_iter()
             .flatten()

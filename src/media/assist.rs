@@ -34,7 +34,7 @@ pub struct SpanRecord {
     pub video: Option<CodecParams>,
 }
 
-/// What a helper child is asked (on stdin of `condense assist`).
+/// What a helper child is asked (on stdin of `condense-media assist`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AssistRequest {
@@ -197,7 +197,7 @@ impl Recorder for Collected {
     }
 }
 
-/// `condense assist`: claims the span it was given (unless someone holds it or it is done),
+/// `condense-media assist`: claims the span it was given (unless someone holds it or it is done),
 /// encodes what is left of it with one session, and writes its record.
 pub fn assist(
     request: &AssistRequest,

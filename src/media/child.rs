@@ -1,4 +1,4 @@
-//! The transcoder runs in a child process of the same binary (`condense transcode`), so a
+//! The transcoder runs in a child process (`condense-media transcode`, see `worker::binary`), so a
 //! crash in a decoder or encoder fails one job, never the node. The plan arrives on stdin;
 //! events leave as JSON lines on stdout; FFmpeg's log goes to stderr, whose last lines
 //! explain a failure. SIGTERM asks for a graceful stop (the segment in progress is finished
@@ -56,7 +56,7 @@ fn emit_line(event: Event) {
     }
 }
 
-/// `condense assist`: a helper's main (see `media::assist`).
+/// `condense-media assist`: a helper's main (see `media::assist`).
 pub fn assist_main() -> ExitCode {
     child_setup();
     let mut emit = emit_line;
@@ -78,7 +78,7 @@ pub fn assist_main() -> ExitCode {
     }
 }
 
-/// `condense transcode`: the child's main.
+/// `condense-media transcode`: the child's main.
 pub fn child_main() -> ExitCode {
     child_setup();
     let mut emit = emit_line;

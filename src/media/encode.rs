@@ -1,4 +1,4 @@
-//! The transcoder proper, run inside the `condense transcode` child process: decodes the
+//! The transcoder proper, run inside the `condense-media transcode` child process: decodes the
 //! source's main video stream and encodes it into segments (each segment is a fresh encoder
 //! session, so it starts on a keyframe and stands alone), recording each finished segment in
 //! the manifest. The video is first cut into spans at source keyframes; several sessions,

@@ -1,8 +1,9 @@
-//! Analysis and verification run in a child process of the same binary (`condense media`),
-//! as the encode does: a decoder that crashes or hangs on a hostile file ends that child,
-//! never the node that holds the database and the secrets. The node sends one request on
-//! the child's stdin, reads one JSON answer from its stdout, and kills it when it runs past
-//! its time limit. FFmpeg's log goes to stderr, whose last lines explain a crash.
+//! Analysis and verification run in a child process (`condense-media media`), as the encode
+//! does: a decoder that crashes or hangs on a hostile file ends that child, never the node
+//! that holds the database and the secrets. The node sends one request on the child's stdin,
+//! reads JSON answers from its stdout (one; one per file for a batch probe), and kills it
+//! when it runs past its time limit. FFmpeg's log goes to stderr, whose last lines explain a
+//! crash. The node's own binary does not link FFmpeg at all (see `binary`).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -27,6 +28,11 @@ pub enum Request {
     /// Check an encoded output against its source before it may replace anything.
     #[serde(rename_all = "camelCase")]
     Verify { output: PathBuf, source_path: PathBuf, source: Box<MediaInfo>, target_codec: String },
+    /// What each file is (the demuxer's facts, nothing decoded): one answer line per path,
+    /// in order, each written as soon as it is known.
+    Probe { paths: Vec<PathBuf> },
+    /// What this machine's FFmpeg can run.
+    Capabilities,
 }
 
 impl Request {
@@ -34,6 +40,8 @@ impl Request {
         match self {
             Request::Validate { .. } => "validating the source",
             Request::Verify { .. } => "verifying the output",
+            Request::Probe { .. } => "probing",
+            Request::Capabilities => "asking what FFmpeg can run",
         }
     }
 
@@ -41,8 +49,32 @@ impl Request {
         match self {
             Request::Validate { path } => path,
             Request::Verify { output, .. } => output,
+            Request::Probe { paths } => paths.first().map_or(Path::new(""), PathBuf::as_path),
+            Request::Capabilities => Path::new(""),
         }
     }
+}
+
+/// What a node's FFmpeg can run, asked of a child once at start.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Capabilities {
+    /// FFmpeg's release, e.g. "5.1.6-0+deb12u1".
+    pub ffmpeg: String,
+    /// The encoders that really open on this machine.
+    pub encoders: Vec<String>,
+    /// The hardware it can decode on.
+    pub decoders: Vec<String>,
+}
+
+/// The program that runs FFmpeg: `condense-media`, installed beside `condense`. The server
+/// process never maps FFmpeg's libraries (about 40 MiB of every node's memory); it starts
+/// this one for every piece of media work.
+pub const MEDIA_BINARY: &str = "condense-media";
+
+/// `condense-media` beside the running executable.
+pub fn binary() -> std::io::Result<PathBuf> {
+    Ok(std::env::current_exe()?.with_file_name(MEDIA_BINARY))
 }
 
 /// The child's one answer.
@@ -51,6 +83,7 @@ impl Request {
 enum Answer {
     Ok { info: Box<MediaInfo> },
     Failed { code: FailureCode, message: String },
+    Capabilities(Capabilities),
 }
 
 /// How long a check may take: a base (the `ANALYSIS_TIMEOUT_SECONDS` setting) plus one
@@ -59,27 +92,48 @@ pub fn time_limit(base: Duration, size_bytes: u64) -> Duration {
     base + Duration::from_secs(size_bytes / 50_000_000)
 }
 
-/// `condense media`: the child's main.
+fn answer_of(result: Result<MediaInfo, MediaError>) -> Answer {
+    match result {
+        Ok(info) => Answer::Ok { info: Box::new(info) },
+        Err(e) => Answer::Failed { code: e.code, message: e.message },
+    }
+}
+
+fn write_answer(answer: &Answer) {
+    let mut stdout = std::io::stdout().lock();
+    if let Ok(line) = serde_json::to_string(answer) {
+        let _ = writeln!(stdout, "{line}");
+        let _ = stdout.flush();
+    }
+}
+
+/// `condense-media media`: the child's main.
 pub fn child_main() -> ExitCode {
     // SAFETY: sets FFmpeg's global log level before any other FFmpeg call.
     unsafe { rsmpeg::ffi::av_log_set_level(rsmpeg::ffi::AV_LOG_ERROR as i32) };
     let answer = match serde_json::from_reader::<_, Request>(std::io::stdin()) {
-        Ok(Request::Validate { path }) => validate_source(&path),
+        Ok(Request::Validate { path }) => answer_of(validate_source(&path)),
         Ok(Request::Verify { output, source_path, source, target_codec }) => {
-            verify(&output, &source_path, &source, &target_codec)
+            answer_of(verify(&output, &source_path, &source, &target_codec))
         }
-        Err(e) => Err(MediaError::misc(format!("bad request on stdin: {e}"))),
+        Ok(Request::Probe { paths }) => {
+            for path in &paths {
+                write_answer(&answer_of(super::probe::probe(path)));
+            }
+            return ExitCode::SUCCESS;
+        }
+        Ok(Request::Capabilities) => Answer::Capabilities(Capabilities {
+            ffmpeg: super::ffmpeg_release(),
+            encoders: super::encoders::available(),
+            decoders: super::device::decoders(),
+        }),
+        Err(e) => Answer::Failed { code: FailureCode::Miscellaneous, message: format!("bad request on stdin: {e}") },
     };
-    let (answer, code) = match answer {
-        Ok(info) => (Answer::Ok { info: Box::new(info) }, ExitCode::SUCCESS),
-        Err(e) => (Answer::Failed { code: e.code, message: e.message }, ExitCode::FAILURE),
-    };
-    let mut stdout = std::io::stdout();
-    if let Ok(line) = serde_json::to_string(&answer) {
-        let _ = writeln!(stdout, "{line}");
-        let _ = stdout.flush();
+    write_answer(&answer);
+    match answer {
+        Answer::Failed { .. } => ExitCode::FAILURE,
+        Answer::Ok { .. } | Answer::Capabilities(_) => ExitCode::SUCCESS,
     }
-    code
 }
 
 /// A command for `binary <subcommand>` that dies with its parent (PR_SET_PDEATHSIG) and is
@@ -99,12 +153,36 @@ pub fn child_command(binary: &Path, subcommand: &str) -> Command {
     cmd
 }
 
-/// Runs one request in a `condense media` child, killed after `limit`.
+/// Runs one request in a `condense-media media` child, killed after `limit`.
 pub async fn run(binary: &Path, request: &Request, limit: Duration) -> Result<MediaInfo, MediaError> {
+    match exchange(binary, request, limit).await? {
+        Answer::Ok { info } => Ok(*info),
+        Answer::Failed { code, message } => Err(MediaError::new(code, message)),
+        Answer::Capabilities(_) => {
+            Err(MediaError::misc(format!("the media child answered out of turn while {}", request.doing())))
+        }
+    }
+}
+
+/// What the FFmpeg of `binary` can run on this machine (asked once, when a node starts).
+pub async fn capabilities(binary: &Path) -> Result<Capabilities, MediaError> {
+    // Opening each hardware encoder and device can take seconds on a machine that has them.
+    match exchange(binary, &Request::Capabilities, Duration::from_secs(120)).await? {
+        Answer::Capabilities(capabilities) => Ok(capabilities),
+        Answer::Failed { code, message } => Err(MediaError::new(code, message)),
+        Answer::Ok { .. } => {
+            Err(MediaError::misc("the media child answered out of turn while asking what FFmpeg can run"))
+        }
+    }
+}
+
+/// One request, its first answer (a child that ended without one: its exit and stderr's tail).
+async fn exchange(binary: &Path, request: &Request, limit: Duration) -> Result<Answer, MediaError> {
     let doing = request.doing();
     let body = serde_json::to_vec(request).map_err(|e| MediaError::misc(format!("media request: {e}")))?;
-    let mut child =
-        child_command(binary, "media").spawn().map_err(|e| MediaError::from_io("starting the media check", &e))?;
+    let mut child = child_command(binary, "media")
+        .spawn()
+        .map_err(|e| MediaError::from_io(&format!("starting the media check ({})", binary.display()), &e))?;
     if let Some(mut stdin) = child.stdin.take() {
         stdin.write_all(&body).await.map_err(|e| MediaError::from_io("sending the media request", &e))?;
     }
@@ -122,8 +200,8 @@ pub async fn run(binary: &Path, request: &Request, limit: Duration) -> Result<Me
     };
     let answer = String::from_utf8_lossy(&output.stdout);
     match answer.lines().find_map(|l| serde_json::from_str::<Answer>(l).ok()) {
-        Some(Answer::Ok { info }) if output.status.success() => Ok(*info),
-        Some(Answer::Failed { code, message }) => Err(MediaError::new(code, message)),
+        Some(answer @ (Answer::Ok { .. } | Answer::Capabilities(_))) if output.status.success() => Ok(answer),
+        Some(answer @ Answer::Failed { .. }) => Ok(answer),
         _ => {
             let stderr = String::from_utf8_lossy(&output.stderr);
             let tail: Vec<&str> = stderr.lines().rev().take(10).collect::<Vec<_>>().into_iter().rev().collect();
@@ -136,6 +214,101 @@ pub async fn run(binary: &Path, request: &Request, limit: Duration) -> Result<Me
             Err(MediaError::new(FailureCode::TranscoderCrashed, format!("the media check {how} while {doing}{tail}")))
         }
     }
+}
+
+/// What a batch probe learnt of one file: `None` where no child could say (it crashed or
+/// hung on that file, or none could be started); the job's own validation then tells.
+pub type Probed = Option<Result<MediaInfo, MediaError>>;
+
+/// Probes many files in `condense-media` children, one child for the whole batch as long as
+/// none crashes or hangs: one result per path, in order. A child that stops answering
+/// within `per_file` on a file is killed; that file is left unknown and the rest of the
+/// batch goes to a new child.
+pub async fn probe_batch(binary: &Path, paths: &[PathBuf], per_file: Duration) -> Vec<Probed> {
+    let mut results: Vec<Probed> = Vec::with_capacity(paths.len());
+    // Children in a row that answered nothing: a program that cannot work at all (three
+    // tries) is not started once per file.
+    let mut silent = 0;
+    while let Some(rest) = paths.get(results.len()..).filter(|rest| !rest.is_empty()) {
+        let before = results.len();
+        match probe_some(binary, rest, per_file, &mut results).await {
+            Ok(()) => {}
+            Err(ProbeStop::OnFile(why)) => {
+                let path = paths.get(results.len()).map(|p| p.display().to_string()).unwrap_or_default();
+                tracing::warn!(path, why, "the probe child stopped on this file; it is left to the job's own analysis");
+                results.push(None);
+                silent = if results.len() == before + 1 { silent + 1 } else { 0 };
+                if silent >= 3 {
+                    tracing::warn!(
+                        files = paths.len() - results.len(),
+                        "probe children keep failing; the rest is left to the jobs' own analysis"
+                    );
+                    results.resize_with(paths.len(), || None);
+                }
+            }
+            Err(ProbeStop::NoChild(why)) => {
+                tracing::warn!(
+                    why,
+                    files = rest.len(),
+                    "no probe child could be started; the files are left to their jobs' own analysis"
+                );
+                results.resize_with(paths.len(), || None);
+            }
+        }
+    }
+    results
+}
+
+enum ProbeStop {
+    /// The child crashed, hung or answered nonsense on the next file.
+    OnFile(String),
+    /// No child to ask.
+    NoChild(String),
+}
+
+async fn probe_some(
+    binary: &Path,
+    paths: &[PathBuf],
+    per_file: Duration,
+    results: &mut Vec<Probed>,
+) -> Result<(), ProbeStop> {
+    use tokio::io::AsyncBufReadExt;
+    let request = Request::Probe { paths: paths.to_vec() };
+    let body = serde_json::to_vec(&request).map_err(|e| ProbeStop::NoChild(e.to_string()))?;
+    // FFmpeg's complaints about broken files are not read here: a full stderr pipe would
+    // stall the child.
+    let mut child = child_command(binary, "media")
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| ProbeStop::NoChild(format!("{}: {e}", binary.display())))?;
+    // The child reads the whole request before it answers anything; one that never reads
+    // it (a pipe's worth of paths) is a hang like any other.
+    if let Some(mut stdin) = child.stdin.take() {
+        match tokio::time::timeout(per_file, stdin.write_all(&body)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(ProbeStop::OnFile(format!("sending the paths: {e}"))),
+            Err(_) => return Err(ProbeStop::OnFile(format!("the paths not read within {} s", per_file.as_secs()))),
+        }
+    }
+    let stdout = child.stdout.take().ok_or_else(|| ProbeStop::NoChild("no stdout".into()))?;
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    for _ in paths {
+        let line = match tokio::time::timeout(per_file, lines.next_line()).await {
+            Ok(Ok(Some(line))) => line,
+            Ok(Ok(None)) => return Err(ProbeStop::OnFile("the child ended without an answer".into())),
+            Ok(Err(e)) => return Err(ProbeStop::OnFile(e.to_string())),
+            Err(_) => return Err(ProbeStop::OnFile(format!("no answer within {} s", per_file.as_secs()))),
+        };
+        results.push(Some(match serde_json::from_str::<Answer>(&line) {
+            Ok(Answer::Ok { info }) => Ok(*info),
+            Ok(Answer::Failed { code, message }) => Err(MediaError::new(code, message)),
+            Ok(Answer::Capabilities(_)) | Err(_) => {
+                return Err(ProbeStop::OnFile(format!("not a probe's answer: {line:.200}")))
+            }
+        }));
+    }
+    let _ = child.wait().await;
+    Ok(())
 }
 
 /// Validates a source in a child.

@@ -604,7 +604,19 @@ pub fn page_selects(query: &JobQuery, walk_sort_index: bool) -> Vec<Select<Entit
     }
 }
 
-/// One page of jobs (see `page_selects`), its total, and `next_cursor` when more rows follow.
+/// The columns of a listed job: all but the probe, which no list shows and which, once every
+/// file is probed after its scan, is most of a row (about 2 KB of JSON each, read, copied and
+/// parsed for every row of every page). The listed rows' `probe` is `None`; `get` reads it.
+fn without_probe(select: Select<Entity>) -> Select<Entity> {
+    use sea_orm::{IdenStatic, Iterable};
+    select
+        .select_only()
+        .columns(Column::iter().filter(|c| !matches!(c, Column::Probe)))
+        .expr_as(Expr::cust("NULL"), Column::Probe.as_str())
+}
+
+/// One page of jobs (see `page_selects`) without their probes (`without_probe`), its
+/// total, and `next_cursor` when more rows follow.
 pub async fn list(db: &impl ConnectionTrait, query: &JobQuery) -> RepoResult<Page<job::Model>> {
     let page = if query.after.is_some() { 1 } else { query.page.max(1) };
     let page_size = query.page_size.clamp(1, MAX_PAGE_SIZE);
@@ -628,7 +640,7 @@ pub async fn list(db: &impl ConnectionTrait, query: &JobQuery) -> RepoResult<Pag
         if missing == 0 {
             break;
         }
-        items.extend(select.limit(u64::try_from(missing).unwrap_or(u64::MAX)).all(db).await?);
+        items.extend(without_probe(select).limit(u64::try_from(missing).unwrap_or(u64::MAX)).all(db).await?);
     }
     let more = items.len() > wanted;
     items.truncate(wanted);
@@ -842,6 +854,79 @@ pub async fn requeue_changed<C: ConnectionTrait + TransactionTrait>(
         }
     }
     Ok(requeued)
+}
+
+/// Queued jobs that never started and have no facts yet, after `after` by id: the work of
+/// the probe that follows a scan (`actors::analyst`). Walks the primary key.
+pub async fn never_probed(db: &impl ConnectionTrait, after: i32, limit: u64) -> RepoResult<Vec<job::Model>> {
+    Ok(Entity::find()
+        .filter(Column::Id.gt(after))
+        .filter(Column::Status.eq(JobStatus::Queued))
+        .filter(Column::StartedAt.is_null())
+        .filter(Column::Probe.is_null())
+        .order_by_asc(Column::Id)
+        .limit(limit)
+        .all(db)
+        .await?)
+}
+
+/// What the probe after a scan learnt of one queued job.
+#[derive(Debug, Clone)]
+pub struct Probed {
+    pub id: i32,
+    /// The facts: codecs, duration, HDR kind, the whole probe.
+    pub change: JobChange,
+    /// The skip transition and its event, when the job needs no encode.
+    pub skip: Option<(Outcome, NewEvent)>,
+}
+
+/// Writes a probed batch in one transaction: each job still queued, never started and
+/// without facts gets its facts, and those that need no encode move to their skip outcome
+/// with their event. A job the scheduler gave a node meanwhile is left to its attempt's
+/// own analysis. Answers the jobs that moved.
+pub async fn record_probes<C: ConnectionTrait + TransactionTrait>(
+    db: &C,
+    probed: Vec<Probed>,
+) -> RepoResult<Vec<job::Model>> {
+    let txn = db.begin().await?;
+    let at = now();
+    let mut moved = Vec::new();
+    for Probed { id, change, skip } in probed {
+        let (set, event) = match skip {
+            Some((outcome, event)) => {
+                let to = outcome.to;
+                let status = StatusChange { outcome, change, failure_detail: None, event: event.clone() };
+                (
+                    status.into_active(at),
+                    Some(NewEvent { from_status: Some(JobStatus::Queued), to_status: Some(to), ..event }),
+                )
+            }
+            None => {
+                let mut set = change.into_active();
+                set.updated_at = Set(at);
+                (set, None)
+            }
+        };
+        let result = Entity::update_many()
+            .set(set)
+            .filter(Column::Id.eq(id))
+            .filter(Column::Status.eq(JobStatus::Queued))
+            .filter(Column::StartedAt.is_null())
+            .filter(Column::Probe.is_null())
+            .exec(&txn)
+            .await?;
+        if let (1, Some(event)) = (result.rows_affected, event) {
+            events::append(&txn, id, event).await?;
+            moved.push(get(&txn, id).await?);
+        }
+    }
+    // Notifications owed (the queue drained) are written with the batch, as a single
+    // transition writes its own.
+    if let Some(last) = moved.last() {
+        super::notifications::job_ended(&txn, last, JobStatus::from(last.status)).await?;
+    }
+    txn.commit().await?;
+    Ok(moved)
 }
 
 /// A file found by a scan or the watcher.

@@ -322,7 +322,7 @@ fn condense_children(marker: &str, exact: bool, subcommand: &[u8]) -> usize {
                     v.starts_with(marker.as_bytes())
                 }
             });
-            ours && exe.ends_with(b"condense") && args.any(|a| a == subcommand)
+            ours && exe.ends_with(b"condense-media") && args.any(|a| a == subcommand)
         })
         .count()
 }

@@ -77,7 +77,7 @@ struct Counts {
     /// Where the work stood at each kill.
     phases: std::collections::BTreeMap<String, usize>,
     /// Transcoder processes the watch saw, and the most it saw at once on one job; helper
-    /// processes (`condense assist`, spans of a job encoded beside its transcoder).
+    /// processes (`condense-media assist`, spans of a job encoded beside its transcoder).
     transcoders_seen: usize,
     most_per_job: usize,
     helpers_seen: usize,
@@ -428,7 +428,7 @@ struct TranscoderProc {
     source: Option<PathBuf>,
 }
 
-/// `condense transcode` processes of the nodes whose DATA_DIR lies under `root` (other
+/// `condense-media transcode` processes of the nodes whose DATA_DIR lies under `root` (other
 /// tests run at the same time), each with the source its open files name.
 fn transcoders(root: &Path) -> Vec<TranscoderProc> {
     children(root, b"transcode")
@@ -444,7 +444,7 @@ fn children(root: &Path, subcommand: &[u8]) -> Vec<TranscoderProc> {
         let cmd = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
         let mut args = cmd.split(|b| *b == 0);
         let exe = args.next().unwrap_or_default();
-        if !exe.ends_with(b"condense") || !args.any(|a| a == subcommand) {
+        if !exe.ends_with(b"condense-media") || !args.any(|a| a == subcommand) {
             continue;
         }
         let environ = std::fs::read(entry.path().join("environ")).unwrap_or_default();

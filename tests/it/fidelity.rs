@@ -18,7 +18,7 @@ use serde_json::json;
 use crate::common::api::TestServer;
 use crate::common::db::TestDb;
 use crate::common::media as clips;
-use crate::common::server::binary;
+use crate::common::server::media_binary;
 use crate::media::run;
 
 /// Each frame's HDR10+ metadata as FFmpeg's decoder gives it (ffprobe's `-show_frames`,
@@ -109,7 +109,7 @@ async fn hdr10plus_survives_a_pause_and_the_resume() {
     let want = assert_source(&src, 150);
     let mut plan = plan_for(&src);
     plan.throttle_ms_per_frame = 15;
-    let mut child = Transcoder::spawn(Path::new(binary()), &plan).await.unwrap();
+    let mut child = Transcoder::spawn(media_binary(), &plan).await.unwrap();
     while let Some(e) = child.events.recv().await {
         if matches!(e, Event::Progress { percent, .. } if percent >= 40.0) {
             child.pause();
@@ -139,8 +139,7 @@ async fn hdr10plus_is_carried_by_a_helper_encoding_a_span_beside_the_run() {
     plan.sessions = Sessions { sessions: 2, threads: 1 };
     plan.throttle_ms_per_frame = 25;
     let (mut owner, mut owner_events) = crate::media::start_run(&plan).await;
-    let mut helper =
-        Transcoder::spawn_helper(Path::new(binary()), &crate::media::helper_request(&plan, 3)).await.unwrap();
+    let mut helper = Transcoder::spawn_helper(media_binary(), &crate::media::helper_request(&plan, 3)).await.unwrap();
     let mut helper_events = Vec::new();
     assert_eq!(crate::media::drain(&mut helper, &mut helper_events).await, ChildEnd::Completed, "{helper_events:?}");
     assert!(helper_events.contains(&Event::SpanStarted { span: 3 }), "{helper_events:?}");

@@ -116,7 +116,14 @@ both_backends!(a_library_of_five_clips_ends_completed_skipped_and_failed, |db: D
     let skipped = by_name["d_hevc.mkv"];
     assert_eq!(skipped.status, JobStatus::Skipped);
     assert_eq!(skipped.skip_reason.as_deref(), Some("video is already hevc"));
-    assert_eq!(event_kinds(&db, skipped.id).await, ["created", "queued", "started", "skipped"]);
+    // Skipped by the probe after the scan, or by its attempt's analysis if the scheduler
+    // reached it first (`the_probe_after_a_scan_skips_what_needs_no_encode_without_a_slot`
+    // covers the probe alone).
+    let kinds = event_kinds(&db, skipped.id).await;
+    assert!(
+        kinds == ["created", "queued", "skipped"] || kinds == ["created", "queued", "started", "skipped"],
+        "{kinds:?}"
+    );
 
     let failed = by_name["e_corrupt.mkv"];
     assert_eq!(failed.status, JobStatus::Failed);
@@ -131,6 +138,60 @@ both_backends!(a_library_of_five_clips_ends_completed_skipped_and_failed, |db: D
     expected.extend(["started", "failed"]);
     assert_eq!(kinds, expected);
     assert_eq!(std::fs::read(dir.path().join("e_corrupt.mkv")).unwrap(), vec![0x1a; 50_000]);
+});
+
+both_backends!(the_probe_after_a_scan_skips_what_needs_no_encode_without_a_slot, |db: DatabaseConnection| async move {
+    let dir = tempfile::tempdir().unwrap();
+    // 260 copies: two batches (`actors::analyst::BATCH`), so two children and two
+    // transactions.
+    let first = clips::hevc(dir.path(), "hevc_000.mkv");
+    let copies = condense::actors::analyst::BATCH as usize + 10;
+    for i in 1..copies {
+        std::fs::copy(&first, dir.path().join(format!("hevc_{i:03}.mkv"))).unwrap();
+    }
+    let hevc_bytes = std::fs::read(&first).unwrap();
+    clips::h264(dir.path(), "z_h264.mkv", "64x64", 1);
+    std::fs::write(dir.path().join("z_garbage.mkv"), vec![0x1a; 50_000]).unwrap();
+    repo::libraries::create(&db, library(dir.path(), false)).await.unwrap();
+
+    // No encode slot anywhere: only the probe after the scan can skip a job.
+    let _runtime = start_runtime(&db, 0, 0, condense::license::BUILTIN_PUBLIC_KEY).await;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let jobs = loop {
+        let jobs = all_jobs(&db).await;
+        let skipped = jobs.iter().filter(|j| j.status == JobStatus::Skipped).count();
+        let h264_known = jobs.iter().any(|j| j.file_name == "z_h264.mkv" && j.source_codec.is_some());
+        if skipped == copies && h264_known {
+            break jobs;
+        }
+        assert!(Instant::now() < deadline, "{skipped} of {copies} skipped; the H.264 file probed: {h264_known}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(jobs.len(), copies + 2);
+    for job in jobs.iter().filter(|j| j.file_name.starts_with("hevc_")) {
+        assert_eq!(job.status, JobStatus::Skipped, "{}", job.file_name);
+        assert_eq!(job.skip_reason.as_deref(), Some("video is already hevc"));
+        assert_eq!(job.source_codec.as_deref(), Some("hevc"));
+        assert_eq!(job.hdr.as_deref(), Some("SDR"));
+        assert!(job.duration_seconds.is_some_and(|d| d > 0.5), "{:?}", job.duration_seconds);
+        assert!(job.started_at.is_none() && job.node_name.is_none() && job.completed_at.is_some());
+        assert_eq!(event_kinds(&db, job.id).await, ["created", "queued", "skipped"], "{}", job.file_name);
+        assert_eq!(std::fs::read(&job.file_path).unwrap(), hevc_bytes, "{} changed", job.file_name);
+    }
+    // The others wait for a slot, their facts known (the codec distribution, forecasts).
+    let h264 = jobs.iter().find(|j| j.file_name == "z_h264.mkv").unwrap();
+    assert_eq!((JobStatus::from(h264.status), h264.source_codec.as_deref()), (JobStatus::Queued, Some("h264")));
+    assert!(h264.duration_seconds.is_some_and(|d| (d - 1.0).abs() < 0.2), "{:?}", h264.duration_seconds);
+    assert_eq!(event_kinds(&db, h264.id).await, ["created", "queued"]);
+    let probe = repo::jobs::get(&db, h264.id).await.unwrap().probe.unwrap();
+    assert_eq!(probe["streams"][0]["codec"], "h264", "{probe}");
+    // What the probe cannot read is left to its attempt, which says why.
+    let garbage = jobs.iter().find(|j| j.file_name == "z_garbage.mkv").unwrap();
+    assert_eq!((JobStatus::from(garbage.status), garbage.source_codec.as_deref()), (JobStatus::Queued, None));
+    assert!(repo::jobs::get(&db, garbage.id).await.unwrap().probe.is_none());
+    // The kept counts moved with the batch's transitions.
+    let counts = repo::jobs::count_by_status(&db).await.unwrap();
+    assert_eq!((counts[&JobStatus::Skipped], counts[&JobStatus::Queued]), (copies as u64, 2));
 });
 
 #[actix_web::test]
@@ -344,7 +405,7 @@ async fn an_expired_lease_nobody_holds_is_swept_back_to_the_queue() {
     test_db.finish().await;
 }
 
-/// `condense transcode` children of this test process.
+/// `condense-media transcode` children of this test process.
 fn own_transcoders() -> Vec<i32> {
     let me = std::process::id().to_string();
     let mut found = Vec::new();

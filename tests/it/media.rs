@@ -14,7 +14,7 @@ use condense::media::replace::{replace, Replace};
 use condense::media::verify::{validate_source, verify};
 
 use crate::common::media as clips;
-use crate::common::server::binary;
+use crate::common::server::{binary, media_binary};
 
 fn plan_for(source: &Path, codec: &str, encoder: &str, quality: u32, preset: &str) -> EncodePlan {
     let info = probe(source).unwrap();
@@ -25,7 +25,7 @@ fn plan_for(source: &Path, codec: &str, encoder: &str, quality: u32, preset: &st
 
 /// Runs the transcoder child to its end, collecting its events.
 pub(crate) async fn run(plan: &EncodePlan) -> (ChildEnd, Vec<Event>) {
-    let mut child = Transcoder::spawn(Path::new(binary()), plan).await.unwrap();
+    let mut child = Transcoder::spawn(media_binary(), plan).await.unwrap();
     let mut events = Vec::new();
     while let Some(e) = child.events.recv().await {
         events.push(e);
@@ -295,7 +295,7 @@ async fn pause_at_half_then_resume_re_encodes_nothing_twice() {
     let dir = tempfile::tempdir().unwrap();
     let (src, plan, total) = slow_plan(dir.path());
     let source_info = probe(&src).unwrap();
-    let mut child = Transcoder::spawn(Path::new(binary()), &plan).await.unwrap();
+    let mut child = Transcoder::spawn(media_binary(), &plan).await.unwrap();
     while let Some(e) = child.events.recv().await {
         if matches!(e, Event::Progress { percent, .. } if percent >= 45.0) {
             child.pause();
@@ -422,7 +422,7 @@ async fn a_pause_with_two_sessions_keeps_what_both_encoded_and_the_resume_encode
     let dir = tempfile::tempdir().unwrap();
     let (src, plan) = parallel_plan(dir.path());
     let source_info = probe(&src).unwrap();
-    let mut child = Transcoder::spawn(Path::new(binary()), &plan).await.unwrap();
+    let mut child = Transcoder::spawn(media_binary(), &plan).await.unwrap();
     let mut events = Vec::new();
     while let Some(e) = child.events.recv().await {
         let half = matches!(e, Event::Progress { percent, .. } if percent >= 40.0);
@@ -456,7 +456,7 @@ async fn kill_9_with_two_sessions_loses_only_their_open_segments() {
     let (src, plan) = parallel_plan(dir.path());
     let before = clips::sha(&src);
     let source_info = probe(&src).unwrap();
-    let mut child = Transcoder::spawn(Path::new(binary()), &plan).await.unwrap();
+    let mut child = Transcoder::spawn(media_binary(), &plan).await.unwrap();
     let mut segments_done = 0;
     while let Some(e) = child.events.recv().await {
         if matches!(e, Event::SegmentDone { .. }) {
@@ -490,7 +490,7 @@ async fn kill_9_mid_encode_keeps_the_original_and_resuming_loses_at_most_one_seg
     let (src, plan, total) = slow_plan(dir.path());
     let before = clips::sha(&src);
     let source_info = probe(&src).unwrap();
-    let mut child = Transcoder::spawn(Path::new(binary()), &plan).await.unwrap();
+    let mut child = Transcoder::spawn(media_binary(), &plan).await.unwrap();
     let mut last_frame = 0;
     while let Some(e) = child.events.recv().await {
         if let Event::Progress { frame, percent, .. } = e {
@@ -600,7 +600,7 @@ async fn no_room_for_the_partial_output_fails_before_writing() {
     assert_eq!(after, before, "the source changed");
 }
 
-/// Runs `condense transcode` on `plan` as the node would, with `env` added; answers its exit
+/// Runs `condense-media transcode` on `plan` as the node would, with `env` added; answers its exit
 /// status and events.
 fn transcode_with_env(plan: &EncodePlan, env: &[(&str, &std::ffi::OsStr)]) -> (std::process::ExitStatus, Vec<Event>) {
     use std::io::Write;
@@ -747,7 +747,7 @@ async fn a_second_transcoder_on_a_running_plan_exits_busy_and_deletes_nothing() 
     plan.segment_seconds = 1.0;
     plan.throttle_ms_per_frame = 40;
     plan.epoch = "lease-one".into();
-    let mut first = Transcoder::spawn(Path::new(binary()), &plan).await.unwrap();
+    let mut first = Transcoder::spawn(media_binary(), &plan).await.unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let listed = loop {
         if let PartialState::Valid(m) = inspect(&plan) {
@@ -795,7 +795,7 @@ fn helped_plan(dir: &Path) -> (PathBuf, EncodePlan) {
 
 /// Starts the run and waits until it has planned its spans (and published its plan).
 pub(crate) async fn start_run(plan: &EncodePlan) -> (Transcoder, Vec<Event>) {
-    let mut owner = Transcoder::spawn(Path::new(binary()), plan).await.unwrap();
+    let mut owner = Transcoder::spawn(media_binary(), plan).await.unwrap();
     let mut events = Vec::new();
     while let Some(e) = owner.events.recv().await {
         let planned = matches!(&e, Event::Spans { spans } if spans.len() == 4);
@@ -824,7 +824,7 @@ async fn a_helper_encodes_the_last_span_beside_the_run_and_the_joined_file_has_e
     let (src, plan) = helped_plan(dir.path());
     let source_info = probe(&src).unwrap();
     let (mut owner, mut owner_events) = start_run(&plan).await;
-    let mut helper = Transcoder::spawn_helper(Path::new(binary()), &helper_request(&plan, 3)).await.unwrap();
+    let mut helper = Transcoder::spawn_helper(media_binary(), &helper_request(&plan, 3)).await.unwrap();
     // While the helper works, its span is claimed on disk, and the run never encodes it.
     let mut helper_events = Vec::new();
     let mut seen_held = false;
@@ -872,7 +872,7 @@ async fn a_helper_killed_mid_span_loses_only_its_span_and_the_run_encodes_it_its
     let before = clips::sha(&src);
     let source_info = probe(&src).unwrap();
     let (mut owner, mut owner_events) = start_run(&plan).await;
-    let mut helper = Transcoder::spawn_helper(Path::new(binary()), &helper_request(&plan, 3)).await.unwrap();
+    let mut helper = Transcoder::spawn_helper(media_binary(), &helper_request(&plan, 3)).await.unwrap();
     while let Some(e) = helper.events.recv().await {
         if matches!(e, Event::Progress { frame, .. } if frame >= 10) {
             helper.kill().await;
@@ -895,7 +895,7 @@ async fn a_record_left_while_the_run_was_paused_is_taken_in_at_the_resume() {
     let (src, plan) = helped_plan(dir.path());
     let source_info = probe(&src).unwrap();
     let (mut owner, mut owner_events) = start_run(&plan).await;
-    let mut helper = Transcoder::spawn_helper(Path::new(binary()), &helper_request(&plan, 3)).await.unwrap();
+    let mut helper = Transcoder::spawn_helper(media_binary(), &helper_request(&plan, 3)).await.unwrap();
     // The run is paused while the helper works; the helper finishes after the run has gone.
     owner.pause();
     assert_eq!(drain(&mut owner, &mut owner_events).await, ChildEnd::Paused, "{owner_events:?}");
@@ -925,7 +925,7 @@ async fn a_helper_on_a_span_the_run_holds_or_finished_does_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let (_src, plan) = helped_plan(dir.path());
     // No partial output yet: nothing to help with.
-    let mut helper = Transcoder::spawn_helper(Path::new(binary()), &helper_request(&plan, 1)).await.unwrap();
+    let mut helper = Transcoder::spawn_helper(media_binary(), &helper_request(&plan, 1)).await.unwrap();
     let mut events = Vec::new();
     assert_eq!(drain(&mut helper, &mut events).await, ChildEnd::Nothing, "{events:?}");
     let (mut owner, mut owner_events) = start_run(&plan).await;
@@ -935,7 +935,7 @@ async fn a_helper_on_a_span_the_run_holds_or_finished_does_nothing() {
         assert!(std::time::Instant::now() < deadline, "the run never claimed span 0");
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    let mut helper = Transcoder::spawn_helper(Path::new(binary()), &helper_request(&plan, 0)).await.unwrap();
+    let mut helper = Transcoder::spawn_helper(media_binary(), &helper_request(&plan, 0)).await.unwrap();
     let mut events = Vec::new();
     assert_eq!(drain(&mut helper, &mut events).await, ChildEnd::Nothing, "{events:?}");
     assert!(!events.iter().any(|e| matches!(e, Event::SpanStarted { .. })), "{events:?}");
@@ -949,7 +949,7 @@ async fn a_second_helper_on_a_span_the_first_left_part_of_writes_new_files_never
     let source_info = probe(&src).unwrap();
     // A first helper on span 3 is paused after a few frames: its part is recorded.
     let (mut owner, mut owner_events) = start_run(&plan).await;
-    let mut first = Transcoder::spawn_helper(Path::new(binary()), &helper_request(&plan, 3)).await.unwrap();
+    let mut first = Transcoder::spawn_helper(media_binary(), &helper_request(&plan, 3)).await.unwrap();
     let mut first_events = Vec::new();
     while let Some(e) = first.events.recv().await {
         let going = matches!(e, Event::Progress { frame, .. } if frame >= 5);
@@ -970,7 +970,7 @@ async fn a_second_helper_on_a_span_the_first_left_part_of_writes_new_files_never
     assert!(!first_files.is_empty(), "the first helper's part was not taken in: {:?}", taken.segments);
     let sizes: Vec<u64> =
         first_files.iter().map(|f| std::fs::metadata(plan.partial_dir.join(f)).unwrap().len()).collect();
-    let mut second = Transcoder::spawn_helper(Path::new(binary()), &helper_request(&plan, 3)).await.unwrap();
+    let mut second = Transcoder::spawn_helper(media_binary(), &helper_request(&plan, 3)).await.unwrap();
     let mut second_events = Vec::new();
     assert_eq!(drain(&mut second, &mut second_events).await, ChildEnd::Completed, "{second_events:?}");
     assert!(second_events.contains(&Event::SpanStarted { span: 3 }), "{second_events:?}");
@@ -988,4 +988,70 @@ async fn a_second_helper_on_a_span_the_first_left_part_of_writes_new_files_never
     assert_eq!(files.len(), all, "two segments share a file: {:?}", manifest.segments);
     verify(&plan.output_path(), &src, &source_info, "hevc").unwrap();
     assert_eq!(crate::common::shim::video_frames(&plan.output_path()), 200);
+}
+
+/// `condense-media media` children of this test process.
+fn own_media_children() -> Vec<i32> {
+    let me = std::process::id().to_string();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        // "pid (comm) state ppid ...": the fields after the last ')'.
+        let mut fields = stat.rsplit(')').next().unwrap_or("").split_whitespace();
+        let (state, parent) = (fields.next().unwrap_or(""), fields.next().unwrap_or(""));
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        if parent == me && state != "Z" && cmdline.split(|b| *b == 0).any(|a| a == b"media") {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// A batch probe answers for every file, in order. A child that stops answering (stopped
+/// with SIGSTOP: a hang) is killed after the time allowed per file, one that dies (SIGKILL:
+/// a crash) is noticed at once; either way the file it was on is left unknown (its job's
+/// own analysis tells) and the rest of the batch goes to a new child. Without a program to
+/// run, every file is left unknown.
+#[tokio::test]
+async fn a_batch_probe_survives_a_child_that_hangs_or_dies() {
+    use condense::media::worker::probe_batch;
+    let dir = tempfile::tempdir().unwrap();
+    let first = clips::hevc(dir.path(), "clip_000.mkv");
+    let mut paths = vec![first.clone()];
+    for i in 1..400 {
+        let copy = dir.path().join(format!("clip_{i:03}.mkv"));
+        std::fs::copy(&first, &copy).unwrap();
+        paths.push(copy);
+    }
+    paths.push(dir.path().join("missing.mkv"));
+    let per_file = std::time::Duration::from_secs(2);
+    for signal in [libc::SIGSTOP, libc::SIGKILL] {
+        // Signals the first child of the batch once it runs, and no other.
+        let stopper = std::thread::spawn(move || {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            while std::time::Instant::now() < deadline {
+                if let Some(&pid) = own_media_children().first() {
+                    unsafe { libc::kill(pid, signal) };
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+        });
+        let results = probe_batch(media_binary(), &paths, per_file).await;
+        stopper.join().unwrap();
+        assert_eq!(results.len(), paths.len());
+        let unknown: Vec<usize> = (0..results.len()).filter(|&i| results[i].is_none()).collect();
+        assert_eq!(unknown.len(), 1, "signal {signal}: unknown {unknown:?}");
+        for (i, result) in results.iter().enumerate().take(400) {
+            if let Some(result) = result {
+                assert_eq!(result.as_ref().unwrap().video().unwrap().codec, "hevc", "file {i}");
+            }
+        }
+        assert!(matches!(results.last(), Some(Some(Err(_)))), "{:?}", results.last());
+    }
+
+    let nowhere = probe_batch(Path::new("/nonexistent/condense-media"), &paths, per_file).await;
+    assert_eq!(nowhere.len(), paths.len());
+    assert!(nowhere.iter().all(Option::is_none));
 }

@@ -278,10 +278,10 @@ async fn user_commands_create_and_reset_passwords() {
     assert!(condense::repo::users::find(&db, "bob").await.unwrap().is_none());
 }
 
-/// Processes running `condense transcode` from this build for the node whose DATA_DIR is
+/// Processes running `condense-media transcode` from this build for the node whose DATA_DIR is
 /// `data` (other tests run at the same time).
 fn transcoder_children(data: &std::path::Path) -> usize {
-    let me = std::fs::canonicalize(crate::common::server::binary()).unwrap();
+    let me = std::fs::canonicalize(crate::common::server::media_binary()).unwrap();
     let marker = format!("DATA_DIR={}", data.display());
     std::fs::read_dir("/proc")
         .unwrap()
@@ -412,4 +412,67 @@ fn license_keygen_and_issue_make_a_key_that_verifies() {
         .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--tier"));
+}
+
+/// `readelf -d` of a binary: the shared libraries it needs.
+fn needed_libraries(binary: &std::path::Path) -> Vec<String> {
+    let out = std::process::Command::new("readelf").arg("-d").arg(binary).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains("(NEEDED)"))
+        .filter_map(|l| l.split('[').nth(1)?.split(']').next().map(str::to_string))
+        .collect()
+}
+
+/// The node process neither links nor maps FFmpeg: `condense-media` does (and the node asks
+/// it what this machine can encode), so a node's memory holds none of FFmpeg's libraries.
+#[actix_web::test]
+async fn the_server_binary_does_not_link_ffmpeg() {
+    use crate::common::server::{binary, media_binary};
+    let ffmpeg = |libs: &[String]| libs.iter().filter(|l| l.starts_with("libav") || l.starts_with("libsw")).count();
+    let server_libs = needed_libraries(std::path::Path::new(binary()));
+    assert_eq!(ffmpeg(&server_libs), 0, "condense needs {server_libs:?}");
+    let media_libs = needed_libraries(media_binary());
+    assert!(media_libs.iter().any(|l| l.starts_with("libavcodec")), "condense-media needs {media_libs:?}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = ServerProcess::start(command(&dir.path().join("data")));
+    let (status, _) = get_json(&format!("{}/healthz", server.api)).await;
+    assert_eq!(status, 200);
+    let maps = std::fs::read_to_string(format!("/proc/{}/maps", server.child.id())).unwrap();
+    for lib in ["libavcodec", "libavformat", "libavutil", "libswscale", "libx265"] {
+        assert!(!maps.contains(lib), "the server maps {lib}");
+    }
+    // What the media program found was taken in: the CPU encoders open on any machine.
+    let lines = server.output();
+    let encoders = lines.iter().find(|l| l.contains("encoders that open on this node")).cloned().unwrap_or_default();
+    assert!(encoders.contains("libx265") && encoders.contains("libsvtav1"), "{lines:#?}");
+    assert!(server.signal_and_wait(libc::SIGTERM).success());
+}
+
+/// A node whose `condense-media` is missing says so and does not start.
+#[test]
+fn a_server_without_its_media_binary_says_so() {
+    use crate::common::server::{binary, media_binary};
+    let dir = tempfile::tempdir().unwrap();
+    let lonely = dir.path().join("condense");
+    std::fs::copy(binary(), &lonely).unwrap();
+    assert!(media_binary().is_file());
+    let out = std::process::Command::new(&lonely)
+        .arg("serve")
+        .env_remove("DATABASE_URL")
+        .env_remove("ROLE")
+        .env("DATA_DIR", dir.path().join("data"))
+        .env("BIND", "127.0.0.1")
+        .env("PORT", "0")
+        .env("UI_PORT", "0")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("condense-media"), "{stderr}");
+    let out = std::process::Command::new(&lonely).arg("probe").arg("/nothing.mkv").output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("condense-media"));
 }

@@ -15,14 +15,14 @@ use rsmpeg::ffi;
 use serde_json::{json, Value};
 
 use crate::common::media as clips;
-use crate::common::server::binary;
+use crate::common::server::media_binary;
 
 /// Encodes `src` through the transcoder child and our verification; answers the output.
 async fn encode(src: &Path, codec: &str, encoder: &str, preset: &str) -> Result<PathBuf, condense::media::MediaError> {
     let info = probe(src).unwrap();
     let plan = EncodePlan::new(src, &info, &clips::profile(encoder, 30, preset)).unwrap();
     assert_eq!(plan.target_codec, codec);
-    let mut child = Transcoder::spawn(Path::new(binary()), &plan).await.unwrap();
+    let mut child = Transcoder::spawn(media_binary(), &plan).await.unwrap();
     while child.events.recv().await.is_some() {}
     match child.wait().await {
         ChildEnd::Completed => {}

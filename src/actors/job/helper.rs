@@ -1,6 +1,6 @@
 //! A helper: one slot of this node encodes one planned span of a job that runs elsewhere
 //! (or in another slot here), under the span's own lease (`repo::segments`). It starts a
-//! `condense assist` child (`media::assist`), renews the lease with the child's progress,
+//! `condense-media assist` child (`media::assist`), renews the lease with the child's progress,
 //! stops it on pause, cancel, shutdown or a lost lease, and gives the span back (DONE, or
 //! QUEUED for the next taker) when the child ends. The job's own run takes in what it wrote.
 

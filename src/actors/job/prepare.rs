@@ -81,17 +81,10 @@ impl Attempt {
             Ok(info) => info,
             Err(e) => return self.fail(e).await.map(|()| None),
         };
-        let video = info.video().cloned();
         let analysis = JobChange {
-            source_codec: video.as_ref().map(|v| v.codec.clone()),
-            source_size: Some(i64::try_from(info.size_bytes).unwrap_or(i64::MAX)),
-            duration_seconds: info.duration_seconds,
-            source_bitrate: info.bit_rate,
-            hdr: Some(info.hdr.kind.as_str().to_string()),
-            probe: serde_json::to_value(&info).ok(),
             source_mtime_ns: identity.map(|i| i.mtime_ns),
             source_inode: identity.map(|i| i64::try_from(i.inode).unwrap_or(0)),
-            ..Default::default()
+            ..crate::actors::analyst::facts_of(&info)
         };
         self.update(analysis).await?;
         if let Step::Stop = self.check_commands().await? {

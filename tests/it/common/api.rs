@@ -46,7 +46,7 @@ pub async fn start_main_node_at(
             decoders: vec![],
         },
         max_jobs,
-        transcoder: super::server::binary().into(),
+        transcoder: super::server::media_binary().into(),
         segment_seconds: 1.0,
         parallel_segments: condense::domain::segments::Parallelism::Auto,
         throttle_ms_per_frame: throttle_ms,

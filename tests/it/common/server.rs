@@ -16,6 +16,13 @@ pub fn binary() -> &'static str {
     })
 }
 
+/// `condense-media` beside the binary under test: the program the server starts for its
+/// media work.
+pub fn media_binary() -> &'static Path {
+    static MEDIA: OnceLock<std::path::PathBuf> = OnceLock::new();
+    MEDIA.get_or_init(|| Path::new(binary()).with_file_name("condense-media"))
+}
+
 /// A command for the binary with a clean, test-owned environment.
 pub fn command(data_dir: &Path) -> Command {
     let mut cmd = Command::new(binary());
