@@ -56,11 +56,16 @@ macro_rules! http_server {
 /// worker that checked one held those 19 MiB for good (measured: 20 MB more RSS after one
 /// login; see BENCHMARKS.md, Memory). Fixed, such blocks are mapped and returned at once.
 /// Only the serving process does this: the transcoder child keeps glibc's defaults.
+/// Arenas are capped at two: glibc gives each new thread that allocates its own (up to
+/// eight per core), and every arena keeps what it touched; the node's threads (HTTP workers,
+/// SQLite's connection threads, the log writer) mostly wait, and two suffice on any
+/// machine this serves from (about 1 MiB less idle; see BENCHMARKS.md, Memory).
 pub fn fix_allocator_thresholds() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only sets an allocator parameter; it takes the allocator's own lock.
     unsafe {
         libc::mallopt(libc::M_MMAP_THRESHOLD, 128 * 1024);
+        libc::mallopt(libc::M_ARENA_MAX, 2);
     }
 }
 

@@ -22,6 +22,7 @@ mod m20261128_000023_quality_mode;
 mod m20261128_000024_library_forecasts;
 mod m20261128_000025_keep_dolby_vision;
 mod m20261128_000026_node_decoders;
+mod m20261128_000027_job_counts_net_change;
 
 pub struct Migrator;
 
@@ -49,6 +50,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261128_000024_library_forecasts::Migration),
             Box::new(m20261128_000025_keep_dolby_vision::Migration),
             Box::new(m20261128_000026_node_decoders::Migration),
+            Box::new(m20261128_000027_job_counts_net_change::Migration),
         ]
     }
 }

@@ -34,7 +34,7 @@ const SQLITE_TRIGGERS: &[&str] = &[
     END",
 ];
 
-const POSTGRES_FUNCTION: &str = "CREATE FUNCTION job_counts_change() RETURNS trigger LANGUAGE plpgsql AS $$
+pub(crate) const POSTGRES_FUNCTION: &str = "CREATE FUNCTION job_counts_change() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'INSERT' THEN
         PERFORM 1 FROM job_counts WHERE status IN (SELECT status FROM new_rows) ORDER BY status FOR UPDATE;

@@ -189,6 +189,10 @@ both_backends!(the_probe_after_a_scan_skips_what_needs_no_encode_without_a_slot,
     let garbage = jobs.iter().find(|j| j.file_name == "z_garbage.mkv").unwrap();
     assert_eq!((JobStatus::from(garbage.status), garbage.source_codec.as_deref()), (JobStatus::Queued, None));
     assert!(repo::jobs::get(&db, garbage.id).await.unwrap().probe.is_none());
+    // The codec distribution covers every probed file at once.
+    let mut codecs = repo::stats::codec_counts(&db).await.unwrap();
+    codecs.sort();
+    assert_eq!(codecs, [("h264".to_string(), 1), ("hevc".to_string(), copies as u64)]);
     // The kept counts moved with the batch's transitions.
     let counts = repo::jobs::count_by_status(&db).await.unwrap();
     assert_eq!((counts[&JobStatus::Skipped], counts[&JobStatus::Queued]), (copies as u64, 2));

@@ -535,6 +535,20 @@ both_backends!(the_kept_counts_are_what_counting_the_rows_gives, |db: DatabaseCo
     // Whoever writes, through the code or not, the counts follow.
     db.execute_unprepared("UPDATE jobs SET status = 'FAILED' WHERE file_name LIKE '1%'").await.unwrap();
     same(db.clone()).await;
+    // One statement whose moves cross (some QUEUED -> FAILED, as many FAILED -> QUEUED: no
+    // net change), one that moves none, one that moves some one way.
+    db.execute_unprepared(
+        "UPDATE jobs SET status = CASE status WHEN 'QUEUED' THEN 'FAILED' ELSE 'QUEUED' END \
+         WHERE id IN (SELECT id FROM jobs WHERE status = 'QUEUED' ORDER BY id LIMIT 50) \
+         OR id IN (SELECT id FROM jobs WHERE status = 'FAILED' ORDER BY id LIMIT 50)",
+    )
+    .await
+    .unwrap();
+    same(db.clone()).await;
+    db.execute_unprepared("UPDATE jobs SET progress = progress + 1").await.unwrap();
+    same(db.clone()).await;
+    db.execute_unprepared("UPDATE jobs SET status = 'PAUSED' WHERE id % 3 = 0").await.unwrap();
+    same(db.clone()).await;
     repo::libraries::delete(&db, other.id).await.unwrap();
     same(db.clone()).await;
     assert_eq!(counted(&db).await.values().sum::<u64>(), 2);
