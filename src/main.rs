@@ -6,7 +6,8 @@ use condense::{cli, serve, telemetry};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match &cli.command {
+    let common = cli.common;
+    let result = match cli.command {
         // This binary does not link FFmpeg: its media work is `condense-media`'s.
         Command::Transcode
         | Command::Assist
@@ -16,10 +17,6 @@ fn main() -> ExitCode {
         | Command::CrfSearch { .. }
         | Command::Version => return cli::hand_to_media_binary(),
         Command::Openapi => return cli::openapi(),
-        _ => {}
-    }
-    let common = cli.common;
-    let result = match cli.command {
         Command::Serve(args) => {
             serve::fix_allocator_thresholds();
             actix_web::rt::System::new().block_on(serve::run(common, *args))
@@ -33,14 +30,6 @@ fn main() -> ExitCode {
             actix_web::rt::System::new().block_on(cli::user(&common, command))
         }
         Command::License { command } => cli::license(command),
-        Command::Transcode
-        | Command::Assist
-        | Command::Media
-        | Command::Probe { .. }
-        | Command::Vmaf { .. }
-        | Command::CrfSearch { .. }
-        | Command::Version
-        | Command::Openapi => Ok(()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

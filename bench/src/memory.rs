@@ -100,7 +100,7 @@ pub async fn run(cfg: &Config, report: &mut Report) -> Res<()> {
         "RSS (`VmRSS` of `/proc/PID/status`) of `condense serve` (release build, the main node with its \
          defaults: SQLite in a fresh `DATA_DIR`, `HTTP_WORKERS=2`, one UI worker, `MAX_JOBS=1`), read 2 s after \
          one `GET /healthz`; the median of {IDLE_SAMPLES} starts ({samples}). Anonymous memory and pages of \
-         mapped files (the binary, FFmpeg's shared libraries and their dependencies) are given apart:\n\n\
+         mapped files (the binary and the shared libraries it needs) are given apart:\n\n\
          - idle: {idle}, peak during start-up {idle_peak}.\n\
          - with {jobs} jobs stored (SQLite, inserted with `register_batch`, `MAX_JOBS=0`), after start-up, a login \
          and 5 requests each of `GET /jobs?pageSize=50` and `GET /queue/stats`: {with}, peak {with_peak}. The API \

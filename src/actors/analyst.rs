@@ -92,25 +92,32 @@ pub async fn drain(
         let batch = jobs::never_probed(&lifecycle.db, after, BATCH).await?;
         let Some(last) = batch.last() else { return Ok(skipped) };
         after = last.id;
-        // A file that is not there (yet, or any more) costs no child.
-        let batch: Vec<_> = batch
-            .into_iter()
-            .filter(|job| !unreadable.contains(&job.id) && Path::new(&job.file_path).is_file())
-            .collect();
+        // A file that is not there (yet, or any more) costs no child. (Looked at on a
+        // blocking thread: a library on a network share answers slowly.)
+        let batch: Vec<_> = batch.into_iter().filter(|job| !unreadable.contains(&job.id)).collect();
+        let batch = tokio::task::spawn_blocking(move || {
+            batch.into_iter().filter(|job| Path::new(&job.file_path).is_file()).collect::<Vec<_>>()
+        })
+        .await
+        .unwrap_or_default();
         if batch.is_empty() {
             continue;
         }
         let paths: Vec<PathBuf> = batch.iter().map(|job| PathBuf::from(&job.file_path)).collect();
         let results = worker::probe_batch(binary, &paths, per_file).await;
-        let mut probed = Vec::with_capacity(batch.len());
-        for (job, result) in batch.iter().zip(results) {
-            match result {
-                Some(Ok(info)) => probed.push(decided(job, &info)),
-                Some(Err(_)) | None => {
-                    unreadable.insert(job.id);
+        let (probed, failed) = tokio::task::spawn_blocking(move || {
+            let (mut probed, mut failed) = (Vec::with_capacity(batch.len()), Vec::new());
+            for (job, result) in batch.iter().zip(results) {
+                match result {
+                    Some(Ok(info)) => probed.push(decided(job, &info)),
+                    Some(Err(_)) | None => failed.push(job.id),
                 }
             }
-        }
+            (probed, failed)
+        })
+        .await
+        .unwrap_or_default();
+        unreadable.extend(failed);
         let moved = jobs::record_probes(&lifecycle.db, probed).await?;
         skipped += moved.len() as u64;
         for job in &moved {
