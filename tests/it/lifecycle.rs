@@ -18,6 +18,7 @@ use sea_orm::DatabaseConnection;
 
 use crate::both_backends;
 use crate::common::media as clips;
+use crate::common::server::own_children;
 
 pub async fn start_runtime(db: &DatabaseConnection, max_jobs: usize, throttle: u64, public_key: &str) -> Runtime {
     crate::common::api::start_main_node(db, max_jobs, throttle, public_key).await.runtime
@@ -409,26 +410,6 @@ async fn an_expired_lease_nobody_holds_is_swept_back_to_the_queue() {
     test_db.finish().await;
 }
 
-/// `condense-media transcode` children of this test process.
-fn own_transcoders() -> Vec<i32> {
-    let me = std::process::id().to_string();
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
-        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
-        // "pid (comm) state ppid ...": the fields after the last ')'.
-        let parent = stat.rsplit(')').next().and_then(|rest| rest.split_whitespace().nth(1)).unwrap_or("");
-        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-        if parent == me && cmdline.split(|b| *b == 0).any(|a| a == b"transcode") {
-            let state = stat.rsplit(')').next().and_then(|rest| rest.split_whitespace().next()).unwrap_or("");
-            if state != "Z" {
-                found.push(pid);
-            }
-        }
-    }
-    found
-}
-
 /// A paused job's transcoder that does not stop (here: stopped with SIGSTOP, so it never
 /// handles its SIGTERM) is killed after a bound; the job is PAUSED only once it has gone,
 /// its lease held until then.
@@ -444,7 +425,7 @@ async fn a_paused_transcoder_that_ignores_sigterm_is_killed_and_the_job_pauses()
     let deadline = Instant::now() + Duration::from_secs(60);
     let (job, pid) = loop {
         let jobs = all_jobs(&db).await;
-        let pids = own_transcoders();
+        let pids = own_children(b"transcode");
         // The manifest is written after the child set up its SIGTERM handler (a signal
         // before that would simply end it).
         if let (Some(job), [pid]) = (jobs.first(), pids.as_slice()) {
@@ -461,14 +442,14 @@ async fn a_paused_transcoder_that_ignores_sigterm_is_killed_and_the_job_pauses()
     let _ = runtime.scheduler.send(JobAction { job_id: job.id, action: Action::Pause }).await.unwrap();
     // The lease is held while the stuck child lives.
     let now = repo::jobs::get(&db, job.id).await.unwrap();
-    if own_transcoders().contains(&pid) {
+    if own_children(b"transcode").contains(&pid) {
         assert_eq!(now.status, JobStatus::Encoding, "paused while its transcoder still lives");
         assert_eq!(now.lease_id, job.lease_id);
     }
     let deadline = Instant::now() + condense::actors::job::STOP_BOUND + Duration::from_secs(30);
     loop {
         let now = repo::jobs::get(&db, job.id).await.unwrap();
-        let alive = own_transcoders().contains(&pid);
+        let alive = own_children(b"transcode").contains(&pid);
         if now.status == JobStatus::Paused {
             assert!(!alive, "PAUSED while its transcoder {pid} still lives");
             assert_eq!(now.lease_id, None);

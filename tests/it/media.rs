@@ -990,24 +990,6 @@ async fn a_second_helper_on_a_span_the_first_left_part_of_writes_new_files_never
     assert_eq!(crate::common::shim::video_frames(&plan.output_path()), 200);
 }
 
-/// `condense-media media` children of this test process.
-fn own_media_children() -> Vec<i32> {
-    let me = std::process::id().to_string();
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
-        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
-        // "pid (comm) state ppid ...": the fields after the last ')'.
-        let mut fields = stat.rsplit(')').next().unwrap_or("").split_whitespace();
-        let (state, parent) = (fields.next().unwrap_or(""), fields.next().unwrap_or(""));
-        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-        if parent == me && state != "Z" && cmdline.split(|b| *b == 0).any(|a| a == b"media") {
-            found.push(pid);
-        }
-    }
-    found
-}
-
 /// A batch probe answers for every file, in order. A child that stops answering (stopped
 /// with SIGSTOP: a hang) is killed after the time allowed per file, one that dies (SIGKILL:
 /// a crash) is noticed at once; either way the file it was on is left unknown (its job's
@@ -1031,7 +1013,7 @@ async fn a_batch_probe_survives_a_child_that_hangs_or_dies() {
         let stopper = std::thread::spawn(move || {
             let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
             while std::time::Instant::now() < deadline {
-                if let Some(&pid) = own_media_children().first() {
+                if let Some(&pid) = crate::common::server::own_children(b"media").first() {
                     unsafe { libc::kill(pid, signal) };
                     return;
                 }

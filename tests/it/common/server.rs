@@ -20,7 +20,25 @@ pub fn binary() -> &'static str {
 /// media work.
 pub fn media_binary() -> &'static Path {
     static MEDIA: OnceLock<std::path::PathBuf> = OnceLock::new();
-    MEDIA.get_or_init(|| Path::new(binary()).with_file_name("condense-media"))
+    MEDIA.get_or_init(|| Path::new(binary()).with_file_name(condense::media::worker::MEDIA_BINARY))
+}
+
+/// Live children of this test process running `condense-media <subcommand>`.
+pub fn own_children(subcommand: &[u8]) -> Vec<i32> {
+    let me = std::process::id().to_string();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        // "pid (comm) state ppid ...": the fields after the last ')'.
+        let mut fields = stat.rsplit(')').next().unwrap_or("").split_whitespace();
+        let (state, parent) = (fields.next().unwrap_or(""), fields.next().unwrap_or(""));
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        if parent == me && state != "Z" && cmdline.split(|b| *b == 0).any(|a| a == subcommand) {
+            found.push(pid);
+        }
+    }
+    found
 }
 
 /// A command for the binary with a clean, test-owned environment.
