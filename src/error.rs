@@ -7,7 +7,8 @@ use serde::Serialize;
 
 use crate::repo::RepoError;
 
-#[derive(Debug, thiserror::Error)]
+// Clone: a read shared by several requests hands each the same outcome (http::coalesce).
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum AppError {
     #[error("{message}")]
     BadRequest { code: &'static str, message: String },

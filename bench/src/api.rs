@@ -37,7 +37,15 @@ const HISTORY: &str = "Before the index `idx_jobs_created_at` (jobs `created_at,
     load, cpu-clock samples): 42 % in the kernel, mostly thread switches (sqlx runs each SQLite connection on \
     a thread of its own and hands every row to the async side through a channel), 25 % in libc (malloc \
     above all), 33 % in condense itself. A filtered total (`libraryId`, `node`, `q`) still counts the \
-    matching rows: about 260 requests/s at 100,000 jobs in one library.";
+    matching rows: about 260 requests/s at 100,000 jobs in one library.\n\nOn 2026-11-27 identical requests \
+    that wait together began to share one read (`http::coalesce`: the token's user by name, the `/jobs` page by \
+    query string, `/queue/stats`); each request still gets a read that began after it arrived. The previous build \
+    (3833bb1) and this one were served the same load by the same benchmark binary, one after the other on the \
+    same machine (`CONDENSE_BIN=<3833bb1's condense> condense-bench api`, then this build's). Requests/s and \
+    p99, before and after: `GET /jobs?pageSize=50` SQLite 793, 99.4 ms -> 17,008, 6.3 ms; PostgreSQL 1,848, \
+    46.1 ms -> 17,242, 6.4 ms. `GET /queue/stats` SQLite 3,283, 24.2 ms -> 34,364, 3.1 ms; PostgreSQL 2,366, \
+    33.8 ms -> 21,993, 5.3 ms. One page per connection (only the user shared): SQLite 737, 98.0 ms -> 835, \
+    108.2 ms; PostgreSQL 1,164, 75.2 ms -> 1,390, 78.4 ms: a read nobody shares costs what it did.";
 
 pub const ENDPOINTS: [(&str, &str); 2] =
     [("GET /jobs?pageSize=50", "/jobs?pageSize=50"), ("GET /queue/stats", "/queue/stats")];
@@ -156,22 +164,28 @@ async fn measure(cfg: &Config, data_dir: &Path, url: &str, database_url: Option<
     if by_number["items"] != by_cursor["items"] {
         return Err(format!("page {deep_page} by number and by cursor differ"));
     }
-    let mut endpoints: Vec<(String, String)> =
-        ENDPOINTS.iter().map(|(name, path)| (name.to_string(), path.to_string())).collect();
+    let one = |name: String, path: String| (name, vec![path]);
+    let mut endpoints: Vec<(String, Vec<String>)> =
+        ENDPOINTS.iter().map(|(name, path)| one(name.to_string(), path.to_string())).collect();
     endpoints.extend([
-        (format!("GET /jobs?pageSize=50&page={deep_page}"), format!("/jobs?pageSize=50&page={deep_page}")),
-        (format!("GET /jobs?pageSize=50&after=(page {deep_page})"), format!("/jobs?pageSize=50&after={cursor}")),
-        (
+        one(format!("GET /jobs?pageSize=50&page={deep_page}"), format!("/jobs?pageSize=50&page={deep_page}")),
+        one(format!("GET /jobs?pageSize=50&after=(page {deep_page})"), format!("/jobs?pageSize=50&after={cursor}")),
+        one(
             "GET /jobs?pageSize=50&status=QUEUED&sort=fileName".into(),
             "/jobs?pageSize=50&status=QUEUED&sort=fileName".into(),
         ),
-        ("GET /jobs?pageSize=50&libraryId=1".into(), "/jobs?pageSize=50&libraryId=1".into()),
+        one("GET /jobs?pageSize=50&libraryId=1".into(), "/jobs?pageSize=50&libraryId=1".into()),
+        // Every connection a page of its own (pages 1 to 64): no two requests can share a read.
+        (
+            format!("GET /jobs?pageSize=50&page=1…{}, one page per connection", cfg.api_connections),
+            (1..=cfg.api_connections).map(|page| format!("/jobs?pageSize=50&page={page}")).collect(),
+        ),
     ]);
     let mut loads = Vec::new();
-    for (name, path) in endpoints {
+    for (name, paths) in endpoints {
         // A short warm-up at full concurrency, then the measured run.
-        load(&addr, &path, &token, cfg.api_connections, Duration::from_millis(500)).await?;
-        loads.push((name, load(&addr, &path, &token, cfg.api_connections, cfg.api_duration).await?));
+        load(&addr, &paths, &token, cfg.api_connections, Duration::from_millis(500)).await?;
+        loads.push((name, load(&addr, &paths, &token, cfg.api_connections, cfg.api_duration).await?));
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
     let mem_after = server.mem()?;
@@ -251,7 +265,11 @@ pub async fn run(cfg: &Config, report: &mut Report) -> Res<()> {
              endpoint. Latency is from writing the request to reading the whole answer. The client shares the \
              machine's 2 cores with the server. In a closed loop the mean latency is the number of \
              connections over the throughput: a p99 under 20 ms with {conns} connections needs well over \
-             {needed:.0} requests a second.\n\n{table}\n{fills}\n{postgres_note}\n\n{HISTORY}",
+             {needed:.0} requests a second. Every connection of a row asks for the same path, as open \
+             dashboards poll the same first page and counts, except the row marked one page per connection. \
+             Identical requests that wait together share one read (`http::coalesce`, never a read that began \
+             before the request arrived), so the rows of one path measure that sharing, and the row of one \
+             page per connection what a read costs when only the token's user is shared.\n\n{table}\n{fills}\n{postgres_note}\n\n{HISTORY}",
             jobs = thousands(cfg.api_jobs as u64),
             conns = cfg.api_connections,
             secs = cfg.api_duration.as_secs_f64(),

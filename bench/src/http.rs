@@ -167,9 +167,9 @@ impl Load {
     }
 }
 
-/// `connections` keep-alive connections, each sending GET `path` again as soon as the
-/// previous answer is complete, for `duration`.
-pub async fn load(addr: &str, path: &str, token: &str, connections: usize, duration: Duration) -> Res<Load> {
+/// `connections` keep-alive connections, each sending GET to its path again as soon as the
+/// previous answer is complete, for `duration`; connection `i` asks for `paths[i % len]`.
+pub async fn load(addr: &str, paths: &[String], token: &str, connections: usize, duration: Duration) -> Res<Load> {
     let results = Rc::new(RefCell::new(Load::default()));
     let mut conns = Vec::new();
     for _ in 0..connections {
@@ -178,8 +178,9 @@ pub async fn load(addr: &str, path: &str, token: &str, connections: usize, durat
     let started = Instant::now();
     let deadline = started + duration;
     let mut tasks = Vec::new();
-    for mut conn in conns {
-        let (addr, path, token, results) = (addr.to_string(), path.to_string(), token.to_string(), results.clone());
+    for (i, mut conn) in conns.into_iter().enumerate() {
+        let path = paths.get(i % paths.len().max(1)).ctx("no path to load")?.clone();
+        let (addr, token, results) = (addr.to_string(), token.to_string(), results.clone());
         tasks.push(actix_web::rt::spawn(async move {
             let mut mine = Vec::new();
             let mut errors = 0;

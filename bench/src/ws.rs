@@ -324,7 +324,9 @@ pub async fn run(cfg: &Config, report: &mut Report) -> Res<()> {
         report.row(
             format!("WebSocket {what}, {} subscribers, {}/s", thousands(connected as u64), cfg.ws_rate),
             format!("p50 {:.1} ms, p99 {:.1} ms", p.ms(50.0), p.ms(99.0)),
-            "p99 < 50 ms",
+            // The goal is for status messages; progress waits for the session's
+            // 250 ms flush by design (at most four a second per job).
+            if p.kind == "status" { "p99 < 50 ms" } else { "p99 <= 250 ms (coalesced)" },
             &cmd,
         );
         if p.delivered != expected {

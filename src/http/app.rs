@@ -41,6 +41,8 @@ pub struct AppState {
     pub library_places: http::libraries::LibraryPlaces,
     /// The clock the encoding windows are read with (whether each is open now).
     pub clock: crate::host::clock::Clock,
+    /// Reads shared by identical requests that wait at the same time.
+    pub reads: http::coalesce::SharedReads,
 }
 
 /// The API's own settings (the rest comes from the node).
@@ -73,6 +75,7 @@ impl AppState {
             memory_trend: node.memory_trend.clone(),
             library_places: api.library_places,
             clock: node.clock.clone(),
+            reads: http::coalesce::SharedReads::default(),
         }
     }
 }

@@ -167,8 +167,18 @@ pub async fn authenticate(req: &HttpRequest, place: TokenPlace) -> Result<AuthUs
         TokenError::Signing(detail) => AppError::Internal(detail),
         refused => AppError::Unauthorized(refused.to_string()),
     })?;
-    let user = repo::users::find(&state.db, &claims.sub)
-        .await?
+    // Shared with the requests of the same user that wait at the same time; the read still
+    // begins after this request arrived, so a revocation holds from the next request on.
+    let (db, username) = (state.db.clone(), claims.sub.clone());
+    let read = move || {
+        let (db, username) = (db.clone(), username.clone());
+        async move { Ok(repo::users::find(&db, &username).await?) }
+    };
+    let user = state
+        .reads
+        .users
+        .get(claims.sub.clone(), read)
+        .await??
         .ok_or_else(|| AppError::Unauthorized("the token's user no longer exists; log in again".into()))?;
     if claims.ver != user.token_version {
         return Err(AppError::Unauthorized(REVOKED.into()));

@@ -1,6 +1,6 @@
 //! Jobs, read side: a filtered, sorted, paginated listing, and one job with its history.
 
-use actix_web::web;
+use actix_web::{web, HttpRequest, HttpResponse};
 use serde::Deserialize;
 use utoipa::IntoParams;
 
@@ -9,6 +9,7 @@ use super::views::{JobDetailView, JobEventView, JobView, SegmentView};
 use crate::domain::job::JobStatus;
 use crate::error::{AppError, ErrorBody};
 use crate::http::app::AppState;
+use crate::http::coalesce;
 use crate::repo;
 use crate::repo::jobs::{Cursor, JobQuery, JobSort, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
 use crate::repo::Page;
@@ -124,11 +125,21 @@ impl JobsQuery {
 pub async fn list(
     _user: AuthUser,
     state: web::Data<AppState>,
+    request: HttpRequest,
     query: web::Query<JobsQuery>,
-) -> Result<web::Json<Page<JobView>>, AppError> {
+) -> Result<HttpResponse, AppError> {
     let query = query.into_inner().into_repo_query()?;
-    let page = repo::jobs::list(&state.db, &query).await?;
-    Ok(web::Json(page.map(JobView::from)))
+    let db = state.db.clone();
+    let read = move || {
+        let (db, query) = (db.clone(), query.clone());
+        async move {
+            let page = repo::jobs::list(&db, &query).await?;
+            coalesce::to_body(&page.map(JobView::from))
+        }
+    };
+    // The raw query string decides the page: requests that wait with the same one share it.
+    let body = state.reads.job_pages.get(request.query_string().to_owned(), read).await??;
+    Ok(coalesce::json_response(body))
 }
 
 /// One job with its history

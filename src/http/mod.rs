@@ -11,6 +11,7 @@ pub mod app;
 pub mod audit;
 pub mod auth;
 pub mod cluster;
+pub mod coalesce;
 pub mod connections;
 pub mod encoders;
 pub mod forecast;

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use actix_web::web;
+use actix_web::{web, HttpResponse};
 use chrono::{DateTime, Utc};
 use entities::job;
 use sea_orm::DatabaseConnection;
@@ -18,6 +18,7 @@ use crate::host::gpu::GpuInfo;
 use crate::host::memory_trend::{self, MemorySample};
 use crate::host::{self, disk};
 use crate::http::app::AppState;
+use crate::http::coalesce;
 use crate::repo;
 
 /// Queue statistics
@@ -35,9 +36,17 @@ use crate::repo;
         (status = 200, description = "OK", body = QueueStats),
     ),
 )]
-pub async fn queue(_user: AuthUser, state: web::Data<AppState>) -> Result<web::Json<QueueStats>, AppError> {
-    let (queue, _) = queue_and_running(&state.db, Utc::now()).await?;
-    Ok(web::Json(queue))
+pub async fn queue(_user: AuthUser, state: web::Data<AppState>) -> Result<HttpResponse, AppError> {
+    let db = state.db.clone();
+    let read = move || {
+        let db = db.clone();
+        async move {
+            let (queue, _) = queue_and_running(&db, Utc::now()).await?;
+            coalesce::to_body(&queue)
+        }
+    };
+    let body = state.reads.queue_stats.get((), read).await??;
+    Ok(coalesce::json_response(body))
 }
 
 /// Health checks only
