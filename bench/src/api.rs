@@ -130,13 +130,13 @@ pub struct ApiRun {
     pub loads: Vec<(String, Load)>,
 }
 
-async fn measure(cfg: &Config, data_dir: &Path, url: &str, database_url: Option<&str>) -> Res<ApiRun> {
+async fn measure(cfg: &Config, bin: &Path, data_dir: &Path, url: &str, database_url: Option<&str>) -> Res<ApiRun> {
     let fill_seconds = fill(url, cfg.api_jobs).await?;
     let mut env = vec![("MAX_JOBS", "0".to_string())];
     if let Some(db) = database_url {
         env.push(("DATABASE_URL", db.to_string()));
     }
-    let server = Server::start(&cfg.bin, data_dir, &env)?;
+    let server = Server::start(bin, data_dir, &env)?;
     let addr = server.addr.clone();
     let token = login(&addr).await?;
     let page = expect(&addr, "GET", ENDPOINTS[0].1, Some(&token), None, 200).await?;
@@ -194,26 +194,53 @@ async fn measure(cfg: &Config, data_dir: &Path, url: &str, database_url: Option<
 
 pub async fn run(cfg: &Config, report: &mut Report) -> Res<()> {
     let cmd = command("api");
-    let mut runs: Vec<(&str, ApiRun)> = Vec::new();
-    {
-        let tmp = TempDir::new(&cfg.tmp, "api-sqlite")?;
-        let url = format!("sqlite://{}?mode=rwc", tmp.path().join("condense.db").display());
-        runs.push(("SQLite", measure(cfg, tmp.path(), &url, None).await?));
+    // With BENCH_BASELINE_BIN, that build serves the same load after this one, in the same run.
+    let mut builds = vec![(String::new(), cfg.bin.clone())];
+    if let Some(bin) = std::env::var_os("BENCH_BASELINE_BIN").map(std::path::PathBuf::from) {
+        builds.push((", baseline build".to_string(), bin));
     }
+    let mut runs: Vec<(String, ApiRun)> = Vec::new();
     let mut postgres_note = String::new();
-    match postgres_schema(&cfg.postgres_url, "api").await {
-        Some((admin, schema, url)) => {
-            let tmp = TempDir::new(&cfg.tmp, "api-postgres")?;
-            let outcome = measure(cfg, tmp.path(), &url, Some(&url)).await;
-            drop_schema(&admin, &schema).await;
-            runs.push(("PostgreSQL", outcome?));
-            postgres_note = format!(
-                "PostgreSQL: `{}`, in a schema of its own (`bench_api_PID`, given to the server through \
-                 `DATABASE_URL` with `options=-c search_path=…`), dropped afterwards.",
-                cfg.postgres_url
-            );
+    let mut baseline_note = String::new();
+    for (which, bin) in &builds {
+        let baseline = !which.is_empty();
+        let sqlite = {
+            let tmp = TempDir::new(&cfg.tmp, "api-sqlite")?;
+            let url = format!("sqlite://{}?mode=rwc", tmp.path().join("condense.db").display());
+            measure(cfg, bin, tmp.path(), &url, None).await
+        };
+        match sqlite {
+            Ok(run) => runs.push((format!("SQLite{which}"), run)),
+            // The baseline may not open a database this build migrated (a newer migration).
+            Err(e) if baseline => baseline_note.push_str(&format!(" On SQLite the baseline failed: {e}.")),
+            Err(e) => return Err(e),
         }
-        None => report.row("API, PostgreSQL", format!("skipped: no PostgreSQL at {}", cfg.postgres_url), "", &cmd),
+        match postgres_schema(&cfg.postgres_url, "api").await {
+            Some((admin, schema, url)) => {
+                let tmp = TempDir::new(&cfg.tmp, "api-postgres")?;
+                let outcome = measure(cfg, bin, tmp.path(), &url, Some(&url)).await;
+                drop_schema(&admin, &schema).await;
+                match outcome {
+                    Ok(run) => runs.push((format!("PostgreSQL{which}"), run)),
+                    Err(e) if baseline => baseline_note.push_str(&format!(" On PostgreSQL the baseline failed: {e}.")),
+                    Err(e) => return Err(e),
+                }
+                postgres_note = format!(
+                    "PostgreSQL: `{}`, in a schema of its own (`bench_api_PID`, given to the server through \
+                     `DATABASE_URL` with `options=-c search_path=…`), dropped afterwards.",
+                    cfg.postgres_url
+                );
+            }
+            None if baseline => {}
+            None => report.row("API, PostgreSQL", format!("skipped: no PostgreSQL at {}", cfg.postgres_url), "", &cmd),
+        }
+    }
+    if let Some((_, bin)) = builds.get(1) {
+        postgres_note.push_str(&format!(
+            "\n\nSide by side: the build at `{}` (BENCH_BASELINE_BIN) served the same load after this one, in the \
+             same run, on a database filled the same way (rows marked baseline build).{baseline_note}",
+            bin.display()
+        ));
     }
     let mut table = String::from(
         "| database | endpoint | requests | errors | requests/s | p50 | p99 | max |\n|---|---|---|---|---|---|---|---|\n",
