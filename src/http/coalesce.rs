@@ -1,12 +1,12 @@
 //! One database read for many identical requests that wait at the same time.
 //!
-//! Why: every open dashboard polls the first page of `/jobs` and `/queue/stats`, and every
-//! request carries a token whose user is read to check that it was not revoked. At 64
-//! concurrent requests the statements themselves were cheap (SQLite spends under 2 % of the
-//! time in its engine); what cost was the per-statement hand-off between the HTTP workers
-//! and the database driver's threads and the per-row decoding (docs/ARCHITECTURE.md, "Reads
-//! under load"). Requests for the same thing that wait together now share one read and, for
-//! the list and the counts, one serialized body.
+//! Why: every open dashboard polls `/system/dashboard`, the first page of `/jobs` and
+//! `/queue/stats`, and every request carries a token whose user is read to check that it
+//! was not revoked. At 64 concurrent requests the statements themselves were cheap (SQLite
+//! spends under 2 % of the time in its engine); what cost was the per-statement hand-off
+//! between the HTTP workers and the database driver's threads and the per-row decoding
+//! (docs/ARCHITECTURE.md, "Reads under load"). Requests for the same thing that wait
+//! together now share one read and, for the bodies, one serialization.
 //!
 //! Freshness is what it was without sharing: a request never receives the result of a read
 //! that began before it arrived. While a read runs, newcomers gather for the next one,
@@ -34,6 +34,8 @@ pub struct SharedReads {
     pub job_pages: Coalesced<String, Result<Bytes, AppError>>,
     /// The `GET /queue/stats` body.
     pub queue_stats: Coalesced<(), Result<Bytes, AppError>>,
+    /// The `GET /system/dashboard` body.
+    pub dashboard: Coalesced<(), Result<Bytes, AppError>>,
 }
 
 /// `value` as the JSON body a shared read hands to each of its requests.

@@ -99,11 +99,22 @@ pub async fn health(_user: AuthUser, state: web::Data<AppState>) -> Result<web::
         (status = 200, description = "OK", body = DashboardView),
     ),
 )]
-pub async fn dashboard(_user: AuthUser, state: web::Data<AppState>) -> Result<web::Json<DashboardView>, AppError> {
+pub async fn dashboard(_user: AuthUser, state: web::Data<AppState>) -> Result<HttpResponse, AppError> {
+    // Every open dashboard polls this: the ones that wait together share one reading.
+    let shared = state.clone();
+    let read = move || {
+        let state = shared.clone();
+        async move { coalesce::to_body(&dashboard_view(&state).await?) }
+    };
+    let body = state.reads.dashboard.get((), read).await??;
+    Ok(coalesce::json_response(body))
+}
+
+async fn dashboard_view(state: &AppState) -> Result<DashboardView, AppError> {
     let now = Utc::now();
     let libraries = repo::libraries::list(&state.db).await?;
     let paths: BTreeSet<String> = libraries.iter().flat_map(repo::libraries::paths_of).collect();
-    let machine = machine(&state, Some(paths.into_iter().collect())).await?;
+    let machine = machine(state, Some(paths.into_iter().collect())).await?;
     let connected = repo::ping(&state.db).await;
     let (queue, running) = queue_and_running(&state.db, now).await?;
     let nodes = repo::nodes::list(&state.db).await?;
@@ -116,14 +127,14 @@ pub async fn dashboard(_user: AuthUser, state: web::Data<AppState>) -> Result<we
         nodes: Some(&nodes),
     });
     let mut node_views = views::nodes(&nodes);
-    super::schedule::fill_windows(&state, &mut node_views).await?;
-    Ok(web::Json(DashboardView {
+    super::schedule::fill_windows(state, &mut node_views).await?;
+    Ok(DashboardView {
         health,
         system: machine.into_view(),
         queue,
         active_jobs: running.iter().map(JobView::from).collect(),
         nodes: node_views,
-    }))
+    })
 }
 
 const RUNNING: [JobStatus; 2] = [JobStatus::Analyzing, JobStatus::Encoding];

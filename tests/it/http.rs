@@ -650,8 +650,9 @@ api_test_on_both_databases!(password_change_and_logout_revoke_older_tokens);
 
 /// Identical requests that wait together share one database read (`http::coalesce`), but
 /// none is answered from a read that began before it arrived: under a steady load of the
-/// same `/jobs` page, `/queue/stats` and the same user's token, each write is seen by the
-/// read that follows it, and a revoked token is refused from the next request on.
+/// same `/jobs` page, `/queue/stats`, `/system/dashboard` and the same user's token, each
+/// write is seen by the read that follows it, and a revoked token is refused from the next
+/// request on.
 async fn shared_reads_see_every_write_made_before_them(server: &TestServer) {
     let admin = server.login().await;
     let viewer = user_with_role(server, &admin, UserRole::Viewer).await;
@@ -679,8 +680,8 @@ async fn shared_reads_see_every_write_made_before_them(server: &TestServer) {
             answered
         }
     };
-    let hammers =
-        futures_util::future::join_all((0..24).map(|i| hammer(if i % 2 == 0 { page_path } else { "/queue/stats" })));
+    let paths = [page_path, "/queue/stats", "/system/dashboard"];
+    let hammers = futures_util::future::join_all((0..24).map(|i| hammer(paths[i % paths.len()])));
     let checks = async {
         let status_in = |page: &Value| {
             let job = page["items"].as_array().unwrap().iter().find(|job| job["id"] == id).cloned();
@@ -696,12 +697,18 @@ async fn shared_reads_see_every_write_made_before_them(server: &TestServer) {
                 let (code, stats) = server.get("/queue/stats", Some(&admin)).await;
                 assert_eq!(code, 200, "{stats}");
                 assert_eq!(stats["paused"], paused, "round {round}: the counts after {action} came from an older read");
+                let (code, dashboard) = server.get("/system/dashboard", Some(&admin)).await;
+                assert_eq!(code, 200, "{dashboard}");
+                assert_eq!(
+                    dashboard["queue"]["paused"], paused,
+                    "round {round}: the dashboard after {action} was older"
+                );
             }
         }
         // The viewer's requests keep coming; from its logout on, each is refused.
         let (code, body) = server.post("/auth/logout", Some(&viewer), &json!({})).await;
         assert_eq!(code, 204, "{body}");
-        for path in [page_path, "/queue/stats", page_path] {
+        for path in paths {
             let (code, body) = server.get(path, Some(&viewer)).await;
             assert_eq!(code, 401, "{path} after the logout: {body}");
         }
