@@ -18,12 +18,14 @@ use std::future::Future;
 use std::hash::Hash;
 use std::sync::{Arc, Mutex};
 
-use actix_web::web::Bytes;
+use actix_web::http::header::ContentType;
+use actix_web::web::{self, Bytes};
 use actix_web::HttpResponse;
 use serde::Serialize;
 use tokio::sync::oneshot;
 
 use crate::error::AppError;
+use crate::http::app::AppState;
 
 /// The reads the API shares, one set per node (both listeners).
 #[derive(Default)]
@@ -38,14 +40,32 @@ pub struct SharedReads {
     pub dashboard: Coalesced<(), Result<Bytes, AppError>>,
 }
 
-/// `value` as the JSON body a shared read hands to each of its requests.
-pub fn to_body(value: &impl Serialize) -> Result<Bytes, AppError> {
-    serde_json::to_vec(value).map(Bytes::from).map_err(|e| AppError::Internal(format!("serializing a response: {e}")))
-}
-
-/// A 200 with a body made by `to_body`.
-pub fn json_response(body: Bytes) -> HttpResponse {
-    HttpResponse::Ok().content_type(actix_web::http::header::ContentType::json()).body(body)
+/// The JSON answer of `read`, shared by the requests for `key` that wait together: one read
+/// and one serialization for all of them.
+pub async fn shared_json<K, T, F, Fut>(
+    reads: &Coalesced<K, Result<Bytes, AppError>>,
+    key: K,
+    state: &web::Data<AppState>,
+    read: F,
+) -> Result<HttpResponse, AppError>
+where
+    K: Eq + Hash + Clone + Send + 'static,
+    T: Serialize,
+    F: Fn(web::Data<AppState>) -> Fut + Send + 'static,
+    Fut: Future<Output = Result<T, AppError>> + Send + 'static,
+{
+    let state = state.clone();
+    let body = reads
+        .get(key, move || {
+            let value = read(state.clone());
+            async move {
+                serde_json::to_vec(&value.await?)
+                    .map(Bytes::from)
+                    .map_err(|e| AppError::Internal(format!("serializing a response: {e}")))
+            }
+        })
+        .await??;
+    Ok(HttpResponse::Ok().content_type(ContentType::json()).body(body))
 }
 
 /// Shared reads keyed by what they read (`K`), each giving a `V` to every request it serves.
@@ -106,8 +126,9 @@ where
         rx.await.map_err(|_| ReadLost)
     }
 
-    /// Keys with a read running now (for tests).
-    pub fn in_flight(&self) -> usize {
+    /// Keys with a read running now.
+    #[cfg(test)]
+    fn in_flight(&self) -> usize {
         self.running.lock().map(|running| running.len()).unwrap_or(0)
     }
 }

@@ -129,17 +129,13 @@ pub async fn list(
     query: web::Query<JobsQuery>,
 ) -> Result<HttpResponse, AppError> {
     let query = query.into_inner().into_repo_query()?;
-    let db = state.db.clone();
-    let read = move || {
-        let (db, query) = (db.clone(), query.clone());
-        async move {
-            let page = repo::jobs::list(&db, &query).await?;
-            coalesce::to_body(&page.map(JobView::from))
-        }
-    };
     // The raw query string decides the page: requests that wait with the same one share it.
-    let body = state.reads.job_pages.get(request.query_string().to_owned(), read).await??;
-    Ok(coalesce::json_response(body))
+    let key = request.query_string().to_owned();
+    coalesce::shared_json(&state.reads.job_pages, key, &state, move |state| {
+        let query = query.clone();
+        async move { Ok(repo::jobs::list(&state.db, &query).await?.map(JobView::from)) }
+    })
+    .await
 }
 
 /// One job with its history

@@ -37,16 +37,10 @@ use crate::repo;
     ),
 )]
 pub async fn queue(_user: AuthUser, state: web::Data<AppState>) -> Result<HttpResponse, AppError> {
-    let db = state.db.clone();
-    let read = move || {
-        let db = db.clone();
-        async move {
-            let (queue, _) = queue_and_running(&db, Utc::now()).await?;
-            coalesce::to_body(&queue)
-        }
-    };
-    let body = state.reads.queue_stats.get((), read).await??;
-    Ok(coalesce::json_response(body))
+    coalesce::shared_json(&state.reads.queue_stats, (), &state, |state| async move {
+        Ok(queue_and_running(&state.db, Utc::now()).await?.0)
+    })
+    .await
 }
 
 /// Health checks only
@@ -101,13 +95,7 @@ pub async fn health(_user: AuthUser, state: web::Data<AppState>) -> Result<web::
 )]
 pub async fn dashboard(_user: AuthUser, state: web::Data<AppState>) -> Result<HttpResponse, AppError> {
     // Every open dashboard polls this: the ones that wait together share one reading.
-    let shared = state.clone();
-    let read = move || {
-        let state = shared.clone();
-        async move { coalesce::to_body(&dashboard_view(&state).await?) }
-    };
-    let body = state.reads.dashboard.get((), read).await??;
-    Ok(coalesce::json_response(body))
+    coalesce::shared_json(&state.reads.dashboard, (), &state, |state| async move { dashboard_view(&state).await }).await
 }
 
 async fn dashboard_view(state: &AppState) -> Result<DashboardView, AppError> {
