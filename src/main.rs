@@ -7,6 +7,9 @@ use condense::{cli, serve, telemetry};
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let common = cli.common;
+    if !matches!(cli.command, Command::Openapi | Command::License { .. }) {
+        serve::private_umask();
+    }
     let result = match cli.command {
         // This binary does not link FFmpeg: its media work is `condense-media`'s.
         Command::Transcode

@@ -69,10 +69,32 @@ pub fn fix_allocator_thresholds() {
     }
 }
 
+/// Everything condense creates is its own user's alone: DATA_DIR (the database with Plex
+/// tokens and SMTP passwords, the signing secret, the logs) is made 0700 and its files
+/// 0600 as they are created, never opened up and fixed afterwards. Beside sources it makes
+/// its partial folders 0700 and gives each output the original's mode at the replace
+/// (`media::replace`), so this costs the libraries nothing. Children inherit it.
+pub fn private_umask() {
+    rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
+}
+
+/// Creates DATA_DIR (0700 under `private_umask`); one made before that rule, and still
+/// open to others, is closed to them, since everything in it is only reachable through it.
+pub fn create_data_dir(path: &std::path::Path) -> Result<(), ServeError> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    let err = |source| ServeError::DataDir { path: path.display().to_string(), source };
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(path).map_err(err)?;
+    let meta = std::fs::metadata(path).map_err(err)?;
+    if meta.mode() & 0o077 != 0 && meta.uid() == rustix::process::geteuid().as_raw() {
+        tracing::warn!(path = %path.display(), mode = format!("{:o}", meta.mode() & 0o777), "DATA_DIR was open to other users; it is now 0700");
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700)).map_err(err)?;
+    }
+    Ok(())
+}
+
 /// Creates DATA_DIR, connects and migrates the database.
 pub async fn open_database(common: &CommonArgs) -> Result<DatabaseConnection, ServeError> {
-    std::fs::create_dir_all(&common.data_dir)
-        .map_err(|source| ServeError::DataDir { path: common.data_dir.display().to_string(), source })?;
+    create_data_dir(&common.data_dir)?;
     let url = common.database_url();
     let db = repo::connect(&url).await?;
     repo::migrate(&db).await?;
@@ -130,6 +152,7 @@ fn listen(variable: &'static str, addr: SocketAddr) -> Result<TcpListener, Serve
 
 pub async fn run(common: CommonArgs, args: ServeArgs) -> Result<(), ServeError> {
     args.validate()?;
+    create_data_dir(&common.data_dir)?;
     std::fs::create_dir_all(common.data_dir.join("logs"))
         .map_err(|source| ServeError::DataDir { path: common.data_dir.display().to_string(), source })?;
     let _log_guard = telemetry::init(&common.log_level, Some(&common.data_dir.join("logs")))?;

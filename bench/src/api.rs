@@ -69,6 +69,7 @@ pub async fn fill(url: &str, jobs: usize) -> Res<f64> {
             target_vmaf: 95.0,
             max_size_percent: 80,
             keep_dolby_vision: false,
+            keep_modified_time: false,
         },
     )
     .await

@@ -41,6 +41,7 @@ pub fn worker(args: &[String]) -> Res<()> {
                     target_vmaf: 95.0,
                     max_size_percent: 80,
                     keep_dolby_vision: false,
+                    keep_modified_time: false,
                 },
             )
             .await

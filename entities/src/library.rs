@@ -24,6 +24,8 @@ pub struct Model {
     /// In vmaf mode: a file whose output is predicted larger than this percent of it is skipped.
     pub max_size_percent: i32,
     pub keep_dolby_vision: bool,
+    /// A replaced file keeps the original's modification time.
+    pub keep_modified_time: bool,
     /// Watch the paths for new files (in addition to scans).
     pub watch: bool,
     pub enabled: bool,

@@ -61,6 +61,7 @@ export function defaultInput(catalog: EncoderCatalog): LibraryInput {
     targetVmaf: 95,
     maxSizePercent: 80,
     keepDolbyVision: false,
+    keepModifiedTime: false,
     watch: true,
     enabled: true,
   };

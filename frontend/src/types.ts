@@ -55,6 +55,7 @@ export type LibraryInput = Pick<
   | 'qualityMode'
   | 'targetVmaf'
   | 'keepDolbyVision'
+  | 'keepModifiedTime'
   | 'maxSizePercent'
   | 'watch'
   | 'enabled'

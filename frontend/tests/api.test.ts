@@ -90,6 +90,7 @@ describe('ApiClient against a real HTTP server', () => {
       targetVmaf: 95,
       maxSizePercent: 80,
       keepDolbyVision: false,
+      keepModifiedTime: false,
       watch: true,
     };
 

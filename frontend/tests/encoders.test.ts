@@ -61,6 +61,7 @@ describe('validateLibrary', () => {
     targetVmaf: 95,
     maxSizePercent: 80,
     keepDolbyVision: false,
+    keepModifiedTime: false,
     watch: true,
     enabled: true,
   };

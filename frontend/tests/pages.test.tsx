@@ -96,6 +96,7 @@ const library: Library = {
   targetVmaf: 95,
   maxSizePercent: 80,
   keepDolbyVision: false,
+  keepModifiedTime: false,
   watch: true,
   enabled: true,
   createdAt: '2024-05-01T00:00:00Z',
@@ -447,6 +448,39 @@ describe('dashboard pages', () => {
     expect(notOffered()).toEqual(['libaom-av1: no node runs it: it needs cpu']);
     choose(0, 'hevc');
     await vi.waitFor(() => expect(keepDolbyVision()?.checked).toBe(false));
+  });
+
+  it('sends the choice to keep modification times with the library', async () => {
+    let sent: Record<string, unknown> | undefined;
+    override = (method, path, body) => {
+      if (method === 'POST' && path === '/api/libraries') {
+        sent = body;
+        return { status: 201, body: { ...library, ...body, id: 2 } };
+      }
+      return undefined;
+    };
+    await mount('#/libraries');
+    await vi.waitFor(() => expect(text()).toContain('Movies'));
+    [...container().querySelectorAll('button')].find((b) => b.textContent === 'Add library')!.click();
+    await vi.waitFor(() => expect(container().querySelector('form.form')).not.toBeNull());
+    const form = container().querySelector<HTMLFormElement>('form.form')!;
+    const field = (label: string) =>
+      [...form.querySelectorAll<HTMLLabelElement>('label')].find((l) => l.textContent?.includes(label));
+    const keepTime = field("Keep each file's modification time")!.querySelector('input')!;
+    expect(keepTime.checked).toBe(false);
+    keepTime.click();
+    await vi.waitFor(() => expect(keepTime.checked).toBe(true));
+    const name = field('Name')!.querySelector('input')!;
+    name.value = 'Shows';
+    name.dispatchEvent(new Event('input', { bubbles: true }));
+    const path = form.querySelector<HTMLInputElement>('input[aria-label="Media path 1"]')!;
+    path.value = '/media/shows';
+    path.dispatchEvent(new Event('input', { bubbles: true }));
+    // Preact renders the typed values before the form reads them on submit.
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    [...form.querySelectorAll('button')].find((b) => b.textContent === 'Create library')!.click();
+    await vi.waitFor(() => expect(sent, form.textContent ?? '').toBeDefined());
+    expect(sent?.keepModifiedTime).toBe(true);
   });
 
   it('scans a library and reports how many files were queued', async () => {

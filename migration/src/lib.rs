@@ -23,6 +23,7 @@ mod m20261128_000024_library_forecasts;
 mod m20261128_000025_keep_dolby_vision;
 mod m20261128_000026_node_decoders;
 mod m20261128_000027_job_counts_net_change;
+mod m20261129_000030_keep_modified_time;
 
 pub struct Migrator;
 
@@ -51,6 +52,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261128_000025_keep_dolby_vision::Migration),
             Box::new(m20261128_000026_node_decoders::Migration),
             Box::new(m20261128_000027_job_counts_net_change::Migration),
+            Box::new(m20261129_000030_keep_modified_time::Migration),
         ]
     }
 }

@@ -136,7 +136,8 @@ fn decided(job: &entities::job::Model, info: &MediaInfo) -> Probed {
     };
     // The skip removes a partial output; one left by some earlier job at this path is the
     // attempt's business (it removes it under the folder's lock).
-    let clean = || !partial_dir_for(Path::new(&job.file_path)).exists();
+    // A link at that name counts too (never followed): the attempt refuses it with its reason.
+    let clean = || std::fs::symlink_metadata(partial_dir_for(Path::new(&job.file_path))).is_err();
     let skip = reason.filter(|_| clean()).and_then(|reason| {
         let event = JobEvent::SkipProbed;
         let outcome = transition(&snapshot(job), &event).ok()?;

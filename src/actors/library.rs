@@ -15,6 +15,7 @@ use notify::{EventKind, RecursiveMode, Watcher};
 use super::analyst::Analyst;
 use super::node::Wake;
 use crate::domain::job::JobStatus;
+use crate::media::contain;
 use crate::media::layout::{is_service_file, source_of_partial};
 use crate::media::partial::remove_partial;
 use crate::media::plan::INPUT_EXTENSIONS;
@@ -196,15 +197,15 @@ async fn take_in(
     Ok(registered + requeued)
 }
 
-/// Why a file an *arr application imported could not be taken in.
+/// Why a file an *arr application imported could not be taken in. One wording for a path
+/// outside the libraries, missing, or not media: the answer tells a caller nothing about
+/// what exists outside the libraries.
 #[derive(Debug, thiserror::Error)]
 pub enum ImportError {
-    #[error("{0} is in none of the libraries (as condense sees it: check the *arr path mappings, PUT /settings/arr)")]
-    NotInLibrary(String),
-    #[error("{0} is not a media file condense reads")]
-    NotMedia(String),
-    #[error("no file at {0} (as condense sees it: check the *arr path mappings, PUT /settings/arr)")]
-    Missing(String),
+    #[error(
+        "{0} is not a media file in any library (as condense sees it: check the *arr path mappings, PUT /settings/arr)"
+    )]
+    Refused(String),
     #[error(transparent)]
     Repo(#[from] RepoError),
 }
@@ -218,20 +219,27 @@ pub async fn import_file(
     priority: i32,
 ) -> Result<entities::job::Model, ImportError> {
     let shown = path.display().to_string();
+    let refused = || ImportError::Refused(shown.clone());
     let libraries = repo::libraries::list(db).await?;
-    let library = libraries
-        .into_iter()
-        .find(|library| repo::libraries::paths_of(library).iter().any(|root| path.starts_with(root)))
-        .ok_or_else(|| ImportError::NotInLibrary(shown.clone()))?;
-    if !wanted(path) {
-        return Err(ImportError::NotMedia(shown));
+    let roots: Vec<(i32, Vec<PathBuf>)> = libraries
+        .iter()
+        .map(|l| (l.id, repo::libraries::paths_of(l).into_iter().map(PathBuf::from).collect()))
+        .collect();
+    // Resolved (`..` taken back, links followed) and inside a library's resolved root, on a
+    // blocking thread: the filesystem may be a slow share. The job gets the resolved path.
+    let given = path.to_path_buf();
+    let resolved = tokio::task::spawn_blocking(move || {
+        roots.into_iter().find_map(|(id, roots)| contain::resolve_inside(&given, &roots).ok().map(|p| (id, p)))
+    })
+    .await
+    .ok()
+    .flatten();
+    let Some((library_id, resolved)) = resolved else { return Err(refused()) };
+    let library = libraries.into_iter().find(|l| l.id == library_id).ok_or_else(refused)?;
+    if !wanted(&resolved) {
+        return Err(refused());
     }
-    let owned = path.to_path_buf();
-    let file = tokio::task::spawn_blocking(move || found(&owned))
-        .await
-        .ok()
-        .flatten()
-        .ok_or_else(|| ImportError::Missing(shown.clone()))?;
+    let file = tokio::task::spawn_blocking(move || found(&resolved)).await.ok().flatten().ok_or_else(refused)?;
     let known: HashMap<String, KnownFile> = jobs::find_by_path(db, &file.path)
         .await?
         .map(|job| (job.file_path.clone(), KnownFile::from(&job)))
@@ -239,7 +247,7 @@ pub async fn import_file(
         .collect();
     let (new, changed) = new_and_changed(&known, [file.clone()]);
     take_in(db, &library, &new, &changed).await?;
-    let job = jobs::find_by_path(db, &file.path).await?.ok_or_else(|| ImportError::Missing(shown))?;
+    let job = jobs::find_by_path(db, &file.path).await?.ok_or_else(refused)?;
     if JobStatus::from(job.status) == JobStatus::Queued && job.priority < priority {
         return Ok(jobs::set_priority(db, job.id, priority).await?);
     }
@@ -366,6 +374,9 @@ impl LibrarySupervisor {
         if ready.is_empty() {
             return;
         }
+        // What the watcher reports is a name someone else made: only a file that resolves to
+        // itself inside the library is taken in (`media::contain`).
+        ready.retain(|p| contain::still_inside(p, &self.watched_roots).is_ok());
         let (db, id, scheduler, analyst) =
             (self.db.clone(), self.library_id, self.scheduler.clone(), self.analyst.clone());
         ctx.spawn(

@@ -44,6 +44,8 @@ pub struct CreateLibrary {
     pub max_size_percent: Option<i64>,
     /// Default false. HEVC targets only: Dolby Vision sources keep it (profile 8.1).
     pub keep_dolby_vision: Option<bool>,
+    /// Default false: a replaced file keeps the original's modification time.
+    pub keep_modified_time: Option<bool>,
     pub watch: Option<bool>,
     /// Default true; a disabled library is neither scanned nor watched.
     pub enabled: Option<bool>,
@@ -64,6 +66,7 @@ pub struct UpdateLibrary {
     pub target_vmaf: Option<f64>,
     pub max_size_percent: Option<i64>,
     pub keep_dolby_vision: Option<bool>,
+    pub keep_modified_time: Option<bool>,
     pub watch: Option<bool>,
     pub enabled: Option<bool>,
 }
@@ -163,6 +166,7 @@ pub async fn create(
             body.max_size_percent.map(check_max_size_percent).transpose()?.unwrap_or(quality::MAX_SIZE_PERCENT_DEFAULT),
         ),
         keep_dolby_vision: check_keep_dolby_vision(body.keep_dolby_vision.unwrap_or(false), codec)?,
+        keep_modified_time: body.keep_modified_time.unwrap_or(false),
     };
     let mut library = repo::libraries::create(&state.db, new).await?;
     if body.enabled == Some(false) {
@@ -245,6 +249,7 @@ pub async fn update(
             body.keep_dolby_vision.unwrap_or(current.keep_dolby_vision),
             codec,
         )?),
+        keep_modified_time: body.keep_modified_time,
     };
     let library = repo::libraries::update(&state.db, id, patch).await?;
     state.runtime.libraries.do_send(Reload);

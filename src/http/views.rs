@@ -173,6 +173,9 @@ pub struct LibraryView {
     /// HEVC outputs of Dolby Vision sources (profiles 7 and 8.1) keep it as profile 8.1,
     /// every frame's RPU carried; false: they become their base layer's HDR10.
     pub keep_dolby_vision: bool,
+    /// A replaced file keeps the original's modification time (its mode, owner and group
+    /// are always kept).
+    pub keep_modified_time: bool,
     pub watch: bool,
     pub enabled: bool,
     pub created_at: DateTime<Utc>,
@@ -194,6 +197,7 @@ impl From<&library::Model> for LibraryView {
             target_vmaf: library.target_vmaf,
             max_size_percent: library.max_size_percent,
             keep_dolby_vision: library.keep_dolby_vision,
+            keep_modified_time: library.keep_modified_time,
             watch: library.watch,
             enabled: library.enabled,
             created_at: library.created_at,

@@ -64,9 +64,10 @@ pub fn has_record(dir: &Path, span: u32) -> bool {
     dir.join(layout::span_record_file(span)).exists()
 }
 
-/// Writes the run's plan where helpers read it.
-pub fn publish_plan(plan: &EncodePlan) -> Result<(), MediaError> {
-    write_durably(&plan.partial_dir, PLAN_FILE, plan, "writing the plan for helpers")
+/// Writes the run's plan (`published`, naming the folder by its path) where helpers read
+/// it, into the folder the run holds (`held.partial_dir`).
+pub fn publish_plan(published: &EncodePlan, held: &EncodePlan) -> Result<(), MediaError> {
+    write_durably(&held.partial_dir, PLAN_FILE, published, "writing the plan for helpers")
 }
 
 /// Removes a record and the files it names that the manifest does not list.
@@ -204,11 +205,15 @@ pub fn assist(
     stop: &AtomicBool,
     emit: &mut dyn FnMut(Event),
 ) -> Result<AssistEnd, MediaError> {
-    let dir = request.partial_dir.as_path();
     let mut nothing = |why: &str| {
         emit(Event::Nothing { reason: why.to_string() });
         Ok(AssistEnd::Nothing)
     };
+    // Everything below goes through the folder's handle, never its name (`media::handle`).
+    let Some(held) = partial::PartialDir::open(&request.partial_dir, false)? else {
+        return nothing("the partial output is gone");
+    };
+    let dir = held.path();
     let text = match std::fs::read(dir.join(PLAN_FILE)) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -220,9 +225,10 @@ pub fn assist(
         Ok(p) => p,
         Err(_) => return nothing("the job's plan is unreadable"),
     };
-    if plan.partial_dir != dir {
+    if plan.partial_dir != request.partial_dir {
         return nothing("the plan belongs to another folder");
     }
+    plan.partial_dir = dir.to_path_buf();
     plan.sessions = Sessions { sessions: 1, threads: request.threads };
     let PartialState::Valid(manifest) = inspect(&plan) else {
         return nothing("the partial output is not one to continue");
@@ -275,7 +281,7 @@ pub fn assist(
         return Ok(AssistEnd::Paused);
     }
     emit(Event::Done {
-        output: dir.join(layout::span_record_file(span)).display().to_string(),
+        output: request.partial_dir.join(layout::span_record_file(span)).display().to_string(),
         size: bytes,
         frames_encoded_this_run: encoded,
         frames_skipped_this_run: skipped,

@@ -169,11 +169,17 @@ pub fn transcode(plan: &EncodePlan, stop: &AtomicBool, emit: &mut dyn FnMut(Even
     mux::check_streams(plan)?;
     // One writer per partial output: the lock comes before anything else, and is held
     // (by this process's open file description) until the run ends, however it ends.
-    let created = !plan.partial_dir.exists();
+    let created = std::fs::symlink_metadata(&plan.partial_dir).is_err();
     let lock = match partial::lock_run(&plan.partial_dir)? {
         Ok(lock) => lock,
         Err(partial::Held::Busy) => return Ok(RunEnd::Busy),
     };
+    // From here on the folder is reached through the lock's handle, never by its name: a
+    // link put at the name while the run goes on leads nowhere (`media::handle`). The plan
+    // helpers read keeps the name (they open their own handle on it).
+    let published = plan;
+    let held_plan = EncodePlan { partial_dir: lock.dir().to_path_buf(), ..plan.clone() };
+    let plan = &held_plan;
     // A start that fails before writing anything leaves no folder it made.
     let refuse = |lock: partial::PartialLock, e: MediaError| {
         if created {
@@ -221,17 +227,13 @@ pub fn transcode(plan: &EncodePlan, stop: &AtomicBool, emit: &mut dyn FnMut(Even
         PartialState::Valid(m) => m.segments.iter().map(|s| s.bytes).sum(),
         _ => 0,
     };
-    let probe_dir = if plan.partial_dir.exists() {
-        plan.partial_dir.as_path()
-    } else {
-        plan.partial_dir.parent().unwrap_or(Path::new("."))
-    };
+    let probe_dir = plan.partial_dir.as_path();
     let free = free_bytes(probe_dir).map_err(|e| MediaError::from_io("checking free space", &e))?;
     let needed = plan.min_free_bytes.saturating_sub(kept);
     if free < needed {
         let e = MediaError::new(
             FailureCode::InsufficientDiskSpace,
-            format!("{} has {free} bytes free; encoding needs {needed}", probe_dir.display()),
+            format!("{} has {free} bytes free; encoding needs {needed}", published.partial_dir.display()),
         );
         return Err(refuse(lock, e));
     }
@@ -245,11 +247,10 @@ pub fn transcode(plan: &EncodePlan, stop: &AtomicBool, emit: &mut dyn FnMut(Even
             Manifest::new(plan)
         }
     };
-    std::fs::create_dir_all(&plan.partial_dir).map_err(|e| MediaError::from_io("creating the partial output", &e))?;
     manifest.claim(&plan.epoch, &plan.partial_dir)?;
     // Helpers on other nodes encode spans by this run's plan, and leave records of what
     // they finished since the last run: taken in before anything else is counted.
-    super::assist::publish_plan(plan)?;
+    super::assist::publish_plan(published, plan)?;
     let next_index = AtomicU32::new(manifest.next_index());
     super::assist::take_in_all(plan, &mut manifest, &next_index)?;
     remove_strays(&plan.partial_dir, &manifest)?;
@@ -297,7 +298,7 @@ pub fn transcode(plan: &EncodePlan, stop: &AtomicBool, emit: &mut dyn FnMut(Even
     }
     let size = std::fs::metadata(&output).map(|m| m.len()).unwrap_or(0);
     emit(Event::Done {
-        output: output.display().to_string(),
+        output: published.output_path().display().to_string(),
         size,
         frames_encoded_this_run: encoded,
         frames_skipped_this_run: skipped,

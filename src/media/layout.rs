@@ -93,7 +93,12 @@ pub const SEARCH_FILE: &str = "search.json";
 
 /// The muxed output inside a partial folder.
 pub fn output_path(partial_dir: &Path, extension: &str) -> PathBuf {
-    partial_dir.join(format!("output.{extension}"))
+    partial_dir.join(output_file_name(extension))
+}
+
+/// The muxed output's name inside a partial folder.
+pub fn output_file_name(extension: &str) -> String {
+    format!("output.{extension}")
 }
 
 /// Files of a partial folder that are not segments or outputs: what a transcoder's clean-up

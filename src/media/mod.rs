@@ -2,11 +2,13 @@
 
 pub mod assist;
 pub mod child;
+pub mod contain;
 pub mod device;
 pub mod dynamic;
 pub mod encode;
 pub mod encoders;
 pub mod error;
+pub mod handle;
 pub mod layout;
 pub mod manifest;
 pub mod mux;

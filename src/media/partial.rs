@@ -11,21 +11,89 @@
 //! session of that transcoder or a helper on another node, see `media::assist`). Removal,
 //! verification and the replace take the whole file, so they wait for every writer.
 
-use std::fs::{File, OpenOptions};
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
-use super::MediaError;
+use rustix::fs::{FileType, OFlags};
 
+use super::handle::{Folder, Foreign};
 use super::layout::LOCK_FILE;
+use super::MediaError;
+use crate::domain::job::FailureCode;
+
+/// An open partial folder: the source's folder and condense's own folder in it, both
+/// held open (`media::handle`), so nothing done through it follows a link put at either
+/// name, before or while a job runs.
+#[derive(Debug)]
+pub struct PartialDir {
+    parent: Folder,
+    name: OsString,
+    folder: Folder,
+    /// `/proc/self/fd/N` of `folder`: what the code that takes paths writes into.
+    path: PathBuf,
+}
+
+const WHAT: &str = "the partial output";
+
+fn foreign(e: Foreign) -> MediaError {
+    MediaError::new(FailureCode::PermissionDenied, e.to_string())
+}
+
+impl PartialDir {
+    /// Opens the partial folder `dir` (making it, private to condense's user, with
+    /// `create`). `Ok(None)`: there is none and `create` is false, or the source's folder
+    /// itself is gone. A link, or anything condense did not make, at that name, or a link
+    /// on the way to it, is an error that says so, and nothing is touched.
+    pub fn open(dir: &Path, create: bool) -> Result<Option<PartialDir>, MediaError> {
+        let (Some(parent), Some(name)) = (dir.parent(), dir.file_name()) else {
+            return Err(MediaError::misc(format!("{} is no partial output folder", dir.display())));
+        };
+        let parent = match Folder::open_resolved(parent, "the source's folder") {
+            Ok(Ok(folder)) => folder,
+            Ok(Err(e)) => return Err(foreign(e)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !create => return Ok(None),
+            Err(e) => return Err(MediaError::from_io("opening the source's folder", &e)),
+        };
+        let folder = match parent.own_folder(name, create, WHAT).map_err(io("opening the partial output"))? {
+            Ok(Some(folder)) => folder,
+            Ok(None) => return Ok(None),
+            Err(e) => return Err(foreign(e)),
+        };
+        let path = folder.path();
+        Ok(Some(PartialDir { parent, name: name.to_os_string(), folder, path }))
+    }
+
+    /// The path that reaches this folder from this process, whatever its name becomes.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The same folder as reached from this process's children.
+    pub fn path_for_children(&self) -> PathBuf {
+        self.folder.path_for_children()
+    }
+
+    /// Whether the folder is still at its name (not removed, not swapped for a link).
+    fn in_place(&self) -> Result<bool, MediaError> {
+        match self.parent.entry(&self.name).map_err(io("looking at the partial output"))? {
+            Some(stat) if FileType::from_raw_mode(stat.st_mode) == FileType::Symlink => Err(foreign(Foreign::Link {
+                what: WHAT,
+                path: self.parent.shown().join(&self.name).display().to_string(),
+            })),
+            _ => self.parent.holds(&self.name, &self.folder).map_err(io("looking at the partial output")),
+        }
+    }
+}
 
 /// The held lock of one partial folder; dropping it releases the lock.
 #[derive(Debug)]
 pub struct PartialLock {
     /// The open file description that holds the lock; closing it releases the lock.
     _description: File,
-    dir: PathBuf,
+    dir: PartialDir,
 }
 
 /// Which bytes of the lock file a holder locks.
@@ -124,9 +192,9 @@ pub fn lock_run(dir: &Path) -> Result<Result<PartialLock, Held>, MediaError> {
 
 fn lock_range(dir: &Path, range: Range) -> Result<Result<PartialLock, Held>, MediaError> {
     for _ in 0..16 {
-        std::fs::create_dir_all(dir).map_err(io("creating the partial output"))?;
-        match lock_existing(dir, range, true)? {
-            Some(locked) => return Ok(locked.map(|file| PartialLock { _description: file, dir: dir.to_path_buf() })),
+        let Some(partial) = PartialDir::open(dir, true)? else { continue };
+        match lock_existing(&partial, range, true)? {
+            Some(locked) => return Ok(locked.map(|file| PartialLock { _description: file, dir: partial })),
             None => continue,
         }
     }
@@ -134,30 +202,53 @@ fn lock_range(dir: &Path, range: Range) -> Result<Result<PartialLock, Held>, Med
 }
 
 /// Claims planned span `index` of an existing partial folder, making nothing: a folder that
-/// is gone (removed with its job) is `Claim::Gone`.
+/// is gone (removed with its job) is `Claim::Gone`. `dir` is a folder this process holds
+/// open (`PartialLock::dir`, `PartialDir::path`): the claim is taken through its handle.
 pub fn claim_span(dir: &Path, index: u32) -> Result<Claim, MediaError> {
-    match lock_existing(dir, Range::Span(index), false)? {
-        None => Ok(Claim::Gone),
-        Some(Err(Held::Busy)) => Ok(Claim::Held),
-        Some(Ok(file)) => Ok(Claim::Mine(SpanClaim { _description: file, index })),
+    let path = dir.join(LOCK_FILE);
+    let file = match open_lock_file(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Claim::Gone),
+        Err(e) => return Err(MediaError::from_io("opening the partial output's lock", &e)),
+    };
+    if !try_ofd_write_lock(&file, Range::Span(index)).map_err(io("locking the partial output"))? {
+        return Ok(Claim::Held);
+    }
+    // Removed since it was opened (its job ended): the claim is on a file nobody uses.
+    let held = file.metadata().map_err(io("locking the partial output"))?;
+    match std::fs::symlink_metadata(&path) {
+        Ok(now) if now.dev() == held.dev() && now.ino() == held.ino() => {
+            Ok(Claim::Mine(SpanClaim { _description: file, index }))
+        }
+        Ok(_) => Ok(Claim::Gone),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Claim::Gone),
+        Err(e) => Err(MediaError::from_io("locking the partial output", &e)),
     }
 }
 
-/// Whether someone holds the claim on planned span `index` (asked without taking it).
+/// The lock file at `path`, never through a link at its own name.
+fn open_lock_file(path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new().read(true).write(true).custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC).open(path)
+}
+
+/// Whether someone holds the claim on planned span `index` (asked without taking it) of a
+/// folder this process holds open (see `claim_span`).
 pub fn span_held(dir: &Path, index: u32) -> bool {
-    let Ok(file) = OpenOptions::new().read(true).write(true).open(dir.join(LOCK_FILE)) else { return false };
+    let Ok(file) = open_lock_file(&dir.join(LOCK_FILE)) else { return false };
     let mut lock = flock_of(Range::Span(index));
     // SAFETY: fcntl on a descriptor we own with a flock we own; F_OFD_GETLK writes into it.
     let ret = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_GETLK, &mut lock) };
     ret == 0 && lock.l_type != libc::F_UNLCK as libc::c_short
 }
 
-/// One attempt on an existing folder: `None` when the folder or its lock file went away
+/// One attempt on an open folder: `None` when the folder or its lock file went away
 /// meanwhile. `create` makes the lock file when it is missing (a holder that may start a
 /// folder); otherwise a missing one is `None`.
-fn lock_existing(dir: &Path, range: Range, create: bool) -> Result<Option<Result<File, Held>>, MediaError> {
-    let path = dir.join(LOCK_FILE);
-    let file = match OpenOptions::new().read(true).write(true).create(create).truncate(false).open(&path) {
+fn lock_existing(partial: &PartialDir, range: Range, create: bool) -> Result<Option<Result<File, Held>>, MediaError> {
+    let name = OsStr::new(LOCK_FILE);
+    let flags = if create { OFlags::RDWR | OFlags::CREATE } else { OFlags::RDWR };
+    let file = match partial.folder.open_file(name, flags, 0o600) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(MediaError::from_io("opening the partial output's lock", &e)),
@@ -166,59 +257,38 @@ fn lock_existing(dir: &Path, range: Range, create: bool) -> Result<Option<Result
         return Ok(Some(Err(Held::Busy)));
     }
     let held = file.metadata().map_err(io("locking the partial output"))?;
-    match std::fs::metadata(&path) {
-        Ok(now) if now.dev() == held.dev() && now.ino() == held.ino() => Ok(Some(Ok(file))),
-        Ok(_) => Ok(None),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(MediaError::from_io("locking the partial output", &e)),
+    let now = partial.folder.entry(name).map_err(io("locking the partial output"))?;
+    let same = now.is_some_and(|now| now.st_dev == held.dev() && now.st_ino == held.ino());
+    if same && partial.in_place()? {
+        Ok(Some(Ok(file)))
+    } else {
+        Ok(None)
     }
 }
 
 impl PartialLock {
+    /// The folder, reached through its handle: the path to read and write it by.
     pub fn dir(&self) -> &Path {
-        &self.dir
+        self.dir.path()
+    }
+
+    /// The folder as this process's children reach it.
+    pub fn dir_for_children(&self) -> PathBuf {
+        self.dir.path_for_children()
     }
 
     /// Removes everything in the folder but the lock file (a corrupt partial output that
     /// the holder starts over).
     pub fn clear(&self) -> Result<(), MediaError> {
-        let entries = match std::fs::read_dir(&self.dir) {
-            Ok(e) => e,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(MediaError::from_io("reading the partial output", &e)),
-        };
-        for entry in entries.flatten() {
-            if entry.file_name() == LOCK_FILE {
-                continue;
-            }
-            let path = entry.path();
-            let removed = if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                std::fs::remove_dir_all(&path)
-            } else {
-                std::fs::remove_file(&path)
-            };
-            match removed {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(MediaError::from_io("removing the partial output", &e)),
-            }
-        }
-        Ok(())
+        self.dir.folder.clear(&[OsStr::new(LOCK_FILE)]).map_err(io("removing the partial output"))
     }
 
-    /// Removes the folder, lock file last, while the lock is held.
+    /// Removes the folder, lock file last, while the lock is held; the folder's name only
+    /// while it still names this folder.
     pub fn remove(self) -> Result<(), MediaError> {
         self.clear()?;
-        match std::fs::remove_file(self.dir.join(LOCK_FILE)) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(MediaError::from_io("removing the partial output", &e)),
-        }
-        match std::fs::remove_dir(&self.dir) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(MediaError::from_io("removing the partial output", &e)),
-        }
+        self.dir.folder.remove_entry(OsStr::new(LOCK_FILE)).map_err(io("removing the partial output"))?;
+        self.dir.parent.remove_own_folder(&self.dir.name, &self.dir.folder).map_err(io("removing the partial output"))
     }
 }
 
@@ -226,33 +296,29 @@ impl PartialLock {
 /// in it to act on, and none is made).
 pub fn lock_if_exists(dir: &Path) -> Result<Option<Result<PartialLock, Held>>, MediaError> {
     for _ in 0..16 {
-        if !dir.exists() {
-            return Ok(None);
-        }
-        if let Some(locked) = lock_existing(dir, Range::Whole, true)? {
-            return Ok(Some(locked.map(|file| PartialLock { _description: file, dir: dir.to_path_buf() })));
+        let Some(partial) = PartialDir::open(dir, false)? else { return Ok(None) };
+        if let Some(locked) = lock_existing(&partial, Range::Whole, true)? {
+            return Ok(Some(locked.map(|file| PartialLock { _description: file, dir: partial })));
         }
     }
     Err(MediaError::misc(format!("the lock of {} kept disappearing", dir.display())))
 }
 
 /// The one way to remove a partial output folder (corrupt, cancelled, failed or finished):
-/// under its lock. A folder whose lock someone else holds is left as it is and the call
-/// fails, so a live transcoder's work is never pulled from under it.
+/// under its lock, through its handle. A folder whose lock someone else holds is left as it
+/// is and the call fails, so a live transcoder's work is never pulled from under it; a link
+/// or anything else condense did not make at its name is left too, and the call says so.
 pub fn remove_partial(dir: &Path) -> Result<(), MediaError> {
-    if !dir.exists() {
-        return Ok(());
-    }
     for _ in 0..16 {
-        match lock_existing(dir, Range::Whole, true)? {
-            Some(Ok(file)) => return PartialLock { _description: file, dir: dir.to_path_buf() }.remove(),
+        let Some(partial) = PartialDir::open(dir, false)? else { return Ok(()) };
+        match lock_existing(&partial, Range::Whole, true)? {
+            Some(Ok(file)) => return PartialLock { _description: file, dir: partial }.remove(),
             Some(Err(Held::Busy)) => {
                 return Err(MediaError::misc(format!(
                     "{} is in use by a running transcoder; it was left in place",
                     dir.display()
                 )))
             }
-            None if !dir.exists() => return Ok(()),
             None => continue,
         }
     }
@@ -261,11 +327,14 @@ pub fn remove_partial(dir: &Path) -> Result<(), MediaError> {
 
 /// `remove_partial`, waiting up to `bound` for the writers to let go: helpers encoding
 /// spans on other nodes are told to stop when their job ends, and need a moment to exit.
+/// A folder condense did not make is refused at once.
 pub fn remove_partial_within(dir: &Path, bound: std::time::Duration) -> Result<(), MediaError> {
     let until = std::time::Instant::now() + bound;
     loop {
         match remove_partial(dir) {
-            Err(_) if std::time::Instant::now() < until => std::thread::sleep(std::time::Duration::from_millis(100)),
+            Err(e) if e.code != FailureCode::PermissionDenied && std::time::Instant::now() < until => {
+                std::thread::sleep(std::time::Duration::from_millis(100))
+            }
             result => return result,
         }
     }

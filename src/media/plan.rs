@@ -89,6 +89,15 @@ impl SourceIdentity {
         let m = std::fs::metadata(path)?;
         Ok(SourceIdentity { size: m.len(), mtime_ns: m.mtime() * 1_000_000_000 + m.mtime_nsec(), inode: m.ino() })
     }
+
+    /// The identity of what a `stat` (not followed, see `media::handle`) found.
+    pub fn of_stat(st: &rustix::fs::Stat) -> SourceIdentity {
+        SourceIdentity {
+            size: u64::try_from(st.st_size).unwrap_or(0),
+            mtime_ns: st.st_mtime * 1_000_000_000 + i64::try_from(st.st_mtime_nsec).unwrap_or(0),
+            inode: st.st_ino,
+        }
+    }
 }
 
 /// Everything the transcoder child needs, handed to it as JSON: the source, where the
@@ -214,6 +223,11 @@ impl EncodePlan {
 
     pub fn output_path(&self) -> PathBuf {
         layout::output_path(&self.partial_dir, &self.output_extension)
+    }
+
+    /// The output's name inside the partial folder.
+    pub fn output_file_name(&self) -> String {
+        layout::output_file_name(&self.output_extension)
     }
 
     /// The plan with the encoder's quality option (CRF/CQ) set to `quality`.

@@ -16,14 +16,20 @@
 //! the job is marked complete leaves the intent there, and `recover` then finishes the job
 //! instead of taking its output for a source that is already in the target codec.
 
+use std::ffi::OsStr;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::path::{Path, PathBuf};
 
+use rustix::fs::{AtFlags, FileType, RenameFlags, Stat};
+use rustix::io::Errno;
 use serde::{Deserialize, Serialize};
 
-use super::layout::{numbered_backup_path, partial_dir_for, INTENT_FILE};
+use super::handle::{Folder, Foreign};
+use super::layout::{numbered_backup_path, INTENT_FILE};
 use super::manifest::sync_dir;
 use super::plan::SourceIdentity;
 use super::MediaError;
+use crate::domain::job::FailureCode;
 
 /// Kept originals of one file, at most: a limit so a name search always ends.
 const MAX_BACKUPS: u32 = 1000;
@@ -58,6 +64,8 @@ pub struct Replace<'a> {
     pub output: &'a Path,
     pub final_path: &'a Path,
     pub keep_original: bool,
+    /// Give the output the original's modification time (a library's `keepModifiedTime`).
+    pub keep_modified_time: bool,
 }
 
 fn io(context: &str) -> impl Fn(std::io::Error) -> MediaError + '_ {
@@ -68,15 +76,87 @@ fn parent(p: &Path) -> &Path {
     p.parent().unwrap_or(Path::new("."))
 }
 
+fn foreign(e: Foreign) -> MediaError {
+    MediaError::new(FailureCode::PermissionDenied, e.to_string())
+}
+
+/// The source's folder, opened without following a link on the way (the paths condense keeps
+/// are resolved ones: a link met now was put there since), and the source's name in it.
+/// Everything the replace does beside the source goes through this handle.
+struct Beside<'a> {
+    folder: Folder,
+    source: &'a OsStr,
+}
+
+impl<'a> Beside<'a> {
+    fn open(source: &'a Path) -> Result<Beside<'a>, MediaError> {
+        let name = source.file_name().ok_or_else(|| MediaError::misc(format!("{} names no file", source.display())))?;
+        let folder = Folder::open_resolved(parent(source), "the source's folder")
+            .map_err(io("opening the source's folder"))?
+            .map_err(foreign)?;
+        Ok(Beside { folder, source: name })
+    }
+
+    /// The name of `path` in this folder: every name the replace uses is a sibling of the
+    /// source, and one that is not is refused rather than reached by its path.
+    fn name_of<'p>(&self, path: &'p Path) -> Result<&'p OsStr, MediaError> {
+        match (path.parent(), path.file_name()) {
+            (Some(dir), Some(name)) if dir == self.folder.shown() => Ok(name),
+            _ => Err(MediaError::misc(format!("{} is not beside the source; nothing was replaced", path.display()))),
+        }
+    }
+
+    /// What is at `name` now, not followed.
+    fn identity(&self, name: &OsStr) -> std::io::Result<Option<(SourceIdentity, bool)>> {
+        Ok(self.folder.entry(name)?.map(|st| {
+            let regular = FileType::from_raw_mode(st.st_mode) == FileType::RegularFile;
+            (SourceIdentity::of_stat(&st), regular)
+        }))
+    }
+
+    fn inode_of_file(&self, name: &OsStr) -> Option<u64> {
+        self.identity(name).ok().flatten().filter(|(_, regular)| *regular).map(|(id, _)| id.inode)
+    }
+
+    fn link(&self, from: &OsStr, to: &OsStr) -> std::io::Result<()> {
+        // linkat without AT_SYMLINK_FOLLOW: a link at `from` is linked itself, never followed.
+        rustix::fs::linkat(&self.folder, from, &self.folder, to, AtFlags::empty()).map_err(std::io::Error::from)
+    }
+
+    fn unlink(&self, name: &OsStr) -> std::io::Result<()> {
+        rustix::fs::unlinkat(&self.folder, name, AtFlags::empty()).map_err(std::io::Error::from)
+    }
+
+    /// Moves `from` (a path this process reaches through a handle, or a name here) to
+    /// `to` here, never replacing what is at `to`.
+    fn rename_noreplace(&self, from_dir: BorrowedFd<'_>, from: &OsStr, to: &OsStr) -> std::io::Result<()> {
+        match rustix::fs::renameat_with(from_dir, from, &self.folder, to, RenameFlags::NOREPLACE) {
+            Ok(()) => return Ok(()),
+            // Filesystems without the flag (NFS, some FUSE mounts) and old kernels refuse it;
+            // a hard link does not replace either, so link + unlink is the same promise.
+            Err(Errno::INVAL | Errno::NOSYS | Errno::OPNOTSUPP) => {}
+            Err(e) => return Err(e.into()),
+        }
+        rustix::fs::linkat(from_dir, from, &self.folder, to, AtFlags::empty())?;
+        rustix::fs::unlinkat(from_dir, from, AtFlags::empty()).map_err(std::io::Error::from)
+    }
+
+    fn sync(&self) -> Result<(), MediaError> {
+        self.folder.sync().map_err(io("syncing the folder"))
+    }
+}
+
 /// The first backup name that no file, folder or link holds: a kept original is never
 /// replaced by a later one.
 fn free_backup_path(source: &Path) -> Result<PathBuf, MediaError> {
+    let beside = Beside::open(source)?;
     for n in 1..=MAX_BACKUPS {
         let candidate = numbered_backup_path(source, n);
-        match std::fs::symlink_metadata(&candidate) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(candidate),
+        let name = beside.name_of(&candidate)?;
+        match beside.folder.entry(name) {
+            Ok(None) => return Ok(candidate),
             Err(e) => return Err(MediaError::from_io("looking for a free backup name", &e)),
-            Ok(_) => {}
+            Ok(Some(_)) => {}
         }
     }
     Err(MediaError::misc(format!(
@@ -103,8 +183,6 @@ pub fn rename_noreplace(from: &Path, to: &Path) -> std::io::Result<()> {
             return Ok(());
         }
         let err = std::io::Error::last_os_error();
-        // Filesystems without the flag (NFS, some FUSE mounts) and old kernels refuse it;
-        // a hard link does not replace either, so link + unlink is the same promise.
         if !matches!(err.raw_os_error(), Some(libc::EINVAL | libc::ENOSYS | libc::EOPNOTSUPP)) {
             return Err(err);
         }
@@ -113,46 +191,91 @@ pub fn rename_noreplace(from: &Path, to: &Path) -> std::io::Result<()> {
     std::fs::remove_file(from)
 }
 
+/// Gives the output the original's permissions, owner and group (and, when asked, its
+/// modification time) before it takes the original's place. Changing the owner needs the
+/// right to (root, or the same owner): where it is refused the mode is still kept, and the
+/// node says so in its log.
+fn take_on_original(output: &std::fs::File, original: &Stat, keep_modified_time: bool) -> Result<(), MediaError> {
+    let owner =
+        (original.st_uid != rustix::process::geteuid().as_raw()).then(|| rustix::fs::Uid::from_raw(original.st_uid));
+    let group = Some(rustix::fs::Gid::from_raw(original.st_gid));
+    match rustix::fs::fchown(output, owner, group) {
+        Ok(()) => {}
+        Err(Errno::PERM) => {
+            tracing::warn!(
+                uid = original.st_uid,
+                gid = original.st_gid,
+                "not allowed to give the output the original's owner and group"
+            );
+        }
+        Err(e) => return Err(MediaError::from_io("giving the output the original's owner", &e.into())),
+    }
+    // After the owner: chown clears set-user-ID and set-group-ID bits.
+    let mode = rustix::fs::Mode::from_raw_mode(original.st_mode & 0o7777);
+    rustix::fs::fchmod(output, mode)
+        .map_err(|e| MediaError::from_io("giving the output the original's mode", &e.into()))?;
+    if keep_modified_time {
+        let times = rustix::fs::Timestamps {
+            last_access: rustix::fs::Timespec { tv_sec: original.st_atime, tv_nsec: original.st_atime_nsec as _ },
+            last_modification: rustix::fs::Timespec { tv_sec: original.st_mtime, tv_nsec: original.st_mtime_nsec as _ },
+        };
+        rustix::fs::futimens(output, &times)
+            .map_err(|e| MediaError::from_io("keeping the modification time", &e.into()))?;
+    }
+    Ok(())
+}
+
 /// Replaces the original with the verified output. `still_mine` is asked right before the
 /// swap: a node that lost its lease on the job must not touch the file. The intent, naming
-/// the backup, is written into the output's folder before anything moves.
+/// the backup, is written into the output's folder before anything moves. Everything beside
+/// the source is done through a handle on its folder, on names that are never followed.
 pub fn replace(
     r: &Replace,
     still_mine: &dyn Fn() -> bool,
     record: &mut dyn FnMut(Step),
 ) -> Result<PathBuf, MediaError> {
-    let now = SourceIdentity::of(r.source).map_err(io("reading the source"))?;
-    if now != r.identity {
+    let beside = Beside::open(r.source)?;
+    let (source, final_name) = (beside.source, beside.name_of(r.final_path)?);
+    let now = beside.identity(source).map_err(io("reading the source"))?;
+    if now != Some((r.identity, true)) {
         return Err(MediaError::misc("the source changed while it was being encoded; it was left as it is"));
     }
+    let original = beside.folder.entry(source).map_err(io("reading the source"))?;
     if !still_mine() {
         return Err(MediaError::misc("this node no longer holds the job; the source was left as it is"));
     }
-    std::fs::File::open(r.output).and_then(|f| f.sync_all()).map_err(io("syncing the output"))?;
+    let output_file = std::fs::File::open(r.output).map_err(io("opening the output"))?;
+    if let Some(original) = &original {
+        take_on_original(&output_file, original, r.keep_modified_time)?;
+    }
+    output_file.sync_all().map_err(io("syncing the output"))?;
+    let output_dir = std::fs::File::open(parent(r.output)).map_err(io("opening the partial output"))?;
+    let output_name = r.output.file_name().ok_or_else(|| MediaError::misc("the output names no file"))?;
     let intent = Intent::of(r)?;
     intent.write(parent(r.output))?;
     record(Step::SourceChecked);
-    let dir = parent(r.source);
     if r.final_path == r.source {
         let backup = intent.backup.as_deref().ok_or_else(|| MediaError::misc("the replace intent names no backup"))?;
+        let backup = beside.name_of(backup)?;
         // link(2) never replaces: a name taken since the intent was written stops the swap.
-        std::fs::hard_link(r.source, backup).map_err(io("linking the original"))?;
-        sync_dir(dir).map_err(io("syncing the folder"))?;
+        beside.link(source, backup).map_err(io("linking the original"))?;
+        beside.sync()?;
         record(Step::BackupLinked);
-        std::fs::rename(r.output, r.final_path).map_err(io("moving the output in place"))?;
-        sync_dir(dir).map_err(io("syncing the folder"))?;
+        rustix::fs::renameat(&output_dir, output_name, &beside.folder, final_name)
+            .map_err(|e| MediaError::from_io("moving the output in place", &e.into()))?;
+        beside.sync()?;
         record(Step::OutputInPlace);
         if r.keep_original {
             record(Step::BackupKept);
         } else {
-            std::fs::remove_file(backup).map_err(io("removing the original"))?;
-            sync_dir(dir).map_err(io("syncing the folder"))?;
+            beside.unlink(backup).map_err(io("removing the original"))?;
+            beside.sync()?;
             record(Step::OriginalRemoved);
         }
     } else {
         // Two sources may share a final name (a.avi and a.wmv both become a.mkv): the file
-        // already there, whoever made it, is never replaced.
-        rename_noreplace(r.output, r.final_path).map_err(|e| {
+        // (or link) already there, whoever made it, is never replaced.
+        beside.rename_noreplace(output_dir.as_fd(), output_name, final_name).map_err(|e| {
             if e.kind() == std::io::ErrorKind::AlreadyExists {
                 MediaError::misc(format!(
                     "{} exists already (another file of that name); the original was left as it is",
@@ -162,19 +285,20 @@ pub fn replace(
                 MediaError::from_io("moving the output in place", &e)
             }
         })?;
-        sync_dir(dir).map_err(io("syncing the folder"))?;
+        beside.sync()?;
         record(Step::OutputInPlace);
         match &intent.backup {
             Some(backup) => {
-                rename_noreplace(r.source, backup).map_err(io("keeping the original"))?;
+                let backup = beside.name_of(backup)?;
+                beside.rename_noreplace(beside.folder.as_fd(), source, backup).map_err(io("keeping the original"))?;
                 record(Step::BackupKept);
             }
             None => {
-                std::fs::remove_file(r.source).map_err(io("removing the original"))?;
+                beside.unlink(source).map_err(io("removing the original"))?;
                 record(Step::OriginalRemoved);
             }
         }
-        sync_dir(dir).map_err(io("syncing the folder"))?;
+        beside.sync()?;
     }
     Ok(r.final_path.to_path_buf())
 }
@@ -257,30 +381,35 @@ pub enum Recovered {
 }
 
 /// Finishes or undoes a replace interrupted by a crash, acting only on what the job's own
-/// intent names, and on a backup only while it still holds that swap's original.
-pub fn recover(source: &Path) -> Result<Recovered, MediaError> {
-    use std::os::unix::fs::MetadataExt;
-    let partial = partial_dir_for(source);
-    let Some(intent) = Intent::read(&partial) else { return Ok(Recovered::Nothing) };
-    let inode_of = |p: &Path| std::fs::symlink_metadata(p).ok().filter(std::fs::Metadata::is_file).map(|m| m.ino());
+/// intent names, and on a backup only while it still holds that swap's original. `partial`
+/// is the job's partial folder as its holder reaches it (`PartialLock::dir`).
+pub fn recover(source: &Path, partial: &Path) -> Result<Recovered, MediaError> {
+    let Some(intent) = Intent::read(partial) else { return Ok(Recovered::Nothing) };
+    let beside = Beside::open(source)?;
+    let source_name = beside.source;
     let original = intent.source.inode;
-    let ours = intent.backup.clone().filter(|b| inode_of(b) == Some(original));
-    let dir = parent(source);
-    if inode_of(&intent.final_path) != Some(intent.output_inode) {
+    let ours = match &intent.backup {
+        Some(b) => Some(beside.name_of(b)?).filter(|b| beside.inode_of_file(b) == Some(original)),
+        None => None,
+    };
+    let final_name = beside.name_of(&intent.final_path)?;
+    if beside.inode_of_file(final_name) != Some(intent.output_inode) {
         // Crash before the swap: the original is still at its path.
-        if let Some(backup) = &ours {
-            match inode_of(source) {
+        if let Some(backup) = ours {
+            match beside.identity(source_name).map_err(io("reading the source"))? {
                 // Only the link was made.
-                Some(inode) if inode == original => {
-                    std::fs::remove_file(backup).map_err(io("removing a stray link"))?;
+                Some((id, true)) if id.inode == original => {
+                    beside.unlink(backup).map_err(io("removing a stray link"))?;
                 }
                 // Never left this way by `replace`, but an empty path gets its original back.
-                None if std::fs::symlink_metadata(source).is_err() => {
-                    rename_noreplace(backup, source).map_err(io("restoring the original"))?;
+                None => {
+                    beside
+                        .rename_noreplace(beside.folder.as_fd(), backup, source_name)
+                        .map_err(io("restoring the original"))?;
                 }
                 _ => {}
             }
-            sync_dir(dir).map_err(io("syncing the folder"))?;
+            beside.sync()?;
         }
         match std::fs::remove_file(partial.join(INTENT_FILE)) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
@@ -292,21 +421,22 @@ pub fn recover(source: &Path) -> Result<Recovered, MediaError> {
     }
     if intent.final_path == source {
         if let Some(backup) = ours.filter(|_| !intent.keep_original) {
-            std::fs::remove_file(backup).map_err(io("removing the original"))?;
-            sync_dir(dir).map_err(io("syncing the folder"))?;
+            beside.unlink(backup).map_err(io("removing the original"))?;
+            beside.sync()?;
         }
-    } else if SourceIdentity::of(source).ok() == Some(intent.source) {
+    } else if beside.identity(source_name).ok().flatten() == Some((intent.source, true)) {
         // A container change: the original goes, or is kept, as the swap meant to.
         if intent.keep_original {
             let backup = match intent.backup.clone() {
                 Some(b) => b,
                 None => free_backup_path(source)?,
             };
-            rename_noreplace(source, &backup).map_err(io("keeping the original"))?;
+            let backup = beside.name_of(&backup)?;
+            beside.rename_noreplace(beside.folder.as_fd(), source_name, backup).map_err(io("keeping the original"))?;
         } else {
-            std::fs::remove_file(source).map_err(io("removing the original"))?;
+            beside.unlink(source_name).map_err(io("removing the original"))?;
         }
-        sync_dir(dir).map_err(io("syncing the folder"))?;
+        beside.sync()?;
     }
     Ok(Recovered::RolledForward(Swapped { final_path: intent.final_path, output_size: intent.output_size }))
 }
@@ -314,7 +444,7 @@ pub fn recover(source: &Path) -> Result<Recovered, MediaError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::media::layout::{backup_path_for, is_service_file};
+    use crate::media::layout::{backup_path_for, is_service_file, partial_dir_for};
 
     /// A source and, in its partial output folder, an output of `output` bytes.
     fn setup_named(name: &str, output: &[u8]) -> (tempfile::TempDir, PathBuf, PathBuf) {
@@ -339,7 +469,8 @@ mod tests {
 
     fn replace_with(source: &Path, output: &Path, target: &Path, keep: bool) -> Result<PathBuf, MediaError> {
         let identity = SourceIdentity::of(source).unwrap();
-        let r = Replace { source, identity, output, final_path: target, keep_original: keep };
+        let r =
+            Replace { source, identity, output, final_path: target, keep_original: keep, keep_modified_time: false };
         replace(&r, &|| true, &mut |_| {})
     }
 
@@ -348,7 +479,14 @@ mod tests {
         let (_dir, source, output) = setup();
         let identity = SourceIdentity::of(&source).unwrap();
         let mut steps = Vec::new();
-        let r = Replace { source: &source, identity, output: &output, final_path: &source, keep_original: false };
+        let r = Replace {
+            source: &source,
+            identity,
+            output: &output,
+            final_path: &source,
+            keep_original: false,
+            keep_modified_time: false,
+        };
         replace(&r, &|| true, &mut |s| steps.push(s)).unwrap();
         assert_eq!(std::fs::read(&source).unwrap(), b"new");
         assert!(!backup_path_for(&source).exists());
@@ -472,7 +610,14 @@ mod tests {
     fn a_changed_source_or_a_lost_lease_touches_nothing() {
         let (_dir, source, output) = setup();
         let identity = SourceIdentity::of(&source).unwrap();
-        let r = Replace { source: &source, identity, output: &output, final_path: &source, keep_original: false };
+        let r = Replace {
+            source: &source,
+            identity,
+            output: &output,
+            final_path: &source,
+            keep_original: false,
+            keep_modified_time: false,
+        };
         assert!(replace(&r, &|| false, &mut |_| {}).is_err());
         assert_eq!(std::fs::read(&source).unwrap(), b"original bytes");
         std::fs::write(&source, b"edited by the user").unwrap();
@@ -487,7 +632,14 @@ mod tests {
         let (dir, source, output) = setup_named(source_name, b"new");
         let target = dir.path().join(final_name);
         let identity = SourceIdentity::of(&source).unwrap();
-        let r = Replace { source: &source, identity, output: &output, final_path: &target, keep_original: keep };
+        let r = Replace {
+            source: &source,
+            identity,
+            output: &output,
+            final_path: &target,
+            keep_original: keep,
+            keep_modified_time: false,
+        };
         Intent::of(&r).unwrap().write(&partial_dir_for(&source)).unwrap();
         (dir, source, output, target)
     }
@@ -498,11 +650,11 @@ mod tests {
         let (_dir, source, _output, _) = with_intent("movie.mkv", "movie.mkv", false);
         let backup = backup_path_for(&source);
         std::fs::hard_link(&source, &backup).unwrap();
-        assert_eq!(recover(&source).unwrap(), Recovered::RolledBack);
+        assert_eq!(recover(&source, &partial_dir_for(&source)).unwrap(), Recovered::RolledBack);
         assert!(!backup.exists());
         assert!(!partial_dir_for(&source).join(INTENT_FILE).exists());
         assert_eq!(std::fs::read(&source).unwrap(), b"original bytes");
-        assert_eq!(recover(&source).unwrap(), Recovered::Nothing);
+        assert_eq!(recover(&source, &partial_dir_for(&source)).unwrap(), Recovered::Nothing);
 
         // Crash after the rename, before the backup was removed (or kept, as the intent says).
         for keep in [false, true] {
@@ -511,7 +663,7 @@ mod tests {
             std::fs::hard_link(&source, &backup).unwrap();
             std::fs::rename(&output, &source).unwrap();
             let swapped = Swapped { final_path: source.clone(), output_size: 3 };
-            assert_eq!(recover(&source).unwrap(), Recovered::RolledForward(swapped));
+            assert_eq!(recover(&source, &partial_dir_for(&source)).unwrap(), Recovered::RolledForward(swapped));
             assert_eq!(backup.exists(), keep);
             assert_eq!(std::fs::read(&source).unwrap(), b"new");
         }
@@ -522,7 +674,7 @@ mod tests {
         // No intent: backups kept by earlier jobs stay, whatever the setting is now.
         let (_dir, source, _output) = setup();
         std::fs::write(backup_path_for(&source), b"kept by an earlier job").unwrap();
-        assert_eq!(recover(&source).unwrap(), Recovered::Nothing);
+        assert_eq!(recover(&source, &partial_dir_for(&source)).unwrap(), Recovered::Nothing);
         assert_eq!(std::fs::read(backup_path_for(&source)).unwrap(), b"kept by an earlier job");
 
         // An intent whose swap happened and kept nothing removes its own link only: the
@@ -531,14 +683,21 @@ mod tests {
         let earlier = backup_path_for(&source);
         std::fs::write(&earlier, b"kept by an earlier job").unwrap();
         let identity = SourceIdentity::of(&source).unwrap();
-        let r = Replace { source: &source, identity, output: &output, final_path: &source, keep_original: false };
+        let r = Replace {
+            source: &source,
+            identity,
+            output: &output,
+            final_path: &source,
+            keep_original: false,
+            keep_modified_time: false,
+        };
         let intent = Intent::of(&r).unwrap();
         let ours = numbered_backup_path(&source, 2);
         assert_eq!(intent.backup.as_deref(), Some(ours.as_path()));
         intent.write(&partial_dir_for(&source)).unwrap();
         std::fs::hard_link(&source, &ours).unwrap();
         std::fs::rename(&output, &source).unwrap();
-        assert!(matches!(recover(&source).unwrap(), Recovered::RolledForward(_)));
+        assert!(matches!(recover(&source, &partial_dir_for(&source)).unwrap(), Recovered::RolledForward(_)));
         assert!(!ours.exists());
         assert_eq!(std::fs::read(&earlier).unwrap(), b"kept by an earlier job");
     }
@@ -547,7 +706,7 @@ mod tests {
     fn recovery_finishes_a_container_change_or_drops_an_intent_whose_swap_never_happened() {
         // Crash before the swap: the intent goes, the original stays.
         let (_dir, source, _output, _) = with_intent("clip.mkv", "clip.avi", false);
-        assert_eq!(recover(&source).unwrap(), Recovered::RolledBack);
+        assert_eq!(recover(&source, &partial_dir_for(&source)).unwrap(), Recovered::RolledBack);
         assert!(!partial_dir_for(&source).join(INTENT_FILE).exists());
         assert_eq!(std::fs::read(&source).unwrap(), b"original bytes");
 
@@ -555,7 +714,9 @@ mod tests {
         for keep in [false, true] {
             let (_dir, source, output, target) = with_intent("clip.mkv", "clip.avi", keep);
             std::fs::rename(&output, &target).unwrap();
-            let Recovered::RolledForward(swapped) = recover(&source).unwrap() else { panic!("not rolled forward") };
+            let Recovered::RolledForward(swapped) = recover(&source, &partial_dir_for(&source)).unwrap() else {
+                panic!("not rolled forward")
+            };
             assert_eq!(swapped.final_path, target);
             assert!(!source.exists());
             assert_eq!(backup_path_for(&source).exists(), keep);
@@ -563,6 +724,7 @@ mod tests {
         }
         // No intent: nothing to do.
         let dir = tempfile::tempdir().unwrap();
-        assert_eq!(recover(&dir.path().join("x.mkv")).unwrap(), Recovered::Nothing);
+        let x = dir.path().join("x.mkv");
+        assert_eq!(recover(&x, &partial_dir_for(&x)).unwrap(), Recovered::Nothing);
     }
 }

@@ -18,6 +18,7 @@ pub struct NewLibrary {
     pub target_vmaf: f64,
     pub max_size_percent: i32,
     pub keep_dolby_vision: bool,
+    pub keep_modified_time: bool,
 }
 
 /// Fields to change; `None` keeps the current value.
@@ -35,6 +36,7 @@ pub struct LibraryPatch {
     pub target_vmaf: Option<f64>,
     pub max_size_percent: Option<i32>,
     pub keep_dolby_vision: Option<bool>,
+    pub keep_modified_time: Option<bool>,
 }
 
 pub fn paths_of(model: &library::Model) -> Vec<String> {
@@ -57,6 +59,7 @@ pub async fn create(db: &impl ConnectionTrait, new: NewLibrary) -> RepoResult<li
         target_vmaf: Set(new.target_vmaf),
         max_size_percent: Set(new.max_size_percent),
         keep_dolby_vision: Set(new.keep_dolby_vision),
+        keep_modified_time: Set(new.keep_modified_time),
         created_at: Set(at),
         updated_at: Set(at),
         last_scan_at: Set(None),
@@ -114,6 +117,9 @@ pub async fn update(db: &impl ConnectionTrait, id: i32, patch: LibraryPatch) -> 
     }
     if let Some(v) = patch.keep_dolby_vision {
         model.keep_dolby_vision = Set(v);
+    }
+    if let Some(v) = patch.keep_modified_time {
+        model.keep_modified_time = Set(v);
     }
     model.updated_at = Set(now());
     model

@@ -561,7 +561,7 @@ async fn an_arr_import_is_queued_ahead_of_the_backlog() {
     // Refusals: a file in no library, an event naming no file.
     let (status, body) = hook(format!("?apikey={key}"), sonarr("Download", "/elsewhere/x.mkv")).await;
     assert_eq!((status, code(&body)), (422, "validation_failed"), "{body}");
-    assert!(message(&body).contains("none of the libraries"), "{body}");
+    assert!(message(&body).contains("is not a media file in any library"), "{body}");
     let (status, body) = hook(format!("?apikey={key}"), json!({"eventType": "Download"})).await;
     assert_eq!(status, 422, "{body}");
     let (status, answer) = hook(format!("?apikey={key}"), sonarr("Grab", "")).await;
@@ -1010,11 +1010,12 @@ fn media_dirs(names: &[&str]) -> (tempfile::TempDir, Vec<String>) {
     (dir, paths)
 }
 
-const LIBRARY_FIELDS: [&str; 16] = [
+const LIBRARY_FIELDS: [&str; 17] = [
     "qualityMode",
     "targetVmaf",
     "maxSizePercent",
     "keepDolbyVision",
+    "keepModifiedTime",
     "id",
     "name",
     "paths",

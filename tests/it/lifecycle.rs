@@ -37,6 +37,7 @@ pub fn library(path: &Path, watch: bool) -> NewLibrary {
         target_vmaf: 95.0,
         max_size_percent: 80,
         keep_dolby_vision: false,
+        keep_modified_time: false,
     }
 }
 

@@ -5,6 +5,7 @@
 mod actions;
 mod cluster;
 mod common;
+mod containment;
 mod faults;
 mod feed;
 mod fidelity;

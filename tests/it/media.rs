@@ -113,7 +113,14 @@ async fn mp4_stays_mp4_with_hevc_tagged_hvc1_and_replaces_the_original() {
     let target = final_path(&src, "hevc");
     assert_eq!(target, src, "mp4 keeps its name");
     let mut steps = Vec::new();
-    let r = Replace { source: &src, identity: plan.source, output: &output, final_path: &target, keep_original: false };
+    let r = Replace {
+        source: &src,
+        identity: plan.source,
+        output: &output,
+        final_path: &target,
+        keep_original: false,
+        keep_modified_time: false,
+    };
     replace(&r, &|| true, &mut |s| steps.push(s.name())).unwrap();
     assert_eq!(steps.len(), 4, "{steps:?}");
     let replaced = probe(&src).unwrap();

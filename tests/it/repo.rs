@@ -27,6 +27,7 @@ fn library(name: &str) -> NewLibrary {
         target_vmaf: 95.0,
         max_size_percent: 80,
         keep_dolby_vision: false,
+        keep_modified_time: false,
     }
 }
 

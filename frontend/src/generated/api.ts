@@ -1217,6 +1217,8 @@ export interface components {
             encoder?: string | null;
             /** @description Default false. HEVC targets only: Dolby Vision sources keep it (profile 8.1). */
             keepDolbyVision?: boolean | null;
+            /** @description Default false: a replaced file keeps the original's modification time. */
+            keepModifiedTime?: boolean | null;
             /**
              * Format: int64
              * @description 10 to 100, default 80.
@@ -1654,6 +1656,11 @@ export interface components {
              *     every frame's RPU carried; false: they become their base layer's HDR10.
              */
             keepDolbyVision: boolean;
+            /**
+             * @description A replaced file keeps the original's modification time (its mode, owner and group
+             *     are always kept).
+             */
+            keepModifiedTime: boolean;
             /** Format: date-time */
             lastScanAt?: string | null;
             /** Format: int32 */
@@ -2217,6 +2224,7 @@ export interface components {
             enabled?: boolean | null;
             encoder?: string | null;
             keepDolbyVision?: boolean | null;
+            keepModifiedTime?: boolean | null;
             /** Format: int64 */
             maxSizePercent?: number | null;
             name?: string | null;

@@ -191,9 +191,34 @@ export function Libraries() {
 
 function initialInput(library: Library | null, catalog: EncoderCatalog): LibraryInput {
   if (library) {
-    const { name, paths, targetCodec, encoder, quality, preset, qualityMode, targetVmaf, maxSizePercent, keepDolbyVision, watch, enabled } =
-      library;
-    const kept = { targetCodec, encoder, quality, preset, qualityMode, targetVmaf, maxSizePercent, keepDolbyVision, watch, enabled };
+    const {
+      name,
+      paths,
+      targetCodec,
+      encoder,
+      quality,
+      preset,
+      qualityMode,
+      targetVmaf,
+      maxSizePercent,
+      keepDolbyVision,
+      keepModifiedTime,
+      watch,
+      enabled,
+    } = library;
+    const kept = {
+      targetCodec,
+      encoder,
+      quality,
+      preset,
+      qualityMode,
+      targetVmaf,
+      maxSizePercent,
+      keepDolbyVision,
+      keepModifiedTime,
+      watch,
+      enabled,
+    };
     return { name, paths: paths.length > 0 ? [...paths] : [''], ...kept };
   }
   return defaultInput(catalog);
@@ -431,6 +456,21 @@ function LibraryForm({
           </p>
         </div>
       )}
+
+      <div class="form-row">
+        <label class="check-field">
+          <input
+            type="checkbox"
+            checked={input.keepModifiedTime}
+            onChange={(e) => set({ keepModifiedTime: e.currentTarget.checked })}
+          />
+          <span>Keep each file's modification time</span>
+        </label>
+        <p class="muted small">
+          A replaced file always keeps the original's permissions, owner and group. Keeping its time too hides the change from
+          media servers that only look at times.
+        </p>
+      </div>
 
       <div class="form-row">
         <label class="check-field">

@@ -22,33 +22,35 @@ impl Attempt {
     /// Verifies the output and puts it in the original's place, under the partial folder's
     /// lock from the first check to the last, then completes the job.
     pub(super) async fn commit(&self, prepared: Prepared, encoded: Encoded) -> Result<(), LifecycleError> {
-        let Prepared { info, plan, keep_originals, .. } = prepared;
+        let Prepared { info, plan, keep_originals, keep_modified_time, roots, .. } = prepared;
         let Encoded { mut job, run_stats } = encoded;
         let env = self.env.clone();
         job.stage = Some(Stage::Transferring.into());
         self.update(JobChange { stage: Some(Stage::Transferring), ..Default::default() }).await?;
         env.store.publish_progress(&job);
 
-        let output = plan.output_path();
         // The lock is held from verification through the replace, and the output is
         // pinned (held open, its identity compared before the swap): the file renamed over
-        // the original is the file verified, and nobody writes the folder meanwhile.
-        let (o, dir) = (output.clone(), plan.partial_dir.clone());
+        // the original is the file verified, and nobody writes the folder meanwhile. The
+        // folder is reached through the lock's handle, never by its name again.
+        let (dir, output_name) = (plan.partial_dir.clone(), plan.output_file_name());
         let held = tokio::task::spawn_blocking(move || -> Result<Option<_>, MediaError> {
             let Ok(lock) = partial::lock(&dir)? else { return Ok(None) };
-            let pinned = PinnedOutput::open(&o)?;
-            Ok(Some((lock, pinned)))
+            let pinned = PinnedOutput::open(&lock.dir().join(&output_name))?;
+            let for_child = lock.dir_for_children().join(&output_name);
+            Ok(Some((lock, pinned, for_child)))
         })
         .await
         .map_err(join_error);
-        let (mut lock, pinned) = match held {
+        let (mut lock, pinned, output_for_child) = match held {
             Ok(Ok(Some(held))) => held,
             Ok(Ok(None)) => return self.busy().await,
             Ok(Err(e)) | Err(e) => return self.fail(e).await,
         };
+        let output = lock.dir().join(plan.output_file_name());
         let verified = match worker::verify_output(
             &env.transcoder,
-            &output,
+            &output_for_child,
             &plan.input,
             &info,
             &plan.target_codec,
@@ -86,12 +88,24 @@ impl Attempt {
                 let e = MediaError::misc("this node no longer holds the job's lease; the original was left as it is");
                 return self.fail(e).await;
             }
+            // Checked again on the resolved path right before the replace.
+            if let Err(e) = super::prepare::contained(&source, &roots).await {
+                drop(lock);
+                return self.fail(e).await;
+            }
             let target = final_path(&source, &plan.target_codec);
             let (s, o, t, identity) = (source.clone(), output.clone(), target.clone(), plan.source);
             let replaced = tokio::task::spawn_blocking(move || {
                 let mut steps = Vec::new();
                 pinned.check()?;
-                let r = Replace { source: &s, identity, output: &o, final_path: &t, keep_original: keep_originals };
+                let r = Replace {
+                    source: &s,
+                    identity,
+                    output: &o,
+                    final_path: &t,
+                    keep_original: keep_originals,
+                    keep_modified_time,
+                };
                 replace(&r, &|| mine && pinned.check().is_ok(), &mut |step| steps.push(step.name()))?;
                 Ok::<_, MediaError>((steps, lock))
             })

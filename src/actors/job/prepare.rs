@@ -9,9 +9,10 @@ use entities::job;
 use super::commit::swapped_on_record;
 use super::{join_error, Attempt, Phase, Step};
 use crate::domain::encoding::{profile_for_attempt, EncodeSettings, Hardware, TargetCodec};
-use crate::domain::job::{JobEvent, Stage};
+use crate::domain::job::{FailureCode, JobEvent, Stage};
 use crate::domain::quality::{self, QualityMode};
 use crate::domain::segments::{self, Sessions};
+use crate::media::contain;
 use crate::media::partial;
 use crate::media::plan::{decide, Decision, EncodePlan, QualitySearch, SourceIdentity};
 use crate::media::probe::{HdrKind, MediaInfo};
@@ -19,6 +20,7 @@ use crate::media::replace::{recover, Recovered};
 use crate::media::worker;
 use crate::media::MediaError;
 use crate::repo::jobs::JobChange;
+use crate::repo::libraries::paths_of;
 
 /// What the encode needs, as prepared.
 pub(super) struct Prepared {
@@ -26,6 +28,10 @@ pub(super) struct Prepared {
     pub info: MediaInfo,
     pub plan: EncodePlan,
     pub keep_originals: bool,
+    /// The library's `keepModifiedTime`.
+    pub keep_modified_time: bool,
+    /// The library's folders: the source is checked to be inside them again before the replace.
+    pub roots: Vec<PathBuf>,
     pub timeout_hours: u64,
 }
 
@@ -50,8 +56,12 @@ impl Attempt {
         // says. A replace that had swapped the files completes the job: its output, verified
         // before the swap, is in place; nothing is encoded again.
         let p = path.clone();
-        let recovered = tokio::task::spawn_blocking(move || recover(&p)).await.map_err(join_error);
-        drop(held);
+        let recovered = tokio::task::spawn_blocking(move || match &held {
+            Some(lock) => recover(&p, lock.dir()),
+            None => Ok(Recovered::Nothing),
+        })
+        .await
+        .map_err(join_error);
         match recovered {
             Ok(Ok(Recovered::RolledForward(swapped))) => {
                 return self.complete_swapped(&path, swapped).await.map(|()| None)
@@ -74,6 +84,18 @@ impl Attempt {
             }
         };
 
+        let library = match job.library_id {
+            Some(id) => Some(env.store.library(id).await?),
+            None => None,
+        };
+        // The stored path is the resolved one the scan or the webhook found; a link put on
+        // its way since, or a library that no longer holds it, is refused before the source
+        // is opened (`media::contain`).
+        let roots: Vec<PathBuf> =
+            library.as_ref().map(|l| paths_of(l).into_iter().map(PathBuf::from).collect()).unwrap_or_default();
+        if let Err(e) = contained(&path, &roots).await {
+            return self.fail(e).await.map(|()| None);
+        }
         // What a rescan compares the file with (see `repo::jobs::KnownFile`): the size and
         // modification time of the file analysed, recorded together.
         let identity = SourceIdentity::of(&path).ok();
@@ -91,10 +113,6 @@ impl Attempt {
             return Ok(None);
         }
 
-        let library = match job.library_id {
-            Some(id) => Some(env.store.library(id).await?),
-            None => None,
-        };
         let target = job.target_codec.clone();
         let skip_reason = match decide(&info, &target, job.forced) {
             Ok(Decision::Skip { reason }) => Some(reason),
@@ -111,7 +129,8 @@ impl Attempt {
             Ok(plan) => plan,
             Err(e) => return self.fail(e).await.map(|()| None),
         };
-        Ok(Some(Prepared { job, info, plan, keep_originals, timeout_hours }))
+        let keep_modified_time = library.as_ref().is_some_and(|l| l.keep_modified_time);
+        Ok(Some(Prepared { job, info, plan, keep_originals, keep_modified_time, roots, timeout_hours }))
     }
 
     fn plan(
@@ -167,5 +186,16 @@ impl Attempt {
             plan.size_limit = Some(plan.source.size.saturating_mul(u64::from(limit)) / 100);
         }
         Ok(plan)
+    }
+}
+
+/// `media::contain::still_inside` on a blocking thread (the filesystem may be a slow share),
+/// as the attempt's failure when it refuses.
+pub(super) async fn contained(path: &Path, roots: &[PathBuf]) -> Result<(), MediaError> {
+    let (p, r) = (path.to_path_buf(), roots.to_vec());
+    match tokio::task::spawn_blocking(move || contain::still_inside(&p, &r)).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(MediaError::new(FailureCode::PermissionDenied, e.to_string())),
+        Err(e) => Err(join_error(e)),
     }
 }
