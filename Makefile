@@ -12,8 +12,9 @@ bootstrap-test:
 	@bash scripts/bootstrap.sh --test
 
 ## The dashboard first: the release binary embeds frontend/dist and serves it from anywhere.
+## Rebuilt only when its sources changed, so an unchanged tree builds in seconds.
 build: bootstrap
-	@if [ -f frontend/package.json ]; then (cd frontend && npm run --silent build); fi
+	@bash scripts/build-dashboard.sh
 	$(CARGO) build --release --bin condense --bin condense-media
 
 ## Start the main node on the embedded SQLite database (./data), API on :3100, web UI on :4210.

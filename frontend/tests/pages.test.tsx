@@ -451,11 +451,11 @@ describe('dashboard pages', () => {
   });
 
   it('sends the choice to keep modification times with the library', async () => {
-    let sent: Record<string, unknown> | undefined;
+    let sent: { keepModifiedTime?: boolean } | undefined;
     override = (method, path, body) => {
       if (method === 'POST' && path === '/api/libraries') {
-        sent = body;
-        return { status: 201, body: { ...library, ...body, id: 2 } };
+        sent = body as { keepModifiedTime?: boolean };
+        return { status: 201, body: { ...library, ...(body as object), id: 2 } };
       }
       return undefined;
     };
