@@ -143,3 +143,46 @@ mod long_and_latin1_names_complete_as_hevc {
         super::long_and_latin1_names_are_encoded_and_replaced(test_db).await;
     }
 }
+
+/// A partial folder whose name was shortened cannot be read back into its source's name:
+/// the scan's orphan sweep finds its owner among the jobs of its folder. A live job's folder
+/// stays; one nobody owns goes, as a folder with a name kept whole always did.
+mod a_shortened_partial_folder_belongs_to_its_live_job {
+    use std::time::Duration;
+
+    use condense::media::layout::{partial_dir_for, source_of_partial};
+    use condense::repo;
+    use sea_orm::DatabaseConnection;
+
+    use super::long_name;
+    use crate::both_backends;
+    use crate::lifecycle::library;
+
+    both_backends!(by_the_sweep, |db: DatabaseConnection| async move {
+        // LIKE's wildcards in the folder's name match nothing they should not.
+        let root = tempfile::tempdir().unwrap();
+        let (dir, lookalike) = (root.path().join("a_b%"), root.path().join("aXbYZ"));
+        for folder in [&dir, &lookalike] {
+            std::fs::create_dir(folder).unwrap();
+        }
+        let live = dir.join(long_name());
+        std::fs::write(&live, b"not decoded by a scan").unwrap();
+        let gone = dir.join(long_name().replacen('x', "z", 1));
+        let elsewhere = lookalike.join(long_name());
+        for source in [&live, &gone, &elsewhere] {
+            std::fs::create_dir(partial_dir_for(source)).unwrap();
+            assert_eq!(source_of_partial(&partial_dir_for(source)), None);
+        }
+        let mut films = library(root.path(), false);
+        films.paths = vec![dir.to_string_lossy().into_owned()];
+        let films = repo::libraries::create(&db, films).await.unwrap();
+        condense::actors::library::scan(&db, films.id, Duration::ZERO).await.unwrap();
+
+        let owners = repo::jobs::live_under(&db, &dir).await.unwrap();
+        assert_eq!(owners.iter().map(repo::jobs::source_path).collect::<Vec<_>>(), std::slice::from_ref(&live));
+        assert!(partial_dir_for(&live).is_dir(), "the live job's partial output was removed");
+        assert!(!partial_dir_for(&gone).exists(), "a partial output nobody owns was left");
+        assert!(partial_dir_for(&elsewhere).is_dir(), "a folder outside the library was swept");
+        assert!(repo::jobs::live_under(&db, &lookalike).await.unwrap().is_empty());
+    });
+}
