@@ -81,7 +81,7 @@ pub async fn fill(url: &str, jobs: usize) -> Res<f64> {
         .ctx("disabling the library")?;
     let files: Vec<FoundFile> = (0..jobs)
         .map(|i| FoundFile {
-            path: format!("/bench-library/d{:03}/d{:02}/Film {i:06} (2020).mkv", i / 1000, (i / 100) % 10),
+            path: format!("/bench-library/d{:03}/d{:02}/Film {i:06} (2020).mkv", i / 1000, (i / 100) % 10).into(),
             file_name: format!("Film {i:06} (2020).mkv"),
             size: 1_000_000_000 + i as i64,
             mtime_ns: 1_700_000_000_000_000_000 + i as i64,

@@ -11,7 +11,11 @@ pub struct Model {
     pub id: i32,
     pub library_id: Option<i32>,
     #[sea_orm(unique)]
+    /// The path as text: the path itself when UTF-8, else its readable form with the
+    /// invalid bytes written `\xHH` (`condense::domain::path_bytes`).
     pub file_path: String,
+    /// The exact bytes of a path that is not UTF-8; None when `file_path` is the path.
+    pub file_path_raw: Option<Vec<u8>>,
     pub file_name: String,
     pub status: JobStatus,
     /// Set while running.

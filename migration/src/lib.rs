@@ -24,6 +24,7 @@ mod m20261128_000025_keep_dolby_vision;
 mod m20261128_000026_node_decoders;
 mod m20261128_000027_job_counts_net_change;
 mod m20261129_000030_keep_modified_time;
+mod m20261129_000031_job_path_bytes;
 
 pub struct Migrator;
 
@@ -53,6 +54,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261128_000026_node_decoders::Migration),
             Box::new(m20261128_000027_job_counts_net_change::Migration),
             Box::new(m20261129_000030_keep_modified_time::Migration),
+            Box::new(m20261129_000031_job_path_bytes::Migration),
         ]
     }
 }

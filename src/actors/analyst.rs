@@ -96,14 +96,14 @@ pub async fn drain(
         // blocking thread: a library on a network share answers slowly.)
         let batch: Vec<_> = batch.into_iter().filter(|job| !unreadable.contains(&job.id)).collect();
         let batch = tokio::task::spawn_blocking(move || {
-            batch.into_iter().filter(|job| Path::new(&job.file_path).is_file()).collect::<Vec<_>>()
+            batch.into_iter().filter(|job| jobs::source_path(job).is_file()).collect::<Vec<_>>()
         })
         .await
         .unwrap_or_default();
         if batch.is_empty() {
             continue;
         }
-        let paths: Vec<PathBuf> = batch.iter().map(|job| PathBuf::from(&job.file_path)).collect();
+        let paths: Vec<PathBuf> = batch.iter().map(jobs::source_path).collect();
         let results = worker::probe_batch(binary, &paths, per_file).await;
         let (probed, failed) = tokio::task::spawn_blocking(move || {
             let (mut probed, mut failed) = (Vec::with_capacity(batch.len()), Vec::new());
@@ -137,7 +137,7 @@ fn decided(job: &entities::job::Model, info: &MediaInfo) -> Probed {
     // The skip removes a partial output; one left by some earlier job at this path is the
     // attempt's business (it removes it under the folder's lock).
     // A link at that name counts too (never followed): the attempt refuses it with its reason.
-    let clean = || std::fs::symlink_metadata(partial_dir_for(Path::new(&job.file_path))).is_err();
+    let clean = || std::fs::symlink_metadata(partial_dir_for(&jobs::source_path(job))).is_err();
     let skip = reason.filter(|_| clean()).and_then(|reason| {
         let event = JobEvent::SkipProbed;
         let outcome = transition(&snapshot(job), &event).ok()?;

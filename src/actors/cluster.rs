@@ -381,7 +381,7 @@ impl RemoteNode {
                         let applied = store.apply(id, &lease, event, patch, ctx).await.map_err(|e| e.to_string())?;
                         if applied.job.status == JobStatus::Completed {
                             // The node removes it too, but may die before it does.
-                            let dir = partial_dir_for(std::path::Path::new(&before.file_path));
+                            let dir = partial_dir_for(&crate::repo::jobs::source_path(&before));
                             let _ = tokio::task::spawn_blocking(move || remove_partial(&dir)).await;
                         }
                         json(serde_json::to_value(applied))

@@ -6,7 +6,7 @@
 //! and nothing is written beside the files. A cancel kills the child at once.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use entities::library;
@@ -119,7 +119,8 @@ impl Forecasts {
             skip_reason: None,
             error: None,
         };
-        let info: MediaInfo = match self.child(&["probe", &job.file_path]).await {
+        let source = crate::repo::jobs::source_path(job);
+        let info: MediaInfo = match self.child("probe", &source, &[]).await {
             Ok(info) => info,
             Err(e) => {
                 file.error = Some(e);
@@ -144,8 +145,6 @@ impl Forecasts {
         let target = library.target_vmaf.to_string();
         let start = library.quality.to_string();
         let mut args = vec![
-            "crf-search",
-            &job.file_path,
             "--encoder",
             &library.encoder,
             "--start",
@@ -161,7 +160,7 @@ impl Forecasts {
         if !vmaf_mode {
             args.push("--fixed");
         }
-        let searched: Searched = match self.child(&args).await {
+        let searched: Searched = match self.child("crf-search", &source, &args).await {
             Ok(searched) => searched,
             Err(e) => {
                 file.error = Some(e);
@@ -188,9 +187,15 @@ impl Forecasts {
 
     /// Runs `binary args`, at the lowest CPU priority, killed if the forecast is dropped;
     /// answers what its JSON says, or the error it printed.
-    async fn child<T: serde::de::DeserializeOwned>(&self, args: &[&str]) -> Result<T, String> {
+    /// `condense-media SUBCOMMAND FILE ARGS…`: the file as its bytes, whatever they are.
+    async fn child<T: serde::de::DeserializeOwned>(
+        &self,
+        subcommand: &str,
+        file: &Path,
+        args: &[&str],
+    ) -> Result<T, String> {
         let mut command = tokio::process::Command::new(&self.binary);
-        command.args(args).kill_on_drop(true).stdin(std::process::Stdio::null());
+        command.arg(subcommand).arg(file).args(args).kill_on_drop(true).stdin(std::process::Stdio::null());
         // SAFETY: setpriority is async-signal-safe; it only lowers this child's priority.
         unsafe {
             command.pre_exec(|| {

@@ -15,8 +15,9 @@ use notify::{EventKind, RecursiveMode, Watcher};
 use super::analyst::Analyst;
 use super::node::Wake;
 use crate::domain::job::JobStatus;
+use crate::domain::path_bytes;
 use crate::media::contain;
-use crate::media::layout::{is_service_file, source_of_partial};
+use crate::media::layout::{is_hidden, is_partial_dir, is_service_file, partial_dir_for, source_of_partial};
 use crate::media::partial::remove_partial;
 use crate::media::plan::INPUT_EXTENSIONS;
 use crate::repo::jobs::{self, FoundFile, KnownFile};
@@ -52,17 +53,14 @@ fn wanted_below(roots: &[PathBuf], path: &Path) -> bool {
     let Some(relative) = roots.iter().find_map(|root| path.strip_prefix(root).ok()) else { return false };
     let folders = relative.parent().map(Path::components).into_iter().flatten();
     let plain_folders = folders.into_iter().all(|c| match c {
-        std::path::Component::Normal(name) => {
-            let name = Path::new(name);
-            !name.to_str().is_some_and(|n| n.starts_with('.')) && !is_service_file(name)
-        }
+        std::path::Component::Normal(name) => !is_hidden(name) && !is_service_file(Path::new(name)),
         _ => false,
     });
     plain_folders && wanted(path)
 }
 
 fn wanted(path: &Path) -> bool {
-    let hidden = path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('.'));
+    let hidden = path.file_name().is_some_and(is_hidden);
     let ext = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
     !hidden && !is_service_file(path) && ext.is_some_and(|e| INPUT_EXTENSIONS.contains(&e.as_str()))
 }
@@ -74,8 +72,8 @@ fn found(path: &Path) -> Option<FoundFile> {
         return None;
     }
     Some(FoundFile {
-        path: path.to_string_lossy().into_owned(),
-        file_name: path.file_name()?.to_string_lossy().into_owned(),
+        path: path.to_path_buf(),
+        file_name: path_bytes::readable(path.file_name()?).into_owned(),
         size: i64::try_from(m.len()).ok()?,
         mtime_ns: m.mtime() * 1_000_000_000 + m.mtime_nsec(),
         inode: i64::try_from(m.ino()).unwrap_or(0),
@@ -93,11 +91,11 @@ pub fn walk(roots: &[String]) -> (Vec<FoundFile>, Vec<PathBuf>) {
         for entry in entries.flatten() {
             let path = entry.path();
             let Ok(kind) = entry.file_type() else { continue };
-            let hidden = entry.file_name().to_str().is_some_and(|n| n.starts_with('.'));
+            let hidden = is_hidden(&entry.file_name());
             if kind.is_dir() {
                 if !hidden {
                     stack.push(path);
-                } else if source_of_partial(&path).is_some() {
+                } else if is_partial_dir(&path) {
                     partials.push(path);
                 }
             } else if wanted(&path) {
@@ -114,9 +112,20 @@ pub fn walk(roots: &[String]) -> (Vec<FoundFile>, Vec<PathBuf>) {
 /// job's completion and the removal of its partial output leaves one behind.
 async fn remove_stale_partials(db: &DatabaseConnection, partials: Vec<PathBuf>) -> Result<(), RepoError> {
     for dir in partials {
-        let Some(source) = source_of_partial(&dir) else { continue };
-        let job = jobs::find_by_path(db, &source.to_string_lossy()).await?;
-        let live = job.is_some_and(|j| !JobStatus::from(j.status).is_terminal());
+        let live = match source_of_partial(&dir) {
+            Some(source) => {
+                jobs::find_by_path(db, &source).await?.is_some_and(|j| !JobStatus::from(j.status).is_terminal())
+            }
+            // A shortened name (`layout::service_stem`): its owner is the job not ended, in
+            // the same folder, whose partial folder it is; its source may be gone (a
+            // container change cut short after the swap).
+            None => match dir.parent() {
+                Some(folder) => {
+                    jobs::live_under(db, folder).await?.iter().any(|j| partial_dir_for(&jobs::source_path(j)) == dir)
+                }
+                None => false,
+            },
+        };
         if !live {
             tracing::info!(dir = %dir.display(), "removing a partial output left by a job that has ended");
             if let Ok(Err(e)) = tokio::task::spawn_blocking(move || remove_partial(&dir)).await {
@@ -136,15 +145,15 @@ async fn remove_stale_partials(db: &DatabaseConnection, partials: Vec<PathBuf>) 
 /// for a new source (the fault suite's kill of the main node found it: the job's history
 /// lost, the file SKIPPED).
 fn swapped_outputs<'a>(
-    known: &HashMap<String, KnownFile>,
+    known: &HashMap<PathBuf, KnownFile>,
     files: impl IntoIterator<Item = &'a FoundFile>,
-) -> HashMap<String, i32> {
-    let targets: HashMap<String, (&KnownFile, (i64, i64))> = known
+) -> HashMap<PathBuf, i32> {
+    let targets: HashMap<PathBuf, (&KnownFile, (i64, i64))> = known
         .iter()
         .filter(|(_, job)| !job.status.is_terminal())
         .filter_map(|(path, job)| {
-            let target = crate::media::plan::final_path(Path::new(path), &job.target_codec);
-            Some((target.to_string_lossy().into_owned(), (job, job.recorded_output?)))
+            let target = crate::media::plan::final_path(path, &job.target_codec);
+            Some((target, (job, job.recorded_output?)))
         })
         .collect();
     files
@@ -161,7 +170,7 @@ fn swapped_outputs<'a>(
 /// has not ended is its job's business, and so is the output its replace swapped in
 /// (`swapped_outputs`).
 fn new_and_changed(
-    known: &HashMap<String, KnownFile>,
+    known: &HashMap<PathBuf, KnownFile>,
     files: impl IntoIterator<Item = FoundFile>,
 ) -> (Vec<FoundFile>, Vec<(KnownFile, FoundFile)>) {
     let files: Vec<FoundFile> = files.into_iter().collect();
@@ -240,9 +249,9 @@ pub async fn import_file(
         return Err(refused());
     }
     let file = tokio::task::spawn_blocking(move || found(&resolved)).await.ok().flatten().ok_or_else(refused)?;
-    let known: HashMap<String, KnownFile> = jobs::find_by_path(db, &file.path)
+    let known: HashMap<PathBuf, KnownFile> = jobs::find_by_path(db, &file.path)
         .await?
-        .map(|job| (job.file_path.clone(), KnownFile::from(&job)))
+        .map(|job| (jobs::source_path(&job), KnownFile::from(&job)))
         .into_iter()
         .collect();
     let (new, changed) = new_and_changed(&known, [file.clone()]);
@@ -266,7 +275,7 @@ pub async fn scan(
     let roots = repo::libraries::paths_of(&library);
     let (files, partials) = tokio::task::spawn_blocking(move || walk(&roots)).await.unwrap_or_default();
     let known = jobs::known_files(db, library_id).await?;
-    let seen: HashSet<&str> = files.iter().map(|f| f.path.as_str()).collect();
+    let seen: HashSet<&Path> = files.iter().map(|f| f.path.as_path()).collect();
     // In a watched library, a file may be being copied in while the scan runs.
     let recent_since = std::time::SystemTime::now()
         .checked_sub(settle)
@@ -281,7 +290,7 @@ pub async fn scan(
     let swapped: HashSet<i32> = swapped_outputs(&known, &files).into_values().collect();
     let gone: Vec<i32> = known
         .iter()
-        .filter(|(path, k)| !seen.contains(path.as_str()) && DROPPED_WHEN_REMOVED.contains(&k.status.as_str()))
+        .filter(|(path, k)| !seen.contains(path.as_path()) && DROPPED_WHEN_REMOVED.contains(&k.status.as_str()))
         .filter(|(_, k)| !swapped.contains(&k.id))
         .map(|(_, k)| k.id)
         .collect();
@@ -455,7 +464,7 @@ impl Handler<ScanNow> for LibrarySupervisor {
                 // Files that may still be being written wait for the settle check.
                 for f in deferred {
                     let size = u64::try_from(f.size).unwrap_or(0);
-                    this.growing.entry(PathBuf::from(f.path)).or_insert((size, Instant::now()));
+                    this.growing.entry(f.path).or_insert((size, Instant::now()));
                 }
                 Ok(report)
             }),
@@ -584,10 +593,10 @@ impl Handler<Stop> for LibrarySupervisor {
 mod tests {
     use super::*;
 
-    fn known(status: JobStatus, recorded_output: Option<(i64, i64)>) -> HashMap<String, KnownFile> {
+    fn known(status: JobStatus, recorded_output: Option<(i64, i64)>) -> HashMap<PathBuf, KnownFile> {
         let job =
             KnownFile { id: 7, status, size: 5000, mtime_ns: Some(1), target_codec: "hevc".into(), recorded_output };
-        HashMap::from([("/m/c.avi".to_string(), job)])
+        HashMap::from([(PathBuf::from("/m/c.avi"), job)])
     }
 
     fn file(path: &str, inode: i64, size: i64) -> FoundFile {
@@ -599,7 +608,7 @@ mod tests {
         // The row records the swapped-in output (inode 42, 1000 bytes); the source is gone.
         let known = known(JobStatus::Queued, Some((42, 1000)));
         let output = file("/m/c.mkv", 42, 1000);
-        assert_eq!(swapped_outputs(&known, [&output]), HashMap::from([("/m/c.mkv".to_string(), 7)]));
+        assert_eq!(swapped_outputs(&known, [&output]), HashMap::from([(PathBuf::from("/m/c.mkv"), 7)]));
         let (new, changed) = new_and_changed(&known, [output]);
         assert!(new.is_empty() && changed.is_empty(), "{new:?}");
     }
@@ -637,5 +646,21 @@ mod tests {
         }
         // A library inside a hidden folder is still watched: only folders below the root count.
         assert!(wanted_below(&[PathBuf::from("/home/u/.media")], Path::new("/home/u/.media/a.mkv")));
+    }
+
+    #[test]
+    fn names_that_are_not_utf8_are_judged_by_their_bytes() {
+        use std::os::unix::ffi::OsStrExt;
+        let path = |bytes: &[u8]| PathBuf::from(std::ffi::OsStr::from_bytes(bytes));
+        let roots = [PathBuf::from("/lib")];
+        assert!(wanted_below(&roots, &path(b"/lib/caf\xe9/cr\xe8me.mkv")));
+        for ignored in [
+            b"/lib/.caf\xe9 cr\xe8me.mkv.condense-partial/output.mkv".as_slice(),
+            b"/lib/.\xe9t\xe9/a.mkv",
+            b"/lib/.caf\xe9.mkv",
+            b"/lib/.caf\xe9.mkv.condense-original",
+        ] {
+            assert!(!wanted_below(&roots, &path(ignored)), "{}", path(ignored).display());
+        }
     }
 }

@@ -98,7 +98,7 @@ impl Lifecycle {
         if outcome.effects.contains(&Effect::DeletePartial)
             && lease.is_none_or(|l| current.lease_id.as_deref() == Some(l))
         {
-            let dir = partial_dir_for(std::path::Path::new(&current.file_path));
+            let dir = partial_dir_for(&crate::repo::jobs::source_path(&current));
             // Helpers on other nodes are told to stop with the job; give them a moment to let
             // their spans go.
             let result = tokio::task::spawn_blocking(move || remove_partial_within(&dir, HELPERS_STOP)).await;

@@ -441,7 +441,7 @@ async fn act(
         }
         Action::Resume => {
             let current = jobs::get(&lifecycle.db, job_id).await?;
-            let dir = partial_dir_for(std::path::Path::new(&current.file_path));
+            let dir = partial_dir_for(&crate::repo::jobs::source_path(&current));
             let partial =
                 tokio::task::spawn_blocking(move || quick_state(&dir)).await.unwrap_or(PartialOutput::Missing);
             Ok(lifecycle.apply(job_id, JobEvent::Resume { partial }, JobChange::default(), ctx()).await?.0)

@@ -3,8 +3,6 @@
 //! the main node, which checks each against the job's lease (see `cluster`). One pipeline
 //! runs on every node.
 
-use std::path::Path;
-
 use entities::{job, library};
 use serde::{Deserialize, Serialize};
 
@@ -83,7 +81,7 @@ pub async fn delete_partial_if(applied: &Applied) {
     if !applied.delete_partial {
         return;
     }
-    let dir = partial_dir_for(Path::new(&applied.job.file_path));
+    let dir = partial_dir_for(&crate::repo::jobs::source_path(&applied.job));
     if let Ok(Err(e)) = tokio::task::spawn_blocking(move || remove_partial(&dir)).await {
         tracing::warn!(job_id = applied.job.id, error = %e, "could not remove the partial output");
     }

@@ -14,6 +14,7 @@ pub mod job;
 pub mod license;
 pub mod node;
 pub mod notify;
+pub mod path_bytes;
 pub mod quality;
 pub mod schedule;
 pub mod segments;

@@ -292,7 +292,7 @@ pub async fn delete(user: AuthUser, state: web::Data<AppState>, id: web::Path<i3
     }
     // Paused (and queued, failed, cancelled) jobs may have partial outputs next to their
     // sources; with their rows gone, nothing would ever continue or remove them.
-    let idle: Vec<String> = repo::jobs::known_files(&state.db, id)
+    let idle: Vec<PathBuf> = repo::jobs::known_files(&state.db, id)
         .await?
         .into_iter()
         .filter(|(_, known)| known.status != JobStatus::Analyzing && known.status != JobStatus::Encoding)
@@ -306,10 +306,10 @@ pub async fn delete(user: AuthUser, state: web::Data<AppState>, id: web::Path<i3
 }
 
 /// Removes the partial outputs of these sources; answers how many there were.
-fn remove_partials(sources: &[String]) -> usize {
+fn remove_partials(sources: &[PathBuf]) -> usize {
     let mut removed = 0;
     for source in sources {
-        let dir = partial_dir_for(Path::new(source));
+        let dir = partial_dir_for(source);
         if std::fs::symlink_metadata(&dir).is_err() {
             continue;
         }

@@ -38,6 +38,7 @@ pub struct SpanRecord {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AssistRequest {
+    #[serde(with = "crate::domain::path_bytes::lossless")]
     pub partial_dir: PathBuf,
     /// The planned span this helper was given (its row's lease, `repo::segments`).
     pub span: u32,

@@ -9,9 +9,17 @@
 //! - `<dir>/.NAME.condense-original`, `.NAME.condense-original.2`, …: hard links that keep
 //!   the original reachable while it is replaced, and afterwards when originals are kept.
 //!
+//! A source name too long for these (a name may have 255 bytes, and the marker and a leading
+//! dot take up to 30 more) is written shortened with a hash of the whole name (`service_stem`).
+//!
 //! docs/ARCHITECTURE.md describes how the replace protocol uses them.
 
+use std::borrow::Cow;
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
 
 /// What every name condense writes next to a source contains.
 pub const SERVICE_MARKER: &str = ".condense-";
@@ -27,24 +35,89 @@ pub const MANIFEST_FILE: &str = "manifest.json";
 /// A replace's intent inside a partial folder: what recovery after a crash must finish or undo.
 pub const INTENT_FILE: &str = "replace.json";
 
+/// The most bytes a file name may have (NAME_MAX of every filesystem libraries live on).
+pub const MAX_NAME_BYTES: usize = 255;
+/// Source names of at most this many bytes appear whole in the names condense writes. The
+/// longest of those is `.` + name + `.condense-original` + `.4294967295` (30 bytes more);
+/// a longer name is replaced by a shortened stem of 222 to 225 bytes, always longer than
+/// this, so no source name can equal another source's shortened stem.
+pub const KEPT_NAME_BYTES: usize = 208;
+/// Hex digits of the SHA-256 of the whole name that end a shortened stem (64 bits: two
+/// names of one folder sharing their first 208 bytes still get two names).
+const STEM_HASH_HEX: usize = 16;
+
 /// True for names condense itself writes (partial folders, backups), which scanners ignore.
 pub fn is_service_file(path: &Path) -> bool {
-    path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.contains(SERVICE_MARKER))
+    path.file_name().is_some_and(|n| contains(n.as_bytes(), SERVICE_MARKER.as_bytes()))
 }
 
-/// `<dir>/.<file name>.condense-partial`
+/// True for a hidden name: a leading dot, whatever bytes follow.
+pub fn is_hidden(name: &OsStr) -> bool {
+    name.as_bytes().first() == Some(&b'.')
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// What stands for a source's name in the names written next to it: the name itself up to
+/// `KEPT_NAME_BYTES`, else its first 208 bytes (fewer where that would split a UTF-8
+/// character) then `~` and 16 hex digits of the SHA-256 of the whole name. Derived from the
+/// name alone, so every part of condense finds the same folder without recording it.
+pub fn service_stem(name: &OsStr) -> Cow<'_, OsStr> {
+    let bytes = name.as_bytes();
+    if bytes.len() <= KEPT_NAME_BYTES {
+        return Cow::Borrowed(name);
+    }
+    let prefix = bytes.get(..char_boundary_at_most(bytes, KEPT_NAME_BYTES)).unwrap_or(bytes);
+    let digest = Sha256::digest(bytes);
+    let hash: String = digest.iter().take(STEM_HASH_HEX / 2).map(|b| format!("{b:02x}")).collect();
+    let mut stem = prefix.to_vec();
+    stem.push(b'~');
+    stem.extend_from_slice(hash.as_bytes());
+    Cow::Owned(<OsString as std::os::unix::ffi::OsStringExt>::from_vec(stem))
+}
+
+/// The longest cut of `bytes` at most `max` long that does not split a UTF-8 character
+/// (bytes that are not UTF-8 are cut anywhere: there is no character to split).
+fn char_boundary_at_most(bytes: &[u8], max: usize) -> usize {
+    let max = max.min(bytes.len());
+    // A character that would straddle the cut starts at most 3 bytes before it.
+    for start in (max.saturating_sub(3)..max).rev() {
+        let width = match bytes.get(start) {
+            Some(0xC2..=0xDF) => 2,
+            Some(0xE0..=0xEF) => 3,
+            Some(0xF0..=0xF4) => 4,
+            _ => continue,
+        };
+        let whole = bytes.get(start..start + width).is_some_and(|c| std::str::from_utf8(c).is_ok());
+        if start + width > max && whole {
+            return start;
+        }
+    }
+    max
+}
+
+/// `<dir>/.<file name>.condense-partial` (the name's `service_stem`).
 pub fn partial_dir_for(source: &Path) -> PathBuf {
     sibling(source, PARTIAL_SUFFIX)
 }
 
-/// The source a partial output folder (`.NAME.condense-partial`) belongs to.
-pub fn source_of_partial(dir: &Path) -> Option<PathBuf> {
-    let name = dir.file_name()?.to_str()?;
-    let source = name.strip_prefix('.')?.strip_suffix(PARTIAL_SUFFIX)?;
-    Some(dir.with_file_name(source))
+/// Whether `dir`'s name is one `partial_dir_for` gives.
+pub fn is_partial_dir(dir: &Path) -> bool {
+    dir.file_name().is_some_and(|n| is_hidden(n) && n.as_bytes().ends_with(PARTIAL_SUFFIX.as_bytes()))
 }
 
-/// `<dir>/.<file name>.condense-original`
+/// The source a partial output folder (`.NAME.condense-partial`) belongs to, where its
+/// name says: a shortened stem cannot be turned back into its name (None); the folder's
+/// source is then the job whose `partial_dir_for` it is.
+pub fn source_of_partial(dir: &Path) -> Option<PathBuf> {
+    let name = dir.file_name()?.as_bytes();
+    let source = name.strip_prefix(b".")?.strip_suffix(PARTIAL_SUFFIX.as_bytes())?;
+    (!source.is_empty() && source.len() <= KEPT_NAME_BYTES).then(|| dir.with_file_name(OsStr::from_bytes(source)))
+}
+
+/// `<dir>/.<file name>.condense-original` (the name's `service_stem`).
 pub fn backup_path_for(source: &Path) -> PathBuf {
     sibling(source, BACKUP_SUFFIX)
 }
@@ -108,8 +181,10 @@ pub fn is_bookkeeping(name: &str) -> bool {
 }
 
 fn sibling(source: &Path, suffix: &str) -> PathBuf {
-    let name = source.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    source.with_file_name(format!(".{name}{suffix}"))
+    let mut name = OsString::from(".");
+    name.push(service_stem(source.file_name().unwrap_or_default()));
+    name.push(suffix);
+    source.with_file_name(name)
 }
 
 #[cfg(test)]
@@ -138,5 +213,109 @@ mod tests {
         }
         assert!(!is_service_file(src));
         assert!(!is_service_file(Path::new("/m/condense.mkv")));
+        let latin1 = Path::new(OsStr::from_bytes(b"/m/caf\xe9 cr\xe8me.mkv"));
+        for path in [partial_dir_for(latin1), backup_path_for(latin1), numbered_backup_path(latin1, 3)] {
+            assert!(is_service_file(&path) && is_hidden(path.file_name().unwrap()), "{}", path.display());
+        }
+        assert!(is_partial_dir(&partial_dir_for(latin1)));
+        assert!(!is_partial_dir(&backup_path_for(latin1)));
+    }
+
+    fn named(name: &[u8]) -> PathBuf {
+        Path::new("/m").join(OsStr::from_bytes(name))
+    }
+
+    fn service_names(source: &Path) -> Vec<PathBuf> {
+        vec![partial_dir_for(source), backup_path_for(source), numbered_backup_path(source, u32::MAX)]
+    }
+
+    #[test]
+    fn names_up_to_208_bytes_are_kept_whole_and_map_back() {
+        for len in [1, 100, KEPT_NAME_BYTES] {
+            let name = vec![b'a'; len];
+            let source = named(&name);
+            assert_eq!(service_stem(OsStr::from_bytes(&name)), OsStr::from_bytes(&name));
+            assert_eq!(source_of_partial(&partial_dir_for(&source)), Some(source.clone()));
+        }
+        let latin1 = named(b"caf\xe9 cr\xe8me.mkv");
+        assert_eq!(partial_dir_for(&latin1), named(b".caf\xe9 cr\xe8me.mkv.condense-partial"));
+        assert_eq!(source_of_partial(&partial_dir_for(&latin1)), Some(latin1));
+    }
+
+    #[test]
+    fn every_name_written_fits_in_255_bytes_whatever_the_source_name() {
+        let mut names: Vec<Vec<u8>> = (KEPT_NAME_BYTES - 2..=MAX_NAME_BYTES).map(|n| vec![b'x'; n]).collect();
+        // Multibyte characters across the cut, and bytes that are not UTF-8 there.
+        for pad in 0..4 {
+            let mut cjk = vec![b'y'; pad];
+            while cjk.len() < MAX_NAME_BYTES - 2 {
+                cjk.extend_from_slice("\u{6f22}".as_bytes());
+            }
+            names.push(cjk);
+            let mut emoji = vec![b'z'; pad];
+            while emoji.len() < MAX_NAME_BYTES - 3 {
+                emoji.extend_from_slice("\u{1f3ac}".as_bytes());
+            }
+            names.push(emoji);
+        }
+        names.push([vec![0xe9; 250], b".mkv".to_vec()].concat());
+        names.push([vec![b'a'; 207], vec![0xe6, 0xbc], vec![b'b'; 30]].concat());
+        for name in names {
+            let source = named(&name);
+            for path in service_names(&source) {
+                let written = path.file_name().unwrap().as_bytes();
+                assert!(written.len() <= MAX_NAME_BYTES, "{} bytes for a {}-byte name", written.len(), name.len());
+                assert!(is_service_file(&path) && is_hidden(path.file_name().unwrap()));
+            }
+            let stem = service_stem(OsStr::from_bytes(&name));
+            if name.len() > KEPT_NAME_BYTES {
+                // Never a name a source of its own could have kept whole.
+                assert!(stem.len() > KEPT_NAME_BYTES && stem.len() <= KEPT_NAME_BYTES + 17, "{}", stem.len());
+                let prefix = &stem.as_bytes()[..stem.len() - 17];
+                assert!(name.starts_with(prefix));
+                if std::str::from_utf8(&name).is_ok() {
+                    assert!(std::str::from_utf8(stem.as_bytes()).is_ok(), "a character was split");
+                }
+                assert_eq!(source_of_partial(&partial_dir_for(&source)), None);
+                assert!(is_partial_dir(&partial_dir_for(&source)));
+            }
+        }
+    }
+
+    #[test]
+    fn long_names_sharing_a_prefix_get_names_of_their_own() {
+        let base = vec![b'S'; 240];
+        let a = named(&[base.as_slice(), b"E01.mkv"].concat());
+        let b = named(&[base.as_slice(), b"E02.mkv"].concat());
+        for (x, y) in service_names(&a).into_iter().zip(service_names(&b)) {
+            assert_ne!(x, y);
+        }
+        // The same name always gives the same names: nothing needs recording.
+        assert_eq!(partial_dir_for(&a), partial_dir_for(&a.clone()));
+        let long = partial_dir_for(&a);
+        let name = long.file_name().unwrap().as_bytes();
+        assert!(name.starts_with(b".SSSS") && name.ends_with(b".condense-partial"));
+        assert_eq!(name[1 + KEPT_NAME_BYTES], b'~');
+    }
+
+    #[test]
+    fn a_cut_never_splits_a_character() {
+        let e = "\u{e9}".as_bytes(); // 2 bytes
+        let han = "\u{6f22}".as_bytes(); // 3 bytes
+        let film = "\u{1f3ac}".as_bytes(); // 4 bytes
+        for (bytes, max, cut) in [
+            ([b"ab".as_slice(), e].concat(), 3, 2),
+            ([b"ab".as_slice(), e].concat(), 4, 4),
+            ([b"a".as_slice(), han].concat(), 2, 1),
+            ([b"a".as_slice(), han].concat(), 3, 1),
+            ([b"a".as_slice(), film].concat(), 4, 1),
+            ([b"a".as_slice(), film].concat(), 5, 5),
+            // Not UTF-8: a stray continuation byte or a lead byte without its tail.
+            (b"a\x80\x80\x80\x80b".to_vec(), 3, 3),
+            (b"a\xe6\xbcb".to_vec(), 2, 2),
+            (b"abc".to_vec(), 10, 3),
+        ] {
+            assert_eq!(char_boundary_at_most(&bytes, max), cut, "{bytes:?} at {max}");
+        }
     }
 }

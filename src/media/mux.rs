@@ -3,6 +3,7 @@
 //! Packets from the two sides are written in timestamp order, so memory stays flat.
 
 use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use rsmpeg::avcodec::AVPacket;
@@ -160,7 +161,7 @@ pub fn mux(plan: &EncodePlan, info: &MediaInfo, manifest: &Manifest, output_path
     let video_par = params.to_codecpar()?;
 
     let _ = std::fs::remove_file(output_path);
-    let url = CString::new(output_path.to_string_lossy().as_bytes()).map_err(|_| MediaError::misc("NUL in path"))?;
+    let url = CString::new(output_path.as_os_str().as_bytes()).map_err(|_| MediaError::misc("NUL in path"))?;
     let mut output = AVFormatContextOutput::create(&url, None).map_err(|e| from_rsmpeg("creating the output", &e))?;
     let mp4_family = matches!(plan.output_extension.as_str(), "mp4" | "m4v" | "mov");
 

@@ -11,6 +11,7 @@ use super::probe::{HdrKind, MediaInfo};
 use super::MediaError;
 use crate::domain::encoding::{EncodeProfile, Encoder, RetryProfile};
 use crate::domain::job::FailureCode;
+use crate::domain::path_bytes;
 use crate::domain::segments::Sessions;
 
 /// Containers (by extension) condense takes as input; FFmpeg may decode more.
@@ -107,7 +108,10 @@ impl SourceIdentity {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EncodePlan {
+    // Any bytes: a path that is not UTF-8 travels as its bytes (`domain::path_bytes`).
+    #[serde(with = "path_bytes::lossless")]
     pub input: PathBuf,
+    #[serde(with = "path_bytes::lossless")]
     pub partial_dir: PathBuf,
     pub target_codec: String,
     pub encoder: Encoder,

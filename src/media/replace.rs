@@ -315,13 +315,14 @@ fn keep_when_unknown() -> bool {
 pub struct Intent {
     pub output_inode: u64,
     pub output_size: u64,
+    #[serde(with = "crate::domain::path_bytes::lossless")]
     pub final_path: PathBuf,
     /// The original the job started on.
     pub source: SourceIdentity,
     /// The name this swap gives the original: always for a same-name swap (the link that
     /// keeps it reachable), for a container change only when it is kept. Absent from intents
     /// written before backups were numbered: recovery then leaves every backup alone.
-    #[serde(default)]
+    #[serde(default, with = "crate::domain::path_bytes::lossless_opt")]
     pub backup: Option<PathBuf>,
     /// Whether the original is kept, decided when the swap began (unknown: kept).
     #[serde(default = "keep_when_unknown")]

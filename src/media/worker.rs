@@ -18,19 +18,33 @@ use super::probe::MediaInfo;
 use super::verify::{validate_source, verify};
 use super::MediaError;
 use crate::domain::job::FailureCode;
+use crate::domain::path_bytes;
 
 /// What the node asks of a media child.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "camelCase")]
 pub enum Request {
     /// Probe the source and decode it at several points (before any work).
-    Validate { path: PathBuf },
+    Validate {
+        #[serde(with = "path_bytes::lossless")]
+        path: PathBuf,
+    },
     /// Check an encoded output against its source before it may replace anything.
     #[serde(rename_all = "camelCase")]
-    Verify { output: PathBuf, source_path: PathBuf, source: Box<MediaInfo>, target_codec: String },
+    Verify {
+        #[serde(with = "path_bytes::lossless")]
+        output: PathBuf,
+        #[serde(with = "path_bytes::lossless")]
+        source_path: PathBuf,
+        source: Box<MediaInfo>,
+        target_codec: String,
+    },
     /// What each file is (the demuxer's facts, nothing decoded): one answer line per path,
     /// in order, each written as soon as it is known.
-    Probe { paths: Vec<PathBuf> },
+    Probe {
+        #[serde(with = "path_bytes::lossless_vec")]
+        paths: Vec<PathBuf>,
+    },
     /// What this machine's FFmpeg can run.
     Capabilities,
 }

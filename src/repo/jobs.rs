@@ -2,6 +2,7 @@
 //! status the caller expects (compare-and-set) and recorded as events in one transaction.
 
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
 use entities::job::{self, ActiveModel, Column, Entity};
@@ -16,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use super::events::{self, NewEvent};
 use super::{now, Page, RepoError, RepoResult};
 use crate::domain::job::{Effect, JobSnapshot, JobStatus, Outcome, Stage};
+use crate::domain::path_bytes;
 
 pub const MAX_PAGE_SIZE: u64 = 500;
 pub const DEFAULT_PAGE_SIZE: u64 = 50;
@@ -23,6 +25,8 @@ pub const DEFAULT_PAGE_SIZE: u64 = 50;
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewJob {
     pub library_id: Option<i32>,
+    /// A UTF-8 path (jobs of scans and imports come through `register_batch`, which takes
+    /// any bytes).
     pub file_path: String,
     pub file_name: String,
     pub status: JobStatus,
@@ -74,8 +78,34 @@ pub async fn get(db: &impl ConnectionTrait, id: i32) -> RepoResult<job::Model> {
     Entity::find_by_id(id).one(db).await?.ok_or_else(|| RepoError::NotFound(format!("job {id}")))
 }
 
-pub async fn find_by_path(db: &impl ConnectionTrait, path: &str) -> RepoResult<Option<job::Model>> {
-    Ok(Entity::find().filter(Column::FilePath.eq(path)).one(db).await?)
+/// The file a job works on, byte for byte: the one way from a job's row to the filesystem
+/// (`file_path` alone is its readable form, see `domain::path_bytes`).
+pub fn source_path(job: &job::Model) -> PathBuf {
+    path_bytes::from_stored(&job.file_path, job.file_path_raw.as_deref())
+}
+
+/// The job of exactly this path (a path that is not UTF-8 is matched on its bytes, never on
+/// the readable form another path may share).
+pub async fn find_by_path(db: &impl ConnectionTrait, path: impl AsRef<Path>) -> RepoResult<Option<job::Model>> {
+    let path = path.as_ref().as_os_str();
+    let raw = match path_bytes::raw_if_not_utf8(path) {
+        Some(bytes) => Column::FilePathRaw.eq(bytes),
+        None => Column::FilePathRaw.is_null(),
+    };
+    Ok(Entity::find().filter(Column::FilePath.eq(path_bytes::readable(path).as_ref())).filter(raw).one(db).await?)
+}
+
+/// The jobs not ended whose files are in `folder` (or below it): where the orphan sweep
+/// looks for the owner of a partial folder whose name was shortened.
+pub async fn live_under(db: &impl ConnectionTrait, folder: &Path) -> RepoResult<Vec<job::Model>> {
+    let prefix = path_bytes::readable(folder.as_os_str()).replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_");
+    let ended: Vec<stored::JobStatus> =
+        JobStatus::ALL.iter().copied().filter(|s| s.is_terminal()).map(stored::JobStatus::from).collect();
+    Ok(Entity::find()
+        .filter(Expr::col(Column::FilePath).like(LikeExpr::new(format!("{prefix}/%")).escape('\\')))
+        .filter(Column::Status.is_not_in(ended))
+        .all(db)
+        .await?)
 }
 
 /// Columns of a job's row that a change writes; `None` leaves a column as it is. The one
@@ -103,7 +133,10 @@ pub struct JobChange {
     pub output_size: Option<i64>,
     pub source_mtime_ns: Option<i64>,
     pub source_inode: Option<i64>,
-    pub file_path: Option<String>,
+    /// A new path (a container change): stored as its readable form and its bytes.
+    #[serde(with = "path_bytes::lossless_opt")]
+    pub file_path: Option<PathBuf>,
+    /// The readable form of the new path's file name.
     pub file_name: Option<String>,
     /// Why the job is skipped, with the transition that skips it.
     pub skip_reason: Option<String>,
@@ -136,7 +169,11 @@ impl JobChange {
         macro_rules! set_some {
             ($($field:ident),*) => { $(if let Some(v) = self.$field { m.$field = Set(Some(v)); })* };
         }
-        set!(source_size, progress, fps, stalled, file_path, file_name);
+        set!(source_size, progress, fps, stalled, file_name);
+        if let Some(path) = self.file_path {
+            m.file_path = Set(path_bytes::readable(path.as_os_str()).into_owned());
+            m.file_path_raw = Set(path_bytes::raw_if_not_utf8(path.as_os_str()));
+        }
         set_some!(
             source_codec,
             duration_seconds,
@@ -777,15 +814,16 @@ impl From<&job::Model> for KnownFile {
     }
 }
 
-/// Every job path of a library with the file the job last saw there.
-pub async fn known_files(db: &impl ConnectionTrait, library_id: i32) -> RepoResult<HashMap<String, KnownFile>> {
-    // id, path, status, source size, output size, mtime, target codec, inode
-    type Row = (i32, String, stored::JobStatus, i64, Option<i64>, Option<i64>, String, Option<i64>);
+/// Every job path of a library (its exact bytes) with the file the job last saw there.
+pub async fn known_files(db: &impl ConnectionTrait, library_id: i32) -> RepoResult<HashMap<PathBuf, KnownFile>> {
+    // id, path, its bytes, status, source size, output size, mtime, target codec, inode
+    type Row = (i32, String, Option<Vec<u8>>, stored::JobStatus, i64, Option<i64>, Option<i64>, String, Option<i64>);
     let rows: Vec<Row> = Entity::find()
         .select_only()
         .columns([
             Column::Id,
             Column::FilePath,
+            Column::FilePathRaw,
             Column::Status,
             Column::SourceSize,
             Column::OutputSize,
@@ -799,7 +837,8 @@ pub async fn known_files(db: &impl ConnectionTrait, library_id: i32) -> RepoResu
         .await?;
     Ok(rows
         .into_iter()
-        .map(|(id, path, status, source_size, output_size, mtime_ns, target_codec, inode)| {
+        .map(|(id, path, raw, status, source_size, output_size, mtime_ns, target_codec, inode)| {
+            let path = path_bytes::from_stored(&path, raw.as_deref());
             let status: JobStatus = status.into();
             let size = match output_size {
                 Some(output) if status == JobStatus::Completed => output,
@@ -932,7 +971,9 @@ pub async fn record_probes<C: ConnectionTrait + TransactionTrait>(
 /// A file found by a scan or the watcher.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FoundFile {
-    pub path: String,
+    /// The exact path.
+    pub path: PathBuf,
+    /// The readable form of its name (`domain::path_bytes::readable`).
     pub file_name: String,
     pub size: i64,
     pub mtime_ns: i64,
@@ -965,7 +1006,8 @@ pub async fn register_batch<C: ConnectionTrait + TransactionTrait>(
     for chunk in files.chunks(500) {
         let models = chunk.iter().map(|f| ActiveModel {
             library_id: Set(Some(library_id)),
-            file_path: Set(f.path.clone()),
+            file_path: Set(path_bytes::readable(f.path.as_os_str()).into_owned()),
+            file_path_raw: Set(path_bytes::raw_if_not_utf8(f.path.as_os_str())),
             file_name: Set(f.file_name.clone()),
             status: Set(JobStatus::Pending.into()),
             progress: Set(0.0),

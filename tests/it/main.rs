@@ -16,6 +16,7 @@ mod http;
 mod isolation;
 mod lifecycle;
 mod media;
+mod names;
 mod notify;
 mod process;
 mod quality;

@@ -524,7 +524,7 @@ both_backends!(the_kept_counts_are_what_counting_the_rows_gives, |db: DatabaseCo
     same(db.clone()).await;
     let files: Vec<repo::jobs::FoundFile> = (0..1200)
         .map(|n| repo::jobs::FoundFile {
-            path: format!("/media/shows/{n}.mkv"),
+            path: format!("/media/shows/{n}.mkv").into(),
             file_name: format!("{n}.mkv"),
             size: 10,
             mtime_ns: 1,
@@ -565,7 +565,7 @@ async fn varied_jobs(db: &DatabaseConnection) -> (i32, i32) {
     for (lib, range) in [(movies.id, 0..40), (shows.id, 40..60)] {
         let files: Vec<repo::jobs::FoundFile> = range
             .map(|n: i64| repo::jobs::FoundFile {
-                path: format!("/media/x/{n}.mkv"),
+                path: format!("/media/x/{n}.mkv").into(),
                 file_name: format!("Film {:02}.mkv", n % 23),
                 size: 1000 + n % 7,
                 mtime_ns: 1,

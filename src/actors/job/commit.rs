@@ -2,7 +2,7 @@
 //! replace of the original, then the completion. A replace that a crash interrupted after
 //! its swap is completed here too.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use entities::job;
 
@@ -11,6 +11,7 @@ use super::supervise::Encoded;
 use super::{join_error, Attempt};
 use crate::actors::lifecycle::{EventContext, LifecycleError};
 use crate::domain::job::{JobEvent, Stage};
+use crate::domain::path_bytes::readable;
 use crate::media::partial::{self, remove_partial, PinnedOutput};
 use crate::media::plan::{final_path, SourceIdentity};
 use crate::media::replace::{replace, Replace, Swapped};
@@ -65,7 +66,7 @@ impl Attempt {
             return self.fail_holding(e, lock).await;
         }
         let (cpu, wall) = run_stats.unwrap_or((0, 0));
-        let source = PathBuf::from(&job.file_path);
+        let source = crate::repo::jobs::source_path(&job);
         let mut set = JobChange {
             encoder: Some(plan.encoder.as_str().to_string()),
             cpu_time_ms: Some(job.cpu_time_ms.unwrap_or(0) + i64::try_from(cpu).unwrap_or(0)),
@@ -124,8 +125,8 @@ impl Attempt {
             set.source_mtime_ns = identity.map(|i| i.mtime_ns);
             set.source_inode = identity.map(|i| i64::try_from(i.inode).unwrap_or(0));
             if target != source {
-                set.file_path = Some(target.to_string_lossy().into_owned());
-                set.file_name = target.file_name().map(|n| n.to_string_lossy().into_owned());
+                set.file_name = target.file_name().map(|n| readable(n).into_owned());
+                set.file_path = Some(target.clone());
             }
         }
         let ctx = EventContext { node: self.node(), detail: Some(detail), failure_detail: None };
@@ -160,8 +161,8 @@ impl Attempt {
             ..Default::default()
         };
         if swapped.final_path != source {
-            set.file_path = Some(swapped.final_path.to_string_lossy().into_owned());
-            set.file_name = swapped.final_path.file_name().map(|n| n.to_string_lossy().into_owned());
+            set.file_path = Some(swapped.final_path.clone());
+            set.file_name = swapped.final_path.file_name().map(|n| readable(n).into_owned());
         }
         let detail = serde_json::json!({"outputSize": swapped.output_size, "rolledForward": true});
         let ctx = EventContext { node: self.node(), detail: Some(detail), failure_detail: None };
@@ -189,7 +190,7 @@ impl Attempt {
 /// short of completing: the job completes without encoding the output again.
 pub(super) fn swapped_on_record(job: &job::Model) -> Option<Swapped> {
     let size = u64::try_from(job.output_size?).ok()?;
-    let target = final_path(Path::new(&job.file_path), &job.target_codec);
+    let target = final_path(&crate::repo::jobs::source_path(job), &job.target_codec);
     let now = SourceIdentity::of(&target).ok()?;
     let recorded = u64::try_from(job.source_inode?).ok()?;
     (now.inode == recorded && now.size == size).then_some(Swapped { final_path: target, output_size: size })

@@ -4,7 +4,6 @@
 //! stops it on pause, cancel, shutdown or a lost lease, and gives the span back (DONE, or
 //! QUEUED for the next taker) when the child ends. The job's own run takes in what it wrote.
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -53,7 +52,11 @@ async fn help(
 ) -> Result<Option<(u64, u64)>, String> {
     let job = env.store.job(helper.job_id).await.map_err(|e| e.to_string())?;
     let threads = (env.cores / env.max_jobs.max(1)).max(1);
-    let request = AssistRequest { partial_dir: partial_dir_for(Path::new(&job.file_path)), span: helper.span, threads };
+    let request = AssistRequest {
+        partial_dir: partial_dir_for(&crate::repo::jobs::source_path(&job)),
+        span: helper.span,
+        threads,
+    };
     let mut child = Transcoder::spawn_helper(&env.transcoder, &request).await.map_err(|e| e.to_string())?;
     let mut renew = tokio::time::interval(RENEW_EVERY);
     let (mut frames, mut fps, mut bytes) = (0u64, 0.0f64, 0u64);

@@ -41,7 +41,7 @@ impl Attempt {
     pub(super) async fn prepare(&mut self) -> Phase<Prepared> {
         let env = self.env.clone();
         let job = env.store.job(self.job_id).await?;
-        let path = PathBuf::from(&job.file_path);
+        let path = crate::repo::jobs::source_path(&job);
 
         // Recovery acts on what the partial folder's intent says: not while someone else
         // holds the folder (a stale attempt may be in the middle of its swap).
@@ -158,7 +158,7 @@ impl Attempt {
             hardware_decode = profile.hardware_decode,
             "planned the encode"
         );
-        let mut plan = EncodePlan::new(Path::new(&job.file_path), info, &profile)?;
+        let mut plan = EncodePlan::new(&crate::repo::jobs::source_path(job), info, &profile)?;
         plan.segment_seconds = self.env.segment_seconds;
         // A retry runs one session (one decoder from the first frame, cuts by frame count):
         // the conservative path, for a source whose index or seeking misled the first
