@@ -134,7 +134,7 @@ pub struct JobChange {
     pub source_mtime_ns: Option<i64>,
     pub source_inode: Option<i64>,
     /// A new path (a container change): stored as its readable form and its bytes.
-    #[serde(with = "path_bytes::lossless_opt")]
+    #[serde(default, with = "path_bytes::lossless_opt")]
     pub file_path: Option<PathBuf>,
     /// The readable form of the new path's file name.
     pub file_name: Option<String>,
