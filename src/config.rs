@@ -217,6 +217,14 @@ pub struct ServeArgs {
     /// that runs longer is killed and the attempt fails), plus one second per 50 MB of file.
     #[arg(long, env = "ANALYSIS_TIMEOUT_SECONDS", value_name = "ANALYSIS_TIMEOUT_SECONDS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=86400))]
     pub analysis_timeout_seconds: u64,
+    /// Largest video frame, in pixels, that condense decodes; a larger stream is refused at
+    /// analysis, before any decoder allocates a frame.
+    #[arg(long, env = "MAX_PIXELS", value_name = "MAX_PIXELS", default_value_t = crate::domain::limits::DEFAULT_MAX_PIXELS, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_pixels: u64,
+    /// Address space of each `condense-media` child, in MiB [default: sized per child from
+    /// the source's frame, its encoder sessions and the cores; see `domain::limits`].
+    #[arg(long, env = "TRANSCODER_MEMORY_LIMIT_MB", value_name = "TRANSCODER_MEMORY_LIMIT_MB", value_parser = clap::value_parser!(u64).range(64..))]
+    pub transcoder_memory_limit_mb: Option<u64>,
     /// Test aid: pause after each encoded frame, in milliseconds.
     #[arg(long, env = "CONDENSE_THROTTLE_MS_PER_FRAME", hide = true, default_value_t = 0)]
     pub throttle_ms_per_frame: u64,

@@ -186,6 +186,11 @@ fn host_facts(media: worker::Capabilities) -> HostFacts {
 }
 
 fn node_config(args: &ServeArgs, host: HostFacts, role: RoleConfig) -> Result<NodeConfig, ServeError> {
+    // Every media child this node starts runs under them (`media::worker::child_command`).
+    worker::set_child_limits(worker::ChildLimits {
+        max_pixels: args.max_pixels,
+        memory_limit_mb: args.transcoder_memory_limit_mb,
+    });
     Ok(NodeConfig {
         name: args.node_name(),
         host,

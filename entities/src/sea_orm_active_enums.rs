@@ -45,6 +45,7 @@ pub enum FailureCode {
     Miscellaneous,
     UnsupportedStream,
     UnsupportedContainer,
+    OutOfMemory,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EnumIter, DeriveActiveEnum, Serialize, Deserialize)]

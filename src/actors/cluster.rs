@@ -21,10 +21,12 @@ use super::protocol::{capacity, Call, Frame};
 use super::scheduler::{effective_tier, AddNode, NodeHandle, RemoveNode, Scheduler};
 use super::store::{holds_lease, DbStore, JobStore};
 use crate::domain::job::JobStatus;
+use crate::domain::link::{field_rule, node_may_apply, FieldRule, JobField, LinkWrite};
 use crate::domain::node::{node_status, NodeRole, NodeStatus};
 use crate::media::layout::partial_dir_for;
 use crate::media::partial::remove_partial;
-use crate::repo::jobs;
+use crate::media::plan::final_path;
+use crate::repo::jobs::{self, JobChange};
 use crate::repo::{self, nodes::NodeFacts};
 
 /// What the main node tells linked nodes.
@@ -373,6 +375,7 @@ impl RemoteNode {
                     Call::Apply { id, lease, event, patch, ctx } => {
                         let before = jobs::get(&db, id).await.map_err(|e| e.to_string())?;
                         fenced(&before, &lease)?;
+                        judged(&node_name, &before, LinkWrite::Transition(&event), &patch)?;
                         // A transition (a completion among them) from a node revoked since
                         // its link opened is refused, also before its leases are taken over.
                         if repo::nodes::get(&db, node_id).await.map_err(|e| e.to_string())?.revoked {
@@ -387,7 +390,9 @@ impl RemoteNode {
                         json(serde_json::to_value(applied))
                     }
                     Call::UpdateLive { id, lease, patch } => {
-                        fenced(&jobs::get(&db, id).await.map_err(|e| e.to_string())?, &lease)?;
+                        let before = jobs::get(&db, id).await.map_err(|e| e.to_string())?;
+                        fenced(&before, &lease)?;
+                        judged(&node_name, &before, LinkWrite::Live, &patch)?;
                         store.update_live(id, &lease, patch).await.map_err(|e| e.to_string())?;
                         Ok(serde_json::Value::Null)
                     }
@@ -401,10 +406,17 @@ impl RemoteNode {
                         let mine = fenced(&job, &lease).is_ok() && store.lease_is_mine(id, &lease).await;
                         Ok(serde_json::Value::Bool(mine))
                     }
-                    Call::Progress { job } => {
-                        if job.node_id == Some(node_id) {
-                            store.publish_progress(&job);
+                    Call::Progress { job: reported } => {
+                        // Published from the job's own row, for a job this link's node holds
+                        // under the lease it reports: of the node's frame only the live figures
+                        // are taken, never its node, path or status.
+                        let job = jobs::get(&db, reported.id).await.map_err(|e| e.to_string())?;
+                        let lease = reported.lease_id.as_deref().unwrap_or_default();
+                        if let Err(refusal) = fenced(&job, lease) {
+                            tracing::warn!(node = %node_name, job_id = job.id, "a linked node's progress for a job it does not hold was refused");
+                            return Err(refusal);
                         }
+                        store.publish_progress(&live_figures(job, &reported));
                         Ok(serde_json::Value::Null)
                     }
                     Call::SyncSpans { id, lease, spans } => {
@@ -429,6 +441,50 @@ impl RemoteNode {
             .map(move |result, _, ctx| Self::send(ctx, &Frame::Reply { id, result })),
         );
     }
+}
+
+/// Judges a node's patch for the job `before` by `domain::link`: an event that is not the
+/// node's to apply, or a field it may not write (a path above all), refuses the whole frame,
+/// logged with the node's name; nothing of it is written.
+fn judged(node: &str, before: &job::Model, write: LinkWrite<'_>, patch: &JobChange) -> Result<(), String> {
+    if let LinkWrite::Transition(event) = write {
+        if !node_may_apply(event) {
+            tracing::warn!(node, job_id = before.id, event = event.name(), "a linked node's transition was refused");
+            return Err(format!("a linked node may not {} job {}", event.name(), before.id));
+        }
+    }
+    let output = final_path(&crate::repo::jobs::source_path(before), &before.target_codec);
+    let refused: Vec<&str> = patch
+        .fields()
+        .into_iter()
+        .filter(|field| match field_rule(*field, write) {
+            FieldRule::Accept => false,
+            FieldRule::Refuse => true,
+            FieldRule::OutputName => match field {
+                JobField::FilePath => patch.file_path.as_deref() != Some(output.as_path()),
+                _ => {
+                    let readable = output.file_name().map(crate::domain::path_bytes::readable);
+                    patch.file_name.as_deref() != readable.as_deref()
+                }
+            },
+        })
+        .map(JobField::wire_name)
+        .collect();
+    if refused.is_empty() {
+        return Ok(());
+    }
+    tracing::warn!(node, job_id = before.id, fields = ?refused, "a linked node's write of fields it may not change was refused");
+    Err(format!("a linked node may not change {} of job {}; nothing was written", refused.join(", "), before.id))
+}
+
+/// The job's row with the live figures a node's progress reports (percent, speed, time
+/// left, stalled): what the feed shows between the row's own writes.
+fn live_figures(mut job: job::Model, reported: &job::Model) -> job::Model {
+    job.progress = reported.progress;
+    job.fps = reported.fps;
+    job.eta_seconds = reported.eta_seconds;
+    job.stalled = reported.stalled;
+    job
 }
 
 /// Whether this registration enrolls the node (it is given a new credential), or why it is

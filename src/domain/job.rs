@@ -51,6 +51,7 @@ named_enum!(
         Miscellaneous => "miscellaneous",
         UnsupportedStream => "unsupported_stream",
         UnsupportedContainer => "unsupported_container",
+        OutOfMemory => "out_of_memory",
     }
 );
 
@@ -67,6 +68,7 @@ impl FailureCode {
             FailureCode::Miscellaneous => "miscellaneous",
             FailureCode::UnsupportedStream => "unsupported stream",
             FailureCode::UnsupportedContainer => "unsupported container",
+            FailureCode::OutOfMemory => "out of memory",
         }
     }
 }

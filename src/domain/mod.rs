@@ -12,6 +12,8 @@ pub mod forecast;
 pub mod health;
 pub mod job;
 pub mod license;
+pub mod limits;
+pub mod link;
 pub mod node;
 pub mod notify;
 pub mod path_bytes;

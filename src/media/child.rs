@@ -72,6 +72,7 @@ pub fn assist_main() -> ExitCode {
         Ok(AssistEnd::Paused) => ExitCode::from(EXIT_PAUSED),
         Ok(AssistEnd::Nothing) => ExitCode::from(EXIT_NOTHING),
         Err(e) => {
+            let e = super::worker::at_memory_limit(e);
             emit(Event::Error { code: e.code, message: e.message });
             ExitCode::FAILURE
         }
@@ -95,6 +96,7 @@ pub fn child_main() -> ExitCode {
         Ok(RunEnd::Busy) => ExitCode::from(EXIT_BUSY),
         Ok(RunEnd::NotSmaller) => ExitCode::from(EXIT_NOT_SMALLER),
         Err(e) => {
+            let e = super::worker::at_memory_limit(e);
             emit(Event::Error { code: e.code, message: e.message });
             ExitCode::FAILURE
         }
@@ -121,23 +123,32 @@ pub struct Transcoder {
     pub events: mpsc::UnboundedReceiver<Event>,
     last_error: Arc<Mutex<Option<MediaError>>>,
     stderr_tail: Arc<Mutex<VecDeque<String>>>,
+    /// Its address-space limit, named when it runs out of memory.
+    memory: u64,
 }
 
 impl Transcoder {
     /// Starts `binary transcode` with the plan on its stdin.
     pub async fn spawn(binary: &Path, plan: &EncodePlan) -> Result<Transcoder, MediaError> {
         let body = serde_json::to_vec(plan).map_err(|e| MediaError::misc(format!("plan: {e}")))?;
-        Self::start(binary, "transcode", body).await
+        let memory = super::worker::address_space(
+            plan.frame_pixels,
+            plan.sessions.sessions,
+            plan.encoder.is_hardware() || plan.hardware_decode,
+        );
+        Self::start(binary, "transcode", body, memory).await
     }
 
     /// Starts `binary assist`, a helper on one span of a running job (see `media::assist`).
     pub async fn spawn_helper(binary: &Path, request: &AssistRequest) -> Result<Transcoder, MediaError> {
         let body = serde_json::to_vec(request).map_err(|e| MediaError::misc(format!("request: {e}")))?;
-        Self::start(binary, "assist", body).await
+        // The helper reads the plan from the partial folder, and may encode on a GPU: no
+        // default limit, a configured one.
+        Self::start(binary, "assist", body, super::worker::address_space(None, 1, true)).await
     }
 
-    async fn start(binary: &Path, subcommand: &str, body: Vec<u8>) -> Result<Transcoder, MediaError> {
-        let mut cmd = super::worker::child_command(binary, subcommand);
+    async fn start(binary: &Path, subcommand: &str, body: Vec<u8>, memory: u64) -> Result<Transcoder, MediaError> {
+        let mut cmd = super::worker::child_command(binary, subcommand, memory);
         cmd.env("SVT_LOG", "1");
         let mut child = cmd.spawn().map_err(|e| MediaError::from_io("starting the transcoder", &e))?;
         if let Some(mut stdin) = child.stdin.take() {
@@ -181,7 +192,7 @@ impl Transcoder {
                 }
             });
         }
-        Ok(Transcoder { child, events, last_error, stderr_tail })
+        Ok(Transcoder { child, events, last_error, stderr_tail, memory })
     }
 
     /// Asks for a graceful stop: the segment in progress is finished and kept.
@@ -224,7 +235,15 @@ impl Transcoder {
         // Let the readers take the last lines.
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         let reported = self.last_error.lock().ok().and_then(|e| e.clone());
-        classify(status.code(), std::os::unix::process::ExitStatusExt::signal(&status), reported, &self.stderr_tail())
+        match classify(
+            status.code(),
+            std::os::unix::process::ExitStatusExt::signal(&status),
+            reported,
+            &self.stderr_tail(),
+        ) {
+            ChildEnd::Failed(e) => ChildEnd::Failed(e.out_of_memory_in(self.memory)),
+            other => other,
+        }
     }
 }
 

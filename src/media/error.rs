@@ -10,6 +10,23 @@ pub struct MediaError {
 }
 
 impl MediaError {
+    /// A child that ran out of memory (`domain::limits::says_out_of_memory` of its last
+    /// words, or an ENOMEM it reported) fails as such, with its address-space limit named.
+    pub fn out_of_memory_in(self, address_space: u64) -> Self {
+        if self.code != FailureCode::OutOfMemory && !crate::domain::limits::says_out_of_memory(&self.message) {
+            return self;
+        }
+        MediaError::new(
+            FailureCode::OutOfMemory,
+            format!(
+                "out of memory: the media child outgrew its address-space limit of {} MiB \
+                 (TRANSCODER_MEMORY_LIMIT_MB): {}",
+                address_space / (1024 * 1024),
+                self.message
+            ),
+        )
+    }
+
     pub fn new(code: FailureCode, message: impl Into<String>) -> Self {
         MediaError { code, message: message.into() }
     }
@@ -26,6 +43,7 @@ impl MediaError {
     /// writing or reading files.
     pub fn from_av(context: &str, code: i32) -> Self {
         let failure = match -code {
+            libc::ENOMEM => FailureCode::OutOfMemory,
             libc::ENOSPC | libc::EDQUOT | libc::EFBIG => FailureCode::InsufficientDiskSpace,
             libc::EACCES | libc::EPERM | libc::EROFS => FailureCode::PermissionDenied,
             _ => FailureCode::Miscellaneous,
@@ -37,6 +55,7 @@ impl MediaError {
     pub fn from_io(context: &str, err: &std::io::Error) -> Self {
         let failure = match err.raw_os_error() {
             Some(libc::ENOSPC | libc::EDQUOT | libc::EFBIG) => FailureCode::InsufficientDiskSpace,
+            Some(libc::ENOMEM) => FailureCode::OutOfMemory,
             Some(libc::EACCES | libc::EPERM | libc::EROFS) => FailureCode::PermissionDenied,
             _ if err.kind() == std::io::ErrorKind::PermissionDenied => FailureCode::PermissionDenied,
             _ => FailureCode::Miscellaneous,
@@ -96,6 +115,7 @@ mod tests {
         assert_eq!(MediaError::from_av("write", -libc::ENOSPC).code, FailureCode::InsufficientDiskSpace);
         assert_eq!(MediaError::from_av("open", -libc::EACCES).code, FailureCode::PermissionDenied);
         assert_eq!(MediaError::from_av("x", -libc::EINVAL).code, FailureCode::Miscellaneous);
+        assert_eq!(MediaError::from_av("decode", -libc::ENOMEM).code, FailureCode::OutOfMemory);
         let io = std::io::Error::from_raw_os_error(libc::ENOSPC);
         assert_eq!(MediaError::from_io("fsync", &io).code, FailureCode::InsufficientDiskSpace);
         assert!(MediaError::from_av("write", -libc::ENOSPC).message.contains("No space"));

@@ -159,6 +159,10 @@ pub struct EncodePlan {
     /// epoch (not part of the digest: a new attempt continues the old one's segments).
     #[serde(default)]
     pub epoch: String,
+    /// Pixels of the source's frame, which size the child's address space
+    /// (`domain::limits`; not part of the digest).
+    #[serde(default)]
+    pub frame_pixels: Option<u64>,
 }
 
 /// What a VMAF-mode library asks of the search (see `domain::quality`).
@@ -208,6 +212,10 @@ impl EncodePlan {
             },
             throttle_ms_per_frame: 0,
             epoch: String::new(),
+            frame_pixels: info
+                .video()
+                .and_then(|v| Some(u64::from(v.width?).saturating_mul(u64::from(v.height?))))
+                .filter(|p| *p > 0),
         })
     }
 

@@ -11,7 +11,7 @@ use rsmpeg::avutil::AVDictionary;
 use rsmpeg::ffi;
 use serde::{Deserialize, Serialize};
 
-use super::error::{av_code, MediaError};
+use super::error::MediaError;
 use crate::domain::job::FailureCode;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -234,11 +234,11 @@ pub fn open_input_allowing(path: &Path, demuxers: &[&str]) -> Result<AVFormatCon
     let whitelist =
         CString::new(demuxers.join(",")).map_err(|_| MediaError::misc("a demuxer name contains a NUL byte"))?;
     let options = AVDictionary::new(c"protocol_whitelist", c"file", 0).set(c"format_whitelist", &whitelist, 0);
-    let mut options = Some(options);
-    AVFormatContextInput::open(&url, None, &mut options).map_err(|e| {
-        let code = av_code(&e).unwrap_or(0);
+    let opened = |code: i32| {
         if code == -libc::EACCES || code == -libc::EPERM {
             MediaError::new(FailureCode::PermissionDenied, format!("{}: permission denied", path.display()))
+        } else if code == -libc::ENOMEM {
+            MediaError::from_av(&format!("{}: opening", path.display()), code)
         } else {
             MediaError::invalid(format!(
                 "{}: not a readable media file ({})",
@@ -246,7 +246,58 @@ pub fn open_input_allowing(path: &Path, demuxers: &[&str]) -> Result<AVFormatCon
                 super::error::av_error_text(code)
             ))
         }
-    })
+    };
+    // Opened in two steps, as `AVFormatContextInput::open` does, with the frame size checked
+    // between them: the container's header gives it, and `avformat_find_stream_info` is the
+    // first to decode (a 16k x 16k frame is gigabytes).
+    let mut raw = std::ptr::null_mut();
+    let mut options = options.into_raw().as_ptr();
+    // SAFETY: `url` and `options` are valid; avformat_open_input frees what it does not use
+    // of `options` into a new dictionary, freed right after, and frees the context itself
+    // on failure.
+    let code = unsafe { ffi::avformat_open_input(&mut raw, url.as_ptr(), std::ptr::null(), &mut options) };
+    // SAFETY: `options` is null or the dictionary of unused options, ours to free.
+    unsafe { ffi::av_dict_free(&mut options) };
+    let raw = match std::ptr::NonNull::new(raw) {
+        Some(raw) if code >= 0 => raw,
+        _ => return Err(opened(code)),
+    };
+    // SAFETY: an open input context, owned from here on (closed on drop).
+    let mut input = unsafe { AVFormatContextInput::from_raw(raw) };
+    check_frame_sizes(&input)?;
+    // SAFETY: the context is open; no per-stream options.
+    let code = unsafe { ffi::avformat_find_stream_info(input.as_mut_ptr(), std::ptr::null_mut()) };
+    if code < 0 {
+        return Err(opened(code));
+    }
+    // Containers that do not say the size in their header are known now.
+    check_frame_sizes(&input)?;
+    Ok(input)
+}
+
+/// The frame-size cap a media child runs under (`worker::MAX_PIXELS_VAR`, set by the node).
+pub fn max_pixels() -> u64 {
+    std::env::var(super::worker::MAX_PIXELS_VAR)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(crate::domain::limits::DEFAULT_MAX_PIXELS)
+}
+
+/// Refuses an input with a video frame over `max_pixels` (`domain::limits`), before a
+/// decoder allocates one.
+fn check_frame_sizes(input: &AVFormatContextInput) -> Result<(), MediaError> {
+    let max = max_pixels();
+    for stream in input.streams() {
+        let par = stream.codecpar();
+        if par.codec_type != ffi::AVMediaType_AVMEDIA_TYPE_VIDEO {
+            continue;
+        }
+        let (width, height) = (u64::try_from(par.width).unwrap_or(0), u64::try_from(par.height).unwrap_or(0));
+        if let Some(refusal) = crate::domain::limits::check_frame(width, height, max).refusal() {
+            return Err(MediaError::new(FailureCode::UnsupportedStream, refusal));
+        }
+    }
+    Ok(())
 }
 
 /// True when one of the demuxer's comma-separated names is in the list.

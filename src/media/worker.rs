@@ -8,6 +8,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{ExitCode, Stdio};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -18,6 +19,7 @@ use super::probe::MediaInfo;
 use super::verify::{validate_source, verify};
 use super::MediaError;
 use crate::domain::job::FailureCode;
+use crate::domain::limits;
 use crate::domain::path_bytes;
 
 /// What the node asks of a media child.
@@ -107,7 +109,7 @@ pub fn time_limit(base: Duration, size_bytes: u64) -> Duration {
 }
 
 fn answer_of(result: Result<MediaInfo, MediaError>) -> Answer {
-    match result {
+    match result.map_err(at_memory_limit) {
         Ok(info) => Answer::Ok { info: Box::new(info) },
         Err(e) => Answer::Failed { code: e.code, message: e.message },
     }
@@ -150,15 +152,101 @@ pub fn child_main() -> ExitCode {
     }
 }
 
-/// A command for `binary <subcommand>` that dies with its parent (PR_SET_PDEATHSIG) and is
-/// killed when its handle is dropped, so no child outlives the node or its time limit.
-pub fn child_command(binary: &Path, subcommand: &str) -> Command {
+/// The limits the node's media children run under (`MAX_PIXELS`,
+/// `TRANSCODER_MEMORY_LIMIT_MB`), set once when the node starts; see `domain::limits`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChildLimits {
+    pub max_pixels: u64,
+    /// The address space of every child in MiB; `None`: sized per child.
+    pub memory_limit_mb: Option<u64>,
+}
+
+impl Default for ChildLimits {
+    fn default() -> Self {
+        ChildLimits { max_pixels: limits::DEFAULT_MAX_PIXELS, memory_limit_mb: None }
+    }
+}
+
+static CHILD_LIMITS: OnceLock<ChildLimits> = OnceLock::new();
+
+/// Sets this process's limits for its media children (once, at start; a second call keeps
+/// the first).
+pub fn set_child_limits(limits: ChildLimits) {
+    if CHILD_LIMITS.set(limits).is_err() {
+        tracing::debug!("the media children's limits were set already");
+    }
+}
+
+/// The limits set at start, or the defaults.
+pub fn child_limits() -> ChildLimits {
+    CHILD_LIMITS.get().copied().unwrap_or_default()
+}
+
+/// In a child: a failure met while its address space stood near its limit (RLIMIT_AS) is
+/// out of memory, whatever FFmpeg called it.
+pub fn at_memory_limit(e: MediaError) -> MediaError {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit writes the struct it is given.
+    if e.code == FailureCode::OutOfMemory || unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut limit) } != 0 {
+        return e;
+    }
+    if limit.rlim_cur == libc::RLIM_INFINITY {
+        return e;
+    }
+    let peak_kib = std::fs::read_to_string("/proc/self/status").ok().and_then(|status| {
+        let line = status.lines().find(|l| l.starts_with("VmPeak:"))?;
+        line.split_whitespace().nth(1)?.parse::<u64>().ok()
+    });
+    match peak_kib {
+        Some(kib) if limits::near_limit(kib.saturating_mul(1024), limit.rlim_cur) => MediaError::new(
+            FailureCode::OutOfMemory,
+            format!("{} (its address space peaked at {} MiB, at its limit)", e.message, kib / 1024),
+        ),
+        _ => e,
+    }
+}
+
+/// The environment variable that tells a child the frame-size cap (`media::probe`).
+pub const MAX_PIXELS_VAR: &str = "CONDENSE_MAX_PIXELS";
+
+/// The address space of a child that decodes a frame of `pixels` (the largest allowed
+/// when not known yet) in `sessions` encoder sessions. A child that opens a GPU (`hardware`)
+/// runs under a configured limit only: drivers such as CUDA reserve address ranges the
+/// size of the machine's and the card's memory when they start, which no formula of the
+/// frame foresees.
+pub fn address_space(pixels: Option<u64>, sessions: u32, hardware: bool) -> u64 {
+    let set = child_limits();
+    if hardware && set.memory_limit_mb.is_none() {
+        return u64::MAX;
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| u32::try_from(n.get()).unwrap_or(u32::MAX));
+    limits::address_space_limit(set.memory_limit_mb, pixels.unwrap_or(set.max_pixels), sessions, cores)
+}
+
+/// A command for `binary <subcommand>` that dies with its parent (PR_SET_PDEATHSIG), is
+/// killed when its handle is dropped, so no child outlives the node or its time limit, and
+/// runs under `address_space` bytes (RLIMIT_AS), so a decoder that allocates without bound
+/// fails its own child, never the machine's memory.
+pub fn child_command(binary: &Path, subcommand: &str, address_space: u64) -> Command {
     let mut cmd = Command::new(binary);
     cmd.arg(subcommand).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
-    // SAFETY: prctl in the forked child before exec; async-signal-safe.
+    cmd.env(MAX_PIXELS_VAR, child_limits().max_pixels.to_string());
+    let wanted = libc::rlim_t::try_from(address_space).unwrap_or(libc::RLIM_INFINITY);
+    // SAFETY: prctl, getrlimit and setrlimit in the forked child before exec, all
+    // async-signal-safe; nothing is allocated.
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            let mut current = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+            if libc::getrlimit(libc::RLIMIT_AS, &mut current) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // Never above a hard limit someone set already (raising it is refused).
+            let limit = wanted.min(current.rlim_max);
+            let lowered = libc::rlimit { rlim_cur: limit, rlim_max: limit };
+            if libc::setrlimit(libc::RLIMIT_AS, &lowered) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
             Ok(())
@@ -194,7 +282,9 @@ pub async fn capabilities(binary: &Path) -> Result<Capabilities, MediaError> {
 async fn exchange(binary: &Path, request: &Request, limit: Duration) -> Result<Answer, MediaError> {
     let doing = request.doing();
     let body = serde_json::to_vec(request).map_err(|e| MediaError::misc(format!("media request: {e}")))?;
-    let mut child = child_command(binary, "media")
+    // Asking what FFmpeg can run opens every hardware encoder and device.
+    let memory = address_space(None, 1, matches!(request, Request::Capabilities));
+    let mut child = child_command(binary, "media", memory)
         .spawn()
         .map_err(|e| MediaError::from_io(&format!("starting the media check ({})", binary.display()), &e))?;
     if let Some(mut stdin) = child.stdin.take() {
@@ -215,7 +305,10 @@ async fn exchange(binary: &Path, request: &Request, limit: Duration) -> Result<A
     let answer = String::from_utf8_lossy(&output.stdout);
     match answer.lines().find_map(|l| serde_json::from_str::<Answer>(l).ok()) {
         Some(answer @ (Answer::Ok { .. } | Answer::Capabilities(_))) if output.status.success() => Ok(answer),
-        Some(answer @ Answer::Failed { .. }) => Ok(answer),
+        Some(Answer::Failed { code, message }) => {
+            let e = MediaError::new(code, message).out_of_memory_in(memory);
+            Ok(Answer::Failed { code: e.code, message: e.message })
+        }
         _ => {
             let stderr = String::from_utf8_lossy(&output.stderr);
             let tail: Vec<&str> = stderr.lines().rev().take(10).collect::<Vec<_>>().into_iter().rev().collect();
@@ -225,7 +318,9 @@ async fn exchange(binary: &Path, request: &Request, limit: Duration) -> Result<A
             };
             let tail = tail.join("\n");
             let tail = if tail.trim().is_empty() { String::new() } else { format!(": {}", tail.trim()) };
-            Err(MediaError::new(FailureCode::TranscoderCrashed, format!("the media check {how} while {doing}{tail}")))
+            let e =
+                MediaError::new(FailureCode::TranscoderCrashed, format!("the media check {how} while {doing}{tail}"));
+            Err(e.out_of_memory_in(memory))
         }
     }
 }
@@ -291,7 +386,7 @@ async fn probe_some(
     let body = serde_json::to_vec(&request).map_err(|e| ProbeStop::NoChild(e.to_string()))?;
     // FFmpeg's complaints about broken files are not read here: a full stderr pipe would
     // stall the child.
-    let mut child = child_command(binary, "media")
+    let mut child = child_command(binary, "media", address_space(None, 1, false))
         .stderr(Stdio::null())
         .spawn()
         .map_err(|e| ProbeStop::NoChild(format!("{}: {e}", binary.display())))?;

@@ -62,6 +62,7 @@ stored_as! {
         Miscellaneous,
         UnsupportedStream,
         UnsupportedContainer,
+        OutOfMemory,
     }
     NodeStatus { Online, Offline, Degraded }
     NodeRole { Main, Linked }

@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use super::events::{self, NewEvent};
 use super::{now, Page, RepoError, RepoResult};
 use crate::domain::job::{Effect, JobSnapshot, JobStatus, Outcome, Stage};
+use crate::domain::link::JobField;
 use crate::domain::path_bytes;
 
 pub const MAX_PAGE_SIZE: u64 = 500;
@@ -161,6 +162,71 @@ pub struct Assignment {
 }
 
 impl JobChange {
+    /// The fields this change writes (what a linked node's patch is judged by, see
+    /// `domain::link`). Destructured whole, so a new field cannot be left out of the judging.
+    pub fn fields(&self) -> Vec<JobField> {
+        let JobChange {
+            source_codec,
+            source_size,
+            duration_seconds,
+            source_bitrate,
+            hdr,
+            probe,
+            stage,
+            progress,
+            fps,
+            eta_seconds,
+            stalled,
+            last_progress_at,
+            lease_expires_at,
+            encoder,
+            cpu_time_ms,
+            wall_time_ms,
+            output_size,
+            source_mtime_ns,
+            source_inode,
+            file_path,
+            file_name,
+            skip_reason,
+            chosen_quality,
+            predicted_size,
+            vmaf,
+            vmaf_p5,
+            assignment: _,
+        } = self;
+        [
+            (source_codec.is_some(), JobField::SourceCodec),
+            (source_size.is_some(), JobField::SourceSize),
+            (duration_seconds.is_some(), JobField::DurationSeconds),
+            (source_bitrate.is_some(), JobField::SourceBitrate),
+            (hdr.is_some(), JobField::Hdr),
+            (probe.is_some(), JobField::Probe),
+            (stage.is_some(), JobField::Stage),
+            (progress.is_some(), JobField::Progress),
+            (fps.is_some(), JobField::Fps),
+            (eta_seconds.is_some(), JobField::EtaSeconds),
+            (stalled.is_some(), JobField::Stalled),
+            (last_progress_at.is_some(), JobField::LastProgressAt),
+            (lease_expires_at.is_some(), JobField::LeaseExpiresAt),
+            (encoder.is_some(), JobField::Encoder),
+            (cpu_time_ms.is_some(), JobField::CpuTimeMs),
+            (wall_time_ms.is_some(), JobField::WallTimeMs),
+            (output_size.is_some(), JobField::OutputSize),
+            (source_mtime_ns.is_some(), JobField::SourceMtimeNs),
+            (source_inode.is_some(), JobField::SourceInode),
+            (file_path.is_some(), JobField::FilePath),
+            (file_name.is_some(), JobField::FileName),
+            (skip_reason.is_some(), JobField::SkipReason),
+            (chosen_quality.is_some(), JobField::ChosenQuality),
+            (predicted_size.is_some(), JobField::PredictedSize),
+            (vmaf.is_some(), JobField::Vmaf),
+            (vmaf_p5.is_some(), JobField::VmafP5),
+        ]
+        .into_iter()
+        .filter_map(|(set, field)| set.then_some(field))
+        .collect()
+    }
+
     fn into_active(self) -> ActiveModel {
         let mut m = <ActiveModel as Default>::default();
         macro_rules! set {

@@ -1,11 +1,18 @@
 //! A main node and linked nodes as separate processes on loopback, sharing media folders.
 
 use std::collections::HashSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
+
+use condense::actors::lifecycle::EventContext;
+use condense::actors::node::RunningJob;
+use condense::actors::protocol::{Call, Frame};
+use condense::domain::job::{FailureCode, JobEvent};
+use condense::repo::jobs::JobChange;
+use entities::job;
 
 use crate::common::media as clips;
 use crate::common::server::{command, ServerProcess};
@@ -28,7 +35,11 @@ fn key_of(tier: condense::domain::license::Tier) -> (String, String) {
     (condense::license::issue(&private, &payload).unwrap(), public)
 }
 
-fn main_node(data: &Path, max_jobs: u32, license: Option<&(String, String)>) -> ServerProcess {
+pub(crate) fn main_node(data: &Path, max_jobs: u32, license: Option<&(String, String)>) -> ServerProcess {
+    ServerProcess::start(main_command(data, max_jobs, license))
+}
+
+pub(crate) fn main_command(data: &Path, max_jobs: u32, license: Option<&(String, String)>) -> Command {
     let mut cmd = command(data);
     cmd.env("CLUSTER_TOKEN", CLUSTER_TOKEN)
         .env("ADMIN_PASSWORD", PASSWORD)
@@ -40,7 +51,7 @@ fn main_node(data: &Path, max_jobs: u32, license: Option<&(String, String)>) -> 
     if let Some((key, public)) = license {
         cmd.env("LICENSE_KEY", key).env("LICENSE_PUBLIC_KEY", public);
     }
-    ServerProcess::start(cmd)
+    cmd
 }
 
 fn linked_command(mut cmd: Command, data: &Path, main_url: &str, name: &str, throttle: u32) -> Command {
@@ -63,7 +74,7 @@ fn linked(dir: &Path, main: &ServerProcess, name: &str, throttle: u32) -> Server
     ServerProcess::start(linked_command(command(&data), &data, &main.api, name, throttle))
 }
 
-async fn call(method: &str, url: &str, token: Option<&str>, body: Option<Value>) -> (u16, Value) {
+pub(crate) async fn call(method: &str, url: &str, token: Option<&str>, body: Option<Value>) -> (u16, Value) {
     let client = awc::Client::default();
     let mut req = match method {
         "POST" => client.post(url),
@@ -82,7 +93,7 @@ async fn call(method: &str, url: &str, token: Option<&str>, body: Option<Value>)
     (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
 }
 
-async fn login(main: &ServerProcess) -> String {
+pub(crate) async fn login(main: &ServerProcess) -> String {
     let (status, body) = call(
         "POST",
         &format!("{}/auth/login", main.api),
@@ -129,19 +140,19 @@ fn up(list: &[Value], name: &str) -> bool {
     matches!(status_of(list, name), Some("ONLINE" | "DEGRADED"))
 }
 
-async fn jobs(main: &ServerProcess, token: &str) -> Vec<Value> {
+pub(crate) async fn jobs(main: &ServerProcess, token: &str) -> Vec<Value> {
     let (_, page) =
         call("GET", &format!("{}/jobs?pageSize=500&sort=fileName&order=asc", main.api), Some(token), None).await;
     page["items"].as_array().cloned().unwrap_or_default()
 }
 
-async fn add_library(main: &ServerProcess, token: &str, dir: &Path) {
+pub(crate) async fn add_library(main: &ServerProcess, token: &str, dir: &Path) {
     let body = json!({"name": "media", "paths": [dir], "encoder": "libx265", "quality": 30, "preset": "ultrafast", "watch": false});
     let (status, library) = call("POST", &format!("{}/libraries", main.api), Some(token), Some(body)).await;
     assert_eq!(status, 201, "{library}");
 }
 
-async fn wait_all_done(main: &ServerProcess, token: &str, n: usize, limit: u64) -> Vec<Value> {
+pub(crate) async fn wait_all_done(main: &ServerProcess, token: &str, n: usize, limit: u64) -> Vec<Value> {
     let deadline = Instant::now() + Duration::from_secs(limit);
     loop {
         let all = jobs(main, token).await;
@@ -879,4 +890,203 @@ async fn kill_9_of_a_helper_node_mid_span_costs_only_its_span() {
     let segments = finished["segments"].as_array().unwrap();
     assert!(segments.iter().all(|s| s["status"] == "DONE"), "{finished:#}");
     cluster.check_output();
+}
+
+/// A node enrolled with the cluster token that speaks the link protocol itself, and lies.
+struct Rogue {
+    socket: actix_codec::Framed<awc::BoxedSocket, awc::ws::Codec>,
+    node_id: i32,
+    next_id: u64,
+    running: Vec<RunningJob>,
+    /// Whether it takes the jobs the main node starts on it.
+    accepting: bool,
+    last_beat: Instant,
+}
+
+impl Rogue {
+    async fn enroll(main: &ServerProcess) -> Rogue {
+        use futures_util::SinkExt;
+        let (_, socket) = awc::Client::new()
+            .ws(format!("{}/cluster/link", main.api))
+            .bearer_auth(CLUSTER_TOKEN)
+            .connect()
+            .await
+            .unwrap();
+        let mut rogue =
+            Rogue { socket, node_id: 0, next_id: 0, running: Vec::new(), accepting: true, last_beat: Instant::now() };
+        let register = Frame::Register {
+            name: "rogue".into(),
+            address: "127.0.0.1".into(),
+            cores: 2,
+            memory_total: 1 << 30,
+            gpu: None,
+            encoders: vec!["libx265".into(), "libsvtav1".into()],
+            decoders: Vec::new(),
+            // More free slots than the main node: the scheduler gives it the job.
+            max_jobs: 4,
+            version: env!("CARGO_PKG_VERSION").into(),
+            identity: None,
+        };
+        rogue.socket.send(awc::ws::Message::Text(serde_json::to_string(&register).unwrap().into())).await.unwrap();
+        let registered = rogue.until(30, |f| matches!(f, Frame::Registered { .. }).then(|| f.clone())).await;
+        let Frame::Registered { node_id, .. } = registered else { unreachable!() };
+        rogue.node_id = node_id;
+        rogue
+    }
+
+    async fn send(&mut self, frame: &Frame) {
+        use futures_util::SinkExt;
+        self.socket.send(awc::ws::Message::Text(serde_json::to_string(frame).unwrap().into())).await.unwrap();
+    }
+
+    /// Reads frames, heartbeating every second as a node does, until `wanted` picks one;
+    /// jobs the main node starts on it are accepted and reported running.
+    async fn until<T>(&mut self, limit: u64, mut wanted: impl FnMut(&Frame) -> Option<T>) -> T {
+        use futures_util::StreamExt;
+        let deadline = Instant::now() + Duration::from_secs(limit);
+        loop {
+            assert!(Instant::now() < deadline, "the rogue node waited in vain");
+            if self.node_id != 0 && self.last_beat.elapsed() >= Duration::from_millis(900) {
+                self.last_beat = Instant::now();
+                let beat = Frame::Heartbeat {
+                    load1: 0.0,
+                    memory_used: 0,
+                    running: self.running.clone(),
+                    helping: Vec::new(),
+                    missing_paths: Vec::new(),
+                };
+                self.send(&beat).await;
+            }
+            let frame = match tokio::time::timeout(Duration::from_millis(300), self.socket.next()).await {
+                Err(_) => continue,
+                Ok(Some(Ok(awc::ws::Frame::Text(bytes)))) => serde_json::from_slice::<Frame>(&bytes).unwrap(),
+                Ok(Some(Ok(_))) => continue,
+                Ok(other) => panic!("the link closed: {other:?}"),
+            };
+            if let Frame::Request { id, call } = &frame {
+                if let Call::StartJob { job_id, lease_id } = call.as_ref() {
+                    if self.accepting {
+                        self.running.push(RunningJob { job_id: *job_id, lease_id: lease_id.clone() });
+                    }
+                    self.send(&Frame::Reply { id: *id, result: Ok(json!(self.accepting)) }).await;
+                }
+            }
+            if let Some(found) = wanted(&frame) {
+                return found;
+            }
+        }
+    }
+
+    /// A job-store call, and the main node's answer.
+    async fn call(&mut self, call: Call) -> Result<Value, String> {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.send(&Frame::Request { id, call: Box::new(call) }).await;
+        self.until(30, |f| match f {
+            Frame::Reply { id: answered, result } if *answered == id => Some(result.clone()),
+            _ => None,
+        })
+        .await
+    }
+}
+
+/// The feed's text messages until it has been quiet for `quiet` ms.
+async fn drain(feed: &mut actix_codec::Framed<awc::BoxedSocket, awc::ws::Codec>, quiet: u64) -> Vec<String> {
+    use futures_util::StreamExt;
+    let mut carried = Vec::new();
+    while let Ok(Some(Ok(frame))) = tokio::time::timeout(Duration::from_millis(quiet), feed.next()).await {
+        if let awc::ws::Frame::Text(bytes) = frame {
+            carried.push(String::from_utf8_lossy(&bytes).into_owned());
+        }
+    }
+    carried
+}
+
+/// Issue 34, item 3: a linked node's messages cannot name files, nor speak for jobs it does
+/// not hold. A rogue node enrolled with the cluster token moves the job it holds onto a
+/// file outside every library (a live update, and the patch of a failure), then publishes
+/// progress for the job once it no longer holds it. Each frame is refused whole; the job
+/// keeps its path, its retry on the main node encodes its own file, the foreign file stays
+/// byte for byte what it was, and the dashboard's feed never carries the forged progress.
+#[actix_web::test]
+async fn a_rogue_linked_node_cannot_point_a_job_at_a_foreign_file_nor_speak_for_jobs_it_does_not_hold() {
+    let dir = tempfile::tempdir().unwrap();
+    let media = dir.path().join("media");
+    let outside = dir.path().join("outside");
+    std::fs::create_dir_all(&media).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    let source = clips::h264(&media, "movie.mkv", "320x240", 2);
+    // A valid clip, so that an encode pointed at it would replace it.
+    let foreign = clips::h264(&outside, "precious.mkv", "320x240", 2);
+    let before = std::fs::read(&foreign).unwrap();
+    let license = pro_key();
+    let main = main_node(&dir.path().join("main"), 1, Some(&license));
+    let token = login(&main).await;
+    let mut rogue = Rogue::enroll(&main).await;
+    wait_until(&main, &token, "the rogue up", 30, |l| up(l, "rogue")).await;
+    let (_, mut feed) = awc::Client::new().ws(format!("{}/ws", main.api)).bearer_auth(&token).connect().await.unwrap();
+
+    add_library(&main, &token, &media).await;
+    rogue
+        .until(60, |f| {
+            matches!(f, Frame::Request { call, .. } if matches!(call.as_ref(), Call::StartJob { .. })).then_some(())
+        })
+        .await;
+    let RunningJob { job_id, lease_id } = rogue.running[0].clone();
+    let foreign_path = foreign.to_string_lossy().into_owned();
+    let moved = JobChange {
+        file_path: Some(PathBuf::from(&foreign_path)),
+        file_name: Some("precious.mkv".into()),
+        ..Default::default()
+    };
+    let live = rogue.call(Call::UpdateLive { id: job_id, lease: lease_id.clone(), patch: moved.clone() }).await;
+    let refusal = live.expect_err("a live update that moves the job was accepted");
+    assert!(refusal.contains("filePath") && refusal.contains("fileName"), "{refusal}");
+    // Refused whole: the progress that came with the path is not written either.
+    let with_progress = JobChange { progress: Some(42.42), ..moved.clone() };
+    assert!(rogue.call(Call::UpdateLive { id: job_id, lease: lease_id.clone(), patch: with_progress }).await.is_err());
+    let fail = JobEvent::Fail { code: FailureCode::Miscellaneous, resumable: false };
+    let ctx = EventContext { node: Some("rogue".into()), detail: None, failure_detail: None };
+    let applied =
+        Call::Apply { id: job_id, lease: lease_id.clone(), event: fail, patch: moved.clone(), ctx: ctx.clone() };
+    assert!(rogue.call(applied).await.unwrap_err().contains("filePath"));
+    // Nor may it start, retry or force anything.
+    let start = Call::Apply {
+        id: job_id,
+        lease: lease_id.clone(),
+        event: JobEvent::Retry,
+        patch: JobChange::default(),
+        ctx: ctx.clone(),
+    };
+    assert!(rogue.call(start).await.is_err());
+    let (_, job) = call("GET", &format!("{}/jobs/{job_id}", main.api), Some(&token), None).await;
+    assert_eq!(job["filePath"].as_str(), Some(source.to_str().unwrap()), "{job:#}");
+    assert_ne!(job["progress"].as_f64(), Some(42.42), "{job:#}");
+
+    // Its own failure, without a path, is its to report: the job goes back for a retry.
+    let model: job::Model = serde_json::from_value(rogue.call(Call::Job { id: job_id }).await.unwrap()).unwrap();
+    let failed = Call::Apply { id: job_id, lease: lease_id.clone(), event: fail, patch: JobChange::default(), ctx };
+    rogue.accepting = false;
+    rogue.call(failed).await.unwrap();
+    rogue.running.clear();
+    // Progress for the job it no longer holds, dressed as its own.
+    let forged = job::Model { node_id: Some(rogue.node_id), progress: 42.42, fps: 4242.25, ..model };
+    let published = rogue.call(Call::Progress { job: Box::new(forged) }).await;
+    assert!(published.is_err(), "progress for a job the node does not hold was taken: {published:?}");
+    drop(rogue);
+    let mut carried = drain(&mut feed, 1000).await;
+
+    let done = wait_all_done(&main, &token, 1, 120).await;
+    assert_eq!((&done[0]["status"], &done[0]["node"]), (&json!("COMPLETED"), &json!("main")), "{:#}", done[0]);
+    assert_eq!(done[0]["filePath"].as_str(), Some(source.to_str().unwrap()));
+    assert_eq!(condense::media::probe::probe(&source).unwrap().video().unwrap().codec, "hevc");
+    assert!(std::fs::read(&foreign).unwrap() == before, "the foreign file was changed");
+    // Everything the feed carried until the job completed: never the forged figures.
+    carried.extend(drain(&mut feed, 200).await);
+    assert!(!carried.is_empty(), "the feed carried nothing at all");
+    for text in &carried {
+        assert!(!text.contains("4242.25"), "the forged progress was published: {text}");
+    }
+    let refused = main.output().iter().filter(|l| l.contains("refused") && l.contains("rogue")).count();
+    assert!(refused >= 3, "the refusals are logged with the node's name: {:#?}", main.output());
 }

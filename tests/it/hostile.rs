@@ -12,7 +12,11 @@ use condense::domain::job::{FailureCode, JobStatus};
 use condense::media::verify::validate_source;
 use notify::{EventKind, RecursiveMode, Watcher};
 
+use serde_json::json;
+
+use crate::cluster::{add_library, call, login, main_command, wait_all_done};
 use crate::common::media as clips;
+use crate::common::server::ServerProcess;
 use crate::lifecycle::{library, start_runtime, wait_terminal};
 
 /// Reports every open of one file, by any process.
@@ -148,3 +152,82 @@ async fn the_service_fails_hostile_files_with_the_reason_and_never_opens_what_th
     drop(_runtime);
     test_db.finish().await;
 }
+
+/// Issue 34, item 6: a 16k x 16k stream (16000x16000, FFmpeg's own frame limit keeps
+/// 16384 from being written) is refused from its header, before any decoder allocates a
+/// frame, with its size and the limit; the node stays up.
+#[actix_web::test]
+async fn a_frame_over_max_pixels_is_refused_at_analysis_with_its_size_and_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let media = dir.path().join("media");
+    std::fs::create_dir_all(&media).unwrap();
+    let huge = media.join("huge.mkv");
+    // One flat frame: 1.5 MB on disk.
+    let lavfi = "color=size=16000x16000:duration=0.04:rate=25";
+    clips::ffmpeg(&[
+        "-f",
+        "lavfi",
+        "-i",
+        lavfi,
+        "-pix_fmt",
+        "yuvj420p",
+        "-c:v",
+        "mjpeg",
+        "-q:v",
+        "31",
+        huge.to_str().unwrap(),
+    ]);
+    // The child refuses it whatever its address space: nothing was decoded.
+    let mut cmd = main_command(&dir.path().join("main"), 1, None);
+    cmd.env("TRANSCODER_MEMORY_LIMIT_MB", "4096");
+    let mut main = ServerProcess::start(cmd);
+    let token = login(&main).await;
+    add_library(&main, &token, &media).await;
+    let done = wait_all_done(&main, &token, 1, 120).await;
+    let job = &done[0];
+    assert_eq!((&job["status"], &job["failureCode"]), (&json!("FAILED"), &json!("unsupported_stream")), "{job:#}");
+    let detail = failure_messages(&main, &token, job).await;
+    assert!(detail.contains("16000x16000") && detail.contains("67108864") && detail.contains("MAX_PIXELS"), "{job:#}");
+    assert!(!detail.contains("out of memory"), "{job:#}");
+    assert!(main.child.try_wait().unwrap().is_none(), "the node went down");
+    assert!(main.signal_and_wait(libc::SIGTERM).success());
+}
+
+/// Issue 34, item 6: a child that outgrows its address space (TRANSCODER_MEMORY_LIMIT_MB,
+/// set low here) fails its attempt as "out of memory"; the node stays up and serves on.
+#[actix_web::test]
+async fn a_child_over_its_memory_limit_fails_as_out_of_memory_and_the_node_stays_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let media = dir.path().join("media");
+    std::fs::create_dir_all(&media).unwrap();
+    let source = clips::h264(&media, "movie.mkv", "1920x1080", 2);
+    let before = std::fs::read(&source).unwrap();
+    let mut cmd = main_command(&dir.path().join("main"), 1, None);
+    cmd.env("TRANSCODER_MEMORY_LIMIT_MB", LOW_MEMORY_MB);
+    let mut main = ServerProcess::start(cmd);
+    let token = login(&main).await;
+    add_library(&main, &token, &media).await;
+    let done = wait_all_done(&main, &token, 1, 180).await;
+    let job = &done[0];
+    assert_eq!((&job["status"], &job["failureCode"]), (&json!("FAILED"), &json!("out_of_memory")), "{job:#}");
+    assert_eq!(job["failureReason"], json!("out of memory"), "{job:#}");
+    let detail = failure_messages(&main, &token, job).await;
+    assert!(detail.contains("out of memory") && detail.contains(&format!("{LOW_MEMORY_MB} MiB")), "{job:#}");
+    assert_eq!(std::fs::read(&source).unwrap(), before, "the source was touched");
+    // The node is up and answers.
+    assert!(main.child.try_wait().unwrap().is_none(), "the node went down");
+    let (status, _) = call("GET", &format!("{}/api/nodes", main.api), Some(&token), None).await;
+    assert_eq!(status, 200);
+    assert!(main.signal_and_wait(libc::SIGTERM).success());
+}
+
+/// The failures' own words in the job's history.
+async fn failure_messages(main: &ServerProcess, token: &str, job: &serde_json::Value) -> String {
+    let (_, detail) = call("GET", &format!("{}/jobs/{}", main.api, job["id"]), Some(token), None).await;
+    let events = detail["events"].as_array().cloned().unwrap_or_default();
+    events.iter().filter_map(|e| e["detail"]["message"].as_str()).collect::<Vec<_>>().join("\n")
+}
+
+/// Enough address space for `condense-media` to start (its libraries mapped), too little for
+/// a 1080p decoder's threads and frames: the source's validation, the first child, runs out.
+const LOW_MEMORY_MB: &str = "200";

@@ -1361,7 +1361,7 @@ export interface components {
             reason?: string | null;
         };
         /** @enum {string} */
-        FailureCode: "file_validation_failed" | "insufficient_disk_space" | "unsupported_codec" | "transcoder_crashed" | "permission_denied" | "timeout" | "miscellaneous" | "unsupported_stream" | "unsupported_container";
+        FailureCode: "file_validation_failed" | "insufficient_disk_space" | "unsupported_codec" | "transcoder_crashed" | "permission_denied" | "timeout" | "miscellaneous" | "unsupported_stream" | "unsupported_container" | "out_of_memory";
         /** @description One file's forecast. */
         ForecastFile: {
             /** Format: int64 */
@@ -4745,7 +4745,7 @@ export const checkNameValues: ReadonlyArray<FlattenedDeepRequired<components>["s
 export const connectionKindValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["ConnectionKind"]> = ["plex", "jellyfin", "emby", "sonarr", "radarr"];
 export const dayValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Day"]> = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"];
 export const encoderValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Encoder"]> = ["libx265", "hevc_nvenc", "hevc_qsv", "hevc_vaapi", "libsvtav1", "libaom-av1"];
-export const failureCodeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["FailureCode"]> = ["file_validation_failed", "insufficient_disk_space", "unsupported_codec", "transcoder_crashed", "permission_denied", "timeout", "miscellaneous", "unsupported_stream", "unsupported_container"];
+export const failureCodeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["FailureCode"]> = ["file_validation_failed", "insufficient_disk_space", "unsupported_codec", "transcoder_crashed", "permission_denied", "timeout", "miscellaneous", "unsupported_stream", "unsupported_container", "out_of_memory"];
 export const forecastStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["ForecastStatus"]> = ["RUNNING", "DONE", "CANCELLED", "INTERRUPTED"];
 export const hardwareValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Hardware"]> = ["cpu", "nvidia", "intel_qsv", "vaapi"];
 export const healthLevelValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["HealthLevel"]> = ["HEALTHY", "WARNING", "CRITICAL"];

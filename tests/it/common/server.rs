@@ -60,6 +60,8 @@ pub fn command(data_dir: &Path) -> Command {
         "LOG_LEVEL",
         "FRONTEND_DIR",
         "PARALLEL_SEGMENTS",
+        "MAX_PIXELS",
+        "TRANSCODER_MEMORY_LIMIT_MB",
     ] {
         cmd.env_remove(var);
     }
