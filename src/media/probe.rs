@@ -286,6 +286,11 @@ pub fn max_pixels() -> u64 {
 /// Refuses an input with a video frame over `max_pixels` (`domain::limits`), before a
 /// decoder allocates one.
 fn check_frame_sizes(input: &AVFormatContextInput) -> Result<(), MediaError> {
+    // Containers without a header (MPEG-PS, raw-ish AVI) have no streams before the probe,
+    // and rsmpeg's `streams()` panics on their null array.
+    if input.nb_streams == 0 || input.streams.is_null() {
+        return Ok(());
+    }
     let max = max_pixels();
     for stream in input.streams() {
         let par = stream.codecpar();
