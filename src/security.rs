@@ -52,12 +52,17 @@ pub fn verify_dummy_password(password: &str) -> bool {
     false
 }
 
-/// What an API token says: who, issued when, valid until when (Unix seconds), the user's
-/// token version when it was issued, and when the session it belongs to began (the login;
-/// refreshes keep it).
+/// What an API token says: who (the user's id, and the name for people reading it), issued
+/// when, valid until when (Unix seconds), the user's token version when it was issued, and
+/// when the session it belongs to began (the login; refreshes keep it).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Claims {
     pub sub: String,
+    /// The user's id: what the token is bound to. A user deleted and made again under the
+    /// same name is another id, so the first one's tokens are refused. Tokens issued before
+    /// it existed carry none and are refused (`http::auth`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<i32>,
     pub iat: i64,
     pub exp: i64,
     /// Tokens issued before versions existed carry none: version 0, every user's first.
@@ -78,6 +83,7 @@ impl Claims {
 /// Whom a token is for: the user, their token version, and the start of the session.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Grant<'a> {
+    pub user_id: i32,
     pub username: &'a str,
     pub version: i32,
     /// Unix seconds of the login that began the session.
@@ -118,6 +124,7 @@ pub fn issue_token(
         chrono::DateTime::from_timestamp(exp, 0).ok_or(TokenError::Signing("expiry out of range".into()))?;
     let claims = Claims {
         sub: grant.username.to_string(),
+        uid: Some(grant.user_id),
         iat,
         exp,
         ver: grant.version,
@@ -252,12 +259,13 @@ mod tests {
     fn a_token_verifies_with_its_secret_until_it_expires() {
         let secret = "0123456789abcdef0123456789abcdef";
         let at = now();
-        let grant = Grant { username: "ada", version: 3, session_started: at.timestamp() - 60 };
+        let grant = Grant { user_id: 7, username: "ada", version: 3, session_started: at.timestamp() - 60 };
         let (token, expires_at) = issue_token(secret, &grant, 12, 720, at).unwrap();
         assert_eq!(expires_at.timestamp(), at.timestamp() + 12 * 3600);
         let claims = verify_token(secret, &token).unwrap();
         let expected = Claims {
             sub: "ada".into(),
+            uid: Some(7),
             iat: at.timestamp(),
             exp: expires_at.timestamp(),
             ver: 3,
@@ -292,7 +300,7 @@ mod tests {
 
         let hs512 = jsonwebtoken::encode(
             &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS512),
-            &Claims { sub: "ada".into(), iat: 1, exp, ver: 0, auth_time: None },
+            &Claims { sub: "ada".into(), uid: None, iat: 1, exp, ver: 0, auth_time: None },
             &jsonwebtoken::EncodingKey::from_secret(secret.as_bytes()),
         )
         .unwrap();

@@ -1,8 +1,8 @@
 use sea_orm::entity::prelude::*;
 use serde::{Deserialize, Serialize};
 
-/// A named API key. It acts as the user who made it (`user_id`), or as a viewer when
-/// `read_only`; deleting the user deletes the key.
+/// A named API key: its own principal, acting within its `scope` and its creator's role
+/// (`user_id`); deleting the user deletes the key.
 #[derive(Clone, Debug, PartialEq, DeriveEntityModel, Serialize, Deserialize)]
 #[sea_orm(table_name = "api_keys")]
 pub struct Model {
@@ -10,7 +10,10 @@ pub struct Model {
     pub id: i32,
     pub name: String,
     pub user_id: i32,
+    /// Kept equal to `scope == "read"`, for an older binary after a rollback.
     pub read_only: bool,
+    /// `integration`, `read`, `operate` or `admin` (`domain::access::KeyScope`).
+    pub scope: String,
     /// SHA-256 (hex) of the key; the key itself is shown once, at creation.
     #[serde(skip_serializing)]
     #[sea_orm(unique)]

@@ -21,6 +21,11 @@ pub struct Model {
     pub path: String,
     /// The HTTP status of the answer: 2xx done, 403 refused for the role, other 4xx refused.
     pub status: i32,
+    /// The API key the request came with (id and name at the time); none for a session.
+    pub key_id: Option<i32>,
+    pub key_name: Option<String>,
+    /// The client's address (after `TRUSTED_PROXIES`), when known.
+    pub client: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -4,6 +4,7 @@ import type {
   ApiKey,
   AuditPage,
   CreatedApiKey,
+  KeyScope,
   ClusterNode,
   CodecShare,
   Dashboard,
@@ -403,8 +404,8 @@ export class ApiClient {
   apiKeys(): Promise<ApiKey[]> {
     return this.request('GET', '/api/api-keys');
   }
-  createApiKey(name: string, readOnly: boolean): Promise<CreatedApiKey> {
-    return this.request('POST', '/api/api-keys', { name, readOnly });
+  createApiKey(name: string, scope: KeyScope): Promise<CreatedApiKey> {
+    return this.request('POST', '/api/api-keys', { name, scope });
   }
   revokeApiKey(id: number): Promise<void> {
     return this.request('DELETE', `/api/api-keys/${id}`);

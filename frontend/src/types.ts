@@ -76,6 +76,7 @@ export type Me = Schemas['Me'];
 export type AuditEntry = Schemas['AuditEntryView'];
 export type ApiKey = Schemas['ApiKeyView'];
 export type CreatedApiKey = Schemas['CreatedApiKey'];
+export type KeyScope = Schemas['KeyScope'];
 export type AuditPage = Schemas['Page_AuditEntryView'];
 export type NotificationTarget = Schemas['TargetView'];
 export type NotificationTargetInput = Schemas['TargetBody'];

@@ -171,10 +171,10 @@ function respond(method: string, path: string): { status: number; body?: unknown
   if (url === '/api/insights/codecs') return { status: 200, body: [{ codec: 'h264', count: 3, share: 0.75 }, { codec: 'hevc', count: 1, share: 0.25 }] };
   if (url === '/api/settings') return { status: 200, body: { jobTimeoutHours: 12, keepOriginals: false, enrollmentOpen: true } };
   if (method === 'GET' && url === '/api/api-keys') {
-    return { status: 200, body: [{ id: 4, name: 'sonarr', readOnly: false, prefix: 'ck_AbCdEf', username: 'ada', createdAt: '2024-05-01T10:00:00Z', lastUsedAt: null }] };
+    return { status: 200, body: [{ id: 4, name: 'sonarr', scope: 'integration', readOnly: false, prefix: 'ck_AbCdEf', username: 'ada', createdAt: '2024-05-01T10:00:00Z', lastUsedAt: null }] };
   }
   if (method === 'POST' && url === '/api/api-keys') {
-    return { status: 201, body: { id: 5, name: 'grafana', readOnly: true, prefix: 'ck_XyZ123', key: 'ck_XyZ123secretsecretsecret', createdAt: '2024-05-01T10:00:00Z' } };
+    return { status: 201, body: { id: 5, name: 'grafana', scope: 'read', readOnly: true, prefix: 'ck_XyZ123', key: 'ck_XyZ123secretsecretsecret', createdAt: '2024-05-01T10:00:00Z' } };
   }
   if (method === 'GET' && url === '/api/notifications') {
     return {
@@ -566,7 +566,9 @@ describe('dashboard pages', () => {
     expect(rows[1]).toContain('ada');
     expect(rows[1]).toContain('Done');
     expect(calls).toContain('GET /api/audit?page=1&pageSize=50');
-    expect(text()).toContain('Full (as ada)');
+    const key = container().querySelector('[aria-labelledby="keys-title"] tbody tr')!.textContent ?? '';
+    expect(key).toContain('Integration');
+    expect(key).toContain('ada');
     expect(text()).toContain('ck_AbCdEf…');
   });
 
@@ -581,13 +583,18 @@ describe('dashboard pages', () => {
     const name = container().querySelector<HTMLInputElement>('[aria-labelledby="keys-title"] input:not([type])')!;
     name.value = 'grafana';
     name.dispatchEvent(new Event('input', { bubbles: true }));
-    const readOnly = container().querySelector<HTMLInputElement>('[aria-labelledby="keys-title"] input[type="checkbox"]')!;
-    readOnly.click();
+    const scope = container().querySelector<HTMLSelectElement>('[aria-labelledby="keys-title"] select')!;
+    scope.value = 'admin';
+    scope.dispatchEvent(new Event('change', { bubbles: true }));
+    await vi.waitFor(() => expect(text()).toContain('whoever finds it owns this service'));
+    scope.value = 'read';
+    scope.dispatchEvent(new Event('change', { bubbles: true }));
+    await vi.waitFor(() => expect(text()).not.toContain('whoever finds it owns this service'));
     await vi.waitFor(() => expect(container().querySelector<HTMLButtonElement>('[aria-labelledby="keys-title"] button[type="submit"]')!.disabled).toBe(false));
     container().querySelector<HTMLButtonElement>('[aria-labelledby="keys-title"] button[type="submit"]')!.click();
     await vi.waitFor(() => expect(byLabel('New API key')).not.toBeNull());
     expect((byLabel('New API key') as HTMLInputElement).value).toBe('ck_XyZ123secretsecretsecret');
-    expect(sent).toEqual({ name: 'grafana', readOnly: true });
+    expect(sent).toEqual({ name: 'grafana', scope: 'read' });
   });
 
   it('lists notification targets with what waits and their last error, and says what a test did', async () => {

@@ -25,6 +25,7 @@ mod m20261128_000026_node_decoders;
 mod m20261128_000027_job_counts_net_change;
 mod m20261129_000030_keep_modified_time;
 mod m20261129_000031_job_path_bytes;
+mod m20261129_000032_key_scopes;
 
 pub struct Migrator;
 
@@ -55,6 +56,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261128_000027_job_counts_net_change::Migration),
             Box::new(m20261129_000030_keep_modified_time::Migration),
             Box::new(m20261129_000031_job_path_bytes::Migration),
+            Box::new(m20261129_000032_key_scopes::Migration),
         ]
     }
 }

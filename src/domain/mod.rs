@@ -16,6 +16,7 @@ pub mod limits;
 pub mod link;
 pub mod node;
 pub mod notify;
+pub mod paging;
 pub mod path_bytes;
 pub mod quality;
 pub mod schedule;

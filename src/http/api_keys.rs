@@ -1,6 +1,8 @@
-//! API keys for scripts and the *arr applications: created with a name and an access level,
-//! shown once, stored as their SHA-256, listed with when each was last used, revoked at once.
-//! A key acts as the administrator who made it, or as a viewer when read-only (`auth`).
+//! API keys for scripts and the *arr applications: created with a name and a scope, shown
+//! once, stored as their SHA-256, listed with their creator and when each was last used,
+//! revoked at once. A key is its own principal: it acts within its scope and never past its
+//! creator's role (`auth`, `domain::access::KeyScope`); only `admin` keys reach
+//! administration, and only an administrator makes them.
 
 use actix_web::{web, HttpResponse};
 use chrono::{DateTime, Utc};
@@ -8,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::auth::{AuthUser, API_KEY_PREFIX};
+use crate::domain::access::KeyScope;
 use crate::error::{AppError, ErrorBody};
 use crate::http::app::AppState;
 use crate::repo;
@@ -18,9 +21,13 @@ use crate::security;
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct CreateApiKey {
     pub name: String,
-    /// A read-only key reads everything a viewer may and changes nothing.
-    #[serde(default)]
-    pub read_only: bool,
+    /// What the key may do: `integration` (the *arr webhook and reading jobs), `read`
+    /// (every read and the feed), `operate` (also job and queue actions and scans) or
+    /// `admin` (everything its creator may do; administrators only). Required, unless
+    /// `readOnly` is true.
+    pub scope: Option<KeyScope>,
+    /// Older clients' way of asking for a `read` key.
+    pub read_only: Option<bool>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
@@ -28,10 +35,12 @@ pub struct CreateApiKey {
 pub struct ApiKeyView {
     pub id: i32,
     pub name: String,
+    pub scope: KeyScope,
+    /// `scope` is `read`: for older clients.
     pub read_only: bool,
     /// The key's first characters, to tell keys apart.
     pub prefix: String,
-    /// The user it acts as.
+    /// Who made it: the key never acts past their role.
     pub username: Option<String>,
     pub created_at: DateTime<Utc>,
     /// Updated at most once a minute.
@@ -44,6 +53,7 @@ pub struct ApiKeyView {
 pub struct CreatedApiKey {
     pub id: i32,
     pub name: String,
+    pub scope: KeyScope,
     pub read_only: bool,
     pub prefix: String,
     /// Send it as `X-Api-Key: <key>` or `Authorization: Bearer <key>`. Shown this once.
@@ -51,16 +61,18 @@ pub struct CreatedApiKey {
     pub created_at: DateTime<Utc>,
 }
 
-fn view(key: &entities::api_key::Model, user: Option<&entities::user::Model>) -> ApiKeyView {
-    ApiKeyView {
+fn view(key: &entities::api_key::Model, user: Option<&entities::user::Model>) -> Result<ApiKeyView, AppError> {
+    let scope = repo::api_keys::scope_of(key)?;
+    Ok(ApiKeyView {
         id: key.id,
         name: key.name.clone(),
-        read_only: key.read_only,
+        scope,
+        read_only: scope == KeyScope::Read,
         prefix: key.prefix.clone(),
         username: user.map(|u| u.username.clone()),
         created_at: key.created_at,
         last_used_at: key.last_used_at,
-    }
+    })
 }
 
 /// API keys
@@ -75,7 +87,7 @@ fn view(key: &entities::api_key::Model, user: Option<&entities::user::Model>) ->
 )]
 pub async fn list(_user: AuthUser, state: web::Data<AppState>) -> Result<web::Json<Vec<ApiKeyView>>, AppError> {
     let keys = repo::api_keys::list(&state.db).await?;
-    Ok(web::Json(keys.iter().map(|(key, user)| view(key, user.as_ref())).collect()))
+    Ok(web::Json(keys.iter().map(|(key, user)| view(key, user.as_ref())).collect::<Result<_, _>>()?))
 }
 
 /// Create an API key
@@ -87,7 +99,8 @@ pub async fn list(_user: AuthUser, state: web::Data<AppState>) -> Result<web::Js
     request_body = CreateApiKey,
     responses(
         (status = 201, description = "Created; the key is in this answer only", body = CreatedApiKey),
-        (status = 422, description = "A name that is empty or too long (validation_failed), or unknown fields (invalid_body)", body = ErrorBody),
+        (status = 403, description = "The scope is past the caller's role (only administrators make admin keys), or the request came with an API key (code forbidden)", body = ErrorBody),
+        (status = 422, description = "A name that is empty or too long, no scope, or a scope contradicting readOnly (validation_failed); unknown fields or an unknown scope (invalid_body)", body = ErrorBody),
     ),
 )]
 pub async fn create(
@@ -95,24 +108,44 @@ pub async fn create(
     state: web::Data<AppState>,
     body: web::Json<CreateApiKey>,
 ) -> Result<HttpResponse, AppError> {
-    let CreateApiKey { name, read_only } = body.into_inner();
+    if user.key.is_some() {
+        // A key that makes keys would outlive its own revocation.
+        return Err(AppError::Forbidden("an API key cannot create API keys; log in to make one".into()));
+    }
+    let CreateApiKey { name, scope, read_only } = body.into_inner();
     let name = name.trim().to_string();
     if name.is_empty() || name.chars().count() > MAX_NAME_CHARS {
         return Err(AppError::invalid(format!("name must be 1 to {MAX_NAME_CHARS} characters")));
     }
-    if user.api_key.is_some() {
-        // A key that makes keys would outlive its own revocation.
-        return Err(AppError::Forbidden("an API key cannot create API keys; log in to make one".into()));
+    let scope = match (scope, read_only) {
+        (Some(scope), None) => scope,
+        (Some(KeyScope::Read), Some(true)) | (None, Some(true)) => KeyScope::Read,
+        (Some(scope), Some(read_only)) if (scope == KeyScope::Read) == read_only => scope,
+        (Some(_), Some(_)) => return Err(AppError::invalid("scope and readOnly disagree; give scope alone")),
+        // No default: a key made without saying what it is for would get more than it needs.
+        (None, _) => {
+            let names: Vec<&str> = KeyScope::ALL.iter().map(|s| s.as_str()).collect();
+            return Err(AppError::invalid(format!("scope is required: one of {}", names.join(", "))));
+        }
+    };
+    if !user.role.allows(scope.least_role()) {
+        return Err(AppError::Forbidden(format!(
+            "a {scope} key needs the role {} or higher; {} is {}",
+            scope.least_role(),
+            user.username,
+            user.role
+        )));
     }
     let key = format!("{API_KEY_PREFIX}{}", security::generate_secret(40));
     let prefix: String = key.chars().take(API_KEY_PREFIX.len() + 6).collect();
     let stored =
-        repo::api_keys::create(&state.db, &name, user.id, read_only, &security::hash_secret(&key), &prefix).await?;
-    tracing::info!(user = %user.username, key = %stored.name, read_only, "API key created");
+        repo::api_keys::create(&state.db, &name, user.id, scope, &security::hash_secret(&key), &prefix).await?;
+    tracing::info!(user = %user.username, key = %stored.name, %scope, "API key created");
     Ok(HttpResponse::Created().json(CreatedApiKey {
         id: stored.id,
         name: stored.name,
-        read_only,
+        scope,
+        read_only: scope == KeyScope::Read,
         prefix,
         key,
         created_at: stored.created_at,

@@ -11,6 +11,7 @@ use utoipa::IntoParams;
 
 use super::auth::AuthUser;
 use super::views::AuditEntryView;
+use crate::domain::paging::MAX_PAGE;
 use crate::error::{AppError, ErrorBody};
 use crate::http::app::AppState;
 use crate::repo;
@@ -37,6 +38,8 @@ impl Pending {
                 route: endpoint.path.to_string(),
                 path: req.path().to_string(),
                 status: 0,
+                key: user.key.as_ref().map(|key| (key.id, key.name.clone())),
+                client: super::auth::client_of(req.request()).map(|ip| ip.to_string()),
             },
         })
     }
@@ -62,6 +65,7 @@ impl Pending {
 #[serde(rename_all = "camelCase")]
 #[into_params(parameter_in = Query)]
 pub struct AuditQuery {
+    /// 1 to 1,000,000 (deeper pages: `after`).
     pub page: Option<u64>,
     /// Larger values are served as the largest page size (500).
     pub page_size: Option<u64>,
@@ -88,8 +92,8 @@ pub async fn list(
 ) -> Result<web::Json<Page<AuditEntryView>>, AppError> {
     let AuditQuery { page, page_size, user } = query.into_inner();
     let invalid = |message: String| AppError::BadRequest { code: "invalid_query", message };
-    if page == Some(0) {
-        return Err(invalid("page must be 1 or more".into()));
+    if page.is_some_and(|page| page == 0 || page > MAX_PAGE) {
+        return Err(invalid(format!("page must be 1 to {MAX_PAGE}")));
     }
     if page_size == Some(0) {
         return Err(invalid(format!("pageSize must be 1 to {MAX_PAGE_SIZE}")));

@@ -1,11 +1,13 @@
 //! Authentication: login, token refresh, logout, and `AuthUser`, the extractor every
 //! protected handler takes. Tokens are HS256 JWTs (`security::issue_token`); a token is
-//! accepted while it verifies, has not expired, its user still exists, and it carries the
+//! accepted while it verifies, has not expired, the user whose id it carries still exists
+//! (a user deleted and made again under the same name is another id), and it carries the
 //! user's current token version (a password change or a logout moves it on, revoking every
 //! older token at once). Tokens come in the Authorization header; the `token` query
 //! parameter is read on WebSocket routes only, since query strings end up in proxies' logs.
 //! API keys (`http::api_keys`) are accepted wherever a token is, in `X-Api-Key` (the *arr
-//! convention) or as the bearer token; they begin with `ck_`, which no JWT does.
+//! convention) or as the bearer token; they begin with `ck_`, which no JWT does. A key is
+//! its own principal: it acts within its scope and its creator's role (`Endpoint::allows_key`).
 
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
@@ -18,7 +20,7 @@ use actix_web::{web, FromRequest, HttpMessage, HttpRequest, HttpResponse};
 use futures_util::future::LocalBoxFuture;
 use serde::{Deserialize, Serialize};
 
-use crate::domain::access::UserRole;
+use crate::domain::access::{KeyScope, UserRole};
 use crate::error::{AppError, ErrorBody};
 use crate::http::app::AppState;
 use crate::http::audit::Pending;
@@ -35,9 +37,18 @@ pub struct AuthUser {
     pub token_version: i32,
     /// When the token's session began (Unix seconds): refreshes keep it.
     pub session_started: i64,
+    /// The user's role; for a key, its creator's, which bounds what the key may do.
     pub role: UserRole,
-    /// The API key the request came with (its id); `None` for a login token.
-    pub api_key: Option<i32>,
+    /// The API key the request came with; `None` for a login token.
+    pub key: Option<ApiKeyPrincipal>,
+}
+
+/// An API key acting: which one (the audit log names it) and what it may reach.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiKeyPrincipal {
+    pub id: i32,
+    pub name: String,
+    pub scope: KeyScope,
 }
 
 /// How API keys begin; login tokens (JWTs) never do, so one header can carry either.
@@ -50,6 +61,7 @@ const MISSING: &str =
     "missing token: send the header \"Authorization: Bearer <token>\" with a token from POST /auth/login";
 const NOT_BEARER: &str = "the Authorization header must read \"Bearer <token>\"";
 const BAD_CREDENTIALS: &str = "invalid username or password";
+const UNBOUND: &str = "the token names no user id (it was issued by an older version); log in again (POST /auth/login)";
 const REVOKED: &str = "the token was revoked (a password change, a role change or a logout since it was issued); log in again (POST /auth/login)";
 
 impl FromRequest for AuthUser {
@@ -112,23 +124,33 @@ async fn guarded<B: MessageBody>(
     answer
 }
 
-/// The one check of roles: the route table's role for this method and route
-/// (`http::required_role`) against the user's. A route the table does not know (a method
-/// the resource refuses anyway) needs the highest role.
+/// The one check of roles and key scopes: the route table's role for this method and route
+/// (`http::endpoint_of`) against the user's, and for an API key, the route's reach against
+/// the key's scope as well. A route the table does not know (a method the resource refuses
+/// anyway) needs the highest role and an `admin` key.
 fn require_role(req: &ServiceRequest, user: &AuthUser) -> Result<(), AppError> {
-    let needed = req
-        .match_pattern()
-        .and_then(|pattern| crate::http::required_role(req.method(), &pattern))
-        .unwrap_or(UserRole::Admin);
-    if user.role.allows(needed) {
-        Ok(())
-    } else {
-        Err(AppError::Forbidden(format!(
+    let endpoint = req.match_pattern().and_then(|pattern| crate::http::endpoint_of(req.method(), &pattern));
+    let needed = endpoint.map_or(UserRole::Admin, |e| e.role);
+    if !user.role.allows(needed) {
+        return Err(AppError::Forbidden(format!(
             "{} {} needs the role {needed} or higher; {} is {}",
             req.method(),
             req.path(),
             user.username,
             user.role
+        )));
+    }
+    let Some(key) = &user.key else { return Ok(()) };
+    let reached = endpoint.map_or(key.scope == KeyScope::Admin, |e| key.scope.reaches(e.reach));
+    if reached {
+        Ok(())
+    } else {
+        Err(AppError::Forbidden(format!(
+            "{} {} is out of reach of the API key {:?}: its scope is {} (see GET /openapi.json, API keys)",
+            req.method(),
+            req.path(),
+            key.name,
+            key.scope
         )))
     }
 }
@@ -167,17 +189,18 @@ pub async fn authenticate(req: &HttpRequest, place: TokenPlace) -> Result<AuthUs
         TokenError::Signing(detail) => AppError::Internal(detail),
         refused => AppError::Unauthorized(refused.to_string()),
     })?;
+    let user_id = claims.uid.ok_or_else(|| AppError::Unauthorized(UNBOUND.into()))?;
     // Shared with the requests of the same user that wait at the same time; the read still
     // begins after this request arrived, so a revocation holds from the next request on.
-    let (db, username) = (state.db.clone(), claims.sub.clone());
+    let db = state.db.clone();
     let read = move || {
-        let (db, username) = (db.clone(), username.clone());
-        async move { Ok(repo::users::find(&db, &username).await?) }
+        let db = db.clone();
+        async move { Ok(repo::users::find_by_id(&db, user_id).await?) }
     };
     let user = state
         .reads
         .users
-        .get(claims.sub.clone(), read)
+        .get(user_id, read)
         .await??
         .ok_or_else(|| AppError::Unauthorized("the token's user no longer exists; log in again".into()))?;
     if claims.ver != user.token_version {
@@ -189,20 +212,22 @@ pub async fn authenticate(req: &HttpRequest, place: TokenPlace) -> Result<AuthUs
         token_version: user.token_version,
         session_started: claims.session_started(),
         role: user.role.into(),
-        api_key: None,
+        key: None,
     };
     req.extensions_mut().insert(user.clone());
     Ok(user)
 }
 
-/// The user an API key acts as: the one who made it, as a viewer when the key is read-only.
-/// Found by its hash, so a revoked key (its row deleted) is refused from the next request.
+/// An API key as a principal: its scope, bounded by the role its creator has now (a demoted
+/// creator's keys shrink with them). Found by its hash, so a revoked key (its row deleted)
+/// is refused from the next request.
 async fn key_user(state: &AppState, key: &str) -> Result<AuthUser, AppError> {
     let Some((key, user)) = repo::api_keys::find_by_hash(&state.db, &security::hash_secret(key)).await? else {
         return Err(AppError::Unauthorized("unknown or revoked API key".into()));
     };
     // The row is at hand: a write only when the recorded use is a minute old, so a busy
     // script does not take the database's write lock on every read.
+    let scope = repo::api_keys::scope_of(&key)?;
     let stale = key.last_used_at.is_none_or(|at| chrono::Utc::now() - at >= repo::api_keys::TOUCH_EVERY);
     if stale {
         repo::api_keys::touch(&state.db, key.id).await?;
@@ -212,8 +237,8 @@ async fn key_user(state: &AppState, key: &str) -> Result<AuthUser, AppError> {
         username: user.username,
         token_version: user.token_version,
         session_started: key.created_at.timestamp(),
-        role: if key.read_only { UserRole::Viewer } else { user.role.into() },
-        api_key: Some(key.id),
+        role: user.role.into(),
+        key: Some(ApiKeyPrincipal { id: key.id, name: key.name, scope }),
     })
 }
 
@@ -268,6 +293,16 @@ fn token_of(req: &HttpRequest, place: TokenPlace) -> Result<String, AppError> {
         .ok_or_else(|| AppError::Unauthorized(MISSING.into()))
 }
 
+/// The client a request comes from: the TCP peer, or whom a trusted proxy forwarded for
+/// (`TRUSTED_PROXIES`); from anyone else the header is the client's to forge.
+pub fn client_of(req: &HttpRequest) -> Option<IpAddr> {
+    let peer = req.peer_addr().map(|addr| addr.ip());
+    let Some(state) = req.app_data::<web::Data<AppState>>() else { return peer };
+    let forwarded: Vec<&str> =
+        req.headers().get_all("x-forwarded-for").filter_map(|value| value.to_str().ok()).collect();
+    client_address(peer, &forwarded, &state.trusted_proxies)
+}
+
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LoginRequest {
@@ -304,11 +339,7 @@ pub async fn login(
     body: web::Json<LoginRequest>,
 ) -> Result<web::Json<TokenResponse>, AppError> {
     let LoginRequest { username, password } = body.into_inner();
-    // The TCP peer, or whom a trusted proxy forwarded for: from anyone else the header is
-    // the client's to forge.
-    let forwarded: Vec<&str> =
-        req.headers().get_all("x-forwarded-for").filter_map(|value| value.to_str().ok()).collect();
-    let ip: Option<IpAddr> = client_address(req.peer_addr().map(|addr| addr.ip()), &forwarded, &state.trusted_proxies);
+    let ip = client_of(&req);
     state.login_limiter.begin(ip, &username, Instant::now()).map_err(|wait| {
         AppError::TooManyRequests(format!("too many failed logins; try again in {} seconds", whole_seconds(wait)))
     })?;
@@ -327,8 +358,12 @@ pub async fn login(
     state.login_limiter.succeeded(ip, &username);
     tracing::info!(username = %user.username, "logged in");
     let now = chrono::Utc::now();
-    let grant =
-        security::Grant { username: &user.username, version: user.token_version, session_started: now.timestamp() };
+    let grant = security::Grant {
+        user_id: user.id,
+        username: &user.username,
+        version: user.token_version,
+        session_started: now.timestamp(),
+    };
     token_for(&state, &grant, now)
 }
 
@@ -345,6 +380,7 @@ pub async fn login(
 pub async fn refresh(user: AuthUser, state: web::Data<AppState>) -> Result<web::Json<TokenResponse>, AppError> {
     no_key(&user, "refresh")?;
     let grant = security::Grant {
+        user_id: user.id,
         username: &user.username,
         version: user.token_version,
         session_started: user.session_started,
@@ -388,10 +424,12 @@ fn token_for(
 #[serde(rename_all = "camelCase")]
 pub struct Me {
     pub username: String,
-    /// The role the request acts with (a read-only API key's is `viewer`).
+    /// The user's role (for an API key, its creator's, which bounds the key).
     pub role: UserRole,
     /// The request came with an API key rather than a login token.
     pub api_key: bool,
+    /// The key's scope, when the request came with one.
+    pub key_scope: Option<KeyScope>,
 }
 
 /// GET /auth/me: the caller's name and role.
@@ -404,7 +442,8 @@ pub struct Me {
     ),
 )]
 pub async fn me(user: AuthUser) -> web::Json<Me> {
-    web::Json(Me { username: user.username, role: user.role, api_key: user.api_key.is_some() })
+    let key_scope = user.key.as_ref().map(|key| key.scope);
+    web::Json(Me { username: user.username, role: user.role, api_key: key_scope.is_some(), key_scope })
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -451,7 +490,7 @@ pub async fn change_password(
 /// Sessions are for login tokens: an API key cannot turn itself into one (a read-only key
 /// would come out with its user's whole role) or end its user's sessions.
 fn no_key(user: &AuthUser, what: &str) -> Result<(), AppError> {
-    match user.api_key {
+    match user.key {
         Some(_) => Err(AppError::Forbidden(format!(
             "an API key cannot {what}: it is not a session (revoke it with DELETE /api-keys/{{id}})"
         ))),

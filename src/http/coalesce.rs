@@ -30,8 +30,8 @@ use crate::http::app::AppState;
 /// The reads the API shares, one set per node (both listeners).
 #[derive(Default)]
 pub struct SharedReads {
-    /// A token's user by name: its role and token version decide every request.
-    pub users: Coalesced<String, Result<Option<entities::user::Model>, AppError>>,
+    /// A token's user by id: its role and token version decide every request.
+    pub users: Coalesced<i32, Result<Option<entities::user::Model>, AppError>>,
     /// `GET /jobs` bodies by query string.
     pub job_pages: Coalesced<String, Result<Bytes, AppError>>,
     /// The `GET /queue/stats` body.

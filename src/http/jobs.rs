@@ -7,6 +7,7 @@ use utoipa::IntoParams;
 use super::auth::AuthUser;
 use super::views::{JobDetailView, JobEventView, JobView, SegmentView};
 use crate::domain::job::JobStatus;
+use crate::domain::paging::MAX_PAGE;
 use crate::error::{AppError, ErrorBody};
 use crate::http::app::AppState;
 use crate::http::coalesce;
@@ -20,6 +21,7 @@ use crate::repo::Page;
 #[serde(rename_all = "camelCase")]
 #[into_params(parameter_in = Query)]
 pub struct JobsQuery {
+    /// 1 to 1,000,000 (deeper pages: `after`).
     pub page: Option<u64>,
     /// Larger values are served as the largest page size.
     pub page_size: Option<u64>,
@@ -44,7 +46,7 @@ impl JobsQuery {
     pub fn into_repo_query(self) -> Result<JobQuery, AppError> {
         let invalid = |message: String| AppError::BadRequest { code: "invalid_query", message };
         let page = match self.page {
-            Some(0) => return Err(invalid("page must be 1 or more".into())),
+            Some(page) if page == 0 || page > MAX_PAGE => return Err(invalid(format!("page must be 1 to {MAX_PAGE}"))),
             Some(page) => page,
             None => 1,
         };
@@ -177,6 +179,8 @@ mod tests {
         let big = JobsQuery { page_size: Some(10_000), ..Default::default() }.into_repo_query().unwrap();
         assert_eq!(big.page_size, MAX_PAGE_SIZE);
         assert!(JobsQuery { page: Some(0), ..Default::default() }.into_repo_query().is_err());
+        assert!(JobsQuery { page: Some(u64::MAX), ..Default::default() }.into_repo_query().is_err());
+        assert!(JobsQuery { page: Some(MAX_PAGE), ..Default::default() }.into_repo_query().is_ok());
         assert!(JobsQuery { page_size: Some(0), ..Default::default() }.into_repo_query().is_err());
     }
 

@@ -40,7 +40,7 @@ use actix_web::http::Method;
 use actix_web::middleware::from_fn;
 use actix_web::{web, FromRequest, Handler, HttpRequest, HttpResponse, Responder, Route};
 
-use crate::domain::access::UserRole;
+use crate::domain::access::{KeyScope, Reach, UserRole};
 use crate::error::AppError;
 
 /// Who may call an endpoint.
@@ -53,13 +53,16 @@ pub enum Access {
 }
 
 /// One endpoint as registered: method, path (actix pattern, e.g. `/jobs/{id}`), access,
-/// and the least role that may call it (`Token` endpoints; checked by `auth::require_token`).
+/// the least role that may call it and what it is to an API key (`Token` endpoints; both
+/// checked by `auth::require_token`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Endpoint {
     pub method: Method,
     pub path: &'static str,
     pub access: Access,
     pub role: UserRole,
+    /// Which key scopes reach it (`KeyScope::reaches`); a key needs its creator's role too.
+    pub reach: Reach,
     /// A WebSocket route: the token may come in the `token` query parameter, since browsers
     /// cannot set headers on the handshake. Everywhere else only the header counts: query
     /// strings are written to proxies' and servers' logs.
@@ -76,6 +79,11 @@ impl Endpoint {
     pub fn audited(&self) -> bool {
         self.access == Access::Token && self.method != Method::GET && self.path != "/auth/refresh"
     }
+
+    /// Whether a key of `scope` made by a user of `role` may call this endpoint.
+    pub fn allows_key(&self, scope: KeyScope, role: UserRole) -> bool {
+        role.allows(self.role) && scope.reaches(self.reach)
+    }
 }
 
 fn endpoint<F, Args>(
@@ -83,6 +91,7 @@ fn endpoint<F, Args>(
     path: &'static str,
     access: Access,
     role: UserRole,
+    reach: Reach,
     handler: F,
 ) -> (Endpoint, Route)
 where
@@ -91,7 +100,7 @@ where
     F::Output: Responder + 'static,
 {
     (
-        Endpoint { method: method.clone(), path, access, role, websocket: false, integration: false },
+        Endpoint { method: method.clone(), path, access, role, reach, websocket: false, integration: false },
         web::method(method).to(handler),
     )
 }
@@ -103,7 +112,7 @@ where
     Args: FromRequest + 'static,
     F::Output: Responder + 'static,
 {
-    let (endpoint, route) = endpoint(method, path, Access::Token, role, handler);
+    let (endpoint, route) = endpoint(method, path, Access::Token, role, Reach::Webhook, handler);
     (Endpoint { integration: true, ..endpoint }, route)
 }
 
@@ -114,88 +123,89 @@ where
     Args: FromRequest + 'static,
     F::Output: Responder + 'static,
 {
-    let (endpoint, route) = endpoint(Method::GET, path, Access::Token, UserRole::Viewer, handler);
+    let (endpoint, route) = endpoint(Method::GET, path, Access::Token, UserRole::Viewer, Reach::Reads, handler);
     (Endpoint { websocket: true, ..endpoint }, route)
 }
 
 fn table() -> Vec<(Endpoint, Route)> {
     use Access::{Public, Token};
+    use Reach::{Actions, Administration, JobReads, Reads};
     use UserRole::{Admin, Operator, Viewer};
     vec![
-        endpoint(Method::GET, "/healthz", Public, Viewer, health::healthz),
-        endpoint(Method::POST, "/auth/login", Public, Viewer, auth::login),
-        endpoint(Method::POST, "/auth/refresh", Token, Viewer, auth::refresh),
-        endpoint(Method::POST, "/auth/logout", Token, Viewer, auth::logout),
-        endpoint(Method::GET, "/auth/me", Token, Viewer, auth::me),
-        endpoint(Method::PUT, "/auth/password", Token, Viewer, auth::change_password),
-        endpoint(Method::GET, "/openapi.json", Token, Viewer, openapi::document),
-        endpoint(Method::GET, "/libraries", Token, Viewer, libraries::list),
-        endpoint(Method::POST, "/libraries", Token, Admin, libraries::create),
-        endpoint(Method::GET, "/libraries/{id}", Token, Viewer, libraries::get),
-        endpoint(Method::PUT, "/libraries/{id}", Token, Admin, libraries::update),
-        endpoint(Method::DELETE, "/libraries/{id}", Token, Admin, libraries::delete),
-        endpoint(Method::GET, "/encoders", Token, Viewer, encoders::list),
-        endpoint(Method::GET, "/settings", Token, Admin, settings::get),
-        endpoint(Method::PUT, "/settings", Token, Admin, settings::update),
-        endpoint(Method::GET, "/license", Token, Viewer, license::get),
-        endpoint(Method::PUT, "/license", Token, Admin, license::install),
-        endpoint(Method::DELETE, "/license", Token, Admin, license::remove),
-        endpoint(Method::GET, "/audit", Token, Admin, audit::list),
-        endpoint(Method::GET, "/api-keys", Token, Admin, api_keys::list),
-        endpoint(Method::POST, "/api-keys", Token, Admin, api_keys::create),
-        endpoint(Method::DELETE, "/api-keys/{id}", Token, Admin, api_keys::delete),
-        endpoint(Method::GET, "/notifications", Token, Admin, notifications::list),
-        endpoint(Method::POST, "/notifications", Token, Admin, notifications::create),
-        endpoint(Method::GET, "/notifications/{id}", Token, Admin, notifications::get),
-        endpoint(Method::PUT, "/notifications/{id}", Token, Admin, notifications::update),
-        endpoint(Method::DELETE, "/notifications/{id}", Token, Admin, notifications::delete),
-        endpoint(Method::POST, "/notifications/{id}/test", Token, Admin, notifications::test),
-        endpoint(Method::GET, "/connections", Token, Admin, connections::list),
-        endpoint(Method::POST, "/connections", Token, Admin, connections::create),
-        endpoint(Method::GET, "/connections/{id}", Token, Admin, connections::get),
-        endpoint(Method::PUT, "/connections/{id}", Token, Admin, connections::update),
-        endpoint(Method::DELETE, "/connections/{id}", Token, Admin, connections::delete),
-        endpoint(Method::POST, "/connections/{id}/test", Token, Admin, connections::test),
-        endpoint(Method::GET, "/users", Token, Admin, users::list),
-        endpoint(Method::POST, "/users", Token, Admin, users::create),
-        endpoint(Method::PUT, "/users/{username}/password", Token, Admin, users::set_password),
-        endpoint(Method::PUT, "/users/{username}/role", Token, Admin, users::set_role),
-        endpoint(Method::DELETE, "/users/{username}", Token, Admin, users::delete),
-        endpoint(Method::GET, "/nodes", Token, Viewer, nodes::list),
-        endpoint(Method::POST, "/nodes/{id}/revoke", Token, Admin, nodes::revoke),
-        endpoint(Method::DELETE, "/nodes/{id}", Token, Admin, nodes::remove),
-        endpoint(Method::GET, "/nodes/{id}/schedule", Token, Viewer, schedule::get_node),
-        endpoint(Method::PUT, "/nodes/{id}/schedule", Token, Admin, schedule::set_node),
-        endpoint(Method::DELETE, "/nodes/{id}/schedule", Token, Admin, schedule::clear_node),
-        endpoint(Method::GET, "/schedule", Token, Viewer, schedule::get_default),
-        endpoint(Method::PUT, "/schedule", Token, Admin, schedule::set_default),
-        endpoint(Method::GET, "/jobs", Token, Viewer, jobs::list),
-        endpoint(Method::GET, "/jobs/{id}", Token, Viewer, jobs::get),
-        endpoint(Method::POST, "/jobs/{id}/pause", Token, Operator, actions::pause),
-        endpoint(Method::POST, "/jobs/{id}/resume", Token, Operator, actions::resume),
-        endpoint(Method::POST, "/jobs/{id}/retry", Token, Operator, actions::retry),
-        endpoint(Method::POST, "/jobs/{id}/cancel", Token, Operator, actions::cancel),
-        endpoint(Method::POST, "/jobs/{id}/force", Token, Operator, actions::force),
-        endpoint(Method::POST, "/jobs/{id}/priority", Token, Operator, actions::priority),
+        endpoint(Method::GET, "/healthz", Public, Viewer, Reads, health::healthz),
+        endpoint(Method::POST, "/auth/login", Public, Viewer, Reads, auth::login),
+        endpoint(Method::POST, "/auth/refresh", Token, Viewer, Administration, auth::refresh),
+        endpoint(Method::POST, "/auth/logout", Token, Viewer, Administration, auth::logout),
+        endpoint(Method::GET, "/auth/me", Token, Viewer, Reads, auth::me),
+        endpoint(Method::PUT, "/auth/password", Token, Viewer, Administration, auth::change_password),
+        endpoint(Method::GET, "/openapi.json", Token, Viewer, Reads, openapi::document),
+        endpoint(Method::GET, "/libraries", Token, Viewer, Reads, libraries::list),
+        endpoint(Method::POST, "/libraries", Token, Admin, Administration, libraries::create),
+        endpoint(Method::GET, "/libraries/{id}", Token, Viewer, Reads, libraries::get),
+        endpoint(Method::PUT, "/libraries/{id}", Token, Admin, Administration, libraries::update),
+        endpoint(Method::DELETE, "/libraries/{id}", Token, Admin, Administration, libraries::delete),
+        endpoint(Method::GET, "/encoders", Token, Viewer, Reads, encoders::list),
+        endpoint(Method::GET, "/settings", Token, Admin, Administration, settings::get),
+        endpoint(Method::PUT, "/settings", Token, Admin, Administration, settings::update),
+        endpoint(Method::GET, "/license", Token, Viewer, Administration, license::get),
+        endpoint(Method::PUT, "/license", Token, Admin, Administration, license::install),
+        endpoint(Method::DELETE, "/license", Token, Admin, Administration, license::remove),
+        endpoint(Method::GET, "/audit", Token, Admin, Administration, audit::list),
+        endpoint(Method::GET, "/api-keys", Token, Admin, Administration, api_keys::list),
+        endpoint(Method::POST, "/api-keys", Token, Admin, Administration, api_keys::create),
+        endpoint(Method::DELETE, "/api-keys/{id}", Token, Admin, Administration, api_keys::delete),
+        endpoint(Method::GET, "/notifications", Token, Admin, Administration, notifications::list),
+        endpoint(Method::POST, "/notifications", Token, Admin, Administration, notifications::create),
+        endpoint(Method::GET, "/notifications/{id}", Token, Admin, Administration, notifications::get),
+        endpoint(Method::PUT, "/notifications/{id}", Token, Admin, Administration, notifications::update),
+        endpoint(Method::DELETE, "/notifications/{id}", Token, Admin, Administration, notifications::delete),
+        endpoint(Method::POST, "/notifications/{id}/test", Token, Admin, Administration, notifications::test),
+        endpoint(Method::GET, "/connections", Token, Admin, Administration, connections::list),
+        endpoint(Method::POST, "/connections", Token, Admin, Administration, connections::create),
+        endpoint(Method::GET, "/connections/{id}", Token, Admin, Administration, connections::get),
+        endpoint(Method::PUT, "/connections/{id}", Token, Admin, Administration, connections::update),
+        endpoint(Method::DELETE, "/connections/{id}", Token, Admin, Administration, connections::delete),
+        endpoint(Method::POST, "/connections/{id}/test", Token, Admin, Administration, connections::test),
+        endpoint(Method::GET, "/users", Token, Admin, Administration, users::list),
+        endpoint(Method::POST, "/users", Token, Admin, Administration, users::create),
+        endpoint(Method::PUT, "/users/{username}/password", Token, Admin, Administration, users::set_password),
+        endpoint(Method::PUT, "/users/{username}/role", Token, Admin, Administration, users::set_role),
+        endpoint(Method::DELETE, "/users/{username}", Token, Admin, Administration, users::delete),
+        endpoint(Method::GET, "/nodes", Token, Viewer, Administration, nodes::list),
+        endpoint(Method::POST, "/nodes/{id}/revoke", Token, Admin, Administration, nodes::revoke),
+        endpoint(Method::DELETE, "/nodes/{id}", Token, Admin, Administration, nodes::remove),
+        endpoint(Method::GET, "/nodes/{id}/schedule", Token, Viewer, Administration, schedule::get_node),
+        endpoint(Method::PUT, "/nodes/{id}/schedule", Token, Admin, Administration, schedule::set_node),
+        endpoint(Method::DELETE, "/nodes/{id}/schedule", Token, Admin, Administration, schedule::clear_node),
+        endpoint(Method::GET, "/schedule", Token, Viewer, Reads, schedule::get_default),
+        endpoint(Method::PUT, "/schedule", Token, Admin, Administration, schedule::set_default),
+        endpoint(Method::GET, "/jobs", Token, Viewer, JobReads, jobs::list),
+        endpoint(Method::GET, "/jobs/{id}", Token, Viewer, JobReads, jobs::get),
+        endpoint(Method::POST, "/jobs/{id}/pause", Token, Operator, Actions, actions::pause),
+        endpoint(Method::POST, "/jobs/{id}/resume", Token, Operator, Actions, actions::resume),
+        endpoint(Method::POST, "/jobs/{id}/retry", Token, Operator, Actions, actions::retry),
+        endpoint(Method::POST, "/jobs/{id}/cancel", Token, Operator, Actions, actions::cancel),
+        endpoint(Method::POST, "/jobs/{id}/force", Token, Operator, Actions, actions::force),
+        endpoint(Method::POST, "/jobs/{id}/priority", Token, Operator, Actions, actions::priority),
         integration(Method::POST, "/integrations/arr", Operator, integrations::arr),
-        endpoint(Method::GET, "/settings/arr", Token, Admin, integrations::get_arr_settings),
-        endpoint(Method::PUT, "/settings/arr", Token, Admin, integrations::set_arr_settings),
-        endpoint(Method::POST, "/queue/pause-all", Token, Operator, actions::pause_all),
-        endpoint(Method::POST, "/queue/resume-all", Token, Operator, actions::resume_all),
-        endpoint(Method::POST, "/libraries/{id}/scan", Token, Operator, actions::scan),
-        endpoint(Method::POST, "/libraries/{id}/forecast", Token, Operator, forecast::start),
-        endpoint(Method::GET, "/libraries/{id}/forecast", Token, Viewer, forecast::get),
-        endpoint(Method::DELETE, "/libraries/{id}/forecast", Token, Operator, forecast::cancel),
+        endpoint(Method::GET, "/settings/arr", Token, Admin, Administration, integrations::get_arr_settings),
+        endpoint(Method::PUT, "/settings/arr", Token, Admin, Administration, integrations::set_arr_settings),
+        endpoint(Method::POST, "/queue/pause-all", Token, Operator, Actions, actions::pause_all),
+        endpoint(Method::POST, "/queue/resume-all", Token, Operator, Actions, actions::resume_all),
+        endpoint(Method::POST, "/libraries/{id}/scan", Token, Operator, Actions, actions::scan),
+        endpoint(Method::POST, "/libraries/{id}/forecast", Token, Operator, Actions, forecast::start),
+        endpoint(Method::GET, "/libraries/{id}/forecast", Token, Viewer, Reads, forecast::get),
+        endpoint(Method::DELETE, "/libraries/{id}/forecast", Token, Operator, Actions, forecast::cancel),
         websocket("/ws", ws::connect),
-        endpoint(Method::GET, "/queue/stats", Token, Viewer, stats::queue),
-        endpoint(Method::GET, "/system/dashboard", Token, Viewer, stats::dashboard),
-        endpoint(Method::GET, "/system/dashboard/health", Token, Viewer, stats::health),
-        endpoint(Method::GET, "/insights/stats", Token, Viewer, insights::overview),
-        endpoint(Method::GET, "/insights/savings", Token, Viewer, insights::savings),
-        endpoint(Method::GET, "/insights/nodes", Token, Viewer, insights::nodes),
-        endpoint(Method::GET, "/insights/codecs", Token, Viewer, insights::codecs),
-        endpoint(Method::GET, "/statistics", Token, Viewer, insights::statistics),
-        endpoint(Method::GET, "/metrics", Token, Viewer, metrics::metrics),
+        endpoint(Method::GET, "/queue/stats", Token, Viewer, Reads, stats::queue),
+        endpoint(Method::GET, "/system/dashboard", Token, Viewer, Reads, stats::dashboard),
+        endpoint(Method::GET, "/system/dashboard/health", Token, Viewer, Reads, stats::health),
+        endpoint(Method::GET, "/insights/stats", Token, Viewer, Reads, insights::overview),
+        endpoint(Method::GET, "/insights/savings", Token, Viewer, Reads, insights::savings),
+        endpoint(Method::GET, "/insights/nodes", Token, Viewer, Reads, insights::nodes),
+        endpoint(Method::GET, "/insights/codecs", Token, Viewer, Reads, insights::codecs),
+        endpoint(Method::GET, "/statistics", Token, Viewer, Reads, insights::statistics),
+        endpoint(Method::GET, "/metrics", Token, Viewer, Reads, metrics::metrics),
     ]
 }
 
@@ -332,6 +342,38 @@ mod tests {
                 UserRole::Admin
             };
             assert_eq!(e.role, expected, "{what}");
+        }
+    }
+
+    /// Every route against every scope, from a rule written apart from the table: keys
+    /// never reach administration unless `admin`; `integration` reaches the webhook and job
+    /// reads only; `read` every other read; `operate` the actions a user of that role may take.
+    #[test]
+    fn every_route_answers_every_key_scope_as_the_rule_says() {
+        let administration = |e: &Endpoint| {
+            e.role == UserRole::Admin
+                || (e.path.starts_with("/auth/") && e.path != "/auth/me")
+                || e.path.starts_with("/nodes")
+                || e.path == "/license"
+        };
+        for e in endpoints().into_iter().filter(|e| e.access == Access::Token) {
+            let is_job_read = e.method == Method::GET && (e.path == "/jobs" || e.path == "/jobs/{id}");
+            let is_webhook = e.path == "/integrations/arr";
+            let is_read = e.method == Method::GET && !administration(&e);
+            for scope in KeyScope::ALL {
+                let expected = match scope {
+                    KeyScope::Admin => true,
+                    KeyScope::Integration => is_job_read || is_webhook,
+                    KeyScope::Read => is_read,
+                    KeyScope::Operate => !administration(&e),
+                };
+                let reached = scope.reaches(e.reach);
+                assert_eq!(reached, expected, "{} {} with a {scope} key", e.method, e.path);
+                // And never past the role of whoever made the key.
+                for role in UserRole::ALL {
+                    assert_eq!(e.allows_key(*scope, *role), expected && role.allows(e.role), "{} {}", e.method, e.path);
+                }
+            }
         }
     }
 

@@ -238,6 +238,18 @@ pub struct AuditEntryView {
     pub path: String,
     /// How it was answered: 2xx done, 403 refused for the role, other codes refused or failed.
     pub status: i32,
+    /// The API key the request came with; null for a session (a login token).
+    pub api_key: Option<AuditKeyView>,
+    /// The client's address (behind `TRUSTED_PROXIES`, the one they forwarded for).
+    pub client: Option<String>,
+}
+
+/// The API key an audited request came with, as it was named then.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditKeyView {
+    pub id: i32,
+    pub name: String,
 }
 
 impl From<&audit_entry::Model> for AuditEntryView {
@@ -251,6 +263,8 @@ impl From<&audit_entry::Model> for AuditEntryView {
             route: entry.route.clone(),
             path: entry.path.clone(),
             status: entry.status,
+            api_key: entry.key_id.map(|id| AuditKeyView { id, name: entry.key_name.clone().unwrap_or_default() }),
+            client: entry.client.clone(),
         }
     }
 }

@@ -1,11 +1,13 @@
-//! API keys: stored as their SHA-256 only, found by it, each tied to the user who made it.
+//! API keys: stored as their SHA-256 only, found by it, each tied to the user who made it
+//! and holding its scope.
 
 use entities::api_key::{self, ActiveModel, Column, Entity};
 use entities::user;
 use sea_orm::sea_query::Expr;
 use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Set};
 
-use super::{now, RepoResult};
+use super::{now, RepoError, RepoResult};
+use crate::domain::access::KeyScope;
 
 /// Longest key name.
 pub const MAX_NAME_CHARS: usize = 100;
@@ -14,14 +16,15 @@ pub async fn create(
     db: &impl ConnectionTrait,
     name: &str,
     user_id: i32,
-    read_only: bool,
+    scope: KeyScope,
     key_hash: &str,
     prefix: &str,
 ) -> RepoResult<api_key::Model> {
     Ok(ActiveModel {
         name: Set(name.to_string()),
         user_id: Set(user_id),
-        read_only: Set(read_only),
+        read_only: Set(scope == KeyScope::Read),
+        scope: Set(scope.as_str().to_string()),
         key_hash: Set(key_hash.to_string()),
         prefix: Set(prefix.to_string()),
         created_at: Set(now()),
@@ -44,6 +47,14 @@ pub async fn find_by_hash(
 ) -> RepoResult<Option<(api_key::Model, user::Model)>> {
     let found = Entity::find().filter(Column::KeyHash.eq(key_hash)).find_also_related(user::Entity).one(db).await?;
     Ok(found.and_then(|(key, user)| user.map(|user| (key, user))))
+}
+
+/// A stored key's scope. A value no version wrote is an error, never a guess: guessing
+/// could hand out more than was given.
+pub fn scope_of(key: &api_key::Model) -> RepoResult<KeyScope> {
+    key.scope
+        .parse()
+        .map_err(|_| RepoError::Db(sea_orm::DbErr::Type(format!("API key {}: scope {:?}", key.id, key.scope))))
 }
 
 /// How stale a key's recorded last use may get: one write a minute at most per key.

@@ -21,6 +21,10 @@ pub struct NewEntry {
     pub route: String,
     pub path: String,
     pub status: u16,
+    /// The API key (id, name) the request came with; `None` for a session's token.
+    pub key: Option<(i32, String)>,
+    /// The client's address, when known.
+    pub client: Option<String>,
 }
 
 pub async fn append(db: &impl ConnectionTrait, entry: NewEntry) -> RepoResult<audit_entry::Model> {
@@ -32,6 +36,9 @@ pub async fn append(db: &impl ConnectionTrait, entry: NewEntry) -> RepoResult<au
         route: Set(entry.route),
         path: Set(entry.path),
         status: Set(i32::from(entry.status)),
+        key_id: Set(entry.key.as_ref().map(|(id, _)| *id)),
+        key_name: Set(entry.key.map(|(_, name)| name)),
+        client: Set(entry.client),
         ..Default::default()
     }
     .insert(db)
@@ -56,7 +63,8 @@ pub async fn list(
         // Rows are appended in time order: the id breaks ties between equal times.
         .order_by_desc(Column::At)
         .order_by_desc(Column::Id)
-        .offset((page - 1) * page_size)
+        // The API refuses pages past the bound; a caller that did not gets an empty page.
+        .offset(crate::domain::paging::offset(page, page_size).unwrap_or(i64::MAX as u64))
         .limit(page_size)
         .all(db)
         .await?;

@@ -34,6 +34,11 @@ pub async fn find(db: &impl ConnectionTrait, username: &str) -> RepoResult<Optio
     Ok(Entity::find().filter(Column::Username.eq(username)).one(db).await?)
 }
 
+/// The user with this id (what tokens are bound to; a name can be deleted and taken again).
+pub async fn find_by_id(db: &impl ConnectionTrait, id: i32) -> RepoResult<Option<user::Model>> {
+    Ok(Entity::find_by_id(id).one(db).await?)
+}
+
 /// Sets the password and revokes every token the user holds, in one statement: a token
 /// stolen before the change is refused from the moment the new password is stored.
 pub async fn set_password_hash(db: &impl ConnectionTrait, username: &str, password_hash: &str) -> RepoResult<()> {

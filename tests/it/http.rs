@@ -112,7 +112,9 @@ async fn expired_forged_unsigned_and_garbage_tokens_are_refused_everywhere() {
         &jsonwebtoken::EncodingKey::from_secret(JWT_SECRET.as_bytes()),
     )
     .unwrap();
-    let unknown_user = token_with(JWT_SECRET, &json!({"sub": "ghost", "iat": now, "exp": now + 3600}));
+    let unknown_user = token_with(JWT_SECRET, &json!({"sub": "ghost", "uid": 999_999, "iat": now, "exp": now + 3600}));
+    // Signed and current, but from before tokens named the user's id: bound to nothing.
+    let unbound = token_with(JWT_SECRET, &json!({"sub": ADMIN, "iat": now, "exp": now + 3600}));
 
     let cases: Vec<(&str, String, &str)> = vec![
         ("expired", format!("Bearer {expired}"), "expired"),
@@ -122,6 +124,7 @@ async fn expired_forged_unsigned_and_garbage_tokens_are_refused_everywhere() {
         ("HS512", format!("Bearer {hs512}"), "HS256"),
         ("garbage", "Bearer not-a-token".to_string(), "malformed"),
         ("unknown user", format!("Bearer {unknown_user}"), "no longer exists"),
+        ("no user id", format!("Bearer {unbound}"), "names no user id"),
         ("basic scheme", "Basic YWRtaW46cGFzc3dvcmQ=".to_string(), "Bearer <token>"),
         ("empty bearer", "Bearer ".to_string(), "Bearer <token>"),
         ("bare token", valid.clone(), "Bearer <token>"),
@@ -362,31 +365,48 @@ async fn with_key_header(server: &TestServer, method: Method, path: &str, key: &
 /// keys, stop at once when revoked, and go with their user.
 async fn api_keys_act_as_their_user_and_stop_at_once_when_revoked(server: &TestServer) {
     let admin = server.login().await;
-    let (status, full) = server.post("/api-keys", Some(&admin), &json!({"name": "sonarr"})).await;
+    let (status, full) = server.post("/api-keys", Some(&admin), &json!({"name": "sonarr", "scope": "admin"})).await;
     assert_eq!(status, 201, "{full}");
     let full_key = full["key"].as_str().unwrap().to_string();
     assert!(full_key.starts_with("ck_") && full_key.len() >= 40, "{full_key}");
     assert_eq!(
-        (&full["readOnly"], full["prefix"].as_str().map(|p| full_key.starts_with(p))),
-        (&json!(false), Some(true))
+        (&full["scope"], &full["readOnly"], full["prefix"].as_str().map(|p| full_key.starts_with(p))),
+        (&json!("admin"), &json!(false), Some(true))
     );
     let (status, read_only) =
         server.post("/api-keys", Some(&admin), &json!({"name": "grafana", "readOnly": true})).await;
     assert_eq!(status, 201, "{read_only}");
     let read_only_key = read_only["key"].as_str().unwrap().to_string();
-    let (status, body) = server.post("/api-keys", Some(&admin), &json!({"name": "  "})).await;
+    assert_eq!(read_only["scope"], "read", "readOnly is still taken, as a read key: {read_only}");
+    let (status, body) = server.post("/api-keys", Some(&admin), &json!({"name": "  ", "scope": "read"})).await;
     assert_eq!((status, code(&body)), (422, "validation_failed"), "{body}");
+    // A scope is chosen, never defaulted; readOnly cannot contradict it.
+    let (status, body) = server.post("/api-keys", Some(&admin), &json!({"name": "what for?"})).await;
+    assert_eq!((status, code(&body)), (422, "validation_failed"), "{body}");
+    assert!(message(&body).contains("scope is required"), "{body}");
+    let (status, body) =
+        server.post("/api-keys", Some(&admin), &json!({"name": "x", "scope": "admin", "readOnly": true})).await;
+    assert_eq!((status, code(&body)), (422, "validation_failed"), "{body}");
+    let (status, body) = server.post("/api-keys", Some(&admin), &json!({"name": "x", "scope": "root"})).await;
+    assert_eq!(status, 422, "{body}");
 
     // Listed without the keys; stored as their hashes only.
     let (status, list) = server.get("/api-keys", Some(&admin)).await;
     assert_eq!(status, 200, "{list}");
-    let names: Vec<(&str, bool, &str)> = list
+    let names: Vec<(&str, &str, bool, &str)> = list
         .as_array()
         .unwrap()
         .iter()
-        .map(|k| (k["name"].as_str().unwrap(), k["readOnly"].as_bool().unwrap(), k["username"].as_str().unwrap()))
+        .map(|k| {
+            (
+                k["name"].as_str().unwrap(),
+                k["scope"].as_str().unwrap(),
+                k["readOnly"].as_bool().unwrap(),
+                k["username"].as_str().unwrap(),
+            )
+        })
         .collect();
-    assert_eq!(names, [("sonarr", false, ADMIN), ("grafana", true, ADMIN)]);
+    assert_eq!(names, [("sonarr", "admin", false, ADMIN), ("grafana", "read", true, ADMIN)]);
     assert!(list[0]["lastUsedAt"].is_null(), "{list}");
     assert!(!list.to_string().contains(&full_key) && !list.to_string().contains(&read_only_key), "{list}");
     for (key, _) in repo::api_keys::list(server.db()).await.unwrap() {
@@ -414,13 +434,14 @@ async fn api_keys_act_as_their_user_and_stop_at_once_when_revoked(server: &TestS
         let (status, body) = with_key_header(server, Method::GET, "/jobs", garbage).await;
         assert_eq!((status, code(&body)), (401, "unauthorized"), "{garbage}: {body}");
     }
-    // Its changes are audited as its user.
+    // Its changes are audited as its user, naming the key and the client.
     let (_, log) = server.get("/audit?pageSize=3", Some(&admin)).await;
     assert_eq!(
-        (&log["items"][0]["username"], &log["items"][0]["route"]),
-        (&json!(ADMIN), &json!("/api-keys")),
+        (&log["items"][0]["username"], &log["items"][0]["route"], &log["items"][0]["apiKey"]),
+        (&json!(ADMIN), &json!("/api-keys"), &json!({"id": full["id"], "name": "sonarr"})),
         "{log}"
     );
+    assert_eq!(log["items"][0]["client"], "127.0.0.1", "{log}");
 
     // Revoked: refused from the next request on.
     let id = full["id"].as_i64().unwrap();
@@ -441,7 +462,7 @@ async fn api_keys_act_as_their_user_and_stop_at_once_when_revoked(server: &TestS
     assert_eq!(status, 201);
     let (_, body) = server.login_as("keeper", "keeper's long password").await;
     let keeper = body["token"].as_str().unwrap().to_string();
-    let (status, made) = server.post("/api-keys", Some(&keeper), &json!({"name": "keeper's"})).await;
+    let (status, made) = server.post("/api-keys", Some(&keeper), &json!({"name": "keeper's", "scope": "read"})).await;
     assert_eq!(status, 201, "{made}");
     let keeper_key = made["key"].as_str().unwrap().to_string();
     assert_eq!(server.get("/jobs", Some(&keeper_key)).await.0, 200);
@@ -462,7 +483,10 @@ async fn users_change_their_own_password_and_see_who_they_are() {
     let admin = server.login().await;
     let viewer = user_with_role(&server, &admin, UserRole::Viewer).await;
     let (status, me) = server.get("/auth/me", Some(&viewer)).await;
-    assert_eq!((status, me), (200, json!({"username": "a-viewer", "role": "viewer", "apiKey": false})));
+    assert_eq!(
+        (status, me),
+        (200, json!({"username": "a-viewer", "role": "viewer", "apiKey": false, "keyScope": null}))
+    );
     let change = |current: &str, new: &str| json!({"currentPassword": current, "newPassword": new});
     let (status, body) =
         server.put("/auth/password", Some(&viewer), &change("not it", "a new and long passphrase")).await;
@@ -513,7 +537,7 @@ async fn an_arr_import_is_queued_ahead_of_the_backlog() {
         .put("/settings/arr", Some(&admin), &json!({"pathMappings": [{"from": "/data/tv", "to": paths[0]}]}))
         .await;
     assert_eq!(status, 200, "{mappings}");
-    let (_, key) = server.post("/api-keys", Some(&admin), &json!({"name": "sonarr"})).await;
+    let (_, key) = server.post("/api-keys", Some(&admin), &json!({"name": "sonarr", "scope": "integration"})).await;
     let key = key["key"].as_str().unwrap().to_string();
     let sonarr = |event: &str, path: &str| {
         json!({
@@ -566,7 +590,8 @@ async fn an_arr_import_is_queued_ahead_of_the_backlog() {
     assert_eq!(status, 422, "{body}");
     let (status, answer) = hook(format!("?apikey={key}"), sonarr("Grab", "")).await;
     assert_eq!((status, &answer["outcome"]), (200, &json!("ignored")), "{answer}");
-    // Who may call it: an operator's key; never a login token in the URL, nor a viewer's key.
+    // Who may call it: an integration or operate key; never a login token in the URL, nor a
+    // read key.
     assert_eq!(hook(format!("?apikey={admin}"), sonarr("Test", "")).await.0, 401);
     assert_eq!(hook(String::new(), sonarr("Test", "")).await.0, 401);
     let (_, read_only) = server.post("/api-keys", Some(&admin), &json!({"name": "ro", "readOnly": true})).await;
@@ -819,7 +844,8 @@ async fn failed_logins_slow_down_for_that_client_and_user() {
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
     assert_eq!(server.login_as(ADMIN, ADMIN_PASSWORD).await.0, 200);
     // Tokens issued before keep working: only logins are limited.
-    let grant = condense::security::Grant { username: ADMIN, version: 0, session_started: Utc::now().timestamp() };
+    let grant =
+        condense::security::Grant { user_id: 1, username: ADMIN, version: 0, session_started: Utc::now().timestamp() };
     let token = condense::security::issue_token(JWT_SECRET, &grant, 1, 720, Utc::now()).unwrap().0;
     assert_eq!(server.get("/users", Some(&token)).await.0, 200);
     server.finish().await;

@@ -2,6 +2,7 @@
 //! `condense` binary run as a child process.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
+mod access;
 mod actions;
 mod cluster;
 mod common;

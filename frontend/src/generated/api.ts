@@ -1051,8 +1051,10 @@ export interface components {
             name: string;
             /** @description The key's first characters, to tell keys apart. */
             prefix: string;
+            /** @description `scope` is `read`: for older clients. */
             readOnly: boolean;
-            /** @description The user it acts as. */
+            scope: components["schemas"]["KeyScope"];
+            /** @description Who made it: the key never acts past their role. */
             username?: string | null;
         };
         /** @description What condense did with a webhook. */
@@ -1097,8 +1099,11 @@ export interface components {
         };
         /** @description One change made through the API (GET /audit). */
         AuditEntryView: {
+            apiKey?: null | components["schemas"]["AuditKeyView"];
             /** Format: date-time */
             at: string;
+            /** @description The client's address (behind `TRUSTED_PROXIES`, the one they forwarded for). */
+            client?: string | null;
             /** Format: int32 */
             id: number;
             method: string;
@@ -1114,6 +1119,12 @@ export interface components {
              */
             status: number;
             username: string;
+        };
+        /** @description The API key an audited request came with, as it was named then. */
+        AuditKeyView: {
+            /** Format: int32 */
+            id: number;
+            name: string;
         };
         ChangePassword: {
             currentPassword: string;
@@ -1208,8 +1219,9 @@ export interface components {
         };
         CreateApiKey: {
             name: string;
-            /** @description A read-only key reads everything a viewer may and changes nothing. */
-            readOnly?: boolean;
+            /** @description Older clients' way of asking for a `read` key. */
+            readOnly?: boolean | null;
+            scope?: null | components["schemas"]["KeyScope"];
         };
         CreateLibrary: {
             /** @description Default true; a disabled library is neither scanned nor watched. */
@@ -1258,6 +1270,7 @@ export interface components {
             name: string;
             prefix: string;
             readOnly: boolean;
+            scope: components["schemas"]["KeyScope"];
         };
         DashboardView: {
             /** @description ANALYZING and ENCODING jobs. */
@@ -1644,6 +1657,8 @@ export interface components {
             /** Format: double */
             vmafP5?: number | null;
         };
+        /** @enum {string} */
+        KeyScope: "integration" | "read" | "operate" | "admin";
         LibraryView: {
             /** Format: date-time */
             createdAt: string;
@@ -1727,7 +1742,8 @@ export interface components {
         Me: {
             /** @description The request came with an API key rather than a login token. */
             apiKey: boolean;
-            /** @description The role the request acts with (a read-only API key's is `viewer`). */
+            keyScope?: null | components["schemas"]["KeyScope"];
+            /** @description The user's role (for an API key, its creator's, which bounds the key). */
             role: components["schemas"]["UserRole"];
             username: string;
         };
@@ -1840,8 +1856,11 @@ export interface components {
         /** @description One page of a listing. */
         Page_AuditEntryView: {
             items: {
+                apiKey?: null | components["schemas"]["AuditKeyView"];
                 /** Format: date-time */
                 at: string;
+                /** @description The client's address (behind `TRUSTED_PROXIES`, the one they forwarded for). */
+                client?: string | null;
                 /** Format: int32 */
                 id: number;
                 method: string;
@@ -2327,7 +2346,16 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
-            /** @description A name that is empty or too long (validation_failed), or unknown fields (invalid_body) */
+            /** @description The scope is past the caller's role (only administrators make admin keys), or the request came with an API key (code forbidden) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A name that is empty or too long, no scope, or a scope contradicting readOnly (validation_failed); unknown fields or an unknown scope (invalid_body) */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -2372,6 +2400,7 @@ export interface operations {
     list_audit: {
         parameters: {
             query?: {
+                /** @description 1 to 1,000,000 (deeper pages: `after`). */
                 page?: number;
                 /** @description Larger values are served as the largest page size (500). */
                 pageSize?: number;
@@ -2948,6 +2977,7 @@ export interface operations {
     list_jobs: {
         parameters: {
             query?: {
+                /** @description 1 to 1,000,000 (deeper pages: `after`). */
                 page?: number;
                 /** @description Larger values are served as the largest page size. */
                 pageSize?: number;
@@ -4750,6 +4780,7 @@ export const forecastStatusValues: ReadonlyArray<FlattenedDeepRequired<component
 export const hardwareValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Hardware"]> = ["cpu", "nvidia", "intel_qsv", "vaapi"];
 export const healthLevelValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["HealthLevel"]> = ["HEALTHY", "WARNING", "CRITICAL"];
 export const jobStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["JobStatus"]> = ["PENDING", "QUEUED", "ANALYZING", "ENCODING", "PAUSED", "COMPLETED", "SKIPPED", "FAILED", "CANCELLED"];
+export const keyScopeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["KeyScope"]> = ["integration", "read", "operate", "admin"];
 export const nodeRoleValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["NodeRole"]> = ["main", "linked"];
 export const nodeStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["NodeStatus"]> = ["ONLINE", "OFFLINE", "DEGRADED"];
 export const notifyEventValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["NotifyEvent"]> = ["job.completed", "job.failed", "queue.drained", "node.offline", "node.online", "health.changed", "disk.at_risk", "test", "file.replaced"];
