@@ -176,6 +176,11 @@ pub struct ServeArgs {
     /// names the client, for login throttling; from any other peer the header is ignored.
     #[arg(long, env = "TRUSTED_PROXIES", value_name = "TRUSTED_PROXIES", value_delimiter = ',')]
     pub trusted_proxies: Vec<crate::http::login_limit::IpNet>,
+    /// Addresses notifications and connections are never sent to, checked before any
+    /// connection: comma-separated CIDR networks or `link-local`, `metadata`, `private`
+    /// (RFC 1918, CGNAT, IPv6 ULA), `loopback`; `none` for nothing.
+    #[arg(long, env = "OUTBOUND_DENY", value_name = "OUTBOUND_DENY", default_value = crate::domain::net::DEFAULT_OUTBOUND_DENY)]
+    pub outbound_deny: crate::domain::net::OutboundDeny,
     /// Name of the first user, created on the first start.
     #[arg(long, env = "ADMIN_USERNAME", value_name = "ADMIN_USERNAME", default_value = "admin")]
     pub admin_username: String,

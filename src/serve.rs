@@ -230,6 +230,7 @@ async fn run_main(common: CommonArgs, args: ServeArgs, host: HostFacts) -> Resul
         license_public_key: args.license_public_key.clone(),
         clock: crate::host::clock::Clock::system(),
     };
+    actors::notifier::set_outbound_deny(args.outbound_deny.clone());
     let node = actors::start_node(node_config(&args, host, RoleConfig::Main(main))?)
         .await
         .map_err(|e| ServeError::Runtime(e.to_string()))?;

@@ -4,12 +4,14 @@
 //! retry_after`), with the error shown on its target. Nothing here blocks the pipeline: a
 //! transition only writes rows; a receiver that is down only delays its own messages.
 
-use std::sync::Arc;
+use std::net::IpAddr;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use sea_orm::DatabaseConnection;
 
 use crate::domain::connect::{self, Call, Connection, Method, Refresh, Replaced};
+use crate::domain::net::OutboundDeny;
 use crate::domain::notify::{self, Delivery, HttpRequest, NotifyEvent, Target, TargetKind};
 use crate::repo;
 
@@ -224,6 +226,73 @@ pub async fn test_connection(
     tried
 }
 
+/// `OUTBOUND_DENY`, set once at start-up (`serve`); unset, its default.
+static OUTBOUND_DENY: OnceLock<OutboundDeny> = OnceLock::new();
+
+/// Sets `OUTBOUND_DENY` for every sender of this process; the first call wins.
+pub fn set_outbound_deny(deny: OutboundDeny) {
+    if OUTBOUND_DENY.set(deny).is_err() {
+        tracing::warn!("OUTBOUND_DENY was already set; the first value stays");
+    }
+}
+
+fn outbound_deny() -> &'static OutboundDeny {
+    OUTBOUND_DENY.get_or_init(OutboundDeny::default)
+}
+
+/// What the caller of a test, and a target's last error, may read of a failure: a status
+/// code or one of these fixed phrases. Never the receiver's answer (an internal service's
+/// error page) nor the system's connection error (refused, unreachable: together a port
+/// scanner's readout); the details go to the log only.
+mod wording {
+    pub const REFUSED_ADDRESS: &str = "the target's address is refused (OUTBOUND_DENY)";
+    pub const NO_ADDRESS: &str = "the target's name did not resolve";
+    pub const NO_ANSWER: &str = "no answer in time";
+    pub const UNREACHABLE: &str = "could not connect to the target";
+    pub const UNREADABLE: &str = "the target's answer could not be read";
+    pub const MAIL: &str = "the mail server did not take the message";
+}
+
+/// Refuses a URL whose host is, or resolves to, an address in `OUTBOUND_DENY`, before any
+/// connection. (The connection resolves the name again: a name that changes its address in
+/// between is not caught; see the README's security section.)
+async fn check_outbound(url: &str, default_port: u16) -> Result<(), String> {
+    let Ok(uri) = url.parse::<awc::http::Uri>() else { return Ok(()) };
+    let Some(host) = uri.host() else { return Ok(()) };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let port = uri.port_u16().unwrap_or(match uri.scheme_str() {
+        Some("https") => 443,
+        Some("http") => 80,
+        _ => default_port,
+    });
+    let deny = outbound_deny();
+    let addresses: Vec<IpAddr> = match host.parse::<IpAddr>() {
+        Ok(ip) => vec![ip],
+        Err(_) => match tokio::net::lookup_host((host, port)).await {
+            Ok(found) => found.map(|addr| addr.ip()).collect(),
+            Err(e) => {
+                tracing::debug!(error = %e, "an outbound target's name did not resolve");
+                return Err(wording::NO_ADDRESS.into());
+            }
+        },
+    };
+    if addresses.iter().any(|ip| deny.refuses(*ip)) {
+        return Err(wording::REFUSED_ADDRESS.into());
+    }
+    Ok(())
+}
+
+/// A failed request in fixed words; the error itself is logged.
+fn request_failure(error: &awc::error::SendRequestError) -> String {
+    use awc::error::{ConnectError, SendRequestError};
+    tracing::debug!(%error, "an outbound request failed");
+    match error {
+        SendRequestError::Timeout | SendRequestError::Connect(ConnectError::Timeout) => wording::NO_ANSWER.into(),
+        SendRequestError::Connect(ConnectError::Resolver(_)) => wording::NO_ADDRESS.into(),
+        _ => wording::UNREACHABLE.into(),
+    }
+}
+
 /// Makes HTTP requests (rustls, Mozilla's roots) and SMTP sessions.
 pub struct Sender {
     client: awc::Client,
@@ -252,7 +321,13 @@ impl Sender {
     pub async fn send(&self, target: &Target, body: &serde_json::Value) -> Result<(), String> {
         match notify::request(target, body).map_err(|e| e.to_string())? {
             Delivery::Http(request) => self.post(request).await,
-            Delivery::Email { server, from, to, subject, text } => send_mail(&server, &from, &to, &subject, text).await,
+            Delivery::Email { server, from, to, subject, text } => {
+                check_outbound(&server, 25).await?;
+                send_mail(&server, &from, &to, &subject, text).await.map_err(|e| {
+                    tracing::debug!(error = %e, "a mail was not taken");
+                    wording::MAIL.to_string()
+                })
+            }
         }
     }
 
@@ -287,9 +362,10 @@ impl Sender {
     }
 
     /// Makes one call; answers the body of a 2xx answer (at most `limit` bytes;
-    /// `LOOKUP_LIMIT` for a call whose answer is needed), else an error with the status and
-    /// the start of what was answered.
+    /// `LOOKUP_LIMIT` for a call whose answer is needed), else an error with the status
+    /// alone, or a fixed phrase (`wording`).
     async fn call(&self, call: Call, limit: usize) -> Result<Vec<u8>, String> {
+        check_outbound(&call.url, 80).await?;
         let mut request = match call.method {
             Method::Get => self.client.get(&call.url),
             Method::Post => self.client.post(&call.url),
@@ -302,7 +378,7 @@ impl Sender {
             Method::Get => request.send().await,
             Method::Post => request.send_body(call.body).await,
         };
-        let mut response = sent.map_err(|e| format!("the request failed: {e}"))?;
+        let mut response = sent.map_err(|e| request_failure(&e))?;
         let status = response.status();
         if status.is_success() {
             // Read what was answered: a lookup needs it (an answer it cannot read is a
@@ -310,13 +386,17 @@ impl Sender {
             // took the message, whatever the answer.
             return match response.body().limit(limit).await {
                 Ok(answer) => Ok(answer.to_vec()),
-                Err(e) if limit == LOOKUP_LIMIT => Err(format!("the answer: {e}")),
+                Err(e) if limit == LOOKUP_LIMIT => {
+                    tracing::debug!(error = %e, "a lookup's answer could not be read");
+                    Err(wording::UNREADABLE.into())
+                }
                 Err(_) => Ok(Vec::new()),
             };
         }
-        let answer = response.body().limit(ANSWER_LIMIT).await.map(|b| String::from_utf8_lossy(&b).into_owned());
-        let answer: String = answer.unwrap_or_default().chars().take(200).collect();
-        Err(format!("answered {status}{}", if answer.is_empty() { String::new() } else { format!(": {answer}") }))
+        // The answer's body is read (so the connection can be reused) and dropped: it is the
+        // receiver's to show, not the caller's to read.
+        let _ = response.body().limit(ANSWER_LIMIT).await;
+        Err(format!("answered {status}"))
     }
 }
 

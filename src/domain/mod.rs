@@ -14,6 +14,7 @@ pub mod job;
 pub mod license;
 pub mod limits;
 pub mod link;
+pub mod net;
 pub mod node;
 pub mod notify;
 pub mod paging;

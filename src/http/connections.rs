@@ -13,6 +13,7 @@ use super::notifications::TestResult;
 use crate::actors::notifier;
 use crate::domain::arr::PathMapping;
 use crate::domain::connect::{self, ConnectionKind};
+use crate::domain::net::same_origin;
 use crate::error::{AppError, ErrorBody};
 use crate::http::app::AppState;
 use crate::repo;
@@ -35,7 +36,8 @@ pub struct ConnectionBody {
     pub url: String,
     /// Plex's token (X-Plex-Token); Jellyfin's or Emby's API key (Dashboard > API Keys);
     /// the *arr's API key (Settings > General). On an update, leaving it out keeps the
-    /// stored one.
+    /// stored one, unless the URL now names another scheme, host or port: a key goes only
+    /// to the host it was given for, so it is then cleared (`apiKeyCleared`).
     #[serde(default)]
     pub api_key: Option<String>,
     /// Folders as condense sees them (`from`) and as the product does (`to`).
@@ -54,6 +56,9 @@ pub struct ConnectionView {
     pub kind: ConnectionKind,
     pub url: String,
     pub has_api_key: bool,
+    /// True in the answer to an update that cleared the stored key because the URL moved
+    /// to another scheme, host or port without a key given with it.
+    pub api_key_cleared: bool,
     pub path_mappings: Vec<PathMapping>,
     pub enabled: bool,
     pub created_at: DateTime<Utc>,
@@ -74,6 +79,7 @@ fn view(model: &entities::notification_target::Model, waiting: u64) -> Result<Co
         kind,
         url: model.url.clone(),
         has_api_key: model.secret.is_some(),
+        api_key_cleared: false,
         path_mappings: repo::connections::mappings_of(model),
         enabled: model.enabled,
         created_at: model.created_at,
@@ -84,23 +90,35 @@ fn view(model: &entities::notification_target::Model, waiting: u64) -> Result<Co
     })
 }
 
-/// Checks a body; `stored_key` is the key an update keeps when the body has none.
-fn checked(body: ConnectionBody, stored_key: Option<&str>) -> Result<NewConnection, AppError> {
+/// What an update does with the stored key when the body has none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StoredKey<'a> {
+    /// None is stored (a creation): one is needed.
+    Absent,
+    /// The URL's origin is unchanged: the stored key stays.
+    Keep(&'a str),
+    /// The URL moved to another origin: the stored key is cleared, not sent there.
+    Clear,
+}
+
+/// Checks a body against what is stored.
+fn checked(body: ConnectionBody, stored_key: StoredKey<'_>) -> Result<NewConnection, AppError> {
     let name = body.name.trim().to_string();
     if name.is_empty() || name.chars().count() > MAX_NAME_CHARS {
         return Err(AppError::invalid(format!("name must be 1 to {MAX_NAME_CHARS} characters")));
     }
     let url = body.url.trim().to_string();
-    let key = body.api_key.as_deref().filter(|k| !k.is_empty()).or(stored_key);
+    let given = body.api_key.map(|k| k.trim().to_string()).filter(|k| !k.is_empty());
+    let (key, api_key) = match (&given, stored_key) {
+        (Some(key), _) => (Some(key.as_str()), given.clone()),
+        (None, StoredKey::Keep(stored)) => (Some(stored), None),
+        (None, StoredKey::Absent) => (None, None),
+        // Validated as if the key were there: the connection is kept, without its key,
+        // until one is given again.
+        (None, StoredKey::Clear) => (Some("cleared"), Some(String::new())),
+    };
     connect::validate(&url, key, &body.path_mappings).map_err(|e| AppError::invalid(e.to_string()))?;
-    Ok(NewConnection {
-        name,
-        kind: body.kind,
-        url,
-        api_key: body.api_key.map(|k| k.trim().to_string()),
-        path_mappings: body.path_mappings,
-        enabled: body.enabled,
-    })
+    Ok(NewConnection { name, kind: body.kind, url, api_key, path_mappings: body.path_mappings, enabled: body.enabled })
 }
 
 async fn view_of(state: &AppState, id: i32) -> Result<ConnectionView, AppError> {
@@ -140,7 +158,7 @@ pub async fn create(
     state: web::Data<AppState>,
     body: web::Json<ConnectionBody>,
 ) -> Result<HttpResponse, AppError> {
-    let new = checked(body.into_inner(), None)?;
+    let new = checked(body.into_inner(), StoredKey::Absent)?;
     let stored = repo::connections::create(&state.db, new).await?;
     tracing::info!(user = %user.username, connection = %stored.name, kind = %stored.kind, "connection added");
     Ok(HttpResponse::Created().json(view(&stored, 0)?))
@@ -188,10 +206,21 @@ pub async fn update(
 ) -> Result<web::Json<ConnectionView>, AppError> {
     let id = id.into_inner();
     let stored = repo::connections::get(&state.db, id).await?;
-    let new = checked(body.into_inner(), stored.secret.as_deref())?;
+    let body = body.into_inner();
+    let stored_key = match stored.secret.as_deref() {
+        None => StoredKey::Absent,
+        Some(_) if !same_origin(&stored.url, body.url.trim()) => StoredKey::Clear,
+        Some(key) => StoredKey::Keep(key),
+    };
+    let new = checked(body, stored_key)?;
+    let cleared = new.api_key.as_deref() == Some("");
     let changed = repo::connections::update(&state.db, id, new).await?;
+    if cleared {
+        tracing::warn!(user = %user.username, connection = %changed.name,
+            "connection moved to another host without a key: its stored key was cleared");
+    }
     tracing::info!(user = %user.username, connection = %changed.name, "connection changed");
-    Ok(web::Json(view_of(&state, id).await?))
+    Ok(web::Json(ConnectionView { api_key_cleared: cleared, ..view_of(&state, id).await? }))
 }
 
 /// Remove a connection

@@ -11,6 +11,7 @@ use utoipa::ToSchema;
 
 use super::auth::AuthUser;
 use crate::actors::notifier;
+use crate::domain::net::same_origin;
 use crate::domain::notify::{self, NotifyEvent, TargetKind};
 use crate::error::{AppError, ErrorBody};
 use crate::http::app::AppState;
@@ -34,7 +35,8 @@ pub struct TargetBody {
     /// node.online, health.changed, disk.at_risk.
     pub events: Vec<NotifyEvent>,
     /// The webhook's signing key, an ntfy access token, a Gotify application token, an SMTP
-    /// password. On an update, leaving it out keeps the stored one; "" removes it.
+    /// password. On an update, leaving it out keeps the stored one, unless the URL now
+    /// names another scheme, host or port: then it is cleared (`secretCleared`); "" removes it.
     #[serde(default)]
     pub secret: Option<String>,
     /// Extra request headers (webhook, ntfy, Gotify, Apprise).
@@ -54,6 +56,9 @@ pub struct TargetView {
     pub url: String,
     pub events: Vec<NotifyEvent>,
     pub has_secret: bool,
+    /// True in the answer to an update that cleared the stored secret because the URL
+    /// moved to another scheme, host or port without a secret given with it.
+    pub secret_cleared: bool,
     pub headers: BTreeMap<String, String>,
     pub enabled: bool,
     pub created_at: DateTime<Utc>,
@@ -83,6 +88,7 @@ fn view(model: &entities::notification_target::Model, waiting: u64) -> Result<Ta
         url: model.url.clone(),
         events: repo::notifications::events_of(model),
         has_secret: model.secret.is_some(),
+        secret_cleared: false,
         headers: repo::notifications::headers_of(model).into_iter().collect(),
         enabled: model.enabled,
         created_at: model.created_at,
@@ -206,11 +212,24 @@ pub async fn update(
 ) -> Result<web::Json<TargetView>, AppError> {
     let id = id.into_inner();
     let stored = repo::notifications::get(&state.db, id).await?;
-    let new = checked(body.into_inner(), stored.secret.as_deref())?;
+    let mut body = body.into_inner();
+    // A secret goes only to the origin it was given for: a URL moved to another scheme,
+    // host or port without the secret given again clears it (a Gotify target, which needs
+    // one, is then refused until it is given).
+    let moved = !same_origin(&stored.url, body.url.trim());
+    let cleared = moved && stored.secret.is_some() && body.secret.as_deref().is_none_or(str::is_empty);
+    if cleared {
+        body.secret = Some(String::new());
+    }
+    let new = checked(body, if moved { None } else { stored.secret.as_deref() })?;
     let changed = repo::notifications::update(&state.db, id, new).await?;
+    if cleared {
+        tracing::warn!(user = %user.username, notification_target = %changed.name,
+            "notification target moved to another host without a secret: its stored secret was cleared");
+    }
     tracing::info!(user = %user.username, notification_target = %changed.name, "notification target changed");
     let waiting = repo::notifications::list(&state.db).await?.iter().find(|(t, _)| t.id == id).map_or(0, |(_, w)| *w);
-    Ok(web::Json(view(&changed, waiting)?))
+    Ok(web::Json(TargetView { secret_cleared: cleared, ..view(&changed, waiting)? }))
 }
 
 /// Remove a notification target

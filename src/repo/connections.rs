@@ -18,7 +18,7 @@ pub struct NewConnection {
     pub name: String,
     pub kind: ConnectionKind,
     pub url: String,
-    /// `None` on an update: the stored key stays.
+    /// `None` on an update: the stored key stays; empty: it is cleared.
     pub api_key: Option<String>,
     pub path_mappings: Vec<PathMapping>,
     pub enabled: bool,
@@ -60,14 +60,15 @@ pub async fn create(db: &impl ConnectionTrait, new: NewConnection) -> RepoResult
     .await?)
 }
 
-/// Replaces a connection's settings; its key only when a new one is given.
+/// Replaces a connection's settings; its key only when a new one is given (an empty one
+/// clears it).
 pub async fn update(db: &impl ConnectionTrait, id: i32, new: NewConnection) -> RepoResult<target::Model> {
     let mut model: ActiveModel = get(db, id).await?.into();
     model.name = Set(new.name);
     model.kind = Set(new.kind.as_str().to_string());
     model.url = Set(new.url);
-    if let Some(key) = new.api_key.filter(|k| !k.is_empty()) {
-        model.secret = Set(Some(key));
+    if let Some(key) = new.api_key {
+        model.secret = Set(Some(key).filter(|k| !k.is_empty()));
     }
     model.path_mappings = Set(Some(serde_json::json!(new.path_mappings)));
     model.enabled = Set(new.enabled);

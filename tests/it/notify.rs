@@ -54,6 +54,10 @@ async fn record(req: HttpRequest, body: web::Bytes, log: web::Data<Log>) -> Http
         req.headers().iter().map(|(n, v)| (n.as_str().to_string(), v.to_str().unwrap_or("").to_string())).collect();
     let (method, query) = (req.method().to_string(), req.query_string().to_string());
     log.lock().unwrap().push(Seen { method, path: path.clone(), query, headers, body: body.to_vec() });
+    // An internal service's error page: what a port scanner would like to read back.
+    if path.starts_with("/fail") {
+        return HttpResponse::InternalServerError().body("stack trace: db password=hunter2 at 10.0.0.5:5432");
+    }
     // The media stack: Plex's sections (JSON, as with Accept: application/json), the *arrs'
     // series and movies, and their command answers (201 with the queued command).
     if path == "/plex/library/sections" {
@@ -594,4 +598,84 @@ async fn a_change_of_health_is_written_once_it_holds() {
     );
     let nodes = body["health"]["checks"].as_array().unwrap().iter().find(|c| c["name"] == "nodes").unwrap().clone();
     assert_eq!((nodes["level"].as_str(), nodes["message"].as_str()), (Some("WARNING"), Some("1 of 2 nodes offline")));
+}
+
+/// A secret goes only to the host it was given for: a webhook target's signing key and a
+/// Sonarr connection's API key are cleared when the URL moves to another port without them
+/// (the answer says so), and the receiver there never sees them. A test of a closed port or
+/// of a server answering 500 with a body tells the status or a fixed phrase, never the
+/// body nor the system's error.
+#[actix_web::test]
+async fn a_secret_stays_with_its_host_and_failures_tell_only_a_status() {
+    let server = TestServer::sqlite().await;
+    let token = server.login().await;
+    let first = Receiver::start(std::net::TcpListener::bind("127.0.0.1:0").unwrap());
+    let second = Receiver::start(std::net::TcpListener::bind("127.0.0.1:0").unwrap());
+    let hook = |base: &str| json!({"name": "hook", "kind": "webhook", "url": format!("{base}/hook"), "events": ["job.completed"]});
+
+    let mut signed = hook(&first.base);
+    signed["secret"] = json!("the signing key");
+    let (status, target) = server.post("/notifications", Some(&token), &signed).await;
+    assert_eq!(status, 201, "{target}");
+    let id = target["id"].as_i64().unwrap();
+    let (_, tried) = server.post(&format!("/notifications/{id}/test"), Some(&token), &json!({})).await;
+    assert_eq!(tried["delivered"], true, "{tried}");
+    assert!(first.seen("/hook")[0].header("x-condense-signature").is_some());
+    // Moved to another port, no secret given: cleared, and said so.
+    let (status, moved) = server.put(&format!("/notifications/{id}"), Some(&token), &hook(&second.base)).await;
+    assert_eq!((status, &moved["secretCleared"], &moved["hasSecret"]), (200, &json!(true), &json!(false)), "{moved}");
+    let (_, tried) = server.post(&format!("/notifications/{id}/test"), Some(&token), &json!({})).await;
+    assert_eq!(tried["delivered"], true, "{tried}");
+    let arrived = second.seen("/hook");
+    assert_eq!(arrived.len(), 1);
+    assert!(arrived[0].header("x-condense-signature").is_none(), "{:?}", arrived[0].headers);
+
+    let sonarr = |base: &str| json!({"name": "sonarr", "kind": "sonarr", "url": format!("{base}/sonarr")});
+    let mut keyed = sonarr(&first.base);
+    keyed["apiKey"] = json!("the sonarr key");
+    let (status, connection) = server.post("/connections", Some(&token), &keyed).await;
+    assert_eq!(status, 201, "{connection}");
+    let id = connection["id"].as_i64().unwrap();
+    let (_, tried) = server.post(&format!("/connections/{id}/test"), Some(&token), &json!({})).await;
+    assert_eq!(tried["delivered"], true, "{tried}");
+    assert!(first.seen("/sonarr").iter().any(|seen| seen.header("x-api-key") == Some("the sonarr key")));
+    let (status, moved) = server.put(&format!("/connections/{id}"), Some(&token), &sonarr(&second.base)).await;
+    assert_eq!((status, &moved["apiKeyCleared"], &moved["hasApiKey"]), (200, &json!(true), &json!(false)), "{moved}");
+    server.post(&format!("/connections/{id}/test"), Some(&token), &json!({})).await;
+    let arrived = second.seen("/sonarr");
+    assert!(!arrived.is_empty());
+    for seen in &arrived {
+        assert!(seen.headers.iter().all(|(_, value)| !value.contains("the sonarr key")), "{:?}", seen.headers);
+        assert!(!seen.query.contains("the sonarr key"), "{}", seen.query);
+    }
+
+    // A closed port: no OS error in the answer.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut at_closed = sonarr(&format!("http://127.0.0.1:{closed}"));
+    at_closed["apiKey"] = json!("another key");
+    assert_eq!(server.put(&format!("/connections/{id}"), Some(&token), &at_closed).await.0, 200);
+    let (_, tried) = server.post(&format!("/connections/{id}/test"), Some(&token), &json!({})).await;
+    assert_eq!(
+        (&tried["delivered"], &tried["error"]),
+        (&json!(false), &json!("could not connect to the target")),
+        "{tried}"
+    );
+    // A 500 with a body: the status only, in the answer and in the stored last error.
+    let mut failing = json!({"name": "sonarr", "kind": "sonarr", "url": format!("{}/fail", first.base)});
+    failing["apiKey"] = json!("another key");
+    assert_eq!(server.put(&format!("/connections/{id}"), Some(&token), &failing).await.0, 200);
+    let (_, tried) = server.post(&format!("/connections/{id}/test"), Some(&token), &json!({})).await;
+    assert_eq!(tried["error"], "answered 500 Internal Server Error", "{tried}");
+    let (_, listed) = server.get("/connections", Some(&token)).await;
+    assert_eq!(listed[0]["lastError"], "answered 500 Internal Server Error", "{listed}");
+    let (status, target) = server
+        .post("/notifications", Some(&token), &json!({"name": "failing", "kind": "webhook", "url": format!("{}/fail", first.base), "events": ["job.completed"]}))
+        .await;
+    assert_eq!(status, 201, "{target}");
+    let (_, tried) = server.post(&format!("/notifications/{}/test", target["id"]), Some(&token), &json!({})).await;
+    assert_eq!(tried["error"], "answered 500 Internal Server Error", "{tried}");
+    for answer in [tried.to_string(), listed.to_string()] {
+        assert!(!answer.contains("hunter2") && !answer.to_lowercase().contains("refused"), "{answer}");
+    }
+    server.finish().await;
 }
