@@ -28,6 +28,9 @@ pub enum AppError {
     TooManyRequests(String),
     #[error("{0}")]
     Unavailable(String),
+    /// Too much at once: answered 503 with `Retry-After` (seconds).
+    #[error("{message}")]
+    Busy { message: String, retry_after_secs: u64 },
     #[error("internal error")]
     Internal(String),
 }
@@ -56,6 +59,7 @@ impl AppError {
             AppError::Unprocessable { code, .. } => code,
             AppError::TooManyRequests(_) => "too_many_requests",
             AppError::Unavailable(_) => "unavailable",
+            AppError::Busy { .. } => "busy",
             AppError::Internal(_) => "internal",
         }
     }
@@ -85,7 +89,7 @@ impl ResponseError for AppError {
             AppError::Conflict { .. } => StatusCode::CONFLICT,
             AppError::Unprocessable { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             AppError::TooManyRequests(_) => StatusCode::TOO_MANY_REQUESTS,
-            AppError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            AppError::Unavailable(_) | AppError::Busy { .. } => StatusCode::SERVICE_UNAVAILABLE,
             AppError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -98,6 +102,9 @@ impl ResponseError for AppError {
         let mut response = HttpResponse::build(self.status_code());
         if matches!(self, AppError::Unauthorized(_)) {
             response.insert_header(("WWW-Authenticate", "Bearer"));
+        }
+        if let AppError::Busy { retry_after_secs, .. } = self {
+            response.insert_header(("Retry-After", retry_after_secs.to_string()));
         }
         response.json(ErrorBody { error: ErrorDetail { code: self.code(), message: self.to_string() } })
     }

@@ -35,6 +35,9 @@ pub struct AppState {
     pub login_limiter: LoginLimiter,
     /// TRUSTED_PROXIES: peers whose X-Forwarded-For names the client.
     pub trusted_proxies: Vec<IpNet>,
+    /// Bounds the password checks (argon2, 19 MiB and tens of milliseconds each) running at
+    /// once: the rest wait in line, and past `PASSWORD_CHECK_WAIT` are answered 503.
+    pub password_checks: std::sync::Arc<tokio::sync::Semaphore>,
     /// This node's memory use over the last 2 hours, for the dashboard.
     pub memory_trend: SharedMemoryTrend,
     /// Where libraries may be (DATA_DIR, LIBRARY_ROOTS).
@@ -72,12 +75,19 @@ impl AppState {
             license_public_key: node.cluster.license_public_key.clone(),
             login_limiter: LoginLimiter::default(),
             trusted_proxies: api.trusted_proxies,
+            password_checks: std::sync::Arc::new(tokio::sync::Semaphore::new(password_check_slots())),
             memory_trend: node.memory_trend.clone(),
             library_places: api.library_places,
             clock: node.clock.clone(),
             reads: http::coalesce::SharedReads::default(),
         }
     }
+}
+
+/// Password checks at once: one per core (they are CPU-bound), at least 2, at most 8, so
+/// their memory stays under 8 x 19 MiB however many logins arrive.
+fn password_check_slots() -> usize {
+    std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get).clamp(2, 8)
 }
 
 /// The API app (listener on PORT): every endpoint, unprefixed and under /api.

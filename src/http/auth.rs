@@ -318,8 +318,9 @@ pub struct TokenResponse {
 }
 
 /// POST /auth/login. A wrong password and an unknown user get the same answer after the
-/// same work; failed attempts slow down per client address and username
-/// (`http::login_limit`).
+/// same work; failed attempts slow down per client network and username, per client
+/// network, and per account for clients that failed (`http::login_limit`); failures are
+/// logged and audited with the client's address; password checks at once are bounded.
 #[utoipa::path(
     post,
     path = "/auth/login",
@@ -331,6 +332,7 @@ pub struct TokenResponse {
         (status = 401, description = "Wrong username or password (the same answer for both)", body = ErrorBody),
         (status = 422, description = "Wrong types or unknown fields (invalid_body), or a value out of bounds (validation_failed; the message names the field)", body = ErrorBody),
         (status = 429, description = "Too many failed logins from this client for this user, or from this client: wait the seconds the message gives (code too_many_requests)", body = ErrorBody),
+        (status = 503, description = "Too many password checks at once: try again after Retry-After seconds (code busy)", body = ErrorBody),
     ),
 )]
 pub async fn login(
@@ -340,19 +342,42 @@ pub async fn login(
 ) -> Result<web::Json<TokenResponse>, AppError> {
     let LoginRequest { username, password } = body.into_inner();
     let ip = client_of(&req);
-    state.login_limiter.begin(ip, &username, Instant::now()).map_err(|wait| {
+    let delay = state.login_limiter.begin(ip, &username, Instant::now()).map_err(|wait| {
         AppError::TooManyRequests(format!("too many failed logins; try again in {} seconds", whole_seconds(wait)))
     })?;
+    if !delay.is_zero() {
+        // This client has failed before and this account is under attack: slower, not refused.
+        actix_web::rt::time::sleep(delay).await;
+    }
     let user = repo::users::find(&state.db, &username).await?;
     let stored_hash = user.as_ref().map(|user| user.password_hash.clone());
-    // argon2 takes tens of milliseconds of CPU: off the async workers.
-    let verified = web::block(move || match stored_hash {
-        Some(hash) => security::verify_password(&password, &hash),
-        None => security::verify_dummy_password(&password),
-    })
-    .await?;
-    let Some(user) = user.filter(|_| verified) else {
+    let verified = {
+        let _slot = password_check_slot(&state).await.inspect_err(|_| state.login_limiter.withdraw(ip, &username))?;
+        // argon2 takes tens of milliseconds of CPU: off the async workers.
+        web::block(move || match stored_hash {
+            Some(hash) => security::verify_password(&password, &hash),
+            None => security::verify_dummy_password(&password),
+        })
+        .await?
+    };
+    let Some(user) = user.as_ref().filter(|_| verified).cloned() else {
         state.login_limiter.failed(ip, &username, Instant::now());
+        let client = ip.map(|ip| ip.to_string());
+        tracing::warn!(username = %username, client = client.as_deref().unwrap_or("unknown"), "failed login");
+        let entry = crate::repo::audit::NewEntry {
+            username: username.chars().take(128).collect(),
+            // The account's role when it exists; an unknown name is written as a viewer.
+            role: user.map_or(UserRole::Viewer, |user| user.role.into()),
+            method: req.method().to_string(),
+            route: "/auth/login".into(),
+            path: req.path().to_string(),
+            status: 401,
+            key: None,
+            client,
+        };
+        if let Err(error) = repo::audit::append(&state.db, entry).await {
+            tracing::error!(%error, "the failed login's audit entry could not be written");
+        }
         return Err(AppError::Unauthorized(BAD_CREDENTIALS.into()));
     };
     state.login_limiter.succeeded(ip, &username);
@@ -365,6 +390,21 @@ pub async fn login(
         session_started: now.timestamp(),
     };
     token_for(&state, &grant, now)
+}
+
+/// How long a login waits in line for a password check before it is answered 503.
+pub const PASSWORD_CHECK_WAIT: Duration = Duration::from_secs(10);
+
+/// A place among the password checks running at once (`AppState::password_checks`).
+async fn password_check_slot(state: &AppState) -> Result<tokio::sync::OwnedSemaphorePermit, AppError> {
+    let busy = || AppError::Busy {
+        message: "too many logins at once; try again in a few seconds".into(),
+        retry_after_secs: 2,
+    };
+    match actix_web::rt::time::timeout(PASSWORD_CHECK_WAIT, state.password_checks.clone().acquire_owned()).await {
+        Ok(Ok(permit)) => Ok(permit),
+        Ok(Err(_)) | Err(_) => Err(busy()),
+    }
 }
 
 /// POST /auth/refresh: a new token for the caller, with a new expiry, in the same session:
@@ -477,6 +517,7 @@ pub async fn change_password(
         .await?
         .ok_or_else(|| AppError::Unauthorized("the token's user no longer exists; log in again".into()))?
         .password_hash;
+    let _slot = password_check_slot(&state).await?;
     // argon2 takes tens of milliseconds of CPU: off the async workers.
     if !web::block(move || security::verify_password(&current_password, &stored)).await? {
         return Err(AppError::Forbidden("the current password is wrong".into()));

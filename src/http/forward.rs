@@ -55,11 +55,16 @@ fn hop_by_hop(name: &HeaderName) -> bool {
     )
 }
 
-const MAX_BODY: usize = 64 << 20;
+/// The longest answer of the main node passed back (a page of jobs, the OpenAPI document).
+const MAX_ANSWER: usize = 64 << 20;
 
+/// Passes a request to the main node. The body is streamed, never read here first: the
+/// main node checks the token before it reads a byte of it, and then holds it to its own
+/// limit (1 MiB of JSON), so an unauthenticated client cannot make this node buffer
+/// anything.
 async fn forward(
     req: HttpRequest,
-    body: web::Bytes,
+    body: web::Payload,
     fwd: web::Data<Forward>,
     client: web::Data<awc::Client>,
 ) -> Result<HttpResponse, AppError> {
@@ -75,7 +80,7 @@ async fn forward(
         outgoing = outgoing.insert_header(("X-Forwarded-For", peer.ip().to_string()));
     }
     let mut answer = outgoing
-        .send_body(body)
+        .send_stream(body)
         .await
         .map_err(|e| AppError::Unavailable(format!("the main node did not answer: {e}")))?;
     let mut response = HttpResponse::build(answer.status());
@@ -86,7 +91,7 @@ async fn forward(
     }
     let bytes = answer
         .body()
-        .limit(MAX_BODY)
+        .limit(MAX_ANSWER)
         .await
         .map_err(|e| AppError::Unavailable(format!("the main node's answer broke off: {e}")))?;
     Ok(response.body(bytes))
@@ -195,22 +200,15 @@ async fn relay(
 }
 
 #[derive(Serialize)]
-struct Health<'a> {
+struct Health {
     status: &'static str,
-    role: &'static str,
-    node: &'a str,
-    main: &'a str,
-    version: &'static str,
 }
 
-async fn healthz(fwd: web::Data<Forward>) -> HttpResponse {
-    HttpResponse::Ok().insert_header((header::CACHE_CONTROL, "no-store")).json(Health {
-        status: "ok",
-        role: "linked",
-        node: &fwd.node_name,
-        main: &fwd.main_url,
-        version: env!("CARGO_PKG_VERSION"),
-    })
+/// Liveness, to anyone: the status alone. The node's name, version and its main node's
+/// address are not told to whoever asks (the main node's /healthz tells details to a
+/// token's holder).
+async fn healthz() -> HttpResponse {
+    HttpResponse::Ok().insert_header((header::CACHE_CONTROL, "no-store")).json(Health { status: "ok" })
 }
 
 pub fn create_forward_app(
@@ -228,7 +226,6 @@ pub fn create_forward_app(
     App::new()
         .app_data(fwd)
         .app_data(web::Data::new(awc::Client::default()))
-        .app_data(web::PayloadConfig::new(MAX_BODY))
         .route("/healthz", web::get().to(healthz))
         .configure(|cfg| {
             for path in ["/ws", "/api/ws", "/"] {

@@ -1,9 +1,12 @@
-//! Failed logins, in memory, per (client address, username) and per client address: each
-//! failure past a few free ones doubles the wait before the next attempt (1 s, 2 s, 4 s…,
-//! at most `MAX_WAIT`), so a password cannot be guessed at speed. Nothing is kept per
-//! username alone: failures from one address never slow the same user down from another,
-//! so nobody can keep an account locked out. The client address is the TCP peer, or what a
-//! trusted proxy says it forwarded for (`client_address`, `TRUSTED_PROXIES`).
+//! Failed logins, in memory, per (client network, username) and per client network (IPv4:
+//! the address; IPv6: its /64, `domain::net::client_network`, so a client cannot rotate
+//! through the addresses of its own allocation): each failure past a few free ones doubles
+//! the wait before the next attempt (1 s, 2 s, 4 s…, at most `MAX_WAIT`), so a password
+//! cannot be guessed at speed. Per account, failures from every network together slow
+//! down (`account_delay`, a delay, never a refusal) the attempts of clients that have
+//! failed themselves: a client that has not failed logs in at once whatever is aimed at its
+//! account, so nobody can keep an account locked out. The client address is the TCP peer,
+//! or what a trusted proxy says it forwarded for (`client_address`, `TRUSTED_PROXIES`).
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -25,10 +28,18 @@ pub const MAX_ENTRIES: usize = 10_000;
 /// Longer usernames cannot exist; a prefix is enough to count attempts on them.
 const MAX_KEY_CHARS: usize = 128;
 
+/// Failures on one account, from every network, before its attempts from clients that
+/// have failed are delayed.
+pub const FREE_ACCOUNT_FAILURES: u32 = 10;
+/// The first such delay; each further failure doubles it, up to `MAX_ACCOUNT_DELAY`.
+pub const FIRST_ACCOUNT_DELAY: Duration = Duration::from_millis(100);
+pub const MAX_ACCOUNT_DELAY: Duration = Duration::from_secs(3);
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum Key {
     Pair(Option<IpAddr>, String),
     Client(Option<IpAddr>),
+    Account(String),
 }
 
 impl Key {
@@ -36,6 +47,20 @@ impl Key {
         match self {
             Key::Pair(..) => FREE_FAILURES,
             Key::Client(_) => FREE_CLIENT_FAILURES,
+            Key::Account(_) => FREE_ACCOUNT_FAILURES,
+        }
+    }
+}
+
+/// The delay before checking a password for an account with `failures` recent failures,
+/// asked by a client that has failed itself: none up to `FREE_ACCOUNT_FAILURES`, then
+/// `FIRST_ACCOUNT_DELAY` doubled for each further one, at most `MAX_ACCOUNT_DELAY`.
+pub fn account_delay(failures: u32) -> Duration {
+    match failures.checked_sub(FREE_ACCOUNT_FAILURES) {
+        None => Duration::ZERO,
+        Some(excess) => {
+            let factor = 1u32.checked_shl(excess).unwrap_or(u32::MAX);
+            FIRST_ACCOUNT_DELAY.saturating_mul(factor).min(MAX_ACCOUNT_DELAY)
         }
     }
 }
@@ -64,15 +89,23 @@ pub struct LoginLimiter {
 }
 
 impl LoginLimiter {
-    /// Counts an attempt from `client` for `username`, or refuses it with the time left
-    /// until the next attempt may be made. The attempt counts as a failure until
+    /// Counts an attempt from `client` for `username` and answers how long to delay it
+    /// (`account_delay`, for a client that has failed before), or refuses it with the time
+    /// left until the next attempt may be made. The attempt counts as a failure until
     /// `succeeded` is called: parallel attempts cannot slip past the limit while their
     /// passwords are being checked.
-    pub fn begin(&self, client: Option<IpAddr>, username: &str, now: Instant) -> Result<(), Duration> {
-        let keys = [pair_key(client, username), Key::Client(client)];
+    pub fn begin(&self, client: Option<IpAddr>, username: &str, now: Instant) -> Result<Duration, Duration> {
+        let keys = [pair_key(client, username), client_key(client), account_key(username)];
         let mut entries = self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let recent = |entries: &HashMap<Key, Record>, key: &Key| {
+            entries
+                .get(key)
+                .filter(|record| now.saturating_duration_since(record.last) < FORGET_AFTER)
+                .map_or(0, |record| record.failures)
+        };
         let mut wait = Duration::ZERO;
-        for key in &keys {
+        // The account's own count never refuses: it only delays, below.
+        for key in &keys[..2] {
             if let Some(record) = entries.get(key) {
                 let since = now.saturating_duration_since(record.last);
                 if since < FORGET_AFTER {
@@ -83,6 +116,8 @@ impl LoginLimiter {
         if !wait.is_zero() {
             return Err(wait);
         }
+        let has_failed = recent(&entries, &keys[1]) > 0;
+        let delay = if has_failed { account_delay(recent(&entries, &keys[2])) } else { Duration::ZERO };
         for key in keys {
             if !entries.contains_key(&key) && entries.len() >= MAX_ENTRIES {
                 make_room(&mut entries, now);
@@ -94,14 +129,14 @@ impl LoginLimiter {
             record.failures = record.failures.saturating_add(1);
             record.last = now;
         }
-        Ok(())
+        Ok(delay)
     }
 
     /// The password was wrong, and the answer is going out now: the wait counts from here,
     /// not from when the check began, so a slow password check does not shorten it.
     pub fn failed(&self, client: Option<IpAddr>, username: &str, now: Instant) {
         let mut entries = self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        for key in [pair_key(client, username), Key::Client(client)] {
+        for key in [pair_key(client, username), client_key(client), account_key(username)] {
             if let Some(record) = entries.get_mut(&key) {
                 record.last = record.last.max(now);
             }
@@ -114,11 +149,26 @@ impl LoginLimiter {
     pub fn succeeded(&self, client: Option<IpAddr>, username: &str) {
         let mut entries = self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         entries.remove(&pair_key(client, username));
-        let key = Key::Client(client);
-        if let Some(record) = entries.get_mut(&key) {
-            record.failures = record.failures.saturating_sub(1);
-            if record.failures == 0 {
-                entries.remove(&key);
+        for key in [client_key(client), account_key(username)] {
+            if let Some(record) = entries.get_mut(&key) {
+                record.failures = record.failures.saturating_sub(1);
+                if record.failures == 0 {
+                    entries.remove(&key);
+                }
+            }
+        }
+    }
+
+    /// The attempt was not made after all (no password check was free): it no longer
+    /// counts, and nothing else is forgotten.
+    pub fn withdraw(&self, client: Option<IpAddr>, username: &str) {
+        let mut entries = self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        for key in [pair_key(client, username), client_key(client), account_key(username)] {
+            if let Some(record) = entries.get_mut(&key) {
+                record.failures = record.failures.saturating_sub(1);
+                if record.failures == 0 {
+                    entries.remove(&key);
+                }
             }
         }
     }
@@ -133,7 +183,15 @@ impl LoginLimiter {
 }
 
 fn pair_key(client: Option<IpAddr>, username: &str) -> Key {
-    Key::Pair(client, username.chars().take(MAX_KEY_CHARS).collect())
+    Key::Pair(client.map(client_network), username.chars().take(MAX_KEY_CHARS).collect())
+}
+
+fn client_key(client: Option<IpAddr>) -> Key {
+    Key::Client(client.map(client_network))
+}
+
+fn account_key(username: &str) -> Key {
+    Key::Account(username.chars().take(MAX_KEY_CHARS).collect())
 }
 
 /// Drops forgotten records; if none is, the one whose last failure is oldest.
@@ -146,6 +204,7 @@ fn make_room(entries: &mut HashMap<Key, Record>, now: Instant) {
     }
 }
 
+use crate::domain::net::client_network;
 pub use crate::domain::net::IpNet;
 
 /// The client a request comes from: the TCP peer, unless the peer is a trusted proxy; then
@@ -249,6 +308,7 @@ mod tests {
         assert!(limiter.begin(ip(1), "ada", now).is_err());
         let entries = limiter.entries.lock().unwrap();
         assert_eq!(entries.get(&Key::Client(ip(1))).map(|r| r.failures), Some(2 * FREE_FAILURES - 1));
+        assert_eq!(entries.get(&Key::Account("ada".into())).map(|r| r.failures), Some(2 * FREE_FAILURES - 1));
     }
 
     #[test]
@@ -266,12 +326,51 @@ mod tests {
             .unwrap()
             .keys()
             .map(|key| match key {
-                Key::Pair(_, name) => name.len(),
+                Key::Pair(_, name) | Key::Account(name) => name.len(),
                 Key::Client(_) => 0,
             })
             .max()
             .unwrap();
         assert!(longest <= MAX_KEY_CHARS);
+    }
+
+    #[test]
+    fn the_account_delay_doubles_past_its_free_failures_up_to_its_maximum() {
+        assert_eq!(account_delay(0), Duration::ZERO);
+        assert_eq!(account_delay(FREE_ACCOUNT_FAILURES - 1), Duration::ZERO);
+        assert_eq!(account_delay(FREE_ACCOUNT_FAILURES), FIRST_ACCOUNT_DELAY);
+        assert_eq!(account_delay(FREE_ACCOUNT_FAILURES + 2), FIRST_ACCOUNT_DELAY * 4);
+        assert_eq!(account_delay(FREE_ACCOUNT_FAILURES + 10), MAX_ACCOUNT_DELAY);
+        assert_eq!(account_delay(u32::MAX), MAX_ACCOUNT_DELAY);
+    }
+
+    #[test]
+    fn an_ipv6_64_is_one_client() {
+        let limiter = LoginLimiter::default();
+        let now = Instant::now();
+        for n in 0..FREE_FAILURES {
+            let addr = format!("2001:db8:1:2::{:x}", n + 1);
+            limiter.begin(Some(addr.parse().unwrap()), "ada", now).unwrap();
+        }
+        assert!(limiter.begin(Some("2001:db8:1:2:ffff::9".parse().unwrap()), "ada", now).is_err());
+        assert!(limiter.begin(Some("2001:db8:1:3::1".parse().unwrap()), "ada", now).is_ok());
+    }
+
+    /// Failures aimed at one account from many networks delay the clients that failed, and
+    /// never a client that has not: the real user logs in at once.
+    #[test]
+    fn the_account_slows_only_clients_that_have_failed() {
+        let limiter = LoginLimiter::default();
+        let now = Instant::now();
+        for n in 0..2 * FREE_ACCOUNT_FAILURES {
+            let attacker = Some(IpAddr::V4(Ipv4Addr::new(198, 51, 100, n as u8)));
+            limiter.begin(attacker, "ada", now).unwrap();
+            limiter.failed(attacker, "ada", now);
+        }
+        let attacker = Some(IpAddr::V4(Ipv4Addr::new(198, 51, 100, 0)));
+        let delay = limiter.begin(attacker, "ada", now).unwrap();
+        assert_eq!(delay, MAX_ACCOUNT_DELAY);
+        assert_eq!(limiter.begin(ip(9), "ada", now), Ok(Duration::ZERO));
     }
 
     fn addr(text: &str) -> Option<IpAddr> {

@@ -20,9 +20,15 @@ use crate::repo;
         (status = 200, description = "Nodes, oldest first", body = Vec<NodeView>),
     ),
 )]
-pub async fn list(_user: AuthUser, state: web::Data<AppState>) -> Result<web::Json<Vec<NodeView>>, AppError> {
+pub async fn list(user: AuthUser, state: web::Data<AppState>) -> Result<web::Json<Vec<NodeView>>, AppError> {
     let nodes = repo::nodes::list(&state.db).await?;
     let mut listed = views::nodes(&nodes);
+    if user.role != crate::domain::access::UserRole::Admin {
+        // A node's identity is half of its credential: administrators' business only.
+        for node in &mut listed {
+            node.identity = None;
+        }
+    }
     super::schedule::fill_windows(&state, &mut listed).await?;
     Ok(web::Json(listed))
 }

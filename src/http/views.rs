@@ -296,7 +296,8 @@ pub struct NodeView {
     /// Holds more than twice the average active jobs of the ONLINE nodes.
     pub overloaded: bool,
     pub last_seen_at: Option<DateTime<Utc>>,
-    /// A linked node's identity (kept in its DATA_DIR); null for the main node.
+    /// A linked node's identity (kept in its DATA_DIR); null for the main node, and for
+    /// anyone but an administrator (it is half of the node's credential).
     pub identity: Option<String>,
     /// A linked node that links with a credential of its own (given at its enrollment).
     pub has_credential: bool,

@@ -16,7 +16,7 @@ use condense::repo;
 use serde_json::{json, Value};
 
 use crate::api_test_on_both_databases;
-use crate::common::api::{TestServer, ADMIN, ADMIN_PASSWORD, CLUSTER_TOKEN, JWT_SECRET};
+use crate::common::api::{TestServer, ADMIN, ADMIN_PASSWORD, CLUSTER_TOKEN, JWT_SECRET, TRUSTED_PROXY};
 
 const PREFIXES: [&str; 2] = ["", "/api"];
 
@@ -761,7 +761,7 @@ async fn refresh_never_carries_a_session_past_its_maximum_lifetime() {
     let ends = now + 60;
     let late = token_with(
         JWT_SECRET,
-        &json!({"sub": ADMIN, "iat": now, "exp": now + 3600, "ver": 0, "auth_time": ends - MAX_HOURS * 3600}),
+        &json!({"sub": ADMIN, "uid": 1, "iat": now, "exp": now + 3600, "ver": 0, "auth_time": ends - MAX_HOURS * 3600}),
     );
     let (status, body) = server.post("/auth/refresh", Some(&late), &json!({})).await;
     assert_eq!(status, 200, "{body}");
@@ -773,7 +773,7 @@ async fn refresh_never_carries_a_session_past_its_maximum_lifetime() {
     // Past the maximum: no new token, whatever the old one's own expiry.
     let over = token_with(
         JWT_SECRET,
-        &json!({"sub": ADMIN, "iat": now, "exp": now + 3600, "ver": 0, "auth_time": now - MAX_HOURS * 3600 - 1}),
+        &json!({"sub": ADMIN, "uid": 1, "iat": now, "exp": now + 3600, "ver": 0, "auth_time": now - MAX_HOURS * 3600 - 1}),
     );
     for prefix in PREFIXES {
         let (status, body) = server.post(&format!("{prefix}/auth/refresh"), Some(&over), &json!({})).await;
@@ -917,6 +917,37 @@ async fn a_hundred_failed_logins_from_one_address_do_not_stop_the_user_from_anot
 /// Behind a trusted proxy (the test server trusts 127.0.0.2) each forwarded client is
 /// counted apart; from any other peer the header is ignored, so a client cannot dodge the
 /// limit by forging it.
+/// 1,000 failed logins from one IPv6 /64, each from another address in it (behind the
+/// trusted proxy): slowed after the first few; the real user, from another network, logs in
+/// at once; the failures are in the audit log with the client's address.
+#[actix_web::test]
+async fn a_thousand_failed_logins_from_one_64_do_not_stop_the_real_user() {
+    let server = TestServer::sqlite().await;
+    let mut refused = 0;
+    for n in 0..1000u32 {
+        let attacker = format!("2001:db8:bad:1:{:x}:{:x}::1", n >> 8, n & 0xff);
+        let status = login_from(&server, TRUSTED_PROXY, Some(&attacker), ADMIN, &format!("guess {n}")).await;
+        assert!(status == 401 || status == 429, "{status}");
+        refused += u32::from(status == 429);
+    }
+    assert!(refused >= 980, "the /64 was not slowed: {refused} refusals of 1000");
+    assert_eq!(login_from(&server, TRUSTED_PROXY, Some("2001:db8:600d::7"), ADMIN, ADMIN_PASSWORD).await, 200);
+    let token = server.login().await;
+    let (_, log) = server.get("/audit?pageSize=500", Some(&token)).await;
+    let failed: Vec<&Value> = log["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|entry| entry["route"] == "/auth/login" && entry["status"] == 401)
+        .collect();
+    assert_eq!(failed.len(), 1000 - refused as usize, "{log}");
+    for entry in failed {
+        assert!(entry["client"].as_str().is_some_and(|c| c.starts_with("2001:db8:bad:1:")), "{entry}");
+        assert_eq!(entry["username"], ADMIN, "{entry}");
+    }
+    server.finish().await;
+}
+
 #[actix_web::test]
 async fn forwarded_for_names_the_client_only_behind_a_trusted_proxy() {
     use crate::common::api::TRUSTED_PROXY;
