@@ -18,6 +18,7 @@ mod api;
 mod cluster;
 mod encode;
 mod http;
+mod logins;
 mod memory;
 mod probe;
 mod quality;
@@ -97,7 +98,8 @@ impl Config {
     }
 }
 
-pub const MEASURES: &[&str] = &["encode", "cluster", "quality", "probe", "analyse", "scan", "api", "ws", "memory"];
+pub const MEASURES: &[&str] =
+    &["encode", "cluster", "quality", "probe", "analyse", "scan", "api", "ws", "memory", "logins"];
 
 /// The command that gives the figures of one measure.
 pub fn command(measure: &str) -> String {
@@ -176,6 +178,11 @@ async fn run_all(cfg: &Config, wanted: &[String]) -> Report {
     if runs("memory") {
         if let Err(e) = memory::run(cfg, &mut report).await {
             report.failed("memory", &e);
+        }
+    }
+    if runs("logins") {
+        if let Err(e) = logins::run(cfg, &mut report).await {
+            report.failed("logins at once", &e);
         }
     }
     report
