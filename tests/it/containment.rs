@@ -169,7 +169,7 @@ async fn the_arr_webhook_takes_no_path_that_resolves_outside_the_libraries() {
     std::os::unix::fs::symlink(&sentinel, lib.join("Show/Season 02")).unwrap();
     let before = snapshot(&sentinel);
     library(&server, &token, &lib, json!({})).await;
-    let (_, key) = server.post("/api-keys", Some(&token), &json!({"name": "sonarr"})).await;
+    let (_, key) = server.post("/api-keys", Some(&token), &json!({"name": "sonarr", "scope": "integration"})).await;
     let key = key["key"].as_str().unwrap().to_string();
     let import = |path: String| {
         let (server, key) = (&server, key.clone());

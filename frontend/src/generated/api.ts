@@ -67,8 +67,9 @@ export interface paths {
         put?: never;
         /**
          * POST /auth/login. A wrong password and an unknown user get the same answer after the
-         *     same work; failed attempts slow down per client address and username
-         *     (`http::login_limit`).
+         *     same work; failed attempts slow down per client network and username, per client
+         *     network, and per account for clients that failed (`http::login_limit`); failures are
+         *     logged and audited with the client's address; password checks at once are bounded.
          */
         post: operations["login"];
         delete?: never;
@@ -234,7 +235,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** GET /healthz: 200 while the node serves and reaches its database, else 503. */
+        /**
+         * GET /healthz: 200 while the node serves and reaches its database, else 503. Without a
+         *     token, the status alone; with one, the details too.
+         */
         get: operations["healthz"];
         put?: never;
         post?: never;
@@ -1163,7 +1167,8 @@ export interface components {
             /**
              * @description Plex's token (X-Plex-Token); Jellyfin's or Emby's API key (Dashboard > API Keys);
              *     the *arr's API key (Settings > General). On an update, leaving it out keeps the
-             *     stored one.
+             *     stored one, unless the URL now names another scheme, host or port: a key goes only
+             *     to the host it was given for, so it is then cleared (`apiKeyCleared`).
              */
             apiKey?: string | null;
             enabled?: boolean;
@@ -1182,6 +1187,11 @@ export interface components {
         ConnectionKind: "plex" | "jellyfin" | "emby" | "sonarr" | "radarr";
         /** @description A connection as listed (never its key). */
         ConnectionView: {
+            /**
+             * @description True in the answer to an update that cleared the stored key because the URL moved
+             *     to another scheme, host or port without a key given with it.
+             */
+            apiKeyCleared: boolean;
             /** Format: date-time */
             createdAt: string;
             enabled: boolean;
@@ -1482,7 +1492,11 @@ export interface components {
         };
         /** @enum {string} */
         Hardware: "cpu" | "nvidia" | "intel_qsv" | "vaapi";
-        Health: {
+        Health: (null | components["schemas"]["HealthDetails"]) & {
+            /** @description `ok`, or `degraded` when the database does not answer. */
+            status: string;
+        };
+        HealthDetails: {
             /** @description `sqlite`, `postgres`, or `unreachable`. */
             database: string;
             node: string;
@@ -1490,8 +1504,6 @@ export interface components {
             role: string;
             /** Format: date-time */
             startedAt: string;
-            /** @description `ok` or `unavailable`. */
-            status: string;
             version: string;
         };
         /** @enum {string} */
@@ -1822,7 +1834,10 @@ export interface components {
             hasCredential: boolean;
             /** Format: int32 */
             id: number;
-            /** @description A linked node's identity (kept in its DATA_DIR); null for the main node. */
+            /**
+             * @description A linked node's identity (kept in its DATA_DIR); null for the main node, and for
+             *     anyone but an administrator (it is half of the node's credential).
+             */
             identity?: string | null;
             /** Format: date-time */
             lastSeenAt?: string | null;
@@ -2183,7 +2198,8 @@ export interface components {
             name: string;
             /**
              * @description The webhook's signing key, an ntfy access token, a Gotify application token, an SMTP
-             *     password. On an update, leaving it out keeps the stored one; "" removes it.
+             *     password. On an update, leaving it out keeps the stored one, unless the URL now
+             *     names another scheme, host or port: then it is cleared (`secretCleared`); "" removes it.
              */
             secret?: string | null;
             /**
@@ -2219,6 +2235,11 @@ export interface components {
             /** Format: date-time */
             lastErrorAt?: string | null;
             name: string;
+            /**
+             * @description True in the answer to an update that cleared the stored secret because the URL
+             *     moved to another scheme, host or port without a secret given with it.
+             */
+            secretCleared: boolean;
             url: string;
             /**
              * Format: int64
@@ -2485,6 +2506,15 @@ export interface operations {
             };
             /** @description Too many failed logins from this client for this user, or from this client: wait the seconds the message gives (code too_many_requests) */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too many password checks at once: try again after Retry-After seconds (code busy) */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2833,7 +2863,7 @@ export interface operations {
                     "application/json": components["schemas"]["Health"];
                 };
             };
-            /** @description The database does not answer */
+            /** @description The database does not answer (status degraded) */
             503: {
                 headers: {
                     [name: string]: unknown;
