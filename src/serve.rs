@@ -152,7 +152,7 @@ fn listen(variable: &'static str, addr: SocketAddr) -> Result<TcpListener, Serve
 
 pub async fn run(common: CommonArgs, args: ServeArgs) -> Result<(), ServeError> {
     args.validate()?;
-    create_data_dir(&common.data_dir)?;
+    // Made 0700 under `private_umask`; `open_database` closes an old open one.
     std::fs::create_dir_all(common.data_dir.join("logs"))
         .map_err(|source| ServeError::DataDir { path: common.data_dir.display().to_string(), source })?;
     let _log_guard = telemetry::init(&common.log_level, Some(&common.data_dir.join("logs")))?;

@@ -77,10 +77,6 @@ impl Folder {
         &self.shown
     }
 
-    pub fn stat(&self) -> &Stat {
-        &self.stat
-    }
-
     /// A path that reaches this very directory from this process, whatever its name
     /// becomes: the kernel resolves `/proc/self/fd/N` to the open directory, not by name.
     /// For code that takes paths (FFmpeg's I/O, file writes); names below it are condense's

@@ -165,32 +165,6 @@ fn free_backup_path(source: &Path) -> Result<PathBuf, MediaError> {
     )))
 }
 
-/// Moves `from` to `to`, never replacing what is at `to` (the error is then AlreadyExists).
-pub fn rename_noreplace(from: &Path, to: &Path) -> std::io::Result<()> {
-    #[cfg(target_os = "linux")]
-    {
-        use std::os::unix::ffi::OsStrExt;
-        let c_path = |p: &Path| {
-            std::ffi::CString::new(p.as_os_str().as_bytes())
-                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))
-        };
-        let (from_c, to_c) = (c_path(from)?, c_path(to)?);
-        // SAFETY: two NUL-terminated paths that outlive the call; nothing else is shared.
-        let rc = unsafe {
-            libc::renameat2(libc::AT_FDCWD, from_c.as_ptr(), libc::AT_FDCWD, to_c.as_ptr(), libc::RENAME_NOREPLACE)
-        };
-        if rc == 0 {
-            return Ok(());
-        }
-        let err = std::io::Error::last_os_error();
-        if !matches!(err.raw_os_error(), Some(libc::EINVAL | libc::ENOSYS | libc::EOPNOTSUPP)) {
-            return Err(err);
-        }
-    }
-    std::fs::hard_link(from, to)?;
-    std::fs::remove_file(from)
-}
-
 /// Gives the output the original's permissions, owner and group (and, when asked, its
 /// modification time) before it takes the original's place. Changing the owner needs the
 /// right to (root, or the same owner): where it is refused the mode is still kept, and the

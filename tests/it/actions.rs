@@ -11,22 +11,6 @@ use crate::common::api::TestServer;
 use crate::common::db::TestDb;
 use crate::common::media as clips;
 
-async fn job_status(server: &TestServer, token: &str, id: i64) -> Value {
-    server.get(&format!("/jobs/{id}"), Some(token)).await.1
-}
-
-async fn wait_for(server: &TestServer, token: &str, id: i64, statuses: &[&str]) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let job = job_status(server, token, id).await;
-        if statuses.iter().any(|s| job["status"] == *s) {
-            return job;
-        }
-        assert!(Instant::now() < deadline, "job {id} never reached {statuses:?}: {job}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 async fn library_with(server: &TestServer, token: &str, dir: &std::path::Path) -> i64 {
     let body = json!({"name": "films", "paths": [dir], "encoder": "libx265", "quality": 30, "preset": "ultrafast", "watch": false});
     let (status, library) = server.post("/api/libraries", Some(token), &body).await;
@@ -63,7 +47,7 @@ async fn pause_resume_cancel_retry_and_force_through_the_api() {
         assert!(Instant::now() < deadline, "nothing started: {all:?}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
-    let a_path = job_status(&server, &token, a).await["filePath"].as_str().unwrap().to_string();
+    let a_path = server.job(&token, a).await["filePath"].as_str().unwrap().to_string();
     let (status, paused_b) = server.post(&format!("/api/jobs/{b}/pause"), Some(&token), &json!({})).await;
     assert_eq!((status, paused_b["status"].as_str()), (200, Some("PAUSED")), "{paused_b}");
 
@@ -85,22 +69,22 @@ async fn pause_resume_cancel_retry_and_force_through_the_api() {
 
     let (status, resumed) = server.post(&format!("/jobs/{a}/resume"), Some(&token), &json!({})).await;
     assert_eq!((status, resumed["status"].as_str()), (200, Some("QUEUED")), "{resumed}");
-    let done = wait_for(&server, &token, a, &["COMPLETED", "FAILED"]).await;
+    let done = server.wait_for(&token, a, &["COMPLETED", "FAILED"]).await;
     assert_eq!(done["status"], "COMPLETED", "{done}");
     let kinds: Vec<&str> = done["events"].as_array().unwrap().iter().map(|e| e["kind"].as_str().unwrap()).collect();
     assert!(kinds.windows(2).any(|w| w == ["paused", "resumed"]), "{kinds:?}");
 
     let (status, cancelled) = server.post(&format!("/jobs/{b}/cancel"), Some(&token), &json!({})).await;
     assert_eq!((status, cancelled["status"].as_str()), (200, Some("CANCELLED")), "{cancelled}");
-    assert_eq!(job_status(&server, &token, b).await["actions"], json!(["retry"]));
+    assert_eq!(server.job(&token, b).await["actions"], json!(["retry"]));
     let (status, retried) = server.post(&format!("/jobs/{b}/retry"), Some(&token), &json!({})).await;
     assert_eq!((status, retried["status"].as_str()), (200, Some("QUEUED")), "{retried}");
-    assert_eq!(wait_for(&server, &token, b, &["COMPLETED", "FAILED"]).await["status"], "COMPLETED");
+    assert_eq!(server.wait_for(&token, b, &["COMPLETED", "FAILED"]).await["status"], "COMPLETED");
 
     // A completed file is HEVC now: forcing re-encodes it anyway.
     let (status, forced) = server.post(&format!("/jobs/{a}/force"), Some(&token), &json!({})).await;
     assert_eq!((status, forced["status"].as_str()), (200, Some("QUEUED")), "{forced}");
-    assert_eq!(wait_for(&server, &token, a, &["COMPLETED", "FAILED"]).await["status"], "COMPLETED");
+    assert_eq!(server.wait_for(&token, a, &["COMPLETED", "FAILED"]).await["status"], "COMPLETED");
 
     let (status, missing) = server.post("/jobs/999999/pause", Some(&token), &json!({})).await;
     assert_eq!((status, missing["error"]["code"].as_str()), (404, Some("not_found")));
@@ -124,7 +108,7 @@ async fn pause_all_and_resume_all_count_what_they_touch() {
     assert_eq!((status, body["affected"].as_u64()), (200, Some(3)), "{body}");
     for job in jobs(&server, &token).await {
         let id = job["id"].as_i64().unwrap();
-        assert_eq!(wait_for(&server, &token, id, &["COMPLETED", "FAILED"]).await["status"], "COMPLETED");
+        assert_eq!(server.wait_for(&token, id, &["COMPLETED", "FAILED"]).await["status"], "COMPLETED");
     }
     server.finish().await;
 }

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use condense::media::layout::{backup_path_for, numbered_backup_path, partial_dir_for};
 use serde_json::{json, Value};
 
-use crate::common::api::TestServer;
+use crate::common::api::{failure_message, TestServer};
 use crate::common::db::TestDb;
 use crate::common::media as clips;
 
@@ -51,22 +51,6 @@ fn sentinel(base: &Path) -> PathBuf {
     root
 }
 
-async fn job(server: &TestServer, token: &str, id: i64) -> Value {
-    server.get(&format!("/jobs/{id}"), Some(token)).await.1
-}
-
-async fn wait_for(server: &TestServer, token: &str, id: i64, statuses: &[&str]) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(180);
-    loop {
-        let job = job(server, token, id).await;
-        if statuses.iter().any(|s| job["status"] == *s) {
-            return job;
-        }
-        assert!(Instant::now() < deadline, "job {id} never reached {statuses:?}: {job}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 async fn library(server: &TestServer, token: &str, dir: &Path, extra: Value) -> i64 {
     let mut body = json!({"name": "films", "paths": [dir], "encoder": "libx265", "quality": 30, "preset": "ultrafast", "watch": false});
     body.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
@@ -86,11 +70,6 @@ async fn scan(server: &TestServer, token: &str, library: i64) -> BTreeMap<String
         .iter()
         .map(|j| (j["fileName"].as_str().unwrap().to_string(), j["id"].as_i64().unwrap()))
         .collect()
-}
-
-fn failure_message(job: &Value) -> String {
-    let events = job["events"].as_array().cloned().unwrap_or_default();
-    events.iter().rev().find_map(|e| e["detail"]["message"].as_str().map(str::to_string)).unwrap_or_default()
 }
 
 /// A library folder (resolved, as libraries are stored) and a sentinel beside it.
@@ -118,7 +97,7 @@ async fn a_link_planted_where_the_partial_output_goes_fails_the_job_and_empties_
     let id = library(&server, &token, &lib, json!({})).await;
     let jobs = scan(&server, &token, id).await;
     for name in ["clip.mkv", "junk.mkv"] {
-        let ended = wait_for(&server, &token, jobs[name], &["COMPLETED", "FAILED", "SKIPPED"]).await;
+        let ended = server.wait_for(&token, jobs[name], &["COMPLETED", "FAILED", "SKIPPED"]).await;
         assert_eq!(ended["status"], "FAILED", "{name}: {ended}");
         let message = failure_message(&ended);
         assert!(message.contains("a symlink stands where the partial output would go"), "{name}: {message}");
@@ -150,7 +129,7 @@ async fn a_link_put_in_place_of_the_partial_folder_while_the_job_runs_leads_nowh
     // away and put a link in its place.
     std::fs::rename(&partial, lib.join(".moved-away")).unwrap();
     std::os::unix::fs::symlink(&sentinel, &partial).unwrap();
-    let ended = wait_for(&server, &token, jobs["clip.mkv"], &["COMPLETED", "FAILED", "SKIPPED"]).await;
+    let ended = server.wait_for(&token, jobs["clip.mkv"], &["COMPLETED", "FAILED", "SKIPPED"]).await;
     assert_eq!(ended["status"], "FAILED", "{ended}");
     assert!(failure_message(&ended).contains("a symlink stands where the partial output would go"), "{ended}");
     assert_eq!(snapshot(&sentinel), before, "the sentinel changed");
@@ -224,7 +203,7 @@ async fn a_replaced_file_keeps_the_originals_mode_owner_and_when_asked_its_time(
     std::fs::File::options().write(true).open(&clip).unwrap().set_modified(stamp).unwrap();
     let id = library(&server, &token, &lib, json!({"keepModifiedTime": true})).await;
     let jobs = scan(&server, &token, id).await;
-    let done = wait_for(&server, &token, jobs["private.mkv"], &["COMPLETED", "FAILED", "SKIPPED"]).await;
+    let done = server.wait_for(&token, jobs["private.mkv"], &["COMPLETED", "FAILED", "SKIPPED"]).await;
     assert_eq!(done["status"], "COMPLETED", "{done}");
     let meta = std::fs::metadata(&clip).unwrap();
     assert_ne!(std::fs::read(&clip).unwrap(), original, "the file was replaced");
@@ -330,7 +309,7 @@ async fn random_links_at_every_name_condense_uses_never_reach_outside_the_librar
                     break;
                 }
                 if polls % 20 == 0 {
-                    let status = job(&server, &token, jobs[&name]).await["status"].clone();
+                    let status = server.job(&token, jobs[&name]).await["status"].clone();
                     if ["COMPLETED", "FAILED", "SKIPPED"].iter().any(|s| status == *s) {
                         break;
                     }
@@ -342,7 +321,7 @@ async fn random_links_at_every_name_condense_uses_never_reach_outside_the_librar
             }
             plant(kind, &at, &sentinel);
         }
-        let ended = wait_for(&server, &token, jobs[&name], &["COMPLETED", "FAILED", "SKIPPED"]).await;
+        let ended = server.wait_for(&token, jobs[&name], &["COMPLETED", "FAILED", "SKIPPED"]).await;
         assert_eq!(snapshot(&sentinel), before, "{case}: the sentinel changed; job {ended}");
         match ended["status"].as_str() {
             Some("COMPLETED") => {

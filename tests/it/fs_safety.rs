@@ -11,26 +11,10 @@ use condense::repo;
 use sea_orm::ConnectionTrait;
 use serde_json::{json, Value};
 
-use crate::common::api::TestServer;
+use crate::common::api::{failure_message, TestServer};
 use crate::common::db::TestDb;
 use crate::common::media as clips;
 use crate::common::server::{command, ServerProcess};
-
-async fn job(server: &TestServer, token: &str, id: i64) -> Value {
-    server.get(&format!("/jobs/{id}"), Some(token)).await.1
-}
-
-async fn wait_for(server: &TestServer, token: &str, id: i64, statuses: &[&str]) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(180);
-    loop {
-        let job = job(server, token, id).await;
-        if statuses.iter().any(|s| job["status"] == *s) {
-            return job;
-        }
-        assert!(Instant::now() < deadline, "job {id} never reached {statuses:?}: {job}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
 
 async fn jobs(server: &TestServer, token: &str) -> Vec<Value> {
     let (_, page) = server.get("/jobs?sort=fileName&order=asc", Some(token)).await;
@@ -60,13 +44,6 @@ async fn force(server: &TestServer, token: &str, id: i64) {
     assert_eq!((status, forced["status"].as_str()), (200, Some("QUEUED")), "{forced}");
 }
 
-/// The message of the job's last failed attempt (its events carry it).
-fn failure_message(job: &Value) -> String {
-    let events = job["events"].as_array().cloned().unwrap_or_default();
-    let last = events.iter().rev().find_map(|e| e["detail"]["message"].as_str().map(str::to_string));
-    last.unwrap_or_default()
-}
-
 fn read(path: &Path) -> Vec<u8> {
     std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
@@ -82,7 +59,7 @@ async fn kept_originals_survive_reencodes_a_setting_turned_off_and_a_settings_re
     assert_eq!(status, 200, "{body}");
     let library = library(&server, &token, dir.path(), false).await;
     let id = scan(&server, &token, library).await[0].1;
-    assert_eq!(wait_for(&server, &token, id, &["COMPLETED", "FAILED"]).await["status"], "COMPLETED");
+    assert_eq!(server.wait_for(&token, id, &["COMPLETED", "FAILED"]).await["status"], "COMPLETED");
     assert_eq!(read(&backup_path_for(&source)), original);
     let first_output = read(&source);
     assert_ne!(first_output, original);
@@ -91,7 +68,7 @@ async fn kept_originals_survive_reencodes_a_setting_turned_off_and_a_settings_re
     let (status, body) = server.put(&format!("/libraries/{library}"), Some(&token), &json!({"quality": 51})).await;
     assert_eq!(status, 200, "{body}");
     force(&server, &token, id).await;
-    let done = wait_for(&server, &token, id, &["COMPLETED", "FAILED"]).await;
+    let done = server.wait_for(&token, id, &["COMPLETED", "FAILED"]).await;
     assert_eq!(done["status"], "COMPLETED", "{done}");
     assert_ne!(read(&source), first_output, "the second encode did not replace the file: {done}");
     assert_eq!(read(&numbered_backup_path(&source, 1)), original, "the first kept original was lost");
@@ -101,7 +78,7 @@ async fn kept_originals_survive_reencodes_a_setting_turned_off_and_a_settings_re
     let (status, body) = server.put("/settings", Some(&token), &json!({"keepOriginals": false})).await;
     assert_eq!(status, 200, "{body}");
     force(&server, &token, id).await;
-    assert_eq!(wait_for(&server, &token, id, &["COMPLETED", "FAILED"]).await["status"], "COMPLETED");
+    assert_eq!(server.wait_for(&token, id, &["COMPLETED", "FAILED"]).await["status"], "COMPLETED");
     let (status, report) = server.post(&format!("/libraries/{library}/scan"), Some(&token), &json!({})).await;
     assert_eq!(status, 200, "{report}");
     assert_eq!(read(&numbered_backup_path(&source, 1)), original);
@@ -111,7 +88,7 @@ async fn kept_originals_survive_reencodes_a_setting_turned_off_and_a_settings_re
     repo::settings::set(server.db(), repo::settings::KEEP_ORIGINALS, &"yes").await.unwrap();
     let current = read(&source);
     force(&server, &token, id).await;
-    let failed = wait_for(&server, &token, id, &["FAILED", "COMPLETED"]).await;
+    let failed = server.wait_for(&token, id, &["FAILED", "COMPLETED"]).await;
     assert_eq!(failed["status"], "FAILED", "{failed}");
     assert!(failure_message(&failed).contains("the settings could not be read"), "{failed}");
     assert_eq!(read(&source), current);
@@ -173,7 +150,7 @@ async fn two_sources_with_one_final_name_never_overwrite_each_other() {
     assert_eq!(found.len(), 3, "{found:?}");
     let mut ended = Vec::new();
     for (name, id) in found {
-        let job = wait_for(&server, &token, id, &["COMPLETED", "FAILED"]).await;
+        let job = server.wait_for(&token, id, &["COMPLETED", "FAILED"]).await;
         if name == "b.avi" {
             assert_eq!(job["status"], "FAILED", "{job}");
             assert!(failure_message(&job).contains("b.mkv exists already"), "{job}");
@@ -487,7 +464,7 @@ async fn a_cancelled_job_is_recorded_only_once_its_partial_output_is_gone() {
         .map(|entries| entries.flatten().any(|e| e.file_name().to_string_lossy().starts_with("seg-")))
         .unwrap_or(false)
     {
-        assert!(Instant::now() < deadline, "no segment was written: {}", job(&server, &token, id).await);
+        assert!(Instant::now() < deadline, "no segment was written: {}", server.job(&token, id).await);
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let cancel =
@@ -504,14 +481,14 @@ async fn a_cancelled_job_is_recorded_only_once_its_partial_output_is_gone() {
         .unwrap()
         .is_empty()
     {
-        assert!(Instant::now() < deadline, "CANCELLED was never written: {}", job(&server, &token, id).await);
+        assert!(Instant::now() < deadline, "CANCELLED was never written: {}", server.job(&token, id).await);
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let left = partial.exists();
     hold.commit().await.unwrap();
     assert_eq!(cancelling.await.unwrap().unwrap(), 200);
     assert!(!left, "CANCELLED was being recorded while the partial output was still there");
-    let cancelled = wait_for(&server, &token, id, &["CANCELLED"]).await;
+    let cancelled = server.wait_for(&token, id, &["CANCELLED"]).await;
     assert!(!partial.exists(), "{cancelled}");
     assert!(source.exists(), "the original is gone");
     server.finish().await;

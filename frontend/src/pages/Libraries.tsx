@@ -206,7 +206,9 @@ function initialInput(library: Library | null, catalog: EncoderCatalog): Library
       watch,
       enabled,
     } = library;
-    const kept = {
+    return {
+      name,
+      paths: paths.length > 0 ? [...paths] : [''],
       targetCodec,
       encoder,
       quality,
@@ -219,7 +221,6 @@ function initialInput(library: Library | null, catalog: EncoderCatalog): Library
       watch,
       enabled,
     };
-    return { name, paths: paths.length > 0 ? [...paths] : [''], ...kept };
   }
   return defaultInput(catalog);
 }

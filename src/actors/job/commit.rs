@@ -35,20 +35,20 @@ impl Attempt {
         // the original is the file verified, and nobody writes the folder meanwhile. The
         // folder is reached through the lock's handle, never by its name again.
         let (dir, output_name) = (plan.partial_dir.clone(), plan.output_file_name());
+        let pin = output_name.clone();
         let held = tokio::task::spawn_blocking(move || -> Result<Option<_>, MediaError> {
             let Ok(lock) = partial::lock(&dir)? else { return Ok(None) };
-            let pinned = PinnedOutput::open(&lock.dir().join(&output_name))?;
-            let for_child = lock.dir_for_children().join(&output_name);
-            Ok(Some((lock, pinned, for_child)))
+            let pinned = PinnedOutput::open(&lock.dir().join(&pin))?;
+            Ok(Some((lock, pinned)))
         })
         .await
         .map_err(join_error);
-        let (mut lock, pinned, output_for_child) = match held {
+        let (mut lock, pinned) = match held {
             Ok(Ok(Some(held))) => held,
             Ok(Ok(None)) => return self.busy().await,
             Ok(Err(e)) | Err(e) => return self.fail(e).await,
         };
-        let output = lock.dir().join(plan.output_file_name());
+        let (output, output_for_child) = (lock.dir().join(&output_name), lock.dir_for_children().join(&output_name));
         let verified = match worker::verify_output(
             &env.transcoder,
             &output_for_child,

@@ -156,6 +156,24 @@ impl TestServer {
         format!("{}{path}", self.base)
     }
 
+    /// The job with its history, as `GET /jobs/{id}` answers it.
+    pub async fn job(&self, token: &str, id: i64) -> Value {
+        self.get(&format!("/jobs/{id}"), Some(token)).await.1
+    }
+
+    /// The job once it is in one of `statuses` (fails the test after 180 s).
+    pub async fn wait_for(&self, token: &str, id: i64, statuses: &[&str]) -> Value {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
+        loop {
+            let job = self.job(token, id).await;
+            if statuses.iter().any(|s| job["status"] == *s) {
+                return job;
+            }
+            assert!(std::time::Instant::now() < deadline, "job {id} never reached {statuses:?}: {job}");
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
+
     /// A token for the first user.
     pub async fn login(&self) -> String {
         let (status, body) = self.login_as(ADMIN, ADMIN_PASSWORD).await;
@@ -249,4 +267,10 @@ macro_rules! api_test_on_both_databases {
             }
         }
     };
+}
+
+/// The message of a job's last failed attempt (its events carry it).
+pub fn failure_message(job: &Value) -> String {
+    let events = job["events"].as_array().cloned().unwrap_or_default();
+    events.iter().rev().find_map(|e| e["detail"]["message"].as_str().map(str::to_string)).unwrap_or_default()
 }
