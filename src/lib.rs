@@ -17,4 +17,5 @@ pub mod security;
 pub mod serve;
 pub mod telemetry;
 
-pub use http::app::{create_app, create_ui_app, AppState};
+pub use http::app::{create_app, create_ui_app};
+pub use http::state::AppState;

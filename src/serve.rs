@@ -11,7 +11,8 @@ use std::time::Duration;
 use crate::actors::{self, HostFacts, LinkedConfig, MainConfig, Node, NodeConfig, RoleConfig};
 use crate::config::{CommonArgs, ConfigError, ServeArgs};
 use crate::domain::node::NodeRole;
-use crate::http::app::{create_app, create_ui_app, ApiConfig, AppState};
+use crate::http::app::{create_app, create_ui_app};
+use crate::http::state::{ApiConfig, AppState};
 use crate::http::ui::Dashboard;
 use crate::license;
 use crate::media::worker;
@@ -243,7 +244,7 @@ async fn run_main(common: CommonArgs, args: ServeArgs, host: HostFacts) -> Resul
             session_max_hours: args.session_max_hours,
             trusted_proxies: args.trusted_proxies.clone(),
             cluster_token: args.cluster_token.clone(),
-            library_places: crate::http::libraries::LibraryPlaces {
+            library_places: crate::http::library_places::LibraryPlaces {
                 data_dir: Some(common.data_dir.clone()),
                 roots: args.library_roots.clone(),
             },

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use actix_web::{web, HttpServer};
 use condense::actors::bus::{JobUpdate, Publish};
 use condense::actors::{HostFacts, MainConfig, Node, NodeConfig, RoleConfig};
-use condense::http::app::ApiConfig;
+use condense::http::state::ApiConfig;
 use condense::repo;
 use condense::{create_app, AppState};
 use futures_util::{SinkExt, StreamExt};

@@ -12,7 +12,7 @@ use crate::actors::lifecycle::LifecycleError;
 use crate::actors::scheduler::{Action, JobAction, QueueAction};
 use crate::domain::job::JobStatus;
 use crate::error::{AppError, ErrorBody};
-use crate::http::app::AppState;
+use crate::http::state::AppState;
 use crate::repo::{self, RepoError};
 
 impl From<LifecycleError> for AppError {

@@ -12,7 +12,7 @@ use utoipa::ToSchema;
 use super::auth::{AuthUser, API_KEY_PREFIX};
 use crate::domain::access::KeyScope;
 use crate::error::{AppError, ErrorBody};
-use crate::http::app::AppState;
+use crate::http::state::AppState;
 use crate::repo;
 use crate::repo::api_keys::MAX_NAME_CHARS;
 use crate::security;

@@ -13,7 +13,7 @@ use super::auth::AuthUser;
 use super::views::AuditEntryView;
 use crate::domain::paging::MAX_PAGE;
 use crate::error::{AppError, ErrorBody};
-use crate::http::app::AppState;
+use crate::http::state::AppState;
 use crate::repo;
 use crate::repo::audit::{NewEntry, MAX_PAGE_SIZE};
 use crate::repo::Page;

@@ -22,9 +22,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::domain::access::{KeyScope, UserRole};
 use crate::error::{AppError, ErrorBody};
-use crate::http::app::AppState;
 use crate::http::audit::Pending;
 use crate::http::login_limit::client_address;
+use crate::http::state::AppState;
 use crate::repo;
 use crate::security::{self, TokenError};
 

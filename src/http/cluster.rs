@@ -8,7 +8,7 @@ use actix_web_actors::ws;
 
 use crate::actors::cluster::{LinkAuth, RemoteNode};
 use crate::error::AppError;
-use crate::http::app::AppState;
+use crate::http::state::AppState;
 use crate::repo;
 use crate::security::{hash_secret, same_secret};
 

@@ -25,7 +25,7 @@ use serde::Serialize;
 use tokio::sync::oneshot;
 
 use crate::error::AppError;
-use crate::http::app::AppState;
+use crate::http::state::AppState;
 
 /// The reads the API shares, one set per node (both listeners).
 #[derive(Default)]

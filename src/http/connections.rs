@@ -15,7 +15,7 @@ use crate::domain::arr::PathMapping;
 use crate::domain::connect::{self, ConnectionKind};
 use crate::domain::net::same_origin;
 use crate::error::{AppError, ErrorBody};
-use crate::http::app::AppState;
+use crate::http::state::AppState;
 use crate::repo;
 use crate::repo::connections::NewConnection;
 use crate::repo::notifications::MAX_NAME_CHARS;

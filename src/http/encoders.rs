@@ -11,7 +11,7 @@ use super::views;
 use crate::domain::encoding::{Encoder, EncoderProfile, Hardware, QualityRange, TargetCodec};
 use crate::domain::node::NodeStatus;
 use crate::error::AppError;
-use crate::http::app::AppState;
+use crate::http::state::AppState;
 use crate::repo;
 
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]

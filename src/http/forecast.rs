@@ -9,7 +9,7 @@ use super::auth::AuthUser;
 use crate::domain::forecast::{self, ForecastFile, ForecastStatus, ForecastTotals};
 use crate::domain::node::NodeStatus;
 use crate::error::{AppError, ErrorBody};
-use crate::http::app::AppState;
+use crate::http::state::AppState;
 use crate::repo;
 
 /// A library's latest forecast: where it stands, every file done so far, and the totals.

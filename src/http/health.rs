@@ -4,8 +4,8 @@ use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::Serialize;
 
-use crate::http::app::AppState;
 use crate::http::auth::{authenticate, TokenPlace};
+use crate::http::state::AppState;
 use crate::repo;
 
 #[derive(Serialize, utoipa::ToSchema)]

@@ -9,7 +9,7 @@ use super::auth::AuthUser;
 use super::views::{FailedJobView, InsightsView, LibraryVmaf, SavingsView};
 use crate::domain::stats::{self, CodecShare, CompletedJob, NodePerformance, HISTORY_DAYS, MAX_TREND_DAYS};
 use crate::error::{AppError, ErrorBody};
-use crate::http::app::AppState;
+use crate::http::state::AppState;
 use crate::media::probe::StreamKind;
 use crate::repo;
 use crate::repo::stats::CompletedRow;

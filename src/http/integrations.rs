@@ -14,7 +14,7 @@ use crate::actors::library::{import_file, ImportError};
 use crate::actors::node::Wake;
 use crate::domain::arr::{check_mappings, map_path, ArrEvent, ArrWebhook, PathMapping, IMPORT_PRIORITY};
 use crate::error::{AppError, ErrorBody};
-use crate::http::app::AppState;
+use crate::http::state::AppState;
 use crate::repo;
 
 /// Settings key of the *arr path mappings.

@@ -15,7 +15,8 @@ use crate::domain::encoding::{Encoder, TargetCodec};
 use crate::domain::job::JobStatus;
 use crate::domain::quality::{self, QualityMode};
 use crate::error::{AppError, ErrorBody};
-use crate::http::app::AppState;
+use crate::http::library_places::LibraryPlaces;
+use crate::http::state::AppState;
 use crate::media::layout::partial_dir_for;
 use crate::media::partial::remove_partial;
 use crate::repo;
@@ -450,52 +451,6 @@ fn check_preset(preset: &str, encoder: Encoder) -> Result<String, AppError> {
 
 fn names<T: Copy>(all: &[T], name: impl Fn(T) -> &'static str) -> String {
     all.iter().map(|v| name(*v)).collect::<Vec<_>>().join(", ")
-}
-
-/// Folders no library may be, nor be inside, nor contain: the system's own. `/` is refused
-/// by containing them.
-const SYSTEM_FOLDERS: &[&str] =
-    &["/etc", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/boot", "/dev", "/proc", "/sys", "/var/lib"];
-
-/// Where libraries may be: never a system folder or condense's DATA_DIR (nor inside or
-/// above one), and, when LIBRARY_ROOTS is set, only one of its folders or inside one.
-#[derive(Debug, Clone, Default)]
-pub struct LibraryPlaces {
-    pub data_dir: Option<PathBuf>,
-    /// LIBRARY_ROOTS; empty: no restriction beyond the refused folders.
-    pub roots: Vec<PathBuf>,
-}
-
-/// The folder as the filesystem resolves it now (a link to it, `/bin` on a merged /usr),
-/// or as written when it cannot be resolved.
-fn resolved(path: &Path) -> PathBuf {
-    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
-}
-
-impl LibraryPlaces {
-    /// Why the canonical `path` may not be a library, if it may not.
-    fn refusal(&self, path: &Path) -> Option<String> {
-        let refused = SYSTEM_FOLDERS
-            .iter()
-            .map(|f| (Path::new(f).to_path_buf(), "a system folder"))
-            .chain(self.data_dir.iter().map(|d| (d.clone(), "condense's DATA_DIR")));
-        for (folder, what) in refused {
-            for folder in [resolved(&folder), folder] {
-                if path.starts_with(&folder) {
-                    return Some(format!("is inside {}, {what}", folder.display()));
-                }
-                if folder.starts_with(path) {
-                    return Some(format!("contains {}, {what}", folder.display()));
-                }
-            }
-        }
-        let roots: Vec<PathBuf> = self.roots.iter().map(|r| resolved(r)).collect();
-        if !roots.is_empty() && !roots.iter().any(|root| path.starts_with(root)) {
-            let list = self.roots.iter().map(|r| r.display().to_string()).collect::<Vec<_>>().join(", ");
-            return Some(format!("is outside LIBRARY_ROOTS ({list}); a library must be one of them or inside one"));
-        }
-        None
-    }
 }
 
 /// Checks every path and returns them canonical: absolute, existing directories, none the

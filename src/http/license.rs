@@ -6,7 +6,7 @@ use serde::Deserialize;
 use super::auth::AuthUser;
 use super::views::{self, LicenseView};
 use crate::error::{AppError, ErrorBody};
-use crate::http::app::AppState;
+use crate::http::state::AppState;
 use crate::license::{self as keys, LicenseError};
 use crate::repo;
 use crate::repo::licenses::NewLicense;

@@ -9,7 +9,7 @@ use super::auth::AuthUser;
 use crate::domain::job::JobStatus;
 use crate::domain::node::NodeStatus;
 use crate::error::AppError;
-use crate::http::app::AppState;
+use crate::http::state::AppState;
 use crate::repo;
 
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";

@@ -7,7 +7,7 @@ use super::auth::AuthUser;
 use super::views::{self, NodeView};
 use crate::actors::cluster::{remove_node, revoke_node, NodeChange};
 use crate::error::{AppError, ErrorBody};
-use crate::http::app::AppState;
+use crate::http::state::AppState;
 use crate::repo;
 
 /// Nodes of the cluster

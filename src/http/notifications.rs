@@ -14,7 +14,7 @@ use crate::actors::notifier;
 use crate::domain::net::same_origin;
 use crate::domain::notify::{self, NotifyEvent, TargetKind};
 use crate::error::{AppError, ErrorBody};
-use crate::http::app::AppState;
+use crate::http::state::AppState;
 use crate::repo;
 use crate::repo::notifications::{NewTarget, MAX_NAME_CHARS};
 

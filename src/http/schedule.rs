@@ -10,7 +10,7 @@ use super::auth::AuthUser;
 use super::views::NodeView;
 use crate::domain::schedule::{OnClose, Schedule, Window};
 use crate::error::{AppError, ErrorBody};
-use crate::http::app::AppState;
+use crate::http::state::AppState;
 use crate::repo;
 
 /// A schedule as served: what was set, whether it is open now, and for a node whether it

@@ -6,7 +6,7 @@ use serde::Deserialize;
 use super::auth::AuthUser;
 use super::views::SettingsView;
 use crate::error::{AppError, ErrorBody};
-use crate::http::app::AppState;
+use crate::http::state::AppState;
 use crate::repo;
 use crate::repo::settings::{ServiceSettings, MAX_JOB_TIMEOUT_HOURS};
 

@@ -17,8 +17,8 @@ use crate::error::AppError;
 use crate::host::gpu::GpuInfo;
 use crate::host::memory_trend::{self, MemorySample};
 use crate::host::{self, disk};
-use crate::http::app::AppState;
 use crate::http::coalesce;
+use crate::http::state::AppState;
 use crate::repo;
 
 /// Queue statistics

@@ -8,7 +8,7 @@ use super::auth::AuthUser;
 use super::views::UserView;
 use crate::domain::access::UserRole;
 use crate::error::{AppError, ErrorBody};
-use crate::http::app::AppState;
+use crate::http::state::AppState;
 use crate::repo;
 use crate::security;
 

@@ -21,7 +21,7 @@ use crate::actors::bus::{EventBus, JobUpdate, Resync, SharedOutbox, Subscribe, T
 use crate::domain::feed::{Next, CLOSE_TOO_SLOW};
 use crate::domain::job::JobStatus;
 use crate::error::ErrorBody;
-use crate::http::app::AppState;
+use crate::http::state::AppState;
 use crate::repo;
 
 const HEARTBEAT: Duration = Duration::from_secs(10);

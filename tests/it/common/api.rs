@@ -8,7 +8,7 @@ use actix_web::http::Method;
 use actix_web::{web, HttpServer};
 use condense::actors::{HostFacts, MainConfig, MainNode, Node, NodeConfig, RoleConfig};
 use condense::host::clock::Clock;
-use condense::http::app::ApiConfig;
+use condense::http::state::ApiConfig;
 use condense::{create_app, repo, security, AppState};
 use sea_orm::DatabaseConnection;
 use serde_json::Value;
@@ -127,7 +127,7 @@ impl TestServer {
                 // connect from 127.0.0.1.
                 trusted_proxies: vec![TRUSTED_PROXY.parse().unwrap()],
                 cluster_token: Some(CLUSTER_TOKEN.into()),
-                library_places: condense::http::libraries::LibraryPlaces {
+                library_places: condense::http::library_places::LibraryPlaces {
                     data_dir: Some(data_dir.path().to_path_buf()),
                     roots: Vec::new(),
                 },
