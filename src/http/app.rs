@@ -1,65 +1,99 @@
-//! The application: the actix-web `App`s built over the shared state (`http::state`).
-//! Production, the integration tests and the benchmarks build them through the same
-//! functions, over a node started by `actors::start_node`.
+//! The actix-web `App` of each listener, built by one function over the shared `AppState`
+//! (`http::state`). Production, the integration tests and the benchmarks build them through
+//! the same functions, over a node started by `actors::start_node`.
 
-use actix_web::body::MessageBody;
+use actix_web::body::BoxBody;
 use actix_web::dev::{ServiceFactory, ServiceRequest, ServiceResponse};
 use actix_web::middleware::from_fn;
 use actix_web::{web, App};
 
 use crate::http;
 use crate::http::state::AppState;
+use crate::http::ui::Dashboard;
 
-/// The API app (listener on PORT): every endpoint, unprefixed and under /api.
-pub fn create_app(
-    state: web::Data<AppState>,
-) -> App<
-    impl ServiceFactory<
+/// What an app is to `HttpServer::new`: every answer passes through `http::headers`, which
+/// boxes its body.
+pub trait AppService:
+    ServiceFactory<
+    ServiceRequest,
+    Config = (),
+    Response = ServiceResponse<BoxBody>,
+    Error = actix_web::Error,
+    InitError = (),
+>
+{
+}
+
+impl<T> AppService for T where
+    T: ServiceFactory<
         ServiceRequest,
         Config = (),
-        Response = ServiceResponse<impl MessageBody>,
+        Response = ServiceResponse<BoxBody>,
         Error = actix_web::Error,
         InitError = (),
-    >,
-> {
-    App::new()
-        .wrap(from_fn(http::headers::api))
-        .app_data(state)
-        .app_data(http::json_config())
-        .app_data(http::query_config())
-        .app_data(http::path_config())
-        .service(web::scope("/api").configure(http::routes).default_service(web::to(http::not_found)))
-        .configure(http::routes)
-        // The WebSocket is served at the API listener's root too (ws://host:3100).
-        .route("/", web::get().to(http::ws::connect))
-        .route("/cluster/link", web::get().to(http::cluster::link))
-        .default_service(web::to(http::not_found))
+    >
+{
+}
+
+/// The API app (listener on PORT): every endpoint, unprefixed and under /api.
+pub fn create_app(state: web::Data<AppState>) -> App<impl AppService> {
+    app(state, Listener::Api)
 }
 
 /// The web interface app (listener on UI_PORT): the dashboard's files, and the API under
 /// /api so the browser talks to one origin.
-pub fn create_ui_app(
-    state: web::Data<AppState>,
-    dashboard: http::ui::Dashboard,
-) -> App<
-    impl ServiceFactory<
-        ServiceRequest,
-        Config = (),
-        Response = ServiceResponse<impl MessageBody>,
-        Error = actix_web::Error,
-        InitError = (),
-    >,
-> {
+pub fn create_ui_app(state: web::Data<AppState>, dashboard: Dashboard) -> App<impl AppService> {
+    app(state, Listener::Dashboard(dashboard))
+}
+
+/// The listener an app serves, and what it serves besides the API under /api.
+enum Listener {
+    /// PORT.
+    Api,
+    /// UI_PORT.
+    Dashboard(Dashboard),
+}
+
+impl Listener {
+    /// The Content-Security-Policy of its answers (see `http::headers`).
+    fn policy(&self) -> &'static str {
+        match self {
+            Listener::Api => http::headers::API_POLICY,
+            Listener::Dashboard(_) => http::headers::DASHBOARD_POLICY,
+        }
+    }
+
+    /// Its routes outside /api, registered after the /api scope.
+    fn configure(&self, cfg: &mut web::ServiceConfig) {
+        match self {
+            Listener::Api => {
+                cfg.configure(http::routes)
+                    // The WebSocket is served at the API listener's root too (ws://host:3100).
+                    .route("/", web::get().to(http::ws::connect))
+                    .route("/cluster/link", web::get().to(http::cluster::link))
+                    .default_service(web::to(http::not_found));
+            }
+            Listener::Dashboard(dashboard) => {
+                cfg.route("/healthz", web::get().to(http::health::healthz))
+                    // The dashboard's live feed, on its own origin.
+                    .route("/ws", web::get().to(http::ws::connect));
+                http::ui::configure(cfg, dashboard);
+            }
+        }
+    }
+}
+
+/// The one builder of both apps: the security headers around everything, the state and the
+/// extractors' error handlers, the API under /api, then the listener's own routes.
+fn app(state: web::Data<AppState>, listener: Listener) -> App<impl AppService> {
+    let policy = listener.policy();
     App::new()
-        .wrap(from_fn(http::headers::dashboard))
+        .wrap(from_fn(move |req, next| http::headers::with_policy(policy, req, next)))
         .app_data(state)
         .app_data(http::json_config())
         .app_data(http::query_config())
         .app_data(http::path_config())
-        // Unknown /api paths answer 404 JSON, not the dashboard's index.html.
+        // Unknown /api paths answer 404 JSON (on UI_PORT too, not the dashboard's index.html).
         .service(web::scope("/api").configure(http::routes).default_service(web::to(http::not_found)))
-        .route("/healthz", web::get().to(http::health::healthz))
-        // The dashboard's live feed, on its own origin.
-        .route("/ws", web::get().to(http::ws::connect))
-        .configure(|cfg| http::ui::configure(cfg, &dashboard))
+        .configure(|cfg| listener.configure(cfg))
 }

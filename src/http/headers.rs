@@ -18,27 +18,12 @@ font-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'none'; form-ac
 /// The API's policy: a JSON answer opened in a browser runs and loads nothing.
 pub const API_POLICY: &str = "default-src 'none'; frame-ancestors 'none'";
 
-/// Headers of the dashboard's listener (UI_PORT): `App::wrap(from_fn(headers::dashboard))`.
-pub async fn dashboard(
-    req: ServiceRequest,
-    next: Next<impl MessageBody + 'static>,
-) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
-    with_policy(DASHBOARD_POLICY, req, next).await
-}
-
-/// Headers of the API's listener (PORT).
-pub async fn api(
-    req: ServiceRequest,
-    next: Next<impl MessageBody + 'static>,
-) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
-    with_policy(API_POLICY, req, next).await
-}
-
-/// The token middleware answers its refusals as responses (`auth::require_token`), not
-/// errors, so that they pass through here and carry the headers too. (The request cannot be
+/// Headers of a listener's answers, with its policy (`http::app` wraps each app in it). The
+/// token middleware answers its refusals as responses (`auth::require_token`), not errors,
+/// so that they pass through here and carry the headers too. (The request cannot be
 /// kept here to turn an error into a response: a clone of it taken before routing makes the
 /// router's own access to it fail.)
-async fn with_policy(
+pub async fn with_policy(
     policy: &'static str,
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
