@@ -19,13 +19,12 @@ use std::hash::Hash;
 use std::sync::{Arc, Mutex};
 
 use actix_web::http::header::ContentType;
-use actix_web::web::{self, Bytes};
+use actix_web::web::Bytes;
 use actix_web::HttpResponse;
 use serde::Serialize;
 use tokio::sync::oneshot;
 
 use crate::error::AppError;
-use crate::http::state::AppState;
 
 /// The reads the API shares, one set per node (both listeners).
 #[derive(Default)]
@@ -45,19 +44,17 @@ pub struct SharedReads {
 pub async fn shared_json<K, T, F, Fut>(
     reads: &Coalesced<K, Result<Bytes, AppError>>,
     key: K,
-    state: &web::Data<AppState>,
     read: F,
 ) -> Result<HttpResponse, AppError>
 where
     K: Eq + Hash + Clone + Send + 'static,
     T: Serialize,
-    F: Fn(web::Data<AppState>) -> Fut + Send + 'static,
+    F: Fn() -> Fut + Send + 'static,
     Fut: Future<Output = Result<T, AppError>> + Send + 'static,
 {
-    let state = state.clone();
     let body = reads
         .get(key, move || {
-            let value = read(state.clone());
+            let value = read();
             async move {
                 serde_json::to_vec(&value.await?)
                     .map(Bytes::from)

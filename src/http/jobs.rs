@@ -133,9 +133,10 @@ pub async fn list(
     let query = query.into_inner().into_repo_query()?;
     // The raw query string decides the page: requests that wait with the same one share it.
     let key = request.query_string().to_owned();
-    coalesce::shared_json(&state.reads.job_pages, key, &state, move |state| {
-        let query = query.clone();
-        async move { Ok(repo::jobs::list(&state.db, &query).await?.map(JobView::from)) }
+    let db = state.db.clone();
+    coalesce::shared_json(&state.reads.job_pages, key, move || {
+        let (db, query) = (db.clone(), query.clone());
+        async move { Ok(repo::jobs::list(&db, &query).await?.map(JobView::from)) }
     })
     .await
 }

@@ -37,8 +37,10 @@ use crate::repo;
     ),
 )]
 pub async fn queue(_user: AuthUser, state: web::Data<AppState>) -> Result<HttpResponse, AppError> {
-    coalesce::shared_json(&state.reads.queue_stats, (), &state, |state| async move {
-        Ok(queue_and_running(&state.db, Utc::now()).await?.0)
+    let db = state.db.clone();
+    coalesce::shared_json(&state.reads.queue_stats, (), move || {
+        let db = db.clone();
+        async move { Ok(queue_and_running(&db, Utc::now()).await?.0) }
     })
     .await
 }
@@ -95,7 +97,12 @@ pub async fn health(_user: AuthUser, state: web::Data<AppState>) -> Result<web::
 )]
 pub async fn dashboard(_user: AuthUser, state: web::Data<AppState>) -> Result<HttpResponse, AppError> {
     // Every open dashboard polls this: the ones that wait together share one reading.
-    coalesce::shared_json(&state.reads.dashboard, (), &state, |state| async move { dashboard_view(&state).await }).await
+    let shared = state.clone();
+    coalesce::shared_json(&state.reads.dashboard, (), move || {
+        let state = shared.clone();
+        async move { dashboard_view(&state).await }
+    })
+    .await
 }
 
 async fn dashboard_view(state: &AppState) -> Result<DashboardView, AppError> {
