@@ -2,7 +2,7 @@
 //! settings, users, licence keys, libraries, scans…) is written down with who, when, which
 //! route and how it was answered, refusals included. Which requests count is decided once,
 //! from the route table (`Endpoint::audited`), and recorded in one place, the token
-//! middleware (`auth::require_token`), so a new route cannot be left out by forgetting a call.
+//! middleware (`guard::require_token`), so a new route cannot be left out by forgetting a call.
 
 use actix_web::dev::ServiceRequest;
 use actix_web::web;

@@ -7,22 +7,20 @@
 //! parameter is read on WebSocket routes only, since query strings end up in proxies' logs.
 //! API keys (`http::api_keys`) are accepted wherever a token is, in `X-Api-Key` (the *arr
 //! convention) or as the bearer token; they begin with `ck_`, which no JWT does. A key is
-//! its own principal: it acts within its scope and its creator's role (`Endpoint::allows_key`).
+//! its own principal: it acts within its scope and its creator's role (`Endpoint::allows_key`),
+//! which the token middleware (`http::guard`) checks before the handler runs.
 
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
-use actix_web::body::{EitherBody, MessageBody};
-use actix_web::dev::{Payload, ServiceRequest, ServiceResponse};
+use actix_web::dev::Payload;
 use actix_web::http::header;
-use actix_web::middleware::Next;
 use actix_web::{web, FromRequest, HttpMessage, HttpRequest, HttpResponse};
 use futures_util::future::LocalBoxFuture;
 use serde::{Deserialize, Serialize};
 
 use crate::domain::access::{KeyScope, UserRole};
 use crate::error::{AppError, ErrorBody};
-use crate::http::audit::Pending;
 use crate::http::login_limit::client_address;
 use crate::http::state::AppState;
 use crate::repo;
@@ -85,90 +83,6 @@ pub enum TokenPlace {
     /// The header, or an API key (never a login token) in the `apikey` query parameter:
     /// integration webhooks, whose senders may only take a URL.
     HeaderOrKeyQuery,
-}
-
-/// Middleware of every protected resource (see `http::routes`): refuses the request before
-/// its path, query or body is looked at.
-pub async fn require_token<B: MessageBody>(
-    req: ServiceRequest,
-    next: Next<B>,
-) -> Result<ServiceResponse<EitherBody<B>>, actix_web::Error> {
-    guarded(req, next, TokenPlace::Header).await
-}
-
-/// The token, the role check, the request, and its audit entry when the route table audits
-/// the route (`http::audit`): a refusal is written down as well as a change. Refusals are
-/// answered as responses, not errors, so the middleware around (`http::headers`) sees them.
-async fn guarded<B: MessageBody>(
-    req: ServiceRequest,
-    next: Next<B>,
-    place: TokenPlace,
-) -> Result<ServiceResponse<EitherBody<B>>, actix_web::Error> {
-    let user = match authenticate(req.request(), place).await {
-        Ok(user) => user,
-        Err(refused) => return Ok(req.error_response(refused).map_into_right_body()),
-    };
-    let pending = Pending::of(&req, &user);
-    let state = req.app_data::<web::Data<AppState>>().cloned();
-    let answer = match require_role(&req, &user) {
-        Ok(()) => next.call(req).await.map(ServiceResponse::map_into_left_body),
-        Err(refused) => Ok(req.error_response(refused).map_into_right_body()),
-    };
-    if let Some(pending) = pending {
-        let status = match &answer {
-            Ok(response) => response.status(),
-            Err(error) => error.as_response_error().status_code(),
-        };
-        pending.record(state.as_ref(), status.as_u16()).await;
-    }
-    answer
-}
-
-/// The one check of roles and key scopes: the route table's role for this method and route
-/// (`http::endpoint_of`) against the user's, and for an API key, the route's reach against
-/// the key's scope as well. A route the table does not know (a method the resource refuses
-/// anyway) needs the highest role and an `admin` key.
-fn require_role(req: &ServiceRequest, user: &AuthUser) -> Result<(), AppError> {
-    let endpoint = req.match_pattern().and_then(|pattern| crate::http::endpoint_of(req.method(), &pattern));
-    let needed = endpoint.map_or(UserRole::Admin, |e| e.role);
-    if !user.role.allows(needed) {
-        return Err(AppError::Forbidden(format!(
-            "{} {} needs the role {needed} or higher; {} is {}",
-            req.method(),
-            req.path(),
-            user.username,
-            user.role
-        )));
-    }
-    let Some(key) = &user.key else { return Ok(()) };
-    let reached = endpoint.map_or(key.scope == KeyScope::Admin, |e| key.scope.reaches(e.reach));
-    if reached {
-        Ok(())
-    } else {
-        Err(AppError::Forbidden(format!(
-            "{} {} is out of reach of the API key {:?}: its scope is {} (see GET /openapi.json, API keys)",
-            req.method(),
-            req.path(),
-            key.name,
-            key.scope
-        )))
-    }
-}
-
-/// `require_token` for WebSocket routes: the token may also be the `token` query parameter.
-pub async fn require_token_or_query<B: MessageBody>(
-    req: ServiceRequest,
-    next: Next<B>,
-) -> Result<ServiceResponse<EitherBody<B>>, actix_web::Error> {
-    guarded(req, next, TokenPlace::HeaderOrQuery).await
-}
-
-/// `require_token` for integration webhooks: an API key may also come as `?apikey=`.
-pub async fn require_token_or_key_query<B: MessageBody>(
-    req: ServiceRequest,
-    next: Next<B>,
-) -> Result<ServiceResponse<EitherBody<B>>, actix_web::Error> {
-    guarded(req, next, TokenPlace::HeaderOrKeyQuery).await
 }
 
 /// The request's user, from the token where `place` allows. The result is kept in the
@@ -522,7 +436,7 @@ pub async fn change_password(
     if !web::block(move || security::verify_password(&current_password, &stored)).await? {
         return Err(AppError::Forbidden("the current password is wrong".into()));
     }
-    let hash = crate::http::users::hash(new_password).await?;
+    let hash = crate::http::password::hash(new_password).await?;
     repo::users::set_password_hash(&state.db, &user.username, &hash).await?;
     tracing::info!(username = %user.username, "own password changed");
     Ok(HttpResponse::NoContent().finish())

@@ -19,7 +19,7 @@ font-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'none'; form-ac
 pub const API_POLICY: &str = "default-src 'none'; frame-ancestors 'none'";
 
 /// Headers of a listener's answers, with its policy (`http::app` wraps each app in it). The
-/// token middleware answers its refusals as responses (`auth::require_token`), not errors,
+/// token middleware answers its refusals as responses (`guard::require_token`), not errors,
 /// so that they pass through here and carry the headers too. (The request cannot be
 /// kept here to turn an error into a response: a clone of it taken before routing makes the
 /// router's own access to it fail.)

@@ -16,6 +16,7 @@ pub mod connections;
 pub mod encoders;
 pub mod forecast;
 pub mod forward;
+pub mod guard;
 pub mod headers;
 pub mod health;
 pub mod insights;
@@ -29,6 +30,7 @@ pub mod metrics;
 pub mod nodes;
 pub mod notifications;
 pub mod openapi;
+pub mod password;
 pub mod schedule;
 pub mod settings;
 pub mod state;
@@ -56,7 +58,7 @@ pub enum Access {
 
 /// One endpoint as registered: method, path (actix pattern, e.g. `/jobs/{id}`), access,
 /// the least role that may call it and what it is to an API key (`Token` endpoints; both
-/// checked by `auth::require_token`).
+/// checked by `guard::require_token`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Endpoint {
     pub method: Method,
@@ -262,9 +264,9 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         // which reads what this middleware found.
         match (access, websocket, integration) {
             (Access::Public, ..) => cfg.service(resource),
-            (Access::Token, true, _) => cfg.service(resource.wrap(from_fn(auth::require_token_or_query))),
-            (Access::Token, false, true) => cfg.service(resource.wrap(from_fn(auth::require_token_or_key_query))),
-            (Access::Token, false, false) => cfg.service(resource.wrap(from_fn(auth::require_token))),
+            (Access::Token, true, _) => cfg.service(resource.wrap(from_fn(guard::require_token_or_query))),
+            (Access::Token, false, true) => cfg.service(resource.wrap(from_fn(guard::require_token_or_key_query))),
+            (Access::Token, false, false) => cfg.service(resource.wrap(from_fn(guard::require_token))),
         };
     }
 }

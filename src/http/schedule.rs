@@ -3,31 +3,13 @@
 //! scheduler enforces them, `actors::scheduler`).
 
 use actix_web::web;
-use serde::Serialize;
-use utoipa::ToSchema;
 
 use super::auth::AuthUser;
-use super::views::NodeView;
-use crate::domain::schedule::{OnClose, Schedule, Window};
+use super::views::{NodeView, ScheduleView};
+use crate::domain::schedule::Schedule;
 use crate::error::{AppError, ErrorBody};
 use crate::http::state::AppState;
 use crate::repo;
-
-/// A schedule as served: what was set, whether it is open now, and for a node whether it
-/// follows the default.
-#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ScheduleView {
-    pub time_zone: String,
-    /// No windows: always open.
-    pub windows: Vec<Window>,
-    pub on_close: OnClose,
-    /// Whether the window is open now: a node encodes only then.
-    pub open: bool,
-    /// A node without a schedule of its own follows the default (always false for the
-    /// default itself).
-    pub follows_default: bool,
-}
 
 fn view(state: &AppState, schedule: Schedule, follows_default: bool) -> ScheduleView {
     let open = schedule.is_open(state.clock.now());

@@ -5,16 +5,14 @@ use actix_web::{web, HttpResponse};
 use serde::Deserialize;
 
 use super::auth::AuthUser;
+use super::password::hash;
 use super::views::UserView;
 use crate::domain::access::UserRole;
 use crate::error::{AppError, ErrorBody};
 use crate::http::state::AppState;
 use crate::repo;
-use crate::security;
 
 pub const MAX_USERNAME_CHARS: usize = 64;
-/// Long enough for any passphrase; bounds the work of hashing one.
-pub const MAX_PASSWORD_CHARS: usize = 1024;
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -176,13 +174,4 @@ fn check_username(username: &str) -> Result<(), AppError> {
         ));
     }
     Ok(())
-}
-
-/// Checks the password's length and hashes it off the async workers.
-pub(crate) async fn hash(password: String) -> Result<String, AppError> {
-    if password.chars().count() > MAX_PASSWORD_CHARS {
-        return Err(AppError::invalid(format!("password must be at most {MAX_PASSWORD_CHARS} characters")));
-    }
-    security::check_password_strength(&password).map_err(|error| AppError::invalid(format!("password: {error}")))?;
-    web::block(move || security::hash_password(&password)).await?.map_err(|error| AppError::Internal(error.to_string()))
 }

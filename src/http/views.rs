@@ -12,6 +12,7 @@ use crate::domain::job::{allowed_actions, FailureCode, JobStatus, Stage, UserAct
 use crate::domain::license::{effective_tier, Tier};
 use crate::domain::node::{NodeRole, NodeStatus};
 use crate::domain::quality::QualityMode;
+use crate::domain::schedule::{OnClose, Window};
 use crate::domain::stats::{self, QueueStats};
 use crate::host::disk::DiskSpace;
 use crate::host::gpu::GpuInfo;
@@ -304,7 +305,23 @@ pub struct NodeView {
     /// Revoked by an administrator: refused until removed.
     pub revoked: bool,
     /// The encoding window it follows and whether it is open now.
-    pub window: Option<super::schedule::ScheduleView>,
+    pub window: Option<ScheduleView>,
+}
+
+/// A schedule as served: what was set, whether it is open now, and for a node whether it
+/// follows the default.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ScheduleView {
+    pub time_zone: String,
+    /// No windows: always open.
+    pub windows: Vec<Window>,
+    pub on_close: OnClose,
+    /// Whether the window is open now: a node encodes only then.
+    pub open: bool,
+    /// A node without a schedule of its own follows the default (always false for the
+    /// default itself).
+    pub follows_default: bool,
 }
 
 /// The nodes as shown, each compared with the average work of the ONLINE ones.
