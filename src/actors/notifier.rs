@@ -13,6 +13,7 @@ use sea_orm::DatabaseConnection;
 use crate::domain::connect::{self, Call, Connection, Method, Refresh, Replaced};
 use crate::domain::net::OutboundDeny;
 use crate::domain::notify::{self, Delivery, HttpRequest, NotifyEvent, Target, TargetKind};
+use crate::domain::stats::{self, RunningJob};
 use crate::repo;
 
 /// How often the outbox is looked at.
@@ -121,7 +122,7 @@ pub async fn look_at_health(
         cores: reading.cores,
         memory_percent: reading.memory_percent,
         database_connected: connected,
-        stuck_jobs: running.map(|running| repo::jobs::stuck_count(&running, chrono::Utc::now())),
+        stuck_jobs: running.map(|running| stats::stuck_count(running.iter().map(RunningJob::from), chrono::Utc::now())),
         nodes: nodes.map(|nodes| nodes.iter().map(|n| (n.role.into(), n.status.into())).collect()),
     });
     let Some((previous, overall)) = watch.look(health::overall(&checks)) else { return Ok(false) };

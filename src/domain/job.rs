@@ -111,6 +111,21 @@ pub struct JobSnapshot {
     pub replacing: bool,
 }
 
+impl JobSnapshot {
+    /// A job as its row stores it: the counters are signed columns (one below zero, which no
+    /// write makes, reads as 0), and the job is in its replace while its stage is
+    /// `Transferring`.
+    pub fn of_row(status: JobStatus, retry_count: i32, forced: bool, crash_count: i32, stage: Option<Stage>) -> Self {
+        JobSnapshot {
+            status,
+            retry_count: u32::try_from(retry_count).unwrap_or(0),
+            forced,
+            crash_count: u32::try_from(crash_count).unwrap_or(0),
+            replacing: stage == Some(Stage::Transferring),
+        }
+    }
+}
+
 named_enum!(
     /// The state of a paused job's partial output, as found when the job is resumed.
     PartialOutput, "partial output" {
@@ -1046,5 +1061,26 @@ mod tests {
                 assert_eq!(outcome.to, Failed, "{status}");
             }
         }
+    }
+
+    #[test]
+    fn a_row_is_in_its_replace_only_while_transferring_and_negative_counters_read_as_zero() {
+        // Every stage, so a new one has to be placed here.
+        assert_eq!(Stage::ALL.len(), 3);
+        for (stage, replacing) in [
+            (None, false),
+            (Some(Stage::Analyzing), false),
+            (Some(Stage::Encoding), false),
+            (Some(Stage::Transferring), true),
+        ] {
+            assert_eq!(
+                JobSnapshot::of_row(JobStatus::Encoding, 2, true, 1, stage),
+                JobSnapshot { status: JobStatus::Encoding, retry_count: 2, forced: true, crash_count: 1, replacing },
+                "{stage:?}"
+            );
+        }
+        let job = JobSnapshot::of_row(JobStatus::Queued, -1, false, i32::MIN, None);
+        assert_eq!((job.retry_count, job.crash_count), (0, 0));
+        assert_eq!(JobSnapshot::of_row(JobStatus::Queued, i32::MAX, false, 0, None).retry_count, 2_147_483_647);
     }
 }

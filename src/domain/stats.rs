@@ -38,6 +38,29 @@ pub fn is_stuck(status: JobStatus, flagged_stalled: bool, seconds_since_progress
         && (flagged_stalled || seconds_since_progress.is_some_and(|seconds| health::is_stalled(status, seconds)))
 }
 
+/// What the stuck check reads of a running job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunningJob {
+    pub status: JobStatus,
+    /// Flagged stalled by its supervisor.
+    pub stalled: bool,
+    pub last_progress_at: Option<DateTime<Utc>>,
+    pub started_at: Option<DateTime<Utc>>,
+}
+
+/// Of running jobs, those without progress for too long (flagged by their supervisor, or
+/// silent): the health panel's queue check. A job that never reported progress counts from
+/// its start.
+pub fn stuck_count(jobs: impl IntoIterator<Item = RunningJob>, now: DateTime<Utc>) -> u64 {
+    jobs.into_iter()
+        .filter(|job| {
+            let since = job.last_progress_at.or(job.started_at);
+            let seconds = since.map(|at| u64::try_from((now - at).num_seconds()).unwrap_or(0));
+            is_stuck(job.status, job.stalled, seconds)
+        })
+        .count() as u64
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct QueueStats {
@@ -422,6 +445,40 @@ mod tests {
         for (status, flagged, seconds, stuck) in table {
             assert_eq!(is_stuck(status, flagged, seconds), stuck, "{status} {flagged} {seconds:?}");
         }
+    }
+
+    #[test]
+    fn stuck_jobs_are_counted_from_their_last_progress_or_else_their_start() {
+        let now = at("2024-03-02T10:30:00Z");
+        let job = |status, stalled, last_progress_at: Option<&str>, started_at: Option<&str>| RunningJob {
+            status,
+            stalled,
+            last_progress_at: last_progress_at.map(at),
+            started_at: started_at.map(at),
+        };
+        // (job, stuck): 10 minutes without progress is the limit, more is stuck.
+        let table = [
+            (job(JobStatus::Encoding, false, Some("2024-03-02T10:20:00Z"), None), false),
+            (job(JobStatus::Encoding, false, Some("2024-03-02T10:19:59Z"), None), true),
+            // Progress since a start long ago: the progress counts.
+            (job(JobStatus::Analyzing, false, Some("2024-03-02T10:29:00Z"), Some("2024-03-01T00:00:00Z")), false),
+            // No progress yet: the start counts.
+            (job(JobStatus::Analyzing, false, None, Some("2024-03-02T10:00:00Z")), true),
+            (job(JobStatus::Analyzing, false, None, Some("2024-03-02T10:25:00Z")), false),
+            // Neither: only the supervisor's flag can tell.
+            (job(JobStatus::Encoding, false, None, None), false),
+            (job(JobStatus::Encoding, true, None, None), true),
+            // A clock behind the row's times reads as no time passed.
+            (job(JobStatus::Encoding, false, Some("2024-03-02T11:00:00Z"), None), false),
+            // Not running: never stuck.
+            (job(JobStatus::Paused, true, Some("2024-03-01T00:00:00Z"), None), false),
+            (job(JobStatus::Queued, false, None, Some("2024-03-01T00:00:00Z")), false),
+        ];
+        for (running, stuck) in table {
+            assert_eq!(stuck_count([running], now), u64::from(stuck), "{running:?}");
+        }
+        assert_eq!(stuck_count(table.iter().map(|(running, _)| *running), now), 3);
+        assert_eq!(stuck_count([] as [RunningJob; 0], now), 0);
     }
 
     #[test]

@@ -12,7 +12,7 @@ use super::auth::AuthUser;
 use super::views::{self, CpuView, DashboardView, DiskView, HealthInputs, HealthView, JobView, MemoryView, SystemView};
 use crate::domain::health;
 use crate::domain::job::JobStatus;
-use crate::domain::stats::{self, QueueStats};
+use crate::domain::stats::{self, QueueStats, RunningJob};
 use crate::error::AppError;
 use crate::host::gpu::GpuInfo;
 use crate::host::memory_trend::{self, MemorySample};
@@ -63,7 +63,7 @@ pub async fn health(_user: AuthUser, state: web::Data<AppState>) -> Result<web::
     let machine = machine(&state, None).await?;
     let connected = repo::ping(&state.db).await;
     let stuck = match repo::jobs::in_statuses(&state.db, &RUNNING).await {
-        Ok(running) => Some(repo::jobs::stuck_count(&running, now)),
+        Ok(running) => Some(stats::stuck_count(running.iter().map(RunningJob::from), now)),
         Err(error) => {
             tracing::warn!(%error, "health: running jobs unreadable");
             None
@@ -143,7 +143,7 @@ pub(super) async fn queue_and_running(
     let running = repo::jobs::in_statuses(db, &RUNNING).await?;
     let window = chrono::Duration::hours(stats::THROUGHPUT_WINDOW_HOURS);
     let recent = repo::stats::completed_after(db, now - window).await?;
-    Ok((stats::queue_stats(&counts, repo::jobs::stuck_count(&running, now), recent), running))
+    Ok((stats::queue_stats(&counts, stats::stuck_count(running.iter().map(RunningJob::from), now), recent), running))
 }
 
 /// What was read of this machine.

@@ -1,5 +1,5 @@
 //! Jobs in the database, in four files: `read` (one job, jobs by status, the queue's order,
-//! the counts), `write` (every change of a job's row, compare-and-set and lease-checked),
+//! the counts, what the domain's rules read of a row), `write` (every change of a job's row, compare-and-set and lease-checked),
 //! `list` (the job list's filters, order and pages) and `scan` (registering what scans find,
 //! requeueing changed files, recording the probe's facts). Callers name everything through
 //! this module.
@@ -14,7 +14,7 @@ pub use self::list::{
 };
 pub use self::read::{
     count_by_status, expired_leases, find_by_path, get, in_statuses, live_under, of_library_in_statuses, queued_next,
-    snapshot, source_path, stuck_count,
+    snapshot, source_path,
 };
 pub use self::scan::{
     known_files, never_probed, record_probes, register_batch, requeue_changed, FoundFile, KnownFile, Probed,

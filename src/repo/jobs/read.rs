@@ -1,11 +1,10 @@
 //! Jobs as they are read: one by id or by path, those in given statuses, the queue's order,
 //! the counts per status, expired leases; and what the domain's rules need to know of a
-//! row (`snapshot`, `stuck_count`).
+//! row (`snapshot`, `RunningJob`).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use chrono::{DateTime, Utc};
 use entities::job::{self, Column, Entity};
 use entities::sea_orm_active_enums as stored;
 use sea_orm::sea_query::{Expr, LikeExpr};
@@ -13,6 +12,7 @@ use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder
 
 use crate::domain::job::{JobSnapshot, JobStatus, Stage};
 use crate::domain::path_bytes;
+use crate::domain::stats::RunningJob;
 use crate::repo::{RepoError, RepoResult};
 
 pub async fn get(db: &impl ConnectionTrait, id: i32) -> RepoResult<job::Model> {
@@ -69,20 +69,6 @@ pub async fn count_by_status(db: &impl ConnectionTrait) -> RepoResult<HashMap<Jo
     Ok(counts)
 }
 
-/// Of running jobs, those without progress for too long (flagged by their supervisor, or
-/// silent): the health panel's queue check.
-pub fn stuck_count(running: &[job::Model], now: DateTime<Utc>) -> u64 {
-    running
-        .iter()
-        .filter(|job| {
-            // A job that never reported progress counts from its start.
-            let since = job.last_progress_at.or(job.started_at);
-            let seconds = since.map(|at| u64::try_from((now - at).num_seconds()).unwrap_or(0));
-            crate::domain::stats::is_stuck(job.status.into(), job.stalled, seconds)
-        })
-        .count() as u64
-}
-
 /// Jobs in the given statuses, oldest first (start-up recovery, the scheduler).
 pub async fn in_statuses(db: &impl ConnectionTrait, statuses: &[JobStatus]) -> RepoResult<Vec<job::Model>> {
     Ok(Entity::find().filter(Column::Status.is_in(statuses.iter().copied())).order_by_asc(Column::Id).all(db).await?)
@@ -115,14 +101,20 @@ pub async fn queued_next(db: &impl ConnectionTrait, limit: u64) -> RepoResult<Ve
         .await?)
 }
 
-/// What the state machine needs to know of a job's row.
+/// What the state machine needs to know of a job's row (`JobSnapshot::of_row`).
 pub fn snapshot(job: &job::Model) -> JobSnapshot {
-    JobSnapshot {
-        status: job.status.into(),
-        retry_count: u32::try_from(job.retry_count).unwrap_or(0),
-        forced: job.forced,
-        crash_count: u32::try_from(job.crash_count).unwrap_or(0),
-        replacing: job.stage.map(Stage::from) == Some(Stage::Transferring),
+    JobSnapshot::of_row(job.status.into(), job.retry_count, job.forced, job.crash_count, job.stage.map(Stage::from))
+}
+
+/// What the stuck check needs to know of a job's row (`domain::stats::stuck_count`).
+impl From<&job::Model> for RunningJob {
+    fn from(job: &job::Model) -> Self {
+        RunningJob {
+            status: job.status.into(),
+            stalled: job.stalled,
+            last_progress_at: job.last_progress_at,
+            started_at: job.started_at,
+        }
     }
 }
 
