@@ -131,7 +131,7 @@ pub async fn requeue_changed<C: ConnectionTrait + TransactionTrait>(
 }
 
 /// Queued jobs that never started and have no facts yet, after `after` by id: the work of
-/// the probe that follows a scan (`actors::analyst`). Walks the primary key.
+/// the probe that follows a scan (`actors::prober`). Walks the primary key.
 pub async fn never_probed(db: &impl ConnectionTrait, after: i32, limit: u64) -> RepoResult<Vec<job::Model>> {
     Ok(Entity::find()
         .filter(Column::Id.gt(after))

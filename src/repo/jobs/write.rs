@@ -283,8 +283,8 @@ impl StatusChange {
                     set.predicted_size = Set(None);
                     set.vmaf = Set(None);
                     set.vmaf_p5 = Set(None);
-                    // The record of an earlier swap (see `swapped_on_record` in
-                    // `actors::job::commit`) belongs to the attempt that made it.
+                    // The record of an earlier swap (see `media::replace::swapped_on_record`)
+                    // belongs to the attempt that made it.
                     set.output_size = Set(None);
                 }
                 Effect::StopTranscoder { .. }
