@@ -1,9 +1,13 @@
+// The Nodes page: each node's state, load, encoders and encoding window; an administrator
+// edits a node's own schedule, revokes a linked node and removes one that is gone.
+import { Fragment } from 'preact';
 import { useState } from 'preact/hooks';
 import { Alert, Badge, Loading } from '../components';
 import { formatBytes, formatNumber, formatPercent, formatRelative, formatWindows } from '../format';
 import { useAction, useResource, useRole } from '../hooks';
 import { allows, api } from '../session';
 import type { ClusterNode } from '../types';
+import { ScheduleEditor } from '../widgets/ScheduleEditor';
 
 export function Nodes() {
   const nodes = useResource(() => api.nodes(), [], { pollMs: 10_000 });
@@ -11,6 +15,7 @@ export function Nodes() {
   const action = useAction();
   const role = useRole();
   const [notice, setNotice] = useState<string | null>(null);
+  const [scheduling, setScheduling] = useState<number | null>(null);
 
   const revoke = async (node: ClusterNode) => {
     if (!confirm(`Revoke ${node.name}? Its link closes now, its running jobs go back to the queue, and it is refused until it is removed.`)) return;
@@ -71,7 +76,8 @@ export function Nodes() {
               {list.map((node) => {
                 const memoryPercent = node.memoryTotal > 0 ? (node.memoryUsed / node.memoryTotal) * 100 : null;
                 return (
-                  <tr key={node.id}>
+                  <Fragment key={node.id}>
+                  <tr>
                     <td data-label="Node">
                       <strong>{node.name}</strong>
                       <div class="muted small">
@@ -135,8 +141,20 @@ export function Nodes() {
                       {formatRelative(node.lastSeenAt)}
                     </td>
                     <td data-label="Actions">
-                      {node.role === 'linked' && allows(role, 'admin') && (
-                        <div class="actions">
+                      <div class="actions">
+                        {node.window && (
+                          <button
+                            type="button"
+                            class="button"
+                            aria-expanded={scheduling === node.id}
+                            aria-label={`${allows(role, 'admin') ? 'Edit' : 'Show'} the schedule of ${node.name}`}
+                            onClick={() => setScheduling(scheduling === node.id ? null : node.id)}
+                          >
+                            Schedule
+                          </button>
+                        )}
+                        {node.role === 'linked' && allows(role, 'admin') && (
+                          <>
                           {!node.revoked && (
                             <button type="button" class="button button-danger" disabled={action.busy} onClick={() => void revoke(node)} aria-label={`Revoke ${node.name}`}>
                               Revoke
@@ -147,10 +165,34 @@ export function Nodes() {
                               Remove
                             </button>
                           )}
-                        </div>
-                      )}
+                          </>
+                        )}
+                      </div>
                     </td>
                   </tr>
+                  {scheduling === node.id && node.window && (
+                    <tr class="row-editor">
+                      <td colSpan={10} class="cell-editor">
+                        <h3 class="form-title">Encoding windows of {node.name}</h3>
+                        <ScheduleEditor
+                          label={`Schedule of ${node.name}`}
+                          schedule={node.window}
+                          editable={allows(role, 'admin')}
+                          onSave={async (body) => {
+                            const saved = await api.setNodeSchedule(node.id, body);
+                            await nodes.reload();
+                            return saved;
+                          }}
+                          onFollowDefault={async () => {
+                            const saved = await api.clearNodeSchedule(node.id);
+                            await nodes.reload();
+                            return saved;
+                          }}
+                        />
+                      </td>
+                    </tr>
+                  )}
+                  </Fragment>
                 );
               })}
             </tbody>
