@@ -109,6 +109,9 @@ function DeliveryCell({ item }: { item: Outlet }) {
 export function OutletSection<T extends Outlet, K extends string, X, B>({ config, editable }: { config: OutletConfig<T, K, X, B>; editable: boolean }) {
   const items = useResource(config.list, []);
   const [editing, setEditing] = useState<number | null>(null);
+  // Each one added starts a fresh form (a key on the list's length would also wipe what is
+  // being typed when the list first arrives).
+  const [added, setAdded] = useState(0);
   const [notice, setNotice] = useState<string | null>(null);
   const action = useAction();
   const kindLabel = (kind: string) => config.kinds.find((k) => k.kind === kind)?.label ?? kind;
@@ -127,6 +130,7 @@ export function OutletSection<T extends Outlet, K extends string, X, B>({ config
   };
   const saved = async (item: T, created: boolean) => {
     setEditing(null);
+    if (created) setAdded((n) => n + 1);
     const cleared = !created && config.secretCleared(item);
     setNotice(
       created
@@ -208,7 +212,7 @@ export function OutletSection<T extends Outlet, K extends string, X, B>({ config
           </table>
         </div>
       )}
-      {editable && <OutletForm key={list.length} config={config} item={null} onSaved={(made) => void saved(made, true)} />}
+      {editable && <OutletForm key={added} config={config} item={null} onSaved={(made) => void saved(made, true)} />}
     </section>
   );
 }

@@ -26,6 +26,9 @@ export function UsersSection({ me }: { me: string | null }) {
   const users = useResource(() => api.users(), []);
   const [notice, setNotice] = useState<string | null>(null);
   const [resetting, setResetting] = useState<string | null>(null);
+  // Each user added starts a fresh form (a key on the list's length would also wipe what is
+  // being typed when the list first arrives).
+  const [added, setAdded] = useState(0);
   const action = useAction();
 
   const changeRole = async (user: User, role: UserRole) => {
@@ -117,7 +120,13 @@ export function UsersSection({ me }: { me: string | null }) {
           </table>
         </div>
       )}
-      <NewUserForm key={list.length} onCreated={(user) => void users.reload().then(() => setNotice(`${user.username} added as ${user.role}.`))} />
+      <NewUserForm
+        key={added}
+        onCreated={(user) => {
+          setAdded((n) => n + 1);
+          void users.reload().then(() => setNotice(`${user.username} added as ${user.role}.`));
+        }}
+      />
     </section>
   );
 }
