@@ -502,6 +502,29 @@ describe('dashboard pages', () => {
     expect(sent?.keepModifiedTime).toBe(true);
   });
 
+  it("shows the server's refusal of a library path beside the paths", async () => {
+    override = (method, path) =>
+      method === 'POST' && path === '/api/libraries'
+        ? { status: 422, body: { error: { code: 'validation_failed', message: 'paths[0] "/media/nope" does not exist' } } }
+        : undefined;
+    await mount('#/libraries');
+    await vi.waitFor(() => expect(text()).toContain('Movies'));
+    [...container().querySelectorAll('button')].find((b) => b.textContent === 'Add library')!.click();
+    const form = await vi.waitFor(() => need(container().querySelector<HTMLFormElement>('form.form')));
+    const name = [...form.querySelectorAll<HTMLLabelElement>('label')].find((l) => l.textContent?.includes('Name'))!.querySelector('input')!;
+    name.value = 'Shows';
+    name.dispatchEvent(new Event('input', { bubbles: true }));
+    const path = form.querySelector<HTMLInputElement>('input[aria-label="Media path 1"]')!;
+    path.value = '/media/nope';
+    path.dispatchEvent(new Event('input', { bubbles: true }));
+    await settle();
+    [...form.querySelectorAll('button')].find((b) => b.textContent === 'Create library')!.click();
+    await vi.waitFor(() => expect(path.getAttribute('aria-invalid')).toBe('true'));
+    const paths = form.querySelector('fieldset')!;
+    expect(paths.textContent).toContain('paths[0] "/media/nope" does not exist');
+    expect(form.querySelector('[role="alert"].alert')).toBeNull();
+  });
+
   it('scans a library and reports how many files were queued', async () => {
     await mount('#/libraries');
     await vi.waitFor(() => expect(text()).toContain('Movies'));
@@ -888,5 +911,28 @@ describe('dashboard pages', () => {
     form.querySelector<HTMLButtonElement>('button[type="submit"]')!.click();
     await vi.waitFor(() => expect(sent).not.toBeNull());
     expect(sent).toEqual({ pathMappings: [{ from: '/tv', to: '/media/tv' }, { from: '/movies', to: '/media/movies' }] });
+  });
+
+  it("shows a viewer a node's schedule without a way to change it, and priorities as numbers", async () => {
+    const queued = job(4, { fileName: 'later.mkv', status: 'QUEUED', priority: 2 });
+    override = (method, path) => {
+      const url = path.split('?')[0];
+      if (url === '/api/auth/me') return { status: 200, body: { username: 'bob', role: 'viewer', apiKey: false } };
+      if (method === 'GET' && url === '/api/jobs') return { status: 200, body: { items: [queued], total: 1, page: 1, pageSize: 50 } };
+      return undefined;
+    };
+    await mount('#/nodes');
+    await vi.waitFor(() => expect(byLabel('Show the schedule of gpu-1')).not.toBeNull());
+    expect(byLabel('Edit the schedule of gpu-1')).toBeNull();
+    byLabel('Show the schedule of gpu-1')!.click();
+    const grid = await vi.waitFor(() => need(byLabel('Schedule of gpu-1: hours open for encoding')));
+    // Mon and Tue 22:00 to 07:00 the next morning, in the node's window.
+    expect(grid.querySelector<HTMLButtonElement>('[aria-label="Tue 03:00"]')!.getAttribute('aria-pressed')).toBe('true');
+    expect([...grid.querySelectorAll<HTMLButtonElement>('button')].every((cell) => cell.disabled)).toBe(true);
+    expect(text()).not.toContain('Save schedule');
+
+    await show('#/jobs');
+    await vi.waitFor(() => expect(text()).toContain('later.mkv'));
+    expect(byLabel('Raise the priority of later.mkv')).toBeNull();
   });
 });

@@ -1,8 +1,8 @@
 // Settings > API keys: named keys with a scope, shown once when made, their last use, revoked at once.
 import { useState } from 'preact/hooks';
-import { Alert } from '../../components';
+import { Alert, FieldError, invalidProps } from '../../components';
 import { formatDateTime } from '../../format';
-import { useAction, useResource } from '../../hooks';
+import { useAction, useResource, useSave } from '../../hooks';
 import { api } from '../../session';
 import type { ApiKey, CreatedApiKey, KeyScope } from '../../types';
 
@@ -23,11 +23,12 @@ export function ApiKeysSection() {
   const [scope, setScope] = useState<KeyScope>('integration');
   const [created, setCreated] = useState<CreatedApiKey | null>(null);
   const { busy, error, run } = useAction();
+  const create = useSave([{ field: 'name' }, { field: 'scope' }]);
 
   const submit = async (event: Event) => {
     event.preventDefault();
     setCreated(null);
-    const result = await run(() => api.createApiKey(name.trim(), scope));
+    const result = await create.save(() => api.createApiKey(name.trim(), scope));
     if (result) {
       setCreated(result);
       setName('');
@@ -51,6 +52,7 @@ export function ApiKeysSection() {
       </p>
       <Alert message={keys.error} />
       <Alert message={error} />
+      <Alert message={create.errors.form} />
       {created && (
         <div class="alert alert-ok" role="status">
           <p>
@@ -100,17 +102,19 @@ export function ApiKeysSection() {
       <form class="form" onSubmit={(e) => void submit(e)}>
         <label class="field">
           <span>Key name</span>
-          <input value={name} maxLength={100} onInput={(e) => setName(e.currentTarget.value)} required />
+          <input value={name} maxLength={100} onInput={(e) => setName(e.currentTarget.value)} required {...invalidProps('key-name-error', create.errors.fields.name)} />
+          <FieldError id="key-name-error" message={create.errors.fields.name} />
         </label>
         <label class="field">
           <span>Scope</span>
-          <select value={scope} onChange={(e) => setScope(e.currentTarget.value as KeyScope)}>
+          <select value={scope} onChange={(e) => setScope(e.currentTarget.value as KeyScope)} {...invalidProps('key-scope-error', create.errors.fields.scope)}>
             {KEY_SCOPES.map((s) => (
               <option key={s.scope} value={s.scope}>
                 {s.label}: {s.detail}
               </option>
             ))}
           </select>
+          <FieldError id="key-scope-error" message={create.errors.fields.scope} />
         </label>
         {scope === 'admin' && (
           <p class="alert alert-error" role="alert">
@@ -118,8 +122,8 @@ export function ApiKeysSection() {
             administers, never to Sonarr, Radarr or a dashboard.
           </p>
         )}
-        <button type="submit" class="button button-primary" disabled={busy || name.trim() === ''}>
-          {busy ? 'Creating…' : 'Create key'}
+        <button type="submit" class="button button-primary" disabled={create.busy || name.trim() === ''}>
+          {create.busy ? 'Creating…' : 'Create key'}
         </button>
       </form>
     </section>

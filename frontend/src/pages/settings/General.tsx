@@ -1,14 +1,15 @@
 // Settings > Encoding (job timeout, originals kept) and Linked nodes (whether enrollment is open).
 import { useEffect, useState } from 'preact/hooks';
 import { Alert, Loading } from '../../components';
-import { useAction, type Resource } from '../../hooks';
+import { useSave, type Resource } from '../../hooks';
 import { api } from '../../session';
 import type { Settings as SettingsData } from '../../types';
 
 export function GeneralSection({ settings }: { settings: Resource<SettingsData> }) {
   const [timeout, setTimeoutHours] = useState('');
   const [keepOriginals, setKeepOriginals] = useState(false);
-  const { busy, error, run } = useAction();
+  const { busy, errors, save } = useSave([{ field: 'jobTimeoutHours' }]);
+  const refused = errors.fields.jobTimeoutHours;
   const [notice, setNotice] = useState<string | null>(null);
 
   useEffect(() => {
@@ -25,7 +26,7 @@ export function GeneralSection({ settings }: { settings: Resource<SettingsData> 
     event.preventDefault();
     setNotice(null);
     if (invalid) return;
-    const result = await run(() => api.saveSettings({ jobTimeoutHours: hours, keepOriginals }));
+    const result = await save(() => api.saveSettings({ jobTimeoutHours: hours, keepOriginals }));
     if (result) {
       settings.setData(result);
       setNotice('Settings saved.');
@@ -40,7 +41,7 @@ export function GeneralSection({ settings }: { settings: Resource<SettingsData> 
         settings.loading && <Loading what="settings" />
       ) : (
         <form class="form" onSubmit={(e) => void submit(e)} noValidate>
-          <Alert message={error} />
+          <Alert message={errors.form} />
           <Alert kind="ok" message={notice} />
           <label class="field">
             <span>Job timeout (hours)</span>
@@ -50,12 +51,12 @@ export function GeneralSection({ settings }: { settings: Resource<SettingsData> 
               min={0.1}
               step="any"
               value={timeout}
-              aria-invalid={invalid ? true : undefined}
+              aria-invalid={invalid || refused ? true : undefined}
               aria-describedby="timeout-help"
               onInput={(e) => setTimeoutHours(e.currentTarget.value)}
             />
-            <small id="timeout-help" class={invalid ? 'text-bad' : 'muted'}>
-              {invalid ? 'Enter a number of hours above 0.' : 'A job running longer than this fails and is retried.'}
+            <small id="timeout-help" class={invalid || refused ? 'text-bad' : 'muted'} role={refused ? 'alert' : undefined}>
+              {invalid ? 'Enter a number of hours above 0.' : (refused ?? 'A job running longer than this fails and is retried.')}
             </small>
           </label>
           <label class="check-field">
