@@ -4,7 +4,7 @@
 // priority, the audit log's filters; server refusals shown beside their fields. Then the same
 // pages at phone size. Leaves the schedule always open, as it found it.
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, statSync, utimesSync } from 'node:fs';
+import { existsSync, mkdtempSync, statSync, utimesSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -98,9 +98,13 @@ describe('administration from the dashboard', () => {
     await goTo(page, 'Libraries');
     await page.getByRole('heading', { name: LIBRARY_NAME }).first().waitFor();
     await page.setViewportSize({ width: 1000, height: 640 });
-    await page.screenshot({ path: FIRST_LIBRARY_PNG });
+    await screenshot(page, 'first-library');
+    // The committed copy is rewritten only on request, so a test run leaves the tree clean.
+    if (!existsSync(FIRST_LIBRARY_PNG) || process.env.UPDATE_README_SCREENSHOT === '1') {
+      await page.screenshot({ path: FIRST_LIBRARY_PNG });
+      expect(statSync(FIRST_LIBRARY_PNG).size).toBeLessThan(200 * 1024);
+    }
     await page.setViewportSize(DESKTOP);
-    expect(statSync(FIRST_LIBRARY_PNG).size).toBeLessThan(200 * 1024);
   });
 
   it('adds a user, refuses a short password beside its field, changes the role and password, deletes', async () => {
