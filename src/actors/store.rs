@@ -6,7 +6,6 @@
 use entities::{job, library};
 use serde::{Deserialize, Serialize};
 
-use super::job::helper::SPAN_LEASE_SECONDS;
 use super::lifecycle::{EventContext, Lifecycle, LifecycleError};
 use crate::domain::job::{transition, Effect, JobEvent, JobStatus};
 use crate::domain::segments::SpanView;
@@ -15,6 +14,10 @@ use crate::media::partial::remove_partial;
 use crate::repo::jobs::{self, snapshot, JobChange};
 use crate::repo::segments::HelperTotals;
 use crate::repo::{self, events::NewEvent, segments};
+
+/// How long a helper's lease on a span lasts without renewal: granted by the scheduler,
+/// renewed by each `span_progress` (a helper reports every few seconds).
+pub const SPAN_LEASE_SECONDS: i64 = 30;
 
 /// The answer to an applied transition: the job, and whether its partial output must go.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

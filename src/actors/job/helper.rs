@@ -15,8 +15,6 @@ use crate::media::child::{ChildEnd, Transcoder};
 use crate::media::encode::Event;
 use crate::media::layout::partial_dir_for;
 
-/// How long a helper's lease on a span lasts without renewal.
-pub const SPAN_LEASE_SECONDS: i64 = 30;
 const RENEW_EVERY: Duration = Duration::from_secs(3);
 
 /// A span this node's helper works on, with its lease.

@@ -18,7 +18,6 @@ use actix::prelude::*;
 use tokio::sync::mpsc;
 
 use super::lifecycle::{EventContext, LifecycleError};
-use super::node::{JobEnded, NodeSupervisor};
 use super::store::{delete_partial_if, holds_lease, removes_partial, Applied, JobStore};
 use crate::domain::job::{FailureCode, JobEvent};
 use crate::domain::segments::Parallelism;
@@ -73,17 +72,25 @@ pub enum JobCommand {
 #[rtype(result = "()")]
 pub struct Command(pub JobCommand);
 
+/// A job's supervisor stopped, whatever the attempt's end: its slot is free.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct JobEnded {
+    pub job_id: i32,
+}
+
 pub struct JobSupervisor {
     pub job_id: i32,
     pub lease_id: String,
     pub env: Arc<NodeEnv>,
-    pub node: Addr<NodeSupervisor>,
+    /// Told when this supervisor stops (the node's slots).
+    ended: Recipient<JobEnded>,
     commands: Option<mpsc::UnboundedSender<JobCommand>>,
 }
 
 impl JobSupervisor {
-    pub fn new(job_id: i32, lease_id: String, env: Arc<NodeEnv>, node: Addr<NodeSupervisor>) -> Self {
-        JobSupervisor { job_id, lease_id, env, node, commands: None }
+    pub fn new(job_id: i32, lease_id: String, env: Arc<NodeEnv>, ended: Recipient<JobEnded>) -> Self {
+        JobSupervisor { job_id, lease_id, env, ended, commands: None }
     }
 }
 
@@ -114,7 +121,7 @@ impl Actor for JobSupervisor {
     }
 
     fn stopped(&mut self, _: &mut Context<Self>) {
-        self.node.do_send(JobEnded { job_id: self.job_id });
+        self.ended.do_send(JobEnded { job_id: self.job_id });
     }
 }
 
