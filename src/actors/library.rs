@@ -138,9 +138,10 @@ async fn remove_stale_partials(db: &DatabaseConnection, partials: Vec<PathBuf>) 
 
 /// Outputs of replaces cut short after their swap: a job that has not ended, whose row
 /// records the output it swapped in (inode and size), and whose final path holds exactly
-/// that file. The job's next attempt completes it from the row (`swapped_on_record`); until
-/// then the output is its job's business, not a new file, and the job's source is not
-/// "gone" (a container change left it under another name). Answers final path -> job id.
+/// that file. The job's next attempt completes it from the row
+/// (`media::replace::swapped_on_record`); until then the output is its job's business, not
+/// a new file, and the job's source is not "gone" (a container change left it under another
+/// name). Answers final path -> job id.
 /// Without this, a scan after a crash at that moment dropped the job and took its output
 /// for a new source (the fault suite's kill of the main node found it: the job's history
 /// lost, the file SKIPPED).

@@ -4,8 +4,6 @@
 
 use std::path::Path;
 
-use entities::job;
-
 use super::prepare::Prepared;
 use super::supervise::Encoded;
 use super::{join_error, Attempt};
@@ -183,15 +181,4 @@ impl Attempt {
         self.apply(JobEvent::Complete, set, ctx).await?;
         Ok(())
     }
-}
-
-/// A swap this job's last attempt recorded on its row (an output size, and the file at its
-/// path being the output the row names) before it removed its partial output and crashed
-/// short of completing: the job completes without encoding the output again.
-pub(super) fn swapped_on_record(job: &job::Model) -> Option<Swapped> {
-    let size = u64::try_from(job.output_size?).ok()?;
-    let target = final_path(&crate::repo::jobs::source_path(job), &job.target_codec);
-    let now = SourceIdentity::of(&target).ok()?;
-    let recorded = u64::try_from(job.source_inode?).ok()?;
-    (now.inode == recorded && now.size == size).then_some(Swapped { final_path: target, output_size: size })
 }

@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 
 use entities::job;
 
-use super::commit::swapped_on_record;
 use super::{join_error, Attempt, Phase, Step};
 use crate::domain::encoding::{profile_for_attempt, EncodeSettings, Hardware, TargetCodec};
 use crate::domain::job::{FailureCode, JobEvent, Stage};
@@ -14,9 +13,9 @@ use crate::domain::quality::{self, QualityMode};
 use crate::domain::segments::{self, Sessions};
 use crate::media::contain;
 use crate::media::partial;
-use crate::media::plan::{decide, Decision, EncodePlan, QualitySearch, SourceIdentity};
+use crate::media::plan::{decide, final_path, Decision, EncodePlan, QualitySearch, SourceIdentity};
 use crate::media::probe::{HdrKind, MediaInfo};
-use crate::media::replace::{recover, Recovered};
+use crate::media::replace::{recover, swapped_on_record, Recovered};
 use crate::media::worker;
 use crate::media::MediaError;
 use crate::repo::jobs::JobChange;
@@ -70,7 +69,16 @@ impl Attempt {
                 tracing::info!(job_id = job.id, "undid a replace interrupted before its swap")
             }
             Ok(Ok(Recovered::Nothing)) => {
-                if let Some(swapped) = swapped_on_record(&job) {
+                // The swap recorded on the row (`output_size`, and in `source_inode` the
+                // output's inode) by an attempt that then removed its folder, intent and all.
+                let on_record = job.output_size.zip(job.source_inode).and_then(|(size, inode)| {
+                    swapped_on_record(
+                        final_path(&path, &job.target_codec),
+                        u64::try_from(size).ok()?,
+                        u64::try_from(inode).ok()?,
+                    )
+                });
+                if let Some(swapped) = on_record {
                     return self.complete_swapped(&path, swapped).await.map(|()| None);
                 }
             }
