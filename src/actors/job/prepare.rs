@@ -114,7 +114,7 @@ impl Attempt {
         let analysis = JobChange {
             source_mtime_ns: identity.map(|i| i.mtime_ns),
             source_inode: identity.map(|i| i64::try_from(i.inode).unwrap_or(0)),
-            ..crate::actors::analyst::facts_of(&info)
+            ..crate::actors::prober::facts_of(&info)
         };
         self.update(analysis).await?;
         if let Step::Stop = self.check_commands().await? {
