@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use entities::job;
 
 use super::{join_error, Attempt, Phase, Step};
+use crate::actors::store::JobSettings;
 use crate::domain::encoding::{profile_for_attempt, EncodeSettings, Hardware, TargetCodec};
 use crate::domain::job::{FailureCode, JobEvent, Stage};
 use crate::domain::quality::{self, QualityMode};
@@ -85,7 +86,7 @@ impl Attempt {
             Ok(Err(e)) | Err(e) => return self.fail(e).await.map(|()| None),
         }
         // Guessing a default here would delete originals a user asked to keep.
-        let (keep_originals, timeout_hours) = match env.store.job_settings().await {
+        let JobSettings { keep_originals, timeout_hours } = match env.store.job_settings().await {
             Ok(settings) => settings,
             Err(e) => {
                 return self.fail(MediaError::misc(format!("the settings could not be read: {e}"))).await.map(|()| None)
