@@ -6,7 +6,7 @@ use std::path::Path;
 
 use super::prepare::Prepared;
 use super::supervise::Encoded;
-use super::{join_error, Attempt};
+use super::{join_error, Attempt, Ended};
 use crate::actors::lifecycle::{EventContext, LifecycleError};
 use crate::domain::job::{JobEvent, Stage};
 use crate::domain::path_bytes::readable;
@@ -147,7 +147,11 @@ impl Attempt {
     }
 
     /// Completes a job whose replace swapped the files before a crash (see `recover`).
-    pub(super) async fn complete_swapped(&self, source: &Path, swapped: Swapped) -> Result<(), LifecycleError> {
+    pub(super) async fn complete_swapped<T: Ended>(
+        &self,
+        source: &Path,
+        swapped: Swapped,
+    ) -> Result<T, LifecycleError> {
         tracing::info!(job_id = self.job_id, "the replace had swapped the files before a restart; completing the job");
         let stage = JobChange { stage: Some(Stage::Transferring), ..Default::default() };
         self.apply(JobEvent::Analyzed { skip: false }, stage, self.ctx()).await?;
@@ -179,6 +183,6 @@ impl Attempt {
             }
         }
         self.apply(JobEvent::Complete, set, ctx).await?;
-        Ok(())
+        Ok(T::ended())
     }
 }

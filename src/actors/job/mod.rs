@@ -156,6 +156,23 @@ enum Step {
 /// transition applied, or the job left as it is for a restart or for another node).
 type Phase<T> = Result<Option<T>, LifecycleError>;
 
+/// What a part of the attempt answers once the attempt has ended in it: `None` from a part
+/// it would have gone on from (a `Phase`), nothing from the commit, the last. Lets a part
+/// end the attempt with `return self.fail(e).await;` whatever it answers.
+trait Ended {
+    fn ended() -> Self;
+}
+
+impl Ended for () {
+    fn ended() {}
+}
+
+impl<T> Ended for Option<T> {
+    fn ended() -> Self {
+        None
+    }
+}
+
 impl Attempt {
     async fn run(mut self) -> Result<(), LifecycleError> {
         let Some(prepared) = self.prepare().await? else { return Ok(()) };
@@ -209,32 +226,32 @@ impl Attempt {
     }
 
     /// Fails the attempt; its partial output goes with it.
-    async fn fail(&self, e: MediaError) -> Result<(), LifecycleError> {
+    async fn fail<T: Ended>(&self, e: MediaError) -> Result<T, LifecycleError> {
         self.fail_attempt(e, false, None).await
     }
 
     /// `fail` while holding the partial output's lock (the commit, from verification on):
     /// the folder is removed under that lock, which no second open could take.
-    async fn fail_holding(&self, e: MediaError, held: PartialLock) -> Result<(), LifecycleError> {
+    async fn fail_holding<T: Ended>(&self, e: MediaError, held: PartialLock) -> Result<T, LifecycleError> {
         self.fail_attempt(e, false, Some(held)).await
     }
 
     /// Fails an attempt whose transcoder stopped while encoding: the segments it finished
     /// are good, and the retry continues from them.
-    async fn fail_resumable(&self, e: MediaError) -> Result<(), LifecycleError> {
+    async fn fail_resumable<T: Ended>(&self, e: MediaError) -> Result<T, LifecycleError> {
         self.fail_attempt(e, true, None).await
     }
 
-    async fn fail_attempt(
+    async fn fail_attempt<T: Ended>(
         &self,
         e: MediaError,
         resumable: bool,
         held: Option<PartialLock>,
-    ) -> Result<(), LifecycleError> {
+    ) -> Result<T, LifecycleError> {
         tracing::warn!(job_id = self.job_id, code = e.code.as_str(), message = %e.message, resumable, "job attempt failed");
         let ctx = EventContext { node: self.node(), detail: None, failure_detail: Some(e.message) };
         self.apply_holding(JobEvent::Fail { code: e.code, resumable }, JobChange::default(), ctx, held).await?;
-        Ok(())
+        Ok(T::ended())
     }
 
     /// Handles a command that arrived outside the encode loop.
@@ -261,10 +278,10 @@ impl Attempt {
 
     /// The partial output is locked by another transcoder (an earlier attempt still
     /// stopping): back to the queue, without using a retry or touching the folder.
-    async fn busy(&self) -> Result<(), LifecycleError> {
+    async fn busy<T: Ended>(&self) -> Result<T, LifecycleError> {
         tracing::info!(job_id = self.job_id, "the partial output is in use by another transcoder; requeued");
         self.apply(JobEvent::Busy, JobChange::default(), self.ctx()).await?;
-        Ok(())
+        Ok(T::ended())
     }
 
     /// Fencing: only the node holding the job's current lease may touch the original.

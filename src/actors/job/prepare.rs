@@ -48,9 +48,9 @@ impl Attempt {
         let dir = crate::media::layout::partial_dir_for(&path);
         let held = match tokio::task::spawn_blocking(move || partial::lock_if_exists(&dir)).await.map_err(join_error) {
             Ok(Ok(Some(Ok(lock)))) => Some(lock),
-            Ok(Ok(Some(Err(partial::Held::Busy)))) => return self.busy().await.map(|()| None),
+            Ok(Ok(Some(Err(partial::Held::Busy)))) => return self.busy().await,
             Ok(Ok(None)) => None,
-            Ok(Err(e)) | Err(e) => return self.fail(e).await.map(|()| None),
+            Ok(Err(e)) | Err(e) => return self.fail(e).await,
         };
         // A replace interrupted by a crash is finished or undone first, as its own intent
         // says. A replace that had swapped the files completes the job: its output, verified
@@ -63,9 +63,7 @@ impl Attempt {
         .await
         .map_err(join_error);
         match recovered {
-            Ok(Ok(Recovered::RolledForward(swapped))) => {
-                return self.complete_swapped(&path, swapped).await.map(|()| None)
-            }
+            Ok(Ok(Recovered::RolledForward(swapped))) => return self.complete_swapped(&path, swapped).await,
             Ok(Ok(Recovered::RolledBack)) => {
                 tracing::info!(job_id = job.id, "undid a replace interrupted before its swap")
             }
@@ -80,17 +78,15 @@ impl Attempt {
                     )
                 });
                 if let Some(swapped) = on_record {
-                    return self.complete_swapped(&path, swapped).await.map(|()| None);
+                    return self.complete_swapped(&path, swapped).await;
                 }
             }
-            Ok(Err(e)) | Err(e) => return self.fail(e).await.map(|()| None),
+            Ok(Err(e)) | Err(e) => return self.fail(e).await,
         }
         // Guessing a default here would delete originals a user asked to keep.
         let JobSettings { keep_originals, timeout_hours } = match env.store.job_settings().await {
             Ok(settings) => settings,
-            Err(e) => {
-                return self.fail(MediaError::misc(format!("the settings could not be read: {e}"))).await.map(|()| None)
-            }
+            Err(e) => return self.fail(MediaError::misc(format!("the settings could not be read: {e}"))).await,
         };
 
         let library = match job.library_id {
@@ -103,14 +99,14 @@ impl Attempt {
         let roots: Vec<PathBuf> =
             library.as_ref().map(|l| paths_of(l).into_iter().map(PathBuf::from).collect()).unwrap_or_default();
         if let Err(e) = contained(&path, &roots).await {
-            return self.fail(e).await.map(|()| None);
+            return self.fail(e).await;
         }
         // What a rescan compares the file with (see `repo::jobs::KnownFile`): the size and
         // modification time of the file analysed, recorded together.
         let identity = SourceIdentity::of(&path).ok();
         let info = match worker::validate(&env.transcoder, &path, env.analysis_timeout).await {
             Ok(info) => info,
-            Err(e) => return self.fail(e).await.map(|()| None),
+            Err(e) => return self.fail(e).await,
         };
         let analysis = JobChange {
             source_mtime_ns: identity.map(|i| i.mtime_ns),
@@ -126,7 +122,7 @@ impl Attempt {
         let skip_reason = match decide(&info, &target, job.forced) {
             Ok(Decision::Skip { reason }) => Some(reason),
             Ok(Decision::Encode) => None,
-            Err(e) => return self.fail(e).await.map(|()| None),
+            Err(e) => return self.fail(e).await,
         };
         let skip = skip_reason.is_some();
         let patch = JobChange { stage: (!skip).then_some(Stage::Encoding), skip_reason, ..Default::default() };
@@ -136,7 +132,7 @@ impl Attempt {
         }
         let plan = match self.plan(&job, &info, library.as_ref()) {
             Ok(plan) => plan,
-            Err(e) => return self.fail(e).await.map(|()| None),
+            Err(e) => return self.fail(e).await,
         };
         let keep_modified_time = library.as_ref().is_some_and(|l| l.keep_modified_time);
         Ok(Some(Prepared { job, info, plan, keep_originals, keep_modified_time, roots, timeout_hours }))
