@@ -13,13 +13,16 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use serde::{Deserialize, Serialize};
 
-use super::encode::{keep_headers, record_segment, run_sessions, Event, Recorder};
+use super::event::{cpu_time_ms, Event};
 use super::layout::{self, PLAN_FILE};
-use super::manifest::{insert_in_order, inspect, sync_dir, write_durably, Manifest, PartialState, Segment};
+use super::manifest::{
+    insert_in_order, inspect, keep_headers, record_segment, sync_dir, write_durably, Manifest, PartialState, Segment,
+};
 use super::partial::{self, Claim};
 use super::plan::EncodePlan;
 use super::probe;
 use super::segment::CodecParams;
+use super::sessions::{run_sessions, Recorder, SessionMode};
 use super::MediaError;
 use crate::domain::segments::{self, Sessions, Span};
 
@@ -266,8 +269,17 @@ pub fn assist(
     // second helper on a span taken in part wrote over the first's segment: 23 frames twice,
     // caught only by the output's frame count).
     let first_free = (0u32..).find(|n| !dir.join(layout::assist_segment_file(span, *n)).exists()).unwrap_or(0);
-    let totals =
-        run_sessions(&plan, &info, vec![piece], boundaries, false, Some(span), first_free, &mut collected, stop, emit)?;
+    let totals = run_sessions(
+        &plan,
+        &info,
+        vec![piece],
+        boundaries,
+        SessionMode::Helper { span },
+        first_free,
+        &mut collected,
+        stop,
+        emit,
+    )?;
     let (encoded, skipped) = (totals.encoded, totals.skipped);
     let frames: u64 = collected.frames_done();
     let bytes = collected.bytes_done();
@@ -286,7 +298,7 @@ pub fn assist(
         size: bytes,
         frames_encoded_this_run: encoded,
         frames_skipped_this_run: skipped,
-        cpu_ms: super::encode::cpu_time_ms(),
+        cpu_ms: cpu_time_ms(),
         wall_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
     });
     Ok(AssistEnd::Finished)

@@ -17,8 +17,9 @@ use tokio::process::Child;
 use tokio::sync::mpsc;
 
 use super::assist::{assist, AssistEnd, AssistRequest};
-use super::encode::{transcode, Event, RunEnd};
+use super::event::{Event, RunEnd};
 use super::plan::EncodePlan;
+use super::transcode::transcode;
 use super::MediaError;
 use crate::domain::job::FailureCode;
 

@@ -9,8 +9,8 @@ use std::path::Path;
 use rsmpeg::error::RsmpegError;
 use rsmpeg::ffi;
 
+use super::decode::{main_video_index, open_decoder, stream_nal_format};
 use super::dynamic::{self, NalFormat, RpuMode};
-use super::encode::{main_video_index, open_decoder, stream_nal_format};
 use super::probe::{open_input, probe, read_packet, MediaInfo};
 use super::segment::packet_data;
 use super::MediaError;

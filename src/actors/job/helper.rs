@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 use super::{JobCommand, NodeEnv, STOP_BOUND};
 use crate::media::assist::AssistRequest;
 use crate::media::child::{ChildEnd, Transcoder};
-use crate::media::encode::Event;
+use crate::media::event::Event;
 use crate::media::layout::partial_dir_for;
 
 /// How long a helper's lease on a span lasts without renewal.
