@@ -22,6 +22,7 @@ pub mod search;
 pub mod segment;
 pub mod segment_writer;
 pub mod sessions;
+pub mod span_record;
 pub mod transcode;
 pub mod verify;
 pub mod vmaf;

@@ -21,7 +21,7 @@ use super::plan::EncodePlan;
 use super::probe::{self, MediaInfo};
 use super::segment::{packet_data, CodecParams};
 use super::segment_writer::{SegmentWriter, VideoFormat};
-use super::{layout, partial, MediaError};
+use super::{layout, partial, span_record, MediaError};
 use crate::domain::encoding::Hardware;
 use crate::domain::quality;
 use crate::domain::segments::{self, Span, SpanView};
@@ -171,7 +171,7 @@ impl Recorder for Manifest {
         next_index: &AtomicU32,
         emit: &mut dyn FnMut(Event),
     ) -> Result<Vec<Span>, MediaError> {
-        super::assist::take_in(plan, self, span, next_index, emit)?;
+        span_record::take_in(plan, self, span, next_index, emit)?;
         let boundaries = self.boundaries.clone().unwrap_or_default();
         Ok(self.remaining().into_iter().filter(|s| segments::planned_index(&boundaries, s.from) == span).collect())
     }
@@ -443,7 +443,7 @@ fn take_spans(shared: &Shared<'_>, tx: &mpsc::Sender<Msg>) {
         };
         if let Some(claim) = claim {
             // A helper finished this span and let it go before this run reached it.
-            if super::assist::has_record(&shared.plan.partial_dir, index) {
+            if span_record::has_record(&shared.plan.partial_dir, index) {
                 let _ = tx.send(Msg::TakeIn(claim));
                 continue;
             }

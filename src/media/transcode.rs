@@ -20,7 +20,7 @@ use super::manifest::{inspect, Manifest, PartialState, Run};
 use super::plan::EncodePlan;
 use super::probe::{self, MediaInfo};
 use super::sessions::{run_sessions, span_views, SessionMode};
-use super::{layout, mux, partial, MediaError};
+use super::{layout, mux, partial, span_record, MediaError};
 use crate::domain::job::FailureCode;
 use crate::domain::segments;
 use crate::host::disk;
@@ -113,9 +113,9 @@ pub fn transcode(plan: &EncodePlan, stop: &AtomicBool, emit: &mut dyn FnMut(Even
     manifest.claim(&plan.epoch, &plan.partial_dir)?;
     // Helpers on other nodes encode spans by this run's plan, and leave records of what
     // they finished since the last run: taken in before anything else is counted.
-    super::assist::publish_plan(published, plan)?;
+    span_record::publish_plan(published, plan)?;
     let next_index = AtomicU32::new(manifest.next_index());
-    super::assist::take_in_all(plan, &mut manifest, &next_index)?;
+    span_record::take_in_all(plan, &mut manifest, &next_index)?;
     remove_strays(&plan.partial_dir, &manifest)?;
     emit(Event::Started {
         resume_after_frames: manifest.frames_done(),
