@@ -10,8 +10,8 @@ use rsmpeg::ffi;
 use rsmpeg::UnsafeDerefMut;
 
 use super::device;
-use super::dynamic::NalFormat;
 use super::error::from_rsmpeg;
+use super::hdr_metadata::NalFormat;
 use super::MediaError;
 use crate::domain::encoding::Hardware;
 use crate::domain::job::FailureCode;

@@ -1,16 +1,16 @@
 //! Media work through FFmpeg's libraries (rsmpeg), in-process: no ffmpeg program is needed.
 
-pub mod assist;
 pub mod child;
 pub mod contain;
 pub mod decode;
 pub mod device;
-pub mod dynamic;
 pub mod encoder_options;
 pub mod encoders;
 pub mod error;
 pub mod event;
 pub mod handle;
+pub mod hdr_metadata;
+pub mod helper;
 pub mod layout;
 pub mod manifest;
 pub mod mux;

@@ -16,9 +16,9 @@ use rsmpeg::swscale::SwsContext;
 use rsmpeg::UnsafeDerefMut;
 
 use super::device::DeviceFrames;
-use super::dynamic::{self, FrameMetadata};
 use super::encoder_options::{choose_pix_fmt, encoder_options, open_with_options};
 use super::error::from_rsmpeg;
+use super::hdr_metadata::{self, FrameMetadata};
 use super::manifest::Segment;
 use super::plan::EncodePlan;
 use super::probe::MediaInfo;
@@ -214,7 +214,7 @@ impl SegmentWriter {
                 packet.set_dts(dts);
             }
             let with = self.dynamic.remove(&packet.pts).and_then(|meta| {
-                let with = dynamic::write(packet_data(&packet), &meta);
+                let with = hdr_metadata::write(packet_data(&packet), &meta);
                 if with.is_none() {
                     // Left as encoded: verification finds the frame without its metadata.
                     tracing::warn!(pts = packet.pts, "an encoded frame has no slice to put its HDR metadata by");

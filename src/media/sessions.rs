@@ -13,9 +13,9 @@ use rsmpeg::error::RsmpegError;
 use rsmpeg::ffi;
 
 use super::decode::{main_video_index, open_decoder_on, stream_nal_format, to_system_memory};
-use super::dynamic::{self, Carry, FrameMetadata};
 use super::error::from_rsmpeg;
 use super::event::Event;
+use super::hdr_metadata::{self, Carry, FrameMetadata};
 use super::manifest::{record_segment, Manifest, Segment};
 use super::plan::EncodePlan;
 use super::probe::{self, MediaInfo};
@@ -35,14 +35,15 @@ pub enum SessionMode {
     /// when the output would not be smaller.
     Run,
     /// A helper on planned span `span`, whose claim it holds already: its segment files are
-    /// named by the span; a span is too short to judge a size or a percent by.
+    /// named by the span, and its progress is no percent of the video; a span is too short
+    /// to judge the output's size by.
     Helper { span: u32 },
     /// The quality search's samples: no claims, and nothing of the output to judge.
     Sample,
 }
 
 /// What a session tells the run's main thread, which alone writes the manifest and reports.
-enum Msg {
+enum SessionEvent {
     /// A finished segment, with the encoder's stream parameters (none for an empty span).
     Segment(Segment, Option<CodecParams>),
     Failed(MediaError),
@@ -62,7 +63,7 @@ enum Msg {
 }
 
 /// What the sessions of one run share.
-struct Shared<'a> {
+struct SessionContext<'a> {
     plan: &'a EncodePlan,
     info: &'a MediaInfo,
     /// The planned cuts, which number the spans and their claims.
@@ -86,7 +87,7 @@ struct Shared<'a> {
     open_files: Mutex<Vec<std::path::PathBuf>>,
 }
 
-impl Shared<'_> {
+impl SessionContext<'_> {
     fn halted(&self) -> bool {
         self.stop.load(Ordering::SeqCst) || self.halt.load(Ordering::SeqCst)
     }
@@ -103,14 +104,14 @@ impl Shared<'_> {
 
     fn segment_file(&self, index: u32) -> String {
         match self.mode {
-            SessionMode::Helper { span } => layout::assist_segment_file(span, index),
+            SessionMode::Helper { span } => layout::helper_segment_file(span, index),
             SessionMode::Run | SessionMode::Sample => layout::segment_file(index),
         }
     }
 }
 
 /// Where a run's finished segments go: the manifest (the run that owns the partial output)
-/// or a helper's record of its span (`media::assist`).
+/// or a helper's record of its span (`media::helper`).
 pub(crate) trait Recorder {
     /// Records a finished segment; answers its bytes.
     fn record(
@@ -222,7 +223,7 @@ pub(crate) fn run_sessions(
     let duration = info.video().and_then(|v| v.duration_seconds).or(info.duration_seconds).unwrap_or(0.0);
     let total_frames = duration * fps;
     let sessions = plan.sessions.sessions.clamp(1, u32::try_from(todo.len()).unwrap_or(u32::MAX).max(1));
-    let shared = Shared {
+    let shared = SessionContext {
         plan,
         info,
         boundaries,
@@ -240,7 +241,7 @@ pub(crate) fn run_sessions(
     };
     let started = Instant::now();
     let mut failure: Option<MediaError> = None;
-    let mut fail = |shared: &Shared<'_>, e: MediaError| {
+    let mut fail = |shared: &SessionContext<'_>, e: MediaError| {
         shared.halt.store(true, Ordering::SeqCst);
         failure.get_or_insert(e);
     };
@@ -249,9 +250,9 @@ pub(crate) fn run_sessions(
     let size_limit = plan.size_limit.filter(|_| mode == SessionMode::Run);
     let mut over_limit = None;
     std::thread::scope(|scope| {
-        let (tx, rx) = mpsc::channel::<Msg>();
+        let (tx, rx) = mpsc::channel::<SessionEvent>();
         let shared = &shared;
-        let spawn = |tx: &mpsc::Sender<Msg>| {
+        let spawn = |tx: &mpsc::Sender<SessionEvent>| {
             let tx = tx.clone();
             scope.spawn(move || session(shared, &tx));
         };
@@ -271,7 +272,7 @@ pub(crate) fn run_sessions(
         loop {
             let mut back: Vec<Span> = Vec::new();
             match rx.recv_timeout(Duration::from_millis(100)) {
-                Ok(Msg::Segment(segment, params)) => {
+                Ok(SessionEvent::Segment(segment, params)) => {
                     let (frames, file) = (segment.frames, segment.file.clone());
                     let recorded = recorder.record(plan, segment, params, emit);
                     // Its frames and bytes leave the open counts only now that the manifest
@@ -284,23 +285,25 @@ pub(crate) fn run_sessions(
                         Err(e) => fail(shared, e),
                     }
                 }
-                Ok(Msg::Failed(e)) => fail(shared, e),
-                Ok(Msg::Started(span)) => {
+                Ok(SessionEvent::Failed(e)) => fail(shared, e),
+                Ok(SessionEvent::Started(span)) => {
                     here.push(span);
                     emit(Event::SpanStarted { span });
                 }
-                Ok(Msg::Elsewhere(piece, span)) => {
+                Ok(SessionEvent::Elsewhere(piece, span)) => {
                     elsewhere.insert(span, piece);
                 }
-                Ok(Msg::TakeIn(claim)) => match recorder.take_in(plan, claim.index, &shared.next_index, emit) {
-                    Ok(rest) => back = rest,
-                    Err(e) => fail(shared, e),
-                },
-                Ok(Msg::Release(claim)) => {
+                Ok(SessionEvent::TakeIn(claim)) => {
+                    match recorder.take_in(plan, claim.index, &shared.next_index, emit) {
+                        Ok(rest) => back = rest,
+                        Err(e) => fail(shared, e),
+                    }
+                }
+                Ok(SessionEvent::Release(claim)) => {
                     here.retain(|s| *s != claim.index);
                     drop(claim);
                 }
-                Ok(Msg::Ended) => running = running.saturating_sub(1),
+                Ok(SessionEvent::Ended) => running = running.saturating_sub(1),
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
                 Err(mpsc::RecvTimeoutError::Disconnected) => break,
             }
@@ -400,20 +403,20 @@ pub(crate) struct Totals {
 }
 
 /// One encoder session: takes spans from the queue until there is none, or a stop.
-fn session(shared: &Shared<'_>, tx: &mpsc::Sender<Msg>) {
+fn session(shared: &SessionContext<'_>, tx: &mpsc::Sender<SessionEvent>) {
     /// Says the session ended however it ends, a panic included: the run's main thread
     /// waits for every session it started.
-    struct Ending<'a>(&'a mpsc::Sender<Msg>);
+    struct Ending<'a>(&'a mpsc::Sender<SessionEvent>);
     impl Drop for Ending<'_> {
         fn drop(&mut self) {
-            let _ = self.0.send(Msg::Ended);
+            let _ = self.0.send(SessionEvent::Ended);
         }
     }
     let _ending = Ending(tx);
     take_spans(shared, tx);
 }
 
-fn take_spans(shared: &Shared<'_>, tx: &mpsc::Sender<Msg>) {
+fn take_spans(shared: &SessionContext<'_>, tx: &mpsc::Sender<SessionEvent>) {
     loop {
         if shared.halted() {
             return;
@@ -425,16 +428,16 @@ fn take_spans(shared: &Shared<'_>, tx: &mpsc::Sender<Msg>) {
             match partial::claim_span(&shared.plan.partial_dir, index) {
                 Ok(partial::Claim::Mine(claim)) => Some(claim),
                 Ok(partial::Claim::Held) => {
-                    let _ = tx.send(Msg::Elsewhere(span, index));
+                    let _ = tx.send(SessionEvent::Elsewhere(span, index));
                     continue;
                 }
                 Ok(partial::Claim::Gone) => {
                     let e = MediaError::misc("the partial output was removed while the video was encoded");
-                    let _ = tx.send(Msg::Failed(e));
+                    let _ = tx.send(SessionEvent::Failed(e));
                     return;
                 }
                 Err(e) => {
-                    let _ = tx.send(Msg::Failed(e));
+                    let _ = tx.send(SessionEvent::Failed(e));
                     return;
                 }
             }
@@ -444,25 +447,25 @@ fn take_spans(shared: &Shared<'_>, tx: &mpsc::Sender<Msg>) {
         if let Some(claim) = claim {
             // A helper finished this span and let it go before this run reached it.
             if span_record::has_record(&shared.plan.partial_dir, index) {
-                let _ = tx.send(Msg::TakeIn(claim));
+                let _ = tx.send(SessionEvent::TakeIn(claim));
                 continue;
             }
-            let _ = tx.send(Msg::Started(index));
+            let _ = tx.send(SessionEvent::Started(index));
             shared.active.fetch_add(1, Ordering::SeqCst);
             let result = encode_span(shared, span, tx);
             shared.active.fetch_sub(1, Ordering::SeqCst);
             if let Err(e) = result {
-                let _ = tx.send(Msg::Failed(e));
+                let _ = tx.send(SessionEvent::Failed(e));
                 return;
             }
-            let _ = tx.send(Msg::Release(claim));
+            let _ = tx.send(SessionEvent::Release(claim));
             continue;
         }
         shared.active.fetch_add(1, Ordering::SeqCst);
         let result = encode_span(shared, span, tx);
         shared.active.fetch_sub(1, Ordering::SeqCst);
         if let Err(e) = result {
-            let _ = tx.send(Msg::Failed(e));
+            let _ = tx.send(SessionEvent::Failed(e));
             return;
         }
     }
@@ -471,7 +474,7 @@ fn take_spans(shared: &Shared<'_>, tx: &mpsc::Sender<Msg>) {
 /// Encodes the frames of `span` into one or more segments (a new one every
 /// `segment_frames`). A stop closes the segment being written at the last frame encoded;
 /// the rest of the span stays to do.
-fn encode_span(shared: &Shared<'_>, span: Span, tx: &mpsc::Sender<Msg>) -> Result<(), MediaError> {
+fn encode_span(shared: &SessionContext<'_>, span: Span, tx: &mpsc::Sender<SessionEvent>) -> Result<(), MediaError> {
     match run_span(shared, span, tx, true)? {
         SpanRun::Finished => Ok(()),
         SpanRun::LandedLate(pts) => {
@@ -492,7 +495,12 @@ enum SpanRun {
 
 /// Decodes from the keyframe before `span` (or from the first frame without `seek`), drops
 /// the frames before it, encodes its frames, and stops at the first frame past it.
-fn run_span(shared: &Shared<'_>, span: Span, tx: &mpsc::Sender<Msg>, seek: bool) -> Result<SpanRun, MediaError> {
+fn run_span(
+    shared: &SessionContext<'_>,
+    span: Span,
+    tx: &mpsc::Sender<SessionEvent>,
+    seek: bool,
+) -> Result<SpanRun, MediaError> {
     let plan = shared.plan;
     let mut input = probe::open_input(&plan.input)?;
     let vi = main_video_index(&input).ok_or_else(|| MediaError::invalid("no video stream"))?;
@@ -507,7 +515,7 @@ fn run_span(shared: &Shared<'_>, span: Span, tx: &mpsc::Sender<Msg>, seek: bool)
     let tb = f64::from(time_base.num) / f64::from(time_base.den);
     let start_pts = input.streams().get(vi).map(|s| s.start_time).filter(|t| *t != ffi::AV_NOPTS_VALUE).unwrap_or(0);
     // HDR10+ and Dolby Vision RPUs are read from the source's access units and kept by
-    // presentation time until the decoder gives out the frame (see `media::dynamic`).
+    // presentation time until the decoder gives out the frame (see `media::hdr_metadata`).
     let carry = Carry::of(plan.hdr, shared.info, &plan.target_codec).map(|c| (c, stream_nal_format(&input, vi)));
     let mut dynamic: BTreeMap<i64, FrameMetadata> = BTreeMap::new();
     // The keyframe strictly before the span's start: decoding from there gives every frame
@@ -544,7 +552,7 @@ fn run_span(shared: &Shared<'_>, span: Span, tx: &mpsc::Sender<Msg>, seek: bool)
                         continue;
                     }
                     if let Some((what, format)) = carry.filter(|_| packet.pts != ffi::AV_NOPTS_VALUE) {
-                        dynamic.insert(packet.pts, dynamic::read(packet_data(&packet), format, what));
+                        dynamic.insert(packet.pts, hdr_metadata::read(packet_data(&packet), format, what));
                     }
                     if let Err(e) = decoder.send_packet(Some(&packet)) {
                         decode_errors += 1;
@@ -667,7 +675,7 @@ fn run_span(shared: &Shared<'_>, span: Span, tx: &mpsc::Sender<Msg>, seek: bool)
                 frames: 0,
                 bytes: 0,
             };
-            tx.send(Msg::Segment(empty, None))
+            tx.send(SessionEvent::Segment(empty, None))
                 .map_err(|_| MediaError::misc("the run ended before a segment was recorded"))?;
         }
         None => {}
@@ -676,8 +684,8 @@ fn run_span(shared: &Shared<'_>, span: Span, tx: &mpsc::Sender<Msg>, seek: bool)
 }
 
 /// Closes a segment durably and hands it to the main thread to record.
-fn finish_segment(writer: SegmentWriter, span: Span, tx: &mpsc::Sender<Msg>) -> Result<(), MediaError> {
+fn finish_segment(writer: SegmentWriter, span: Span, tx: &mpsc::Sender<SessionEvent>) -> Result<(), MediaError> {
     let (segment, params) = writer.finish(span)?;
-    tx.send(Msg::Segment(segment, Some(params)))
+    tx.send(SessionEvent::Segment(segment, Some(params)))
         .map_err(|_| MediaError::misc("the run ended before a segment was recorded"))
 }

@@ -1,8 +1,9 @@
 //! Helpers' records: what a helper writes into the partial folder once its span's segments
 //! are durable (`span-NNNNN.json`), and how the run that owns the manifest takes one in,
 //! every segment checked, or discards it and encodes the span itself. Also the plan the run
-//! publishes there for helpers to read. Apart from the helper's own run (`media::assist`),
-//! which writes records, because the run's sessions take them in.
+//! publishes there for helpers to read. Kept apart from the helper's own run
+//! (`media::helper`), which writes records, because the run's sessions take them in and the
+//! helper runs sessions.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -148,13 +149,13 @@ mod tests {
     #[test]
     fn record_names_read_back_and_segment_names_are_not_records() {
         assert_eq!(record_span_of(&layout::span_record_file(7)), Some(7));
-        assert_eq!(record_span_of(&layout::assist_segment_file(7, 1)), None);
-        assert_eq!(layout::assist_span_of(&layout::assist_segment_file(7, 1)), Some(7));
+        assert_eq!(record_span_of(&layout::helper_segment_file(7, 1)), None);
+        assert_eq!(layout::helper_span_of(&layout::helper_segment_file(7, 1)), Some(7));
         // Every file of a helper names its span, so a run's clean-up leaves a live one's alone.
-        assert_eq!(layout::assist_span_of(&layout::span_record_file(7)), Some(7));
-        assert_eq!(layout::assist_span_of("span-00007.json.tmp"), Some(7));
-        assert_eq!(layout::assist_span_of("span-.json"), None);
+        assert_eq!(layout::helper_span_of(&layout::span_record_file(7)), Some(7));
+        assert_eq!(layout::helper_span_of("span-00007.json.tmp"), Some(7));
+        assert_eq!(layout::helper_span_of("span-.json"), None);
         assert_eq!(record_span_of("manifest.json"), None);
-        assert_eq!(layout::assist_span_of(&layout::segment_file(3)), None);
+        assert_eq!(layout::helper_span_of(&layout::segment_file(3)), None);
     }
 }

@@ -178,7 +178,7 @@ fn remove_strays(dir: &Path, manifest: &Manifest) -> Result<(), MediaError> {
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         let listed = manifest.segments.iter().any(|s| s.file == name);
-        if layout::assist_span_of(&name).is_some_and(|span| partial::span_held(dir, span)) {
+        if layout::helper_span_of(&name).is_some_and(|span| partial::span_held(dir, span)) {
             continue;
         }
         if !listed && !layout::is_bookkeeping(&name) {

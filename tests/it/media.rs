@@ -814,8 +814,8 @@ pub(crate) async fn start_run(plan: &EncodePlan) -> (Transcoder, Vec<Event>) {
     panic!("the run never planned its spans: {events:?}");
 }
 
-pub(crate) fn helper_request(plan: &EncodePlan, span: u32) -> condense::media::assist::AssistRequest {
-    condense::media::assist::AssistRequest { partial_dir: plan.partial_dir.clone(), span, threads: 1 }
+pub(crate) fn helper_request(plan: &EncodePlan, span: u32) -> condense::media::helper::HelperRequest {
+    condense::media::helper::HelperRequest { partial_dir: plan.partial_dir.clone(), span, threads: 1 }
 }
 
 pub(crate) async fn drain(child: &mut Transcoder, events: &mut Vec<Event>) -> ChildEnd {

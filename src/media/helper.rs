@@ -2,7 +2,7 @@
 //! span of a running job's video into that job's partial folder, which every node sees.
 //! The run that owns the manifest (the job's transcoder) stays its only writer; a helper
 //! writes only its span's segment files and, once they are durable, a record of them
-//! (`span-NNNNN.json`), which the run takes in. Who writes a span is settled by the
+//! (`span-NNNNN.json`, `media::span_record`), which the run takes in. Who writes a span is settled by the
 //! filesystem: its claim is a byte-range lock on the folder's lock file (`media::partial`),
 //! held by the run's session or by one helper, never both, and let go by death as surely as
 //! by exit. A helper that dies leaves no record; the run finds the claim free and encodes
@@ -25,10 +25,10 @@ use super::span_record::{has_record, SpanRecord};
 use super::MediaError;
 use crate::domain::segments::{self, Sessions};
 
-/// What a helper child is asked (on stdin of `condense-media assist`).
+/// What a helper child is asked (on stdin of `condense-media helper`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct AssistRequest {
+pub struct HelperRequest {
     #[serde(with = "crate::domain::path_bytes::lossless")]
     pub partial_dir: PathBuf,
     /// The planned span this helper was given (its row's lease, `repo::segments`).
@@ -38,7 +38,7 @@ pub struct AssistRequest {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AssistEnd {
+pub enum HelperEnd {
     /// The span is encoded and its record written.
     Finished,
     /// Stopped on request: what was encoded is recorded, the rest of the span is left.
@@ -48,12 +48,12 @@ pub enum AssistEnd {
 }
 
 /// A helper's segments, kept for its record.
-struct Collected {
+struct HelperSegments {
     segments: Vec<Segment>,
     video: Option<CodecParams>,
 }
 
-impl Recorder for Collected {
+impl Recorder for HelperSegments {
     fn record(
         &mut self,
         plan: &EncodePlan,
@@ -78,16 +78,12 @@ impl Recorder for Collected {
     }
 }
 
-/// `condense-media assist`: claims the span it was given (unless someone holds it or it is done),
+/// `condense-media helper`: claims the span it was given (unless someone holds it or it is done),
 /// encodes what is left of it with one session, and writes its record.
-pub fn assist(
-    request: &AssistRequest,
-    stop: &AtomicBool,
-    emit: &mut dyn FnMut(Event),
-) -> Result<AssistEnd, MediaError> {
+pub fn run(request: &HelperRequest, stop: &AtomicBool, emit: &mut dyn FnMut(Event)) -> Result<HelperEnd, MediaError> {
     let mut nothing = |why: &str| {
         emit(Event::Nothing { reason: why.to_string() });
-        Ok(AssistEnd::Nothing)
+        Ok(HelperEnd::Nothing)
     };
     // Everything below goes through the folder's handle, never its name (`media::handle`).
     let Some(held) = partial::PartialDir::open(&request.partial_dir, false)? else {
@@ -138,13 +134,13 @@ pub fn assist(
     let span = claim.index;
     emit(Event::SpanStarted { span });
     let info = probe::probe(&plan.input)?;
-    let mut collected = Collected { segments: Vec::new(), video: None };
+    let mut written = HelperSegments { segments: Vec::new(), video: None };
     let started = std::time::Instant::now();
     // An earlier helper's part of this span may be in the manifest already, in files named
     // like this helper's: its files are numbered after every one there, never over one (a
     // second helper on a span taken in part wrote over the first's segment: 23 frames twice,
     // caught only by the output's frame count).
-    let first_free = (0u32..).find(|n| !dir.join(layout::assist_segment_file(span, *n)).exists()).unwrap_or(0);
+    let first_free = (0u32..).find(|n| !dir.join(layout::helper_segment_file(span, *n)).exists()).unwrap_or(0);
     let totals = run_sessions(
         &plan,
         &info,
@@ -152,22 +148,21 @@ pub fn assist(
         boundaries,
         SessionMode::Helper { span },
         first_free,
-        &mut collected,
+        &mut written,
         stop,
         emit,
     )?;
     let (encoded, skipped) = (totals.encoded, totals.skipped);
-    let frames: u64 = collected.frames_done();
-    let bytes = collected.bytes_done();
-    if !collected.segments.is_empty() {
-        let record =
-            SpanRecord { plan_digest: plan.digest(), span, segments: collected.segments, video: collected.video };
+    let frames: u64 = written.frames_done();
+    let bytes = written.bytes_done();
+    if !written.segments.is_empty() {
+        let record = SpanRecord { plan_digest: plan.digest(), span, segments: written.segments, video: written.video };
         write_durably(dir, &layout::span_record_file(span), &record, "writing a helper's record")?;
     }
     drop(claim);
     if stop.load(Ordering::SeqCst) {
         emit(Event::Paused { frames_done: frames, segments: 0 });
-        return Ok(AssistEnd::Paused);
+        return Ok(HelperEnd::Paused);
     }
     emit(Event::Done {
         output: request.partial_dir.join(layout::span_record_file(span)).display().to_string(),
@@ -177,5 +172,5 @@ pub fn assist(
         cpu_ms: cpu_time_ms(),
         wall_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
     });
-    Ok(AssistEnd::Finished)
+    Ok(HelperEnd::Finished)
 }
