@@ -1,6 +1,6 @@
 //! A helper: one slot of this node encodes one planned span of a job that runs elsewhere
 //! (or in another slot here), under the span's own lease (`repo::segments`). It starts a
-//! `condense-media assist` child (`media::assist`), renews the lease with the child's progress,
+//! `condense-media helper` child (`media::helper`), renews the lease with the child's progress,
 //! stops it on pause, cancel, shutdown or a lost lease, and gives the span back (DONE, or
 //! QUEUED for the next taker) when the child ends. The job's own run takes in what it wrote.
 
@@ -10,9 +10,9 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use super::{JobCommand, NodeEnv, STOP_BOUND};
-use crate::media::assist::AssistRequest;
 use crate::media::child::{ChildEnd, Transcoder};
-use crate::media::encode::Event;
+use crate::media::event::Event;
+use crate::media::helper::HelperRequest;
 use crate::media::layout::partial_dir_for;
 use crate::repo::segments::SpanDone;
 
@@ -51,7 +51,7 @@ async fn help(
 ) -> Result<Option<SpanDone>, String> {
     let job = env.store.job(helper.job_id).await.map_err(|e| e.to_string())?;
     let threads = (env.cores / env.max_jobs.max(1)).max(1);
-    let request = AssistRequest {
+    let request = HelperRequest {
         partial_dir: partial_dir_for(&crate::repo::jobs::source_path(&job)),
         span: helper.span,
         threads,

@@ -12,7 +12,7 @@ use crate::domain::health::STALLED_AFTER_SECS;
 use crate::domain::job::{FailureCode, JobEvent};
 use crate::domain::quality;
 use crate::media::child::{ChildEnd, Transcoder};
-use crate::media::encode::Event;
+use crate::media::event::Event;
 use crate::media::MediaError;
 use crate::repo::jobs::JobChange;
 
