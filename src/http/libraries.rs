@@ -217,7 +217,15 @@ pub async fn update(
     let codec = body.target_codec.as_deref().map(parse_codec).transpose()?.unwrap_or(current_codec);
     let encoder = body.encoder.as_deref().map(parse_encoder).transpose()?.unwrap_or(current_encoder);
     check_encoder_makes(encoder, codec)?;
-    let quality = check_quality(body.quality.unwrap_or(i64::from(current.quality)), encoder)?;
+    // Another encoder of the same codec that counts on a scale of its own (the hardware AV1
+    // ones) gets the stored quality at the same place on its scale.
+    let kept = u32::try_from(current.quality).unwrap_or(0);
+    let kept = if encoder.codec() == current_encoder.codec() {
+        current_encoder.profile().quality.carry_to(kept, encoder.profile().quality)
+    } else {
+        kept
+    };
+    let quality = check_quality(body.quality.unwrap_or(i64::from(kept)), encoder)?;
     let preset = match body.preset.as_deref() {
         Some(preset) => Some(check_preset(preset, encoder)?),
         // Another encoder does not take the old one's preset: it gets its own default.
@@ -423,7 +431,7 @@ fn stored_percent(percent: u32) -> i32 {
     i32::try_from(percent).unwrap_or(i32::MAX)
 }
 
-/// Quality scales end at 63, so every quality fits the column.
+/// Quality scales end at 255 (VAAPI's AV1 quantizer index), so every quality fits the column.
 fn stored_quality(quality: u32) -> i32 {
     i32::try_from(quality).unwrap_or(i32::MAX)
 }
@@ -559,6 +567,8 @@ mod tests {
         assert_eq!(check_quality(63, Encoder::Libsvtav1).unwrap(), 63);
         assert!(check_quality(64, Encoder::LibaomAv1).is_err());
         assert!(check_quality(-1, Encoder::LibaomAv1).is_err());
+        assert_eq!(check_quality(255, Encoder::Av1Vaapi).unwrap(), 255);
+        assert!(check_quality(0, Encoder::Av1Qsv).is_err());
         assert_eq!(check_preset(" slow ", Encoder::Libx265).unwrap(), "slow");
         assert!(check_preset("p5", Encoder::Libx265).unwrap_err().to_string().contains("ultrafast"));
         assert_eq!(check_preset("p5", Encoder::HevcNvenc).unwrap(), "p5");

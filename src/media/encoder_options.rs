@@ -127,7 +127,13 @@ fn option_list(plan: &EncodePlan, info: &MediaInfo) -> Vec<(String, String)> {
         // The hardware encoders take the plan's options as they are (their quality option,
         // preset and rate control come from the encoder table); their threads are the
         // device's.
-        Encoder::HevcNvenc | Encoder::HevcQsv | Encoder::HevcVaapi | Encoder::LibaomAv1 => {}
+        Encoder::HevcNvenc
+        | Encoder::HevcQsv
+        | Encoder::HevcVaapi
+        | Encoder::LibaomAv1
+        | Encoder::Av1Nvenc
+        | Encoder::Av1Qsv
+        | Encoder::Av1Vaapi => {}
     }
     options
 }
@@ -217,7 +223,13 @@ mod tests {
                     let params = get(&list, "svtav1-params").unwrap();
                     assert_eq!(params, "lp=3:content-light=1000,400");
                 }
-                Encoder::HevcNvenc | Encoder::HevcQsv | Encoder::HevcVaapi | Encoder::LibaomAv1 => {
+                Encoder::HevcNvenc
+                | Encoder::HevcQsv
+                | Encoder::HevcVaapi
+                | Encoder::LibaomAv1
+                | Encoder::Av1Nvenc
+                | Encoder::Av1Qsv
+                | Encoder::Av1Vaapi => {
                     assert!(get(&list, "x265-params").is_none() && get(&list, "svtav1-params").is_none());
                 }
             }

@@ -1326,7 +1326,7 @@ export interface components {
             usedPercent: number;
         };
         /** @enum {string} */
-        Encoder: "libx265" | "hevc_nvenc" | "hevc_qsv" | "hevc_vaapi" | "libsvtav1" | "libaom-av1";
+        Encoder: "libx265" | "hevc_nvenc" | "hevc_qsv" | "hevc_vaapi" | "libsvtav1" | "libaom-av1" | "av1_nvenc" | "av1_qsv" | "av1_vaapi";
         EncoderCatalog: {
             codecs: components["schemas"]["CodecEntry"][];
             /** @description The codec a new library gets when none is chosen. */
@@ -4804,7 +4804,7 @@ type ReadonlyArray<T> = [
 export const checkNameValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["CheckName"]> = ["cpu", "memory", "database", "queue", "nodes"];
 export const connectionKindValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["ConnectionKind"]> = ["plex", "jellyfin", "emby", "sonarr", "radarr"];
 export const dayValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Day"]> = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"];
-export const encoderValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Encoder"]> = ["libx265", "hevc_nvenc", "hevc_qsv", "hevc_vaapi", "libsvtav1", "libaom-av1"];
+export const encoderValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Encoder"]> = ["libx265", "hevc_nvenc", "hevc_qsv", "hevc_vaapi", "libsvtav1", "libaom-av1", "av1_nvenc", "av1_qsv", "av1_vaapi"];
 export const failureCodeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["FailureCode"]> = ["file_validation_failed", "insufficient_disk_space", "unsupported_codec", "transcoder_crashed", "permission_denied", "timeout", "miscellaneous", "unsupported_stream", "unsupported_container", "out_of_memory"];
 export const forecastStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["ForecastStatus"]> = ["RUNNING", "DONE", "CANCELLED", "INTERRUPTED"];
 export const hardwareValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Hardware"]> = ["cpu", "nvidia", "intel_qsv", "vaapi"];
