@@ -16,22 +16,9 @@ use condense::repo;
 use serde_json::{json, Value};
 
 use crate::api_test_on_both_databases;
-use crate::common::api::{TestServer, ADMIN, ADMIN_PASSWORD, CLUSTER_TOKEN, JWT_SECRET, TRUSTED_PROXY};
-
-const PREFIXES: [&str; 2] = ["", "/api"];
-
-fn code(body: &Value) -> &str {
-    body["error"]["code"].as_str().unwrap_or_else(|| panic!("no error code in {body}"))
-}
-
-fn message(body: &Value) -> &str {
-    body["error"]["message"].as_str().unwrap_or_else(|| panic!("no error message in {body}"))
-}
-
-/// A concrete path for an endpoint's pattern, naming resources that do not exist.
-fn concrete(path: &str) -> String {
-    path.replace("{id}", "999999").replace("{username}", "nobody")
-}
+use crate::common::api::{
+    code, concrete, message, TestServer, ADMIN, ADMIN_PASSWORD, CLUSTER_TOKEN, JWT_SECRET, PREFIXES, TRUSTED_PROXY,
+};
 
 /// A 404 or 405 from the router, not from a handler: the route is not registered.
 fn is_unrouted(status: u16, body: &Value) -> bool {

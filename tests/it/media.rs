@@ -15,22 +15,13 @@ use condense::media::verify::{validate_source, verify};
 
 use crate::common::media as clips;
 use crate::common::server::{binary, media_binary};
+use crate::common::transcoder::{drain, helper_request, run, start_run};
 
 fn plan_for(source: &Path, codec: &str, encoder: &str, quality: u32, preset: &str) -> EncodePlan {
     let info = probe(source).unwrap();
     let plan = EncodePlan::new(source, &info, &crate::common::media::profile(encoder, quality, preset)).unwrap();
     assert_eq!(plan.target_codec, codec);
     plan
-}
-
-/// Runs the transcoder child to its end, collecting its events.
-pub(crate) async fn run(plan: &EncodePlan) -> (ChildEnd, Vec<Event>) {
-    let mut child = Transcoder::spawn(media_binary(), plan).await.unwrap();
-    let mut events = Vec::new();
-    while let Some(e) = child.events.recv().await {
-        events.push(e);
-    }
-    (child.wait().await, events)
 }
 
 fn done_counts(events: &[Event]) -> (u64, u64) {
@@ -609,7 +600,7 @@ async fn no_room_for_the_partial_output_fails_before_writing() {
 
 /// Runs `condense-media transcode` on `plan` as the node would, with `env` added; answers its exit
 /// status and events.
-fn transcode_with_env(plan: &EncodePlan, env: &[(&str, &std::ffi::OsStr)]) -> (std::process::ExitStatus, Vec<Event>) {
+fn transcode_with_env(plan: &EncodePlan, env: &[(&str, std::ffi::OsString)]) -> (std::process::ExitStatus, Vec<Event>) {
     use std::io::Write;
     use std::process::{Command, Stdio};
     let mut cmd = Command::new(binary());
@@ -637,12 +628,7 @@ fn a_read_error_mid_source_fails_the_attempt_and_the_retry_has_every_frame() {
     plan.segment_seconds = 2.0;
     let markers = dir.path().join("markers");
     std::fs::create_dir(&markers).unwrap();
-    let shim = crate::common::shim::eio_shim();
-    let env = [
-        ("LD_PRELOAD", shim.as_os_str()),
-        ("CONDENSE_EIO_PREFIX", src.as_os_str()),
-        ("CONDENSE_EIO_MARKERS", markers.as_os_str()),
-    ];
+    let env = crate::common::shim::eio_env(&src, None, &markers);
     let (status, events) = transcode_with_env(&plan, &env);
     assert_eq!(std::fs::read_dir(&markers).unwrap().count(), 1, "the shim failed no read: {events:?}");
     assert!(!status.success(), "the attempt whose read failed completed: {events:?}");
@@ -704,12 +690,7 @@ fn a_read_error_while_muxing_fails_the_attempt() {
     assert!(status.success(), "{events:?}");
     let markers = dir.path().join("markers");
     std::fs::create_dir(&markers).unwrap();
-    let shim = crate::common::shim::eio_shim();
-    let env = [
-        ("LD_PRELOAD", shim.as_os_str()),
-        ("CONDENSE_EIO_PREFIX", src.as_os_str()),
-        ("CONDENSE_EIO_MARKERS", markers.as_os_str()),
-    ];
+    let env = crate::common::shim::eio_env(&src, None, &markers);
     let (status, events) = transcode_with_env(&plan, &env);
     assert_eq!(std::fs::read_dir(&markers).unwrap().count(), 1, "the shim failed no read: {events:?}");
     assert!(events.iter().any(|e| matches!(e, Event::Muxing)), "{events:?}");
@@ -798,31 +779,6 @@ fn helped_plan(dir: &Path) -> (PathBuf, EncodePlan) {
     plan.sessions = Sessions { sessions: 2, threads: 1 };
     plan.throttle_ms_per_frame = 25;
     (src, plan)
-}
-
-/// Starts the run and waits until it has planned its spans (and published its plan).
-pub(crate) async fn start_run(plan: &EncodePlan) -> (Transcoder, Vec<Event>) {
-    let mut owner = Transcoder::spawn(media_binary(), plan).await.unwrap();
-    let mut events = Vec::new();
-    while let Some(e) = owner.events.recv().await {
-        let planned = matches!(&e, Event::Spans { spans } if spans.len() == 4);
-        events.push(e);
-        if planned {
-            return (owner, events);
-        }
-    }
-    panic!("the run never planned its spans: {events:?}");
-}
-
-pub(crate) fn helper_request(plan: &EncodePlan, span: u32) -> condense::media::assist::AssistRequest {
-    condense::media::assist::AssistRequest { partial_dir: plan.partial_dir.clone(), span, threads: 1 }
-}
-
-pub(crate) async fn drain(child: &mut Transcoder, events: &mut Vec<Event>) -> ChildEnd {
-    while let Some(e) = child.events.recv().await {
-        events.push(e);
-    }
-    child.wait().await
 }
 
 #[actix_web::test]

@@ -273,31 +273,17 @@ async fn user_commands_create_and_reset_passwords() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("not found"));
 
-    let url = format!("sqlite://{}?mode=rw", dir.path().join("condense.db").display());
-    let db = condense::repo::connect(&url).await.unwrap();
+    let db = crate::common::server::database_of(dir.path()).await;
     let alice = condense::repo::users::find(&db, "alice").await.unwrap().unwrap();
     assert!(condense::security::verify_password(&generated, &alice.password_hash));
     assert!(!condense::security::verify_password("first password", &alice.password_hash));
     assert!(condense::repo::users::find(&db, "bob").await.unwrap().is_none());
 }
 
-/// Processes running `condense-media transcode` from this build for the node whose DATA_DIR is
-/// `data` (other tests run at the same time).
+/// Processes running `condense-media transcode` for the node whose DATA_DIR is `data` (other
+/// tests run at the same time).
 fn transcoder_children(data: &std::path::Path) -> usize {
-    let me = std::fs::canonicalize(crate::common::server::media_binary()).unwrap();
-    let marker = format!("DATA_DIR={}", data.display());
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(std::result::Result::ok)
-        .filter(|e| e.file_name().to_string_lossy().chars().all(|c| c.is_ascii_digit()))
-        .filter(|e| {
-            let exe = std::fs::read_link(e.path().join("exe")).ok();
-            let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
-            let environ = std::fs::read(e.path().join("environ")).unwrap_or_default();
-            let ours = environ.split(|b| *b == 0).any(|v| v == marker.as_bytes());
-            ours && exe.as_deref() == Some(me.as_path()) && cmd.split(|b| *b == 0).any(|a| a == b"transcode")
-        })
-        .count()
+    crate::common::server::media_children(data, crate::common::server::Nodes::At, b"transcode").len()
 }
 
 #[actix_web::test]
@@ -306,14 +292,8 @@ async fn kill_9_of_the_server_mid_encode_then_restart_completes_the_job() {
     use std::sync::Arc;
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let media = dir.path().join("media");
-    std::fs::create_dir_all(&media).unwrap();
-    let source = crate::common::media::h264(&media, "movie.mkv", "320x240", 8);
+    let (db, source) = crate::common::server::library_with_clip(dir.path(), 8).await;
     let original = std::fs::read(&source).unwrap();
-    assert!(command(&data).arg("migrate").status().unwrap().success());
-    let url = format!("sqlite://{}?mode=rw", data.join("condense.db").display());
-    let db = condense::repo::connect(&url).await.unwrap();
-    condense::repo::libraries::create(&db, crate::lifecycle::library(&media, false)).await.unwrap();
 
     // Watch the original's path for the whole test: it must never be missing.
     let stop = Arc::new(AtomicBool::new(false));

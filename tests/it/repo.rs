@@ -13,6 +13,7 @@ use condense::repo::{self, RepoError};
 use sea_orm::DatabaseConnection;
 
 use crate::both_backends;
+use crate::common::rows::new_job;
 
 fn library(name: &str) -> NewLibrary {
     NewLibrary {
@@ -32,17 +33,7 @@ fn library(name: &str) -> NewLibrary {
 }
 
 fn main_node(name: &str) -> NodeFacts {
-    NodeFacts {
-        name: name.into(),
-        role: NodeRole::Main,
-        address: "10.0.0.1".into(),
-        gpu: None,
-        cores: 2,
-        memory_total: 1 << 30,
-        max_jobs: 1,
-        encoders: vec!["libx265".into()],
-        decoders: vec![],
-    }
+    NodeFacts { address: "10.0.0.1".into(), ..crate::common::rows::node(name, NodeRole::Main) }
 }
 
 /// What the state machine makes of `event` for a job in `from` (no retries, crashes, force).
@@ -54,20 +45,6 @@ fn outcome(from: JobStatus, event: JobEvent) -> Outcome {
 /// The state machine's `event` on a job in `from`, with `change` and a history entry `kind`.
 fn step(from: JobStatus, event: JobEvent, change: JobChange, kind: &str) -> StatusChange {
     StatusChange { outcome: outcome(from, event), change, failure_detail: None, event: NewEvent::new(kind) }
-}
-
-pub(crate) fn new_job(library_id: i32, path: &str, status: JobStatus) -> NewJob {
-    NewJob {
-        library_id: Some(library_id),
-        file_path: path.to_string(),
-        file_name: path.rsplit('/').next().unwrap().to_string(),
-        status,
-        target_codec: "hevc".into(),
-        source_size: 1000,
-        source_mtime_ns: Some(1),
-        source_inode: Some(2),
-        forced: false,
-    }
 }
 
 both_backends!(migrations_are_idempotent, |db: DatabaseConnection| async move {
