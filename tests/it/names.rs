@@ -78,11 +78,7 @@ async fn long_and_latin1_names_are_encoded_and_replaced(test_db: TestDb) {
         assert_eq!(codec_of(path), "h264");
     }
     let sizes: Vec<u64> = [&long, &latin1].iter().map(|p| std::fs::metadata(p).unwrap().len()).collect();
-    let body =
-        json!({"name": "films", "paths": [dir.path()], "encoder": "libx265", "quality": 30, "preset": "ultrafast"});
-    let (status, library) = server.post("/libraries", Some(&token), &body).await;
-    assert_eq!(status, 201, "{library}");
-    let library = library["id"].as_i64().unwrap();
+    let library = server.library_with(&token, dir.path(), json!({"watch": true})).await;
     let (status, report) = server.post(&format!("/libraries/{library}/scan"), Some(&token), &json!({})).await;
     assert_eq!(status, 200, "{report}");
 

@@ -235,10 +235,8 @@ async fn every_kind_of_target_hears_of_a_completed_and_a_failed_job() {
     let dir = tempfile::tempdir().unwrap();
     clips::h264(dir.path(), "a.mkv", "320x240", 1);
     std::fs::write(dir.path().join("b.mkv"), vec![0x1a; 50_000]).unwrap();
-    let body = json!({"name": "films", "paths": [dir.path()], "encoder": "libx265", "quality": 30, "preset": "ultrafast", "watch": false});
-    let (status, library) = server.post("/libraries", Some(&admin), &body).await;
-    assert_eq!(status, 201, "{library}");
-    server.post(&format!("/libraries/{}/scan", library["id"]), Some(&admin), &json!({})).await;
+    let library = server.library(&admin, dir.path()).await;
+    server.post(&format!("/libraries/{library}/scan"), Some(&admin), &json!({})).await;
 
     let each = ["/hook", "/discord/", "/ntfy/", "/gotify/", "/apprise/"];
     let deadline = Instant::now() + Duration::from_secs(240);
@@ -460,10 +458,8 @@ async fn a_replace_is_told_to_plex_jellyfin_emby_sonarr_and_radarr_by_the_mapped
     let (_, targets) = server.get("/notifications", Some(&admin)).await;
     assert_eq!(targets, json!([]));
 
-    let body = json!({"name": "films", "paths": [dir.path()], "encoder": "libx265", "quality": 30, "preset": "ultrafast", "watch": false});
-    let (status, library) = server.post("/libraries", Some(&admin), &body).await;
-    assert_eq!(status, 201, "{library}");
-    server.post(&format!("/libraries/{}/scan", library["id"]), Some(&admin), &json!({})).await;
+    let library = server.library(&admin, dir.path()).await;
+    server.post(&format!("/libraries/{library}/scan"), Some(&admin), &json!({})).await;
 
     let told = |prefix: &str, path: &str| receiver.seen(prefix).iter().any(|s| s.path == path);
     let deadline = Instant::now() + Duration::from_secs(240);

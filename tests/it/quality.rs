@@ -138,10 +138,8 @@ async fn an_encode_that_would_not_be_smaller_stops_early_and_is_skipped_with_the
     let source = dir.path().join("efficient.mkv");
     crate::common::media::efficient(&source, "320x240", 12);
     let before = sha(&source);
-    let body = json!({"name": "m", "paths": [dir.path()], "encoder": "libx265", "quality": 0, "preset": "ultrafast", "watch": false});
-    let (status, library) = server.post("/libraries", Some(&token), &body).await;
-    assert_eq!(status, 201, "{library}");
-    server.post(&format!("/libraries/{}/scan", library["id"]), Some(&token), &json!({})).await;
+    let library = server.library_with(&token, dir.path(), json!({"quality": 0})).await;
+    server.post(&format!("/libraries/{library}/scan"), Some(&token), &json!({})).await;
 
     let job = server.the_job_once(&token, &["SKIPPED", "COMPLETED", "FAILED"]).await;
     assert_eq!(job["status"], "SKIPPED", "{job:#}");
@@ -326,9 +324,7 @@ async fn a_forecast_predicts_each_file_without_encoding_or_touching_anything_and
     let big = h264(dir.path(), "big.mkv", "640x360", 4);
     let hevc = crate::common::media::hevc(dir.path(), "already.mkv");
     let before = (sha(&big), sha(&hevc));
-    let body = json!({"name": "f", "paths": [dir.path()], "encoder": "libx265", "quality": 28, "preset": "ultrafast", "watch": false});
-    let (_, library) = server.post("/libraries", Some(&token), &body).await;
-    let id = library["id"].as_i64().unwrap();
+    let id = server.library_with(&token, dir.path(), json!({"quality": 28})).await;
     let (status, missing) = server.get(&format!("/libraries/{id}/forecast"), Some(&token)).await;
     assert_eq!(status, 404, "{missing}");
     server.post(&format!("/libraries/{id}/scan"), Some(&token), &json!({})).await;
