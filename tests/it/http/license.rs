@@ -4,10 +4,11 @@
 use chrono::{DateTime, Duration, Utc};
 use condense::domain::license::Tier;
 use condense::repo;
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::api_test_on_both_databases;
 use crate::common::api::{code, TestServer, CLUSTER_TOKEN, PREFIXES};
+use crate::common::cluster::{self, call};
 use crate::common::license::key;
 
 async fn license_install_and_remove(server: &TestServer) {
@@ -69,27 +70,15 @@ async fn serve_installs_license_key_and_never_serves_the_cluster_token() {
     use crate::common::server::{command, ServerProcess};
     let dir = tempfile::tempdir().unwrap();
     let (private_key, public_key) = condense::license::generate_keypair();
-    let login = |api: String| async move {
-        let mut response = awc::Client::default()
-            .post(format!("{api}/api/auth/login"))
-            .send_json(&json!({"username": "admin", "password": "serve-test-password"}))
-            .await
-            .unwrap();
-        let body: Value = serde_json::from_slice(&response.body().await.unwrap()).unwrap();
-        body["token"].as_str().unwrap().to_string()
-    };
-    let get = |url: String, token: String| async move {
-        let mut response = awc::Client::default().get(url).bearer_auth(token).send().await.unwrap();
-        serde_json::from_slice::<Value>(&response.body().await.unwrap()).unwrap()
-    };
+    let get = |url: String, token: String| async move { call("GET", &url, Some(&token), None).await.1 };
 
     // A key that does not verify is reported, and the node starts anyway.
     let mut cmd = command(dir.path());
-    cmd.env("ADMIN_PASSWORD", "serve-test-password")
+    cmd.env("ADMIN_PASSWORD", cluster::PASSWORD)
         .env("LICENSE_KEY", "CONDENSE1.not.valid")
         .env("CLUSTER_TOKEN", CLUSTER_TOKEN);
     let mut server = ServerProcess::start(cmd);
-    let token = login(server.api.clone()).await;
+    let token = cluster::login(&server).await;
     assert_eq!(get(format!("{}/license", server.api), token.clone()).await["tier"], "FREE");
     let settings = get(format!("{}/settings", server.api), token).await;
     assert_eq!(settings["enrollmentOpen"], true, "{settings}");
@@ -102,7 +91,7 @@ async fn serve_installs_license_key_and_never_serves_the_cluster_token() {
     let mut cmd = command(dir.path());
     cmd.env("LICENSE_KEY", &pro).env("LICENSE_PUBLIC_KEY", &public_key);
     let mut server = ServerProcess::start(cmd);
-    let token = login(server.api.clone()).await;
+    let token = cluster::login(&server).await;
     let license = get(format!("{}/license", server.api), token.clone()).await;
     assert_eq!((&license["tier"], &license["effectiveTier"]), (&json!("PRO"), &json!("PRO")), "{license}");
     assert_eq!(get(format!("{}/settings", server.api), token).await["enrollmentOpen"], false);
