@@ -20,17 +20,8 @@ use crate::common::server::own_children;
 
 /// A job of no library, inserted as it is (the file need not exist).
 fn job_of_no_library(path: &Path, status: JobStatus) -> repo::jobs::NewJob {
-    repo::jobs::NewJob {
-        library_id: None,
-        file_path: path.to_string_lossy().into_owned(),
-        file_name: path.file_name().unwrap().to_string_lossy().into_owned(),
-        status,
-        target_codec: "hevc".into(),
-        source_size: 1,
-        source_mtime_ns: None,
-        source_inode: None,
-        forced: false,
-    }
+    let job = crate::common::rows::new_job(None, &path.to_string_lossy(), status);
+    repo::jobs::NewJob { source_size: 1, source_mtime_ns: None, source_inode: None, ..job }
 }
 
 async fn event_kinds(db: &DatabaseConnection, job_id: i32) -> Vec<String> {

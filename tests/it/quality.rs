@@ -404,8 +404,11 @@ async fn a_forecast_covers_every_file_of_a_library_past_one_page_of_jobs() {
     // More jobs than one page of the job list holds (500).
     for n in 0..501 {
         let path = dir.path().join(format!("f{n:03}.mkv")).display().to_string();
-        let job =
-            crate::common::rows::new_job(i32::try_from(id).unwrap(), &path, condense::domain::job::JobStatus::Queued);
+        let job = crate::common::rows::new_job(
+            Some(i32::try_from(id).unwrap()),
+            &path,
+            condense::domain::job::JobStatus::Queued,
+        );
         condense::repo::jobs::insert(server.db(), job).await.unwrap();
     }
     let (status, started) = server.post(&format!("/libraries/{id}/forecast"), Some(&token), &json!({})).await;

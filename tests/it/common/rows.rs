@@ -23,10 +23,11 @@ pub fn node(name: &str, role: NodeRole) -> NodeFacts {
     }
 }
 
-/// A job of library `library_id` for the file at `path` (which need not exist), of 1000 bytes.
-pub fn new_job(library_id: i32, path: &str, status: JobStatus) -> NewJob {
+/// A job of library `library_id` (of none when None) for the file at `path` (which need
+/// not exist), of 1000 bytes.
+pub fn new_job(library_id: Option<i32>, path: &str, status: JobStatus) -> NewJob {
     NewJob {
-        library_id: Some(library_id),
+        library_id,
         file_path: path.to_string(),
         file_name: path.rsplit('/').next().unwrap().to_string(),
         status,

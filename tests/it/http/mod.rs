@@ -87,21 +87,7 @@ fn media_dirs(names: &[&str]) -> (tempfile::TempDir, Vec<String>) {
 /// A job of `library_id` inserted as it is, `/media/{name}` its path (the file need not
 /// exist): its id.
 async fn insert_job(server: &TestServer, library_id: Option<i32>, name: &str, status: JobStatus, size: i64) -> i32 {
-    let job = repo::jobs::insert(
-        server.db(),
-        repo::jobs::NewJob {
-            library_id,
-            file_path: format!("/media/{name}"),
-            file_name: name.into(),
-            status,
-            target_codec: "hevc".into(),
-            source_size: size,
-            source_mtime_ns: None,
-            source_inode: None,
-            forced: false,
-        },
-    )
-    .await
-    .unwrap();
-    job.id
+    let job = crate::common::rows::new_job(library_id, &format!("/media/{name}"), status);
+    let job = repo::jobs::NewJob { source_size: size, source_mtime_ns: None, source_inode: None, ..job };
+    repo::jobs::insert(server.db(), job).await.unwrap().id
 }
