@@ -19,7 +19,7 @@ use crate::common::api::TestServer;
 use crate::common::db::TestDb;
 use crate::common::media as clips;
 use crate::common::server::media_binary;
-use crate::common::transcoder::{drain, helper_request, run, start_run};
+use crate::common::transcoder::{drain, run, spawn_helper, start_run};
 
 /// Each frame's HDR10+ metadata as FFmpeg's decoder gives it (ffprobe's `-show_frames`,
 /// which prints every field of the side data), in presentation order.
@@ -139,7 +139,7 @@ async fn hdr10plus_is_carried_by_a_helper_encoding_a_span_beside_the_run() {
     plan.sessions = Sessions { sessions: 2, threads: 1 };
     plan.throttle_ms_per_frame = 25;
     let (mut owner, mut owner_events) = start_run(&plan).await;
-    let mut helper = Transcoder::spawn_helper(media_binary(), &helper_request(&plan, 3)).await.unwrap();
+    let mut helper = spawn_helper(&plan, 3).await;
     let mut helper_events = Vec::new();
     assert_eq!(drain(&mut helper, &mut helper_events).await, ChildEnd::Completed, "{helper_events:?}");
     assert!(helper_events.contains(&Event::SpanStarted { span: 3 }), "{helper_events:?}");

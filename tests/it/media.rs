@@ -15,7 +15,7 @@ use condense::media::verify::{validate_source, verify};
 
 use crate::common::media as clips;
 use crate::common::server::{binary, media_binary};
-use crate::common::transcoder::{drain, helper_request, run, start_run};
+use crate::common::transcoder::{drain, run, spawn_helper, start_run};
 
 fn plan_for(source: &Path, codec: &str, encoder: &str, quality: u32, preset: &str) -> EncodePlan {
     let info = probe(source).unwrap();
@@ -787,7 +787,7 @@ async fn a_helper_encodes_the_last_span_beside_the_run_and_the_joined_file_has_e
     let (src, plan) = helped_plan(dir.path());
     let source_info = probe(&src).unwrap();
     let (mut owner, mut owner_events) = start_run(&plan).await;
-    let mut helper = Transcoder::spawn_helper(media_binary(), &helper_request(&plan, 3)).await.unwrap();
+    let mut helper = spawn_helper(&plan, 3).await;
     // While the helper works, its span is claimed on disk, and the run never encodes it.
     let mut helper_events = Vec::new();
     let mut seen_held = false;
@@ -835,7 +835,7 @@ async fn a_helper_killed_mid_span_loses_only_its_span_and_the_run_encodes_it_its
     let before = clips::sha(&src);
     let source_info = probe(&src).unwrap();
     let (mut owner, mut owner_events) = start_run(&plan).await;
-    let mut helper = Transcoder::spawn_helper(media_binary(), &helper_request(&plan, 3)).await.unwrap();
+    let mut helper = spawn_helper(&plan, 3).await;
     while let Some(e) = helper.events.recv().await {
         if matches!(e, Event::Progress { frame, .. } if frame >= 10) {
             helper.kill().await;
@@ -858,7 +858,7 @@ async fn a_record_left_while_the_run_was_paused_is_taken_in_at_the_resume() {
     let (src, plan) = helped_plan(dir.path());
     let source_info = probe(&src).unwrap();
     let (mut owner, mut owner_events) = start_run(&plan).await;
-    let mut helper = Transcoder::spawn_helper(media_binary(), &helper_request(&plan, 3)).await.unwrap();
+    let mut helper = spawn_helper(&plan, 3).await;
     // The run is paused while the helper works; the helper finishes after the run has gone.
     owner.pause();
     assert_eq!(drain(&mut owner, &mut owner_events).await, ChildEnd::Paused, "{owner_events:?}");
@@ -888,7 +888,7 @@ async fn a_helper_on_a_span_the_run_holds_or_finished_does_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let (_src, plan) = helped_plan(dir.path());
     // No partial output yet: nothing to help with.
-    let mut helper = Transcoder::spawn_helper(media_binary(), &helper_request(&plan, 1)).await.unwrap();
+    let mut helper = spawn_helper(&plan, 1).await;
     let mut events = Vec::new();
     assert_eq!(drain(&mut helper, &mut events).await, ChildEnd::Nothing, "{events:?}");
     let (mut owner, mut owner_events) = start_run(&plan).await;
@@ -898,7 +898,7 @@ async fn a_helper_on_a_span_the_run_holds_or_finished_does_nothing() {
         assert!(std::time::Instant::now() < deadline, "the run never claimed span 0");
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    let mut helper = Transcoder::spawn_helper(media_binary(), &helper_request(&plan, 0)).await.unwrap();
+    let mut helper = spawn_helper(&plan, 0).await;
     let mut events = Vec::new();
     assert_eq!(drain(&mut helper, &mut events).await, ChildEnd::Nothing, "{events:?}");
     assert!(!events.iter().any(|e| matches!(e, Event::SpanStarted { .. })), "{events:?}");
@@ -912,7 +912,7 @@ async fn a_second_helper_on_a_span_the_first_left_part_of_writes_new_files_never
     let source_info = probe(&src).unwrap();
     // A first helper on span 3 is paused after a few frames: its part is recorded.
     let (mut owner, mut owner_events) = start_run(&plan).await;
-    let mut first = Transcoder::spawn_helper(media_binary(), &helper_request(&plan, 3)).await.unwrap();
+    let mut first = spawn_helper(&plan, 3).await;
     let mut first_events = Vec::new();
     while let Some(e) = first.events.recv().await {
         let going = matches!(e, Event::Progress { frame, .. } if frame >= 5);
@@ -933,7 +933,7 @@ async fn a_second_helper_on_a_span_the_first_left_part_of_writes_new_files_never
     assert!(!first_files.is_empty(), "the first helper's part was not taken in: {:?}", taken.segments);
     let sizes: Vec<u64> =
         first_files.iter().map(|f| std::fs::metadata(plan.partial_dir.join(f)).unwrap().len()).collect();
-    let mut second = Transcoder::spawn_helper(media_binary(), &helper_request(&plan, 3)).await.unwrap();
+    let mut second = spawn_helper(&plan, 3).await;
     let mut second_events = Vec::new();
     assert_eq!(drain(&mut second, &mut second_events).await, ChildEnd::Completed, "{second_events:?}");
     assert!(second_events.contains(&Event::SpanStarted { span: 3 }), "{second_events:?}");

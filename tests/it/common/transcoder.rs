@@ -32,8 +32,13 @@ pub async fn start_run(plan: &EncodePlan) -> (Transcoder, Vec<Event>) {
 }
 
 /// What a helper is asked to encode: span `span` of the run of `plan`, on one thread.
-pub fn helper_request(plan: &EncodePlan, span: u32) -> condense::media::assist::AssistRequest {
+fn helper_request(plan: &EncodePlan, span: u32) -> condense::media::assist::AssistRequest {
     condense::media::assist::AssistRequest { partial_dir: plan.partial_dir.clone(), span, threads: 1 }
+}
+
+/// A helper started on span `span` of the run of `plan`, on one thread.
+pub async fn spawn_helper(plan: &EncodePlan, span: u32) -> Transcoder {
+    Transcoder::spawn_helper(media_binary(), &helper_request(plan, span)).await.unwrap()
 }
 
 /// Collects the child's events until it ends, and answers how it ended.
