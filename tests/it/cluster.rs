@@ -616,7 +616,7 @@ impl Helped {
                 (detail["node"].as_str(), encoding.iter().find(|e| e.2).map(|e| e.0.clone()))
             {
                 let (runs, helps) =
-                    (children_of(&self.data(owner), b"transcode"), children_of(&self.data(&helper), b"assist"));
+                    (children_of(&self.data(owner), b"transcode"), children_of(&self.data(&helper), b"helper"));
                 if owner != helper && encoding.iter().any(|e| e.0 == owner && !e.2) && runs == 1 && helps == 1 {
                     return (owner.to_string(), helper);
                 }
@@ -657,7 +657,7 @@ async fn one_jobs_spans_are_encoded_by_two_linked_nodes_at_once_and_a_pause_stop
     cluster.until_status("PAUSED", 30).await;
     // Both stop at a segment boundary: the run's transcoder and the helper.
     let deadline = Instant::now() + Duration::from_secs(30);
-    while children_of(&cluster.data(&owner), b"transcode") + children_of(&cluster.data(&helper), b"assist") > 0 {
+    while children_of(&cluster.data(&owner), b"transcode") + children_of(&cluster.data(&helper), b"helper") > 0 {
         assert!(Instant::now() < deadline, "an encoder kept running after the pause");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

@@ -77,7 +77,7 @@ struct Counts {
     /// Where the work stood at each kill.
     phases: std::collections::BTreeMap<String, usize>,
     /// Transcoder processes the watch saw, and the most it saw at once on one job; helper
-    /// processes (`condense-media assist`, spans of a job encoded beside its transcoder).
+    /// processes (`condense-media helper`, spans of a job encoded beside its transcoder).
     transcoders_seen: usize,
     most_per_job: usize,
     helpers_seen: usize,
@@ -460,7 +460,7 @@ async fn no_orphan_transcoder(data: &Path, counts: &mut Counts) {
         // A helper (spans of a job beside its transcoder) must die with its node as well.
         let left: Vec<_> = transcoders(root)
             .into_iter()
-            .chain(children(root, b"assist"))
+            .chain(children(root, b"helper"))
             .filter(|t| {
                 let environ = std::fs::read(format!("/proc/{}/environ", t.pid)).unwrap_or_default();
                 environ.split(|b| *b == 0).any(|v| v == marker.as_bytes())
@@ -517,7 +517,7 @@ impl Watch {
                     }
                 }
                 if round.is_multiple_of(8) {
-                    helpers.extend(children(&root, b"assist").into_iter().map(|h| h.pid));
+                    helpers.extend(children(&root, b"helper").into_iter().map(|h| h.pid));
                     let running = transcoders(&root);
                     let mut per_source: HashMap<PathBuf, Vec<i32>> = HashMap::new();
                     for t in &running {

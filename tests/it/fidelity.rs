@@ -6,7 +6,7 @@ use std::path::Path;
 
 use condense::domain::segments::Sessions;
 use condense::media::child::{ChildEnd, Transcoder};
-use condense::media::encode::Event;
+use condense::media::event::Event;
 use condense::media::plan::EncodePlan;
 use condense::media::probe::{probe, HdrKind};
 use condense::media::verify::verify;
@@ -175,8 +175,8 @@ async fn verification_refuses_an_hevc_output_that_lost_or_moved_the_metadata() {
 /// belongs to (`AV_FRAME_DATA_DOVI_RPU_BUFFER`), in presentation order.
 fn rpus_by_frame(path: &Path) -> Vec<Option<Vec<u8>>> {
     let mut input = condense::media::probe::open_input(path).unwrap();
-    let vi = condense::media::encode::main_video_index(&input).unwrap();
-    let mut decoder = condense::media::encode::open_decoder(&input, vi).unwrap();
+    let vi = condense::media::decode::main_video_index(&input).unwrap();
+    let mut decoder = condense::media::decode::open_decoder(&input, vi).unwrap();
     let mut frames = Vec::new();
     let mut take = |decoder: &mut rsmpeg::avcodec::AVCodecContext| loop {
         match decoder.receive_frame() {

@@ -80,9 +80,11 @@ async fn kept_originals_survive_reencodes_a_setting_turned_off_and_a_settings_re
 async fn a_settings_read_that_fails_is_an_error_not_a_default() {
     let test_db = TestDb::sqlite().await;
     let db = &test_db.db;
-    assert_eq!(condense::actors::store::settings(db).await.unwrap(), (false, 24));
+    let settings = condense::actors::store::settings(db).await.unwrap();
+    assert_eq!((settings.keep_originals, settings.timeout_hours), (false, 24));
     repo::settings::set(db, repo::settings::KEEP_ORIGINALS, &true).await.unwrap();
-    assert_eq!(condense::actors::store::settings(db).await.unwrap(), (true, 24));
+    let settings = condense::actors::store::settings(db).await.unwrap();
+    assert_eq!((settings.keep_originals, settings.timeout_hours), (true, 24));
     repo::settings::set(db, repo::settings::KEEP_ORIGINALS, &"yes").await.unwrap();
     let err = condense::actors::store::settings(db).await.unwrap_err().to_string();
     assert!(err.contains("keep_originals"), "{err}");

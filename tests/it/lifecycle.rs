@@ -88,10 +88,10 @@ both_backends!(a_library_of_five_clips_ends_completed_skipped_and_failed, |db: D
 
 both_backends!(the_probe_after_a_scan_skips_what_needs_no_encode_without_a_slot, |db: DatabaseConnection| async move {
     let dir = tempfile::tempdir().unwrap();
-    // 260 copies: two batches (`actors::analyst::BATCH`), so two children and two
+    // 260 copies: two batches (`actors::prober::BATCH`), so two children and two
     // transactions.
     let first = clips::hevc(dir.path(), "hevc_000.mkv");
-    let copies = condense::actors::analyst::BATCH as usize + 10;
+    let copies = condense::actors::prober::BATCH as usize + 10;
     for i in 1..copies {
         std::fs::copy(&first, dir.path().join(format!("hevc_{i:03}.mkv"))).unwrap();
     }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use condense::domain::job::FailureCode;
 use condense::domain::segments::Sessions;
 use condense::media::child::{ChildEnd, Transcoder};
-use condense::media::encode::Event;
+use condense::media::event::Event;
 use condense::media::manifest::{inspect, PartialState};
 use condense::media::plan::{decide, final_path, Decision, EncodePlan};
 use condense::media::probe::{probe, HdrKind, StreamKind};
@@ -236,7 +236,7 @@ async fn each_rung_of_the_retry_ladder_runs_what_its_plan_says() {
 #[test]
 fn hardware_decoding_gives_every_frame_in_system_memory_or_falls_back_to_the_cpu() {
     use condense::domain::encoding::Hardware;
-    use condense::media::encode::{main_video_index, open_decoder_on, to_system_memory};
+    use condense::media::decode::{main_video_index, open_decoder_on, to_system_memory};
     use rsmpeg::error::RsmpegError;
     let dir = tempfile::tempdir().unwrap();
     let src = clips::h264(dir.path(), "clip.mkv", "320x240", 2);

@@ -2,7 +2,7 @@
 //! the test's process on a plan, its events collected.
 
 use condense::media::child::{ChildEnd, Transcoder};
-use condense::media::encode::Event;
+use condense::media::event::Event;
 use condense::media::plan::EncodePlan;
 
 use super::server::media_binary;
@@ -32,8 +32,8 @@ pub async fn start_run(plan: &EncodePlan) -> (Transcoder, Vec<Event>) {
 }
 
 /// What a helper is asked to encode: span `span` of the run of `plan`, on one thread.
-fn helper_request(plan: &EncodePlan, span: u32) -> condense::media::assist::AssistRequest {
-    condense::media::assist::AssistRequest { partial_dir: plan.partial_dir.clone(), span, threads: 1 }
+fn helper_request(plan: &EncodePlan, span: u32) -> condense::media::helper::HelperRequest {
+    condense::media::helper::HelperRequest { partial_dir: plan.partial_dir.clone(), span, threads: 1 }
 }
 
 /// A helper started on span `span` of the run of `plan`, on one thread.
