@@ -6,7 +6,9 @@
 # stateful) with every check. Settings and the few exceptions, each with its reason:
 # scripts/schemathesis/config.toml and hooks.py. Fails on any failure schemathesis finds.
 # CONDENSE_BIN: the condense binary (default target/debug/condense, built when missing).
-# Extra arguments go to `schemathesis run` (e.g. --max-examples 5, --include-path /jobs).
+# Extra arguments go to `schemathesis run` (e.g. --max-examples 5, --include-path /jobs;
+# paths among them absolute: it runs in a temporary folder). The server's log is left in
+# test-artifacts/contract/server.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -71,8 +73,11 @@ version=$(PYTHONPATH="$tools" python3 -c 'import importlib.metadata as m; print(
 echo "schemathesis $version against $base (data in $root)"
 started=$(date +%s)
 status=0
-(cd "$repo/scripts/schemathesis" && CONDENSE_CONTRACT_USER="$user" PYTHONPATH="$tools:$PWD" PYTHONDONTWRITEBYTECODE=1 \
-    python3 -m schemathesis.cli --config-file config.toml run "$root/openapi.json" --url "$base" \
+# Run from the temporary folder: schemathesis and hypothesis keep their caches in the
+# working directory.
+settings=$repo/scripts/schemathesis
+(cd "$root" && CONDENSE_CONTRACT_USER="$user" PYTHONPATH="$tools:$settings" PYTHONDONTWRITEBYTECODE=1 \
+    python3 -m schemathesis.cli --config-file "$settings/config.toml" run "$root/openapi.json" --url "$base" \
     -H "Authorization: Bearer $token" --checks all --phases examples,coverage,fuzzing,stateful \
     --no-color "$@") || status=$?
 echo "schemathesis finished in $(( $(date +%s) - started )) s (exit $status)"
