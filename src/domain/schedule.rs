@@ -99,6 +99,7 @@ fn time_zone_names() -> utoipa::openapi::schema::Object {
     utoipa::openapi::schema::ObjectBuilder::new()
         .schema_type(utoipa::openapi::schema::Type::String)
         .enum_values(Some(chrono_tz::TZ_VARIANTS.iter().map(|tz| tz.name())))
+        .description(Some("An IANA time zone name: `Europe/Berlin`, `America/New_York`, `UTC`."))
         .build()
 }
 

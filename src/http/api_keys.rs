@@ -50,7 +50,7 @@ pub struct ApiKeyView {
 }
 
 fn name_schema() -> utoipa::openapi::schema::Object {
-    super::schema::trimmed_name(MAX_NAME_CHARS, true)
+    super::schema::described(super::schema::trimmed_name(MAX_NAME_CHARS, true), "1 to 100 characters once trimmed.")
 }
 
 /// A new key: the only answer that holds the key itself.

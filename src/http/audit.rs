@@ -76,7 +76,10 @@ pub struct AuditQuery {
 }
 
 fn page_size() -> utoipa::openapi::schema::Object {
-    super::schema::unsigned_from(1)
+    super::schema::described(
+        super::schema::unsigned_from(1),
+        "Larger values are served as the largest page size (500).",
+    )
 }
 
 /// The audit log, newest first

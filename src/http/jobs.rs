@@ -48,21 +48,30 @@ pub struct JobsQuery {
 }
 
 fn page_size() -> utoipa::openapi::schema::Object {
-    super::schema::unsigned_from(1)
+    super::schema::described(super::schema::unsigned_from(1), "Larger values are served as the largest page size.")
 }
 
 fn status_list() -> utoipa::openapi::schema::Object {
     let names: Vec<&str> = JobStatus::ALL.iter().map(|s| s.as_str()).collect();
-    super::schema::any_case_list_of(&names)
+    super::schema::described(
+        super::schema::any_case_list_of(&names),
+        "Comma-separated statuses, e.g. `QUEUED,ENCODING`, in any case.",
+    )
 }
 
 fn sort_name() -> utoipa::openapi::schema::Object {
     let names: Vec<&str> = JobSort::NAMES.iter().map(|(name, _)| *name).collect();
-    super::schema::any_case_one_of(&names)
+    super::schema::described(
+        super::schema::any_case_one_of(&names),
+        "A field to sort by, e.g. `createdAt` or `fileName`, in any case.",
+    )
 }
 
 fn order_name() -> utoipa::openapi::schema::Object {
-    super::schema::any_case_one_of(&["asc", "desc"])
+    super::schema::described(
+        super::schema::any_case_one_of(&["asc", "desc"]),
+        "`asc` or `desc` (the default), in any case.",
+    )
 }
 
 impl JobsQuery {

@@ -95,7 +95,10 @@ pub struct UpdateLibrary {
 }
 
 fn name_schema() -> utoipa::openapi::schema::Object {
-    super::schema::trimmed_name(MAX_NAME_CHARS, false)
+    super::schema::described(
+        super::schema::trimmed_name(MAX_NAME_CHARS, false),
+        "1 to 100 characters once trimmed, no control characters.",
+    )
 }
 
 fn name_or_null_schema() -> utoipa::openapi::schema::Object {
@@ -104,12 +107,14 @@ fn name_or_null_schema() -> utoipa::openapi::schema::Object {
 
 fn codec_schema() -> utoipa::openapi::schema::Object {
     let names: Vec<&str> = TargetCodec::ALL.iter().map(|c| c.as_str()).collect();
-    super::schema::or_null(super::schema::any_case_one_of(&names))
+    let schema = super::schema::or_null(super::schema::any_case_one_of(&names));
+    super::schema::described(schema, "Default: the codec of `encoder` when given, else hevc.")
 }
 
 fn encoder_schema() -> utoipa::openapi::schema::Object {
     let names: Vec<&str> = Encoder::ALL.iter().map(|e| e.as_str()).collect();
-    super::schema::or_null(super::schema::any_case_one_of(&names))
+    let schema = super::schema::or_null(super::schema::any_case_one_of(&names));
+    super::schema::described(schema, "One that makes `targetCodec`.")
 }
 
 /// Every library

@@ -49,7 +49,7 @@ pub struct TargetBody {
 }
 
 fn name_schema() -> utoipa::openapi::schema::Object {
-    super::schema::trimmed_name(MAX_NAME_CHARS, true)
+    super::schema::described(super::schema::trimmed_name(MAX_NAME_CHARS, true), "1 to 100 characters once trimmed.")
 }
 
 /// A target as listed (never its secret).

@@ -60,6 +60,13 @@ fn text(pattern: String) -> Object {
     ObjectBuilder::new().schema_type(Type::String).pattern(Some(pattern)).build()
 }
 
+/// `object` with `text` as its description: a field whose schema is built here loses the
+/// one its doc comment would give.
+pub fn described(mut object: Object, text: &str) -> Object {
+    object.description = Some(text.to_string());
+    object
+}
+
 /// `object`, or null: an optional field of a body, which serde takes as null too.
 pub fn or_null(mut object: Object) -> Object {
     object.schema_type = SchemaType::from_iter([Type::String, Type::Null]);

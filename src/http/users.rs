@@ -48,7 +48,10 @@ pub struct SetPassword {
 }
 
 fn username_schema() -> utoipa::openapi::schema::Object {
-    super::schema::untrimmed_name(MAX_USERNAME_CHARS)
+    super::schema::described(
+        super::schema::untrimmed_name(MAX_USERNAME_CHARS),
+        "1 to 64 characters, no `/`, no control characters, no spaces at either end.",
+    )
 }
 
 /// Every user
