@@ -27,20 +27,34 @@ pub const MAX_PATHS: usize = 32;
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct CreateLibrary {
+    /// 1 to 100 characters once trimmed, no control characters.
+    #[schema(schema_with = name_schema)]
     pub name: String,
+    /// Absolute paths of existing directories, none inside another.
+    #[schema(min_items = 1, max_items = 32)]
     pub paths: Vec<String>,
     /// Default: the codec of `encoder` when given, else hevc.
+    #[schema(schema_with = codec_schema)]
     pub target_codec: Option<String>,
+    /// One that makes `targetCodec`.
+    #[schema(schema_with = encoder_schema)]
     pub encoder: Option<String>,
-    /// The CRF/CQ in crf mode; where the search starts in vmaf mode.
+    /// The CRF/CQ in crf mode; where the search starts in vmaf mode. On the encoder's
+    /// scale: 0 to 51 (HEVC, H.264), 0 to 63 (AV1).
+    #[schema(minimum = 0, maximum = 63)]
+    #[serde(default, deserialize_with = "super::schema::optional_whole_number")]
     pub quality: Option<i64>,
+    /// One the encoder takes (see GET /encoders); none for an encoder without presets.
     pub preset: Option<String>,
     /// `crf` (default) or `vmaf`.
     #[schema(value_type = Option<QualityMode>)]
     pub quality_mode: Option<String>,
     /// 80 to 99, default 95.
+    #[schema(minimum = 80, maximum = 99)]
     pub target_vmaf: Option<f64>,
     /// 10 to 100, default 80.
+    #[schema(minimum = 10, maximum = 100)]
+    #[serde(default, deserialize_with = "super::schema::optional_whole_number")]
     pub max_size_percent: Option<i64>,
     /// Default false. HEVC targets only: Dolby Vision sources keep it (profile 8.1).
     pub keep_dolby_vision: Option<bool>,
@@ -55,20 +69,52 @@ pub struct CreateLibrary {
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct UpdateLibrary {
+    #[schema(schema_with = name_or_null_schema)]
     pub name: Option<String>,
+    #[schema(min_items = 1, max_items = 32)]
     pub paths: Option<Vec<String>>,
+    #[schema(schema_with = codec_schema)]
     pub target_codec: Option<String>,
+    #[schema(schema_with = encoder_schema)]
     pub encoder: Option<String>,
+    #[schema(minimum = 0, maximum = 63)]
+    #[serde(default, deserialize_with = "super::schema::optional_whole_number")]
     pub quality: Option<i64>,
     pub preset: Option<String>,
     #[schema(value_type = Option<QualityMode>)]
     pub quality_mode: Option<String>,
+    #[schema(minimum = 80, maximum = 99)]
     pub target_vmaf: Option<f64>,
+    #[schema(minimum = 10, maximum = 100)]
+    #[serde(default, deserialize_with = "super::schema::optional_whole_number")]
     pub max_size_percent: Option<i64>,
     pub keep_dolby_vision: Option<bool>,
     pub keep_modified_time: Option<bool>,
     pub watch: Option<bool>,
     pub enabled: Option<bool>,
+}
+
+fn name_schema() -> utoipa::openapi::schema::Object {
+    super::schema::described(
+        super::schema::trimmed_name(MAX_NAME_CHARS, false),
+        "1 to 100 characters once trimmed, no control characters.",
+    )
+}
+
+fn name_or_null_schema() -> utoipa::openapi::schema::Object {
+    super::schema::or_null(name_schema())
+}
+
+fn codec_schema() -> utoipa::openapi::schema::Object {
+    let names: Vec<&str> = TargetCodec::ALL.iter().map(|c| c.as_str()).collect();
+    let schema = super::schema::or_null(super::schema::any_case_one_of(&names));
+    super::schema::described(schema, "Default: the codec of `encoder` when given, else hevc.")
+}
+
+fn encoder_schema() -> utoipa::openapi::schema::Object {
+    let names: Vec<&str> = Encoder::ALL.iter().map(|e| e.as_str()).collect();
+    let schema = super::schema::or_null(super::schema::any_case_one_of(&names));
+    super::schema::described(schema, "One that makes `targetCodec`.")
 }
 
 /// Every library
@@ -116,9 +162,7 @@ pub async fn get(
     request_body = CreateLibrary,
     responses(
         (status = 201, description = "Created", body = LibraryView),
-        (status = 400, description = "Malformed JSON or wrong content type (code malformed_json, unsupported_content_type)", body = ErrorBody),
         (status = 409, description = "The name is taken (code conflict)", body = ErrorBody),
-        (status = 422, description = "Wrong types or unknown fields (invalid_body), or a value out of bounds (validation_failed; the message names the field)", body = ErrorBody),
     ),
 )]
 pub async fn create(
@@ -191,10 +235,8 @@ pub async fn create(
     request_body = UpdateLibrary,
     responses(
         (status = 200, description = "The library after the change", body = LibraryView),
-        (status = 400, description = "Malformed JSON or wrong content type (code malformed_json, unsupported_content_type)", body = ErrorBody),
         (status = 404, description = "No such library (code not_found)", body = ErrorBody),
         (status = 409, description = "The name is taken (code conflict)", body = ErrorBody),
-        (status = 422, description = "Wrong types or unknown fields (invalid_body), or a value out of bounds (validation_failed; the message names the field)", body = ErrorBody),
     ),
 )]
 pub async fn update(
