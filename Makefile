@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: bootstrap bootstrap-test build run test e2e e2e-run lint bench faults container-test clean
+.PHONY: bootstrap bootstrap-test build run test contract contract-run e2e e2e-run lint bench faults container-test clean
 
 bootstrap:
 	@bash scripts/bootstrap.sh
@@ -21,19 +21,28 @@ build: bootstrap
 run: build
 	./target/release/condense serve
 
-## Every test: lints, Rust unit and integration tests (SQLite and PostgreSQL), the dashboard's
-## API types regenerated from the Rust code and type-checked, its unit tests, then its browser
-## tests against the real binary.
+## Every test: lints, Rust unit and integration tests (SQLite and PostgreSQL), the API's
+## contract (schemathesis against the real binary), the dashboard's API types regenerated from
+## the Rust code and type-checked, its unit tests, then its browser tests against the real binary.
 test: bootstrap-test lint
 	@if command -v cargo-nextest >/dev/null 2>&1; then \
 		$(CARGO) nextest run --workspace --no-fail-fast; \
 	else \
 		$(CARGO) test --workspace --no-fail-fast; \
 	fi
+	@$(MAKE) --no-print-directory contract-run
 	@if [ -f frontend/package.json ]; then \
 		bash scripts/api-types.sh && (cd frontend && npm run --silent typecheck && npm test --silent); \
 	fi
 	@$(MAKE) --no-print-directory e2e-run
+
+## The API's contract alone: schemathesis (pinned, in target/tools/) drives every operation of
+## a real `condense serve` through all its phases and checks. See scripts/schemathesis.sh.
+contract: bootstrap-test contract-run
+
+contract-run:
+	$(CARGO) build --bin condense --bin condense-media
+	bash scripts/schemathesis.sh
 
 ## The dashboard's browser tests alone (headless chromium, a real `condense serve`; screenshots
 ## in test-artifacts/e2e/). See frontend/README.md.

@@ -2,7 +2,8 @@
 # Installs what a fresh Debian 12 machine lacks to build, run and test condense.
 # Idempotent, and quiet and fast when everything is already present.
 # `--test` (make test, make e2e) also installs what only the tests need: Debian's chromium,
-# which the dashboard's browser tests drive (no browser is ever downloaded).
+# which the dashboard's browser tests drive (no browser is ever downloaded), and the Python
+# tools of the tests in target/tools/ (imageio-ffmpeg, schemathesis).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -57,6 +58,19 @@ if [ "${1:-}" = "--test" ]; then
     say "installing imageio-ffmpeg 0.8.1 (a static ffmpeg with libvmaf) into $vmaf_dir"
     PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check --no-deps \
       --target "$vmaf_dir" imageio-ffmpeg==0.8.1
+  fi
+fi
+
+# The API's contract check (scripts/schemathesis.sh): schemathesis from PyPI, at a pinned
+# version, with its dependencies, in target/tools/ (tests only; nothing outside target/).
+if [ "${1:-}" = "--test" ]; then
+  contract_dir=target/tools/schemathesis
+  contract_version=4.32.5
+  if ! PYTHONPATH="$contract_dir" python3 -c "import importlib.metadata as m, sys; sys.exit(m.version('schemathesis') != '$contract_version')" 2>/dev/null; then
+    say "installing schemathesis $contract_version into $contract_dir"
+    rm -rf "$contract_dir"
+    PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check \
+      --target "$contract_dir" "schemathesis==$contract_version"
   fi
 fi
 

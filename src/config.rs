@@ -89,9 +89,10 @@ pub enum Command {
     #[command(hide = true)]
     Transcode,
     /// Encode one span of a running job's video beside its transcoder (internal: a node
-    /// starts it as a child process, request on stdin; see `media::assist`).
-    #[command(hide = true)]
-    Assist,
+    /// starts it as a child process, request on stdin; see `media::helper`).
+    // `assist` was its name before: a node built then still starts its helpers by it.
+    #[command(hide = true, alias = "assist")]
+    Helper,
     /// Validate a source or verify an output (internal: the node starts it as a child
     /// process, request on stdin, so FFmpeg never runs inside the node).
     #[command(hide = true)]

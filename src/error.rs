@@ -71,6 +71,13 @@ pub struct ErrorBody<'a> {
     error: ErrorDetail<'a>,
 }
 
+impl<'a> ErrorBody<'a> {
+    /// The body of an answer that is not an `AppError` (a refused WebSocket handshake).
+    pub fn new(code: &'a str, message: impl Into<String>) -> Self {
+        ErrorBody { error: ErrorDetail { code, message: message.into() } }
+    }
+}
+
 #[derive(Serialize, utoipa::ToSchema)]
 struct ErrorDetail<'a> {
     /// snake_case and stable, e.g. `not_found`, `invalid_transition`, `validation_failed`.
@@ -106,7 +113,7 @@ impl ResponseError for AppError {
         if let AppError::Busy { retry_after_secs, .. } = self {
             response.insert_header(("Retry-After", retry_after_secs.to_string()));
         }
-        response.json(ErrorBody { error: ErrorDetail { code: self.code(), message: self.to_string() } })
+        response.json(ErrorBody::new(self.code(), self.to_string()))
     }
 }
 

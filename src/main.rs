@@ -13,7 +13,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         // This binary does not link FFmpeg: its media work is `condense-media`'s.
         Command::Transcode
-        | Command::Assist
+        | Command::Helper
         | Command::Media
         | Command::Probe { .. }
         | Command::Vmaf { .. }

@@ -140,13 +140,13 @@ pub async fn run(cfg: &Config, report: &mut Report) -> Res<()> {
              target codec). `condense serve` with its defaults (SQLite, `MAX_JOBS=1`) is started on a fresh \
              `DATA_DIR`; the clock runs from `POST /libraries` (which starts the first scan) until `GET \
              /queue/stats` (polled every 20 ms) counts {n} SKIPPED: the walk, registration, the probe in \
-             `condense-media` children ({batch} files a child and a transaction, `actors::analyst`) and the \
+             `condense-media` children ({batch} files a child and a transaction, `actors::prober`) and the \
              skip decisions with their events. {ours:.2} s, {rate:.0} files/s.\n\n\
              Reference: `ffprobe -v error -show_streams -show_format -of json FILE` for each of {sampled} of the \
              files, one after another, its JSON parsed: {ffprobe:.2} s, {ffprobe_rate:.1} files/s. Ratio \
              {ratio:.1}x.{baseline}",
             sampled = thousands(sample.len() as u64),
-            batch = condense::actors::analyst::BATCH,
+            batch = condense::actors::prober::BATCH,
             ratio = rate / ffprobe_rate,
         ),
     );

@@ -34,6 +34,12 @@ import type {
   Settings,
   SettingsUpdate,
   Affected,
+  ArrSettings,
+  NewUser,
+  Schedule,
+  ScheduleView,
+  User,
+  UserRole,
 } from './types';
 
 /** Refresh the token when it expires within this window. */
@@ -416,6 +422,10 @@ export class ApiClient {
   createNotificationTarget(target: NotificationTargetInput): Promise<NotificationTarget> {
     return this.request('POST', '/api/notifications', target);
   }
+  /** Leaving `secret` out keeps the stored one (unless the URL moves to another host); "" removes it. */
+  updateNotificationTarget(id: number, target: NotificationTargetInput): Promise<NotificationTarget> {
+    return this.request('PUT', `/api/notifications/${id}`, target);
+  }
   deleteNotificationTarget(id: number): Promise<void> {
     return this.request('DELETE', `/api/notifications/${id}`);
   }
@@ -428,14 +438,63 @@ export class ApiClient {
   createConnection(connection: ConnectionInput): Promise<Connection> {
     return this.request('POST', '/api/connections', connection);
   }
+  /** Leaving `apiKey` out keeps the stored one (unless the URL moves to another host). */
+  updateConnection(id: number, connection: ConnectionInput): Promise<Connection> {
+    return this.request('PUT', `/api/connections/${id}`, connection);
+  }
   deleteConnection(id: number): Promise<void> {
     return this.request('DELETE', `/api/connections/${id}`);
   }
   testConnection(id: number): Promise<NotificationTestResult> {
     return this.request('POST', `/api/connections/${id}/test`);
   }
-  /** The audit log, newest first (administrators only). */
-  audit(page = 1, pageSize = 50): Promise<AuditPage> {
-    return this.request('GET', `/api/audit?page=${page}&pageSize=${pageSize}`);
+  /** The audit log, newest first (administrators only); `user` keeps that user's entries. */
+  audit(page = 1, pageSize = 50, user = ''): Promise<AuditPage> {
+    const only = user.trim() === '' ? '' : `&user=${encodeURIComponent(user.trim())}`;
+    return this.request('GET', `/api/audit?page=${page}&pageSize=${pageSize}${only}`);
+  }
+
+  // Users (administrators only)
+  users(): Promise<User[]> {
+    return this.request('GET', '/api/users');
+  }
+  createUser(user: NewUser): Promise<User> {
+    return this.request('POST', '/api/users', user);
+  }
+  /** The user's tokens are revoked: they sign in again with the new role. */
+  setUserRole(username: string, role: UserRole): Promise<void> {
+    return this.request('PUT', `/api/users/${encodeURIComponent(username)}/role`, { role });
+  }
+  setUserPassword(username: string, password: string): Promise<void> {
+    return this.request('PUT', `/api/users/${encodeURIComponent(username)}/password`, { password });
+  }
+  deleteUser(username: string): Promise<void> {
+    return this.request('DELETE', `/api/users/${encodeURIComponent(username)}`);
+  }
+
+  // Encoding windows
+  defaultSchedule(): Promise<ScheduleView> {
+    return this.request('GET', '/api/schedule');
+  }
+  setDefaultSchedule(schedule: Schedule): Promise<ScheduleView> {
+    return this.request('PUT', '/api/schedule', schedule);
+  }
+  nodeSchedule(id: number): Promise<ScheduleView> {
+    return this.request('GET', `/api/nodes/${id}/schedule`);
+  }
+  setNodeSchedule(id: number, schedule: Schedule): Promise<ScheduleView> {
+    return this.request('PUT', `/api/nodes/${id}/schedule`, schedule);
+  }
+  /** The node follows the default schedule again. */
+  clearNodeSchedule(id: number): Promise<ScheduleView> {
+    return this.request('DELETE', `/api/nodes/${id}/schedule`);
+  }
+
+  // *arr path mappings (administrators only)
+  arrSettings(): Promise<ArrSettings> {
+    return this.request('GET', '/api/settings/arr');
+  }
+  setArrSettings(settings: ArrSettings): Promise<ArrSettings> {
+    return this.request('PUT', '/api/settings/arr', settings);
   }
 }

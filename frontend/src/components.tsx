@@ -4,7 +4,7 @@ import { useState } from 'preact/hooks';
 import { errorMessage } from './api';
 import { formatEta, formatFps, titleCase } from './format';
 import { useConnectionState, useRole } from './hooks';
-import { ACTION_LABELS, progressColour } from './jobs';
+import { ACTION_LABELS, isTerminal, progressColour } from './jobs';
 import { nodeShares, segmentCells, segmentSummary, shareText, type Segment } from './segments';
 import { allows, api } from './session';
 import type { HealthLevel, Job, JobAction, JobStatus, NodeStatus } from './types';
@@ -75,6 +75,21 @@ export function Alert({ message, kind = 'error', onClose }: { message: string | 
       )}
     </div>
   );
+}
+
+/** A server's message about one field, shown beneath it; the field points at it with aria-describedby. */
+export function FieldError({ id, message }: { id: string; message: string | undefined | null }) {
+  if (!message) return null;
+  return (
+    <small id={id} class="field-error text-bad" role="alert">
+      {message}
+    </small>
+  );
+}
+
+/** The attributes that tie a field to its error message, when it has one. */
+export function invalidProps(id: string, message: string | undefined | null): { 'aria-invalid'?: true; 'aria-describedby'?: string } {
+  return message ? { 'aria-invalid': true, 'aria-describedby': id } : {};
 }
 
 export function Loading({ what }: { what: string }) {
@@ -155,6 +170,63 @@ export function JobActionButtons({
           {busy === action ? '…' : ACTION_LABELS[action]}
         </button>
       ))}
+    </div>
+  );
+}
+
+/** The range the server accepts for a job's priority. */
+export const PRIORITY_RANGE = { min: -10, max: 10 } as const;
+
+/**
+ * A job's priority (QUEUED jobs run highest first, then oldest), raised or lowered by an
+ * operator while the job has yet to finish; a viewer, or a finished job, shows the number only.
+ */
+export function PriorityControl({
+  job,
+  onChanged,
+  onError,
+  compact = false,
+}: {
+  job: Pick<Job, 'id' | 'fileName' | 'priority' | 'status'>;
+  onChanged: (job: Job) => void;
+  onError: (message: string) => void;
+  compact?: boolean;
+}) {
+  const role = useRole();
+  const [busy, setBusy] = useState(false);
+  const label = compact ? String(job.priority) : `Priority ${job.priority}`;
+  if (!allows(role, 'operator') || isTerminal(job.status)) return <span class={compact ? undefined : 'muted'}>{label}</span>;
+  const set = async (priority: number) => {
+    setBusy(true);
+    try {
+      onChanged(await api.setPriority(job.id, priority));
+    } catch (err) {
+      onError(errorMessage(err));
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <div class={`actions priority${compact ? ' actions-compact' : ''}`} role="group" aria-label={`Priority of ${job.fileName}`}>
+      <span class={compact ? 'priority-value' : 'muted'}>{label}</span>
+      <button
+        type="button"
+        class="button button-small"
+        disabled={busy || job.priority >= PRIORITY_RANGE.max}
+        aria-label={`Raise the priority of ${job.fileName}`}
+        onClick={() => void set(job.priority + 1)}
+      >
+        {compact ? '▲' : 'Raise'}
+      </button>
+      <button
+        type="button"
+        class="button button-small"
+        disabled={busy || job.priority <= PRIORITY_RANGE.min}
+        aria-label={`Lower the priority of ${job.fileName}`}
+        onClick={() => void set(job.priority - 1)}
+      >
+        {compact ? '▼' : 'Lower'}
+      </button>
     </div>
   );
 }

@@ -1,6 +1,7 @@
 // Small Preact hooks: load-and-reload data, live messages, connection state.
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
 import { errorMessage } from './api';
+import { formErrors, NO_ERRORS, type FieldRule, type FormErrors } from './forms';
 import { currentRole, live, onRoleChange, type Role } from './session';
 import type { LiveMessage } from './types';
 import type { ConnectionState } from './ws';
@@ -105,4 +106,33 @@ export function useRole(): Role | null {
   const [role, setRole] = useState<Role | null>(currentRole());
   useEffect(() => onRoleChange(setRole), []);
   return role;
+}
+
+/**
+ * Run a form's save, tracking busy state; a validation answer lands beside the field its
+ * message names (`rules`), anything else above the form.
+ */
+export function useSave(rules: readonly FieldRule[]): {
+  busy: boolean;
+  errors: FormErrors;
+  save: <T>(action: () => Promise<T>) => Promise<T | undefined>;
+  clear: () => void;
+} {
+  const [busy, setBusy] = useState(false);
+  const [errors, setErrors] = useState<FormErrors>(NO_ERRORS);
+  const latestRules = useRef(rules);
+  latestRules.current = rules;
+  const save = useCallback(async <T,>(action: () => Promise<T>) => {
+    setBusy(true);
+    setErrors(NO_ERRORS);
+    try {
+      return await action();
+    } catch (err) {
+      setErrors(formErrors(err, latestRules.current));
+      return undefined;
+    } finally {
+      setBusy(false);
+    }
+  }, []);
+  return { busy, errors, save, clear: () => setErrors(NO_ERRORS) };
 }

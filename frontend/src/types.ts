@@ -86,6 +86,17 @@ export type NotificationTestResult = Schemas['TestResult'];
 export type Connection = Schemas['ConnectionView'];
 export type ConnectionInput = Schemas['ConnectionBody'];
 export type ConnectionKind = Schemas['ConnectionKind'];
+export type PathMapping = Schemas['PathMapping'];
+export type ArrSettings = Schemas['ArrSettings'];
+export type User = Schemas['UserView'];
+export type UserRole = Schemas['UserRole'];
+export type NewUser = Schemas['CreateUser'];
+/** An encoding schedule as set (PUT), and as served with whether it is open now. */
+export type Schedule = Schemas['Schedule'];
+export type ScheduleView = Schemas['ScheduleView'];
+export type ScheduleWindow = Schemas['Window'];
+export type Day = Schemas['Day'];
+export type OnClose = Schemas['OnClose'];
 
 /** A WebSocket message from /ws. */
 export type LiveMessage = Schemas['JobUpdate'];

@@ -247,12 +247,31 @@ function respond(method: string, path: string): { status: number; body?: unknown
       body: { id: 10, name: 's', kind: 'sonarr', url: 'http://s', hasApiKey: true, pathMappings: [], enabled: true, createdAt: '2024-05-01T10:00:00Z', lastDeliveredAt: null, lastError: null, lastErrorAt: null, waiting: 0 },
     };
   }
+  if (method === 'GET' && url === '/api/users') {
+    return {
+      status: 200,
+      body: [
+        { id: 1, username: 'ada', role: 'admin', createdAt: '2024-05-01T10:00:00Z' },
+        { id: 2, username: 'bob', role: 'viewer', createdAt: '2024-05-02T10:00:00Z' },
+      ],
+    };
+  }
+  if (method === 'GET' && url === '/api/schedule') return { status: 200, body: { timeZone: 'UTC', windows: [], onClose: 'pause', open: true, followsDefault: false } };
+  if (method === 'GET' && url === '/api/settings/arr') return { status: 200, body: { pathMappings: [{ from: '/tv', to: '/media/tv' }] } };
   if (url === '/api/license') return { status: 200, body: { tier: 'SUPPORTER', licensee: 'Ada', expiresAt: '2099-01-01T00:00:00Z', maxNodes: 3, maxConcurrentJobs: 5 } };
   return { status: 404, body: { error: { code: 'not_found', message: `no route ${method} ${url}` } } };
 }
 
 const container = () => document.getElementById('root')!;
 const text = () => container().textContent ?? '';
+/** Lets Preact render what the events before it changed, as it would between a person's key strokes. */
+const settle = () => new Promise((resolve) => setTimeout(resolve, 0));
+
+/** `value`, or a throw that makes vi.waitFor try again. */
+function need<T>(value: T | null | undefined): T {
+  if (value == null) throw new Error('not there yet');
+  return value;
+}
 const byLabel = (label: string) => container().querySelector<HTMLElement>(`[aria-label="${label}"]`);
 
 async function show(hash: string) {
@@ -483,6 +502,29 @@ describe('dashboard pages', () => {
     expect(sent?.keepModifiedTime).toBe(true);
   });
 
+  it("shows the server's refusal of a library path beside the paths", async () => {
+    override = (method, path) =>
+      method === 'POST' && path === '/api/libraries'
+        ? { status: 422, body: { error: { code: 'validation_failed', message: 'paths[0] "/media/nope" does not exist' } } }
+        : undefined;
+    await mount('#/libraries');
+    await vi.waitFor(() => expect(text()).toContain('Movies'));
+    [...container().querySelectorAll('button')].find((b) => b.textContent === 'Add library')!.click();
+    const form = await vi.waitFor(() => need(container().querySelector<HTMLFormElement>('form.form')));
+    const name = [...form.querySelectorAll<HTMLLabelElement>('label')].find((l) => l.textContent?.includes('Name'))!.querySelector('input')!;
+    name.value = 'Shows';
+    name.dispatchEvent(new Event('input', { bubbles: true }));
+    const path = form.querySelector<HTMLInputElement>('input[aria-label="Media path 1"]')!;
+    path.value = '/media/nope';
+    path.dispatchEvent(new Event('input', { bubbles: true }));
+    await settle();
+    [...form.querySelectorAll('button')].find((b) => b.textContent === 'Create library')!.click();
+    await vi.waitFor(() => expect(path.getAttribute('aria-invalid')).toBe('true'));
+    const paths = form.querySelector('fieldset')!;
+    expect(paths.textContent).toContain('paths[0] "/media/nope" does not exist');
+    expect(form.querySelector('[role="alert"].alert')).toBeNull();
+  });
+
   it('scans a library and reports how many files were queued', async () => {
     await mount('#/libraries');
     await vi.waitFor(() => expect(text()).toContain('Movies'));
@@ -565,7 +607,7 @@ describe('dashboard pages', () => {
     expect(rows[0]).toContain('Refused: role');
     expect(rows[1]).toContain('ada');
     expect(rows[1]).toContain('Done');
-    expect(calls).toContain('GET /api/audit?page=1&pageSize=50');
+    expect(calls).toContain('GET /api/audit?page=1&pageSize=500');
     const key = container().querySelector('[aria-labelledby="keys-title"] tbody tr')!.textContent ?? '';
     expect(key).toContain('Integration');
     expect(key).toContain('ada');
@@ -725,5 +767,172 @@ describe('dashboard pages', () => {
     await vi.waitFor(() => expect(text()).toContain('Your password'));
     expect(text()).not.toContain('Licence');
     expect(calls).not.toContain('GET /api/settings');
+  });
+
+  it('edits a notification target in place: a refused URL beside its field, the secret kept unless typed', async () => {
+    const sent: unknown[] = [];
+    override = (method, path, body) => {
+      if (method !== 'PUT' || path !== '/api/notifications/3') return undefined;
+      sent.push(body);
+      if (sent.length === 1) return { status: 422, body: { error: { code: 'validation_failed', message: "a ntfy target's URL starts with http:// or https://" } } };
+      return { status: 200, body: { id: 3, name: 'phone', kind: 'ntfy', url: 'https://ntfy.sh/films2', events: ['job.completed'], hasSecret: true, secretCleared: false, headers: {}, enabled: true, createdAt: '2024-05-01T10:00:00Z', waiting: 0 } };
+    };
+    await mount('#/settings');
+    await vi.waitFor(() => expect(byLabel('Edit phone')).not.toBeNull());
+    byLabel('Edit phone')!.click();
+    const form = await vi.waitFor(() => need(container().querySelector<HTMLFormElement>('form[aria-label="Edit phone"]')));
+    const url = [...form.querySelectorAll<HTMLInputElement>('input')].find((input) => input.value === 'https://ntfy.sh/films')!;
+    url.value = 'ntfy.sh/films2';
+    url.dispatchEvent(new Event('input', { bubbles: true }));
+    form.querySelector<HTMLButtonElement>('button[type="submit"]')!.click();
+    await vi.waitFor(() => expect(url.getAttribute('aria-invalid')).toBe('true'));
+    const message = document.getElementById(url.getAttribute('aria-describedby')!)!;
+    expect(message.textContent).toBe("a ntfy target's URL starts with http:// or https://");
+    expect(url.closest('label')!.contains(message)).toBe(true);
+    url.value = 'https://ntfy.sh/films2';
+    url.dispatchEvent(new Event('input', { bubbles: true }));
+    await settle();
+    form.querySelector<HTMLButtonElement>('button[type="submit"]')!.click();
+    await vi.waitFor(() => expect(text()).toContain('“phone” saved.'));
+    // No secret typed: none is sent, so the stored one is kept.
+    expect(sent[1]).toEqual({ name: 'phone', kind: 'ntfy', url: 'https://ntfy.sh/films2', events: ['job.completed', 'job.failed'], enabled: true });
+  });
+
+  it('adds a user with a taken name shown beside the field, and changes a role', async () => {
+    const sent: unknown[] = [];
+    override = (method, path, body) => {
+      if (method === 'POST' && path === '/api/users') {
+        sent.push(body);
+        return sent.length === 1
+          ? { status: 409, body: { error: { code: 'conflict', message: 'user "bob" exists' } } }
+          : { status: 201, body: { id: 3, username: 'cy', role: 'operator', createdAt: '2024-05-03T10:00:00Z' } };
+      }
+      if (method === 'PUT' && path === '/api/users/bob/role') {
+        sent.push(body);
+        return { status: 204 };
+      }
+      return undefined;
+    };
+    await mount('#/settings');
+    const role = (await vi.waitFor(() => need(byLabel('Role of bob')))) as HTMLSelectElement;
+    expect(role.value).toBe('viewer');
+    const form = container().querySelector<HTMLFormElement>('form[aria-label="Add a user"]')!;
+    const [name, password] = [...form.querySelectorAll<HTMLInputElement>('input')];
+    const fill = (input: HTMLInputElement | HTMLSelectElement, value: string, event = 'input') => {
+      input.value = value;
+      input.dispatchEvent(new Event(event, { bubbles: true }));
+    };
+    fill(name, 'bob');
+    fill(password, 'correct horse battery');
+    fill(form.querySelector('select')!, 'operator', 'change');
+    await vi.waitFor(() => expect(form.querySelector<HTMLButtonElement>('button[type="submit"]')!.disabled).toBe(false));
+    form.querySelector<HTMLButtonElement>('button[type="submit"]')!.click();
+    await vi.waitFor(() => expect(name.getAttribute('aria-invalid')).toBe('true'));
+    expect(document.getElementById(name.getAttribute('aria-describedby')!)!.textContent).toBe('user "bob" exists');
+    fill(name, 'cy');
+    await settle();
+    form.querySelector<HTMLButtonElement>('button[type="submit"]')!.click();
+    await vi.waitFor(() => expect(text()).toContain('cy added as operator.'));
+    expect(sent[1]).toEqual({ username: 'cy', password: 'correct horse battery', role: 'operator' });
+
+    fill(byLabel('Role of bob') as HTMLSelectElement, 'operator', 'change');
+    await vi.waitFor(() => expect(text()).toContain('bob is now operator; they sign in again.'));
+    expect(sent[2]).toEqual({ role: 'operator' });
+  });
+
+  it("raises a waiting job's priority from the list, and shows a finished one's number only", async () => {
+    const queued = job(4, { fileName: 'later.mkv', status: 'QUEUED', priority: 2 });
+    override = (method, path) => {
+      const url = path.split('?')[0];
+      if (method === 'GET' && url === '/api/jobs') return { status: 200, body: { items: [queued, failed], total: 2, page: 1, pageSize: 50 } };
+      if (method === 'POST' && url === '/api/jobs/4/priority') return { status: 200, body: { ...queued, priority: 3 } };
+      return undefined;
+    };
+    await mount('#/jobs');
+    await vi.waitFor(() => expect(byLabel('Raise the priority of later.mkv')).not.toBeNull());
+    expect(byLabel('Raise the priority of broken.avi')).toBeNull();
+    byLabel('Raise the priority of later.mkv')!.click();
+    await vi.waitFor(() => expect(byLabel('Priority of later.mkv')!.textContent).toContain('3'));
+    expect(calls).toContain('POST /api/jobs/4/priority');
+  });
+
+  it("paints hours on the default schedule's week grid and saves them as windows", async () => {
+    let sent: unknown = null;
+    override = (method, path, body) => {
+      if (method !== 'PUT' || path !== '/api/schedule') return undefined;
+      sent = body;
+      return { status: 200, body: { ...(body as object), open: false, followsDefault: false } };
+    };
+    await mount('#/settings');
+    const grid = await vi.waitFor(() => need(byLabel('Default schedule: hours open for encoding')));
+    const cell = (label: string) => grid.querySelector<HTMLButtonElement>(`[aria-label="${label}"]`)!;
+    // A pointer press paints the cell it starts on; Enter or Space (a click without a pointer) toggles one.
+    cell('Sat 10:00').dispatchEvent(new PointerEvent('pointerdown', { bubbles: true, button: 0 }));
+    window.dispatchEvent(new PointerEvent('pointerup'));
+    cell('Sat 11:00').click();
+    cell('Sun 11:00').click();
+    await vi.waitFor(() => expect(cell('Sun 11:00').getAttribute('aria-pressed')).toBe('true'));
+    expect(text()).toContain('3 hours a week');
+    const form = container().querySelector<HTMLFormElement>('form[aria-label="Default schedule"]')!;
+    form.querySelector<HTMLInputElement>('input')!.value = 'Europe/Berlin';
+    form.querySelector<HTMLInputElement>('input')!.dispatchEvent(new Event('input', { bubbles: true }));
+    await settle();
+    form.querySelector<HTMLButtonElement>('button[type="submit"]')!.click();
+    await vi.waitFor(() => expect(sent).not.toBeNull());
+    expect(sent).toEqual({
+      timeZone: 'Europe/Berlin',
+      onClose: 'pause',
+      windows: [
+        { days: ['sat'], start: '10:00', end: '12:00' },
+        { days: ['sun'], start: '11:00', end: '12:00' },
+      ],
+    });
+    await vi.waitFor(() => expect(text()).toContain('Schedule saved.'));
+  });
+
+  it('saves the Sonarr and Radarr path mappings', async () => {
+    let sent: unknown = null;
+    override = (method, path, body) => {
+      if (method !== 'PUT' || path !== '/api/settings/arr') return undefined;
+      sent = body;
+      return { status: 200, body };
+    };
+    await mount('#/settings');
+    const form = await vi.waitFor(() => need(container().querySelector<HTMLFormElement>('form[aria-label="Sonarr and Radarr path mappings"]')));
+    await vi.waitFor(() => expect(form.querySelector<HTMLInputElement>('input')!.value).toBe('/tv'));
+    [...form.querySelectorAll<HTMLButtonElement>('button')].find((b) => b.textContent === 'Add a mapping')!.click();
+    await vi.waitFor(() => expect(form.querySelectorAll('input')).toHaveLength(4));
+    const inputs = form.querySelectorAll<HTMLInputElement>('input');
+    inputs[2].value = '/movies';
+    inputs[2].dispatchEvent(new Event('input', { bubbles: true }));
+    inputs[3].value = '/media/movies';
+    inputs[3].dispatchEvent(new Event('input', { bubbles: true }));
+    await settle();
+    form.querySelector<HTMLButtonElement>('button[type="submit"]')!.click();
+    await vi.waitFor(() => expect(sent).not.toBeNull());
+    expect(sent).toEqual({ pathMappings: [{ from: '/tv', to: '/media/tv' }, { from: '/movies', to: '/media/movies' }] });
+  });
+
+  it("shows a viewer a node's schedule without a way to change it, and priorities as numbers", async () => {
+    const queued = job(4, { fileName: 'later.mkv', status: 'QUEUED', priority: 2 });
+    override = (method, path) => {
+      const url = path.split('?')[0];
+      if (url === '/api/auth/me') return { status: 200, body: { username: 'bob', role: 'viewer', apiKey: false } };
+      if (method === 'GET' && url === '/api/jobs') return { status: 200, body: { items: [queued], total: 1, page: 1, pageSize: 50 } };
+      return undefined;
+    };
+    await mount('#/nodes');
+    await vi.waitFor(() => expect(byLabel('Show the schedule of gpu-1')).not.toBeNull());
+    expect(byLabel('Edit the schedule of gpu-1')).toBeNull();
+    byLabel('Show the schedule of gpu-1')!.click();
+    const grid = await vi.waitFor(() => need(byLabel('Schedule of gpu-1: hours open for encoding')));
+    // Mon and Tue 22:00 to 07:00 the next morning, in the node's window.
+    expect(grid.querySelector<HTMLButtonElement>('[aria-label="Tue 03:00"]')!.getAttribute('aria-pressed')).toBe('true');
+    expect([...grid.querySelectorAll<HTMLButtonElement>('button')].every((cell) => cell.disabled)).toBe(true);
+    expect(text()).not.toContain('Save schedule');
+
+    await show('#/jobs');
+    await vi.waitFor(() => expect(text()).toContain('later.mkv'));
+    expect(byLabel('Raise the priority of later.mkv')).toBeNull();
   });
 });

@@ -21,11 +21,11 @@ use super::job::helper::HelperRef;
 use super::lifecycle::{EventContext, LifecycleError};
 use super::node::{ControlJob, NodeSupervisor, RunningHelpers, RunningJobs, StartHelper, StartJob, StopAll};
 use super::protocol::{Call, Frame};
-use super::store::{Applied, JobStore};
+use super::store::{Applied, JobSettings, JobStore};
 use crate::domain::job::JobEvent;
 use crate::domain::segments::SpanView;
 use crate::repo::jobs::JobChange;
-use crate::repo::segments::HelperTotals;
+use crate::repo::segments::{HelperTotals, SpanDone};
 use crate::repo::RepoError;
 
 type Sink = SplitSink<Framed<BoxedSocket, Codec>, Message>;
@@ -434,7 +434,7 @@ impl JobStore for RemoteStore {
         self.call(Call::Library { id }).await
     }
 
-    async fn job_settings(&self) -> Result<(bool, u64), LifecycleError> {
+    async fn job_settings(&self) -> Result<JobSettings, LifecycleError> {
         self.call(Call::Settings).await
     }
 
@@ -494,7 +494,7 @@ impl JobStore for RemoteStore {
         self.call(Call::SpanProgress { id, span, lease: lease.to_string(), frames, fps, bytes }).await
     }
 
-    async fn span_end(&self, id: i32, span: u32, lease: &str, done: Option<(u64, u64)>) -> Result<(), LifecycleError> {
+    async fn span_end(&self, id: i32, span: u32, lease: &str, done: Option<SpanDone>) -> Result<(), LifecycleError> {
         self.call::<serde_json::Value>(Call::SpanEnd { id, span, lease: lease.to_string(), done }).await.map(|_| ())
     }
 }

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 use notify::{EventKind, RecursiveMode, Watcher};
 
-use super::analyst::Analyst;
 use super::node::Wake;
+use super::prober::Prober;
 use crate::domain::job::JobStatus;
 use crate::domain::path_bytes;
 use crate::media::contain;
@@ -138,9 +138,10 @@ async fn remove_stale_partials(db: &DatabaseConnection, partials: Vec<PathBuf>) 
 
 /// Outputs of replaces cut short after their swap: a job that has not ended, whose row
 /// records the output it swapped in (inode and size), and whose final path holds exactly
-/// that file. The job's next attempt completes it from the row (`swapped_on_record`); until
-/// then the output is its job's business, not a new file, and the job's source is not
-/// "gone" (a container change left it under another name). Answers final path -> job id.
+/// that file. The job's next attempt completes it from the row
+/// (`media::replace::swapped_on_record`); until then the output is its job's business, not
+/// a new file, and the job's source is not "gone" (a container change left it under another
+/// name). Answers final path -> job id.
 /// Without this, a scan after a crash at that moment dropped the job and took its output
 /// for a new source (the fault suite's kill of the main node found it: the job's history
 /// lost, the file SKIPPED).
@@ -305,8 +306,8 @@ pub struct LibrarySupervisor {
     library_id: i32,
     db: DatabaseConnection,
     scheduler: Recipient<Wake>,
-    /// Probes what the scans took in (`actors::analyst`).
-    analyst: Analyst,
+    /// Probes what the scans took in (`actors::prober`).
+    prober: Prober,
     settle: Duration,
     watcher: Option<notify::RecommendedWatcher>,
     /// The watched folders: what the watcher reports is judged below them.
@@ -320,14 +321,14 @@ impl LibrarySupervisor {
         library_id: i32,
         db: DatabaseConnection,
         scheduler: Recipient<Wake>,
-        analyst: Analyst,
+        prober: Prober,
         settle: Duration,
     ) -> Self {
         LibrarySupervisor {
             library_id,
             db,
             scheduler,
-            analyst,
+            prober,
             settle,
             watcher: None,
             watched_roots: Vec::new(),
@@ -386,8 +387,8 @@ impl LibrarySupervisor {
         // What the watcher reports is a name someone else made: only a file that resolves to
         // itself inside the library is taken in (`media::contain`).
         ready.retain(|p| contain::still_inside(p, &self.watched_roots).is_ok());
-        let (db, id, scheduler, analyst) =
-            (self.db.clone(), self.library_id, self.scheduler.clone(), self.analyst.clone());
+        let (db, id, scheduler, prober) =
+            (self.db.clone(), self.library_id, self.scheduler.clone(), self.prober.clone());
         ctx.spawn(
             async move {
                 match repo::libraries::get(&db, id).await {
@@ -397,7 +398,7 @@ impl LibrarySupervisor {
                         match take_in(&db, &library, &new, &changed).await {
                             Ok(n) if n > 0 => {
                                 tracing::info!(library_id = id, files = n, "new or changed files queued");
-                                analyst.wake();
+                                prober.wake();
                                 scheduler.do_send(Wake);
                             }
                             Ok(_) => {}
@@ -440,7 +441,7 @@ impl Handler<ScanNow> for LibrarySupervisor {
 
     fn handle(&mut self, _: ScanNow, _: &mut Context<Self>) -> Self::Result {
         let (db, id, scheduler, settle) = (self.db.clone(), self.library_id, self.scheduler.clone(), self.settle);
-        let analyst = self.analyst.clone();
+        let prober = self.prober.clone();
         AtomicResponse::new(Box::pin(
             async move {
                 let started = Instant::now();
@@ -453,7 +454,7 @@ impl Handler<ScanNow> for LibrarySupervisor {
                     "library scanned"
                 );
                 if report.queued > 0 {
-                    analyst.wake();
+                    prober.wake();
                 }
                 scheduler.do_send(Wake);
                 Ok((report, deferred))
@@ -497,14 +498,14 @@ impl Handler<FileEvent> for LibrarySupervisor {
 pub struct Libraries {
     db: DatabaseConnection,
     scheduler: Recipient<Wake>,
-    analyst: Analyst,
+    prober: Prober,
     settle: Duration,
     running: HashMap<i32, (Addr<LibrarySupervisor>, chrono::DateTime<chrono::Utc>)>,
 }
 
 impl Libraries {
-    pub fn new(db: DatabaseConnection, scheduler: Recipient<Wake>, analyst: Analyst, settle: Duration) -> Self {
-        Libraries { db, scheduler, analyst, settle, running: HashMap::new() }
+    pub fn new(db: DatabaseConnection, scheduler: Recipient<Wake>, prober: Prober, settle: Duration) -> Self {
+        Libraries { db, scheduler, prober, settle, running: HashMap::new() }
     }
 }
 
@@ -553,7 +554,7 @@ impl Handler<Reload> for Libraries {
                     library.id,
                     this.db.clone(),
                     this.scheduler.clone(),
-                    this.analyst.clone(),
+                    this.prober.clone(),
                     this.settle,
                 )
                 .start();

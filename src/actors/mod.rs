@@ -4,7 +4,6 @@
 //! `Agent` (its link to the main node) and its `NodeSupervisor`.
 
 pub mod agent;
-pub mod analyst;
 pub mod bus;
 pub mod cluster;
 pub mod forecast;
@@ -13,6 +12,7 @@ pub mod library;
 pub mod lifecycle;
 pub mod node;
 pub mod notifier;
+pub mod prober;
 pub mod protocol;
 pub mod scheduler;
 pub mod store;
@@ -218,8 +218,8 @@ pub async fn start_node(config: NodeConfig) -> Result<Node, StartError> {
                     .with_helpers(parallel_segments != crate::domain::segments::Parallelism::Off)
                     .start();
             node.do_send(SetScheduler(scheduler.clone().recipient()));
-            let analyst = analyst::Analyst::start(lifecycle.clone(), transcoder.clone(), analysis_timeout);
-            let libraries = Libraries::new(db.clone(), scheduler.clone().recipient(), analyst, main.settle).start();
+            let prober = prober::Prober::start(lifecycle.clone(), transcoder.clone(), analysis_timeout);
+            let libraries = Libraries::new(db.clone(), scheduler.clone().recipient(), prober, main.settle).start();
             if let Some(every) = main.own_heartbeat {
                 keep_own_facts_fresh(db.clone(), row.id, node.clone(), every);
             }

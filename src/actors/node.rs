@@ -10,7 +10,7 @@ use actix::prelude::*;
 use tokio::sync::oneshot;
 
 use super::job::helper::{self, HelperRef};
-use super::job::{Command, JobCommand, JobSupervisor, NodeEnv};
+use super::job::{Command, JobCommand, JobEnded, JobSupervisor, NodeEnv};
 
 #[derive(Message)]
 #[rtype(result = "bool")]
@@ -54,12 +54,6 @@ pub struct Capacity;
 pub struct ControlJob {
     pub job_id: i32,
     pub command: JobCommand,
-}
-
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct JobEnded {
-    pub job_id: i32,
 }
 
 #[derive(Message)]
@@ -137,7 +131,8 @@ impl Handler<StartJob> for NodeSupervisor {
         if self.shutting_down || self.busy() >= self.max_jobs || self.jobs.contains_key(&msg.job_id) {
             return false;
         }
-        let supervisor = JobSupervisor::new(msg.job_id, msg.lease_id.clone(), self.env.clone(), ctx.address()).start();
+        let supervisor =
+            JobSupervisor::new(msg.job_id, msg.lease_id.clone(), self.env.clone(), ctx.address().recipient()).start();
         self.jobs.insert(msg.job_id, (supervisor, msg.lease_id));
         true
     }

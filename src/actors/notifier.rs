@@ -256,7 +256,7 @@ mod wording {
 
 /// Refuses a URL whose host is, or resolves to, an address in `OUTBOUND_DENY`, before any
 /// connection. (The connection resolves the name again: a name that changes its address in
-/// between is not caught; see the README's security section.)
+/// between is not caught; see docs/security.md.)
 async fn check_outbound(url: &str, default_port: u16) -> Result<(), String> {
     let Ok(uri) = url.parse::<awc::http::Uri>() else { return Ok(()) };
     let Some(host) = uri.host() else { return Ok(()) };

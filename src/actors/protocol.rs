@@ -11,6 +11,7 @@ use super::node::{NodeCapacity, RunningJob};
 use crate::domain::job::JobEvent;
 use crate::domain::segments::SpanView;
 use crate::repo::jobs::JobChange;
+use crate::repo::segments::SpanDone;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "camelCase")]
@@ -137,7 +138,8 @@ pub enum Call {
         id: i32,
         span: u32,
         lease: String,
-        done: Option<(u64, u64)>,
+        /// Sent as `[frames, bytes]`, as every node reads it (see `SpanDone`).
+        done: Option<SpanDone>,
     },
     // Main -> linked: the node's slots.
     #[serde(rename_all = "camelCase")]
@@ -165,5 +167,56 @@ pub fn capacity(max_jobs: i32, busy: usize, missing_paths: &[String]) -> NodeCap
     NodeCapacity {
         free: usize::try_from(max_jobs).unwrap_or(0).saturating_sub(busy),
         missing_paths: missing_paths.to_vec(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{json, Value};
+
+    use super::*;
+    use crate::actors::store::JobSettings;
+
+    fn span_end(done: Value) -> String {
+        json!({"type": "request", "id": 7, "call": {"call": "spanEnd", "id": 3, "span": 2, "lease": "l", "done": done}})
+            .to_string()
+    }
+
+    fn span_end_frame(done: Option<SpanDone>) -> Frame {
+        Frame::Request { id: 7, call: Box::new(Call::SpanEnd { id: 3, span: 2, lease: "l".into(), done }) }
+    }
+
+    #[test]
+    fn a_span_end_from_an_older_node_parses_and_is_sent_in_the_same_shape() {
+        // A helper's end as nodes from before `SpanDone` send it: `[frames, bytes]`.
+        let old = span_end(json!([120, 4096]));
+        let done = SpanDone { frames: 120, bytes: 4096 };
+        assert_eq!(serde_json::from_str::<Frame>(&old).unwrap(), span_end_frame(Some(done)));
+        // What this node sends: the same frame, which older main nodes read.
+        let sent = serde_json::to_value(span_end_frame(Some(done))).unwrap();
+        assert_eq!(sent, serde_json::from_str::<Value>(&old).unwrap());
+        // A span given back.
+        assert_eq!(serde_json::from_str::<Frame>(&span_end(Value::Null)).unwrap(), span_end_frame(None));
+        // The named shape, should a later node send it.
+        let named = span_end(json!({"frames": 120, "bytes": 4096}));
+        assert_eq!(serde_json::from_str::<Frame>(&named).unwrap(), span_end_frame(Some(done)));
+    }
+
+    #[test]
+    fn job_settings_from_an_older_main_node_parse_and_are_answered_in_the_same_shape() {
+        // The answer to `Call::Settings` as main nodes from before `JobSettings` send it.
+        let old = r#"{"type":"reply","id":1,"result":{"Ok":[true,24]}}"#;
+        let Frame::Reply { result: Ok(value), .. } = serde_json::from_str::<Frame>(old).unwrap() else {
+            panic!("not a successful reply: {old}")
+        };
+        let settings = JobSettings { keep_originals: true, timeout_hours: 24 };
+        assert_eq!(serde_json::from_value::<JobSettings>(value).unwrap(), settings);
+        // What this main node answers: the same pair, which older linked nodes read.
+        assert_eq!(serde_json::to_value(settings).unwrap(), json!([true, 24]));
+        // The named shape, should a later main node send it.
+        let named = json!({"keepOriginals": false, "timeoutHours": 6});
+        let expected = JobSettings { keep_originals: false, timeout_hours: 6 };
+        assert_eq!(serde_json::from_value::<JobSettings>(named).unwrap(), expected);
+        assert!(serde_json::from_value::<JobSettings>(json!([true])).is_err());
     }
 }

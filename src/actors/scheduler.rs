@@ -12,10 +12,11 @@ use entities::job;
 use futures_util::stream::{self, StreamExt};
 use sea_orm::DatabaseConnection;
 
-use super::job::helper::{HelperRef, SPAN_LEASE_SECONDS};
+use super::job::helper::HelperRef;
 use super::job::{JobCommand, LEASE_SECONDS};
 use super::lifecycle::{EventContext, Lifecycle, LifecycleError};
 use super::node::{Capacity, ControlJob, NodeSupervisor, StartHelper, StartJob, Wake};
+use super::store::SPAN_LEASE_SECONDS;
 use crate::domain::job::{JobEvent, JobStatus, PartialOutput, Stage};
 use crate::domain::license::Tier;
 use crate::domain::schedule::OnClose;

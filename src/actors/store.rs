@@ -6,15 +6,18 @@
 use entities::{job, library};
 use serde::{Deserialize, Serialize};
 
-use super::job::helper::SPAN_LEASE_SECONDS;
 use super::lifecycle::{EventContext, Lifecycle, LifecycleError};
 use crate::domain::job::{transition, Effect, JobEvent, JobStatus};
 use crate::domain::segments::SpanView;
 use crate::media::layout::partial_dir_for;
 use crate::media::partial::remove_partial;
 use crate::repo::jobs::{self, snapshot, JobChange};
-use crate::repo::segments::HelperTotals;
+use crate::repo::segments::{HelperTotals, SpanDone};
 use crate::repo::{self, events::NewEvent, segments};
+
+/// How long a helper's lease on a span lasts without renewal: granted by the scheduler,
+/// renewed by each `span_progress` (a helper reports every few seconds).
+pub const SPAN_LEASE_SECONDS: i64 = 30;
 
 /// The answer to an applied transition: the job, and whether its partial output must go.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -28,9 +31,9 @@ pub struct Applied {
 pub trait JobStore: Send + Sync {
     async fn job(&self, id: i32) -> Result<job::Model, LifecycleError>;
     async fn library(&self, id: i32) -> Result<library::Model, LifecycleError>;
-    /// (keep originals, job timeout in hours); an error when they cannot be read, never a
-    /// guessed default.
-    async fn job_settings(&self) -> Result<(bool, u64), LifecycleError>;
+    /// The settings an attempt follows; an error when they cannot be read, never a guessed
+    /// default.
+    async fn job_settings(&self) -> Result<JobSettings, LifecycleError>;
     async fn apply(
         &self,
         id: i32,
@@ -71,8 +74,8 @@ pub trait JobStore: Send + Sync {
         lease: &str,
         progress: (u64, f64, u64),
     ) -> Result<bool, LifecycleError>;
-    /// A helper ended: the span DONE (frames, bytes) or given back.
-    async fn span_end(&self, id: i32, span: u32, lease: &str, done: Option<(u64, u64)>) -> Result<(), LifecycleError>;
+    /// A helper ended: the span DONE with what it encoded, or (`None`) given back.
+    async fn span_end(&self, id: i32, span: u32, lease: &str, done: Option<SpanDone>) -> Result<(), LifecycleError>;
 }
 
 /// Removes the partial output when a transition says so (it lives next to the source, on
@@ -97,11 +100,53 @@ pub struct DbStore {
     pub lifecycle: Lifecycle,
 }
 
-/// (keep originals, job timeout in hours), with the defaults `repo::settings` owns for
-/// settings never set; a read that fails, or a stored value that does not parse, is an error.
-pub async fn settings(db: &sea_orm::DatabaseConnection) -> Result<(bool, u64), repo::RepoError> {
+/// The service settings a job's attempt follows.
+///
+/// On the link (the answer to `Call::Settings`) they travel as the pair
+/// `[keepOriginals, timeoutHours]`, which is what nodes from before this struct send and
+/// read; an object with those two fields is read too, so a later change to send it is
+/// understood by nodes from this one on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "JobSettingsWire", into = "(bool, u64)")]
+pub struct JobSettings {
+    /// Keep the original beside the output, under a numbered name, after the replace.
+    pub keep_originals: bool,
+    /// How long one attempt may run, in hours (at least 1).
+    pub timeout_hours: u64,
+}
+
+/// Either shape of `JobSettings` on the wire.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum JobSettingsWire {
+    Pair(bool, u64),
+    #[serde(rename_all = "camelCase")]
+    Named {
+        keep_originals: bool,
+        timeout_hours: u64,
+    },
+}
+
+impl From<JobSettingsWire> for JobSettings {
+    fn from(wire: JobSettingsWire) -> Self {
+        match wire {
+            JobSettingsWire::Pair(keep_originals, timeout_hours)
+            | JobSettingsWire::Named { keep_originals, timeout_hours } => JobSettings { keep_originals, timeout_hours },
+        }
+    }
+}
+
+impl From<JobSettings> for (bool, u64) {
+    fn from(settings: JobSettings) -> Self {
+        (settings.keep_originals, settings.timeout_hours)
+    }
+}
+
+/// The job settings, with the defaults `repo::settings` owns for settings never set; a read
+/// that fails, or a stored value that does not parse, is an error.
+pub async fn settings(db: &sea_orm::DatabaseConnection) -> Result<JobSettings, repo::RepoError> {
     let s = repo::settings::service_settings(db).await?;
-    Ok((s.keep_originals, u64::from(s.job_timeout_hours.max(1))))
+    Ok(JobSettings { keep_originals: s.keep_originals, timeout_hours: u64::from(s.job_timeout_hours.max(1)) })
 }
 
 /// Whether `lease` is the job's current lease while it runs.
@@ -119,7 +164,7 @@ impl JobStore for DbStore {
         Ok(repo::libraries::get(&self.lifecycle.db, id).await?)
     }
 
-    async fn job_settings(&self) -> Result<(bool, u64), LifecycleError> {
+    async fn job_settings(&self) -> Result<JobSettings, LifecycleError> {
         Ok(settings(&self.lifecycle.db).await?)
     }
 
@@ -190,7 +235,7 @@ impl JobStore for DbStore {
         Ok(mine)
     }
 
-    async fn span_end(&self, id: i32, span: u32, lease: &str, done: Option<(u64, u64)>) -> Result<(), LifecycleError> {
+    async fn span_end(&self, id: i32, span: u32, lease: &str, done: Option<SpanDone>) -> Result<(), LifecycleError> {
         if segments::release(&self.lifecycle.db, id, span, lease, done).await? {
             self.lifecycle.publish_segments(id).await;
         }

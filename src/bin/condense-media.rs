@@ -1,5 +1,5 @@
 //! `condense-media`: the one program of condense that links FFmpeg. A node starts it for
-//! every piece of media work (transcode, assist, media), so a decoder's crash ends a child
+//! every piece of media work (transcode, helper, media), so a decoder's crash ends a child
 //! and the node process never maps FFmpeg's libraries; `condense` hands its media
 //! subcommands (probe, vmaf, crf-search, version) over to it.
 
@@ -13,7 +13,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match &cli.command {
         Command::Transcode => condense::media::child::child_main(),
-        Command::Assist => condense::media::child::assist_main(),
+        Command::Helper => condense::media::child::helper_main(),
         Command::Media => condense::media::worker::child_main(),
         Command::Probe { file } => cli::probe(file),
         Command::Vmaf { reference, distorted } => cli::vmaf(reference, distorted),

@@ -17,14 +17,32 @@ pub const IMPORT_PRIORITY: i32 = 5;
 pub struct ArrWebhook {
     /// `Download` (an import or upgrade), `Test`, or another event (ignored).
     pub event_type: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "object_or_null")]
     pub series: Option<ArrFolder>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "object_or_null")]
     pub movie: Option<ArrFolder>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "object_or_null")]
     pub episode_file: Option<ArrFile>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "object_or_null")]
     pub movie_file: Option<ArrFile>,
+}
+
+/// A part of a webhook that is an object, or null. serde would also read the struct from an
+/// array of its fields in order (`[null, null]`), which no sender means.
+fn object_or_null<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::de::DeserializeOwned,
+{
+    match Option::<serde_json::Value>::deserialize(deserializer)? {
+        None => Ok(None),
+        Some(value @ serde_json::Value::Object(_)) => {
+            serde_json::from_value(value).map(Some).map_err(serde::de::Error::custom)
+        }
+        Some(other) => {
+            Err(serde::de::Error::invalid_type(serde::de::Unexpected::Other(&other.to_string()), &"an object or null"))
+        }
+    }
 }
 
 /// A series (`path`) or a movie (`folderPath`).
@@ -62,7 +80,11 @@ pub enum ArrEvent {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PathMapping {
+    /// An absolute folder (`check_mappings`).
+    #[schema(pattern = "^/")]
     pub from: String,
+    /// An absolute folder (`check_mappings`).
+    #[schema(pattern = "^/")]
     pub to: String,
 }
 

@@ -29,6 +29,9 @@ named_enum!(
         HevcVaapi => "hevc_vaapi",
         Libsvtav1 => "libsvtav1",
         LibaomAv1 => "libaom-av1",
+        Av1Nvenc => "av1_nvenc",
+        Av1Qsv => "av1_qsv",
+        Av1Vaapi => "av1_vaapi",
     }
 );
 
@@ -58,6 +61,20 @@ impl QualityRange {
 
     pub fn clamp(self, quality: u32) -> u32 {
         quality.clamp(self.min, self.max)
+    }
+
+    /// `quality` on this scale, carried to `other` at the same relative place: the hardware
+    /// AV1 encoders count on scales of their own, and a retry on the CPU encoder should keep
+    /// about the quality asked for, not a clamped end of its scale.
+    pub fn carry_to(self, quality: u32, other: QualityRange) -> u32 {
+        if (self.min, self.max) == (other.min, other.max) {
+            return other.clamp(quality);
+        }
+        let span = u64::from(self.max.saturating_sub(self.min)).max(1);
+        let offset = u64::from(self.clamp(quality) - self.min);
+        let other_span = u64::from(other.max - other.min);
+        let carried = (offset * other_span + span / 2) / span;
+        other.clamp(other.min.saturating_add(u32::try_from(carried).unwrap_or(u32::MAX)))
     }
 }
 
@@ -91,7 +108,8 @@ const HEVC_QUALITY: QualityRange = QualityRange { min: 0, max: 51, default: 28 }
 const AV1_QUALITY: QualityRange = QualityRange { min: 0, max: 63, default: 35 };
 
 /// The table, in the order encoders are offered (per codec: the CPU encoder first).
-pub const ENCODERS: &[EncoderProfile] = &[LIBX265, HEVC_NVENC, HEVC_QSV, HEVC_VAAPI, LIBSVTAV1, LIBAOM_AV1];
+pub const ENCODERS: &[EncoderProfile] =
+    &[LIBX265, HEVC_NVENC, HEVC_QSV, HEVC_VAAPI, LIBSVTAV1, LIBAOM_AV1, AV1_NVENC, AV1_QSV, AV1_VAAPI];
 
 const LIBX265: EncoderProfile = EncoderProfile {
     encoder: Encoder::Libx265,
@@ -178,6 +196,53 @@ const LIBAOM_AV1: EncoderProfile = EncoderProfile {
     ten_bit: true,
 };
 
+// The hardware AV1 encoders take their HEVC siblings' options: NVENC's constant quality
+// (`cq`, 0-51 on every codec) under VBR, Quick Sync's ICQ (`global_quality`, 1-51), and
+// VAAPI's constant QP, which for AV1 is a quantizer index of 0-255. Their defaults sit where
+// the same encoder's HEVC default lands on its scale (HEVC's 28 of 51 is about 140 of 255).
+// All three write 10-bit AV1 (Main profile) from P010 pictures.
+const AV1_NVENC: EncoderProfile = EncoderProfile {
+    encoder: Encoder::Av1Nvenc,
+    codec: TargetCodec::Av1,
+    label: "av1_nvenc (NVIDIA, RTX 40 and later)",
+    hardware: Hardware::Nvidia,
+    presets: &["p1", "p2", "p3", "p4", "p5", "p6", "p7"],
+    default_preset: Some("p5"),
+    preset_option: "preset",
+    quality: QualityRange { min: 0, max: 51, default: 30 },
+    quality_option: "cq",
+    options: &[("rc", "vbr")],
+    ten_bit: true,
+};
+
+const AV1_QSV: EncoderProfile = EncoderProfile {
+    encoder: Encoder::Av1Qsv,
+    codec: TargetCodec::Av1,
+    label: "av1_qsv (Intel Quick Sync, Arc and later)",
+    hardware: Hardware::IntelQsv,
+    presets: &["veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow"],
+    default_preset: Some("medium"),
+    preset_option: "preset",
+    quality: QualityRange { min: 1, max: 51, default: 30 },
+    quality_option: "global_quality",
+    options: &[],
+    ten_bit: true,
+};
+
+const AV1_VAAPI: EncoderProfile = EncoderProfile {
+    encoder: Encoder::Av1Vaapi,
+    codec: TargetCodec::Av1,
+    label: "av1_vaapi (VAAPI: AMD RDNA3, Intel Arc)",
+    hardware: Hardware::Vaapi,
+    presets: &[],
+    default_preset: None,
+    preset_option: "",
+    quality: QualityRange { min: 0, max: 255, default: 140 },
+    quality_option: "qp",
+    options: &[],
+    ten_bit: true,
+};
+
 impl TargetCodec {
     /// For people, as the dashboard names it.
     pub fn label(self) -> &'static str {
@@ -247,6 +312,9 @@ impl Encoder {
             Encoder::HevcVaapi => &HEVC_VAAPI,
             Encoder::Libsvtav1 => &LIBSVTAV1,
             Encoder::LibaomAv1 => &LIBAOM_AV1,
+            Encoder::Av1Nvenc => &AV1_NVENC,
+            Encoder::Av1Qsv => &AV1_QSV,
+            Encoder::Av1Vaapi => &AV1_VAAPI,
         }
     }
 
@@ -386,8 +454,8 @@ impl RetryProfile {
             retry_profile: self,
         };
         let cpu_encoder = requested.encoder.cpu_fallback();
-        // The fallback shares its codec's scale; clamping only matters if a scale differs.
-        let cpu_quality = cpu_encoder.profile().quality.clamp(requested.quality);
+        let cpu_quality =
+            requested.encoder.profile().quality.carry_to(requested.quality, cpu_encoder.profile().quality);
         let cpu_default_preset = cpu_encoder.default_preset().map(str::to_string);
         match self {
             RetryProfile::AsConfigured => as_configured,
@@ -430,13 +498,15 @@ mod tests {
         for profile in ENCODERS {
             for depth in [8u8, 10] {
                 let want = match profile.encoder {
-                    Encoder::HevcQsv | Encoder::HevcVaapi => FrameInput::Device {
+                    Encoder::HevcQsv | Encoder::HevcVaapi | Encoder::Av1Qsv | Encoder::Av1Vaapi => FrameInput::Device {
                         hardware: profile.hardware,
                         upload_format: if depth == 10 { "p010le" } else { "nv12" },
                     },
-                    Encoder::Libx265 | Encoder::HevcNvenc | Encoder::Libsvtav1 | Encoder::LibaomAv1 => {
-                        FrameInput::System
-                    }
+                    Encoder::Libx265
+                    | Encoder::HevcNvenc
+                    | Encoder::Libsvtav1
+                    | Encoder::LibaomAv1
+                    | Encoder::Av1Nvenc => FrameInput::System,
                 };
                 assert_eq!(profile.frame_input(depth), want, "{} at {depth} bits", profile.encoder);
             }
@@ -468,13 +538,18 @@ mod tests {
             assert!(!default.is_hardware(), "{codec}");
             assert_eq!(codec.encoders().next().map(|p| p.encoder), Some(default), "{codec}");
         }
-        // One set of defaults: CRF 28 for HEVC, 35 for AV1, whatever the encoder.
+        // One set of defaults: CRF 28 for HEVC, 35 for AV1. The hardware AV1 encoders count
+        // on scales of their own; their defaults land within 2 of 35 on SVT-AV1's.
         for p in ENCODERS {
-            let expected = match p.codec {
-                TargetCodec::Hevc => (51, 28),
-                TargetCodec::Av1 => (63, 35),
-            };
-            assert_eq!((p.quality.max, p.quality.default), expected, "{}", p.encoder);
+            let cpu = p.codec.default_encoder().profile().quality;
+            match (p.codec, p.hardware) {
+                (TargetCodec::Av1, hardware) if hardware != Hardware::Cpu => {
+                    let carried = p.quality.carry_to(p.quality.default, cpu);
+                    assert!(carried.abs_diff(35) <= 2, "{}: {carried}", p.encoder);
+                }
+                (TargetCodec::Hevc, _) => assert_eq!((p.quality.max, p.quality.default), (51, 28), "{}", p.encoder),
+                (TargetCodec::Av1, _) => assert_eq!((p.quality.max, p.quality.default), (63, 35), "{}", p.encoder),
+            }
         }
     }
 
@@ -488,6 +563,9 @@ mod tests {
             (HevcVaapi, TargetCodec::Hevc, Hardware::Vaapi, Libx265, None),
             (Libsvtav1, TargetCodec::Av1, Hardware::Cpu, Libsvtav1, Some("8")),
             (LibaomAv1, TargetCodec::Av1, Hardware::Cpu, Libsvtav1, Some("6")),
+            (Av1Nvenc, TargetCodec::Av1, Hardware::Nvidia, Libsvtav1, Some("p5")),
+            (Av1Qsv, TargetCodec::Av1, Hardware::IntelQsv, Libsvtav1, Some("medium")),
+            (Av1Vaapi, TargetCodec::Av1, Hardware::Vaapi, Libsvtav1, None),
         ];
         assert_eq!(table.len(), Encoder::ALL.len());
         for (encoder, codec, hardware, fallback, preset) in table {
@@ -505,6 +583,9 @@ mod tests {
     fn names_are_ffmpegs() {
         assert_eq!(Encoder::from_str("libaom-av1"), Ok(LibaomAv1));
         assert_eq!(Encoder::from_str("hevc_nvenc"), Ok(HevcNvenc));
+        assert_eq!(Encoder::from_str("av1_nvenc"), Ok(Av1Nvenc));
+        assert_eq!(Encoder::from_str("av1_qsv"), Ok(Av1Qsv));
+        assert_eq!(Encoder::from_str("av1_vaapi"), Ok(Av1Vaapi));
         assert!(Encoder::from_str("h264_nvenc").is_err());
         assert_eq!(TargetCodec::from_str("AV1"), Ok(TargetCodec::Av1));
         assert_eq!(serde_json::to_string(&TargetCodec::Hevc).unwrap(), "\"hevc\"");
@@ -533,6 +614,9 @@ mod tests {
             (HevcVaapi, None, pairs(&[("qp", "30")])),
             (Libsvtav1, Some("10"), pairs(&[("crf", "30"), ("preset", "10")])),
             (LibaomAv1, Some("4"), pairs(&[("row-mt", "1"), ("b", "0"), ("crf", "30"), ("cpu-used", "4")])),
+            (Av1Nvenc, Some("p6"), pairs(&[("rc", "vbr"), ("cq", "30"), ("preset", "p6")])),
+            (Av1Qsv, Some("fast"), pairs(&[("global_quality", "30"), ("preset", "fast")])),
+            (Av1Vaapi, None, pairs(&[("qp", "30")])),
         ];
         for (encoder, preset, expected) in table {
             assert_eq!(profile(encoder, preset).options(), expected, "{encoder}");
@@ -605,6 +689,23 @@ mod tests {
     }
 
     #[test]
+    fn a_quality_is_carried_to_the_cpu_encoders_scale_at_the_same_place() {
+        let svt = Libsvtav1.profile().quality;
+        // Same scale: kept as it is.
+        assert_eq!(LibaomAv1.profile().quality.carry_to(24, svt), 24);
+        assert_eq!(HevcNvenc.profile().quality.carry_to(24, Libx265.profile().quality), 24);
+        // NVENC's cq of 0-51 and VAAPI's quantizer index of 0-255 onto SVT-AV1's 0-63.
+        assert_eq!(Av1Nvenc.profile().quality.carry_to(24, svt), 30);
+        assert_eq!(Av1Nvenc.profile().quality.carry_to(51, svt), 63);
+        assert_eq!(Av1Vaapi.profile().quality.carry_to(0, svt), 0);
+        assert_eq!(Av1Vaapi.profile().quality.carry_to(140, svt), 35);
+        assert_eq!(Av1Vaapi.profile().quality.carry_to(255, svt), 63);
+        // Quick Sync's ICQ starts at 1.
+        assert_eq!(Av1Qsv.profile().quality.carry_to(1, svt), 0);
+        assert_eq!(Av1Qsv.profile().quality.carry_to(999, svt), 63);
+    }
+
+    #[test]
     fn every_encoder_climbs_the_ladder() {
         use RetryProfile::*;
         // Per requested encoder: the CPU rung's encoder and preset, and the conservative preset.
@@ -615,17 +716,26 @@ mod tests {
             (HevcVaapi, Libx265, Some("medium"), Some("medium")),
             (Libsvtav1, Libsvtav1, Some("p6"), Some("8")),
             (LibaomAv1, Libsvtav1, Some("8"), Some("8")),
+            (Av1Nvenc, Libsvtav1, Some("8"), Some("8")),
+            (Av1Qsv, Libsvtav1, Some("8"), Some("8")),
+            (Av1Vaapi, Libsvtav1, Some("8"), Some("8")),
         ];
         assert_eq!(table.len(), Encoder::ALL.len());
         for (encoder, cpu, cpu_preset, conservative_preset) in table {
+            // The CPU rungs keep the quality where it stands on the CPU encoder's scale.
+            let cpu_quality = encoder.profile().quality.carry_to(24, cpu.profile().quality);
+            let on_cpu = |preset: Option<&str>, ten_bit: bool, rung: RetryProfile| EncodeProfile {
+                quality: cpu_quality,
+                ..profile(cpu, false, ten_bit, preset, rung)
+            };
             for hdr in [false, true] {
                 let settings = requested(encoder, hdr);
                 let rungs = [
                     profile(encoder, true, true, Some("p6"), AsConfigured),
                     profile(encoder, false, true, Some("p6"), SoftwareDecode),
-                    profile(cpu, false, true, cpu_preset, CpuEncoder),
-                    profile(cpu, false, hdr, conservative_preset, Conservative),
-                    profile(cpu, false, hdr, conservative_preset, Conservative),
+                    on_cpu(cpu_preset, true, CpuEncoder),
+                    on_cpu(conservative_preset, hdr, Conservative),
+                    on_cpu(conservative_preset, hdr, Conservative),
                 ];
                 for (retry_count, expected) in (0..).zip(rungs) {
                     assert_eq!(

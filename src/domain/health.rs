@@ -7,10 +7,9 @@
 
 use super::job::JobStatus;
 use super::named_enum;
-use super::node::{NodeRole, NodeStatus};
+use super::node::{NodeRole, NodeStatus, CPU_CRITICAL_RATIO};
 
 pub const CPU_WARNING_RATIO: f64 = 1.5;
-pub const CPU_CRITICAL_RATIO: f64 = 2.0;
 pub const MEMORY_WARNING_PERCENT: f64 = 85.0;
 pub const MEMORY_CRITICAL_PERCENT: f64 = 95.0;
 pub const STUCK_JOBS_CRITICAL_ABOVE: u64 = 5;

@@ -183,7 +183,7 @@ pub enum JobEvent {
     /// A rescan found the file of an ended job changed (another size or modification time
     /// than the job left it with): a new file to analyse, with fresh retries.
     SourceChanged,
-    /// The probe made right after the scan (`actors::analyst`) found a job that never
+    /// The probe made right after the scan (`actors::prober`) found a job that never
     /// started needs no encode (its video is already in the target codec): skipped without
     /// waiting for an encode slot. The file is not touched; a forced job is never skipped.
     SkipProbed,

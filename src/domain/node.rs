@@ -1,7 +1,10 @@
 //! Node statuses and roles, and how a node's status follows from what is observed of it.
 
-use super::health::CPU_CRITICAL_RATIO;
 use super::named_enum;
+
+/// Load per core above which a node is DEGRADED. The health panel's CPU check calls the
+/// same load critical (`health::cpu_level`), so both read this one value.
+pub const CPU_CRITICAL_RATIO: f64 = 2.0;
 
 named_enum!(
     /// ONLINE healthy and accepting jobs; OFFLINE unreachable; DEGRADED high load or errors.

@@ -66,10 +66,13 @@ named_enum! {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Window {
+    #[schema(min_items = 1)]
     pub days: Vec<Day>,
     /// `HH:MM`, 00:00 to 23:59.
+    #[schema(pattern = "^(?:[01][0-9]|2[0-3]):[0-5][0-9]$")]
     pub start: String,
     /// `HH:MM`, 00:00 to 24:00; not after `start`: the window runs overnight.
+    #[schema(pattern = "^(?:(?:[01][0-9]|2[0-3]):[0-5][0-9]|24:00)$")]
     pub end: String,
 }
 
@@ -82,11 +85,22 @@ fn pause() -> OnClose {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Schedule {
     /// An IANA time zone name: `Europe/Berlin`, `America/New_York`, `UTC`.
+    #[schema(schema_with = time_zone_names)]
     pub time_zone: String,
-    /// No windows: always open.
+    /// No windows: always open. At most `MAX_WINDOWS`.
+    #[schema(max_items = 50)]
     pub windows: Vec<Window>,
     #[serde(default = "pause")]
     pub on_close: OnClose,
+}
+
+/// The time zones `validate` takes: every name of the IANA database built in.
+fn time_zone_names() -> utoipa::openapi::schema::Object {
+    utoipa::openapi::schema::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::schema::Type::String)
+        .enum_values(Some(chrono_tz::TZ_VARIANTS.iter().map(|tz| tz.name())))
+        .description(Some("An IANA time zone name: `Europe/Berlin`, `America/New_York`, `UTC`."))
+        .build()
 }
 
 impl Default for Schedule {
@@ -102,7 +116,8 @@ pub const MAX_WINDOWS: usize = 50;
 /// `HH:MM` as a time of day; `24:00` (an end) reads as midnight.
 fn time_of(text: &str, may_be_24: bool) -> Option<NaiveTime> {
     let (h, m) = text.split_once(':')?;
-    if h.len() != 2 || m.len() != 2 {
+    // Digits only: `u32`'s parser would take a sign ("+1:00").
+    if h.len() != 2 || m.len() != 2 || !h.bytes().chain(m.bytes()).all(|b| b.is_ascii_digit()) {
         return None;
     }
     let (h, m): (u32, u32) = (h.parse().ok()?, m.parse().ok()?);

@@ -35,105 +35,52 @@ async fn act(state: &AppState, user: &AuthUser, id: i32, action: Action) -> Resu
     Ok(web::Json(JobView::from(&job)))
 }
 
-/// Pause: the transcoder stops at a segment boundary, the partial output is kept
-#[utoipa::path(
-    post,
-    path = "/jobs/{id}/pause",
-    tag = "jobs",
-    params(("id" = i32, Path, description = "Numeric identifier; anything else is a 404.")),
-    responses(
-        (status = 200, description = "The job after the action", body = JobView),
-        (status = 404, description = "No such job (code not_found)", body = ErrorBody),
-        (status = 409, description = "The action does not apply to the job's status; the job's `actions` list the ones that do (code invalid_transition)", body = ErrorBody),
-    ),
-)]
-pub async fn pause(
-    user: AuthUser,
-    state: web::Data<AppState>,
-    id: web::Path<i32>,
-) -> Result<web::Json<JobView>, AppError> {
-    act(&state, &user, id.into_inner(), Action::Pause).await
+/// One job action's handler, `POST /jobs/{id}/<action>`, with its documentation: the five
+/// differ only in the action, its path and what it does.
+macro_rules! job_action {
+    ($(#[doc = $summary:literal])* $name:ident, $path:literal, $action:expr) => {
+        $(#[doc = $summary])*
+        #[utoipa::path(
+            post,
+            path = $path,
+            tag = "jobs",
+            params(("id" = i32, Path, description = "Numeric identifier; anything else is a 404.")),
+            responses(
+                (status = 200, description = "The job after the action", body = JobView),
+                (status = 404, description = "No such job (code not_found)", body = ErrorBody),
+                (status = 409, description = "The action does not apply to the job's status; the job's `actions` list the ones that do (code invalid_transition)", body = ErrorBody),
+            ),
+        )]
+        pub async fn $name(
+            user: AuthUser,
+            state: web::Data<AppState>,
+            id: web::Path<i32>,
+        ) -> Result<web::Json<JobView>, AppError> {
+            act(&state, &user, id.into_inner(), $action).await
+        }
+    };
 }
 
-/// Resume a paused job from its partial output (from scratch when it is missing; a corrupt one is deleted)
-#[utoipa::path(
-    post,
-    path = "/jobs/{id}/resume",
-    tag = "jobs",
-    params(("id" = i32, Path, description = "Numeric identifier; anything else is a 404.")),
-    responses(
-        (status = 200, description = "The job after the action", body = JobView),
-        (status = 404, description = "No such job (code not_found)", body = ErrorBody),
-        (status = 409, description = "The action does not apply to the job's status; the job's `actions` list the ones that do (code invalid_transition)", body = ErrorBody),
-    ),
-)]
-pub async fn resume(
-    user: AuthUser,
-    state: web::Data<AppState>,
-    id: web::Path<i32>,
-) -> Result<web::Json<JobView>, AppError> {
-    act(&state, &user, id.into_inner(), Action::Resume).await
-}
-
-/// Run a FAILED or CANCELLED job again, retry counter reset
-#[utoipa::path(
-    post,
-    path = "/jobs/{id}/retry",
-    tag = "jobs",
-    params(("id" = i32, Path, description = "Numeric identifier; anything else is a 404.")),
-    responses(
-        (status = 200, description = "The job after the action", body = JobView),
-        (status = 404, description = "No such job (code not_found)", body = ErrorBody),
-        (status = 409, description = "The action does not apply to the job's status; the job's `actions` list the ones that do (code invalid_transition)", body = ErrorBody),
-    ),
-)]
-pub async fn retry(
-    user: AuthUser,
-    state: web::Data<AppState>,
-    id: web::Path<i32>,
-) -> Result<web::Json<JobView>, AppError> {
-    act(&state, &user, id.into_inner(), Action::Retry).await
-}
-
-/// Cancel: stops the transcoder and deletes the partial output
-#[utoipa::path(
-    post,
-    path = "/jobs/{id}/cancel",
-    tag = "jobs",
-    params(("id" = i32, Path, description = "Numeric identifier; anything else is a 404.")),
-    responses(
-        (status = 200, description = "The job after the action", body = JobView),
-        (status = 404, description = "No such job (code not_found)", body = ErrorBody),
-        (status = 409, description = "The action does not apply to the job's status; the job's `actions` list the ones that do (code invalid_transition)", body = ErrorBody),
-    ),
-)]
-pub async fn cancel(
-    user: AuthUser,
-    state: web::Data<AppState>,
-    id: web::Path<i32>,
-) -> Result<web::Json<JobView>, AppError> {
-    act(&state, &user, id.into_inner(), Action::Cancel).await
-}
-
-/// Re-encode a SKIPPED or COMPLETED file anyway
-#[utoipa::path(
-    post,
-    path = "/jobs/{id}/force",
-    tag = "jobs",
-    params(("id" = i32, Path, description = "Numeric identifier; anything else is a 404.")),
-    responses(
-        (status = 200, description = "The job after the action", body = JobView),
-        (status = 404, description = "No such job (code not_found)", body = ErrorBody),
-        (status = 409, description = "The action does not apply to the job's status; the job's `actions` list the ones that do (code invalid_transition)", body = ErrorBody),
-    ),
-)]
-pub async fn force(
-    user: AuthUser,
-    state: web::Data<AppState>,
-    id: web::Path<i32>,
-) -> Result<web::Json<JobView>, AppError> {
-    act(&state, &user, id.into_inner(), Action::Force).await
-}
+job_action!(
+    /// Pause: the transcoder stops at a segment boundary, the partial output is kept
+    pause, "/jobs/{id}/pause", Action::Pause
+);
+job_action!(
+    /// Resume a paused job from its partial output (from scratch when it is missing; a corrupt one is deleted)
+    resume, "/jobs/{id}/resume", Action::Resume
+);
+job_action!(
+    /// Run a FAILED or CANCELLED job again, retry counter reset
+    retry, "/jobs/{id}/retry", Action::Retry
+);
+job_action!(
+    /// Cancel: stops the transcoder and deletes the partial output
+    cancel, "/jobs/{id}/cancel", Action::Cancel
+);
+job_action!(
+    /// Re-encode a SKIPPED or COMPLETED file anyway
+    force, "/jobs/{id}/force", Action::Force
+);
 
 #[derive(Serialize, ToSchema)]
 pub struct Affected {
@@ -203,6 +150,8 @@ pub async fn scan(
 #[serde(deny_unknown_fields)]
 pub struct SetPriority {
     /// -10 to 10; QUEUED jobs run highest first, then oldest.
+    #[schema(minimum = -10, maximum = 10)]
+    #[serde(deserialize_with = "super::schema::whole_number")]
     pub priority: i64,
 }
 

@@ -20,6 +20,8 @@ use crate::security;
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct CreateApiKey {
+    /// 1 to 100 characters once trimmed.
+    #[schema(schema_with = name_schema)]
     pub name: String,
     /// What the key may do: `integration` (the *arr webhook and reading jobs), `read`
     /// (every read and the feed), `operate` (also job and queue actions and scans) or
@@ -45,6 +47,10 @@ pub struct ApiKeyView {
     pub created_at: DateTime<Utc>,
     /// Updated at most once a minute.
     pub last_used_at: Option<DateTime<Utc>>,
+}
+
+fn name_schema() -> utoipa::openapi::schema::Object {
+    super::schema::described(super::schema::trimmed_name(MAX_NAME_CHARS, true), "1 to 100 characters once trimmed.")
 }
 
 /// A new key: the only answer that holds the key itself.

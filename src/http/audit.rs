@@ -65,12 +65,21 @@ impl Pending {
 #[serde(rename_all = "camelCase")]
 #[into_params(parameter_in = Query)]
 pub struct AuditQuery {
-    /// 1 to 1,000,000 (deeper pages: `after`).
+    /// 1 to 1,000,000.
+    #[param(minimum = 1, maximum = 1000000)]
     pub page: Option<u64>,
     /// Larger values are served as the largest page size (500).
+    #[param(schema_with = page_size)]
     pub page_size: Option<u64>,
     /// Only this user's entries.
     pub user: Option<String>,
+}
+
+fn page_size() -> utoipa::openapi::schema::Object {
+    super::schema::described(
+        super::schema::unsigned_from(1),
+        "Larger values are served as the largest page size (500).",
+    )
 }
 
 /// The audit log, newest first

@@ -242,9 +242,7 @@ pub struct TokenResponse {
     request_body = LoginRequest,
     responses(
         (status = 200, description = "A token to send as `Authorization: Bearer <token>`", body = TokenResponse),
-        (status = 400, description = "Malformed JSON or wrong content type (code malformed_json, unsupported_content_type)", body = ErrorBody),
         (status = 401, description = "Wrong username or password (the same answer for both)", body = ErrorBody),
-        (status = 422, description = "Wrong types or unknown fields (invalid_body), or a value out of bounds (validation_failed; the message names the field)", body = ErrorBody),
         (status = 429, description = "Too many failed logins from this client for this user, or from this client: wait the seconds the message gives (code too_many_requests)", body = ErrorBody),
         (status = 503, description = "Too many password checks at once: try again after Retry-After seconds (code busy)", body = ErrorBody),
     ),
@@ -404,6 +402,8 @@ pub async fn me(user: AuthUser) -> web::Json<Me> {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ChangePassword {
     pub current_password: String,
+    /// 8 to 1024 characters.
+    #[schema(min_length = 8, max_length = 1024)]
     pub new_password: String,
 }
 

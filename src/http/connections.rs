@@ -28,6 +28,8 @@ fn enabled_by_default() -> bool {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ConnectionBody {
+    /// 1 to 100 characters once trimmed.
+    #[schema(schema_with = name_schema)]
     pub name: String,
     pub kind: ConnectionKind,
     /// The product's base URL: `http://plex:32400`, `http://jellyfin:8096`,
@@ -45,6 +47,10 @@ pub struct ConnectionBody {
     pub path_mappings: Vec<PathMapping>,
     #[serde(default = "enabled_by_default")]
     pub enabled: bool,
+}
+
+fn name_schema() -> utoipa::openapi::schema::Object {
+    super::schema::described(super::schema::trimmed_name(MAX_NAME_CHARS, true), "1 to 100 characters once trimmed.")
 }
 
 /// A connection as listed (never its key).

@@ -181,5 +181,15 @@ mod tests {
             av1.encoders[1].unavailable_reason.as_deref(),
             Some("no node runs it: this build of FFmpeg does not have it")
         );
+        // The hardware AV1 encoders are offered as the HEVC ones are, each with why not.
+        let names: Vec<Encoder> = av1.encoders.iter().map(|e| e.name).collect();
+        assert_eq!(
+            names,
+            [Encoder::Libsvtav1, Encoder::LibaomAv1, Encoder::Av1Nvenc, Encoder::Av1Qsv, Encoder::Av1Vaapi]
+        );
+        for (entry, needs) in av1.encoders.iter().skip(2).zip(["NVENC", "Quick Sync", "VAAPI device"]) {
+            let why = entry.unavailable_reason.as_deref().unwrap();
+            assert!(!entry.available && why.contains(needs), "{}: {why}", entry.name);
+        }
     }
 }

@@ -75,6 +75,7 @@ pub async fn statistics(user: AuthUser, state: web::Data<AppState>) -> Result<we
 #[into_params(parameter_in = Query)]
 pub struct SavingsQuery {
     /// Number of days, ending today (UTC): 1 to 365, default 30.
+    #[param(minimum = 1, maximum = 365)]
     days: Option<u32>,
 }
 

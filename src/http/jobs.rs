@@ -22,24 +22,56 @@ use crate::repo::Page;
 #[into_params(parameter_in = Query)]
 pub struct JobsQuery {
     /// 1 to 1,000,000 (deeper pages: `after`).
+    #[param(minimum = 1, maximum = 1000000)]
     pub page: Option<u64>,
     /// Larger values are served as the largest page size.
+    #[param(schema_with = page_size)]
     pub page_size: Option<u64>,
-    /// Comma-separated statuses, e.g. `QUEUED,ENCODING`.
+    /// Comma-separated statuses, e.g. `QUEUED,ENCODING`, in any case.
+    #[param(schema_with = status_list)]
     pub status: Option<String>,
     pub library_id: Option<i32>,
     /// Name of the node processing the job.
     pub node: Option<String>,
     /// Case-insensitive substring of the file name.
     pub q: Option<String>,
-    /// A field to sort by, e.g. `createdAt` or `fileName`.
+    /// A field to sort by, e.g. `createdAt` or `fileName`, in any case.
+    #[param(schema_with = sort_name)]
     pub sort: Option<String>,
-    /// `asc` or `desc` (the default).
+    /// `asc` or `desc` (the default), in any case.
+    #[param(schema_with = order_name)]
     pub order: Option<String>,
     /// A keyset page: the jobs after this cursor, a page's `nextCursor` given back with the
     /// same sort and order (filters may differ). Read from an index however deep (a `page`
     /// number makes the database walk every row before it); not with a `page` above 1.
     pub after: Option<String>,
+}
+
+fn page_size() -> utoipa::openapi::schema::Object {
+    super::schema::described(super::schema::unsigned_from(1), "Larger values are served as the largest page size.")
+}
+
+fn status_list() -> utoipa::openapi::schema::Object {
+    let names: Vec<&str> = JobStatus::ALL.iter().map(|s| s.as_str()).collect();
+    super::schema::described(
+        super::schema::any_case_list_of(&names),
+        "Comma-separated statuses, e.g. `QUEUED,ENCODING`, in any case.",
+    )
+}
+
+fn sort_name() -> utoipa::openapi::schema::Object {
+    let names: Vec<&str> = JobSort::NAMES.iter().map(|(name, _)| *name).collect();
+    super::schema::described(
+        super::schema::any_case_one_of(&names),
+        "A field to sort by, e.g. `createdAt` or `fileName`, in any case.",
+    )
+}
+
+fn order_name() -> utoipa::openapi::schema::Object {
+    super::schema::described(
+        super::schema::any_case_one_of(&["asc", "desc"]),
+        "`asc` or `desc` (the default), in any case.",
+    )
 }
 
 impl JobsQuery {

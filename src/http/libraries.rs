@@ -28,20 +28,34 @@ pub const MAX_PATHS: usize = 32;
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct CreateLibrary {
+    /// 1 to 100 characters once trimmed, no control characters.
+    #[schema(schema_with = name_schema)]
     pub name: String,
+    /// Absolute paths of existing directories, none inside another.
+    #[schema(min_items = 1, max_items = 32)]
     pub paths: Vec<String>,
     /// Default: the codec of `encoder` when given, else hevc.
+    #[schema(schema_with = codec_schema)]
     pub target_codec: Option<String>,
+    /// One that makes `targetCodec`.
+    #[schema(schema_with = encoder_schema)]
     pub encoder: Option<String>,
-    /// The CRF/CQ in crf mode; where the search starts in vmaf mode.
+    /// The CRF/CQ in crf mode; where the search starts in vmaf mode. On the encoder's
+    /// scale: 0 to 51 (HEVC, H.264), 0 to 63 (AV1).
+    #[schema(minimum = 0, maximum = 63)]
+    #[serde(default, deserialize_with = "super::schema::optional_whole_number")]
     pub quality: Option<i64>,
+    /// One the encoder takes (see GET /encoders); none for an encoder without presets.
     pub preset: Option<String>,
     /// `crf` (default) or `vmaf`.
     #[schema(value_type = Option<QualityMode>)]
     pub quality_mode: Option<String>,
     /// 80 to 99, default 95.
+    #[schema(minimum = 80, maximum = 99)]
     pub target_vmaf: Option<f64>,
     /// 10 to 100, default 80.
+    #[schema(minimum = 10, maximum = 100)]
+    #[serde(default, deserialize_with = "super::schema::optional_whole_number")]
     pub max_size_percent: Option<i64>,
     /// Default false. HEVC targets only: Dolby Vision sources keep it (profile 8.1).
     pub keep_dolby_vision: Option<bool>,
@@ -56,20 +70,52 @@ pub struct CreateLibrary {
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct UpdateLibrary {
+    #[schema(schema_with = name_or_null_schema)]
     pub name: Option<String>,
+    #[schema(min_items = 1, max_items = 32)]
     pub paths: Option<Vec<String>>,
+    #[schema(schema_with = codec_schema)]
     pub target_codec: Option<String>,
+    #[schema(schema_with = encoder_schema)]
     pub encoder: Option<String>,
+    #[schema(minimum = 0, maximum = 63)]
+    #[serde(default, deserialize_with = "super::schema::optional_whole_number")]
     pub quality: Option<i64>,
     pub preset: Option<String>,
     #[schema(value_type = Option<QualityMode>)]
     pub quality_mode: Option<String>,
+    #[schema(minimum = 80, maximum = 99)]
     pub target_vmaf: Option<f64>,
+    #[schema(minimum = 10, maximum = 100)]
+    #[serde(default, deserialize_with = "super::schema::optional_whole_number")]
     pub max_size_percent: Option<i64>,
     pub keep_dolby_vision: Option<bool>,
     pub keep_modified_time: Option<bool>,
     pub watch: Option<bool>,
     pub enabled: Option<bool>,
+}
+
+fn name_schema() -> utoipa::openapi::schema::Object {
+    super::schema::described(
+        super::schema::trimmed_name(MAX_NAME_CHARS, false),
+        "1 to 100 characters once trimmed, no control characters.",
+    )
+}
+
+fn name_or_null_schema() -> utoipa::openapi::schema::Object {
+    super::schema::or_null(name_schema())
+}
+
+fn codec_schema() -> utoipa::openapi::schema::Object {
+    let names: Vec<&str> = TargetCodec::ALL.iter().map(|c| c.as_str()).collect();
+    let schema = super::schema::or_null(super::schema::any_case_one_of(&names));
+    super::schema::described(schema, "Default: the codec of `encoder` when given, else hevc.")
+}
+
+fn encoder_schema() -> utoipa::openapi::schema::Object {
+    let names: Vec<&str> = Encoder::ALL.iter().map(|e| e.as_str()).collect();
+    let schema = super::schema::or_null(super::schema::any_case_one_of(&names));
+    super::schema::described(schema, "One that makes `targetCodec`.")
 }
 
 /// Every library
@@ -117,9 +163,7 @@ pub async fn get(
     request_body = CreateLibrary,
     responses(
         (status = 201, description = "Created", body = LibraryView),
-        (status = 400, description = "Malformed JSON or wrong content type (code malformed_json, unsupported_content_type)", body = ErrorBody),
         (status = 409, description = "The name is taken (code conflict)", body = ErrorBody),
-        (status = 422, description = "Wrong types or unknown fields (invalid_body), or a value out of bounds (validation_failed; the message names the field)", body = ErrorBody),
     ),
 )]
 pub async fn create(
@@ -192,10 +236,8 @@ pub async fn create(
     request_body = UpdateLibrary,
     responses(
         (status = 200, description = "The library after the change", body = LibraryView),
-        (status = 400, description = "Malformed JSON or wrong content type (code malformed_json, unsupported_content_type)", body = ErrorBody),
         (status = 404, description = "No such library (code not_found)", body = ErrorBody),
         (status = 409, description = "The name is taken (code conflict)", body = ErrorBody),
-        (status = 422, description = "Wrong types or unknown fields (invalid_body), or a value out of bounds (validation_failed; the message names the field)", body = ErrorBody),
     ),
 )]
 pub async fn update(
@@ -218,7 +260,15 @@ pub async fn update(
     let codec = body.target_codec.as_deref().map(parse_codec).transpose()?.unwrap_or(current_codec);
     let encoder = body.encoder.as_deref().map(parse_encoder).transpose()?.unwrap_or(current_encoder);
     check_encoder_makes(encoder, codec)?;
-    let quality = check_quality(body.quality.unwrap_or(i64::from(current.quality)), encoder)?;
+    // Another encoder of the same codec that counts on a scale of its own (the hardware AV1
+    // ones) gets the stored quality at the same place on its scale.
+    let kept = u32::try_from(current.quality).unwrap_or(0);
+    let kept = if encoder.codec() == current_encoder.codec() {
+        current_encoder.profile().quality.carry_to(kept, encoder.profile().quality)
+    } else {
+        kept
+    };
+    let quality = check_quality(body.quality.unwrap_or(i64::from(kept)), encoder)?;
     let preset = match body.preset.as_deref() {
         Some(preset) => Some(check_preset(preset, encoder)?),
         // Another encoder does not take the old one's preset: it gets its own default.
@@ -424,7 +474,7 @@ fn stored_percent(percent: u32) -> i32 {
     i32::try_from(percent).unwrap_or(i32::MAX)
 }
 
-/// Quality scales end at 63, so every quality fits the column.
+/// Quality scales end at 255 (VAAPI's AV1 quantizer index), so every quality fits the column.
 fn stored_quality(quality: u32) -> i32 {
     i32::try_from(quality).unwrap_or(i32::MAX)
 }
@@ -514,6 +564,8 @@ mod tests {
         assert_eq!(check_quality(63, Encoder::Libsvtav1).unwrap(), 63);
         assert!(check_quality(64, Encoder::LibaomAv1).is_err());
         assert!(check_quality(-1, Encoder::LibaomAv1).is_err());
+        assert_eq!(check_quality(255, Encoder::Av1Vaapi).unwrap(), 255);
+        assert!(check_quality(0, Encoder::Av1Qsv).is_err());
         assert_eq!(check_preset(" slow ", Encoder::Libx265).unwrap(), "slow");
         assert!(check_preset("p5", Encoder::Libx265).unwrap_err().to_string().contains("ultrafast"));
         assert_eq!(check_preset("p5", Encoder::HevcNvenc).unwrap(), "p5");

@@ -44,7 +44,6 @@ pub async fn get(_user: AuthUser, state: web::Data<AppState>) -> Result<web::Jso
     request_body = InstallLicense,
     responses(
         (status = 200, description = "The licence now installed", body = LicenseView),
-        (status = 400, description = "Malformed JSON or wrong content type (code malformed_json, unsupported_content_type)", body = ErrorBody),
         (status = 422, description = "The key does not verify; code is one of license_malformed, license_unknown_version, license_bad_signature, license_invalid_payload (or invalid_body for a body of the wrong shape)", body = ErrorBody),
     ),
 )]

@@ -32,6 +32,7 @@ pub mod notifications;
 pub mod openapi;
 pub mod password;
 pub mod schedule;
+pub mod schema;
 pub mod settings;
 pub mod state;
 pub mod stats;
@@ -254,11 +255,9 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         }
     }
     for (path, access, websocket, integration, routes) in resources {
-        let resource = routes
-            .into_iter()
-            .fold(web::resource(path).default_service(web::to(method_not_allowed)), |resource, route| {
-                resource.route(route)
-            });
+        let allow = allowed_methods(path);
+        let refuse = web::to(move |req: HttpRequest| method_not_allowed(req, allow.clone()));
+        let resource = routes.into_iter().fold(web::resource(path).default_service(refuse), actix_web::Resource::route);
         // The token is checked before anything else about the request (path, query, body),
         // so a caller without one learns nothing but 401. Handlers also take `AuthUser`,
         // which reads what this middleware found.
@@ -275,8 +274,21 @@ pub async fn not_found(req: HttpRequest) -> Result<HttpResponse, AppError> {
     Err(AppError::NotFound(format!("no route for {} {}", req.method(), req.path())))
 }
 
-pub async fn method_not_allowed(req: HttpRequest) -> Result<HttpResponse, AppError> {
-    Err(AppError::MethodNotAllowed(format!("{} is not allowed on {}", req.method(), req.path())))
+/// The methods the route table serves on `path`, as an `Allow` header's value.
+fn allowed_methods(path: &str) -> String {
+    endpoints().iter().filter(|e| e.path == path).map(|e| e.method.as_str()).collect::<Vec<_>>().join(", ")
+}
+
+/// A known path with a method it does not serve: 405 with the error body and `Allow`, which
+/// a 405 must carry.
+pub async fn method_not_allowed(req: HttpRequest, allow: String) -> HttpResponse {
+    let refused =
+        AppError::MethodNotAllowed(format!("{} is not allowed on {}; allowed: {allow}", req.method(), req.path()));
+    let mut response = actix_web::ResponseError::error_response(&refused);
+    if let Ok(value) = actix_web::http::header::HeaderValue::from_str(&allow) {
+        response.headers_mut().insert(actix_web::http::header::ALLOW, value);
+    }
+    response
 }
 
 /// JSON bodies: 1 MiB at most; every decoding failure is a client error with the error body.

@@ -26,6 +26,8 @@ fn enabled_by_default() -> bool {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct TargetBody {
+    /// 1 to 100 characters once trimmed.
+    #[schema(schema_with = name_schema)]
     pub name: String,
     pub kind: TargetKind,
     /// The webhook's URL; Discord's webhook URL; the ntfy topic URL; the Gotify server; the
@@ -44,6 +46,10 @@ pub struct TargetBody {
     pub headers: BTreeMap<String, String>,
     #[serde(default = "enabled_by_default")]
     pub enabled: bool,
+}
+
+fn name_schema() -> utoipa::openapi::schema::Object {
+    super::schema::described(super::schema::trimmed_name(MAX_NAME_CHARS, true), "1 to 100 characters once trimmed.")
 }
 
 /// A target as listed (never its secret).

@@ -8,7 +8,8 @@ use std::sync::LazyLock;
 
 use actix_web::http::Method;
 use actix_web::HttpResponse;
-use utoipa::openapi::path::Operation;
+use utoipa::openapi::path::{Operation, ParameterIn};
+use utoipa::openapi::schema::{AnyOfBuilder, Schema, SchemaType, Type};
 use utoipa::openapi::security::{
     ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme,
 };
@@ -147,16 +148,12 @@ impl Modify for AccessFromRouteTable {
             SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).bearer_format("JWT").build()),
         );
         components.add_security_scheme(API_KEY, SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::new("X-Api-Key"))));
-        let error = RefOr::Ref(Ref::from_schema_name(ErrorBody::name()));
-        components.responses.insert(
-            "Unauthorized".into(),
-            RefOr::T(
-                ResponseBuilder::new()
-                    .description("Missing, malformed, expired or wrongly signed token (code unauthorized)")
-                    .content("application/json", ContentBuilder::new().schema(Some(error)).build())
-                    .build(),
-            ),
-        );
+        for (name, description) in SHARED_ANSWERS {
+            components.responses.insert((*name).into(), RefOr::T(error_answer(description)));
+        }
+        for schema in components.schemas.values_mut() {
+            any_of_where_variants_overlap(schema);
+        }
         for endpoint in endpoints() {
             let Some(operation) =
                 doc.paths.paths.get_mut(endpoint.path).and_then(|item| operation(item, &endpoint.method))
@@ -172,13 +169,73 @@ impl Modify for AccessFromRouteTable {
                         SecurityRequirement::new(BEARER, Vec::<String>::new()),
                         SecurityRequirement::new(API_KEY, Vec::<String>::new()),
                     ]);
-                    operation
-                        .responses
-                        .responses
-                        .insert("401".into(), RefOr::Ref(Ref::from_response_name("Unauthorized")));
+                    answer(operation, "401", "Unauthorized");
+                    answer(operation, "403", "Forbidden");
                 }
             }
+            answer_by_shape(operation);
         }
+    }
+}
+
+/// The answers every operation of a kind shares, documented once as response components
+/// and referred to by each operation they apply to (`answer_by_shape`): the extractors and
+/// the token middleware give them, whatever the handler.
+const SHARED_ANSWERS: &[(&str, &str)] = &[
+    ("MalformedBody", "Malformed JSON, a body over 1 MiB, or a Content-Type other than application/json (code malformed_json, payload_too_large, unsupported_content_type)"),
+    ("InvalidQuery", "A query parameter of the wrong type or out of its bounds (code invalid_query)"),
+    ("Unauthorized", "Missing, malformed, expired or wrongly signed token (code unauthorized)"),
+    ("Forbidden", "The caller's role, or the API key's scope, does not reach this operation (code forbidden)"),
+    ("NotFound", "No such resource, or an identifier that is not one (code not_found)"),
+    ("InvalidBody", "Wrong types, a missing or unknown field (code invalid_body), or a value the server refuses (code validation_failed; the message names the field)"),
+];
+
+/// An untagged enum of a float and an integer (`domain::health::CheckValue`) is a `oneOf`
+/// to the derive, but every integer is a number too: a value would match two variants,
+/// which `oneOf` forbids. Such a choice is an `anyOf`.
+fn any_of_where_variants_overlap(schema: &mut RefOr<Schema>) {
+    let RefOr::T(Schema::OneOf(one_of)) = schema else { return };
+    let has = |wanted: Type| {
+        one_of.items.iter().any(|item| {
+            matches!(item, RefOr::T(Schema::Object(object)) if object.schema_type == SchemaType::Type(wanted.clone()))
+        })
+    };
+    if !(has(Type::Number) && has(Type::Integer)) {
+        return;
+    }
+    let mut any_of = AnyOfBuilder::new().description(one_of.description.clone()).build();
+    any_of.items = std::mem::take(&mut one_of.items);
+    *schema = RefOr::T(Schema::AnyOf(any_of));
+}
+
+fn error_answer(description: &str) -> utoipa::openapi::Response {
+    let error = RefOr::Ref(Ref::from_schema_name(ErrorBody::name()));
+    ResponseBuilder::new()
+        .description(description)
+        .content("application/json", ContentBuilder::new().schema(Some(error)).build())
+        .build()
+}
+
+/// Documents `status` with the shared answer `name`, unless the operation states its own.
+fn answer(operation: &mut Operation, status: &str, name: &str) {
+    operation.responses.responses.entry(status.into()).or_insert_with(|| RefOr::Ref(Ref::from_response_name(name)));
+}
+
+/// The shared answers an operation gives by its shape: a JSON body can be malformed or
+/// refused, a query parameter can be out of bounds, a path identifier can name nothing.
+fn answer_by_shape(operation: &mut Operation) {
+    if operation.request_body.is_some() {
+        answer(operation, "400", "MalformedBody");
+        answer(operation, "422", "InvalidBody");
+    }
+    let parameters = operation.parameters.as_deref().unwrap_or_default();
+    let in_path = parameters.iter().any(|p| p.parameter_in == ParameterIn::Path);
+    let in_query = parameters.iter().any(|p| p.parameter_in == ParameterIn::Query && p.name != "token");
+    if in_query {
+        answer(operation, "400", "InvalidQuery");
+    }
+    if in_path {
+        answer(operation, "404", "NotFound");
     }
 }
 

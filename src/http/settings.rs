@@ -5,7 +5,7 @@ use serde::Deserialize;
 
 use super::auth::AuthUser;
 use super::views::SettingsView;
-use crate::error::{AppError, ErrorBody};
+use crate::error::AppError;
 use crate::http::state::AppState;
 use crate::repo;
 use crate::repo::settings::{ServiceSettings, MAX_JOB_TIMEOUT_HOURS};
@@ -14,6 +14,9 @@ use crate::repo::settings::{ServiceSettings, MAX_JOB_TIMEOUT_HOURS};
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct UpdateSettings {
+    /// 1 to 720.
+    #[schema(minimum = 1, maximum = 720)]
+    #[serde(default, deserialize_with = "super::schema::optional_whole_number")]
     pub job_timeout_hours: Option<i64>,
     pub keep_originals: Option<bool>,
 }
@@ -42,16 +45,14 @@ pub async fn get(_user: AuthUser, state: web::Data<AppState>) -> Result<web::Jso
     request_body = UpdateSettings,
     responses(
         (status = 200, description = "The settings after the change", body = SettingsView),
-        (status = 400, description = "Malformed JSON or wrong content type (code malformed_json, unsupported_content_type)", body = ErrorBody),
-        (status = 422, description = "Wrong types or unknown fields (invalid_body), or a value out of bounds (validation_failed; the message names the field)", body = ErrorBody),
     ),
 )]
 pub async fn update(
     user: AuthUser,
     state: web::Data<AppState>,
-    body: web::Json<UpdateSettings>,
+    body: web::Json<serde_json::Map<String, serde_json::Value>>,
 ) -> Result<web::Json<SettingsView>, AppError> {
-    let body = body.into_inner();
+    let body: UpdateSettings = super::schema::from_object(body.into_inner())?;
     let job_timeout_hours = body
         .job_timeout_hours
         .map(|hours| {

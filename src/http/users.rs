@@ -17,7 +17,11 @@ pub const MAX_USERNAME_CHARS: usize = 64;
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateUser {
+    /// 1 to 64 characters, no `/`, no control characters, no spaces at either end.
+    #[schema(schema_with = username_schema)]
     pub username: String,
+    /// 8 to 1024 characters.
+    #[schema(min_length = 8, max_length = 1024)]
     pub password: String,
     /// The new user's role; `viewer` when left out, so nobody gets more than was asked for.
     #[serde(default)]
@@ -36,7 +40,16 @@ pub struct SetRole {
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SetPassword {
+    /// 8 to 1024 characters.
+    #[schema(min_length = 8, max_length = 1024)]
     pub password: String,
+}
+
+fn username_schema() -> utoipa::openapi::schema::Object {
+    super::schema::described(
+        super::schema::untrimmed_name(MAX_USERNAME_CHARS),
+        "1 to 64 characters, no `/`, no control characters, no spaces at either end.",
+    )
 }
 
 /// Every user
@@ -63,9 +76,7 @@ pub async fn list(_user: AuthUser, state: web::Data<AppState>) -> Result<web::Js
     request_body = CreateUser,
     responses(
         (status = 201, description = "Created", body = UserView),
-        (status = 400, description = "Malformed JSON or wrong content type (code malformed_json, unsupported_content_type)", body = ErrorBody),
         (status = 409, description = "The username is taken (code conflict)", body = ErrorBody),
-        (status = 422, description = "Wrong types or unknown fields (invalid_body), or a value out of bounds (validation_failed; the message names the field)", body = ErrorBody),
     ),
 )]
 pub async fn create(
@@ -90,9 +101,7 @@ pub async fn create(
     request_body = SetPassword,
     responses(
         (status = 204, description = "Changed"),
-        (status = 400, description = "Malformed JSON or wrong content type (code malformed_json, unsupported_content_type)", body = ErrorBody),
         (status = 404, description = "No such user (code not_found)", body = ErrorBody),
-        (status = 422, description = "Wrong types or unknown fields (invalid_body), or a value out of bounds (validation_failed; the message names the field)", body = ErrorBody),
     ),
 )]
 pub async fn set_password(
@@ -119,10 +128,8 @@ pub async fn set_password(
     request_body = SetRole,
     responses(
         (status = 204, description = "Changed; the user's tokens are revoked"),
-        (status = 400, description = "Malformed JSON or wrong content type (code malformed_json, unsupported_content_type)", body = ErrorBody),
         (status = 404, description = "No such user (code not_found)", body = ErrorBody),
         (status = 409, description = "It would leave no administrator (code conflict)", body = ErrorBody),
-        (status = 422, description = "Wrong types or unknown fields (invalid_body), or a value out of bounds (validation_failed; the message names the field)", body = ErrorBody),
     ),
 )]
 pub async fn set_role(

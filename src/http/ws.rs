@@ -185,7 +185,8 @@ impl StreamHandler<Result<ws::Message, ws::ProtocolError>> for WsSession {
     params(("token" = Option<String>, Query, description = "API token, for clients that cannot set headers on the handshake")),
     responses(
         (status = 101, description = "Switching protocols; then one JSON text message per update, each a JobUpdate or a Resync; close code 4008: fell behind, reconnect"),
-        (status = 400, description = "Not a WebSocket handshake", body = ErrorBody),
+        (status = 400, description = "Not a WebSocket handshake: no `Upgrade: websocket`, `Connection: upgrade` or valid `Sec-WebSocket-Key` (code not_a_websocket)", body = ErrorBody),
+        (status = 426, description = "A WebSocket version other than 13 (code unsupported_websocket_version)", body = ErrorBody),
     ),
 )]
 pub async fn connect(
@@ -197,6 +198,9 @@ pub async fn connect(
     // outside the route table (the API listener's root, the UI listener's /ws), and every
     // mount takes the query parameter.
     authenticate(&req, TokenPlace::HeaderOrQuery).await?;
+    if let Err(refused) = ws::handshake(&req) {
+        return Ok(handshake_refused(refused));
+    }
     let session = WsSession {
         bus: state.runtime.bus.clone(),
         db: state.db.clone(),
@@ -204,4 +208,20 @@ pub async fn connect(
         last_seen: Instant::now(),
     };
     ws::start(session, &req, stream)
+}
+
+/// A refused handshake as every other error: the status and headers actix gives it (426
+/// carries the version it speaks) with the JSON error body, rather than an empty one.
+fn handshake_refused(refused: ws::HandshakeError) -> HttpResponse {
+    let plain = HttpResponse::from(actix_web::dev::Response::from(refused));
+    let code = match refused {
+        ws::HandshakeError::UnsupportedVersion => "unsupported_websocket_version",
+        ws::HandshakeError::GetMethodRequired => "method_not_allowed",
+        _ => "not_a_websocket",
+    };
+    let mut response = HttpResponse::build(plain.status());
+    for (name, value) in plain.headers() {
+        response.insert_header((name.clone(), value.clone()));
+    }
+    response.json(ErrorBody::new(code, format!("not a WebSocket handshake: {refused}")))
 }

@@ -16,9 +16,10 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Child;
 use tokio::sync::mpsc;
 
-use super::assist::{assist, AssistEnd, AssistRequest};
-use super::encode::{transcode, Event, RunEnd};
+use super::event::{Event, RunEnd};
+use super::helper::{self, HelperEnd, HelperRequest};
 use super::plan::EncodePlan;
+use super::transcode::transcode;
 use super::MediaError;
 use crate::domain::job::FailureCode;
 
@@ -56,21 +57,21 @@ fn emit_line(event: Event) {
     }
 }
 
-/// `condense-media assist`: a helper's main (see `media::assist`).
-pub fn assist_main() -> ExitCode {
+/// `condense-media helper`: a helper's main (see `media::helper`).
+pub fn helper_main() -> ExitCode {
     child_setup();
     let mut emit = emit_line;
-    let request: AssistRequest = match serde_json::from_reader(std::io::stdin()) {
+    let request: HelperRequest = match serde_json::from_reader(std::io::stdin()) {
         Ok(r) => r,
         Err(e) => {
             emit(Event::Error { code: FailureCode::Miscellaneous, message: format!("bad request on stdin: {e}") });
             return ExitCode::FAILURE;
         }
     };
-    match assist(&request, &STOP, &mut emit) {
-        Ok(AssistEnd::Finished) => ExitCode::SUCCESS,
-        Ok(AssistEnd::Paused) => ExitCode::from(EXIT_PAUSED),
-        Ok(AssistEnd::Nothing) => ExitCode::from(EXIT_NOTHING),
+    match helper::run(&request, &STOP, &mut emit) {
+        Ok(HelperEnd::Finished) => ExitCode::SUCCESS,
+        Ok(HelperEnd::Paused) => ExitCode::from(EXIT_PAUSED),
+        Ok(HelperEnd::Nothing) => ExitCode::from(EXIT_NOTHING),
         Err(e) => {
             let e = super::worker::at_memory_limit(e);
             emit(Event::Error { code: e.code, message: e.message });
@@ -139,12 +140,12 @@ impl Transcoder {
         Self::start(binary, "transcode", body, memory).await
     }
 
-    /// Starts `binary assist`, a helper on one span of a running job (see `media::assist`).
-    pub async fn spawn_helper(binary: &Path, request: &AssistRequest) -> Result<Transcoder, MediaError> {
+    /// Starts `binary helper`, a helper on one span of a running job (see `media::helper`).
+    pub async fn spawn_helper(binary: &Path, request: &HelperRequest) -> Result<Transcoder, MediaError> {
         let body = serde_json::to_vec(request).map_err(|e| MediaError::misc(format!("request: {e}")))?;
         // The helper reads the plan from the partial folder, and may encode on a GPU: no
         // default limit, a configured one.
-        Self::start(binary, "assist", body, super::worker::address_space(None, 1, true)).await
+        Self::start(binary, "helper", body, super::worker::address_space(None, 1, true)).await
     }
 
     async fn start(binary: &Path, subcommand: &str, body: Vec<u8>, memory: u64) -> Result<Transcoder, MediaError> {
@@ -297,6 +298,17 @@ mod tests {
         match classify(Some(101), None, None, "") {
             ChildEnd::Failed(e) => assert_eq!(e.code, FailureCode::TranscoderCrashed),
             other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_helper_is_started_by_its_name_or_by_its_old_one() {
+        use crate::config::{Cli, Command};
+        use clap::Parser;
+        // A node built before helpers were called so everywhere starts `assist`.
+        for name in ["helper", "assist"] {
+            let cli = Cli::try_parse_from(["condense-media", name]).unwrap();
+            assert!(matches!(cli.command, Command::Helper), "{name}");
         }
     }
 }

@@ -93,7 +93,14 @@ mod tests {
             return;
         }
         // No device here: none of the hardware encoders is listed, each with its reason.
-        for encoder in [Encoder::HevcNvenc, Encoder::HevcQsv, Encoder::HevcVaapi] {
+        for encoder in [
+            Encoder::HevcNvenc,
+            Encoder::HevcQsv,
+            Encoder::HevcVaapi,
+            Encoder::Av1Nvenc,
+            Encoder::Av1Qsv,
+            Encoder::Av1Vaapi,
+        ] {
             assert!(!list.iter().any(|e| e == encoder.as_str()), "{list:?}");
             let why = why_not(encoder).unwrap();
             assert!(why.contains("no ") || why.contains("does not open"), "{encoder}: {why}");

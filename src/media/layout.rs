@@ -139,15 +139,15 @@ pub fn segment_file(index: u32) -> String {
     format!("seg-{index:05}.seg")
 }
 
-/// The `n`-th segment file a helper writes for planned span `span` (see `media::assist`):
+/// The `n`-th segment file a helper writes for planned span `span` (see `media::helper`):
 /// named by the span, so helpers never need a number from the run that owns the manifest.
-pub fn assist_segment_file(span: u32, n: u32) -> String {
+pub fn helper_segment_file(span: u32, n: u32) -> String {
     format!("span-{span:05}-{n:03}.seg")
 }
 
 /// The planned span a helper's file (a segment, its record, a record being written)
 /// belongs to.
-pub fn assist_span_of(name: &str) -> Option<u32> {
+pub fn helper_span_of(name: &str) -> Option<u32> {
     let rest = name.strip_prefix("span-")?;
     let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
     rest.get(..digits).filter(|d| !d.is_empty())?.parse().ok()

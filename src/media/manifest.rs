@@ -9,8 +9,10 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::event::Event;
 use super::layout::MANIFEST_FILE;
 use super::plan::{EncodePlan, SourceIdentity};
+use super::segment::CodecParams;
 use super::MediaError;
 use crate::domain::segments::{self, Span};
 
@@ -57,7 +59,7 @@ pub struct Manifest {
     /// Finished segments, in the order of their spans.
     pub segments: Vec<Segment>,
     /// The encoder's stream parameters, from the first segment.
-    pub video: Option<super::segment::CodecParams>,
+    pub video: Option<CodecParams>,
     pub video_complete: bool,
     pub runs: Vec<Run>,
     /// The lease of the run that owns this partial output: a run whose lease is no longer
@@ -243,6 +245,38 @@ pub fn quick_state(dir: &Path) -> crate::domain::job::PartialOutput {
     } else {
         PartialOutput::Corrupt
     }
+}
+
+/// Keeps the first segment's encoder headers in `known`: a segment with other headers
+/// cannot be joined to the others.
+pub(crate) fn keep_headers(known: &mut Option<CodecParams>, params: Option<CodecParams>) -> Result<(), MediaError> {
+    match (known.as_ref(), params) {
+        (_, None) => Ok(()),
+        (None, Some(params)) => {
+            *known = Some(params);
+            Ok(())
+        }
+        (Some(k), Some(params)) if k.joins(&params) => Ok(()),
+        (Some(_), Some(_)) => Err(MediaError::misc("the encoder's stream headers changed between segments")),
+    }
+}
+
+/// Records a finished segment in the manifest (main thread only): its encoder headers must
+/// be those of every other segment, or the segments cannot be joined.
+pub(crate) fn record_segment(
+    plan: &EncodePlan,
+    manifest: &mut Manifest,
+    segment: Segment,
+    params: Option<CodecParams>,
+    emit: &mut dyn FnMut(Event),
+) -> Result<u64, MediaError> {
+    keep_headers(&mut manifest.video, params)?;
+    sync_dir(&plan.partial_dir).map_err(|e| MediaError::from_io("syncing the partial output", &e))?;
+    let bytes = segment.bytes;
+    emit(Event::SegmentDone { index: segment.index, frames: segment.frames, bytes });
+    manifest.insert(segment);
+    manifest.save(&plan.partial_dir)?;
+    Ok(bytes)
 }
 
 #[cfg(test)]

@@ -1,14 +1,16 @@
 //! Media work through FFmpeg's libraries (rsmpeg), in-process: no ffmpeg program is needed.
 
-pub mod assist;
 pub mod child;
 pub mod contain;
+pub mod decode;
 pub mod device;
-pub mod dynamic;
-pub mod encode;
+pub mod encoder_options;
 pub mod encoders;
 pub mod error;
+pub mod event;
 pub mod handle;
+pub mod hdr_metadata;
+pub mod helper;
 pub mod layout;
 pub mod manifest;
 pub mod mux;
@@ -18,6 +20,10 @@ pub mod probe;
 pub mod replace;
 pub mod search;
 pub mod segment;
+pub mod segment_writer;
+pub mod sessions;
+pub mod span_record;
+pub mod transcode;
 pub mod verify;
 pub mod vmaf;
 pub mod worker;

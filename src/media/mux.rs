@@ -12,7 +12,7 @@ use rsmpeg::avutil::AVDictionary;
 use rsmpeg::ffi;
 use rsmpeg::UnsafeDerefMut;
 
-use super::encode::main_video_index;
+use super::decode::main_video_index;
 use super::error::from_rsmpeg;
 use super::manifest::Manifest;
 use super::plan::EncodePlan;

@@ -8,7 +8,7 @@
 //! The lock is taken on byte ranges of that file, so one folder can have several writers
 //! that never write the same file: byte 0 is the run that owns the manifest (the job's
 //! transcoder), byte 1 + k the claim on the video's planned span k (whoever encodes it: a
-//! session of that transcoder or a helper on another node, see `media::assist`). Removal,
+//! session of that transcoder or a helper on another node, see `media::helper`). Removal,
 //! verification and the replace take the whole file, so they wait for every writer.
 
 use std::ffi::{OsStr, OsString};

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::dynamic;
+use super::hdr_metadata;
 use super::layout::{self, partial_dir_for};
 use super::probe::{HdrKind, MediaInfo};
 use super::MediaError;
@@ -133,7 +133,7 @@ pub struct EncodePlan {
     #[serde(default)]
     pub sessions: Sessions,
     /// Cut the video into spans even for one session: idle slots of other nodes may take
-    /// spans of it (`media::assist`). Not part of the digest either.
+    /// spans of it (`media::helper`). Not part of the digest either.
     #[serde(default)]
     pub shared_spans: bool,
     pub output_extension: String,
@@ -204,10 +204,10 @@ impl EncodePlan {
                     Some(2) => HdrKind::Sdr,
                     _ => HdrKind::Hdr10,
                 },
-                // The transcoder carries HDR10+ into HEVC itself (`media::dynamic`); other
+                // The transcoder carries HDR10+ into HEVC itself (`media::hdr_metadata`); other
                 // targets keep the static HDR10 metadata (correct colours, no per-scene
                 // tone mapping).
-                HdrKind::Hdr10Plus if !dynamic::carried(target_codec) => HdrKind::Hdr10,
+                HdrKind::Hdr10Plus if !hdr_metadata::carried(target_codec) => HdrKind::Hdr10,
                 other => other,
             },
             throttle_ms_per_frame: 0,
@@ -220,13 +220,13 @@ impl EncodePlan {
     }
 
     /// A library's `keepDolbyVision`: the output keeps the source's Dolby Vision as profile
-    /// 8.1 (its RPUs carried frame by frame, see `media::dynamic`) where the target is HEVC
+    /// 8.1 (its RPUs carried frame by frame, see `media::hdr_metadata`) where the target is HEVC
     /// and the base layer is HDR10 (profiles 7 and 8.1). Otherwise nothing changes: the
     /// output is its base layer's kind, the RPU dropped. Answers whether it is kept.
     pub fn keep_dolby_vision(&mut self, info: &MediaInfo) -> bool {
         let hdr10_base =
             info.hdr.dolby_vision.is_some_and(|d| d.profile == 7 || (d.profile == 8 && d.bl_compatibility_id == 1));
-        let keep = hdr10_base && dynamic::carried(&self.target_codec);
+        let keep = hdr10_base && hdr_metadata::carried(&self.target_codec);
         if keep {
             self.hdr = HdrKind::DolbyVision;
         }

@@ -275,12 +275,13 @@ pub fn open_input_allowing(path: &Path, demuxers: &[&str]) -> Result<AVFormatCon
     Ok(input)
 }
 
-/// The frame-size cap a media child runs under (`worker::MAX_PIXELS_VAR`, set by the node).
+/// The environment variable that tells a media child the frame-size cap it checks here
+/// (set by the node's `worker::child_command`).
+pub const MAX_PIXELS_VAR: &str = "CONDENSE_MAX_PIXELS";
+
+/// The frame-size cap a media child runs under (`MAX_PIXELS_VAR`, set by the node).
 pub fn max_pixels() -> u64 {
-    std::env::var(super::worker::MAX_PIXELS_VAR)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(crate::domain::limits::DEFAULT_MAX_PIXELS)
+    std::env::var(MAX_PIXELS_VAR).ok().and_then(|v| v.parse().ok()).unwrap_or(crate::domain::limits::DEFAULT_MAX_PIXELS)
 }
 
 /// Refuses an input with a video frame over `max_pixels` (`domain::limits`), before a

@@ -416,6 +416,16 @@ pub fn recover(source: &Path, partial: &Path) -> Result<Recovered, MediaError> {
     Ok(Recovered::RolledForward(Swapped { final_path: intent.final_path, output_size: intent.output_size }))
 }
 
+/// A swap the job's record names where no intent is left to: the file at `target` (the
+/// output's path, `plan::final_path`) is still the output recorded after the swap, by its
+/// size and inode. The attempt recorded the swap, removed its partial folder (the intent
+/// with it) and stopped short of completing: the replace is done, and the job completes
+/// without encoding the output again.
+pub fn swapped_on_record(target: PathBuf, output_size: u64, output_inode: u64) -> Option<Swapped> {
+    let now = SourceIdentity::of(&target).ok()?;
+    (now.inode == output_inode && now.size == output_size).then_some(Swapped { final_path: target, output_size })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -447,6 +457,17 @@ mod tests {
         let r =
             Replace { source, identity, output, final_path: target, keep_original: keep, keep_modified_time: false };
         replace(&r, &|| true, &mut |_| {})
+    }
+
+    #[test]
+    fn a_swap_on_record_is_the_file_of_that_size_and_inode_at_the_target() {
+        let (_dir, source, _) = setup();
+        let now = SourceIdentity::of(&source).unwrap();
+        let swapped = swapped_on_record(source.clone(), now.size, now.inode);
+        assert_eq!(swapped, Some(Swapped { final_path: source.clone(), output_size: now.size }));
+        assert_eq!(swapped_on_record(source.clone(), now.size + 1, now.inode), None);
+        assert_eq!(swapped_on_record(source.clone(), now.size, now.inode + 1), None);
+        assert_eq!(swapped_on_record(source.with_extension("mp4"), now.size, now.inode), None);
     }
 
     #[test]

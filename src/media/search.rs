@@ -12,12 +12,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::{Deserialize, Serialize};
 
-use super::encode::{run_sessions, Event, Recorder};
+use super::decode::main_video_index;
+use super::event::Event;
 use super::layout;
 use super::manifest::{write_durably, Segment};
 use super::plan::{EncodePlan, QualitySearch};
 use super::probe::{open_input, read_packet, MediaInfo};
 use super::segment::CodecParams;
+use super::sessions::{run_sessions, Recorder, SessionMode};
 use super::vmaf::{score_pairs, window_span, Frames, VmafScore, Window};
 use super::MediaError;
 use crate::domain::encoding::{EncodeProfile, Encoder, RetryProfile};
@@ -127,7 +129,7 @@ fn search(
     // Bounded spans (the whole video's too), so each sample can be cut for the sessions.
     let spans: Vec<Span> = {
         let input = open_input(&plan.input)?;
-        let video = super::encode::main_video_index(&input).ok_or_else(|| MediaError::invalid("no video stream"))?;
+        let video = main_video_index(&input).ok_or_else(|| MediaError::invalid("no video stream"))?;
         windows.iter().map(|w| window_span(&input, video, *w, false)).collect()
     };
     let source_bytes: u64 = spans.iter().map(|s| video_bytes(&plan.input, *s)).sum::<Result<u64, _>>()?;
@@ -181,7 +183,7 @@ fn search(
 /// seconds past it (packets come in decode order, a little out of presentation order).
 fn video_bytes(input: &Path, span: Span) -> Result<u64, MediaError> {
     let mut input = open_input(input)?;
-    let video = super::encode::main_video_index(&input).ok_or_else(|| MediaError::invalid("no video stream"))?;
+    let video = main_video_index(&input).ok_or_else(|| MediaError::invalid("no video stream"))?;
     let slack = input
         .streams()
         .get(video)
@@ -278,7 +280,7 @@ fn probe_in(
     let mut samples = Samples::default();
     let mut quiet = |_: Event| {};
     let started = std::time::Instant::now();
-    run_sessions(&sample_plan, info, pieces, Vec::new(), false, None, 0, &mut samples, stop, &mut quiet)?;
+    run_sessions(&sample_plan, info, pieces, Vec::new(), SessionMode::Sample, 0, &mut samples, stop, &mut quiet)?;
     let seconds = started.elapsed().as_secs_f64();
     if stop.load(Ordering::SeqCst) {
         return Ok(None);

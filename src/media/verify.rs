@@ -9,8 +9,8 @@ use std::path::Path;
 use rsmpeg::error::RsmpegError;
 use rsmpeg::ffi;
 
-use super::dynamic::{self, NalFormat, RpuMode};
-use super::encode::{main_video_index, open_decoder, stream_nal_format};
+use super::decode::{main_video_index, open_decoder, stream_nal_format};
+use super::hdr_metadata::{self, NalFormat, RpuMode};
 use super::probe::{open_input, probe, read_packet, MediaInfo};
 use super::segment::packet_data;
 use super::MediaError;
@@ -51,7 +51,8 @@ pub fn verify(
     // close: a tolerance would let a short read near the end pass.
     // The source's RPUs as an output keeping its Dolby Vision holds them (profile 7 ones
     // rewritten as 8.1); read only where the output says it keeps it.
-    let source_rpu = info.hdr.dolby_vision.and(source_info.hdr.dolby_vision).map(|_| dynamic::rpu_mode(source_info));
+    let source_rpu =
+        info.hdr.dolby_vision.and(source_info.hdr.dolby_vision).map(|_| hdr_metadata::rpu_mode(source_info));
     let want = tally(source, source_rpu)?;
     let got = tally(output, Some(RpuMode::Copy)).map_err(|e| fail(e.message))?;
     let main = source_info.video().map(|v| v.index);
@@ -84,7 +85,7 @@ pub fn verify(
             )));
         }
     }
-    if dynamic::carried(target_codec) {
+    if hdr_metadata::carried(target_codec) {
         if let (Some(w), Some(g)) = (main.and_then(|i| want.get(i)), main.and_then(|i| got.get(i))) {
             same_dynamic_hdr(w, g, &info).map_err(fail)?;
         }
@@ -268,8 +269,8 @@ pub fn tally(path: &Path, rpu: Option<RpuMode>) -> Result<Vec<StreamTally>, Medi
         if packet.flags & ffi::AV_PKT_FLAG_DISCARD as i32 == 0 && packet.size > 0 {
             s.frames += 1;
             if let Some(format) = hevc.get(packet.stream_index as usize).copied().flatten() {
-                let carry = dynamic::Carry { hdr10plus: true, rpu };
-                let meta = dynamic::read(packet_data(&packet), format, carry);
+                let carry = hdr_metadata::Carry { hdr10plus: true, rpu };
+                let meta = hdr_metadata::read(packet_data(&packet), format, carry);
                 s.dynamic_hdr.push((packet.pts, digest(meta.hdr10plus.as_deref()), digest(meta.rpu.as_deref())));
             }
         }

@@ -17,7 +17,7 @@ use rsmpeg::ffi;
 use rsmpeg::swscale::SwsContext;
 use serde::{Deserialize, Serialize};
 
-use super::encode::{main_video_index, open_decoder};
+use super::decode::{main_video_index, open_decoder};
 use super::error::from_rsmpeg;
 use super::probe::{open_input, read_packet};
 use super::segment::{CodecParams, SegmentPackets};

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 
-use super::probe::MediaInfo;
+use super::probe::{MediaInfo, MAX_PIXELS_VAR};
 use super::verify::{validate_source, verify};
 use super::MediaError;
 use crate::domain::job::FailureCode;
@@ -205,9 +205,6 @@ pub fn at_memory_limit(e: MediaError) -> MediaError {
         _ => e,
     }
 }
-
-/// The environment variable that tells a child the frame-size cap (`media::probe`).
-pub const MAX_PIXELS_VAR: &str = "CONDENSE_MAX_PIXELS";
 
 /// The address space of a child that decodes a frame of `pixels` (the largest allowed
 /// when not known yet) in `sessions` encoder sessions. A child that opens a GPU (`hardware`)

@@ -13,7 +13,7 @@ use sea_orm::{
     ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, TransactionTrait,
 };
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{now, RepoError, RepoResult};
 use crate::domain::segments::SpanView;
@@ -302,6 +302,40 @@ pub async fn renew(
     Ok(done.rows_affected == 1)
 }
 
+/// What a helper encoded of a span it finished.
+///
+/// On the link (`Call::SpanEnd`) it travels as the pair `[frames, bytes]`, which is what
+/// nodes from before this struct send and read; an object `{"frames", "bytes"}` is read
+/// too, so a later change to send it is understood by nodes from this one on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "SpanDoneWire", into = "(u64, u64)")]
+pub struct SpanDone {
+    pub frames: u64,
+    pub bytes: u64,
+}
+
+/// Either shape of `SpanDone` on the wire.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum SpanDoneWire {
+    Pair(u64, u64),
+    Named { frames: u64, bytes: u64 },
+}
+
+impl From<SpanDoneWire> for SpanDone {
+    fn from(wire: SpanDoneWire) -> Self {
+        match wire {
+            SpanDoneWire::Pair(frames, bytes) | SpanDoneWire::Named { frames, bytes } => SpanDone { frames, bytes },
+        }
+    }
+}
+
+impl From<SpanDone> for (u64, u64) {
+    fn from(done: SpanDone) -> Self {
+        (done.frames, done.bytes)
+    }
+}
+
 /// A helper ended: its span DONE with what it encoded, or back to QUEUED for the next
 /// taker (stopped, failed, or found nothing to do). Only under its own lease.
 pub async fn release(
@@ -309,7 +343,7 @@ pub async fn release(
     job_id: i32,
     span: u32,
     lease: &str,
-    done: Option<(u64, u64)>,
+    done: Option<SpanDone>,
 ) -> RepoResult<bool> {
     let mut update = Entity::update_many()
         .col_expr(Column::LeaseId, Expr::value(Option::<String>::None))
@@ -317,7 +351,7 @@ pub async fn release(
         .col_expr(Column::Fps, Expr::value(0.0))
         .col_expr(Column::UpdatedAt, Expr::value(now()));
     update = match done {
-        Some((frames, bytes)) => update
+        Some(SpanDone { frames, bytes }) => update
             .col_expr(Column::Status, Expr::value(SegmentStatus::Done))
             .col_expr(Column::Frames, Expr::value(i64::try_from(frames).unwrap_or(i64::MAX)))
             .col_expr(Column::Bytes, Expr::value(i64::try_from(bytes).unwrap_or(i64::MAX))),

@@ -7,16 +7,7 @@ use condense::http::{endpoints, Access};
 use serde_json::{json, Value};
 
 use crate::api_test_on_both_databases;
-use crate::common::api::{TestServer, ADMIN};
-
-/// A concrete path for an endpoint's pattern, naming resources that do not exist.
-fn concrete(path: &str) -> String {
-    path.replace("{id}", "999999").replace("{username}", "nobody")
-}
-
-fn message(body: &Value) -> String {
-    body["error"]["message"].as_str().unwrap_or_default().to_string()
-}
+use crate::common::api::{concrete, message, TestServer, ADMIN, PREFIXES};
 
 /// A key of `scope`, made by the administrator.
 async fn key_of(server: &TestServer, admin: &str, scope: KeyScope) -> String {
@@ -46,7 +37,7 @@ async fn every_route_answers_every_key_scope_as_the_route_table_says() {
     }
     let mut refused = 0;
     for endpoint in endpoints().into_iter().filter(|e| e.access == Access::Token && !e.websocket) {
-        for prefix in ["", "/api"] {
+        for prefix in PREFIXES {
             let path = format!("{prefix}{}", concrete(endpoint.path));
             let body = matches!(endpoint.method, Method::POST | Method::PUT).then(|| json!({}));
             for (scope, key) in &keys {

@@ -11,18 +11,6 @@ use crate::common::api::TestServer;
 use crate::common::db::TestDb;
 use crate::common::media as clips;
 
-async fn library_with(server: &TestServer, token: &str, dir: &std::path::Path) -> i64 {
-    let body = json!({"name": "films", "paths": [dir], "encoder": "libx265", "quality": 30, "preset": "ultrafast", "watch": false});
-    let (status, library) = server.post("/api/libraries", Some(token), &body).await;
-    assert_eq!(status, 201, "{library}");
-    library["id"].as_i64().unwrap()
-}
-
-async fn jobs(server: &TestServer, token: &str) -> Vec<Value> {
-    let (_, page) = server.get("/jobs?sort=fileName&order=asc", Some(token)).await;
-    page["items"].as_array().cloned().unwrap_or_default()
-}
-
 #[actix_web::test]
 async fn pause_resume_cancel_retry_and_force_through_the_api() {
     let server = TestServer::start_throttled(TestDb::sqlite().await, 25).await;
@@ -30,7 +18,7 @@ async fn pause_resume_cancel_retry_and_force_through_the_api() {
     let dir = tempfile::tempdir().unwrap();
     clips::h264(dir.path(), "a.mkv", "320x240", 4);
     clips::h264(dir.path(), "b.mkv", "320x240", 4);
-    let library = library_with(&server, &token, dir.path()).await;
+    let library = server.library(&token, dir.path()).await;
     let (status, report) = server.post(&format!("/libraries/{library}/scan"), Some(&token), &json!({})).await;
     assert_eq!(status, 200, "{report}");
     assert_eq!(report["found"], 2);
@@ -38,7 +26,7 @@ async fn pause_resume_cancel_retry_and_force_through_the_api() {
     // One slot: one job (a) runs, the other (b) waits. Pausing the waiting one needs no transcoder.
     let deadline = Instant::now() + Duration::from_secs(60);
     let (a, b) = loop {
-        let all = jobs(&server, &token).await;
+        let all = server.jobs(&token).await;
         if let Some(running) = all.iter().position(|j| j["status"] == "ENCODING") {
             let other = &all[1 - running];
             assert_eq!(other["status"], "QUEUED", "{all:?}");
@@ -99,14 +87,14 @@ async fn pause_all_and_resume_all_count_what_they_touch() {
     for name in ["a.mkv", "b.mkv", "c.mkv"] {
         clips::h264(dir.path(), name, "320x240", 2);
     }
-    let library = library_with(&server, &token, dir.path()).await;
+    let library = server.library(&token, dir.path()).await;
     server.post(&format!("/libraries/{library}/scan"), Some(&token), &json!({})).await;
     let (status, body) = server.post("/api/queue/pause-all", Some(&token), &json!({})).await;
     assert_eq!((status, body["affected"].as_u64()), (200, Some(3)), "{body}");
-    assert!(jobs(&server, &token).await.iter().all(|j| j["status"] == "PAUSED"));
+    assert!(server.jobs(&token).await.iter().all(|j| j["status"] == "PAUSED"));
     let (status, body) = server.post("/queue/resume-all", Some(&token), &json!({})).await;
     assert_eq!((status, body["affected"].as_u64()), (200, Some(3)), "{body}");
-    for job in jobs(&server, &token).await {
+    for job in server.jobs(&token).await {
         let id = job["id"].as_i64().unwrap();
         assert_eq!(server.wait_for(&token, id, &["COMPLETED", "FAILED"]).await["status"], "COMPLETED");
     }
@@ -190,7 +178,7 @@ async fn a_websocket_client_sees_progress_rise_and_the_job_complete() {
     let (_, mut socket) = awc::Client::new().ws(server.url("/ws")).bearer_auth(&token).connect().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     clips::h264(dir.path(), "live.mkv", "320x240", 8);
-    let library = library_with(&server, &token, dir.path()).await;
+    let library = server.library(&token, dir.path()).await;
     server.post(&format!("/libraries/{library}/scan"), Some(&token), &json!({})).await;
 
     let mut progress = Vec::new();
@@ -241,6 +229,6 @@ async fn a_library_created_disabled_is_not_scanned() {
     assert_eq!((status, &library["enabled"]), (201, &json!(false)), "{library}");
     let (status, refused) = server.post(&format!("/libraries/{}/scan", library["id"]), Some(&token), &json!({})).await;
     assert_eq!((status, refused["error"]["code"].as_str()), (409, Some("library_disabled")), "{refused}");
-    assert!(jobs(&server, &token).await.is_empty());
+    assert!(server.jobs(&token).await.is_empty());
     server.finish().await;
 }

@@ -14,159 +14,13 @@ use condense::domain::job::{FailureCode, JobEvent};
 use condense::repo::jobs::JobChange;
 use entities::job;
 
+use crate::common::cluster::{
+    add_library, as_linked, call, job_detail, jobs, linked, linked_command, login, main_node, nodes, status_of, up,
+    wait_all_done, wait_until, CLUSTER_TOKEN,
+};
+use crate::common::license::{key_of, pro_key};
 use crate::common::media as clips;
-use crate::common::server::{command, ServerProcess};
-
-const CLUSTER_TOKEN: &str = "cluster-token-for-tests-0123456789";
-const PASSWORD: &str = "a long admin password";
-
-fn pro_key() -> (String, String) {
-    key_of(condense::domain::license::Tier::Pro)
-}
-
-fn key_of(tier: condense::domain::license::Tier) -> (String, String) {
-    let (private, public) = condense::license::generate_keypair();
-    let payload = condense::license::LicensePayload {
-        tier,
-        licensee: "Cluster test".into(),
-        issued_at: chrono::Utc::now(),
-        expires_at: None,
-    };
-    (condense::license::issue(&private, &payload).unwrap(), public)
-}
-
-pub(crate) fn main_node(data: &Path, max_jobs: u32, license: Option<&(String, String)>) -> ServerProcess {
-    ServerProcess::start(main_command(data, max_jobs, license))
-}
-
-pub(crate) fn main_command(data: &Path, max_jobs: u32, license: Option<&(String, String)>) -> Command {
-    let mut cmd = command(data);
-    cmd.env("CLUSTER_TOKEN", CLUSTER_TOKEN)
-        .env("ADMIN_PASSWORD", PASSWORD)
-        .env("NODE_NAME", "main")
-        .env("MAX_JOBS", max_jobs.to_string())
-        .env("HEARTBEAT_SECONDS", "1")
-        .env("NODE_TIMEOUT_SECONDS", "4")
-        .env("SEGMENT_SECONDS", "1");
-    if let Some((key, public)) = license {
-        cmd.env("LICENSE_KEY", key).env("LICENSE_PUBLIC_KEY", public);
-    }
-    cmd
-}
-
-fn linked_command(mut cmd: Command, data: &Path, main_url: &str, name: &str, throttle: u32) -> Command {
-    cmd.env("DATA_DIR", data)
-        .env("BIND", "127.0.0.1")
-        .env("PORT", "0")
-        .env("UI_PORT", "0")
-        .env("ROLE", "linked")
-        .env("MAIN_NODE_URL", main_url)
-        .env("CLUSTER_TOKEN", CLUSTER_TOKEN)
-        .env("NODE_NAME", name)
-        .env("MAX_JOBS", "1")
-        .env("SEGMENT_SECONDS", "1")
-        .env("CONDENSE_THROTTLE_MS_PER_FRAME", throttle.to_string());
-    cmd
-}
-
-fn linked(dir: &Path, main: &ServerProcess, name: &str, throttle: u32) -> ServerProcess {
-    let data = dir.join(name);
-    ServerProcess::start(linked_command(command(&data), &data, &main.api, name, throttle))
-}
-
-pub(crate) async fn call(method: &str, url: &str, token: Option<&str>, body: Option<Value>) -> (u16, Value) {
-    let client = awc::Client::default();
-    let mut req = match method {
-        "POST" => client.post(url),
-        "DELETE" => client.delete(url),
-        _ => client.get(url),
-    };
-    if let Some(t) = token {
-        req = req.bearer_auth(t);
-    }
-    let mut res = match body {
-        Some(b) => req.send_json(&b).await.unwrap(),
-        None => req.send().await.unwrap(),
-    };
-    let status = res.status().as_u16();
-    let bytes = res.body().limit(16 << 20).await.unwrap();
-    (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
-}
-
-pub(crate) async fn login(main: &ServerProcess) -> String {
-    let (status, body) = call(
-        "POST",
-        &format!("{}/auth/login", main.api),
-        None,
-        Some(json!({"username": "admin", "password": PASSWORD})),
-    )
-    .await;
-    assert_eq!(status, 200, "{body}");
-    body["token"].as_str().unwrap().to_string()
-}
-
-async fn nodes(main: &ServerProcess, token: &str) -> Vec<Value> {
-    call("GET", &format!("{}/api/nodes", main.api), Some(token), None).await.1.as_array().cloned().unwrap_or_default()
-}
-
-async fn wait_until<F: Fn(&[Value]) -> bool>(
-    main: &ServerProcess,
-    token: &str,
-    what: &str,
-    limit: u64,
-    ok: F,
-) -> Vec<Value> {
-    let deadline = Instant::now() + Duration::from_secs(limit);
-    loop {
-        let list = nodes(main, token).await;
-        if ok(&list) {
-            return list;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{what}: {list:#?}\n{:#?}",
-            main.output().iter().rev().take(30).collect::<Vec<_>>()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-fn status_of<'a>(list: &'a [Value], name: &str) -> Option<&'a str> {
-    list.iter().find(|n| n["name"] == name).and_then(|n| n["status"].as_str())
-}
-
-/// Registered and answering: ONLINE, or DEGRADED by the load of a busy test machine.
-fn up(list: &[Value], name: &str) -> bool {
-    matches!(status_of(list, name), Some("ONLINE" | "DEGRADED"))
-}
-
-pub(crate) async fn jobs(main: &ServerProcess, token: &str) -> Vec<Value> {
-    let (_, page) =
-        call("GET", &format!("{}/jobs?pageSize=500&sort=fileName&order=asc", main.api), Some(token), None).await;
-    page["items"].as_array().cloned().unwrap_or_default()
-}
-
-pub(crate) async fn add_library(main: &ServerProcess, token: &str, dir: &Path) {
-    let body = json!({"name": "media", "paths": [dir], "encoder": "libx265", "quality": 30, "preset": "ultrafast", "watch": false});
-    let (status, library) = call("POST", &format!("{}/libraries", main.api), Some(token), Some(body)).await;
-    assert_eq!(status, 201, "{library}");
-}
-
-pub(crate) async fn wait_all_done(main: &ServerProcess, token: &str, n: usize, limit: u64) -> Vec<Value> {
-    let deadline = Instant::now() + Duration::from_secs(limit);
-    loop {
-        let all = jobs(main, token).await;
-        if all.len() == n && all.iter().all(|j| matches!(j["status"].as_str(), Some("COMPLETED" | "FAILED"))) {
-            return all;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "jobs not done: {:#?}",
-            all.iter().map(|j| (&j["fileName"], &j["status"], &j["node"])).collect::<Vec<_>>()
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
+use crate::common::server::{media_children, Nodes, ServerProcess};
 
 #[actix_web::test]
 async fn main_and_two_linked_nodes_share_six_jobs_and_forward_the_api() {
@@ -293,7 +147,7 @@ async fn a_linked_node_asks_the_main_node_for_its_api_under_api() {
     });
     let data = dir.path().join("w1");
     // Its link to this "main node" fails and is retried; its listeners serve meanwhile.
-    let w1 = ServerProcess::start(linked_command(command(&data), &data, &upstream_url, "w1", 0));
+    let w1 = ServerProcess::start(linked_command(&data, &upstream_url, "w1", 0));
     for (url, expected) in [
         (format!("{}/jobs?page=2", w1.api), "/api/jobs?page=2"),
         (format!("{}/api/nodes", w1.api), "/api/nodes"),
@@ -309,33 +163,10 @@ async fn a_linked_node_asks_the_main_node_for_its_api_under_api() {
     }
 }
 
-/// Transcoder processes of this test's nodes (they inherit DATA_DIR from their node, which
-/// lies under `dir`); other tests run at the same time.
+/// Transcoder processes of this test's nodes (their DATA_DIRs lie under `dir`); other tests
+/// run at the same time.
 fn transcoders_running(dir: &Path) -> usize {
-    condense_children(&format!("DATA_DIR={}", dir.display()), false, b"transcode")
-}
-
-/// `condense <subcommand>` processes whose DATA_DIR is `marker`'s (or, unless `exact`,
-/// starts with it).
-fn condense_children(marker: &str, exact: bool, subcommand: &[u8]) -> usize {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(std::result::Result::ok)
-        .filter(|e| {
-            let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
-            let mut args = cmd.split(|b| *b == 0);
-            let exe = args.next().unwrap_or_default();
-            let environ = std::fs::read(e.path().join("environ")).unwrap_or_default();
-            let ours = environ.split(|b| *b == 0).any(|v| {
-                if exact {
-                    v == marker.as_bytes()
-                } else {
-                    v.starts_with(marker.as_bytes())
-                }
-            });
-            ours && exe.ends_with(b"condense-media") && args.any(|a| a == subcommand)
-        })
-        .count()
+    media_children(dir, Nodes::Below, b"transcode").len()
 }
 
 #[actix_web::test]
@@ -448,7 +279,7 @@ async fn a_linked_node_that_cannot_see_a_library_is_degraded_and_gets_none_of_it
     let script = format!("mount -t tmpfs tmpfs '{}' && exec \"$0\" \"$@\"", hidden.display());
     blind.args(["--mount", "--propagation", "private", "sh", "-c", &script, crate::common::server::binary()]);
     let data = dir.path().join("blind");
-    let _blind = ServerProcess::start(linked_command(blind, &data, &main.api, "blind", 0));
+    let _blind = ServerProcess::start(as_linked(blind, &data, &main.api, "blind", 0));
     wait_until(&main, &token, "blind ONLINE", 30, |l| status_of(l, "blind").is_some()).await;
     add_library(&main, &token, &media).await;
     let blind_reason = |l: &[Value]| {
@@ -509,7 +340,7 @@ async fn a_second_node_with_a_linked_nodes_name_is_refused_and_orphans_nothing()
 
     // The same NODE_NAME with its own DATA_DIR: another machine given the same name.
     let other = dir.path().join("same-name");
-    let twin = ServerProcess::start(linked_command(command(&other), &other, &main.api, &busy, 100));
+    let twin = ServerProcess::start(linked_command(&other, &main.api, &busy, 100));
     let refusal = wait_for_line(&twin, "refused", 30).await;
     assert!(refusal.contains(&format!("{busy:?}")) && refusal.contains("NODE_NAME"), "{refusal}");
     let said = wait_for_line(&main, "linked node refused", 30).await;
@@ -637,7 +468,7 @@ async fn a_node_links_with_its_own_credential_and_a_revoked_node_is_refused_and_
 
     // Restarted without CLUSTER_TOKEN: it links with its credential, as the same node.
     assert!(first.signal_and_wait(libc::SIGTERM).success());
-    let mut cmd = linked_command(command(&data), &data, &main.api, "w1", 60);
+    let mut cmd = linked_command(&data, &main.api, "w1", 60);
     cmd.env_remove("CLUSTER_TOKEN");
     let again = ServerProcess::start(cmd);
     let line = wait_for_line(&again, "registered with the main node", 60).await;
@@ -649,7 +480,7 @@ async fn a_node_links_with_its_own_credential_and_a_revoked_node_is_refused_and_
     let thief = dir.path().join("thief");
     std::fs::create_dir_all(&thief).unwrap();
     std::fs::write(thief.join("node-id"), format!("{identity}\n")).unwrap();
-    let impostor = ServerProcess::start(linked_command(command(&thief), &thief, &main.api, "w9", 0));
+    let impostor = ServerProcess::start(linked_command(&thief, &main.api, "w9", 0));
     let refusal = wait_for_line(&impostor, "refused", 30).await;
     assert!(refusal.contains("credential of its own"), "{refusal}");
     drop(impostor);
@@ -708,15 +539,9 @@ async fn a_node_links_with_its_own_credential_and_a_revoked_node_is_refused_and_
     assert_eq!(status, 409, "{body}");
 }
 
-/// `condense <subcommand>` children of the node whose DATA_DIR is `data`.
+/// `condense-media <subcommand>` children of the node whose DATA_DIR is `data`.
 fn children_of(data: &Path, subcommand: &[u8]) -> usize {
-    condense_children(&format!("DATA_DIR={}", data.display()), true, subcommand)
-}
-
-async fn job_detail(main: &ServerProcess, token: &str, id: i64) -> Value {
-    let (status, detail) = call("GET", &format!("{}/jobs/{id}", main.api), Some(token), None).await;
-    assert_eq!(status, 200, "{detail}");
-    detail
+    media_children(data, Nodes::At, subcommand).len()
 }
 
 /// The nodes whose segments of the job are ENCODING now, by name, with the spans.
@@ -750,7 +575,7 @@ struct Helped {
     job: i64,
 }
 
-async fn helped_cluster(throttle: u32) -> Helped {
+async fn helped_cluster(throttle: u64) -> Helped {
     let dir = tempfile::tempdir().unwrap();
     let media = dir.path().join("media");
     std::fs::create_dir_all(&media).unwrap();
@@ -791,7 +616,7 @@ impl Helped {
                 (detail["node"].as_str(), encoding.iter().find(|e| e.2).map(|e| e.0.clone()))
             {
                 let (runs, helps) =
-                    (children_of(&self.data(owner), b"transcode"), children_of(&self.data(&helper), b"assist"));
+                    (children_of(&self.data(owner), b"transcode"), children_of(&self.data(&helper), b"helper"));
                 if owner != helper && encoding.iter().any(|e| e.0 == owner && !e.2) && runs == 1 && helps == 1 {
                     return (owner.to_string(), helper);
                 }
@@ -832,7 +657,7 @@ async fn one_jobs_spans_are_encoded_by_two_linked_nodes_at_once_and_a_pause_stop
     cluster.until_status("PAUSED", 30).await;
     // Both stop at a segment boundary: the run's transcoder and the helper.
     let deadline = Instant::now() + Duration::from_secs(30);
-    while children_of(&cluster.data(&owner), b"transcode") + children_of(&cluster.data(&helper), b"assist") > 0 {
+    while children_of(&cluster.data(&owner), b"transcode") + children_of(&cluster.data(&helper), b"helper") > 0 {
         assert!(Instant::now() < deadline, "an encoder kept running after the pause");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

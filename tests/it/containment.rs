@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use condense::media::layout::{backup_path_for, numbered_backup_path, partial_dir_for};
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::common::api::{failure_message, TestServer};
 use crate::common::db::TestDb;
@@ -51,25 +51,9 @@ fn sentinel(base: &Path) -> PathBuf {
     root
 }
 
-async fn library(server: &TestServer, token: &str, dir: &Path, extra: Value) -> i64 {
-    let mut body = json!({"name": "films", "paths": [dir], "encoder": "libx265", "quality": 30, "preset": "ultrafast", "watch": false});
-    body.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
-    let (status, library) = server.post("/libraries", Some(token), &body).await;
-    assert_eq!(status, 201, "{library}");
-    library["id"].as_i64().unwrap()
-}
-
 /// Scans and answers the job ids by file name.
 async fn scan(server: &TestServer, token: &str, library: i64) -> BTreeMap<String, i64> {
-    let (status, report) = server.post(&format!("/libraries/{library}/scan"), Some(token), &json!({})).await;
-    assert_eq!(status, 200, "{report}");
-    let (_, page) = server.get("/jobs?pageSize=200", Some(token)).await;
-    page["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|j| (j["fileName"].as_str().unwrap().to_string(), j["id"].as_i64().unwrap()))
-        .collect()
+    server.scan(token, library).await.into_iter().collect()
 }
 
 /// A library folder (resolved, as libraries are stored) and a sentinel beside it.
@@ -94,7 +78,7 @@ async fn a_link_planted_where_the_partial_output_goes_fails_the_job_and_empties_
     std::os::unix::fs::symlink(&sentinel, partial_dir_for(&clip)).unwrap();
     std::os::unix::fs::symlink(&sentinel, partial_dir_for(&lib.join("junk.mkv"))).unwrap();
 
-    let id = library(&server, &token, &lib, json!({})).await;
+    let id = server.library(&token, &lib).await;
     let jobs = scan(&server, &token, id).await;
     for name in ["clip.mkv", "junk.mkv"] {
         let ended = server.wait_for(&token, jobs[name], &["COMPLETED", "FAILED", "SKIPPED"]).await;
@@ -117,7 +101,7 @@ async fn a_link_put_in_place_of_the_partial_folder_while_the_job_runs_leads_nowh
     let (_tmp, lib, sentinel) = places();
     let clip = clips::h264(&lib, "clip.mkv", "160x120", 4);
     let (before, original) = (snapshot(&sentinel), std::fs::read(&clip).unwrap());
-    let id = library(&server, &token, &lib, json!({})).await;
+    let id = server.library(&token, &lib).await;
     let jobs = scan(&server, &token, id).await;
     let partial = partial_dir_for(&clip);
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -147,7 +131,7 @@ async fn the_arr_webhook_takes_no_path_that_resolves_outside_the_libraries() {
     clips::h264(&lib.join("Show"), "e1.mkv", "160x120", 1);
     std::os::unix::fs::symlink(&sentinel, lib.join("Show/Season 02")).unwrap();
     let before = snapshot(&sentinel);
-    library(&server, &token, &lib, json!({})).await;
+    server.library(&token, &lib).await;
     let (_, key) = server.post("/api-keys", Some(&token), &json!({"name": "sonarr", "scope": "integration"})).await;
     let key = key["key"].as_str().unwrap().to_string();
     let import = |path: String| {
@@ -201,7 +185,7 @@ async fn a_replaced_file_keeps_the_originals_mode_owner_and_when_asked_its_time(
     }
     let stamp = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000_000);
     std::fs::File::options().write(true).open(&clip).unwrap().set_modified(stamp).unwrap();
-    let id = library(&server, &token, &lib, json!({"keepModifiedTime": true})).await;
+    let id = server.library_with(&token, &lib, json!({"keepModifiedTime": true})).await;
     let jobs = scan(&server, &token, id).await;
     let done = server.wait_for(&token, jobs["private.mkv"], &["COMPLETED", "FAILED", "SKIPPED"]).await;
     assert_eq!(done["status"], "COMPLETED", "{done}");
@@ -270,7 +254,7 @@ async fn random_links_at_every_name_condense_uses_never_reach_outside_the_librar
     let token = server.login().await;
     let (_tmp, lib, sentinel) = places();
     let before = snapshot(&sentinel);
-    let id = library(&server, &token, &lib, json!({})).await;
+    let id = server.library(&token, &lib).await;
     let kinds = [Plant::ToSentinelFolder, Plant::ToSentinelFile, Plant::ToParent, Plant::Loop, Plant::Dangling];
     // Every kind at every name before the job starts, and every kind in place of the
     // partial folder while the job runs; in an order and with sources the seed picks.

@@ -29,11 +29,11 @@ use rand::{Rng, SeedableRng};
 use sea_orm::DatabaseConnection;
 
 use crate::common::media as clips;
-use crate::common::server::{command, ServerProcess};
-use crate::lifecycle::{all_jobs, library};
+use crate::common::runtime::{all_jobs, library};
+use crate::common::server::{command, media_children, migrated, Nodes, ServerProcess};
+use crate::common::tmpfs::Tmpfs;
+use crate::common::{cluster, license};
 
-const PASSWORD: &str = "a long admin password";
-const CLUSTER_TOKEN: &str = "cluster-token-for-fault-tests-0123456789";
 /// Bound on every wait for jobs to end once the faults stop: no test can hang.
 const FINISH_WITHIN: Duration = Duration::from_secs(240);
 /// The main node's timeout for linked nodes: generous enough that a loaded machine does not
@@ -77,7 +77,7 @@ struct Counts {
     /// Where the work stood at each kill.
     phases: std::collections::BTreeMap<String, usize>,
     /// Transcoder processes the watch saw, and the most it saw at once on one job; helper
-    /// processes (`condense-media assist`, spans of a job encoded beside its transcoder).
+    /// processes (`condense-media helper`, spans of a job encoded beside its transcoder).
     transcoders_seen: usize,
     most_per_job: usize,
     helpers_seen: usize,
@@ -434,32 +434,20 @@ fn transcoders(root: &Path) -> Vec<TranscoderProc> {
     children(root, b"transcode")
 }
 
-/// `condense SUBCOMMAND` processes of the nodes whose DATA_DIR lies under `root`.
+/// `condense-media SUBCOMMAND` processes of the nodes whose DATA_DIR lies under `root`.
 fn children(root: &Path, subcommand: &[u8]) -> Vec<TranscoderProc> {
-    let marker = format!("DATA_DIR={}/", root.display());
-    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
-    let mut found = Vec::new();
-    for entry in entries.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
-        let cmd = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-        let mut args = cmd.split(|b| *b == 0);
-        let exe = args.next().unwrap_or_default();
-        if !exe.ends_with(b"condense-media") || !args.any(|a| a == subcommand) {
-            continue;
-        }
-        let environ = std::fs::read(entry.path().join("environ")).unwrap_or_default();
-        if !environ.split(|b| *b == 0).any(|v| v.starts_with(marker.as_bytes())) {
-            continue;
-        }
-        let source = std::fs::read_dir(entry.path().join("fd"))
+    let opened = |pid: i32| {
+        std::fs::read_dir(format!("/proc/{pid}/fd"))
             .into_iter()
             .flatten()
             .flatten()
             .filter_map(|fd| std::fs::read_link(fd.path()).ok())
-            .find_map(|target| source_of(&target));
-        found.push(TranscoderProc { pid, source });
-    }
-    found
+            .find_map(|target| source_of(&target))
+    };
+    media_children(root, Nodes::Below, subcommand)
+        .into_iter()
+        .map(|pid| TranscoderProc { pid, source: opened(pid) })
+        .collect()
 }
 
 /// Waits until no transcoder of the node whose DATA_DIR is `data` is left.
@@ -472,7 +460,7 @@ async fn no_orphan_transcoder(data: &Path, counts: &mut Counts) {
         // A helper (spans of a job beside its transcoder) must die with its node as well.
         let left: Vec<_> = transcoders(root)
             .into_iter()
-            .chain(children(root, b"assist"))
+            .chain(children(root, b"helper"))
             .filter(|t| {
                 let environ = std::fs::read(format!("/proc/{}/environ", t.pid)).unwrap_or_default();
                 environ.split(|b| *b == 0).any(|v| v == marker.as_bytes())
@@ -529,7 +517,7 @@ impl Watch {
                     }
                 }
                 if round.is_multiple_of(8) {
-                    helpers.extend(children(&root, b"assist").into_iter().map(|h| h.pid));
+                    helpers.extend(children(&root, b"helper").into_iter().map(|h| h.pid));
                     let running = transcoders(&root);
                     let mut per_source: HashMap<PathBuf, Vec<i32>> = HashMap::new();
                     for t in &running {
@@ -726,7 +714,7 @@ async fn until_killed_or_done(
 
 fn main_command(data: &Path, throttle_ms: u64) -> Command {
     let mut cmd = command(data);
-    cmd.env("ADMIN_PASSWORD", PASSWORD)
+    cmd.env("ADMIN_PASSWORD", cluster::PASSWORD)
         .env("NODE_NAME", "main")
         .env("SEGMENT_SECONDS", "1")
         .env("WATCH_SETTLE_SECONDS", "1")
@@ -734,47 +722,18 @@ fn main_command(data: &Path, throttle_ms: u64) -> Command {
     cmd
 }
 
-fn pro_key() -> (String, String) {
-    let (private, public) = condense::license::generate_keypair();
-    let payload = condense::license::LicensePayload {
-        tier: condense::domain::license::Tier::Pro,
-        licensee: "Fault suite".into(),
-        issued_at: chrono::Utc::now(),
-        expires_at: None,
-    };
-    (condense::license::issue(&private, &payload).unwrap(), public)
-}
-
+/// A main node of a cluster (see `cluster::main_command`) that gives its linked nodes
+/// longer to answer and settles watched files in a second.
 fn cluster_main_command(data: &Path, max_jobs: u32, license: &(String, String)) -> Command {
-    let mut cmd = main_command(data, 0);
-    cmd.env("CLUSTER_TOKEN", CLUSTER_TOKEN)
-        .env("MAX_JOBS", max_jobs.to_string())
-        .env("HEARTBEAT_SECONDS", "1")
-        .env("NODE_TIMEOUT_SECONDS", NODE_TIMEOUT_SECONDS)
-        .env("LICENSE_KEY", &license.0)
-        .env("LICENSE_PUBLIC_KEY", &license.1);
-    cmd
-}
-
-fn linked_command(data: &Path, main: &ServerProcess, name: &str, throttle_ms: u64) -> Command {
-    let mut cmd = command(data);
-    cmd.env("ROLE", "linked")
-        .env("MAIN_NODE_URL", &main.api)
-        .env("CLUSTER_TOKEN", CLUSTER_TOKEN)
-        .env("NODE_NAME", name)
-        .env("MAX_JOBS", "1")
-        .env("SEGMENT_SECONDS", "1")
-        .env("CONDENSE_THROTTLE_MS_PER_FRAME", throttle_ms.to_string());
+    let mut cmd = cluster::main_command(data, max_jobs, Some(license));
+    cmd.env("NODE_TIMEOUT_SECONDS", NODE_TIMEOUT_SECONDS).env("WATCH_SETTLE_SECONDS", "1");
     cmd
 }
 
 /// Migrates the main node's database and adds a library over `media`; answers a connection
 /// the test reads the jobs through.
 async fn prepare(data: &Path, media: &Path, watch: bool, keep_originals: bool) -> DatabaseConnection {
-    let out = command(data).arg("migrate").output().unwrap();
-    assert!(out.status.success(), "migrate: {}", String::from_utf8_lossy(&out.stderr));
-    let url = format!("sqlite://{}?mode=rw", data.join("condense.db").display());
-    let db = condense::repo::connect(&url).await.unwrap();
+    let db = migrated(data).await;
     condense::repo::libraries::create(&db, library(media, watch)).await.unwrap();
     if keep_originals {
         condense::repo::settings::update_service_settings(&db, None, Some(true)).await.unwrap();
@@ -965,7 +924,7 @@ async fn kill_9_of_a_linked_node_at_random_moments() {
     let mut counts = Counts::new("kill-linked");
     let mut rng = seeded(counts.scenario);
     let templates = Templates::make(&["av.mkv", "plain.mkv", "av.mp4"]);
-    let license = pro_key();
+    let license = license::pro_key();
     let names = ["w1", "w2"];
     for run in 0..fault_runs() {
         let dir = tempfile::tempdir().unwrap();
@@ -979,7 +938,8 @@ async fn kill_9_of_a_linked_node_at_random_moments() {
         let watch = Watch::start(dir.path(), &ledger);
         // The main node only coordinates: every job runs on a linked node.
         let main = ServerProcess::start(cluster_main_command(&data, 0, &license));
-        let start_worker = |name: &str| ServerProcess::start(linked_command(&dir.path().join(name), &main, name, 12));
+        let start_worker =
+            |name: &str| ServerProcess::start(cluster::linked_command(&dir.path().join(name), &main.api, name, 12));
         let mut workers: Vec<Option<ServerProcess>> = names.iter().map(|n| Some(start_worker(n))).collect();
         let kills = rng.gen_range(1..=2);
         for k in 0..kills {
@@ -1045,30 +1005,6 @@ async fn kill_9_of_a_linked_node_at_random_moments() {
 
 // ---------------------------------------------------------------------------------------
 // Scenario: a full disk
-
-/// A tmpfs mounted for the test, unmounted when dropped.
-pub(crate) struct Tmpfs {
-    path: PathBuf,
-}
-
-impl Tmpfs {
-    pub(crate) fn mount(path: &Path, bytes: u64) -> Option<Tmpfs> {
-        std::fs::create_dir_all(path).ok()?;
-        let size = format!("size={}k", bytes.div_ceil(1024));
-        let ok = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &size, "tmpfs"])
-            .arg(path)
-            .output()
-            .is_ok_and(|o| o.status.success());
-        ok.then(|| Tmpfs { path: path.to_path_buf() })
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.path).output();
-    }
-}
 
 /// Writes zeros into `path` until the filesystem has no room left.
 fn fill(path: &Path) -> u64 {
@@ -1352,7 +1288,7 @@ async fn soak_on_three_nodes() {
     let mut counts = Counts::new("soak");
     let n = env_count("CONDENSE_SOAK_JOBS", 40);
     let templates = Templates::make(&["short.mkv", "short-av.mkv"]);
-    let license = pro_key();
+    let license = license::pro_key();
     let dir = tempfile::tempdir().unwrap();
     let (data, media) = (dir.path().join("main"), dir.path().join("media"));
     std::fs::create_dir_all(&media).unwrap();
@@ -1366,7 +1302,7 @@ async fn soak_on_three_nodes() {
     let main = ServerProcess::start(cluster_main_command(&data, 1, &license));
     let workers: Vec<ServerProcess> = ["w1", "w2"]
         .iter()
-        .map(|name| ServerProcess::start(linked_command(&dir.path().join(name), &main, name, 0)))
+        .map(|name| ServerProcess::start(cluster::linked_command(&dir.path().join(name), &main.api, name, 0)))
         .collect();
     let servers: Vec<&ServerProcess> = std::iter::once(&main).chain(workers.iter()).collect();
     let limit = FINISH_WITHIN + Duration::from_secs(3 * n as u64);
@@ -1432,7 +1368,7 @@ async fn a_job_at_its_crash_limit_killed_between_the_swap_and_its_completion_com
 async fn swap_then_kill(scenario: &'static str, linked: bool, crashes: i32) {
     use sea_orm::{ActiveModelTrait, Set};
     let mut counts = Counts::new(scenario);
-    let license = pro_key();
+    let license = license::pro_key();
     for attempt in 1..=5 {
         let dir = tempfile::tempdir().unwrap();
         let (data, media) = (dir.path().join("main"), dir.path().join("media"));
@@ -1459,8 +1395,9 @@ async fn swap_then_kill(scenario: &'static str, linked: bool, crashes: i32) {
             let set = job::ActiveModel { id: Set(job.id), crash_count: Set(crashes), ..Default::default() };
             set.update(&db).await.unwrap();
         }
-        let start_worker =
-            |main: &ServerProcess| ServerProcess::start(linked_command(&dir.path().join("w1"), main, "w1", 0));
+        let start_worker = |main: &ServerProcess| {
+            ServerProcess::start(cluster::linked_command(&dir.path().join("w1"), &main.api, "w1", 0))
+        };
         let mut main = if linked {
             ServerProcess::start(cluster_main_command(&data, 0, &license))
         } else {
@@ -1587,7 +1524,7 @@ fn an_output_whose_length_is_unknown_fails_verification() {
 async fn a_stuck_linked_node_leaves_at_most_one_transcoder_on_its_job() {
     let mut counts = Counts::new("stuck-linked");
     let templates = Templates::make(&["long.mkv"]);
-    let license = pro_key();
+    let license = license::pro_key();
     let dir = tempfile::tempdir().unwrap();
     let (data, media) = (dir.path().join("main"), dir.path().join("media"));
     std::fs::create_dir_all(&media).unwrap();
@@ -1598,7 +1535,7 @@ async fn a_stuck_linked_node_leaves_at_most_one_transcoder_on_its_job() {
     let main = ServerProcess::start(cluster_main_command(&data, 0, &license));
     let workers: Vec<ServerProcess> = ["w1", "w2"]
         .iter()
-        .map(|name| ServerProcess::start(linked_command(&dir.path().join(name), &main, name, 150)))
+        .map(|name| ServerProcess::start(cluster::linked_command(&dir.path().join(name), &main.api, name, 150)))
         .collect();
     let servers: Vec<&ServerProcess> = std::iter::once(&main).chain(workers.iter()).collect();
     let deadline = Instant::now() + FINISH_WITHIN;
@@ -1637,26 +1574,6 @@ async fn a_stuck_linked_node_leaves_at_most_one_transcoder_on_its_job() {
 // ---------------------------------------------------------------------------------------
 // Scenario: pause and resume-all in a cluster
 
-async fn api_call(main: &ServerProcess, path: &str, token: Option<&str>, body: serde_json::Value) -> (u16, String) {
-    // Pause-all waits for each running job's transcoder to stop: longer than awc's 5 s default.
-    let client = awc::Client::builder().timeout(Duration::from_secs(120)).finish();
-    let mut request = client.post(format!("{}{path}", main.api));
-    if let Some(token) = token {
-        request = request.bearer_auth(token);
-    }
-    let mut response = request.send_json(&body).await.unwrap();
-    let status = response.status().as_u16();
-    let bytes = response.body().limit(16 << 20).await.unwrap();
-    (status, String::from_utf8_lossy(&bytes).into_owned())
-}
-
-async fn admin_token(main: &ServerProcess) -> String {
-    let body = serde_json::json!({"username": "admin", "password": PASSWORD});
-    let (status, text) = api_call(main, "/auth/login", None, body).await;
-    assert_eq!(status, 200, "{text}");
-    serde_json::from_str::<serde_json::Value>(&text).unwrap()["token"].as_str().unwrap().to_string()
-}
-
 /// Pause-all and resume-all, quickly one after the other, on a main node and two linked
 /// nodes running slow encodes: a pause keeps the job's lease until its transcoder has
 /// exited, so a resume can never start a second transcoder on a partial output that the
@@ -1667,7 +1584,7 @@ async fn pause_and_resume_all_in_a_three_node_cluster_never_run_two_transcoders_
     let mut counts = Counts::new("pause-resume-all");
     let mut rng = seeded(counts.scenario);
     let templates = Templates::make(&["long.mkv"]);
-    let license = pro_key();
+    let license = license::pro_key();
     for _ in 0..fault_runs() {
         let dir = tempfile::tempdir().unwrap();
         let (data, media) = (dir.path().join("main"), dir.path().join("media"));
@@ -1689,10 +1606,15 @@ async fn pause_and_resume_all_in_a_three_node_cluster_never_run_two_transcoders_
         let main = ServerProcess::start(main_cmd);
         let workers: Vec<ServerProcess> = ["w1", "w2"]
             .iter()
-            .map(|name| ServerProcess::start(linked_command(&dir.path().join(name), &main, name, 60)))
+            .map(|name| ServerProcess::start(cluster::linked_command(&dir.path().join(name), &main.api, name, 60)))
             .collect();
         let servers: Vec<&ServerProcess> = std::iter::once(&main).chain(workers.iter()).collect();
-        let token = admin_token(&main).await;
+        let token = cluster::login(&main).await;
+        // POST /queue/{action}, as the dashboard sends it.
+        let queue = |action: &str| {
+            let (url, token) = (format!("{}/queue/{action}", main.api), token.clone());
+            async move { cluster::call("POST", &url, Some(&token), Some(serde_json::json!({}))).await }
+        };
         let deadline = Instant::now() + FINISH_WITHIN;
         for _ in 0..3 {
             // Wait for work in flight: a job with a finished segment.
@@ -1707,11 +1629,11 @@ async fn pause_and_resume_all_in_a_three_node_cluster_never_run_two_transcoders_
                 tokio::time::sleep(ms(50)).await;
             }
             tokio::time::sleep(ms(rng.gen_range(0..600))).await;
-            let (status, text) = api_call(&main, "/queue/pause-all", Some(&token), serde_json::json!({})).await;
+            let (status, text) = queue("pause-all").await;
             assert!(status < 300, "pause-all: {status} {text}");
             // Resume while the transcoders may still be finishing their segments.
             tokio::time::sleep(ms(rng.gen_range(0..300))).await;
-            let (status, text) = api_call(&main, "/queue/resume-all", Some(&token), serde_json::json!({})).await;
+            let (status, text) = queue("resume-all").await;
             assert!(status < 300, "resume-all: {status} {text}");
         }
         // A job whose transcoder was still stopping at resume-all pauses afterwards: resume it.
@@ -1721,7 +1643,7 @@ async fn pause_and_resume_all_in_a_three_node_cluster_never_run_two_transcoders_
                 break jobs;
             }
             if jobs.iter().any(|j| j.status == JobStatus::Paused) {
-                api_call(&main, "/queue/resume-all", Some(&token), serde_json::json!({})).await;
+                queue("resume-all").await;
             }
             assert!(Instant::now() < deadline, "STUCK: {:#?}\n{}", summary(&jobs), tail(&servers));
             tokio::time::sleep(ms(250)).await;
@@ -1753,7 +1675,6 @@ async fn a_transient_read_error_during_encodes() {
     let templates = Templates::make(&["av.mkv", "av.mp4", "long.mkv"]);
     let frames: HashMap<&str, u64> =
         templates.files.iter().map(|(name, path)| (*name, crate::common::shim::video_frames(path))).collect();
-    let shim = crate::common::shim::eio_shim();
     for run in 0..fault_runs() {
         let dir = tempfile::tempdir().unwrap();
         let (data, media, markers) = (dir.path().join("main"), dir.path().join("media"), dir.path().join("markers"));
@@ -1769,10 +1690,7 @@ async fn a_transient_read_error_during_encodes() {
         let db = prepare(&data, &media, false, false).await;
         let watch = Watch::start(dir.path(), &ledger);
         let mut cmd = main_command(&data, 0);
-        cmd.env("LD_PRELOAD", shim)
-            .env("CONDENSE_EIO_PREFIX", format!("{}/", media.display()))
-            .env("CONDENSE_EIO_PERCENT", percent.to_string())
-            .env("CONDENSE_EIO_MARKERS", &markers);
+        cmd.envs(crate::common::shim::eio_env(format!("{}/", media.display()), Some(percent), &markers));
         let server = ServerProcess::start(cmd);
         let jobs = wait_terminal(&db, ledger.len(), &[&server]).await;
         drop(server);
@@ -1819,11 +1737,12 @@ async fn sources_with_extra_streams_lose_nothing() {
     let mut rng = seeded(counts.scenario);
     let made = tempfile::tempdir().unwrap();
     let templates = [
-        crate::streams::angles_clip(made.path(), "angles.mkv"),
-        crate::streams::timecode_clip(made.path(), "camera.mov"),
-        crate::streams::rotated_clip(made.path(), "phone.mp4"),
+        crate::common::streams::angles_clip(made.path(), "angles.mkv"),
+        crate::common::streams::timecode_clip(made.path(), "camera.mov"),
+        crate::common::streams::rotated_clip(made.path(), "phone.mp4"),
     ];
-    let facts: Vec<Vec<serde_json::Value>> = templates.iter().map(|t| crate::streams::facts(t, Some("hevc"))).collect();
+    let facts: Vec<Vec<serde_json::Value>> =
+        templates.iter().map(|t| crate::common::streams::facts(t, Some("hevc"))).collect();
     for run in 0..fault_runs() {
         let dir = tempfile::tempdir().unwrap();
         let (data, media) = (dir.path().join("main"), dir.path().join("media"));
@@ -1852,7 +1771,7 @@ async fn sources_with_extra_streams_lose_nothing() {
             if !o.target().exists() {
                 continue;
             }
-            let got = crate::streams::facts(&o.target(), None);
+            let got = crate::common::streams::facts(&o.target(), None);
             if &got != want {
                 counts.lost += 1;
                 counts.problem(format!("ORIGINAL LOST: {} lost streams or their facts: {got:#?}", o.path.display()));

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use condense::domain::segments::Sessions;
 use condense::media::child::{ChildEnd, Transcoder};
-use condense::media::encode::Event;
+use condense::media::event::Event;
 use condense::media::plan::EncodePlan;
 use condense::media::probe::{probe, HdrKind};
 use condense::media::verify::verify;
@@ -19,7 +19,7 @@ use crate::common::api::TestServer;
 use crate::common::db::TestDb;
 use crate::common::media as clips;
 use crate::common::server::media_binary;
-use crate::media::run;
+use crate::common::transcoder::{drain, run, spawn_helper, start_run};
 
 /// Each frame's HDR10+ metadata as FFmpeg's decoder gives it (ffprobe's `-show_frames`,
 /// which prints every field of the side data), in presentation order.
@@ -138,12 +138,12 @@ async fn hdr10plus_is_carried_by_a_helper_encoding_a_span_beside_the_run() {
     let mut plan = plan_for(&src);
     plan.sessions = Sessions { sessions: 2, threads: 1 };
     plan.throttle_ms_per_frame = 25;
-    let (mut owner, mut owner_events) = crate::media::start_run(&plan).await;
-    let mut helper = Transcoder::spawn_helper(media_binary(), &crate::media::helper_request(&plan, 3)).await.unwrap();
+    let (mut owner, mut owner_events) = start_run(&plan).await;
+    let mut helper = spawn_helper(&plan, 3).await;
     let mut helper_events = Vec::new();
-    assert_eq!(crate::media::drain(&mut helper, &mut helper_events).await, ChildEnd::Completed, "{helper_events:?}");
+    assert_eq!(drain(&mut helper, &mut helper_events).await, ChildEnd::Completed, "{helper_events:?}");
     assert!(helper_events.contains(&Event::SpanStarted { span: 3 }), "{helper_events:?}");
-    assert_eq!(crate::media::drain(&mut owner, &mut owner_events).await, ChildEnd::Completed, "{owner_events:?}");
+    assert_eq!(drain(&mut owner, &mut owner_events).await, ChildEnd::Completed, "{owner_events:?}");
     assert!(!owner_events.contains(&Event::SpanStarted { span: 3 }), "the run encoded the helper's span too");
     verify(&plan.output_path(), &src, &probe(&src).unwrap(), "hevc").unwrap();
     assert_eq!(dynamic_metadata(&plan.output_path()), want);
@@ -175,8 +175,8 @@ async fn verification_refuses_an_hevc_output_that_lost_or_moved_the_metadata() {
 /// belongs to (`AV_FRAME_DATA_DOVI_RPU_BUFFER`), in presentation order.
 fn rpus_by_frame(path: &Path) -> Vec<Option<Vec<u8>>> {
     let mut input = condense::media::probe::open_input(path).unwrap();
-    let vi = condense::media::encode::main_video_index(&input).unwrap();
-    let mut decoder = condense::media::encode::open_decoder(&input, vi).unwrap();
+    let vi = condense::media::decode::main_video_index(&input).unwrap();
+    let mut decoder = condense::media::decode::open_decoder(&input, vi).unwrap();
     let mut frames = Vec::new();
     let mut take = |decoder: &mut rsmpeg::avcodec::AVCodecContext| loop {
         match decoder.receive_frame() {
@@ -296,11 +296,11 @@ async fn a_library_keeping_dolby_vision_replaces_the_original_with_profile_8_1_a
     assert_eq!(status, 422, "a library keeping Dolby Vision cannot move to AV1: {changed}");
     server.post(&format!("/libraries/{id}/scan"), Some(&token), &json!({})).await;
     // An HEVC source is skipped until forced.
-    let job = crate::quality::the_job_once(&server, &token, &["SKIPPED", "COMPLETED", "FAILED"]).await;
+    let job = server.the_job_once(&token, &["SKIPPED", "COMPLETED", "FAILED"]).await;
     assert_eq!(job["status"], "SKIPPED", "{job:#}");
     let (status, forced) = server.post(&format!("/jobs/{}/force", job["id"]), Some(&token), &json!({})).await;
     assert_eq!(status, 200, "{forced}");
-    let job = crate::quality::the_job_once(&server, &token, &["COMPLETED", "FAILED"]).await;
+    let job = server.the_job_once(&token, &["COMPLETED", "FAILED"]).await;
     assert_eq!(job["status"], "COMPLETED", "{job:#}");
     let output = std::path::PathBuf::from(job["filePath"].as_str().unwrap());
     let info = probe(&output).unwrap();

@@ -12,32 +12,11 @@ use sea_orm::ConnectionTrait;
 use serde_json::{json, Value};
 
 use crate::common::api::{failure_message, TestServer};
+use crate::common::cluster::{self, call};
 use crate::common::db::TestDb;
+use crate::common::license;
 use crate::common::media as clips;
-use crate::common::server::{command, ServerProcess};
-
-async fn jobs(server: &TestServer, token: &str) -> Vec<Value> {
-    let (_, page) = server.get("/jobs?sort=fileName&order=asc", Some(token)).await;
-    page["items"].as_array().cloned().unwrap_or_default()
-}
-
-async fn library(server: &TestServer, token: &str, dir: &Path, watch: bool) -> i64 {
-    let body = json!({"name": "films", "paths": [dir], "encoder": "libx265", "quality": 30, "preset": "ultrafast", "watch": watch});
-    let (status, library) = server.post("/libraries", Some(token), &body).await;
-    assert_eq!(status, 201, "{library}");
-    library["id"].as_i64().unwrap()
-}
-
-/// Scans and answers the ids of the jobs found, by file name.
-async fn scan(server: &TestServer, token: &str, library: i64) -> Vec<(String, i64)> {
-    let (status, report) = server.post(&format!("/libraries/{library}/scan"), Some(token), &json!({})).await;
-    assert_eq!(status, 200, "{report}");
-    jobs(server, token)
-        .await
-        .iter()
-        .map(|j| (j["fileName"].as_str().unwrap().to_string(), j["id"].as_i64().unwrap()))
-        .collect()
-}
+use crate::common::server::ServerProcess;
 
 async fn force(server: &TestServer, token: &str, id: i64) {
     let (status, forced) = server.post(&format!("/jobs/{id}/force"), Some(token), &json!({})).await;
@@ -57,8 +36,8 @@ async fn kept_originals_survive_reencodes_a_setting_turned_off_and_a_settings_re
     let original = read(&source);
     let (status, body) = server.put("/settings", Some(&token), &json!({"keepOriginals": true})).await;
     assert_eq!(status, 200, "{body}");
-    let library = library(&server, &token, dir.path(), false).await;
-    let id = scan(&server, &token, library).await[0].1;
+    let library = server.library(&token, dir.path()).await;
+    let id = server.scan(&token, library).await[0].1;
     assert_eq!(server.wait_for(&token, id, &["COMPLETED", "FAILED"]).await["status"], "COMPLETED");
     assert_eq!(read(&backup_path_for(&source)), original);
     let first_output = read(&source);
@@ -101,9 +80,11 @@ async fn kept_originals_survive_reencodes_a_setting_turned_off_and_a_settings_re
 async fn a_settings_read_that_fails_is_an_error_not_a_default() {
     let test_db = TestDb::sqlite().await;
     let db = &test_db.db;
-    assert_eq!(condense::actors::store::settings(db).await.unwrap(), (false, 24));
+    let settings = condense::actors::store::settings(db).await.unwrap();
+    assert_eq!((settings.keep_originals, settings.timeout_hours), (false, 24));
     repo::settings::set(db, repo::settings::KEEP_ORIGINALS, &true).await.unwrap();
-    assert_eq!(condense::actors::store::settings(db).await.unwrap(), (true, 24));
+    let settings = condense::actors::store::settings(db).await.unwrap();
+    assert_eq!((settings.keep_originals, settings.timeout_hours), (true, 24));
     repo::settings::set(db, repo::settings::KEEP_ORIGINALS, &"yes").await.unwrap();
     let err = condense::actors::store::settings(db).await.unwrap_err().to_string();
     assert!(err.contains("keep_originals"), "{err}");
@@ -145,8 +126,8 @@ async fn two_sources_with_one_final_name_never_overwrite_each_other() {
     let other_bytes = read(&other);
     let link = dir.path().join("b.mkv");
     std::os::unix::fs::symlink("/mnt/not-mounted/b.mkv", &link).unwrap();
-    let library = library(&server, &token, dir.path(), false).await;
-    let found = scan(&server, &token, library).await;
+    let library = server.library(&token, dir.path()).await;
+    let found = server.scan(&token, library).await;
     assert_eq!(found.len(), 3, "{found:?}");
     let mut ended = Vec::new();
     for (name, id) in found {
@@ -202,7 +183,7 @@ async fn the_watcher_follows_no_link_to_a_folder_and_registers_nothing_in_a_part
     std::os::unix::fs::symlink(&outside, media.join("elsewhere")).unwrap();
     // There before the first scan, which does not follow the link either.
     std::fs::copy(&clip, outside.join("before.mkv")).unwrap();
-    let library = library(&server, &token, &media, true).await;
+    let library = server.library_with(&token, &media, json!({"watch": true})).await;
     wait_scanned(&server, &token, library).await;
 
     std::fs::copy(&clip, outside.join("outside.mkv")).unwrap();
@@ -215,7 +196,7 @@ async fn the_watcher_follows_no_link_to_a_folder_and_registers_nothing_in_a_part
     std::fs::copy(&clip, media.join("marker.mkv")).unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
     let registered = loop {
-        let all = jobs(&server, &token).await;
+        let all = server.jobs(&token).await;
         if all.iter().any(|j| j["fileName"] == "marker.mkv") {
             break all;
         }
@@ -233,8 +214,8 @@ async fn deleting_a_library_removes_its_idle_jobs_partial_outputs() {
     let token = server.login().await;
     let dir = tempfile::tempdir().unwrap();
     let sources: Vec<PathBuf> = ["a.mkv", "b.mkv"].iter().map(|n| clips::h264(dir.path(), n, "160x120", 1)).collect();
-    let library = library(&server, &token, dir.path(), false).await;
-    let found = scan(&server, &token, library).await;
+    let library = server.library(&token, dir.path()).await;
+    let found = server.scan(&token, library).await;
     assert_eq!(found.len(), 2);
     let (status, paused) = server.post(&format!("/jobs/{}/pause", found[0].1), Some(&token), &json!({})).await;
     assert_eq!((status, paused["status"].as_str()), (200, Some("PAUSED")), "{paused}");
@@ -294,15 +275,6 @@ async fn system_folders_and_data_dir_are_refused_as_library_paths() {
     server.finish().await;
 }
 
-async fn call(method: awc::http::Method, url: &str, token: &str, body: &Value) -> (u16, Value) {
-    let request =
-        awc::Client::default().request(method, url).insert_header(("Authorization", format!("Bearer {token}")));
-    let mut response =
-        if body.is_null() { request.send().await.unwrap() } else { request.send_json(body).await.unwrap() };
-    let status = response.status().as_u16();
-    (status, serde_json::from_slice(&response.body().await.unwrap()).unwrap_or(Value::Null))
-}
-
 #[actix_web::test]
 async fn library_roots_limit_where_libraries_may_be() {
     let dir = tempfile::tempdir().unwrap();
@@ -311,52 +283,38 @@ async fn library_roots_limit_where_libraries_may_be() {
         std::fs::create_dir_all(folder).unwrap();
     }
     let roots = format!("{},{}", media.display(), video.display());
-    let mut cmd = command(&dir.path().join("data"));
-    cmd.env("ADMIN_PASSWORD", "a long password").env("LIBRARY_ROOTS", &roots).env("MAX_JOBS", "0");
+    let mut cmd = cluster::main_command(&dir.path().join("data"), 0, None);
+    cmd.env("LIBRARY_ROOTS", &roots);
     let server = ServerProcess::start(cmd);
-    let mut login = awc::Client::default()
-        .post(format!("{}/auth/login", server.api))
-        .send_json(&json!({"username": "admin", "password": "a long password"}))
-        .await
-        .unwrap();
-    let token: Value = serde_json::from_slice(&login.body().await.unwrap()).unwrap();
-    let token = token["token"].as_str().unwrap();
+    let token = cluster::login(&server).await;
+    let token = token.as_str();
     let url = format!("{}/libraries", server.api);
 
     let (status, body) =
-        call(awc::http::Method::POST, &url, token, &json!({"name": "a", "paths": [media.join("films")]})).await;
+        call("POST", &url, Some(token), Some(json!({"name": "a", "paths": [media.join("films")]}))).await;
     assert_eq!(status, 201, "{body}");
     let id = body["id"].as_i64().unwrap();
-    let (status, body) = call(awc::http::Method::POST, &url, token, &json!({"name": "b", "paths": [video]})).await;
+    let (status, body) = call("POST", &url, Some(token), Some(json!({"name": "b", "paths": [video]}))).await;
     assert_eq!(status, 201, "{body}");
-    let (status, body) = call(awc::http::Method::POST, &url, token, &json!({"name": "c", "paths": [other]})).await;
+    let (status, body) = call("POST", &url, Some(token), Some(json!({"name": "c", "paths": [other]}))).await;
     assert_eq!((status, body["error"]["code"].as_str()), (422, Some("validation_failed")), "{body}");
     let message = body["error"]["message"].as_str().unwrap();
     assert!(
         message.contains(&format!("is outside LIBRARY_ROOTS ({}, {})", media.display(), video.display())),
         "{message}"
     );
-    let (status, body) = call(awc::http::Method::PUT, &format!("{url}/{id}"), token, &json!({"paths": [other]})).await;
+    let (status, body) = call("PUT", &format!("{url}/{id}"), Some(token), Some(json!({"paths": [other]}))).await;
     assert_eq!((status, body["error"]["code"].as_str()), (422, Some("validation_failed")), "{body}");
     // A system folder stays refused even inside a root.
     drop(server);
-    let mut cmd = command(&dir.path().join("data"));
-    cmd.env("LIBRARY_ROOTS", "/").env("MAX_JOBS", "0");
+    let mut cmd = cluster::main_command(&dir.path().join("data"), 0, None);
+    cmd.env("LIBRARY_ROOTS", "/");
     let server = ServerProcess::start(cmd);
-    let mut login = awc::Client::default()
-        .post(format!("{}/auth/login", server.api))
-        .send_json(&json!({"username": "admin", "password": "a long password"}))
-        .await
-        .unwrap();
-    let token: Value = serde_json::from_slice(&login.body().await.unwrap()).unwrap();
+    let token = cluster::login(&server).await;
     let url = format!("{}/libraries", server.api);
-    let (status, body) =
-        call(awc::http::Method::POST, &url, token["token"].as_str().unwrap(), &json!({"name": "d", "paths": ["/etc"]}))
-            .await;
+    let (status, body) = call("POST", &url, Some(&token), Some(json!({"name": "d", "paths": ["/etc"]}))).await;
     assert_eq!((status, body["error"]["code"].as_str()), (422, Some("validation_failed")), "{body}");
-    let (status, body) =
-        call(awc::http::Method::POST, &url, token["token"].as_str().unwrap(), &json!({"name": "e", "paths": [other]}))
-            .await;
+    let (status, body) = call("POST", &url, Some(&token), Some(json!({"name": "e", "paths": [other]}))).await;
     assert_eq!(status, 201, "{body}");
 }
 
@@ -364,63 +322,23 @@ async fn library_roots_limit_where_libraries_may_be() {
 /// the linked node's attempt too, instead of defaulting to "don't keep".
 #[actix_web::test]
 async fn a_linked_node_fails_its_attempt_when_the_main_node_cannot_read_the_settings() {
-    const TOKEN: &str = "cluster-token-for-fs-tests-0123456789";
     let dir = tempfile::tempdir().unwrap();
     let (main_data, media) = (dir.path().join("main"), dir.path().join("media"));
     std::fs::create_dir_all(&media).unwrap();
     let source = clips::h264(&media, "a.mkv", "160x120", 1);
     let original = read(&source);
-    let (private, public) = condense::license::generate_keypair();
-    let payload = condense::license::LicensePayload {
-        tier: condense::domain::license::Tier::Pro,
-        licensee: "fs test".into(),
-        issued_at: chrono::Utc::now(),
-        expires_at: None,
-    };
-    let key = condense::license::issue(&private, &payload).unwrap();
-    let mut cmd = command(&main_data);
-    cmd.env("CLUSTER_TOKEN", TOKEN)
-        .env("ADMIN_PASSWORD", "a long password")
-        .env("MAX_JOBS", "0")
-        .env("HEARTBEAT_SECONDS", "1")
-        .env("LICENSE_KEY", key)
-        .env("LICENSE_PUBLIC_KEY", public);
-    let main = ServerProcess::start(cmd);
-    let url = format!("sqlite://{}?mode=rw", main_data.join("condense.db").display());
-    let db = repo::connect(&url).await.unwrap();
+    let main = cluster::main_node(&main_data, 0, Some(&license::pro_key()));
+    let db = crate::common::server::database_of(&main_data).await;
     repo::settings::set(&db, repo::settings::KEEP_ORIGINALS, &"yes").await.unwrap();
 
-    let linked_data = dir.path().join("linked");
-    let mut cmd = command(&linked_data);
-    cmd.env("ROLE", "linked")
-        .env("MAIN_NODE_URL", &main.api)
-        .env("CLUSTER_TOKEN", TOKEN)
-        .env("NODE_NAME", "worker")
-        .env("MAX_JOBS", "1");
-    let _linked = ServerProcess::start(cmd);
+    let _linked = ServerProcess::start(cluster::linked_command(&dir.path().join("linked"), &main.api, "worker", 0));
 
-    let mut login = awc::Client::default()
-        .post(format!("{}/auth/login", main.api))
-        .send_json(&json!({"username": "admin", "password": "a long password"}))
-        .await
-        .unwrap();
-    let token: Value = serde_json::from_slice(&login.body().await.unwrap()).unwrap();
-    let token = token["token"].as_str().unwrap();
-    let body = json!({"name": "m", "paths": [media], "encoder": "libx265", "quality": 30, "preset": "ultrafast", "watch": false});
-    let (status, body) = call(awc::http::Method::POST, &format!("{}/libraries", main.api), token, &body).await;
-    assert_eq!(status, 201, "{body}");
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let job = loop {
-        let (_, page) = call(awc::http::Method::GET, &format!("{}/jobs", main.api), token, &Value::Null).await;
-        let job = page["items"][0].clone();
-        if job["status"] == "FAILED" || job["status"] == "COMPLETED" {
-            break job;
-        }
-        assert!(Instant::now() < deadline, "the job never ended: {job}\n{:#?}", main.output());
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
-    let id = job["id"].as_i64().unwrap();
-    let (_, job) = call(awc::http::Method::GET, &format!("{}/jobs/{id}", main.api), token, &Value::Null).await;
+    let token = cluster::login(&main).await;
+    let token = token.as_str();
+    cluster::add_library(&main, token, &media).await;
+    let done = cluster::wait_all_done(&main, token, 1, 120).await;
+    let id = done[0]["id"].as_i64().unwrap();
+    let job = cluster::job_detail(&main, token, id).await;
     assert_eq!(job["status"], "FAILED", "{job}");
     assert_eq!(job["node"], "worker", "{job}");
     assert!(failure_message(&job).contains("the settings could not be read"), "{job}");
@@ -457,8 +375,8 @@ async fn a_cancelled_job_is_recorded_only_once_its_partial_output_is_gone() {
     let hold = server.db().begin().await.unwrap();
     hold.execute_unprepared("SELECT pg_advisory_xact_lock(4242)").await.unwrap();
 
-    let library = library(&server, &token, dir.path(), false).await;
-    let id = scan(&server, &token, library).await[0].1;
+    let library = server.library(&token, dir.path()).await;
+    let id = server.scan(&token, library).await[0].1;
     let deadline = Instant::now() + Duration::from_secs(120);
     while !std::fs::read_dir(&partial)
         .map(|entries| entries.flatten().any(|e| e.file_name().to_string_lossy().starts_with("seg-")))

@@ -14,10 +14,10 @@ use notify::{EventKind, RecursiveMode, Watcher};
 
 use serde_json::json;
 
-use crate::cluster::{add_library, call, login, main_command, wait_all_done};
+use crate::common::cluster::{add_library, call, login, main_command, wait_all_done};
 use crate::common::media as clips;
+use crate::common::runtime::{library, start_runtime, wait_terminal};
 use crate::common::server::ServerProcess;
-use crate::lifecycle::{library, start_runtime, wait_terminal};
 
 /// Reports every open of one file, by any process.
 struct OpenWatch {

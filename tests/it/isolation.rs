@@ -11,21 +11,8 @@ use condense::domain::job::{FailureCode, JobStatus};
 use entities::job;
 use sea_orm::DatabaseConnection;
 
-use crate::common::server::{command, ServerProcess};
+use crate::common::server::{command, library_with_clip, ServerProcess};
 use crate::common::shim;
-
-/// A library with one clip, migrated and created before the server starts.
-pub(crate) async fn library_with_clip(dir: &Path, seconds: u32) -> (DatabaseConnection, std::path::PathBuf) {
-    let data = dir.join("data");
-    let media = dir.join("media");
-    std::fs::create_dir_all(&media).unwrap();
-    let source = crate::common::media::h264(&media, "movie.mkv", "320x240", seconds);
-    assert!(command(&data).arg("migrate").status().unwrap().success());
-    let url = format!("sqlite://{}?mode=rw", data.join("condense.db").display());
-    let db = condense::repo::connect(&url).await.unwrap();
-    condense::repo::libraries::create(&db, crate::lifecycle::library(&media, false)).await.unwrap();
-    (db, std::fs::canonicalize(source).unwrap())
-}
 
 async fn job_of(db: &DatabaseConnection, source: &Path) -> Option<job::Model> {
     condense::repo::jobs::find_by_path(db, source.to_str().unwrap()).await.unwrap()
@@ -159,12 +146,7 @@ async fn a_retry_after_a_read_error_continues_from_the_finished_segments() {
     let mut cmd = command(&dir.path().join("data"));
     // One session: with parallel sessions the span planning reads Matroska's cues at the
     // end of the file first, where the shim's one failure would land (harmlessly: one span).
-    cmd.env("SEGMENT_SECONDS", "1")
-        .env("PARALLEL_SEGMENTS", "off")
-        .env("LD_PRELOAD", shim::eio_shim())
-        .env("CONDENSE_EIO_PREFIX", &source)
-        .env("CONDENSE_EIO_PERCENT", "70")
-        .env("CONDENSE_EIO_MARKERS", &markers);
+    cmd.env("SEGMENT_SECONDS", "1").env("PARALLEL_SEGMENTS", "off").envs(shim::eio_env(&source, Some(70), &markers));
     let server = ServerProcess::start(cmd);
 
     let job = wait_for(&db, &source, &server, Duration::from_secs(180), |j| j.status == JobStatus::Completed).await;

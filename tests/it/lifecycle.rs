@@ -4,80 +4,24 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use condense::actors::Runtime;
 use condense::domain::job::{FailureCode, JobStatus};
 use condense::domain::license::Tier;
-use condense::license::LicensePayload;
 use condense::media::probe::probe;
-use condense::repo::jobs::JobQuery;
-use condense::repo::libraries::NewLibrary;
 use condense::repo::licenses::NewLicense;
 use condense::repo::{self};
 use entities::job;
 use sea_orm::DatabaseConnection;
 
 use crate::both_backends;
+use crate::common::license;
 use crate::common::media as clips;
+use crate::common::runtime::{all_jobs, library, start_runtime, wait_terminal};
 use crate::common::server::own_children;
-
-pub async fn start_runtime(db: &DatabaseConnection, max_jobs: usize, throttle: u64, public_key: &str) -> Runtime {
-    crate::common::api::start_main_node(db, max_jobs, throttle, public_key).await.runtime
-}
-
-pub fn library(path: &Path, watch: bool) -> NewLibrary {
-    NewLibrary {
-        name: "films".into(),
-        paths: vec![path.to_string_lossy().into_owned()],
-        target_codec: "hevc".into(),
-        encoder: "libx265".into(),
-        quality: 30,
-        preset: "ultrafast".into(),
-        watch,
-        quality_mode: "crf".into(),
-        target_vmaf: 95.0,
-        max_size_percent: 80,
-        keep_dolby_vision: false,
-        keep_modified_time: false,
-    }
-}
-
-pub async fn all_jobs(db: &DatabaseConnection) -> Vec<job::Model> {
-    let mut items = repo::jobs::list(db, &JobQuery { page_size: 500, ..Default::default() }).await.unwrap().items;
-    items.sort_by(|a, b| a.file_name.cmp(&b.file_name));
-    items
-}
 
 /// A job of no library, inserted as it is (the file need not exist).
 fn job_of_no_library(path: &Path, status: JobStatus) -> repo::jobs::NewJob {
-    repo::jobs::NewJob {
-        library_id: None,
-        file_path: path.to_string_lossy().into_owned(),
-        file_name: path.file_name().unwrap().to_string_lossy().into_owned(),
-        status,
-        target_codec: "hevc".into(),
-        source_size: 1,
-        source_mtime_ns: None,
-        source_inode: None,
-        forced: false,
-    }
-}
-
-/// Waits until `n` jobs exist and all are in a terminal status.
-pub async fn wait_terminal(db: &DatabaseConnection, n: usize, limit: Duration) -> Vec<job::Model> {
-    let deadline = Instant::now() + limit;
-    loop {
-        let jobs = all_jobs(db).await;
-        let terminal = jobs.iter().all(|j| JobStatus::from(j.status).is_terminal());
-        if jobs.len() == n && terminal {
-            return jobs;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "jobs did not finish: {:#?}",
-            jobs.iter().map(|j| (&j.file_name, &j.status, &j.failure_reason)).collect::<Vec<_>>()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let job = crate::common::rows::new_job(None, &path.to_string_lossy(), status);
+    repo::jobs::NewJob { source_size: 1, source_mtime_ns: None, source_inode: None, ..job }
 }
 
 async fn event_kinds(db: &DatabaseConnection, job_id: i32) -> Vec<String> {
@@ -144,10 +88,10 @@ both_backends!(a_library_of_five_clips_ends_completed_skipped_and_failed, |db: D
 
 both_backends!(the_probe_after_a_scan_skips_what_needs_no_encode_without_a_slot, |db: DatabaseConnection| async move {
     let dir = tempfile::tempdir().unwrap();
-    // 260 copies: two batches (`actors::analyst::BATCH`), so two children and two
+    // 260 copies: two batches (`actors::prober::BATCH`), so two children and two
     // transactions.
     let first = clips::hevc(dir.path(), "hevc_000.mkv");
-    let copies = condense::actors::analyst::BATCH as usize + 10;
+    let copies = condense::actors::prober::BATCH as usize + 10;
     for i in 1..copies {
         std::fs::copy(&first, dir.path().join(format!("hevc_{i:03}.mkv"))).unwrap();
     }
@@ -267,13 +211,7 @@ async fn free_runs_one_job_at_a_time_and_a_pro_key_lifts_it() {
         let test_db = crate::common::db::TestDb::sqlite().await;
         let db = test_db.db.clone();
         if tier == Tier::Pro {
-            let payload = LicensePayload {
-                tier: Tier::Pro,
-                licensee: "Test".into(),
-                issued_at: chrono::Utc::now(),
-                expires_at: None,
-            };
-            let key = condense::license::issue(&private, &payload).unwrap();
+            let key = license::key(&private, Tier::Pro, None);
             repo::licenses::install(
                 &db,
                 NewLicense { key, tier: Tier::Pro, licensee: "Test".into(), expires_at: None },
@@ -597,17 +535,8 @@ both_backends!(a_job_orphaned_as_read_before_it_started_again_is_left_alone, |db
     use condense::domain::node::NodeRole;
     use condense::repo::jobs::{Assignment, JobChange};
     let lifecycle = Lifecycle { db: db.clone(), bus: EventBus::default().start() };
-    let facts = repo::nodes::NodeFacts {
-        name: "w1".into(),
-        role: NodeRole::Linked,
-        address: "10.0.0.2".into(),
-        gpu: None,
-        cores: 2,
-        memory_total: 1 << 30,
-        max_jobs: 1,
-        encoders: vec!["libx265".into()],
-        decoders: vec![],
-    };
+    let facts =
+        repo::nodes::NodeFacts { address: "10.0.0.2".into(), ..crate::common::rows::node("w1", NodeRole::Linked) };
     let node = repo::nodes::upsert(&db, facts).await.unwrap();
     let job = repo::jobs::insert(&db, job_of_no_library(Path::new("/nowhere/a.mkv"), JobStatus::Queued)).await.unwrap();
     let start = |lease: &str| JobChange {

@@ -7,6 +7,7 @@ mod actions;
 mod cluster;
 mod common;
 mod containment;
+mod contract;
 mod faults;
 mod feed;
 mod fidelity;

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use condense::domain::job::FailureCode;
 use condense::domain::segments::Sessions;
 use condense::media::child::{ChildEnd, Transcoder};
-use condense::media::encode::Event;
+use condense::media::event::Event;
 use condense::media::manifest::{inspect, PartialState};
 use condense::media::plan::{decide, final_path, Decision, EncodePlan};
 use condense::media::probe::{probe, HdrKind, StreamKind};
@@ -15,22 +15,13 @@ use condense::media::verify::{validate_source, verify};
 
 use crate::common::media as clips;
 use crate::common::server::{binary, media_binary};
+use crate::common::transcoder::{drain, run, spawn_helper, start_run};
 
 fn plan_for(source: &Path, codec: &str, encoder: &str, quality: u32, preset: &str) -> EncodePlan {
     let info = probe(source).unwrap();
     let plan = EncodePlan::new(source, &info, &crate::common::media::profile(encoder, quality, preset)).unwrap();
     assert_eq!(plan.target_codec, codec);
     plan
-}
-
-/// Runs the transcoder child to its end, collecting its events.
-pub(crate) async fn run(plan: &EncodePlan) -> (ChildEnd, Vec<Event>) {
-    let mut child = Transcoder::spawn(media_binary(), plan).await.unwrap();
-    let mut events = Vec::new();
-    while let Some(e) = child.events.recv().await {
-        events.push(e);
-    }
-    (child.wait().await, events)
 }
 
 fn done_counts(events: &[Event]) -> (u64, u64) {
@@ -245,7 +236,7 @@ async fn each_rung_of_the_retry_ladder_runs_what_its_plan_says() {
 #[test]
 fn hardware_decoding_gives_every_frame_in_system_memory_or_falls_back_to_the_cpu() {
     use condense::domain::encoding::Hardware;
-    use condense::media::encode::{main_video_index, open_decoder_on, to_system_memory};
+    use condense::media::decode::{main_video_index, open_decoder_on, to_system_memory};
     use rsmpeg::error::RsmpegError;
     let dir = tempfile::tempdir().unwrap();
     let src = clips::h264(dir.path(), "clip.mkv", "320x240", 2);
@@ -609,7 +600,7 @@ async fn no_room_for_the_partial_output_fails_before_writing() {
 
 /// Runs `condense-media transcode` on `plan` as the node would, with `env` added; answers its exit
 /// status and events.
-fn transcode_with_env(plan: &EncodePlan, env: &[(&str, &std::ffi::OsStr)]) -> (std::process::ExitStatus, Vec<Event>) {
+fn transcode_with_env(plan: &EncodePlan, env: &[(&str, std::ffi::OsString)]) -> (std::process::ExitStatus, Vec<Event>) {
     use std::io::Write;
     use std::process::{Command, Stdio};
     let mut cmd = Command::new(binary());
@@ -637,12 +628,7 @@ fn a_read_error_mid_source_fails_the_attempt_and_the_retry_has_every_frame() {
     plan.segment_seconds = 2.0;
     let markers = dir.path().join("markers");
     std::fs::create_dir(&markers).unwrap();
-    let shim = crate::common::shim::eio_shim();
-    let env = [
-        ("LD_PRELOAD", shim.as_os_str()),
-        ("CONDENSE_EIO_PREFIX", src.as_os_str()),
-        ("CONDENSE_EIO_MARKERS", markers.as_os_str()),
-    ];
+    let env = crate::common::shim::eio_env(&src, None, &markers);
     let (status, events) = transcode_with_env(&plan, &env);
     assert_eq!(std::fs::read_dir(&markers).unwrap().count(), 1, "the shim failed no read: {events:?}");
     assert!(!status.success(), "the attempt whose read failed completed: {events:?}");
@@ -704,12 +690,7 @@ fn a_read_error_while_muxing_fails_the_attempt() {
     assert!(status.success(), "{events:?}");
     let markers = dir.path().join("markers");
     std::fs::create_dir(&markers).unwrap();
-    let shim = crate::common::shim::eio_shim();
-    let env = [
-        ("LD_PRELOAD", shim.as_os_str()),
-        ("CONDENSE_EIO_PREFIX", src.as_os_str()),
-        ("CONDENSE_EIO_MARKERS", markers.as_os_str()),
-    ];
+    let env = crate::common::shim::eio_env(&src, None, &markers);
     let (status, events) = transcode_with_env(&plan, &env);
     assert_eq!(std::fs::read_dir(&markers).unwrap().count(), 1, "the shim failed no read: {events:?}");
     assert!(events.iter().any(|e| matches!(e, Event::Muxing)), "{events:?}");
@@ -800,38 +781,13 @@ fn helped_plan(dir: &Path) -> (PathBuf, EncodePlan) {
     (src, plan)
 }
 
-/// Starts the run and waits until it has planned its spans (and published its plan).
-pub(crate) async fn start_run(plan: &EncodePlan) -> (Transcoder, Vec<Event>) {
-    let mut owner = Transcoder::spawn(media_binary(), plan).await.unwrap();
-    let mut events = Vec::new();
-    while let Some(e) = owner.events.recv().await {
-        let planned = matches!(&e, Event::Spans { spans } if spans.len() == 4);
-        events.push(e);
-        if planned {
-            return (owner, events);
-        }
-    }
-    panic!("the run never planned its spans: {events:?}");
-}
-
-pub(crate) fn helper_request(plan: &EncodePlan, span: u32) -> condense::media::assist::AssistRequest {
-    condense::media::assist::AssistRequest { partial_dir: plan.partial_dir.clone(), span, threads: 1 }
-}
-
-pub(crate) async fn drain(child: &mut Transcoder, events: &mut Vec<Event>) -> ChildEnd {
-    while let Some(e) = child.events.recv().await {
-        events.push(e);
-    }
-    child.wait().await
-}
-
 #[actix_web::test]
 async fn a_helper_encodes_the_last_span_beside_the_run_and_the_joined_file_has_every_frame() {
     let dir = tempfile::tempdir().unwrap();
     let (src, plan) = helped_plan(dir.path());
     let source_info = probe(&src).unwrap();
     let (mut owner, mut owner_events) = start_run(&plan).await;
-    let mut helper = Transcoder::spawn_helper(media_binary(), &helper_request(&plan, 3)).await.unwrap();
+    let mut helper = spawn_helper(&plan, 3).await;
     // While the helper works, its span is claimed on disk, and the run never encodes it.
     let mut helper_events = Vec::new();
     let mut seen_held = false;
@@ -879,7 +835,7 @@ async fn a_helper_killed_mid_span_loses_only_its_span_and_the_run_encodes_it_its
     let before = clips::sha(&src);
     let source_info = probe(&src).unwrap();
     let (mut owner, mut owner_events) = start_run(&plan).await;
-    let mut helper = Transcoder::spawn_helper(media_binary(), &helper_request(&plan, 3)).await.unwrap();
+    let mut helper = spawn_helper(&plan, 3).await;
     while let Some(e) = helper.events.recv().await {
         if matches!(e, Event::Progress { frame, .. } if frame >= 10) {
             helper.kill().await;
@@ -902,7 +858,7 @@ async fn a_record_left_while_the_run_was_paused_is_taken_in_at_the_resume() {
     let (src, plan) = helped_plan(dir.path());
     let source_info = probe(&src).unwrap();
     let (mut owner, mut owner_events) = start_run(&plan).await;
-    let mut helper = Transcoder::spawn_helper(media_binary(), &helper_request(&plan, 3)).await.unwrap();
+    let mut helper = spawn_helper(&plan, 3).await;
     // The run is paused while the helper works; the helper finishes after the run has gone.
     owner.pause();
     assert_eq!(drain(&mut owner, &mut owner_events).await, ChildEnd::Paused, "{owner_events:?}");
@@ -932,7 +888,7 @@ async fn a_helper_on_a_span_the_run_holds_or_finished_does_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let (_src, plan) = helped_plan(dir.path());
     // No partial output yet: nothing to help with.
-    let mut helper = Transcoder::spawn_helper(media_binary(), &helper_request(&plan, 1)).await.unwrap();
+    let mut helper = spawn_helper(&plan, 1).await;
     let mut events = Vec::new();
     assert_eq!(drain(&mut helper, &mut events).await, ChildEnd::Nothing, "{events:?}");
     let (mut owner, mut owner_events) = start_run(&plan).await;
@@ -942,7 +898,7 @@ async fn a_helper_on_a_span_the_run_holds_or_finished_does_nothing() {
         assert!(std::time::Instant::now() < deadline, "the run never claimed span 0");
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    let mut helper = Transcoder::spawn_helper(media_binary(), &helper_request(&plan, 0)).await.unwrap();
+    let mut helper = spawn_helper(&plan, 0).await;
     let mut events = Vec::new();
     assert_eq!(drain(&mut helper, &mut events).await, ChildEnd::Nothing, "{events:?}");
     assert!(!events.iter().any(|e| matches!(e, Event::SpanStarted { .. })), "{events:?}");
@@ -956,7 +912,7 @@ async fn a_second_helper_on_a_span_the_first_left_part_of_writes_new_files_never
     let source_info = probe(&src).unwrap();
     // A first helper on span 3 is paused after a few frames: its part is recorded.
     let (mut owner, mut owner_events) = start_run(&plan).await;
-    let mut first = Transcoder::spawn_helper(media_binary(), &helper_request(&plan, 3)).await.unwrap();
+    let mut first = spawn_helper(&plan, 3).await;
     let mut first_events = Vec::new();
     while let Some(e) = first.events.recv().await {
         let going = matches!(e, Event::Progress { frame, .. } if frame >= 5);
@@ -977,7 +933,7 @@ async fn a_second_helper_on_a_span_the_first_left_part_of_writes_new_files_never
     assert!(!first_files.is_empty(), "the first helper's part was not taken in: {:?}", taken.segments);
     let sizes: Vec<u64> =
         first_files.iter().map(|f| std::fs::metadata(plan.partial_dir.join(f)).unwrap().len()).collect();
-    let mut second = Transcoder::spawn_helper(media_binary(), &helper_request(&plan, 3)).await.unwrap();
+    let mut second = spawn_helper(&plan, 3).await;
     let mut second_events = Vec::new();
     assert_eq!(drain(&mut second, &mut second_events).await, ChildEnd::Completed, "{second_events:?}");
     assert!(second_events.contains(&Event::SpanStarted { span: 3 }), "{second_events:?}");

@@ -51,16 +51,10 @@ fn names_in(dir: &Path) -> Vec<OsString> {
     names
 }
 
-async fn jobs(server: &TestServer, token: &str) -> Vec<Value> {
-    let (status, page) = server.get("/jobs?sort=fileName&order=asc", Some(token)).await;
-    assert_eq!(status, 200, "{page}");
-    page["items"].as_array().cloned().unwrap_or_default()
-}
-
 async fn wait_ended(server: &TestServer, token: &str, n: usize) -> Vec<Value> {
     let deadline = Instant::now() + Duration::from_secs(240);
     loop {
-        let jobs = jobs(server, token).await;
+        let jobs = server.jobs(token).await;
         let ended = jobs
             .iter()
             .all(|j| ["COMPLETED", "FAILED", "SKIPPED", "CANCELLED"].contains(&j["status"].as_str().unwrap_or("")));
@@ -84,11 +78,7 @@ async fn long_and_latin1_names_are_encoded_and_replaced(test_db: TestDb) {
         assert_eq!(codec_of(path), "h264");
     }
     let sizes: Vec<u64> = [&long, &latin1].iter().map(|p| std::fs::metadata(p).unwrap().len()).collect();
-    let body =
-        json!({"name": "films", "paths": [dir.path()], "encoder": "libx265", "quality": 30, "preset": "ultrafast"});
-    let (status, library) = server.post("/libraries", Some(&token), &body).await;
-    assert_eq!(status, 201, "{library}");
-    let library = library["id"].as_i64().unwrap();
+    let library = server.library_with(&token, dir.path(), json!({"watch": true})).await;
     let (status, report) = server.post(&format!("/libraries/{library}/scan"), Some(&token), &json!({})).await;
     assert_eq!(status, 200, "{report}");
 
@@ -126,7 +116,7 @@ async fn long_and_latin1_names_are_encoded_and_replaced(test_db: TestDb) {
     let (status, report) = server.post(&format!("/libraries/{library}/scan"), Some(&token), &json!({})).await;
     assert_eq!(status, 200, "{report}");
     assert_eq!((report["found"].as_u64(), report["queued"].as_u64()), (Some(2), Some(0)), "{report}");
-    assert_eq!(jobs(&server, &token).await.len(), 2);
+    assert_eq!(server.jobs(&token).await.len(), 2);
     server.finish().await;
 }
 
@@ -156,7 +146,7 @@ mod a_shortened_partial_folder_belongs_to_its_live_job {
 
     use super::long_name;
     use crate::both_backends;
-    use crate::lifecycle::library;
+    use crate::common::runtime::library;
 
     both_backends!(by_the_sweep, |db: DatabaseConnection| async move {
         // LIKE's wildcards in the folder's name match nothing they should not.

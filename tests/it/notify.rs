@@ -235,10 +235,8 @@ async fn every_kind_of_target_hears_of_a_completed_and_a_failed_job() {
     let dir = tempfile::tempdir().unwrap();
     clips::h264(dir.path(), "a.mkv", "320x240", 1);
     std::fs::write(dir.path().join("b.mkv"), vec![0x1a; 50_000]).unwrap();
-    let body = json!({"name": "films", "paths": [dir.path()], "encoder": "libx265", "quality": 30, "preset": "ultrafast", "watch": false});
-    let (status, library) = server.post("/libraries", Some(&admin), &body).await;
-    assert_eq!(status, 201, "{library}");
-    server.post(&format!("/libraries/{}/scan", library["id"]), Some(&admin), &json!({})).await;
+    let library = server.library(&admin, dir.path()).await;
+    server.post(&format!("/libraries/{library}/scan"), Some(&admin), &json!({})).await;
 
     let each = ["/hook", "/discord/", "/ntfy/", "/gotify/", "/apprise/"];
     let deadline = Instant::now() + Duration::from_secs(240);
@@ -329,7 +327,7 @@ async fn every_kind_of_target_hears_of_a_completed_and_a_failed_job() {
 async fn a_receiver_that_is_down_gets_its_message_once_back_across_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let (db, source) = crate::isolation::library_with_clip(dir.path(), 1).await;
+    let (db, source) = crate::common::server::library_with_clip(dir.path(), 1).await;
     // A port nobody listens on, until the receiver starts there.
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let target = condense::repo::notifications::create(
@@ -391,16 +389,14 @@ async fn a_library_on_a_disk_above_90_percent_is_reported() {
     let dir = tempfile::tempdir().unwrap();
     let media = dir.path().join("media");
     let room: u64 = 4 << 20;
-    let Some(_mount) = crate::faults::Tmpfs::mount(&media, room) else {
+    let Some(_mount) = crate::common::tmpfs::Tmpfs::mount(&media, room) else {
         println!("SKIPPED notify::a_library_on_a_disk_above_90_percent_is_reported: cannot mount a tmpfs here");
         return;
     };
     std::fs::write(media.join("filler.bin"), vec![0u8; usize::try_from(room * 95 / 100).unwrap()]).unwrap();
     let data = dir.path().join("data");
-    assert!(command(&data).arg("migrate").status().unwrap().success());
-    let db =
-        condense::repo::connect(&format!("sqlite://{}?mode=rw", data.join("condense.db").display())).await.unwrap();
-    condense::repo::libraries::create(&db, crate::lifecycle::library(&media, false)).await.unwrap();
+    let db = crate::common::server::migrated(&data).await;
+    condense::repo::libraries::create(&db, crate::common::runtime::library(&media, false)).await.unwrap();
     let receiver = Receiver::start(std::net::TcpListener::bind("127.0.0.1:0").unwrap());
     condense::repo::notifications::create(
         &db,
@@ -462,10 +458,8 @@ async fn a_replace_is_told_to_plex_jellyfin_emby_sonarr_and_radarr_by_the_mapped
     let (_, targets) = server.get("/notifications", Some(&admin)).await;
     assert_eq!(targets, json!([]));
 
-    let body = json!({"name": "films", "paths": [dir.path()], "encoder": "libx265", "quality": 30, "preset": "ultrafast", "watch": false});
-    let (status, library) = server.post("/libraries", Some(&admin), &body).await;
-    assert_eq!(status, 201, "{library}");
-    server.post(&format!("/libraries/{}/scan", library["id"]), Some(&admin), &json!({})).await;
+    let library = server.library(&admin, dir.path()).await;
+    server.post(&format!("/libraries/{library}/scan"), Some(&admin), &json!({})).await;
 
     let told = |prefix: &str, path: &str| receiver.seen(prefix).iter().any(|s| s.path == path);
     let deadline = Instant::now() + Duration::from_secs(240);
@@ -571,15 +565,8 @@ async fn a_change_of_health_is_written_once_it_holds() {
     let mut watch = condense::domain::notify::HealthWatch::default();
     assert!(!look_at_health(&db, &mut watch, calm).await.unwrap());
     let facts = |name: &str, role: NodeRole| condense::repo::nodes::NodeFacts {
-        name: name.into(),
-        role,
-        address: format!("{name}.lan"),
-        gpu: None,
-        cores: 2,
         memory_total: 8 << 30,
-        max_jobs: 1,
-        encoders: vec!["libx265".into()],
-        decoders: vec![],
+        ..crate::common::rows::node(name, role)
     };
     condense::repo::nodes::upsert(&db, facts("main", NodeRole::Main)).await.unwrap();
     let far = condense::repo::nodes::upsert(&db, facts("far", NodeRole::Linked)).await.unwrap();

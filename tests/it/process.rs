@@ -5,15 +5,9 @@ use std::time::Duration;
 
 use condense::domain::job::JobStatus;
 
+use crate::common::cluster::{self, call};
 use crate::common::db::{drop_schema, TestDb};
 use crate::common::server::{command, ServerProcess};
-
-async fn get_json(url: &str) -> (u16, serde_json::Value) {
-    let mut response = awc::Client::default().get(url).send().await.unwrap();
-    let status = response.status().as_u16();
-    let body = response.body().await.unwrap();
-    (status, serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null))
-}
 
 fn password_lines(lines: &[String]) -> Vec<&String> {
     lines.iter().filter(|l| l.contains("with password:")).collect()
@@ -25,17 +19,17 @@ async fn first_start_on_sqlite_serves_health_and_prints_the_password_once() {
     let data = dir.path().join("data");
     let mut server = ServerProcess::start(command(&data));
 
-    let (status, body) = get_json(&format!("{}/healthz", server.api)).await;
+    let (status, body) = call("GET", &format!("{}/healthz", server.api), None, None).await;
     assert_eq!(status, 200, "{body}");
     // Without a token, the status alone: no version, node name or database to map.
     assert_eq!(body, serde_json::json!({"status": "ok"}));
-    let (status, _) = get_json(&format!("{}/api/healthz", server.api)).await;
+    let (status, _) = call("GET", &format!("{}/api/healthz", server.api), None, None).await;
     assert_eq!(status, 200);
-    let (status, body) = get_json(&format!("{}/no/such/route", server.api)).await;
+    let (status, body) = call("GET", &format!("{}/no/such/route", server.api), None, None).await;
     assert_eq!(status, 404);
     assert_eq!(body["error"]["code"], "not_found");
     // The web interface listener answers too, with the API under /api.
-    let (status, _) = get_json(&format!("{}/api/healthz", server.ui)).await;
+    let (status, _) = call("GET", &format!("{}/api/healthz", server.ui), None, None).await;
     assert_eq!(status, 200);
     let mut page = awc::Client::default().get(&server.ui).send().await.unwrap();
     assert_eq!(page.status().as_u16(), 200);
@@ -62,7 +56,7 @@ async fn first_start_on_sqlite_serves_health_and_prints_the_password_once() {
 
     // Second start: same database, no new password.
     let mut again = ServerProcess::start(command(&data));
-    let (status, _) = get_json(&format!("{}/healthz", again.api)).await;
+    let (status, _) = call("GET", &format!("{}/healthz", again.api), None, None).await;
     assert_eq!(status, 200);
     assert!(again.signal_and_wait(libc::SIGINT).success());
     assert!(password_lines(&again.output()).is_empty(), "{:#?}", again.output());
@@ -128,7 +122,7 @@ async fn frontend_dir_overrides_the_built_in_dashboard() {
     assert_eq!((status, script.as_slice()), (200, b"console.log('own');".as_slice()));
     assert!(content_type.contains("javascript"), "{content_type}");
     // The API is still under /api on the same listener.
-    let (status, _) = get_json(&format!("{}/api/healthz", server.ui)).await;
+    let (status, _) = call("GET", &format!("{}/api/healthz", server.ui), None, None).await;
     assert_eq!(status, 200);
 }
 
@@ -206,28 +200,18 @@ async fn serves_on_postgres() {
     };
     let dir = tempfile::tempdir().unwrap();
     let mut cmd = command(dir.path());
-    cmd.env("DATABASE_URL", &url).env("ADMIN_PASSWORD", "a long password");
+    cmd.env("DATABASE_URL", &url).env("ADMIN_PASSWORD", cluster::PASSWORD);
     let mut server = ServerProcess::start(cmd);
-    let (status, body) = get_json(&format!("{}/healthz", server.api)).await;
+    let (status, body) = call("GET", &format!("{}/healthz", server.api), None, None).await;
     assert_eq!(status, 200, "{body}");
     // The main node keeps its own facts fresh, as linked nodes do with heartbeats.
-    let mut login = awc::Client::default()
-        .post(format!("{}/auth/login", server.api))
-        .send_json(&serde_json::json!({"username": "admin", "password": "a long password"}))
-        .await
-        .unwrap();
-    let token: serde_json::Value = login.json().await.unwrap();
-    let token = token["token"].as_str().unwrap().to_string();
+    let token = cluster::login(&server).await;
     // With a token, the details.
-    let mut health =
-        awc::Client::default().get(format!("{}/healthz", server.api)).bearer_auth(&token).send().await.unwrap();
-    let health: serde_json::Value = health.json().await.unwrap();
+    let (_, health) = call("GET", &format!("{}/healthz", server.api), Some(&token), None).await;
     assert_eq!((&health["database"], &health["role"]), (&serde_json::json!("postgres"), &serde_json::json!("main")));
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     loop {
-        let mut res =
-            awc::Client::default().get(format!("{}/api/nodes", server.api)).bearer_auth(&token).send().await.unwrap();
-        let nodes: serde_json::Value = res.json().await.unwrap();
+        let (_, nodes) = call("GET", &format!("{}/api/nodes", server.api), Some(&token), None).await;
         // ONLINE or, on a loaded machine, DEGRADED: either way a status from a fresh reading.
         let fresh = matches!(nodes[0]["status"].as_str(), Some("ONLINE" | "DEGRADED"));
         if nodes[0]["memoryUsed"].as_i64().unwrap_or(0) > 0 && fresh {
@@ -241,7 +225,7 @@ async fn serves_on_postgres() {
     // The migrations ran in PostgreSQL: the admin user is there.
     let db = condense::repo::connect(&url).await.unwrap();
     let user = condense::repo::users::find(&db, "admin").await.unwrap().unwrap();
-    assert!(condense::security::verify_password("a long password", &user.password_hash));
+    assert!(condense::security::verify_password(cluster::PASSWORD, &user.password_hash));
     db.close().await.unwrap();
     drop_schema(&admin, &schema).await;
 }
@@ -273,31 +257,17 @@ async fn user_commands_create_and_reset_passwords() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("not found"));
 
-    let url = format!("sqlite://{}?mode=rw", dir.path().join("condense.db").display());
-    let db = condense::repo::connect(&url).await.unwrap();
+    let db = crate::common::server::database_of(dir.path()).await;
     let alice = condense::repo::users::find(&db, "alice").await.unwrap().unwrap();
     assert!(condense::security::verify_password(&generated, &alice.password_hash));
     assert!(!condense::security::verify_password("first password", &alice.password_hash));
     assert!(condense::repo::users::find(&db, "bob").await.unwrap().is_none());
 }
 
-/// Processes running `condense-media transcode` from this build for the node whose DATA_DIR is
-/// `data` (other tests run at the same time).
+/// Processes running `condense-media transcode` for the node whose DATA_DIR is `data` (other
+/// tests run at the same time).
 fn transcoder_children(data: &std::path::Path) -> usize {
-    let me = std::fs::canonicalize(crate::common::server::media_binary()).unwrap();
-    let marker = format!("DATA_DIR={}", data.display());
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(std::result::Result::ok)
-        .filter(|e| e.file_name().to_string_lossy().chars().all(|c| c.is_ascii_digit()))
-        .filter(|e| {
-            let exe = std::fs::read_link(e.path().join("exe")).ok();
-            let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
-            let environ = std::fs::read(e.path().join("environ")).unwrap_or_default();
-            let ours = environ.split(|b| *b == 0).any(|v| v == marker.as_bytes());
-            ours && exe.as_deref() == Some(me.as_path()) && cmd.split(|b| *b == 0).any(|a| a == b"transcode")
-        })
-        .count()
+    crate::common::server::media_children(data, crate::common::server::Nodes::At, b"transcode").len()
 }
 
 #[actix_web::test]
@@ -306,14 +276,8 @@ async fn kill_9_of_the_server_mid_encode_then_restart_completes_the_job() {
     use std::sync::Arc;
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let media = dir.path().join("media");
-    std::fs::create_dir_all(&media).unwrap();
-    let source = crate::common::media::h264(&media, "movie.mkv", "320x240", 8);
+    let (db, source) = crate::common::server::library_with_clip(dir.path(), 8).await;
     let original = std::fs::read(&source).unwrap();
-    assert!(command(&data).arg("migrate").status().unwrap().success());
-    let url = format!("sqlite://{}?mode=rw", data.join("condense.db").display());
-    let db = condense::repo::connect(&url).await.unwrap();
-    condense::repo::libraries::create(&db, crate::lifecycle::library(&media, false)).await.unwrap();
 
     // Watch the original's path for the whole test: it must never be missing.
     let stop = Arc::new(AtomicBool::new(false));
@@ -441,7 +405,7 @@ async fn the_server_binary_does_not_link_ffmpeg() {
 
     let dir = tempfile::tempdir().unwrap();
     let mut server = ServerProcess::start(command(&dir.path().join("data")));
-    let (status, _) = get_json(&format!("{}/healthz", server.api)).await;
+    let (status, _) = call("GET", &format!("{}/healthz", server.api), None, None).await;
     assert_eq!(status, 200);
     let maps = std::fs::read_to_string(format!("/proc/{}/maps", server.child.id())).unwrap();
     for lib in ["libavcodec", "libavformat", "libavutil", "libswscale", "libx265"] {

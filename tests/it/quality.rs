@@ -127,23 +127,6 @@ fn condense_scores_within_one_point_of_the_independent_libvmaf_also_at_another_s
     assert!(refused.message.contains("more frames"), "{refused:?}");
 }
 
-/// The one job of a fresh server, once it is in one of `statuses`.
-pub(crate) async fn the_job_once(server: &TestServer, token: &str, statuses: &[&str]) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let (_, page) = server.get("/jobs", Some(token)).await;
-        if let Some(id) = page["items"][0]["id"].as_i64() {
-            let (_, job) = server.get(&format!("/jobs/{id}"), Some(token)).await;
-            if statuses.iter().any(|s| job["status"] == *s) {
-                return job;
-            }
-            assert!(Instant::now() < deadline, "never {statuses:?}: {job}");
-        }
-        assert!(Instant::now() < deadline, "no job");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 #[actix_web::test]
 async fn an_encode_that_would_not_be_smaller_stops_early_and_is_skipped_with_the_original_untouched() {
     // 10 ms a frame: the encode of 300 frames takes seconds, so the abort (judged every
@@ -155,12 +138,10 @@ async fn an_encode_that_would_not_be_smaller_stops_early_and_is_skipped_with_the
     let source = dir.path().join("efficient.mkv");
     crate::common::media::efficient(&source, "320x240", 12);
     let before = sha(&source);
-    let body = json!({"name": "m", "paths": [dir.path()], "encoder": "libx265", "quality": 0, "preset": "ultrafast", "watch": false});
-    let (status, library) = server.post("/libraries", Some(&token), &body).await;
-    assert_eq!(status, 201, "{library}");
-    server.post(&format!("/libraries/{}/scan", library["id"]), Some(&token), &json!({})).await;
+    let library = server.library_with(&token, dir.path(), json!({"quality": 0})).await;
+    server.post(&format!("/libraries/{library}/scan"), Some(&token), &json!({})).await;
 
-    let job = the_job_once(&server, &token, &["SKIPPED", "COMPLETED", "FAILED"]).await;
+    let job = server.the_job_once(&token, &["SKIPPED", "COMPLETED", "FAILED"]).await;
     assert_eq!(job["status"], "SKIPPED", "{job:#}");
     let reason = job["skipReason"].as_str().unwrap_or_default();
     assert!(reason.starts_with("output would not be smaller (projected at "), "{job:#}");
@@ -179,7 +160,7 @@ async fn an_encode_that_would_not_be_smaller_stops_early_and_is_skipped_with_the
     let id = job["id"].as_i64().unwrap();
     let (status, forced) = server.post(&format!("/jobs/{id}/force"), Some(&token), &json!({})).await;
     assert_eq!((status, &forced["skipReason"]), (200, &Value::Null), "{forced}");
-    let again = the_job_once(&server, &token, &["SKIPPED", "COMPLETED", "FAILED"]).await;
+    let again = server.the_job_once(&token, &["SKIPPED", "COMPLETED", "FAILED"]).await;
     assert_eq!(again["status"], "SKIPPED", "{again:#}");
     assert_eq!(sha(&source), before);
     server.finish().await;
@@ -209,7 +190,7 @@ async fn a_vmaf_library_encodes_at_the_searched_crf_and_its_output_meets_the_tar
     std::fs::copy(&clip, &original).unwrap();
     vmaf_library(&server, &token, &media, 80).await;
 
-    let job = the_job_once(&server, &token, &["COMPLETED", "SKIPPED", "FAILED"]).await;
+    let job = server.the_job_once(&token, &["COMPLETED", "SKIPPED", "FAILED"]).await;
     assert_eq!(job["status"], "COMPLETED", "{job:#}");
     // The search chose a CRF other than the library's starting 28 (this clip scores about
     // 90 there), and predicted the size.
@@ -245,7 +226,7 @@ async fn a_file_that_cannot_save_20_percent_at_the_target_is_skipped_before_any_
     let before = sha(&source);
     vmaf_library(&server, &token, dir.path(), 80).await;
 
-    let job = the_job_once(&server, &token, &["SKIPPED", "COMPLETED", "FAILED"]).await;
+    let job = server.the_job_once(&token, &["SKIPPED", "COMPLETED", "FAILED"]).await;
     assert_eq!(job["status"], "SKIPPED", "{job:#}");
     let reason = job["skipReason"].as_str().unwrap_or_default();
     assert!(reason.starts_with("would"), "{job:#}");
@@ -343,9 +324,7 @@ async fn a_forecast_predicts_each_file_without_encoding_or_touching_anything_and
     let big = h264(dir.path(), "big.mkv", "640x360", 4);
     let hevc = crate::common::media::hevc(dir.path(), "already.mkv");
     let before = (sha(&big), sha(&hevc));
-    let body = json!({"name": "f", "paths": [dir.path()], "encoder": "libx265", "quality": 28, "preset": "ultrafast", "watch": false});
-    let (_, library) = server.post("/libraries", Some(&token), &body).await;
-    let id = library["id"].as_i64().unwrap();
+    let id = server.library_with(&token, dir.path(), json!({"quality": 28})).await;
     let (status, missing) = server.get(&format!("/libraries/{id}/forecast"), Some(&token)).await;
     assert_eq!(status, 404, "{missing}");
     server.post(&format!("/libraries/{id}/scan"), Some(&token), &json!({})).await;
@@ -425,7 +404,11 @@ async fn a_forecast_covers_every_file_of_a_library_past_one_page_of_jobs() {
     // More jobs than one page of the job list holds (500).
     for n in 0..501 {
         let path = dir.path().join(format!("f{n:03}.mkv")).display().to_string();
-        let job = crate::repo::new_job(i32::try_from(id).unwrap(), &path, condense::domain::job::JobStatus::Queued);
+        let job = crate::common::rows::new_job(
+            Some(i32::try_from(id).unwrap()),
+            &path,
+            condense::domain::job::JobStatus::Queued,
+        );
         condense::repo::jobs::insert(server.db(), job).await.unwrap();
     }
     let (status, started) = server.post(&format!("/libraries/{id}/forecast"), Some(&token), &json!({})).await;

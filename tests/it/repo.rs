@@ -13,6 +13,7 @@ use condense::repo::{self, RepoError};
 use sea_orm::DatabaseConnection;
 
 use crate::both_backends;
+use crate::common::rows::new_job;
 
 fn library(name: &str) -> NewLibrary {
     NewLibrary {
@@ -32,17 +33,7 @@ fn library(name: &str) -> NewLibrary {
 }
 
 fn main_node(name: &str) -> NodeFacts {
-    NodeFacts {
-        name: name.into(),
-        role: NodeRole::Main,
-        address: "10.0.0.1".into(),
-        gpu: None,
-        cores: 2,
-        memory_total: 1 << 30,
-        max_jobs: 1,
-        encoders: vec!["libx265".into()],
-        decoders: vec![],
-    }
+    NodeFacts { address: "10.0.0.1".into(), ..crate::common::rows::node(name, NodeRole::Main) }
 }
 
 /// What the state machine makes of `event` for a job in `from` (no retries, crashes, force).
@@ -54,20 +45,6 @@ fn outcome(from: JobStatus, event: JobEvent) -> Outcome {
 /// The state machine's `event` on a job in `from`, with `change` and a history entry `kind`.
 fn step(from: JobStatus, event: JobEvent, change: JobChange, kind: &str) -> StatusChange {
     StatusChange { outcome: outcome(from, event), change, failure_detail: None, event: NewEvent::new(kind) }
-}
-
-pub(crate) fn new_job(library_id: i32, path: &str, status: JobStatus) -> NewJob {
-    NewJob {
-        library_id: Some(library_id),
-        file_path: path.to_string(),
-        file_name: path.rsplit('/').next().unwrap().to_string(),
-        status,
-        target_codec: "hevc".into(),
-        source_size: 1000,
-        source_mtime_ns: Some(1),
-        source_inode: Some(2),
-        forced: false,
-    }
 }
 
 both_backends!(migrations_are_idempotent, |db: DatabaseConnection| async move {
@@ -102,7 +79,7 @@ both_backends!(libraries_crud, |db: DatabaseConnection| async move {
     assert_eq!(names, ["movies", "shows"]);
 
     // Deleting a library removes its jobs and their events.
-    let job = repo::jobs::insert(&db, new_job(shows.id, "/media/shows/a.mkv", JobStatus::Pending)).await.unwrap();
+    let job = repo::jobs::insert(&db, new_job(Some(shows.id), "/media/shows/a.mkv", JobStatus::Pending)).await.unwrap();
     repo::libraries::delete(&db, shows.id).await.unwrap();
     assert!(matches!(repo::jobs::get(&db, job.id).await, Err(RepoError::NotFound(_))));
     assert!(repo::events::list(&db, job.id).await.unwrap().is_empty());
@@ -112,10 +89,10 @@ both_backends!(libraries_crud, |db: DatabaseConnection| async move {
 
 both_backends!(job_status_changes_are_checked_and_recorded, |db: DatabaseConnection| async move {
     let lib = repo::libraries::create(&db, library("movies")).await.unwrap();
-    let job = repo::jobs::insert(&db, new_job(lib.id, "/media/movies/a.mp4", JobStatus::Pending)).await.unwrap();
+    let job = repo::jobs::insert(&db, new_job(Some(lib.id), "/media/movies/a.mp4", JobStatus::Pending)).await.unwrap();
     assert_eq!(job.status, JobStatus::Pending);
     assert!(matches!(
-        repo::jobs::insert(&db, new_job(lib.id, "/media/movies/a.mp4", JobStatus::Pending)).await,
+        repo::jobs::insert(&db, new_job(Some(lib.id), "/media/movies/a.mp4", JobStatus::Pending)).await,
         Err(RepoError::Conflict(_))
     ));
 
@@ -180,9 +157,9 @@ both_backends!(job_listing_filters_sorts_and_pages, |db: DatabaseConnection| asy
     for i in 0..7 {
         let status = if i % 2 == 0 { JobStatus::Queued } else { JobStatus::Completed };
         let lib = if i < 5 { a.id } else { b.id };
-        repo::jobs::insert(&db, new_job(lib, &format!("/m/Clip_{i}.mkv"), status)).await.unwrap();
+        repo::jobs::insert(&db, new_job(Some(lib), &format!("/m/Clip_{i}.mkv"), status)).await.unwrap();
     }
-    repo::jobs::insert(&db, new_job(a.id, "/m/100%_done.mkv", JobStatus::Failed)).await.unwrap();
+    repo::jobs::insert(&db, new_job(Some(a.id), "/m/100%_done.mkv", JobStatus::Failed)).await.unwrap();
 
     let all = repo::jobs::list(&db, &JobQuery::default()).await.unwrap();
     assert_eq!((all.total, all.items.len(), all.page, all.page_size), (8, 8, 1, 50));
@@ -284,7 +261,7 @@ both_backends!(nodes_upsert_status_and_heartbeat, |db: DatabaseConnection| async
 
 both_backends!(a_stale_lease_changes_nothing, |db: DatabaseConnection| async move {
     let lib = repo::libraries::create(&db, library("leases")).await.unwrap();
-    let job = repo::jobs::insert(&db, new_job(lib.id, "/media/leases/a.mkv", JobStatus::Queued)).await.unwrap();
+    let job = repo::jobs::insert(&db, new_job(Some(lib.id), "/media/leases/a.mkv", JobStatus::Queued)).await.unwrap();
     let assignment =
         Assignment { node_id: 1, node_name: "n1".into(), lease_id: "current".into(), started_at: chrono::Utc::now() };
     let start = JobChange { assignment: Some(assignment), ..Default::default() };
@@ -344,8 +321,10 @@ async fn migrate_over(db: &DatabaseConnection, old_rows: &[String]) -> Result<()
 
 both_backends!(older_spellings_are_converted_to_the_typed_columns, |db: DatabaseConnection| async move {
     let lib = repo::libraries::create(&db, library("old")).await.unwrap();
-    let done = repo::jobs::insert(&db, new_job(lib.id, "/media/old/done.mkv", JobStatus::Completed)).await.unwrap();
-    let waiting = repo::jobs::insert(&db, new_job(lib.id, "/media/old/waiting.mkv", JobStatus::Queued)).await.unwrap();
+    let done =
+        repo::jobs::insert(&db, new_job(Some(lib.id), "/media/old/done.mkv", JobStatus::Completed)).await.unwrap();
+    let waiting =
+        repo::jobs::insert(&db, new_job(Some(lib.id), "/media/old/waiting.mkv", JobStatus::Queued)).await.unwrap();
     let node = repo::nodes::upsert(&db, main_node("main")).await.unwrap();
     let key = NewLicense { key: "k".into(), tier: Tier::Pro, licensee: "Ada".into(), expires_at: None };
     repo::licenses::install(&db, key).await.unwrap();
@@ -381,7 +360,7 @@ both_backends!(older_spellings_are_converted_to_the_typed_columns, |db: Database
 
 both_backends!(a_value_that_names_nothing_stops_the_migration, |db: DatabaseConnection| async move {
     let lib = repo::libraries::create(&db, library("odd")).await.unwrap();
-    let job = repo::jobs::insert(&db, new_job(lib.id, "/media/odd/a.mkv", JobStatus::Queued)).await.unwrap();
+    let job = repo::jobs::insert(&db, new_job(Some(lib.id), "/media/odd/a.mkv", JobStatus::Queued)).await.unwrap();
     let old_rows = [
         format!("UPDATE jobs SET status = 'DONE', stage = 'encoding' WHERE id = {}", job.id),
         "UPDATE job_events SET to_status = 'WAITING'".to_string(),
@@ -419,7 +398,7 @@ both_backends!(a_scan_after_a_cut_short_swap_keeps_the_job_and_its_output, |db: 
     let source = media.join("c.avi").display().to_string();
     let job = repo::jobs::insert(
         &db,
-        NewJob { source_inode: Some(inode), ..new_job(library.id, &source, JobStatus::Queued) },
+        NewJob { source_inode: Some(inode), ..new_job(Some(library.id), &source, JobStatus::Queued) },
     )
     .await
     .unwrap();
@@ -446,7 +425,7 @@ both_backends!(completions_at_the_same_moment_are_all_recorded, |db: DatabaseCon
     let mut ids = Vec::new();
     for n in 0..16 {
         let path = format!("/media/movies/{n}.mkv");
-        ids.push(repo::jobs::insert(&db, new_job(lib.id, &path, JobStatus::Encoding)).await.unwrap().id);
+        ids.push(repo::jobs::insert(&db, new_job(Some(lib.id), &path, JobStatus::Encoding)).await.unwrap().id);
     }
     let complete = |id: i32| {
         let db = db.clone();
@@ -513,9 +492,9 @@ both_backends!(the_kept_counts_are_what_counting_the_rows_gives, |db: DatabaseCo
         assert_eq!(page.total, kept.get(&JobStatus::Queued).copied().unwrap_or(0));
     };
     same(db.clone()).await;
-    let a = repo::jobs::insert(&db, new_job(lib.id, "/media/movies/a.mkv", JobStatus::Pending)).await.unwrap();
-    repo::jobs::insert(&db, new_job(lib.id, "/media/movies/b.mkv", JobStatus::Queued)).await.unwrap();
-    repo::jobs::insert(&db, new_job(other.id, "/media/shows/c.mkv", JobStatus::Encoding)).await.unwrap();
+    let a = repo::jobs::insert(&db, new_job(Some(lib.id), "/media/movies/a.mkv", JobStatus::Pending)).await.unwrap();
+    repo::jobs::insert(&db, new_job(Some(lib.id), "/media/movies/b.mkv", JobStatus::Queued)).await.unwrap();
+    repo::jobs::insert(&db, new_job(Some(other.id), "/media/shows/c.mkv", JobStatus::Encoding)).await.unwrap();
     same(db.clone()).await;
     let queue = step(JobStatus::Pending, JobEvent::Queue, JobChange::default(), "queued");
     repo::jobs::change_status(&db, a.id, JobStatus::Pending, queue).await.unwrap();
@@ -678,7 +657,7 @@ both_backends!(cursor_pages_list_every_row_once_in_every_order, |db: DatabaseCon
         .iter()
         .map(|j| j.id)
         .collect();
-    repo::jobs::insert(&db, new_job(movies, "/media/x/new.mkv", JobStatus::Queued)).await.unwrap();
+    repo::jobs::insert(&db, new_job(Some(movies), "/media/x/new.mkv", JobStatus::Queued)).await.unwrap();
     let cursor = repo::jobs::Cursor::decode(first.next_cursor.as_deref().unwrap()).unwrap();
     let rest =
         repo::jobs::list(&db, &JobQuery { page_size: 500, after: Some(cursor), ..Default::default() }).await.unwrap();

@@ -56,10 +56,8 @@ async fn a_closing_window_stops_an_encode_at_a_segment_and_the_next_opening_cont
     let dir = tempfile::tempdir().unwrap();
     let source = clips::h264(dir.path(), "a.mkv", "320x240", 12);
     let frames = shim::video_frames(&source);
-    let body = json!({"name": "films", "paths": [dir.path()], "encoder": "libx265", "quality": 30, "preset": "ultrafast", "watch": false});
-    let (status, library) = server.post("/libraries", Some(&admin), &body).await;
-    assert_eq!(status, 201, "{library}");
-    server.post(&format!("/libraries/{}/scan", library["id"]), Some(&admin), &json!({})).await;
+    let library = server.library(&admin, dir.path()).await;
+    server.post(&format!("/libraries/{library}/scan"), Some(&admin), &json!({})).await;
     let running = wait_job(&server, &admin, "some segments encoded", Duration::from_secs(120), |j| {
         j["status"] == "ENCODING" && j["progress"].as_f64().unwrap_or(0.0) >= 15.0
     })

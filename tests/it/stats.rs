@@ -17,9 +17,7 @@ use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, Set};
 use serde_json::{json, Value};
 
 use crate::api_test_on_both_databases;
-use crate::common::api::TestServer;
-
-const PREFIXES: [&str; 2] = ["", "/api"];
+use crate::common::api::{TestServer, PREFIXES};
 
 const NEW_ENDPOINTS: [&str; 9] = [
     "/queue/stats",
@@ -303,15 +301,10 @@ async fn health_follows_stuck_jobs_and_nodes(server: &TestServer) {
     assert_eq!(body["overall"], "CRITICAL");
 
     let facts = |name: &str, role| repo::nodes::NodeFacts {
-        name: name.into(),
-        role,
         address: name.into(),
-        gpu: None,
         cores: 4,
-        memory_total: 1 << 30,
-        max_jobs: 1,
         encoders: vec![],
-        decoders: vec![],
+        ..crate::common::rows::node(name, role)
     };
     let worker = repo::nodes::upsert(server.db(), facts("worker", NodeRole::Linked)).await.unwrap();
     repo::nodes::set_status(server.db(), worker.id, NodeStatus::Offline, None).await.unwrap();
@@ -649,15 +642,10 @@ async fn prometheus_metrics(server: &TestServer) {
     let odd = repo::nodes::upsert(
         server.db(),
         repo::nodes::NodeFacts {
-            name: "edge \"1\"\\x".into(),
-            role: NodeRole::Linked,
             address: "edge".into(),
-            gpu: None,
-            cores: 2,
             memory_total: 1,
-            max_jobs: 1,
             encoders: vec![],
-            decoders: vec![],
+            ..crate::common::rows::node("edge \"1\"\\x", NodeRole::Linked)
         },
     )
     .await

@@ -1,13 +1,12 @@
 import type { ComponentChildren } from 'preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { errorMessage } from '../api';
-import { Alert, Badge, EtaText, JobActionButtons, Loading, ProgressBar, SegmentStrip } from '../components';
+import { Alert, Badge, EtaText, JobActionButtons, Loading, PriorityControl, ProgressBar, SegmentStrip } from '../components';
 import { DASH, formatBytes, formatDateTime, formatFps, formatPercent, titleCase } from '../format';
-import { useLiveMessages, useResource, useRole } from '../hooks';
+import { useLiveMessages, useResource } from '../hooks';
 import { isTerminal, mergeLive } from '../jobs';
 import { routeHref } from '../router';
 import { withLiveSegments } from '../segments';
-import { allows, api } from '../session';
+import { api } from '../session';
 import type { Job, JobDetail as JobDetailData } from '../types';
 
 export function JobDetail({ id }: { id: number }) {
@@ -68,7 +67,7 @@ export function JobDetail({ id }: { id: number }) {
             )}
             {data.status === 'SKIPPED' && data.skipReason && <p class="muted">Skipped: {data.skipReason}</p>}
             <JobFacts job={data} />
-            {data.status === 'QUEUED' && <PriorityControl job={data} onChanged={changed} onError={setError} />}
+            <PriorityControl job={data} onChanged={changed} onError={setError} />
           </section>
           {segments.length > 0 && (
             <section class="card" aria-labelledby="segments-title">
@@ -152,33 +151,5 @@ function JobFacts({ job }: { job: JobDetailData }) {
         </div>
       ))}
     </dl>
-  );
-}
-
-/** Raise or lower a waiting job: QUEUED jobs run highest priority first, then oldest. */
-function PriorityControl({ job, onChanged, onError }: { job: Job; onChanged: (job: Job) => void; onError: (message: string) => void }) {
-  const role = useRole();
-  const [busy, setBusy] = useState(false);
-  if (!allows(role, 'operator')) return null;
-  const set = async (priority: number) => {
-    setBusy(true);
-    try {
-      onChanged(await api.setPriority(job.id, priority));
-    } catch (err) {
-      onError(errorMessage(err));
-    } finally {
-      setBusy(false);
-    }
-  };
-  return (
-    <div class="actions" role="group" aria-label="Priority">
-      <span class="muted">Priority {job.priority}</span>
-      <button type="button" class="button button-small" disabled={busy || job.priority >= 10} onClick={() => void set(job.priority + 1)}>
-        Raise
-      </button>
-      <button type="button" class="button button-small" disabled={busy || job.priority <= -10} onClick={() => void set(job.priority - 1)}>
-        Lower
-      </button>
-    </div>
   );
 }

@@ -1,6 +1,6 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { errorMessage } from '../api';
-import { Alert, Badge, EtaText, JobActionButtons, Loading, Pagination, ProgressBar } from '../components';
+import { Alert, Badge, EtaText, JobActionButtons, Loading, Pagination, PriorityControl, ProgressBar } from '../components';
 import { formatBytes, formatRelative, titleCase } from '../format';
 import { useLiveMessages, useResource, useRole } from '../hooks';
 import { PAGE_SIZES, applyLiveMessage, filtersFromQuery, isTerminal, parseStatuses, type JobFilters } from '../jobs';
@@ -197,6 +197,7 @@ export function Jobs({ route }: { route: Route }) {
                   <th scope="col">File</th>
                   <th scope="col">Status</th>
                   <th scope="col">Progress</th>
+                  <th scope="col">Priority</th>
                   <th scope="col">Node</th>
                   <th scope="col">ETA</th>
                   <th scope="col">Saved</th>
@@ -223,6 +224,9 @@ export function Jobs({ route }: { route: Route }) {
                     </td>
                     <td data-label="Progress" class="cell-progress">
                       {job.status === 'PENDING' || job.status === 'SKIPPED' ? '—' : <ProgressBar job={job} />}
+                    </td>
+                    <td data-label="Priority">
+                      <PriorityControl job={job} compact onChanged={replaceJob} onError={setError} />
                     </td>
                     <td data-label="Node">{job.node ?? '—'}</td>
                     <td data-label="ETA">

@@ -15,7 +15,8 @@ import {
 } from '../encoders';
 import { formatRelative } from '../format';
 import { ForecastPanel } from './Forecast';
-import { useAction, useResource, useRole } from '../hooks';
+import type { FieldRule } from '../forms';
+import { useResource, useRole, useSave } from '../hooks';
 import { routeHref } from '../router';
 import { allows, api } from '../session';
 import type { Codec, Library, LibraryInput } from '../types';
@@ -225,6 +226,9 @@ function initialInput(library: Library | null, catalog: EncoderCatalog): Library
   return defaultInput(catalog);
 }
 
+/** The fields a server validation message may name (it begins with the field's name). */
+const LIBRARY_RULES: readonly FieldRule[] = ['name', 'paths', 'encoder', 'quality', 'preset', 'targetVmaf', 'maxSizePercent'].map((field) => ({ field }));
+
 function LibraryForm({
   library,
   catalog,
@@ -237,8 +241,11 @@ function LibraryForm({
   onCancel: () => void;
 }) {
   const [input, setInput] = useState<LibraryInput>(() => initialInput(library, catalog));
-  const [errors, setErrors] = useState<LibraryErrors>({});
-  const { busy, error, run } = useAction();
+  const [clientErrors, setErrors] = useState<LibraryErrors>({});
+  const { busy, errors: saveErrors, save } = useSave(LIBRARY_RULES);
+  const error = saveErrors.form;
+  // What the form finds itself first; what the server refused beside the field it names.
+  const errors: LibraryErrors = { ...saveErrors.fields, ...clientErrors };
   const offered = availableEncoders(catalog, input.targetCodec);
   // Keep an existing library's encoder visible even when no node runs it any more.
   const choices =
@@ -265,7 +272,7 @@ function LibraryForm({
     const found = validateLibrary(body, catalog, choices);
     setErrors(found);
     if (Object.keys(found).length > 0) return;
-    const result = await run(() => (library ? api.updateLibrary(library.id, body) : api.createLibrary(body)));
+    const result = await save(() => (library ? api.updateLibrary(library.id, body) : api.createLibrary(body)));
     if (result) onSaved(result);
   };
 

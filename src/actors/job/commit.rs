@@ -4,11 +4,9 @@
 
 use std::path::Path;
 
-use entities::job;
-
 use super::prepare::Prepared;
 use super::supervise::Encoded;
-use super::{join_error, Attempt};
+use super::{join_error, Attempt, Ended};
 use crate::actors::lifecycle::{EventContext, LifecycleError};
 use crate::domain::job::{JobEvent, Stage};
 use crate::domain::path_bytes::readable;
@@ -149,7 +147,11 @@ impl Attempt {
     }
 
     /// Completes a job whose replace swapped the files before a crash (see `recover`).
-    pub(super) async fn complete_swapped(&self, source: &Path, swapped: Swapped) -> Result<(), LifecycleError> {
+    pub(super) async fn complete_swapped<T: Ended>(
+        &self,
+        source: &Path,
+        swapped: Swapped,
+    ) -> Result<T, LifecycleError> {
         tracing::info!(job_id = self.job_id, "the replace had swapped the files before a restart; completing the job");
         let stage = JobChange { stage: Some(Stage::Transferring), ..Default::default() };
         self.apply(JobEvent::Analyzed { skip: false }, stage, self.ctx()).await?;
@@ -181,17 +183,6 @@ impl Attempt {
             }
         }
         self.apply(JobEvent::Complete, set, ctx).await?;
-        Ok(())
+        Ok(T::ended())
     }
-}
-
-/// A swap this job's last attempt recorded on its row (an output size, and the file at its
-/// path being the output the row names) before it removed its partial output and crashed
-/// short of completing: the job completes without encoding the output again.
-pub(super) fn swapped_on_record(job: &job::Model) -> Option<Swapped> {
-    let size = u64::try_from(job.output_size?).ok()?;
-    let target = final_path(&crate::repo::jobs::source_path(job), &job.target_codec);
-    let now = SourceIdentity::of(&target).ok()?;
-    let recorded = u64::try_from(job.source_inode?).ok()?;
-    (now.inode == recorded && now.size == size).then_some(Swapped { final_path: target, output_size: size })
 }

@@ -1,6 +1,6 @@
 //! A helper: one slot of this node encodes one planned span of a job that runs elsewhere
 //! (or in another slot here), under the span's own lease (`repo::segments`). It starts a
-//! `condense-media assist` child (`media::assist`), renews the lease with the child's progress,
+//! `condense-media helper` child (`media::helper`), renews the lease with the child's progress,
 //! stops it on pause, cancel, shutdown or a lost lease, and gives the span back (DONE, or
 //! QUEUED for the next taker) when the child ends. The job's own run takes in what it wrote.
 
@@ -10,13 +10,12 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use super::{JobCommand, NodeEnv, STOP_BOUND};
-use crate::media::assist::AssistRequest;
 use crate::media::child::{ChildEnd, Transcoder};
-use crate::media::encode::Event;
+use crate::media::event::Event;
+use crate::media::helper::HelperRequest;
 use crate::media::layout::partial_dir_for;
+use crate::repo::segments::SpanDone;
 
-/// How long a helper's lease on a span lasts without renewal.
-pub const SPAN_LEASE_SECONDS: i64 = 30;
 const RENEW_EVERY: Duration = Duration::from_secs(3);
 
 /// A span this node's helper works on, with its lease.
@@ -44,15 +43,15 @@ pub async fn run(env: Arc<NodeEnv>, helper: HelperRef, mut commands: mpsc::Unbou
     }
 }
 
-/// `Ok(Some((frames, bytes)))`: the span is encoded; `Ok(None)`: stopped or nothing to do.
+/// `Ok(Some(done))`: the span is encoded; `Ok(None)`: stopped or nothing to do.
 async fn help(
     env: &NodeEnv,
     helper: &HelperRef,
     commands: &mut mpsc::UnboundedReceiver<JobCommand>,
-) -> Result<Option<(u64, u64)>, String> {
+) -> Result<Option<SpanDone>, String> {
     let job = env.store.job(helper.job_id).await.map_err(|e| e.to_string())?;
     let threads = (env.cores / env.max_jobs.max(1)).max(1);
-    let request = AssistRequest {
+    let request = HelperRequest {
         partial_dir: partial_dir_for(&crate::repo::jobs::source_path(&job)),
         span: helper.span,
         threads,
@@ -60,7 +59,7 @@ async fn help(
     let mut child = Transcoder::spawn_helper(&env.transcoder, &request).await.map_err(|e| e.to_string())?;
     let mut renew = tokio::time::interval(RENEW_EVERY);
     let (mut frames, mut fps, mut bytes) = (0u64, 0.0f64, 0u64);
-    let mut finished: Option<(u64, u64)> = None;
+    let mut finished: Option<SpanDone> = None;
     let mut stop_by: Option<tokio::time::Instant> = None;
     let mut events_open = true;
     loop {
@@ -68,7 +67,9 @@ async fn help(
         tokio::select! {
             event = child.events.recv(), if events_open => match event {
                 Some(Event::Progress { frame, fps: f, size, .. }) => (frames, fps, bytes) = (frame, f, size),
-                Some(Event::Done { size, frames_encoded_this_run, .. }) => finished = Some((frames_encoded_this_run, size)),
+                Some(Event::Done { size, frames_encoded_this_run, .. }) => {
+                    finished = Some(SpanDone { frames: frames_encoded_this_run, bytes: size });
+                }
                 Some(Event::Nothing { reason }) => tracing::debug!(job_id = helper.job_id, span = helper.span, %reason, "nothing to help with"),
                 Some(_) => {}
                 None => events_open = false,

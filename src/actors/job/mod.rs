@@ -18,7 +18,6 @@ use actix::prelude::*;
 use tokio::sync::mpsc;
 
 use super::lifecycle::{EventContext, LifecycleError};
-use super::node::{JobEnded, NodeSupervisor};
 use super::store::{delete_partial_if, holds_lease, removes_partial, Applied, JobStore};
 use crate::domain::job::{FailureCode, JobEvent};
 use crate::domain::segments::Parallelism;
@@ -73,17 +72,25 @@ pub enum JobCommand {
 #[rtype(result = "()")]
 pub struct Command(pub JobCommand);
 
+/// A job's supervisor stopped, whatever the attempt's end: its slot is free.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct JobEnded {
+    pub job_id: i32,
+}
+
 pub struct JobSupervisor {
     pub job_id: i32,
     pub lease_id: String,
     pub env: Arc<NodeEnv>,
-    pub node: Addr<NodeSupervisor>,
+    /// Told when this supervisor stops (the node's slots).
+    ended: Recipient<JobEnded>,
     commands: Option<mpsc::UnboundedSender<JobCommand>>,
 }
 
 impl JobSupervisor {
-    pub fn new(job_id: i32, lease_id: String, env: Arc<NodeEnv>, node: Addr<NodeSupervisor>) -> Self {
-        JobSupervisor { job_id, lease_id, env, node, commands: None }
+    pub fn new(job_id: i32, lease_id: String, env: Arc<NodeEnv>, ended: Recipient<JobEnded>) -> Self {
+        JobSupervisor { job_id, lease_id, env, ended, commands: None }
     }
 }
 
@@ -114,7 +121,7 @@ impl Actor for JobSupervisor {
     }
 
     fn stopped(&mut self, _: &mut Context<Self>) {
-        self.node.do_send(JobEnded { job_id: self.job_id });
+        self.ended.do_send(JobEnded { job_id: self.job_id });
     }
 }
 
@@ -148,6 +155,23 @@ enum Step {
 /// How a part of the attempt ended: the attempt goes on with `T`, or it is over (its
 /// transition applied, or the job left as it is for a restart or for another node).
 type Phase<T> = Result<Option<T>, LifecycleError>;
+
+/// What a part of the attempt answers once the attempt has ended in it: `None` from a part
+/// it would have gone on from (a `Phase`), nothing from the commit, the last. Lets a part
+/// end the attempt with `return self.fail(e).await;` whatever it answers.
+trait Ended {
+    fn ended() -> Self;
+}
+
+impl Ended for () {
+    fn ended() {}
+}
+
+impl<T> Ended for Option<T> {
+    fn ended() -> Self {
+        None
+    }
+}
 
 impl Attempt {
     async fn run(mut self) -> Result<(), LifecycleError> {
@@ -202,32 +226,32 @@ impl Attempt {
     }
 
     /// Fails the attempt; its partial output goes with it.
-    async fn fail(&self, e: MediaError) -> Result<(), LifecycleError> {
+    async fn fail<T: Ended>(&self, e: MediaError) -> Result<T, LifecycleError> {
         self.fail_attempt(e, false, None).await
     }
 
     /// `fail` while holding the partial output's lock (the commit, from verification on):
     /// the folder is removed under that lock, which no second open could take.
-    async fn fail_holding(&self, e: MediaError, held: PartialLock) -> Result<(), LifecycleError> {
+    async fn fail_holding<T: Ended>(&self, e: MediaError, held: PartialLock) -> Result<T, LifecycleError> {
         self.fail_attempt(e, false, Some(held)).await
     }
 
     /// Fails an attempt whose transcoder stopped while encoding: the segments it finished
     /// are good, and the retry continues from them.
-    async fn fail_resumable(&self, e: MediaError) -> Result<(), LifecycleError> {
+    async fn fail_resumable<T: Ended>(&self, e: MediaError) -> Result<T, LifecycleError> {
         self.fail_attempt(e, true, None).await
     }
 
-    async fn fail_attempt(
+    async fn fail_attempt<T: Ended>(
         &self,
         e: MediaError,
         resumable: bool,
         held: Option<PartialLock>,
-    ) -> Result<(), LifecycleError> {
+    ) -> Result<T, LifecycleError> {
         tracing::warn!(job_id = self.job_id, code = e.code.as_str(), message = %e.message, resumable, "job attempt failed");
         let ctx = EventContext { node: self.node(), detail: None, failure_detail: Some(e.message) };
         self.apply_holding(JobEvent::Fail { code: e.code, resumable }, JobChange::default(), ctx, held).await?;
-        Ok(())
+        Ok(T::ended())
     }
 
     /// Handles a command that arrived outside the encode loop.
@@ -254,10 +278,10 @@ impl Attempt {
 
     /// The partial output is locked by another transcoder (an earlier attempt still
     /// stopping): back to the queue, without using a retry or touching the folder.
-    async fn busy(&self) -> Result<(), LifecycleError> {
+    async fn busy<T: Ended>(&self) -> Result<T, LifecycleError> {
         tracing::info!(job_id = self.job_id, "the partial output is in use by another transcoder; requeued");
         self.apply(JobEvent::Busy, JobChange::default(), self.ctx()).await?;
-        Ok(())
+        Ok(T::ended())
     }
 
     /// Fencing: only the node holding the job's current lease may touch the original.

@@ -6,17 +6,17 @@ use std::path::{Path, PathBuf};
 
 use entities::job;
 
-use super::commit::swapped_on_record;
 use super::{join_error, Attempt, Phase, Step};
+use crate::actors::store::JobSettings;
 use crate::domain::encoding::{profile_for_attempt, EncodeSettings, Hardware, TargetCodec};
 use crate::domain::job::{FailureCode, JobEvent, Stage};
 use crate::domain::quality::{self, QualityMode};
 use crate::domain::segments::{self, Sessions};
 use crate::media::contain;
 use crate::media::partial;
-use crate::media::plan::{decide, Decision, EncodePlan, QualitySearch, SourceIdentity};
+use crate::media::plan::{decide, final_path, Decision, EncodePlan, QualitySearch, SourceIdentity};
 use crate::media::probe::{HdrKind, MediaInfo};
-use crate::media::replace::{recover, Recovered};
+use crate::media::replace::{recover, swapped_on_record, Recovered};
 use crate::media::worker;
 use crate::media::MediaError;
 use crate::repo::jobs::JobChange;
@@ -48,9 +48,9 @@ impl Attempt {
         let dir = crate::media::layout::partial_dir_for(&path);
         let held = match tokio::task::spawn_blocking(move || partial::lock_if_exists(&dir)).await.map_err(join_error) {
             Ok(Ok(Some(Ok(lock)))) => Some(lock),
-            Ok(Ok(Some(Err(partial::Held::Busy)))) => return self.busy().await.map(|()| None),
+            Ok(Ok(Some(Err(partial::Held::Busy)))) => return self.busy().await,
             Ok(Ok(None)) => None,
-            Ok(Err(e)) | Err(e) => return self.fail(e).await.map(|()| None),
+            Ok(Err(e)) | Err(e) => return self.fail(e).await,
         };
         // A replace interrupted by a crash is finished or undone first, as its own intent
         // says. A replace that had swapped the files completes the job: its output, verified
@@ -63,25 +63,30 @@ impl Attempt {
         .await
         .map_err(join_error);
         match recovered {
-            Ok(Ok(Recovered::RolledForward(swapped))) => {
-                return self.complete_swapped(&path, swapped).await.map(|()| None)
-            }
+            Ok(Ok(Recovered::RolledForward(swapped))) => return self.complete_swapped(&path, swapped).await,
             Ok(Ok(Recovered::RolledBack)) => {
                 tracing::info!(job_id = job.id, "undid a replace interrupted before its swap")
             }
             Ok(Ok(Recovered::Nothing)) => {
-                if let Some(swapped) = swapped_on_record(&job) {
-                    return self.complete_swapped(&path, swapped).await.map(|()| None);
+                // The swap recorded on the row (`output_size`, and in `source_inode` the
+                // output's inode) by an attempt that then removed its folder, intent and all.
+                let on_record = job.output_size.zip(job.source_inode).and_then(|(size, inode)| {
+                    swapped_on_record(
+                        final_path(&path, &job.target_codec),
+                        u64::try_from(size).ok()?,
+                        u64::try_from(inode).ok()?,
+                    )
+                });
+                if let Some(swapped) = on_record {
+                    return self.complete_swapped(&path, swapped).await;
                 }
             }
-            Ok(Err(e)) | Err(e) => return self.fail(e).await.map(|()| None),
+            Ok(Err(e)) | Err(e) => return self.fail(e).await,
         }
         // Guessing a default here would delete originals a user asked to keep.
-        let (keep_originals, timeout_hours) = match env.store.job_settings().await {
+        let JobSettings { keep_originals, timeout_hours } = match env.store.job_settings().await {
             Ok(settings) => settings,
-            Err(e) => {
-                return self.fail(MediaError::misc(format!("the settings could not be read: {e}"))).await.map(|()| None)
-            }
+            Err(e) => return self.fail(MediaError::misc(format!("the settings could not be read: {e}"))).await,
         };
 
         let library = match job.library_id {
@@ -94,19 +99,19 @@ impl Attempt {
         let roots: Vec<PathBuf> =
             library.as_ref().map(|l| paths_of(l).into_iter().map(PathBuf::from).collect()).unwrap_or_default();
         if let Err(e) = contained(&path, &roots).await {
-            return self.fail(e).await.map(|()| None);
+            return self.fail(e).await;
         }
         // What a rescan compares the file with (see `repo::jobs::KnownFile`): the size and
         // modification time of the file analysed, recorded together.
         let identity = SourceIdentity::of(&path).ok();
         let info = match worker::validate(&env.transcoder, &path, env.analysis_timeout).await {
             Ok(info) => info,
-            Err(e) => return self.fail(e).await.map(|()| None),
+            Err(e) => return self.fail(e).await,
         };
         let analysis = JobChange {
             source_mtime_ns: identity.map(|i| i.mtime_ns),
             source_inode: identity.map(|i| i64::try_from(i.inode).unwrap_or(0)),
-            ..crate::actors::analyst::facts_of(&info)
+            ..crate::actors::prober::facts_of(&info)
         };
         self.update(analysis).await?;
         if let Step::Stop = self.check_commands().await? {
@@ -117,7 +122,7 @@ impl Attempt {
         let skip_reason = match decide(&info, &target, job.forced) {
             Ok(Decision::Skip { reason }) => Some(reason),
             Ok(Decision::Encode) => None,
-            Err(e) => return self.fail(e).await.map(|()| None),
+            Err(e) => return self.fail(e).await,
         };
         let skip = skip_reason.is_some();
         let patch = JobChange { stage: (!skip).then_some(Stage::Encoding), skip_reason, ..Default::default() };
@@ -127,7 +132,7 @@ impl Attempt {
         }
         let plan = match self.plan(&job, &info, library.as_ref()) {
             Ok(plan) => plan,
-            Err(e) => return self.fail(e).await.map(|()| None),
+            Err(e) => return self.fail(e).await,
         };
         let keep_modified_time = library.as_ref().is_some_and(|l| l.keep_modified_time);
         Ok(Some(Prepared { job, info, plan, keep_originals, keep_modified_time, roots, timeout_hours }))

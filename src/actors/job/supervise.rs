@@ -12,7 +12,7 @@ use crate::domain::health::STALLED_AFTER_SECS;
 use crate::domain::job::{FailureCode, JobEvent};
 use crate::domain::quality;
 use crate::media::child::{ChildEnd, Transcoder};
-use crate::media::encode::Event;
+use crate::media::event::Event;
 use crate::media::MediaError;
 use crate::repo::jobs::JobChange;
 
@@ -42,7 +42,7 @@ impl Attempt {
         let env = self.env.clone();
         let mut child = match Transcoder::spawn(&env.transcoder, plan).await {
             Ok(c) => c,
-            Err(e) => return self.fail(e).await.map(|()| None),
+            Err(e) => return self.fail(e).await,
         };
         let deadline = tokio::time::sleep(Duration::from_secs(timeout_hours * 3600));
         tokio::pin!(deadline);
@@ -179,7 +179,7 @@ impl Attempt {
                     child.kill().await;
                     let _ = child.wait().await;
                     let e = MediaError::new(FailureCode::Timeout, format!("the job ran longer than {timeout_hours} h"));
-                    return self.fail_resumable(e).await.map(|()| None);
+                    return self.fail_resumable(e).await;
                 }
                 _ = stall_check.tick() => {
                     if !job.stalled && last_progress.elapsed().as_secs() > STALLED_AFTER_SECS {
@@ -208,7 +208,7 @@ impl Attempt {
                 self.apply(JobEvent::Yield, JobChange::default(), self.ctx()).await?;
                 Ok(None)
             }
-            (ChildEnd::Busy, _) => self.busy().await.map(|()| None),
+            (ChildEnd::Busy, _) => self.busy().await,
             (ChildEnd::NotSmaller, _) => {
                 let source = u64::try_from(job.source_size).unwrap_or(0);
                 let (reason, detail) = match (not_smaller, searched) {
@@ -238,9 +238,9 @@ impl Attempt {
             (ChildEnd::Paused | ChildEnd::Nothing, _) => {
                 // Stopped by someone else (a signal to the process group): continue later.
                 let e = MediaError::misc("the transcoder stopped without being asked");
-                self.fail_resumable(e).await.map(|()| None)
+                self.fail_resumable(e).await
             }
-            (ChildEnd::Failed(e), _) => self.fail_resumable(e).await.map(|()| None),
+            (ChildEnd::Failed(e), _) => self.fail_resumable(e).await,
         }
     }
 }

@@ -174,6 +174,58 @@ impl TestServer {
         }
     }
 
+    /// Every job, by file name, as `GET /jobs` lists them.
+    pub async fn jobs(&self, token: &str) -> Vec<Value> {
+        let (status, page) = self.get("/jobs?pageSize=500&sort=fileName&order=asc", Some(token)).await;
+        assert_eq!(status, 200, "{page}");
+        page["items"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// The one job of a fresh server, once it is in one of `statuses` (fails the test after
+    /// 120 s).
+    pub async fn the_job_once(&self, token: &str, statuses: &[&str]) -> Value {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        loop {
+            let (_, page) = self.get("/jobs", Some(token)).await;
+            if let Some(id) = page["items"][0]["id"].as_i64() {
+                let job = self.job(token, id).await;
+                if statuses.iter().any(|s| job["status"] == *s) {
+                    return job;
+                }
+                assert!(std::time::Instant::now() < deadline, "never {statuses:?}: {job}");
+            }
+            assert!(std::time::Instant::now() < deadline, "no job");
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
+
+    /// A library over `dir` that encodes fast (x265 ultrafast, CRF 30) and does not watch:
+    /// its id.
+    pub async fn library(&self, token: &str, dir: &std::path::Path) -> i64 {
+        self.library_with(token, dir, serde_json::json!({})).await
+    }
+
+    /// As `library`, with the fields of `extra` set over those.
+    pub async fn library_with(&self, token: &str, dir: &std::path::Path, extra: Value) -> i64 {
+        let mut body = serde_json::json!({"name": "films", "paths": [dir], "encoder": "libx265", "quality": 30, "preset": "ultrafast", "watch": false});
+        body.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        let (status, library) = self.post("/libraries", Some(token), &body).await;
+        assert_eq!(status, 201, "{library}");
+        library["id"].as_i64().unwrap()
+    }
+
+    /// Scans the library, then answers every job's file name and id, by file name.
+    pub async fn scan(&self, token: &str, library: i64) -> Vec<(String, i64)> {
+        let (status, report) =
+            self.post(&format!("/libraries/{library}/scan"), Some(token), &serde_json::json!({})).await;
+        assert_eq!(status, 200, "{report}");
+        self.jobs(token)
+            .await
+            .iter()
+            .map(|j| (j["fileName"].as_str().unwrap().to_string(), j["id"].as_i64().unwrap()))
+            .collect()
+    }
+
     /// A token for the first user.
     pub async fn login(&self) -> String {
         let (status, body) = self.login_as(ADMIN, ADMIN_PASSWORD).await;
@@ -267,6 +319,26 @@ macro_rules! api_test_on_both_databases {
             }
         }
     };
+}
+
+/// The two mounts of the API: bare, and under /api.
+pub const PREFIXES: [&str; 2] = ["", "/api"];
+
+/// A concrete path for an endpoint's pattern (`endpoints()`), naming resources that do not
+/// exist.
+pub fn concrete(path: &str) -> String {
+    path.replace("{id}", "999999").replace("{username}", "nobody")
+}
+
+/// The code of an error answer, `{"error":{"code"}}` (fails the test when there is none).
+pub fn code(body: &Value) -> &str {
+    body["error"]["code"].as_str().unwrap_or_else(|| panic!("no error code in {body}"))
+}
+
+/// The message of an error answer, `{"error":{"message"}}` (fails the test when there is
+/// none).
+pub fn message(body: &Value) -> &str {
+    body["error"]["message"].as_str().unwrap_or_else(|| panic!("no error message in {body}"))
 }
 
 /// The message of a job's last failed attempt (its events carry it).

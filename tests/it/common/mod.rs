@@ -1,8 +1,16 @@
 //! Shared test helpers: databases on both backends, the API on a real socket in-process,
-//! and the condense binary as a process.
+//! the actors without HTTP, the condense binary as a process, nodes of a cluster as
+//! processes, licence keys, and the transcoder child on its own.
 
 pub mod api;
+pub mod cluster;
 pub mod db;
+pub mod license;
 pub mod media;
+pub mod rows;
+pub mod runtime;
 pub mod server;
 pub mod shim;
+pub mod streams;
+pub mod tmpfs;
+pub mod transcoder;

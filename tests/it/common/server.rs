@@ -41,6 +41,71 @@ pub fn own_children(subcommand: &[u8]) -> Vec<i32> {
     found
 }
 
+/// Which nodes' children `media_children` counts.
+#[derive(Clone, Copy)]
+pub enum Nodes {
+    /// The node whose DATA_DIR is the path given.
+    At,
+    /// Every node whose DATA_DIR lies below the path given.
+    Below,
+}
+
+/// Pids of the `condense-media <subcommand>` processes of the nodes `nodes` names by their
+/// DATA_DIR, `data` (other tests run at the same time).
+pub fn media_children(data: &Path, nodes: Nodes, subcommand: &[u8]) -> Vec<i32> {
+    let marker = match nodes {
+        Nodes::At => format!("DATA_DIR={}", data.display()),
+        Nodes::Below => format!("DATA_DIR={}/", data.display()),
+    };
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    let mut found = Vec::new();
+    for entry in entries.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+        let cmd = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let mut args = cmd.split(|b| *b == 0);
+        let exe = args.next().unwrap_or_default();
+        if !exe.ends_with(condense::media::worker::MEDIA_BINARY.as_bytes()) || !args.any(|a| a == subcommand) {
+            continue;
+        }
+        let environ = std::fs::read(entry.path().join("environ")).unwrap_or_default();
+        let ours = environ.split(|b| *b == 0).any(|v| match nodes {
+            Nodes::At => v == marker.as_bytes(),
+            Nodes::Below => v.starts_with(marker.as_bytes()),
+        });
+        if ours {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// A connection to the database of the node whose DATA_DIR is `data` (SQLite, as the node
+/// opens it).
+pub async fn database_of(data: &Path) -> sea_orm::DatabaseConnection {
+    let url = format!("sqlite://{}?mode=rw", data.join("condense.db").display());
+    condense::repo::connect(&url).await.unwrap()
+}
+
+/// Migrates the database of the node whose DATA_DIR is `data` with `condense migrate`, as
+/// before its first start, and answers a connection to it.
+pub async fn migrated(data: &Path) -> sea_orm::DatabaseConnection {
+    let out = command(data).arg("migrate").output().unwrap();
+    assert!(out.status.success(), "migrate: {}", String::from_utf8_lossy(&out.stderr));
+    database_of(data).await
+}
+
+/// A node's DATA_DIR `dir/data`, migrated, with a library over `dir/media` that holds one
+/// H.264 clip of `seconds`, `movie.mkv`: a connection to the database and the clip's
+/// resolved path.
+pub async fn library_with_clip(dir: &Path, seconds: u32) -> (sea_orm::DatabaseConnection, std::path::PathBuf) {
+    let media = dir.join("media");
+    std::fs::create_dir_all(&media).unwrap();
+    let source = super::media::h264(&media, "movie.mkv", "320x240", seconds);
+    let db = migrated(&dir.join("data")).await;
+    condense::repo::libraries::create(&db, super::runtime::library(&media, false)).await.unwrap();
+    (db, std::fs::canonicalize(source).unwrap())
+}
+
 /// A command for the binary with a clean, test-owned environment.
 pub fn command(data_dir: &Path) -> Command {
     let mut cmd = Command::new(binary());

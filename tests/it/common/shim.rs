@@ -11,6 +11,7 @@
 //! - `CONDENSE_EIO_MARKERS`: a folder; a failure leaves a marker there per file, so each file
 //!   fails once across all processes (the retry then reads it whole). Unset: once per process.
 
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -146,6 +147,21 @@ pub fn eio_shim() -> &'static Path {
         std::fs::create_dir_all(&dir).unwrap();
         build(&dir, "eio", EIO_SOURCE)
     })
+}
+
+/// The environment that preloads the EIO shim into a process: a read of each file whose
+/// path starts with `prefix` fails once, past `percent` of the file (the shim's default when
+/// None), with its marker left in `markers`.
+pub fn eio_env(prefix: impl AsRef<OsStr>, percent: Option<u32>, markers: &Path) -> Vec<(&'static str, OsString)> {
+    let mut env = vec![
+        ("LD_PRELOAD", eio_shim().as_os_str().to_owned()),
+        ("CONDENSE_EIO_PREFIX", prefix.as_ref().to_owned()),
+        ("CONDENSE_EIO_MARKERS", markers.as_os_str().to_owned()),
+    ];
+    if let Some(percent) = percent {
+        env.push(("CONDENSE_EIO_PERCENT", percent.to_string().into()));
+    }
+    env
 }
 
 /// Frames of the first video stream, counted by decoding with the ffprobe program.

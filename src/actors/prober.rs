@@ -45,14 +45,14 @@ pub fn facts_of(info: &MediaInfo) -> JobChange {
 
 /// The probe's work on one node (the main node): woken after every scan that took files in.
 #[derive(Clone)]
-pub struct Analyst {
+pub struct Prober {
     wake: Arc<Notify>,
 }
 
-impl Analyst {
+impl Prober {
     /// Starts the probe loop; `binary` is `condense-media`, `per_file` how long a child may
     /// take over one file before it is killed.
-    pub fn start(lifecycle: Lifecycle, binary: PathBuf, per_file: Duration) -> Analyst {
+    pub fn start(lifecycle: Lifecycle, binary: PathBuf, per_file: Duration) -> Prober {
         let wake = Arc::new(Notify::new());
         let woken = wake.clone();
         actix::spawn(async move {
@@ -69,7 +69,7 @@ impl Analyst {
         });
         // Jobs a stop left unprobed are taken up at start.
         wake.notify_one();
-        Analyst { wake }
+        Prober { wake }
     }
 
     pub fn wake(&self) {

@@ -1,0 +1,52 @@
+// Settings > Your password: the signed-in user's own password, for every role.
+import { useState } from 'preact/hooks';
+import { Alert, FieldError, invalidProps } from '../../components';
+import { useSave } from '../../hooks';
+import { api, logout } from '../../session';
+
+/** The signed-in user's own password: every token of theirs is revoked, so they sign in again. */
+export function AccountSection() {
+  const [current, setCurrent] = useState('');
+  const [next, setNext] = useState('');
+  // A weak new password answers `password: …`.
+  const { busy, errors, save } = useSave([{ field: 'newPassword', mentions: /^password/ }]);
+
+  const submit = async (event: Event) => {
+    event.preventDefault();
+    const done = await save(async () => {
+      await api.changePassword(current, next);
+      return true;
+    });
+    // Every token was revoked: back to the login form.
+    if (done) logout();
+  };
+
+  return (
+    <section class="card" aria-labelledby="account-title">
+      <h2 id="account-title">Your password</h2>
+      <form class="form" onSubmit={(e) => void submit(e)}>
+        <Alert message={errors.form} />
+        <label class="field">
+          <span>Current password</span>
+          <input type="password" autocomplete="current-password" value={current} onInput={(e) => setCurrent(e.currentTarget.value)} required />
+        </label>
+        <label class="field">
+          <span>New password</span>
+          <input
+            type="password"
+            autocomplete="new-password"
+            value={next}
+            onInput={(e) => setNext(e.currentTarget.value)}
+            required
+            {...invalidProps('account-new-error', errors.fields.newPassword)}
+          />
+          <FieldError id="account-new-error" message={errors.fields.newPassword} />
+        </label>
+        <p class="muted small">Changing it signs you out everywhere, here included.</p>
+        <button type="submit" class="button button-primary" disabled={busy || current === '' || next === ''}>
+          {busy ? 'Changing…' : 'Change password'}
+        </button>
+      </form>
+    </section>
+  );
+}

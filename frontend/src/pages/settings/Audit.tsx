@@ -1,0 +1,123 @@
+// Settings > Audit log: every change, who made it (a user, or a user's API key) and how it was
+// answered, filtered by user (asked of the server), key and action (over the entries fetched).
+import { useState } from 'preact/hooks';
+import { Alert, Loading } from '../../components';
+import { formatDateTime } from '../../format';
+import { useResource } from '../../hooks';
+import { api } from '../../session';
+import { auditChoices, filterAudit, type AuditFilter } from '../../audit';
+
+/** What an answer's status says happened, in words. */
+export function auditOutcome(status: number): string {
+  if (status >= 200 && status < 300) return 'Done';
+  if (status === 403) return 'Refused: role';
+  if (status >= 500) return `Failed (${status})`;
+  return `Refused (${status})`;
+}
+
+/** How many entries one look fetches: the server's largest page. */
+export const AUDIT_PAGE = 500;
+
+export function AuditSection() {
+  const [user, setUser] = useState('');
+  const [asked, setAsked] = useState('');
+  const [filter, setFilter] = useState<AuditFilter>({ key: 'any', action: '' });
+  const audit = useResource(() => api.audit(1, AUDIT_PAGE, asked), [asked]);
+  const all = audit.data?.items ?? [];
+  const entries = filterAudit(all, filter);
+  const choices = auditChoices(all);
+
+  const submit = (event: Event) => {
+    event.preventDefault();
+    setAsked(user.trim());
+  };
+
+  return (
+    <section class="card" aria-labelledby="audit-title">
+      <div class="card-head">
+        <h2 id="audit-title">Audit log</h2>
+        <button type="button" class="button" onClick={() => void audit.reload()} disabled={audit.loading}>
+          Reload
+        </button>
+      </div>
+      <p class="muted small">
+        Every change (job and queue actions, libraries, settings, users, licence), refusals included
+        {audit.data ? `; showing ${entries.length} of the latest ${all.length} (${audit.data.total} in all${asked ? ` by ${asked}` : ''})` : ''}.
+      </p>
+      <form class="filters" role="search" aria-label="Filter the audit log" onSubmit={submit}>
+        <label class="field">
+          <span>User</span>
+          <input value={user} placeholder="Any user" onInput={(e) => setUser(e.currentTarget.value)} onBlur={() => setAsked(user.trim())} />
+        </label>
+        <label class="field">
+          <span>API key</span>
+          <select
+            value={String(filter.key)}
+            onChange={(e) => {
+              const value = e.currentTarget.value;
+              setFilter({ ...filter, key: value === 'any' || value === 'none' ? value : Number(value) });
+            }}
+          >
+            <option value="any">Any</option>
+            <option value="none">None (signed in)</option>
+            {choices.keys.map((key) => (
+              <option key={key.id} value={String(key.id)}>
+                {key.name}
+              </option>
+            ))}
+          </select>
+        </label>
+        <label class="field field-grow">
+          <span>Action</span>
+          <select value={filter.action} onChange={(e) => setFilter({ ...filter, action: e.currentTarget.value })}>
+            <option value="">Any</option>
+            {choices.actions.map((action) => (
+              <option key={action} value={action}>
+                {action}
+              </option>
+            ))}
+          </select>
+        </label>
+        <button type="submit" class="button">
+          Filter
+        </button>
+      </form>
+      <Alert message={audit.error} />
+      {!audit.data ? (
+        audit.loading && <Loading what="the audit log" />
+      ) : entries.length === 0 ? (
+        <p class="muted">{all.length === 0 ? 'Nothing has been changed yet.' : 'No entry matches the filters.'}</p>
+      ) : (
+        <div class="table-wrap">
+          <table class="table stack">
+            <thead>
+              <tr>
+                <th scope="col">When</th>
+                <th scope="col">Who</th>
+                <th scope="col">Action</th>
+                <th scope="col">Result</th>
+              </tr>
+            </thead>
+            <tbody>
+              {entries.map((entry) => (
+                <tr key={entry.id}>
+                  <td data-label="When">{formatDateTime(entry.at)}</td>
+                  <td data-label="Who">
+                    {entry.username} <span class="muted small">({entry.role})</span>
+                    {entry.apiKey && <div class="muted small">key {entry.apiKey.name}</div>}
+                  </td>
+                  <td data-label="Action" class="mono small">
+                    {entry.method} {entry.path}
+                  </td>
+                  <td data-label="Result" class={entry.status >= 400 ? 'text-bad' : undefined}>
+                    {auditOutcome(entry.status)}
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+    </section>
+  );
+}

@@ -1,0 +1,238 @@
+//! What each encoder is given: the pixel format it encodes in, its options (the plan's
+//! quality, preset and fixed options, threads, and HDR10's static metadata in the form each
+//! encoder takes it), and the one safe way to open it with them.
+
+use std::ffi::CString;
+
+use rsmpeg::avcodec::{AVCodec, AVCodecContext};
+use rsmpeg::avutil::AVDictionary;
+use rsmpeg::error::RsmpegError;
+use rsmpeg::ffi;
+
+use super::plan::EncodePlan;
+use super::probe::{self, MediaInfo};
+use super::MediaError;
+use crate::domain::encoding::Encoder;
+
+/// The pixel format to encode: the source's when the encoder takes it at the plan's bit
+/// depth, else 4:2:0 at that depth (10-bit sources stay 10-bit unless the plan says 8).
+pub(crate) fn choose_pix_fmt(encoder: &AVCodec, src: i32, bit_depth: u8) -> i32 {
+    let supported = encoder.pix_fmts().unwrap_or(&[]);
+    let deep = bit_depth > 8;
+    let src_deep = probe::pix_fmt_depth(src).unwrap_or(8) > 8;
+    if supported.contains(&src) && src_deep == deep {
+        return src;
+    }
+    let wanted: &[i32] = if deep {
+        &[ffi::AVPixelFormat_AV_PIX_FMT_YUV420P10LE, ffi::AVPixelFormat_AV_PIX_FMT_P010LE]
+    } else {
+        &[ffi::AVPixelFormat_AV_PIX_FMT_YUV420P, ffi::AVPixelFormat_AV_PIX_FMT_NV12]
+    };
+    wanted.iter().copied().find(|f| supported.contains(f)).or_else(|| supported.first().copied()).unwrap_or(src)
+}
+
+fn x265_mastering(info: &MediaInfo) -> Option<String> {
+    let m = info.hdr.mastering_display?;
+    let c = |v: f64| (v * 50000.0).round() as i64;
+    let l = |v: f64| (v * 10000.0).round() as i64;
+    Some(format!(
+        "G({},{})B({},{})R({},{})WP({},{})L({},{})",
+        c(m.green[0]),
+        c(m.green[1]),
+        c(m.blue[0]),
+        c(m.blue[1]),
+        c(m.red[0]),
+        c(m.red[1]),
+        c(m.white_point[0]),
+        c(m.white_point[1]),
+        l(m.max_luminance),
+        l(m.min_luminance)
+    ))
+}
+
+fn svt_mastering(info: &MediaInfo) -> Option<String> {
+    let m = info.hdr.mastering_display?;
+    Some(format!(
+        "G({:.4},{:.4})B({:.4},{:.4})R({:.4},{:.4})WP({:.4},{:.4})L({:.4},{:.4})",
+        m.green[0],
+        m.green[1],
+        m.blue[0],
+        m.blue[1],
+        m.red[0],
+        m.red[1],
+        m.white_point[0],
+        m.white_point[1],
+        m.max_luminance,
+        m.min_luminance
+    ))
+}
+
+/// The encoder's options: the plan's (quality, preset, fixed options) and, for HDR10, the
+/// static metadata in the form each encoder takes it.
+pub(crate) fn encoder_options(plan: &EncodePlan, info: &MediaInfo) -> Result<AVDictionary, MediaError> {
+    let c = |s: &str| CString::new(s).map_err(|_| MediaError::misc("NUL in an encoder option"));
+    let options = option_list(plan, info);
+    let mut options = options.iter();
+    let (key, value) = options.next().ok_or_else(|| MediaError::misc("the plan sets no encoder option"))?;
+    let mut dict = AVDictionary::new(&c(key)?, &c(value)?, 0);
+    for (key, value) in options {
+        dict = dict.set(&c(key)?, &c(value)?, 0);
+    }
+    Ok(dict)
+}
+
+/// The options `encoder_options` gives the encoder, as (name, value) pairs.
+fn option_list(plan: &EncodePlan, info: &MediaInfo) -> Vec<(String, String)> {
+    let hdr10 = plan.hdr.has_hdr10_base();
+    let threads = plan.sessions.threads;
+    let mut options = plan.encoder_options.clone();
+    match plan.encoder {
+        Encoder::Libx265 => {
+            // `info=0`: x265 writes its options (threads included) into the stream headers,
+            // and the segments of one output must share their headers; sessions of another
+            // size (a retry, another node) would otherwise write different ones and could
+            // not be joined (the fault suite's kill-transcoder saw the retry fail so).
+            let mut params = vec!["log-level=error".to_string(), "info=0".to_string()];
+            if threads > 0 {
+                // The session's share of the cores: its own thread pool of that size.
+                params.push(format!("pools={threads}"));
+            }
+            if hdr10 {
+                params.push("hdr10=1".into());
+                params.push("hdr10-opt=1".into());
+                if let Some(m) = x265_mastering(info) {
+                    params.push(format!("master-display={m}"));
+                }
+                if let Some(l) = info.hdr.content_light {
+                    params.push(format!("max-cll={},{}", l.max_cll, l.max_fall));
+                }
+            }
+            options.push(("x265-params".into(), params.join(":")));
+        }
+        Encoder::Libsvtav1 => {
+            let mut params = Vec::new();
+            if threads > 0 {
+                params.push(format!("lp={threads}"));
+            }
+            if let Some(m) = svt_mastering(info).filter(|_| hdr10) {
+                params.push(format!("mastering-display={m}"));
+            }
+            if let Some(l) = info.hdr.content_light.filter(|_| hdr10) {
+                params.push(format!("content-light={},{}", l.max_cll, l.max_fall));
+            }
+            if !params.is_empty() {
+                options.push(("svtav1-params".into(), params.join(":")));
+            }
+        }
+        // The hardware encoders take the plan's options as they are (their quality option,
+        // preset and rate control come from the encoder table); their threads are the
+        // device's.
+        Encoder::HevcNvenc
+        | Encoder::HevcQsv
+        | Encoder::HevcVaapi
+        | Encoder::LibaomAv1
+        | Encoder::Av1Nvenc
+        | Encoder::Av1Qsv
+        | Encoder::Av1Vaapi => {}
+    }
+    options
+}
+
+/// Opens an encoder with its options. rsmpeg's `AVCodecContext::open` frees the options
+/// twice when opening fails (FFmpeg has already replaced them), which crashed the
+/// transcoder on an encoder that is present but cannot run here (NVENC without a driver);
+/// here the dictionary FFmpeg leaves is freed once, whatever the outcome.
+pub(crate) fn open_with_options(encoder: &mut AVCodecContext, options: AVDictionary) -> Result<(), RsmpegError> {
+    let mut options = options.into_raw().as_ptr();
+    // SAFETY: avcodec_open2 takes the dictionary we own, frees it and puts the options it
+    // did not use in its place, on success and on failure alike; we free that.
+    let ret = unsafe { ffi::avcodec_open2(encoder.as_mut_ptr(), std::ptr::null(), &mut options) };
+    // SAFETY: `options` is null or a dictionary FFmpeg made for us.
+    unsafe { ffi::av_dict_free(&mut options) };
+    if ret < 0 {
+        return Err(RsmpegError::CodecOpenError(ret));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_output_pixel_format_follows_the_plans_bit_depth() {
+        let x265 = AVCodec::find_encoder_by_name(c"libx265").unwrap();
+        let (p8, p10) = (ffi::AVPixelFormat_AV_PIX_FMT_YUV420P, ffi::AVPixelFormat_AV_PIX_FMT_YUV420P10LE);
+        assert_eq!(choose_pix_fmt(&x265, p8, 8), p8);
+        assert_eq!(choose_pix_fmt(&x265, p10, 10), p10);
+        // The conservative rung encodes a 10-bit SDR source in 8 bits.
+        assert_eq!(choose_pix_fmt(&x265, p10, 8), p8);
+        // A format the encoder does not take becomes 4:2:0 at the plan's depth.
+        assert_eq!(choose_pix_fmt(&x265, ffi::AVPixelFormat_AV_PIX_FMT_NV12, 8), p8);
+        assert_eq!(choose_pix_fmt(&x265, ffi::AVPixelFormat_AV_PIX_FMT_P010LE, 10), p10);
+    }
+
+    #[test]
+    fn every_encoder_gets_its_quality_preset_threads_and_hdr_options() {
+        use crate::domain::encoding::{profile_for_attempt, EncodeSettings, TargetCodec};
+        use crate::domain::segments::Sessions;
+        use crate::media::probe::{ContentLight, HdrInfo, HdrKind};
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("a.mkv");
+        std::fs::write(&input, b"source").unwrap();
+        let info = MediaInfo {
+            container: "matroska,webm".into(),
+            duration_seconds: Some(10.0),
+            size_bytes: 6,
+            bit_rate: None,
+            chapters: 0,
+            streams: Vec::new(),
+            hdr: HdrInfo {
+                kind: HdrKind::Hdr10,
+                dolby_vision: None,
+                hdr10_plus: false,
+                mastering_display: None,
+                content_light: Some(ContentLight { max_cll: 1000, max_fall: 400 }),
+            },
+        };
+        let get = |list: &[(String, String)], key: &str| list.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone());
+        for encoder in
+            [TargetCodec::Hevc, TargetCodec::Av1].into_iter().flat_map(TargetCodec::encoders).map(|p| p.encoder)
+        {
+            let profile = encoder.profile();
+            let settings = EncodeSettings::for_library(profile.codec, Some(encoder), None, Some(23), true);
+            let mut plan = EncodePlan::new(&input, &info, &profile_for_attempt(&settings, 0)).unwrap();
+            plan.sessions = Sessions { sessions: 2, threads: 3 };
+            let list = option_list(&plan, &info);
+            // The quality in the encoder's own option, its default preset in its own.
+            assert_eq!(get(&list, profile.quality_option).as_deref(), Some("23"), "{encoder}: {list:?}");
+            if let Some(preset) = profile.default_preset {
+                assert_eq!(get(&list, profile.preset_option).as_deref(), Some(preset), "{encoder}: {list:?}");
+            }
+            for (key, value) in profile.options {
+                assert_eq!(get(&list, key).as_deref(), Some(*value), "{encoder}: {list:?}");
+            }
+            match encoder {
+                Encoder::Libx265 => {
+                    let params = get(&list, "x265-params").unwrap();
+                    for p in ["info=0", "pools=3", "hdr10=1", "max-cll=1000,400"] {
+                        assert!(params.split(':').any(|x| x == p), "{params}");
+                    }
+                }
+                Encoder::Libsvtav1 => {
+                    let params = get(&list, "svtav1-params").unwrap();
+                    assert_eq!(params, "lp=3:content-light=1000,400");
+                }
+                Encoder::HevcNvenc
+                | Encoder::HevcQsv
+                | Encoder::HevcVaapi
+                | Encoder::LibaomAv1
+                | Encoder::Av1Nvenc
+                | Encoder::Av1Qsv
+                | Encoder::Av1Vaapi => {
+                    assert!(get(&list, "x265-params").is_none() && get(&list, "svtav1-params").is_none());
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,322 @@
+//! The transcoder proper, run inside the `condense-media transcode` child process: decodes the
+//! source's main video stream and encodes it into segments (each segment is a fresh encoder
+//! session, so it starts on a keyframe and stands alone), recording each finished segment in
+//! the manifest. The video is first cut into spans at source keyframes; several sessions,
+//! each in its own thread with its own decoder, encode spans at the same time (see
+//! `domain::segments` and docs/ARCHITECTURE.md, "Segments"). A stop request closes the
+//! segments in progress at the last frame encoded, so a pause loses nothing; a kill loses at
+//! most those segments. When the video is complete the segments are muxed, in the order of
+//! their spans, with the source's other streams (see `mux`).
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::Instant;
+
+use rsmpeg::ffi;
+
+use super::decode::main_video_index;
+use super::event::{cpu_time_ms, Event, RunEnd};
+use super::manifest::{inspect, Manifest, PartialState, Run};
+use super::plan::EncodePlan;
+use super::probe::{self, MediaInfo};
+use super::sessions::{run_sessions, span_views, SessionMode};
+use super::{layout, mux, partial, span_record, MediaError};
+use crate::domain::job::FailureCode;
+use crate::domain::segments;
+use crate::host::disk;
+
+/// Runs (or continues) the encode described by `plan`.
+pub fn transcode(plan: &EncodePlan, stop: &AtomicBool, emit: &mut dyn FnMut(Event)) -> Result<RunEnd, MediaError> {
+    let wall = Instant::now();
+    // A stream the output cannot hold refuses the file before anything is written.
+    mux::check_streams(plan)?;
+    // One writer per partial output: the lock comes before anything else, and is held
+    // (by this process's open file description) until the run ends, however it ends.
+    let created = std::fs::symlink_metadata(&plan.partial_dir).is_err();
+    let lock = match partial::lock_run(&plan.partial_dir)? {
+        Ok(lock) => lock,
+        Err(partial::Held::Busy) => return Ok(RunEnd::Busy),
+    };
+    // From here on the folder is reached through the lock's handle, never by its name: a
+    // link put at the name while the run goes on leads nowhere (`media::handle`). The plan
+    // helpers read keeps the name (they open their own handle on it).
+    let published = plan;
+    let held_plan = EncodePlan { partial_dir: lock.dir().to_path_buf(), ..plan.clone() };
+    let plan = &held_plan;
+    // A start that fails before writing anything leaves no folder it made.
+    let refuse = |lock: partial::PartialLock, e: MediaError| {
+        if created {
+            let _ = lock.remove();
+        }
+        e
+    };
+    let info = match probe::probe(&plan.input) {
+        Ok(info) => info,
+        Err(e) => return Err(refuse(lock, e)),
+    };
+    // VMAF mode: the quality comes from the search (kept in the folder for a later run).
+    let searched = match plan.search {
+        Some(asked) => match super::search::load_or_search(plan, asked, &info, stop, emit)? {
+            Some(result) => Some(result),
+            None => return Ok(RunEnd::Paused),
+        },
+        None => None,
+    };
+    let searched_plan;
+    let plan = match &searched {
+        Some(result) => {
+            emit(Event::Searched {
+                quality: result.quality,
+                met: result.met,
+                vmaf: result.vmaf.mean,
+                vmaf_p5: result.vmaf.p5,
+                percent: result.percent,
+                predicted_size: result.predicted_size,
+                max_size_percent: result.asked.max_size_percent,
+            });
+            if result.too_large() {
+                // Nothing is encoded; the node removes the folder.
+                return Ok(RunEnd::NotSmaller);
+            }
+            searched_plan = plan.with_quality(result.quality);
+            &searched_plan
+        }
+        None => plan,
+    };
+    let state = inspect(plan);
+    // Check room before writing anything: segments plus the final file need about the
+    // output's size twice, minus what finished segments already hold.
+    let kept: u64 = match &state {
+        PartialState::Valid(m) => m.segments.iter().map(|s| s.bytes).sum(),
+        _ => 0,
+    };
+    let probe_dir = plan.partial_dir.as_path();
+    let free = disk::space(probe_dir).map_err(|e| MediaError::from_io("checking free space", &e))?.free;
+    let needed = plan.min_free_bytes.saturating_sub(kept);
+    if free < needed {
+        let e = MediaError::new(
+            FailureCode::InsufficientDiskSpace,
+            format!("{} has {free} bytes free; encoding needs {needed}", published.partial_dir.display()),
+        );
+        return Err(refuse(lock, e));
+    }
+    let mut reset = None;
+    let mut manifest = match state {
+        PartialState::Valid(m) => m,
+        PartialState::Missing => Manifest::new(plan),
+        PartialState::Corrupt(reason) => {
+            lock.clear()?;
+            reset = Some(reason);
+            Manifest::new(plan)
+        }
+    };
+    manifest.claim(&plan.epoch, &plan.partial_dir)?;
+    // Helpers on other nodes encode spans by this run's plan, and leave records of what
+    // they finished since the last run: taken in before anything else is counted.
+    span_record::publish_plan(published, plan)?;
+    let next_index = AtomicU32::new(manifest.next_index());
+    span_record::take_in_all(plan, &mut manifest, &next_index)?;
+    remove_strays(&plan.partial_dir, &manifest)?;
+    emit(Event::Started {
+        resume_after_frames: manifest.frames_done(),
+        segments_kept: u32::try_from(manifest.segments.len()).unwrap_or(u32::MAX),
+        partial_reset: reset,
+    });
+
+    let (mut encoded, mut skipped) = (0, 0);
+    if !manifest.video_complete {
+        let end = encode_video(plan, &info, &mut manifest, stop, emit)?;
+        encoded = end.frames_encoded;
+        skipped = end.frames_skipped;
+        if let VideoEnding::OverLimit { projected } = end.end {
+            // Nothing of this output is worth keeping; the node removes the folder.
+            let limit = plan.size_limit.unwrap_or(0);
+            emit(Event::NotSmaller { projected, limit, frames_done: manifest.frames_done() });
+            return Ok(RunEnd::NotSmaller);
+        }
+        let paused = matches!(end.end, VideoEnding::Paused);
+        manifest.runs.push(Run {
+            frames_encoded: encoded,
+            frames_skipped: skipped,
+            ended: if paused { "paused" } else { "video complete" }.into(),
+        });
+        manifest.save(&plan.partial_dir)?;
+        if paused {
+            emit(Event::Paused {
+                frames_done: manifest.frames_done(),
+                segments: u32::try_from(manifest.segments.len()).unwrap_or(u32::MAX),
+            });
+            return Ok(RunEnd::Paused);
+        }
+    }
+    emit(Event::Muxing);
+    let output = plan.output_path();
+    mux::mux(plan, &info, &manifest, &output)?;
+    if let Some(result) = &searched {
+        // What the output scores is a record, not a gate: a failure to score it is logged.
+        match super::search::measure(plan, result, &output) {
+            Ok(score) => emit(Event::Measured { mean: score.mean, p5: score.p5 }),
+            Err(e) => tracing::warn!(error = %e.message, "the output's VMAF could not be measured"),
+        }
+    }
+    let size = std::fs::metadata(&output).map(|m| m.len()).unwrap_or(0);
+    emit(Event::Done {
+        output: published.output_path().display().to_string(),
+        size,
+        frames_encoded_this_run: encoded,
+        frames_skipped_this_run: skipped,
+        cpu_ms: cpu_time_ms(),
+        wall_ms: u64::try_from(wall.elapsed().as_millis()).unwrap_or(u64::MAX),
+    });
+    Ok(RunEnd::Completed)
+}
+
+/// Deletes files the manifest does not list: a segment cut short by a kill, an old output,
+/// a helper's leftovers. What a helper is writing now (its span's claim is held) stays.
+fn remove_strays(dir: &Path, manifest: &Manifest) -> Result<(), MediaError> {
+    let entries = std::fs::read_dir(dir).map_err(|e| MediaError::from_io("reading the partial output", &e))?;
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let listed = manifest.segments.iter().any(|s| s.file == name);
+        if layout::helper_span_of(&name).is_some_and(|span| partial::span_held(dir, span)) {
+            continue;
+        }
+        if !listed && !layout::is_bookkeeping(&name) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+    Ok(())
+}
+
+struct VideoEnd {
+    end: VideoEnding,
+    frames_encoded: u64,
+    frames_skipped: u64,
+}
+
+enum VideoEnding {
+    Complete,
+    Paused,
+    /// Stopped early: the output, projected, would pass the plan's `size_limit`.
+    OverLimit {
+        projected: u64,
+    },
+}
+
+/// Containers with an index of the video's keyframes that the demuxer reads with the header
+/// (Matroska's cues, MP4's sample tables), and whose seek goes by it: only these are cut
+/// into spans encoded at once. Others (MPEG-TS and -PS seek by byte position, AVI's index
+/// counts frames) are encoded as one span.
+fn cuts_exactly(container: &str) -> bool {
+    container.split(',').any(|name| matches!(name, "matroska" | "webm" | "mov" | "mp4"))
+}
+
+/// Where to cut the video: keyframes from the demuxer's index, about `segment_seconds`
+/// apart (no pass over the file). None with a single session whose spans no helper may take,
+/// or a container without such an index. The index gives presentation times (Matroska) or decode times (MP4) of the
+/// keyframes; either is a valid cut, because a session starts decoding at the keyframe
+/// before its span (see `sessions::encode_span`).
+fn plan_boundaries(plan: &EncodePlan, info: &MediaInfo) -> Result<Vec<i64>, MediaError> {
+    if (plan.sessions.sessions <= 1 && !plan.shared_spans) || !cuts_exactly(&info.container) {
+        return Ok(Vec::new());
+    }
+    let mut input = probe::open_input(&plan.input)?;
+    let vi = main_video_index(&input).ok_or_else(|| MediaError::invalid("no video stream"))?;
+    let (tb, raw, start) = {
+        let stream = input.streams().get(vi).ok_or_else(|| MediaError::invalid("no video stream"))?;
+        let start = Some(stream.start_time).filter(|t| *t != ffi::AV_NOPTS_VALUE).unwrap_or(0);
+        (stream.time_base, stream.as_ptr().cast_mut(), start)
+    };
+    let every = (plan.segment_seconds * f64::from(tb.den) / f64::from(tb.num.max(1))).round() as i64;
+    // Helpers on other nodes count as a second session: spans are shared either way.
+    let sessions = plan.sessions.sessions.max(if plan.shared_spans { 2 } else { 1 });
+    let duration = info.video().and_then(|v| v.duration_seconds).or(info.duration_seconds);
+    let wanted = segments::spans_wanted(plan.segment_seconds, duration, sessions);
+    // SAFETY: reads the index of a stream of an input we hold open (the stream lives as
+    // long as the input); FFmpeg returns null for an entry out of range.
+    let keyframes = |raw: *mut ffi::AVStream| -> Vec<i64> {
+        unsafe {
+            let n = ffi::avformat_index_get_entries_count(raw);
+            (0..n)
+                .filter_map(|i| ffi::avformat_index_get_entry(raw, i).as_ref())
+                .filter(|e| e.flags() & ffi::AVINDEX_KEYFRAME as i32 != 0)
+                .map(|e| e.timestamp)
+                .collect()
+        }
+    };
+    // Matroska reads its cues at the first seek, not with the header (which indexes only
+    // the first cluster's keyframe). A seek that fails (or a read error in the cues) leaves
+    // the index as the header made it: fewer spans, or one.
+    // SAFETY: seeking an open input context we own.
+    let ret = unsafe {
+        ffi::av_seek_frame(input.as_mut_ptr(), i32::try_from(vi).unwrap_or(0), start, ffi::AVSEEK_FLAG_BACKWARD as i32)
+    };
+    if ret < 0 {
+        tracing::debug!(code = ret, "seek failed; the index is what the header gave");
+    }
+    let keyframes = keyframes(raw);
+    Ok(match wanted {
+        Some(spans) => {
+            let length = duration.unwrap_or(0.0) * f64::from(tb.den) / f64::from(tb.num.max(1));
+            segments::balanced_boundaries(&keyframes, start, start.saturating_add(length.round() as i64), spans)
+        }
+        None => segments::boundaries(&keyframes, every),
+    })
+}
+
+/// Encodes every span of the video that the manifest does not hold yet, `plan.sessions`
+/// spans at a time, each in its own thread with its own decoder and encoder session. Spans
+/// that helpers on other nodes hold are left to them, and taken in when they finish (or
+/// encoded here when their helper went away without finishing).
+fn encode_video(
+    plan: &EncodePlan,
+    info: &MediaInfo,
+    manifest: &mut Manifest,
+    stop: &AtomicBool,
+    emit: &mut dyn FnMut(Event),
+) -> Result<VideoEnd, MediaError> {
+    if manifest.boundaries.is_none() {
+        manifest.boundaries = Some(plan_boundaries(plan, info)?);
+        manifest.save(&plan.partial_dir)?;
+    }
+    let boundaries = manifest.boundaries.clone().unwrap_or_default();
+    if !boundaries.is_empty() {
+        emit(Event::Spans { spans: span_views(manifest, &[]) });
+    }
+    let todo = manifest.remaining();
+    let next_index = manifest.next_index();
+    let totals = run_sessions(plan, info, todo, boundaries, SessionMode::Run, next_index, manifest, stop, emit)?;
+    let (frames_encoded, frames_skipped) = (totals.encoded, totals.skipped);
+    if let Some(projected) = totals.over_limit {
+        return Ok(VideoEnd { end: VideoEnding::OverLimit { projected }, frames_encoded, frames_skipped });
+    }
+    let left = manifest.remaining();
+    if left.is_empty() {
+        if manifest.frames_done() == 0 {
+            return Err(MediaError::invalid("no video frame could be decoded"));
+        }
+        manifest.video_complete = true;
+        return Ok(VideoEnd { end: VideoEnding::Complete, frames_encoded, frames_skipped });
+    }
+    if !stop.load(Ordering::SeqCst) {
+        // Every session covers its whole span unless stopped: a gap here is a defect, and
+        // muxing over it would drop frames.
+        return Err(MediaError::misc(format!("{} span(s) of the video were left unencoded", left.len())));
+    }
+    Ok(VideoEnd { end: VideoEnding::Paused, frames_encoded, frames_skipped })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_containers_that_seek_exactly_are_cut_into_spans() {
+        for exact in ["matroska,webm", "mov,mp4,m4a,3gp,3g2,mj2"] {
+            assert!(cuts_exactly(exact), "{exact}");
+        }
+        for one_span in ["mpegts", "mpeg", "avi", "flv", "asf", ""] {
+            assert!(!cuts_exactly(one_span), "{one_span}");
+        }
+    }
+}

@@ -1,0 +1,169 @@
+//! Nodes as `condense serve` processes on loopback: a main node and linked nodes started
+//! with the test cluster token, and the API asked over HTTP as a browser or a script would.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use super::server::{command, ServerProcess};
+
+pub const CLUSTER_TOKEN: &str = "cluster-token-for-tests-0123456789";
+/// The first user's password on every node started here.
+pub const PASSWORD: &str = "a long admin password";
+
+/// A main node named "main" over `data` with `max_jobs` slots, one-second segments and
+/// heartbeats, linked nodes offline after 4 s of silence, and `license` (key, public key)
+/// installed when given.
+pub fn main_command(data: &Path, max_jobs: u32, license: Option<&(String, String)>) -> Command {
+    let mut cmd = command(data);
+    cmd.env("CLUSTER_TOKEN", CLUSTER_TOKEN)
+        .env("ADMIN_PASSWORD", PASSWORD)
+        .env("NODE_NAME", "main")
+        .env("MAX_JOBS", max_jobs.to_string())
+        .env("HEARTBEAT_SECONDS", "1")
+        .env("NODE_TIMEOUT_SECONDS", "4")
+        .env("SEGMENT_SECONDS", "1");
+    if let Some((key, public)) = license {
+        cmd.env("LICENSE_KEY", key).env("LICENSE_PUBLIC_KEY", public);
+    }
+    cmd
+}
+
+/// `main_command`, started and listening.
+pub fn main_node(data: &Path, max_jobs: u32, license: Option<&(String, String)>) -> ServerProcess {
+    ServerProcess::start(main_command(data, max_jobs, license))
+}
+
+/// A linked node named `name` over `data`, enrolling at `main_url` with the cluster token:
+/// one slot, one-second segments, each encoded frame followed by a pause of `throttle` ms.
+pub fn linked_command(data: &Path, main_url: &str, name: &str, throttle: u64) -> Command {
+    as_linked(command(data), data, main_url, name, throttle)
+}
+
+/// `cmd` (the binary, or a wrapper that runs it) given a linked node's environment, as
+/// `linked_command` describes.
+pub fn as_linked(mut cmd: Command, data: &Path, main_url: &str, name: &str, throttle: u64) -> Command {
+    cmd.env("DATA_DIR", data)
+        .env("BIND", "127.0.0.1")
+        .env("PORT", "0")
+        .env("UI_PORT", "0")
+        .env("ROLE", "linked")
+        .env("MAIN_NODE_URL", main_url)
+        .env("CLUSTER_TOKEN", CLUSTER_TOKEN)
+        .env("NODE_NAME", name)
+        .env("MAX_JOBS", "1")
+        .env("SEGMENT_SECONDS", "1")
+        .env("CONDENSE_THROTTLE_MS_PER_FRAME", throttle.to_string());
+    cmd
+}
+
+/// A linked node named `name` of `main`, its DATA_DIR `dir/name`, started and listening.
+pub fn linked(dir: &Path, main: &ServerProcess, name: &str, throttle: u64) -> ServerProcess {
+    let data = dir.join(name);
+    ServerProcess::start(linked_command(&data, &main.api, name, throttle))
+}
+
+/// Any request (`method` as HTTP spells it), with `body` sent as JSON: the status and the
+/// body as JSON (Null when empty or not JSON). A pause-all waits for each running
+/// transcoder to stop, longer than awc's default of 5 s.
+pub async fn call(method: &str, url: &str, token: Option<&str>, body: Option<Value>) -> (u16, Value) {
+    let client = awc::Client::builder().timeout(Duration::from_secs(120)).finish();
+    let mut req = client.request(awc::http::Method::from_bytes(method.as_bytes()).unwrap(), url);
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    let mut res = match body {
+        Some(b) => req.send_json(&b).await.unwrap(),
+        None => req.send().await.unwrap(),
+    };
+    let status = res.status().as_u16();
+    let bytes = res.body().limit(16 << 20).await.unwrap();
+    (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+}
+
+/// A token for the first user of `node`.
+pub async fn login(node: &ServerProcess) -> String {
+    let body = json!({"username": "admin", "password": PASSWORD});
+    let (status, body) = call("POST", &format!("{}/auth/login", node.api), None, Some(body)).await;
+    assert_eq!(status, 200, "{body}");
+    body["token"].as_str().unwrap().to_string()
+}
+
+/// The nodes as `GET /api/nodes` lists them.
+pub async fn nodes(main: &ServerProcess, token: &str) -> Vec<Value> {
+    call("GET", &format!("{}/api/nodes", main.api), Some(token), None).await.1.as_array().cloned().unwrap_or_default()
+}
+
+/// The node list once `ok` holds for it (fails the test, naming `what`, after `limit` s).
+pub async fn wait_until<F: Fn(&[Value]) -> bool>(
+    main: &ServerProcess,
+    token: &str,
+    what: &str,
+    limit: u64,
+    ok: F,
+) -> Vec<Value> {
+    let deadline = Instant::now() + Duration::from_secs(limit);
+    loop {
+        let list = nodes(main, token).await;
+        if ok(&list) {
+            return list;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: {list:#?}\n{:#?}",
+            main.output().iter().rev().take(30).collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The status of the node named `name` in `list`.
+pub fn status_of<'a>(list: &'a [Value], name: &str) -> Option<&'a str> {
+    list.iter().find(|n| n["name"] == name).and_then(|n| n["status"].as_str())
+}
+
+/// Registered and answering: ONLINE, or DEGRADED by the load of a busy test machine.
+pub fn up(list: &[Value], name: &str) -> bool {
+    matches!(status_of(list, name), Some("ONLINE" | "DEGRADED"))
+}
+
+/// Every job, by file name.
+pub async fn jobs(main: &ServerProcess, token: &str) -> Vec<Value> {
+    let (_, page) =
+        call("GET", &format!("{}/jobs?pageSize=500&sort=fileName&order=asc", main.api), Some(token), None).await;
+    page["items"].as_array().cloned().unwrap_or_default()
+}
+
+/// The job with its history, its segments and its events, as `GET /jobs/{id}` answers it.
+pub async fn job_detail(main: &ServerProcess, token: &str, id: i64) -> Value {
+    let (status, detail) = call("GET", &format!("{}/jobs/{id}", main.api), Some(token), None).await;
+    assert_eq!(status, 200, "{detail}");
+    detail
+}
+
+/// A library over `dir` that encodes fast (x265 ultrafast) and does not watch.
+pub async fn add_library(main: &ServerProcess, token: &str, dir: &Path) {
+    let body = json!({"name": "media", "paths": [dir], "encoder": "libx265", "quality": 30, "preset": "ultrafast", "watch": false});
+    let (status, library) = call("POST", &format!("{}/libraries", main.api), Some(token), Some(body)).await;
+    assert_eq!(status, 201, "{library}");
+}
+
+/// The jobs once there are `n` and every one is COMPLETED or FAILED (fails the test after
+/// `limit` s).
+pub async fn wait_all_done(main: &ServerProcess, token: &str, n: usize, limit: u64) -> Vec<Value> {
+    let deadline = Instant::now() + Duration::from_secs(limit);
+    loop {
+        let all = jobs(main, token).await;
+        if all.len() == n && all.iter().all(|j| matches!(j["status"].as_str(), Some("COMPLETED" | "FAILED"))) {
+            return all;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "jobs not done: {:#?}",
+            all.iter().map(|j| (&j["fileName"], &j["status"], &j["node"])).collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}

@@ -1,0 +1,50 @@
+//! The transcoder child (`condense-media transcode`, and a helper beside it) started from
+//! the test's process on a plan, its events collected.
+
+use condense::media::child::{ChildEnd, Transcoder};
+use condense::media::event::Event;
+use condense::media::plan::EncodePlan;
+
+use super::server::media_binary;
+
+/// Runs the transcoder child to its end, collecting its events.
+pub async fn run(plan: &EncodePlan) -> (ChildEnd, Vec<Event>) {
+    let mut child = Transcoder::spawn(media_binary(), plan).await.unwrap();
+    let mut events = Vec::new();
+    while let Some(e) = child.events.recv().await {
+        events.push(e);
+    }
+    (child.wait().await, events)
+}
+
+/// Starts the run and waits until it has planned its four spans (and published its plan).
+pub async fn start_run(plan: &EncodePlan) -> (Transcoder, Vec<Event>) {
+    let mut owner = Transcoder::spawn(media_binary(), plan).await.unwrap();
+    let mut events = Vec::new();
+    while let Some(e) = owner.events.recv().await {
+        let planned = matches!(&e, Event::Spans { spans } if spans.len() == 4);
+        events.push(e);
+        if planned {
+            return (owner, events);
+        }
+    }
+    panic!("the run never planned its spans: {events:?}");
+}
+
+/// What a helper is asked to encode: span `span` of the run of `plan`, on one thread.
+fn helper_request(plan: &EncodePlan, span: u32) -> condense::media::helper::HelperRequest {
+    condense::media::helper::HelperRequest { partial_dir: plan.partial_dir.clone(), span, threads: 1 }
+}
+
+/// A helper started on span `span` of the run of `plan`, on one thread.
+pub async fn spawn_helper(plan: &EncodePlan, span: u32) -> Transcoder {
+    Transcoder::spawn_helper(media_binary(), &helper_request(plan, span)).await.unwrap()
+}
+
+/// Collects the child's events until it ends, and answers how it ended.
+pub async fn drain(child: &mut Transcoder, events: &mut Vec<Event>) -> ChildEnd {
+    while let Some(e) = child.events.recv().await {
+        events.push(e);
+    }
+    child.wait().await
+}

@@ -1,0 +1,179 @@
+//! The API's contract against the real server: what /openapi.json states is what the server
+//! does at its edges. A refused method names the allowed ones, every error is the JSON
+//! error body (a feed request that is no handshake, malformed JSON), and a value just past a
+//! bound the document states is refused, with the bound stated as the handler checks it.
+//! schemathesis (`scripts/schemathesis.sh`, in `make test`) explores the rest.
+
+use actix_web::http::Method;
+use serde_json::{json, Value};
+
+use crate::common::api::TestServer;
+
+/// The document as the server serves it.
+async fn document(server: &TestServer, token: &str) -> Value {
+    let (status, doc) = server.get("/openapi.json", Some(token)).await;
+    assert_eq!(status, 200, "{doc}");
+    doc
+}
+
+/// `value`, or what its `$ref` points to in `doc`.
+fn resolved<'a>(doc: &'a Value, value: &'a Value) -> &'a Value {
+    match value["$ref"].as_str() {
+        Some(reference) => doc.pointer(reference.trim_start_matches('#')).unwrap_or(&Value::Null),
+        None => value,
+    }
+}
+
+/// A schema's property (through a `$ref`).
+fn property<'a>(doc: &'a Value, schema: &str, name: &str) -> &'a Value {
+    &doc["components"]["schemas"][schema]["properties"][name]
+}
+
+/// A query parameter's schema of an operation.
+fn query_parameter<'a>(doc: &'a Value, path: &str, method: &str, name: &str) -> &'a Value {
+    let parameters = doc["paths"][path][method]["parameters"].as_array().unwrap();
+    &parameters.iter().find(|p| p["name"] == name && p["in"] == "query").unwrap()["schema"]
+}
+
+/// The documented answer `status` of an operation is the JSON error body.
+fn documents_an_error(doc: &Value, path: &str, method: &str, status: &str) {
+    let answer = resolved(doc, &doc["paths"][path][method]["responses"][status]);
+    assert_eq!(
+        answer["content"]["application/json"]["schema"]["$ref"], "#/components/schemas/ErrorBody",
+        "{method} {path} does not document {status} as the error body: {answer}"
+    );
+}
+
+fn is_json(headers: &awc::http::header::HeaderMap) -> bool {
+    headers.get("content-type").and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("application/json"))
+}
+
+#[actix_web::test]
+async fn a_refused_method_is_answered_with_the_allowed_ones() {
+    let server = TestServer::sqlite().await;
+    let token = server.login().await;
+    for (path, allowed) in [
+        ("/libraries", vec!["GET", "POST"]),
+        ("/api/libraries/1", vec!["GET", "PUT", "DELETE"]),
+        ("/jobs/1/pause", vec!["POST"]),
+        ("/auth/password", vec!["PUT"]),
+    ] {
+        let (status, headers, body) = server.send(Method::PATCH, path, Some(&token), None).await;
+        assert_eq!(status, 405, "{path}");
+        let allow = headers.get("allow").unwrap_or_else(|| panic!("405 on {path} without Allow")).to_str().unwrap();
+        let mut named: Vec<&str> = allow.split(',').map(str::trim).collect();
+        named.sort_unstable();
+        let mut expected = allowed.clone();
+        expected.sort_unstable();
+        assert_eq!(named, expected, "{path}: Allow {allow}");
+        assert!(is_json(&headers), "{path}");
+        let body: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(body["error"]["code"], "method_not_allowed", "{body}");
+    }
+    server.finish().await;
+}
+
+#[actix_web::test]
+async fn the_feed_asked_without_an_upgrade_answers_the_json_error_it_documents() {
+    let server = TestServer::sqlite().await;
+    let token = server.login().await;
+    for path in ["/ws", "/api/ws", "/"] {
+        let (status, headers, body) = server.send(Method::GET, path, Some(&token), None).await;
+        assert_eq!(status, 400, "{path}");
+        assert!(is_json(&headers), "{path}: {headers:?}");
+        let body: Value = serde_json::from_slice(&body).unwrap_or_else(|_| panic!("{path}: not JSON: {body:?}"));
+        assert_eq!(body["error"]["code"], "not_a_websocket", "{body}");
+    }
+    documents_an_error(&document(&server, &token).await, "/ws", "get", "400");
+    server.finish().await;
+}
+
+#[actix_web::test]
+async fn malformed_json_is_the_documented_400_wherever_a_body_is_read() {
+    let server = TestServer::sqlite().await;
+    let token = server.login().await;
+    let doc = document(&server, &token).await;
+    for (method, path, documented) in [
+        (Method::PUT, "/auth/password", "/auth/password"),
+        (Method::PUT, "/settings/arr", "/settings/arr"),
+        (Method::POST, "/api/jobs/1/priority", "/jobs/{id}/priority"),
+    ] {
+        let (status, headers, body) =
+            server.send(method.clone(), path, Some(&token), Some(("application/json", b"{,}".to_vec()))).await;
+        assert_eq!(status, 400, "{method} {path}");
+        assert!(is_json(&headers), "{method} {path}");
+        let body: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(body["error"]["code"], "malformed_json", "{body}");
+        documents_an_error(&doc, documented, &method.as_str().to_lowercase(), "400");
+    }
+    // The password was not changed: the token still works.
+    assert_eq!(server.get("/auth/me", Some(&token)).await.0, 200);
+    server.finish().await;
+}
+
+#[actix_web::test]
+async fn a_value_just_past_a_documented_bound_is_refused() {
+    use condense::domain::arr::PRIORITIES;
+    use condense::domain::paging::MAX_PAGE;
+    use condense::domain::stats::MAX_TREND_DAYS;
+
+    let server = TestServer::sqlite().await;
+    let token = server.login().await;
+    let doc = document(&server, &token).await;
+
+    // Query parameters: a 400 (invalid_query), the bound in the parameter's schema.
+    let page = query_parameter(&doc, "/jobs", "get", "page");
+    assert_eq!((page["minimum"].as_u64(), page["maximum"].as_u64()), (Some(1), Some(MAX_PAGE)), "{page}");
+    for refused in ["/jobs?page=0".to_string(), format!("/jobs?page={}", MAX_PAGE + 1), "/audit?page=0".into()] {
+        let (status, body) = server.get(&refused, Some(&token)).await;
+        assert_eq!((status, body["error"]["code"].as_str()), (400, Some("invalid_query")), "{refused}: {body}");
+    }
+    assert_eq!(server.get(&format!("/jobs?page={MAX_PAGE}"), Some(&token)).await.0, 200);
+    let days = query_parameter(&doc, "/insights/savings", "get", "days");
+    assert_eq!((days["minimum"].as_u64(), days["maximum"].as_u64()), (Some(1), Some(u64::from(MAX_TREND_DAYS))));
+    assert_eq!(server.get(&format!("/insights/savings?days={}", MAX_TREND_DAYS + 1), Some(&token)).await.0, 400);
+    assert_eq!(server.get("/insights/savings?days=0", Some(&token)).await.0, 400);
+    assert_eq!(server.get(&format!("/insights/savings?days={MAX_TREND_DAYS}"), Some(&token)).await.0, 200);
+
+    // Bodies: a 422 (validation_failed), the bound in the body's schema.
+    let priority = property(&doc, "SetPriority", "priority");
+    assert_eq!(
+        (priority["minimum"].as_i64(), priority["maximum"].as_i64()),
+        (Some(i64::from(*PRIORITIES.start())), Some(i64::from(*PRIORITIES.end()))),
+        "{priority}"
+    );
+    let (status, body) =
+        server.post("/jobs/1/priority", Some(&token), &json!({ "priority": PRIORITIES.end() + 1 })).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (422, Some("validation_failed")), "{body}");
+
+    let password = property(&doc, "CreateUser", "password");
+    let shortest = usize::try_from(password["minLength"].as_u64().unwrap()).unwrap();
+    assert_eq!(shortest, condense::security::MIN_PASSWORD_LEN);
+    let (status, body) = server
+        .post("/users", Some(&token), &json!({ "username": "newcomer", "password": "x".repeat(shortest - 1) }))
+        .await;
+    assert_eq!((status, body["error"]["code"].as_str()), (422, Some("validation_failed")), "{body}");
+
+    // A library's name: the pattern counts the name as the server does, trimmed.
+    let max = condense::http::libraries::MAX_NAME_CHARS;
+    let name = regex::Regex::new(property(&doc, "CreateLibrary", "name")["pattern"].as_str().unwrap()).unwrap();
+    assert!(name.is_match(&"n".repeat(max)) && name.is_match(&format!("  {}  ", "n".repeat(max))));
+    assert!(!name.is_match(&"n".repeat(max + 1)) && !name.is_match("   "));
+    for refused in ["n".repeat(max + 1), "   ".into()] {
+        let (status, body) = server.post("/libraries", Some(&token), &json!({ "name": refused, "paths": ["/"] })).await;
+        assert_eq!((status, body["error"]["code"].as_str()), (422, Some("validation_failed")), "{body}");
+        assert!(body["error"]["message"].as_str().unwrap().starts_with("name"), "{body}");
+    }
+
+    // A schedule's windows: at most MAX_WINDOWS, in a time zone of the database.
+    let windows = &doc["components"]["schemas"]["Schedule"]["properties"]["windows"];
+    assert_eq!(windows["maxItems"].as_u64(), Some(condense::domain::schedule::MAX_WINDOWS as u64), "{windows}");
+    let window = json!({ "days": ["mon"], "start": "01:00", "end": "02:00" });
+    let too_many = vec![window; condense::domain::schedule::MAX_WINDOWS + 1];
+    let (status, body) =
+        server.put("/schedule", Some(&token), &json!({ "timeZone": "UTC", "windows": too_many })).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (422, Some("validation_failed")), "{body}");
+    let zones = property(&doc, "Schedule", "timeZone")["enum"].as_array().unwrap();
+    assert!(zones.contains(&json!("Europe/Berlin")) && !zones.contains(&json!("Europe/Atlantis")));
+    server.finish().await;
+}
