@@ -52,8 +52,10 @@ e2e-run:
 	$(CARGO) build --bin condense --bin condense-media
 	cd frontend && npm run --silent e2e
 
+## Formatting, clippy, and no import circle between files of src/ (scripts/module-cycles.py).
 lint:
 	$(CARGO) fmt --all -- --check
+	python3 scripts/module-cycles.py src
 	$(CARGO) clippy --workspace --all-targets --quiet -- -D warnings
 
 ## Benchmarks: prints a table and writes BENCHMARKS.md.

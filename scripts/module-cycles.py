@@ -136,6 +136,10 @@ for mod, path in modules.items():
     # is the folder above; for a plain file it is its folder.
     found = [m.group(1) + m.group(2) for m in PATH.finditer(text)] + expand_groups(text)
     found += aliased(mod, text)
+    # Paths through a child module written without `self::` (`auth::login` in http/mod.rs).
+    for child in {m[-1] for m in modules if m[:-1] == mod and len(m) == len(mod) + 1}:
+        for p in re.finditer(r"(?<![:\w])" + re.escape(child) + r"((?:::[A-Za-z_][A-Za-z0-9_]*)+)", text):
+            found.append("self::" + child + p.group(1))
     for p in found:
         target = resolve(mod, p)
         if target is not None and target != mod:

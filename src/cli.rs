@@ -155,7 +155,7 @@ fn print_json(value: &impl serde::Serialize) -> std::process::ExitCode {
 
 /// `condense openapi`: the API's OpenAPI document on stdout, without starting anything.
 pub fn openapi() -> std::process::ExitCode {
-    match crate::http::openapi::api().to_pretty_json() {
+    match crate::http::api().to_pretty_json() {
         Ok(text) => {
             use std::io::Write;
             match writeln!(std::io::stdout(), "{text}") {

@@ -10,6 +10,7 @@ use serde::Deserialize;
 use utoipa::IntoParams;
 
 use super::auth::AuthUser;
+use super::endpoint::Endpoint;
 use super::views::AuditEntryView;
 use crate::domain::paging::MAX_PAGE;
 use crate::error::{AppError, ErrorBody};
@@ -27,9 +28,8 @@ pub struct Pending {
 
 impl Pending {
     /// The entry for this request by `user`, when the route table audits its route.
-    pub fn of(req: &ServiceRequest, user: &AuthUser) -> Option<Pending> {
-        let pattern = req.match_pattern()?;
-        let endpoint = super::endpoint_of(req.method(), &pattern)?;
+    pub fn of(req: &ServiceRequest, user: &AuthUser, endpoint: Option<&Endpoint>) -> Option<Pending> {
+        let endpoint = endpoint?;
         endpoint.audited().then(|| Pending {
             entry: NewEntry {
                 username: user.username.clone(),

@@ -12,6 +12,7 @@ use crate::domain::access::{KeyScope, UserRole};
 use crate::error::AppError;
 use crate::http::audit::Pending;
 use crate::http::auth::{authenticate, AuthUser, TokenPlace};
+use crate::http::endpoint::{Endpoint, RouteTable};
 use crate::http::state::AppState;
 
 /// Middleware of every protected resource (see `http::routes`): refuses the request before
@@ -35,9 +36,11 @@ async fn guarded<B: MessageBody>(
         Ok(user) => user,
         Err(refused) => return Ok(req.error_response(refused).map_into_right_body()),
     };
-    let pending = Pending::of(&req, &user);
+    let table = req.app_data::<web::Data<RouteTable>>().cloned();
+    let endpoint = req.match_pattern().and_then(|pattern| table.as_ref()?.find(req.method(), &pattern).cloned());
+    let pending = Pending::of(&req, &user, endpoint.as_ref());
     let state = req.app_data::<web::Data<AppState>>().cloned();
-    let answer = match require_role(&req, &user) {
+    let answer = match require_role(&req, &user, endpoint.as_ref()) {
         Ok(()) => next.call(req).await.map(ServiceResponse::map_into_left_body),
         Err(refused) => Ok(req.error_response(refused).map_into_right_body()),
     };
@@ -52,11 +55,10 @@ async fn guarded<B: MessageBody>(
 }
 
 /// The one check of roles and key scopes: the route table's role for this method and route
-/// (`http::endpoint_of`) against the user's, and for an API key, the route's reach against
+/// (`RouteTable`, app data) against the user's, and for an API key, the route's reach against
 /// the key's scope as well. A route the table does not know (a method the resource refuses
 /// anyway) needs the highest role and an `admin` key.
-fn require_role(req: &ServiceRequest, user: &AuthUser) -> Result<(), AppError> {
-    let endpoint = req.match_pattern().and_then(|pattern| crate::http::endpoint_of(req.method(), &pattern));
+fn require_role(req: &ServiceRequest, user: &AuthUser, endpoint: Option<&Endpoint>) -> Result<(), AppError> {
     let needed = endpoint.map_or(UserRole::Admin, |e| e.role);
     if !user.role.allows(needed) {
         return Err(AppError::Forbidden(format!(

@@ -14,6 +14,7 @@ pub mod cluster;
 pub mod coalesce;
 pub mod connections;
 pub mod encoders;
+pub mod endpoint;
 pub mod forecast;
 pub mod forward;
 pub mod guard;
@@ -45,51 +46,9 @@ use actix_web::http::Method;
 use actix_web::middleware::from_fn;
 use actix_web::{web, FromRequest, Handler, HttpRequest, HttpResponse, Responder, Route};
 
-use crate::domain::access::{KeyScope, Reach, UserRole};
+pub use self::endpoint::{Access, Endpoint, RouteTable};
+use crate::domain::access::{Reach, UserRole};
 use crate::error::AppError;
-
-/// Who may call an endpoint.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Access {
-    /// Anyone: only the liveness check and login.
-    Public,
-    /// A valid API token (`Authorization: Bearer …`).
-    Token,
-}
-
-/// One endpoint as registered: method, path (actix pattern, e.g. `/jobs/{id}`), access,
-/// the least role that may call it and what it is to an API key (`Token` endpoints; both
-/// checked by `guard::require_token`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Endpoint {
-    pub method: Method,
-    pub path: &'static str,
-    pub access: Access,
-    pub role: UserRole,
-    /// Which key scopes reach it (`KeyScope::reaches`); a key needs its creator's role too.
-    pub reach: Reach,
-    /// A WebSocket route: the token may come in the `token` query parameter, since browsers
-    /// cannot set headers on the handshake. Everywhere else only the header counts: query
-    /// strings are written to proxies' and servers' logs.
-    pub websocket: bool,
-    /// An integration endpoint (a webhook another product calls): an API key may also come
-    /// in the `apikey` query parameter, since some senders cannot set headers.
-    pub integration: bool,
-}
-
-impl Endpoint {
-    /// Whether calls are written to the audit log (`http::audit`): every protected method
-    /// that may change something, which is every one but GET, except a token refresh (it
-    /// changes nothing, and a dashboard left open makes one every few hours).
-    pub fn audited(&self) -> bool {
-        self.access == Access::Token && self.method != Method::GET && self.path != "/auth/refresh"
-    }
-
-    /// Whether a key of `scope` made by a user of `role` may call this endpoint.
-    pub fn allows_key(&self, scope: KeyScope, role: UserRole) -> bool {
-        role.allows(self.role) && scope.reaches(self.reach)
-    }
-}
 
 fn endpoint<F, Args>(
     method: Method,
@@ -219,22 +178,31 @@ pub fn endpoints() -> Vec<Endpoint> {
     table().into_iter().map(|(endpoint, _)| endpoint).collect()
 }
 
+/// The route table, built once (what `routes` registers as app data).
+pub fn route_table() -> &'static RouteTable {
+    static TABLE: std::sync::LazyLock<RouteTable> = std::sync::LazyLock::new(|| RouteTable::new(endpoints()));
+    &TABLE
+}
+
 /// The least role that may call `method` on `pattern` (the route's pattern as registered,
 /// with or without the /api prefix); `None` for no such endpoint.
 pub fn required_role(method: &Method, pattern: &str) -> Option<UserRole> {
-    endpoint_of(method, pattern).map(|e| e.role)
+    route_table().find(method, pattern).map(|e| e.role)
 }
 
-/// The endpoint `method` on `pattern` reaches (the route's pattern as registered, with or
-/// without the /api prefix); `None` for no such endpoint.
-pub fn endpoint_of(method: &Method, pattern: &str) -> Option<&'static Endpoint> {
-    static ENDPOINTS: std::sync::OnceLock<Vec<Endpoint>> = std::sync::OnceLock::new();
-    let path = pattern.strip_prefix("/api").filter(|rest| rest.starts_with('/')).unwrap_or(pattern);
-    ENDPOINTS.get_or_init(endpoints).iter().find(|e| e.method == *method && e.path == path)
+/// The OpenAPI document of the route table, built once (`condense openapi` prints it,
+/// `GET /openapi.json` serves it).
+pub fn api() -> &'static utoipa::openapi::OpenApi {
+    static API: std::sync::LazyLock<utoipa::openapi::OpenApi> =
+        std::sync::LazyLock::new(|| openapi::build(&endpoints()));
+    &API
 }
 
 /// Every API route; mounted at the root and under /api.
 pub fn routes(cfg: &mut web::ServiceConfig) {
+    // What the token middleware, the audit log and GET /openapi.json read of the table.
+    cfg.app_data(web::Data::new(route_table().clone()));
+    cfg.app_data(web::Data::new(openapi::ApiDocument(api())));
     // One resource per path, so that a known path with another method is a 405.
     let mut resources: Vec<(&'static str, Access, bool, bool, Vec<Route>)> = Vec::new();
     for (endpoint, route) in table() {
@@ -308,6 +276,7 @@ pub fn path_config() -> web::PathConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::access::KeyScope;
 
     #[test]
     fn only_health_and_login_are_public() {

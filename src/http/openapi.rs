@@ -2,9 +2,7 @@
 //! `#[utoipa::path]` annotations and the request and response types themselves, so the
 //! document cannot drift from the code. Who may call each operation (bearer token or
 //! nobody) comes from the route table, `http::endpoints()`, the same one that installs the
-//! token check. `condense openapi` prints it; the dashboard's types are generated from it.
-
-use std::sync::LazyLock;
+//! token check, handed to `build`. `condense openapi` prints it; the dashboard's types are generated from it.
 
 use actix_web::http::Method;
 use actix_web::HttpResponse;
@@ -17,7 +15,7 @@ use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
 use utoipa::{Modify, OpenApi, ToSchema};
 
 use super::auth::AuthUser;
-use super::{endpoints, Access};
+use super::endpoint::{Access, Endpoint};
 use crate::error::ErrorBody;
 
 /// The name of the bearer-token security scheme (a login token, or an API key).
@@ -116,7 +114,6 @@ const API_KEY: &str = "apiKeyAuth";
     ),
     // Sent on the WebSocket rather than answered by an operation, so listed by hand.
     components(schemas(crate::actors::bus::JobUpdate, crate::actors::bus::Resync)),
-    modifiers(&AccessFromRouteTable),
     tags(
         (name = "system"),
         (name = "auth"),
@@ -138,9 +135,9 @@ struct ApiDoc;
 
 /// Marks each operation as the route table protects it: a bearer token and a 401 answer
 /// for token endpoints, no security for public ones.
-struct AccessFromRouteTable;
+struct AccessFromRouteTable<'a>(&'a [Endpoint]);
 
-impl Modify for AccessFromRouteTable {
+impl Modify for AccessFromRouteTable<'_> {
     fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
         let components = doc.components.get_or_insert_with(Default::default);
         components.add_security_scheme(
@@ -154,7 +151,7 @@ impl Modify for AccessFromRouteTable {
         for schema in components.schemas.values_mut() {
             any_of_where_variants_overlap(schema);
         }
-        for endpoint in endpoints() {
+        for endpoint in self.0 {
             let Some(operation) =
                 doc.paths.paths.get_mut(endpoint.path).and_then(|item| operation(item, &endpoint.method))
             else {
@@ -250,11 +247,16 @@ fn operation<'a>(item: &'a mut utoipa::openapi::PathItem, method: &Method) -> Op
     }
 }
 
-/// The document, built once.
-pub fn api() -> &'static utoipa::openapi::OpenApi {
-    static API: LazyLock<utoipa::openapi::OpenApi> = LazyLock::new(ApiDoc::openapi);
-    &API
+/// The document of the handlers' annotations, with who may call each operation taken from
+/// `endpoints` (the route table).
+pub fn build(endpoints: &[Endpoint]) -> utoipa::openapi::OpenApi {
+    let mut doc = ApiDoc::openapi();
+    AccessFromRouteTable(endpoints).modify(&mut doc);
+    doc
 }
+
+/// The document `GET /openapi.json` serves (app data, registered by `http::routes`).
+pub struct ApiDocument(pub &'static utoipa::openapi::OpenApi);
 
 /// This document
 #[utoipa::path(
@@ -263,13 +265,14 @@ pub fn api() -> &'static utoipa::openapi::OpenApi {
     tag = "system",
     responses((status = 200, description = "OpenAPI 3.1 document", content_type = "application/json")),
 )]
-pub async fn document(_user: AuthUser) -> HttpResponse {
-    HttpResponse::Ok().json(api())
+pub async fn document(_user: AuthUser, doc: actix_web::web::Data<ApiDocument>) -> HttpResponse {
+    HttpResponse::Ok().json(doc.0)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::http::{api, endpoints};
 
     fn doc() -> serde_json::Value {
         serde_json::to_value(api()).unwrap()

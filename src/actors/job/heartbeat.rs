@@ -11,9 +11,12 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
-use super::{JobCommand, LEASE_SECONDS};
+use super::command::JobCommand;
 use crate::actors::store::{holds_lease, JobStore};
 use crate::repo::jobs::JobChange;
+
+/// How long a lease lasts without renewal; progress renews it.
+pub const LEASE_SECONDS: i64 = 120;
 
 /// A renewal every quarter of the lease: three can fail (a database or link hiccup) before
 /// it expires.

@@ -4,6 +4,7 @@
 //! carrying out their effects, while a heartbeat renews the job's lease. Pause, cancel and
 //! shutdown arrive as commands. docs/ARCHITECTURE.md follows a job through them.
 
+mod command;
 mod commit;
 mod heartbeat;
 pub mod helper;
@@ -17,6 +18,8 @@ use std::time::Duration;
 use actix::prelude::*;
 use tokio::sync::mpsc;
 
+pub use self::command::JobCommand;
+pub use self::heartbeat::LEASE_SECONDS;
 use super::lifecycle::{EventContext, LifecycleError};
 use super::store::{delete_partial_if, holds_lease, removes_partial, Applied, JobStore};
 use crate::domain::job::{FailureCode, JobEvent};
@@ -25,8 +28,6 @@ use crate::media::partial::PartialLock;
 use crate::media::MediaError;
 use crate::repo::jobs::JobChange;
 
-/// How long a lease lasts without renewal; progress renews it.
-pub const LEASE_SECONDS: i64 = 120;
 const DB_WRITE_EVERY: Duration = Duration::from_secs(2);
 const PUBLISH_EVERY: Duration = Duration::from_millis(250);
 /// How long a transcoder asked to stop (pause, shutdown) may take to finish its segment
@@ -50,22 +51,6 @@ pub struct NodeEnv {
     pub throttle_ms_per_frame: u64,
     /// Base time limit of a validation or verification child (see `media::worker`).
     pub analysis_timeout: Duration,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum JobCommand {
-    Pause,
-    Cancel,
-    /// The node is stopping: finish the current segment and leave the job as it is, to be
-    /// continued after the restart.
-    Shutdown,
-    /// The node's encoding window closed: finish the current segment and put the job back in
-    /// the queue, to continue from there when a window opens (`JobEvent::Yield`).
-    Yield,
-    /// The job is no longer this node's (its lease went to another): stop at once, change
-    /// nothing.
-    LeaseLost,
 }
 
 #[derive(Message)]

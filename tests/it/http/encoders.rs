@@ -20,7 +20,7 @@ async fn encoders_are_served_with_their_defaults_and_the_nodes_that_run_them(ser
         encoders: encoders.iter().map(std::string::ToString::to_string).collect(),
         ..node(name, NodeRole::Linked)
     };
-    repo::nodes::upsert(server.db(), facts("gpu", &["libx265", "hevc_nvenc"])).await.unwrap();
+    repo::nodes::upsert(server.db(), facts("gpu", &["libx265", "hevc_nvenc", "libsvtav1", "av1_vaapi"])).await.unwrap();
     let old = repo::nodes::upsert(server.db(), facts("old", &["libaom-av1"])).await.unwrap();
     repo::nodes::set_status(server.db(), old.id, NodeStatus::Offline, None).await.unwrap();
 
@@ -38,7 +38,7 @@ async fn encoders_are_served_with_their_defaults_and_the_nodes_that_run_them(ser
     assert_eq!((&codecs[0]["codec"], &codecs[0]["defaultEncoder"]), (&json!("hevc"), &json!("libx265")));
     assert_eq!(names(&codecs[0]), ["libx265", "hevc_nvenc", "hevc_qsv", "hevc_vaapi"]);
     assert_eq!((&codecs[1]["codec"], &codecs[1]["defaultEncoder"]), (&json!("av1"), &json!("libsvtav1")));
-    assert_eq!(names(&codecs[1]), ["libsvtav1", "libaom-av1"]);
+    assert_eq!(names(&codecs[1]), ["libsvtav1", "libaom-av1", "av1_nvenc", "av1_qsv", "av1_vaapi"]);
     let encoder = |codec: usize, index: usize| codecs[codec]["encoders"][index].clone();
     let x265 = encoder(0, 0);
     assert_eq!(x265["hardware"], "cpu");
@@ -55,6 +55,12 @@ async fn encoders_are_served_with_their_defaults_and_the_nodes_that_run_them(ser
         (&json!([]), &Value::Null, &json!(false))
     );
     assert_eq!(encoder(1, 0)["quality"], json!({"min": 0, "max": 63, "default": 35}));
+    // The hardware AV1 encoders on their own scales; the one no node runs says what it needs.
+    assert_eq!(encoder(1, 4)["quality"], json!({"min": 0, "max": 255, "default": 140}));
+    assert_eq!((&encoder(1, 4)["available"], &encoder(1, 4)["nodes"]), (&json!(true), &json!(["gpu"])));
+    let av1_nvenc = encoder(1, 2);
+    assert_eq!(av1_nvenc["available"], false);
+    assert!(av1_nvenc["unavailableReason"].as_str().unwrap().contains("NVENC"), "{av1_nvenc}");
     // Only an OFFLINE node reports libaom-av1.
     let aom = encoder(1, 1);
     assert_eq!(
@@ -80,5 +86,15 @@ async fn encoders_are_served_with_their_defaults_and_the_nodes_that_run_them(ser
         (status, &library["preset"], &library["quality"]),
         (201, &nvenc["defaultPreset"], &nvenc["quality"]["default"])
     );
+    // An AV1 library moved to VAAPI's AV1 encoder keeps its quality at the same place on the
+    // new scale (35 of 0-63 is 142 of 0-255), and back.
+    let (status, library) = server.get("/libraries", token).await;
+    assert_eq!(status, 200, "{library}");
+    let av1 = library.as_array().unwrap().iter().find(|l| l["targetCodec"] == "av1").unwrap().clone();
+    let path = format!("/libraries/{}", av1["id"]);
+    let (status, moved) = server.put(&path, token, &json!({"encoder": "av1_vaapi"})).await;
+    assert_eq!((status, &moved["encoder"], &moved["quality"]), (200, &json!("av1_vaapi"), &json!(142)), "{moved}");
+    let (status, back) = server.put(&path, token, &json!({"encoder": "libsvtav1"})).await;
+    assert_eq!((status, &back["quality"]), (200, &json!(35)), "{back}");
 }
 api_test_on_both_databases!(encoders_are_served_with_their_defaults_and_the_nodes_that_run_them);

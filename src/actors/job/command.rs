@@ -1,0 +1,18 @@
+//! What a running job is told from outside its run: pause, cancel, stop with the node,
+//! yield to a closed window, or let go of a lease that went to another.
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum JobCommand {
+    Pause,
+    Cancel,
+    /// The node is stopping: finish the current segment and leave the job as it is, to be
+    /// continued after the restart.
+    Shutdown,
+    /// The node's encoding window closed: finish the current segment and put the job back in
+    /// the queue, to continue from there when a window opens (`JobEvent::Yield`).
+    Yield,
+    /// The job is no longer this node's (its lease went to another): stop at once, change
+    /// nothing.
+    LeaseLost,
+}
