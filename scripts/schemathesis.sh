@@ -5,7 +5,8 @@
 # every operation of its /openapi.json through every phase (examples, coverage, fuzzing,
 # stateful) with every check. Settings and the few exceptions, each with its reason:
 # scripts/schemathesis/config.toml and hooks.py. Fails on any failure schemathesis finds.
-# CONDENSE_BIN: the condense binary (default target/debug/condense, built when missing).
+# CONDENSE_BIN: the condense binary (default $CARGO_TARGET_DIR/debug/condense, else
+# target/debug/condense; built when missing).
 # Extra arguments go to `schemathesis run` (e.g. --max-examples 5, --include-path /jobs;
 # paths among them absolute: it runs in a temporary folder). The server's log is left in
 # test-artifacts/contract/server.log.
@@ -16,7 +17,7 @@ tools=$repo/target/tools/schemathesis
 if [ ! -x "$tools/bin/st" ]; then
     bash scripts/bootstrap.sh --test
 fi
-binary=${CONDENSE_BIN:-target/debug/condense}
+binary=${CONDENSE_BIN:-${CARGO_TARGET_DIR:-target}/debug/condense}
 if [ ! -x "$binary" ]; then
     ${CARGO:-cargo} build --bin condense --bin condense-media
 fi
