@@ -99,7 +99,7 @@ export function ScheduleEditor({
   const submit = async (event: Event) => {
     event.preventDefault();
     setNotice(null);
-    const saved = await save(() => onSave({ timeZone: timeZone.trim(), windows, onClose }));
+    const saved = await save(() => onSave({ timeZone: timeZone.trim() as Schedule['timeZone'], windows, onClose }));
     if (saved) {
       reset(saved);
       setNotice('Schedule saved.');
