@@ -12,6 +12,7 @@ pub fn profile(encoder: &str, quality: u32, preset: &str) -> condense::domain::e
         ten_bit_allowed: true,
         preset: Some(preset.to_string()),
         quality,
+        cautious: false,
         retry_profile: RetryProfile::AsConfigured,
     }
 }
