@@ -124,6 +124,11 @@ pub fn h264_ten_bit(dir: &Path, name: &str) -> PathBuf {
     testsrc(dir, name, "320x240", 2, "-pix_fmt yuv420p10le -c:v libx264 -preset ultrafast -qp 10")
 }
 
+/// 10-bit 4:2:2 H.264 SDR (High 4:2:2), `seconds` long.
+pub fn h264_422_ten_bit(dir: &Path, name: &str, seconds: u32) -> PathBuf {
+    testsrc(dir, name, "320x240", seconds, "-pix_fmt yuv422p10le -c:v libx264 -preset ultrafast -qp 10 -g 25")
+}
+
 pub fn hevc(dir: &Path, name: &str) -> PathBuf {
     testsrc(dir, name, "320x240", 2, "-c:v libx265 -preset ultrafast -x265-params log-level=error")
 }
