@@ -86,8 +86,11 @@ pub struct EncoderProfile {
     /// For people: what the encoder is and what it runs on.
     pub label: &'static str,
     pub hardware: Hardware,
-    /// The presets it takes, fastest first; empty: it takes none.
+    /// The presets it takes, in the order `preset_order` says; empty: it takes none.
     pub presets: &'static [&'static str],
+    /// Which way `presets` runs. Said here for each encoder, never guessed from the list: a
+    /// retry steps to a faster preset, and the names do not say which way that is.
+    pub preset_order: PresetOrder,
     /// Each encoder's own middle ground; `None` when it takes no preset.
     pub default_preset: Option<&'static str>,
     /// The FFmpeg option the preset goes into (libaom-av1 calls it `cpu-used`).
@@ -100,6 +103,17 @@ pub struct EncoderProfile {
     pub options: &'static [(&'static str, &'static str)],
     /// Whether it writes 10-bit output (Main 10 / AV1 10-bit).
     pub ten_bit: bool,
+}
+
+/// Which way an encoder's list of presets runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PresetOrder {
+    /// Fastest first: x265's names (`ultrafast` … `veryslow`), NVENC's `p1` … `p7`, Quick
+    /// Sync's `veryfast` … `veryslow`.
+    FastestFirst,
+    /// Slowest first: numbers that mean faster when higher (SVT-AV1's preset 0 … 13,
+    /// libaom's `cpu-used` 0 … 8).
+    SlowestFirst,
 }
 
 const X265_PRESETS: &[&str] =
@@ -117,6 +131,7 @@ const LIBX265: EncoderProfile = EncoderProfile {
     label: "libx265 (CPU)",
     hardware: Hardware::Cpu,
     presets: X265_PRESETS,
+    preset_order: PresetOrder::FastestFirst,
     default_preset: Some("medium"),
     preset_option: "preset",
     quality: HEVC_QUALITY,
@@ -131,6 +146,7 @@ const HEVC_NVENC: EncoderProfile = EncoderProfile {
     label: "hevc_nvenc (NVIDIA)",
     hardware: Hardware::Nvidia,
     presets: &["p1", "p2", "p3", "p4", "p5", "p6", "p7"],
+    preset_order: PresetOrder::FastestFirst,
     default_preset: Some("p5"),
     preset_option: "preset",
     quality: HEVC_QUALITY,
@@ -145,6 +161,7 @@ const HEVC_QSV: EncoderProfile = EncoderProfile {
     label: "hevc_qsv (Intel Quick Sync)",
     hardware: Hardware::IntelQsv,
     presets: &["veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow"],
+    preset_order: PresetOrder::FastestFirst,
     default_preset: Some("medium"),
     preset_option: "preset",
     quality: HEVC_QUALITY,
@@ -159,6 +176,7 @@ const HEVC_VAAPI: EncoderProfile = EncoderProfile {
     label: "hevc_vaapi (VAAPI: AMD, Intel)",
     hardware: Hardware::Vaapi,
     presets: &[],
+    preset_order: PresetOrder::FastestFirst,
     default_preset: None,
     preset_option: "",
     quality: HEVC_QUALITY,
@@ -173,6 +191,7 @@ const LIBSVTAV1: EncoderProfile = EncoderProfile {
     label: "libsvtav1 (CPU)",
     hardware: Hardware::Cpu,
     presets: &["0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13"],
+    preset_order: PresetOrder::SlowestFirst,
     default_preset: Some("8"),
     preset_option: "preset",
     quality: AV1_QUALITY,
@@ -187,6 +206,7 @@ const LIBAOM_AV1: EncoderProfile = EncoderProfile {
     label: "libaom-av1 (CPU)",
     hardware: Hardware::Cpu,
     presets: &["0", "1", "2", "3", "4", "5", "6", "7", "8"],
+    preset_order: PresetOrder::SlowestFirst,
     default_preset: Some("6"),
     preset_option: "cpu-used",
     quality: AV1_QUALITY,
@@ -207,6 +227,7 @@ const AV1_NVENC: EncoderProfile = EncoderProfile {
     label: "av1_nvenc (NVIDIA, RTX 40 and later)",
     hardware: Hardware::Nvidia,
     presets: &["p1", "p2", "p3", "p4", "p5", "p6", "p7"],
+    preset_order: PresetOrder::FastestFirst,
     default_preset: Some("p5"),
     preset_option: "preset",
     quality: QualityRange { min: 0, max: 51, default: 30 },
@@ -221,6 +242,7 @@ const AV1_QSV: EncoderProfile = EncoderProfile {
     label: "av1_qsv (Intel Quick Sync, Arc and later)",
     hardware: Hardware::IntelQsv,
     presets: &["veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow"],
+    preset_order: PresetOrder::FastestFirst,
     default_preset: Some("medium"),
     preset_option: "preset",
     quality: QualityRange { min: 1, max: 51, default: 30 },
@@ -235,6 +257,7 @@ const AV1_VAAPI: EncoderProfile = EncoderProfile {
     label: "av1_vaapi (VAAPI: AMD RDNA3, Intel Arc)",
     hardware: Hardware::Vaapi,
     presets: &[],
+    preset_order: PresetOrder::FastestFirst,
     default_preset: None,
     preset_option: "",
     quality: QualityRange { min: 0, max: 255, default: 140 },
@@ -289,6 +312,57 @@ impl Hardware {
 }
 
 impl EncoderProfile {
+    /// Where `preset` stands by speed: 0 is the slowest. `None`: not one of its presets.
+    fn speed_rank(&self, preset: &str) -> Option<usize> {
+        let at = self.presets.iter().position(|p| *p == preset)?;
+        Some(match self.preset_order {
+            PresetOrder::FastestFirst => self.presets.len().saturating_sub(1).saturating_sub(at),
+            PresetOrder::SlowestFirst => at,
+        })
+    }
+
+    /// The preset of speed rank `rank` (0 the slowest), or the fastest past the end.
+    fn preset_of_rank(&self, rank: usize) -> Option<&'static str> {
+        let last = self.presets.len().checked_sub(1)?;
+        let rank = rank.min(last);
+        let at = match self.preset_order {
+            PresetOrder::FastestFirst => last - rank,
+            PresetOrder::SlowestFirst => rank,
+        };
+        self.presets.get(at).copied()
+    }
+
+    /// The preset `steps` faster than `preset`, stopping at the fastest. `None`: the
+    /// encoder does not take `preset` (or takes no preset at all).
+    pub fn faster_preset(&self, preset: &str, steps: usize) -> Option<&'static str> {
+        self.preset_of_rank(self.speed_rank(preset)?.saturating_add(steps))
+    }
+
+    /// The faster of two of its presets (`a` where either is not one of them).
+    fn faster_of<'a>(&self, a: &'a str, b: &'a str) -> &'a str {
+        match (self.speed_rank(a), self.speed_rank(b)) {
+            (Some(ra), Some(rb)) if rb > ra => b,
+            _ => a,
+        }
+    }
+
+    /// What the cautious rungs of the retry ladder turn off in this encoder, for people
+    /// (the job's history). `media::encoder_options` carries them out, and
+    /// docs/how-it-works.md says why these.
+    pub fn cautious_changes(&self) -> &'static [&'static str] {
+        match self.encoder {
+            Encoder::Libx265 => &["4:2:0 chroma", "no hdr10-opt"],
+            Encoder::Libsvtav1 => &["4:2:0 chroma", "no film grain", "no temporal filtering"],
+            Encoder::LibaomAv1 => &["4:2:0 chroma"],
+            Encoder::HevcNvenc
+            | Encoder::HevcQsv
+            | Encoder::HevcVaapi
+            | Encoder::Av1Nvenc
+            | Encoder::Av1Qsv
+            | Encoder::Av1Vaapi => &[],
+        }
+    }
+
     /// How this encoder takes frames of a `bit_depth`-bit output: Quick Sync and VAAPI
     /// encode pictures on their device, NV12 for 8 bits and P010 for 10, the formats both
     /// take for HEVC Main and Main 10.
@@ -401,6 +475,9 @@ pub struct EncodeProfile {
     pub ten_bit_allowed: bool,
     pub preset: Option<String>,
     pub quality: u32,
+    /// Turn off the encoder's features most often behind its failures and encode 4:2:0
+    /// (`EncoderProfile::cautious_changes`): the CPU ladder's last rungs.
+    pub cautious: bool,
     /// The rung this profile came from, for logs and the job's history.
     pub retry_profile: RetryProfile,
 }
@@ -444,6 +521,26 @@ impl RetryProfile {
         }
     }
 
+    /// The rung's place on the ladder: 0 for the first attempt.
+    pub fn rung(self) -> u32 {
+        match self {
+            RetryProfile::AsConfigured => 0,
+            RetryProfile::SoftwareDecode => 1,
+            RetryProfile::CpuEncoder => 2,
+            RetryProfile::Conservative => 3,
+        }
+    }
+
+    /// Whether the attempt runs one encoder session (one decoder from the first frame,
+    /// cuts by frame count, no spans for helpers): every retry does, the conservative
+    /// path for a source whose index or seeking misled the first attempt.
+    pub fn one_session(self) -> bool {
+        self != RetryProfile::AsConfigured
+    }
+
+    /// What this rung runs for `requested`. A hardware encoder's ladder moves decoding to
+    /// the CPU, then encoding, then gives up 10 bits; a CPU encoder already decodes and
+    /// encodes there, so its rungs change the preset and the features instead.
     pub fn apply(self, requested: &EncodeSettings) -> EncodeProfile {
         let as_configured = EncodeProfile {
             encoder: requested.encoder,
@@ -451,28 +548,33 @@ impl RetryProfile {
             ten_bit_allowed: requested.ten_bit_allowed,
             preset: requested.preset.clone(),
             quality: requested.quality,
+            cautious: false,
             retry_profile: self,
         };
+        if requested.encoder.is_hardware() {
+            self.on_hardware(requested, as_configured)
+        } else {
+            self.on_cpu(requested, as_configured)
+        }
+    }
+
+    fn on_hardware(self, requested: &EncodeSettings, as_configured: EncodeProfile) -> EncodeProfile {
         let cpu_encoder = requested.encoder.cpu_fallback();
         let cpu_quality =
             requested.encoder.profile().quality.carry_to(requested.quality, cpu_encoder.profile().quality);
+        // A hardware encoder's preset means nothing to a CPU encoder.
         let cpu_default_preset = cpu_encoder.default_preset().map(str::to_string);
         match self {
             RetryProfile::AsConfigured => as_configured,
             // Hardware decoders reject more damaged or unusual streams than FFmpeg's own.
             RetryProfile::SoftwareDecode => EncodeProfile { hardware_decode: false, ..as_configured },
-            RetryProfile::CpuEncoder => {
-                // A hardware encoder's preset means nothing to a CPU encoder.
-                let preset =
-                    if cpu_encoder == requested.encoder { requested.preset.clone() } else { cpu_default_preset };
-                EncodeProfile {
-                    encoder: cpu_encoder,
-                    hardware_decode: false,
-                    preset,
-                    quality: cpu_quality,
-                    ..as_configured
-                }
-            }
+            RetryProfile::CpuEncoder => EncodeProfile {
+                encoder: cpu_encoder,
+                hardware_decode: false,
+                preset: cpu_default_preset,
+                quality: cpu_quality,
+                ..as_configured
+            },
             // The encoder's own middle ground, and 8-bit unless HDR needs 10.
             RetryProfile::Conservative => EncodeProfile {
                 encoder: cpu_encoder,
@@ -484,6 +586,110 @@ impl RetryProfile {
             },
         }
     }
+
+    /// The CPU encoders' ladder. Rung 1: one preset faster (less time and memory per frame,
+    /// for a failure that was a time limit or the memory limit) in one session. Rung 2:
+    /// also 8-bit unless the source is HDR, 4:2:0, and the encoder's riskier features off;
+    /// libaom hands over to SVT-AV1 here, its sturdier sibling. Rung 3: one preset faster
+    /// again, and never slower than the encoder's default.
+    fn on_cpu(self, requested: &EncodeSettings, as_configured: EncodeProfile) -> EncodeProfile {
+        let encoder = requested.encoder;
+        let cpu_encoder = encoder.cpu_fallback();
+        let table = cpu_encoder.profile();
+        let faster = |preset: Option<&str>, steps: usize| -> Option<String> {
+            let preset = preset?;
+            Some(table.faster_preset(preset, steps).unwrap_or(preset).to_string())
+        };
+        // On the same encoder the rungs step from the library's preset; on another (libaom
+        // to SVT-AV1) from that encoder's default.
+        let cautious_preset = if cpu_encoder == encoder {
+            faster(requested.preset.as_deref(), 1)
+        } else {
+            cpu_encoder.default_preset().map(str::to_string)
+        };
+        let cautious = EncodeProfile {
+            encoder: cpu_encoder,
+            hardware_decode: false,
+            ten_bit_allowed: requested.source_is_ten_bit_hdr,
+            preset: cautious_preset.clone(),
+            quality: encoder.profile().quality.carry_to(requested.quality, table.quality),
+            cautious: true,
+            ..as_configured.clone()
+        };
+        match self {
+            RetryProfile::AsConfigured => as_configured,
+            RetryProfile::SoftwareDecode => {
+                let preset =
+                    requested.preset.as_deref().map(|p| encoder.profile().faster_preset(p, 1).unwrap_or(p).to_string());
+                EncodeProfile { hardware_decode: false, preset, ..as_configured }
+            }
+            RetryProfile::CpuEncoder => cautious,
+            RetryProfile::Conservative => {
+                let preset = faster(cautious_preset.as_deref(), 1).map(|p| match table.default_preset {
+                    Some(default) => table.faster_of(&p, default).to_string(),
+                    None => p,
+                });
+                EncodeProfile { preset, ..cautious }
+            }
+        }
+    }
+
+    /// What this rung runs for `requested`, and what it changed from the first attempt's
+    /// settings, as the job's history records it.
+    pub fn record(self, requested: &EncodeSettings) -> RungRecord {
+        let first = RetryProfile::AsConfigured.apply(requested);
+        let this = self.apply(requested);
+        let mut changes = Vec::new();
+        if this.encoder != first.encoder {
+            changes.push(format!("encoder {} instead of {}", this.encoder, first.encoder));
+        }
+        if first.hardware_decode && !this.hardware_decode {
+            changes.push("decoding on the CPU".to_string());
+        }
+        if this.preset != first.preset {
+            match (&this.preset, &first.preset) {
+                (Some(now), Some(was)) => changes.push(format!("preset {now} instead of {was}")),
+                (Some(now), None) => changes.push(format!("preset {now}")),
+                (None, _) => changes.push("no preset".to_string()),
+            }
+        }
+        if this.quality != first.quality {
+            changes.push(format!("quality {} on {}'s scale", this.quality, this.encoder));
+        }
+        if first.ten_bit_allowed && !this.ten_bit_allowed {
+            changes.push("8-bit output".to_string());
+        }
+        if this.cautious {
+            changes.extend(this.encoder.profile().cautious_changes().iter().map(ToString::to_string));
+        }
+        if self.one_session() {
+            changes.push("one session".to_string());
+        }
+        RungRecord {
+            rung: self.rung(),
+            retry_profile: self,
+            encoder: this.encoder,
+            preset: this.preset,
+            ten_bit_allowed: this.ten_bit_allowed,
+            cautious: this.cautious,
+            changes,
+        }
+    }
+}
+
+/// Which rung of the retry ladder an attempt ran and what it changed, as its job's history
+/// shows it (the detail of the `encoding` event).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RungRecord {
+    pub rung: u32,
+    pub retry_profile: RetryProfile,
+    pub encoder: Encoder,
+    pub preset: Option<String>,
+    pub ten_bit_allowed: bool,
+    pub cautious: bool,
+    /// For people: each change from the first attempt's settings.
+    pub changes: Vec<String>,
 }
 
 /// The settings for the attempt after `retry_count` automatic retries.
@@ -602,6 +808,7 @@ mod tests {
             ten_bit_allowed: true,
             preset: preset.map(str::to_string),
             quality: 30,
+            cautious: false,
             retry_profile: RetryProfile::AsConfigured,
         };
         let pairs = |list: &[(&str, &str)]| -> Vec<(String, String)> {
@@ -660,34 +867,6 @@ mod tests {
         }
     }
 
-    fn requested(encoder: Encoder, source_is_ten_bit_hdr: bool) -> EncodeSettings {
-        EncodeSettings {
-            encoder,
-            hardware_decode: true,
-            ten_bit_allowed: true,
-            preset: Some("p6".to_string()),
-            quality: 24,
-            source_is_ten_bit_hdr,
-        }
-    }
-
-    fn profile(
-        encoder: Encoder,
-        hardware_decode: bool,
-        ten_bit_allowed: bool,
-        preset: Option<&str>,
-        retry_profile: RetryProfile,
-    ) -> EncodeProfile {
-        EncodeProfile {
-            encoder,
-            hardware_decode,
-            ten_bit_allowed,
-            preset: preset.map(str::to_string),
-            quality: 24,
-            retry_profile,
-        }
-    }
-
     #[test]
     fn a_quality_is_carried_to_the_cpu_encoders_scale_at_the_same_place() {
         let svt = Libsvtav1.profile().quality;
@@ -705,44 +884,214 @@ mod tests {
         assert_eq!(Av1Qsv.profile().quality.carry_to(999, svt), 63);
     }
 
+    /// A library's settings as the ladder gets them: hardware encoders decode on their
+    /// hardware, CPU encoders on the CPU (as `EncodeSettings::for_library` says).
+    fn requested(encoder: Encoder, preset: Option<&str>, source_is_ten_bit_hdr: bool) -> EncodeSettings {
+        EncodeSettings {
+            encoder,
+            hardware_decode: encoder.is_hardware(),
+            ten_bit_allowed: true,
+            preset: preset.map(str::to_string),
+            quality: 24,
+            source_is_ten_bit_hdr,
+        }
+    }
+
+    /// One rung's expected profile: (encoder, hardware decode, 10-bit allowed, preset,
+    /// cautious).
+    type Rung = (Encoder, bool, bool, Option<&'static str>, bool);
+
+    #[test]
+    fn presets_step_faster_in_the_direction_the_table_says() {
+        // (encoder, preset, one step faster, two steps faster)
+        let table = [
+            (Libx265, "medium", "fast", "faster"),
+            (Libx265, "slow", "medium", "fast"),
+            (Libx265, "superfast", "ultrafast", "ultrafast"),
+            (Libx265, "ultrafast", "ultrafast", "ultrafast"),
+            (HevcNvenc, "p5", "p4", "p3"),
+            (HevcNvenc, "p1", "p1", "p1"),
+            (HevcQsv, "medium", "fast", "faster"),
+            (Av1Nvenc, "p2", "p1", "p1"),
+            (Av1Qsv, "faster", "veryfast", "veryfast"),
+            // SVT-AV1's and libaom's numbers: higher is faster.
+            (Libsvtav1, "8", "9", "10"),
+            (Libsvtav1, "12", "13", "13"),
+            (Libsvtav1, "13", "13", "13"),
+            (LibaomAv1, "6", "7", "8"),
+            (LibaomAv1, "8", "8", "8"),
+        ];
+        for (encoder, preset, one, two) in table {
+            let p = encoder.profile();
+            assert_eq!(p.faster_preset(preset, 0), Some(preset), "{encoder} {preset}");
+            assert_eq!(p.faster_preset(preset, 1), Some(one), "{encoder} {preset}");
+            assert_eq!(p.faster_preset(preset, 2), Some(two), "{encoder} {preset}");
+        }
+        for encoder in [HevcVaapi, Av1Vaapi] {
+            assert_eq!(encoder.profile().faster_preset("medium", 1), None, "{encoder}");
+        }
+        assert_eq!(Libx265.profile().faster_preset("p5", 1), None);
+        // Every preset of every encoder: a step never goes slower, and only the fastest stays.
+        for p in ENCODERS {
+            let fastest = match p.preset_order {
+                PresetOrder::FastestFirst => p.presets.first(),
+                PresetOrder::SlowestFirst => p.presets.last(),
+            };
+            for preset in p.presets {
+                let next = p.faster_preset(preset, 1).unwrap();
+                assert_eq!(next == *preset, Some(preset) == fastest, "{} {preset}", p.encoder);
+                assert_eq!(p.faster_of(preset, next), next, "{} {preset}", p.encoder);
+            }
+        }
+    }
+
+    /// Every encoder, every rung (and past the last), HDR or not, against a table written
+    /// out by hand.
     #[test]
     fn every_encoder_climbs_the_ladder() {
-        use RetryProfile::*;
-        // Per requested encoder: the CPU rung's encoder and preset, and the conservative preset.
-        let table = [
-            (Libx265, Libx265, Some("p6"), Some("medium")),
-            (HevcNvenc, Libx265, Some("medium"), Some("medium")),
-            (HevcQsv, Libx265, Some("medium"), Some("medium")),
-            (HevcVaapi, Libx265, Some("medium"), Some("medium")),
-            (Libsvtav1, Libsvtav1, Some("p6"), Some("8")),
-            (LibaomAv1, Libsvtav1, Some("8"), Some("8")),
-            (Av1Nvenc, Libsvtav1, Some("8"), Some("8")),
-            (Av1Qsv, Libsvtav1, Some("8"), Some("8")),
-            (Av1Vaapi, Libsvtav1, Some("8"), Some("8")),
+        // (encoder, library preset, per rung: (encoder, hardware decode, preset, cautious));
+        // 10 bits are allowed on rungs 0 and 1 always, on rung 2 only where the ladder
+        // has not gone cautious, and on the cautious rungs only for HDR.
+        #[allow(clippy::type_complexity)]
+        let table: [(Encoder, Option<&str>, [(Encoder, bool, Option<&str>, bool); 4]); 9] = [
+            (
+                Libx265,
+                Some("slow"),
+                [
+                    (Libx265, false, Some("slow"), false),
+                    (Libx265, false, Some("medium"), false),
+                    (Libx265, false, Some("medium"), true),
+                    (Libx265, false, Some("fast"), true),
+                ],
+            ),
+            (
+                HevcNvenc,
+                Some("p6"),
+                [
+                    (HevcNvenc, true, Some("p6"), false),
+                    (HevcNvenc, false, Some("p6"), false),
+                    (Libx265, false, Some("medium"), false),
+                    (Libx265, false, Some("medium"), false),
+                ],
+            ),
+            (
+                HevcQsv,
+                Some("slow"),
+                [
+                    (HevcQsv, true, Some("slow"), false),
+                    (HevcQsv, false, Some("slow"), false),
+                    (Libx265, false, Some("medium"), false),
+                    (Libx265, false, Some("medium"), false),
+                ],
+            ),
+            (
+                HevcVaapi,
+                None,
+                [
+                    (HevcVaapi, true, None, false),
+                    (HevcVaapi, false, None, false),
+                    (Libx265, false, Some("medium"), false),
+                    (Libx265, false, Some("medium"), false),
+                ],
+            ),
+            (
+                Libsvtav1,
+                Some("5"),
+                [
+                    (Libsvtav1, false, Some("5"), false),
+                    (Libsvtav1, false, Some("6"), false),
+                    (Libsvtav1, false, Some("6"), true),
+                    // One faster is 7, slower than the default 8.
+                    (Libsvtav1, false, Some("8"), true),
+                ],
+            ),
+            (
+                LibaomAv1,
+                Some("4"),
+                [
+                    (LibaomAv1, false, Some("4"), false),
+                    (LibaomAv1, false, Some("5"), false),
+                    (Libsvtav1, false, Some("8"), true),
+                    (Libsvtav1, false, Some("9"), true),
+                ],
+            ),
+            (
+                Av1Nvenc,
+                Some("p6"),
+                [
+                    (Av1Nvenc, true, Some("p6"), false),
+                    (Av1Nvenc, false, Some("p6"), false),
+                    (Libsvtav1, false, Some("8"), false),
+                    (Libsvtav1, false, Some("8"), false),
+                ],
+            ),
+            (
+                Av1Qsv,
+                Some("fast"),
+                [
+                    (Av1Qsv, true, Some("fast"), false),
+                    (Av1Qsv, false, Some("fast"), false),
+                    (Libsvtav1, false, Some("8"), false),
+                    (Libsvtav1, false, Some("8"), false),
+                ],
+            ),
+            (
+                Av1Vaapi,
+                None,
+                [
+                    (Av1Vaapi, true, None, false),
+                    (Av1Vaapi, false, None, false),
+                    (Libsvtav1, false, Some("8"), false),
+                    (Libsvtav1, false, Some("8"), false),
+                ],
+            ),
         ];
         assert_eq!(table.len(), Encoder::ALL.len());
-        for (encoder, cpu, cpu_preset, conservative_preset) in table {
-            // The CPU rungs keep the quality where it stands on the CPU encoder's scale.
-            let cpu_quality = encoder.profile().quality.carry_to(24, cpu.profile().quality);
-            let on_cpu = |preset: Option<&str>, ten_bit: bool, rung: RetryProfile| EncodeProfile {
-                quality: cpu_quality,
-                ..profile(cpu, false, ten_bit, preset, rung)
-            };
+        for (encoder, preset, rungs) in table {
             for hdr in [false, true] {
-                let settings = requested(encoder, hdr);
-                let rungs = [
-                    profile(encoder, true, true, Some("p6"), AsConfigured),
-                    profile(encoder, false, true, Some("p6"), SoftwareDecode),
-                    on_cpu(cpu_preset, true, CpuEncoder),
-                    on_cpu(conservative_preset, hdr, Conservative),
-                    on_cpu(conservative_preset, hdr, Conservative),
-                ];
-                for (retry_count, expected) in (0..).zip(rungs) {
+                let settings = requested(encoder, preset, hdr);
+                for retry_count in 0..6u32 {
+                    let rung = RetryProfile::for_retry_count(retry_count);
+                    let index = usize::try_from(rung.rung()).unwrap();
+                    let (want_encoder, hardware_decode, want_preset, cautious) = rungs[index];
+                    let ten_bit_allowed = match rung {
+                        RetryProfile::AsConfigured | RetryProfile::SoftwareDecode => true,
+                        RetryProfile::CpuEncoder if !cautious => true,
+                        RetryProfile::CpuEncoder | RetryProfile::Conservative => hdr,
+                    };
+                    // The CPU encoder's rungs keep the quality where it stands on its scale.
+                    let quality = encoder.profile().quality.carry_to(24, want_encoder.profile().quality);
+                    let want: Rung = (want_encoder, hardware_decode, ten_bit_allowed, want_preset, cautious);
+                    let got = profile_for_attempt(&settings, retry_count);
                     assert_eq!(
-                        profile_for_attempt(&settings, retry_count),
-                        expected,
+                        (got.encoder, got.hardware_decode, got.ten_bit_allowed, got.preset.as_deref(), got.cautious),
+                        want,
                         "{encoder} hdr={hdr} retry {retry_count}"
                     );
+                    assert_eq!((got.quality, got.retry_profile), (quality, rung), "{encoder} hdr={hdr} {retry_count}");
+                    assert_eq!(rung.one_session(), retry_count > 0);
+                }
+            }
+        }
+    }
+
+    /// Each rung runs something the rung below did not, on every encoder, for a library on
+    /// the encoder's default preset (the fastest preset leaves rung 1 nothing faster).
+    #[test]
+    fn on_every_encoder_each_retry_changes_what_runs() {
+        for encoder in Encoder::ALL.iter().copied() {
+            for hdr in [false, true] {
+                let settings = requested(encoder, encoder.default_preset(), hdr);
+                let rungs: Vec<EncodeProfile> = (0..3).map(|n| profile_for_attempt(&settings, n)).collect();
+                let what =
+                    |p: &EncodeProfile| (p.encoder, p.hardware_decode, p.ten_bit_allowed, p.preset.clone(), p.cautious);
+                assert_ne!(what(&rungs[0]), what(&rungs[1]), "{encoder} hdr={hdr}: rung 1");
+                assert_ne!(what(&rungs[1]), what(&rungs[2]), "{encoder} hdr={hdr}: rung 2");
+                if !encoder.is_hardware() {
+                    // A CPU encoder's rungs: faster, then cautious (8-bit unless HDR).
+                    let speed = |p: &EncodeProfile| encoder.profile().speed_rank(p.preset.as_deref().unwrap());
+                    assert!(speed(&rungs[1]) > speed(&rungs[0]), "{encoder}");
+                    assert!(rungs[2].cautious && rungs[2].ten_bit_allowed == hdr, "{encoder} hdr={hdr}");
                 }
             }
         }
@@ -750,21 +1099,46 @@ mod tests {
 
     #[test]
     fn the_conservative_rung_keeps_ten_bit_for_hdr_even_when_the_library_said_eight() {
-        let settings = EncodeSettings { ten_bit_allowed: false, ..requested(HevcNvenc, true) };
+        let settings = EncodeSettings { ten_bit_allowed: false, ..requested(HevcNvenc, Some("p6"), true) };
         assert!(!profile_for_attempt(&settings, 2).ten_bit_allowed);
         assert!(profile_for_attempt(&settings, 3).ten_bit_allowed);
     }
 
     #[test]
-    fn a_cpu_encoder_without_hardware_decode_changes_only_where_a_rung_says() {
-        let settings = EncodeSettings::for_library(TargetCodec::Hevc, Some(Libx265), Some("slow"), Some(22), false);
-        assert!(!settings.hardware_decode);
-        let rungs: Vec<EncodeProfile> = (0..4).map(|n| profile_for_attempt(&settings, n)).collect();
-        let same = |p: &EncodeProfile| (p.encoder, p.hardware_decode, p.ten_bit_allowed, p.preset.clone(), p.quality);
-        // Already software decoding, already the CPU encoder: those rungs change nothing.
-        assert_eq!(same(&rungs[0]), same(&rungs[1]));
-        assert_eq!(same(&rungs[1]), same(&rungs[2]));
-        // The conservative rung goes back to the default preset and 8-bit.
-        assert_eq!(same(&rungs[3]), (Libx265, false, false, Some("medium".to_string()), 22));
+    fn the_history_says_which_rung_ran_and_what_it_changed() {
+        let x265 = requested(Libx265, Some("veryfast"), false);
+        let record = |settings: &EncodeSettings, n: u32| RetryProfile::for_retry_count(n).record(settings);
+        let first = record(&x265, 0);
+        assert_eq!((first.rung, first.retry_profile, first.changes.len()), (0, RetryProfile::AsConfigured, 0));
+        let one = record(&x265, 1);
+        assert_eq!((one.rung, one.preset.as_deref()), (1, Some("superfast")));
+        assert_eq!(one.changes, ["preset superfast instead of veryfast", "one session"]);
+        let two = record(&x265, 2);
+        assert_eq!(
+            two.changes,
+            ["preset superfast instead of veryfast", "8-bit output", "4:2:0 chroma", "no hdr10-opt", "one session"]
+        );
+        assert!(two.cautious && !two.ten_bit_allowed);
+        // HDR keeps its 10 bits.
+        let hdr = record(&requested(Libx265, Some("veryfast"), true), 3);
+        assert_eq!(hdr.rung, 3);
+        assert!(hdr.ten_bit_allowed && !hdr.changes.iter().any(|c| c == "8-bit output"), "{hdr:?}");
+        let svt = record(&requested(LibaomAv1, Some("6"), false), 2);
+        assert_eq!(svt.changes[..2], ["encoder libsvtav1 instead of libaom-av1", "preset 8 instead of 6"]);
+        assert!(svt.changes.iter().any(|c| c == "no film grain"), "{svt:?}");
+        let nvenc = record(&requested(Av1Nvenc, Some("p6"), false), 2);
+        assert_eq!(
+            nvenc.changes,
+            [
+                "encoder libsvtav1 instead of av1_nvenc",
+                "decoding on the CPU",
+                "preset 8 instead of p6",
+                "quality 30 on libsvtav1's scale",
+                "one session"
+            ]
+        );
+        let json = serde_json::to_value(&two).unwrap();
+        assert_eq!((json["rung"].as_u64(), json["retryProfile"].as_str()), (Some(2), Some("cpu_encoder")));
+        assert_eq!((json["encoder"].as_str(), json["preset"].as_str()), (Some("libx265"), Some("superfast")));
     }
 }

@@ -14,13 +14,23 @@ use super::probe::{self, MediaInfo};
 use super::MediaError;
 use crate::domain::encoding::Encoder;
 
+/// Whether a pixel format halves its chroma both ways (4:2:0).
+fn is_420(fmt: i32) -> bool {
+    // SAFETY: av_pix_fmt_desc_get returns null or a pointer to a static descriptor.
+    match unsafe { ffi::av_pix_fmt_desc_get(fmt).as_ref() } {
+        Some(desc) => desc.log2_chroma_w == 1 && desc.log2_chroma_h == 1,
+        None => false,
+    }
+}
+
 /// The pixel format to encode: the source's when the encoder takes it at the plan's bit
-/// depth, else 4:2:0 at that depth (10-bit sources stay 10-bit unless the plan says 8).
-pub(crate) fn choose_pix_fmt(encoder: &AVCodec, src: i32, bit_depth: u8) -> i32 {
+/// depth (and it is 4:2:0, when `only_420`: a cautious rung), else 4:2:0 at that depth
+/// (10-bit sources stay 10-bit unless the plan says 8).
+pub(crate) fn choose_pix_fmt(encoder: &AVCodec, src: i32, bit_depth: u8, only_420: bool) -> i32 {
     let supported = encoder.pix_fmts().unwrap_or(&[]);
     let deep = bit_depth > 8;
     let src_deep = probe::pix_fmt_depth(src).unwrap_or(8) > 8;
-    if supported.contains(&src) && src_deep == deep {
+    if supported.contains(&src) && src_deep == deep && (!only_420 || is_420(src)) {
         return src;
     }
     let wanted: &[i32] = if deep {
@@ -99,7 +109,11 @@ fn option_list(plan: &EncodePlan, info: &MediaInfo) -> Vec<(String, String)> {
             }
             if hdr10 {
                 params.push("hdr10=1".into());
-                params.push("hdr10-opt=1".into());
+                // Its per-block QP tuning for HDR is an optimisation, not signalling: the
+                // cautious rungs leave it out (docs/how-it-works.md says why).
+                if !plan.cautious {
+                    params.push("hdr10-opt=1".into());
+                }
                 if let Some(m) = x265_mastering(info) {
                     params.push(format!("master-display={m}"));
                 }
@@ -119,6 +133,12 @@ fn option_list(plan: &EncodePlan, info: &MediaInfo) -> Vec<(String, String)> {
             }
             if let Some(l) = info.hdr.content_light.filter(|_| hdr10) {
                 params.push(format!("content-light={},{}", l.max_cll, l.max_fall));
+            }
+            if plan.cautious {
+                // No film grain synthesis and no temporal filtering: the two stages that hold
+                // the most frames in memory (docs/how-it-works.md says why these).
+                params.push("film-grain=0".into());
+                params.push("enable-tf=0".into());
             }
             if !params.is_empty() {
                 options.push(("svtav1-params".into(), params.join(":")));
@@ -158,29 +178,11 @@ pub(crate) fn open_with_options(encoder: &mut AVCodecContext, options: AVDiction
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::media::probe::{ContentLight, HdrInfo, HdrKind};
 
-    #[test]
-    fn the_output_pixel_format_follows_the_plans_bit_depth() {
-        let x265 = AVCodec::find_encoder_by_name(c"libx265").unwrap();
-        let (p8, p10) = (ffi::AVPixelFormat_AV_PIX_FMT_YUV420P, ffi::AVPixelFormat_AV_PIX_FMT_YUV420P10LE);
-        assert_eq!(choose_pix_fmt(&x265, p8, 8), p8);
-        assert_eq!(choose_pix_fmt(&x265, p10, 10), p10);
-        // The conservative rung encodes a 10-bit SDR source in 8 bits.
-        assert_eq!(choose_pix_fmt(&x265, p10, 8), p8);
-        // A format the encoder does not take becomes 4:2:0 at the plan's depth.
-        assert_eq!(choose_pix_fmt(&x265, ffi::AVPixelFormat_AV_PIX_FMT_NV12, 8), p8);
-        assert_eq!(choose_pix_fmt(&x265, ffi::AVPixelFormat_AV_PIX_FMT_P010LE, 10), p10);
-    }
-
-    #[test]
-    fn every_encoder_gets_its_quality_preset_threads_and_hdr_options() {
-        use crate::domain::encoding::{profile_for_attempt, EncodeSettings, TargetCodec};
-        use crate::domain::segments::Sessions;
-        use crate::media::probe::{ContentLight, HdrInfo, HdrKind};
-        let dir = tempfile::tempdir().unwrap();
-        let input = dir.path().join("a.mkv");
-        std::fs::write(&input, b"source").unwrap();
-        let info = MediaInfo {
+    /// An HDR10 source with its content light level and no streams (8 bits).
+    fn hdr10_info() -> MediaInfo {
+        MediaInfo {
             container: "matroska,webm".into(),
             duration_seconds: Some(10.0),
             size_bytes: 6,
@@ -194,7 +196,77 @@ mod tests {
                 mastering_display: None,
                 content_light: Some(ContentLight { max_cll: 1000, max_fall: 400 }),
             },
+        }
+    }
+
+    #[test]
+    fn the_output_pixel_format_follows_the_plans_bit_depth() {
+        let x265 = AVCodec::find_encoder_by_name(c"libx265").unwrap();
+        let (p8, p10) = (ffi::AVPixelFormat_AV_PIX_FMT_YUV420P, ffi::AVPixelFormat_AV_PIX_FMT_YUV420P10LE);
+        for only_420 in [false, true] {
+            assert_eq!(choose_pix_fmt(&x265, p8, 8, only_420), p8);
+            assert_eq!(choose_pix_fmt(&x265, p10, 10, only_420), p10);
+            // The cautious rungs encode a 10-bit SDR source in 8 bits.
+            assert_eq!(choose_pix_fmt(&x265, p10, 8, only_420), p8);
+            // A format the encoder does not take becomes 4:2:0 at the plan's depth.
+            assert_eq!(choose_pix_fmt(&x265, ffi::AVPixelFormat_AV_PIX_FMT_NV12, 8, only_420), p8);
+            assert_eq!(choose_pix_fmt(&x265, ffi::AVPixelFormat_AV_PIX_FMT_P010LE, 10, only_420), p10);
+        }
+        // x265 takes 4:2:2 and 4:4:4 as they are, except on a cautious rung.
+        let (p422, p444) = (ffi::AVPixelFormat_AV_PIX_FMT_YUV422P10LE, ffi::AVPixelFormat_AV_PIX_FMT_YUV444P);
+        assert_eq!(choose_pix_fmt(&x265, p422, 10, false), p422);
+        assert_eq!(choose_pix_fmt(&x265, p444, 8, false), p444);
+        assert_eq!(choose_pix_fmt(&x265, p422, 10, true), p10);
+        assert_eq!(choose_pix_fmt(&x265, p444, 8, true), p8);
+    }
+
+    /// What each rung of a CPU encoder's ladder has the transcoder set: a faster preset on
+    /// rung 1; on the cautious rungs x265 without `hdr10-opt` (HDR10 still signalled) and
+    /// SVT-AV1 without film grain or temporal filtering.
+    #[test]
+    fn the_cautious_rungs_turn_off_what_the_ladder_says_and_keep_hdr10() {
+        use crate::domain::encoding::{profile_for_attempt, EncodeSettings};
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("a.mkv");
+        std::fs::write(&input, b"source").unwrap();
+        let info = hdr10_info();
+        let params = |encoder: Encoder, preset: &str, rung: u32, key: &str| -> (Option<String>, Vec<String>) {
+            let settings = EncodeSettings::for_library(encoder.codec(), Some(encoder), Some(preset), None, true);
+            let plan = EncodePlan::new(&input, &info, &profile_for_attempt(&settings, rung)).unwrap();
+            let list = option_list(&plan, &info);
+            let get = |k: &str| list.iter().find(|(name, _)| name == k).map(|(_, v)| v.clone());
+            let params = get(key).map(|p| p.split(':').map(str::to_string).collect()).unwrap_or_default();
+            (get(encoder.profile().preset_option), params)
         };
+        // (rung, preset, hdr10-opt present)
+        for (rung, preset, opt) in [(0, "slow", true), (1, "medium", true), (2, "medium", false), (3, "fast", false)] {
+            let (got, x265) = params(Encoder::Libx265, "slow", rung, "x265-params");
+            assert_eq!(got.as_deref(), Some(preset), "x265 rung {rung}");
+            assert_eq!(x265.iter().any(|p| p == "hdr10-opt=1"), opt, "x265 rung {rung}: {x265:?}");
+            for kept in ["hdr10=1", "max-cll=1000,400", "info=0"] {
+                assert!(x265.iter().any(|p| p == kept), "x265 rung {rung}: {x265:?}");
+            }
+        }
+        for (rung, preset, cautious) in [(0, "10", false), (1, "11", false), (2, "11", true), (3, "12", true)] {
+            let (got, svt) = params(Encoder::Libsvtav1, "10", rung, "svtav1-params");
+            assert_eq!(got.as_deref(), Some(preset), "svt rung {rung}");
+            for off in ["film-grain=0", "enable-tf=0"] {
+                assert_eq!(svt.iter().any(|p| p == off), cautious, "svt rung {rung}: {svt:?}");
+            }
+            assert!(svt.iter().any(|p| p == "content-light=1000,400"), "svt rung {rung}: {svt:?}");
+        }
+        // libaom: one step of cpu-used (higher is faster), then SVT-AV1.
+        assert_eq!(params(Encoder::LibaomAv1, "4", 1, "").0.as_deref(), Some("5"));
+    }
+
+    #[test]
+    fn every_encoder_gets_its_quality_preset_threads_and_hdr_options() {
+        use crate::domain::encoding::{profile_for_attempt, EncodeSettings, TargetCodec};
+        use crate::domain::segments::Sessions;
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("a.mkv");
+        std::fs::write(&input, b"source").unwrap();
+        let info = hdr10_info();
         let get = |list: &[(String, String)], key: &str| list.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone());
         for encoder in
             [TargetCodec::Hevc, TargetCodec::Av1].into_iter().flat_map(TargetCodec::encoders).map(|p| p.encoder)

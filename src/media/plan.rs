@@ -125,6 +125,11 @@ pub struct EncodePlan {
     pub bit_depth: u8,
     /// The rung of the retry ladder this plan came from, for logs.
     pub retry_profile: RetryProfile,
+    /// The cautious rungs of a CPU encoder's ladder: 4:2:0 chroma whatever the source's, and
+    /// the encoder's features most often behind its failures turned off (`media::
+    /// encoder_options`; HDR10's signalling stays). Absent in a plan from an older node.
+    #[serde(default)]
+    pub cautious: bool,
     /// Length of a resumable segment of video, in seconds of source time; also the length
     /// of a span encoded on its own (cut at the first source keyframe past it).
     pub segment_seconds: f64,
@@ -188,6 +193,7 @@ impl EncodePlan {
             hardware_decode: profile.hardware_decode,
             bit_depth: if ten_bit { 10 } else { 8 },
             retry_profile: profile.retry_profile,
+            cautious: profile.cautious,
             segment_seconds: 20.0,
             sessions: Sessions::ONE,
             shared_spans: false,
@@ -270,7 +276,7 @@ impl EncodePlan {
     /// continues the segments the failed attempt finished.
     pub fn digest(&self) -> String {
         let options: Vec<String> = self.encoder_options.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        format!(
+        let digest = format!(
             "{}|{}|{}|{}-bit|{}|{}",
             self.target_codec,
             self.encoder,
@@ -278,7 +284,14 @@ impl EncodePlan {
             self.bit_depth,
             self.segment_seconds,
             self.hdr.as_str()
-        )
+        );
+        // Appended only when set, so the segments of a plan from before the field existed
+        // keep their digest and are continued.
+        if self.cautious {
+            digest + "|cautious"
+        } else {
+            digest
+        }
     }
 }
 
@@ -378,7 +391,7 @@ mod tests {
 
     #[test]
     fn each_rung_of_the_retry_ladder_changes_the_plan_as_it_says() {
-        use crate::domain::encoding::{profile_for_attempt, EncodeSettings, TargetCodec};
+        use crate::domain::encoding::{profile_for_attempt, EncodeSettings};
         let dir = tempfile::tempdir().unwrap();
         let input = dir.path().join("a.mkv");
         std::fs::write(&input, b"source").unwrap();
@@ -387,7 +400,7 @@ mod tests {
         let hdr_ten_bit = info_with("h264", None);
         let plans = |info: &MediaInfo, encoder: Encoder, preset: &str| -> Vec<EncodePlan> {
             let hdr = info.hdr.kind != HdrKind::Sdr;
-            let settings = EncodeSettings::for_library(TargetCodec::Hevc, Some(encoder), Some(preset), Some(22), hdr);
+            let settings = EncodeSettings::for_library(encoder.codec(), Some(encoder), Some(preset), Some(22), hdr);
             (0..4).map(|n| EncodePlan::new(&input, info, &profile_for_attempt(&settings, n)).unwrap()).collect()
         };
         let opts = |list: &[(&str, &str)]| -> Vec<(String, String)> {
@@ -395,7 +408,7 @@ mod tests {
         };
 
         // (source, requested encoder and preset, per rung after the first: the fields it changes)
-        let table: [(&MediaInfo, Encoder, &str, [&[&str]; 3]); 3] = [
+        let table: [(&MediaInfo, Encoder, &str, [&[&str]; 3]); 5] = [
             // A hardware encoder: decoding moves to the CPU, then the encoder, then 10-bit goes.
             (
                 &sdr_ten_bit,
@@ -403,11 +416,29 @@ mod tests {
                 "p7",
                 [&["hardwareDecode"], &["encoder", "encoderOptions"], &["bitDepth"]],
             ),
-            // A CPU encoder already decodes in software: the first two rungs change nothing;
-            // the last goes back to the default preset and 8-bit.
-            (&sdr_ten_bit, Encoder::Libx265, "slow", [&[], &[], &["bitDepth", "encoderOptions"]]),
+            // A CPU encoder already decodes in software: the first retry takes a faster
+            // preset, the second goes 8-bit and cautious, the last a faster preset again.
+            (
+                &sdr_ten_bit,
+                Encoder::Libx265,
+                "slow",
+                [&["encoderOptions"], &["bitDepth", "cautious"], &["encoderOptions"]],
+            ),
             // HDR stays 10-bit on every rung.
-            (&hdr_ten_bit, Encoder::Libx265, "slow", [&[], &[], &["encoderOptions"]]),
+            (&hdr_ten_bit, Encoder::Libx265, "slow", [&["encoderOptions"], &["cautious"], &["encoderOptions"]]),
+            (
+                &sdr_ten_bit,
+                Encoder::Libsvtav1,
+                "10",
+                [&["encoderOptions"], &["bitDepth", "cautious"], &["encoderOptions"]],
+            ),
+            // libaom hands over to SVT-AV1 on the cautious rung.
+            (
+                &sdr_ten_bit,
+                Encoder::LibaomAv1,
+                "4",
+                [&["encoderOptions"], &["bitDepth", "cautious", "encoder", "encoderOptions"], &["encoderOptions"]],
+            ),
         ];
         for (info, encoder, preset, expected) in table {
             let plans = plans(info, encoder, preset);
@@ -430,10 +461,17 @@ mod tests {
         assert_eq!(nvenc[3].bit_depth, 8);
         assert_eq!(nvenc[3].encoder_option("crf"), Some("22"));
         let x265 = plans(&sdr_ten_bit, Encoder::Libx265, "slow");
-        assert_eq!(
-            (x265[2].encoder_option("preset"), x265[3].encoder_option("preset")),
-            (Some("slow"), Some("medium"))
-        );
+        let presets: Vec<Option<&str>> = x265.iter().map(|p| p.encoder_option("preset")).collect();
+        assert_eq!(presets, [Some("slow"), Some("medium"), Some("medium"), Some("fast")]);
+        let bits: Vec<(u8, bool)> = x265.iter().map(|p| (p.bit_depth, p.cautious)).collect();
+        assert_eq!(bits, [(10, false), (10, false), (8, true), (8, true)]);
+        // SVT-AV1's numbers run the other way: higher is faster.
+        let svt = plans(&sdr_ten_bit, Encoder::Libsvtav1, "10");
+        let presets: Vec<Option<&str>> = svt.iter().map(|p| p.encoder_option("preset")).collect();
+        assert_eq!(presets, [Some("10"), Some("11"), Some("11"), Some("12")]);
+        let aom = plans(&sdr_ten_bit, Encoder::LibaomAv1, "4");
+        assert_eq!((aom[1].encoder, aom[1].encoder_option("cpu-used")), (Encoder::LibaomAv1, Some("5")));
+        assert_eq!((aom[2].encoder, aom[2].encoder_option("preset")), (Encoder::Libsvtav1, Some("8")));
     }
 
     #[test]
@@ -453,6 +491,18 @@ mod tests {
         let json = serde_json::to_string(&plan).unwrap();
         assert!(json.contains("\"encoder\":\"libaom-av1\""), "{json}");
         assert_eq!(serde_json::from_str::<EncodePlan>(&json).unwrap(), plan);
+        // A cautious plan says so, and one from a node that predates the field parses as
+        // not cautious, with the digest it had then.
+        let cautious = EncodePlan::new(&input, &info, &profile_for_attempt(&settings, 2)).unwrap();
+        assert!(cautious.cautious);
+        let json = serde_json::to_value(&cautious).unwrap();
+        assert_eq!(json["cautious"], serde_json::json!(true));
+        assert_eq!(serde_json::from_value::<EncodePlan>(json.clone()).unwrap(), cautious);
+        let mut older = json;
+        older.as_object_mut().unwrap().remove("cautious");
+        let older: EncodePlan = serde_json::from_value(older).unwrap();
+        assert_eq!(older, EncodePlan { cautious: false, ..cautious.clone() });
+        assert!(!older.digest().contains("cautious") && cautious.digest().ends_with("|cautious"));
     }
 
     #[test]

@@ -96,6 +96,7 @@ pub fn search_file(input: &Path, request: FileSearch, work: &Path) -> Result<Sea
         ten_bit_allowed: true,
         preset: preset.or_else(|| encoder.default_preset().map(str::to_string)),
         quality: start.unwrap_or(encoder.profile().quality.default),
+        cautious: false,
         retry_profile: RetryProfile::AsConfigured,
     };
     let mut plan = EncodePlan::new(input, &info, &profile)?;

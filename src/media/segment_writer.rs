@@ -96,7 +96,7 @@ impl SegmentWriter {
         let (pix_fmt, encoder_fmt) = match &device_frames {
             Some(frames) => (frames.sw_format, frames.hw_format),
             None => {
-                let chosen = choose_pix_fmt(&codec, fmt.src_pix_fmt, plan.bit_depth);
+                let chosen = choose_pix_fmt(&codec, fmt.src_pix_fmt, plan.bit_depth, plan.cautious);
                 (chosen, chosen)
             }
         };

@@ -16,6 +16,7 @@ mod fuzz;
 mod hostile;
 mod http;
 mod isolation;
+mod ladder;
 mod lifecycle;
 mod media;
 mod names;

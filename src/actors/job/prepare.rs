@@ -7,8 +7,9 @@ use std::path::{Path, PathBuf};
 use entities::job;
 
 use super::{join_error, Attempt, Phase, Step};
+use crate::actors::lifecycle::EventContext;
 use crate::actors::store::JobSettings;
-use crate::domain::encoding::{profile_for_attempt, EncodeSettings, Hardware, TargetCodec};
+use crate::domain::encoding::{profile_for_attempt, EncodeSettings, Hardware, RetryProfile, TargetCodec};
 use crate::domain::job::{FailureCode, JobEvent, Stage};
 use crate::domain::quality::{self, QualityMode};
 use crate::domain::segments::{self, Sessions};
@@ -125,12 +126,20 @@ impl Attempt {
             Err(e) => return self.fail(e).await,
         };
         let skip = skip_reason.is_some();
+        // The rung of the retry ladder this attempt runs, and what it changed, go into the
+        // history with the `encoding` event.
+        let settings = (!skip).then(|| settings_for(&job, &info, library.as_ref()));
+        let rung = settings.as_ref().and_then(|s| s.as_ref().ok()).map(|s| {
+            let record = RetryProfile::for_retry_count(retry_count(&job)).record(s);
+            serde_json::to_value(&record).unwrap_or_default()
+        });
+        let ctx = EventContext { detail: rung, ..self.ctx() };
         let patch = JobChange { stage: (!skip).then_some(Stage::Encoding), skip_reason, ..Default::default() };
-        let job = self.apply(JobEvent::Analyzed { skip }, patch, self.ctx()).await?.job;
-        if skip {
+        let job = self.apply(JobEvent::Analyzed { skip }, patch, ctx).await?.job;
+        let Some(settings) = settings else {
             return Ok(None);
-        }
-        let plan = match self.plan(&job, &info, library.as_ref()) {
+        };
+        let plan = match settings.and_then(|settings| self.plan(&job, &info, library.as_ref(), &settings)) {
             Ok(plan) => plan,
             Err(e) => return self.fail(e).await,
         };
@@ -143,24 +152,16 @@ impl Attempt {
         job: &job::Model,
         info: &MediaInfo,
         library: Option<&entities::library::Model>,
+        settings: &EncodeSettings,
     ) -> Result<EncodePlan, MediaError> {
-        let codec: TargetCodec = job.target_codec.parse().map_err(|e| MediaError::misc(format!("{e}")))?;
-        let ten_bit = info.video().and_then(|v| v.bit_depth).unwrap_or(8) > 8;
-        // A stored encoder, preset or quality that no longer fits falls back to the table's
-        // default rather than failing every attempt.
-        let settings = EncodeSettings::for_library(
-            codec,
-            library.and_then(|l| l.encoder.parse().ok()),
-            library.map(|l| l.preset.as_str()),
-            library.map(|l| i64::from(l.quality)),
-            ten_bit && info.hdr.kind != HdrKind::Sdr,
-        );
-        let profile = profile_for_attempt(&settings, u32::try_from(job.retry_count).unwrap_or(0));
+        let profile = profile_for_attempt(settings, retry_count(job));
         tracing::info!(
             job_id = job.id,
             retry_profile = %profile.retry_profile,
             encoder = %profile.encoder,
+            preset = profile.preset.as_deref().unwrap_or(""),
             hardware_decode = profile.hardware_decode,
+            cautious = profile.cautious,
             "planned the encode"
         );
         let mut plan = EncodePlan::new(&crate::repo::jobs::source_path(job), info, &profile)?;
@@ -168,7 +169,8 @@ impl Attempt {
         // A retry runs one session (one decoder from the first frame, cuts by frame count):
         // the conservative path, for a source whose index or seeking misled the first
         // attempt (verification refuses what that would lose; the retry then starts over).
-        plan.sessions = if job.retry_count > 0 {
+        let one_session = profile.retry_profile.one_session();
+        plan.sessions = if one_session {
             Sessions::ONE
         } else {
             let hardware = profile.encoder.profile().hardware != Hardware::Cpu;
@@ -176,7 +178,7 @@ impl Attempt {
         };
         // Spans for helpers on other slots, unless PARALLEL_SEGMENTS is off; never on a
         // retry, which is the conservative path.
-        plan.shared_spans = job.retry_count == 0 && self.env.parallel_segments != segments::Parallelism::Off;
+        plan.shared_spans = !one_session && self.env.parallel_segments != segments::Parallelism::Off;
         plan.throttle_ms_per_frame = self.env.throttle_ms_per_frame;
         plan.epoch = self.lease_id.clone();
         if library.is_some_and(|l| l.keep_dolby_vision) && plan.keep_dolby_vision(info) {
@@ -192,6 +194,30 @@ impl Attempt {
         }
         Ok(plan)
     }
+}
+
+/// The job's automatic retries so far: which rung of the ladder its attempt runs.
+fn retry_count(job: &job::Model) -> u32 {
+    u32::try_from(job.retry_count).unwrap_or(0)
+}
+
+/// What the job's library asks for, with what analysis found. A stored encoder, preset or
+/// quality that no longer fits falls back to the table's default rather than failing every
+/// attempt.
+fn settings_for(
+    job: &job::Model,
+    info: &MediaInfo,
+    library: Option<&entities::library::Model>,
+) -> Result<EncodeSettings, MediaError> {
+    let codec: TargetCodec = job.target_codec.parse().map_err(|e| MediaError::misc(format!("{e}")))?;
+    let ten_bit = info.video().and_then(|v| v.bit_depth).unwrap_or(8) > 8;
+    Ok(EncodeSettings::for_library(
+        codec,
+        library.and_then(|l| l.encoder.parse().ok()),
+        library.map(|l| l.preset.as_str()),
+        library.map(|l| i64::from(l.quality)),
+        ten_bit && info.hdr.kind != HdrKind::Sdr,
+    ))
 }
 
 /// `media::contain::still_inside` on a blocking thread (the filesystem may be a slow share),

@@ -12,6 +12,7 @@ pub fn profile(encoder: &str, quality: u32, preset: &str) -> condense::domain::e
         ten_bit_allowed: true,
         preset: Some(preset.to_string()),
         quality,
+        cautious: false,
         retry_profile: RetryProfile::AsConfigured,
     }
 }
@@ -121,6 +122,11 @@ pub fn h264(dir: &Path, name: &str, size: &str, seconds: u32) -> PathBuf {
 /// 10-bit H.264 SDR (BT.709).
 pub fn h264_ten_bit(dir: &Path, name: &str) -> PathBuf {
     testsrc(dir, name, "320x240", 2, "-pix_fmt yuv420p10le -c:v libx264 -preset ultrafast -qp 10")
+}
+
+/// 10-bit 4:2:2 H.264 SDR (High 4:2:2), `seconds` long.
+pub fn h264_422_ten_bit(dir: &Path, name: &str, seconds: u32) -> PathBuf {
+    testsrc(dir, name, "320x240", seconds, "-pix_fmt yuv422p10le -c:v libx264 -preset ultrafast -qp 10 -g 25")
 }
 
 pub fn hevc(dir: &Path, name: &str) -> PathBuf {

@@ -10,6 +10,8 @@
 //!   (default 40);
 //! - `CONDENSE_EIO_MARKERS`: a folder; a failure leaves a marker there per file, so each file
 //!   fails once across all processes (the retry then reads it whole). Unset: once per process.
+//! - `CONDENSE_EIO_TIMES`: with markers, how many processes fail on each file (default 1),
+//!   one marker each.
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
@@ -67,10 +69,16 @@ ssize_t read(int fd, void *buf, size_t count) {
                         size_t i;
                         for (i = 0; target[i] && i < sizeof name - 1; i++) name[i] = target[i] == '/' ? '_' : target[i];
                         name[i] = 0;
-                        snprintf(marker, sizeof marker, "%s/%s", markers, name);
-                        int m = open(marker, O_CREAT | O_EXCL | O_WRONLY, 0644);
-                        first = m >= 0;
-                        if (m >= 0) close(m);
+                        const char *t = getenv("CONDENSE_EIO_TIMES");
+                        long times = t ? atol(t) : 1;
+                        first = 0;
+                        for (long k = 0; k < times && !first; k++) {
+                            if (k == 0) snprintf(marker, sizeof marker, "%s/%s", markers, name);
+                            else snprintf(marker, sizeof marker, "%s/%s.%ld", markers, name, k);
+                            int m = open(marker, O_CREAT | O_EXCL | O_WRONLY, 0644);
+                            first = m >= 0;
+                            if (m >= 0) close(m);
+                        }
                     }
                     if (first) {
                         fired = 1;
@@ -161,6 +169,18 @@ pub fn eio_env(prefix: impl AsRef<OsStr>, percent: Option<u32>, markers: &Path) 
     if let Some(percent) = percent {
         env.push(("CONDENSE_EIO_PERCENT", percent.to_string().into()));
     }
+    env
+}
+
+/// `eio_env`, failing `times` processes on each file instead of one.
+pub fn eio_env_times(
+    prefix: impl AsRef<OsStr>,
+    percent: Option<u32>,
+    markers: &Path,
+    times: u32,
+) -> Vec<(&'static str, OsString)> {
+    let mut env = eio_env(prefix, percent, markers);
+    env.push(("CONDENSE_EIO_TIMES", times.to_string().into()));
     env
 }
 
