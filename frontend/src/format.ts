@@ -122,3 +122,22 @@ export function formatWindows(windows: { days: string[]; start: string; end: str
   if (windows.length === 0) return 'Always';
   return windows.map((w) => `${w.days.map((d) => titleCase(d)).join(', ')} ${w.start}–${w.end}`).join('; ');
 }
+
+/** A job event's detail for people: its text, or an object's fields as `name: value`, the
+ *  list of what a retry changed (`changes`) first. Nested objects are left out: the API's
+ *  JSON has them for whoever needs them. */
+export function formatEventDetail(detail: unknown): string {
+  if (detail === null || detail === undefined) return '';
+  if (typeof detail !== 'object') return String(detail);
+  if (Array.isArray(detail)) return detail.map(formatEventDetail).filter(Boolean).join('; ');
+  const fields = detail as Record<string, unknown>;
+  const parts: string[] = [];
+  if (Array.isArray(fields.changes) && fields.changes.length > 0) {
+    parts.push(fields.changes.map(String).join('; '));
+  }
+  for (const [name, value] of Object.entries(fields)) {
+    if (name === 'changes' || value === null || value === undefined || typeof value === 'object') continue;
+    parts.push(`${name}: ${String(value)}`);
+  }
+  return parts.join(', ');
+}

@@ -4,6 +4,7 @@ import {
   formatBytes,
   formatDuration,
   formatEta,
+  formatEventDetail,
   formatFps,
   formatFraction,
   formatHours,
@@ -123,5 +124,24 @@ describe('formatWindows', () => {
         { days: ['sat'], start: '00:00', end: '00:00' },
       ]),
     ).toBe('Mon, Tue 22:00–07:00; Sat 00:00–00:00');
+  });
+});
+
+describe('formatEventDetail', () => {
+  it('shows text as it is and an object as its fields, what a retry changed first', () => {
+    expect(formatEventDetail(null)).toBe('');
+    expect(formatEventDetail('moved to node b')).toBe('moved to node b');
+    expect(
+      formatEventDetail({
+        rung: 1,
+        retryProfile: 'software_decode',
+        cautious: false,
+        changes: ['preset ultrafast instead of superfast', 'one session'],
+        nested: { left: 'out' },
+      }),
+    ).toBe('preset ultrafast instead of superfast; one session, rung: 1, retryProfile: software_decode, cautious: false');
+    expect(formatEventDetail({ code: 'timeout', reason: 'no progress for 2 h' })).toBe(
+      'code: timeout, reason: no progress for 2 h',
+    );
   });
 });

@@ -1,7 +1,7 @@
 import type { ComponentChildren } from 'preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { Alert, Badge, EtaText, JobActionButtons, Loading, PriorityControl, ProgressBar, SegmentStrip } from '../components';
-import { DASH, formatBytes, formatDateTime, formatFps, formatPercent, titleCase } from '../format';
+import { DASH, formatBytes, formatDateTime, formatEventDetail, formatFps, formatPercent, titleCase } from '../format';
 import { useLiveMessages, useResource } from '../hooks';
 import { isTerminal, mergeLive } from '../jobs';
 import { routeHref } from '../router';
@@ -103,7 +103,7 @@ export function JobDetail({ id }: { id: number }) {
                         </td>
                         <td data-label="Node">{event.nodeName ?? DASH}</td>
                         <td data-label="Detail" class="cell-detail">
-                          {event.detail ?? ''}
+                          {formatEventDetail(event.detail)}
                         </td>
                       </tr>
                     ))}
