@@ -10,6 +10,7 @@ pub mod job_segment;
 pub mod library;
 pub mod library_forecast;
 pub mod license;
+pub mod license_trial;
 pub mod node;
 pub mod notification_delivery;
 pub mod notification_target;
@@ -26,6 +27,7 @@ pub mod prelude {
     pub use super::library::Entity as Library;
     pub use super::library_forecast::Entity as LibraryForecast;
     pub use super::license::Entity as License;
+    pub use super::license_trial::Entity as LicenseTrial;
     pub use super::node::Entity as Node;
     pub use super::notification_delivery::Entity as NotificationDelivery;
     pub use super::notification_target::Entity as NotificationTarget;

@@ -26,6 +26,7 @@ mod m20261128_000027_job_counts_net_change;
 mod m20261129_000030_keep_modified_time;
 mod m20261129_000031_job_path_bytes;
 mod m20261129_000032_key_scopes;
+mod m20261130_000033_license_trial;
 
 pub struct Migrator;
 
@@ -57,6 +58,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261129_000030_keep_modified_time::Migration),
             Box::new(m20261129_000031_job_path_bytes::Migration),
             Box::new(m20261129_000032_key_scopes::Migration),
+            Box::new(m20261130_000033_license_trial::Migration),
         ]
     }
 }

@@ -228,6 +228,7 @@ pub async fn start_node(config: NodeConfig) -> Result<Node, StartError> {
                 heartbeat: main.heartbeat,
                 timeout: main.node_timeout,
                 license_public_key: main.license_public_key,
+                clock: main.clock.clone(),
                 main_node_name: name.clone(),
                 links: Default::default(),
             };

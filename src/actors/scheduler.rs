@@ -18,7 +18,7 @@ use super::lifecycle::{EventContext, Lifecycle, LifecycleError};
 use super::node::{Capacity, ControlJob, NodeSupervisor, StartHelper, StartJob, Wake};
 use super::store::SPAN_LEASE_SECONDS;
 use crate::domain::job::{JobEvent, JobStatus, PartialOutput, Stage};
-use crate::domain::license::Tier;
+use crate::domain::license::{tier_in_force, Tier};
 use crate::domain::schedule::OnClose;
 use crate::host::clock::Clock;
 use crate::media::layout::partial_dir_for;
@@ -129,10 +129,10 @@ impl Scheduler {
                         return;
                     }
                 };
-                if let Err(e) = assign(&db, &lifecycle, &nodes, &key, &open).await {
+                if let Err(e) = assign(&db, &lifecycle, &nodes, &key, &open, now).await {
                     tracing::warn!(error = %e, "scheduling round failed");
                 }
-                if let Err(e) = assign_spans(&db, &nodes, &key, &open, helpers).await {
+                if let Err(e) = assign_spans(&db, &nodes, &key, &open, helpers, now).await {
                     tracing::warn!(error = %e, "giving spans to idle slots failed");
                 }
             }
@@ -147,18 +147,24 @@ impl Scheduler {
     }
 }
 
-/// The tier in force now: the installed key's, if it verifies and has not expired.
-pub async fn effective_tier(db: &DatabaseConnection, public_key: &str) -> Tier {
-    match repo::licenses::current(db).await {
+/// The tier in force at `now`: the installed key's, if it verifies and has not expired;
+/// otherwise the trial's while it runs (`domain::license::tier_in_force`).
+pub async fn effective_tier(db: &DatabaseConnection, public_key: &str, now: chrono::DateTime<chrono::Utc>) -> Tier {
+    let key = match repo::licenses::current(db).await {
         Ok(Some(installed)) => match crate::license::verify(&installed.key, public_key) {
-            Ok(payload) => payload.effective_tier(chrono::Utc::now()),
+            Ok(payload) => payload.effective_tier(now),
             Err(e) => {
                 tracing::warn!(error = %e, "the installed licence does not verify; running as FREE");
                 Tier::Free
             }
         },
         _ => Tier::Free,
-    }
+    };
+    let trial = repo::licenses::trial(db).await.unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "the licence trial is unreadable; running without it");
+        None
+    });
+    tier_in_force(key, trial.as_ref(), now)
 }
 
 /// A node as one scheduling round sees it: its free slots and the library paths it cannot
@@ -208,8 +214,9 @@ async fn assign(
     nodes: &[NodeHandle],
     public_key: &str,
     open: &std::collections::HashSet<i32>,
+    now: chrono::DateTime<chrono::Utc>,
 ) -> Result<(), LifecycleError> {
-    let tier = effective_tier(db, public_key).await;
+    let tier = effective_tier(db, public_key, now).await;
     let counts = jobs::count_by_status(db).await?;
     let running = counts.get(&JobStatus::Analyzing).copied().unwrap_or(0)
         + counts.get(&JobStatus::Encoding).copied().unwrap_or(0);
@@ -301,6 +308,7 @@ async fn assign_spans(
     public_key: &str,
     open: &std::collections::HashSet<i32>,
     enabled: bool,
+    now: chrono::DateTime<chrono::Utc>,
 ) -> Result<(), LifecycleError> {
     let swept = repo::segments::sweep(db, chrono::Utc::now()).await?;
     if swept > 0 {
@@ -317,7 +325,7 @@ async fn assign_spans(
     if waiting.is_empty() {
         return Ok(());
     }
-    let tier = effective_tier(db, public_key).await;
+    let tier = effective_tier(db, public_key, now).await;
     let allowed_nodes = tier.max_nodes().map(|m| m as usize).unwrap_or(usize::MAX);
     let mut slots = Vec::new();
     for node in nodes.iter().take(allowed_nodes).filter(|n| open.contains(&n.id)) {

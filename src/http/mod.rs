@@ -114,6 +114,7 @@ fn table() -> Vec<(Endpoint, Route)> {
         endpoint(Method::GET, "/license", Token, Viewer, Administration, license::get),
         endpoint(Method::PUT, "/license", Token, Admin, Administration, license::install),
         endpoint(Method::DELETE, "/license", Token, Admin, Administration, license::remove),
+        endpoint(Method::POST, "/license/trial", Token, Admin, Administration, license::start_trial),
         endpoint(Method::GET, "/audit", Token, Admin, Administration, audit::list),
         endpoint(Method::GET, "/api-keys", Token, Admin, Administration, api_keys::list),
         endpoint(Method::POST, "/api-keys", Token, Admin, Administration, api_keys::create),

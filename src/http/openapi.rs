@@ -57,6 +57,7 @@ const API_KEY: &str = "apiKeyAuth";
         super::license::get,
         super::license::install,
         super::license::remove,
+        super::license::start_trial,
         super::audit::list,
         super::api_keys::list,
         super::api_keys::create,

@@ -9,7 +9,7 @@ use utoipa::ToSchema;
 use crate::domain::encoding::TargetCodec;
 use crate::domain::health;
 use crate::domain::job::{allowed_actions, FailureCode, JobStatus, Stage, UserAction};
-use crate::domain::license::{effective_tier, Tier};
+use crate::domain::license::{effective_tier, tier_in_force, Tier, Trial};
 use crate::domain::node::{NodeRole, NodeStatus};
 use crate::domain::quality::QualityMode;
 use crate::domain::schedule::{OnClose, Window};
@@ -376,31 +376,48 @@ pub struct LicenseView {
     /// Limits of the effective tier; null: unlimited.
     pub max_nodes: Option<u32>,
     pub max_concurrent_jobs: Option<u32>,
-    /// The tier in force: FREE once the key has expired.
+    /// The tier in force: the key's until it expires; without a key in force, the trial's
+    /// while it runs; else FREE.
     pub effective_tier: Tier,
+    pub trial: TrialView,
 }
 
-pub fn license(installed: Option<&license::Model>, now: DateTime<Utc>) -> LicenseView {
-    let Some(installed) = installed else {
-        return LicenseView {
-            tier: Tier::Free,
-            licensee: None,
-            expires_at: None,
-            max_nodes: Tier::Free.max_nodes(),
-            max_concurrent_jobs: Tier::Free.max_concurrent_jobs(),
-            effective_tier: Tier::Free,
-        };
-    };
+/// The installation's one trial of a paid tier (`POST /license/trial`).
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TrialView {
+    /// Whether the trial was started: it cannot be started again, even after it ended.
+    pub used: bool,
+    /// Whether it runs now (it grants its tier unless a paid key is in force).
+    pub running: bool,
+    /// null while unused.
+    pub tier: Option<Tier>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub ends_at: Option<DateTime<Utc>>,
+    /// Days left, a begun day counting whole: 14 at the start, 0 once ended or unused.
+    pub days_left: u32,
+}
+
+pub fn license(installed: Option<&license::Model>, trial: Option<&Trial>, now: DateTime<Utc>) -> LicenseView {
     // The tier was read from a verified key when it was installed.
-    let tier = Tier::from(installed.tier);
-    let effective = effective_tier(tier, installed.expires_at, now);
+    let tier = installed.map_or(Tier::Free, |installed| Tier::from(installed.tier));
+    let key = effective_tier(tier, installed.and_then(|installed| installed.expires_at), now);
+    let effective = tier_in_force(key, trial, now);
     LicenseView {
         tier,
-        licensee: Some(installed.licensee.clone()),
-        expires_at: installed.expires_at,
+        licensee: installed.map(|installed| installed.licensee.clone()),
+        expires_at: installed.and_then(|installed| installed.expires_at),
         max_nodes: effective.max_nodes(),
         max_concurrent_jobs: effective.max_concurrent_jobs(),
         effective_tier: effective,
+        trial: TrialView {
+            used: trial.is_some(),
+            running: trial.is_some_and(|trial| trial.is_running(now)),
+            tier: trial.map(|trial| trial.tier),
+            started_at: trial.map(|trial| trial.started_at),
+            ends_at: trial.map(|trial| trial.ends_at),
+            days_left: trial.map_or(0, |trial| trial.days_left(now)),
+        },
     }
 }
 
@@ -671,12 +688,30 @@ mod tests {
             expires_at: Some(now - chrono::Duration::days(1)),
             installed_at: now,
         };
-        let view = license(Some(&model), now);
+        let view = license(Some(&model), None, now);
         assert_eq!((view.tier, view.effective_tier), (Tier::Pro, Tier::Free));
         assert_eq!((view.max_nodes, view.max_concurrent_jobs), (Some(1), Some(1)));
         let valid = license::Model { expires_at: None, ..model };
-        let view = license(Some(&valid), now);
+        let view = license(Some(&valid), None, now);
         assert_eq!((view.effective_tier, view.max_nodes), (Tier::Pro, None));
-        assert_eq!(license(None, now).licensee, None);
+        assert_eq!(license(None, None, now).licensee, None);
+        assert!(!license(None, None, now).trial.used);
+    }
+
+    #[test]
+    fn a_running_trial_is_in_force_without_a_key_and_shows_its_days() {
+        let now = Utc::now();
+        let trial = Trial { tier: Tier::Supporter, started_at: now, ends_at: now + chrono::Duration::days(14) };
+        let view = license(None, Some(&trial), now + chrono::Duration::hours(30));
+        assert_eq!((view.tier, view.effective_tier, view.max_concurrent_jobs), (Tier::Free, Tier::Supporter, Some(5)));
+        assert_eq!(
+            serde_json::to_value(&view.trial).unwrap(),
+            serde_json::json!({"used": true, "running": true, "tier": "SUPPORTER", "startedAt": now, "endsAt": trial.ends_at, "daysLeft": 13})
+        );
+        let ended = license(None, Some(&trial), trial.ends_at);
+        assert_eq!(
+            (ended.effective_tier, ended.trial.used, ended.trial.running, ended.trial.days_left),
+            (Tier::Free, true, false, 0)
+        );
     }
 }

@@ -1,10 +1,11 @@
-//! The installed licence key.
+//! The installed licence key, and the installation's trial of a paid tier.
 
 use entities::license::{self, ActiveModel, Column, Entity};
+use entities::license_trial;
 use sea_orm::{ActiveModelTrait, ConnectionTrait, EntityTrait, QueryOrder, Set, TransactionTrait};
 
-use super::{now, RepoResult};
-use crate::domain::license::Tier;
+use super::{now, RepoError, RepoResult};
+use crate::domain::license::{Tier, Trial};
 use crate::license::LicensePayload;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -50,7 +51,33 @@ pub async fn install<C: ConnectionTrait + TransactionTrait>(db: &C, new: NewLice
     Ok(model)
 }
 
+/// Removes the installed key. The trial is another table and stays as it is: removing a
+/// key never makes a trial available again.
 pub async fn remove(db: &impl ConnectionTrait) -> RepoResult<()> {
     Entity::delete_many().exec(db).await?;
+    Ok(())
+}
+
+/// The one row the trial table may hold.
+const TRIAL_ROW: i32 = 1;
+
+/// The installation's trial, running or ended; `None` while it was never started.
+pub async fn trial(db: &impl ConnectionTrait) -> RepoResult<Option<Trial>> {
+    let row = license_trial::Entity::find_by_id(TRIAL_ROW).one(db).await?;
+    Ok(row.map(|row| Trial { tier: row.tier.into(), started_at: row.started_at, ends_at: row.ends_at }))
+}
+
+/// Records `trial` as the installation's trial. A trial recorded before, even by a request
+/// racing this one, makes this a `Conflict`: the row is written once and nothing deletes it.
+pub async fn start_trial(db: &impl ConnectionTrait, trial: Trial) -> RepoResult<()> {
+    license_trial::ActiveModel {
+        id: Set(TRIAL_ROW),
+        tier: Set(trial.tier.into()),
+        started_at: Set(trial.started_at),
+        ends_at: Set(trial.ends_at),
+    }
+    .insert(db)
+    .await
+    .map_err(|error| RepoError::unique(error, || "this installation's trial was already started".to_string()))?;
     Ok(())
 }

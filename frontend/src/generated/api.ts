@@ -579,17 +579,43 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The licence installed and the limits in force */
+        /** The licence installed, the trial and the limits in force */
         get: operations["get_license"];
         /**
          * Install a licence key
          * @description PUT /license: verifies the key offline against the licence public key and installs it
-         *     in place of any other. An expired but genuine key installs (it grants FREE).
+         *     in place of any other. An expired but genuine key installs (it grants FREE). A key in
+         *     force outranks a running trial.
          */
         put: operations["install_license"];
         post?: never;
-        /** DELETE /license: back to FREE. Answers with the licence now in force. */
+        /**
+         * DELETE /license: removes the key, back to FREE (or to the trial while it runs). The
+         *     trial stays used. Answers with the licence now in force.
+         */
         delete: operations["remove_license"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/license/trial": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Start the trial of a paid tier
+         * @description POST /license/trial: SUPPORTER or PRO for 14 days, once per installation (kept in the
+         *     database; removing the key does not give it back). When it ends the tier falls back to
+         *     FREE: running jobs finish, and only what starts next sees FREE's limits.
+         */
+        post: operations["start_license_trial"];
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -1741,7 +1767,10 @@ export interface components {
             meanVmaf?: number | null;
         };
         LicenseView: {
-            /** @description The tier in force: FREE once the key has expired. */
+            /**
+             * @description The tier in force: the key's until it expires; without a key in force, the trial's
+             *     while it runs; else FREE.
+             */
             effectiveTier: components["schemas"]["Tier"];
             /** Format: date-time */
             expiresAt?: string | null;
@@ -1755,6 +1784,7 @@ export interface components {
             maxNodes?: number | null;
             /** @description The tier the key claims (FREE without a key). */
             tier: components["schemas"]["Tier"];
+            trial: components["schemas"]["TrialView"];
         };
         LoginRequest: {
             password: string;
@@ -2177,6 +2207,10 @@ export interface components {
         };
         /** @enum {string} */
         Stage: "ANALYZING" | "ENCODING" | "TRANSFERRING";
+        StartTrial: {
+            /** @description The paid tier to try: SUPPORTER or PRO. */
+            tier: components["schemas"]["TrialTier"];
+        };
         StorageSummary: {
             /**
              * Format: double
@@ -2275,6 +2309,25 @@ export interface components {
             /** Format: date-time */
             expiresAt: string;
             token: string;
+        };
+        /** @enum {string} */
+        TrialTier: "SUPPORTER" | "PRO";
+        /** @description The installation's one trial of a paid tier (`POST /license/trial`). */
+        TrialView: {
+            /**
+             * Format: int32
+             * @description Days left, a begun day counting whole: 14 at the start, 0 once ended or unused.
+             */
+            daysLeft: number;
+            /** Format: date-time */
+            endsAt?: string | null;
+            /** @description Whether it runs now (it grants its tier unless a paid key is in force). */
+            running: boolean;
+            /** Format: date-time */
+            startedAt?: string | null;
+            tier?: null | components["schemas"]["Tier"];
+            /** @description Whether the trial was started: it cannot be started again, even after it ended. */
+            used: boolean;
         };
         /** @description Any subset of the fields; absent or null keeps the current value. */
         UpdateLibrary: {
@@ -3826,7 +3879,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The licence now in force (FREE) */
+            /** @description The licence now in force: FREE, or the trial while it runs */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -3837,6 +3890,51 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+        };
+    };
+    start_license_trial: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["StartTrial"];
+            };
+        };
+        responses: {
+            /** @description The licence now in force, with the trial running */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LicenseView"];
+                };
+            };
+            400: components["responses"]["MalformedBody"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description No trial started: trial_used (this installation's trial was started before) or license_key_in_force (a paid key is in force and would outrank it) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description validation_failed: the tier is not SUPPORTER or PRO (invalid_body for a body of another shape) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     metrics: {
@@ -4855,5 +4953,6 @@ export const stageValues: ReadonlyArray<FlattenedDeepRequired<components>["schem
 export const targetCodecValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["TargetCodec"]> = ["hevc", "av1"];
 export const targetKindValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["TargetKind"]> = ["webhook", "discord", "ntfy", "gotify", "apprise", "email"];
 export const tierValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Tier"]> = ["FREE", "SUPPORTER", "PRO"];
+export const trialTierValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["TrialTier"]> = ["SUPPORTER", "PRO"];
 export const userActionValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["UserAction"]> = ["pause", "resume", "retry", "force", "cancel"];
 export const userRoleValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["UserRole"]> = ["admin", "operator", "viewer"];

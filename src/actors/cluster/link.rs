@@ -106,6 +106,7 @@ impl RemoteNode {
             return Self::refuse(reason, ctx);
         };
         self.link = Some(link);
+        let now = self.config.clock.now();
         let (db, key, main_name, links) = (
             self.db.clone(),
             self.config.license_public_key.clone(),
@@ -139,7 +140,7 @@ impl RemoteNode {
                 let row = admit(&name, by_identity.as_ref(), by_name.as_ref(), |row| {
                     links.holder_of(row).is_some_and(|holder| holder != link)
                 })?;
-                let tier = effective_tier(&db, &key).await;
+                let tier = effective_tier(&db, &key, now).await;
                 let nodes = repo::nodes::list(&db).await.map_err(|e| e.to_string())?;
                 let others = nodes
                     .iter()

@@ -24,6 +24,9 @@ pub struct ClusterConfig {
     pub heartbeat: Duration,
     pub timeout: Duration,
     pub license_public_key: String,
+    /// The clock the licence's tier is read with (a trial's or a key's end), as the
+    /// scheduler's.
+    pub clock: crate::host::clock::Clock,
     pub main_node_name: String,
     /// The links open now, shared by every link and the watch that takes nodes offline.
     pub links: Links,

@@ -319,6 +319,30 @@ macro_rules! api_test_on_both_databases {
             }
         }
     };
+    // As above, the node's clock a manual one showing `$at` (RFC 3339), which the test
+    // moves with `server.state.clock.set`.
+    ($name:ident, clock = $at:literal) => {
+        mod $name {
+            #[actix_web::test]
+            async fn sqlite() {
+                let clock = condense::host::clock::Clock::manual($at.parse().unwrap());
+                let test_db = $crate::common::db::TestDb::sqlite().await;
+                let server = $crate::common::api::TestServer::start_with_clock(test_db, 0, clock).await;
+                super::$name(&server).await;
+                server.finish().await;
+            }
+
+            #[actix_web::test]
+            async fn postgres() {
+                let test = concat!(module_path!(), "::postgres");
+                let Some(test_db) = $crate::common::db::TestDb::postgres(test).await else { return };
+                let clock = condense::host::clock::Clock::manual($at.parse().unwrap());
+                let server = $crate::common::api::TestServer::start_with_clock(test_db, 0, clock).await;
+                super::$name(&server).await;
+                server.finish().await;
+            }
+        }
+    };
 }
 
 /// The two mounts of the API: bare, and under /api.
