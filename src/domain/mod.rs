@@ -7,6 +7,7 @@ pub mod access;
 pub mod arr;
 pub mod connect;
 pub mod encoding;
+pub mod failures;
 pub mod feed;
 pub mod forecast;
 pub mod health;
