@@ -1,5 +1,6 @@
 //! Insights: job history and totals, failed jobs, storage saved, encoding
-//! time, the savings trend, node performance and the codec distribution.
+//! time, the savings trend, failures by category, node performance and the codec
+//! distribution.
 
 use actix_web::web;
 use chrono::Utc;
@@ -7,6 +8,7 @@ use serde::Deserialize;
 
 use super::auth::AuthUser;
 use super::views::{FailedJobView, InsightsView, LibraryVmaf, SavingsView};
+use crate::domain::failures::{breakdown, FailureBreakdown};
 use crate::domain::stats::{self, CodecShare, CompletedJob, NodePerformance, HISTORY_DAYS, MAX_TREND_DAYS};
 use crate::error::{AppError, ErrorBody};
 use crate::http::state::AppState;
@@ -97,16 +99,60 @@ pub async fn savings(
     state: web::Data<AppState>,
     query: web::Query<SavingsQuery>,
 ) -> Result<web::Json<SavingsView>, AppError> {
-    let days = query.days.unwrap_or(HISTORY_DAYS);
+    let days = window_days(query.days)?;
+    let now = Utc::now();
+    let rows = repo::stats::completed_jobs(&state.db, Some(stats::window_start(now, days))).await?;
+    Ok(web::Json(SavingsView { days: stats::savings_trend(&completed(&rows), now.date_naive(), days) }))
+}
+
+/// A window's `days`: 1 to 365, 30 when not given.
+fn window_days(days: Option<u32>) -> Result<u32, AppError> {
+    let days = days.unwrap_or(HISTORY_DAYS);
     if !(1..=MAX_TREND_DAYS).contains(&days) {
         return Err(AppError::BadRequest {
             code: "invalid_query",
             message: format!("days must be 1 to {MAX_TREND_DAYS}, not {days}"),
         });
     }
-    let now = Utc::now();
-    let rows = repo::stats::completed_jobs(&state.db, Some(stats::window_start(now, days))).await?;
-    Ok(web::Json(SavingsView { days: stats::savings_trend(&completed(&rows), now.date_naive(), days) }))
+    Ok(days)
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct FailuresQuery {
+    /// Number of days, ending today (UTC): 1 to 365, default 30.
+    #[param(minimum = 1, maximum = 365)]
+    days: Option<u32>,
+}
+
+/// Failures by category
+///
+/// Jobs that failed (status FAILED) in the last `days` UTC calendar days, the window of the
+/// failed jobs listed by GET /insights/stats: their number, and per category (always every
+/// one, in a fixed order) its count, its share of the failures and the count of each of its
+/// reasons.
+///
+/// GET /insights/failures?days=N (1 to 365, default 30)
+#[utoipa::path(
+    get,
+    operation_id = "failures_by_category",
+    path = "/insights/failures",
+    tag = "insights",
+    params(FailuresQuery),
+    responses(
+        (status = 200, description = "OK", body = FailureBreakdown),
+        (status = 400, description = "days is not a whole number from 1 to 365 (code invalid_query)", body = ErrorBody),
+    ),
+)]
+pub async fn failures(
+    _user: AuthUser,
+    state: web::Data<AppState>,
+    query: web::Query<FailuresQuery>,
+) -> Result<web::Json<FailureBreakdown>, AppError> {
+    let days = window_days(query.days)?;
+    let since = stats::window_start(Utc::now(), days);
+    let counts = repo::stats::failed_per_code_since(&state.db, since).await?;
+    Ok(web::Json(breakdown(days, &counts)))
 }
 
 /// Node performance comparison

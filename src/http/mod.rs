@@ -169,6 +169,7 @@ fn table() -> Vec<(Endpoint, Route)> {
         endpoint(Method::GET, "/insights/savings", Token, Viewer, Reads, insights::savings),
         endpoint(Method::GET, "/insights/nodes", Token, Viewer, Reads, insights::nodes),
         endpoint(Method::GET, "/insights/codecs", Token, Viewer, Reads, insights::codecs),
+        endpoint(Method::GET, "/insights/failures", Token, Viewer, Reads, insights::failures),
         endpoint(Method::GET, "/statistics", Token, Viewer, Reads, insights::statistics),
         endpoint(Method::GET, "/metrics", Token, Viewer, Reads, metrics::metrics),
     ]

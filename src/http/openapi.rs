@@ -111,6 +111,7 @@ const API_KEY: &str = "apiKeyAuth";
         super::insights::savings,
         super::insights::nodes,
         super::insights::codecs,
+        super::insights::failures,
         super::metrics::metrics,
     ),
     // Sent on the WebSocket rather than answered by an operation, so listed by hand.

@@ -8,7 +8,7 @@ use sea_orm::sea_query::{Alias, Condition, Expr, Func, SimpleExpr};
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, FromQueryResult, QueryFilter, QueryOrder, QuerySelect};
 
 use super::RepoResult;
-use crate::domain::job::JobStatus;
+use crate::domain::job::{FailureCode, JobStatus};
 
 fn completed() -> SimpleExpr {
     Column::Status.eq(JobStatus::Completed)
@@ -135,6 +135,25 @@ pub async fn failed_since(db: &impl ConnectionTrait, since: DateTime<Utc>, limit
         .into_model::<FailedRow>()
         .all(db)
         .await?)
+}
+
+/// FAILED jobs that failed at or after `since` (the window of `failed_since`), counted per
+/// failure code; None counts the rows without one.
+pub async fn failed_per_code_since(
+    db: &impl ConnectionTrait,
+    since: DateTime<Utc>,
+) -> RepoResult<Vec<(Option<FailureCode>, u64)>> {
+    let rows: Vec<(Option<entities::sea_orm_active_enums::FailureCode>, i64)> = Entity::find()
+        .select_only()
+        .column(Column::FailureCode)
+        .column_as(Column::Id.count(), "n")
+        .filter(Column::Status.eq(JobStatus::Failed))
+        .filter(Column::UpdatedAt.gte(since))
+        .group_by(Column::FailureCode)
+        .into_tuple()
+        .all(db)
+        .await?;
+    Ok(rows.into_iter().map(|(code, n)| (code.map(FailureCode::from), u64::try_from(n).unwrap_or(0))).collect())
 }
 
 /// Jobs per (node, status), for jobs that ran on a node.

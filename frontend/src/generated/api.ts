@@ -272,6 +272,31 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/insights/failures": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Failures by category
+         * @description Jobs that failed (status FAILED) in the last `days` UTC calendar days, the window of the
+         *     failed jobs listed by GET /insights/stats: their number, and per category (always every
+         *     one, in a fixed order) its count, its share of the failures and the count of each of its
+         *     reasons.
+         *
+         *     GET /insights/failures?days=N (1 to 365, default 30)
+         */
+        get: operations["failures_by_category"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/insights/nodes": {
         parameters: {
             query?: never;
@@ -1419,8 +1444,51 @@ export interface components {
             node?: string | null;
             reason?: string | null;
         };
+        /** @description Failed jobs per category over the last `days` days. */
+        FailureBreakdown: {
+            /**
+             * @description Every category, always in this order: corrupted_file, disk_space, codec_issues,
+             *     transcoder_errors, permission, timeout, other.
+             */
+            categories: components["schemas"]["FailureCategoryShare"][];
+            /**
+             * Format: int32
+             * @description The window: this many UTC calendar days, ending today.
+             */
+            days: number;
+            /**
+             * Format: int64
+             * @description Jobs that failed in the window.
+             */
+            total: number;
+        };
+        /** @enum {string} */
+        FailureCategory: "corrupted_file" | "disk_space" | "codec_issues" | "transcoder_errors" | "permission" | "timeout" | "other";
+        /** @description One category: its failed jobs and their share of all failed jobs in the window. */
+        FailureCategoryShare: {
+            category: components["schemas"]["FailureCategory"];
+            /** Format: int64 */
+            count: number;
+            /** @description The category as displayed. */
+            label: string;
+            /** @description Every reason of the category, in a fixed order, with its count (0 included). */
+            reasons: components["schemas"]["FailureReasonCount"][];
+            /**
+             * Format: double
+             * @description 0 to 1; 0 when nothing failed.
+             */
+            share: number;
+        };
         /** @enum {string} */
         FailureCode: "file_validation_failed" | "insufficient_disk_space" | "unsupported_codec" | "transcoder_crashed" | "permission_denied" | "timeout" | "miscellaneous" | "unsupported_stream" | "unsupported_container" | "out_of_memory";
+        /** @description One reason within its category. */
+        FailureReasonCount: {
+            code: components["schemas"]["FailureCode"];
+            /** Format: int64 */
+            count: number;
+            /** @description The reason as displayed (a job's `failureReason`). */
+            reason: string;
+        };
         /** @description One file's forecast. */
         ForecastFile: {
             /** Format: int64 */
@@ -3011,6 +3079,40 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["CodecShare"][];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+        };
+    };
+    failures_by_category: {
+        parameters: {
+            query?: {
+                /** @description Number of days, ending today (UTC): 1 to 365, default 30. */
+                days?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FailureBreakdown"];
+                };
+            };
+            /** @description days is not a whole number from 1 to 365 (code invalid_query) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
             401: components["responses"]["Unauthorized"];
@@ -4936,6 +5038,7 @@ export const checkNameValues: ReadonlyArray<FlattenedDeepRequired<components>["s
 export const connectionKindValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["ConnectionKind"]> = ["plex", "jellyfin", "emby", "sonarr", "radarr"];
 export const dayValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Day"]> = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"];
 export const encoderValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Encoder"]> = ["libx265", "hevc_nvenc", "hevc_qsv", "hevc_vaapi", "libsvtav1", "libaom-av1", "av1_nvenc", "av1_qsv", "av1_vaapi"];
+export const failureCategoryValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["FailureCategory"]> = ["corrupted_file", "disk_space", "codec_issues", "transcoder_errors", "permission", "timeout", "other"];
 export const failureCodeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["FailureCode"]> = ["file_validation_failed", "insufficient_disk_space", "unsupported_codec", "transcoder_crashed", "permission_denied", "timeout", "miscellaneous", "unsupported_stream", "unsupported_container", "out_of_memory"];
 export const forecastStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["ForecastStatus"]> = ["RUNNING", "DONE", "CANCELLED", "INTERRUPTED"];
 export const hardwareValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Hardware"]> = ["cpu", "nvidia", "intel_qsv", "vaapi"];

@@ -1,7 +1,7 @@
 //! The REST API over a real socket (`TestServer`), one file per part of the product:
 //! authentication, the login limit, users, API keys, the audit log, shared reads, client
-//! errors, libraries, settings, the licence, nodes, encoders, jobs, the *arr integration
-//! and the OpenAPI document; on SQLite and PostgreSQL, under both the bare and the /api
+//! errors, libraries, settings, the licence, nodes, encoders, jobs, insights, the *arr
+//! integration and the OpenAPI document; on SQLite and PostgreSQL, under both the bare and the /api
 //! prefix. What more than one of them uses is here.
 
 mod api_keys;
@@ -10,6 +10,7 @@ mod auth;
 mod coalesce;
 mod encoders;
 mod errors;
+mod insights;
 mod integrations;
 mod jobs;
 mod libraries;
