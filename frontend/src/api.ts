@@ -8,6 +8,7 @@ import type {
   ClusterNode,
   CodecShare,
   Dashboard,
+  FailureBreakdown,
   Health,
   InsightStats,
   Job,
@@ -392,6 +393,9 @@ export class ApiClient {
   }
   codecs(): Promise<CodecShare[]> {
     return this.request('GET', '/api/insights/codecs');
+  }
+  failures(days = 30): Promise<FailureBreakdown> {
+    return this.request('GET', `/api/insights/failures?days=${days}`);
   }
 
   // Settings and licence

@@ -1,5 +1,5 @@
 // Geometry of the inline SVG charts, kept apart from rendering so it can be tested.
-import type { SavingsDay } from './types';
+import type { FailureCategoryShare, SavingsDay } from './types';
 
 export interface Padding {
   top: number;
@@ -101,4 +101,77 @@ export function sparklinePath(values: number[], width: number, height: number, m
       return `${i === 0 ? 'M' : 'L'}${round(x)} ${round(y)}`;
     })
     .join(' ');
+}
+
+/** The failures chart: one bar across the card, a segment per category. */
+export const FAILURES_BOX: ChartBox = {
+  width: 640,
+  height: 24,
+  padding: { top: 0, right: 0, bottom: 0, left: 0 },
+};
+
+export interface FailureReasonRow {
+  code: string;
+  reason: string;
+  count: number;
+}
+
+export interface FailureSegment {
+  category: string;
+  label: string;
+  count: number;
+  /** 0 to 1, as the server computed it. */
+  share: number;
+  /** The category's place in the server's fixed order: its colour, kept whichever others failed. */
+  colour: number;
+  x: number;
+  y: number;
+  width: number;
+  height: number;
+  /** The category's reasons that failed jobs, most first (ties in the server's order). */
+  reasons: FailureReasonRow[];
+}
+
+export interface FailureChart {
+  box: ChartBox;
+  /** Categories with at least one failure, in the server's order, left to right. */
+  segments: FailureSegment[];
+  total: number;
+}
+
+/**
+ * A segment per category that has failures, as wide as its part of the failures, placed
+ * end to end across the plot: each edge is rounded once, so the segments meet without gaps
+ * and the last ends at the plot's right edge. Nothing failed: no segment.
+ */
+export function failureChart(categories: FailureCategoryShare[], box: ChartBox = FAILURES_BOX): FailureChart {
+  const { width, height, padding } = box;
+  const plotWidth = Math.max(0, width - padding.left - padding.right);
+  const plotHeight = Math.max(0, height - padding.top - padding.bottom);
+  const total = categories.reduce((sum, category) => sum + category.count, 0);
+  const edge = (upTo: number) => round(padding.left + (total > 0 ? (upTo / total) * plotWidth : 0));
+  let before = 0;
+  const segments: FailureSegment[] = [];
+  categories.forEach((category, colour) => {
+    if (category.count <= 0) return;
+    const x = edge(before);
+    before += category.count;
+    const reasons = category.reasons
+      .filter((row) => row.count > 0)
+      .map((row) => ({ code: row.code, reason: row.reason, count: row.count }))
+      .sort((a, b) => b.count - a.count);
+    segments.push({
+      category: category.category,
+      label: category.label,
+      count: category.count,
+      share: category.share,
+      colour,
+      x,
+      y: padding.top,
+      width: round(edge(before) - x),
+      height: plotHeight,
+      reasons,
+    });
+  });
+  return { box, segments, total };
 }

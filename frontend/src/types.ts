@@ -67,6 +67,8 @@ export type SavingsDay = Schemas['SavingsDay'];
 export type Savings = Schemas['SavingsView'];
 export type NodePerformance = Schemas['NodePerformance'];
 export type CodecShare = Schemas['CodecShare'];
+export type FailureBreakdown = Schemas['FailureBreakdown'];
+export type FailureCategoryShare = Schemas['FailureCategoryShare'];
 
 export type Settings = Schemas['SettingsView'];
 export type SettingsUpdate = Schemas['UpdateSettings'];

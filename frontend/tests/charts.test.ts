@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { savingsChart, sparklinePath, type ChartBox } from '../src/charts';
+import { failureChart, savingsChart, sparklinePath, type ChartBox } from '../src/charts';
+import type { FailureCategoryShare } from '../src/types';
 
 // A 100 x 60 plot area starting at (10, 5): slots are 100 / n wide.
 const box: ChartBox = { width: 120, height: 80, padding: { top: 5, right: 10, bottom: 15, left: 10 } };
@@ -73,5 +74,61 @@ describe('sparklinePath', () => {
   it('spreads values over the width on a 0-100 scale', () => {
     expect(sparklinePath([0, 50, 100], 100, 20)).toBe('M0 20 L50 10 L100 0');
     expect(sparklinePath([], 100, 20)).toBe('');
+  });
+});
+
+describe('failureChart', () => {
+  // Every category in the server's order; `counts` per reason code.
+  const categories = (counts: Record<string, number>): FailureCategoryShare[] => {
+    const table: [FailureCategoryShare['category'], string, FailureCategoryShare['reasons'][number]['code'][]][] = [
+      ['corrupted_file', 'Corrupted file', ['file_validation_failed']],
+      ['disk_space', 'Disk space', ['insufficient_disk_space']],
+      ['codec_issues', 'Codec issues', ['unsupported_codec', 'unsupported_stream', 'unsupported_container']],
+      ['transcoder_errors', 'Transcoder errors', ['transcoder_crashed', 'out_of_memory']],
+      ['permission', 'Permission', ['permission_denied']],
+      ['timeout', 'Timeout', ['timeout']],
+      ['other', 'Other', ['miscellaneous']],
+    ];
+    const total = Object.values(counts).reduce((sum, n) => sum + n, 0);
+    return table.map(([category, label, codes]) => {
+      const reasons = codes.map((code) => ({ code, reason: code.replaceAll('_', ' '), count: counts[code] ?? 0 }));
+      const count = reasons.reduce((sum, r) => sum + r.count, 0);
+      return { category, label, count, share: total > 0 ? count / total : 0, reasons };
+    });
+  };
+
+  it('lays the categories with failures end to end, as wide as their part, in their own colour', () => {
+    const chart = failureChart(
+      categories({ file_validation_failed: 1, unsupported_codec: 1, unsupported_stream: 2, miscellaneous: 2 }),
+      box,
+    );
+    expect(chart.total).toBe(6);
+    expect(chart.segments.map((s) => [s.category, s.count, s.colour, s.x, s.width])).toEqual([
+      ['corrupted_file', 1, 0, 10, 16.67],
+      ['codec_issues', 3, 2, 26.67, 50],
+      ['other', 2, 6, 76.67, 33.33],
+    ]);
+    expect(chart.segments.every((s) => s.y === 5 && s.height === 60)).toBe(true);
+    // No gap between segments; the last ends at the plot's right edge.
+    const ends = chart.segments.map((s) => Math.round((s.x + s.width) * 100) / 100);
+    expect(ends).toEqual([26.67, 76.67, 110]);
+    expect(chart.segments[1].share).toBe(0.5);
+  });
+
+  it('lists under each category its reasons that failed jobs, most first', () => {
+    const chart = failureChart(
+      categories({ unsupported_codec: 1, unsupported_stream: 2, transcoder_crashed: 1, out_of_memory: 1 }),
+      box,
+    );
+    expect(chart.segments.map((s) => [s.category, s.reasons.map((r) => `${r.reason} ${r.count}`)])).toEqual([
+      ['codec_issues', ['unsupported stream 2', 'unsupported codec 1']],
+      // A tie keeps the server's order.
+      ['transcoder_errors', ['transcoder crashed 1', 'out of memory 1']],
+    ]);
+  });
+
+  it('draws nothing when nothing failed', () => {
+    expect(failureChart(categories({}), box)).toMatchObject({ total: 0, segments: [] });
+    expect(failureChart([], box)).toMatchObject({ total: 0, segments: [] });
   });
 });

@@ -168,6 +168,30 @@ function respond(method: string, path: string): { status: number; body?: unknown
     return { status: 200, body: { days: [{ date: '2024-05-01', savedBytes: 1024, cumulativeBytes: 1024 }, { date: '2024-05-02', savedBytes: 2048, cumulativeBytes: 3072 }] } };
   }
   if (url === '/api/insights/nodes') return { status: 200, body: [{ node: 'gpu-1', jobs: 3, successRate: 0.75, savedBytes: 1024, throughputPerHour: 1.5 }] };
+  if (url === '/api/insights/failures') {
+    const reasons = (counts: [string, string, number][]) => counts.map(([code, reason, count]) => ({ code, reason, count }));
+    return {
+      status: 200,
+      body: {
+        days: 30,
+        total: 4,
+        categories: [
+          { category: 'corrupted_file', label: 'Corrupted file', count: 3, share: 0.75, reasons: reasons([['file_validation_failed', 'file validation failed', 3]]) },
+          { category: 'disk_space', label: 'Disk space', count: 0, share: 0, reasons: reasons([['insufficient_disk_space', 'insufficient disk space', 0]]) },
+          {
+            category: 'transcoder_errors',
+            label: 'Transcoder errors',
+            count: 1,
+            share: 0.25,
+            reasons: reasons([
+              ['transcoder_crashed', 'transcoder process crashed', 0],
+              ['out_of_memory', 'out of memory', 1],
+            ]),
+          },
+        ],
+      },
+    };
+  }
   if (url === '/api/insights/codecs') return { status: 200, body: [{ codec: 'h264', count: 3, share: 0.75 }, { codec: 'hevc', count: 1, share: 0.25 }] };
   if (url === '/api/settings') return { status: 200, body: { jobTimeoutHours: 12, keepOriginals: false, enrollmentOpen: true } };
   if (method === 'GET' && url === '/api/api-keys') {
@@ -595,6 +619,11 @@ describe('dashboard pages', () => {
     expect(text()).toContain('75%'); // codec share computed from counts, and success rate
     const vmaf = [...container().querySelectorAll('[aria-labelledby="vmaf-title"] tbody tr')].map((row) => row.textContent);
     expect(vmaf).toEqual(['Movies295.5091.0025.0']);
+    // Failures by category: a segment per category that failed jobs, its reasons beneath.
+    expect(calls).toContain('GET /api/insights/failures?days=30');
+    await vi.waitFor(() => expect(container().querySelectorAll('rect.chart-segment')).toHaveLength(2));
+    const failures = [...container().querySelectorAll('[aria-labelledby="failure-categories-title"] tbody tr')].map((row) => row.textContent?.trim());
+    expect(failures).toEqual(['Corrupted file375%', 'file validation failed375%', 'Transcoder errors125%', 'out of memory125%']);
 
     await show('#/settings');
     await vi.waitFor(() => expect(text()).toContain('Ada'));

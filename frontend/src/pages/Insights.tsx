@@ -1,4 +1,4 @@
-import { SAVINGS_BOX, savingsChart } from '../charts';
+import { failureChart, SAVINGS_BOX, savingsChart } from '../charts';
 import { Alert, Loading, Stat } from '../components';
 import {
   DASH,
@@ -15,13 +15,14 @@ import {
 import { useResource } from '../hooks';
 import { routeHref } from '../router';
 import { api } from '../session';
-import type { CodecShare, SavingsDay } from '../types';
+import type { CodecShare, FailureBreakdown, SavingsDay } from '../types';
 
 export function Insights() {
   const stats = useResource(() => api.insightStats(), []);
   const savings = useResource(() => api.savings(30), []);
   const nodes = useResource(() => api.nodePerformance(), []);
   const codecs = useResource(() => api.codecs(), []);
+  const failures = useResource(() => api.failures(30), []);
   const data = stats.data;
   const reading = efficiencyReading(data?.encodingTime.efficiency);
 
@@ -30,7 +31,7 @@ export function Insights() {
       <header class="page-head">
         <h1>Insights</h1>
       </header>
-      <Alert message={stats.error ?? savings.error ?? nodes.error ?? codecs.error} />
+      <Alert message={stats.error ?? savings.error ?? nodes.error ?? codecs.error ?? failures.error} />
 
       {data ? (
         <div class="stats stats-wide card">
@@ -97,6 +98,11 @@ export function Insights() {
             ))}
         </section>
       </div>
+
+      <section class="card" aria-labelledby="failure-categories-title">
+        <h2 id="failure-categories-title">Failures by category, last 30 days</h2>
+        {failures.data ? <FailureCategories breakdown={failures.data} /> : failures.loading && <Loading what="failures by category" />}
+      </section>
 
       {data && (
         <div class="grid grid-2">
@@ -251,5 +257,61 @@ function CodecBars({ codecs }: { codecs: CodecShare[] }) {
         );
       })}
     </ul>
+  );
+}
+
+function FailureCategories({ breakdown }: { breakdown: FailureBreakdown }) {
+  if (breakdown.total === 0) return <p class="muted">No failures in the last {breakdown.days} days.</p>;
+  const chart = failureChart(breakdown.categories);
+  const { width, height } = chart.box;
+  const summary = `${formatNumber(chart.total)} failed jobs: ${chart.segments
+    .map((segment) => `${segment.label} ${formatFraction(segment.share)}`)
+    .join(', ')}.`;
+  const fill = (colour: number) => `var(--node-${colour % 8})`;
+  return (
+    <figure class="chart">
+      {/* One bar across the card, at a fixed height; its parts are named in the table below. */}
+      <svg viewBox={`0 0 ${width} ${height}`} preserveAspectRatio="none" role="img" aria-label={summary} style={{ height: '24px' }}>
+        <title>{summary}</title>
+        {chart.segments.map((segment) => (
+          <rect key={segment.category} class="chart-segment" x={segment.x} y={segment.y} width={segment.width} height={segment.height} style={{ fill: fill(segment.colour) }}>
+            <title>{`${segment.label}: ${formatNumber(segment.count)} (${formatFraction(segment.share)})`}</title>
+          </rect>
+        ))}
+      </svg>
+      <figcaption>
+        {/* Three narrow columns fit a phone as a table; stacked cards would bury the reasons. */}
+        <div class="table-wrap">
+          <table class="table">
+            <thead>
+              <tr>
+                <th scope="col">Category and reasons</th>
+                <th scope="col">Failed jobs</th>
+                <th scope="col">Share</th>
+              </tr>
+            </thead>
+            {chart.segments.map((segment) => (
+              <tbody key={segment.category} data-category={segment.category}>
+                <tr>
+                  <th scope="rowgroup">
+                    <span class="swatch" aria-hidden="true" style={{ background: fill(segment.colour) }} /> {segment.label}
+                  </th>
+                  <td>{formatNumber(segment.count)}</td>
+                  <td>{formatFraction(segment.share)}</td>
+                </tr>
+                {segment.reasons.map((reason) => (
+                  <tr key={reason.code} class="muted">
+                    {/* Indented under its category, past the swatch. */}
+                    <td style={{ paddingLeft: '28px' }}>{reason.reason}</td>
+                    <td>{formatNumber(reason.count)}</td>
+                    <td>{formatFraction(reason.count / chart.total)}</td>
+                  </tr>
+                ))}
+              </tbody>
+            ))}
+          </table>
+        </div>
+      </figcaption>
+    </figure>
   );
 }
