@@ -106,6 +106,14 @@ describe('overview, nodes and insights with real data', () => {
     const failed = page.getByRole('region', { name: 'Failed jobs' });
     await failed.getByRole('link', { name: brokenClip }).waitFor();
     expect(await failed.innerText()).toContain('file validation failed');
+    // Failures by category: the corrupt file under its category, its reason beneath, the
+    // bar's summary giving the category its share.
+    const categories = page.getByRole('region', { name: 'Failures by category, last 30 days' });
+    const corrupted = categories.locator('tbody[data-category="corrupted_file"]');
+    await corrupted.waitFor();
+    expect(await corrupted.innerText()).toContain('Corrupted file');
+    expect(await corrupted.innerText()).toContain('file validation failed');
+    expect(await categories.getByRole('img').getAttribute('aria-label')).toMatch(/Corrupted file 100/);
     expect(await page.getByRole('alert').count()).toBe(0);
     await screenshot(page, 'insights-desktop');
   });
