@@ -217,8 +217,9 @@ pub struct ServeArgs {
     #[arg(long, env = "NODE_TIMEOUT_SECONDS", value_name = "NODE_TIMEOUT_SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(2..=3600))]
     pub node_timeout_seconds: u64,
     /// Minutes between runs of the main node's own health checks (each library path
-    /// readable, its disk not at risk): a check that failed is retried this often on its own,
-    /// and `POST /health/recheck` runs them at once.
+    /// readable, its disk not at risk, the libraries' encoders opening on a node that is up):
+    /// a check that failed is retried this often on its own, and `POST /health/recheck` runs
+    /// them at once.
     #[arg(long, env = "HEALTH_RECHECK_MINUTES", value_name = "HEALTH_RECHECK_MINUTES", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=1440))]
     pub health_recheck_minutes: u64,
     /// How long a new file in a watched folder must stop growing before it becomes a job.

@@ -208,7 +208,7 @@ pub async fn start_node(config: NodeConfig) -> Result<Node, StartError> {
                 encoders: host.encoders,
                 decoders: host.decoders,
             };
-            let row = crate::repo::nodes::upsert(&db, facts).await?;
+            let row = crate::repo::nodes::upsert(&db, facts.clone()).await?;
             // No link is open yet: linked nodes recorded as up are not.
             cluster::mark_linked_nodes_offline(&db).await;
             let bus = EventBus::default().start();
@@ -225,13 +225,9 @@ pub async fn start_node(config: NodeConfig) -> Result<Node, StartError> {
             node.do_send(SetScheduler(scheduler.clone().recipient()));
             let prober = prober::Prober::start(lifecycle.clone(), transcoder.clone(), analysis_timeout);
             let libraries = Libraries::new(db.clone(), scheduler.clone().recipient(), prober, main.settle).start();
-            let recheck = recheck::HealthRecheck::start(
-                db.clone(),
-                row.id,
-                name.clone(),
-                main.health_recheck,
-                main.clock.clone(),
-            );
+            let probe = recheck::EncoderProbe { transcoder: transcoder.clone(), facts };
+            let recheck =
+                recheck::HealthRecheck::start(db.clone(), row.id, probe, main.health_recheck, main.clock.clone());
             if let Some(every) = main.own_heartbeat {
                 keep_own_facts_fresh(db.clone(), row.id, node.clone(), recheck.clone(), every);
             }

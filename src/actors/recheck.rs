@@ -1,5 +1,8 @@
 //! The main node's own health checks, run again on their own: each enabled library's paths
-//! readable, and the disks under them not at risk (`domain::health::node_checks`). They run
+//! readable, the disks under them not at risk (`domain::health::node_checks`), and each
+//! encoder the libraries use opening on a node that is up (`encoder_checks`; one that opens
+//! nowhere makes this node ask its `condense-media` again what opens, and record it: a driver
+//! loaded after the start is taken up without a restart). They run
 //! at start, every `HEALTH_RECHECK_MINUTES` after the last run (read from the injected
 //! `host::clock::Clock`, so a test moves time on instead of waiting), and on demand
 //! (`POST /health/recheck`). A run writes the node's status (DEGRADED for a path it cannot
@@ -7,6 +10,7 @@
 //! changed, `health.changed`. So a failed check that passes again is noticed, and told,
 //! without anyone touching the node.
 
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -17,6 +21,7 @@ use crate::domain::health::{self, NodeCheck, PathReading, RecheckReport};
 use crate::domain::node::{self as node_rules, NodeStatus};
 use crate::domain::notify::NotifyEvent;
 use crate::host::clock::Clock;
+use crate::repo::nodes::NodeFacts;
 use crate::repo::{self, RepoError};
 
 /// How often the clock is read to see whether a run is due: no I/O until one is, and short,
@@ -26,6 +31,13 @@ const LOOK_EVERY: Duration = Duration::from_secs(1);
 /// for this run, instead of holding every later run (and `POST /health/recheck`) behind it.
 const READ_LIMIT: Duration = Duration::from_secs(30);
 
+/// How this node asks again what encoders open: the `condense-media` program, and the facts
+/// its row was written with at start (written again with the encoders found).
+pub struct EncoderProbe {
+    pub transcoder: PathBuf,
+    pub facts: NodeFacts,
+}
+
 /// The handle to the re-check: cheap to clone, shared by the node's heartbeat and the API.
 #[derive(Clone)]
 pub struct HealthRecheck {
@@ -34,6 +46,7 @@ pub struct HealthRecheck {
     node_name: String,
     every: Duration,
     clock: Clock,
+    probe: Arc<EncoderProbe>,
     /// One run at a time; holds the checks of the last run (`None` before the first).
     running: Arc<tokio::sync::Mutex<Option<Vec<NodeCheck>>>>,
     /// The last run's report, for readers that must not wait for a run in progress.
@@ -41,10 +54,18 @@ pub struct HealthRecheck {
 }
 
 impl HealthRecheck {
-    /// Starts the periodic runs (the first at once) for the node `node_id` named `node_name`.
-    pub fn start(db: DatabaseConnection, node_id: i32, node_name: String, every: Duration, clock: Clock) -> Self {
-        let recheck =
-            HealthRecheck { db, node_id, node_name, every, clock, running: Arc::default(), last: Arc::default() };
+    /// Starts the periodic runs (the first at once) for the node `node_id`.
+    pub fn start(db: DatabaseConnection, node_id: i32, probe: EncoderProbe, every: Duration, clock: Clock) -> Self {
+        let recheck = HealthRecheck {
+            db,
+            node_id,
+            node_name: probe.facts.name.clone(),
+            every,
+            clock,
+            probe: Arc::new(probe),
+            running: Arc::default(),
+            last: Arc::default(),
+        };
         actix::spawn(recheck.clone().run_forever());
         recheck
     }
@@ -92,7 +113,11 @@ impl HealthRecheck {
             libraries.iter().filter(|l| l.enabled).flat_map(repo::libraries::paths_of).collect();
         paths.sort();
         paths.dedup();
-        let checks = health::node_checks(&read_paths(paths).await);
+        let mut checks = health::node_checks(&read_paths(paths).await);
+        let mut encoders: Vec<String> = libraries.iter().filter(|l| l.enabled).map(|l| l.encoder.clone()).collect();
+        encoders.sort();
+        encoders.dedup();
+        checks.extend(self.encoder_checks(&encoders).await?);
         let checked_at = self.clock.now();
 
         let unreadable = health::unreadable_paths(&checks);
@@ -121,6 +146,40 @@ impl HealthRecheck {
         *self.last.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(report.clone());
         Ok(report)
     }
+}
+
+impl HealthRecheck {
+    /// The checks of the encoders `used`; where one opens on no node that is up, this node's
+    /// `condense-media` is asked again, and what opens now is written to its row first.
+    async fn encoder_checks(&self, used: &[String]) -> Result<Vec<NodeCheck>, RepoError> {
+        let checks = health::encoder_checks(used, &up_nodes(&repo::nodes::list(&self.db).await?));
+        let missing = health::missing_encoders(&checks);
+        if missing.is_empty() {
+            return Ok(checks);
+        }
+        match crate::media::worker::capabilities(&self.probe.transcoder).await {
+            Ok(found) if missing.iter().any(|e| found.encoders.contains(e)) => {
+                tracing::info!(encoders = ?found.encoders, "an encoder that did not open before opens on this node now");
+                let facts = NodeFacts { encoders: found.encoders, ..self.probe.facts.clone() };
+                repo::nodes::upsert(&self.db, facts).await?;
+                Ok(health::encoder_checks(used, &up_nodes(&repo::nodes::list(&self.db).await?)))
+            }
+            Ok(_) => Ok(checks),
+            Err(e) => {
+                tracing::warn!(error = %e.message, "could not ask again which encoders open on this node");
+                Ok(checks)
+            }
+        }
+    }
+}
+
+/// Each node that is not OFFLINE, with the encoders that opened on it.
+fn up_nodes(nodes: &[entities::node::Model]) -> Vec<(String, Vec<String>)> {
+    nodes
+        .iter()
+        .filter(|n| NodeStatus::from(n.status) != NodeStatus::Offline)
+        .map(|n| (n.name.clone(), serde_json::from_value(n.encoders.clone()).unwrap_or_default()))
+        .collect()
 }
 
 /// The main node's status from this machine's load and the library paths it cannot read:

@@ -214,15 +214,17 @@ named_enum!(
     NodeCheckKind, "node check" {
         LibraryPath => "libraryPath",
         Disk => "disk",
+        Encoder => "encoder",
     }
 );
 
-/// One of the node's own checks: a library path it must read, or the disk under it.
+/// One of the node's own checks: a library path it must read, the disk under it, or an
+/// encoder a library uses.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeCheck {
     pub kind: NodeCheckKind,
-    /// The library path looked at.
+    /// The library path, or the encoder, looked at.
     pub subject: String,
     pub level: HealthLevel,
     pub message: String,
@@ -264,6 +266,33 @@ pub fn path_checks(reading: &PathReading) -> Vec<NodeCheck> {
 /// Every check of the node, path by path in the order given.
 pub fn node_checks(readings: &[PathReading]) -> Vec<NodeCheck> {
     readings.iter().flat_map(path_checks).collect()
+}
+
+/// The checks of the encoders the enabled libraries use (`used`): each must open on a node
+/// that is up (`up`: each such node's name and the encoders that opened there), else it is a
+/// WARNING: that library's jobs wait.
+pub fn encoder_checks(used: &[String], up: &[(String, Vec<String>)]) -> Vec<NodeCheck> {
+    used.iter()
+        .map(|encoder| {
+            let nodes: Vec<&str> =
+                up.iter().filter(|(_, opened)| opened.contains(encoder)).map(|(name, _)| name.as_str()).collect();
+            let (level, message) = if nodes.is_empty() {
+                (HealthLevel::Warning, format!("no node that is up opens {encoder}: its libraries' jobs wait"))
+            } else {
+                (HealthLevel::Healthy, format!("{encoder} opens on {}", nodes.join(", ")))
+            };
+            NodeCheck { kind: NodeCheckKind::Encoder, subject: encoder.clone(), level, message }
+        })
+        .collect()
+}
+
+/// The encoders whose check failed: they opened on no node that is up.
+pub fn missing_encoders(checks: &[NodeCheck]) -> Vec<String> {
+    checks
+        .iter()
+        .filter(|c| c.kind == NodeCheckKind::Encoder && c.level != HealthLevel::Healthy)
+        .map(|c| c.subject.clone())
+        .collect()
 }
 
 /// The library paths the node cannot read (`node::node_status` makes it DEGRADED for them).
@@ -549,6 +578,33 @@ mod tests {
         assert_eq!(recheck_news(Some(a_gone.as_slice()), &b_full), Some((Warning, Warning)), "another check fails");
         assert_eq!(recheck_news(Some(a_gone.as_slice()), &ok), Some((Warning, Healthy)));
         assert_eq!(recheck_news(Some(ok.as_slice()), &[]), None, "a library removed");
+    }
+
+    #[test]
+    fn an_encoder_is_healthy_while_a_node_that_is_up_opens_it() {
+        type Up = Vec<(String, Vec<String>)>;
+        let used = ["libx265".to_string(), "hevc_nvenc".to_string()];
+        let up = |nodes: &[(&str, &[&str])]| -> Up {
+            nodes.iter().map(|(n, e)| ((*n).to_string(), e.iter().map(|s| (*s).to_string()).collect())).collect()
+        };
+        let table: [(Up, [HealthLevel; 2]); 4] = [
+            (up(&[]), [Warning, Warning]),
+            (up(&[("main", &["libx265"])]), [Healthy, Warning]),
+            (up(&[("main", &["libx265"]), ("gpu", &["libx265", "hevc_nvenc"])]), [Healthy, Healthy]),
+            (up(&[("main", &[]), ("gpu", &["hevc_nvenc"])]), [Warning, Healthy]),
+        ];
+        for (nodes, levels) in table {
+            let checks = encoder_checks(&used, &nodes);
+            assert_eq!(checks.iter().map(|c| c.level).collect::<Vec<_>>(), levels, "{nodes:?}");
+            assert!(checks.iter().all(|c| c.kind == NodeCheckKind::Encoder));
+            let missing: Vec<&String> =
+                used.iter().zip(levels).filter(|(_, l)| *l == Warning).map(|(e, _)| e).collect();
+            assert_eq!(missing_encoders(&checks).iter().collect::<Vec<_>>(), missing);
+        }
+        let checks = encoder_checks(&used, &up(&[("main", &["libx265"]), ("gpu", &["libx265"])]));
+        assert_eq!(checks[0].message, "libx265 opens on main, gpu");
+        assert_eq!(checks[1].message, "no node that is up opens hevc_nvenc: its libraries' jobs wait");
+        assert!(unreadable_paths(&checks).is_empty());
     }
 
     #[test]

@@ -67,9 +67,10 @@ pub async fn healthz(req: HttpRequest, state: web::Data<AppState>) -> HttpRespon
 
 /// The node's own health checks, as last run
 ///
-/// Each enabled library path readable by the main node, and the disk under it below 90 %
-/// used. They run at start, every `HEALTH_RECHECK_MINUTES` (60 by default) and on
-/// `POST /health/recheck`; asked before the first run ended, this waits for it.
+/// Each enabled library path readable by the main node, the disk under it below 90 % used,
+/// and each encoder a library uses opening on a node that is up. They run at start, every
+/// `HEALTH_RECHECK_MINUTES` (60 by default) and on `POST /health/recheck`; asked before the
+/// first run ended, this waits for it.
 #[utoipa::path(
     get,
     operation_id = "health_recheck_last",

@@ -777,3 +777,35 @@ async fn a_failed_health_check_is_tried_again_on_its_own_and_on_demand() {
     receiver.handle.stop(false).await;
     server.finish().await;
 }
+
+/// An encoder a library uses that opens on no node that is up (here: as if libx265 had
+/// failed to open when the node started) is a failed check; its re-check asks the node's
+/// `condense-media` again, finds that it opens now, and records it on the node.
+#[actix_web::test]
+async fn an_encoder_that_did_not_open_is_asked_for_again_at_the_recheck() {
+    use condense::domain::node::NodeRole;
+    let server = TestServer::sqlite().await;
+    let admin = server.login().await;
+    let dir = tempfile::tempdir().unwrap();
+    server.library(&admin, dir.path()).await;
+    let opened_nothing =
+        condense::repo::nodes::NodeFacts { encoders: vec![], ..crate::common::rows::node("main", NodeRole::Main) };
+    condense::repo::nodes::upsert(server.db(), opened_nothing).await.unwrap();
+    let encoders_of_main = || async {
+        let (_, nodes) = server.get("/nodes", Some(&admin)).await;
+        nodes.as_array().unwrap().iter().find(|n| n["name"] == "main").unwrap()["encoders"].clone()
+    };
+    assert_eq!(encoders_of_main().await, json!([]));
+
+    let (status, report) = server.post("/health/recheck", Some(&admin), &json!({})).await;
+    assert_eq!(status, 200, "{report}");
+    let check = report["checks"].as_array().unwrap().iter().find(|c| c["kind"] == "encoder").unwrap().clone();
+    assert_eq!(
+        (check["subject"].as_str(), check["level"].as_str(), check["message"].as_str()),
+        (Some("libx265"), Some("HEALTHY"), Some("libx265 opens on main")),
+        "{report}"
+    );
+    let encoders = encoders_of_main().await;
+    assert!(encoders.as_array().unwrap().iter().any(|e| e == "libx265"), "{encoders}");
+    server.finish().await;
+}

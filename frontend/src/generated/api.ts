@@ -237,9 +237,10 @@ export interface paths {
         };
         /**
          * The node's own health checks, as last run
-         * @description Each enabled library path readable by the main node, and the disk under it below 90 %
-         *     used. They run at start, every `HEALTH_RECHECK_MINUTES` (60 by default) and on
-         *     `POST /health/recheck`; asked before the first run ended, this waits for it.
+         * @description Each enabled library path readable by the main node, the disk under it below 90 % used,
+         *     and each encoder a library uses opening on a node that is up. They run at start, every
+         *     `HEALTH_RECHECK_MINUTES` (60 by default) and on `POST /health/recheck`; asked before the
+         *     first run ended, this waits for it.
          */
         get: operations["health_recheck_last"];
         put?: never;
@@ -1858,16 +1859,19 @@ export interface components {
              */
             requeued: number;
         };
-        /** @description One of the node's own checks: a library path it must read, or the disk under it. */
+        /**
+         * @description One of the node's own checks: a library path it must read, the disk under it, or an
+         *     encoder a library uses.
+         */
         NodeCheck: {
             kind: components["schemas"]["NodeCheckKind"];
             level: components["schemas"]["HealthLevel"];
             message: string;
-            /** @description The library path looked at. */
+            /** @description The library path, or the encoder, looked at. */
             subject: string;
         };
         /** @enum {string} */
-        NodeCheckKind: "libraryPath" | "disk";
+        NodeCheckKind: "libraryPath" | "disk" | "encoder";
         NodePerformance: {
             /** Format: int64 */
             completed: number;
@@ -5040,7 +5044,7 @@ export const hardwareValues: ReadonlyArray<FlattenedDeepRequired<components>["sc
 export const healthLevelValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["HealthLevel"]> = ["HEALTHY", "WARNING", "CRITICAL"];
 export const jobStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["JobStatus"]> = ["PENDING", "QUEUED", "ANALYZING", "ENCODING", "PAUSED", "COMPLETED", "SKIPPED", "FAILED", "CANCELLED"];
 export const keyScopeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["KeyScope"]> = ["integration", "read", "operate", "admin"];
-export const nodeCheckKindValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["NodeCheckKind"]> = ["libraryPath", "disk"];
+export const nodeCheckKindValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["NodeCheckKind"]> = ["libraryPath", "disk", "encoder"];
 export const nodeRoleValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["NodeRole"]> = ["main", "linked"];
 export const nodeStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["NodeStatus"]> = ["ONLINE", "OFFLINE", "DEGRADED"];
 export const notifyEventValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["NotifyEvent"]> = ["job.completed", "job.failed", "queue.drained", "node.offline", "node.online", "health.changed", "disk.at_risk", "test", "file.replaced"];

@@ -7,7 +7,7 @@ import { useLiveMessages, useResource, useRole } from '../hooks';
 import { RUNNING_STATUSES, applyLiveMessage } from '../jobs';
 import { routeHref } from '../router';
 import { allows, api } from '../session';
-import type { Dashboard, Job, QueueStats, RecheckReport } from '../types';
+import type { Dashboard, Job, NodeCheck, QueueStats, RecheckReport } from '../types';
 
 const QUEUE_ROWS: [keyof QueueStats, string][] = [
   ['pending', 'Pending'],
@@ -242,9 +242,12 @@ export function Overview() {
   );
 }
 
-/** The main node's own checks (each library path readable, the disk under it): the ones
- * failing, when they last ran and run again on their own, and, for an operator or admin, a
- * button that runs them at once. */
+const NODE_CHECK_NAMES: Record<NodeCheck['kind'], string> = { libraryPath: 'Library path', disk: 'Disk', encoder: 'Encoder' };
+
+/** The main node's own checks (each library path readable, the disk under it, the
+ * libraries' encoders opening on a node that is up): the ones failing, when they last ran
+ * and run again on their own, and, for an operator or admin, a button that runs them at
+ * once. */
 function NodeChecks({ onError }: { onError: (message: string) => void }) {
   const role = useRole();
   const last = useResource(() => api.lastRecheck(), [], { pollMs: 60_000 });
@@ -264,17 +267,17 @@ function NodeChecks({ onError }: { onError: (message: string) => void }) {
   return (
     <div class="node-checks" aria-label="Library paths and disks">
       {!report ? (
-        <p class="muted">{last.error ?? 'Checking the library paths and their disks…'}</p>
+        <p class="muted">{last.error ?? 'Checking the library paths, their disks and the encoders…'}</p>
       ) : failing.length === 0 ? (
         <p class="muted">
-          {report.checks.length === 0 ? 'No library paths to check.' : 'Every library path readable, no disk at risk.'}
+          {report.checks.length === 0 ? 'No library paths to check.' : 'Every library path readable, no disk at risk, every encoder opens.'}
         </p>
       ) : (
         <ul class="checks">
           {failing.map((check) => (
             <li key={`${check.kind}:${check.subject}`} class="check">
               <span class={`check-dot check-${check.level.toLowerCase()}`} aria-hidden="true" />
-              <span class="check-name">{check.kind === 'disk' ? 'Disk' : 'Library path'}</span>
+              <span class="check-name">{NODE_CHECK_NAMES[check.kind]}</span>
               <Badge value={check.level} />
               <span class="check-message">{check.message}</span>
             </li>
