@@ -5,9 +5,9 @@
 //! loaded after the start is taken up without a restart). They run
 //! at start, every `HEALTH_RECHECK_MINUTES` after the last run (read from the injected
 //! `host::clock::Clock`, so a test moves time on instead of waiting), and on demand
-//! (`POST /health/recheck`). A run writes the node's status (DEGRADED for a path it cannot
-//! read, as a linked node's heartbeat does for what it cannot see) and, when what fails
-//! changed, `health.changed`. So a failed check that passes again is noticed, and told,
+//! (`POST /health/recheck`). A run whose unreadable paths changed writes the node's status
+//! (DEGRADED for a path it cannot read, as a linked node's heartbeat does for what it cannot
+//! see) and, when what fails changed, `health.changed`. So a failed check that passes again is noticed, and told,
 //! without anyone touching the node.
 
 use std::path::PathBuf;
@@ -117,12 +117,19 @@ impl HealthRecheck {
         let mut encoders: Vec<String> = libraries.iter().filter(|l| l.enabled).map(|l| l.encoder.clone()).collect();
         encoders.sort();
         encoders.dedup();
-        checks.extend(self.encoder_checks(&encoders).await?);
+        let (encoder_checks, row_written) = self.encoder_checks(&encoders).await?;
+        checks.extend(encoder_checks);
         let checked_at = self.clock.now();
 
+        // The status is written when the paths it names changed (or the row was written
+        // again, which makes it ONLINE): between, the node's heartbeat keeps it with the
+        // load, so a run leaves a status others set alone.
         let unreadable = health::unreadable_paths(&checks);
-        let (status, reason) = own_status(crate::host::load1(), &unreadable);
-        repo::nodes::set_status(&self.db, self.node_id, status, reason).await?;
+        let before = previous.as_deref().map(health::unreadable_paths).unwrap_or_default();
+        if unreadable != before || row_written {
+            let (status, reason) = own_status(crate::host::load1(), &unreadable);
+            repo::nodes::set_status(&self.db, self.node_id, status, reason).await?;
+        }
 
         let news = health::recheck_news(previous.as_deref(), &checks);
         if let Some((before, now)) = news {
@@ -151,23 +158,24 @@ impl HealthRecheck {
 impl HealthRecheck {
     /// The checks of the encoders `used`; where one opens on no node that is up, this node's
     /// `condense-media` is asked again, and what opens now is written to its row first.
-    async fn encoder_checks(&self, used: &[String]) -> Result<Vec<NodeCheck>, RepoError> {
+    /// Answers whether the row was written.
+    async fn encoder_checks(&self, used: &[String]) -> Result<(Vec<NodeCheck>, bool), RepoError> {
         let checks = health::encoder_checks(used, &up_nodes(&repo::nodes::list(&self.db).await?));
         let missing = health::missing_encoders(&checks);
         if missing.is_empty() {
-            return Ok(checks);
+            return Ok((checks, false));
         }
         match crate::media::worker::capabilities(&self.probe.transcoder).await {
             Ok(found) if missing.iter().any(|e| found.encoders.contains(e)) => {
                 tracing::info!(encoders = ?found.encoders, "an encoder that did not open before opens on this node now");
                 let facts = NodeFacts { encoders: found.encoders, ..self.probe.facts.clone() };
                 repo::nodes::upsert(&self.db, facts).await?;
-                Ok(health::encoder_checks(used, &up_nodes(&repo::nodes::list(&self.db).await?)))
+                Ok((health::encoder_checks(used, &up_nodes(&repo::nodes::list(&self.db).await?)), true))
             }
-            Ok(_) => Ok(checks),
+            Ok(_) => Ok((checks, false)),
             Err(e) => {
                 tracing::warn!(error = %e.message, "could not ask again which encoders open on this node");
-                Ok(checks)
+                Ok((checks, false))
             }
         }
     }
