@@ -216,6 +216,12 @@ pub struct ServeArgs {
     /// back to the queue.
     #[arg(long, env = "NODE_TIMEOUT_SECONDS", value_name = "NODE_TIMEOUT_SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(2..=3600))]
     pub node_timeout_seconds: u64,
+    /// Minutes between runs of the main node's own health checks (each library path
+    /// readable, its disk not at risk, the libraries' encoders opening on a node that is up):
+    /// a check that failed is retried this often on its own, and `POST /health/recheck` runs
+    /// them at once.
+    #[arg(long, env = "HEALTH_RECHECK_MINUTES", value_name = "HEALTH_RECHECK_MINUTES", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=1440))]
+    pub health_recheck_minutes: u64,
     /// How long a new file in a watched folder must stop growing before it becomes a job.
     #[arg(long, env = "WATCH_SETTLE_SECONDS", value_name = "WATCH_SETTLE_SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub watch_settle_seconds: u64,
@@ -521,6 +527,17 @@ mod tests {
         assert_eq!(s.library_roots, [PathBuf::from("/media"), PathBuf::from("/srv/video")]);
         let err = serve(&["--library-roots", "/media,films"]).unwrap_err().to_string();
         assert!(err.contains("LIBRARY_ROOTS") && err.contains("films"), "{err}");
+    }
+
+    #[test]
+    fn the_health_recheck_is_hourly_unless_set_within_a_minute_and_a_day() {
+        assert_eq!(serve(&[]).unwrap().health_recheck_minutes, 60);
+        assert_eq!(serve(&["--health-recheck-minutes", "1"]).unwrap().health_recheck_minutes, 1);
+        assert_eq!(serve(&["--health-recheck-minutes", "1440"]).unwrap().health_recheck_minutes, 1440);
+        for refused in ["0", "1441", "hourly"] {
+            let err = serve(&["--health-recheck-minutes", refused]).unwrap_err().to_string();
+            assert!(err.contains("HEALTH_RECHECK_MINUTES"), "{refused}: {err}");
+        }
     }
 
     #[test]

@@ -230,6 +230,7 @@ async fn run_main(common: CommonArgs, args: ServeArgs, host: HostFacts) -> Resul
         node_timeout: Duration::from_secs(args.node_timeout_seconds),
         license_public_key: args.license_public_key.clone(),
         clock: crate::host::clock::Clock::system(),
+        health_recheck: Duration::from_secs(args.health_recheck_minutes.saturating_mul(60)),
     };
     actors::notifier::set_outbound_deny(args.outbound_deny.clone());
     let node = actors::start_node(node_config(&args, host, RoleConfig::Main(main))?)

@@ -67,6 +67,7 @@ async fn serve(dir: PathBuf) -> Res<()> {
             node_timeout: Duration::from_secs(30),
             license_public_key: public_key,
             clock: condense::host::clock::Clock::system(),
+            health_recheck: Duration::from_secs(3600),
         }),
     };
     let Node::Main(node) = condense::actors::start_node(config).await.ctx("starting the node")? else {

@@ -10,6 +10,7 @@ import type {
   Dashboard,
   FailureBreakdown,
   Health,
+  RecheckReport,
   InsightStats,
   Job,
   JobAction,
@@ -333,6 +334,14 @@ export class ApiClient {
   }
   health(): Promise<Health> {
     return this.request('GET', '/api/system/dashboard/health');
+  }
+  /** The node's own health checks as last run. */
+  lastRecheck(): Promise<RecheckReport> {
+    return this.request('GET', '/api/health/recheck');
+  }
+  /** Runs the node's own health checks now (operator or admin). */
+  recheckHealth(): Promise<RecheckReport> {
+    return this.request('POST', '/api/health/recheck');
   }
   nodes(): Promise<ClusterNode[]> {
     return this.request('GET', '/api/nodes');

@@ -28,6 +28,9 @@ export type QueueStats = Schemas['QueueStats'];
 export type HealthLevel = Schemas['HealthLevel'];
 export type HealthCheck = Schemas['Check'];
 export type Health = Schemas['HealthView'];
+/** The node's own checks (library paths readable, their disks), re-run hourly and on demand. */
+export type RecheckReport = Schemas['RecheckReport'];
+export type NodeCheck = Schemas['NodeCheck'];
 export type Disk = Schemas['DiskView'];
 export type SystemStats = Schemas['SystemView'];
 export type NodeStatus = Schemas['NodeStatus'];

@@ -146,6 +146,24 @@ function respond(method: string, path: string): { status: number; body?: unknown
     };
   }
   if (url === '/api/system/dashboard') return { status: 200, body: dashboard };
+  if (url === '/api/health/recheck') {
+    // The last run found the library path gone; a run on demand finds it back.
+    const gone = method === 'GET';
+    return {
+      status: 200,
+      body: {
+        overall: gone ? 'WARNING' : 'HEALTHY',
+        checks: [
+          gone
+            ? { kind: 'libraryPath', subject: '/media', level: 'WARNING', message: 'cannot read /media: No such file or directory (os error 2)' }
+            : { kind: 'libraryPath', subject: '/media', level: 'HEALTHY', message: '/media is readable' },
+        ],
+        checkedAt: '2024-05-01T10:00:00Z',
+        nextAt: '2024-05-01T11:00:00Z',
+        changed: !gone,
+      },
+    };
+  }
   if (url === '/api/queue/stats') return { status: 200, body: queue };
   if (url === '/api/nodes') return { status: 200, body: nodes };
   if (url === '/api/encoders') return { status: 200, body: catalog(nodes.flatMap((node) => node.encoders)) };
@@ -422,6 +440,17 @@ describe('dashboard pages', () => {
     await vi.waitFor(() => expect(byLabel('Progress of new.mkv')).not.toBeNull());
     socket.send({ type: 'status', jobId: 1, progress: 100, status: 'COMPLETED' });
     await vi.waitFor(() => expect(byLabel('Progress of movie.mkv')).toBeNull());
+  });
+
+  it('shows the node checks that fail and re-checks them on demand', async () => {
+    await mount('#/');
+    const health = () => container().querySelector('[aria-labelledby="health-title"]')?.textContent ?? '';
+    await vi.waitFor(() => expect(health()).toContain('cannot read /media'));
+    const button = [...container().querySelectorAll('button')].find((b) => b.textContent === 'Re-check now')!;
+    button.click();
+    await vi.waitFor(() => expect(health()).toContain('Every library path readable'));
+    expect(calls).toContain('POST /api/health/recheck');
+    expect(health()).not.toContain('cannot read /media');
   });
 
   it('shows what the quality search chose and what the output measured', async () => {

@@ -14,6 +14,7 @@ pub mod node;
 pub mod notifier;
 pub mod prober;
 pub mod protocol;
+pub mod recheck;
 pub mod scheduler;
 pub mod store;
 
@@ -90,8 +91,12 @@ pub struct MainConfig {
     pub heartbeat: Duration,
     pub node_timeout: Duration,
     pub license_public_key: String,
-    /// What the encoding windows read the time from (the system's; a test's by hand).
+    /// What the encoding windows and the health re-check read the time from (the system's;
+    /// a test's by hand).
     pub clock: crate::host::clock::Clock,
+    /// `HEALTH_RECHECK_MINUTES`: how long after a run the node's own health checks run again
+    /// (`recheck`).
+    pub health_recheck: Duration,
 }
 
 /// A linked node: where its main node is and what it presents there.
@@ -203,7 +208,7 @@ pub async fn start_node(config: NodeConfig) -> Result<Node, StartError> {
                 encoders: host.encoders,
                 decoders: host.decoders,
             };
-            let row = crate::repo::nodes::upsert(&db, facts).await?;
+            let row = crate::repo::nodes::upsert(&db, facts.clone()).await?;
             // No link is open yet: linked nodes recorded as up are not.
             cluster::mark_linked_nodes_offline(&db).await;
             let bus = EventBus::default().start();
@@ -220,8 +225,11 @@ pub async fn start_node(config: NodeConfig) -> Result<Node, StartError> {
             node.do_send(SetScheduler(scheduler.clone().recipient()));
             let prober = prober::Prober::start(lifecycle.clone(), transcoder.clone(), analysis_timeout);
             let libraries = Libraries::new(db.clone(), scheduler.clone().recipient(), prober, main.settle).start();
+            let probe = recheck::EncoderProbe { transcoder: transcoder.clone(), facts };
+            let recheck =
+                recheck::HealthRecheck::start(db.clone(), row.id, probe, main.health_recheck, main.clock.clone());
             if let Some(every) = main.own_heartbeat {
-                keep_own_facts_fresh(db.clone(), row.id, node.clone(), every);
+                keep_own_facts_fresh(db.clone(), row.id, node.clone(), recheck.clone(), every);
             }
             sweep_expired_leases(lifecycle.clone(), row.id, node.clone(), SWEEP_EVERY);
             let cluster = cluster::ClusterConfig {
@@ -242,7 +250,7 @@ pub async fn start_node(config: NodeConfig) -> Result<Node, StartError> {
             // Nothing runs a forecast left running by the last stop.
             crate::repo::forecasts::interrupt_running(&db).await?;
             let forecasts = forecast::Forecasts::new(db.clone(), transcoder.clone());
-            let runtime = Runtime { bus, lifecycle, node, scheduler, libraries, forecasts };
+            let runtime = Runtime { bus, lifecycle, node, scheduler, libraries, forecasts, recheck };
             let clock = main.clock.clone();
             Ok(Node::Main(Box::new(MainNode { db, name, runtime, cluster, memory_trend, clock })))
         }
@@ -284,6 +292,8 @@ pub struct Runtime {
     pub scheduler: Addr<Scheduler>,
     pub libraries: Addr<Libraries>,
     pub forecasts: forecast::Forecasts,
+    /// The node's own health checks, run again on their own and on demand.
+    pub recheck: recheck::HealthRecheck,
 }
 
 /// Jobs left ANALYZING or ENCODING by a crash or restart go back to QUEUED, to continue
@@ -308,8 +318,15 @@ pub async fn recover_orphans(lifecycle: &Lifecycle, crashed: bool) -> Result<u64
 }
 
 /// The main node's own row in the nodes table: load, memory, running jobs and status,
-/// refreshed like a linked node's heartbeat.
-fn keep_own_facts_fresh(db: DatabaseConnection, node_id: i32, node: Addr<NodeSupervisor>, period: Duration) {
+/// refreshed like a linked node's heartbeat. The library paths it cannot read are those of
+/// the last health re-check: a path is not listed every few seconds.
+fn keep_own_facts_fresh(
+    db: DatabaseConnection,
+    node_id: i32,
+    node: Addr<NodeSupervisor>,
+    recheck: recheck::HealthRecheck,
+    period: Duration,
+) {
     actix::spawn(async move {
         let mut every = tokio::time::interval(period);
         loop {
@@ -321,8 +338,7 @@ fn keep_own_facts_fresh(db: DatabaseConnection, node_id: i32, node: Addr<NodeSup
             if crate::repo::nodes::record_heartbeat(&db, node_id, load1, memory, active).await.is_err() {
                 continue;
             }
-            let ratio = crate::domain::health::load_ratio(load1, crate::host::cores());
-            let (status, reason) = crate::domain::node::node_status(0, 60, ratio, 0, &[]);
+            let (status, reason) = recheck::own_status(load1, &recheck.unreadable_paths());
             let _ = crate::repo::nodes::set_status(&db, node_id, status, reason).await;
         }
     });

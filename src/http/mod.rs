@@ -165,6 +165,8 @@ fn table() -> Vec<(Endpoint, Route)> {
         endpoint(Method::GET, "/queue/stats", Token, Viewer, Reads, stats::queue),
         endpoint(Method::GET, "/system/dashboard", Token, Viewer, Reads, stats::dashboard),
         endpoint(Method::GET, "/system/dashboard/health", Token, Viewer, Reads, stats::health),
+        endpoint(Method::GET, "/health/recheck", Token, Viewer, Reads, health::last_recheck),
+        endpoint(Method::POST, "/health/recheck", Token, Operator, Actions, health::recheck),
         endpoint(Method::GET, "/insights/stats", Token, Viewer, Reads, insights::overview),
         endpoint(Method::GET, "/insights/savings", Token, Viewer, Reads, insights::savings),
         endpoint(Method::GET, "/insights/nodes", Token, Viewer, Reads, insights::nodes),
@@ -323,6 +325,7 @@ mod tests {
                 || e.path.ends_with("/scan")
                 || e.path.ends_with("/forecast")
                 || e.path.starts_with("/integrations/")
+                || e.path == "/health/recheck"
             {
                 UserRole::Operator
             } else {

@@ -106,6 +106,8 @@ const API_KEY: &str = "apiKeyAuth";
         super::stats::queue,
         super::stats::dashboard,
         super::stats::health,
+        super::health::last_recheck,
+        super::health::recheck,
         super::insights::overview,
         super::insights::statistics,
         super::insights::savings,

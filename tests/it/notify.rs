@@ -4,7 +4,9 @@
 //! service documents; a receiver that is down gets its message once it is back, across a
 //! restart of condense, exactly once. A replace is told to Plex, Jellyfin, Emby, Sonarr and
 //! Radarr (servers here that answer as their APIs document), by the mapped path of its new
-//! name; a health change reaches the outbox as `health.changed`.
+//! name; a health change reaches the outbox as `health.changed`. A library path the node
+//! cannot read is checked again on its own (`HEALTH_RECHECK_MINUTES` later, on an injected
+//! clock) and on demand, and each change reaches a webhook as `health.changed`.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -664,5 +666,146 @@ async fn a_secret_stays_with_its_host_and_failures_tell_only_a_status() {
     for answer in [tried.to_string(), listed.to_string()] {
         assert!(!answer.contains("hunter2") && !answer.to_lowercase().contains("refused"), "{answer}");
     }
+    server.finish().await;
+}
+
+/// The level of the check of the library path `path` among `checks` (a report's, or a
+/// `health.changed` body's); judged alone, since the disk under the test's folder may well be
+/// at risk on a build machine.
+fn path_level(checks: &Value, path: &str) -> Option<String> {
+    checks.as_array()?.iter().find(|c| c["kind"] == "libraryPath" && c["subject"] == path)?["level"]
+        .as_str()
+        .map(str::to_string)
+}
+
+/// The main node's own checks as `GET /health/recheck` last answered them, and its status
+/// reason as `GET /nodes` shows it.
+async fn node_health(server: &TestServer, token: &str) -> (Value, Option<String>) {
+    let (status, report) = server.get("/health/recheck", Some(token)).await;
+    assert_eq!(status, 200, "{report}");
+    let (status, nodes) = server.get("/nodes", Some(token)).await;
+    assert_eq!(status, 200, "{nodes}");
+    let main = nodes.as_array().unwrap().iter().find(|n| n["name"] == "main").unwrap().clone();
+    (report, main["statusReason"].as_str().map(str::to_string))
+}
+
+/// A library path the node cannot read fails its check and makes the node DEGRADED; put
+/// back, it passes again at the next run `HEALTH_RECHECK_MINUTES` (60) later on the injected
+/// clock, with nothing else done, and not before. Each change reaches a webhook as
+/// `health.changed`. `POST /health/recheck` runs the checks at once. (The path is moved
+/// away rather than made mode 000: the tests may run as root, who reads it anyway.)
+#[actix_web::test]
+async fn a_failed_health_check_is_tried_again_on_its_own_and_on_demand() {
+    use condense::host::clock::Clock;
+    let start = chrono::DateTime::parse_from_rfc3339("2026-11-25T09:00:00Z").unwrap().with_timezone(&chrono::Utc);
+    let clock = Clock::manual(start);
+    let receiver = Receiver::start(std::net::TcpListener::bind("127.0.0.1:0").unwrap());
+    let server = TestServer::start_with_clock(crate::common::db::TestDb::sqlite().await, 0, clock.clone()).await;
+    let admin = server.login().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (films, away) = (dir.path().join("films"), dir.path().join("away"));
+    std::fs::create_dir(&films).unwrap();
+    server.library(&admin, &films).await;
+    let hook = json!({"name": "hook", "kind": "webhook", "url": format!("{}/hook", receiver.base), "events": ["health.changed"]});
+    let (status, made) = server.post("/notifications", Some(&admin), &hook).await;
+    assert_eq!(status, 201, "{made}");
+    let path = films.to_str().unwrap().to_string();
+    let cannot_see = format!("cannot see {path}");
+    // What the re-check told of the path, in order (its messages name the node; the health
+    // panel's own watch, which a loaded machine may set off, does not).
+    let told = || -> Vec<String> {
+        receiver
+            .seen("/hook")
+            .iter()
+            .map(Seen::json)
+            .filter(|b| b["event"] == "health.changed" && b["health"]["node"] == "main")
+            .filter_map(|b| path_level(&b["health"]["checks"], &path))
+            .collect()
+    };
+    let told_last = |levels: &[&str]| told().ends_with(&levels.iter().map(ToString::to_string).collect::<Vec<_>>());
+
+    // On demand: the path is there.
+    let (status, report) = server.post("/health/recheck", Some(&admin), &json!({})).await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(path_level(&report["checks"], &path).as_deref(), Some("HEALTHY"), "{report}");
+    let checked_at = report["checkedAt"].clone();
+    assert_eq!(report["nextAt"], "2026-11-25T10:00:00Z", "{report}");
+
+    // Gone: nothing is checked until the interval has passed on the clock.
+    std::fs::rename(&films, &away).unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (report, reason) = node_health(&server, &admin).await;
+    assert_eq!(report["checkedAt"], checked_at, "{report}");
+    assert!(!reason.unwrap_or_default().contains(&cannot_see));
+    clock.set(start + chrono::Duration::minutes(60));
+    wait_until("the hourly run to find the path gone", Duration::from_secs(30), || told_last(&["WARNING"])).await;
+    let (report, reason) = node_health(&server, &admin).await;
+    assert_eq!(path_level(&report["checks"], &path).as_deref(), Some("WARNING"), "{report}");
+    assert_eq!(report["overall"], "WARNING", "{report}");
+    assert!(reason.as_deref().unwrap_or_default().contains(&cannot_see), "{reason:?}");
+    let body = receiver.seen("/hook").iter().map(Seen::json).rfind(|b| b["health"]["node"] == "main").unwrap();
+    assert_eq!(body["health"]["overall"], "WARNING", "{body}");
+    let failing =
+        body["health"]["checks"].as_array().unwrap().iter().find(|c| c["kind"] == "libraryPath").unwrap().clone();
+    assert!(failing["message"].as_str().unwrap().starts_with(&format!("cannot read {path}: ")), "{failing}");
+
+    // Back: the next run, an hour on, passes with nothing else done.
+    std::fs::rename(&away, &films).unwrap();
+    clock.set(start + chrono::Duration::minutes(120));
+    wait_until("the hourly run to find the path back", Duration::from_secs(30), || told_last(&["WARNING", "HEALTHY"]))
+        .await;
+    let (report, reason) = node_health(&server, &admin).await;
+    assert_eq!(path_level(&report["checks"], &path).as_deref(), Some("HEALTHY"), "{report}");
+    assert!(!reason.unwrap_or_default().contains(&cannot_see));
+
+    // On demand, at once, with the clock standing still.
+    std::fs::rename(&films, &away).unwrap();
+    let (status, report) = server.post("/health/recheck", Some(&admin), &json!({})).await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!((path_level(&report["checks"], &path).as_deref(), &report["changed"]), (Some("WARNING"), &json!(true)));
+    let (_, reason) = node_health(&server, &admin).await;
+    assert!(reason.as_deref().unwrap_or_default().contains(&cannot_see), "{reason:?}");
+    std::fs::rename(&away, &films).unwrap();
+    let (_, report) = server.post("/health/recheck", Some(&admin), &json!({})).await;
+    assert_eq!((path_level(&report["checks"], &path).as_deref(), &report["changed"]), (Some("HEALTHY"), &json!(true)));
+    let (_, report) = server.post("/health/recheck", Some(&admin), &json!({})).await;
+    assert_eq!(report["changed"], false, "the same again is no news: {report}");
+    wait_until("both changes told", Duration::from_secs(30), || {
+        told_last(&["WARNING", "HEALTHY", "WARNING", "HEALTHY"])
+    })
+    .await;
+    receiver.handle.stop(false).await;
+    server.finish().await;
+}
+
+/// An encoder a library uses that opens on no node that is up (here: as if libx265 had
+/// failed to open when the node started) is a failed check; its re-check asks the node's
+/// `condense-media` again, finds that it opens now, and records it on the node.
+#[actix_web::test]
+async fn an_encoder_that_did_not_open_is_asked_for_again_at_the_recheck() {
+    use condense::domain::node::NodeRole;
+    let server = TestServer::sqlite().await;
+    let admin = server.login().await;
+    let dir = tempfile::tempdir().unwrap();
+    server.library(&admin, dir.path()).await;
+    let opened_nothing =
+        condense::repo::nodes::NodeFacts { encoders: vec![], ..crate::common::rows::node("main", NodeRole::Main) };
+    condense::repo::nodes::upsert(server.db(), opened_nothing).await.unwrap();
+    let encoders_of_main = || async {
+        let (_, nodes) = server.get("/nodes", Some(&admin)).await;
+        nodes.as_array().unwrap().iter().find(|n| n["name"] == "main").unwrap()["encoders"].clone()
+    };
+    assert_eq!(encoders_of_main().await, json!([]));
+
+    let (status, report) = server.post("/health/recheck", Some(&admin), &json!({})).await;
+    assert_eq!(status, 200, "{report}");
+    let check = report["checks"].as_array().unwrap().iter().find(|c| c["kind"] == "encoder").unwrap().clone();
+    assert_eq!(
+        (check["subject"].as_str(), check["level"].as_str(), check["message"].as_str()),
+        (Some("libx265"), Some("HEALTHY"), Some("libx265 opens on main")),
+        "{report}"
+    );
+    let encoders = encoders_of_main().await;
+    assert!(encoders.as_array().unwrap().iter().any(|e| e == "libx265"), "{encoders}");
     server.finish().await;
 }

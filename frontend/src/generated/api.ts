@@ -228,6 +228,36 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/health/recheck": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The node's own health checks, as last run
+         * @description Each enabled library path readable by the main node, the disk under it below 90 % used,
+         *     and each encoder a library uses opening on a node that is up. They run at start, every
+         *     `HEALTH_RECHECK_MINUTES` (60 by default) and on `POST /health/recheck`; asked before the
+         *     first run ended, this waits for it.
+         */
+        get: operations["health_recheck_last"];
+        put?: never;
+        /**
+         * Run the node's own health checks now
+         * @description Runs every check at once (not waiting for `HEALTH_RECHECK_MINUTES`), writes the main
+         *     node's status (DEGRADED while it cannot read a library path) and, when what fails
+         *     changed, the `health.changed` notification. The next run on its own is
+         *     `HEALTH_RECHECK_MINUTES` after this one.
+         */
+        post: operations["health_recheck"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/healthz": {
         parameters: {
             query?: never;
@@ -1897,6 +1927,19 @@ export interface components {
              */
             requeued: number;
         };
+        /**
+         * @description One of the node's own checks: a library path it must read, the disk under it, or an
+         *     encoder a library uses.
+         */
+        NodeCheck: {
+            kind: components["schemas"]["NodeCheckKind"];
+            level: components["schemas"]["HealthLevel"];
+            message: string;
+            /** @description The library path, or the encoder, looked at. */
+            subject: string;
+        };
+        /** @enum {string} */
+        NodeCheckKind: "libraryPath" | "disk" | "encoder";
         NodePerformance: {
             /** Format: int64 */
             completed: number;
@@ -2150,6 +2193,21 @@ export interface components {
             stalled: number;
             /** Format: double */
             throughputPerHour: number;
+        };
+        /** @description The result of one run of the node's checks, as the API serves it. */
+        RecheckReport: {
+            /** @description Whether this run changed what fails (and `health.changed` was written). */
+            changed: boolean;
+            /** Format: date-time */
+            checkedAt: string;
+            checks: components["schemas"]["NodeCheck"][];
+            /**
+             * Format: date-time
+             * @description When they run again on their own (`HEALTH_RECHECK_MINUTES` after this run).
+             */
+            nextAt: string;
+            /** @description The worst level among the checks (HEALTHY when there are none). */
+            overall: components["schemas"]["HealthLevel"];
         };
         /** @description The first message after a subscriber fell behind: drop live state, a snapshot follows. */
         Resync: {
@@ -3028,6 +3086,50 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["EncoderCatalog"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+        };
+    };
+    health_recheck_last: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The last run */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RecheckReport"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+        };
+    };
+    health_recheck: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The checks as they are now */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RecheckReport"];
                 };
             };
             401: components["responses"]["Unauthorized"];
@@ -5045,6 +5147,7 @@ export const hardwareValues: ReadonlyArray<FlattenedDeepRequired<components>["sc
 export const healthLevelValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["HealthLevel"]> = ["HEALTHY", "WARNING", "CRITICAL"];
 export const jobStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["JobStatus"]> = ["PENDING", "QUEUED", "ANALYZING", "ENCODING", "PAUSED", "COMPLETED", "SKIPPED", "FAILED", "CANCELLED"];
 export const keyScopeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["KeyScope"]> = ["integration", "read", "operate", "admin"];
+export const nodeCheckKindValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["NodeCheckKind"]> = ["libraryPath", "disk", "encoder"];
 export const nodeRoleValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["NodeRole"]> = ["main", "linked"];
 export const nodeStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["NodeStatus"]> = ["ONLINE", "OFFLINE", "DEGRADED"];
 export const notifyEventValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["NotifyEvent"]> = ["job.completed", "job.failed", "queue.drained", "node.offline", "node.online", "health.changed", "disk.at_risk", "test", "file.replaced"];

@@ -1,12 +1,13 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
+import { errorMessage } from '../api';
 import { sparklinePath } from '../charts';
 import { Alert, Badge, EtaText, JobActionButtons, Loading, ProgressBar, Stat } from '../components';
-import { formatBytes, formatFps, formatHours, formatNumber, formatPercent, titleCase } from '../format';
-import { useLiveMessages, useResource } from '../hooks';
+import { formatBytes, formatDateTime, formatFps, formatHours, formatNumber, formatPercent, formatRelative, titleCase } from '../format';
+import { useLiveMessages, useResource, useRole } from '../hooks';
 import { RUNNING_STATUSES, applyLiveMessage } from '../jobs';
 import { routeHref } from '../router';
-import { api } from '../session';
-import type { Dashboard, Job, QueueStats } from '../types';
+import { allows, api } from '../session';
+import type { Dashboard, Job, NodeCheck, QueueStats, RecheckReport } from '../types';
 
 const QUEUE_ROWS: [keyof QueueStats, string][] = [
   ['pending', 'Pending'],
@@ -118,6 +119,7 @@ export function Overview() {
                   </li>
                 ))}
               </ul>
+              <NodeChecks onError={setActionError} />
             </section>
 
             <section class="card" aria-labelledby="queue-title">
@@ -236,6 +238,67 @@ export function Overview() {
           )}
         </>
       )}
+    </div>
+  );
+}
+
+const NODE_CHECK_NAMES: Record<NodeCheck['kind'], string> = { libraryPath: 'Library path', disk: 'Disk', encoder: 'Encoder' };
+
+/** The main node's own checks (each library path readable, the disk under it, the
+ * libraries' encoders opening on a node that is up): the ones failing, when they last ran
+ * and run again on their own, and, for an operator or admin, a button that runs them at
+ * once. */
+function NodeChecks({ onError }: { onError: (message: string) => void }) {
+  const role = useRole();
+  const last = useResource(() => api.lastRecheck(), [], { pollMs: 60_000 });
+  const [busy, setBusy] = useState(false);
+  const report: RecheckReport | null = last.data;
+  const failing = report ? report.checks.filter((check) => check.level !== 'HEALTHY') : [];
+  const recheck = async () => {
+    setBusy(true);
+    try {
+      last.setData(await api.recheckHealth());
+    } catch (err) {
+      onError(errorMessage(err));
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <div class="node-checks" aria-label="Library paths and disks">
+      {!report ? (
+        <p class="muted">{last.error ?? 'Checking the library paths, their disks and the encoders…'}</p>
+      ) : failing.length === 0 ? (
+        <p class="muted">
+          {report.checks.length === 0 ? 'No library paths to check.' : 'Every library path readable, no disk at risk, every encoder opens.'}
+        </p>
+      ) : (
+        <ul class="checks">
+          {failing.map((check) => (
+            <li key={`${check.kind}:${check.subject}`} class="check">
+              <span class={`check-dot check-${check.level.toLowerCase()}`} aria-hidden="true" />
+              <span class="check-name">{NODE_CHECK_NAMES[check.kind]}</span>
+              <Badge value={check.level} />
+              <span class="check-message">{check.message}</span>
+            </li>
+          ))}
+        </ul>
+      )}
+      <div class="card-head">
+        <span class="muted">
+          {report ? (
+            <>
+              Checked <span title={formatDateTime(report.checkedAt)}>{formatRelative(report.checkedAt)}</span>; again at{' '}
+              {formatDateTime(report.nextAt)}
+            </>
+          ) : null}
+        </span>
+        {allows(role, 'operator') && (
+          <button type="button" class="button" disabled={busy} onClick={() => void recheck()}>
+            {busy ? 'Checking…' : 'Re-check now'}
+          </button>
+        )}
+      </div>
     </div>
   );
 }

@@ -60,6 +60,8 @@ pub async fn start_main_node_at(
             node_timeout: std::time::Duration::from_secs(4),
             license_public_key: public_key.into(),
             clock,
+            // As `condense serve` by default: tests move a manual clock past it.
+            health_recheck: std::time::Duration::from_secs(60 * 60),
         }),
     };
     match condense::actors::start_node(config).await.unwrap() {

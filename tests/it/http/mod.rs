@@ -68,6 +68,7 @@ fn takes_body(path: &str) -> bool {
         && !path.ends_with("/forecast")
         && !path.ends_with("/revoke")
         && !path.ends_with("/test")
+        && path != "/health/recheck"
 }
 
 /// Folders named `names` in a new temporary folder (kept while the first value lives),
