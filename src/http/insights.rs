@@ -75,7 +75,8 @@ pub async fn statistics(user: AuthUser, state: web::Data<AppState>) -> Result<we
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
-pub struct SavingsQuery {
+/// A window of days ending today, for the savings trend and the failures by category.
+pub struct WindowQuery {
     /// Number of days, ending today (UTC): 1 to 365, default 30.
     #[param(minimum = 1, maximum = 365)]
     days: Option<u32>,
@@ -88,7 +89,7 @@ pub struct SavingsQuery {
     get,
     path = "/insights/savings",
     tag = "insights",
-    params(SavingsQuery),
+    params(WindowQuery),
     responses(
         (status = 200, description = "OK", body = SavingsView),
         (status = 400, description = "days is not a whole number from 1 to 365 (code invalid_query)", body = ErrorBody),
@@ -97,7 +98,7 @@ pub struct SavingsQuery {
 pub async fn savings(
     _user: AuthUser,
     state: web::Data<AppState>,
-    query: web::Query<SavingsQuery>,
+    query: web::Query<WindowQuery>,
 ) -> Result<web::Json<SavingsView>, AppError> {
     let days = window_days(query.days)?;
     let now = Utc::now();
@@ -117,14 +118,6 @@ fn window_days(days: Option<u32>) -> Result<u32, AppError> {
     Ok(days)
 }
 
-#[derive(Debug, Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-pub struct FailuresQuery {
-    /// Number of days, ending today (UTC): 1 to 365, default 30.
-    #[param(minimum = 1, maximum = 365)]
-    days: Option<u32>,
-}
-
 /// Failures by category
 ///
 /// Jobs that failed (status FAILED) in the last `days` UTC calendar days, the window of the
@@ -138,7 +131,7 @@ pub struct FailuresQuery {
     operation_id = "failures_by_category",
     path = "/insights/failures",
     tag = "insights",
-    params(FailuresQuery),
+    params(WindowQuery),
     responses(
         (status = 200, description = "OK", body = FailureBreakdown),
         (status = 400, description = "days is not a whole number from 1 to 365 (code invalid_query)", body = ErrorBody),
@@ -147,7 +140,7 @@ pub struct FailuresQuery {
 pub async fn failures(
     _user: AuthUser,
     state: web::Data<AppState>,
-    query: web::Query<FailuresQuery>,
+    query: web::Query<WindowQuery>,
 ) -> Result<web::Json<FailureBreakdown>, AppError> {
     let days = window_days(query.days)?;
     let since = stats::window_start(Utc::now(), days);
