@@ -52,10 +52,16 @@ e2e-run:
 	$(CARGO) build --bin condense --bin condense-media
 	cd frontend && npm run --silent e2e
 
-## Formatting, clippy, and no import circle between files of src/ (scripts/module-cycles.py).
+## Formatting, clippy, no import circle between files (scripts/module-cycles.py), and no
+## FFmpeg in the node's crate (cargo tree).
 lint:
 	$(CARGO) fmt --all -- --check
 	python3 scripts/module-cycles.py src
+	python3 scripts/module-cycles.py media/src
+	@# The node's crate never depends on FFmpeg: only condense-media does.
+	@deps=$$($(CARGO) tree -p condense -e normal --prefix none) || exit 1; \
+	if grep -E '^(rsmpeg|rusty_ffmpeg|libvmaf-sys) ' <<<"$$deps"; then \
+		echo "lint: the condense crate depends on FFmpeg (above); only condense-media may"; exit 1; fi
 	$(CARGO) clippy --workspace --all-targets --quiet -- -D warnings
 
 ## Benchmarks: prints a table and writes BENCHMARKS.md.

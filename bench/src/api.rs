@@ -98,7 +98,7 @@ pub async fn fill(url: &str, jobs: usize) -> Res<f64> {
     // 2 KB of JSON a row), as a library the service has scanned holds them.
     let clip_dir = TempDir::new(&std::env::temp_dir(), "api-clip")?;
     let clip = crate::probe::make_clips(clip_dir.path())?.into_iter().next().ctx("no clip")?;
-    let info = condense::media::probe::probe(&clip).map_err(|e| e.message)?;
+    let info = condense_media::probe::probe(&clip).map_err(|e| e.message)?;
     let facts = entities::job::ActiveModel {
         source_codec: sea_orm::Set(info.video().map(|v| v.codec.clone())),
         duration_seconds: sea_orm::Set(info.duration_seconds),

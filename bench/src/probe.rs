@@ -1,4 +1,4 @@
-//! Probing: many small files probed in-process (`condense::media::probe::probe`) against one
+//! Probing: many small files probed in-process (`condense_media::probe::probe`) against one
 //! ffprobe process per file.
 
 use std::path::{Path, PathBuf};
@@ -70,12 +70,12 @@ pub fn run(cfg: &Config, report: &mut Report) -> Res<()> {
         files.push(path);
     }
     // One of each first, so neither side pays a first-use cost inside the timing.
-    condense::media::probe::probe(&files[0]).map_err(|e| e.message)?;
+    condense_media::probe::probe(&files[0]).map_err(|e| e.message)?;
     ffprobe(&files[0])?;
 
     let started = Instant::now();
     for f in &files {
-        condense::media::probe::probe(f).map_err(|e| format!("{}: {}", f.display(), e.message))?;
+        condense_media::probe::probe(f).map_err(|e| format!("{}: {}", f.display(), e.message))?;
     }
     let in_process = started.elapsed().as_secs_f64();
     let started = Instant::now();
@@ -106,7 +106,7 @@ pub fn run(cfg: &Config, report: &mut Report) -> Res<()> {
             "{n} files: hard links to four 2 s 320x240 clips with audio (H.264 + AAC in MKV and MP4, MPEG-4 + AAC \
              in MOV, VP9 + Opus in WebM), so after the first read every file is in the page cache for both \
              sides. Probed one after another on one thread:\n\n\
-             - **in-process**: `condense::media::probe::probe(path)` (FFmpeg's demuxer through rsmpeg, the \
+             - **in-process**: `condense_media::probe::probe(path)` (FFmpeg's demuxer through rsmpeg, the \
              `file` protocol only; what the service runs in ANALYZING): {in_process:.2} s, {rate_in:.0} files/s, \
              {per_in:.2} ms per file.\n\
              - **ffprobe**: `ffprobe {args} FILE`, one process per file, its JSON parsed: {external:.2} s, \

@@ -16,9 +16,9 @@ use tokio::sync::Notify;
 use crate::domain::forecast::{ForecastFile, ForecastStatus};
 use crate::domain::job::JobStatus;
 use crate::domain::quality::{self, QualityMode};
+use crate::media::info::MediaInfo;
 use crate::media::plan::{decide, Decision};
-use crate::media::probe::MediaInfo;
-use crate::media::search::SearchResult;
+use crate::media::quality::SearchResult;
 use crate::repo::{self, RepoError};
 
 /// The forecasts that run, by library; each with the signal that cancels it.

@@ -12,7 +12,7 @@ use crate::domain::failures::{breakdown, FailureBreakdown};
 use crate::domain::stats::{self, CodecShare, CompletedJob, NodePerformance, HISTORY_DAYS, MAX_TREND_DAYS};
 use crate::error::{AppError, ErrorBody};
 use crate::http::state::AppState;
-use crate::media::probe::StreamKind;
+use crate::media::info::StreamKind;
 use crate::repo;
 use crate::repo::stats::CompletedRow;
 
@@ -202,7 +202,7 @@ fn completed(rows: &[CompletedRow]) -> Vec<CompletedJob> {
         .collect()
 }
 
-/// The fields of `media::probe::MediaInfo` the speed needs; the rest of the probe is ignored.
+/// The fields of `media::info::MediaInfo` the speed needs; the rest of the probe is ignored.
 #[derive(Deserialize)]
 struct ProbedStreams {
     streams: Vec<ProbedStream>,

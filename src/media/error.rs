@@ -39,16 +39,15 @@ impl MediaError {
         MediaError::new(FailureCode::Miscellaneous, message)
     }
 
-    /// Classifies an FFmpeg error code (a negative errno for system errors) met while
-    /// writing or reading files.
-    pub fn from_av(context: &str, code: i32) -> Self {
-        let failure = match -code {
+    /// The reason for an FFmpeg error code (a negative errno for system errors) met while
+    /// writing or reading files; `condense-media` adds FFmpeg's text for it.
+    pub fn failure_of_av(code: i32) -> FailureCode {
+        match -code {
             libc::ENOMEM => FailureCode::OutOfMemory,
             libc::ENOSPC | libc::EDQUOT | libc::EFBIG => FailureCode::InsufficientDiskSpace,
             libc::EACCES | libc::EPERM | libc::EROFS => FailureCode::PermissionDenied,
             _ => FailureCode::Miscellaneous,
-        };
-        MediaError::new(failure, format!("{context}: {}", av_error_text(code)))
+        }
     }
 
     /// Classifies an I/O error of the standard library.
@@ -64,60 +63,17 @@ impl MediaError {
     }
 }
 
-/// FFmpeg's text for an error code.
-pub fn av_error_text(code: i32) -> String {
-    let mut buf = [0 as std::ffi::c_char; 256];
-    // SAFETY: av_strerror writes at most buf.len() bytes including the NUL terminator.
-    unsafe {
-        rsmpeg::ffi::av_strerror(code, buf.as_mut_ptr(), buf.len());
-        std::ffi::CStr::from_ptr(buf.as_ptr()).to_string_lossy().into_owned()
-    }
-}
-
-/// The raw FFmpeg error code inside an rsmpeg error, when it has one.
-pub fn av_code(err: &rsmpeg::error::RsmpegError) -> Option<i32> {
-    use rsmpeg::error::RsmpegError as E;
-    match err {
-        E::AVError(c)
-        | E::OpenInputError(c)
-        | E::OpenOutputError(c)
-        | E::FindStreamInfoError(c)
-        | E::WriteHeaderError(c)
-        | E::WriteTrailerError(c)
-        | E::CodecOpenError(c)
-        | E::CodecSetParameterError(c)
-        | E::SendPacketError(c)
-        | E::ReceiveFrameError(c)
-        | E::SendFrameError(c)
-        | E::ReceivePacketError(c)
-        | E::ReadFrameError(c)
-        | E::WriteFrameError(c)
-        | E::InterleavedWriteFrameError(c)
-        | E::AVIOOpenError(c) => Some(*c),
-        _ => None,
-    }
-}
-
-/// Maps an rsmpeg error met in `context` to a media error.
-pub fn from_rsmpeg(context: &str, err: &rsmpeg::error::RsmpegError) -> MediaError {
-    match av_code(err) {
-        Some(code) => MediaError::from_av(context, code),
-        None => MediaError::misc(format!("{context}: {err}")),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn errno_codes_map_to_spec_reasons() {
-        assert_eq!(MediaError::from_av("write", -libc::ENOSPC).code, FailureCode::InsufficientDiskSpace);
-        assert_eq!(MediaError::from_av("open", -libc::EACCES).code, FailureCode::PermissionDenied);
-        assert_eq!(MediaError::from_av("x", -libc::EINVAL).code, FailureCode::Miscellaneous);
-        assert_eq!(MediaError::from_av("decode", -libc::ENOMEM).code, FailureCode::OutOfMemory);
+        assert_eq!(MediaError::failure_of_av(-libc::ENOSPC), FailureCode::InsufficientDiskSpace);
+        assert_eq!(MediaError::failure_of_av(-libc::EACCES), FailureCode::PermissionDenied);
+        assert_eq!(MediaError::failure_of_av(-libc::EINVAL), FailureCode::Miscellaneous);
+        assert_eq!(MediaError::failure_of_av(-libc::ENOMEM), FailureCode::OutOfMemory);
         let io = std::io::Error::from_raw_os_error(libc::ENOSPC);
         assert_eq!(MediaError::from_io("fsync", &io).code, FailureCode::InsufficientDiskSpace);
-        assert!(MediaError::from_av("write", -libc::ENOSPC).message.contains("No space"));
     }
 }

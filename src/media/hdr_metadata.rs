@@ -13,7 +13,7 @@
 use dolby_vision::rpu::dovi_rpu::DoviRpu;
 use dolby_vision::rpu::ConversionMode;
 
-use super::probe::{HdrKind, MediaInfo};
+use super::info::{HdrKind, MediaInfo};
 
 /// HEVC NAL unit type of a prefix SEI.
 const NAL_PREFIX_SEI: u8 = 39;
@@ -484,7 +484,7 @@ mod tests {
 
     #[test]
     fn what_an_encode_carries_follows_the_kind_it_keeps_and_the_target() {
-        use crate::media::probe::{DolbyVision, HdrInfo};
+        use crate::media::info::{DolbyVision, HdrInfo};
         let info = |hdr10_plus: bool, dv_profile: Option<u8>| MediaInfo {
             container: "matroska,webm".into(),
             duration_seconds: None,

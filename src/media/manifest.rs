@@ -9,10 +9,10 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::codec_params::CodecParams;
 use super::event::Event;
 use super::layout::MANIFEST_FILE;
 use super::plan::{EncodePlan, SourceIdentity};
-use super::segment::CodecParams;
 use super::MediaError;
 use crate::domain::segments::{self, Span};
 
@@ -249,7 +249,7 @@ pub fn quick_state(dir: &Path) -> crate::domain::job::PartialOutput {
 
 /// Keeps the first segment's encoder headers in `known`: a segment with other headers
 /// cannot be joined to the others.
-pub(crate) fn keep_headers(known: &mut Option<CodecParams>, params: Option<CodecParams>) -> Result<(), MediaError> {
+pub fn keep_headers(known: &mut Option<CodecParams>, params: Option<CodecParams>) -> Result<(), MediaError> {
     match (known.as_ref(), params) {
         (_, None) => Ok(()),
         (None, Some(params)) => {
@@ -263,7 +263,7 @@ pub(crate) fn keep_headers(known: &mut Option<CodecParams>, params: Option<Codec
 
 /// Records a finished segment in the manifest (main thread only): its encoder headers must
 /// be those of every other segment, or the segments cannot be joined.
-pub(crate) fn record_segment(
+pub fn record_segment(
     plan: &EncodePlan,
     manifest: &mut Manifest,
     segment: Segment,

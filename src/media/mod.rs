@@ -1,77 +1,25 @@
-//! Media work through FFmpeg's libraries (rsmpeg), in-process: no ffmpeg program is needed.
+//! Media work that needs no FFmpeg: the plan, the partial folder and its manifest, containment
+//! of outside paths, the replace protocol, the facts a probe returns, and the node's side of
+//! the `condense-media` children that do the FFmpeg work (`transcoder`, `worker`). FFmpeg
+//! itself is linked only into the `condense-media` crate (`media/` at the workspace root), so
+//! this crate, and the node's binary, cannot reach it: `cargo tree -p condense -e normal`
+//! names no rsmpeg (checked in `make lint`).
 
-pub mod child;
+pub mod codec_params;
 pub mod contain;
-pub mod decode;
-pub mod device;
-pub mod encoder_options;
-pub mod encoders;
 pub mod error;
 pub mod event;
 pub mod handle;
 pub mod hdr_metadata;
-pub mod helper;
+pub mod info;
 pub mod layout;
 pub mod manifest;
-pub mod mux;
 pub mod partial;
 pub mod plan;
-pub mod probe;
+pub mod quality;
 pub mod replace;
-pub mod search;
-pub mod segment;
-pub mod segment_writer;
-pub mod sessions;
 pub mod span_record;
-pub mod transcode;
-pub mod verify;
-pub mod vmaf;
+pub mod transcoder;
 pub mod worker;
 
 pub use error::MediaError;
-use std::ffi::CStr;
-
-/// Versions of the FFmpeg libraries linked into this binary, e.g. "libavformat 59.27.100".
-/// (libavfilter is not used: naming it here would link it, and with it 31 more shared
-/// libraries that cost every process about 11 MB of memory.)
-pub fn ffmpeg_versions() -> Vec<String> {
-    fn version(name: &str, packed: u32) -> String {
-        format!("{name} {}.{}.{}", packed >> 16, (packed >> 8) & 0xff, packed & 0xff)
-    }
-    // SAFETY: the version functions only read constants compiled into the libraries.
-    unsafe {
-        vec![
-            version("libavutil", rsmpeg::ffi::avutil_version()),
-            version("libavcodec", rsmpeg::ffi::avcodec_version()),
-            version("libavformat", rsmpeg::ffi::avformat_version()),
-            version("libswscale", rsmpeg::ffi::swscale_version()),
-            version("libswresample", rsmpeg::ffi::swresample_version()),
-        ]
-    }
-}
-
-/// FFmpeg's own release string, e.g. "5.1.6-0+deb12u1".
-pub fn ffmpeg_release() -> String {
-    // SAFETY: av_version_info returns a pointer to a static NUL-terminated string.
-    unsafe {
-        let ptr = rsmpeg::ffi::av_version_info();
-        if ptr.is_null() {
-            return "unknown".to_string();
-        }
-        CStr::from_ptr(ptr).to_string_lossy().into_owned()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn linked_against_ffmpeg_5() {
-        let versions = ffmpeg_versions();
-        let avformat = versions.iter().find(|v| v.starts_with("libavformat")).unwrap();
-        // FFmpeg 5.x ships libavformat 59.
-        assert!(avformat.starts_with("libavformat 59."), "{avformat}");
-        assert!(!ffmpeg_release().is_empty());
-    }
-}

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::hdr_metadata;
+use super::info::{HdrKind, MediaInfo};
 use super::layout::{self, partial_dir_for};
-use super::probe::{HdrKind, MediaInfo};
 use super::MediaError;
 use crate::domain::encoding::{EncodeProfile, Encoder, RetryProfile};
 use crate::domain::job::FailureCode;
@@ -298,7 +298,7 @@ impl EncodePlan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::media::probe::{DolbyVision, HdrInfo, StreamInfo, StreamKind};
+    use crate::media::info::{DolbyVision, HdrInfo, StreamInfo, StreamKind};
 
     fn info_with(codec: &str, dolby_vision: Option<DolbyVision>) -> MediaInfo {
         let video = StreamInfo {

@@ -10,12 +10,12 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use serde::{Deserialize, Serialize};
 
+use super::codec_params::CodecParams;
 use super::event::Event;
 use super::layout::{self, PLAN_FILE};
 use super::manifest::{record_segment, sync_dir, write_durably, Manifest, Segment};
 use super::partial;
 use super::plan::EncodePlan;
-use super::segment::CodecParams;
 use super::MediaError;
 use crate::domain::segments::{self, Span};
 
@@ -60,7 +60,7 @@ fn discard(dir: &Path, manifest: &Manifest, span: u32, record: Option<&SpanRecor
 /// span's claim, or knows nobody does): every segment checked (same plan, inside what is
 /// left of the span, its file whole, the encoder's headers those of the other segments),
 /// or none is used and the span is encoded again.
-pub(crate) fn take_in(
+pub fn take_in(
     plan: &EncodePlan,
     manifest: &mut Manifest,
     span: u32,
@@ -128,11 +128,7 @@ pub(crate) fn take_in(
 }
 
 /// Takes in every record whose helper has let its span go (at the start of a run).
-pub(crate) fn take_in_all(
-    plan: &EncodePlan,
-    manifest: &mut Manifest,
-    next_index: &AtomicU32,
-) -> Result<(), MediaError> {
+pub fn take_in_all(plan: &EncodePlan, manifest: &mut Manifest, next_index: &AtomicU32) -> Result<(), MediaError> {
     let Some(boundaries) = manifest.boundaries.clone() else { return Ok(()) };
     for span in 0..u32::try_from(segments::spans(&boundaries).len()).unwrap_or(0) {
         if has_record(&plan.partial_dir, span) && !partial::span_held(&plan.partial_dir, span) {

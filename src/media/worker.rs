@@ -5,9 +5,8 @@
 //! when it runs past its time limit. FFmpeg's log goes to stderr, whose last lines explain a
 //! crash. The node's own binary does not link FFmpeg at all (see `binary`).
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{ExitCode, Stdio};
+use std::process::Stdio;
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -15,8 +14,7 @@ use serde::{Deserialize, Serialize};
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 
-use super::probe::{MediaInfo, MAX_PIXELS_VAR};
-use super::verify::{validate_source, verify};
+use super::info::{MediaInfo, MAX_PIXELS_VAR};
 use super::MediaError;
 use crate::domain::job::FailureCode;
 use crate::domain::limits;
@@ -93,10 +91,10 @@ pub fn binary() -> std::io::Result<PathBuf> {
     Ok(std::env::current_exe()?.with_file_name(MEDIA_BINARY))
 }
 
-/// The child's one answer.
+/// The child's one answer (a probe's: one a path).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "result", rename_all = "camelCase")]
-enum Answer {
+pub enum Answer {
     Ok { info: Box<MediaInfo> },
     Failed { code: FailureCode, message: String },
     Capabilities(Capabilities),
@@ -106,50 +104,6 @@ enum Answer {
 /// second per 50 MB, since verification reads every video packet of the file.
 pub fn time_limit(base: Duration, size_bytes: u64) -> Duration {
     base + Duration::from_secs(size_bytes / 50_000_000)
-}
-
-fn answer_of(result: Result<MediaInfo, MediaError>) -> Answer {
-    match result.map_err(at_memory_limit) {
-        Ok(info) => Answer::Ok { info: Box::new(info) },
-        Err(e) => Answer::Failed { code: e.code, message: e.message },
-    }
-}
-
-fn write_answer(answer: &Answer) {
-    let mut stdout = std::io::stdout().lock();
-    if let Ok(line) = serde_json::to_string(answer) {
-        let _ = writeln!(stdout, "{line}");
-        let _ = stdout.flush();
-    }
-}
-
-/// `condense-media media`: the child's main.
-pub fn child_main() -> ExitCode {
-    // SAFETY: sets FFmpeg's global log level before any other FFmpeg call.
-    unsafe { rsmpeg::ffi::av_log_set_level(rsmpeg::ffi::AV_LOG_ERROR as i32) };
-    let answer = match serde_json::from_reader::<_, Request>(std::io::stdin()) {
-        Ok(Request::Validate { path }) => answer_of(validate_source(&path)),
-        Ok(Request::Verify { output, source_path, source, target_codec }) => {
-            answer_of(verify(&output, &source_path, &source, &target_codec))
-        }
-        Ok(Request::Probe { paths }) => {
-            for path in &paths {
-                write_answer(&answer_of(super::probe::probe(path)));
-            }
-            return ExitCode::SUCCESS;
-        }
-        Ok(Request::Capabilities) => Answer::Capabilities(Capabilities {
-            ffmpeg: super::ffmpeg_release(),
-            encoders: super::encoders::available(),
-            decoders: super::device::decoders(),
-        }),
-        Err(e) => Answer::Failed { code: FailureCode::Miscellaneous, message: format!("bad request on stdin: {e}") },
-    };
-    write_answer(&answer);
-    match answer {
-        Answer::Failed { .. } => ExitCode::FAILURE,
-        Answer::Ok { .. } | Answer::Capabilities(_) => ExitCode::SUCCESS,
-    }
 }
 
 /// The limits the node's media children run under (`MAX_PIXELS`,

@@ -41,7 +41,7 @@ pub struct CompletedRow {
     pub completed_at: Option<DateTime<Utc>>,
     pub duration_seconds: Option<f64>,
     pub wall_time_ms: Option<i64>,
-    /// The source's probe (`media::probe::MediaInfo` as JSON), for its frame rate.
+    /// The source's probe (`media::info::MediaInfo` as JSON), for its frame rate.
     pub probe: Option<serde_json::Value>,
 }
 

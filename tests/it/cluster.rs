@@ -110,7 +110,7 @@ async fn main_and_two_linked_nodes_share_six_jobs_and_forward_the_api() {
     let used: HashSet<&str> = done.iter().map(|j| j["node"].as_str().expect("each job names its node")).collect();
     assert!(used.len() >= 2, "all jobs ran on {used:?}");
     for job in &done {
-        let info = condense::media::probe::probe(Path::new(job["filePath"].as_str().unwrap())).unwrap();
+        let info = condense_media::probe::probe(Path::new(job["filePath"].as_str().unwrap())).unwrap();
         assert_eq!(info.video().unwrap().codec, "hevc");
     }
 }
@@ -233,7 +233,7 @@ async fn a_linked_node_killed_mid_encode_goes_offline_and_its_job_completes_else
     let kinds: Vec<&str> = detail["events"].as_array().unwrap().iter().map(|e| e["kind"].as_str().unwrap()).collect();
     assert!(kinds.contains(&"orphaned"), "{kinds:?}");
     assert_ne!(std::fs::read(&source).unwrap(), original, "the file was not replaced");
-    let info = condense::media::probe::probe(&source).unwrap();
+    let info = condense_media::probe::probe(&source).unwrap();
     assert_eq!(info.video().unwrap().codec, "hevc");
 }
 
@@ -522,7 +522,7 @@ async fn a_node_links_with_its_own_credential_and_a_revoked_node_is_refused_and_
     let (_, detail) = call("GET", &format!("{}/jobs/{job_id}", main.api), Some(&token), None).await;
     let kinds: Vec<&str> = detail["events"].as_array().unwrap().iter().map(|e| e["kind"].as_str().unwrap()).collect();
     assert!(kinds.contains(&"orphaned"), "{kinds:?}");
-    let info = condense::media::probe::probe(&source).unwrap();
+    let info = condense_media::probe::probe(&source).unwrap();
     assert_eq!(info.video().unwrap().codec, "hevc");
     // Still refused: it never came back.
     let list = nodes(&main, &token).await;
@@ -640,7 +640,7 @@ impl Helped {
 
     /// The replaced file has every frame of the 16 s source, in HEVC.
     fn check_output(&self) {
-        let info = condense::media::probe::probe(&self.source).unwrap();
+        let info = condense_media::probe::probe(&self.source).unwrap();
         assert_eq!(info.video().unwrap().codec, "hevc");
         assert_eq!(crate::common::shim::video_frames(&self.source), 400);
     }
@@ -904,7 +904,7 @@ async fn a_rogue_linked_node_cannot_point_a_job_at_a_foreign_file_nor_speak_for_
     let done = wait_all_done(&main, &token, 1, 120).await;
     assert_eq!((&done[0]["status"], &done[0]["node"]), (&json!("COMPLETED"), &json!("main")), "{:#}", done[0]);
     assert_eq!(done[0]["filePath"].as_str(), Some(source.to_str().unwrap()));
-    assert_eq!(condense::media::probe::probe(&source).unwrap().video().unwrap().codec, "hevc");
+    assert_eq!(condense_media::probe::probe(&source).unwrap().video().unwrap().codec, "hevc");
     assert!(std::fs::read(&foreign).unwrap() == before, "the foreign file was changed");
     // Everything the feed carried until the job completed: never the forged figures.
     carried.extend(drain(&mut feed, 200).await);

@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 use condense::domain::job::{FailureCode, JobStatus};
 use condense::media::layout::{backup_path_for, partial_dir_for, PARTIAL_SUFFIX};
 use condense::media::plan::{final_path, INPUT_EXTENSIONS};
-use condense::media::probe::probe;
-use condense::media::verify::{decode_at_points, duration_tolerance};
+use condense_media::probe::probe;
+use condense_media::verify::{decode_at_points, duration_tolerance};
 use entities::job;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -1507,7 +1507,7 @@ fn an_output_whose_length_is_unknown_fails_verification() {
     // used here before, is now refused by its format before any length is looked at.)
     let output = clips::without_length(dir.path(), "output.wmv", "libx264");
     assert_eq!(probe(&output).unwrap().duration_seconds, None);
-    let err = condense::media::verify::verify(&output, &source, &info, "h264").unwrap_err();
+    let err = condense_media::verify::verify(&output, &source, &info, "h264").unwrap_err();
     assert!(err.message.contains("no duration"), "{err}");
 }
 

@@ -5,11 +5,12 @@
 use std::path::Path;
 
 use condense::domain::segments::Sessions;
-use condense::media::child::{ChildEnd, Transcoder};
 use condense::media::event::Event;
+use condense::media::info::HdrKind;
 use condense::media::plan::EncodePlan;
-use condense::media::probe::{probe, HdrKind};
-use condense::media::verify::verify;
+use condense::media::transcoder::{ChildEnd, Transcoder};
+use condense_media::probe::probe;
+use condense_media::verify::verify;
 
 use rsmpeg::error::RsmpegError;
 use rsmpeg::ffi;
@@ -174,9 +175,9 @@ async fn verification_refuses_an_hevc_output_that_lost_or_moved_the_metadata() {
 /// Each frame's Dolby Vision RPU as FFmpeg's HEVC decoder attaches it to the frame it
 /// belongs to (`AV_FRAME_DATA_DOVI_RPU_BUFFER`), in presentation order.
 fn rpus_by_frame(path: &Path) -> Vec<Option<Vec<u8>>> {
-    let mut input = condense::media::probe::open_input(path).unwrap();
-    let vi = condense::media::decode::main_video_index(&input).unwrap();
-    let mut decoder = condense::media::decode::open_decoder(&input, vi).unwrap();
+    let mut input = condense_media::probe::open_input(path).unwrap();
+    let vi = condense_media::decode::main_video_index(&input).unwrap();
+    let mut decoder = condense_media::decode::open_decoder(&input, vi).unwrap();
     let mut frames = Vec::new();
     let mut take = |decoder: &mut rsmpeg::avcodec::AVCodecContext| loop {
         match decoder.receive_frame() {

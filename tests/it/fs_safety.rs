@@ -155,7 +155,7 @@ async fn two_sources_with_one_final_name_never_overwrite_each_other() {
             assert!(!path.exists(), "the completed job's original is still there");
         }
     }
-    let info = condense::media::probe::probe(&target).unwrap();
+    let info = condense_media::probe::probe(&target).unwrap();
     assert_eq!(info.video().unwrap().codec, "hevc");
     server.finish().await;
 }

@@ -9,7 +9,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use condense::domain::job::{FailureCode, JobStatus};
-use condense::media::verify::validate_source;
+use condense_media::verify::validate_source;
 use notify::{EventKind, RecursiveMode, Watcher};
 
 use serde_json::json;

@@ -6,9 +6,9 @@ use std::time::{Duration, Instant};
 
 use condense::domain::job::{FailureCode, JobStatus};
 use condense::domain::license::Tier;
-use condense::media::probe::probe;
 use condense::repo::licenses::NewLicense;
 use condense::repo::{self};
+use condense_media::probe::probe;
 use entities::job;
 use sea_orm::DatabaseConnection;
 

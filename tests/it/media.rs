@@ -5,13 +5,14 @@ use std::path::{Path, PathBuf};
 
 use condense::domain::job::FailureCode;
 use condense::domain::segments::Sessions;
-use condense::media::child::{ChildEnd, Transcoder};
 use condense::media::event::Event;
+use condense::media::info::{HdrKind, StreamKind};
 use condense::media::manifest::{inspect, PartialState};
 use condense::media::plan::{decide, final_path, Decision, EncodePlan};
-use condense::media::probe::{probe, HdrKind, StreamKind};
 use condense::media::replace::{replace, Replace};
-use condense::media::verify::{validate_source, verify};
+use condense::media::transcoder::{ChildEnd, Transcoder};
+use condense_media::probe::probe;
+use condense_media::verify::{validate_source, verify};
 
 use crate::common::media as clips;
 use crate::common::server::{binary, media_binary};
@@ -137,12 +138,12 @@ async fn an_hevc_source_is_skipped_unless_forced() {
 }
 
 fn assert_hdr10(path: &Path) {
-    assert_hdr10_allowing(path, condense::media::probe::CONTAINER_DEMUXERS);
+    assert_hdr10_allowing(path, condense_media::probe::CONTAINER_DEMUXERS);
 }
 
 /// `assert_hdr10` with the given demuxers allowed: a raw elementary stream is no container.
 fn assert_hdr10_allowing(path: &Path, demuxers: &[&str]) {
-    let info = condense::media::probe::probe_allowing(path, demuxers).unwrap();
+    let info = condense_media::probe::probe_allowing(path, demuxers).unwrap();
     let v = info.video().unwrap();
     assert_eq!(v.bit_depth, Some(10), "{path:?}");
     assert_eq!(v.color_primaries.as_deref(), Some("bt2020"));
@@ -210,7 +211,7 @@ async fn each_rung_of_the_retry_ladder_runs_what_its_plan_says() {
     for plan in &plans[..2] {
         assert_eq!(plan.encoder, Encoder::HevcNvenc);
         let (end, events) = run(plan).await;
-        if condense::media::encoders::opens(Encoder::HevcNvenc) {
+        if condense_media::encoders::opens(Encoder::HevcNvenc) {
             assert_eq!(end, ChildEnd::Completed, "{events:?}");
         } else {
             match end {
@@ -236,12 +237,12 @@ async fn each_rung_of_the_retry_ladder_runs_what_its_plan_says() {
 #[test]
 fn hardware_decoding_gives_every_frame_in_system_memory_or_falls_back_to_the_cpu() {
     use condense::domain::encoding::Hardware;
-    use condense::media::decode::{main_video_index, open_decoder_on, to_system_memory};
+    use condense_media::decode::{main_video_index, open_decoder_on, to_system_memory};
     use rsmpeg::error::RsmpegError;
     let dir = tempfile::tempdir().unwrap();
     let src = clips::h264(dir.path(), "clip.mkv", "320x240", 2);
     for hardware in Hardware::ALL.iter().copied() {
-        let mut input = condense::media::probe::open_input(&src).unwrap();
+        let mut input = condense_media::probe::open_input(&src).unwrap();
         let vi = main_video_index(&input).unwrap();
         let (mut decoder, hardware_format) = open_decoder_on(&input, vi, hardware).unwrap();
         if hardware == Hardware::Cpu {
@@ -249,7 +250,7 @@ fn hardware_decoding_gives_every_frame_in_system_memory_or_falls_back_to_the_cpu
         }
         let (mut frames, mut eof) = (0, false);
         while !eof {
-            match condense::media::probe::read_packet(&mut input, "clip").unwrap() {
+            match condense_media::probe::read_packet(&mut input, "clip").unwrap() {
                 Some(packet) if packet.stream_index as usize == vi => decoder.send_packet(Some(&packet)).unwrap(),
                 Some(_) => continue,
                 None => {
@@ -264,7 +265,7 @@ fn hardware_decoding_gives_every_frame_in_system_memory_or_falls_back_to_the_cpu
                         assert_eq!((frame.width, frame.height), (320, 240), "{hardware}");
                         assert!(
                             Some(frame.format) != hardware_format
-                                && condense::media::probe::pix_fmt_depth(frame.format).unwrap_or(0) >= 8,
+                                && condense_media::probe::pix_fmt_depth(frame.format).unwrap_or(0) >= 8,
                             "{hardware}: format {} is not in system memory",
                             frame.format
                         );
@@ -673,7 +674,7 @@ fn a_video_shorter_than_its_audio_fails_verification() {
     let err = verify(&short, &src, &info, "hevc").expect_err("a short video passed verification");
     assert!(err.message.contains("frames"), "{err}");
     // The decode check alone: a point past the video's end does not land on its last frame.
-    let err = condense::media::verify::decode_at_points(&short, 5.0).expect_err("decoded past the end");
+    let err = condense_media::verify::decode_at_points(&short, 5.0).expect_err("decoded past the end");
     assert!(err.message.contains("no frame decodes at 50 %"), "{err}");
 }
 

@@ -346,7 +346,7 @@ async fn kill_9_of_the_server_mid_encode_then_restart_completes_the_job() {
         condense::repo::events::list(&db, job.id).await.unwrap().into_iter().map(|e| e.kind).collect();
     let orphaned = kinds.iter().position(|k| k == "orphaned").expect("an orphaned event");
     assert_eq!(&kinds[orphaned..orphaned + 2], ["orphaned", "started"], "{kinds:?}");
-    let info = condense::media::probe::probe(&source).unwrap();
+    let info = condense_media::probe::probe(&source).unwrap();
     assert_eq!(info.video().unwrap().codec, "hevc");
     assert!((info.duration_seconds.unwrap() - 8.0).abs() < 0.5);
 }

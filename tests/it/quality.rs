@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use condense::media::vmaf::{compare, VmafScore};
+use condense::media::quality::VmafScore;
+use condense_media::vmaf::compare;
 use serde_json::{json, Value};
 
 use crate::common::api::TestServer;

@@ -6,10 +6,10 @@
 use std::path::{Path, PathBuf};
 
 use condense::domain::job::FailureCode;
-use condense::media::child::{ChildEnd, Transcoder};
 use condense::media::plan::EncodePlan;
-use condense::media::probe::probe;
-use condense::media::verify::verify;
+use condense::media::transcoder::{ChildEnd, Transcoder};
+use condense_media::probe::probe;
+use condense_media::verify::verify;
 use rsmpeg::ffi;
 use serde_json::Value;
 

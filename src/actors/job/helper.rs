@@ -10,10 +10,10 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use super::{JobCommand, NodeEnv, STOP_BOUND};
-use crate::media::child::{ChildEnd, Transcoder};
 use crate::media::event::Event;
-use crate::media::helper::HelperRequest;
 use crate::media::layout::partial_dir_for;
+use crate::media::transcoder::HelperRequest;
+use crate::media::transcoder::{ChildEnd, Transcoder};
 use crate::repo::segments::SpanDone;
 
 const RENEW_EVERY: Duration = Duration::from_secs(3);

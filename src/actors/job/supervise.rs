@@ -11,8 +11,8 @@ use crate::actors::lifecycle::EventContext;
 use crate::domain::health::STALLED_AFTER_SECS;
 use crate::domain::job::{FailureCode, JobEvent};
 use crate::domain::quality;
-use crate::media::child::{ChildEnd, Transcoder};
 use crate::media::event::Event;
+use crate::media::transcoder::{ChildEnd, Transcoder};
 use crate::media::MediaError;
 use crate::repo::jobs::JobChange;
 

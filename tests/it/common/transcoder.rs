@@ -1,9 +1,9 @@
 //! The transcoder child (`condense-media transcode`, and a helper beside it) started from
 //! the test's process on a plan, its events collected.
 
-use condense::media::child::{ChildEnd, Transcoder};
 use condense::media::event::Event;
 use condense::media::plan::EncodePlan;
+use condense::media::transcoder::{ChildEnd, Transcoder};
 
 use super::server::media_binary;
 
@@ -32,8 +32,8 @@ pub async fn start_run(plan: &EncodePlan) -> (Transcoder, Vec<Event>) {
 }
 
 /// What a helper is asked to encode: span `span` of the run of `plan`, on one thread.
-fn helper_request(plan: &EncodePlan, span: u32) -> condense::media::helper::HelperRequest {
-    condense::media::helper::HelperRequest { partial_dir: plan.partial_dir.clone(), span, threads: 1 }
+fn helper_request(plan: &EncodePlan, span: u32) -> condense::media::transcoder::HelperRequest {
+    condense::media::transcoder::HelperRequest { partial_dir: plan.partial_dir.clone(), span, threads: 1 }
 }
 
 /// A helper started on span `span` of the run of `plan`, on one thread.

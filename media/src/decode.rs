@@ -9,12 +9,12 @@ use rsmpeg::error::RsmpegError;
 use rsmpeg::ffi;
 use rsmpeg::UnsafeDerefMut;
 
-use super::device;
-use super::error::from_rsmpeg;
-use super::hdr_metadata::NalFormat;
-use super::MediaError;
-use crate::domain::encoding::Hardware;
-use crate::domain::job::FailureCode;
+use crate::device;
+use crate::error::from_rsmpeg;
+use condense::domain::encoding::Hardware;
+use condense::domain::job::FailureCode;
+use condense::media::hdr_metadata::NalFormat;
+use condense::media::MediaError;
 
 /// How the packets of stream `index` frame their NAL units (for HEVC; see
 /// `media::hdr10plus`).

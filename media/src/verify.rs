@@ -9,11 +9,12 @@ use std::path::Path;
 use rsmpeg::error::RsmpegError;
 use rsmpeg::ffi;
 
-use super::decode::{main_video_index, open_decoder, stream_nal_format};
-use super::hdr_metadata::{self, NalFormat, RpuMode};
-use super::probe::{open_input, probe, read_packet, MediaInfo};
-use super::segment::packet_data;
-use super::MediaError;
+use crate::decode::{main_video_index, open_decoder, stream_nal_format};
+use crate::probe::{open_input, probe, read_packet};
+use crate::segment::packet_data;
+use condense::media::hdr_metadata::{self, NalFormat, RpuMode};
+use condense::media::info::MediaInfo;
+use condense::media::MediaError;
 
 /// Allowed difference of duration: 0.5 s or 1 %, whichever is larger.
 pub fn duration_tolerance(source_seconds: f64) -> f64 {
@@ -258,7 +259,7 @@ pub fn tally(path: &Path, rpu: Option<RpuMode>) -> Result<Vec<StreamTally>, Medi
         .into_iter()
         .map(|s| StreamTally {
             time_base: (s.time_base.num, s.time_base.den),
-            side_data: super::probe::side_data_of(&s).into_iter().filter(|(k, _)| KEPT_SIDE_DATA.contains(k)).collect(),
+            side_data: crate::probe::side_data_of(&s).into_iter().filter(|(k, _)| KEPT_SIDE_DATA.contains(k)).collect(),
             ..Default::default()
         })
         .collect();

@@ -8,34 +8,22 @@
 //! by exit. A helper that dies leaves no record; the run finds the claim free and encodes
 //! the span itself. See docs/ARCHITECTURE.md, "Segments".
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use serde::{Deserialize, Serialize};
-
-use super::event::{cpu_time_ms, Event};
-use super::layout::{self, PLAN_FILE};
-use super::manifest::{insert_in_order, inspect, keep_headers, sync_dir, write_durably, PartialState, Segment};
-use super::partial::{self, Claim};
-use super::plan::EncodePlan;
-use super::probe;
-use super::segment::CodecParams;
-use super::sessions::{run_sessions, Recorder, SessionMode};
-use super::span_record::{has_record, SpanRecord};
-use super::MediaError;
-use crate::domain::segments::{self, Sessions};
-
-/// What a helper child is asked (on stdin of `condense-media helper`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct HelperRequest {
-    #[serde(with = "crate::domain::path_bytes::lossless")]
-    pub partial_dir: PathBuf,
-    /// The planned span this helper was given (its row's lease, `repo::segments`).
-    pub span: u32,
-    /// The encoder threads this slot may use (0: the encoder's default).
-    pub threads: u32,
-}
+use crate::probe;
+use crate::sessions::{run_sessions, Recorder, SessionMode};
+use condense::domain::segments::{self, Sessions};
+use condense::media::codec_params::CodecParams;
+use condense::media::event::{cpu_time_ms, Event};
+use condense::media::layout::{self, PLAN_FILE};
+use condense::media::manifest::{
+    insert_in_order, inspect, keep_headers, sync_dir, write_durably, PartialState, Segment,
+};
+use condense::media::partial::{self, Claim};
+use condense::media::plan::EncodePlan;
+use condense::media::span_record::{has_record, SpanRecord};
+use condense::media::transcoder::HelperRequest;
+use condense::media::MediaError;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HelperEnd {

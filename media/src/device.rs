@@ -8,7 +8,7 @@ use rsmpeg::avutil::AVFrame;
 use rsmpeg::ffi;
 use rsmpeg::UnsafeDerefMut;
 
-use crate::domain::encoding::Hardware;
+use condense::domain::encoding::Hardware;
 
 /// The FFmpeg device type of the hardware an encoder runs on.
 pub fn device_type(hardware: Hardware) -> Option<ffi::AVHWDeviceType> {

@@ -12,19 +12,21 @@ use std::time::{Duration, Instant};
 use rsmpeg::error::RsmpegError;
 use rsmpeg::ffi;
 
-use super::decode::{main_video_index, open_decoder_on, stream_nal_format, to_system_memory};
-use super::error::from_rsmpeg;
-use super::event::Event;
-use super::hdr_metadata::{self, Carry, FrameMetadata};
-use super::manifest::{record_segment, Manifest, Segment};
-use super::plan::EncodePlan;
-use super::probe::{self, MediaInfo};
-use super::segment::{packet_data, CodecParams};
-use super::segment_writer::{SegmentWriter, VideoFormat};
-use super::{layout, partial, span_record, MediaError};
-use crate::domain::encoding::Hardware;
-use crate::domain::quality;
-use crate::domain::segments::{self, Span, SpanView};
+use crate::decode::{main_video_index, open_decoder_on, stream_nal_format, to_system_memory};
+use crate::error::from_rsmpeg;
+use crate::probe;
+use crate::segment::packet_data;
+use crate::segment_writer::{SegmentWriter, VideoFormat};
+use condense::domain::encoding::Hardware;
+use condense::domain::quality;
+use condense::domain::segments::{self, Span, SpanView};
+use condense::media::codec_params::CodecParams;
+use condense::media::event::Event;
+use condense::media::hdr_metadata::{self, Carry, FrameMetadata};
+use condense::media::info::MediaInfo;
+use condense::media::manifest::{record_segment, Manifest, Segment};
+use condense::media::plan::EncodePlan;
+use condense::media::{layout, partial, span_record, MediaError};
 
 /// Who runs the sessions: it decides how spans are taken, how segment files are named and
 /// what the progress reports judge.

@@ -10,49 +10,21 @@
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use serde::{Deserialize, Serialize};
-
-use super::decode::main_video_index;
-use super::event::Event;
-use super::layout;
-use super::manifest::{write_durably, Segment};
-use super::plan::{EncodePlan, QualitySearch};
-use super::probe::{open_input, read_packet, MediaInfo};
-use super::segment::CodecParams;
-use super::sessions::{run_sessions, Recorder, SessionMode};
-use super::vmaf::{score_pairs, window_span, Frames, VmafScore, Window};
-use super::MediaError;
-use crate::domain::encoding::{EncodeProfile, Encoder, RetryProfile};
-use crate::domain::quality::{self, Next, Probe};
-use crate::domain::segments::{Sessions, Span};
-
-/// What a search settled on, as kept in the partial folder.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SearchResult {
-    /// The plan searched for (before its quality was set) and what was asked: a result for
-    /// another plan or target is searched again.
-    pub plan_digest: String,
-    pub asked: QualitySearch,
-    pub quality: u32,
-    /// Whether `quality` reaches the target (else it is the best quality in range).
-    pub met: bool,
-    pub vmaf: VmafScore,
-    /// Encoded size of the samples at `quality`, in percent of their source bytes.
-    pub percent: f64,
-    pub predicted_size: u64,
-    /// Seconds the whole video would take to encode here, at the speed its samples took.
-    pub predicted_seconds: f64,
-    pub probes: Vec<Probe>,
-    pub samples: Vec<Window>,
-}
-
-impl SearchResult {
-    /// Whether the predicted size is past what the library keeps.
-    pub fn too_large(&self) -> bool {
-        self.percent > f64::from(self.asked.max_size_percent)
-    }
-}
+use crate::decode::main_video_index;
+use crate::probe::{open_input, read_packet};
+use crate::sessions::{run_sessions, Recorder, SessionMode};
+use crate::vmaf::{score_pairs, window_span, Frames};
+use condense::domain::encoding::{EncodeProfile, Encoder, RetryProfile};
+use condense::domain::quality::{self, Next, Probe};
+use condense::domain::segments::{Sessions, Span};
+use condense::media::codec_params::CodecParams;
+use condense::media::event::Event;
+use condense::media::info::MediaInfo;
+use condense::media::layout;
+use condense::media::manifest::{write_durably, Segment};
+use condense::media::plan::{EncodePlan, QualitySearch};
+use condense::media::quality::{SearchResult, VmafScore, Window};
+use condense::media::MediaError;
 
 /// The search's result for `plan`: the one kept in the partial folder when it was made for
 /// this plan and target, else a new search. None when a stop came first.
@@ -89,7 +61,7 @@ pub struct FileSearch {
 /// `work` (removed after).
 pub fn search_file(input: &Path, request: FileSearch, work: &Path) -> Result<SearchResult, MediaError> {
     let FileSearch { encoder, preset, start, fixed, asked, sessions } = request;
-    let info = super::probe::probe(input)?;
+    let info = crate::probe::probe(input)?;
     let profile = EncodeProfile {
         encoder,
         hardware_decode: false,
@@ -191,7 +163,7 @@ fn video_bytes(input: &Path, span: Span) -> Result<u64, MediaError> {
         .map_or(0, |s| (10.0 * f64::from(s.time_base.den) / f64::from(s.time_base.num.max(1))) as i64);
     if let Some(from) = span.from {
         // A failed seek reads from the start: slower, the same bytes.
-        super::probe::seek_before(&mut input, video, from);
+        crate::probe::seek_before(&mut input, video, from);
     }
     let mut bytes = 0u64;
     while let Some(packet) = read_packet(&mut input, "the source")? {

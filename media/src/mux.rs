@@ -12,15 +12,17 @@ use rsmpeg::avutil::AVDictionary;
 use rsmpeg::ffi;
 use rsmpeg::UnsafeDerefMut;
 
-use super::decode::main_video_index;
-use super::error::from_rsmpeg;
-use super::manifest::Manifest;
-use super::plan::EncodePlan;
-use super::probe::{open_input, side_data_of, HdrKind, MediaInfo};
-use super::segment::SegmentPackets;
-use super::verify::KEPT_SIDE_DATA;
-use super::MediaError;
-use crate::domain::job::FailureCode;
+use crate::decode::main_video_index;
+use crate::error::from_rsmpeg;
+use crate::probe::{open_input, side_data_of};
+use crate::segment::CodecParamsExt;
+use crate::segment::SegmentPackets;
+use crate::verify::KEPT_SIDE_DATA;
+use condense::domain::job::FailureCode;
+use condense::media::info::{HdrKind, MediaInfo};
+use condense::media::manifest::Manifest;
+use condense::media::plan::EncodePlan;
+use condense::media::MediaError;
 
 const fn mktag(a: u8, b: u8, c: u8, d: u8) -> u32 {
     (a as u32) | ((b as u32) << 8) | ((c as u32) << 16) | ((d as u32) << 24)
@@ -271,7 +273,7 @@ pub fn mux(plan: &EncodePlan, info: &MediaInfo, manifest: &Manifest, output_path
     loop {
         if next_other.is_none() && !source_done {
             loop {
-                match super::probe::read_packet(&mut source, "the source")? {
+                match crate::probe::read_packet(&mut source, "the source")? {
                     Some(p) => {
                         let idx = p.stream_index as usize;
                         if idx != vi && map.get(idx).copied().flatten().is_some() {

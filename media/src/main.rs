@@ -6,15 +6,15 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use condense::cli;
 use condense::config::{Cli, Command};
+use condense_media::cli;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match &cli.command {
-        Command::Transcode => condense::media::child::child_main(),
-        Command::Helper => condense::media::child::helper_main(),
-        Command::Media => condense::media::worker::child_main(),
+        Command::Transcode => condense_media::child::child_main(),
+        Command::Helper => condense_media::child::helper_main(),
+        Command::Media => condense_media::child::media_main(),
         Command::Probe { file } => cli::probe(file),
         Command::Vmaf { reference, distorted } => cli::vmaf(reference, distorted),
         Command::CrfSearch { .. } => cli::crf_search(&cli.command),

@@ -7,12 +7,11 @@
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::Path;
 
+use condense::media::codec_params::{hex, CodecParams};
+use condense::media::MediaError;
 use rsmpeg::avcodec::{AVCodecContext, AVCodecParameters, AVPacket};
 use rsmpeg::ffi;
 use rsmpeg::UnsafeDerefMut;
-use serde::{Deserialize, Serialize};
-
-use super::MediaError;
 
 const MAGIC: &[u8; 8] = b"CNDSEG1\n";
 
@@ -110,45 +109,16 @@ impl SegmentPackets {
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+/// FFmpeg's side of `CodecParams`: read off an open encoder, turned back into stream
+/// parameters for the mux.
+pub trait CodecParamsExt {
+    fn of(encoder: &AVCodecContext) -> Self;
+    fn time_base(&self) -> ffi::AVRational;
+    fn to_codecpar(&self) -> Result<AVCodecParameters, MediaError>;
 }
 
-fn unhex(text: &str) -> Option<Vec<u8>> {
-    (0..text.len()).step_by(2).map(|i| text.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok())).collect()
-}
-
-/// The encoder's stream parameters, kept in the manifest so the final mux can describe the
-/// video stream exactly (extradata holds the parameter sets: hvcC / av1C).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct CodecParams {
-    pub codec_id: u32,
-    pub width: i32,
-    pub height: i32,
-    pub format: i32,
-    pub profile: i32,
-    pub level: i32,
-    pub color_range: u32,
-    pub color_primaries: u32,
-    pub color_trc: u32,
-    pub color_space: u32,
-    pub chroma_location: u32,
-    pub sample_aspect_ratio: [i32; 2],
-    pub video_delay: i32,
-    pub extradata: String,
-    /// Time base of the packets in the segments.
-    pub time_base: [i32; 2],
-}
-
-impl CodecParams {
-    /// Whether segments with these headers join those with `other`'s: the same codec and the
-    /// same parameter sets (hvcC / av1C).
-    pub fn joins(&self, other: &CodecParams) -> bool {
-        self.codec_id == other.codec_id && self.extradata == other.extradata
-    }
-
-    pub fn of(encoder: &AVCodecContext) -> Self {
+impl CodecParamsExt for CodecParams {
+    fn of(encoder: &AVCodecContext) -> Self {
         let p = encoder.extract_codecpar();
         // SAFETY: extradata holds extradata_size bytes when not null.
         let extradata = unsafe {
@@ -177,12 +147,12 @@ impl CodecParams {
         }
     }
 
-    pub fn time_base(&self) -> ffi::AVRational {
+    fn time_base(&self) -> ffi::AVRational {
         ffi::AVRational { num: self.time_base[0], den: self.time_base[1] }
     }
 
-    pub fn to_codecpar(&self) -> Result<AVCodecParameters, MediaError> {
-        let extradata = unhex(&self.extradata).ok_or_else(|| MediaError::misc("bad extradata in the manifest"))?;
+    fn to_codecpar(&self) -> Result<AVCodecParameters, MediaError> {
+        let extradata = self.extradata_bytes().ok_or_else(|| MediaError::misc("bad extradata in the manifest"))?;
         let mut par = AVCodecParameters::new();
         // SAFETY: field writes on parameters we own; extradata is allocated with av_mallocz
         // plus FFmpeg's padding and freed by avcodec_parameters_free.
@@ -259,11 +229,5 @@ mod tests {
         assert!(reader.next_packet().is_err());
         std::fs::write(&path, b"garbage!").unwrap();
         assert!(SegmentPackets::open(&path).is_err());
-    }
-
-    #[test]
-    fn hex_round_trips() {
-        assert_eq!(unhex(&hex(&[0, 1, 254, 255])).unwrap(), [0, 1, 254, 255]);
-        assert!(unhex("zz").is_none());
     }
 }

@@ -1,25 +1,23 @@
-//! The transcoder runs in a child process (`condense-media transcode`, see `worker::binary`), so a
-//! crash in a decoder or encoder fails one job, never the node. The plan arrives on stdin;
+//! The transcoder seen from the node: it runs in a child process (`condense-media transcode`,
+//! see `worker::binary`; its side is the `condense-media` crate's `child`), so a crash in a
+//! decoder or encoder fails one job, never the node. The plan arrives on stdin;
 //! events leave as JSON lines on stdout; FFmpeg's log goes to stderr, whose last lines
 //! explain a failure. SIGTERM asks for a graceful stop (the segment in progress is finished
 //! and kept). The child dies with its parent (PR_SET_PDEATHSIG), so no orphaned encoder
 //! keeps writing after a node crash.
 
 use std::collections::VecDeque;
-use std::io::Write;
-use std::path::Path;
-use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Child;
 use tokio::sync::mpsc;
 
-use super::event::{Event, RunEnd};
-use super::helper::{self, HelperEnd, HelperRequest};
+use serde::{Deserialize, Serialize};
+
+use super::event::Event;
 use super::plan::EncodePlan;
-use super::transcode::transcode;
 use super::MediaError;
 use crate::domain::job::FailureCode;
 
@@ -34,74 +32,16 @@ pub const EXIT_NOTHING: u8 = 5;
 pub const EXIT_NOT_SMALLER: u8 = 6;
 const STDERR_LINES_KEPT: usize = 20;
 
-static STOP: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn request_stop(_: libc::c_int) {
-    STOP.store(true, Ordering::SeqCst);
-}
-
-fn child_setup() {
-    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-    unsafe {
-        libc::signal(libc::SIGTERM, request_stop as *const () as libc::sighandler_t);
-        libc::signal(libc::SIGINT, request_stop as *const () as libc::sighandler_t);
-        rsmpeg::ffi::av_log_set_level(rsmpeg::ffi::AV_LOG_ERROR as i32);
-    }
-}
-
-fn emit_line(event: Event) {
-    let mut stdout = std::io::stdout();
-    if let Ok(line) = serde_json::to_string(&event) {
-        let _ = writeln!(stdout, "{line}");
-        let _ = stdout.flush();
-    }
-}
-
-/// `condense-media helper`: a helper's main (see `media::helper`).
-pub fn helper_main() -> ExitCode {
-    child_setup();
-    let mut emit = emit_line;
-    let request: HelperRequest = match serde_json::from_reader(std::io::stdin()) {
-        Ok(r) => r,
-        Err(e) => {
-            emit(Event::Error { code: FailureCode::Miscellaneous, message: format!("bad request on stdin: {e}") });
-            return ExitCode::FAILURE;
-        }
-    };
-    match helper::run(&request, &STOP, &mut emit) {
-        Ok(HelperEnd::Finished) => ExitCode::SUCCESS,
-        Ok(HelperEnd::Paused) => ExitCode::from(EXIT_PAUSED),
-        Ok(HelperEnd::Nothing) => ExitCode::from(EXIT_NOTHING),
-        Err(e) => {
-            let e = super::worker::at_memory_limit(e);
-            emit(Event::Error { code: e.code, message: e.message });
-            ExitCode::FAILURE
-        }
-    }
-}
-
-/// `condense-media transcode`: the child's main.
-pub fn child_main() -> ExitCode {
-    child_setup();
-    let mut emit = emit_line;
-    let plan: EncodePlan = match serde_json::from_reader(std::io::stdin()) {
-        Ok(p) => p,
-        Err(e) => {
-            emit(Event::Error { code: FailureCode::Miscellaneous, message: format!("bad plan on stdin: {e}") });
-            return ExitCode::FAILURE;
-        }
-    };
-    match transcode(&plan, &STOP, &mut emit) {
-        Ok(RunEnd::Completed) => ExitCode::SUCCESS,
-        Ok(RunEnd::Paused) => ExitCode::from(EXIT_PAUSED),
-        Ok(RunEnd::Busy) => ExitCode::from(EXIT_BUSY),
-        Ok(RunEnd::NotSmaller) => ExitCode::from(EXIT_NOT_SMALLER),
-        Err(e) => {
-            let e = super::worker::at_memory_limit(e);
-            emit(Event::Error { code: e.code, message: e.message });
-            ExitCode::FAILURE
-        }
-    }
+/// What a helper child is asked (on stdin of `condense-media helper`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HelperRequest {
+    #[serde(with = "crate::domain::path_bytes::lossless")]
+    pub partial_dir: PathBuf,
+    /// The planned span this helper was given (its row's lease, `repo::segments`).
+    pub span: u32,
+    /// The encoder threads this slot may use (0: the encoder's default).
+    pub threads: u32,
 }
 
 /// How a transcoder child ended.
@@ -298,17 +238,6 @@ mod tests {
         match classify(Some(101), None, None, "") {
             ChildEnd::Failed(e) => assert_eq!(e.code, FailureCode::TranscoderCrashed),
             other => panic!("{other:?}"),
-        }
-    }
-
-    #[test]
-    fn a_helper_is_started_by_its_name_or_by_its_old_one() {
-        use crate::config::{Cli, Command};
-        use clap::Parser;
-        // A node built before helpers were called so everywhere starts `assist`.
-        for name in ["helper", "assist"] {
-            let cli = Cli::try_parse_from(["condense-media", name]).unwrap();
-            assert!(matches!(cli.command, Command::Helper), "{name}");
         }
     }
 }

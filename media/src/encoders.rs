@@ -7,8 +7,8 @@ use rsmpeg::avcodec::{AVCodec, AVCodecContext};
 use rsmpeg::ffi;
 use rsmpeg::UnsafeDerefMut;
 
-use super::device::DeviceFrames;
-use crate::domain::encoding::{Encoder, FrameInput, ENCODERS};
+use crate::device::DeviceFrames;
+use condense::domain::encoding::{Encoder, FrameInput, ENCODERS};
 
 /// Whether the encoder can be used here: present for software encoders, present and
 /// opening for a small picture for hardware ones (Quick Sync and VAAPI with a pool of

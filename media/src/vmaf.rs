@@ -15,49 +15,19 @@ use rsmpeg::avutil::AVFrame;
 use rsmpeg::error::RsmpegError;
 use rsmpeg::ffi;
 use rsmpeg::swscale::SwsContext;
-use serde::{Deserialize, Serialize};
 
-use super::decode::{main_video_index, open_decoder};
-use super::error::from_rsmpeg;
-use super::probe::{open_input, read_packet};
-use super::segment::{CodecParams, SegmentPackets};
-use super::MediaError;
-use crate::domain::segments::Span;
+use crate::decode::{main_video_index, open_decoder};
+use crate::error::from_rsmpeg;
+use crate::probe::{open_input, read_packet};
+use crate::segment::{CodecParamsExt, SegmentPackets};
+use condense::domain::segments::Span;
+use condense::media::codec_params::CodecParams;
+use condense::media::quality::{percentile_5, VmafScore, Window};
+use condense::media::MediaError;
 use rsmpeg::UnsafeDerefMut;
 
 /// The model every score here is made with (the one ab-av1 and FFmpeg's filter default to).
 pub const MODEL: &str = "vmaf_v0.6.1";
-
-/// A score over a run of frames: the mean and the 5th percentile of the per-frame scores
-/// (how bad the worst stretches are, which a mean hides).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct VmafScore {
-    pub mean: f64,
-    pub p5: f64,
-    pub frames: u32,
-}
-
-impl VmafScore {
-    /// The score of frames scored in parts (samples), each part weighted by its frames; the
-    /// 5th percentile of the whole is taken as the lowest of the parts' (conservative).
-    pub fn combine(parts: &[VmafScore]) -> Option<VmafScore> {
-        let frames: u32 = parts.iter().map(|p| p.frames).sum();
-        if frames == 0 {
-            return None;
-        }
-        let mean = parts.iter().map(|p| p.mean * f64::from(p.frames)).sum::<f64>() / f64::from(frames);
-        let p5 = parts.iter().map(|p| p.p5).fold(f64::INFINITY, f64::min);
-        Some(VmafScore { mean, p5, frames })
-    }
-}
-
-/// The 5th percentile of `scores` (nearest rank), or None when there are none.
-pub fn percentile_5(scores: &[f64]) -> Option<f64> {
-    let mut sorted = scores.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let rank = (sorted.len() as f64 * 0.05).ceil() as usize;
-    sorted.get(rank.saturating_sub(1)).copied()
-}
 
 /// What the frames are brought to before scoring: the reference's size, 4:2:0, its depth.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -265,13 +235,6 @@ impl Packets {
     }
 }
 
-/// A stretch of a video: `start` and `length` in seconds from its video stream's start.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Window {
-    pub start: f64,
-    pub length: f64,
-}
-
 /// The span of `window` in the timestamps of stream `video` of `input`; the whole video for
 /// a window that starts at 0 and reaches its end (`whole`).
 pub fn window_span(input: &AVFormatContextInput, video: usize, window: Window, whole: bool) -> Span {
@@ -306,7 +269,7 @@ impl Frames {
         let span = span_of(&input, video);
         if let Some(from) = span.from {
             // From the keyframe before the span: the frames before it are decoded and dropped.
-            let ret = super::probe::seek_before(&mut input, video, from);
+            let ret = crate::probe::seek_before(&mut input, video, from);
             if ret < 0 {
                 tracing::debug!(code = ret, "seek failed; decoding from the start");
             }
@@ -434,25 +397,4 @@ pub fn score_pairs(mut reference: Frames, mut distorted: Frames, threads: u32) -
         }
     }
     vmaf.finish()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_5th_percentile_is_the_nearest_rank() {
-        let scores: Vec<f64> = (1..=100).map(f64::from).collect();
-        assert_eq!(percentile_5(&scores), Some(5.0));
-        assert_eq!(percentile_5(&[90.0, 10.0]), Some(10.0));
-        assert_eq!(percentile_5(&[]), None);
-    }
-
-    #[test]
-    fn parts_combine_weighted_by_frames_with_the_lowest_percentile() {
-        let a = VmafScore { mean: 90.0, p5: 80.0, frames: 30 };
-        let b = VmafScore { mean: 100.0, p5: 95.0, frames: 10 };
-        assert_eq!(VmafScore::combine(&[a, b]), Some(VmafScore { mean: 92.5, p5: 80.0, frames: 40 }));
-        assert_eq!(VmafScore::combine(&[]), None);
-    }
 }

@@ -15,18 +15,19 @@ use rsmpeg::ffi;
 use rsmpeg::swscale::SwsContext;
 use rsmpeg::UnsafeDerefMut;
 
-use super::device::DeviceFrames;
-use super::encoder_options::{choose_pix_fmt, encoder_options, open_with_options};
-use super::error::from_rsmpeg;
-use super::hdr_metadata::{self, FrameMetadata};
-use super::manifest::Segment;
-use super::plan::EncodePlan;
-use super::probe::MediaInfo;
-use super::segment::{packet_data, CodecParams, SegmentFile};
-use super::MediaError;
-use crate::domain::encoding::FrameInput;
-use crate::domain::job::FailureCode;
-use crate::domain::segments::Span;
+use crate::device::DeviceFrames;
+use crate::encoder_options::{choose_pix_fmt, encoder_options, open_with_options};
+use crate::error::from_rsmpeg;
+use crate::segment::{packet_data, CodecParamsExt, SegmentFile};
+use condense::domain::encoding::FrameInput;
+use condense::domain::job::FailureCode;
+use condense::domain::segments::Span;
+use condense::media::codec_params::CodecParams;
+use condense::media::hdr_metadata::{self, FrameMetadata};
+use condense::media::info::MediaInfo;
+use condense::media::manifest::Segment;
+use condense::media::plan::EncodePlan;
+use condense::media::MediaError;
 
 /// Colour facts carried from the decoder to every segment's encoder.
 #[derive(Clone, Copy)]

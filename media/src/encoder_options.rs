@@ -9,10 +9,11 @@ use rsmpeg::avutil::AVDictionary;
 use rsmpeg::error::RsmpegError;
 use rsmpeg::ffi;
 
-use super::plan::EncodePlan;
-use super::probe::{self, MediaInfo};
-use super::MediaError;
-use crate::domain::encoding::Encoder;
+use crate::probe;
+use condense::domain::encoding::Encoder;
+use condense::media::info::MediaInfo;
+use condense::media::plan::EncodePlan;
+use condense::media::MediaError;
 
 /// Whether a pixel format halves its chroma both ways (4:2:0).
 fn is_420(fmt: i32) -> bool {
@@ -178,7 +179,7 @@ pub(crate) fn open_with_options(encoder: &mut AVCodecContext, options: AVDiction
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::media::probe::{ContentLight, HdrInfo, HdrKind};
+    use condense::media::info::{ContentLight, HdrInfo, HdrKind};
 
     /// An HDR10 source with its content light level and no streams (8 bits).
     fn hdr10_info() -> MediaInfo {
@@ -225,7 +226,7 @@ mod tests {
     /// SVT-AV1 without film grain or temporal filtering.
     #[test]
     fn the_cautious_rungs_turn_off_what_the_ladder_says_and_keep_hdr10() {
-        use crate::domain::encoding::{profile_for_attempt, EncodeSettings};
+        use condense::domain::encoding::{profile_for_attempt, EncodeSettings};
         let dir = tempfile::tempdir().unwrap();
         let input = dir.path().join("a.mkv");
         std::fs::write(&input, b"source").unwrap();
@@ -261,8 +262,8 @@ mod tests {
 
     #[test]
     fn every_encoder_gets_its_quality_preset_threads_and_hdr_options() {
-        use crate::domain::encoding::{profile_for_attempt, EncodeSettings, TargetCodec};
-        use crate::domain::segments::Sessions;
+        use condense::domain::encoding::{profile_for_attempt, EncodeSettings, TargetCodec};
+        use condense::domain::segments::Sessions;
         let dir = tempfile::tempdir().unwrap();
         let input = dir.path().join("a.mkv");
         std::fs::write(&input, b"source").unwrap();

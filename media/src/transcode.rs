@@ -14,16 +14,18 @@ use std::time::Instant;
 
 use rsmpeg::ffi;
 
-use super::decode::main_video_index;
-use super::event::{cpu_time_ms, Event, RunEnd};
-use super::manifest::{inspect, Manifest, PartialState, Run};
-use super::plan::EncodePlan;
-use super::probe::{self, MediaInfo};
-use super::sessions::{run_sessions, span_views, SessionMode};
-use super::{layout, mux, partial, span_record, MediaError};
-use crate::domain::job::FailureCode;
-use crate::domain::segments;
-use crate::host::disk;
+use crate::decode::main_video_index;
+use crate::mux;
+use crate::probe;
+use crate::sessions::{run_sessions, span_views, SessionMode};
+use condense::domain::job::FailureCode;
+use condense::domain::segments;
+use condense::host::disk;
+use condense::media::event::{cpu_time_ms, Event, RunEnd};
+use condense::media::info::MediaInfo;
+use condense::media::manifest::{inspect, Manifest, PartialState, Run};
+use condense::media::plan::EncodePlan;
+use condense::media::{layout, partial, span_record, MediaError};
 
 /// Runs (or continues) the encode described by `plan`.
 pub fn transcode(plan: &EncodePlan, stop: &AtomicBool, emit: &mut dyn FnMut(Event)) -> Result<RunEnd, MediaError> {
@@ -56,7 +58,7 @@ pub fn transcode(plan: &EncodePlan, stop: &AtomicBool, emit: &mut dyn FnMut(Even
     };
     // VMAF mode: the quality comes from the search (kept in the folder for a later run).
     let searched = match plan.search {
-        Some(asked) => match super::search::load_or_search(plan, asked, &info, stop, emit)? {
+        Some(asked) => match crate::search::load_or_search(plan, asked, &info, stop, emit)? {
             Some(result) => Some(result),
             None => return Ok(RunEnd::Paused),
         },
@@ -154,7 +156,7 @@ pub fn transcode(plan: &EncodePlan, stop: &AtomicBool, emit: &mut dyn FnMut(Even
     mux::mux(plan, &info, &manifest, &output)?;
     if let Some(result) = &searched {
         // What the output scores is a record, not a gate: a failure to score it is logged.
-        match super::search::measure(plan, result, &output) {
+        match crate::search::measure(plan, result, &output) {
             Ok(score) => emit(Event::Measured { mean: score.mean, p5: score.p5 }),
             Err(e) => tracing::warn!(error = %e.message, "the output's VMAF could not be measured"),
         }
