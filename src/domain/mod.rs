@@ -25,6 +25,7 @@ pub mod schedule;
 pub mod segments;
 pub mod session;
 pub mod stats;
+pub mod stream_rules;
 
 /// A string form of an enum was not one of its names.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -19,6 +19,7 @@ pub mod plan;
 pub mod quality;
 pub mod replace;
 pub mod span_record;
+pub mod stream_plan;
 pub mod transcoder;
 pub mod worker;
 

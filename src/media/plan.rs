@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::hdr_metadata;
 use super::info::{HdrKind, MediaInfo};
 use super::layout::{self, partial_dir_for};
+use super::stream_plan::StreamPlan;
 use super::MediaError;
 use crate::domain::encoding::{EncodeProfile, Encoder, RetryProfile};
 use crate::domain::job::FailureCode;
@@ -168,6 +169,11 @@ pub struct EncodePlan {
     /// (`domain::limits`; not part of the digest).
     #[serde(default)]
     pub frame_pixels: Option<u64>,
+    /// What becomes of every stream besides the video (the library's stream rules, see
+    /// `media::stream_plan`). None: every stream copied and the container kept, as before
+    /// stream rules existed (and in a plan from an older node).
+    #[serde(default)]
+    pub streams: Option<StreamPlan>,
 }
 
 /// What a VMAF-mode library asks of the search (see `domain::quality`).
@@ -222,6 +228,7 @@ impl EncodePlan {
                 .video()
                 .and_then(|v| Some(u64::from(v.width?).saturating_mul(u64::from(v.height?))))
                 .filter(|p| *p > 0),
+            streams: None,
         })
     }
 
