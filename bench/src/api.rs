@@ -70,6 +70,7 @@ pub async fn fill(url: &str, jobs: usize) -> Res<f64> {
             max_size_percent: 80,
             keep_dolby_vision: false,
             keep_modified_time: false,
+            stream_rules: Default::default(),
         },
     )
     .await

@@ -42,6 +42,7 @@ pub fn worker(args: &[String]) -> Res<()> {
                     max_size_percent: 80,
                     keep_dolby_vision: false,
                     keep_modified_time: false,
+                    stream_rules: Default::default(),
                 },
             )
             .await

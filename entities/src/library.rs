@@ -26,6 +26,9 @@ pub struct Model {
     pub keep_dolby_vision: bool,
     /// A replaced file keeps the original's modification time.
     pub keep_modified_time: bool,
+    /// JSON text of the library's `StreamRules` (issue 37); `{}` is every default.
+    #[sea_orm(column_type = "Text")]
+    pub stream_rules: String,
     /// Watch the paths for new files (in addition to scans).
     pub watch: bool,
     pub enabled: bool,

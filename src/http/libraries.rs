@@ -14,6 +14,7 @@ use crate::actors::scheduler::{Action, JobAction};
 use crate::domain::encoding::{Encoder, TargetCodec};
 use crate::domain::job::JobStatus;
 use crate::domain::quality::{self, QualityMode};
+use crate::domain::stream_rules::StreamRules;
 use crate::error::{AppError, ErrorBody};
 use crate::http::library_places::LibraryPlaces;
 use crate::http::state::AppState;
@@ -61,6 +62,9 @@ pub struct CreateLibrary {
     pub keep_dolby_vision: Option<bool>,
     /// Default false: a replaced file keeps the original's modification time.
     pub keep_modified_time: Option<bool>,
+    /// What each file becomes besides its video, and which files are left alone; absent
+    /// fields take their defaults (today's behaviour).
+    pub stream_rules: Option<StreamRules>,
     pub watch: Option<bool>,
     /// Default true; a disabled library is neither scanned nor watched.
     pub enabled: Option<bool>,
@@ -91,6 +95,9 @@ pub struct UpdateLibrary {
     pub max_size_percent: Option<i64>,
     pub keep_dolby_vision: Option<bool>,
     pub keep_modified_time: Option<bool>,
+    /// Replaces the whole set of rules (absent fields inside take their defaults); the next
+    /// attempt of every job uses them.
+    pub stream_rules: Option<StreamRules>,
     pub watch: Option<bool>,
     pub enabled: Option<bool>,
 }
@@ -212,6 +219,7 @@ pub async fn create(
         ),
         keep_dolby_vision: check_keep_dolby_vision(body.keep_dolby_vision.unwrap_or(false), codec)?,
         keep_modified_time: body.keep_modified_time.unwrap_or(false),
+        stream_rules: body.stream_rules.map(check_rules).transpose()?.unwrap_or_default(),
     };
     let mut library = repo::libraries::create(&state.db, new).await?;
     if body.enabled == Some(false) {
@@ -301,6 +309,7 @@ pub async fn update(
             codec,
         )?),
         keep_modified_time: body.keep_modified_time,
+        stream_rules: body.stream_rules.map(check_rules).transpose()?,
     };
     let library = repo::libraries::update(&state.db, id, patch).await?;
     state.runtime.libraries.do_send(Reload);
@@ -444,6 +453,12 @@ fn check_keep_dolby_vision(keep: bool, codec: TargetCodec) -> Result<bool, AppEr
         )));
     }
     Ok(keep)
+}
+
+/// The rules within their bounds; the message names the field (`streamRules.maxHeight`).
+fn check_rules(rules: StreamRules) -> Result<StreamRules, AppError> {
+    rules.check().map_err(|e| AppError::invalid(e.to_string()))?;
+    Ok(rules)
 }
 
 fn check_quality_mode(mode: &str) -> Result<QualityMode, AppError> {

@@ -14,6 +14,7 @@ use crate::domain::node::{NodeRole, NodeStatus};
 use crate::domain::quality::QualityMode;
 use crate::domain::schedule::{OnClose, Window};
 use crate::domain::stats::{self, QueueStats};
+use crate::domain::stream_rules::StreamRules;
 use crate::host::disk::DiskSpace;
 use crate::host::gpu::GpuInfo;
 use crate::host::memory_trend::MemorySample;
@@ -177,6 +178,8 @@ pub struct LibraryView {
     /// A replaced file keeps the original's modification time (its mode, owner and group
     /// are always kept).
     pub keep_modified_time: bool,
+    /// What each file becomes besides its video, and which files are left alone.
+    pub stream_rules: StreamRules,
     pub watch: bool,
     pub enabled: bool,
     pub created_at: DateTime<Utc>,
@@ -199,6 +202,7 @@ impl From<&library::Model> for LibraryView {
             max_size_percent: library.max_size_percent,
             keep_dolby_vision: library.keep_dolby_vision,
             keep_modified_time: library.keep_modified_time,
+            stream_rules: repo::libraries::rules_of(library),
             watch: library.watch,
             enabled: library.enabled,
             created_at: library.created_at,

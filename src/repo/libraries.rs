@@ -4,6 +4,7 @@ use entities::library::{self, ActiveModel, Column, Entity};
 use sea_orm::{ActiveModelTrait, ConnectionTrait, EntityTrait, QueryOrder, Set};
 
 use super::{now, RepoError, RepoResult};
+use crate::domain::stream_rules::StreamRules;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewLibrary {
@@ -19,6 +20,7 @@ pub struct NewLibrary {
     pub max_size_percent: i32,
     pub keep_dolby_vision: bool,
     pub keep_modified_time: bool,
+    pub stream_rules: StreamRules,
 }
 
 /// Fields to change; `None` keeps the current value.
@@ -37,10 +39,24 @@ pub struct LibraryPatch {
     pub max_size_percent: Option<i32>,
     pub keep_dolby_vision: Option<bool>,
     pub keep_modified_time: Option<bool>,
+    pub stream_rules: Option<StreamRules>,
 }
 
 pub fn paths_of(model: &library::Model) -> Vec<String> {
     serde_json::from_value(model.paths.clone()).unwrap_or_default()
+}
+
+/// The library's stream rules. Stored text that no longer reads (written by a newer
+/// version, or edited by hand) gives the defaults, today's behaviour, and a warning.
+pub fn rules_of(model: &library::Model) -> StreamRules {
+    serde_json::from_str(&model.stream_rules).unwrap_or_else(|error| {
+        tracing::warn!(library = model.id, %error, "unreadable stream rules: the defaults apply");
+        StreamRules::default()
+    })
+}
+
+fn rules_text(rules: &StreamRules) -> String {
+    serde_json::to_string(rules).unwrap_or_else(|_| "{}".to_string())
 }
 
 pub async fn create(db: &impl ConnectionTrait, new: NewLibrary) -> RepoResult<library::Model> {
@@ -60,6 +76,7 @@ pub async fn create(db: &impl ConnectionTrait, new: NewLibrary) -> RepoResult<li
         max_size_percent: Set(new.max_size_percent),
         keep_dolby_vision: Set(new.keep_dolby_vision),
         keep_modified_time: Set(new.keep_modified_time),
+        stream_rules: Set(rules_text(&new.stream_rules)),
         created_at: Set(at),
         updated_at: Set(at),
         last_scan_at: Set(None),
@@ -120,6 +137,9 @@ pub async fn update(db: &impl ConnectionTrait, id: i32, patch: LibraryPatch) -> 
     }
     if let Some(v) = patch.keep_modified_time {
         model.keep_modified_time = Set(v);
+    }
+    if let Some(v) = patch.stream_rules {
+        model.stream_rules = Set(rules_text(&v));
     }
     model.updated_at = Set(now());
     model

@@ -29,6 +29,7 @@ fn library(name: &str) -> NewLibrary {
         max_size_percent: 80,
         keep_dolby_vision: false,
         keep_modified_time: false,
+        stream_rules: Default::default(),
     }
 }
 

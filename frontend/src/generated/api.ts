@@ -1182,6 +1182,11 @@ export interface components {
             movieFile?: null | components["schemas"]["ArrFile"];
             series?: null | components["schemas"]["ArrFolder"];
         };
+        /**
+         * @description The audio codec converted tracks get (`copy`: none is converted).
+         * @enum {string}
+         */
+        AudioCodec: "copy" | "aac" | "opus" | "eac3";
         /** @description One change made through the API (GET /audit). */
         AuditEntryView: {
             apiKey?: null | components["schemas"]["AuditKeyView"];
@@ -1300,6 +1305,12 @@ export interface components {
              */
             waiting: number;
         };
+        /**
+         * @description The output's container: the source's own where the target codec fits it (`keep`), or
+         *     always Matroska or MP4.
+         * @enum {string}
+         */
+        ContainerRule: "keep" | "mkv" | "mp4";
         CpuView: {
             cores: number;
             /** Format: double */
@@ -1344,6 +1355,7 @@ export interface components {
              */
             quality?: number | null;
             qualityMode?: null | components["schemas"]["QualityMode"];
+            streamRules?: null | components["schemas"]["StreamRules"];
             /** @description Default: the codec of `encoder` when given, else hevc. */
             targetCodec?: string | null;
             /**
@@ -1840,6 +1852,8 @@ export interface components {
              *     predicted larger than `maxSizePercent` of it.
              */
             qualityMode: components["schemas"]["QualityMode"];
+            /** @description What each file becomes besides its video, and which files are left alone. */
+            streamRules: components["schemas"]["StreamRules"];
             targetCodec: components["schemas"]["TargetCodec"];
             /** Format: double */
             targetVmaf: number;
@@ -2351,6 +2365,74 @@ export interface components {
             /** Format: int64 */
             totalSavedBytes: number;
         };
+        /**
+         * @description A library's stream rules. The defaults keep today's behaviour: every stream copied, the
+         *     container kept, no file filtered out.
+         */
+        StreamRules: {
+            /**
+             * @description Add a stereo downmix for each kept language whose tracks all have more than 2 channels.
+             * @default false
+             */
+            addStereo: boolean;
+            /**
+             * Format: int32
+             * @description Bitrate per channel of converted audio, 16 to 512 kb/s; None: the codec's default.
+             * @default null
+             */
+            audioBitrateKbps: number | null;
+            /** @default copy */
+            audioCodec: components["schemas"]["AudioCodec"];
+            /** @description ISO 639-2 codes (three lower-case letters); empty keeps all. */
+            audioLanguages?: string[];
+            /** @description FFmpeg codec names converted to audioCodec; `pcm` matches every `pcm_*`. */
+            audioTranscode?: string[];
+            /** @default keep */
+            container: components["schemas"]["ContainerRule"];
+            /**
+             * @description Drop commentary and described tracks (disposition or title).
+             * @default false
+             */
+            dropCommentary: boolean;
+            /**
+             * @description Drop image subtitles (PGS, VobSub, DVB).
+             * @default false
+             */
+            dropImageSubtitles: boolean;
+            /**
+             * @description Drop tracks tagged `und` or untagged when `audio_languages` is set.
+             * @default false
+             */
+            dropUndetermined: boolean;
+            /**
+             * @description Keep the source track beside its converted one.
+             * @default false
+             */
+            keepOriginalAudio: boolean;
+            /**
+             * Format: int32
+             * @description Scale taller video down to this height, 144 to 4320; None keeps the size.
+             * @default null
+             */
+            maxHeight: number | null;
+            /**
+             * Format: int32
+             * @description Files whose bitrate, scaled to 1080p's pixel rate, is below this are SKIPPED; 0 to
+             *     1000000 kb/s.
+             * @default null
+             */
+            minBitrateKbps: number | null;
+            /**
+             * Format: int64
+             * @description Files smaller than this many MB (10^6 bytes) are SKIPPED at analysis; 0 to 10^7.
+             * @default null
+             */
+            minSizeMb: number | null;
+            /** @description Glob patterns relative to the library's root (`*` within a folder, `**` across). */
+            skipPaths?: string[];
+            /** @description ISO 639-2 codes (three lower-case letters); empty keeps all. */
+            subtitleLanguages?: string[];
+        };
         /** @description This node's machine. */
         SystemView: {
             cpu: components["schemas"]["CpuView"];
@@ -2471,6 +2553,7 @@ export interface components {
             /** Format: int64 */
             quality?: number | null;
             qualityMode?: null | components["schemas"]["QualityMode"];
+            streamRules?: null | components["schemas"]["StreamRules"];
             /** @description Default: the codec of `encoder` when given, else hevc. */
             targetCodec?: string | null;
             /** Format: double */
@@ -5136,8 +5219,10 @@ type ReadonlyArray<T> = [
 ] extends [
     unknown[]
 ] ? Readonly<Exclude<T, undefined>> : Readonly<Exclude<T, undefined>[]>;
+export const audioCodecValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["AudioCodec"]> = ["copy", "aac", "opus", "eac3"];
 export const checkNameValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["CheckName"]> = ["cpu", "memory", "database", "queue", "nodes"];
 export const connectionKindValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["ConnectionKind"]> = ["plex", "jellyfin", "emby", "sonarr", "radarr"];
+export const containerRuleValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["ContainerRule"]> = ["keep", "mkv", "mp4"];
 export const dayValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Day"]> = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"];
 export const encoderValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Encoder"]> = ["libx265", "hevc_nvenc", "hevc_qsv", "hevc_vaapi", "libsvtav1", "libaom-av1", "av1_nvenc", "av1_qsv", "av1_vaapi"];
 export const failureCategoryValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["FailureCategory"]> = ["corrupted_file", "disk_space", "codec_issues", "transcoder_errors", "permission", "timeout", "other"];

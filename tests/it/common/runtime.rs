@@ -32,6 +32,7 @@ pub fn library(path: &Path, watch: bool) -> NewLibrary {
         max_size_percent: 80,
         keep_dolby_vision: false,
         keep_modified_time: false,
+        stream_rules: Default::default(),
     }
 }
 

@@ -9,7 +9,8 @@ use crate::api_test_on_both_databases;
 use crate::common::api::{code, message, TestServer, PREFIXES};
 use crate::common::rows::node;
 
-const LIBRARY_FIELDS: [&str; 17] = [
+const LIBRARY_FIELDS: [&str; 18] = [
+    "streamRules",
     "qualityMode",
     "targetVmaf",
     "maxSizePercent",
@@ -159,6 +160,102 @@ async fn libraries_crud(server: &TestServer) {
     }
 }
 api_test_on_both_databases!(libraries_crud);
+
+/// The defaults of `streamRules`, as a new library shows them.
+fn default_rules() -> Value {
+    json!({
+        "audioLanguages": [], "dropUndetermined": false, "dropCommentary": false, "audioCodec": "copy",
+        "audioTranscode": ["dts", "truehd", "flac", "pcm"], "audioBitrateKbps": null, "keepOriginalAudio": false,
+        "addStereo": false, "subtitleLanguages": [], "dropImageSubtitles": false, "maxHeight": null,
+        "container": "keep", "minSizeMb": null, "minBitrateKbps": null, "skipPaths": [],
+    })
+}
+
+async fn stream_rules_round_trip(server: &TestServer) {
+    let token = server.login().await;
+    let token = Some(token.as_str());
+    let (_dir, paths) = media_dirs(&["films"]);
+    let (status, plain) = server.post("/libraries", token, &json!({"name": "Plain", "paths": [paths[0]]})).await;
+    assert_eq!(status, 201, "{plain}");
+    assert_eq!(plain["streamRules"], default_rules());
+
+    let rules = json!({
+        "audioLanguages": ["eng", "deu"], "dropUndetermined": true, "dropCommentary": true, "audioCodec": "aac",
+        "audioTranscode": ["dts", "pcm"], "audioBitrateKbps": 112, "keepOriginalAudio": true, "addStereo": true,
+        "subtitleLanguages": ["eng"], "dropImageSubtitles": true, "maxHeight": 720, "container": "mp4",
+        "minSizeMb": 50, "minBitrateKbps": 1500, "skipPaths": ["Extras/**", "**/*sample*"],
+    });
+    let (_dir2, paths2) = media_dirs(&["films"]);
+    let (status, ruled) =
+        server.post("/libraries", token, &json!({"name": "Ruled", "paths": [paths2[0]], "streamRules": rules})).await;
+    assert_eq!(status, 201, "{ruled}");
+    assert_eq!(ruled["streamRules"], rules);
+    let id = ruled["id"].as_i64().unwrap();
+    let (status, read) = server.get(&format!("/libraries/{id}"), token).await;
+    assert_eq!((status, &read["streamRules"]), (200, &rules));
+
+    // An update replaces the whole set; fields left out take their defaults.
+    let (status, updated) = server
+        .put(&format!("/libraries/{id}"), token, &json!({"streamRules": {"maxHeight": 1080, "container": "mkv"}}))
+        .await;
+    assert_eq!(status, 200, "{updated}");
+    let mut expected = default_rules();
+    expected["maxHeight"] = json!(1080);
+    expected["container"] = json!("mkv");
+    assert_eq!(updated["streamRules"], expected);
+    // Another field's update keeps the rules.
+    let (status, kept) = server.put(&format!("/libraries/{id}"), token, &json!({"watch": false})).await;
+    assert_eq!((status, &kept["streamRules"]), (200, &expected));
+    let (_, listed) = server.get("/libraries", token).await;
+    let listed = listed.as_array().unwrap().iter().find(|l| l["id"] == json!(id)).unwrap().clone();
+    assert_eq!(listed["streamRules"], expected);
+}
+api_test_on_both_databases!(stream_rules_round_trip);
+
+#[actix_web::test]
+async fn stream_rules_are_validated_with_the_field_named() {
+    let server = TestServer::sqlite().await;
+    let token = server.login().await;
+    let token = Some(token.as_str());
+    let (_dir, paths) = media_dirs(&["a"]);
+    let a = paths[0].clone();
+    let cases: Vec<(Value, &str)> = vec![
+        (json!({"audioLanguages": ["en"]}), "streamRules.audioLanguages[0]"),
+        (json!({"audioLanguages": ["eng", "Deu"]}), "streamRules.audioLanguages[1]"),
+        (json!({"subtitleLanguages": ["english"]}), "streamRules.subtitleLanguages[0]"),
+        (json!({"audioTranscode": ["DTS"]}), "streamRules.audioTranscode[0]"),
+        (json!({"audioBitrateKbps": 8}), "streamRules.audioBitrateKbps"),
+        (json!({"audioBitrateKbps": 1000}), "streamRules.audioBitrateKbps"),
+        (json!({"maxHeight": 100}), "streamRules.maxHeight"),
+        (json!({"maxHeight": 10000}), "streamRules.maxHeight"),
+        (json!({"minSizeMb": 20_000_000}), "streamRules.minSizeMb"),
+        (json!({"minBitrateKbps": 2_000_000}), "streamRules.minBitrateKbps"),
+        (json!({"skipPaths": ["Extras/[a-"]}), "streamRules.skipPaths[0]"),
+        (json!({"skipPaths": ["ok/*", "/abs/**"]}), "streamRules.skipPaths[1]"),
+    ];
+    for (rules, field) in &cases {
+        let body = json!({"name": "x", "paths": [a], "streamRules": rules});
+        let (status, reply) = server.post("/libraries", token, &body).await;
+        assert_eq!((status, code(&reply)), (422, "validation_failed"), "{body}: {reply}");
+        assert!(message(&reply).starts_with(field), "{body}: {reply}");
+    }
+    // Values of the wrong type are refused before any check.
+    for rules in [json!({"audioCodec": "mp3"}), json!({"container": "avi"}), json!({"maxHeight": "720"})] {
+        let (status, reply) =
+            server.post("/libraries", token, &json!({"name": "x", "paths": [a], "streamRules": rules})).await;
+        assert_eq!((status, code(&reply)), (422, "invalid_body"), "{rules}: {reply}");
+    }
+    let (status, made) = server.post("/libraries", token, &json!({"name": "x", "paths": [a]})).await;
+    assert_eq!(status, 201, "{made}");
+    let id = made["id"].as_i64().unwrap();
+    let (status, reply) =
+        server.put(&format!("/libraries/{id}"), token, &json!({"streamRules": {"maxHeight": 4321}})).await;
+    assert_eq!((status, code(&reply)), (422, "validation_failed"), "{reply}");
+    assert!(message(&reply).starts_with("streamRules.maxHeight"), "{reply}");
+    // Nothing was stored.
+    let (_, read) = server.get(&format!("/libraries/{id}"), token).await;
+    assert_eq!(read["streamRules"], default_rules());
+}
 
 #[actix_web::test]
 async fn library_fields_are_validated() {
