@@ -367,6 +367,39 @@ fn add_stereo(rules: &StreamRules, out: &mut Vec<PlannedStream>) {
     }
 }
 
+/// Why a file is left alone under the library's filters (`skipPaths`, `minSizeMb`,
+/// `minBitrateKbps`), naming the rule; None: it is encoded. `relative` is its path under the
+/// library's root.
+pub fn filtered_out(info: &MediaInfo, rules: &StreamRules, relative: &std::path::Path) -> Option<String> {
+    if let Some(pattern) = rules.skipped_by(relative) {
+        return Some(format!("skipPaths: {} matches {pattern:?}", relative.display()));
+    }
+    if let Some(min) = rules.min_size_mb {
+        if info.size_bytes < min.saturating_mul(1_000_000) {
+            let mb = info.size_bytes as f64 / 1e6;
+            return Some(format!("minSizeMb: {mb:.1} MB is under {min} MB"));
+        }
+    }
+    if let (Some(min), Some(kbps)) = (rules.min_bitrate_kbps, equivalent_kbps(info)) {
+        if kbps < f64::from(min) {
+            return Some(format!("minBitrateKbps: {kbps:.0} kb/s at 1080p's pixel rate is under {min} kb/s"));
+        }
+    }
+    None
+}
+
+/// The file's bitrate scaled to a 1920x1080 frame (a 720p file at 1000 kb/s counts as
+/// 2250): the container's bitrate, else its size over its duration. None where unknown.
+fn equivalent_kbps(info: &MediaInfo) -> Option<f64> {
+    let video = info.video()?;
+    let pixels = f64::from(video.width?) * f64::from(video.height?);
+    let bits_per_second = match info.bit_rate.filter(|b| *b > 0) {
+        Some(b) => b as f64,
+        None => info.size_bytes as f64 * 8.0 / info.duration_seconds.filter(|d| *d > 0.0)?,
+    };
+    (pixels > 0.0).then(|| bits_per_second / 1000.0 * (1920.0 * 1080.0) / pixels)
+}
+
 /// A stream as the source has it (fate and rule set by the caller).
 fn planned(s: &StreamInfo) -> PlannedStream {
     PlannedStream {
@@ -796,6 +829,36 @@ mod tests {
         let rules = StreamRules { drop_image_subtitles: true, ..StreamRules::default() };
         let fates: Vec<Fate> = plan_streams(&info, &rules, "mkv").streams.iter().map(|s| s.fate).collect();
         assert_eq!(fates, [Fate::Encode, Fate::Drop, Fate::Drop, Fate::Drop, Fate::Copy]);
+    }
+
+    #[test]
+    fn filters_name_the_rule_that_leaves_a_file_alone() {
+        let mut info = file(vec![video(0, 1280, 720)]);
+        info.size_bytes = 40_000_000;
+        info.bit_rate = Some(1_000_000);
+        let path = std::path::Path::new("Show/S01/e1.mkv");
+        assert_eq!(filtered_out(&info, &StreamRules::default(), path), None);
+        let rules = StreamRules { skip_paths: vec!["Show/**".into()], ..StreamRules::default() };
+        assert_eq!(
+            filtered_out(&info, &rules, path).as_deref(),
+            Some("skipPaths: Show/S01/e1.mkv matches \"Show/**\"")
+        );
+        let rules = StreamRules { min_size_mb: Some(50), ..StreamRules::default() };
+        assert_eq!(filtered_out(&info, &rules, path).as_deref(), Some("minSizeMb: 40.0 MB is under 50 MB"));
+        assert_eq!(filtered_out(&info, &StreamRules { min_size_mb: Some(40), ..rules }, path), None);
+        // 1000 kb/s at 720p is 2250 kb/s at 1080p's pixel rate.
+        let rules = StreamRules { min_bitrate_kbps: Some(2300), ..StreamRules::default() };
+        assert_eq!(
+            filtered_out(&info, &rules, path).as_deref(),
+            Some("minBitrateKbps: 2250 kb/s at 1080p's pixel rate is under 2300 kb/s")
+        );
+        assert_eq!(filtered_out(&info, &StreamRules { min_bitrate_kbps: Some(2250), ..rules.clone() }, path), None);
+        // Without a container bitrate, size over duration.
+        info.bit_rate = None;
+        info.duration_seconds = Some(320.0);
+        assert!(filtered_out(&info, &rules, path).is_some_and(|r| r.starts_with("minBitrateKbps: 2250")));
+        info.duration_seconds = None;
+        assert_eq!(filtered_out(&info, &rules, path), None, "unknown bitrate: not filtered");
     }
 
     #[test]

@@ -24,6 +24,7 @@ mod notify;
 mod process;
 mod quality;
 mod repo;
+mod rules;
 mod schedule;
 mod stats;
 mod streams;

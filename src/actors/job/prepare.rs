@@ -18,10 +18,11 @@ use crate::media::info::{HdrKind, MediaInfo};
 use crate::media::partial;
 use crate::media::plan::{decide, final_path, Decision, EncodePlan, QualitySearch, SourceIdentity};
 use crate::media::replace::{recover, swapped_on_record, Recovered};
+use crate::media::stream_plan::filtered_out;
 use crate::media::worker;
 use crate::media::MediaError;
 use crate::repo::jobs::JobChange;
-use crate::repo::libraries::paths_of;
+use crate::repo::libraries::{paths_of, rules_of};
 
 /// What the encode needs, as prepared.
 pub(super) struct Prepared {
@@ -125,6 +126,12 @@ impl Attempt {
             Ok(Decision::Encode) => None,
             Err(e) => return self.fail(e).await,
         };
+        // The library's filters (issue 37) leave a file alone unless it is forced.
+        let skip_reason = skip_reason.or_else(|| {
+            let rules = library.as_ref().map(rules_of).filter(|r| !r.is_default() && !job.forced)?;
+            let relative = roots.iter().find_map(|root| path.strip_prefix(root).ok())?;
+            filtered_out(&info, &rules, relative)
+        });
         let skip = skip_reason.is_some();
         // The rung of the retry ladder this attempt runs, and what it changed, go into the
         // history with the `encoding` event.
