@@ -5,7 +5,7 @@ use std::process::Command;
 
 /// The encoding profile of a first attempt with this encoder, quality and preset.
 pub fn profile(encoder: &str, quality: u32, preset: &str) -> condense::domain::encoding::EncodeProfile {
-    use condense::domain::encoding::{EncodeProfile, RetryProfile};
+    use condense::domain::encoding::{EncodeProfile, RateControl, RetryProfile};
     EncodeProfile {
         encoder: encoder.parse().unwrap(),
         hardware_decode: false,
@@ -14,6 +14,7 @@ pub fn profile(encoder: &str, quality: u32, preset: &str) -> condense::domain::e
         quality,
         cautious: false,
         retry_profile: RetryProfile::AsConfigured,
+        rate: RateControl::Crf,
     }
 }
 
