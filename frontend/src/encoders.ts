@@ -45,6 +45,10 @@ export function fitSettings(
   };
 }
 
+/** The encoders that run a library's two passes, and the bitrate's bounds (the server's `domain::encoding`). */
+export const TWO_PASS_ENCODERS: readonly string[] = ['libx265', 'hevc_nvenc'];
+export const TARGET_BITRATE_KBPS = { min: 50, max: 200000 } as const;
+
 /** A new library's settings: the defaults the server would give it. */
 export function defaultInput(catalog: EncoderCatalog): LibraryInput {
   const codec = catalog.defaultCodec;
@@ -62,6 +66,8 @@ export function defaultInput(catalog: EncoderCatalog): LibraryInput {
     maxSizePercent: 80,
     keepDolbyVision: false,
     keepModifiedTime: false,
+    rateControl: 'crf',
+    targetBitrateKbps: null,
     watch: true,
     enabled: true,
   };
@@ -76,7 +82,7 @@ export function qualityError(encoder: EncoderInfo, quality: number): string | nu
 }
 
 export type LibraryErrors = Partial<
-  Record<'name' | 'paths' | 'encoder' | 'quality' | 'preset' | 'targetVmaf' | 'maxSizePercent', string>
+  Record<'name' | 'paths' | 'encoder' | 'quality' | 'preset' | 'targetVmaf' | 'maxSizePercent' | 'rateControl' | 'targetBitrateKbps', string>
 >;
 
 /** Field errors of a library form; empty when it can be sent. `offered`: the encoders the form lists. */
@@ -98,6 +104,17 @@ export function validateLibrary(input: LibraryInput, catalog: EncoderCatalog, of
   if (quality) errors.quality = quality;
   if (encoder.presets.length > 0 && !encoder.presets.includes(input.preset)) {
     errors.preset = `Choose one of ${encoder.name}’s presets.`;
+  }
+  if (input.rateControl === 'twoPass') {
+    const kbps = input.targetBitrateKbps;
+    if (kbps == null || !Number.isInteger(kbps) || kbps < TARGET_BITRATE_KBPS.min || kbps > TARGET_BITRATE_KBPS.max) {
+      errors.targetBitrateKbps = `The target bitrate must be a whole number of kbit/s from ${TARGET_BITRATE_KBPS.min} to ${TARGET_BITRATE_KBPS.max}.`;
+    }
+    if (!TWO_PASS_ENCODERS.includes(input.encoder)) {
+      errors.rateControl = 'Two passes run on libx265 and hevc_nvenc only (FFmpeg 5.1 has no two-pass SVT-AV1).';
+    } else if (input.qualityMode === 'vmaf') {
+      errors.rateControl = 'Two passes target a bitrate; the VMAF mode searches a CRF. Choose one.';
+    }
   }
   if (input.qualityMode === 'vmaf') {
     if (!(input.targetVmaf >= 80 && input.targetVmaf <= 99)) errors.targetVmaf = 'Target VMAF must be from 80 to 99.';
