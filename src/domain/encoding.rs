@@ -495,6 +495,22 @@ named_enum!(
 pub const TARGET_BITRATE_KBPS_MIN: u32 = 50;
 pub const TARGET_BITRATE_KBPS_MAX: u32 = 200_000;
 
+/// What an encoder that runs two passes takes, as `GET /encoders` serves it: the bounds of
+/// `targetBitrateKbps`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TwoPassRange {
+    pub min_kbps: u32,
+    pub max_kbps: u32,
+}
+
+impl EncoderProfile {
+    /// The bitrates of a two-pass library of this encoder; none where it runs no two passes.
+    pub fn two_pass_range(&self) -> Option<TwoPassRange> {
+        self.two_pass.map(|_| TwoPassRange { min_kbps: TARGET_BITRATE_KBPS_MIN, max_kbps: TARGET_BITRATE_KBPS_MAX })
+    }
+}
+
 /// How an encoder runs two passes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TwoPassKind {

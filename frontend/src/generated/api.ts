@@ -1442,6 +1442,7 @@ export interface components {
             presets: string[];
             /** @description CRF or constant quality: lower keeps more detail. */
             quality: components["schemas"]["QualityRange"];
+            twoPass?: null | components["schemas"]["TwoPassRange"];
             /**
              * @description Why it is not available (null when it is): the hardware it needs that no node that
              *     is up has, or that only OFFLINE nodes run it.
@@ -2486,6 +2487,16 @@ export interface components {
             tier?: null | components["schemas"]["Tier"];
             /** @description Whether the trial was started: it cannot be started again, even after it ended. */
             used: boolean;
+        };
+        /**
+         * @description What an encoder that runs two passes takes, as `GET /encoders` serves it: the bounds of
+         *     `targetBitrateKbps`.
+         */
+        TwoPassRange: {
+            /** Format: int32 */
+            maxKbps: number;
+            /** Format: int32 */
+            minKbps: number;
         };
         /** @description Any subset of the fields; absent or null keeps the current value. */
         UpdateLibrary: {
