@@ -45,10 +45,6 @@ export function fitSettings(
   };
 }
 
-/** The encoders that run a library's two passes, and the bitrate's bounds (the server's `domain::encoding`). */
-export const TWO_PASS_ENCODERS: readonly string[] = ['libx265', 'hevc_nvenc'];
-export const TARGET_BITRATE_KBPS = { min: 50, max: 200000 } as const;
-
 /** A new library's settings: the defaults the server would give it. */
 export function defaultInput(catalog: EncoderCatalog): LibraryInput {
   const codec = catalog.defaultCodec;
@@ -106,14 +102,18 @@ export function validateLibrary(input: LibraryInput, catalog: EncoderCatalog, of
     errors.preset = `Choose one of ${encoder.name}’s presets.`;
   }
   if (input.rateControl === 'twoPass') {
+    // Which encoders run two passes, and the bitrate's bounds, as GET /encoders serves them.
+    const range = encoder.twoPass;
     const kbps = input.targetBitrateKbps;
-    if (kbps == null || !Number.isInteger(kbps) || kbps < TARGET_BITRATE_KBPS.min || kbps > TARGET_BITRATE_KBPS.max) {
-      errors.targetBitrateKbps = `The target bitrate must be a whole number of kbit/s from ${TARGET_BITRATE_KBPS.min} to ${TARGET_BITRATE_KBPS.max}.`;
-    }
-    if (!TWO_PASS_ENCODERS.includes(input.encoder)) {
-      errors.rateControl = 'Two passes run on libx265 and hevc_nvenc only (FFmpeg 5.1 has no two-pass SVT-AV1).';
-    } else if (input.qualityMode === 'vmaf') {
-      errors.rateControl = 'Two passes target a bitrate; the VMAF mode searches a CRF. Choose one.';
+    if (!range) {
+      errors.rateControl = `${encoder.name} runs no two passes (libx265 and hevc_nvenc do; FFmpeg 5.1 has no two-pass SVT-AV1).`;
+    } else {
+      if (kbps == null || !Number.isInteger(kbps) || kbps < range.minKbps || kbps > range.maxKbps) {
+        errors.targetBitrateKbps = `The target bitrate must be a whole number of kbit/s from ${range.minKbps} to ${range.maxKbps}.`;
+      }
+      if (input.qualityMode === 'vmaf') {
+        errors.rateControl = 'Two passes target a bitrate; the VMAF mode searches a CRF. Choose one.';
+      }
     }
   }
   if (input.qualityMode === 'vmaf') {

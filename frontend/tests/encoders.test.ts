@@ -78,6 +78,8 @@ describe('validateLibrary', () => {
       'hevc_nvenc',
     ]);
     expect(vmaf.rateControl).toMatch(/VMAF/);
+    const av1 = { ...valid, targetCodec: 'av1' as const, encoder: 'libsvtav1', preset: '8', rateControl: 'twoPass' as const };
+    expect(validateLibrary({ ...av1, targetBitrateKbps: 900 }, served, ['libsvtav1']).rateControl).toMatch(/no two passes/);
     // A bitrate kept while CRF is chosen is not judged.
     expect(validateLibrary({ ...valid, targetBitrateKbps: 5 }, served, ['hevc_nvenc'])).toEqual({});
   });

@@ -9,7 +9,6 @@ import {
   encoderInfo,
   fitSettings,
   preferredEncoder,
-  TARGET_BITRATE_KBPS,
   validateLibrary,
   type EncoderCatalog,
   type LibraryErrors,
@@ -477,8 +476,8 @@ function LibraryForm({
             <input
               type="number"
               inputMode="numeric"
-              min={TARGET_BITRATE_KBPS.min}
-              max={TARGET_BITRATE_KBPS.max}
+              min={encoder?.twoPass?.minKbps}
+              max={encoder?.twoPass?.maxKbps}
               step={1}
               value={input.targetBitrateKbps ?? ''}
               aria-invalid={errors.targetBitrateKbps ? true : undefined}
