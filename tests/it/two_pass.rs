@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 use crate::common::api::{message, TestServer};
 use crate::common::db::TestDb;
 use crate::common::media as clips;
+use crate::common::server::own_children;
 
 /// The job's `pass` events, as (pass, restarted), in the order they were recorded.
 fn passes(job: &Value) -> Vec<(i64, bool)> {
@@ -90,6 +91,38 @@ async fn a_pause_in_the_first_pass_restarts_it_on_resume() {
     let resumed_at = order.iter().position(|k| k == "resumed").unwrap();
     let second_first_pass = order.iter().enumerate().filter(|(_, k)| *k == "pass").nth(1).unwrap().0;
     assert!(resumed_at < second_first_pass, "{order:?}");
+    assert_eq!(codec_of(&source), "hevc");
+    server.finish().await;
+}
+
+#[actix_web::test]
+async fn a_transcoder_killed_in_the_first_pass_runs_it_again() {
+    let server = TestServer::start_throttled(TestDb::sqlite().await, 25).await;
+    let token = server.login().await;
+    let dir = tempfile::tempdir().unwrap();
+    let source = clips::h264(dir.path(), "a.mkv", "320x240", 8);
+    let library =
+        server.library_with(&token, dir.path(), json!({"rateControl": "twoPass", "targetBitrateKbps": 300})).await;
+    server.scan(&token, library).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let id = loop {
+        let job = server.the_job_once(&token, &["ENCODING", "ANALYZING", "QUEUED"]).await;
+        if job["encodePass"] == 1 && job["progress"].as_f64().unwrap_or(0.0) > 0.0 {
+            break job["id"].as_i64().unwrap();
+        }
+        assert!(Instant::now() < deadline, "the first pass never showed: {job}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let children = own_children(b"transcode");
+    assert_eq!(children.len(), 1, "{children:?}");
+    // SAFETY: a signal to a child of this test (the server's transcoder).
+    unsafe { libc::kill(children[0], libc::SIGKILL) };
+
+    // The attempt fails and its retry runs the first pass again from its start.
+    let done = server.wait_for(&token, id, &["COMPLETED", "FAILED"]).await;
+    assert_eq!(done["status"], "COMPLETED", "{done}");
+    assert_eq!(done["retryCount"], 1, "{done}");
+    assert_eq!(passes(&done), [(1, false), (1, true), (2, false)], "{:?}", kinds(&done));
     assert_eq!(codec_of(&source), "hevc");
     server.finish().await;
 }
