@@ -70,6 +70,8 @@ pub async fn fill(url: &str, jobs: usize) -> Res<f64> {
             max_size_percent: 80,
             keep_dolby_vision: false,
             keep_modified_time: false,
+            rate_control: "crf".into(),
+            target_bitrate_kbps: None,
         },
     )
     .await

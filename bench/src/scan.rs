@@ -42,6 +42,8 @@ pub fn worker(args: &[String]) -> Res<()> {
                     max_size_percent: 80,
                     keep_dolby_vision: false,
                     keep_modified_time: false,
+                    rate_control: "crf".into(),
+                    target_bitrate_kbps: None,
                 },
             )
             .await

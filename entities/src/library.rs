@@ -26,6 +26,10 @@ pub struct Model {
     pub keep_dolby_vision: bool,
     /// A replaced file keeps the original's modification time.
     pub keep_modified_time: bool,
+    /// "crf" (the fixed `quality`, or the searched one) or "twoPass" (two passes to
+    /// `target_bitrate_kbps`).
+    pub rate_control: String,
+    pub target_bitrate_kbps: Option<i32>,
     /// Watch the paths for new files (in addition to scans).
     pub watch: bool,
     pub enabled: bool,

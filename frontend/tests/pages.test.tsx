@@ -97,6 +97,8 @@ const library: Library = {
   maxSizePercent: 80,
   keepDolbyVision: false,
   keepModifiedTime: false,
+  rateControl: 'crf',
+  targetBitrateKbps: null,
   watch: true,
   enabled: true,
   createdAt: '2024-05-01T00:00:00Z',
@@ -470,6 +472,14 @@ describe('dashboard pages', () => {
     await vi.waitFor(() => expect(text()).toContain('Chosen CRF'));
     expect(text()).toContain('VMAF95.44 (5th percentile 94.10)');
     expect(text()).toContain('Predicted size');
+  });
+
+  it('shows which pass a two-pass encode is in', async () => {
+    const running = job(6, { fileName: 'two-pass.mkv', status: 'ENCODING', stage: 'ENCODING', progress: 40, encodePass: 1 });
+    override = (method, path) =>
+      method === 'GET' && path.split('?')[0] === '/api/jobs/6' ? { status: 200, body: { ...running, events: [] } } : undefined;
+    await mount('#/jobs/6');
+    await vi.waitFor(() => expect(text()).toContain('Pass1 of 2 (statistics)'));
   });
 
   it('shows a job with its event history', async () => {

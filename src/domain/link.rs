@@ -36,6 +36,7 @@ pub enum JobField {
     PredictedSize,
     Vmaf,
     VmafP5,
+    EncodePass,
 }
 
 impl JobField {
@@ -66,6 +67,7 @@ impl JobField {
         JobField::PredictedSize,
         JobField::Vmaf,
         JobField::VmafP5,
+        JobField::EncodePass,
     ];
 
     /// The field's name on the wire (the link's JSON), for the refusal's words.
@@ -97,6 +99,7 @@ impl JobField {
             JobField::PredictedSize => "predictedSize",
             JobField::Vmaf => "vmaf",
             JobField::VmafP5 => "vmafP5",
+            JobField::EncodePass => "encodePass",
         }
     }
 }

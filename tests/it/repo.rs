@@ -29,6 +29,8 @@ fn library(name: &str) -> NewLibrary {
         max_size_percent: 80,
         keep_dolby_vision: false,
         keep_modified_time: false,
+        rate_control: "crf".into(),
+        target_bitrate_kbps: None,
     }
 }
 

@@ -32,6 +32,8 @@ pub fn library(path: &Path, watch: bool) -> NewLibrary {
         max_size_percent: 80,
         keep_dolby_vision: false,
         keep_modified_time: false,
+        rate_control: "crf".into(),
+        target_bitrate_kbps: None,
     }
 }
 

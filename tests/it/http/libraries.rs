@@ -9,7 +9,9 @@ use crate::api_test_on_both_databases;
 use crate::common::api::{code, message, TestServer, PREFIXES};
 use crate::common::rows::node;
 
-const LIBRARY_FIELDS: [&str; 17] = [
+const LIBRARY_FIELDS: [&str; 19] = [
+    "rateControl",
+    "targetBitrateKbps",
     "qualityMode",
     "targetVmaf",
     "maxSizePercent",
