@@ -149,7 +149,10 @@ pub fn node_may_apply(event: &JobEvent) -> bool {
         | JobEvent::Force
         | JobEvent::Orphaned { .. }
         | JobEvent::SourceChanged
-        | JobEvent::SkipProbed => false,
+        | JobEvent::SkipProbed
+        | JobEvent::Probe
+        | JobEvent::Probed
+        | JobEvent::ProbeInterrupted => false,
     }
 }
 
@@ -176,6 +179,9 @@ mod tests {
             JobEvent::NotSmaller,
             JobEvent::SourceChanged,
             JobEvent::SkipProbed,
+            JobEvent::Probe,
+            JobEvent::Probed,
+            JobEvent::ProbeInterrupted,
         ];
         for code in FailureCode::ALL {
             events.push(JobEvent::Fail { code: *code, resumable: true });

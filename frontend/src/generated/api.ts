@@ -2160,7 +2160,7 @@ export interface components {
         QueueStats: {
             /**
              * Format: int64
-             * @description ANALYZING + ENCODING: work in progress right now.
+             * @description ANALYZING + ENCODING jobs a node holds: work in progress right now.
              */
             activeWorkers: number;
             /** Format: int64 */
