@@ -2674,8 +2674,9 @@ export interface operations {
                 /** @description 1 to 1,000,000. */
                 page?: number;
                 pageSize?: number;
-                /** @description Only this user's entries. */
                 user?: string;
+                key?: string;
+                action?: string;
             };
             header?: never;
             path?: never;
