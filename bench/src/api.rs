@@ -96,6 +96,8 @@ pub async fn fill(url: &str, jobs: usize) -> Res<f64> {
     if queued != jobs as u64 {
         return Err(format!("register_batch queued {queued} jobs of {jobs}"));
     }
+    // Found files are PENDING until the probe after a scan; these stand for probed ones.
+    db.execute_unprepared("UPDATE jobs SET status = 'QUEUED', queued_at = created_at").await.ctx("queueing")?;
     // Every job with the facts the probe after a scan records (a real clip's probe, about
     // 2 KB of JSON a row), as a library the service has scanned holds them.
     let clip_dir = TempDir::new(&std::env::temp_dir(), "api-clip")?;

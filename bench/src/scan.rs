@@ -1,5 +1,5 @@
 //! Library scan: a tree of many files (hard links to a few small clips, in nested folders)
-//! found and registered as QUEUED jobs by `condense::actors::library::scan` on a fresh
+//! found and registered as PENDING jobs by `condense::actors::library::scan` on a fresh
 //! database, in a child process of its own so that its peak memory (VmHWM) is the scan's.
 
 use std::path::Path;
@@ -171,8 +171,8 @@ pub async fn run(cfg: &Config, report: &mut Report) -> Res<()> {
     };
     let line = |backend: &str, o: &Outcome| {
         format!(
-            "- **{backend}**: {:.2} s for {} files ({:.0} files/s), {} jobs QUEUED with their `created` and \
-             `queued` events; peak memory {} (the worker process, of which {} at its start: the binary and \
+            "- **{backend}**: {:.2} s for {} files ({:.0} files/s), {} jobs PENDING with their `created` \
+             events; peak memory {} (the worker process, of which {} at its start: the binary and \
              its shared libraries).\n",
             o.seconds,
             thousands(o.found),
@@ -188,7 +188,7 @@ pub async fn run(cfg: &Config, report: &mut Report) -> Res<()> {
          `condense::actors::library::scan` (what `POST /libraries/{{id}}/scan` and a library's start run) \
          on a fresh, migrated database with one library: the walk (no link to a folder followed, hidden and \
          service files skipped, `lstat` of each file) and `repo::jobs::register_batch` (one transaction: \
-         the jobs inserted PENDING in chunks of 500, a `created` and a `queued` event each, then QUEUED). \
+         the jobs inserted PENDING in chunks of 500, a `created` event each, for the probe to queue). \
          It runs in a child process of the benchmark (`condense-bench scan-worker scan URL ROOT`) whose \
          VmHWM is read at its end.\n\n\
          **Not probed**: the service does not probe at scan time; each file is probed when its job reaches \

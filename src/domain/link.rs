@@ -152,7 +152,10 @@ pub fn node_may_apply(event: &JobEvent) -> bool {
         | JobEvent::Force
         | JobEvent::Orphaned { .. }
         | JobEvent::SourceChanged
-        | JobEvent::SkipProbed => false,
+        | JobEvent::SkipProbed
+        | JobEvent::Probe
+        | JobEvent::Probed
+        | JobEvent::ProbeInterrupted => false,
     }
 }
 
@@ -179,6 +182,9 @@ mod tests {
             JobEvent::NotSmaller,
             JobEvent::SourceChanged,
             JobEvent::SkipProbed,
+            JobEvent::Probe,
+            JobEvent::Probed,
+            JobEvent::ProbeInterrupted,
         ];
         for code in FailureCode::ALL {
             events.push(JobEvent::Fail { code: *code, resumable: true });

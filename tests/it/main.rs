@@ -8,6 +8,7 @@ mod cluster;
 mod common;
 mod containment;
 mod contract;
+mod counts;
 mod faults;
 mod feed;
 mod fidelity;

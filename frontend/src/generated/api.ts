@@ -2191,7 +2191,7 @@ export interface components {
         QueueStats: {
             /**
              * Format: int64
-             * @description ANALYZING + ENCODING: work in progress right now.
+             * @description ANALYZING + ENCODING jobs a node holds: work in progress right now.
              */
             activeWorkers: number;
             /** Format: int64 */
@@ -2720,8 +2720,9 @@ export interface operations {
                 /** @description 1 to 1,000,000. */
                 page?: number;
                 pageSize?: number;
-                /** @description Only this user's entries. */
                 user?: string;
+                key?: string;
+                action?: string;
             };
             header?: never;
             path?: never;
