@@ -25,29 +25,7 @@ pub fn worker(args: &[String]) -> Res<()> {
             json!({"seconds": started.elapsed().as_secs_f64(), "found": files.len(), "queued": 0})
         }
         "scan" => actix_web::rt::System::new().block_on(async {
-            let db = condense::repo::connect(url).await.ctx("connecting")?;
-            condense::repo::migrate(&db).await.ctx("migrating")?;
-            let library = condense::repo::libraries::create(
-                &db,
-                condense::repo::libraries::NewLibrary {
-                    name: "bench".into(),
-                    paths: vec![root.clone()],
-                    target_codec: "hevc".into(),
-                    encoder: "libx265".into(),
-                    quality: 28,
-                    preset: "medium".into(),
-                    watch: false,
-                    quality_mode: "crf".into(),
-                    target_vmaf: 95.0,
-                    max_size_percent: 80,
-                    keep_dolby_vision: false,
-                    keep_modified_time: false,
-                    rate_control: "crf".into(),
-                    target_bitrate_kbps: None,
-                },
-            )
-            .await
-            .ctx("creating the library")?;
+            let (db, library) = bench_library(url, root).await?;
             let started = Instant::now();
             // An unwatched library: no settle time applies.
             let (report, _) =
@@ -116,6 +94,35 @@ pub async fn postgres_schema(base: &str, name: &str) -> Option<(sea_orm::Databas
     let sep = if base.contains('?') { '&' } else { '?' };
     let url = format!("{base}{sep}options=-c%20search_path%3D{schema}");
     Some((admin, schema, url))
+}
+
+/// A migrated database at `url` with the one library the benchmarks use: HEVC at libx265's
+/// defaults, unwatched (so no settle time applies), on `path`.
+pub async fn bench_library(url: &str, path: &str) -> Res<(sea_orm::DatabaseConnection, entities::library::Model)> {
+    let db = condense::repo::connect(url).await.ctx("connecting")?;
+    condense::repo::migrate(&db).await.ctx("migrating")?;
+    let library = condense::repo::libraries::create(
+        &db,
+        condense::repo::libraries::NewLibrary {
+            name: "bench".into(),
+            paths: vec![path.into()],
+            target_codec: "hevc".into(),
+            encoder: "libx265".into(),
+            quality: 28,
+            preset: "medium".into(),
+            watch: false,
+            quality_mode: "crf".into(),
+            target_vmaf: 95.0,
+            max_size_percent: 80,
+            keep_dolby_vision: false,
+            keep_modified_time: false,
+            rate_control: "crf".into(),
+            target_bitrate_kbps: None,
+        },
+    )
+    .await
+    .ctx("creating the library")?;
+    Ok((db, library))
 }
 
 pub async fn drop_schema(admin: &sea_orm::DatabaseConnection, schema: &str) {

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { availableEncoders, defaultInput, fitSettings, preferredEncoder, qualityError, validateLibrary } from '../src/encoders';
 import type { LibraryInput } from '../src/types';
 import { catalog } from './catalog';
+import { MOVIES } from './fixtures';
 
 const served = catalog(['libx265', 'hevc_nvenc', 'libsvtav1']);
 
@@ -50,23 +51,7 @@ describe('quality range', () => {
 });
 
 describe('validateLibrary', () => {
-  const valid: LibraryInput = {
-    name: 'Movies',
-    paths: ['/media/movies', ''],
-    targetCodec: 'hevc',
-    encoder: 'hevc_nvenc',
-    quality: 22,
-    preset: 'p5',
-    qualityMode: 'crf',
-    targetVmaf: 95,
-    maxSizePercent: 80,
-    keepDolbyVision: false,
-    keepModifiedTime: false,
-    rateControl: 'crf',
-    targetBitrateKbps: null,
-    watch: true,
-    enabled: true,
-  };
+  const valid: LibraryInput = { ...MOVIES, paths: ['/media/movies', ''] };
 
   it('asks two passes for a bitrate in bounds, an encoder that runs them and the CRF mode', () => {
     expect(validateLibrary({ ...valid, rateControl: 'twoPass', targetBitrateKbps: 2500 }, served, ['hevc_nvenc'])).toEqual({});

@@ -3,46 +3,11 @@
 // the live feed. Assertions are about behaviour (what a user can see and do), not markup.
 import { render } from 'preact';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import type { ClusterNode, Dashboard, Job, Library } from '../src/types';
+import type { ClusterNode, Dashboard, Library } from '../src/types';
 import { catalog } from './catalog';
+import { MOVIES, job } from './fixtures';
 import { FakeWebSocket } from './fake-websocket';
 
-
-function job(id: number, change: Partial<Job>): Job {
-  return {
-    id,
-    fileName: `file-${id}.mkv`,
-    filePath: `/media/file-${id}.mkv`,
-    libraryId: 1,
-    status: 'QUEUED',
-    stage: null,
-    progress: 0,
-    fps: 0,
-    node: null,
-    etaSeconds: null,
-    retryCount: 0,
-    failureReason: null,
-    failureCode: null,
-    skipReason: null,
-    chosenQuality: null,
-    predictedSize: null,
-    vmaf: null,
-    vmafP5: null,
-    stalled: false,
-    sourceCodec: 'h264',
-    targetCodec: 'hevc',
-    sourceSize: 1000,
-    outputSize: null,
-    savedBytes: 0,
-    createdAt: '2024-05-01T10:00:00Z',
-    startedAt: null,
-    completedAt: null,
-    updatedAt: '2024-05-01T10:00:00Z',
-    actions: [],
-    priority: 0,
-    ...change,
-  };
-}
 
 const encoding = job(1, { fileName: 'movie.mkv', status: 'ENCODING', stage: 'ENCODING', progress: 42, fps: 30, node: 'gpu-1', etaSeconds: 600, actions: ['pause', 'cancel'] });
 const failed = job(2, { fileName: 'broken.avi', status: 'FAILED', failureReason: 'file validation failed', actions: ['retry'] });
@@ -85,22 +50,9 @@ const nodes: ClusterNode[] = [
   },
 ];
 const library: Library = {
+  ...MOVIES,
   id: 1,
-  name: 'Movies',
   paths: ['/media/movies'],
-  targetCodec: 'hevc',
-  encoder: 'hevc_nvenc',
-  quality: 22,
-  preset: 'p5',
-  qualityMode: 'crf',
-  targetVmaf: 95,
-  maxSizePercent: 80,
-  keepDolbyVision: false,
-  keepModifiedTime: false,
-  rateControl: 'crf',
-  targetBitrateKbps: null,
-  watch: true,
-  enabled: true,
   createdAt: '2024-05-01T00:00:00Z',
   updatedAt: '2024-05-01T00:00:00Z',
   lastScanAt: null,

@@ -12,14 +12,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use actix_web::dev::ServerHandle;
-use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
+use actix_web::{web, App, HttpRequest, HttpResponse};
 use hmac::{Hmac, Mac};
 use serde_json::{json, Value};
 use sha2::Sha256;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use crate::api_test_on_both_databases;
-use crate::common::api::TestServer;
+use crate::common::api::{serve, TestServer};
 use crate::common::media as clips;
 use crate::common::server::{command, ServerProcess};
 
@@ -112,15 +112,7 @@ impl Receiver {
         let base = format!("http://{}", listener.local_addr().unwrap());
         let log: Log = Arc::default();
         let data = web::Data::new(log.clone());
-        let server = HttpServer::new(move || App::new().app_data(data.clone()).default_service(web::to(record)))
-            .workers(1)
-            .disable_signals()
-            .shutdown_timeout(1)
-            .listen(listener)
-            .unwrap()
-            .run();
-        let handle = server.handle();
-        actix_web::rt::spawn(server);
+        let handle = serve(listener, move || App::new().app_data(data.clone()).default_service(web::to(record)));
         Receiver { base, log, handle }
     }
 
