@@ -52,12 +52,13 @@ e2e-run:
 	$(CARGO) build --bin condense --bin condense-media
 	cd frontend && npm run --silent e2e
 
-## Formatting, clippy, no import circle between files (scripts/module-cycles.py), and no
-## FFmpeg in the node's crate (cargo tree).
+## Formatting, clippy, no import circle between files (scripts/module-cycles.py), the file
+## map of docs/ARCHITECTURE.md up to date (scripts/file-map.py), no FFmpeg in the node's crate.
 lint:
 	$(CARGO) fmt --all -- --check
 	python3 scripts/module-cycles.py src
 	python3 scripts/module-cycles.py media/src
+	python3 scripts/file-map.py --check
 	@# The node's crate never depends on FFmpeg: only condense-media does.
 	@deps=$$($(CARGO) tree -p condense -e normal --prefix none) || exit 1; \
 	if grep -E '^(rsmpeg|rusty_ffmpeg|libvmaf-sys) ' <<<"$$deps"; then \

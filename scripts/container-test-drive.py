@@ -5,8 +5,9 @@ Called by scripts/container-test.sh, which builds the images, brings the compose
 down, and cleans up. Each phase prints one line per check ("ok   ..."); the first failure
 prints "FAIL ..." and exits 1.
 
-  before: sign in, both linked nodes ONLINE, each linked node's API port answering the main
-          node's API (asked from inside its container: the workers publish no port), the
+  before: sign in, both linked nodes up (ONLINE, or DEGRADED by the load alone), each
+          linked node's API port answering the main node's API (asked from inside its
+          container: the workers publish no port), the
           dashboard served, a library on the shared
           volume, every clip encoded (some by the linked nodes), nginx in front (/api, /ws);
           writes what it saw to the state file
@@ -95,9 +96,19 @@ def login(base=API):
     return json.loads(raw)["token"]
 
 
+def is_up(node):
+    """ONLINE, or DEGRADED for the load alone (src/domain/node.rs): a container reads the
+    host's load average, and the machines this runs on are shared with other builds (a load
+    of 10 on 2 cores made every node DEGRADED). Any other cause (errors, a library path the
+    node cannot see) still fails."""
+    causes = (node.get("statusReason") or "").split("; ")
+    return node.get("status") == "ONLINE" or (
+        node.get("status") == "DEGRADED" and all(c.startswith("load ") for c in causes))
+
+
 def nodes_online(token, names):
     nodes = {n["name"]: n for n in api("GET", "/nodes", token)}
-    missing = [n for n in names if nodes.get(n, {}).get("status") != "ONLINE"]
+    missing = [n for n in names if not is_up(nodes.get(n, {}))]
     return nodes if not missing else None
 
 
@@ -181,7 +192,9 @@ def before():
     token = login()
     ok("POST /auth/login as admin (ADMIN_PASSWORD from the environment)")
 
-    health = api("GET", "/healthz", None)
+    # Without a token /healthz tells the status alone (src/http/health.rs); the role, node
+    # and database are told to a token's holder.
+    health = api("GET", "/healthz", token)
     if health.get("database") != "postgres" or health.get("role") != "main":
         fail(f"/healthz: wanted the main node on PostgreSQL: {health}")
     ok(f"GET /healthz: role {health.get('role')}, node {health.get('node')}, database {health.get('database')}")
@@ -191,9 +204,9 @@ def before():
         fail(f"the licence from LICENSE_KEY is not in force: {license_}")
     ok("licence key made at run time (condense license keygen / issue) in force: PRO")
 
-    nodes = wait_for("main, worker1 and worker2 ONLINE in /nodes", lambda: nodes_online(token, ("main", *LINKED)), 120)
-    ok("GET /nodes: main, worker1 and worker2 ONLINE (" +
-       ", ".join(f"{n}: {nodes[n]['role']}" for n in ("main", *LINKED)) + ")")
+    nodes = wait_for("main, worker1 and worker2 up in /nodes", lambda: nodes_online(token, ("main", *LINKED)), 120)
+    ok("GET /nodes: main, worker1 and worker2 up, ONLINE or DEGRADED by the load alone (" +
+       ", ".join(f"{n}: {nodes[n]['role']}, {nodes[n]['status']}" for n in ("main", *LINKED)) + ")")
 
     # A linked node's API port answers with the main node's API, also for worker2, whose
     # MAIN_NODE_URL is nginx (which sends only /api/, /ws and /cluster/link to the API).

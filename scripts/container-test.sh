@@ -7,10 +7,12 @@
 #  2. Writes /etc/containers/containers.conf when there is none (runc, cgroupfs, file events,
 #     default ulimits: what podman needs in our sandboxes), and says so; an existing one is
 #     left alone, and what it lacks is said.
-#  3. Makes the base image localhost/debian:bookworm-slim once with debootstrap (kept in
-#     podman's storage for later runs), then local images of Debian's PostgreSQL 15 and nginx
-#     on it (docker/test/, layer-cached), and the condense image from the release binary of
-#     `make build` (docker/Dockerfile, target `prebuilt`).
+#  3. Makes the base image localhost/debian:bookworm-slim once with debootstrap, slimmed as
+#     the official image is (kept in podman's storage for later runs), then local images of
+#     Debian's PostgreSQL 15 and nginx on it (docker/test/, layer-cached), and the condense
+#     image from the release binary of `make build` (docker/Dockerfile, target `prebuilt`);
+#     prints its size and each layer's and fails above 400 MB; writes the binaries' debug info
+#     to target/release/*.debug and checks the image's stripped binaries point to it.
 #  4. Brings up docker/compose.yaml with docker/test/compose.test.yaml: main on PostgreSQL,
 #     worker1 and worker2 linked (worker2 through nginx), nginx with docker/nginx.conf in
 #     front, a shared media volume holding clips made now with the host's ffmpeg; drives it
@@ -141,8 +143,16 @@ trap 'exit 130' INT TERM
 remove_project   # leftovers of a run that was killed
 
 # --- 3. Images -----------------------------------------------------------------------------
-if ! podman image exists "$BASE_IMAGE"; then
-  say "making $BASE_IMAGE with debootstrap --variant=minbase bookworm (once; about a minute)"
+# The base stands in for the official debian:bookworm-slim (no image registry is reachable
+# here), so it is slimmed as that image is (debuerreotype's "slim" variant): no documentation,
+# manual pages or translations, the same dpkg excludes for later packages, apt keeping no
+# .debs. A base made by an older version of this script (121 MB, not slimmed: the size check
+# of the condense image below would count 47 MB that debian:bookworm-slim does not have) is
+# made again: its label names the recipe.
+BASE_RECIPE=slim-1
+if [ "$(podman image inspect --format '{{index .Labels "org.condense.container-test.base"}}' "$BASE_IMAGE" 2>/dev/null)" != "$BASE_RECIPE" ]; then
+  say "making $BASE_IMAGE with debootstrap --variant=minbase bookworm, slimmed (once; about three minutes)"
+  old_base=$(podman image inspect --format '{{.Id}}' "$BASE_IMAGE" 2>/dev/null || true)
   rootfs=$WORK/rootfs
   timeout 900 debootstrap --variant=minbase bookworm "$rootfs" "$DEBIAN_MIRROR" >"$WORK/debootstrap.log" 2>&1 \
     || { tail -20 "$WORK/debootstrap.log" >&2; die "debootstrap bookworm from $DEBIAN_MIRROR"; }
@@ -161,12 +171,32 @@ Suites: bookworm-security
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 EOF
+  # The official slim image's dpkg excludes and apt cleaning (the same settings as its
+  # /etc/dpkg/dpkg.cfg.d/docker and /etc/apt/apt.conf.d/docker-clean), then what the excludes
+  # would have kept out, removed from the packages already installed.
+  printf '%s\n' \
+    'path-exclude /usr/share/doc/*' 'path-include /usr/share/doc/*/copyright' \
+    'path-exclude /usr/share/groff/*' 'path-exclude /usr/share/info/*' \
+    'path-exclude /usr/share/linda/*' 'path-exclude /usr/share/lintian/*' \
+    'path-exclude /usr/share/locale/*' 'path-include /usr/share/locale/locale.alias' \
+    'path-exclude /usr/share/man/*' >"$rootfs/etc/dpkg/dpkg.cfg.d/docker"
+  clean='rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true'
+  printf '%s\n' "DPkg::Post-Invoke { \"$clean\"; };" "APT::Update::Post-Invoke { \"$clean\"; };" \
+    'Dir::Cache::pkgcache "";' 'Dir::Cache::srcpkgcache "";' >"$rootfs/etc/apt/apt.conf.d/docker-clean"
+  # ${rootfs:?}: never the host's own /usr/share.
+  find "${rootfs:?}/usr/share/doc" -mindepth 1 ! -type d ! -name copyright -delete
+  find "${rootfs:?}/usr/share/doc" -mindepth 1 -type d -empty -delete
+  find "${rootfs:?}/usr/share/locale" -mindepth 1 -maxdepth 1 ! -name locale.alias -exec rm -rf {} +
+  for d in groff info linda lintian man; do rm -rf "${rootfs:?}/usr/share/$d"/*; done
   tar -C "$rootfs" -c . | podman import --quiet \
     --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+    --change "LABEL org.condense.container-test.base=$BASE_RECIPE" \
     --change 'CMD ["bash"]' - "$BASE_IMAGE" >/dev/null
   rm -rf "$rootfs"
+  # The images made on the old base are built again below, on this one.
+  if [ -n "$old_base" ]; then podman rmi "$old_base" >/dev/null 2>&1 || true; fi
 fi
-ok "base image $BASE_IMAGE (debootstrap minbase bookworm; $(podman image inspect --format '{{.Size}}' "$BASE_IMAGE" | numfmt --to=iec))"
+ok "base image $BASE_IMAGE (debootstrap minbase bookworm, slimmed as debian:bookworm-slim; $(podman image inspect --format '{{.Size}}' "$BASE_IMAGE" | numfmt --to=si --suffix=B))"
 
 build() {  # build TAG CONTEXT [podman build options...]
   local tag=$1 context=$2 old new
@@ -187,7 +217,56 @@ mkdir "$WORK/context"
 install -m 0755 "$BINARY" "$WORK/context/condense"
 install -m 0755 "$BINARY-media" "$WORK/context/condense-media"
 build "$IMAGE" "$WORK/context" -f docker/Dockerfile --target prebuilt --build-arg RUNTIME_IMAGE="$BASE_IMAGE"
-ok "podman build --target prebuilt: $IMAGE from $BINARY ($(podman image inspect --format '{{.Size}}' "$IMAGE" | numfmt --to=iec); the ldd guard passed)"
+ok "podman build --target prebuilt: $IMAGE from $BINARY (the ldd guard passed)"
+
+# Its size, layer by layer, against the limit of docker/README.md, "Image size" (issue 41:
+# 711 MB before). MB as podman prints them: 10^6 bytes, uncompressed.
+SIZE_LIMIT_MB=400
+podman history --format json "$IMAGE" | python3 -c '
+import json, re, sys
+for layer in reversed(json.load(sys.stdin)):
+    if layer["size"] == 0:
+        continue
+    step = re.sub(r"^(\|\d+ \S+ )?/bin/sh -c (#\(nop\) )?", "", layer["CreatedBy"])
+    what = next((w for key, w in [
+        ("ADD file:", "the base image (RUNTIME_IMAGE)"),
+        ("apt-get install", "FFmpeg 5.1 runtime libraries and what they need, tini"),
+        ("groupadd", "the user condense, /data and /media"),
+        ("COPY", "condense and condense-media, stripped"),
+        ("ldd", "the ldd guard"),
+    ] if key in step), step[:60])
+    size = layer["size"] / 1e6
+    print(f"       {size:8.1f} MB  {what}")
+'
+size=$(podman image inspect --format '{{.Size}}' "$IMAGE")
+size_mb=$(awk -v s="$size" 'BEGIN { printf "%.1f", s / 1e6 }')
+[ "$size" -le $((SIZE_LIMIT_MB * 1000000)) ] \
+  || die "image size: $IMAGE is $size_mb MB, over the limit of $SIZE_LIMIT_MB MB (its layers above; docker/README.md, \"Image size\")"
+ok "image size: $size_mb MB, within $SIZE_LIMIT_MB MB (its layers above)"
+
+# The binaries in the image are stripped; their debug info comes out of the same build
+# (target prebuilt-debug-files) into target/release/, and each binary's .gnu_debuglink (the
+# file's name and CRC-32) names exactly that file.
+timeout 300 podman build --quiet --pull=never --format docker -f docker/Dockerfile --target prebuilt-debug-files \
+  --build-arg RUNTIME_IMAGE="$BASE_IMAGE" -o "type=local,dest=$WORK/debug" "$WORK/context" >"$WORK/build.log" 2>&1 \
+  || { tail -30 "$WORK/build.log" >&2; die "podman build --target prebuilt-debug-files"; }
+release_dir=$(dirname "$BINARY")
+for b in condense condense-media; do
+  install -m 0644 -o "$(stat -c %u "$release_dir")" -g "$(stat -c %g "$release_dir")" "$WORK/debug/$b.debug" "$release_dir/$b.debug"
+  podman run --rm --no-healthcheck --entrypoint cat "$IMAGE" "/usr/local/bin/$b" >"$WORK/$b.image"
+  ! readelf -SW "$WORK/$b.image" | grep -qE '\.debug_(info|line) ' || die "/usr/local/bin/$b in the image still has debug sections"
+  objcopy --dump-section .gnu_debuglink="$WORK/$b.link" "$WORK/$b.image" "$WORK/$b.scratch" \
+    || die "/usr/local/bin/$b in the image has no .gnu_debuglink"
+  python3 - "$WORK/$b.link" "$release_dir/$b.debug" <<'EOF' || die "/usr/local/bin/$b in the image: its .gnu_debuglink does not match $release_dir/$b.debug"
+import os, sys, zlib
+link = open(sys.argv[1], "rb").read()
+name = link.split(b"\0", 1)[0].decode()
+crc = int.from_bytes(link[-4:], "little")
+debug = open(sys.argv[2], "rb").read()
+sys.exit(0 if name == os.path.basename(sys.argv[2]) and crc == zlib.crc32(debug) else 1)
+EOF
+done
+ok "binaries stripped in the image ($(podman run --rm --no-healthcheck --entrypoint stat "$IMAGE" -c '%n %s' /usr/local/bin/condense /usr/local/bin/condense-media | awk '{ sub(".*/", "", $1); printf "%s%s %.1f MB", sep, $1, $2 / 1e6; sep = ", " }')); debug info in $release_dir/condense.debug and condense-media.debug, which their .gnu_debuglink names (CRC checked)"
 
 inspect=$(podman image inspect --format '{{.Config.User}}|{{json .Config.Entrypoint}}|{{json .Config.Healthcheck.Test}}' "$IMAGE")
 case "$inspect" in

@@ -1,4 +1,4 @@
-//! The administrative subcommands: migrate, user management, version, the OpenAPI document.
+//! The administrative subcommands: migrate, user management, licence keys, the OpenAPI document.
 
 use crate::config::{CommonArgs, UserCommand};
 use crate::repo;

@@ -1,3 +1,6 @@
+//! `condense`: the node (`serve`) and its administrative commands; the media commands are
+//! handed to `condense-media`, the one program that links FFmpeg.
+
 use std::process::ExitCode;
 
 use clap::Parser;

@@ -6,12 +6,12 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use condense::repo::jobs::FoundFile;
-use condense::repo::libraries::{LibraryPatch, NewLibrary};
+use condense::repo::libraries::LibraryPatch;
 use sea_orm::ConnectionTrait;
 
 use crate::http::{call, expect, load, login, Load};
 use crate::report::Report;
-use crate::scan::{drop_schema, postgres_schema};
+use crate::scan::{bench_library, drop_schema, postgres_schema};
 use crate::util::{thousands, Ctx, Mem, Res, Server, TempDir};
 use crate::{command, Config};
 
@@ -53,28 +53,7 @@ pub const ENDPOINTS: [(&str, &str); 2] =
 /// A migrated database with `jobs` QUEUED jobs of one (disabled) library, inserted with
 /// `repo::jobs::register_batch`. Answers how long the insert took.
 pub async fn fill(url: &str, jobs: usize) -> Res<f64> {
-    let db = condense::repo::connect(url).await.ctx("connecting")?;
-    condense::repo::migrate(&db).await.ctx("migrating")?;
-    let library = condense::repo::libraries::create(
-        &db,
-        NewLibrary {
-            name: "bench".into(),
-            paths: vec!["/bench-library".into()],
-            target_codec: "hevc".into(),
-            encoder: "libx265".into(),
-            quality: 28,
-            preset: "medium".into(),
-            watch: false,
-            quality_mode: "crf".into(),
-            target_vmaf: 95.0,
-            max_size_percent: 80,
-            keep_dolby_vision: false,
-            keep_modified_time: false,
-            stream_rules: Default::default(),
-        },
-    )
-    .await
-    .ctx("creating the library")?;
+    let (db, library) = bench_library(url, "/bench-library").await?;
     // Disabled: the server must not rescan it at start (its files do not exist, and a scan
     // would drop their jobs).
     condense::repo::libraries::update(&db, library.id, LibraryPatch { enabled: Some(false), ..Default::default() })
@@ -95,6 +74,8 @@ pub async fn fill(url: &str, jobs: usize) -> Res<f64> {
     if queued != jobs as u64 {
         return Err(format!("register_batch queued {queued} jobs of {jobs}"));
     }
+    // Found files are PENDING until the probe after a scan; these stand for probed ones.
+    db.execute_unprepared("UPDATE jobs SET status = 'QUEUED', queued_at = created_at").await.ctx("queueing")?;
     // Every job with the facts the probe after a scan records (a real clip's probe, about
     // 2 KB of JSON a row), as a library the service has scanned holds them.
     let clip_dir = TempDir::new(&std::env::temp_dir(), "api-clip")?;

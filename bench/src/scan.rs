@@ -1,5 +1,5 @@
 //! Library scan: a tree of many files (hard links to a few small clips, in nested folders)
-//! found and registered as QUEUED jobs by `condense::actors::library::scan` on a fresh
+//! found and registered as PENDING jobs by `condense::actors::library::scan` on a fresh
 //! database, in a child process of its own so that its peak memory (VmHWM) is the scan's.
 
 use std::path::Path;
@@ -25,28 +25,7 @@ pub fn worker(args: &[String]) -> Res<()> {
             json!({"seconds": started.elapsed().as_secs_f64(), "found": files.len(), "queued": 0})
         }
         "scan" => actix_web::rt::System::new().block_on(async {
-            let db = condense::repo::connect(url).await.ctx("connecting")?;
-            condense::repo::migrate(&db).await.ctx("migrating")?;
-            let library = condense::repo::libraries::create(
-                &db,
-                condense::repo::libraries::NewLibrary {
-                    name: "bench".into(),
-                    paths: vec![root.clone()],
-                    target_codec: "hevc".into(),
-                    encoder: "libx265".into(),
-                    quality: 28,
-                    preset: "medium".into(),
-                    watch: false,
-                    quality_mode: "crf".into(),
-                    target_vmaf: 95.0,
-                    max_size_percent: 80,
-                    keep_dolby_vision: false,
-                    keep_modified_time: false,
-                    stream_rules: Default::default(),
-                },
-            )
-            .await
-            .ctx("creating the library")?;
+            let (db, library) = bench_library(url, root).await?;
             let started = Instant::now();
             // An unwatched library: no settle time applies.
             let (report, _) =
@@ -117,6 +96,36 @@ pub async fn postgres_schema(base: &str, name: &str) -> Option<(sea_orm::Databas
     Some((admin, schema, url))
 }
 
+/// A migrated database at `url` with the one library the benchmarks use: HEVC at libx265's
+/// defaults, unwatched (so no settle time applies), on `path`.
+pub async fn bench_library(url: &str, path: &str) -> Res<(sea_orm::DatabaseConnection, entities::library::Model)> {
+    let db = condense::repo::connect(url).await.ctx("connecting")?;
+    condense::repo::migrate(&db).await.ctx("migrating")?;
+    let library = condense::repo::libraries::create(
+        &db,
+        condense::repo::libraries::NewLibrary {
+            name: "bench".into(),
+            paths: vec![path.into()],
+            target_codec: "hevc".into(),
+            encoder: "libx265".into(),
+            quality: 28,
+            preset: "medium".into(),
+            watch: false,
+            quality_mode: "crf".into(),
+            target_vmaf: 95.0,
+            max_size_percent: 80,
+            keep_dolby_vision: false,
+            keep_modified_time: false,
+            rate_control: "crf".into(),
+            target_bitrate_kbps: None,
+            stream_rules: Default::default(),
+        },
+    )
+    .await
+    .ctx("creating the library")?;
+    Ok((db, library))
+}
+
 pub async fn drop_schema(admin: &sea_orm::DatabaseConnection, schema: &str) {
     let _ = admin.execute_unprepared(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE")).await;
     let _ = admin.clone().close().await;
@@ -170,8 +179,8 @@ pub async fn run(cfg: &Config, report: &mut Report) -> Res<()> {
     };
     let line = |backend: &str, o: &Outcome| {
         format!(
-            "- **{backend}**: {:.2} s for {} files ({:.0} files/s), {} jobs QUEUED with their `created` and \
-             `queued` events; peak memory {} (the worker process, of which {} at its start: the binary and \
+            "- **{backend}**: {:.2} s for {} files ({:.0} files/s), {} jobs PENDING with their `created` \
+             events; peak memory {} (the worker process, of which {} at its start: the binary and \
              its shared libraries).\n",
             o.seconds,
             thousands(o.found),
@@ -187,7 +196,7 @@ pub async fn run(cfg: &Config, report: &mut Report) -> Res<()> {
          `condense::actors::library::scan` (what `POST /libraries/{{id}}/scan` and a library's start run) \
          on a fresh, migrated database with one library: the walk (no link to a folder followed, hidden and \
          service files skipped, `lstat` of each file) and `repo::jobs::register_batch` (one transaction: \
-         the jobs inserted PENDING in chunks of 500, a `created` and a `queued` event each, then QUEUED). \
+         the jobs inserted PENDING in chunks of 500, a `created` event each, for the probe to queue). \
          It runs in a child process of the benchmark (`condense-bench scan-worker scan URL ROOT`) whose \
          VmHWM is read at its end.\n\n\
          **Not probed**: the service does not probe at scan time; each file is probed when its job reaches \

@@ -41,6 +41,8 @@ pub struct Model {
     /// VMAF mode: the quality (CRF/CQ) the search chose, the output size it predicted, and
     /// the output's VMAF on the search's samples (mean, 5th percentile).
     pub chosen_quality: Option<i32>,
+    /// A two-pass encode: the pass it is in (1 or 2); none for one pass.
+    pub encode_pass: Option<i32>,
     pub predicted_size: Option<i64>,
     pub vmaf: Option<f64>,
     pub vmaf_p5: Option<f64>,

@@ -29,6 +29,10 @@ pub struct Model {
     /// JSON text of the library's `StreamRules` (issue 37); `{}` is every default.
     #[sea_orm(column_type = "Text")]
     pub stream_rules: String,
+    /// "crf" (the fixed `quality`, or the searched one) or "twoPass" (two passes to
+    /// `target_bitrate_kbps`).
+    pub rate_control: String,
+    pub target_bitrate_kbps: Option<i32>,
     /// Watch the paths for new files (in addition to scans).
     pub watch: bool,
     pub enabled: bool,

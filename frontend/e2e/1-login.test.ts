@@ -1,21 +1,11 @@
 // Signing in: a wrong password is refused with a message; the right one opens the overview
 // and keeps the token in localStorage["token"] (spec), which survives a reload.
-import type { Browser } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { launchBrowser, mainNav, openSession, password, stopAtFirstFailure, uiUrl, username, type Session } from './support';
+import { describe, expect, it } from 'vitest';
+import { mainNav, password, shareSession, uiUrl, username, type Session } from './support';
 
 describe('signing in', () => {
-  let browser: Browser;
   let session: Session;
-
-  beforeAll(async () => {
-    browser = await launchBrowser();
-    session = await openSession(browser);
-  });
-  afterAll(async () => {
-    await browser?.close();
-  });
-  stopAtFirstFailure(() => session?.page);
+  shareSession({}, (opened) => (session = opened));
 
   it('refuses a wrong password with a visible error and stores no token', async () => {
     const { page } = session;

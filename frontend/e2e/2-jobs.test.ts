@@ -1,42 +1,19 @@
 // The main flow, as a person does it: create a library on the Libraries page and scan it, watch
 // a job's progress bar rise live and the job complete, pause another from its detail page and
 // resume it, and see the corrupt file fail with its reason after its automatic retries.
-import type { Browser, Page, Request } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  LIBRARY_NAME,
-  badge,
-  brokenClip,
-  clipsDir,
-  goTo,
-  jobRow,
-  launchBrowser,
-  openSession,
-  playableClips,
-  progressOf,
-  signIn,
-  stopAtFirstFailure,
-  until,
-  type Session,
-} from './support';
+import type { Page, Request } from 'playwright-core';
+import { describe, expect, it } from 'vitest';
+import { LIBRARY_NAME, badge, brokenClip, clipsDir, goTo, jobRow, playableClips, progressOf, shareSession, until, type Session } from './support';
 
 describe('libraries and jobs', () => {
-  let browser: Browser;
   let session: Session;
   let page: Page;
   /** The clip whose progress the second test watches; the other one is paused and resumed. */
   let watched: string;
-
-  beforeAll(async () => {
-    browser = await launchBrowser();
-    session = await openSession(browser);
-    page = session.page;
-    await signIn(page);
+  shareSession({ signIn: true }, (opened) => {
+    session = opened;
+    page = opened.page;
   });
-  afterAll(async () => {
-    await browser?.close();
-  });
-  stopAtFirstFailure(() => page);
 
   it('creates a library through the Libraries page and scans it', async () => {
     await goTo(page, 'Libraries');

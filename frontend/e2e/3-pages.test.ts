@@ -1,25 +1,8 @@
 // The read-mostly pages once real work is done: the overview's panels, the Nodes page with the
 // node up (ONLINE, or DEGRADED on a loaded machine) and its encoders, the Insights charts; screenshots of every page at desktop size.
-import type { Browser, Locator, Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  DESKTOP,
-  badge,
-  LIBRARY_NAME,
-  brokenClip,
-  ensureFinishedJobs,
-  goTo,
-  jobRow,
-  launchBrowser,
-  openSession,
-  playableClips,
-  screenshot,
-  signIn,
-  stopAtFirstFailure,
-  until,
-  username,
-  type Session,
-} from './support';
+import type { Locator, Page } from 'playwright-core';
+import { describe, expect, it } from 'vitest';
+import { DESKTOP, badge, LIBRARY_NAME, brokenClip, goTo, jobRow, playableClips, screenshot, shareSession, until, username, type Session } from './support';
 
 /** The value a description list gives for `term` (e.g. "Completed" in the queue counts). */
 async function fact(scope: Locator, term: string): Promise<string> {
@@ -27,21 +10,12 @@ async function fact(scope: Locator, term: string): Promise<string> {
 }
 
 describe('overview, nodes and insights with real data', () => {
-  let browser: Browser;
   let session: Session;
   let page: Page;
-
-  beforeAll(async () => {
-    browser = await launchBrowser();
-    session = await openSession(browser, DESKTOP);
-    page = session.page;
-    await signIn(page);
-    await ensureFinishedJobs(page);
+  shareSession({ viewport: DESKTOP, signIn: true, finishedJobs: true }, (opened) => {
+    session = opened;
+    page = opened.page;
   });
-  afterAll(async () => {
-    await browser?.close();
-  });
-  stopAtFirstFailure(() => page);
 
   it('shows health, queue counts and performance on the overview', async () => {
     await goTo(page, 'Overview');

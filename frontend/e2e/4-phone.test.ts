@@ -1,45 +1,16 @@
 // A phone-sized viewport (375 x 812): the navigation collapses into a menu that opens and
 // works, the jobs list is readable, and no page scrolls sideways. Screenshots of every page.
-import type { Browser, Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  PHONE,
-  badge,
-  brokenClip,
-  ensureFinishedJobs,
-  goTo,
-  jobRow,
-  launchBrowser,
-  mainNav,
-  openSession,
-  playableClips,
-  screenshot,
-  signIn,
-  stopAtFirstFailure,
-  type Session,
-} from './support';
-
-async function expectNoSidewaysScroll(page: Page): Promise<void> {
-  const width = await page.evaluate(() => document.documentElement.scrollWidth);
-  expect(width, `the page is ${width} px wide`).toBeLessThanOrEqual(PHONE.width + 1);
-}
+import type { Page } from 'playwright-core';
+import { describe, expect, it } from 'vitest';
+import { PHONE, badge, brokenClip, expectNoSidewaysScroll, goTo, jobRow, mainNav, playableClips, screenshot, shareSession, type Session } from './support';
 
 describe('on a phone', () => {
-  let browser: Browser;
   let session: Session;
   let page: Page;
-
-  beforeAll(async () => {
-    browser = await launchBrowser();
-    session = await openSession(browser, PHONE);
-    page = session.page;
-    await signIn(page);
-    await ensureFinishedJobs(page);
+  shareSession({ viewport: PHONE, signIn: true, finishedJobs: true }, (opened) => {
+    session = opened;
+    page = opened.page;
   });
-  afterAll(async () => {
-    await browser?.close();
-  });
-  stopAtFirstFailure(() => page);
 
   it('collapses the navigation into a menu that opens and closes', async () => {
     await page.getByRole('heading', { level: 1, name: 'Overview' }).waitFor();

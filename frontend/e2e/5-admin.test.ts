@@ -8,27 +8,9 @@ import { existsSync, mkdtempSync, statSync, utimesSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { Browser, Locator, Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  DESKTOP,
-  LIBRARY_NAME,
-  PHONE,
-  apiGet,
-  badge,
-  ensureFinishedJobs,
-  goTo,
-  jobRow,
-  launchBrowser,
-  openSession,
-  playableClips,
-  screenshot,
-  signIn,
-  stopAtFirstFailure,
-  until,
-  username,
-  type Session,
-} from './support';
+import type { Locator, Page } from 'playwright-core';
+import { describe, expect, it } from 'vitest';
+import { DESKTOP, LIBRARY_NAME, PHONE, apiGet, badge, expectNoSidewaysScroll, goTo, jobRow, playableClips, screenshot, shareSession, until, username, type Session } from './support';
 
 const DAYS = ['Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat', 'Sun'];
 /** A day two days from now (UTC): a window on it is closed now. */
@@ -56,11 +38,6 @@ async function drag(grid: Locator, from: string, to: string): Promise<void> {
   await page.mouse.up();
 }
 
-async function expectNoSidewaysScroll(page: Page): Promise<void> {
-  const width = await page.evaluate(() => document.documentElement.scrollWidth);
-  expect(width, `the page is ${width} px wide`).toBeLessThanOrEqual(PHONE.width + 1);
-}
-
 /** The error a field shows beneath it (its aria-describedby), once the server refused it. */
 async function fieldError(field: Locator): Promise<string> {
   await until('the field to be marked invalid', () => field.getAttribute('aria-invalid'), (value) => value === 'true', 10_000);
@@ -69,30 +46,25 @@ async function fieldError(field: Locator): Promise<string> {
 }
 
 describe('administration from the dashboard', () => {
-  let browser: Browser;
   let session: Session;
   let page: Page;
-
-  beforeAll(async () => {
-    browser = await launchBrowser();
-    session = await openSession(browser, DESKTOP);
-    page = session.page;
-    await signIn(page);
-    await ensureFinishedJobs(page);
-  });
-  afterAll(async () => {
-    // Whatever failed, later runs find the schedule always open (the closed window would hold every job).
-    if (page && !page.isClosed()) {
-      await page
-        .evaluate(async () => {
+  shareSession(
+    {
+      viewport: DESKTOP,
+      signIn: true,
+      finishedJobs: true,
+      // Whatever failed, later runs find the schedule always open (the closed window would hold every job).
+      cleanUp: (opened) =>
+        opened.evaluate(async () => {
           const headers = { Authorization: `Bearer ${localStorage.getItem('token') ?? ''}`, 'Content-Type': 'application/json' };
           await fetch('/api/schedule', { method: 'PUT', headers, body: JSON.stringify({ timeZone: 'UTC', windows: [], onClose: 'pause' }) });
-        })
-        .catch(() => {});
-    }
-    await browser?.close();
-  });
-  stopAtFirstFailure(() => page);
+        }),
+    },
+    (opened) => {
+      session = opened;
+      page = opened.page;
+    },
+  );
 
   it('shows the first library on the Libraries page (the README screenshot)', async () => {
     await goTo(page, 'Libraries');
@@ -331,20 +303,12 @@ describe('administration from the dashboard', () => {
 });
 
 describe('administration on a phone', () => {
-  let browser: Browser;
   let session: Session;
   let page: Page;
-
-  beforeAll(async () => {
-    browser = await launchBrowser();
-    session = await openSession(browser, PHONE);
-    page = session.page;
-    await signIn(page);
+  shareSession({ viewport: PHONE, signIn: true }, (opened) => {
+    session = opened;
+    page = opened.page;
   });
-  afterAll(async () => {
-    await browser?.close();
-  });
-  stopAtFirstFailure(() => page);
 
   it('shows every settings section inside the screen, and edits a target in place', async () => {
     await goTo(page, 'Settings');

@@ -1,7 +1,7 @@
 // Helpers of the browser tests: the browser, signing in, waiting for conditions, screenshots.
 import { join } from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Locator, type Page } from 'playwright-core';
-import { afterEach, beforeEach, inject } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, expect, inject } from 'vitest';
 
 export const uiUrl = inject('uiUrl');
 export const clipsDir = inject('clipsDir');
@@ -119,6 +119,12 @@ export function badge(scope: Locator | Page, status: string): Locator {
   return scope.locator('.badge', { hasText: new RegExp(`^${status}$`) });
 }
 
+/** The page fits the phone's width: nothing scrolls sideways. */
+export async function expectNoSidewaysScroll(page: Page): Promise<void> {
+  const width = await page.evaluate(() => document.documentElement.scrollWidth);
+  expect(width, `the page is ${width} px wide`).toBeLessThanOrEqual(PHONE.width + 1);
+}
+
 export async function screenshot(page: Page, name: string): Promise<void> {
   await page.screenshot({ path: join(artifactsDir, `${name}.png`), fullPage: true });
 }
@@ -185,4 +191,37 @@ export function stopAtFirstFailure(page: () => Page | undefined): void {
     const name = context.task.name.replace(/[^\w]+/g, '-').slice(0, 60);
     if (current && !current.isClosed()) await screenshot(current, `failure-${name}`).catch(() => {});
   });
+}
+
+export interface SharedSessionOptions {
+  viewport?: { width: number; height: number };
+  /** Sign in through the login form before the first test. */
+  signIn?: boolean;
+  /** Then make sure the suite's jobs have finished (see ensureFinishedJobs). */
+  finishedJobs?: boolean;
+  /** Runs before the browser closes, whatever failed; its own failure is ignored. */
+  cleanUp?: (page: Page) => Promise<void>;
+}
+
+/**
+ * The frame of every describe block here: a browser and one session that its tests share,
+ * handed to `opened` before the first test (then signed in and waited on as `options` asks),
+ * the rest of the block skipped after a failure (stopAtFirstFailure), the browser closed after
+ * the last test.
+ */
+export function shareSession(options: SharedSessionOptions, opened: (session: Session) => void): void {
+  let browser: Browser | undefined;
+  let session: Session | undefined;
+  beforeAll(async () => {
+    browser = await launchBrowser();
+    session = await openSession(browser, options.viewport);
+    opened(session);
+    if (options.signIn) await signIn(session.page);
+    if (options.finishedJobs) await ensureFinishedJobs(session.page);
+  });
+  afterAll(async () => {
+    if (options.cleanUp && session && !session.page.isClosed()) await options.cleanUp(session.page).catch(() => {});
+    await browser?.close();
+  });
+  stopAtFirstFailure(() => session?.page);
 }

@@ -1,5 +1,6 @@
 // The REST client: bearer token, refresh before expiry, 401 -> login, error bodies -> ApiError.
 import type { EncoderCatalog } from './encoders';
+import { auditParams, NO_FILTER, type AuditFilter } from './audit';
 import type {
   ApiKey,
   AuditPage,
@@ -461,10 +462,10 @@ export class ApiClient {
   testConnection(id: number): Promise<NotificationTestResult> {
     return this.request('POST', `/api/connections/${id}/test`);
   }
-  /** The audit log, newest first (administrators only); `user` keeps that user's entries. */
-  audit(page = 1, pageSize = 50, user = ''): Promise<AuditPage> {
-    const only = user.trim() === '' ? '' : `&user=${encodeURIComponent(user.trim())}`;
-    return this.request('GET', `/api/audit?page=${page}&pageSize=${pageSize}${only}`);
+  /** The audit log, newest first (administrators only), of the entries `filter` keeps. */
+  audit(page = 1, pageSize = 50, filter: AuditFilter = NO_FILTER): Promise<AuditPage> {
+    const only = auditParams(filter);
+    return this.request('GET', `/api/audit?page=${page}&pageSize=${pageSize}${only === '' ? '' : `&${only}`}`);
   }
 
   // Users (administrators only)

@@ -62,6 +62,8 @@ export function defaultInput(catalog: EncoderCatalog): LibraryInput {
     maxSizePercent: 80,
     keepDolbyVision: false,
     keepModifiedTime: false,
+    rateControl: 'crf',
+    targetBitrateKbps: null,
     watch: true,
     enabled: true,
   };
@@ -76,7 +78,7 @@ export function qualityError(encoder: EncoderInfo, quality: number): string | nu
 }
 
 export type LibraryErrors = Partial<
-  Record<'name' | 'paths' | 'encoder' | 'quality' | 'preset' | 'targetVmaf' | 'maxSizePercent', string>
+  Record<'name' | 'paths' | 'encoder' | 'quality' | 'preset' | 'targetVmaf' | 'maxSizePercent' | 'rateControl' | 'targetBitrateKbps', string>
 >;
 
 /** Field errors of a library form; empty when it can be sent. `offered`: the encoders the form lists. */
@@ -98,6 +100,21 @@ export function validateLibrary(input: LibraryInput, catalog: EncoderCatalog, of
   if (quality) errors.quality = quality;
   if (encoder.presets.length > 0 && !encoder.presets.includes(input.preset)) {
     errors.preset = `Choose one of ${encoder.name}’s presets.`;
+  }
+  if (input.rateControl === 'twoPass') {
+    // Which encoders run two passes, and the bitrate's bounds, as GET /encoders serves them.
+    const range = encoder.twoPass;
+    const kbps = input.targetBitrateKbps;
+    if (!range) {
+      errors.rateControl = `${encoder.name} runs no two passes (libx265 and hevc_nvenc do; FFmpeg 5.1 has no two-pass SVT-AV1).`;
+    } else {
+      if (kbps == null || !Number.isInteger(kbps) || kbps < range.minKbps || kbps > range.maxKbps) {
+        errors.targetBitrateKbps = `The target bitrate must be a whole number of kbit/s from ${range.minKbps} to ${range.maxKbps}.`;
+      }
+      if (input.qualityMode === 'vmaf') {
+        errors.rateControl = 'Two passes target a bitrate; the VMAF mode searches a CRF. Choose one.';
+      }
+    }
   }
   if (input.qualityMode === 'vmaf') {
     if (!(input.targetVmaf >= 80 && input.targetVmaf <= 99)) errors.targetVmaf = 'Target VMAF must be from 80 to 99.';

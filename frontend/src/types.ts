@@ -59,6 +59,8 @@ export type LibraryInput = Pick<
   | 'targetVmaf'
   | 'keepDolbyVision'
   | 'keepModifiedTime'
+  | 'rateControl'
+  | 'targetBitrateKbps'
   | 'maxSizePercent'
   | 'watch'
   | 'enabled'

@@ -91,6 +91,8 @@ describe('ApiClient against a real HTTP server', () => {
       maxSizePercent: 80,
       keepDolbyVision: false,
       keepModifiedTime: false,
+      rateControl: 'crf' as const,
+      targetBitrateKbps: null,
       watch: true,
     };
 

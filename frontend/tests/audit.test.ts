@@ -1,6 +1,6 @@
-// The audit log's key and action filters, applied over the entries fetched.
+// The audit log's filters: the query the server is asked, and the choices offered.
 import { describe, expect, it } from 'vitest';
-import { auditChoices, filterAudit } from '../src/audit';
+import { auditChoices, auditParams, NO_FILTER } from '../src/audit';
 import type { AuditEntry } from '../src/types';
 
 const entry = (id: number, route: string, key: { id: number; name: string } | null, method = 'POST'): AuditEntry => ({
@@ -23,18 +23,15 @@ const entries = [
 ];
 
 describe('audit filters', () => {
-  it('keeps every entry with no filter', () => {
-    expect(filterAudit(entries, { key: 'any', action: '' }).map((e) => e.id)).toEqual([1, 2, 3, 4]);
+  it('asks for everything with no filter', () => {
+    expect(auditParams(NO_FILTER)).toBe('');
   });
 
-  it('keeps one key, or what was done signed in without a key', () => {
-    expect(filterAudit(entries, { key: 7, action: '' }).map((e) => e.id)).toEqual([1]);
-    expect(filterAudit(entries, { key: 'none', action: '' }).map((e) => e.id)).toEqual([2, 3]);
-  });
-
-  it('keeps one action (method and route), combined with the key', () => {
-    expect(filterAudit(entries, { key: 'any', action: 'POST /jobs/{id}/cancel' }).map((e) => e.id)).toEqual([1, 3]);
-    expect(filterAudit(entries, { key: 'none', action: 'POST /jobs/{id}/cancel' }).map((e) => e.id)).toEqual([3]);
+  it('asks the server for one user, one key or none, and one action', () => {
+    expect(auditParams({ user: ' ada ', key: 7, action: '' })).toBe('user=ada&key=7');
+    expect(auditParams({ user: '', key: 'none', action: 'POST /jobs/{id}/cancel' })).toBe(
+      'key=none&action=POST+%2Fjobs%2F%7Bid%7D%2Fcancel',
+    );
   });
 
   it('offers the keys by name and the actions the entries hold', () => {
@@ -45,5 +42,11 @@ describe('audit filters', () => {
       ],
       actions: ['DELETE /libraries/{id}', 'POST /jobs/{id}/cancel', 'POST /queue/pause-all'],
     });
+  });
+
+  it('keeps the choices seen before when a filter narrows the entries', () => {
+    const before = auditChoices(entries);
+    expect(auditChoices([entries[1]], before)).toEqual(before);
+    expect(auditChoices([entry(5, '/schedule', null, 'PUT')], before).actions).toContain('PUT /schedule');
   });
 });

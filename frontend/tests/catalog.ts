@@ -4,8 +4,12 @@ import type { EncoderCatalog, EncoderInfo } from '../src/encoders';
 const hevc = { min: 0, max: 51, default: 28 };
 const av1 = { min: 0, max: 63, default: 35 };
 
+// The encoders that run two passes, with the bitrate's bounds (the server's `domain::encoding`).
+const twoPass = { minKbps: 50, maxKbps: 200000 };
+
 function encoder(name: EncoderInfo['name'], hardware: EncoderInfo['hardware'], presets: string[], defaultPreset: string | null, quality: typeof hevc) {
-  return { name, label: `${name} (${hardware})`, hardware, presets, defaultPreset, quality };
+  const twoPassed = name === 'libx265' || name === 'hevc_nvenc';
+  return { name, label: `${name} (${hardware})`, hardware, presets, defaultPreset, quality, twoPass: twoPassed ? twoPass : null };
 }
 
 export function catalog(available: readonly string[]): EncoderCatalog {

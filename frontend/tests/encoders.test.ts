@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { availableEncoders, defaultInput, fitSettings, preferredEncoder, qualityError, validateLibrary } from '../src/encoders';
 import type { LibraryInput } from '../src/types';
 import { catalog } from './catalog';
+import { MOVIES } from './fixtures';
 
 const served = catalog(['libx265', 'hevc_nvenc', 'libsvtav1']);
 
@@ -50,21 +51,23 @@ describe('quality range', () => {
 });
 
 describe('validateLibrary', () => {
-  const valid: LibraryInput = {
-    name: 'Movies',
-    paths: ['/media/movies', ''],
-    targetCodec: 'hevc',
-    encoder: 'hevc_nvenc',
-    quality: 22,
-    preset: 'p5',
-    qualityMode: 'crf',
-    targetVmaf: 95,
-    maxSizePercent: 80,
-    keepDolbyVision: false,
-    keepModifiedTime: false,
-    watch: true,
-    enabled: true,
-  };
+  const valid: LibraryInput = { ...MOVIES, paths: ['/media/movies', ''] };
+
+  it('asks two passes for a bitrate in bounds, an encoder that runs them and the CRF mode', () => {
+    expect(validateLibrary({ ...valid, rateControl: 'twoPass', targetBitrateKbps: 2500 }, served, ['hevc_nvenc'])).toEqual({});
+    for (const kbps of [null, 49, 200001, 12.5]) {
+      const errors = validateLibrary({ ...valid, rateControl: 'twoPass', targetBitrateKbps: kbps }, served, ['hevc_nvenc']);
+      expect(errors.targetBitrateKbps).toMatch(/50 to 200000/);
+    }
+    const vmaf = validateLibrary({ ...valid, rateControl: 'twoPass', targetBitrateKbps: 900, qualityMode: 'vmaf' }, served, [
+      'hevc_nvenc',
+    ]);
+    expect(vmaf.rateControl).toMatch(/VMAF/);
+    const av1 = { ...valid, targetCodec: 'av1' as const, encoder: 'libsvtav1', preset: '8', rateControl: 'twoPass' as const };
+    expect(validateLibrary({ ...av1, targetBitrateKbps: 900 }, served, ['libsvtav1']).rateControl).toMatch(/no two passes/);
+    // A bitrate kept while CRF is chosen is not judged.
+    expect(validateLibrary({ ...valid, targetBitrateKbps: 5 }, served, ['hevc_nvenc'])).toEqual({});
+  });
 
   it('checks the target VMAF and the largest output only in vmaf mode', () => {
     const odd = { ...valid, targetVmaf: 100, maxSizePercent: 5 };

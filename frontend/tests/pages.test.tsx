@@ -3,46 +3,11 @@
 // the live feed. Assertions are about behaviour (what a user can see and do), not markup.
 import { render } from 'preact';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import type { ClusterNode, Dashboard, Job, Library } from '../src/types';
+import type { ClusterNode, Dashboard, Library } from '../src/types';
 import { catalog } from './catalog';
+import { MOVIES, job } from './fixtures';
 import { FakeWebSocket } from './fake-websocket';
 
-
-function job(id: number, change: Partial<Job>): Job {
-  return {
-    id,
-    fileName: `file-${id}.mkv`,
-    filePath: `/media/file-${id}.mkv`,
-    libraryId: 1,
-    status: 'QUEUED',
-    stage: null,
-    progress: 0,
-    fps: 0,
-    node: null,
-    etaSeconds: null,
-    retryCount: 0,
-    failureReason: null,
-    failureCode: null,
-    skipReason: null,
-    chosenQuality: null,
-    predictedSize: null,
-    vmaf: null,
-    vmafP5: null,
-    stalled: false,
-    sourceCodec: 'h264',
-    targetCodec: 'hevc',
-    sourceSize: 1000,
-    outputSize: null,
-    savedBytes: 0,
-    createdAt: '2024-05-01T10:00:00Z',
-    startedAt: null,
-    completedAt: null,
-    updatedAt: '2024-05-01T10:00:00Z',
-    actions: [],
-    priority: 0,
-    ...change,
-  };
-}
 
 const encoding = job(1, { fileName: 'movie.mkv', status: 'ENCODING', stage: 'ENCODING', progress: 42, fps: 30, node: 'gpu-1', etaSeconds: 600, actions: ['pause', 'cancel'] });
 const failed = job(2, { fileName: 'broken.avi', status: 'FAILED', failureReason: 'file validation failed', actions: ['retry'] });
@@ -85,18 +50,9 @@ const nodes: ClusterNode[] = [
   },
 ];
 const library: Library = {
+  ...MOVIES,
   id: 1,
-  name: 'Movies',
   paths: ['/media/movies'],
-  targetCodec: 'hevc',
-  encoder: 'hevc_nvenc',
-  quality: 22,
-  preset: 'p5',
-  qualityMode: 'crf',
-  targetVmaf: 95,
-  maxSizePercent: 80,
-  keepDolbyVision: false,
-  keepModifiedTime: false,
   streamRules: {
     audioLanguages: [],
     dropUndetermined: false,
@@ -114,8 +70,6 @@ const library: Library = {
     minBitrateKbps: null,
     skipPaths: [],
   },
-  watch: true,
-  enabled: true,
   createdAt: '2024-05-01T00:00:00Z',
   updatedAt: '2024-05-01T00:00:00Z',
   lastScanAt: null,
@@ -487,6 +441,14 @@ describe('dashboard pages', () => {
     await vi.waitFor(() => expect(text()).toContain('Chosen CRF'));
     expect(text()).toContain('VMAF95.44 (5th percentile 94.10)');
     expect(text()).toContain('Predicted size');
+  });
+
+  it('shows which pass a two-pass encode is in', async () => {
+    const running = job(6, { fileName: 'two-pass.mkv', status: 'ENCODING', stage: 'ENCODING', progress: 40, encodePass: 1 });
+    override = (method, path) =>
+      method === 'GET' && path.split('?')[0] === '/api/jobs/6' ? { status: 200, body: { ...running, events: [] } } : undefined;
+    await mount('#/jobs/6');
+    await vi.waitFor(() => expect(text()).toContain('Pass1 of 2 (statistics)'));
   });
 
   it('shows a job with its event history', async () => {

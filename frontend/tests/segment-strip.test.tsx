@@ -7,6 +7,7 @@ import { nodeColour } from '../src/segments';
 import type { Segment } from '../src/segments';
 import type { JobDetail } from '../src/types';
 import { FakeWebSocket } from './fake-websocket';
+import { job } from './fixtures';
 
 
 function segment(index: number, change: Partial<Segment> = {}): Segment {
@@ -22,36 +23,16 @@ const planned: Segment[] = [
 
 function detail(id: number, segments: Segment[]): JobDetail {
   return {
-    id,
-    fileName: `file-${id}.mkv`,
-    filePath: `/media/file-${id}.mkv`,
-    libraryId: 1,
-    status: 'ENCODING',
-    stage: 'ENCODING',
-    progress: 30,
-    fps: 30,
-    node: 'w1',
-    etaSeconds: 60,
-    retryCount: 0,
-    failureReason: null,
-    failureCode: null,
-    skipReason: null,
-    chosenQuality: null,
-    predictedSize: null,
-    vmaf: null,
-    vmafP5: null,
-    stalled: false,
-    sourceCodec: 'h264',
-    targetCodec: 'hevc',
-    sourceSize: 1000,
-    outputSize: null,
-    savedBytes: 0,
-    createdAt: '2024-05-01T10:00:00Z',
-    startedAt: '2024-05-01T10:01:00Z',
-    completedAt: null,
-    updatedAt: '2024-05-01T10:01:00Z',
-    actions: [],
-    priority: 0,
+    ...job(id, {
+      status: 'ENCODING',
+      stage: 'ENCODING',
+      progress: 30,
+      fps: 30,
+      node: 'w1',
+      etaSeconds: 60,
+      startedAt: '2024-05-01T10:01:00Z',
+      updatedAt: '2024-05-01T10:01:00Z',
+    }),
     events: [{ id: 1, at: '2024-05-01T10:01:00Z', kind: 'started', fromStatus: 'QUEUED', toStatus: 'ENCODING', nodeName: 'w1', detail: null }],
     segments,
   };

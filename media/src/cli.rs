@@ -1,5 +1,5 @@
-//! The media subcommands `condense` hands over to `condense-media` (`condense::cli::
-//! hand_to_media_binary`): version, probe, vmaf and crf-search, each printing JSON.
+//! The media subcommands that `condense` hands over to `condense-media`
+//! (`condense::cli::hand_to_media_binary`): version, probe, vmaf and crf-search.
 
 /// `condense version` (run by `condense-media`): this release and the FFmpeg it links.
 pub fn version() {

@@ -108,6 +108,13 @@ fn option_list(plan: &EncodePlan, info: &MediaInfo) -> Vec<(String, String)> {
                 // The session's share of the cores: its own thread pool of that size.
                 params.push(format!("pools={threads}"));
             }
+            if let Some(run) = &plan.pass {
+                // Two passes: the span's statistics, written by the first and read by the
+                // second (the path is the partial folder's handle, `/proc/self/fd/N/...`,
+                // so it holds no `:` that would split these parameters).
+                params.push(format!("pass={}", run.pass));
+                params.push(format!("stats={}", run.stats.to_string_lossy()));
+            }
             if hdr10 {
                 params.push("hdr10=1".into());
                 // Its per-block QP tuning for HDR is an optimisation, not signalling: the
@@ -307,5 +314,35 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A two-pass session tells x265 its pass and statistics file; the bitrate comes from
+    /// the plan's options (`b`), with no CRF beside it.
+    #[test]
+    fn a_two_pass_session_gives_x265_its_pass_and_statistics() {
+        use condense::domain::encoding::{profile_for_attempt, EncodeSettings, RateControl};
+        use condense::media::plan::PassRun;
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("a.mkv");
+        std::fs::write(&input, b"source").unwrap();
+        let info = hdr10_info();
+        let mut settings =
+            EncodeSettings::for_library(Encoder::Libx265.codec(), Some(Encoder::Libx265), None, None, true);
+        settings.rate = RateControl::TwoPass { bitrate_kbps: 1200 };
+        let mut plan = EncodePlan::new(&input, &info, &profile_for_attempt(&settings, 0)).unwrap();
+        assert!(plan.two_pass);
+        let get = |list: &[(String, String)], key: &str| list.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone());
+        for pass in [1u8, 2] {
+            plan.pass = Some(PassRun { pass, stats: "/proc/self/fd/7/pass-00003.log".into() });
+            let list = option_list(&plan, &info);
+            assert_eq!(get(&list, "b").as_deref(), Some("1200k"));
+            assert_eq!(get(&list, "crf"), None);
+            let params = get(&list, "x265-params").unwrap();
+            let params: Vec<&str> = params.split(':').collect();
+            assert!(params.contains(&format!("pass={pass}").as_str()), "{params:?}");
+            assert!(params.contains(&"stats=/proc/self/fd/7/pass-00003.log"), "{params:?}");
+        }
+        plan.pass = None;
+        assert!(!get(&option_list(&plan, &info), "x265-params").unwrap().contains("pass="));
     }
 }

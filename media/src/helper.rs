@@ -92,6 +92,11 @@ pub fn run(request: &HelperRequest, stop: &AtomicBool, emit: &mut dyn FnMut(Even
     if plan.partial_dir != request.partial_dir {
         return nothing("the plan belongs to another folder");
     }
+    if plan.two_pass {
+        // Each span's second pass reads the statistics its first pass wrote in the job's
+        // own run, for exactly the span's frames: a piece of a span encoded here could not.
+        return nothing("a two-pass encode's spans are encoded by its own run");
+    }
     plan.partial_dir = dir.to_path_buf();
     plan.sessions = Sessions { sessions: 1, threads: request.threads };
     let PartialState::Valid(manifest) = inspect(&plan) else {

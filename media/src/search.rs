@@ -70,6 +70,7 @@ pub fn search_file(input: &Path, request: FileSearch, work: &Path) -> Result<Sea
         quality: start.unwrap_or(encoder.profile().quality.default),
         cautious: false,
         retry_profile: RetryProfile::AsConfigured,
+        rate: condense::domain::encoding::RateControl::Crf,
     };
     let mut plan = EncodePlan::new(input, &info, &profile)?;
     plan.partial_dir = work.join(format!(".condense-search-{}", std::process::id()));

@@ -25,7 +25,7 @@ use condense::media::event::Event;
 use condense::media::hdr_metadata::{self, Carry, FrameMetadata};
 use condense::media::info::MediaInfo;
 use condense::media::manifest::{record_segment, Manifest, Segment};
-use condense::media::plan::EncodePlan;
+use condense::media::plan::{EncodePlan, PassRun};
 use condense::media::{layout, partial, span_record, MediaError};
 
 /// Who runs the sessions: it decides how spans are taken, how segment files are named and
@@ -42,6 +42,21 @@ pub enum SessionMode {
     Helper { span: u32 },
     /// The quality search's samples: no claims, and nothing of the output to judge.
     Sample,
+    /// The first pass of a two-pass run: every planned span whole, its statistics written
+    /// (`media::transcode`); its encoded files are thrown away. No claims: no helper takes
+    /// a two-pass job's spans.
+    FirstPass,
+}
+
+impl SessionMode {
+    /// The pass a two-pass plan's sessions encode in this mode.
+    fn pass(self) -> u8 {
+        if self == SessionMode::FirstPass {
+            1
+        } else {
+            2
+        }
+    }
 }
 
 /// What a session tells the run's main thread, which alone writes the manifest and reports.
@@ -107,6 +122,7 @@ impl SessionContext<'_> {
     fn segment_file(&self, index: u32) -> String {
         match self.mode {
             SessionMode::Helper { span } => layout::helper_segment_file(span, index),
+            SessionMode::FirstPass => layout::first_pass_file(index),
             SessionMode::Run | SessionMode::Sample => layout::segment_file(index),
         }
     }
@@ -234,7 +250,9 @@ pub(crate) fn run_sessions(
         stop,
         halt: AtomicBool::new(false),
         next_index: AtomicU32::new(next_index),
-        segment_frames: ((plan.segment_seconds * fps).round() as u64).max(1),
+        // Two passes: one encoder session per span, so each second pass reads the statistics
+        // of exactly the frames its first pass saw.
+        segment_frames: if plan.two_pass { u64::MAX } else { ((plan.segment_seconds * fps).round() as u64).max(1) },
         encoded: AtomicU64::new(0),
         skipped: AtomicU64::new(0),
         open_frames: AtomicU64::new(0),
@@ -351,7 +369,7 @@ pub(crate) fn run_sessions(
                     frame,
                     fps: shared.encoded.load(Ordering::SeqCst) as f64 / started.elapsed().as_secs_f64().max(0.001),
                     out_time,
-                    percent: if total_frames > 0.0 && mode == SessionMode::Run {
+                    percent: if total_frames > 0.0 && matches!(mode, SessionMode::Run | SessionMode::FirstPass) {
                         (frame as f64 / total_frames * 100.0).clamp(0.0, 99.9)
                     } else {
                         0.0
@@ -503,7 +521,18 @@ fn run_span(
     tx: &mpsc::Sender<SessionEvent>,
     seek: bool,
 ) -> Result<SpanRun, MediaError> {
-    let plan = shared.plan;
+    // Two passes: this span's statistics file, written by the first pass and read by the
+    // second; a second pass always encodes whole planned spans (it restarts, see
+    // `transcode::passes`), so the frames are those the first pass saw.
+    let span_plan;
+    let plan = if shared.plan.two_pass {
+        let stats = layout::pass_stats_file(segments::planned_index(&shared.boundaries, span.from));
+        let pass = Some(PassRun { pass: shared.mode.pass(), stats: shared.plan.partial_dir.join(stats) });
+        span_plan = EncodePlan { pass, ..shared.plan.clone() };
+        &span_plan
+    } else {
+        shared.plan
+    };
     let mut input = probe::open_input(&plan.input)?;
     let vi = main_video_index(&input).ok_or_else(|| MediaError::invalid("no video stream"))?;
     let hardware = if plan.hardware_decode { plan.encoder.profile().hardware } else { Hardware::Cpu };

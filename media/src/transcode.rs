@@ -17,13 +17,14 @@ use rsmpeg::ffi;
 use crate::decode::main_video_index;
 use crate::mux;
 use crate::probe;
-use crate::sessions::{run_sessions, span_views, SessionMode};
+use crate::sessions::{run_sessions, span_views, Recorder, SessionMode};
 use condense::domain::job::FailureCode;
-use condense::domain::segments;
+use condense::domain::segments::{self, Span};
 use condense::host::disk;
+use condense::media::codec_params::CodecParams;
 use condense::media::event::{cpu_time_ms, Event, RunEnd};
 use condense::media::info::MediaInfo;
-use condense::media::manifest::{inspect, Manifest, PartialState, Run};
+use condense::media::manifest::{inspect, Manifest, PartialState, Run, Segment};
 use condense::media::plan::EncodePlan;
 use condense::media::{layout, partial, span_record, MediaError};
 
@@ -118,6 +119,14 @@ pub fn transcode(plan: &EncodePlan, stop: &AtomicBool, emit: &mut dyn FnMut(Even
     span_record::publish_plan(published, plan)?;
     let next_index = AtomicU32::new(manifest.next_index());
     span_record::take_in_all(plan, &mut manifest, &next_index)?;
+    // Two passes: a second pass cut short is started over, never continued (see `passes`);
+    // its segments go before anything is counted as kept.
+    let second_pass_restarts = plan.two_pass && !manifest.video_complete && manifest.first_pass_done;
+    if plan.two_pass && !manifest.video_complete && !manifest.segments.is_empty() {
+        manifest.segments.clear();
+        manifest.video = None;
+        manifest.save(&plan.partial_dir)?;
+    }
     remove_strays(&plan.partial_dir, &manifest)?;
     emit(Event::Started {
         resume_after_frames: manifest.frames_done(),
@@ -127,6 +136,12 @@ pub fn transcode(plan: &EncodePlan, stop: &AtomicBool, emit: &mut dyn FnMut(Even
 
     let (mut encoded, mut skipped) = (0, 0);
     if !manifest.video_complete {
+        if plan.two_pass && !passes(plan, &info, &mut manifest, second_pass_restarts, stop, emit)? {
+            manifest.runs.push(Run { frames_encoded: 0, frames_skipped: 0, ended: "paused in the first pass".into() });
+            manifest.save(&plan.partial_dir)?;
+            emit(Event::Paused { frames_done: 0, segments: 0 });
+            return Ok(RunEnd::Paused);
+        }
         let end = encode_video(plan, &info, &mut manifest, stop, emit)?;
         encoded = end.frames_encoded;
         skipped = end.frames_skipped;
@@ -171,6 +186,101 @@ pub fn transcode(plan: &EncodePlan, stop: &AtomicBool, emit: &mut dyn FnMut(Even
         wall_ms: u64::try_from(wall.elapsed().as_millis()).unwrap_or(u64::MAX),
     });
     Ok(RunEnd::Completed)
+}
+
+/// Two passes (x265; docs/ARCHITECTURE.md, "Two-pass encoding"). The first pass runs over
+/// every planned span whole, one encoder session each, writing that span's statistics to its
+/// own file in the partial folder (through the folder's handle); what it encodes is thrown
+/// away. A first pass cut short (a pause, a kill, a crash) runs again from its start, as
+/// the specification says, since x265 cannot continue its statistics. The second pass, the
+/// encode that is kept, reads them: each session must see exactly the frames its span's
+/// first pass saw, and a pause closes a segment mid-span, so a second pass cut short starts
+/// over too (the caller has dropped its segments; `restarts` says one was). Answers false
+/// when stopped during the first pass.
+fn passes(
+    plan: &EncodePlan,
+    info: &MediaInfo,
+    manifest: &mut Manifest,
+    restarts: bool,
+    stop: &AtomicBool,
+    emit: &mut dyn FnMut(Event),
+) -> Result<bool, MediaError> {
+    let planned_before = manifest.boundaries.is_some();
+    if manifest.boundaries.is_none() {
+        manifest.boundaries = Some(plan_boundaries(plan, info)?);
+        manifest.save(&plan.partial_dir)?;
+    }
+    let boundaries = manifest.boundaries.clone().unwrap_or_default();
+    if !manifest.first_pass_done {
+        remove_pass_stats(&plan.partial_dir)?;
+        emit(Event::Pass { pass: 1, restarted: planned_before });
+        let mut first = FirstPass::default();
+        let spans = segments::spans(&boundaries);
+        run_sessions(plan, info, spans, boundaries.clone(), SessionMode::FirstPass, 0, &mut first, stop, emit)?;
+        let left = segments::remaining(&boundaries, &first.done);
+        if !left.is_empty() {
+            if !stop.load(Ordering::SeqCst) {
+                return Err(MediaError::misc(format!(
+                    "{} span(s) of the video were left out of the first pass",
+                    left.len()
+                )));
+            }
+            return Ok(false);
+        }
+        if first.frames == 0 {
+            return Err(MediaError::invalid("no video frame could be decoded"));
+        }
+        manifest.first_pass_done = true;
+        manifest.save(&plan.partial_dir)?;
+    }
+    emit(Event::Pass { pass: 2, restarted: restarts });
+    Ok(true)
+}
+
+/// Deletes the statistics of an earlier first pass (and x265's files beside them).
+fn remove_pass_stats(dir: &Path) -> Result<(), MediaError> {
+    let entries = std::fs::read_dir(dir).map_err(|e| MediaError::from_io("reading the partial output", &e))?;
+    for entry in entries.flatten() {
+        if layout::is_pass_stats(&entry.file_name().to_string_lossy()) {
+            std::fs::remove_file(entry.path())
+                .map_err(|e| MediaError::from_io("removing a first pass's statistics", &e))?;
+        }
+    }
+    Ok(())
+}
+
+/// Where a first pass's sessions hand their finished spans: only which spans were covered
+/// and how many frames; the encoded files are removed at once (their statistics are what
+/// the pass is for).
+#[derive(Default)]
+struct FirstPass {
+    done: Vec<Span>,
+    frames: u64,
+}
+
+impl Recorder for FirstPass {
+    fn record(
+        &mut self,
+        plan: &EncodePlan,
+        segment: Segment,
+        _params: Option<CodecParams>,
+        _emit: &mut dyn FnMut(Event),
+    ) -> Result<u64, MediaError> {
+        if !segment.file.is_empty() {
+            let _ = std::fs::remove_file(plan.partial_dir.join(&segment.file));
+        }
+        self.frames += segment.frames;
+        self.done.push(segment.span);
+        Ok(0)
+    }
+
+    fn frames_done(&self) -> u64 {
+        self.frames
+    }
+
+    fn bytes_done(&self) -> u64 {
+        0
+    }
 }
 
 /// Deletes files the manifest does not list: a segment cut short by a kill, an old output,

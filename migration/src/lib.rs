@@ -17,6 +17,7 @@ mod m20261126_000018_connections;
 mod m20261126_000019_job_counts;
 mod m20261126_000020_job_list_indexes;
 mod m20261127_000021_job_segments;
+mod m20261127_000034_two_pass;
 mod m20261127_000035_stream_rules;
 mod m20261128_000022_job_skip_reason;
 mod m20261128_000023_quality_mode;
@@ -60,6 +61,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261129_000031_job_path_bytes::Migration),
             Box::new(m20261129_000032_key_scopes::Migration),
             Box::new(m20261130_000033_license_trial::Migration),
+            Box::new(m20261127_000034_two_pass::Migration),
             Box::new(m20261127_000035_stream_rules::Migration),
         ]
     }

@@ -38,9 +38,23 @@ struct Searched {
     too_large: bool,
 }
 
-/// Jobs in these statuses are forecast: files not encoded yet, nor being encoded.
-const FORECAST: &[JobStatus] =
-    &[JobStatus::Pending, JobStatus::Queued, JobStatus::Paused, JobStatus::Failed, JobStatus::Cancelled];
+/// Jobs in these statuses are forecast: files not encoded yet, nor being encoded. ANALYZING
+/// is read too, for the files in the probe after a scan (no node's lease); an attempt's
+/// ANALYZING is left out (`forecast_it`).
+const FORECAST: &[JobStatus] = &[
+    JobStatus::Pending,
+    JobStatus::Queued,
+    JobStatus::Analyzing,
+    JobStatus::Paused,
+    JobStatus::Failed,
+    JobStatus::Cancelled,
+];
+
+/// Whether a job read in a `FORECAST` status is forecast: an attempt (a node's lease) is
+/// about to encode it.
+fn forecast_it(job: &entities::job::Model) -> bool {
+    JobStatus::from(job.status) != JobStatus::Analyzing || job.lease_id.is_none()
+}
 
 impl Forecasts {
     pub fn new(db: DatabaseConnection, binary: PathBuf) -> Self {
@@ -50,7 +64,8 @@ impl Forecasts {
     /// Starts a forecast of `library`; a conflict while one runs.
     pub async fn start(&self, library: &library::Model) -> Result<entities::library_forecast::Model, RepoError> {
         // Every such file: a page of the job list would stop at 500.
-        let jobs = repo::jobs::of_library_in_statuses(&self.db, library.id, FORECAST).await?;
+        let mut jobs = repo::jobs::of_library_in_statuses(&self.db, library.id, FORECAST).await?;
+        jobs.retain(forecast_it);
         let cancel = Arc::new(Notify::new());
         {
             let mut running = self.running.lock().unwrap_or_else(PoisonError::into_inner);

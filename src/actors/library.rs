@@ -220,9 +220,9 @@ pub enum ImportError {
     Repo(#[from] RepoError),
 }
 
-/// Takes in one file an *arr application just imported, ahead of the backlog: a new job, or
-/// the ended job of a file that changed (an upgrade), queued; a job still waiting is raised
-/// to `priority`. A job that runs is left to run. Answers the file's job.
+/// Takes in one file an *arr application just imported, ahead of the backlog: a new job
+/// (PENDING, for the probe), or the ended job of a file that changed (an upgrade), queued; a
+/// job still waiting is raised to `priority`. A job that runs is left to run. Answers the file's job.
 pub async fn import_file(
     db: &DatabaseConnection,
     path: &Path,
@@ -258,7 +258,8 @@ pub async fn import_file(
     let (new, changed) = new_and_changed(&known, [file.clone()]);
     take_in(db, &library, &new, &changed).await?;
     let job = jobs::find_by_path(db, &file.path).await?.ok_or_else(refused)?;
-    if JobStatus::from(job.status) == JobStatus::Queued && job.priority < priority {
+    let waiting = matches!(JobStatus::from(job.status), JobStatus::Pending | JobStatus::Queued);
+    if waiting && job.priority < priority {
         return Ok(jobs::set_priority(db, job.id, priority).await?);
     }
     Ok(job)

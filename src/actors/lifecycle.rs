@@ -46,6 +46,9 @@ pub fn event_kind(event: &JobEvent, outcome: &Outcome) -> &'static str {
         JobEvent::Yield => "yielded",
         JobEvent::SourceChanged => "source changed",
         JobEvent::NotSmaller | JobEvent::SkipProbed => "skipped",
+        JobEvent::Probe => "analyzing",
+        JobEvent::Probed => "queued",
+        JobEvent::ProbeInterrupted => "probe interrupted",
     }
 }
 

@@ -223,8 +223,14 @@ pub async fn start_node(config: NodeConfig) -> Result<Node, StartError> {
                     .with_helpers(parallel_segments != crate::domain::segments::Parallelism::Off)
                     .start();
             node.do_send(SetScheduler(scheduler.clone().recipient()));
-            let prober = prober::Prober::start(lifecycle.clone(), transcoder.clone(), analysis_timeout);
-            let libraries = Libraries::new(db.clone(), scheduler.clone().recipient(), prober, main.settle).start();
+            let prober = prober::Prober::start(
+                lifecycle.clone(),
+                transcoder.clone(),
+                analysis_timeout,
+                scheduler.clone().recipient(),
+            );
+            let libraries =
+                Libraries::new(db.clone(), scheduler.clone().recipient(), prober.clone(), main.settle).start();
             let probe = recheck::EncoderProbe { transcoder: transcoder.clone(), facts };
             let recheck =
                 recheck::HealthRecheck::start(db.clone(), row.id, probe, main.health_recheck, main.clock.clone());
@@ -250,7 +256,7 @@ pub async fn start_node(config: NodeConfig) -> Result<Node, StartError> {
             // Nothing runs a forecast left running by the last stop.
             crate::repo::forecasts::interrupt_running(&db).await?;
             let forecasts = forecast::Forecasts::new(db.clone(), transcoder.clone());
-            let runtime = Runtime { bus, lifecycle, node, scheduler, libraries, forecasts, recheck };
+            let runtime = Runtime { bus, lifecycle, node, scheduler, libraries, prober, forecasts, recheck };
             let clock = main.clock.clone();
             Ok(Node::Main(Box::new(MainNode { db, name, runtime, cluster, memory_trend, clock })))
         }
@@ -291,6 +297,8 @@ pub struct Runtime {
     pub node: Addr<NodeSupervisor>,
     pub scheduler: Addr<Scheduler>,
     pub libraries: Addr<Libraries>,
+    /// The probe after a scan: what registers a file outside a scan (an import) wakes it.
+    pub prober: prober::Prober,
     pub forecasts: forecast::Forecasts,
     /// The node's own health checks, run again on their own and on demand.
     pub recheck: recheck::HealthRecheck,
@@ -298,8 +306,14 @@ pub struct Runtime {
 
 /// Jobs left ANALYZING or ENCODING by a crash or restart go back to QUEUED, to continue
 /// from their partial output. After a crash (`crashed`: the last run did not stop cleanly)
-/// each counts it, so a file that brings the node down fails after a few tries.
+/// each counts it, so a file that brings the node down fails after a few tries. Jobs the
+/// batch probe held (ANALYZING without a lease) are found files again (PENDING), for the
+/// probe that starts with the node: no attempt ran, so nothing is counted.
 pub async fn recover_orphans(lifecycle: &Lifecycle, crashed: bool) -> Result<u64, LifecycleError> {
+    let found_again = jobs::interrupt_probes(&lifecycle.db, None).await?;
+    if found_again > 0 {
+        tracing::info!(jobs = found_again, "files whose probe a stop interrupted: to be probed again");
+    }
     let mut recovered = 0;
     for job in jobs::in_statuses(&lifecycle.db, &[JobStatus::Analyzing, JobStatus::Encoding]).await? {
         let ctx = EventContext {

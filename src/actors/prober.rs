@@ -1,29 +1,31 @@
-//! What each new file is, known right after the scan and without an encode slot: queued jobs
-//! that never started and have no facts yet are probed in batches in a `condense-media`
-//! child (the demuxer's facts: container, codecs, duration, HDR kind; nothing decoded), and
-//! each batch's facts, skip decisions and transitions are written in one transaction
-//! (`repo::jobs::record_probes`). A file already in the target codec is SKIPPED there; every
-//! other job keeps waiting, its facts on record for the codec distribution and forecasts.
-//! The full decode validation stays just before the encode (`job::prepare`), which also
-//! analyses any job this probe could not (a crash or hang on its file, a job the scheduler
-//! started first).
+//! What each new file is, known right after the scan and without an encode slot: found files
+//! (PENDING) are probed in batches in a `condense-media` child (the demuxer's facts:
+//! container, codecs, duration, HDR kind; nothing decoded). A batch is ANALYZING while its
+//! child runs (one statement, `repo::jobs::begin_probes`), and its facts, skip decisions and
+//! transitions are written in one transaction (`repo::jobs::record_probes`). A file already
+//! in the target codec is SKIPPED there; every other job goes to the queue, its facts on
+//! record for the codec distribution and forecasts. The full decode validation stays just
+//! before the encode (`job::prepare`), which also analyses any job this probe could not (a
+//! crash or hang on its file, a file missing). A batch a stop interrupts is PENDING again at
+//! the next start (`actors::recover_orphans`).
 
-use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use actix::Recipient;
 use tokio::sync::Notify;
 
 use super::bus::{JobUpdate, Publish};
 use super::lifecycle::{event_kind, Lifecycle};
-use crate::domain::job::{transition, JobEvent};
+use super::node::Wake;
+use crate::domain::job::{transition, JobEvent, JobSnapshot, JobStatus};
 use crate::media::info::MediaInfo;
 use crate::media::layout::partial_dir_for;
 use crate::media::plan::{decide, Decision};
 use crate::media::worker;
 use crate::repo::events::NewEvent;
-use crate::repo::jobs::{self, snapshot, JobChange, Probed};
+use crate::repo::jobs::{self, JobChange, Probed};
 use crate::repo::RepoError;
 
 /// Files per child and per transaction: a child's start (about 20 ms) is spread over a
@@ -51,23 +53,22 @@ pub struct Prober {
 
 impl Prober {
     /// Starts the probe loop; `binary` is `condense-media`, `per_file` how long a child may
-    /// take over one file before it is killed.
-    pub fn start(lifecycle: Lifecycle, binary: PathBuf, per_file: Duration) -> Prober {
+    /// take over one file before it is killed, `scheduler` told of each batch it queued.
+    pub fn start(lifecycle: Lifecycle, binary: PathBuf, per_file: Duration, scheduler: Recipient<Wake>) -> Prober {
         let wake = Arc::new(Notify::new());
         let woken = wake.clone();
         actix::spawn(async move {
-            let mut unreadable = HashSet::new();
             loop {
                 // A wake while a pass runs is kept (one permit) and starts the next pass.
                 woken.notified().await;
-                match drain(&lifecycle, &binary, per_file, &mut unreadable).await {
+                match drain(&lifecycle, &binary, per_file, &scheduler).await {
                     Ok(0) => {}
                     Ok(skipped) => tracing::info!(skipped, "files already in their target codec: skipped"),
                     Err(e) => tracing::warn!(error = %e, "the probe after the scan stopped"),
                 }
             }
         });
-        // Jobs a stop left unprobed are taken up at start.
+        // Jobs a stop left unprobed (PENDING, or PENDING again) are taken up at start.
         wake.notify_one();
         Prober { wake }
     }
@@ -77,53 +78,81 @@ impl Prober {
     }
 }
 
-/// Probes every queued job that never started and has no facts, a batch at a time; answers
-/// how many were skipped. `unreadable` holds the jobs whose file this process could not
-/// probe (missing, refused, a child's hang): they are not tried again on every pass, and
-/// wait for their attempt, which says why.
+/// Probes every found file (PENDING), a batch at a time; answers how many were skipped.
+/// Each job leaves PENDING for good here: a file this process could not probe (missing,
+/// refused, a child's hang) goes to the queue without facts, and its attempt says why.
 pub async fn drain(
     lifecycle: &Lifecycle,
     binary: &Path,
     per_file: Duration,
-    unreadable: &mut HashSet<i32>,
+    scheduler: &Recipient<Wake>,
 ) -> Result<u64, RepoError> {
     let (mut after, mut skipped) = (0, 0);
     loop {
         let batch = jobs::never_probed(&lifecycle.db, after, BATCH).await?;
         let Some(last) = batch.last() else { return Ok(skipped) };
         after = last.id;
-        // A file that is not there (yet, or any more) costs no child. (Looked at on a
-        // blocking thread: a library on a network share answers slowly.)
-        let batch: Vec<_> = batch.into_iter().filter(|job| !unreadable.contains(&job.id)).collect();
-        let batch = tokio::task::spawn_blocking(move || {
-            batch.into_iter().filter(|job| jobs::source_path(job).is_file()).collect::<Vec<_>>()
-        })
-        .await
-        .unwrap_or_default();
-        if batch.is_empty() {
-            continue;
-        }
-        let paths: Vec<PathBuf> = batch.iter().map(jobs::source_path).collect();
-        let results = worker::probe_batch(binary, &paths, per_file).await;
-        let (probed, failed) = tokio::task::spawn_blocking(move || {
-            let (mut probed, mut failed) = (Vec::with_capacity(batch.len()), Vec::new());
-            for (job, result) in batch.iter().zip(results) {
-                match result {
-                    Some(Ok(info)) => probed.push(decided(job, &info)),
-                    Some(Err(_)) | None => failed.push(job.id),
-                }
+        let ids: Vec<i32> = batch.iter().map(|job| job.id).collect();
+        jobs::begin_probes(&lifecycle.db, &ids).await?;
+        let recorded = probe_and_record(lifecycle, binary, per_file, batch).await;
+        let moved = match recorded {
+            Ok(moved) => moved,
+            Err(e) => {
+                // Not left ANALYZING with nobody probing it: found again, for the next pass.
+                jobs::interrupt_probes(&lifecycle.db, Some(&ids)).await?;
+                return Err(e);
             }
-            (probed, failed)
-        })
-        .await
-        .unwrap_or_default();
-        unreadable.extend(failed);
-        let moved = jobs::record_probes(&lifecycle.db, probed).await?;
-        skipped += moved.len() as u64;
+        };
         for job in &moved {
+            if JobStatus::from(job.status) == JobStatus::Skipped {
+                skipped += 1;
+            }
             lifecycle.bus.do_send(Publish(JobUpdate::of("status", job)));
         }
+        if !moved.is_empty() {
+            scheduler.do_send(Wake);
+        }
     }
+}
+
+/// One batch: its files probed in a child, its facts and decisions recorded.
+async fn probe_and_record(
+    lifecycle: &Lifecycle,
+    binary: &Path,
+    per_file: Duration,
+    batch: Vec<entities::job::Model>,
+) -> Result<Vec<entities::job::Model>, RepoError> {
+    // A file that is not there (any more) costs no child. (Looked at on a blocking thread:
+    // a library on a network share answers slowly.)
+    let (present, mut probed) = tokio::task::spawn_blocking(move || {
+        let (present, missing): (Vec<_>, Vec<_>) = batch.into_iter().partition(|job| jobs::source_path(job).is_file());
+        (present, missing.into_iter().map(unknown).collect::<Vec<_>>())
+    })
+    .await
+    .unwrap_or_default();
+    if !present.is_empty() {
+        let paths: Vec<PathBuf> = present.iter().map(jobs::source_path).collect();
+        let results = worker::probe_batch(binary, &paths, per_file).await;
+        let mut known = tokio::task::spawn_blocking(move || {
+            present
+                .iter()
+                .zip(results)
+                .map(|(job, result)| match result {
+                    Some(Ok(info)) => decided(job, &info),
+                    Some(Err(_)) | None => unknown(job.clone()),
+                })
+                .collect::<Vec<_>>()
+        })
+        .await
+        .unwrap_or_default();
+        probed.append(&mut known);
+    }
+    jobs::record_probes(&lifecycle.db, probed).await
+}
+
+/// A job whose file the probe could not read: queued without facts.
+fn unknown(job: entities::job::Model) -> Probed {
+    Probed { id: job.id, change: JobChange::default(), skip: None }
 }
 
 /// The facts of one job's file and, when it needs no encode, its skip.
@@ -140,7 +169,9 @@ fn decided(job: &entities::job::Model, info: &MediaInfo) -> Probed {
     let clean = || std::fs::symlink_metadata(partial_dir_for(&jobs::source_path(job))).is_err();
     let skip = reason.filter(|_| clean()).and_then(|reason| {
         let event = JobEvent::SkipProbed;
-        let outcome = transition(&snapshot(job), &event).ok()?;
+        // The job is in its batch probe now (`repo::jobs::begin_probes`).
+        let probing = JobSnapshot { status: JobStatus::Analyzing, ..jobs::snapshot(job) };
+        let outcome = transition(&probing, &event).ok()?;
         let record = NewEvent::new(event_kind(&event, &outcome)).with_detail(serde_json::json!({ "reason": reason }));
         change.skip_reason = Some(reason);
         Some((outcome, record))

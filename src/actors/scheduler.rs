@@ -218,12 +218,14 @@ async fn assign(
 ) -> Result<(), LifecycleError> {
     let tier = effective_tier(db, public_key, now).await;
     let counts = jobs::count_by_status(db).await?;
-    let running = counts.get(&JobStatus::Analyzing).copied().unwrap_or(0)
-        + counts.get(&JobStatus::Encoding).copied().unwrap_or(0);
     let queued = counts.get(&JobStatus::Queued).copied().unwrap_or(0);
     if queued == 0 {
         return Ok(());
     }
+    // Files in the batch probe after a scan are ANALYZING too, but take no encode slot.
+    let running = (counts.get(&JobStatus::Analyzing).copied().unwrap_or(0)
+        + counts.get(&JobStatus::Encoding).copied().unwrap_or(0))
+    .saturating_sub(jobs::count_probing(db).await?);
     let allowed = tier.max_concurrent_jobs().map(|m| u64::from(m).saturating_sub(running)).unwrap_or(u64::MAX);
     let allowed_nodes = tier.max_nodes().map(|m| m as usize).unwrap_or(usize::MAX);
     let mut slots = Vec::new();

@@ -11,6 +11,9 @@
 use serde::Serialize;
 
 use super::named_enum;
+pub use super::rate::{
+    RateControl, RateControlMode, TwoPassKind, TwoPassRange, TARGET_BITRATE_KBPS_MAX, TARGET_BITRATE_KBPS_MIN,
+};
 
 named_enum!(
     /// The codec a library re-encodes to.
@@ -103,6 +106,9 @@ pub struct EncoderProfile {
     pub options: &'static [(&'static str, &'static str)],
     /// Whether it writes 10-bit output (Main 10 / AV1 10-bit).
     pub ten_bit: bool,
+    /// How it runs a library's `twoPass` rate control; `None`: it cannot (see
+    /// `rate_control`).
+    pub two_pass: Option<TwoPassKind>,
 }
 
 /// Which way an encoder's list of presets runs.
@@ -138,6 +144,7 @@ const LIBX265: EncoderProfile = EncoderProfile {
     quality_option: "crf",
     options: &[],
     ten_bit: true,
+    two_pass: Some(TwoPassKind::Stats),
 };
 
 const HEVC_NVENC: EncoderProfile = EncoderProfile {
@@ -153,6 +160,7 @@ const HEVC_NVENC: EncoderProfile = EncoderProfile {
     quality_option: "cq",
     options: &[("rc", "vbr")],
     ten_bit: true,
+    two_pass: Some(TwoPassKind::Multipass),
 };
 
 const HEVC_QSV: EncoderProfile = EncoderProfile {
@@ -168,6 +176,7 @@ const HEVC_QSV: EncoderProfile = EncoderProfile {
     quality_option: "global_quality",
     options: &[],
     ten_bit: true,
+    two_pass: None,
 };
 
 const HEVC_VAAPI: EncoderProfile = EncoderProfile {
@@ -183,6 +192,7 @@ const HEVC_VAAPI: EncoderProfile = EncoderProfile {
     quality_option: "qp",
     options: &[],
     ten_bit: true,
+    two_pass: None,
 };
 
 const LIBSVTAV1: EncoderProfile = EncoderProfile {
@@ -198,6 +208,7 @@ const LIBSVTAV1: EncoderProfile = EncoderProfile {
     quality_option: "crf",
     options: &[],
     ten_bit: true,
+    two_pass: None,
 };
 
 const LIBAOM_AV1: EncoderProfile = EncoderProfile {
@@ -214,6 +225,7 @@ const LIBAOM_AV1: EncoderProfile = EncoderProfile {
     // b=0 makes crf a constant-quality target instead of a bitrate cap.
     options: &[("row-mt", "1"), ("b", "0")],
     ten_bit: true,
+    two_pass: None,
 };
 
 // The hardware AV1 encoders take their HEVC siblings' options: NVENC's constant quality
@@ -234,6 +246,7 @@ const AV1_NVENC: EncoderProfile = EncoderProfile {
     quality_option: "cq",
     options: &[("rc", "vbr")],
     ten_bit: true,
+    two_pass: None,
 };
 
 const AV1_QSV: EncoderProfile = EncoderProfile {
@@ -249,6 +262,7 @@ const AV1_QSV: EncoderProfile = EncoderProfile {
     quality_option: "global_quality",
     options: &[],
     ten_bit: true,
+    two_pass: None,
 };
 
 const AV1_VAAPI: EncoderProfile = EncoderProfile {
@@ -264,6 +278,7 @@ const AV1_VAAPI: EncoderProfile = EncoderProfile {
     quality_option: "qp",
     options: &[],
     ten_bit: true,
+    two_pass: None,
 };
 
 impl TargetCodec {
@@ -432,6 +447,8 @@ pub struct EncodeSettings {
     pub quality: u32,
     /// The source is 10-bit HDR, which must stay 10-bit to stay HDR.
     pub source_is_ten_bit_hdr: bool,
+    /// The library's rate control (`for_library` gives CRF; the caller sets two passes).
+    pub rate: RateControl,
 }
 
 impl EncodeSettings {
@@ -463,6 +480,64 @@ impl EncodeSettings {
             preset,
             quality,
             source_is_ten_bit_hdr,
+            rate: RateControl::Crf,
+        }
+    }
+}
+
+impl EncoderProfile {
+    /// The bitrates of a two-pass library of this encoder; none where it runs no two passes.
+    pub fn two_pass_range(&self) -> Option<TwoPassRange> {
+        self.two_pass.map(|_| TwoPassRange { min_kbps: TARGET_BITRATE_KBPS_MIN, max_kbps: TARGET_BITRATE_KBPS_MAX })
+    }
+}
+
+/// Why a library's rate control is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RateControlError {
+    #[error("targetBitrateKbps is required when rateControl is twoPass")]
+    MissingBitrate,
+    #[error("targetBitrateKbps must be {min} to {max}, not {0}", min = TARGET_BITRATE_KBPS_MIN, max = TARGET_BITRATE_KBPS_MAX)]
+    BitrateOutOfRange(i64),
+    #[error(
+        "rateControl twoPass is not offered for {0}: two passes run on libx265 (statistics of a first pass) and \
+         hevc_nvenc (NVENC's multipass); FFmpeg 5.1's libsvtav1 and the other encoders have no two-pass mode here"
+    )]
+    NotOffered(Encoder),
+    #[error("rateControl twoPass targets a bitrate and qualityMode vmaf searches a CRF: choose one (qualityMode crf)")]
+    WithVmaf,
+}
+
+/// A library's rate control as it would be stored: `twoPass` needs a bitrate within the
+/// bounds, an encoder that runs two passes, and the CRF quality mode (the VMAF search
+/// chooses a CRF). `crf` keeps whatever bitrate was given (it is used once `twoPass` is
+/// chosen again).
+pub fn rate_control(
+    mode: RateControlMode,
+    bitrate_kbps: Option<i64>,
+    encoder: Encoder,
+    vmaf_mode: bool,
+) -> Result<RateControl, RateControlError> {
+    let bitrate = match bitrate_kbps {
+        Some(kbps) => Some(
+            u32::try_from(kbps)
+                .ok()
+                .filter(|k| (TARGET_BITRATE_KBPS_MIN..=TARGET_BITRATE_KBPS_MAX).contains(k))
+                .ok_or(RateControlError::BitrateOutOfRange(kbps))?,
+        ),
+        None => None,
+    };
+    match mode {
+        RateControlMode::Crf => Ok(RateControl::Crf),
+        RateControlMode::TwoPass => {
+            let bitrate_kbps = bitrate.ok_or(RateControlError::MissingBitrate)?;
+            if encoder.profile().two_pass.is_none() {
+                return Err(RateControlError::NotOffered(encoder));
+            }
+            if vmaf_mode {
+                return Err(RateControlError::WithVmaf);
+            }
+            Ok(RateControl::TwoPass { bitrate_kbps })
         }
     }
 }
@@ -480,9 +555,18 @@ pub struct EncodeProfile {
     pub cautious: bool,
     /// The rung this profile came from, for logs and the job's history.
     pub retry_profile: RetryProfile,
+    /// CRF, or two passes to a bitrate; every rung keeps it (the CPU fallback of a
+    /// two-pass hardware encoder, libx265, runs two passes too).
+    pub rate: RateControl,
 }
 
 impl EncodeProfile {
+    /// Whether the transcoder runs the video twice: a first pass writing statistics, then
+    /// the encode by them. NVENC's multipass happens inside one encode.
+    pub fn runs_two_passes(&self) -> bool {
+        matches!(self.rate, RateControl::TwoPass { .. }) && self.encoder.profile().two_pass == Some(TwoPassKind::Stats)
+    }
+
     /// The encoder's FFmpeg options for this profile: its fixed options, then quality and
     /// preset under the names the encoder gives them. HDR metadata is added by the
     /// transcoder, which reads it from the source.
@@ -490,7 +574,17 @@ impl EncodeProfile {
         let profile = self.encoder.profile();
         let mut options: Vec<(String, String)> =
             profile.options.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        options.push((profile.quality_option.to_string(), self.quality.to_string()));
+        match self.rate {
+            RateControl::Crf => options.push((profile.quality_option.to_string(), self.quality.to_string())),
+            // No CRF/CQ: FFmpeg's libx265 takes the bitrate (`b`) only without one, and
+            // NVENC's VBR with a CQ would aim at the quality instead.
+            RateControl::TwoPass { bitrate_kbps } => {
+                options.push(("b".to_string(), format!("{bitrate_kbps}k")));
+                if profile.two_pass == Some(TwoPassKind::Multipass) {
+                    options.push(("multipass".to_string(), "fullres".to_string()));
+                }
+            }
+        }
         if let Some(preset) = &self.preset {
             if !profile.preset_option.is_empty() {
                 options.push((profile.preset_option.to_string(), preset.clone()));
@@ -550,6 +644,7 @@ impl RetryProfile {
             quality: requested.quality,
             cautious: false,
             retry_profile: self,
+            rate: requested.rate,
         };
         if requested.encoder.is_hardware() {
             self.on_hardware(requested, as_configured)
@@ -810,6 +905,7 @@ mod tests {
             quality: 30,
             cautious: false,
             retry_profile: RetryProfile::AsConfigured,
+            rate: RateControl::Crf,
         };
         let pairs = |list: &[(&str, &str)]| -> Vec<(String, String)> {
             list.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
@@ -894,6 +990,7 @@ mod tests {
             preset: preset.map(str::to_string),
             quality: 24,
             source_is_ten_bit_hdr,
+            rate: RateControl::Crf,
         }
     }
 
@@ -1140,5 +1237,69 @@ mod tests {
         let json = serde_json::to_value(&two).unwrap();
         assert_eq!((json["rung"].as_u64(), json["retryProfile"].as_str()), (Some(2), Some("cpu_encoder")));
         assert_eq!((json["encoder"].as_str(), json["preset"].as_str()), (Some("libx265"), Some("superfast")));
+    }
+
+    /// Every mode against every encoder, with and without a bitrate, in and out of bounds,
+    /// in either quality mode.
+    #[test]
+    fn two_passes_need_a_bitrate_in_bounds_an_encoder_that_runs_them_and_crf_mode() {
+        let (lo, hi) = (i64::from(TARGET_BITRATE_KBPS_MIN), i64::from(TARGET_BITRATE_KBPS_MAX));
+        for &encoder in Encoder::ALL {
+            let offered = matches!(encoder, Libx265 | HevcNvenc);
+            for vmaf in [false, true] {
+                for bitrate in [None, Some(lo - 1), Some(lo), Some(2500), Some(hi), Some(hi + 1), Some(-5)] {
+                    let in_bounds = bitrate.map(|b| (lo..=hi).contains(&b));
+                    let crf = rate_control(RateControlMode::Crf, bitrate, encoder, vmaf);
+                    let two = rate_control(RateControlMode::TwoPass, bitrate, encoder, vmaf);
+                    match (bitrate, in_bounds) {
+                        (Some(b), Some(false)) => {
+                            assert_eq!(crf, Err(RateControlError::BitrateOutOfRange(b)));
+                            assert_eq!(two, Err(RateControlError::BitrateOutOfRange(b)));
+                        }
+                        (None, _) => {
+                            assert_eq!(crf, Ok(RateControl::Crf));
+                            assert_eq!(two, Err(RateControlError::MissingBitrate));
+                        }
+                        (Some(b), _) => {
+                            assert_eq!(crf, Ok(RateControl::Crf));
+                            let want = if !offered {
+                                Err(RateControlError::NotOffered(encoder))
+                            } else if vmaf {
+                                Err(RateControlError::WithVmaf)
+                            } else {
+                                Ok(RateControl::TwoPass { bitrate_kbps: u32::try_from(b).unwrap() })
+                            };
+                            assert_eq!(two, want, "{encoder} {b} vmaf={vmaf}");
+                        }
+                    }
+                }
+            }
+        }
+        assert!(RateControlError::NotOffered(Libsvtav1).to_string().contains("libsvtav1"));
+    }
+
+    /// Two passes replace the CRF/CQ with the bitrate on every rung; x265 (and the CPU
+    /// fallback of NVENC) runs two encodes, NVENC its multipass inside one.
+    #[test]
+    fn two_passes_set_the_bitrate_on_every_rung_and_only_x265_runs_two_encodes() {
+        for encoder in [Libx265, HevcNvenc] {
+            let mut settings = EncodeSettings::for_library(TargetCodec::Hevc, Some(encoder), None, Some(22), false);
+            settings.rate = RateControl::TwoPass { bitrate_kbps: 800 };
+            for rung in 0..4 {
+                let profile = profile_for_attempt(&settings, rung);
+                let options = profile.options();
+                let get = |k: &str| options.iter().find(|(name, _)| name == k).map(|(_, v)| v.as_str());
+                assert_eq!(get("b"), Some("800k"), "{encoder} rung {rung}");
+                let quality_option = profile.encoder.profile().quality_option;
+                assert_eq!(get(quality_option), None, "{encoder} rung {rung}: {options:?}");
+                assert_eq!(profile.runs_two_passes(), profile.encoder == Libx265, "{encoder} rung {rung}");
+                let multipass = profile.encoder == HevcNvenc;
+                assert_eq!(get("multipass"), multipass.then_some("fullres"), "{encoder} rung {rung}");
+            }
+            settings.rate = RateControl::Crf;
+            let profile = profile_for_attempt(&settings, 0);
+            assert!(!profile.runs_two_passes());
+            assert_eq!(profile.options().iter().find(|(k, _)| k == "b"), None);
+        }
     }
 }

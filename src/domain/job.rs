@@ -187,6 +187,14 @@ pub enum JobEvent {
     /// started needs no encode (its video is already in the target codec): skipped without
     /// waiting for an encode slot. The file is not touched; a forced job is never skipped.
     SkipProbed,
+    /// The probe after the scan takes a found file up (its batch's child starts): the job
+    /// is ANALYZING, held by no node, until the batch is recorded.
+    Probe,
+    /// The probe after the scan is done with the file and it needs an encode (or the probe
+    /// could not read it, which its attempt's own analysis then tells): to the queue.
+    Probed,
+    /// The node stopped while the file's batch was being probed: found again, not analysed.
+    ProbeInterrupted,
 }
 
 impl JobEvent {
@@ -209,6 +217,9 @@ impl JobEvent {
             JobEvent::SourceChanged => "requeue as changed",
             JobEvent::NotSmaller => "skip as not smaller",
             JobEvent::SkipProbed => "skip after the probe",
+            JobEvent::Probe => "probe",
+            JobEvent::Probed => "queue after the probe",
+            JobEvent::ProbeInterrupted => "interrupt the probe of",
         }
     }
 }
@@ -276,8 +287,13 @@ pub fn transition(job: &JobSnapshot, event: &JobEvent) -> Result<Outcome, Transi
     let outcome = match (job.status, *event) {
         (Pending, JobEvent::Queue) => keep_counters(Queued, vec![StartFromScratch]),
         (Queued, JobEvent::Start) => keep_counters(Analyzing, vec![]),
-        // A queued job may hold a partial output from an earlier attempt.
-        (Queued, JobEvent::SkipProbed) if !job.forced => keep_counters(Skipped, vec![DeletePartial]),
+        // The batch probe's ANALYZING (no node holds the job: `repo::jobs` writes these three
+        // only where no lease is set). A found file is PENDING until its probe starts.
+        (Pending, JobEvent::Probe) => keep_counters(Analyzing, vec![]),
+        (Analyzing, JobEvent::Probed) => keep_counters(Queued, vec![StartFromScratch]),
+        (Analyzing, JobEvent::ProbeInterrupted) => keep_counters(Pending, vec![]),
+        // A job may find a partial output some earlier job left at its path.
+        (Analyzing, JobEvent::SkipProbed) if !job.forced => keep_counters(Skipped, vec![DeletePartial]),
         (Analyzing, JobEvent::Analyzed { skip }) => {
             if skip && !job.forced {
                 keep_counters(Skipped, vec![ReleaseNode])
@@ -602,6 +618,9 @@ mod tests {
                 sample("not smaller", 1, true, JobEvent::NotSmaller),
                 sample("skip probed", 0, false, JobEvent::SkipProbed),
                 sample("skip probed forced", 0, true, JobEvent::SkipProbed),
+                sample("probe", 0, false, JobEvent::Probe),
+                sample("probed", 0, false, JobEvent::Probed),
+                sample("probe interrupted", 0, false, JobEvent::ProbeInterrupted),
             ]
         }
 
@@ -625,9 +644,12 @@ mod tests {
                 JobEvent::Yield => 13,
                 JobEvent::NotSmaller => 14,
                 JobEvent::SkipProbed => 15,
+                JobEvent::Probe => 16,
+                JobEvent::Probed => 17,
+                JobEvent::ProbeInterrupted => 18,
             }
         }
-        const EVENT_VARIANTS: usize = 16;
+        const EVENT_VARIANTS: usize = 19;
 
         struct Row {
             from: JobStatus,
@@ -879,11 +901,20 @@ mod tests {
                 refused("source changed", &[Pending, Queued, Analyzing, Encoding, Paused]),
                 moves(Encoding, "not smaller", Skipped, 1, true, vec![stop_hard, DeletePartial, ReleaseNode]),
                 refused("not smaller", &[Pending, Queued, Analyzing, Paused, Completed, Skipped, Failed, Cancelled]),
-                moves(Queued, "skip probed", Skipped, 0, false, vec![DeletePartial]),
-                refused("skip probed", &[Pending, Analyzing, Encoding, Paused, Completed, Skipped, Failed, Cancelled]),
+                moves(Analyzing, "skip probed", Skipped, 0, false, vec![DeletePartial]),
+                refused("skip probed", &[Pending, Queued, Encoding, Paused, Completed, Skipped, Failed, Cancelled]),
                 refused(
                     "skip probed forced",
                     &[Pending, Queued, Analyzing, Encoding, Paused, Completed, Skipped, Failed, Cancelled],
+                ),
+                moves(Pending, "probe", Analyzing, 0, false, vec![]),
+                refused("probe", &[Queued, Analyzing, Encoding, Paused, Completed, Skipped, Failed, Cancelled]),
+                moves(Analyzing, "probed", Queued, 0, false, vec![StartFromScratch]),
+                refused("probed", &[Pending, Queued, Encoding, Paused, Completed, Skipped, Failed, Cancelled]),
+                moves(Analyzing, "probe interrupted", Pending, 0, false, vec![]),
+                refused(
+                    "probe interrupted",
+                    &[Pending, Queued, Encoding, Paused, Completed, Skipped, Failed, Cancelled],
                 ),
             ]
             .into_iter()

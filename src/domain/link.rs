@@ -36,6 +36,7 @@ pub enum JobField {
     PredictedSize,
     Vmaf,
     VmafP5,
+    EncodePass,
 }
 
 impl JobField {
@@ -66,6 +67,7 @@ impl JobField {
         JobField::PredictedSize,
         JobField::Vmaf,
         JobField::VmafP5,
+        JobField::EncodePass,
     ];
 
     /// The field's name on the wire (the link's JSON), for the refusal's words.
@@ -97,6 +99,7 @@ impl JobField {
             JobField::PredictedSize => "predictedSize",
             JobField::Vmaf => "vmaf",
             JobField::VmafP5 => "vmafP5",
+            JobField::EncodePass => "encodePass",
         }
     }
 }
@@ -149,7 +152,10 @@ pub fn node_may_apply(event: &JobEvent) -> bool {
         | JobEvent::Force
         | JobEvent::Orphaned { .. }
         | JobEvent::SourceChanged
-        | JobEvent::SkipProbed => false,
+        | JobEvent::SkipProbed
+        | JobEvent::Probe
+        | JobEvent::Probed
+        | JobEvent::ProbeInterrupted => false,
     }
 }
 
@@ -176,6 +182,9 @@ mod tests {
             JobEvent::NotSmaller,
             JobEvent::SourceChanged,
             JobEvent::SkipProbed,
+            JobEvent::Probe,
+            JobEvent::Probed,
+            JobEvent::ProbeInterrupted,
         ];
         for code in FailureCode::ALL {
             events.push(JobEvent::Fail { code: *code, resumable: true });

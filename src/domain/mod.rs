@@ -21,6 +21,7 @@ pub mod notify;
 pub mod paging;
 pub mod path_bytes;
 pub mod quality;
+pub mod rate;
 pub mod schedule;
 pub mod segments;
 pub mod session;

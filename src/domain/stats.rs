@@ -75,14 +75,21 @@ pub struct QueueStats {
     pub cancelled: u64,
     /// Running jobs without progress for more than 10 minutes.
     pub stalled: u64,
-    /// ANALYZING + ENCODING: work in progress right now.
+    /// ANALYZING + ENCODING jobs a node holds: work in progress right now.
     pub active_workers: u64,
     pub throughput_per_hour: f64,
     /// (QUEUED + ANALYZING) / throughput; null while nothing completes.
     pub estimated_completion_hours: Option<f64>,
 }
 
-pub fn queue_stats(counts: &HashMap<JobStatus, u64>, stalled: u64, completed_in_window: u64) -> QueueStats {
+/// `working`: the running jobs a node holds (a file in the batch probe after a scan is
+/// ANALYZING, but no worker's).
+pub fn queue_stats(
+    counts: &HashMap<JobStatus, u64>,
+    stalled: u64,
+    working: u64,
+    completed_in_window: u64,
+) -> QueueStats {
     let count = |status| counts.get(&status).copied().unwrap_or(0);
     let throughput = throughput_per_hour(completed_in_window);
     let waiting = count(JobStatus::Queued) + count(JobStatus::Analyzing);
@@ -97,7 +104,7 @@ pub fn queue_stats(counts: &HashMap<JobStatus, u64>, stalled: u64, completed_in_
         skipped: count(JobStatus::Skipped),
         cancelled: count(JobStatus::Cancelled),
         stalled,
-        active_workers: count(JobStatus::Analyzing) + count(JobStatus::Encoding),
+        active_workers: working,
         throughput_per_hour: throughput,
         estimated_completion_hours: (throughput > 0.0).then(|| waiting as f64 / throughput),
     }
@@ -419,14 +426,15 @@ mod tests {
             (JobStatus::Completed, 50),
         ]
         .into();
-        let stats = queue_stats(&counts, 1, 48);
-        assert_eq!((stats.pending, stats.queued, stats.paused, stats.cancelled), (1, 10, 0, 0));
-        assert_eq!((stats.active_workers, stats.stalled), (5, 1));
+        // One of the two ANALYZING is in the batch probe after a scan: no worker's.
+        let stats = queue_stats(&counts, 1, 4, 48);
+        assert_eq!((stats.pending, stats.queued, stats.analyzing, stats.paused, stats.cancelled), (1, 10, 2, 0, 0));
+        assert_eq!((stats.active_workers, stats.stalled), (4, 1));
         assert_eq!(stats.throughput_per_hour, 2.0);
         // (10 queued + 2 analyzing) / 2 per hour.
         assert_eq!(stats.estimated_completion_hours, Some(6.0));
-        assert_eq!(queue_stats(&counts, 0, 0).estimated_completion_hours, None);
-        let json = serde_json::to_value(queue_stats(&HashMap::new(), 0, 0)).unwrap();
+        assert_eq!(queue_stats(&counts, 0, 4, 0).estimated_completion_hours, None);
+        let json = serde_json::to_value(queue_stats(&HashMap::new(), 0, 0, 0)).unwrap();
         assert_eq!(json["estimatedCompletionHours"], serde_json::Value::Null);
         assert_eq!(json["activeWorkers"], 0);
     }

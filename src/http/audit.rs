@@ -11,12 +11,13 @@ use utoipa::IntoParams;
 
 use super::auth::AuthUser;
 use super::endpoint::Endpoint;
+use super::users::MAX_USERNAME_CHARS;
 use super::views::AuditEntryView;
 use crate::domain::paging::MAX_PAGE;
 use crate::error::{AppError, ErrorBody};
 use crate::http::state::AppState;
 use crate::repo;
-use crate::repo::audit::{NewEntry, MAX_PAGE_SIZE};
+use crate::repo::audit::{AuditFilter, KeyFilter, NewEntry, MAX_PAGE_SIZE};
 use crate::repo::Page;
 
 const DEFAULT_PAGE_SIZE: u64 = 100;
@@ -71,8 +72,15 @@ pub struct AuditQuery {
     /// Larger values are served as the largest page size (500).
     #[param(schema_with = page_size)]
     pub page_size: Option<u64>,
-    /// Only this user's entries.
+    /// Only this user's entries (empty: any user's).
+    #[param(schema_with = user_name)]
     pub user: Option<String>,
+    /// Only the entries made with this API key (its id), or `none`: those made signed in.
+    #[param(schema_with = key_filter)]
+    pub key: Option<String>,
+    /// Only this action: the method and the route as declared, e.g. `POST /jobs/{id}/pause`.
+    #[param(schema_with = action_filter)]
+    pub action: Option<String>,
 }
 
 fn page_size() -> utoipa::openapi::schema::Object {
@@ -80,6 +88,65 @@ fn page_size() -> utoipa::openapi::schema::Object {
         super::schema::unsigned_from(1),
         "Larger values are served as the largest page size (500).",
     )
+}
+
+/// Longest `action` the filter takes: a method and a route.
+const MAX_ACTION_CHARS: usize = 200;
+
+fn user_name() -> utoipa::openapi::schema::Object {
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
+    let object = ObjectBuilder::new().schema_type(Type::String).max_length(Some(MAX_USERNAME_CHARS)).build();
+    super::schema::described(object, "Only this user's entries (empty: any user's).")
+}
+
+fn key_filter() -> utoipa::openapi::schema::Object {
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
+    let object = ObjectBuilder::new().schema_type(Type::String).pattern(Some(KEY_PATTERN)).build();
+    super::schema::described(
+        object,
+        "Only the entries made with this API key (its id), or `none`: those made signed in.",
+    )
+}
+
+fn action_filter() -> utoipa::openapi::schema::Object {
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
+    let pattern = format!("^[A-Z]{{1,10}} /[!-~]{{0,{}}}$", MAX_ACTION_CHARS - 12);
+    let object = ObjectBuilder::new().schema_type(Type::String).pattern(Some(pattern)).build();
+    super::schema::described(
+        object,
+        "Only this action: the method and the route as declared, e.g. `POST /jobs/{id}/pause`.",
+    )
+}
+
+/// `none`, or an id: ten digits at most (an id past the largest is nobody's key).
+const KEY_PATTERN: &str = "^(?:none|[0-9]{1,10})$";
+
+/// The key filter as the query states it, checked as `key_filter` documents it.
+fn key_of(key: Option<&str>) -> Result<Option<KeyFilter>, String> {
+    let Some(key) = key.filter(|k| !k.is_empty()) else { return Ok(None) };
+    if key == "none" {
+        return Ok(Some(KeyFilter::None));
+    }
+    if key.len() > 10 || !key.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("key must be none or an API key's id, not {key:?}"));
+    }
+    // Ten digits may pass the largest id: such a key matches no entry.
+    Ok(Some(key.parse::<i32>().map_or(KeyFilter::Nothing, KeyFilter::Id)))
+}
+
+/// The action filter as the query states it (method, route), checked as `action_filter`
+/// documents it.
+fn action_of(action: Option<&str>) -> Result<Option<(&str, &str)>, String> {
+    let Some(action) = action.filter(|a| !a.is_empty()) else { return Ok(None) };
+    let refused = || format!("action must be a method and a route, e.g. POST /jobs/{{id}}/pause, not {action:?}");
+    let (method, route) = action.split_once(' ').ok_or_else(refused)?;
+    let method_ok = (1..=10).contains(&method.len()) && method.bytes().all(|b| b.is_ascii_uppercase());
+    let route_ok =
+        route.starts_with('/') && route.len() <= MAX_ACTION_CHARS - 11 && route.bytes().all(|b| b.is_ascii_graphic());
+    if !(method_ok && route_ok) {
+        return Err(refused());
+    }
+    Ok(Some((method, route)))
 }
 
 /// The audit log, newest first
@@ -99,7 +166,7 @@ pub async fn list(
     state: web::Data<AppState>,
     query: web::Query<AuditQuery>,
 ) -> Result<web::Json<Page<AuditEntryView>>, AppError> {
-    let AuditQuery { page, page_size, user } = query.into_inner();
+    let AuditQuery { page, page_size, user, key, action } = query.into_inner();
     let invalid = |message: String| AppError::BadRequest { code: "invalid_query", message };
     if page.is_some_and(|page| page == 0 || page > MAX_PAGE) {
         return Err(invalid(format!("page must be 1 to {MAX_PAGE}")));
@@ -108,9 +175,17 @@ pub async fn list(
         return Err(invalid(format!("pageSize must be 1 to {MAX_PAGE_SIZE}")));
     }
     let user = user.filter(|name| !name.is_empty());
+    if user.as_ref().is_some_and(|name| name.chars().count() > MAX_USERNAME_CHARS) {
+        return Err(invalid(format!("user must be at most {MAX_USERNAME_CHARS} characters")));
+    }
+    let filter = AuditFilter {
+        username: user.as_deref(),
+        key: key_of(key.as_deref()).map_err(invalid)?,
+        action: action_of(action.as_deref()).map_err(invalid)?,
+    };
     let found = repo::audit::list(
         &state.db,
-        user.as_deref(),
+        &filter,
         page.unwrap_or(1),
         page_size.unwrap_or(DEFAULT_PAGE_SIZE).min(MAX_PAGE_SIZE),
     )

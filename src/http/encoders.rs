@@ -8,7 +8,7 @@ use utoipa::ToSchema;
 
 use super::auth::AuthUser;
 use super::views;
-use crate::domain::encoding::{Encoder, EncoderProfile, Hardware, QualityRange, TargetCodec};
+use crate::domain::encoding::{Encoder, EncoderProfile, Hardware, QualityRange, TargetCodec, TwoPassRange};
 use crate::domain::node::NodeStatus;
 use crate::error::AppError;
 use crate::http::state::AppState;
@@ -44,6 +44,9 @@ pub struct EncoderEntry {
     pub default_preset: Option<&'static str>,
     /// CRF or constant quality: lower keeps more detail.
     pub quality: QualityRange,
+    /// A library's `rateControl` `twoPass`, with the bounds of its `targetBitrateKbps`;
+    /// null: this encoder runs no two passes.
+    pub two_pass: Option<TwoPassRange>,
     /// Some node that is not OFFLINE reports that this encoder opens on it.
     pub available: bool,
     /// The nodes that report it, whatever their status.
@@ -128,6 +131,7 @@ pub fn catalog(nodes: &[NodeEncoders]) -> EncoderCatalog {
                         presets: profile.presets,
                         default_preset: profile.default_preset,
                         quality: profile.quality,
+                        two_pass: profile.two_pass_range(),
                         available: reporting.iter().any(|n| !n.offline),
                         nodes: reporting.iter().map(|n| n.name.clone()).collect(),
                         unavailable_reason: unavailable_reason(profile, &reporting),

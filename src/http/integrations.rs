@@ -84,10 +84,15 @@ pub async fn arr(
                 ImportError::Repo(repo) => AppError::from(repo),
                 refused => AppError::invalid(refused.to_string()),
             })?;
+            // A new file waits (PENDING) for the probe; a changed one is queued at once.
+            state.runtime.prober.wake();
             state.runtime.scheduler.do_send(Wake);
             let view = JobView::from(&job);
             tracing::info!(user = %user.username, %seen, %path, job_id = job.id, status = %view.status, "*arr import taken in");
-            let queued = crate::domain::job::JobStatus::from(job.status) == crate::domain::job::JobStatus::Queued;
+            let queued = matches!(
+                crate::domain::job::JobStatus::from(job.status),
+                crate::domain::job::JobStatus::Pending | crate::domain::job::JobStatus::Queued
+            );
             let outcome = if queued { "queued" } else { "running" };
             Ok(web::Json(answer(outcome, Some(path), Some(view))))
         }

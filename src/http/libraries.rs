@@ -11,7 +11,7 @@ use super::auth::AuthUser;
 use super::views::LibraryView;
 use crate::actors::library::Reload;
 use crate::actors::scheduler::{Action, JobAction};
-use crate::domain::encoding::{Encoder, TargetCodec};
+use crate::domain::encoding::{self, Encoder, RateControlMode, TargetCodec};
 use crate::domain::job::JobStatus;
 use crate::domain::quality::{self, QualityMode};
 use crate::domain::stream_rules::StreamRules;
@@ -65,6 +65,14 @@ pub struct CreateLibrary {
     /// What each file becomes besides its video, and which files are left alone; absent
     /// fields take their defaults (today's behaviour).
     pub stream_rules: Option<StreamRules>,
+    /// `crf` (default) or `twoPass`: two passes to `targetBitrateKbps` (libx265, and
+    /// hevc_nvenc's multipass; refused for AV1 encoders and in qualityMode vmaf).
+    #[schema(value_type = Option<RateControlMode>)]
+    pub rate_control: Option<String>,
+    /// kbit/s, 50 to 200000; required for `twoPass`.
+    #[schema(minimum = 50, maximum = 200000)]
+    #[serde(default, deserialize_with = "super::schema::optional_whole_number")]
+    pub target_bitrate_kbps: Option<i64>,
     pub watch: Option<bool>,
     /// Default true; a disabled library is neither scanned nor watched.
     pub enabled: Option<bool>,
@@ -98,6 +106,11 @@ pub struct UpdateLibrary {
     /// Replaces the whole set of rules (absent fields inside take their defaults); the next
     /// attempt of every job uses them.
     pub stream_rules: Option<StreamRules>,
+    #[schema(value_type = Option<RateControlMode>)]
+    pub rate_control: Option<String>,
+    #[schema(minimum = 50, maximum = 200000)]
+    #[serde(default, deserialize_with = "super::schema::optional_whole_number")]
+    pub target_bitrate_kbps: Option<i64>,
     pub watch: Option<bool>,
     pub enabled: Option<bool>,
 }
@@ -196,6 +209,10 @@ pub async fn create(
         Some(preset) => check_preset(preset, encoder)?,
         None => encoder.default_preset().unwrap_or_default().to_string(),
     };
+    let quality_mode = body.quality_mode.as_deref().map(check_quality_mode).transpose()?.unwrap_or(QualityMode::Crf);
+    let rate_mode = body.rate_control.as_deref().map(check_rate_control).transpose()?.unwrap_or(RateControlMode::Crf);
+    encoding::rate_control(rate_mode, body.target_bitrate_kbps, encoder, quality_mode == QualityMode::Vmaf)
+        .map_err(|e| AppError::invalid(e.to_string()))?;
     let paths = canonical_paths(body.paths, &state.library_places).await?;
     check_runs_somewhere(&state, encoder).await?;
     let new = NewLibrary {
@@ -206,13 +223,7 @@ pub async fn create(
         quality: stored_quality(quality),
         preset,
         watch: body.watch.unwrap_or(true),
-        quality_mode: body
-            .quality_mode
-            .as_deref()
-            .map(check_quality_mode)
-            .transpose()?
-            .unwrap_or(QualityMode::Crf)
-            .to_string(),
+        quality_mode: quality_mode.to_string(),
         target_vmaf: body.target_vmaf.map(check_target_vmaf).transpose()?.unwrap_or(quality::TARGET_VMAF_DEFAULT),
         max_size_percent: stored_percent(
             body.max_size_percent.map(check_max_size_percent).transpose()?.unwrap_or(quality::MAX_SIZE_PERCENT_DEFAULT),
@@ -220,6 +231,8 @@ pub async fn create(
         keep_dolby_vision: check_keep_dolby_vision(body.keep_dolby_vision.unwrap_or(false), codec)?,
         keep_modified_time: body.keep_modified_time.unwrap_or(false),
         stream_rules: body.stream_rules.map(check_rules).transpose()?.unwrap_or_default(),
+        rate_control: rate_mode.to_string(),
+        target_bitrate_kbps: body.target_bitrate_kbps.and_then(|k| i32::try_from(k).ok()),
     };
     let mut library = repo::libraries::create(&state.db, new).await?;
     if body.enabled == Some(false) {
@@ -286,6 +299,19 @@ pub async fn update(
         None => None,
     };
 
+    // The rate control must hold with the encoder and quality mode after the change.
+    let quality_mode = match body.quality_mode.as_deref() {
+        Some(mode) => check_quality_mode(mode)?,
+        None => current.quality_mode.parse().map_err(|e| stored("quality mode", e))?,
+    };
+    let rate_mode = match body.rate_control.as_deref() {
+        Some(mode) => check_rate_control(mode)?,
+        None => current.rate_control.parse().map_err(|e| stored("rate control", e))?,
+    };
+    let bitrate = body.target_bitrate_kbps.or(current.target_bitrate_kbps.map(i64::from));
+    encoding::rate_control(rate_mode, bitrate, encoder, quality_mode == QualityMode::Vmaf)
+        .map_err(|e| AppError::invalid(e.to_string()))?;
+
     if encoder != current_encoder {
         check_runs_somewhere(&state, encoder).await?;
     }
@@ -301,7 +327,7 @@ pub async fn update(
         preset,
         watch: body.watch,
         enabled: body.enabled,
-        quality_mode: body.quality_mode.as_deref().map(check_quality_mode).transpose()?.map(|m| m.to_string()),
+        quality_mode: body.quality_mode.is_some().then(|| quality_mode.to_string()),
         target_vmaf: body.target_vmaf.map(check_target_vmaf).transpose()?,
         max_size_percent: body.max_size_percent.map(check_max_size_percent).transpose()?.map(stored_percent),
         keep_dolby_vision: Some(check_keep_dolby_vision(
@@ -310,6 +336,8 @@ pub async fn update(
         )?),
         keep_modified_time: body.keep_modified_time,
         stream_rules: body.stream_rules.map(check_rules).transpose()?,
+        rate_control: Some(rate_mode.to_string()),
+        target_bitrate_kbps: body.target_bitrate_kbps.and_then(|k| i32::try_from(k).ok()),
     };
     let library = repo::libraries::update(&state.db, id, patch).await?;
     state.runtime.libraries.do_send(Reload);
@@ -463,6 +491,10 @@ fn check_rules(rules: StreamRules) -> Result<StreamRules, AppError> {
 
 fn check_quality_mode(mode: &str) -> Result<QualityMode, AppError> {
     mode.parse().map_err(|_| AppError::invalid(format!("qualityMode must be crf or vmaf, not {mode:?}")))
+}
+
+fn check_rate_control(mode: &str) -> Result<RateControlMode, AppError> {
+    mode.parse().map_err(|_| AppError::invalid(format!("rateControl must be crf or twoPass, not {mode:?}")))
 }
 
 fn check_target_vmaf(target: f64) -> Result<f64, AppError> {

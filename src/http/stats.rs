@@ -143,7 +143,10 @@ pub(super) async fn queue_and_running(
     let running = repo::jobs::in_statuses(db, &RUNNING).await?;
     let window = chrono::Duration::hours(stats::THROUGHPUT_WINDOW_HOURS);
     let recent = repo::stats::completed_after(db, now - window).await?;
-    Ok((stats::queue_stats(&counts, stats::stuck_count(running.iter().map(RunningJob::from), now), recent), running))
+    let stuck = stats::stuck_count(running.iter().map(RunningJob::from), now);
+    // A file in the batch probe after a scan is ANALYZING without a node's lease.
+    let working = running.iter().filter(|job| job.lease_id.is_some()).count() as u64;
+    Ok((stats::queue_stats(&counts, stuck, working, recent), running))
 }
 
 /// What was read of this machine.

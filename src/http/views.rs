@@ -6,7 +6,7 @@ use entities::{audit_entry, job, job_event, library, license, node, user};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::domain::encoding::TargetCodec;
+use crate::domain::encoding::{RateControlMode, TargetCodec};
 use crate::domain::health;
 use crate::domain::job::{allowed_actions, FailureCode, JobStatus, Stage, UserAction};
 use crate::domain::license::{effective_tier, tier_in_force, Tier, Trial};
@@ -51,6 +51,11 @@ pub struct JobView {
     pub predicted_size: Option<i64>,
     pub vmaf: Option<f64>,
     pub vmaf_p5: Option<f64>,
+    /// A two-pass encode (a library's `rateControl` `twoPass` on libx265) while it runs: the
+    /// pass it is in, 1 (statistics) or 2 (the encode kept). Its history records each pass
+    /// started (event `pass`).
+    #[schema(minimum = 1, maximum = 2)]
+    pub encode_pass: Option<i32>,
     pub stalled: bool,
     pub source_codec: Option<String>,
     #[schema(value_type = TargetCodec)]
@@ -95,6 +100,7 @@ impl From<&job::Model> for JobView {
             predicted_size: job.predicted_size,
             vmaf: job.vmaf,
             vmaf_p5: job.vmaf_p5,
+            encode_pass: job.encode_pass,
             stalled: job.stalled,
             source_codec: job.source_codec.clone(),
             target_codec: job.target_codec.clone(),
@@ -180,6 +186,12 @@ pub struct LibraryView {
     pub keep_modified_time: bool,
     /// What each file becomes besides its video, and which files are left alone.
     pub stream_rules: StreamRules,
+    /// `crf`: the CRF/CQ of `quality` (or the searched one in vmaf mode); `twoPass`: two
+    /// passes to an average of `targetBitrateKbps` (libx265; hevc_nvenc's multipass).
+    #[schema(value_type = RateControlMode)]
+    pub rate_control: String,
+    /// kbit/s of video that `twoPass` aims at; kept while `crf` is chosen.
+    pub target_bitrate_kbps: Option<i32>,
     pub watch: bool,
     pub enabled: bool,
     pub created_at: DateTime<Utc>,
@@ -203,6 +215,8 @@ impl From<&library::Model> for LibraryView {
             keep_dolby_vision: library.keep_dolby_vision,
             keep_modified_time: library.keep_modified_time,
             stream_rules: repo::libraries::rules_of(library),
+            rate_control: library.rate_control.clone(),
+            target_bitrate_kbps: library.target_bitrate_kbps,
             watch: library.watch,
             enabled: library.enabled,
             created_at: library.created_at,

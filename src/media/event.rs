@@ -47,6 +47,12 @@ pub enum Event {
         segments: u32,
     },
     Muxing,
+    /// A two-pass encode began pass `pass` (1: statistics, 2: the encode kept) over the
+    /// whole video; `restarted`: a stop or a crash had cut that pass short before.
+    Pass {
+        pass: u8,
+        restarted: bool,
+    },
     /// The quality search tried `quality` on the samples.
     Probed {
         quality: u32,

@@ -139,6 +139,24 @@ pub fn segment_file(index: u32) -> String {
     format!("seg-{index:05}.seg")
 }
 
+/// The statistics a two-pass encode's first pass writes for planned span `span`, which its
+/// second pass reads (x265 adds `.cutree`, and `.temp` while writing).
+pub fn pass_stats_file(span: u32) -> String {
+    format!("{PASS_STATS_PREFIX}{span:05}.log")
+}
+
+const PASS_STATS_PREFIX: &str = "pass-";
+
+/// A file of a two-pass encode's statistics (or x265's files beside them).
+pub fn is_pass_stats(name: &str) -> bool {
+    name.starts_with(PASS_STATS_PREFIX)
+}
+
+/// The throwaway output of a two-pass encode's first pass (only its statistics count).
+pub fn first_pass_file(index: u32) -> String {
+    format!("first-pass-{index:05}.seg")
+}
+
 /// The `n`-th segment file a helper writes for planned span `span` (see `media::helper`):
 /// named by the span, so helpers never need a number from the run that owns the manifest.
 pub fn helper_segment_file(span: u32, n: u32) -> String {
@@ -177,7 +195,12 @@ pub fn output_file_name(extension: &str) -> String {
 /// Files of a partial folder that are not segments or outputs: what a transcoder's clean-up
 /// of strays must leave alone.
 pub fn is_bookkeeping(name: &str) -> bool {
-    name == MANIFEST_FILE || name == LOCK_FILE || name == INTENT_FILE || name == PLAN_FILE || name == SEARCH_FILE
+    name == MANIFEST_FILE
+        || name == LOCK_FILE
+        || name == INTENT_FILE
+        || name == PLAN_FILE
+        || name == SEARCH_FILE
+        || is_pass_stats(name)
 }
 
 fn sibling(source: &Path, suffix: &str) -> PathBuf {
@@ -202,6 +225,11 @@ mod tests {
         assert_eq!(numbered_backup_path(src, 1), backup_path_for(src));
         assert_eq!(numbered_backup_path(src, 2), Path::new("/m/.Movie (2020).mkv.condense-original.2"));
         assert_eq!(segment_file(7), "seg-00007.seg");
+        assert_eq!(pass_stats_file(3), "pass-00003.log");
+        for kept in ["pass-00003.log", "pass-00003.log.cutree", "pass-00003.log.temp", "manifest.json"] {
+            assert!(is_bookkeeping(kept), "{kept}");
+        }
+        assert!(!is_bookkeeping(&first_pass_file(2)) && !is_bookkeeping(&segment_file(2)));
         assert_eq!(output_path(&partial, "mp4"), partial.join("output.mp4"));
     }
 

@@ -66,6 +66,10 @@ pub struct Manifest {
     /// the one here was replaced by another and must not write.
     #[serde(default)]
     pub epoch: String,
+    /// A two-pass encode: every span's first pass finished and its statistics are kept
+    /// (see `transcode::passes`).
+    #[serde(default)]
+    pub first_pass_done: bool,
 }
 
 /// Puts `segment` among `segments` in the order of their spans.
@@ -96,6 +100,7 @@ impl Manifest {
             video_complete: false,
             runs: Vec::new(),
             epoch: plan.epoch.clone(),
+            first_pass_done: false,
         }
     }
 
@@ -294,6 +299,7 @@ mod tests {
             video_complete: false,
             runs: Vec::new(),
             epoch: String::new(),
+            first_pass_done: false,
         }
     }
 

@@ -174,6 +174,22 @@ pub struct EncodePlan {
     /// stream rules existed (and in a plan from an older node).
     #[serde(default)]
     pub streams: Option<StreamPlan>,
+    /// Two passes (x265): a first pass over every span writes its statistics, then the
+    /// encode reads them (`media::transcode`; the bitrate is in `encoder_options`).
+    #[serde(default)]
+    pub two_pass: bool,
+    /// Which pass a session of a two-pass run encodes, and its span's statistics file: set
+    /// by the transcoder per span, never sent.
+    #[serde(skip)]
+    pub pass: Option<PassRun>,
+}
+
+/// One encoder session of a two-pass encode: the pass, and the statistics file the first
+/// writes and the second reads (in the partial folder, reached through its handle).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PassRun {
+    pub pass: u8,
+    pub stats: PathBuf,
 }
 
 /// What a VMAF-mode library asks of the search (see `domain::quality`).
@@ -229,6 +245,8 @@ impl EncodePlan {
                 .and_then(|v| Some(u64::from(v.width?).saturating_mul(u64::from(v.height?))))
                 .filter(|p| *p > 0),
             streams: None,
+            two_pass: profile.runs_two_passes(),
+            pass: None,
         })
     }
 
@@ -294,8 +312,9 @@ impl EncodePlan {
         );
         // Appended only when set, so the segments of a plan from before the field existed
         // keep their digest and are continued.
-        if self.cautious {
-            digest + "|cautious"
+        let digest = if self.cautious { digest + "|cautious" } else { digest };
+        if self.two_pass {
+            digest + "|two-pass"
         } else {
             digest
         }

@@ -45,18 +45,52 @@ pub async fn append(db: &impl ConnectionTrait, entry: NewEntry) -> RepoResult<au
     .await?)
 }
 
-/// One page of the log, newest first; only `username`'s entries when given.
+/// Which API key the entries were made with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyFilter {
+    /// None: made signed in.
+    None,
+    /// This key's (by id).
+    Id(i32),
+    /// No entry's (an id no key can have).
+    Nothing,
+}
+
+/// Which entries a page of the log holds; each `None` is "any".
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AuditFilter<'a> {
+    pub username: Option<&'a str>,
+    pub key: Option<KeyFilter>,
+    /// The method and the route as declared.
+    pub action: Option<(&'a str, &'a str)>,
+}
+
+/// One page of the log, newest first, of the entries `filter` keeps (in SQL: the total
+/// counts them all, not only the latest).
 pub async fn list(
     db: &impl ConnectionTrait,
-    username: Option<&str>,
+    filter: &AuditFilter<'_>,
     page: u64,
     page_size: u64,
 ) -> RepoResult<Page<audit_entry::Model>> {
     let page = page.max(1);
     let page_size = page_size.clamp(1, MAX_PAGE_SIZE);
-    let filtered = || match username {
-        Some(name) => Entity::find().filter(Column::Username.eq(name)),
-        None => Entity::find(),
+    let filtered = || {
+        let mut find = Entity::find();
+        if let Some(name) = filter.username {
+            find = find.filter(Column::Username.eq(name));
+        }
+        find = match filter.key {
+            None => find,
+            Some(KeyFilter::None) => find.filter(Column::KeyId.is_null()),
+            Some(KeyFilter::Id(id)) => find.filter(Column::KeyId.eq(id)),
+            // No row has both no key and a key: a condition nothing meets, in SQL.
+            Some(KeyFilter::Nothing) => find.filter(Column::KeyId.is_null()).filter(Column::KeyId.is_not_null()),
+        };
+        if let Some((method, route)) = filter.action {
+            find = find.filter(Column::Method.eq(method)).filter(Column::Route.eq(route));
+        }
+        find
     };
     let total = filtered().count(db).await?;
     let items = filtered()

@@ -21,6 +21,8 @@ pub struct NewLibrary {
     pub keep_dolby_vision: bool,
     pub keep_modified_time: bool,
     pub stream_rules: StreamRules,
+    pub rate_control: String,
+    pub target_bitrate_kbps: Option<i32>,
 }
 
 /// Fields to change; `None` keeps the current value.
@@ -40,6 +42,9 @@ pub struct LibraryPatch {
     pub keep_dolby_vision: Option<bool>,
     pub keep_modified_time: Option<bool>,
     pub stream_rules: Option<StreamRules>,
+    pub rate_control: Option<String>,
+    /// A bitrate given is kept; none keeps the stored one.
+    pub target_bitrate_kbps: Option<i32>,
 }
 
 pub fn paths_of(model: &library::Model) -> Vec<String> {
@@ -77,6 +82,8 @@ pub async fn create(db: &impl ConnectionTrait, new: NewLibrary) -> RepoResult<li
         keep_dolby_vision: Set(new.keep_dolby_vision),
         keep_modified_time: Set(new.keep_modified_time),
         stream_rules: Set(rules_text(&new.stream_rules)),
+        rate_control: Set(new.rate_control),
+        target_bitrate_kbps: Set(new.target_bitrate_kbps),
         created_at: Set(at),
         updated_at: Set(at),
         last_scan_at: Set(None),
@@ -140,6 +147,12 @@ pub async fn update(db: &impl ConnectionTrait, id: i32, patch: LibraryPatch) -> 
     }
     if let Some(v) = patch.stream_rules {
         model.stream_rules = Set(rules_text(&v));
+    }
+    if let Some(v) = patch.rate_control {
+        model.rate_control = Set(v);
+    }
+    if let Some(v) = patch.target_bitrate_kbps {
+        model.target_bitrate_kbps = Set(Some(v));
     }
     model.updated_at = Set(now());
     model

@@ -89,6 +89,16 @@ async fn pause_all_and_resume_all_count_what_they_touch() {
     }
     let library = server.library(&token, dir.path()).await;
     server.post(&format!("/libraries/{library}/scan"), Some(&token), &json!({})).await;
+    // Pause-all holds what waits in the queue or runs: the found files once probed.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let all = server.jobs(&token).await;
+        if all.len() == 3 && all.iter().all(|j| j["status"] != "PENDING") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the files were not probed: {all:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let (status, body) = server.post("/api/queue/pause-all", Some(&token), &json!({})).await;
     assert_eq!((status, body["affected"].as_u64()), (200, Some(3)), "{body}");
     assert!(server.jobs(&token).await.iter().all(|j| j["status"] == "PAUSED"));
@@ -194,7 +204,8 @@ async fn a_websocket_client_sees_progress_rise_and_the_job_complete() {
             assert!(msg.get(field).is_some(), "{field} missing in {msg}");
         }
         let allowed = match msg["status"].as_str().unwrap() {
-            "ANALYZING" | "ENCODING" => json!(["pause", "cancel"]),
+            // QUEUED: the probe after the scan is done with the found file.
+            "QUEUED" | "ANALYZING" | "ENCODING" => json!(["pause", "cancel"]),
             "COMPLETED" => json!(["force"]),
             other => panic!("unexpected status {other}"),
         };

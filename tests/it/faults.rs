@@ -730,6 +730,15 @@ fn cluster_main_command(data: &Path, max_jobs: u32, license: &(String, String)) 
     cmd
 }
 
+/// A run's folder, removed when dropped: `main` for the main node's data (the node makes
+/// it) and `media`, made here, for the library.
+fn run_dir() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let (data, media) = (dir.path().join("main"), dir.path().join("media"));
+    std::fs::create_dir_all(&media).unwrap();
+    (dir, data, media)
+}
+
 /// Migrates the main node's database and adds a library over `media`; answers a connection
 /// the test reads the jobs through.
 async fn prepare(data: &Path, media: &Path, watch: bool, keep_originals: bool) -> DatabaseConnection {
@@ -782,9 +791,7 @@ async fn kill_9_of_the_main_node_at_random_moments() {
     let mut rng = seeded(counts.scenario);
     let templates = Templates::make(&["av.mkv", "av.mp4", "plain.avi"]);
     for run in 0..fault_runs() {
-        let dir = tempfile::tempdir().unwrap();
-        let (data, media) = (dir.path().join("main"), dir.path().join("media"));
-        std::fs::create_dir_all(&media).unwrap();
+        let (dir, data, media) = run_dir();
         let mut ledger = Ledger::default();
         for (template, name) in [("av.mkv", "a.mkv"), ("av.mp4", "b.mp4"), ("plain.avi", "c.avi")] {
             ledger.record(&templates.copy(template, &media.join(name)));
@@ -840,9 +847,7 @@ async fn kill_9_of_the_transcoder_at_random_moments() {
     let mut rng = seeded(counts.scenario);
     let templates = Templates::make(&["av.mkv", "plain.mkv"]);
     for run in 0..fault_runs() {
-        let dir = tempfile::tempdir().unwrap();
-        let (data, media) = (dir.path().join("main"), dir.path().join("media"));
-        std::fs::create_dir_all(&media).unwrap();
+        let (dir, data, media) = run_dir();
         let mut ledger = Ledger::default();
         for (template, name) in [("av.mkv", "a.mkv"), ("plain.mkv", "b.mkv")] {
             ledger.record(&templates.copy(template, &media.join(name)));
@@ -927,9 +932,7 @@ async fn kill_9_of_a_linked_node_at_random_moments() {
     let license = license::pro_key();
     let names = ["w1", "w2"];
     for run in 0..fault_runs() {
-        let dir = tempfile::tempdir().unwrap();
-        let (data, media) = (dir.path().join("main"), dir.path().join("media"));
-        std::fs::create_dir_all(&media).unwrap();
+        let (dir, data, media) = run_dir();
         let mut ledger = Ledger::default();
         for (template, name) in [("av.mkv", "a.mkv"), ("plain.mkv", "b.mkv"), ("av.mp4", "c.mp4")] {
             ledger.record(&templates.copy(template, &media.join(name)));
@@ -1123,9 +1126,7 @@ async fn corrupt_truncated_growing_and_unreadable_files() {
         println!("faults: bad-inputs: the unreadable file's failure reason is not checked: running as root, which reads mode-000 files");
     }
     for run in 0..fault_runs() {
-        let dir = tempfile::tempdir().unwrap();
-        let (data, media) = (dir.path().join("main"), dir.path().join("media"));
-        std::fs::create_dir_all(&media).unwrap();
+        let (dir, data, media) = run_dir();
         let mut ledger = Ledger::default();
         let garbage: Vec<u8> = (0..200_000).map(|_| rng.gen()).collect();
         std::fs::write(media.join("garbage.mkv"), &garbage).unwrap();
@@ -1289,9 +1290,7 @@ async fn soak_on_three_nodes() {
     let n = env_count("CONDENSE_SOAK_JOBS", 40);
     let templates = Templates::make(&["short.mkv", "short-av.mkv"]);
     let license = license::pro_key();
-    let dir = tempfile::tempdir().unwrap();
-    let (data, media) = (dir.path().join("main"), dir.path().join("media"));
-    std::fs::create_dir_all(&media).unwrap();
+    let (dir, data, media) = run_dir();
     let mut ledger = Ledger::default();
     for i in 0..n {
         let template = if i % 2 == 0 { "short.mkv" } else { "short-av.mkv" };
@@ -1370,9 +1369,7 @@ async fn swap_then_kill(scenario: &'static str, linked: bool, crashes: i32) {
     let mut counts = Counts::new(scenario);
     let license = license::pro_key();
     for attempt in 1..=5 {
-        let dir = tempfile::tempdir().unwrap();
-        let (data, media) = (dir.path().join("main"), dir.path().join("media"));
-        std::fs::create_dir_all(&media).unwrap();
+        let (dir, data, media) = run_dir();
         let mut ledger = Ledger::default();
         let source = clips::h264(&media, "a.mkv", "320x240", 2);
         ledger.record(&source);
@@ -1441,9 +1438,7 @@ async fn swap_then_kill(scenario: &'static str, linked: bool, crashes: i32) {
 /// partial output left the folder behind for good. The next scan removes it.
 #[actix_web::test]
 async fn a_partial_output_left_by_a_completed_job_is_removed_by_the_next_scan() {
-    let dir = tempfile::tempdir().unwrap();
-    let (data, media) = (dir.path().join("main"), dir.path().join("media"));
-    std::fs::create_dir_all(&media).unwrap();
+    let (_dir, data, media) = run_dir();
     let source = clips::h264(&media, "a.mkv", "320x240", 1);
     set_mtime_ago(&source, 3600);
     let db = prepare(&data, &media, false, false).await;
@@ -1525,9 +1520,7 @@ async fn a_stuck_linked_node_leaves_at_most_one_transcoder_on_its_job() {
     let mut counts = Counts::new("stuck-linked");
     let templates = Templates::make(&["long.mkv"]);
     let license = license::pro_key();
-    let dir = tempfile::tempdir().unwrap();
-    let (data, media) = (dir.path().join("main"), dir.path().join("media"));
-    std::fs::create_dir_all(&media).unwrap();
+    let (dir, data, media) = run_dir();
     let mut ledger = Ledger::default();
     ledger.record(&templates.copy("long.mkv", &media.join("a.mkv")));
     let db = prepare(&data, &media, false, false).await;
@@ -1586,9 +1579,7 @@ async fn pause_and_resume_all_in_a_three_node_cluster_never_run_two_transcoders_
     let templates = Templates::make(&["long.mkv"]);
     let license = license::pro_key();
     for _ in 0..fault_runs() {
-        let dir = tempfile::tempdir().unwrap();
-        let (data, media) = (dir.path().join("main"), dir.path().join("media"));
-        std::fs::create_dir_all(&media).unwrap();
+        let (dir, data, media) = run_dir();
         let mut ledger = Ledger::default();
         for name in ["a.mkv", "b.mkv", "c.mkv"] {
             ledger.record(&templates.copy("long.mkv", &media.join(name)));
@@ -1676,9 +1667,8 @@ async fn a_transient_read_error_during_encodes() {
     let frames: HashMap<&str, u64> =
         templates.files.iter().map(|(name, path)| (*name, crate::common::shim::video_frames(path))).collect();
     for run in 0..fault_runs() {
-        let dir = tempfile::tempdir().unwrap();
-        let (data, media, markers) = (dir.path().join("main"), dir.path().join("media"), dir.path().join("markers"));
-        std::fs::create_dir_all(&media).unwrap();
+        let (dir, data, media) = run_dir();
+        let markers = dir.path().join("markers");
         std::fs::create_dir_all(&markers).unwrap();
         let mut ledger = Ledger::default();
         let files = [("av.mkv", "a.mkv"), ("av.mp4", "b.mp4"), ("long.mkv", "c.mkv")];
@@ -1744,9 +1734,7 @@ async fn sources_with_extra_streams_lose_nothing() {
     let facts: Vec<Vec<serde_json::Value>> =
         templates.iter().map(|t| crate::common::streams::facts(t, Some("hevc"))).collect();
     for run in 0..fault_runs() {
-        let dir = tempfile::tempdir().unwrap();
-        let (data, media) = (dir.path().join("main"), dir.path().join("media"));
-        std::fs::create_dir_all(&media).unwrap();
+        let (dir, data, media) = run_dir();
         let mut ledger = Ledger::default();
         for t in &templates {
             let to = media.join(t.file_name().unwrap());

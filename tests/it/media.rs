@@ -37,6 +37,23 @@ fn done_counts(events: &[Event]) -> (u64, u64) {
         .expect("a done event")
 }
 
+/// Runs `plan` again without its throttle, as a resume does, to its completion; answers its events.
+async fn resume_unthrottled(plan: &EncodePlan) -> Vec<Event> {
+    let mut fast = plan.clone();
+    fast.throttle_ms_per_frame = 0;
+    let (end, events) = run(&fast).await;
+    assert_eq!(end, ChildEnd::Completed, "{events:?}");
+    events
+}
+
+/// The frames a run took as done at its start (its partial output's), from its Started event.
+fn resumed_from(events: &[Event]) -> Option<u64> {
+    events.iter().find_map(|e| match e {
+        Event::Started { resume_after_frames, .. } => Some(*resume_after_frames),
+        _ => None,
+    })
+}
+
 #[test]
 fn probe_describes_every_stream_and_the_cli_prints_json() {
     let dir = tempfile::tempdir().unwrap();
@@ -308,19 +325,12 @@ async fn pause_at_half_then_resume_re_encodes_nothing_twice() {
     assert!(done_before > 0 && done_before < total, "{done_before}");
     assert!(!manifest.video_complete);
 
-    let mut fast = plan.clone();
-    fast.throttle_ms_per_frame = 0;
-    let (end, events) = run(&fast).await;
-    assert_eq!(end, ChildEnd::Completed, "{events:?}");
-    let resumed_from = events.iter().find_map(|e| match e {
-        Event::Started { resume_after_frames, .. } => Some(*resume_after_frames),
-        _ => None,
-    });
-    assert_eq!(resumed_from, Some(done_before));
+    let events = resume_unthrottled(&plan).await;
+    assert_eq!(resumed_from(&events), Some(done_before));
     let (encoded, _skipped) = done_counts(&events);
     // A pause finishes its segment, so the resumed run encodes exactly the rest.
     assert_eq!(encoded, total - done_before);
-    let PartialState::Valid(manifest) = inspect(&fast) else { panic!() };
+    let PartialState::Valid(manifest) = inspect(&plan) else { panic!() };
     assert_eq!(manifest.frames_done(), total);
     verify(&plan.output_path(), &src, &source_info, "hevc").unwrap();
 }
@@ -439,10 +449,7 @@ async fn a_pause_with_two_sessions_keeps_what_both_encoded_and_the_resume_encode
     assert!(done_before > 0 && done_before < 200, "{done_before}");
     assert!(!manifest.video_complete && !manifest.remaining().is_empty());
 
-    let mut fast = plan.clone();
-    fast.throttle_ms_per_frame = 0;
-    let (end, events) = run(&fast).await;
-    assert_eq!(end, ChildEnd::Completed, "{events:?}");
+    let events = resume_unthrottled(&plan).await;
     let (encoded, _) = done_counts(&events);
     assert_eq!(encoded, 200 - done_before, "the resume encoded frames twice or left some out");
     verify(&plan.output_path(), &src, &source_info, "hevc").unwrap();
@@ -472,10 +479,7 @@ async fn kill_9_with_two_sessions_loses_only_their_open_segments() {
     let kept = manifest.frames_done();
     assert!((50..200).contains(&kept), "kept {kept}");
 
-    let mut fast = plan.clone();
-    fast.throttle_ms_per_frame = 0;
-    let (end, events) = run(&fast).await;
-    assert_eq!(end, ChildEnd::Completed, "{events:?}");
+    let events = resume_unthrottled(&plan).await;
     let (encoded, _) = done_counts(&events);
     assert_eq!(encoded, 200 - kept);
     verify(&plan.output_path(), &src, &source_info, "hevc").unwrap();
@@ -511,10 +515,7 @@ async fn kill_9_mid_encode_keeps_the_original_and_resuming_loses_at_most_one_seg
     // progress (which may have all its frames and be flushing its encoder).
     assert!(last_frame >= kept && last_frame - kept <= 25, "kept {kept}, reached {last_frame}");
 
-    let mut fast = plan.clone();
-    fast.throttle_ms_per_frame = 0;
-    let (end, events) = run(&fast).await;
-    assert_eq!(end, ChildEnd::Completed, "{events:?}");
+    let events = resume_unthrottled(&plan).await;
     let (encoded, _) = done_counts(&events);
     assert_eq!(encoded, total - kept);
     verify(&plan.output_path(), &src, &source_info, "hevc").unwrap();
@@ -869,15 +870,8 @@ async fn a_record_left_while_the_run_was_paused_is_taken_in_at_the_resume() {
     let PartialState::Valid(paused) = inspect(&plan) else { panic!("no manifest after the pause") };
     let done_before = paused.frames_done();
 
-    let mut fast = plan.clone();
-    fast.throttle_ms_per_frame = 0;
-    let (end, events) = run(&fast).await;
-    assert_eq!(end, ChildEnd::Completed, "{events:?}");
-    let resumed_from = events.iter().find_map(|e| match e {
-        Event::Started { resume_after_frames, .. } => Some(*resume_after_frames),
-        _ => None,
-    });
-    assert_eq!(resumed_from, Some(done_before + 50), "the helper's 50 frames were not taken in at the start");
+    let events = resume_unthrottled(&plan).await;
+    assert_eq!(resumed_from(&events), Some(done_before + 50), "the helper's 50 frames were not taken in at the start");
     let (encoded, _) = done_counts(&events);
     assert_eq!(encoded, 150 - done_before);
     verify(&plan.output_path(), &src, &source_info, "hevc").unwrap();

@@ -12,13 +12,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use actix_web::dev::ServerHandle;
-use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
+use actix_web::{web, App, HttpRequest, HttpResponse};
 use hmac::{Hmac, Mac};
 use serde_json::{json, Value};
 use sha2::Sha256;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
-use crate::common::api::TestServer;
+use crate::api_test_on_both_databases;
+use crate::common::api::{serve, TestServer};
 use crate::common::media as clips;
 use crate::common::server::{command, ServerProcess};
 
@@ -111,15 +112,7 @@ impl Receiver {
         let base = format!("http://{}", listener.local_addr().unwrap());
         let log: Log = Arc::default();
         let data = web::Data::new(log.clone());
-        let server = HttpServer::new(move || App::new().app_data(data.clone()).default_service(web::to(record)))
-            .workers(1)
-            .disable_signals()
-            .shutdown_timeout(1)
-            .listen(listener)
-            .unwrap()
-            .run();
-        let handle = server.handle();
-        actix_web::rt::spawn(server);
+        let handle = serve(listener, move || App::new().app_data(data.clone()).default_service(web::to(record)));
         Receiver { base, log, handle }
     }
 
@@ -694,13 +687,11 @@ async fn node_health(server: &TestServer, token: &str) -> (Value, Option<String>
 /// clock, with nothing else done, and not before. Each change reaches a webhook as
 /// `health.changed`. `POST /health/recheck` runs the checks at once. (The path is moved
 /// away rather than made mode 000: the tests may run as root, who reads it anyway.)
-#[actix_web::test]
-async fn a_failed_health_check_is_tried_again_on_its_own_and_on_demand() {
-    use condense::host::clock::Clock;
+/// On SQLite and on PostgreSQL (the re-check's reads and its record of the node).
+async fn a_failed_health_check_is_tried_again_on_its_own_and_on_demand(server: &TestServer) {
     let start = chrono::DateTime::parse_from_rfc3339("2026-11-25T09:00:00Z").unwrap().with_timezone(&chrono::Utc);
-    let clock = Clock::manual(start);
+    let clock = &server.state.clock;
     let receiver = Receiver::start(std::net::TcpListener::bind("127.0.0.1:0").unwrap());
-    let server = TestServer::start_with_clock(crate::common::db::TestDb::sqlite().await, 0, clock.clone()).await;
     let admin = server.login().await;
     let dir = tempfile::tempdir().unwrap();
     let (films, away) = (dir.path().join("films"), dir.path().join("away"));
@@ -734,12 +725,12 @@ async fn a_failed_health_check_is_tried_again_on_its_own_and_on_demand() {
     // Gone: nothing is checked until the interval has passed on the clock.
     std::fs::rename(&films, &away).unwrap();
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let (report, reason) = node_health(&server, &admin).await;
+    let (report, reason) = node_health(server, &admin).await;
     assert_eq!(report["checkedAt"], checked_at, "{report}");
     assert!(!reason.unwrap_or_default().contains(&cannot_see));
     clock.set(start + chrono::Duration::minutes(60));
     wait_until("the hourly run to find the path gone", Duration::from_secs(30), || told_last(&["WARNING"])).await;
-    let (report, reason) = node_health(&server, &admin).await;
+    let (report, reason) = node_health(server, &admin).await;
     assert_eq!(path_level(&report["checks"], &path).as_deref(), Some("WARNING"), "{report}");
     assert_eq!(report["overall"], "WARNING", "{report}");
     assert!(reason.as_deref().unwrap_or_default().contains(&cannot_see), "{reason:?}");
@@ -754,7 +745,7 @@ async fn a_failed_health_check_is_tried_again_on_its_own_and_on_demand() {
     clock.set(start + chrono::Duration::minutes(120));
     wait_until("the hourly run to find the path back", Duration::from_secs(30), || told_last(&["WARNING", "HEALTHY"]))
         .await;
-    let (report, reason) = node_health(&server, &admin).await;
+    let (report, reason) = node_health(server, &admin).await;
     assert_eq!(path_level(&report["checks"], &path).as_deref(), Some("HEALTHY"), "{report}");
     assert!(!reason.unwrap_or_default().contains(&cannot_see));
 
@@ -763,7 +754,7 @@ async fn a_failed_health_check_is_tried_again_on_its_own_and_on_demand() {
     let (status, report) = server.post("/health/recheck", Some(&admin), &json!({})).await;
     assert_eq!(status, 200, "{report}");
     assert_eq!((path_level(&report["checks"], &path).as_deref(), &report["changed"]), (Some("WARNING"), &json!(true)));
-    let (_, reason) = node_health(&server, &admin).await;
+    let (_, reason) = node_health(server, &admin).await;
     assert!(reason.as_deref().unwrap_or_default().contains(&cannot_see), "{reason:?}");
     std::fs::rename(&away, &films).unwrap();
     let (_, report) = server.post("/health/recheck", Some(&admin), &json!({})).await;
@@ -775,16 +766,17 @@ async fn a_failed_health_check_is_tried_again_on_its_own_and_on_demand() {
     })
     .await;
     receiver.handle.stop(false).await;
-    server.finish().await;
 }
+api_test_on_both_databases!(
+    a_failed_health_check_is_tried_again_on_its_own_and_on_demand,
+    clock = "2026-11-25T09:00:00Z"
+);
 
 /// An encoder a library uses that opens on no node that is up (here: as if libx265 had
 /// failed to open when the node started) is a failed check; its re-check asks the node's
 /// `condense-media` again, finds that it opens now, and records it on the node.
-#[actix_web::test]
-async fn an_encoder_that_did_not_open_is_asked_for_again_at_the_recheck() {
+async fn an_encoder_that_did_not_open_is_asked_for_again_at_the_recheck(server: &TestServer) {
     use condense::domain::node::NodeRole;
-    let server = TestServer::sqlite().await;
     let admin = server.login().await;
     let dir = tempfile::tempdir().unwrap();
     server.library(&admin, dir.path()).await;
@@ -807,5 +799,5 @@ async fn an_encoder_that_did_not_open_is_asked_for_again_at_the_recheck() {
     );
     let encoders = encoders_of_main().await;
     assert!(encoders.as_array().unwrap().iter().any(|e| e == "libx265"), "{encoders}");
-    server.finish().await;
 }
+api_test_on_both_databases!(an_encoder_that_did_not_open_is_asked_for_again_at_the_recheck);

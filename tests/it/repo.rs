@@ -30,6 +30,8 @@ fn library(name: &str) -> NewLibrary {
         keep_dolby_vision: false,
         keep_modified_time: false,
         stream_rules: Default::default(),
+        rate_control: "crf".into(),
+        target_bitrate_kbps: None,
     }
 }
 
@@ -555,6 +557,8 @@ async fn varied_jobs(db: &DatabaseConnection) -> (i32, i32) {
         repo::jobs::register_batch(db, lib, "hevc", &files).await.unwrap();
     }
     for sql in [
+        // Found files wait for the probe after a scan; these stand for probed ones.
+        "UPDATE jobs SET status = 'QUEUED'",
         "UPDATE jobs SET progress = (id % 5) * 25.5",
         "UPDATE jobs SET status = 'COMPLETED', completed_at = created_at, node_name = 'n1' WHERE id % 3 = 0",
         "UPDATE jobs SET status = 'FAILED', node_name = 'n2' WHERE id % 3 = 1 AND id % 2 = 0",

@@ -207,15 +207,19 @@ async fn queue_stats_count_every_status(server: &TestServer) {
     assert_eq!((&empty["throughputPerHour"], &empty["estimatedCompletionHours"]), (&json!(0.0), &Value::Null));
 
     let now = Utc::now();
-    // Running first (see the module comment): flagged stalled, silent for 11 minutes, fresh.
-    job(server, "enc-flagged.mkv", Encoding, 1, job::ActiveModel { stalled: Set(true), ..Default::default() }).await;
-    let silent = job::ActiveModel { last_progress_at: Set(Some(now - Duration::minutes(11))), ..Default::default() };
+    // Running first (see the module comment), each held by a node under its lease: flagged
+    // stalled, silent for 11 minutes, fresh.
+    let held = || job::ActiveModel { lease_id: Set(Some("lease".into())), ..Default::default() };
+    job(server, "enc-flagged.mkv", Encoding, 1, job::ActiveModel { stalled: Set(true), ..held() }).await;
+    let silent = job::ActiveModel { last_progress_at: Set(Some(now - Duration::minutes(11))), ..held() };
     job(server, "enc-silent.mkv", Encoding, 1, silent).await;
-    let fresh = job::ActiveModel { last_progress_at: Set(Some(now)), ..Default::default() };
+    let fresh = job::ActiveModel { last_progress_at: Set(Some(now)), ..held() };
     job(server, "enc-fresh.mkv", Encoding, 1, fresh).await;
     // Ten minutes exactly is not yet stalled.
-    let ten = job::ActiveModel { last_progress_at: Set(Some(now - Duration::seconds(590))), ..Default::default() };
+    let ten = job::ActiveModel { last_progress_at: Set(Some(now - Duration::seconds(590))), ..held() };
     job(server, "analyzing.mkv", Analyzing, 1, ten).await;
+    // A found file in the probe after a scan: ANALYZING, no node's, no worker.
+    job(server, "probing.mkv", Analyzing, 1, job::ActiveModel::default()).await;
     for n in 0..4 {
         job(server, &format!("queued-{n}.mkv"), Queued, 1, job::ActiveModel::default()).await;
     }
@@ -233,13 +237,13 @@ async fn queue_stats_count_every_status(server: &TestServer) {
     for prefix in PREFIXES {
         let (status, stats) = server.get(&format!("{prefix}/queue/stats"), Some(&token)).await;
         assert_eq!(status, 200, "{stats}");
-        // 3 completed in the last 24 hours: 0.125 per hour; (4 queued + 1 analyzing) / 0.125.
+        // 3 completed in the last 24 hours: 0.125 per hour; (4 queued + 2 analyzing) / 0.125.
         assert_eq!(
             stats,
             json!({
-                "pending": 1, "queued": 4, "analyzing": 1, "encoding": 3, "paused": 1, "completed": 5,
+                "pending": 1, "queued": 4, "analyzing": 2, "encoding": 3, "paused": 1, "completed": 5,
                 "failed": 2, "skipped": 1, "cancelled": 1, "stalled": 2, "activeWorkers": 4,
-                "throughputPerHour": 0.125, "estimatedCompletionHours": 40.0,
+                "throughputPerHour": 0.125, "estimatedCompletionHours": 48.0,
             })
         );
     }
@@ -344,10 +348,12 @@ async fn dashboard_has_every_panel(server: &TestServer) {
         fps: Set(24.0),
         progress: Set(40.0),
         node_name: Set(Some("main".into())),
+        lease_id: Set(Some("lease".into())),
         ..Default::default()
     };
     let encoding = job(server, "running.mkv", JobStatus::Encoding, 10, encoding).await;
-    let analyzing = job(server, "probing.mkv", JobStatus::Analyzing, 10, job::ActiveModel::default()).await;
+    let held = job::ActiveModel { lease_id: Set(Some("lease".into())), ..Default::default() };
+    let analyzing = job(server, "probing.mkv", JobStatus::Analyzing, 10, held).await;
     job(server, "waiting.mkv", JobStatus::Queued, 10, job::ActiveModel::default()).await;
 
     for prefix in PREFIXES {

@@ -4,6 +4,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import { ApiError, errorMessage } from '../api';
 import { Alert, Badge } from '../components';
+import { Table } from '../widgets/Table';
 import { formatBytes, formatDuration, formatPercent } from '../format';
 import { allows, api } from '../session';
 import { useRole } from '../hooks';
@@ -106,36 +107,22 @@ function ForecastSummary({ forecast }: { forecast: Forecast }) {
         </div>
       </dl>
       {forecast.files.length > 0 && <ForecastChart files={forecast.files} />}
-      <div class="table-wrap">
-        <table class="table">
-          <thead>
-            <tr>
-              <th scope="col">File</th>
-              <th scope="col">Now</th>
-              <th scope="col">Predicted</th>
-              <th scope="col">CRF</th>
-              <th scope="col">VMAF</th>
-              <th scope="col">Time</th>
-            </tr>
-          </thead>
-          <tbody>
-            {forecast.files.map((file) => (
-              <tr key={file.jobId}>
-                <th scope="row" class="file-name">
-                  {file.fileName}
-                  {file.skipReason && <div class="muted small">Skipped: {file.skipReason}</div>}
-                  {file.error && <div class="text-bad small">{file.error}</div>}
-                </th>
-                <td>{formatBytes(file.currentSize)}</td>
-                <td>{file.predictedSize != null ? formatBytes(file.predictedSize) : '—'}</td>
-                <td>{file.quality ?? '—'}</td>
-                <td>{file.vmaf != null ? file.vmaf.toFixed(1) : '—'}</td>
-                <td>{file.predictedSeconds != null ? formatDuration(file.predictedSeconds) : '—'}</td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      </div>
+      <Table columns={['File', 'Now', 'Predicted', 'CRF', 'VMAF', 'Time']} stack={false}>
+        {forecast.files.map((file) => (
+          <tr key={file.jobId}>
+            <th scope="row" class="file-name">
+              {file.fileName}
+              {file.skipReason && <div class="muted small">Skipped: {file.skipReason}</div>}
+              {file.error && <div class="text-bad small">{file.error}</div>}
+            </th>
+            <td>{formatBytes(file.currentSize)}</td>
+            <td>{file.predictedSize != null ? formatBytes(file.predictedSize) : '—'}</td>
+            <td>{file.quality ?? '—'}</td>
+            <td>{file.vmaf != null ? file.vmaf.toFixed(1) : '—'}</td>
+            <td>{file.predictedSeconds != null ? formatDuration(file.predictedSeconds) : '—'}</td>
+          </tr>
+        ))}
+      </Table>
     </>
   );
 }

@@ -1,5 +1,6 @@
 import { failureChart, SAVINGS_BOX, savingsChart } from '../charts';
 import { Alert, Loading, Stat } from '../components';
+import { Table } from '../widgets/Table';
 import {
   DASH,
   efficiencyReading,
@@ -71,30 +72,17 @@ export function Insights() {
             (nodes.data.length === 0 ? (
               <p class="muted">No finished jobs yet.</p>
             ) : (
-              <div class="table-wrap">
-                <table class="table stack">
-                  <thead>
-                    <tr>
-                      <th scope="col">Node</th>
-                      <th scope="col">Jobs</th>
-                      <th scope="col">Success</th>
-                      <th scope="col">Saved</th>
-                      <th scope="col">Per hour</th>
-                    </tr>
-                  </thead>
-                  <tbody>
-                    {nodes.data.map((row) => (
-                      <tr key={row.node}>
-                        <td data-label="Node">{row.node}</td>
-                        <td data-label="Jobs">{formatNumber(row.jobs)}</td>
-                        <td data-label="Success">{formatFraction(row.successRate)}</td>
-                        <td data-label="Saved">{formatBytes(row.savedBytes)}</td>
-                        <td data-label="Per hour">{formatNumber(row.throughputPerHour, 1)}</td>
-                      </tr>
-                    ))}
-                  </tbody>
-                </table>
-              </div>
+              <Table columns={['Node', 'Jobs', 'Success', 'Saved', 'Per hour']}>
+                {nodes.data.map((row) => (
+                  <tr key={row.node}>
+                    <td data-label="Node">{row.node}</td>
+                    <td data-label="Jobs">{formatNumber(row.jobs)}</td>
+                    <td data-label="Success">{formatFraction(row.successRate)}</td>
+                    <td data-label="Saved">{formatBytes(row.savedBytes)}</td>
+                    <td data-label="Per hour">{formatNumber(row.throughputPerHour, 1)}</td>
+                  </tr>
+                ))}
+              </Table>
             ))}
         </section>
       </div>
@@ -108,67 +96,46 @@ export function Insights() {
         <div class="grid grid-2">
           <section class="card" aria-labelledby="history-title">
             <h2 id="history-title">History</h2>
-            <div class="table-wrap table-scroll">
-              <table class="table">
-                <thead>
-                  <tr>
-                    <th scope="col">Date</th>
-                    <th scope="col">Completed</th>
-                    <th scope="col">Saved</th>
-                    <th scope="col">Avg speed</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {[...data.history].reverse().map((day) => (
-                    <tr key={day.date}>
-                      <td>
-                        <time dateTime={day.date}>{formatShortDate(day.date)}</time>
-                      </td>
-                      <td>{formatNumber(day.completed)}</td>
-                      <td>{formatBytes(day.savedBytes)}</td>
-                      <td>{day.completed > 0 ? formatFps(day.averageFps) : DASH}</td>
-                    </tr>
-                  ))}
-                </tbody>
-                <tfoot>
-                  <tr>
-                    <th scope="row">30 days</th>
-                    <td>{formatNumber(data.totals.completed)}</td>
-                    <td>{formatBytes(data.totals.savedBytes)}</td>
-                    <td>{formatFps(data.totals.averageFps)}</td>
-                  </tr>
-                </tfoot>
-              </table>
-            </div>
+            <Table
+              columns={['Date', 'Completed', 'Saved', 'Avg speed']}
+              stack={false}
+              scroll
+              footer={
+                <tr>
+                  <th scope="row">30 days</th>
+                  <td>{formatNumber(data.totals.completed)}</td>
+                  <td>{formatBytes(data.totals.savedBytes)}</td>
+                  <td>{formatFps(data.totals.averageFps)}</td>
+                </tr>
+              }
+            >
+              {[...data.history].reverse().map((day) => (
+                <tr key={day.date}>
+                  <td>
+                    <time dateTime={day.date}>{formatShortDate(day.date)}</time>
+                  </td>
+                  <td>{formatNumber(day.completed)}</td>
+                  <td>{formatBytes(day.savedBytes)}</td>
+                  <td>{day.completed > 0 ? formatFps(day.averageFps) : DASH}</td>
+                </tr>
+              ))}
+            </Table>
           </section>
 
           {data.vmaf.length > 0 && (
             <section class="card" aria-labelledby="vmaf-title">
               <h2 id="vmaf-title">Quality per library (VMAF)</h2>
-              <div class="table-wrap">
-                <table class="table">
-                  <thead>
-                    <tr>
-                      <th scope="col">Library</th>
-                      <th scope="col">Jobs</th>
-                      <th scope="col">Mean VMAF</th>
-                      <th scope="col">Lowest 5th percentile</th>
-                      <th scope="col">Mean CRF</th>
-                    </tr>
-                  </thead>
-                  <tbody>
-                    {data.vmaf.map((row) => (
-                      <tr key={row.libraryId ?? 'none'}>
-                        <th scope="row">{row.libraryName ?? 'no library'}</th>
-                        <td>{formatNumber(row.jobs)}</td>
-                        <td>{row.meanVmaf != null ? formatNumber(row.meanVmaf, 2) : DASH}</td>
-                        <td>{row.lowestP5 != null ? formatNumber(row.lowestP5, 2) : DASH}</td>
-                        <td>{row.meanQuality != null ? formatNumber(row.meanQuality, 1) : DASH}</td>
-                      </tr>
-                    ))}
-                  </tbody>
-                </table>
-              </div>
+              <Table columns={['Library', 'Jobs', 'Mean VMAF', 'Lowest 5th percentile', 'Mean CRF']} stack={false}>
+                {data.vmaf.map((row) => (
+                  <tr key={row.libraryId ?? 'none'}>
+                    <th scope="row">{row.libraryName ?? 'no library'}</th>
+                    <td>{formatNumber(row.jobs)}</td>
+                    <td>{row.meanVmaf != null ? formatNumber(row.meanVmaf, 2) : DASH}</td>
+                    <td>{row.lowestP5 != null ? formatNumber(row.lowestP5, 2) : DASH}</td>
+                    <td>{row.meanQuality != null ? formatNumber(row.meanQuality, 1) : DASH}</td>
+                  </tr>
+                ))}
+              </Table>
             </section>
           )}
 

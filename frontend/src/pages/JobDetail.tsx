@@ -130,6 +130,10 @@ function JobFacts({ job }: { job: JobDetailData }) {
     ['Source size', formatBytes(job.sourceSize)],
     ['Output size', formatBytes(job.outputSize)],
     ['Saved', savedPercent ? `${formatBytes(job.savedBytes)} (${savedPercent})` : formatBytes(job.savedBytes)],
+    // Two-pass encoding: which pass runs (the first writes statistics, the second the output).
+    ...(job.encodePass != null
+      ? [['Pass', job.encodePass === 1 ? '1 of 2 (statistics)' : '2 of 2 (encode)'] as [string, ComponentChildren]]
+      : []),
     // VMAF mode: what the search chose and predicted, and what the output measured.
     ...(job.chosenQuality != null ? [['Chosen CRF', String(job.chosenQuality)] as [string, ComponentChildren]] : []),
     ...(job.predictedSize != null ? [['Predicted size', formatBytes(job.predictedSize)] as [string, ComponentChildren]] : []),

@@ -1,6 +1,8 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { errorMessage } from '../api';
 import { Alert, Badge, EtaText, JobActionButtons, Loading, Pagination, PriorityControl, ProgressBar } from '../components';
+import { Options } from '../widgets/Fields';
+import { Table } from '../widgets/Table';
 import { formatBytes, formatRelative, titleCase } from '../format';
 import { useLiveMessages, useResource, useRole } from '../hooks';
 import { PAGE_SIZES, applyLiveMessage, filtersFromQuery, isTerminal, parseStatuses, type JobFilters } from '../jobs';
@@ -139,11 +141,7 @@ export function Jobs({ route }: { route: Route }) {
           <select value={statusValue} onChange={(e) => setFilters({ status: parseStatuses(e.currentTarget.value) })}>
             <option value="">All statuses</option>
             <option value={ACTIVE_FILTER}>Active (queued, analyzing, encoding)</option>
-            {JOB_STATUSES.map((status) => (
-              <option key={status} value={status}>
-                {titleCase(status)}
-              </option>
-            ))}
+            <Options items={JOB_STATUSES} value={(status) => status} label={titleCase} />
             {statusValue && statusValue !== ACTIVE_FILTER && !(JOB_STATUSES as readonly string[]).includes(statusValue) && (
               <option value={statusValue}>{filters.status.map(titleCase).join(', ')}</option>
             )}
@@ -156,11 +154,7 @@ export function Jobs({ route }: { route: Route }) {
             onChange={(e) => setFilters({ libraryId: e.currentTarget.value ? Number(e.currentTarget.value) : null })}
           >
             <option value="">All libraries</option>
-            {(libraries.data ?? []).map((library) => (
-              <option key={library.id} value={library.id}>
-                {library.name}
-              </option>
-            ))}
+            <Options items={libraries.data ?? []} value={(library) => library.id} label={(library) => library.name} />
           </select>
         </label>
         <label class="field field-grow">
@@ -170,11 +164,7 @@ export function Jobs({ route }: { route: Route }) {
         <label class="field">
           <span>Per page</span>
           <select value={filters.pageSize} onChange={(e) => setFilters({ pageSize: Number(e.currentTarget.value) })}>
-            {PAGE_SIZES.map((size) => (
-              <option key={size} value={size}>
-                {size}
-              </option>
-            ))}
+            <Options items={PAGE_SIZES} value={(size) => size} label={(size) => size} />
           </select>
         </label>
       </form>
@@ -189,59 +179,39 @@ export function Jobs({ route }: { route: Route }) {
         <p class="card muted">No jobs match these filters.</p>
       ) : (
         <>
-          <div class="table-wrap">
-            <table class="table stack">
-              <caption class="sr-only">Jobs, newest first</caption>
-              <thead>
-                <tr>
-                  <th scope="col">File</th>
-                  <th scope="col">Status</th>
-                  <th scope="col">Progress</th>
-                  <th scope="col">Priority</th>
-                  <th scope="col">Node</th>
-                  <th scope="col">ETA</th>
-                  <th scope="col">Saved</th>
-                  <th scope="col">Updated</th>
-                  <th scope="col">
-                    <span class="sr-only">Actions</span>
-                  </th>
-                </tr>
-              </thead>
-              <tbody>
-                {data.items.map((job) => (
-                  <tr key={job.id}>
-                    <td data-label="File" class="cell-file">
-                      <a href={routeHref(`/jobs/${job.id}`)} class="file-name" title={job.filePath}>
-                        {job.fileName}
-                      </a>
-                      <div class="muted small">{libraryName(job.libraryId ?? null)}</div>
-                    </td>
-                    <td data-label="Status">
-                      <Badge value={job.status} />
-                      {job.stage && !isTerminal(job.status) && <div class="muted small">{titleCase(job.stage)}</div>}
-                      {job.status === 'FAILED' && job.failureReason && <div class="text-bad small">{job.failureReason}</div>}
-                      {job.status === 'SKIPPED' && job.skipReason && <div class="muted small">{job.skipReason}</div>}
-                    </td>
-                    <td data-label="Progress" class="cell-progress">
-                      {job.status === 'PENDING' || job.status === 'SKIPPED' ? '—' : <ProgressBar job={job} />}
-                    </td>
-                    <td data-label="Priority">
-                      <PriorityControl job={job} compact onChanged={replaceJob} onError={setError} />
-                    </td>
-                    <td data-label="Node">{job.node ?? '—'}</td>
-                    <td data-label="ETA">
-                      <EtaText job={job} />
-                    </td>
-                    <td data-label="Saved">{formatBytes(job.savedBytes)}</td>
-                    <td data-label="Updated">{formatRelative(job.updatedAt)}</td>
-                    <td data-label="Actions">
-                      <JobActionButtons job={job} compact onChanged={replaceJob} onError={setError} />
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
+          <Table caption="Jobs, newest first" columns={['File', 'Status', 'Progress', 'Priority', 'Node', 'ETA', 'Saved', 'Updated']} actions>
+            {data.items.map((job) => (
+              <tr key={job.id}>
+                <td data-label="File" class="cell-file">
+                  <a href={routeHref(`/jobs/${job.id}`)} class="file-name" title={job.filePath}>
+                    {job.fileName}
+                  </a>
+                  <div class="muted small">{libraryName(job.libraryId ?? null)}</div>
+                </td>
+                <td data-label="Status">
+                  <Badge value={job.status} />
+                  {job.stage && !isTerminal(job.status) && <div class="muted small">{titleCase(job.stage)}</div>}
+                  {job.status === 'FAILED' && job.failureReason && <div class="text-bad small">{job.failureReason}</div>}
+                  {job.status === 'SKIPPED' && job.skipReason && <div class="muted small">{job.skipReason}</div>}
+                </td>
+                <td data-label="Progress" class="cell-progress">
+                  {job.status === 'PENDING' || job.status === 'SKIPPED' ? '—' : <ProgressBar job={job} />}
+                </td>
+                <td data-label="Priority">
+                  <PriorityControl job={job} compact onChanged={replaceJob} onError={setError} />
+                </td>
+                <td data-label="Node">{job.node ?? '—'}</td>
+                <td data-label="ETA">
+                  <EtaText job={job} />
+                </td>
+                <td data-label="Saved">{formatBytes(job.savedBytes)}</td>
+                <td data-label="Updated">{formatRelative(job.updatedAt)}</td>
+                <td data-label="Actions">
+                  <JobActionButtons job={job} compact onChanged={replaceJob} onError={setError} />
+                </td>
+              </tr>
+            ))}
+          </Table>
           <Pagination
             page={data.page}
             pageSize={data.pageSize}

@@ -134,9 +134,11 @@ export function Libraries() {
                 <div>
                   <dt>Quality</dt>
                   <dd>
-                    {library.qualityMode === 'vmaf'
-                      ? `VMAF ${library.targetVmaf}, at most ${library.maxSizePercent} % of the source`
-                      : `CRF ${library.quality}`}
+                    {library.rateControl === 'twoPass'
+                      ? `Two passes, ${library.targetBitrateKbps ?? '?'} kbit/s`
+                      : library.qualityMode === 'vmaf'
+                        ? `VMAF ${library.targetVmaf}, at most ${library.maxSizePercent} % of the source`
+                        : `CRF ${library.quality}`}
                   </dd>
                 </div>
                 <div>
@@ -204,6 +206,8 @@ function initialInput(library: Library | null, catalog: EncoderCatalog): Library
       maxSizePercent,
       keepDolbyVision,
       keepModifiedTime,
+      rateControl,
+      targetBitrateKbps,
       watch,
       enabled,
     } = library;
@@ -219,6 +223,8 @@ function initialInput(library: Library | null, catalog: EncoderCatalog): Library
       maxSizePercent,
       keepDolbyVision,
       keepModifiedTime,
+      rateControl,
+      targetBitrateKbps: targetBitrateKbps ?? null,
       watch,
       enabled,
     };
@@ -227,7 +233,17 @@ function initialInput(library: Library | null, catalog: EncoderCatalog): Library
 }
 
 /** The fields a server validation message may name (it begins with the field's name). */
-const LIBRARY_RULES: readonly FieldRule[] = ['name', 'paths', 'encoder', 'quality', 'preset', 'targetVmaf', 'maxSizePercent'].map((field) => ({ field }));
+const LIBRARY_RULES: readonly FieldRule[] = [
+  'name',
+  'paths',
+  'encoder',
+  'quality',
+  'preset',
+  'targetVmaf',
+  'maxSizePercent',
+  'rateControl',
+  'targetBitrateKbps',
+].map((field) => ({ field }));
 
 function LibraryForm({
   library,
@@ -441,6 +457,42 @@ function LibraryForm({
           </>
         )}
       </div>
+      <div class="form-row">
+        <label class="field">
+          <span>Rate control</span>
+          <select
+            value={input.rateControl}
+            aria-invalid={errors.rateControl ? true : undefined}
+            onChange={(e) => set({ rateControl: e.currentTarget.value as LibraryInput['rateControl'] })}
+          >
+            <option value="crf">Quality (CRF)</option>
+            <option value="twoPass">Two passes to a bitrate</option>
+          </select>
+          {errors.rateControl && <small class="text-bad">{errors.rateControl}</small>}
+        </label>
+        {input.rateControl === 'twoPass' && (
+          <label class="field">
+            <span>Target bitrate (kbit/s)</span>
+            <input
+              type="number"
+              inputMode="numeric"
+              min={encoder?.twoPass?.minKbps}
+              max={encoder?.twoPass?.maxKbps}
+              step={1}
+              value={input.targetBitrateKbps ?? ''}
+              aria-invalid={errors.targetBitrateKbps ? true : undefined}
+              onInput={(e) => set({ targetBitrateKbps: e.currentTarget.value === '' ? null : Number(e.currentTarget.value) })}
+            />
+            {errors.targetBitrateKbps && <small class="text-bad">{errors.targetBitrateKbps}</small>}
+          </label>
+        )}
+      </div>
+      {input.rateControl === 'twoPass' && (
+        <p class="muted small">
+          A first pass reads the whole video, then the encode spends the bitrate where it is needed (libx265; NVENC uses its
+          multipass). A pause or restart during a pass runs that pass again.
+        </p>
+      )}
       {input.qualityMode === 'vmaf' && (
         <p class="muted small">
           Each file is sampled first: the highest CRF whose VMAF reaches the target is used (the CRF above is where the search

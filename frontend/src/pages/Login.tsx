@@ -1,5 +1,6 @@
 import { useState } from 'preact/hooks';
 import { Alert } from '../components';
+import { TextField } from '../widgets/Fields';
 import { useAction } from '../hooks';
 import { login } from '../session';
 
@@ -23,27 +24,8 @@ export function Login({ expired }: { expired: boolean }) {
         <h1 id="login-title">Sign in</h1>
         {expired && !error && <Alert kind="info" message="Your session ended. Please sign in again." />}
         <Alert message={error} />
-        <label class="field">
-          <span>Username</span>
-          <input
-            name="username"
-            autocomplete="username"
-            required
-            value={username}
-            onInput={(e) => setUsername(e.currentTarget.value)}
-          />
-        </label>
-        <label class="field">
-          <span>Password</span>
-          <input
-            name="password"
-            type="password"
-            autocomplete="current-password"
-            required
-            value={password}
-            onInput={(e) => setPassword(e.currentTarget.value)}
-          />
-        </label>
+        <TextField label="Username" name="username" autocomplete="username" required value={username} onValue={setUsername} />
+        <TextField label="Password" name="password" type="password" autocomplete="current-password" required value={password} onValue={setPassword} />
         <button type="submit" class="button button-primary button-block" disabled={busy}>
           {busy ? 'Signing in…' : 'Sign in'}
         </button>

@@ -3,6 +3,7 @@
 import { Fragment } from 'preact';
 import { useState } from 'preact/hooks';
 import { Alert, Badge, Loading } from '../components';
+import { Table } from '../widgets/Table';
 import { formatBytes, formatNumber, formatPercent, formatRelative, formatWindows } from '../format';
 import { useAction, useResource, useRole } from '../hooks';
 import { allows, api } from '../session';
@@ -53,151 +54,130 @@ export function Nodes() {
       ) : list.length === 0 ? (
         <p class="card muted">No nodes have registered.</p>
       ) : (
-        <div class="table-wrap">
-          <table class="table stack">
-            <caption class="sr-only">Nodes of the cluster</caption>
-            <thead>
-              <tr>
-                <th scope="col">Node</th>
-                <th scope="col">Status</th>
-                <th scope="col">GPU</th>
-                <th scope="col">Encoders</th>
-                <th scope="col">Load</th>
-                <th scope="col">Memory</th>
-                <th scope="col">Jobs</th>
-                <th scope="col">Window</th>
-                <th scope="col">Last seen</th>
-                <th scope="col">
-                  <span class="sr-only">Actions</span>
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {list.map((node) => {
-                const memoryPercent = node.memoryTotal > 0 ? (node.memoryUsed / node.memoryTotal) * 100 : null;
-                return (
-                  <Fragment key={node.id}>
-                    <tr>
-                      <td data-label="Node">
-                        <strong>{node.name}</strong>
+        <Table caption="Nodes of the cluster" columns={['Node', 'Status', 'GPU', 'Encoders', 'Load', 'Memory', 'Jobs', 'Window', 'Last seen']} actions>
+          {list.map((node) => {
+            const memoryPercent = node.memoryTotal > 0 ? (node.memoryUsed / node.memoryTotal) * 100 : null;
+            return (
+              <Fragment key={node.id}>
+                <tr>
+                  <td data-label="Node">
+                    <strong>{node.name}</strong>
+                    <div class="muted small">
+                      {node.role === 'main' ? 'Main' : 'Linked'} · <code>{node.address}</code>
+                    </div>
+                  </td>
+                  <td data-label="Status">
+                    <Badge value={node.status} />
+                    {node.revoked && <span class="badge badge-bad">Revoked</span>}
+                    {node.overloaded && <span class="badge badge-warn">Overloaded</span>}
+                    {node.statusReason && <div class="muted small">{node.statusReason}</div>}
+                  </td>
+                  <td data-label="GPU">{node.gpu ?? <span class="muted">CPU only</span>}</td>
+                  <td data-label="Encoders">
+                    {node.encoders.length === 0 ? (
+                      <span class="muted">none</span>
+                    ) : (
+                      <ul class="tags" aria-label={`Encoders of ${node.name}`}>
+                        {node.encoders.map((encoder) => (
+                          <li key={encoder}>
+                            <code>{encoder}</code>
+                          </li>
+                        ))}
+                      </ul>
+                    )}
+                    {node.decoders.length > 0 && (
+                      <div class="muted small" aria-label={`Hardware decoding of ${node.name}`}>
+                        Decodes on {node.decoders.join(', ')}
+                      </div>
+                    )}
+                  </td>
+                  <td data-label="Load">
+                    {formatNumber(node.load1, 2)} / {node.cores} cores
+                    <div class={`small ${node.loadRatio > 2 ? 'text-bad' : node.loadRatio >= 1.5 ? 'text-warn' : 'muted'}`}>
+                      ratio {formatNumber(node.loadRatio, 2)}
+                    </div>
+                  </td>
+                  <td data-label="Memory">
+                    {formatBytes(node.memoryUsed)} / {formatBytes(node.memoryTotal)}
+                    <div class="muted small">{formatPercent(memoryPercent)}</div>
+                  </td>
+                  <td data-label="Jobs">
+                    {node.activeJobs} / {node.maxJobs}
+                  </td>
+                  <td data-label="Window">
+                    {node.window ? (
+                      <>
+                        <span class={`badge ${node.window.open ? 'badge-ok' : 'badge-warn'}`}>{node.window.open ? 'Open' : 'Closed'}</span>
+                        <div class="small">{formatWindows(node.window.windows)}</div>
                         <div class="muted small">
-                          {node.role === 'main' ? 'Main' : 'Linked'} · <code>{node.address}</code>
+                          {node.window.windows.length > 0 && `${node.window.timeZone} · `}
+                          {node.window.followsDefault ? 'default' : 'own schedule'}
+                          {node.window.windows.length > 0 && ` · on close: ${node.window.onClose === 'pause' ? 'pause at a segment' : 'finish'}`}
                         </div>
-                      </td>
-                      <td data-label="Status">
-                        <Badge value={node.status} />
-                        {node.revoked && <span class="badge badge-bad">Revoked</span>}
-                        {node.overloaded && <span class="badge badge-warn">Overloaded</span>}
-                        {node.statusReason && <div class="muted small">{node.statusReason}</div>}
-                      </td>
-                      <td data-label="GPU">{node.gpu ?? <span class="muted">CPU only</span>}</td>
-                      <td data-label="Encoders">
-                        {node.encoders.length === 0 ? (
-                          <span class="muted">none</span>
-                        ) : (
-                          <ul class="tags" aria-label={`Encoders of ${node.name}`}>
-                            {node.encoders.map((encoder) => (
-                              <li key={encoder}>
-                                <code>{encoder}</code>
-                              </li>
-                            ))}
-                          </ul>
-                        )}
-                        {node.decoders.length > 0 && (
-                          <div class="muted small" aria-label={`Hardware decoding of ${node.name}`}>
-                            Decodes on {node.decoders.join(', ')}
-                          </div>
-                        )}
-                      </td>
-                      <td data-label="Load">
-                        {formatNumber(node.load1, 2)} / {node.cores} cores
-                        <div class={`small ${node.loadRatio > 2 ? 'text-bad' : node.loadRatio >= 1.5 ? 'text-warn' : 'muted'}`}>
-                          ratio {formatNumber(node.loadRatio, 2)}
-                        </div>
-                      </td>
-                      <td data-label="Memory">
-                        {formatBytes(node.memoryUsed)} / {formatBytes(node.memoryTotal)}
-                        <div class="muted small">{formatPercent(memoryPercent)}</div>
-                      </td>
-                      <td data-label="Jobs">
-                        {node.activeJobs} / {node.maxJobs}
-                      </td>
-                      <td data-label="Window">
-                        {node.window ? (
-                          <>
-                            <span class={`badge ${node.window.open ? 'badge-ok' : 'badge-warn'}`}>{node.window.open ? 'Open' : 'Closed'}</span>
-                            <div class="small">{formatWindows(node.window.windows)}</div>
-                            <div class="muted small">
-                              {node.window.windows.length > 0 && `${node.window.timeZone} · `}
-                              {node.window.followsDefault ? 'default' : 'own schedule'}
-                              {node.window.windows.length > 0 && ` · on close: ${node.window.onClose === 'pause' ? 'pause at a segment' : 'finish'}`}
-                            </div>
-                          </>
-                        ) : (
-                          <span class="muted">unknown</span>
-                        )}
-                      </td>
-                      <td data-label="Last seen" title={node.lastSeenAt ?? undefined}>
-                        {formatRelative(node.lastSeenAt)}
-                      </td>
-                      <td data-label="Actions">
-                        <div class="actions">
-                          {node.window && (
-                            <button
-                              type="button"
-                              class="button"
-                              aria-expanded={scheduling === node.id}
-                              aria-label={`${allows(role, 'admin') ? 'Edit' : 'Show'} the schedule of ${node.name}`}
-                              onClick={() => setScheduling(scheduling === node.id ? null : node.id)}
-                            >
-                              Schedule
+                      </>
+                    ) : (
+                      <span class="muted">unknown</span>
+                    )}
+                  </td>
+                  <td data-label="Last seen" title={node.lastSeenAt ?? undefined}>
+                    {formatRelative(node.lastSeenAt)}
+                  </td>
+                  <td data-label="Actions">
+                    <div class="actions">
+                      {node.window && (
+                        <button
+                          type="button"
+                          class="button"
+                          aria-expanded={scheduling === node.id}
+                          aria-label={`${allows(role, 'admin') ? 'Edit' : 'Show'} the schedule of ${node.name}`}
+                          onClick={() => setScheduling(scheduling === node.id ? null : node.id)}
+                        >
+                          Schedule
+                        </button>
+                      )}
+                      {node.role === 'linked' && allows(role, 'admin') && (
+                        <>
+                          {!node.revoked && (
+                            <button type="button" class="button button-danger" disabled={action.busy} onClick={() => void revoke(node)} aria-label={`Revoke ${node.name}`}>
+                              Revoke
                             </button>
                           )}
-                          {node.role === 'linked' && allows(role, 'admin') && (
-                            <>
-                              {!node.revoked && (
-                                <button type="button" class="button button-danger" disabled={action.busy} onClick={() => void revoke(node)} aria-label={`Revoke ${node.name}`}>
-                                  Revoke
-                                </button>
-                              )}
-                              {node.status === 'OFFLINE' && (
-                                <button type="button" class="button" disabled={action.busy} onClick={() => void remove(node)} aria-label={`Remove ${node.name}`}>
-                                  Remove
-                                </button>
-                              )}
-                            </>
+                          {node.status === 'OFFLINE' && (
+                            <button type="button" class="button" disabled={action.busy} onClick={() => void remove(node)} aria-label={`Remove ${node.name}`}>
+                              Remove
+                            </button>
                           )}
-                        </div>
-                      </td>
-                    </tr>
-                    {scheduling === node.id && node.window && (
-                      <tr class="row-editor">
-                        <td colSpan={10} class="cell-editor">
-                          <h3 class="form-title">Encoding windows of {node.name}</h3>
-                          <ScheduleEditor
-                            label={`Schedule of ${node.name}`}
-                            schedule={node.window}
-                            editable={allows(role, 'admin')}
-                            onSave={async (body) => {
-                              const saved = await api.setNodeSchedule(node.id, body);
-                              await nodes.reload();
-                              return saved;
-                            }}
-                            onFollowDefault={async () => {
-                              const saved = await api.clearNodeSchedule(node.id);
-                              await nodes.reload();
-                              return saved;
-                            }}
-                          />
-                        </td>
-                      </tr>
-                    )}
-                  </Fragment>
-                );
-              })}
-            </tbody>
-          </table>
-        </div>
+                        </>
+                      )}
+                    </div>
+                  </td>
+                </tr>
+                {scheduling === node.id && node.window && (
+                  <tr class="row-editor">
+                    <td colSpan={10} class="cell-editor">
+                      <h3 class="form-title">Encoding windows of {node.name}</h3>
+                      <ScheduleEditor
+                        label={`Schedule of ${node.name}`}
+                        schedule={node.window}
+                        editable={allows(role, 'admin')}
+                        onSave={async (body) => {
+                          const saved = await api.setNodeSchedule(node.id, body);
+                          await nodes.reload();
+                          return saved;
+                        }}
+                        onFollowDefault={async () => {
+                          const saved = await api.clearNodeSchedule(node.id);
+                          await nodes.reload();
+                          return saved;
+                        }}
+                      />
+                    </td>
+                  </tr>
+                )}
+              </Fragment>
+            );
+          })}
+        </Table>
       )}
     </div>
   );

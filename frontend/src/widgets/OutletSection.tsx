@@ -5,7 +5,9 @@
 // tests and removes, with the server's validation messages beside their fields.
 import type { ComponentChildren, JSX } from 'preact';
 import { useState } from 'preact/hooks';
-import { Alert, FieldError, invalidProps } from '../components';
+import { Alert } from '../components';
+import { Options, TextField } from './Fields';
+import { Table } from './Table';
 import { formatDateTime } from '../format';
 import type { FieldRule, FormErrors } from '../forms';
 import { useAction, useResource, useSave } from '../hooks';
@@ -152,65 +154,46 @@ export function OutletSection<T extends Outlet, K extends string, X, B>({ config
       <Alert message={action.error} />
       <Alert kind="ok" message={notice} />
       {list.length > 0 && (
-        <div class="table-wrap">
-          <table class="table stack">
-            <thead>
-              <tr>
-                <th scope="col">Name</th>
-                <th scope="col">{config.kindLabel}</th>
-                <th scope="col">{config.extraLabel}</th>
-                <th scope="col">{config.secretLabel}</th>
-                <th scope="col">{config.lastLabel}</th>
-                <th scope="col">Waiting</th>
+        <Table columns={['Name', config.kindLabel, config.extraLabel, config.secretLabel, config.lastLabel, 'Waiting']} actions={editable}>
+          {list.map((item) =>
+            editing === item.id ? (
+              <tr key={item.id} class="row-editor">
+                <td colSpan={columns} class="cell-editor">
+                  <OutletForm config={config} item={item} onSaved={(changed) => void saved(changed, false)} onCancel={() => setEditing(null)} />
+                </td>
+              </tr>
+            ) : (
+              <tr key={item.id}>
+                <td data-label="Name">
+                  {item.name}
+                  {!item.enabled && <span class="badge badge-muted">Off</span>}
+                </td>
+                <td data-label={config.kindLabel}>{kindLabel(item.kind)}</td>
+                <td data-label={config.extraLabel} class="small break">
+                  {config.showExtra(item)}
+                </td>
+                <td data-label={config.secretLabel}>{config.hasSecret(item) ? 'Set' : <span class="muted">Not set</span>}</td>
+                <td data-label={config.lastLabel}>
+                  <DeliveryCell item={item} />
+                </td>
+                <td data-label="Waiting">{item.waiting}</td>
                 {editable && (
-                  <th scope="col">
-                    <span class="sr-only">Actions</span>
-                  </th>
+                  <td data-label="Actions" class="actions">
+                    <button type="button" class="button" disabled={action.busy} onClick={() => void test(item)} aria-label={`${config.noun === 'target' ? 'Send a test to' : 'Test'} ${item.name}`}>
+                      Test
+                    </button>
+                    <button type="button" class="button" onClick={() => setEditing(item.id)} aria-label={`Edit ${item.name}`}>
+                      Edit
+                    </button>
+                    <button type="button" class="button button-danger" disabled={action.busy} onClick={() => void remove(item)} aria-label={`Remove ${item.name}`}>
+                      Remove
+                    </button>
+                  </td>
                 )}
               </tr>
-            </thead>
-            <tbody>
-              {list.map((item) =>
-                editing === item.id ? (
-                  <tr key={item.id} class="row-editor">
-                    <td colSpan={columns} class="cell-editor">
-                      <OutletForm config={config} item={item} onSaved={(changed) => void saved(changed, false)} onCancel={() => setEditing(null)} />
-                    </td>
-                  </tr>
-                ) : (
-                  <tr key={item.id}>
-                    <td data-label="Name">
-                      {item.name}
-                      {!item.enabled && <span class="badge badge-muted">Off</span>}
-                    </td>
-                    <td data-label={config.kindLabel}>{kindLabel(item.kind)}</td>
-                    <td data-label={config.extraLabel} class="small break">
-                      {config.showExtra(item)}
-                    </td>
-                    <td data-label={config.secretLabel}>{config.hasSecret(item) ? 'Set' : <span class="muted">Not set</span>}</td>
-                    <td data-label={config.lastLabel}>
-                      <DeliveryCell item={item} />
-                    </td>
-                    <td data-label="Waiting">{item.waiting}</td>
-                    {editable && (
-                      <td data-label="Actions" class="actions">
-                        <button type="button" class="button" disabled={action.busy} onClick={() => void test(item)} aria-label={`${config.noun === 'target' ? 'Send a test to' : 'Test'} ${item.name}`}>
-                          Test
-                        </button>
-                        <button type="button" class="button" onClick={() => setEditing(item.id)} aria-label={`Edit ${item.name}`}>
-                          Edit
-                        </button>
-                        <button type="button" class="button button-danger" disabled={action.busy} onClick={() => void remove(item)} aria-label={`Remove ${item.name}`}>
-                          Remove
-                        </button>
-                      </td>
-                    )}
-                  </tr>
-                ),
-              )}
-            </tbody>
-          </table>
-        </div>
+            ),
+          )}
+        </Table>
       )}
       {editable && <OutletForm key={added} config={config} item={null} onSaved={(made) => void saved(made, true)} />}
     </section>
@@ -250,40 +233,26 @@ function OutletForm<T extends Outlet, K extends string, X, B>({
     <form class="form" onSubmit={(e) => void submit(e)} aria-label={item ? `Edit ${item.name}` : `Add a ${config.noun}`} noValidate>
       {item && <h3 class="form-title">Edit “{item.name}”</h3>}
       <Alert message={errors.form} />
-      <label class="field">
-        <span>Name</span>
-        <input value={draft.name} maxLength={100} onInput={(e) => set({ name: e.currentTarget.value })} required {...invalidProps(`${id}-name-error`, error('name'))} />
-        <FieldError id={`${id}-name-error`} message={error('name')} />
-      </label>
+      <TextField label="Name" value={draft.name} maxLength={100} onValue={(name) => set({ name })} required errorId={`${id}-name-error`} error={error('name')} />
       <label class="field">
         <span>{config.kindLabel}</span>
         <select value={draft.kind} onChange={(e) => set({ kind: e.currentTarget.value as K })}>
-          {config.kinds.map((k) => (
-            <option key={k.kind} value={k.kind}>
-              {k.label}
-            </option>
-          ))}
+          <Options items={config.kinds} value={(k) => k.kind} label={(k) => k.label} />
         </select>
       </label>
-      <label class="field">
-        <span>URL</span>
-        <input value={draft.url} placeholder={hints?.url} onInput={(e) => set({ url: e.currentTarget.value })} required {...invalidProps(`${id}-url-error`, error('url'))} />
-        <FieldError id={`${id}-url-error`} message={error('url')} />
-      </label>
-      <label class="field">
-        <span>{config.secretLabel}</span>
-        <input
-          type="password"
-          autocomplete="off"
-          value={draft.secret}
-          disabled={draft.clearSecret}
-          placeholder={stored ? 'Set: leave empty to keep it' : hints?.secret}
-          onInput={(e) => set({ secret: e.currentTarget.value })}
-          required={config.secretRequired && !stored}
-          {...invalidProps(`${id}-secret-error`, error('secret'))}
-        />
-        <FieldError id={`${id}-secret-error`} message={error('secret')} />
-      </label>
+      <TextField label="URL" value={draft.url} placeholder={hints?.url} onValue={(url) => set({ url })} required errorId={`${id}-url-error`} error={error('url')} />
+      <TextField
+        label={config.secretLabel}
+        type="password"
+        autocomplete="off"
+        value={draft.secret}
+        disabled={draft.clearSecret}
+        placeholder={stored ? 'Set: leave empty to keep it' : hints?.secret}
+        onValue={(secret) => set({ secret })}
+        required={config.secretRequired && !stored}
+        errorId={`${id}-secret-error`}
+        error={error('secret')}
+      />
       {stored && config.secretRemovable && (
         <label class="check-field">
           <input type="checkbox" checked={draft.clearSecret} onChange={(e) => set({ clearSecret: e.currentTarget.checked, secret: '' })} />

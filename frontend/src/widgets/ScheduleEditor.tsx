@@ -3,7 +3,8 @@
 // default schedule (Settings) and each node's own (Nodes). A viewer sees the grid, unpainted.
 import { Fragment } from 'preact';
 import { useRef, useState } from 'preact/hooks';
-import { Alert, FieldError, invalidProps } from '../components';
+import { Alert, FieldError } from '../components';
+import { TextField } from './Fields';
 import { formatWindows, titleCase } from '../format';
 import type { FieldRule } from '../forms';
 import { useSave } from '../hooks';
@@ -166,11 +167,7 @@ export function ScheduleEditor({
       {editable && (
         <>
           <div class="form-row">
-            <label class="field">
-              <span>Time zone</span>
-              <input value={timeZone} placeholder="Europe/Berlin" onInput={(e) => setTimeZone(e.currentTarget.value)} {...invalidProps(`${id}-zone-error`, errors.fields.timeZone)} />
-              <FieldError id={`${id}-zone-error`} message={errors.fields.timeZone} />
-            </label>
+            <TextField label="Time zone" value={timeZone} placeholder="Europe/Berlin" onValue={setTimeZone} errorId={`${id}-zone-error`} error={errors.fields.timeZone} />
             <label class="field">
               <span>When a window closes</span>
               <select value={onClose} onChange={(e) => setOnClose(e.currentTarget.value as OnClose)}>

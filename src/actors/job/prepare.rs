@@ -9,7 +9,10 @@ use entities::job;
 use super::{join_error, Attempt, Phase, Step};
 use crate::actors::lifecycle::EventContext;
 use crate::actors::store::JobSettings;
-use crate::domain::encoding::{profile_for_attempt, EncodeSettings, Hardware, RetryProfile, TargetCodec};
+use crate::domain::encoding::{
+    profile_for_attempt, rate_control, EncodeSettings, Hardware, RateControl, RateControlMode, RetryProfile,
+    TargetCodec,
+};
 use crate::domain::job::{FailureCode, JobEvent, Stage};
 use crate::domain::quality::{self, QualityMode};
 use crate::domain::segments::{self, Sessions};
@@ -185,7 +188,9 @@ impl Attempt {
         };
         // Spans for helpers on other slots, unless PARALLEL_SEGMENTS is off; never on a
         // retry, which is the conservative path.
-        plan.shared_spans = !one_session && self.env.parallel_segments != segments::Parallelism::Off;
+        // Nor for two passes: each span's second pass reads the statistics this run's first
+        // pass wrote for exactly that span (`media::transcode`).
+        plan.shared_spans = !one_session && !plan.two_pass && self.env.parallel_segments != segments::Parallelism::Off;
         plan.throttle_ms_per_frame = self.env.throttle_ms_per_frame;
         plan.epoch = self.lease_id.clone();
         if library.is_some_and(|l| l.keep_dolby_vision) && plan.keep_dolby_vision(info) {
@@ -218,13 +223,23 @@ fn settings_for(
 ) -> Result<EncodeSettings, MediaError> {
     let codec: TargetCodec = job.target_codec.parse().map_err(|e| MediaError::misc(format!("{e}")))?;
     let ten_bit = info.video().and_then(|v| v.bit_depth).unwrap_or(8) > 8;
-    Ok(EncodeSettings::for_library(
+    let mut settings = EncodeSettings::for_library(
         codec,
         library.and_then(|l| l.encoder.parse().ok()),
         library.map(|l| l.preset.as_str()),
         library.map(|l| i64::from(l.quality)),
         ten_bit && info.hdr.kind != HdrKind::Sdr,
-    ))
+    );
+    // Two passes as the library stores them, checked again (the API did): a stored pair
+    // that no longer holds (another encoder, say) falls back to CRF, as a stored preset
+    // that no longer fits falls back to the default.
+    if let Some(library) = library {
+        let mode = library.rate_control.parse().unwrap_or(RateControlMode::Crf);
+        let vmaf = library.quality_mode == QualityMode::Vmaf.as_str();
+        let bitrate = library.target_bitrate_kbps.map(i64::from);
+        settings.rate = rate_control(mode, bitrate, settings.encoder, vmaf).unwrap_or(RateControl::Crf);
+    }
+    Ok(settings)
 }
 
 /// `media::contain::still_inside` on a blocking thread (the filesystem may be a slow share),

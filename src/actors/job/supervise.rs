@@ -127,6 +127,15 @@ impl Attempt {
                             Err(e) => tracing::debug!(job_id = job.id, error = %e, "the spans were not recorded"),
                         }
                     }
+                    // Two passes: the job shows the pass it is in, and its history each pass
+                    // begun (a first pass cut short begins again).
+                    Some(Event::Pass { pass, restarted }) => {
+                        job.encode_pass = Some(i32::from(pass));
+                        let change = JobChange { encode_pass: job.encode_pass, ..Default::default() };
+                        self.update(change).await?;
+                        let detail = serde_json::json!({ "pass": pass, "restarted": restarted });
+                        env.store.record_event(job.id, &self.lease_id, "pass", self.node(), Some(detail)).await?;
+                    }
                     // The history says how much of an earlier attempt's work this one kept.
                     Some(Event::Started { resume_after_frames, segments_kept, .. }) if segments_kept > 0 => {
                         let detail = serde_json::json!({ "frames": resume_after_frames, "segments": segments_kept });

@@ -17,7 +17,8 @@ pub use self::read::{
     snapshot, source_path,
 };
 pub use self::scan::{
-    known_files, never_probed, record_probes, register_batch, requeue_changed, FoundFile, KnownFile, Probed,
+    begin_probes, count_probing, interrupt_probes, known_files, never_probed, record_probes, register_batch,
+    requeue_changed, FoundFile, KnownFile, Probed,
 };
 pub use self::write::{
     change_status, change_status_as, delete_many, insert, record_event, record_event_leased, set_priority, update_live,

@@ -12,7 +12,7 @@ use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder
 
 use super::read::{get, snapshot};
 use super::write::{change_status, JobChange, StatusChange};
-use crate::domain::job::{JobSnapshot, JobStatus, Outcome};
+use crate::domain::job::{transition, JobEvent, JobSnapshot, JobStatus, Outcome};
 use crate::domain::path_bytes;
 use crate::repo::events::{self, NewEvent};
 use crate::repo::{now, RepoError, RepoResult};
@@ -102,7 +102,6 @@ pub async fn requeue_changed<C: ConnectionTrait + TransactionTrait>(
     db: &C,
     changed: &[(KnownFile, FoundFile)],
 ) -> RepoResult<u64> {
-    use crate::domain::job::{transition, JobEvent};
     let mut requeued = 0;
     for (known, file) in changed {
         let job = get(db, known.id).await?;
@@ -130,41 +129,91 @@ pub async fn requeue_changed<C: ConnectionTrait + TransactionTrait>(
     Ok(requeued)
 }
 
-/// Queued jobs that never started and have no facts yet, after `after` by id: the work of
-/// the probe that follows a scan (`actors::prober`). Walks the primary key.
+/// Found files not yet analysed (PENDING), after `after` by id: the work of the probe that
+/// follows a scan (`actors::prober`). Walks the primary key.
 pub async fn never_probed(db: &impl ConnectionTrait, after: i32, limit: u64) -> RepoResult<Vec<job::Model>> {
     Ok(Entity::find()
         .filter(Column::Id.gt(after))
-        .filter(Column::Status.eq(JobStatus::Queued))
-        .filter(Column::StartedAt.is_null())
-        .filter(Column::Probe.is_null())
+        .filter(Column::Status.eq(JobStatus::Pending))
         .order_by_asc(Column::Id)
         .limit(limit)
         .all(db)
         .await?)
 }
 
-/// What the probe after a scan learnt of one queued job.
+/// The status the domain gives a job of `status` on `event`, for a set-wise write.
+fn to_status(status: JobStatus, event: JobEvent) -> RepoResult<JobStatus> {
+    let job = JobSnapshot { status, retry_count: 0, forced: false, crash_count: 0, replacing: false };
+    Ok(transition(&job, &event).map_err(|e| RepoError::Conflict(e.to_string()))?.to)
+}
+
+/// The batch probe takes these found files up (the state machine's `Probe`): those still
+/// PENDING become ANALYZING, held by no node, in one statement for the whole batch (a write
+/// per file would slow a first scan's probe). No event: the outcome's event
+/// (`record_probes`) names ANALYZING as where the job came from. Answers how many moved.
+pub async fn begin_probes(db: &impl ConnectionTrait, ids: &[i32]) -> RepoResult<u64> {
+    let to = to_status(JobStatus::Pending, JobEvent::Probe)?;
+    let result = Entity::update_many()
+        .set(ActiveModel { status: Set(to.into()), updated_at: Set(now()), ..Default::default() })
+        .filter(Column::Id.is_in(ids.iter().copied()))
+        .filter(Column::Status.eq(JobStatus::Pending))
+        .exec(db)
+        .await?;
+    Ok(result.rows_affected)
+}
+
+/// Jobs left ANALYZING by a batch probe that will not finish (the node stopped under it, or
+/// its batch could not be recorded) are found files again (`ProbeInterrupted`: PENDING), for
+/// the next probe; `ids` limits this to one batch. A job an attempt analyses holds a lease
+/// and is left alone. Answers how many moved.
+pub async fn interrupt_probes(db: &impl ConnectionTrait, ids: Option<&[i32]>) -> RepoResult<u64> {
+    let to = to_status(JobStatus::Analyzing, JobEvent::ProbeInterrupted)?;
+    let mut update = Entity::update_many()
+        .set(ActiveModel { status: Set(to.into()), updated_at: Set(now()), ..Default::default() })
+        .filter(Column::Status.eq(JobStatus::Analyzing))
+        .filter(Column::LeaseId.is_null());
+    if let Some(ids) = ids {
+        update = update.filter(Column::Id.is_in(ids.iter().copied()));
+    }
+    Ok(update.exec(db).await?.rows_affected)
+}
+
+/// How many ANALYZING jobs are in a batch probe (held by no node): they take no encode
+/// slot and are no worker's.
+pub async fn count_probing(db: &impl ConnectionTrait) -> RepoResult<u64> {
+    use sea_orm::PaginatorTrait;
+    Ok(Entity::find()
+        .filter(Column::Status.eq(JobStatus::Analyzing))
+        .filter(Column::LeaseId.is_null())
+        .count(db)
+        .await?)
+}
+
+/// What the probe after a scan learnt of one job in its batch.
 #[derive(Debug, Clone)]
 pub struct Probed {
     pub id: i32,
-    /// The facts: codecs, duration, HDR kind, the whole probe.
+    /// The facts: codecs, duration, HDR kind, the whole probe (none when the probe could
+    /// not read the file: the attempt's own analysis says why).
     pub change: JobChange,
     /// The skip transition and its event, when the job needs no encode.
     pub skip: Option<(Outcome, NewEvent)>,
 }
 
-/// Writes a probed batch in one transaction: each job still queued, never started and
-/// without facts gets its facts, and those that need no encode move to their skip outcome
-/// with their event. A job the scheduler gave a node meanwhile is left to its attempt's
-/// own analysis. Answers the jobs that moved.
+/// Writes a probed batch in one transaction: each job still in the batch probe (ANALYZING,
+/// held by no node) gets its facts and moves on, to its skip outcome with its event when it
+/// needs no encode, else to the queue (`Probed`), whose `queued` events are written in one
+/// statement. A job a user moved meanwhile (cancelled, paused) is left as it is. Answers
+/// the jobs that moved.
 pub async fn record_probes<C: ConnectionTrait + TransactionTrait>(
     db: &C,
     probed: Vec<Probed>,
 ) -> RepoResult<Vec<job::Model>> {
+    use entities::job_event;
+    let queued = to_status(JobStatus::Analyzing, JobEvent::Probed)?;
     let txn = db.begin().await?;
     let at = now();
-    let mut moved = Vec::new();
+    let (mut skipped, mut to_queue) = (Vec::new(), Vec::new());
     for Probed { id, change, skip } in probed {
         let (set, event) = match skip {
             Some((outcome, event)) => {
@@ -172,11 +221,13 @@ pub async fn record_probes<C: ConnectionTrait + TransactionTrait>(
                 let status = StatusChange { outcome, change, failure_detail: None, event: event.clone() };
                 (
                     status.into_active(at),
-                    Some(NewEvent { from_status: Some(JobStatus::Queued), to_status: Some(to), ..event }),
+                    Some(NewEvent { from_status: Some(JobStatus::Analyzing), to_status: Some(to), ..event }),
                 )
             }
             None => {
                 let mut set = change.into_active();
+                set.status = Set(queued.into());
+                set.queued_at = Set(Some(at));
                 set.updated_at = Set(at);
                 (set, None)
             }
@@ -184,22 +235,39 @@ pub async fn record_probes<C: ConnectionTrait + TransactionTrait>(
         let result = Entity::update_many()
             .set(set)
             .filter(Column::Id.eq(id))
-            .filter(Column::Status.eq(JobStatus::Queued))
-            .filter(Column::StartedAt.is_null())
-            .filter(Column::Probe.is_null())
+            .filter(Column::Status.eq(JobStatus::Analyzing))
+            .filter(Column::LeaseId.is_null())
             .exec(&txn)
             .await?;
-        if let (1, Some(event)) = (result.rows_affected, event) {
-            events::append(&txn, id, event).await?;
-            moved.push(get(&txn, id).await?);
+        match (result.rows_affected, event) {
+            (1, Some(event)) => {
+                events::append(&txn, id, event).await?;
+                skipped.push(get(&txn, id).await?);
+            }
+            (1, None) => to_queue.push(id),
+            _ => {}
         }
+    }
+    let mut moved = Vec::with_capacity(skipped.len() + to_queue.len());
+    if !to_queue.is_empty() {
+        let records = to_queue.iter().map(|&id| job_event::ActiveModel {
+            job_id: Set(id),
+            at: Set(at),
+            kind: Set("queued".to_string()),
+            from_status: Set(Some(JobStatus::Analyzing.into())),
+            to_status: Set(Some(queued.into())),
+            ..Default::default()
+        });
+        job_event::Entity::insert_many(records).exec_without_returning(&txn).await?;
+        moved = Entity::find().filter(Column::Id.is_in(to_queue)).order_by_asc(Column::Id).all(&txn).await?;
     }
     // Notifications owed (the queue drained) are written with the batch, as a single
     // transition writes its own.
-    if let Some(last) = moved.last() {
+    if let Some(last) = skipped.last() {
         crate::repo::notifications::job_ended(&txn, last, JobStatus::from(last.status)).await?;
     }
     txn.commit().await?;
+    moved.extend(skipped);
     Ok(moved)
 }
 
@@ -216,26 +284,20 @@ pub struct FoundFile {
 }
 
 /// Registers new files of a library in one transaction: inserted PENDING with a `created`
-/// event, then queued (the state machine's Queue transition, applied set-wise) with a
-/// `queued` event each. Cheap enough for a first scan of 100,000 files.
+/// event each. They stay PENDING until the probe after the scan takes them up
+/// (`actors::prober`), which queues or skips them. Cheap enough for a first scan of
+/// 100,000 files. Answers how many were new.
 pub async fn register_batch<C: ConnectionTrait + TransactionTrait>(
     db: &C,
     library_id: i32,
     target_codec: &str,
     files: &[FoundFile],
 ) -> RepoResult<u64> {
-    use crate::domain::job::{transition, JobEvent};
     use entities::job_event;
     use sea_orm::sea_query::Query;
     if files.is_empty() {
         return Ok(0);
     }
-    let queued = transition(
-        &JobSnapshot { status: JobStatus::Pending, retry_count: 0, forced: false, crash_count: 0, replacing: false },
-        &JobEvent::Queue,
-    )
-    .map_err(|e| RepoError::Conflict(e.to_string()))?
-    .to;
     let txn = db.begin().await?;
     let at = now();
     for chunk in files.chunks(500) {
@@ -267,47 +329,30 @@ pub async fn register_batch<C: ConnectionTrait + TransactionTrait>(
             .await?;
     }
     let backend = txn.get_database_backend();
-    for (kind, from, to, only_new) in
-        [("created", None, JobStatus::Pending, true), ("queued", Some(JobStatus::Pending), queued, false)]
-    {
-        let mut select = Query::select();
-        select
-            .column(Column::Id)
-            .expr(Expr::val(at))
-            .expr(Expr::val(kind))
-            .expr(Expr::val(from.map(stored::JobStatus::from)))
-            .expr(Expr::val(to))
-            .from(Entity)
-            .and_where(Expr::col(Column::LibraryId).eq(library_id))
-            .and_where(Expr::col(Column::Status).eq(JobStatus::Pending));
-        if only_new {
-            select.and_where(Expr::col(Column::CreatedAt).eq(at));
-        }
-        let insert = Query::insert()
-            .into_table(job_event::Entity)
-            .columns([
-                job_event::Column::JobId,
-                job_event::Column::At,
-                job_event::Column::Kind,
-                job_event::Column::FromStatus,
-                job_event::Column::ToStatus,
-            ])
-            .select_from(select)
-            .map_err(|e| RepoError::Conflict(e.to_string()))?
-            .to_owned();
-        txn.execute(backend.build(&insert)).await?;
-    }
-    let result = Entity::update_many()
-        .set(ActiveModel {
-            status: Set(queued.into()),
-            queued_at: Set(Some(at)),
-            updated_at: Set(at),
-            ..Default::default()
-        })
-        .filter(Column::LibraryId.eq(library_id))
-        .filter(Column::Status.eq(JobStatus::Pending))
-        .exec(&txn)
-        .await?;
+    let mut select = Query::select();
+    select
+        .column(Column::Id)
+        .expr(Expr::val(at))
+        .expr(Expr::val("created"))
+        .expr(Expr::val(Option::<stored::JobStatus>::None))
+        .expr(Expr::val(stored::JobStatus::from(JobStatus::Pending)))
+        .from(Entity)
+        .and_where(Expr::col(Column::LibraryId).eq(library_id))
+        .and_where(Expr::col(Column::Status).eq(JobStatus::Pending))
+        .and_where(Expr::col(Column::CreatedAt).eq(at));
+    let insert = Query::insert()
+        .into_table(job_event::Entity)
+        .columns([
+            job_event::Column::JobId,
+            job_event::Column::At,
+            job_event::Column::Kind,
+            job_event::Column::FromStatus,
+            job_event::Column::ToStatus,
+        ])
+        .select_from(select)
+        .map_err(|e| RepoError::Conflict(e.to_string()))?
+        .to_owned();
+    let created = txn.execute(backend.build(&insert)).await?;
     txn.commit().await?;
-    Ok(result.rows_affected)
+    Ok(created.rows_affected())
 }

@@ -107,6 +107,8 @@ pub struct JobChange {
     pub predicted_size: Option<i64>,
     pub vmaf: Option<f64>,
     pub vmaf_p5: Option<f64>,
+    /// A two-pass encode: the pass it is in (1 or 2).
+    pub encode_pass: Option<i32>,
     /// Written by the main node's scheduler alone: never read from (nor sent over) the
     /// cluster link, so a linked node cannot hand a job to another node or lease.
     #[serde(skip)]
@@ -153,6 +155,7 @@ impl JobChange {
             predicted_size,
             vmaf,
             vmaf_p5,
+            encode_pass,
             assignment: _,
         } = self;
         [
@@ -182,6 +185,7 @@ impl JobChange {
             (predicted_size.is_some(), JobField::PredictedSize),
             (vmaf.is_some(), JobField::Vmaf),
             (vmaf_p5.is_some(), JobField::VmafP5),
+            (encode_pass.is_some(), JobField::EncodePass),
         ]
         .into_iter()
         .filter_map(|(set, field)| set.then_some(field))
@@ -220,7 +224,8 @@ impl JobChange {
             chosen_quality,
             predicted_size,
             vmaf,
-            vmaf_p5
+            vmaf_p5,
+            encode_pass
         );
         if let Some(stage) = self.stage {
             m.stage = Set(Some(stage.into()));
@@ -283,6 +288,7 @@ impl StatusChange {
                     set.predicted_size = Set(None);
                     set.vmaf = Set(None);
                     set.vmaf_p5 = Set(None);
+                    set.encode_pass = Set(None);
                     // The record of an earlier swap (see `media::replace::swapped_on_record`)
                     // belongs to the attempt that made it.
                     set.output_size = Set(None);
@@ -296,6 +302,8 @@ impl StatusChange {
         }
         if !outcome.to.is_running() {
             set.stage = Set(None);
+            // A pass is where a running encode is; the history keeps which were run.
+            set.encode_pass = Set(None);
             set.fps = Set(0.0);
             set.eta_seconds = Set(None);
             set.stalled = Set(false);

@@ -3,9 +3,10 @@
 //! `AppState` and `create_app` on an actix-web `HttpServer` bound to 127.0.0.1:0, a first
 //! user, and request helpers over awc.
 
-use actix_web::dev::ServerHandle;
+use actix_web::body::MessageBody;
+use actix_web::dev::{ServerHandle, ServiceFactory, ServiceRequest, ServiceResponse};
 use actix_web::http::Method;
-use actix_web::{web, HttpServer};
+use actix_web::{web, App, HttpServer};
 use condense::actors::{HostFacts, MainConfig, MainNode, Node, NodeConfig, RoleConfig};
 use condense::host::clock::Clock;
 use condense::http::state::ApiConfig;
@@ -138,15 +139,7 @@ impl TestServer {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let app_state = state.clone();
-        let server = HttpServer::new(move || create_app(app_state.clone()))
-            .workers(1)
-            .disable_signals()
-            .shutdown_timeout(1)
-            .listen(listener)
-            .unwrap()
-            .run();
-        let handle = server.handle();
-        actix_web::rt::spawn(server);
+        let handle = serve(listener, move || create_app(app_state.clone()));
         TestServer { base, state, license_private_key, handle, test_db, _data_dir: data_dir }
     }
 
@@ -371,4 +364,26 @@ pub fn message(body: &Value) -> &str {
 pub fn failure_message(job: &Value) -> String {
     let events = job["events"].as_array().cloned().unwrap_or_default();
     events.iter().rev().find_map(|e| e["detail"]["message"].as_str().map(str::to_string)).unwrap_or_default()
+}
+
+/// Serves the app that `factory` makes on `listener`, in this test's runtime, on one worker
+/// that stops within a second: the in-process servers of the tests (the API, loopback
+/// receivers of outside services).
+pub fn serve<F, T, B>(listener: std::net::TcpListener, factory: F) -> ServerHandle
+where
+    F: Fn() -> App<T> + Send + Clone + 'static,
+    T: ServiceFactory<
+            ServiceRequest,
+            Config = (),
+            Response = ServiceResponse<B>,
+            Error = actix_web::Error,
+            InitError = (),
+        > + 'static,
+    B: MessageBody + 'static,
+{
+    let server =
+        HttpServer::new(factory).workers(1).disable_signals().shutdown_timeout(1).listen(listener).unwrap().run();
+    let handle = server.handle();
+    actix_web::rt::spawn(server);
+    handle
 }

@@ -5,7 +5,7 @@ use std::process::Command;
 
 /// The encoding profile of a first attempt with this encoder, quality and preset.
 pub fn profile(encoder: &str, quality: u32, preset: &str) -> condense::domain::encoding::EncodeProfile {
-    use condense::domain::encoding::{EncodeProfile, RetryProfile};
+    use condense::domain::encoding::{EncodeProfile, RateControl, RetryProfile};
     EncodeProfile {
         encoder: encoder.parse().unwrap(),
         hardware_decode: false,
@@ -14,6 +14,7 @@ pub fn profile(encoder: &str, quality: u32, preset: &str) -> condense::domain::e
         quality,
         cautious: false,
         retry_profile: RetryProfile::AsConfigured,
+        rate: RateControl::Crf,
     }
 }
 
@@ -317,4 +318,25 @@ pub fn dolby_vision(dir: &Path, name: &str, seconds: u32) -> PathBuf {
         dv_bl_signal_compatibility_id: 1,
     };
     hdr10_rewritten(dir, name, seconds, Some(record), &mut |n| (None, rpus.get(n as usize).cloned()))
+}
+
+/// The average bitrate of the first video stream of `path`, in kbit/s: the bytes of its
+/// packets over their summed durations, as the ffprobe program reads them (Matroska keeps
+/// no per-stream bitrate).
+pub fn video_kbps(path: &Path) -> f64 {
+    let out = std::process::Command::new("ffprobe")
+        .args(["-v", "error", "-select_streams", "v:0", "-show_entries", "packet=size,duration_time", "-of", "json"])
+        .arg(path)
+        .output()
+        .expect("ffprobe runs");
+    assert!(out.status.success(), "ffprobe {}: {}", path.display(), String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let number = |v: &serde_json::Value| v.as_str().and_then(|s| s.parse::<f64>().ok()).unwrap_or(0.0);
+    let (mut bytes, mut seconds) = (0f64, 0f64);
+    for packet in report["packets"].as_array().unwrap() {
+        bytes += number(&packet["size"]);
+        seconds += number(&packet["duration_time"]);
+    }
+    assert!(seconds > 0.0, "no video packets with durations in {}", path.display());
+    bytes * 8.0 / seconds / 1000.0
 }

@@ -33,6 +33,8 @@ pub fn library(path: &Path, watch: bool) -> NewLibrary {
         keep_dolby_vision: false,
         keep_modified_time: false,
         stream_rules: Default::default(),
+        rate_control: "crf".into(),
+        target_bitrate_kbps: None,
     }
 }
 

@@ -92,3 +92,69 @@ async fn changes_are_audited_and_only_administrators_read_the_log(server: &TestS
 }
 
 api_test_on_both_databases!(changes_are_audited_and_only_administrators_read_the_log);
+
+/// `GET /audit` filters by user, API key and action in the database, over the whole log:
+/// an entry far past the latest 500 is found, the total counts every match, and pages
+/// walk the matches. A filter the document does not allow is refused.
+async fn the_audit_log_is_filtered_by_user_key_and_action_over_the_whole_log(server: &TestServer) {
+    use condense::repo::audit::{append, NewEntry};
+    let admin = server.login().await;
+    let (status, made) = server.post("/api-keys", Some(&admin), &json!({"name": "sonarr", "scope": "admin"})).await;
+    assert_eq!(status, 201, "{made}");
+    let (key, key_id) = (made["key"].as_str().unwrap().to_string(), made["id"].as_i64().unwrap());
+    // The oldest: a pause signed in, then 600 entries of the key (written as the middleware
+    // writes them), then one pause made with the key through the API.
+    let (status, _) = server.post("/queue/pause-all", Some(&admin), &json!({})).await;
+    assert_eq!(status, 200);
+    for n in 0..600 {
+        let entry = NewEntry {
+            username: "admin".into(),
+            role: UserRole::Admin,
+            method: "POST".into(),
+            route: "/jobs/{id}/cancel".into(),
+            path: format!("/jobs/{n}/cancel"),
+            status: 404,
+            key: Some((i32::try_from(key_id).unwrap(), "sonarr".into())),
+            client: None,
+        };
+        append(server.db(), entry).await.unwrap();
+    }
+    let (status, _) = server.post("/queue/pause-all", Some(&key), &json!({})).await;
+    assert_eq!(status, 200);
+
+    let total = |path: String| matches(server, &admin, path);
+    // Signed in, pausing: the one entry behind 601 newer ones.
+    let (n, items) = total("/audit?key=none&action=POST%20/queue/pause-all".into()).await;
+    assert_eq!(n, 1, "{items:?}");
+    assert_eq!((items[0]["apiKey"].is_null(), items[0]["path"].as_str()), (true, Some("/queue/pause-all")));
+    // The key's pause, and the key's entries in all (its creation was signed in).
+    let (n, items) = total(format!("/audit?key={key_id}&action=POST+%2Fqueue%2Fpause-all")).await;
+    assert_eq!((n, items[0]["apiKey"]["id"].as_i64()), (1, Some(key_id)));
+    assert_eq!(total(format!("/audit?key={key_id}")).await.0, 601);
+    assert_eq!(total("/audit?action=POST%20/queue/pause-all".into()).await.0, 2);
+    assert_eq!(total("/audit?action=POST%20/jobs/%7Bid%7D/cancel&user=admin&key=none".into()).await.0, 0);
+    assert_eq!(total("/audit?action=POST%20/jobs/%7Bid%7D/cancel&user=admin".into()).await.0, 600);
+    assert_eq!(total("/audit?action=POST%20/jobs/%7Bid%7D/cancel&user=nobody".into()).await.0, 0);
+    // An id no key can have matches nothing; empty values keep everything.
+    assert_eq!(total("/audit?key=9999999999".into()).await.0, 0);
+    assert_eq!(total("/audit?key=&action=&user=".into()).await.0, 603);
+    // Pages walk the matches, newest first.
+    let (n, items) = total("/audit?action=POST%20/jobs/%7Bid%7D/cancel&page=2&pageSize=500".into()).await;
+    assert_eq!((n, items.len(), items[0]["path"].as_str()), (600, 100, Some("/jobs/99/cancel")));
+    // Values the document refuses are refused, naming what is allowed.
+    for bad in ["key=some", "key=-1", "key=12345678901", "action=pause", "action=post%20/x", "action=POST%20x"] {
+        let (status, body) = server.get(&format!("/audit?{bad}"), Some(&admin)).await;
+        assert_eq!((status, code(&body)), (400, "invalid_query"), "{bad}: {body}");
+    }
+    let (status, body) = server.get(&format!("/audit?user={}", "u".repeat(65)), Some(&admin)).await;
+    assert_eq!((status, code(&body)), (400, "invalid_query"), "{body}");
+}
+
+api_test_on_both_databases!(the_audit_log_is_filtered_by_user_key_and_action_over_the_whole_log);
+
+/// `GET path` as `token`: the page's total and items.
+async fn matches(server: &TestServer, token: &str, path: String) -> (u64, Vec<serde_json::Value>) {
+    let (status, page) = server.get(&path, Some(token)).await;
+    assert_eq!(status, 200, "{path}: {page}");
+    (page["total"].as_u64().unwrap(), page["items"].as_array().unwrap().clone())
+}

@@ -55,6 +55,10 @@ async fn encoders_are_served_with_their_defaults_and_the_nodes_that_run_them(ser
         (&json!([]), &Value::Null, &json!(false))
     );
     assert_eq!(encoder(1, 0)["quality"], json!({"min": 0, "max": 63, "default": 35}));
+    // Two passes: libx265 and hevc_nvenc, with the bitrate's bounds; no AV1 encoder.
+    let two_pass = json!({"minKbps": 50, "maxKbps": 200000});
+    assert_eq!((&x265["twoPass"], &nvenc["twoPass"], &vaapi["twoPass"]), (&two_pass, &two_pass, &Value::Null));
+    assert!((0..5).all(|i| encoder(1, i)["twoPass"].is_null()));
     // The hardware AV1 encoders on their own scales; the one no node runs says what it needs.
     assert_eq!(encoder(1, 4)["quality"], json!({"min": 0, "max": 255, "default": 140}));
     assert_eq!((&encoder(1, 4)["available"], &encoder(1, 4)["nodes"]), (&json!(true), &json!(["gpu"])));

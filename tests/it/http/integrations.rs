@@ -30,8 +30,8 @@ async fn an_arr_import_is_queued_ahead_of_the_backlog() {
     assert_eq!(status, 201, "{library}");
     let (status, report) = server.post(&format!("/libraries/{}/scan", library["id"]), Some(&admin), &json!({})).await;
     assert_eq!(status, 200, "{report}");
-    let backlog = repo::jobs::queued_next(server.db(), 10).await.unwrap();
-    assert_eq!(backlog.len(), 3, "{backlog:?}");
+    // Found files are queued once the probe after the scan has looked at them.
+    let backlog = queued_once(&server, 3).await;
     std::fs::write(show.join("e9.mkv"), b"imported just now").unwrap();
 
     let (status, mappings) = server
@@ -62,9 +62,8 @@ async fn an_arr_import_is_queued_ahead_of_the_backlog() {
     let local = show.join("e9.mkv").display().to_string();
     assert_eq!(answer["path"], local.as_str(), "{answer}");
     assert_eq!(answer["job"]["priority"], 5, "{answer}");
-    // Next in line, ahead of the three queued before it.
-    let order: Vec<String> =
-        repo::jobs::queued_next(server.db(), 10).await.unwrap().into_iter().map(|job| job.file_name).collect();
+    // Next in line once probed, ahead of the three queued before it.
+    let order: Vec<String> = queued_once(&server, 4).await.into_iter().map(|job| job.file_name).collect();
     let before: Vec<String> = backlog.iter().map(|job| job.file_name.clone()).collect();
     assert_eq!(order[0], "e9.mkv");
     assert_eq!(order[1..], before[..], "the backlog keeps its order behind it");
@@ -101,4 +100,18 @@ async fn an_arr_import_is_queued_ahead_of_the_backlog() {
     // The query key is for the integrations only.
     assert_eq!(server.get(&format!("/jobs?apikey={key}"), None).await.0, 401);
     server.finish().await;
+}
+
+/// The queue in its order (`repo::jobs::queued_next`) once it holds `n` jobs (fails the
+/// test after 60 s).
+async fn queued_once(server: &TestServer, n: usize) -> Vec<entities::job::Model> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let queued = repo::jobs::queued_next(server.db(), 10).await.unwrap();
+        if queued.len() == n {
+            return queued;
+        }
+        assert!(std::time::Instant::now() < deadline, "{n} queued expected: {queued:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
 }

@@ -9,7 +9,8 @@ use super::{insert_job, media_dirs};
 use crate::api_test_on_both_databases;
 use crate::common::api::{code, message, TestServer, PREFIXES};
 
-const JOB_FIELDS: [&str; 30] = [
+const JOB_FIELDS: [&str; 31] = [
+    "encodePass",
     "skipReason",
     "chosenQuality",
     "predictedSize",

@@ -9,8 +9,10 @@ use crate::api_test_on_both_databases;
 use crate::common::api::{code, message, TestServer, PREFIXES};
 use crate::common::rows::node;
 
-const LIBRARY_FIELDS: [&str; 18] = [
+const LIBRARY_FIELDS: [&str; 20] = [
     "streamRules",
+    "rateControl",
+    "targetBitrateKbps",
     "qualityMode",
     "targetVmaf",
     "maxSizePercent",

@@ -1,6 +1,7 @@
 // Settings > Your password: the signed-in user's own password, for every role.
 import { useState } from 'preact/hooks';
-import { Alert, FieldError, invalidProps } from '../../components';
+import { Alert } from '../../components';
+import { TextField } from '../../widgets/Fields';
 import { useSave } from '../../hooks';
 import { api, logout } from '../../session';
 
@@ -26,22 +27,17 @@ export function AccountSection() {
       <h2 id="account-title">Your password</h2>
       <form class="form" onSubmit={(e) => void submit(e)}>
         <Alert message={errors.form} />
-        <label class="field">
-          <span>Current password</span>
-          <input type="password" autocomplete="current-password" value={current} onInput={(e) => setCurrent(e.currentTarget.value)} required />
-        </label>
-        <label class="field">
-          <span>New password</span>
-          <input
-            type="password"
-            autocomplete="new-password"
-            value={next}
-            onInput={(e) => setNext(e.currentTarget.value)}
-            required
-            {...invalidProps('account-new-error', errors.fields.newPassword)}
-          />
-          <FieldError id="account-new-error" message={errors.fields.newPassword} />
-        </label>
+        <TextField label="Current password" type="password" autocomplete="current-password" value={current} onValue={setCurrent} required />
+        <TextField
+          label="New password"
+          type="password"
+          autocomplete="new-password"
+          value={next}
+          onValue={setNext}
+          required
+          errorId="account-new-error"
+          error={errors.fields.newPassword}
+        />
         <p class="muted small">Changing it signs you out everywhere, here included.</p>
         <button type="submit" class="button button-primary" disabled={busy || current === '' || next === ''}>
           {busy ? 'Changing…' : 'Change password'}

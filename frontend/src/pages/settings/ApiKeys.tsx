@@ -1,6 +1,8 @@
 // Settings > API keys: named keys with a scope, shown once when made, their last use, revoked at once.
 import { useState } from 'preact/hooks';
 import { Alert, FieldError, invalidProps } from '../../components';
+import { Options, TextField } from '../../widgets/Fields';
+import { Table } from '../../widgets/Table';
 import { formatDateTime } from '../../format';
 import { useAction, useResource, useSave } from '../../hooks';
 import { api } from '../../session';
@@ -62,57 +64,32 @@ export function ApiKeysSection() {
         </div>
       )}
       {list.length > 0 && (
-        <div class="table-wrap">
-          <table class="table stack">
-            <thead>
-              <tr>
-                <th scope="col">Name</th>
-                <th scope="col">Scope</th>
-                <th scope="col">Key</th>
-                <th scope="col">Made by</th>
-                <th scope="col">Created</th>
-                <th scope="col">Last used</th>
-                <th scope="col">
-                  <span class="sr-only">Actions</span>
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {list.map((key) => (
-                <tr key={key.id}>
-                  <td data-label="Name">{key.name}</td>
-                  <td data-label="Scope">{scopeLabel(key.scope)}</td>
-                  <td data-label="Key" class="mono small">
-                    {key.prefix}…
-                  </td>
-                  <td data-label="Made by">{key.username ?? '?'}</td>
-                  <td data-label="Created">{formatDateTime(key.createdAt)}</td>
-                  <td data-label="Last used">{key.lastUsedAt ? formatDateTime(key.lastUsedAt) : 'Never'}</td>
-                  <td data-label="Actions">
-                    <button type="button" class="button button-danger" disabled={busy} onClick={() => void revoke(key)} aria-label={`Revoke key ${key.name}`}>
-                      Revoke
-                    </button>
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+        <Table columns={['Name', 'Scope', 'Key', 'Made by', 'Created', 'Last used']} actions>
+          {list.map((key) => (
+            <tr key={key.id}>
+              <td data-label="Name">{key.name}</td>
+              <td data-label="Scope">{scopeLabel(key.scope)}</td>
+              <td data-label="Key" class="mono small">
+                {key.prefix}…
+              </td>
+              <td data-label="Made by">{key.username ?? '?'}</td>
+              <td data-label="Created">{formatDateTime(key.createdAt)}</td>
+              <td data-label="Last used">{key.lastUsedAt ? formatDateTime(key.lastUsedAt) : 'Never'}</td>
+              <td data-label="Actions">
+                <button type="button" class="button button-danger" disabled={busy} onClick={() => void revoke(key)} aria-label={`Revoke key ${key.name}`}>
+                  Revoke
+                </button>
+              </td>
+            </tr>
+          ))}
+        </Table>
       )}
       <form class="form" onSubmit={(e) => void submit(e)}>
-        <label class="field">
-          <span>Key name</span>
-          <input value={name} maxLength={100} onInput={(e) => setName(e.currentTarget.value)} required {...invalidProps('key-name-error', create.errors.fields.name)} />
-          <FieldError id="key-name-error" message={create.errors.fields.name} />
-        </label>
+        <TextField label="Key name" value={name} maxLength={100} onValue={setName} required errorId="key-name-error" error={create.errors.fields.name} />
         <label class="field">
           <span>Scope</span>
           <select value={scope} onChange={(e) => setScope(e.currentTarget.value as KeyScope)} {...invalidProps('key-scope-error', create.errors.fields.scope)}>
-            {KEY_SCOPES.map((s) => (
-              <option key={s.scope} value={s.scope}>
-                {s.label}: {s.detail}
-              </option>
-            ))}
+            <Options items={KEY_SCOPES} value={(s) => s.scope} label={(s) => `${s.label}: ${s.detail}`} />
           </select>
           <FieldError id="key-scope-error" message={create.errors.fields.scope} />
         </label>

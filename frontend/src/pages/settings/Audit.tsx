@@ -1,11 +1,11 @@
 // Settings > Audit log: every change, who made it (a user, or a user's API key) and how it was
-// answered, filtered by user (asked of the server), key and action (over the entries fetched).
-import { useState } from 'preact/hooks';
+// answered, filtered by user, key and action (each asked of the server, over the whole log).
+import { useEffect, useState } from 'preact/hooks';
 import { Alert, Loading } from '../../components';
 import { formatDateTime } from '../../format';
 import { useResource } from '../../hooks';
 import { api } from '../../session';
-import { auditChoices, filterAudit, type AuditFilter } from '../../audit';
+import { auditChoices, NO_FILTER, type AuditChoices, type AuditFilter } from '../../audit';
 
 /** What an answer's status says happened, in words. */
 export function auditOutcome(status: number): string {
@@ -20,16 +20,17 @@ export const AUDIT_PAGE = 500;
 
 export function AuditSection() {
   const [user, setUser] = useState('');
-  const [asked, setAsked] = useState('');
-  const [filter, setFilter] = useState<AuditFilter>({ key: 'any', action: '' });
-  const audit = useResource(() => api.audit(1, AUDIT_PAGE, asked), [asked]);
-  const all = audit.data?.items ?? [];
-  const entries = filterAudit(all, filter);
-  const choices = auditChoices(all);
+  const [filter, setFilter] = useState<AuditFilter>(NO_FILTER);
+  const audit = useResource(() => api.audit(1, AUDIT_PAGE, filter), [filter.user, filter.key, filter.action]);
+  const entries = audit.data?.items ?? [];
+  // The choices of every look so far: a filter that narrows the entries keeps the others offered.
+  const [choices, setChoices] = useState<AuditChoices>({ keys: [], actions: [] });
+  useEffect(() => setChoices((known) => auditChoices(entries, known)), [audit.data]);
+  const filtered = filter.user !== '' || filter.key !== 'any' || filter.action !== '';
 
   const submit = (event: Event) => {
     event.preventDefault();
-    setAsked(user.trim());
+    setFilter({ ...filter, user: user.trim() });
   };
 
   return (
@@ -42,12 +43,12 @@ export function AuditSection() {
       </div>
       <p class="muted small">
         Every change (job and queue actions, libraries, settings, users, licence), refusals included
-        {audit.data ? `; showing ${entries.length} of the latest ${all.length} (${audit.data.total} in all${asked ? ` by ${asked}` : ''})` : ''}.
+        {audit.data ? `; ${audit.data.total} ${filtered ? 'match the filters' : 'in all'}, the latest ${entries.length} shown` : ''}.
       </p>
       <form class="filters" role="search" aria-label="Filter the audit log" onSubmit={submit}>
         <label class="field">
           <span>User</span>
-          <input value={user} placeholder="Any user" onInput={(e) => setUser(e.currentTarget.value)} onBlur={() => setAsked(user.trim())} />
+          <input value={user} placeholder="Any user" onInput={(e) => setUser(e.currentTarget.value)} onBlur={() => setFilter({ ...filter, user: user.trim() })} />
         </label>
         <label class="field">
           <span>API key</span>
@@ -86,7 +87,7 @@ export function AuditSection() {
       {!audit.data ? (
         audit.loading && <Loading what="the audit log" />
       ) : entries.length === 0 ? (
-        <p class="muted">{all.length === 0 ? 'Nothing has been changed yet.' : 'No entry matches the filters.'}</p>
+        <p class="muted">{filtered ? 'No entry matches the filters.' : 'Nothing has been changed yet.'}</p>
       ) : (
         <div class="table-wrap">
           <table class="table stack">

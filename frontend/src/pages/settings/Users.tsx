@@ -2,6 +2,8 @@
 // change a role, set a new password, delete. The server refuses leaving no administrator.
 import { useState } from 'preact/hooks';
 import { Alert, FieldError, invalidProps } from '../../components';
+import { Options, TextField } from '../../widgets/Fields';
+import { Table } from '../../widgets/Table';
 import { formatDateTime } from '../../format';
 import type { FieldRule } from '../../forms';
 import { useAction, useResource, useSave } from '../../hooks';
@@ -60,65 +62,47 @@ export function UsersSection({ me }: { me: string | null }) {
       <Alert message={action.error} />
       <Alert kind="ok" message={notice} />
       {list.length > 0 && (
-        <div class="table-wrap">
-          <table class="table stack">
-            <thead>
-              <tr>
-                <th scope="col">User</th>
-                <th scope="col">Role</th>
-                <th scope="col">Created</th>
-                <th scope="col">
-                  <span class="sr-only">Actions</span>
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {list.map((user) => (
-                <tr key={user.id}>
-                  <td data-label="User">
-                    {user.username}
-                    {user.username === me && <span class="muted small"> (you)</span>}
-                  </td>
-                  <td data-label="Role">
-                    <select
-                      aria-label={`Role of ${user.username}`}
-                      value={user.role}
-                      disabled={action.busy}
-                      onChange={(e) => void changeRole(user, e.currentTarget.value as UserRole)}
-                    >
-                      {ROLES.map((r) => (
-                        <option key={r.role} value={r.role}>
-                          {r.label}
-                        </option>
-                      ))}
-                    </select>
-                  </td>
-                  <td data-label="Created">{formatDateTime(user.createdAt)}</td>
-                  <td data-label="Actions">
-                    {resetting === user.username ? (
-                      <PasswordForm
-                        user={user}
-                        onDone={(done) => {
-                          setResetting(null);
-                          if (done) setNotice(`New password set for ${user.username}.`);
-                        }}
-                      />
-                    ) : (
-                      <div class="actions">
-                        <button type="button" class="button" onClick={() => setResetting(user.username)} aria-label={`Set a new password for ${user.username}`}>
-                          New password
-                        </button>
-                        <button type="button" class="button button-danger" disabled={action.busy} onClick={() => void remove(user)} aria-label={`Delete ${user.username}`}>
-                          Delete
-                        </button>
-                      </div>
-                    )}
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+        <Table columns={['User', 'Role', 'Created']} actions>
+          {list.map((user) => (
+            <tr key={user.id}>
+              <td data-label="User">
+                {user.username}
+                {user.username === me && <span class="muted small"> (you)</span>}
+              </td>
+              <td data-label="Role">
+                <select
+                  aria-label={`Role of ${user.username}`}
+                  value={user.role}
+                  disabled={action.busy}
+                  onChange={(e) => void changeRole(user, e.currentTarget.value as UserRole)}
+                >
+                  <Options items={ROLES} value={(r) => r.role} label={(r) => r.label} />
+                </select>
+              </td>
+              <td data-label="Created">{formatDateTime(user.createdAt)}</td>
+              <td data-label="Actions">
+                {resetting === user.username ? (
+                  <PasswordForm
+                    user={user}
+                    onDone={(done) => {
+                      setResetting(null);
+                      if (done) setNotice(`New password set for ${user.username}.`);
+                    }}
+                  />
+                ) : (
+                  <div class="actions">
+                    <button type="button" class="button" onClick={() => setResetting(user.username)} aria-label={`Set a new password for ${user.username}`}>
+                      New password
+                    </button>
+                    <button type="button" class="button button-danger" disabled={action.busy} onClick={() => void remove(user)} aria-label={`Delete ${user.username}`}>
+                      Delete
+                    </button>
+                  </div>
+                )}
+              </td>
+            </tr>
+          ))}
+        </Table>
       )}
       <NewUserForm
         key={added}
@@ -146,11 +130,7 @@ function PasswordForm({ user, onDone }: { user: User; onDone: (done: boolean) =>
   return (
     <form class="form" onSubmit={(e) => void submit(e)} aria-label={`New password for ${user.username}`} noValidate>
       <Alert message={errors.form} />
-      <label class="field">
-        <span>New password</span>
-        <input type="password" autocomplete="new-password" value={password} onInput={(e) => setPassword(e.currentTarget.value)} {...invalidProps(`${id}-error`, errors.fields.password)} />
-        <FieldError id={`${id}-error`} message={errors.fields.password} />
-      </label>
+      <TextField label="New password" type="password" autocomplete="new-password" value={password} onValue={setPassword} errorId={`${id}-error`} error={errors.fields.password} />
       <div class="actions">
         <button type="submit" class="button button-primary" disabled={busy || password === ''}>
           {busy ? 'Setting…' : 'Set password'}
@@ -178,24 +158,20 @@ function NewUserForm({ onCreated }: { onCreated: (user: User) => void }) {
       <h3 class="form-title">Add a user</h3>
       <Alert message={errors.form} />
       <div class="form-row">
-        <label class="field">
-          <span>Username</span>
-          <input value={username} autocomplete="off" onInput={(e) => setUsername(e.currentTarget.value)} {...invalidProps('new-user-name-error', errors.fields.username)} />
-          <FieldError id="new-user-name-error" message={errors.fields.username} />
-        </label>
-        <label class="field">
-          <span>Password</span>
-          <input type="password" autocomplete="new-password" value={password} onInput={(e) => setPassword(e.currentTarget.value)} {...invalidProps('new-user-password-error', errors.fields.password)} />
-          <FieldError id="new-user-password-error" message={errors.fields.password} />
-        </label>
+        <TextField label="Username" value={username} autocomplete="off" onValue={setUsername} errorId="new-user-name-error" error={errors.fields.username} />
+        <TextField
+          label="Password"
+          type="password"
+          autocomplete="new-password"
+          value={password}
+          onValue={setPassword}
+          errorId="new-user-password-error"
+          error={errors.fields.password}
+        />
         <label class="field">
           <span>Role</span>
           <select value={role} onChange={(e) => setRole(e.currentTarget.value as UserRole)} {...invalidProps('new-user-role-error', errors.fields.role)}>
-            {ROLES.map((r) => (
-              <option key={r.role} value={r.role}>
-                {r.label}: {r.detail}
-              </option>
-            ))}
+            <Options items={ROLES} value={(r) => r.role} label={(r) => `${r.label}: ${r.detail}`} />
           </select>
           <FieldError id="new-user-role-error" message={errors.fields.role} />
         </label>
