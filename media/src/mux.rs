@@ -129,8 +129,24 @@ fn light_side_data(info: &MediaInfo) -> Option<(*mut u8, usize)> {
     }
 }
 
-/// Copies chapters and global metadata from `input` to `output`.
-fn copy_chapters_and_metadata(input: &AVFormatContextInput, output: &mut AVFormatContextOutput) {
+/// How far the output's timeline is moved back, in `AV_TIME_BASE` units: the source's start
+/// (its earliest stream's first timestamp) where that is later than 0, as the ffmpeg program
+/// does, so that the output starts at 0 (an MPEG program stream starts at about 0.5 s, and
+/// players would count that into its length). Every stream moves by the same amount, so the
+/// streams keep their offsets to each other; HDR10+ metadata and RPUs ride in the video
+/// packets and move with them. A start at or before 0 is kept as it is.
+pub fn start_shift(source: &AVFormatContextInput) -> i64 {
+    let start = source.start_time;
+    if start != ffi::AV_NOPTS_VALUE && start > 0 {
+        start
+    } else {
+        0
+    }
+}
+
+/// Copies chapters and global metadata from `input` to `output`, the chapters moved back by
+/// `shift` (`AV_TIME_BASE` units) as the streams are.
+fn copy_chapters_and_metadata(input: &AVFormatContextInput, output: &mut AVFormatContextOutput, shift: i64) {
     // SAFETY: chapters are allocated with av_mallocz and appended with av_dynarray_add,
     // as libavformat expects; avformat_free_context frees them with the context.
     unsafe {
@@ -144,8 +160,9 @@ fn copy_chapters_and_metadata(input: &AVFormatContextInput, output: &mut AVForma
             }
             (*ch).id = (*src).id;
             (*ch).time_base = (*src).time_base;
-            (*ch).start = (*src).start;
-            (*ch).end = (*src).end;
+            let by = ffi::av_rescale_q(shift, ffi::AV_TIME_BASE_Q, (*src).time_base);
+            (*ch).start = (*src).start - by;
+            (*ch).end = (*src).end - by;
             ffi::av_dict_copy(&mut (*ch).metadata, (*src).metadata, 0);
             ffi::av_dynarray_add(
                 (&mut out.chapters as *mut *mut *mut ffi::AVChapter).cast(),
@@ -247,7 +264,11 @@ pub fn mux(plan: &EncodePlan, info: &MediaInfo, manifest: &Manifest, output_path
         }
         map.push(Some(out_stream.index as usize));
     }
-    copy_chapters_and_metadata(&source, &mut output);
+    let shift = start_shift(&source);
+    copy_chapters_and_metadata(&source, &mut output, shift);
+    // The muxer adds this to every packet's timestamps, of every stream alike.
+    // SAFETY: a plain field write on the context we own, before the header.
+    unsafe { output.deref_mut().output_ts_offset = -shift };
 
     let mut options = if mp4_family {
         Some(AVDictionary::new(c"movflags", c"+faststart", 0))
