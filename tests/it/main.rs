@@ -27,3 +27,4 @@ mod repo;
 mod schedule;
 mod stats;
 mod streams;
+mod streams_plan;
