@@ -9,6 +9,7 @@ use condense::media::plan::EncodePlan;
 use condense::media::stream_plan::{Fate, PlannedStream, StreamPlan};
 use condense::media::transcoder::ChildEnd;
 use condense_media::probe::probe;
+use condense_media::verify::verify_planned;
 use serde_json::Value;
 
 use crate::common::media as clips;
@@ -131,4 +132,28 @@ async fn the_plan_drops_converts_and_adds_audio_in_the_one_pass() {
     let source = ffprobe_streams(&src);
     let (want, have) = (seconds(&source[1]).unwrap(), seconds(&got[1]).unwrap());
     assert!((want - have).abs() <= 1024.0 / 48000.0 + 0.001, "{want} vs {have}");
+
+    // Verification checks the output against the plan, not the source's streams.
+    let stream_plan = plan.streams.as_ref().unwrap();
+    verify_planned(&plan.output_path(), &src, &info, "hevc", Some(stream_plan)).unwrap();
+    let err = condense_media::verify::verify(&plan.output_path(), &src, &info, "hevc").unwrap_err();
+    assert!(err.message.contains("streams"), "{err}");
+
+    // An output without the German track is refused, naming what the plan has.
+    let short = dir.path().join("short.mkv");
+    #[rustfmt::skip]
+    clips::ffmpeg(&[
+        "-i", path_arg(&plan.output_path()), "-map", "0", "-map", "-0:3", "-c", "copy", path_arg(&short),
+    ]);
+    let err = verify_planned(&short, &src, &info, "hevc", Some(stream_plan)).unwrap_err();
+    assert!(err.message.contains("4 streams") && err.message.contains("the plan has 5"), "{err}");
+    // And one whose stereo track is marked default, against the plan.
+    let defaulted = dir.path().join("defaulted.mkv");
+    #[rustfmt::skip]
+    clips::ffmpeg(&[
+        "-i", path_arg(&plan.output_path()), "-map", "0", "-c", "copy", "-disposition:a:1", "default",
+        path_arg(&defaulted),
+    ]);
+    let err = verify_planned(&defaulted, &src, &info, "hevc", Some(stream_plan)).unwrap_err();
+    assert!(err.message.contains("dispositions"), "{err}");
 }
