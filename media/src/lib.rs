@@ -19,6 +19,7 @@ pub mod search;
 pub mod segment;
 pub mod segment_writer;
 pub mod sessions;
+pub mod subtitle;
 pub mod transcode;
 pub mod verify;
 pub mod vmaf;

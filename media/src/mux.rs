@@ -18,12 +18,13 @@ use crate::error::from_rsmpeg;
 use crate::probe::{open_input, side_data_of};
 use crate::segment::CodecParamsExt;
 use crate::segment::SegmentPackets;
+use crate::subtitle::SubtitleEncode;
 use crate::verify::KEPT_SIDE_DATA;
 use condense::domain::job::FailureCode;
 use condense::media::info::{HdrKind, MediaInfo};
 use condense::media::manifest::Manifest;
 use condense::media::plan::EncodePlan;
-use condense::media::stream_plan::{Fate, PlannedStream};
+use condense::media::stream_plan::{Fate, PlannedStream, StreamPlan};
 use condense::media::MediaError;
 
 const fn mktag(a: u8, b: u8, c: u8, d: u8) -> u32 {
@@ -186,7 +187,13 @@ pub fn mux(plan: &EncodePlan, info: &MediaInfo, manifest: &Manifest, output_path
     let mut output = AVFormatContextOutput::create(&url, None).map_err(|e| from_rsmpeg("creating the output", &e))?;
     let mp4_family = matches!(plan.output_extension.as_str(), "mp4" | "m4v" | "mov");
 
-    let carry = carry_plan(&source, vi, video_par.codec_id, &plan.output_extension)?;
+    if let Some(streams) = plan.streams.as_ref().filter(|s| s.container != plan.output_extension) {
+        return Err(MediaError::invalid(format!(
+            "the stream plan's container .{} is not the output's .{}",
+            streams.container, plan.output_extension
+        )));
+    }
+    let carry = carry_plan(&source, vi, video_par.codec_id, &plan.output_extension, plan.streams.as_ref())?;
     let side_data_boxes = source.streams().into_iter().any(|s| {
         side_data_of(&s).iter().any(|(k, _)| {
             matches!(
@@ -209,6 +216,7 @@ pub fn mux(plan: &EncodePlan, info: &MediaInfo, manifest: &Manifest, output_path
     let outputs = planned_outputs(plan, &carry, source_tbs.len());
     let mut routes: Vec<Vec<Route>> = vec![Vec::new(); source_tbs.len()];
     let mut audio: Vec<AudioEncode> = Vec::new();
+    let mut subtitles: Vec<SubtitleEncode> = Vec::new();
     let mut video_out = None;
     for (i, made, planned) in outputs {
         let Some(stream) = source.streams().get(i) else {
@@ -223,6 +231,10 @@ pub fn mux(plan: &EncodePlan, info: &MediaInfo, manifest: &Manifest, output_path
                 audio.push(job);
                 Route::Audio(audio.len() - 1, out_stream.index as usize)
             }
+            Made::Subtitle { codec } => {
+                subtitles.push(SubtitleEncode::open(&par, stream.time_base, codec)?);
+                Route::Subtitle(subtitles.len() - 1, out_stream.index as usize)
+            }
             _ => Route::Copy(out_stream.index as usize),
         };
         if let Some(r) = routes.get_mut(i) {
@@ -232,6 +244,7 @@ pub fn mux(plan: &EncodePlan, info: &MediaInfo, manifest: &Manifest, output_path
         }
         let converted = match route {
             Route::Audio(k, _) => audio.get(k).map(AudioEncode::codecpar),
+            Route::Subtitle(k, _) => subtitles.get(k).map(SubtitleEncode::codecpar),
             Route::Copy(_) => None,
         };
         let mut new_par = match (&converted, encoded) {
@@ -255,6 +268,7 @@ pub fn mux(plan: &EncodePlan, info: &MediaInfo, manifest: &Manifest, output_path
         out_stream.set_codecpar(new_par);
         out_stream.set_time_base(match route {
             Route::Audio(k, _) => audio.get(k).map_or(stream.time_base, AudioEncode::time_base),
+            Route::Subtitle(k, _) => subtitles.get(k).map_or(stream.time_base, SubtitleEncode::time_base),
             Route::Copy(_) => stream.time_base,
         });
         // SAFETY: copying metadata, disposition and side data into the stream we just created.
@@ -387,6 +401,13 @@ pub fn mux(plan: &EncodePlan, info: &MediaInfo, manifest: &Manifest, output_path
                         let mut copy = packet_ref(&packet)?;
                         write_as(&mut output, &mut copy, in_tb, &out_tbs, out_idx)?;
                     }
+                    Route::Subtitle(k, out_idx) => {
+                        let Some(job) = subtitles.get_mut(k) else { continue };
+                        let tb = job.time_base();
+                        if let Some(mut p) = job.push(&packet)? {
+                            write_as(&mut output, &mut p, tb, &out_tbs, out_idx)?;
+                        }
+                    }
                     Route::Audio(k, out_idx) => {
                         let Some(job) = audio.get_mut(k) else { continue };
                         let tb = job.time_base();
@@ -450,6 +471,8 @@ enum Made {
     Copy,
     /// The source track decoded and encoded again (`stereo`: downmixed).
     Audio { codec: String, bit_rate: Option<u64>, stereo: bool },
+    /// The source's text subtitles decoded and encoded again (to `mov_text` for MP4).
+    Subtitle { codec: String },
 }
 
 /// Where a source stream's packets go: copied into an output stream, or into an audio
@@ -458,6 +481,7 @@ enum Made {
 enum Route {
     Copy(usize),
     Audio(usize, usize),
+    Subtitle(usize, usize),
 }
 
 /// The output streams, in order: each one's source stream, what it is made of, and its
@@ -484,8 +508,8 @@ fn planned_outputs<'a>(
                 Fate::Convert | Fate::Add if p.kind == "audio" => {
                     Made::Audio { codec: p.codec.clone(), bit_rate: p.bit_rate, stereo: p.fate == Fate::Add }
                 }
-                // Subtitles are converted by the muxer's own path (text to mov_text): not yet
-                // carried out, so they are copied, which verification then refuses.
+                Fate::Convert if p.kind == "subtitle" => Made::Subtitle { codec: p.codec.clone() },
+                // Nothing else is made: copied, which verification then refuses.
                 Fate::Convert | Fate::Add => Made::Copy,
             };
             Some((p.source_index, made, Some(p)))
@@ -553,6 +577,7 @@ pub fn carry_plan(
     vi: usize,
     target: ffi::AVCodecID,
     ext: &str,
+    streams: Option<&StreamPlan>,
 ) -> Result<Vec<Carry>, MediaError> {
     let format = output_format(ext)?;
     let mov_family = matches!(ext, "mp4" | "m4v" | "mov");
@@ -566,6 +591,12 @@ pub fn carry_plan(
     for (i, stream) in source.streams().into_iter().enumerate() {
         let par = stream.codecpar();
         let encoded = i == vi;
+        // A stream a plan drops or converts is not stored as it is: the encoders' output
+        // is what the container must hold.
+        if !encoded && streams.is_some_and(|p| !p.streams.iter().any(|s| s.source_index == i && s.fate == Fate::Copy)) {
+            plan.push(Carry::Copy);
+            continue;
+        }
         let codec_id = if encoded { target } else { par.codec_id };
         // SAFETY: static name strings.
         let codec = unsafe { std::ffi::CStr::from_ptr(ffi::avcodec_get_name(codec_id)) }.to_string_lossy().into_owned();
@@ -618,7 +649,7 @@ pub fn check_streams(plan: &EncodePlan) -> Result<(), MediaError> {
     }
     // SAFETY: a non-null static descriptor.
     let target = unsafe { (*descriptor).id };
-    carry_plan(&source, vi, target, &plan.output_extension).map(|_| ())
+    carry_plan(&source, vi, target, &plan.output_extension, plan.streams.as_ref()).map(|_| ())
 }
 
 /// The codec tag a copied stream keeps: the source's, where the output format has no tag

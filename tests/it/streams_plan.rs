@@ -157,3 +157,59 @@ async fn the_plan_drops_converts_and_adds_audio_in_the_one_pass() {
     let err = verify_planned(&defaulted, &src, &info, "hevc", Some(stream_plan)).unwrap_err();
     assert!(err.message.contains("dispositions"), "{err}");
 }
+
+/// The same plan to MP4: SubRip, which MP4 cannot hold, converted to `mov_text`; the SubRip
+/// stream is not refused, since it is not stored as it is.
+#[actix_web::test]
+async fn the_plan_to_mp4_converts_text_subtitles_to_mov_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = acceptance_clip(dir.path());
+    let info = probe(&src).unwrap();
+    let mut plan = EncodePlan::new(&src, &info, &clips::profile("libx265", 30, "ultrafast")).unwrap();
+    plan.output_extension = "mp4".into();
+    let mut eng = planned(1, Fate::Convert, "audio", "aac", "eng");
+    eng.dispositions = vec!["default".into()];
+    let mut video = PlannedStream { language: None, ..planned(0, Fate::Encode, "video", "hevc", "") };
+    // MP4 marks the first track of each kind enabled, which reads back as default.
+    video.dispositions = vec!["default".into()];
+    let mut subs = planned(5, Fate::Convert, "subtitle", "mov_text", "eng");
+    subs.dispositions = vec!["default".into()];
+    plan.streams = Some(StreamPlan {
+        streams: vec![
+            video,
+            eng,
+            planned(1, Fate::Add, "audio", "aac", "eng"),
+            planned(2, Fate::Copy, "audio", "aac", "deu"),
+            planned(3, Fate::Drop, "audio", "aac", "fra"),
+            planned(4, Fate::Drop, "audio", "aac", "eng"),
+            subs,
+            planned(6, Fate::Drop, "subtitle", "subrip", "fra"),
+        ],
+        container: "mp4".into(),
+        video_size: None,
+        notes: Vec::new(),
+    });
+    let (end, events) = crate::common::transcoder::run(&plan).await;
+    assert!(matches!(end, ChildEnd::Completed), "{end:?} {events:?}");
+    let out = plan.output_path();
+    assert_eq!(out.extension().unwrap(), "mp4");
+    let got = ffprobe_streams(&out);
+    let codecs: Vec<(&str, Option<u64>, &str)> = got
+        .iter()
+        .map(|s| {
+            (s["codec_name"].as_str().unwrap(), s["channels"].as_u64(), s["tags"]["language"].as_str().unwrap_or(""))
+        })
+        .collect();
+    assert_eq!(
+        codecs,
+        [
+            ("hevc", None, "und"),
+            ("aac", Some(6), "eng"),
+            ("aac", Some(2), "eng"),
+            ("aac", Some(1), "deu"),
+            ("mov_text", None, "eng")
+        ],
+        "{got:#?}"
+    );
+    verify_planned(&out, &src, &info, "hevc", plan.streams.as_ref()).unwrap();
+}
