@@ -19,7 +19,7 @@ use condense::media::MediaError;
 
 use crate::helper::{self, HelperEnd};
 use crate::transcode::transcode;
-use crate::verify::{validate_source, verify};
+use crate::verify::{validate_source, verify_planned};
 
 static STOP: AtomicBool = AtomicBool::new(false);
 
@@ -113,8 +113,8 @@ pub fn media_main() -> ExitCode {
     unsafe { rsmpeg::ffi::av_log_set_level(rsmpeg::ffi::AV_LOG_ERROR as i32) };
     let answer = match serde_json::from_reader::<_, Request>(std::io::stdin()) {
         Ok(Request::Validate { path }) => answer_of(validate_source(&path)),
-        Ok(Request::Verify { output, source_path, source, target_codec }) => {
-            answer_of(verify(&output, &source_path, &source, &target_codec))
+        Ok(Request::Verify { output, source_path, source, target_codec, plan }) => {
+            answer_of(verify_planned(&output, &source_path, &source, &target_codec, plan.as_deref()))
         }
         Ok(Request::Probe { paths }) => {
             for path in &paths {

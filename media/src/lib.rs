@@ -4,6 +4,7 @@
 //! crash ends a child, never the node. What the two share without FFmpeg (plans, manifests,
 //! probe facts, errors) lives in `condense::media`. See docs/ARCHITECTURE.md, "Media".
 
+pub mod audio;
 pub mod child;
 pub mod cli;
 pub mod decode;
@@ -18,6 +19,7 @@ pub mod search;
 pub mod segment;
 pub mod segment_writer;
 pub mod sessions;
+pub mod subtitle;
 pub mod transcode;
 pub mod verify;
 pub mod vmaf;

@@ -12,16 +12,19 @@ use rsmpeg::avutil::AVDictionary;
 use rsmpeg::ffi;
 use rsmpeg::UnsafeDerefMut;
 
+use crate::audio::AudioEncode;
 use crate::decode::main_video_index;
 use crate::error::from_rsmpeg;
 use crate::probe::{open_input, side_data_of};
 use crate::segment::CodecParamsExt;
 use crate::segment::SegmentPackets;
+use crate::subtitle::SubtitleEncode;
 use crate::verify::KEPT_SIDE_DATA;
 use condense::domain::job::FailureCode;
 use condense::media::info::{HdrKind, MediaInfo};
 use condense::media::manifest::Manifest;
 use condense::media::plan::EncodePlan;
+use condense::media::stream_plan::{Fate, PlannedStream, StreamPlan};
 use condense::media::MediaError;
 
 const fn mktag(a: u8, b: u8, c: u8, d: u8) -> u32 {
@@ -129,8 +132,24 @@ fn light_side_data(info: &MediaInfo) -> Option<(*mut u8, usize)> {
     }
 }
 
-/// Copies chapters and global metadata from `input` to `output`.
-fn copy_chapters_and_metadata(input: &AVFormatContextInput, output: &mut AVFormatContextOutput) {
+/// How far the output's timeline is moved back, in `AV_TIME_BASE` units: the source's start
+/// (its earliest stream's first timestamp) where that is later than 0, as the ffmpeg program
+/// does, so that the output starts at 0 (an MPEG program stream starts at about 0.5 s, and
+/// players would count that into its length). Every stream moves by the same amount, so the
+/// streams keep their offsets to each other; HDR10+ metadata and RPUs ride in the video
+/// packets and move with them. A start at or before 0 is kept as it is.
+pub fn start_shift(source: &AVFormatContextInput) -> i64 {
+    let start = source.start_time;
+    if start != ffi::AV_NOPTS_VALUE && start > 0 {
+        start
+    } else {
+        0
+    }
+}
+
+/// Copies chapters and global metadata from `input` to `output`, the chapters moved back by
+/// `shift` (`AV_TIME_BASE` units) as the streams are.
+fn copy_chapters_and_metadata(input: &AVFormatContextInput, output: &mut AVFormatContextOutput, shift: i64) {
     // SAFETY: chapters are allocated with av_mallocz and appended with av_dynarray_add,
     // as libavformat expects; avformat_free_context frees them with the context.
     unsafe {
@@ -144,8 +163,9 @@ fn copy_chapters_and_metadata(input: &AVFormatContextInput, output: &mut AVForma
             }
             (*ch).id = (*src).id;
             (*ch).time_base = (*src).time_base;
-            (*ch).start = (*src).start;
-            (*ch).end = (*src).end;
+            let by = ffi::av_rescale_q(shift, ffi::AV_TIME_BASE_Q, (*src).time_base);
+            (*ch).start = (*src).start - by;
+            (*ch).end = (*src).end - by;
             ffi::av_dict_copy(&mut (*ch).metadata, (*src).metadata, 0);
             ffi::av_dynarray_add(
                 (&mut out.chapters as *mut *mut *mut ffi::AVChapter).cast(),
@@ -167,7 +187,13 @@ pub fn mux(plan: &EncodePlan, info: &MediaInfo, manifest: &Manifest, output_path
     let mut output = AVFormatContextOutput::create(&url, None).map_err(|e| from_rsmpeg("creating the output", &e))?;
     let mp4_family = matches!(plan.output_extension.as_str(), "mp4" | "m4v" | "mov");
 
-    let carry = carry_plan(&source, vi, video_par.codec_id, &plan.output_extension)?;
+    if let Some(streams) = plan.streams.as_ref().filter(|s| s.container != plan.output_extension) {
+        return Err(MediaError::invalid(format!(
+            "the stream plan's container .{} is not the output's .{}",
+            streams.container, plan.output_extension
+        )));
+    }
+    let carry = carry_plan(&source, vi, video_par.codec_id, &plan.output_extension, plan.streams.as_ref())?;
     let side_data_boxes = source.streams().into_iter().any(|s| {
         side_data_of(&s).iter().any(|(k, _)| {
             matches!(
@@ -184,19 +210,52 @@ pub fn mux(plan: &EncodePlan, info: &MediaInfo, manifest: &Manifest, output_path
     }
 
     let oformat = output.oformat().as_ptr();
-    // Every source stream has an output stream, in the same order.
-    let mut map: Vec<Option<usize>> = Vec::new();
-    let mut source_tbs = Vec::new();
-    for (i, stream) in source.streams().into_iter().enumerate() {
-        source_tbs.push(stream.time_base);
+    let source_tbs: Vec<ffi::AVRational> = source.streams().into_iter().map(|s| s.time_base).collect();
+    // Without a stream plan every source stream has an output stream, in the same order;
+    // with one, the planned streams in the planned order.
+    let outputs = planned_outputs(plan, &carry, source_tbs.len());
+    let mut routes: Vec<Vec<Route>> = vec![Vec::new(); source_tbs.len()];
+    let mut audio: Vec<AudioEncode> = Vec::new();
+    let mut subtitles: Vec<SubtitleEncode> = Vec::new();
+    let mut video_out = None;
+    for (i, made, planned) in outputs {
+        let Some(stream) = source.streams().get(i) else {
+            return Err(MediaError::invalid(format!("the stream plan names stream {i}, which the source has not")));
+        };
         let par = stream.codecpar();
-        let encoded = carry.get(i) == Some(&Carry::Encode);
+        let encoded = made == Made::Encode;
         let mut out_stream = output.new_stream();
-        let mut new_par = if encoded { video_par.clone() } else { par.clone() };
+        let route = match &made {
+            Made::Audio { codec, bit_rate, stereo } => {
+                let job = AudioEncode::open(&par, stream.time_base, codec, *bit_rate, *stereo)?;
+                audio.push(job);
+                Route::Audio(audio.len() - 1, out_stream.index as usize)
+            }
+            Made::Subtitle { codec } => {
+                subtitles.push(SubtitleEncode::open(&par, stream.time_base, codec)?);
+                Route::Subtitle(subtitles.len() - 1, out_stream.index as usize)
+            }
+            _ => Route::Copy(out_stream.index as usize),
+        };
+        if let Some(r) = routes.get_mut(i) {
+            if !encoded {
+                r.push(route);
+            }
+        }
+        let converted = match route {
+            Route::Audio(k, _) => audio.get(k).map(AudioEncode::codecpar),
+            Route::Subtitle(k, _) => subtitles.get(k).map(SubtitleEncode::codecpar),
+            Route::Copy(_) => None,
+        };
+        let mut new_par = match (&converted, encoded) {
+            (Some(c), _) => c.clone(),
+            (None, true) => video_par.clone(),
+            (None, false) => par.clone(),
+        };
         // SAFETY: plain field writes on parameters we own; the output format is static.
         unsafe {
             let raw = new_par.deref_mut();
-            raw.codec_tag = if encoded { 0 } else { kept_codec_tag(oformat, &par) };
+            raw.codec_tag = if encoded || converted.is_some() { 0 } else { kept_codec_tag(oformat, &par) };
             if encoded {
                 if mp4_family && raw.codec_id == ffi::AVCodecID_AV_CODEC_ID_HEVC {
                     raw.codec_tag = mktag(b'h', b'v', b'c', b'1');
@@ -207,7 +266,11 @@ pub fn mux(plan: &EncodePlan, info: &MediaInfo, manifest: &Manifest, output_path
             }
         }
         out_stream.set_codecpar(new_par);
-        out_stream.set_time_base(stream.time_base);
+        out_stream.set_time_base(match route {
+            Route::Audio(k, _) => audio.get(k).map_or(stream.time_base, AudioEncode::time_base),
+            Route::Subtitle(k, _) => subtitles.get(k).map_or(stream.time_base, SubtitleEncode::time_base),
+            Route::Copy(_) => stream.time_base,
+        });
         // SAFETY: copying metadata, disposition and side data into the stream we just created.
         unsafe {
             let raw = out_stream.deref_mut();
@@ -218,7 +281,7 @@ pub fn mux(plan: &EncodePlan, info: &MediaInfo, manifest: &Manifest, output_path
             for (kind, bytes) in side_data_of(&stream) {
                 // A copied stream keeps all of it; the encoded video what describes the
                 // picture (its coding facts are the encoder's, HDR metadata is added below).
-                if encoded && !KEPT_SIDE_DATA.contains(&kind) {
+                if (encoded && !KEPT_SIDE_DATA.contains(&kind)) || converted.is_some() {
                     continue;
                 }
                 let buf = ffi::av_malloc(bytes.len().max(1)).cast::<u8>();
@@ -244,10 +307,19 @@ pub fn mux(plan: &EncodePlan, info: &MediaInfo, manifest: &Manifest, output_path
                     }
                 }
             }
+            if let Some(p) = planned {
+                apply_planned_tags(raw, p, &made);
+            }
         }
-        map.push(Some(out_stream.index as usize));
+        if encoded {
+            video_out = Some(out_stream.index as usize);
+        }
     }
-    copy_chapters_and_metadata(&source, &mut output);
+    let shift = start_shift(&source);
+    copy_chapters_and_metadata(&source, &mut output, shift);
+    // The muxer adds this to every packet's timestamps, of every stream alike.
+    // SAFETY: a plain field write on the context we own, before the header.
+    unsafe { output.deref_mut().output_ts_offset = -shift };
 
     let mut options = if mp4_family {
         Some(AVDictionary::new(c"movflags", c"+faststart", 0))
@@ -260,7 +332,7 @@ pub fn mux(plan: &EncodePlan, info: &MediaInfo, manifest: &Manifest, output_path
     };
     output.write_header(&mut options).map_err(|e| from_rsmpeg("writing the output header", &e))?;
     let out_tbs: Vec<ffi::AVRational> = output.streams().into_iter().map(|s| s.time_base).collect();
-    let video_out = map.get(vi).copied().flatten().ok_or_else(|| MediaError::misc("video stream not mapped"))?;
+    let video_out = video_out.ok_or_else(|| MediaError::misc("video stream not mapped"))?;
     let video_out_tb = *out_tbs.get(video_out).ok_or_else(|| MediaError::misc("video stream not in the output"))?;
 
     let mut segments =
@@ -276,7 +348,7 @@ pub fn mux(plan: &EncodePlan, info: &MediaInfo, manifest: &Manifest, output_path
                 match crate::probe::read_packet(&mut source, "the source")? {
                     Some(p) => {
                         let idx = p.stream_index as usize;
-                        if idx != vi && map.get(idx).copied().flatten().is_some() {
+                        if routes.get(idx).is_some_and(|r| !r.is_empty()) {
                             next_other = Some(p);
                             break;
                         }
@@ -318,16 +390,43 @@ pub fn mux(plan: &EncodePlan, info: &MediaInfo, manifest: &Manifest, output_path
                 output.interleaved_write_frame(&mut packet).map_err(|e| from_rsmpeg("writing the output", &e))?;
             }
             next_video = segments.next_packet()?;
-        } else if let Some(mut packet) = next_other.take() {
+        } else if let Some(packet) = next_other.take() {
             let idx = packet.stream_index as usize;
-            let Some(out_idx) = map.get(idx).copied().flatten() else { continue };
-            let (Some(in_tb), Some(out_tb)) = (source_tbs.get(idx), out_tbs.get(out_idx)) else {
-                return Err(MediaError::misc("a packet of a stream the mux did not plan for"));
-            };
-            packet.rescale_ts(*in_tb, *out_tb);
-            packet.set_stream_index(out_idx as i32);
-            packet.set_pos(-1);
-            output.interleaved_write_frame(&mut packet).map_err(|e| from_rsmpeg("writing the output", &e))?;
+            let in_tb = *source_tbs
+                .get(idx)
+                .ok_or_else(|| MediaError::misc("a packet of a stream the source does not have"))?;
+            for route in routes.get(idx).map(Vec::as_slice).unwrap_or_default() {
+                match *route {
+                    Route::Copy(out_idx) => {
+                        let mut copy = packet_ref(&packet)?;
+                        write_as(&mut output, &mut copy, in_tb, &out_tbs, out_idx)?;
+                    }
+                    Route::Subtitle(k, out_idx) => {
+                        let Some(job) = subtitles.get_mut(k) else { continue };
+                        let tb = job.time_base();
+                        if let Some(mut p) = job.push(&packet)? {
+                            write_as(&mut output, &mut p, tb, &out_tbs, out_idx)?;
+                        }
+                    }
+                    Route::Audio(k, out_idx) => {
+                        let Some(job) = audio.get_mut(k) else { continue };
+                        let tb = job.time_base();
+                        for mut p in job.push(&packet)? {
+                            write_as(&mut output, &mut p, tb, &out_tbs, out_idx)?;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // What the audio encoders still hold, written at the end (the muxer orders it).
+    for route in routes.iter().flatten() {
+        if let Route::Audio(k, out_idx) = *route {
+            let Some(job) = audio.get_mut(k) else { continue };
+            let tb = job.time_base();
+            for mut p in job.finish()? {
+                write_as(&mut output, &mut p, tb, &out_tbs, out_idx)?;
+            }
         }
     }
     output.write_trailer().map_err(|e| from_rsmpeg("closing the output", &e))?;
@@ -336,6 +435,115 @@ pub fn mux(plan: &EncodePlan, info: &MediaInfo, manifest: &Manifest, output_path
         .and_then(|f| f.sync_all())
         .map_err(|e| MediaError::from_io("syncing the output", &e))?;
     Ok(())
+}
+
+/// A new reference to `packet`'s data (no copy of the bytes).
+fn packet_ref(packet: &AVPacket) -> Result<AVPacket, MediaError> {
+    // SAFETY: av_packet_clone makes a packet we own, freed by AVPacket's drop.
+    let raw = unsafe { ffi::av_packet_clone(packet.as_ptr()) };
+    let raw = std::ptr::NonNull::new(raw).ok_or_else(|| MediaError::misc("out of memory"))?;
+    // SAFETY: a packet from av_packet_alloc/av_packet_clone, owned by no one else.
+    Ok(unsafe { AVPacket::from_raw(raw) })
+}
+
+/// Writes `packet` (timestamps in `in_tb`) as a packet of output stream `out_idx`.
+fn write_as(
+    output: &mut AVFormatContextOutput,
+    packet: &mut AVPacket,
+    in_tb: ffi::AVRational,
+    out_tbs: &[ffi::AVRational],
+    out_idx: usize,
+) -> Result<(), MediaError> {
+    let out_tb =
+        *out_tbs.get(out_idx).ok_or_else(|| MediaError::misc("a packet of a stream the mux did not plan for"))?;
+    packet.rescale_ts(in_tb, out_tb);
+    packet.set_stream_index(out_idx as i32);
+    packet.set_pos(-1);
+    output.interleaved_write_frame(packet).map_err(|e| from_rsmpeg("writing the output", &e))
+}
+
+/// What an output stream is made of.
+#[derive(Debug, Clone, PartialEq)]
+enum Made {
+    /// The encoded video segments.
+    Encode,
+    /// The source stream's packets.
+    Copy,
+    /// The source track decoded and encoded again (`stereo`: downmixed).
+    Audio { codec: String, bit_rate: Option<u64>, stereo: bool },
+    /// The source's text subtitles decoded and encoded again (to `mov_text` for MP4).
+    Subtitle { codec: String },
+}
+
+/// Where a source stream's packets go: copied into an output stream, or into an audio
+/// encode (by its place in the list) whose packets go to an output stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Route {
+    Copy(usize),
+    Audio(usize, usize),
+    Subtitle(usize, usize),
+}
+
+/// The output streams, in order: each one's source stream, what it is made of, and its
+/// planned stream (whose tags and dispositions it takes). Without a stream plan, every
+/// source stream as `carry` says; with one, the plan's streams but those dropped.
+fn planned_outputs<'a>(
+    plan: &'a EncodePlan,
+    carry: &[Carry],
+    count: usize,
+) -> Vec<(usize, Made, Option<&'a PlannedStream>)> {
+    let Some(streams) = &plan.streams else {
+        return (0..count)
+            .map(|i| (i, if carry.get(i) == Some(&Carry::Encode) { Made::Encode } else { Made::Copy }, None))
+            .collect();
+    };
+    streams
+        .streams
+        .iter()
+        .filter_map(|p| {
+            let made = match p.fate {
+                Fate::Drop => return None,
+                Fate::Encode => Made::Encode,
+                Fate::Copy => Made::Copy,
+                Fate::Convert | Fate::Add if p.kind == "audio" => {
+                    Made::Audio { codec: p.codec.clone(), bit_rate: p.bit_rate, stereo: p.fate == Fate::Add }
+                }
+                Fate::Convert if p.kind == "subtitle" => Made::Subtitle { codec: p.codec.clone() },
+                // Nothing else is made: copied, which verification then refuses.
+                Fate::Convert | Fate::Add => Made::Copy,
+            };
+            Some((p.source_index, made, Some(p)))
+        })
+        .collect()
+}
+
+/// Sets a stream's language, title and dispositions as planned. An added stereo track is
+/// never the default one.
+///
+/// # Safety
+/// `stream` must be a stream of an output context not yet past its header.
+unsafe fn apply_planned_tags(stream: &mut ffi::AVStream, planned: &PlannedStream, made: &Made) {
+    let set = |dict: &mut *mut ffi::AVDictionary, key: &std::ffi::CStr, value: Option<&str>| {
+        let value = value.and_then(|v| CString::new(v).ok());
+        // SAFETY: av_dict_set copies both strings; a null value removes the key.
+        unsafe { ffi::av_dict_set(dict, key.as_ptr(), value.as_ref().map_or(std::ptr::null(), |v| v.as_ptr()), 0) };
+    };
+    set(&mut stream.metadata, c"language", planned.language.as_deref());
+    set(&mut stream.metadata, c"title", planned.title.as_deref());
+    let stereo_added = matches!(made, Made::Audio { stereo: true, .. });
+    let mut disposition = 0;
+    for name in &planned.dispositions {
+        if stereo_added && name == "default" {
+            continue;
+        }
+        if let Ok(n) = CString::new(name.as_str()) {
+            let flag = ffi::av_disposition_from_string(n.as_ptr());
+            if flag > 0 {
+                disposition |= flag;
+            }
+        }
+    }
+    stream.disposition = disposition;
 }
 
 /// How a source stream reaches the output.
@@ -369,6 +577,7 @@ pub fn carry_plan(
     vi: usize,
     target: ffi::AVCodecID,
     ext: &str,
+    streams: Option<&StreamPlan>,
 ) -> Result<Vec<Carry>, MediaError> {
     let format = output_format(ext)?;
     let mov_family = matches!(ext, "mp4" | "m4v" | "mov");
@@ -382,6 +591,12 @@ pub fn carry_plan(
     for (i, stream) in source.streams().into_iter().enumerate() {
         let par = stream.codecpar();
         let encoded = i == vi;
+        // A stream a plan drops or converts is not stored as it is: the encoders' output
+        // is what the container must hold.
+        if !encoded && streams.is_some_and(|p| !p.streams.iter().any(|s| s.source_index == i && s.fate == Fate::Copy)) {
+            plan.push(Carry::Copy);
+            continue;
+        }
         let codec_id = if encoded { target } else { par.codec_id };
         // SAFETY: static name strings.
         let codec = unsafe { std::ffi::CStr::from_ptr(ffi::avcodec_get_name(codec_id)) }.to_string_lossy().into_owned();
@@ -424,6 +639,13 @@ pub fn carry_plan(
 
 /// Checks, before any work, that every stream of the plan's source can be carried.
 pub fn check_streams(plan: &EncodePlan) -> Result<(), MediaError> {
+    if let Some(size) = plan.streams.as_ref().and_then(|s| s.video_size) {
+        // Refused before any work rather than an output of the wrong size.
+        return Err(MediaError::new(
+            FailureCode::UnsupportedStream,
+            format!("scaling the video to {}x{} is not carried out yet", size.width, size.height),
+        ));
+    }
     let source = open_input(&plan.input)?;
     let vi = main_video_index(&source).ok_or_else(|| MediaError::invalid("no video stream"))?;
     let name = CString::new(plan.target_codec.clone()).map_err(|_| MediaError::misc("NUL in the codec"))?;
@@ -434,7 +656,7 @@ pub fn check_streams(plan: &EncodePlan) -> Result<(), MediaError> {
     }
     // SAFETY: a non-null static descriptor.
     let target = unsafe { (*descriptor).id };
-    carry_plan(&source, vi, target, &plan.output_extension).map(|_| ())
+    carry_plan(&source, vi, target, &plan.output_extension, plan.streams.as_ref()).map(|_| ())
 }
 
 /// The codec tag a copied stream keeps: the source's, where the output format has no tag

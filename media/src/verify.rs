@@ -13,7 +13,8 @@ use crate::decode::{main_video_index, open_decoder, stream_nal_format};
 use crate::probe::{open_input, probe, read_packet};
 use crate::segment::packet_data;
 use condense::media::hdr_metadata::{self, NalFormat, RpuMode};
-use condense::media::info::MediaInfo;
+use condense::media::info::{MediaInfo, StreamKind};
+use condense::media::stream_plan::{Fate, PlannedStream, StreamPlan};
 use condense::media::MediaError;
 
 /// Allowed difference of duration: 0.5 s or 1 %, whichever is larger.
@@ -27,6 +28,19 @@ pub fn verify(
     source_info: &MediaInfo,
     target_codec: &str,
 ) -> Result<MediaInfo, MediaError> {
+    verify_planned(output, source, source_info, target_codec, None)
+}
+
+/// `verify` against the job's stream plan (`plan`): the output holds exactly the planned
+/// streams (see `planned_streams`), copied and encoded streams counted as without a plan,
+/// converted and added audio as long as its source track. None: every stream carried.
+pub fn verify_planned(
+    output: &Path,
+    source: &Path,
+    source_info: &MediaInfo,
+    target_codec: &str,
+    plan: Option<&StreamPlan>,
+) -> Result<MediaInfo, MediaError> {
     let fail = |what: String| MediaError::invalid(format!("output verification failed: {what}"));
     let info = probe(output).map_err(|e| fail(e.message))?;
     if info.size_bytes == 0 {
@@ -36,7 +50,17 @@ pub fn verify(
     if video.codec != target_codec {
         return Err(fail(format!("video is {}, expected {target_codec}", video.codec)));
     }
-    same_streams(source_info, &info, target_codec).map_err(fail)?;
+    let main = source_info.video().map(|v| v.index);
+    // For each output stream: its source stream and fate.
+    let pairs: Vec<(usize, Fate)> = match plan {
+        None => {
+            same_streams(source_info, &info, target_codec).map_err(fail)?;
+            (0..source_info.streams.len())
+                .map(|i| (i, if Some(i) == main { Fate::Encode } else { Fate::Copy }))
+                .collect()
+        }
+        Some(p) => planned_streams(source_info, &info, p, target_codec).map_err(fail)?,
+    };
     // An output whose length is unknown (e.g. a garbage timestamp carried over from a damaged
     // source) could be any length, and the decode check below would only look at its start.
     if let (Some(src), None) = (source_info.duration_seconds, info.duration_seconds) {
@@ -56,12 +80,37 @@ pub fn verify(
         info.hdr.dolby_vision.and(source_info.hdr.dolby_vision).map(|_| hdr_metadata::rpu_mode(source_info));
     let want = tally(source, source_rpu)?;
     let got = tally(output, Some(RpuMode::Copy)).map_err(|e| fail(e.message))?;
-    let main = source_info.video().map(|v| v.index);
-    for (i, (w, g)) in want.iter().zip(got.iter()).enumerate() {
-        let kind = source_info.streams.get(i).map(|s| format!("{:?}", s.kind).to_lowercase()).unwrap_or_default();
-        let expected = if Some(i) == main { w.frames } else { w.packets };
-        if g.packets != expected {
-            let unit = if Some(i) == main { "frames" } else { "packets" };
+    let mut main_out = None;
+    for (i, (src, fate)) in pairs.iter().copied().enumerate() {
+        let (Some(w), Some(g)) = (want.get(src), got.get(i)) else {
+            return Err(fail(format!("stream {i} of the output or {src} of the source was not read")));
+        };
+        let kind = source_info.streams.get(src).map(|s| format!("{:?}", s.kind).to_lowercase()).unwrap_or_default();
+        let is_main = Some(src) == main && fate == Fate::Encode;
+        if is_main {
+            main_out = Some(i);
+        }
+        let audio = source_info.streams.get(src).is_some_and(|s| s.kind == StreamKind::Audio);
+        if matches!(fate, Fate::Convert | Fate::Add) && audio {
+            // Audio encoded again has packets of its own: it must last as long as its source
+            // track, within one of its frames, plus the encoder's priming samples (at most a
+            // frame, in its first packet).
+            if let (Some(a), Some(b)) = (w.span_seconds(), g.span_seconds()) {
+                let frame = b / g.packets.max(1) as f64;
+                if (a - b).abs() > 2.0 * frame {
+                    return Err(fail(format!(
+                        "stream {i} ({kind}, converted from source stream {src}) lasts {b:.3} s, the source's {a:.3} s"
+                    )));
+                }
+            }
+            continue;
+        }
+        let expected = if is_main { w.frames } else { w.packets };
+        // A converted subtitle track keeps every event; MP4 adds empty samples for the gaps
+        // between them (`mov_text` has no other way to show nothing), so it may hold more.
+        let converted_subtitles = fate == Fate::Convert && g.packets > expected;
+        if g.packets != expected && !converted_subtitles {
+            let unit = if is_main { "frames" } else { "packets" };
             return Err(fail(format!(
                 "stream {i} ({kind}) has {} {unit}, the source has {expected}: frames lost",
                 g.packets
@@ -87,7 +136,7 @@ pub fn verify(
         }
     }
     if hdr_metadata::carried(target_codec) {
-        if let (Some(w), Some(g)) = (main.and_then(|i| want.get(i)), main.and_then(|i| got.get(i))) {
+        if let (Some(w), Some(g)) = (main.and_then(|i| want.get(i)), main_out.and_then(|i| got.get(i))) {
             same_dynamic_hdr(w, g, &info).map_err(fail)?;
         }
     }
@@ -192,6 +241,76 @@ fn same_streams(source: &MediaInfo, output: &MediaInfo, target_codec: &str) -> R
         }
     }
     Ok(())
+}
+
+/// With a stream plan, the output's streams are the planned ones but those dropped, in the
+/// planned order, each of the planned kind, codec (the encoded video's the target, a copied
+/// stream's the source's), language, title, dispositions and channels. Answers, for each
+/// output stream, its source stream and fate.
+fn planned_streams(
+    source: &MediaInfo,
+    output: &MediaInfo,
+    plan: &StreamPlan,
+    target_codec: &str,
+) -> Result<Vec<(usize, Fate)>, String> {
+    let kept: Vec<&PlannedStream> = plan.streams.iter().filter(|p| p.fate != Fate::Drop).collect();
+    let describe = |info: &MediaInfo| {
+        info.streams.iter().map(|s| format!("{:?} {}", s.kind, s.codec).to_lowercase()).collect::<Vec<_>>().join(", ")
+    };
+    if kept.len() != output.streams.len() {
+        let planned = kept.iter().map(|p| format!("{} {}", p.kind, p.codec)).collect::<Vec<_>>().join(", ");
+        return Err(format!(
+            "{} streams ({}), the plan has {} ({planned})",
+            output.streams.len(),
+            describe(output),
+            kept.len()
+        ));
+    }
+    let language = |l: Option<&str>| l.filter(|l| *l != "und").map(str::to_string);
+    let mut pairs = Vec::new();
+    for (i, (p, o)) in kept.iter().zip(&output.streams).enumerate() {
+        let s = source
+            .streams
+            .get(p.source_index)
+            .ok_or_else(|| format!("the plan names source stream {}", p.source_index))?;
+        let codec = match p.fate {
+            Fate::Encode => target_codec,
+            Fate::Copy => s.codec.as_str(),
+            _ => p.codec.as_str(),
+        };
+        let kind = format!("{:?}", o.kind).to_lowercase();
+        let what =
+            format!("stream {i} ({} {codec}, {:?} of source stream {})", p.kind, p.fate, p.source_index).to_lowercase();
+        if kind != p.kind || o.codec != codec {
+            return Err(format!("{what} is {kind} {}", o.codec));
+        }
+        if language(o.language.as_deref()) != language(p.language.as_deref()) || o.title != p.title {
+            return Err(format!(
+                "{what} has language {:?} and title {:?}, the plan {:?} and {:?}",
+                o.language, o.title, p.language, p.title
+            ));
+        }
+        let mut want: Vec<&str> =
+            p.dispositions.iter().map(String::as_str).filter(|d| !(p.fate == Fate::Add && *d == "default")).collect();
+        let mut have: Vec<&str> = o.dispositions.iter().map(String::as_str).collect();
+        want.sort_unstable();
+        have.sort_unstable();
+        if want != have {
+            return Err(format!("{what} has dispositions {have:?}, the plan {want:?}"));
+        }
+        if o.kind == StreamKind::Audio {
+            let channels = match p.fate {
+                Fate::Add => Some(2),
+                Fate::Convert => p.channels.or(s.channels),
+                _ => s.channels,
+            };
+            if o.channels != channels {
+                return Err(format!("{what} has {:?} channels, the plan {channels:?}", o.channels));
+            }
+        }
+        pairs.push((p.source_index, p.fate));
+    }
+    Ok(pairs)
 }
 
 /// Side data a stream must keep: what shapes the picture (rotation, stereo layout,

@@ -313,10 +313,11 @@ impl EncodePlan {
         // Appended only when set, so the segments of a plan from before the field existed
         // keep their digest and are continued.
         let digest = if self.cautious { digest + "|cautious" } else { digest };
-        if self.two_pass {
-            digest + "|two-pass"
-        } else {
-            digest
+        let digest = if self.two_pass { digest + "|two-pass" } else { digest };
+        // The output size shapes every frame: a resume never joins segments of two sizes.
+        match self.streams.as_ref().and_then(|s| s.video_size) {
+            Some(size) => format!("{digest}|{}x{}", size.width, size.height),
+            None => digest,
         }
     }
 }
@@ -529,6 +530,14 @@ mod tests {
         let older: EncodePlan = serde_json::from_value(older).unwrap();
         assert_eq!(older, EncodePlan { cautious: false, ..cautious.clone() });
         assert!(!older.digest().contains("cautious") && cautious.digest().ends_with("|cautious"));
+        // A plan that scales the video names the size; one that does not keeps its digest.
+        let mut scaled = cautious.clone();
+        let mut streams = crate::media::stream_plan::plan_streams(&info, &Default::default(), "mkv");
+        scaled.streams = Some(streams.clone());
+        assert_eq!(scaled.digest(), cautious.digest());
+        streams.video_size = Some(crate::media::stream_plan::VideoSize { width: 1280, height: 720 });
+        scaled.streams = Some(streams);
+        assert_eq!(scaled.digest(), format!("{}|1280x720", cautious.digest()));
     }
 
     #[test]

@@ -15,6 +15,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 
 use super::info::{MediaInfo, MAX_PIXELS_VAR};
+use super::stream_plan::StreamPlan;
 use super::MediaError;
 use crate::domain::job::FailureCode;
 use crate::domain::limits;
@@ -38,6 +39,10 @@ pub enum Request {
         source_path: PathBuf,
         source: Box<MediaInfo>,
         target_codec: String,
+        /// The job's stream plan: the output is checked against it. None (and from an older
+        /// node): every stream of the source carried.
+        #[serde(default)]
+        plan: Option<Box<StreamPlan>>,
     },
     /// What each file is (the demuxer's facts, nothing decoded): one answer line per path,
     /// in order, each written as soon as it is known.
@@ -377,13 +382,14 @@ pub async fn validate(binary: &Path, path: &Path, base_limit: Duration) -> Resul
     run(binary, &Request::Validate { path: path.to_path_buf() }, time_limit(base_limit, size)).await
 }
 
-/// Verifies an output against its source in a child.
+/// Verifies an output against its source (and its stream plan, where it has one) in a child.
 pub async fn verify_output(
     binary: &Path,
     output: &Path,
     source_path: &Path,
     source: &MediaInfo,
     target_codec: &str,
+    plan: Option<&StreamPlan>,
     base_limit: Duration,
 ) -> Result<MediaInfo, MediaError> {
     let size = std::fs::metadata(output).map(|m| m.len()).unwrap_or(0).max(source.size_bytes);
@@ -392,6 +398,7 @@ pub async fn verify_output(
         source_path: source_path.to_path_buf(),
         source: Box::new(source.clone()),
         target_codec: target_codec.to_string(),
+        plan: plan.map(|p| Box::new(p.clone())),
     };
     run(binary, &request, time_limit(base_limit, size)).await
 }

@@ -29,4 +29,5 @@ mod rules;
 mod schedule;
 mod stats;
 mod streams;
+mod streams_plan;
 mod two_pass;

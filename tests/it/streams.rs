@@ -16,7 +16,8 @@ use serde_json::Value;
 use crate::common::media as clips;
 use crate::common::server::media_binary;
 use crate::common::streams::{
-    angles_clip, copy_packets, facts, open_pair, path_arg, remux_with_side_data, rotated_clip, timecode_clip,
+    angles_clip, copy_packets, facts, mpeg_ps_clip, open_pair, path_arg, remux_with_side_data, rotated_clip,
+    stream_starts, timecode_clip,
 };
 
 /// Encodes `src` through the transcoder child and our verification; answers the output.
@@ -215,4 +216,22 @@ async fn a_gopro_metadata_track_is_kept() {
     let out = encode(&src, "hevc", "libx265", "ultrafast").await.unwrap();
     let got = assert_kept(&src, &out, "hevc");
     assert!(got.iter().any(|f| f["type"] == "data" && f["tag"] == "gpmd"), "{got:#?}");
+}
+
+/// An MPEG program stream starts at about 0.5 s: the output starts at 0 (players would
+/// otherwise count the half second into its length), every stream moved back alike, so the
+/// audio still starts as long after the video as in the source.
+#[actix_web::test]
+async fn a_late_starting_mpeg_program_stream_starts_at_zero_with_its_av_offset_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = mpeg_ps_clip(dir.path(), "tv.mpg");
+    let before = stream_starts(&src);
+    assert!(before[0] > 0.4 && before[1] > before[0] + 0.2, "{before:?}");
+    let out = encode(&src, "hevc", "libx265", "ultrafast").await.unwrap();
+    let after = stream_starts(&out);
+    assert_eq!(after[0], 0.0, "the video starts at 0: {after:?}");
+    let (offset_before, offset_after) = (before[1] - before[0], after[1] - after[0]);
+    // Matroska keeps milliseconds.
+    assert!((offset_after - offset_before).abs() <= 0.0015, "A/V offset {offset_before} became {offset_after}");
+    std::fs::remove_dir_all(out.parent().unwrap()).unwrap();
 }

@@ -53,6 +53,7 @@ impl Attempt {
             &plan.input,
             &info,
             &plan.target_codec,
+            plan.streams.as_ref(),
             env.analysis_timeout,
         )
         .await

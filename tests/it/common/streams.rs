@@ -172,3 +172,28 @@ pub fn display_matrix(degrees: f64) -> Vec<u8> {
     unsafe { ffi::av_display_rotation_set(m.as_mut_ptr(), degrees) };
     m.iter().flat_map(|v| v.to_ne_bytes()).collect()
 }
+
+/// MPEG-PS (`.mpg`): MPEG-2 video (B-frames) and MP2 audio, 2 s. The muxer starts the
+/// streams at about 0.5 s, as such files have; the audio starts 0.3 s after the video.
+pub fn mpeg_ps_clip(dir: &Path, name: &str) -> PathBuf {
+    let src = dir.join(name);
+    #[rustfmt::skip]
+    super::media::ffmpeg(&[
+        "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25",
+        "-itsoffset", "0.3", "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000",
+        "-t", "2", "-map", "0", "-map", "1",
+        "-c:v", "mpeg2video", "-bf", "2", "-c:a", "mp2", "-f", "mpeg",
+        path_arg(&src),
+    ]);
+    src
+}
+
+/// Each stream's start (its first presentation time) in seconds, as ffprobe reports it.
+pub fn stream_starts(path: &Path) -> Vec<f64> {
+    ffprobe(path)["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["start_time"].as_str().unwrap().parse::<f64>().unwrap())
+        .collect()
+}
