@@ -56,8 +56,11 @@ async fn kept_originals_survive_reencodes_a_setting_turned_off_and_a_settings_re
     // Turning the setting off and touching the file again removes no backup.
     let (status, body) = server.put("/settings", Some(&token), &json!({"keepOriginals": false})).await;
     assert_eq!(status, 200, "{body}");
+    // (Its source is the CRF 51 output, so this encode may find its output no smaller and
+    // stop early, SKIPPED with the file kept: either end touches the file again.)
     force(&server, &token, id).await;
-    assert_eq!(server.wait_for(&token, id, &["COMPLETED", "FAILED"]).await["status"], "COMPLETED");
+    let again = server.wait_for(&token, id, &["COMPLETED", "SKIPPED", "FAILED"]).await;
+    assert_ne!(again["status"], "FAILED", "{again}");
     let (status, report) = server.post(&format!("/libraries/{library}/scan"), Some(&token), &json!({})).await;
     assert_eq!(status, 200, "{report}");
     assert_eq!(read(&numbered_backup_path(&source, 1)), original);
