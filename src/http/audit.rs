@@ -104,22 +104,26 @@ fn key_filter() -> utoipa::openapi::schema::Object {
     let object = ObjectBuilder::new().schema_type(Type::String).pattern(Some(KEY_PATTERN)).build();
     super::schema::described(
         object,
-        "Only the entries made with this API key (its id), or `none`: those made signed in.",
+        "Only the entries made with this API key (its id), or `none`: those made signed in \
+         (empty: any).",
     )
 }
 
 fn action_filter() -> utoipa::openapi::schema::Object {
     use utoipa::openapi::schema::{ObjectBuilder, Type};
-    let pattern = format!("^[A-Z]{{1,10}} /[!-~]{{0,{}}}$", MAX_ACTION_CHARS - 12);
+    // Empty, as a form sends an unset filter, is no filter.
+    let pattern = format!("^(?:[A-Z]{{1,10}} /[!-~]{{0,{}}})?$", MAX_ACTION_CHARS - 12);
     let object = ObjectBuilder::new().schema_type(Type::String).pattern(Some(pattern)).build();
     super::schema::described(
         object,
-        "Only this action: the method and the route as declared, e.g. `POST /jobs/{id}/pause`.",
+        "Only this action: the method and the route as declared, e.g. `POST /jobs/{id}/pause` \
+         (empty: any).",
     )
 }
 
-/// `none`, or an id: ten digits at most (an id past the largest is nobody's key).
-const KEY_PATTERN: &str = "^(?:none|[0-9]{1,10})$";
+/// `none`, or an id: ten digits at most (an id past the largest is nobody's key); empty, as
+/// a form sends an unset filter, is no filter.
+const KEY_PATTERN: &str = "^(?:none|[0-9]{1,10})?$";
 
 /// The key filter as the query states it, checked as `key_filter` documents it.
 fn key_of(key: Option<&str>) -> Result<Option<KeyFilter>, String> {
