@@ -189,6 +189,22 @@ mod tests {
     use condense::media::info::{ContentLight, HdrInfo, HdrKind};
 
     /// An HDR10 source with its content light level and no streams (8 bits).
+    /// A plan of `settings` at `rung` for an HDR10 source (`hdr10_info`); the folder holds
+    /// the source file the plan names, so it lives as long as the plan is used.
+    fn hdr10_plan(settings: &condense::domain::encoding::EncodeSettings, rung: u32) -> (tempfile::TempDir, EncodePlan) {
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("a.mkv");
+        std::fs::write(&input, b"source").unwrap();
+        let profile = condense::domain::encoding::profile_for_attempt(settings, rung);
+        let plan = EncodePlan::new(&input, &hdr10_info(), &profile).unwrap();
+        (dir, plan)
+    }
+
+    /// The value of option `key` in an option list.
+    fn option(list: &[(String, String)], key: &str) -> Option<String> {
+        list.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone())
+    }
+
     fn hdr10_info() -> MediaInfo {
         MediaInfo {
             container: "matroska,webm".into(),
@@ -233,18 +249,14 @@ mod tests {
     /// SVT-AV1 without film grain or temporal filtering.
     #[test]
     fn the_cautious_rungs_turn_off_what_the_ladder_says_and_keep_hdr10() {
-        use condense::domain::encoding::{profile_for_attempt, EncodeSettings};
-        let dir = tempfile::tempdir().unwrap();
-        let input = dir.path().join("a.mkv");
-        std::fs::write(&input, b"source").unwrap();
+        use condense::domain::encoding::EncodeSettings;
         let info = hdr10_info();
         let params = |encoder: Encoder, preset: &str, rung: u32, key: &str| -> (Option<String>, Vec<String>) {
             let settings = EncodeSettings::for_library(encoder.codec(), Some(encoder), Some(preset), None, true);
-            let plan = EncodePlan::new(&input, &info, &profile_for_attempt(&settings, rung)).unwrap();
+            let (_dir, plan) = hdr10_plan(&settings, rung);
             let list = option_list(&plan, &info);
-            let get = |k: &str| list.iter().find(|(name, _)| name == k).map(|(_, v)| v.clone());
-            let params = get(key).map(|p| p.split(':').map(str::to_string).collect()).unwrap_or_default();
-            (get(encoder.profile().preset_option), params)
+            let params = option(&list, key).map(|p| p.split(':').map(str::to_string).collect()).unwrap_or_default();
+            (option(&list, encoder.profile().preset_option), params)
         };
         // (rung, preset, hdr10-opt present)
         for (rung, preset, opt) in [(0, "slow", true), (1, "medium", true), (2, "medium", false), (3, "fast", false)] {
@@ -269,19 +281,16 @@ mod tests {
 
     #[test]
     fn every_encoder_gets_its_quality_preset_threads_and_hdr_options() {
-        use condense::domain::encoding::{profile_for_attempt, EncodeSettings, TargetCodec};
+        use condense::domain::encoding::{EncodeSettings, TargetCodec};
         use condense::domain::segments::Sessions;
-        let dir = tempfile::tempdir().unwrap();
-        let input = dir.path().join("a.mkv");
-        std::fs::write(&input, b"source").unwrap();
         let info = hdr10_info();
-        let get = |list: &[(String, String)], key: &str| list.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone());
+        let get = option;
         for encoder in
             [TargetCodec::Hevc, TargetCodec::Av1].into_iter().flat_map(TargetCodec::encoders).map(|p| p.encoder)
         {
             let profile = encoder.profile();
             let settings = EncodeSettings::for_library(profile.codec, Some(encoder), None, Some(23), true);
-            let mut plan = EncodePlan::new(&input, &info, &profile_for_attempt(&settings, 0)).unwrap();
+            let (_dir, mut plan) = hdr10_plan(&settings, 0);
             plan.sessions = Sessions { sessions: 2, threads: 3 };
             let list = option_list(&plan, &info);
             // The quality in the encoder's own option, its default preset in its own.
@@ -320,18 +329,15 @@ mod tests {
     /// the plan's options (`b`), with no CRF beside it.
     #[test]
     fn a_two_pass_session_gives_x265_its_pass_and_statistics() {
-        use condense::domain::encoding::{profile_for_attempt, EncodeSettings, RateControl};
+        use condense::domain::encoding::{EncodeSettings, RateControl};
         use condense::media::plan::PassRun;
-        let dir = tempfile::tempdir().unwrap();
-        let input = dir.path().join("a.mkv");
-        std::fs::write(&input, b"source").unwrap();
         let info = hdr10_info();
         let mut settings =
             EncodeSettings::for_library(Encoder::Libx265.codec(), Some(Encoder::Libx265), None, None, true);
         settings.rate = RateControl::TwoPass { bitrate_kbps: 1200 };
-        let mut plan = EncodePlan::new(&input, &info, &profile_for_attempt(&settings, 0)).unwrap();
+        let (_dir, mut plan) = hdr10_plan(&settings, 0);
         assert!(plan.two_pass);
-        let get = |list: &[(String, String)], key: &str| list.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone());
+        let get = option;
         for pass in [1u8, 2] {
             plan.pass = Some(PassRun { pass, stats: "/proc/self/fd/7/pass-00003.log".into() });
             let list = option_list(&plan, &info);
