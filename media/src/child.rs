@@ -127,12 +127,16 @@ pub fn media_main() -> ExitCode {
             encoders: crate::encoders::available(),
             decoders: crate::device::decoders(),
         }),
+        // Library health checks (issue 38) are not carried out by this child yet.
+        Ok(Request::Health { .. }) => {
+            Answer::Failed { code: FailureCode::Miscellaneous, message: "health checks are not built yet".into() }
+        }
         Err(e) => Answer::Failed { code: FailureCode::Miscellaneous, message: format!("bad request on stdin: {e}") },
     };
     write_answer(&answer);
     match answer {
         Answer::Failed { .. } => ExitCode::FAILURE,
-        Answer::Ok { .. } | Answer::Capabilities(_) => ExitCode::SUCCESS,
+        Answer::Ok { .. } | Answer::Capabilities(_) | Answer::Health(_) => ExitCode::SUCCESS,
     }
 }
 

@@ -11,6 +11,7 @@ pub mod error;
 pub mod event;
 pub mod handle;
 pub mod hdr_metadata;
+pub mod health;
 pub mod info;
 pub mod layout;
 pub mod manifest;

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 
+use super::health::{Depth, FileHealth};
 use super::info::{MediaInfo, MAX_PIXELS_VAR};
 use super::stream_plan::StreamPlan;
 use super::MediaError;
@@ -52,6 +53,12 @@ pub enum Request {
     },
     /// What this machine's FFmpeg can run.
     Capabilities,
+    /// A library health check of one file (issue 38): read only, never written beside.
+    Health {
+        #[serde(with = "path_bytes::lossless")]
+        path: PathBuf,
+        depth: Depth,
+    },
 }
 
 impl Request {
@@ -61,6 +68,7 @@ impl Request {
             Request::Verify { .. } => "verifying the output",
             Request::Probe { .. } => "probing",
             Request::Capabilities => "asking what FFmpeg can run",
+            Request::Health { .. } => "checking the file's health",
         }
     }
 
@@ -70,6 +78,7 @@ impl Request {
             Request::Verify { output, .. } => output,
             Request::Probe { paths } => paths.first().map_or(Path::new(""), PathBuf::as_path),
             Request::Capabilities => Path::new(""),
+            Request::Health { path, .. } => path,
         }
     }
 }
@@ -103,6 +112,7 @@ pub enum Answer {
     Ok { info: Box<MediaInfo> },
     Failed { code: FailureCode, message: String },
     Capabilities(Capabilities),
+    Health(FileHealth),
 }
 
 /// How long a check may take: a base (the `ANALYSIS_TIMEOUT_SECONDS` setting) plus one
@@ -216,7 +226,7 @@ pub async fn run(binary: &Path, request: &Request, limit: Duration) -> Result<Me
     match exchange(binary, request, limit).await? {
         Answer::Ok { info } => Ok(*info),
         Answer::Failed { code, message } => Err(MediaError::new(code, message)),
-        Answer::Capabilities(_) => {
+        Answer::Capabilities(_) | Answer::Health(_) => {
             Err(MediaError::misc(format!("the media child answered out of turn while {}", request.doing())))
         }
     }
@@ -228,7 +238,7 @@ pub async fn capabilities(binary: &Path) -> Result<Capabilities, MediaError> {
     match exchange(binary, &Request::Capabilities, Duration::from_secs(120)).await? {
         Answer::Capabilities(capabilities) => Ok(capabilities),
         Answer::Failed { code, message } => Err(MediaError::new(code, message)),
-        Answer::Ok { .. } => {
+        Answer::Ok { .. } | Answer::Health(_) => {
             Err(MediaError::misc("the media child answered out of turn while asking what FFmpeg can run"))
         }
     }
@@ -260,7 +270,9 @@ async fn exchange(binary: &Path, request: &Request, limit: Duration) -> Result<A
     };
     let answer = String::from_utf8_lossy(&output.stdout);
     match answer.lines().find_map(|l| serde_json::from_str::<Answer>(l).ok()) {
-        Some(answer @ (Answer::Ok { .. } | Answer::Capabilities(_))) if output.status.success() => Ok(answer),
+        Some(answer @ (Answer::Ok { .. } | Answer::Capabilities(_) | Answer::Health(_))) if output.status.success() => {
+            Ok(answer)
+        }
         Some(Answer::Failed { code, message }) => {
             let e = MediaError::new(code, message).out_of_memory_in(memory);
             Ok(Answer::Failed { code: e.code, message: e.message })
@@ -367,13 +379,33 @@ async fn probe_some(
         results.push(Some(match serde_json::from_str::<Answer>(&line) {
             Ok(Answer::Ok { info }) => Ok(*info),
             Ok(Answer::Failed { code, message }) => Err(MediaError::new(code, message)),
-            Ok(Answer::Capabilities(_)) | Err(_) => {
+            Ok(Answer::Capabilities(_) | Answer::Health(_)) | Err(_) => {
                 return Err(ProbeStop::OnFile(format!("not a probe's answer: {line:.200}")))
             }
         }));
     }
     let _ = child.wait().await;
     Ok(())
+}
+
+/// Checks one file's health in a child (issue 38), under validation's time limit. A file
+/// that cannot be read as media is a finding (`Verdict::Unreadable`), not an error; an error
+/// is the check itself failing (the child crashed, ran out of time).
+pub async fn check_health(
+    binary: &Path,
+    path: &Path,
+    depth: Depth,
+    base_limit: Duration,
+) -> Result<FileHealth, MediaError> {
+    let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    let request = Request::Health { path: path.to_path_buf(), depth };
+    match exchange(binary, &request, time_limit(base_limit, size)).await? {
+        Answer::Health(health) => Ok(health),
+        Answer::Failed { code, message } => Err(MediaError::new(code, message)),
+        Answer::Ok { .. } | Answer::Capabilities(_) => {
+            Err(MediaError::misc("the media child answered out of turn while checking the file's health"))
+        }
+    }
 }
 
 /// Validates a source in a child.
