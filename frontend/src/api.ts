@@ -16,6 +16,7 @@ import type {
   Job,
   JobAction,
   JobDetail,
+  StreamPlan,
   JobPage,
   JobQuery,
   Library,
@@ -311,6 +312,10 @@ export class ApiClient {
   }
   job(id: number): Promise<JobDetail> {
     return this.request('GET', `/api/jobs/${id}`);
+  }
+  /** What each stream of the file becomes; 404/409 until the file is analysed. */
+  jobPlan(id: number): Promise<StreamPlan> {
+    return this.request('GET', `/api/jobs/${id}/plan`);
   }
   jobAction(id: number, action: JobAction): Promise<Job> {
     return this.request('POST', `/api/jobs/${id}/${action}`);

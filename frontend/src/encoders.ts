@@ -2,6 +2,7 @@
 // scales, defaults, and which encoders a node that is up runs), and the library form's
 // rules on top of it. Nothing here repeats the server's table.
 import type { Codec, CodecInfo, EncoderCatalog, EncoderInfo, LibraryInput } from './types';
+import { DEFAULT_STREAM_RULES } from './streamRules';
 
 export type { CodecInfo, EncoderCatalog, EncoderInfo, QualityRange } from './types';
 
@@ -64,6 +65,7 @@ export function defaultInput(catalog: EncoderCatalog): LibraryInput {
     keepModifiedTime: false,
     rateControl: 'crf',
     targetBitrateKbps: null,
+    streamRules: DEFAULT_STREAM_RULES,
     watch: true,
     enabled: true,
   };

@@ -2,6 +2,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ApiClient, ApiError, REFRESH_WINDOW_MS, jobQueryString, jwtExpiry, memoryTokenStore, parseExpiry } from '../src/api';
+import { DEFAULT_STREAM_RULES } from '../src/streamRules';
 
 interface Recorded {
   method: string;
@@ -93,6 +94,7 @@ describe('ApiClient against a real HTTP server', () => {
       keepModifiedTime: false,
       rateControl: 'crf' as const,
       targetBitrateKbps: null,
+      streamRules: DEFAULT_STREAM_RULES,
       watch: true,
     };
 

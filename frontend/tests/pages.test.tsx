@@ -972,4 +972,108 @@ describe('dashboard pages', () => {
     await vi.waitFor(() => expect(text()).toContain('later.mkv'));
     expect(byLabel('Raise the priority of later.mkv')).toBeNull();
   });
+
+  it('edits stream rules with the summary following the typing, and shows the server refusal beside its field', async () => {
+    const sent: { streamRules?: Library['streamRules'] }[] = [];
+    override = (method, path, body) => {
+      if (method !== 'PUT' || path !== '/api/libraries/1') return undefined;
+      sent.push(body as { streamRules?: Library['streamRules'] });
+      const rules = (body as { streamRules: Library['streamRules'] }).streamRules;
+      if (rules.maxHeight === 100) {
+        return { status: 422, body: { error: { code: 'validation_failed', message: 'streamRules.maxHeight: must be 144 to 4320, not 100' } } };
+      }
+      return { status: 200, body: { ...library, ...(body as object) } };
+    };
+    await mount('#/libraries');
+    await vi.waitFor(() => expect(text()).toContain('Movies'));
+    [...container().querySelectorAll('button')].find((b) => b.textContent === 'Edit')!.click();
+    const form = await vi.waitFor(() => need(container().querySelector<HTMLFormElement>('form.form')));
+    const summary = () => need(byLabel('What the rules do')).textContent;
+    expect(summary()).toBe('Keeps every audio and subtitle track as it is.');
+    const input = (label: string) =>
+      need([...form.querySelectorAll<HTMLLabelElement>('label')].find((l) => l.textContent?.startsWith(label))?.querySelector<HTMLInputElement>('input, select'));
+    const type = (label: string, value: string) => {
+      const field = input(label);
+      field.value = value;
+      field.dispatchEvent(new Event(field.tagName === 'SELECT' ? 'change' : 'input', { bubbles: true }));
+    };
+    type('Audio languages to keep', 'eng, ');
+    await vi.waitFor(() => expect(summary()).toBe('Keeps English audio.'));
+    // What is typed stays as typed while the next code is written.
+    expect(input('Audio languages to keep').value).toBe('eng, ');
+    type('Audio languages to keep', 'eng, deu');
+    input('Drop commentary').click();
+    type('Convert audio to', 'aac');
+    await vi.waitFor(() => expect(input('Codecs converted').value).toBe('dts, truehd, flac, pcm'));
+    input('Add a stereo track').click();
+    type('Subtitle languages to keep', 'eng');
+    type('Largest height', '100');
+    type('Smaller than (MB)', '500');
+    await vi.waitFor(() =>
+      expect(summary()).toBe(
+        'Keeps English and German audio, drops commentary and described tracks, converts DTS, TrueHD, FLAC and PCM to AAC (128 kb/s per channel), adds a stereo track, keeps English subtitles, scales above 100p down, skips files under 500 MB.',
+      ),
+    );
+    [...form.querySelectorAll('button')].find((b) => b.textContent === 'Save changes')!.click();
+    const height = input('Largest height');
+    await vi.waitFor(() => expect(height.getAttribute('aria-invalid')).toBe('true'));
+    expect(container().querySelector(`[id="${height.getAttribute('aria-describedby')}"]`)!.textContent).toBe(
+      'streamRules.maxHeight: must be 144 to 4320, not 100',
+    );
+    type('Largest height', '720');
+    await settle();
+    [...form.querySelectorAll('button')].find((b) => b.textContent === 'Save changes')!.click();
+    await vi.waitFor(() => expect(text()).toContain('Saved library'));
+    expect(sent.at(-1)?.streamRules).toMatchObject({
+      audioLanguages: ['eng', 'deu'],
+      dropCommentary: true,
+      audioCodec: 'aac',
+      audioTranscode: ['dts', 'truehd', 'flac', 'pcm'],
+      audioBitrateKbps: null,
+      addStereo: true,
+      subtitleLanguages: ['eng'],
+      maxHeight: 720,
+      minSizeMb: 500,
+      skipPaths: [],
+    });
+    // Many steps, each rendered: more than the default 5 s on a loaded machine.
+  }, 20_000);
+
+  it("shows a job's stream plan, and says when it is not made yet", async () => {
+    override = (method, path) =>
+      method === 'GET' && path === '/api/jobs/2/plan'
+        ? {
+            status: 200,
+            body: {
+              streams: [
+                { sourceIndex: 0, fate: 'encode', kind: 'video', codec: 'hevc', language: null, title: null, dispositions: ['default'], channels: null, bitRate: null, rule: 'video is encoded' },
+                { sourceIndex: 1, fate: 'convert', kind: 'audio', codec: 'aac', language: 'eng', title: null, dispositions: [], channels: 6, bitRate: 768000, rule: 'audioTranscode lists dts' },
+                { sourceIndex: 2, fate: 'drop', kind: 'audio', codec: 'aac', language: 'fra', title: null, dispositions: [], channels: 2, bitRate: null, rule: 'audioLanguages keeps eng, deu' },
+              ],
+              container: 'mkv',
+              videoSize: { width: 1280, height: 720 },
+              notes: ['every subtitle kept'],
+            },
+          }
+        : undefined;
+    await mount('#/jobs/2');
+    const table = await vi.waitFor(() => need(byLabel('Streams of the plan')));
+    const rows = [...table.querySelectorAll('tbody tr')].map((row) => [...row.querySelectorAll('td')].map((cell) => cell.textContent));
+    expect(rows).toEqual([
+      ['#0', 'Video', 'hevcdefault', '—', 'Encode', 'video is encoded'],
+      ['#1', 'Audio', 'aac, 5.1, 768 kb/s', 'English (eng)', 'Convert', 'audioTranscode lists dts'],
+      ['#2', 'Audio', 'aac, stereo', 'French (fra)', 'Drop', 'audioLanguages keeps eng, deu'],
+    ]);
+    expect(text()).toContain('1280 × 720 (scaled)');
+    expect(text()).toContain('every subtitle kept');
+
+    // Before analysis the server has no plan to show (409).
+    render(null, container());
+    override = (method, path) =>
+      method === 'GET' && path === '/api/jobs/2/plan'
+        ? { status: 409, body: { error: { code: 'conflict', message: 'job 2 is not analysed yet' } } }
+        : undefined;
+    await mount('#/jobs/2');
+    await vi.waitFor(() => expect(text()).toContain('The plan is made when the file is analysed.'));
+  });
 });

@@ -4,6 +4,7 @@ import { Alert, Badge, EtaText, JobActionButtons, Loading, PriorityControl, Prog
 import { DASH, formatBytes, formatDateTime, formatEventDetail, formatFps, formatPercent, titleCase } from '../format';
 import { useLiveMessages, useResource } from '../hooks';
 import { isTerminal, mergeLive } from '../jobs';
+import { JobPlan } from './JobPlan';
 import { routeHref } from '../router';
 import { withLiveSegments } from '../segments';
 import { api } from '../session';
@@ -69,6 +70,7 @@ export function JobDetail({ id }: { id: number }) {
             <JobFacts job={data} />
             <PriorityControl job={data} onChanged={changed} onError={setError} />
           </section>
+          <JobPlan id={id} status={data.status} />
           {segments.length > 0 && (
             <section class="card" aria-labelledby="segments-title">
               <h2 id="segments-title">Segments</h2>
