@@ -197,3 +197,36 @@ pub fn stream_starts(path: &Path) -> Vec<f64> {
         .map(|s| s["start_time"].as_str().unwrap().parse::<f64>().unwrap())
         .collect()
 }
+
+/// Video, English DTS 5.1, German, French and English commentary AAC, English and French
+/// SRT, 2 s in MKV.
+pub fn acceptance_clip(dir: &Path, name: &str) -> PathBuf {
+    let srt = dir.join(format!("{name}.srt"));
+    std::fs::write(&srt, "1\n00:00:00,200 --> 00:00:01,000\nHello\n\n").unwrap();
+    let src = dir.join(name);
+    #[rustfmt::skip]
+    super::media::ffmpeg(&[
+        "-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25",
+        "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000,aformat=channel_layouts=5.1(side)",
+        "-f", "lavfi", "-i", "sine=frequency=550:sample_rate=48000",
+        "-f", "lavfi", "-i", "sine=frequency=660:sample_rate=48000",
+        "-f", "lavfi", "-i", "sine=frequency=770:sample_rate=48000",
+        "-i", path_arg(&srt), "-i", path_arg(&srt), "-t", "2",
+        "-map", "0", "-map", "1", "-map", "2", "-map", "3", "-map", "4", "-map", "5", "-map", "6",
+        "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac", "-c:a:0", "dca", "-strict", "-2",
+        "-c:s", "srt",
+        "-metadata:s:a:0", "language=eng", "-metadata:s:a:1", "language=deu",
+        "-metadata:s:a:2", "language=fra", "-metadata:s:a:3", "language=eng",
+        "-metadata:s:a:3", "title=Commentary", "-disposition:a:0", "default",
+        "-disposition:a:3", "comment",
+        "-metadata:s:s:0", "language=eng", "-metadata:s:s:1", "language=fra",
+        path_arg(&src),
+    ]);
+    std::fs::remove_file(&srt).unwrap();
+    src
+}
+
+/// The streams of `path` as the ffprobe program reports them, as a list.
+pub fn ffprobe_streams(path: &Path) -> Vec<Value> {
+    ffprobe(path)["streams"].as_array().unwrap().clone()
+}
