@@ -255,3 +255,68 @@ async fn the_probe_skips_filtered_files_and_a_plan_needs_an_analysis_postgres() 
     let Some(db) = TestDb::postgres(concat!(module_path!(), "::the_probe_postgres")).await else { return };
     the_probe_skips_filtered_files_and_a_plan_needs_an_analysis(db).await;
 }
+
+/// `container: mp4`: the output is `film.mp4`, the `.mkv` gone, its text subtitle converted to
+/// `mov_text`; a file with an image subtitle that MP4 cannot hold is SKIPPED with the plan's
+/// reason, and encoded once `dropImageSubtitles` is set.
+async fn an_mp4_rule_renames_the_output_and_refuses_image_subtitles(test_db: TestDb) {
+    let server = TestServer::start_throttled(test_db, 0).await;
+    let token = server.login().await;
+    let dir = tempfile::tempdir().unwrap();
+    acceptance_clip(dir.path(), "film.mkv");
+    let plain = clips::h264(dir.path(), "plain.mkv", "64x64", 1);
+    crate::common::streams::with_image_subtitle(&plain, &dir.path().join("pictures.mkv"), "eng");
+    std::fs::remove_file(&plain).unwrap();
+    let rules = json!({"audioLanguages": ["eng", "deu"], "dropCommentary": true, "audioCodec": "aac",
+        "addStereo": true, "subtitleLanguages": ["eng"], "container": "mp4"});
+    let library = server.library_with(&token, dir.path(), json!({ "streamRules": rules })).await;
+    let jobs = server.scan(&token, library).await;
+    assert_eq!(jobs.len(), 2, "{jobs:?}");
+    let (film, pictures) = (jobs[0].1, jobs[1].1);
+    let job = server.wait_for(&token, film, &["COMPLETED", "FAILED", "SKIPPED"]).await;
+    assert_eq!(job["status"], "COMPLETED", "{job}");
+    assert_eq!(job["filePath"].as_str(), Some(dir.path().join("film.mp4").to_str().unwrap()));
+    assert!(!dir.path().join("film.mkv").exists());
+    let got: Vec<_> = summary(&dir.path().join("film.mp4")).into_iter().map(|(k, c, ch, l, _)| (k, c, ch, l)).collect();
+    let plain = |k: &str, c: &str, ch: Option<u64>, l: &str| (k.to_string(), c.to_string(), ch, l.to_string());
+    assert_eq!(
+        got,
+        [
+            plain("video", "hevc", None, "und"),
+            plain("audio", "aac", Some(6), "eng"),
+            plain("audio", "aac", Some(2), "eng"),
+            plain("audio", "aac", Some(1), "deu"),
+            plain("subtitle", "mov_text", None, "eng"),
+        ]
+    );
+
+    let job = server.wait_for(&token, pictures, &["COMPLETED", "FAILED", "SKIPPED"]).await;
+    assert_eq!(job["status"], "SKIPPED", "{job}");
+    let reason = job["skipReason"].as_str().unwrap();
+    assert!(reason.contains("dvd_subtitle"), "{reason}");
+    let (status, plan) = server.get(&format!("/jobs/{pictures}/plan"), Some(&token)).await;
+    assert_eq!((status, plan["refused"].as_str()), (200, Some(reason)), "{plan}");
+    // The next attempt follows the rules as they are then.
+    let rules = json!({"container": "mp4", "dropImageSubtitles": true});
+    let (status, _) =
+        server.put(&format!("/libraries/{library}"), Some(&token), &json!({ "streamRules": rules })).await;
+    assert_eq!(status, 200);
+    let (status, forced) = server.post(&format!("/jobs/{pictures}/force"), Some(&token), &json!({})).await;
+    assert_eq!(status, 200, "{forced}");
+    let job = server.wait_for(&token, pictures, &["COMPLETED", "FAILED"]).await;
+    assert_eq!(job["status"], "COMPLETED", "{job}");
+    let kinds: Vec<String> = summary(&dir.path().join("pictures.mp4")).into_iter().map(|(k, ..)| k).collect();
+    assert_eq!(kinds, ["video"]);
+    server.finish().await;
+}
+
+#[actix_web::test]
+async fn an_mp4_rule_renames_the_output_and_refuses_image_subtitles_sqlite() {
+    an_mp4_rule_renames_the_output_and_refuses_image_subtitles(TestDb::sqlite().await).await;
+}
+
+#[actix_web::test]
+async fn an_mp4_rule_renames_the_output_and_refuses_image_subtitles_postgres() {
+    let Some(db) = TestDb::postgres(concat!(module_path!(), "::an_mp4_postgres")).await else { return };
+    an_mp4_rule_renames_the_output_and_refuses_image_subtitles(db).await;
+}
