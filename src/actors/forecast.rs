@@ -281,3 +281,52 @@ fn planned_bytes(info: &MediaInfo, plan: &StreamPlan) -> PlannedBytes {
     }
     planned
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::stream_rules::{AudioCodec, StreamRules};
+
+    /// 1080p video, English DTS 5.1 and French AAC stereo, 10 s.
+    fn film() -> MediaInfo {
+        let stream = |index: usize, kind: &str, codec: &str, extra: serde_json::Value| {
+            let mut s = serde_json::json!({"index": index, "kind": kind, "codec": codec, "attachedPicture": false});
+            s.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+            s
+        };
+        serde_json::from_value(serde_json::json!({
+            "container": "matroska,webm", "durationSeconds": 10.0, "sizeBytes": 20_000_000, "chapters": 0,
+            "hdr": {"kind": "SDR", "hdr10Plus": false},
+            "streams": [
+                stream(0, "video", "h264", serde_json::json!({"width": 1920, "height": 1080})),
+                stream(1, "audio", "dts", serde_json::json!({"channels": 6, "language": "eng"})),
+                stream(2, "audio", "aac", serde_json::json!({"channels": 2, "language": "fra"})),
+            ],
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_plan_drops_converts_and_scales_in_the_forecasts_bytes() {
+        let rules = StreamRules {
+            audio_languages: vec!["eng".into()],
+            audio_codec: AudioCodec::Aac,
+            max_height: Some(720),
+            ..StreamRules::default()
+        };
+        let plan = plan_streams(&film(), &rules, "mkv");
+        let planned = planned_bytes(&film(), &plan);
+        // DTS 5.1 at 1509 kb/s and AAC stereo at 128 kb/s over 10 s.
+        assert_eq!(planned.other_source_bytes, 1_886_250 + 160_000);
+        // The French track dropped, the DTS one converted: nothing copied as it was.
+        assert_eq!(planned.other_kept_bytes, 0);
+        // AAC 5.1 at 6 x 128 kb/s over 10 s.
+        assert_eq!(planned.other_new_bytes, 960_000);
+        assert!((planned.pixel_ratio - 4.0 / 9.0).abs() < 1e-9, "{}", planned.pixel_ratio);
+        // Without rules: every audio track copied, the size kept.
+        let plan = plan_streams(&film(), &StreamRules::default(), "mkv");
+        let planned = planned_bytes(&film(), &plan);
+        assert_eq!((planned.other_kept_bytes, planned.other_new_bytes), (planned.other_source_bytes, 0));
+        assert_eq!(planned.pixel_ratio, 1.0);
+    }
+}
