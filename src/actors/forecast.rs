@@ -13,12 +13,13 @@ use entities::library;
 use sea_orm::DatabaseConnection;
 use tokio::sync::Notify;
 
-use crate::domain::forecast::{ForecastFile, ForecastStatus};
+use crate::domain::forecast::{nominal_audio_kbps, planned_output_size, ForecastFile, ForecastStatus, PlannedBytes};
 use crate::domain::job::JobStatus;
 use crate::domain::quality::{self, QualityMode};
-use crate::media::info::MediaInfo;
-use crate::media::plan::{decide, Decision};
+use crate::media::info::{MediaInfo, StreamKind};
+use crate::media::plan::{decide, output_extension, Decision};
 use crate::media::quality::SearchResult;
+use crate::media::stream_plan::{filtered_out, plan_streams, Fate, StreamPlan};
 use crate::repo::{self, RepoError};
 
 /// The forecasts that run, by library; each with the signal that cancels it.
@@ -155,6 +156,20 @@ impl Forecasts {
                 return file;
             }
         }
+        // The library's stream rules, as the job's analysis applies them (issue 37).
+        let rules = repo::libraries::rules_of(library);
+        let plan = (!rules.is_default())
+            .then(|| plan_streams(&info, &rules, output_extension(&source, &library.target_codec)));
+        if let Some(plan) = &plan {
+            let relative = repo::libraries::paths_of(library)
+                .iter()
+                .find_map(|root| source.strip_prefix(root).ok().map(Path::to_path_buf));
+            let filtered = relative.and_then(|r| filtered_out(&info, &rules, &r));
+            if let Some(reason) = filtered.or_else(|| plan.refused.clone()) {
+                file.skip_reason = Some(reason);
+                return file;
+            }
+        }
         let vmaf_mode = library.quality_mode == QualityMode::Vmaf.as_str();
         let max_size_percent = if vmaf_mode { library.max_size_percent.to_string() } else { "100".to_string() };
         let target = library.target_vmaf.to_string();
@@ -195,7 +210,11 @@ impl Forecasts {
             });
             return file;
         }
-        file.predicted_size = Some(i64::try_from(result.predicted_size).unwrap_or(i64::MAX));
+        let predicted = match &plan {
+            Some(plan) => planned_output_size(info.size_bytes, result.percent, &planned_bytes(&info, plan)),
+            None => result.predicted_size,
+        };
+        file.predicted_size = Some(i64::try_from(predicted).unwrap_or(i64::MAX));
         file.predicted_seconds = Some(result.predicted_seconds);
         file
     }
@@ -224,5 +243,90 @@ impl Forecasts {
             return Err(said.trim().trim_start_matches("condense: ").to_string());
         }
         serde_json::from_slice(&out.stdout).map_err(|e| format!("unreadable answer: {e}"))
+    }
+}
+
+/// What `plan` does to the bytes of `info`'s streams besides the video: each audio track's
+/// bytes at its codec's nominal bitrate (a probe gives no track's own), converted and added
+/// tracks at their planned bitrate, over the file's duration; subtitles and the rest count as
+/// nothing (a few kilobytes).
+fn planned_bytes(info: &MediaInfo, plan: &StreamPlan) -> PlannedBytes {
+    let seconds = info.duration_seconds.unwrap_or(0.0).max(0.0);
+    let bytes = |kbps: u64| (kbps as f64 * 1000.0 / 8.0 * seconds) as u64;
+    let source_bytes = |index: usize| {
+        info.streams
+            .iter()
+            .find(|s| s.index == index && s.kind == StreamKind::Audio)
+            .map_or(0, |s| bytes(nominal_audio_kbps(&s.codec, s.channels, s.sample_rate)))
+    };
+    let audio_indexes = info.streams.iter().filter(|s| s.kind == StreamKind::Audio).map(|s| s.index);
+    let other_source_bytes = audio_indexes.map(source_bytes).sum();
+    let mut planned = PlannedBytes { other_source_bytes, other_kept_bytes: 0, other_new_bytes: 0, pixel_ratio: 1.0 };
+    for stream in &plan.streams {
+        match stream.fate {
+            Fate::Copy => planned.other_kept_bytes += source_bytes(stream.source_index),
+            Fate::Convert | Fate::Add if stream.kind == "audio" => {
+                let kbps = stream
+                    .bit_rate
+                    .map(|b| b / 1000)
+                    .unwrap_or_else(|| nominal_audio_kbps(&stream.codec, stream.channels, None));
+                planned.other_new_bytes += bytes(kbps);
+            }
+            Fate::Convert | Fate::Add | Fate::Encode | Fate::Drop => {}
+        }
+    }
+    let source_pixels = info.video().and_then(|v| Some(f64::from(v.width?) * f64::from(v.height?)));
+    if let (Some(size), Some(pixels)) = (plan.video_size, source_pixels.filter(|p| *p > 0.0)) {
+        planned.pixel_ratio = f64::from(size.width) * f64::from(size.height) / pixels;
+    }
+    planned
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::stream_rules::{AudioCodec, StreamRules};
+
+    /// 1080p video, English DTS 5.1 and French AAC stereo, 10 s.
+    fn film() -> MediaInfo {
+        let stream = |index: usize, kind: &str, codec: &str, extra: serde_json::Value| {
+            let mut s = serde_json::json!({"index": index, "kind": kind, "codec": codec, "attachedPicture": false});
+            s.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+            s
+        };
+        serde_json::from_value(serde_json::json!({
+            "container": "matroska,webm", "durationSeconds": 10.0, "sizeBytes": 20_000_000, "chapters": 0,
+            "hdr": {"kind": "SDR", "hdr10Plus": false},
+            "streams": [
+                stream(0, "video", "h264", serde_json::json!({"width": 1920, "height": 1080})),
+                stream(1, "audio", "dts", serde_json::json!({"channels": 6, "language": "eng"})),
+                stream(2, "audio", "aac", serde_json::json!({"channels": 2, "language": "fra"})),
+            ],
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_plan_drops_converts_and_scales_in_the_forecasts_bytes() {
+        let rules = StreamRules {
+            audio_languages: vec!["eng".into()],
+            audio_codec: AudioCodec::Aac,
+            max_height: Some(720),
+            ..StreamRules::default()
+        };
+        let plan = plan_streams(&film(), &rules, "mkv");
+        let planned = planned_bytes(&film(), &plan);
+        // DTS 5.1 at 1509 kb/s and AAC stereo at 128 kb/s over 10 s.
+        assert_eq!(planned.other_source_bytes, 1_886_250 + 160_000);
+        // The French track dropped, the DTS one converted: nothing copied as it was.
+        assert_eq!(planned.other_kept_bytes, 0);
+        // AAC 5.1 at 6 x 128 kb/s over 10 s.
+        assert_eq!(planned.other_new_bytes, 960_000);
+        assert!((planned.pixel_ratio - 4.0 / 9.0).abs() < 1e-9, "{}", planned.pixel_ratio);
+        // Without rules: every audio track copied, the size kept.
+        let plan = plan_streams(&film(), &StreamRules::default(), "mkv");
+        let planned = planned_bytes(&film(), &plan);
+        assert_eq!((planned.other_kept_bytes, planned.other_new_bytes), (planned.other_source_bytes, 0));
+        assert_eq!(planned.pixel_ratio, 1.0);
     }
 }

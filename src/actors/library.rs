@@ -149,12 +149,13 @@ fn swapped_outputs<'a>(
     known: &HashMap<PathBuf, KnownFile>,
     files: impl IntoIterator<Item = &'a FoundFile>,
 ) -> HashMap<PathBuf, i32> {
+    // Under any container a library's rule may have given it (`final_paths`).
     let targets: HashMap<PathBuf, (&KnownFile, (i64, i64))> = known
         .iter()
         .filter(|(_, job)| !job.status.is_terminal())
-        .filter_map(|(path, job)| {
-            let target = crate::media::plan::final_path(path, &job.target_codec);
-            Some((target, (job, job.recorded_output?)))
+        .filter_map(|(path, job)| Some((path, job, job.recorded_output?)))
+        .flat_map(|(path, job, recorded)| {
+            crate::media::plan::final_paths(path, &job.target_codec).into_iter().map(move |t| (t, (job, recorded)))
         })
         .collect();
     files

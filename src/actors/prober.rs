@@ -3,12 +3,14 @@
 //! container, codecs, duration, HDR kind; nothing decoded). A batch is ANALYZING while its
 //! child runs (one statement, `repo::jobs::begin_probes`), and its facts, skip decisions and
 //! transitions are written in one transaction (`repo::jobs::record_probes`). A file already
-//! in the target codec is SKIPPED there; every other job goes to the queue, its facts on
+//! in the target codec, or one its library's filters rule out (issue 37), is SKIPPED there;
+//! every other job goes to the queue, its facts on
 //! record for the codec distribution and forecasts. The full decode validation stays just
 //! before the encode (`job::prepare`), which also analyses any job this probe could not (a
 //! crash or hang on its file, a file missing). A batch a stop interrupts is PENDING again at
 //! the next start (`actors::recover_orphans`).
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,9 +22,11 @@ use super::bus::{JobUpdate, Publish};
 use super::lifecycle::{event_kind, Lifecycle};
 use super::node::Wake;
 use crate::domain::job::{transition, JobEvent, JobSnapshot, JobStatus};
+use crate::domain::stream_rules::StreamRules;
 use crate::media::info::MediaInfo;
 use crate::media::layout::partial_dir_for;
 use crate::media::plan::{decide, Decision};
+use crate::media::stream_plan::filtered_out;
 use crate::media::worker;
 use crate::repo::events::NewEvent;
 use crate::repo::jobs::{self, JobChange, Probed};
@@ -131,6 +135,14 @@ async fn probe_and_record(
     .await
     .unwrap_or_default();
     if !present.is_empty() {
+        // The libraries' filters, as they are now (the attempt reads them again).
+        let filters: HashMap<i32, Filters> = crate::repo::libraries::list(&lifecycle.db)
+            .await?
+            .iter()
+            .map(|l| (l.id, (crate::repo::libraries::rules_of(l), crate::repo::libraries::paths_of(l))))
+            .filter(|(_, (rules, _))| !rules.is_default())
+            .map(|(id, (rules, roots))| (id, (rules, roots.into_iter().map(PathBuf::from).collect())))
+            .collect();
         let paths: Vec<PathBuf> = present.iter().map(jobs::source_path).collect();
         let results = worker::probe_batch(binary, &paths, per_file).await;
         let mut known = tokio::task::spawn_blocking(move || {
@@ -138,7 +150,10 @@ async fn probe_and_record(
                 .iter()
                 .zip(results)
                 .map(|(job, result)| match result {
-                    Some(Ok(info)) => decided(job, &info),
+                    Some(Ok(info)) => {
+                        let filters = job.library_id.and_then(|id| filters.get(&id));
+                        decided(job, &info, filters)
+                    }
                     Some(Err(_)) | None => unknown(job.clone()),
                 })
                 .collect::<Vec<_>>()
@@ -155,14 +170,25 @@ fn unknown(job: entities::job::Model) -> Probed {
     Probed { id: job.id, change: JobChange::default(), skip: None }
 }
 
-/// The facts of one job's file and, when it needs no encode, its skip.
-fn decided(job: &entities::job::Model, info: &MediaInfo) -> Probed {
+/// A library's stream rules (not the defaults) and its folders.
+type Filters = (StreamRules, Vec<PathBuf>);
+
+/// The facts of one job's file and, when it needs no encode, its skip: the file is in its
+/// target codec already, or its library's filters (`filters`) rule it out, the rule named
+/// as the attempt would name it (`media::stream_plan::filtered_out`).
+fn decided(job: &entities::job::Model, info: &MediaInfo, filters: Option<&Filters>) -> Probed {
     let mut change = facts_of(info);
     let reason = match decide(info, &job.target_codec, job.forced) {
         Ok(Decision::Skip { reason }) => Some(reason),
         // What cannot be encoded faithfully is failed by the attempt, with its reason.
         Ok(Decision::Encode) | Err(_) => None,
     };
+    let reason = reason.or_else(|| {
+        let (rules, roots) = filters.filter(|_| !job.forced)?;
+        let path = jobs::source_path(job);
+        let relative = roots.iter().find_map(|root| path.strip_prefix(root).ok())?;
+        filtered_out(info, rules, relative)
+    });
     // The skip removes a partial output; one left by some earlier job at this path is the
     // attempt's business (it removes it under the folder's lock).
     // A link at that name counts too (never followed): the attempt refuses it with its reason.

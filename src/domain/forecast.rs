@@ -81,9 +81,114 @@ pub fn totals(files: &[ForecastFile], slots: u32) -> ForecastTotals {
     }
 }
 
+/// What a file's stream plan (issue 37) changes in its output's size, besides the video's
+/// own shrinking: the streams other than the video in the source, what of them is carried
+/// unchanged, what the converted and added audio adds, and the scaled video's pixel ratio.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PlannedBytes {
+    /// Bytes of every source stream besides the video (estimated, see `nominal_audio_kbps`).
+    pub other_source_bytes: u64,
+    /// Of those, the bytes copied into the output (dropped and converted ones left out).
+    pub other_kept_bytes: u64,
+    /// Bytes of the converted and added audio: the planned bitrate over the duration.
+    pub other_new_bytes: u64,
+    /// The output's pixels over the source's (1 where the video keeps its size).
+    pub pixel_ratio: f64,
+}
+
+/// The output's predicted size under a stream plan: the video's share of the source
+/// (`source_size` less the other streams) shrunk to `video_percent` of itself and scaled by
+/// the pixel ratio, plus the streams kept as they are and the audio the plan makes.
+pub fn planned_output_size(source_size: u64, video_percent: f64, planned: &PlannedBytes) -> u64 {
+    let video_source = source_size.saturating_sub(planned.other_source_bytes) as f64;
+    let video = video_source * video_percent.max(0.0) / 100.0 * planned.pixel_ratio.max(0.0);
+    let other = planned.other_kept_bytes.min(planned.other_source_bytes).saturating_add(planned.other_new_bytes);
+    (video.round() as u64).saturating_add(other)
+}
+
+/// A nominal bitrate, in kb/s, of an audio track whose own is not known: what its codec
+/// usually takes at its channels (PCM exactly: rate × channels × sample size). A forecast's
+/// estimate of what dropping or converting the track saves.
+pub fn nominal_audio_kbps(codec: &str, channels: Option<u32>, sample_rate: Option<u32>) -> u64 {
+    let channels = u64::from(channels.unwrap_or(2).max(1));
+    let rate = u64::from(sample_rate.unwrap_or(48_000));
+    let surround = channels > 2;
+    if let Some(format) = codec.strip_prefix("pcm_") {
+        let bits = match format.trim_start_matches(['s', 'u', 'f']).get(..2) {
+            Some("24") => 24,
+            Some("32") => 32,
+            Some("64") => 64,
+            _ if format.starts_with("u8") || format.starts_with("s8") => 8,
+            _ => 16,
+        };
+        return rate * channels * bits / 1000;
+    }
+    match codec {
+        // Lossless compression keeps about 60 % of 16-bit PCM.
+        "flac" | "alac" => rate * channels * 16 * 6 / 10 / 1000,
+        "truehd" | "mlp" => 3000,
+        "dts" if surround => 1509,
+        "dts" => 768,
+        "ac3" if surround => 640,
+        "ac3" => 192,
+        "eac3" if surround => 768,
+        "eac3" => 224,
+        "mp3" | "mp2" => 192,
+        "aac" | "opus" | "vorbis" => 64 * channels,
+        _ => 96 * channels,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_plan_without_changes_shrinks_only_the_video() {
+        let none =
+            PlannedBytes { other_source_bytes: 200, other_kept_bytes: 200, other_new_bytes: 0, pixel_ratio: 1.0 };
+        // 800 bytes of video to 50 %, the 200 others kept.
+        assert_eq!(planned_output_size(1000, 50.0, &none), 600);
+    }
+
+    #[test]
+    fn dropped_streams_leave_the_output_and_converted_audio_takes_its_planned_bytes() {
+        // 300 of 1000 bytes are audio: 100 kept, 150 dropped, 50 converted into 20.
+        let planned =
+            PlannedBytes { other_source_bytes: 300, other_kept_bytes: 100, other_new_bytes: 20, pixel_ratio: 1.0 };
+        assert_eq!(planned_output_size(1000, 40.0, &planned), 700 * 40 / 100 + 100 + 20);
+    }
+
+    #[test]
+    fn scaled_video_scales_the_video_bytes_by_the_pixel_ratio() {
+        // 1920x1080 to 1280x720: 4/9 of the pixels.
+        let ratio = (1280.0 * 720.0) / (1920.0 * 1080.0);
+        let planned =
+            PlannedBytes { other_source_bytes: 100, other_kept_bytes: 100, other_new_bytes: 0, pixel_ratio: ratio };
+        assert_eq!(planned_output_size(1000, 45.0, &planned), 180 + 100);
+        // Estimates that exceed the file leave no video, never a negative one; kept bytes
+        // never exceed the source's.
+        let over =
+            PlannedBytes { other_source_bytes: 5000, other_kept_bytes: 6000, other_new_bytes: 7, pixel_ratio: 1.0 };
+        assert_eq!(planned_output_size(1000, 50.0, &over), 5007);
+    }
+
+    #[test]
+    fn nominal_bitrates_follow_codec_and_channels() {
+        assert_eq!(nominal_audio_kbps("pcm_s16le", Some(2), Some(48_000)), 1536);
+        assert_eq!(nominal_audio_kbps("pcm_s24le", Some(6), Some(48_000)), 6912);
+        assert_eq!(nominal_audio_kbps("pcm_u8", Some(1), Some(8_000)), 64);
+        assert_eq!(nominal_audio_kbps("pcm_f32le", None, None), 3072);
+        assert_eq!(nominal_audio_kbps("flac", Some(2), Some(44_100)), 846);
+        assert_eq!(nominal_audio_kbps("dts", Some(6), None), 1509);
+        assert_eq!(nominal_audio_kbps("dts", Some(2), None), 768);
+        assert_eq!(nominal_audio_kbps("truehd", Some(8), None), 3000);
+        assert_eq!(nominal_audio_kbps("ac3", Some(6), None), 640);
+        assert_eq!(nominal_audio_kbps("eac3", Some(2), None), 224);
+        assert_eq!(nominal_audio_kbps("aac", Some(6), None), 384);
+        assert_eq!(nominal_audio_kbps("mp3", Some(2), None), 192);
+        assert_eq!(nominal_audio_kbps("wmav2", Some(0), None), 96);
+    }
 
     fn file(current: i64, predicted: Option<i64>, seconds: Option<f64>) -> ForecastFile {
         ForecastFile {

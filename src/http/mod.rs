@@ -22,6 +22,7 @@ pub mod headers;
 pub mod health;
 pub mod insights;
 pub mod integrations;
+pub mod job_plan;
 pub mod jobs;
 pub mod libraries;
 pub mod library_places;
@@ -146,6 +147,7 @@ fn table() -> Vec<(Endpoint, Route)> {
         endpoint(Method::PUT, "/schedule", Token, Admin, Administration, schedule::set_default),
         endpoint(Method::GET, "/jobs", Token, Viewer, JobReads, jobs::list),
         endpoint(Method::GET, "/jobs/{id}", Token, Viewer, JobReads, jobs::get),
+        endpoint(Method::GET, "/jobs/{id}/plan", Token, Viewer, Reads, job_plan::get),
         endpoint(Method::POST, "/jobs/{id}/pause", Token, Operator, Actions, actions::pause),
         endpoint(Method::POST, "/jobs/{id}/resume", Token, Operator, Actions, actions::resume),
         endpoint(Method::POST, "/jobs/{id}/retry", Token, Operator, Actions, actions::retry),

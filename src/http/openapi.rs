@@ -90,6 +90,7 @@ const API_KEY: &str = "apiKeyAuth";
         super::encoders::list,
         super::jobs::list,
         super::jobs::get,
+        super::job_plan::get,
         super::actions::pause,
         super::actions::resume,
         super::actions::retry,

@@ -67,13 +67,32 @@ pub fn output_extension(source: &Path, target_codec: &str) -> &'static str {
 
 /// The final path of the encoded file: the source's own path when the container stays.
 pub fn final_path(source: &Path, target_codec: &str) -> PathBuf {
-    let ext = output_extension(source, target_codec);
+    final_path_with(source, output_extension(source, target_codec))
+}
+
+/// The final path of an output with extension `ext` (a plan's `output_extension`, which a
+/// library's `container` rule may change): the source's own path when the container stays.
+pub fn final_path_with(source: &Path, ext: &str) -> PathBuf {
     let same = source.extension().and_then(|e| e.to_str()).is_some_and(|e| e.eq_ignore_ascii_case(ext));
     if same {
         source.to_path_buf()
     } else {
         source.with_extension(ext)
     }
+}
+
+/// Every path the replace may give the job's output: `final_path`, or the Matroska or MP4
+/// one a library's `container` rule asks for (the rule may have changed since the attempt
+/// ran, so all are candidates wherever an output is recognised by its path).
+pub fn final_paths(source: &Path, target_codec: &str) -> Vec<PathBuf> {
+    let mut paths = vec![final_path(source, target_codec)];
+    for ext in ["mkv", "mp4"] {
+        let path = final_path_with(source, ext);
+        if !paths.contains(&path) {
+            paths.push(path);
+        }
+    }
+    paths
 }
 
 /// What identifies the source as the one the job started on.
@@ -400,6 +419,17 @@ mod tests {
         }
         assert_eq!(final_path(Path::new("/a/b.mp4"), "hevc"), Path::new("/a/b.mp4"));
         assert_eq!(final_path(Path::new("/a/b.avi"), "hevc"), Path::new("/a/b.mkv"));
+    }
+
+    #[test]
+    fn a_container_rule_names_the_output_by_its_extension() {
+        assert_eq!(final_path_with(Path::new("/a/b.mkv"), "mp4"), Path::new("/a/b.mp4"));
+        assert_eq!(final_path_with(Path::new("/a/b.MKV"), "mkv"), Path::new("/a/b.MKV"));
+        assert_eq!(final_paths(Path::new("/a/b.avi"), "hevc"), [Path::new("/a/b.mkv"), Path::new("/a/b.mp4")]);
+        assert_eq!(
+            final_paths(Path::new("/a/b.m4v"), "hevc"),
+            [Path::new("/a/b.m4v"), Path::new("/a/b.mkv"), Path::new("/a/b.mp4")]
+        );
     }
 
     /// The names of the plan's fields that differ between `a` and `b`.

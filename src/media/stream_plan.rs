@@ -227,7 +227,27 @@ pub fn plan_streams(info: &MediaInfo, rules: &StreamRules, container: &str) -> S
     if rules.add_stereo {
         add_stereo(rules, &mut out);
     }
+    if is_mp4_family(output) {
+        mark_mp4_defaults(&mut out);
+        // MP4 keeps no track titles (a title is Matroska's): the plan promises none.
+        out.iter_mut().filter(|s| s.fate != Fate::Drop).for_each(|s| s.title = None);
+    }
     StreamPlan { streams: out, container: output.to_string(), video_size, notes, refused }
+}
+
+/// MP4 enables the first track of each kind where none is marked default, and readers take
+/// "enabled" for the `default` disposition: the plan says so, so that the output is checked
+/// against what MP4 holds (an MKV source's video without the flag came back flagged).
+fn mark_mp4_defaults(out: &mut [PlannedStream]) {
+    for kind in ["video", "audio", "subtitle"] {
+        let kept = |s: &PlannedStream| s.kind == kind && s.fate != Fate::Drop;
+        if out.iter().filter(|s| kept(s)).any(|s| s.dispositions.iter().any(|d| d == "default")) {
+            continue;
+        }
+        if let Some(first) = out.iter_mut().find(|s| kept(s)) {
+            first.dispositions.push("default".to_string());
+        }
+    }
 }
 
 /// Each audio track's verdict by `dropCommentary` and `audioLanguages`: Ok(rule) kept,
@@ -591,6 +611,37 @@ mod tests {
             plan.streams.iter().filter(|s| s.kind == "subtitle").map(|s| (s.fate, s.codec.as_str())).collect();
         assert_eq!(subs, [(Fate::Convert, "mov_text"), (Fate::Drop, "subrip"), (Fate::Drop, "hdmv_pgs_subtitle")]);
         assert_eq!(plan.streams[6].rule, "container mp4: subrip becomes mov_text");
+    }
+
+    #[test]
+    fn mp4_marks_the_first_kept_track_of_each_kind_default_and_holds_no_titles() {
+        let kept_defaults = |plan: &StreamPlan| -> Vec<(String, usize, Fate)> {
+            plan.streams
+                .iter()
+                .filter(|s| s.dispositions.iter().any(|d| d == "default"))
+                .map(|s| (s.kind.clone(), s.source_index, s.fate))
+                .collect()
+        };
+        let rules = StreamRules { container: ContainerRule::Mp4, ..acceptance_rules() };
+        let plan = plan_streams(&acceptance_file(), &rules, "mkv");
+        // The video and the English subtitles get the flag; the audio keeps the DTS track's.
+        let want = |k: &str, i: usize, f: Fate| (k.to_string(), i, f);
+        assert_eq!(
+            kept_defaults(&plan),
+            [want("video", 0, Fate::Encode), want("audio", 1, Fate::Convert), want("subtitle", 5, Fate::Convert)]
+        );
+        // MP4 holds no titles: the stereo track's is left out there.
+        assert!(plan.streams.iter().filter(|s| s.fate != Fate::Drop).all(|s| s.title.is_none()), "{plan:?}");
+        // Into Matroska nothing is added, and titles stay.
+        let plan = plan_streams(&acceptance_file(), &acceptance_rules(), "mkv");
+        assert_eq!(kept_defaults(&plan), [want("audio", 1, Fate::Convert)]);
+        assert!(plan.streams.iter().any(|s| s.fate == Fate::Add && s.title.as_deref() == Some("Stereo")));
+        // A dropped track is never the one flagged.
+        let mut info = acceptance_file();
+        info.streams[1].dispositions.clear();
+        let rules = StreamRules { audio_languages: vec!["deu".to_string()], ..rules };
+        let plan = plan_streams(&info, &rules, "mkv");
+        assert!(kept_defaults(&plan).contains(&want("audio", 2, Fate::Copy)), "{plan:?}");
     }
 
     #[test]

@@ -3,8 +3,6 @@
 //! with the planned tags. The clip is made with the ffmpeg program (DTS by its experimental
 //! `dca` encoder), encoded through the real transcoder child, and read with ffprobe.
 
-use std::path::{Path, PathBuf};
-
 use condense::media::plan::EncodePlan;
 use condense::media::stream_plan::{Fate, PlannedStream, StreamPlan};
 use condense::media::transcoder::ChildEnd;
@@ -13,34 +11,7 @@ use condense_media::verify::verify_planned;
 use serde_json::Value;
 
 use crate::common::media as clips;
-use crate::common::streams::path_arg;
-
-/// Video, English DTS 5.1, German, French and English commentary AAC, English and French
-/// SRT, 2 s in MKV.
-fn acceptance_clip(dir: &Path) -> PathBuf {
-    let srt = dir.join("subs.srt");
-    std::fs::write(&srt, "1\n00:00:00,200 --> 00:00:01,000\nHello\n\n").unwrap();
-    let src = dir.join("film.mkv");
-    #[rustfmt::skip]
-    clips::ffmpeg(&[
-        "-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25",
-        "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000,aformat=channel_layouts=5.1(side)",
-        "-f", "lavfi", "-i", "sine=frequency=550:sample_rate=48000",
-        "-f", "lavfi", "-i", "sine=frequency=660:sample_rate=48000",
-        "-f", "lavfi", "-i", "sine=frequency=770:sample_rate=48000",
-        "-i", path_arg(&srt), "-i", path_arg(&srt), "-t", "2",
-        "-map", "0", "-map", "1", "-map", "2", "-map", "3", "-map", "4", "-map", "5", "-map", "6",
-        "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac", "-c:a:0", "dca", "-strict", "-2",
-        "-c:s", "srt",
-        "-metadata:s:a:0", "language=eng", "-metadata:s:a:1", "language=deu",
-        "-metadata:s:a:2", "language=fra", "-metadata:s:a:3", "language=eng",
-        "-metadata:s:a:3", "title=Commentary", "-disposition:a:0", "default",
-        "-disposition:a:3", "comment",
-        "-metadata:s:s:0", "language=eng", "-metadata:s:s:1", "language=fra",
-        path_arg(&src),
-    ]);
-    src
-}
+use crate::common::streams::{acceptance_clip, ffprobe_streams, path_arg};
 
 fn planned(source_index: usize, fate: Fate, kind: &str, codec: &str, language: &str) -> PlannedStream {
     PlannedStream {
@@ -57,21 +28,10 @@ fn planned(source_index: usize, fate: Fate, kind: &str, codec: &str, language: &
     }
 }
 
-fn ffprobe_streams(path: &Path) -> Vec<Value> {
-    let out = std::process::Command::new("ffprobe")
-        .args(["-v", "error", "-show_streams", "-of", "json"])
-        .arg(path)
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    v["streams"].as_array().unwrap().clone()
-}
-
 #[actix_web::test]
 async fn the_plan_drops_converts_and_adds_audio_in_the_one_pass() {
     let dir = tempfile::tempdir().unwrap();
-    let src = acceptance_clip(dir.path());
+    let src = acceptance_clip(dir.path(), "film.mkv");
     let info = probe(&src).unwrap();
     let mut plan = EncodePlan::new(&src, &info, &clips::profile("libx265", 30, "ultrafast")).unwrap();
     let mut eng = planned(1, Fate::Convert, "audio", "aac", "eng");
@@ -164,7 +124,7 @@ async fn the_plan_drops_converts_and_adds_audio_in_the_one_pass() {
 #[actix_web::test]
 async fn the_plan_to_mp4_converts_text_subtitles_to_mov_text() {
     let dir = tempfile::tempdir().unwrap();
-    let src = acceptance_clip(dir.path());
+    let src = acceptance_clip(dir.path(), "film.mkv");
     let info = probe(&src).unwrap();
     let mut plan = EncodePlan::new(&src, &info, &clips::profile("libx265", 30, "ultrafast")).unwrap();
     plan.output_extension = "mp4".into();

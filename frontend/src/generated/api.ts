@@ -493,6 +493,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/jobs/{id}/plan": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The stream plan of a job's file */
+        get: operations["get_job_plan"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/jobs/{id}/priority": {
         parameters: {
             query?: never;
@@ -1538,6 +1555,11 @@ export interface components {
             /** @description The reason as displayed (a job's `failureReason`). */
             reason: string;
         };
+        /**
+         * @description What becomes of a stream.
+         * @enum {string}
+         */
+        Fate: "copy" | "encode" | "convert" | "drop" | "add";
         /** @description One file's forecast. */
         ForecastFile: {
             /** Format: int64 */
@@ -1715,6 +1737,17 @@ export interface components {
             kind: string;
             nodeName?: string | null;
             toStatus?: null | components["schemas"]["JobStatus"];
+        };
+        /**
+         * @description A job's stream plan: every source stream with its fate and the rule that decided it, the
+         *     streams added, the output's container and video size.
+         */
+        JobPlanView: components["schemas"]["StreamPlan"] & {
+            basis: components["schemas"]["PlanBasis"];
+            /** Format: int32 */
+            jobId: number;
+            /** @description The rules the plan comes from (the defaults for a job without a library). */
+            rules: components["schemas"]["StreamRules"];
         };
         /** @enum {string} */
         JobStatus: "PENDING" | "QUEUED" | "ANALYZING" | "ENCODING" | "PAUSED" | "COMPLETED" | "SKIPPED" | "FAILED" | "CANCELLED";
@@ -2191,6 +2224,36 @@ export interface components {
             /** @description An absolute folder (`check_mappings`). */
             to: string;
         };
+        /**
+         * @description Which plan the answer shows.
+         * @enum {string}
+         */
+        PlanBasis: "ran" | "current";
+        /**
+         * @description One stream of the output, or one source stream that is dropped, in output order (dropped
+         *     ones where they stood in the source).
+         */
+        PlannedStream: {
+            /**
+             * Format: int64
+             * @description Bitrate of a converted or added audio track, bits per second.
+             */
+            bitRate?: number | null;
+            /** Format: int32 */
+            channels?: number | null;
+            /** @description The codec it has in the output (the source's for `copy` and `drop`). */
+            codec: string;
+            /** @description Disposition flags by FFmpeg's names ("default", "forced", "comment", ...). */
+            dispositions: string[];
+            fate: components["schemas"]["Fate"];
+            kind: string;
+            language?: string | null;
+            /** @description The rule that decided the fate, in words (e.g. "audioLanguages keeps eng, deu"). */
+            rule: string;
+            /** @description The source stream it comes from (for `add`, the one downmixed). */
+            sourceIndex: number;
+            title?: string | null;
+        };
         /** @enum {string} */
         QualityMode: "crf" | "vmaf";
         /** @description A CRF or constant-quality scale: lower keeps more detail. */
@@ -2397,6 +2460,23 @@ export interface components {
             filesProcessed: number;
             /** Format: int64 */
             totalSavedBytes: number;
+        };
+        /** @description The plan of one file. */
+        StreamPlan: {
+            /** @description The output's container extension ("mkv", "mp4", ...). */
+            container: string;
+            /**
+             * @description Why the plan differs from what the rules ask (e.g. every audio track kept because no
+             *     track matched `audioLanguages`).
+             */
+            notes: string[];
+            /**
+             * @description Why the file cannot be made under these rules (an image subtitle into MP4); the job
+             *     is then SKIPPED with this reason. None: the plan can be carried out.
+             */
+            refused?: string | null;
+            streams: components["schemas"]["PlannedStream"][];
+            videoSize?: null | components["schemas"]["VideoSize"];
         };
         /**
          * @description A library's stream rules. The defaults keep today's behaviour: every stream copied, the
@@ -2626,6 +2706,13 @@ export interface components {
             id: number;
             role: components["schemas"]["UserRole"];
             username: string;
+        };
+        /** @description A video frame's size in pixels. */
+        VideoSize: {
+            /** Format: int32 */
+            height: number;
+            /** Format: int32 */
+            width: number;
         };
         /** @description One window: these days, from `start` to `end` (`HH:MM`, local time). */
         Window: {
@@ -3667,6 +3754,49 @@ export interface operations {
                 };
             };
             /** @description The action does not apply to the job's status; the job's `actions` list the ones that do (code invalid_transition) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_job_plan: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Numeric identifier; anything else is a 404. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The plan: the one the latest attempt of a COMPLETED job ran with (basis ran), else the one the next attempt would run with under the library's current rules (basis current) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobPlanView"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description No such job (code not_found) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The job's file has not been analysed yet: its streams are not known (code not_analysed) */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -5274,6 +5404,7 @@ export const dayValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas
 export const encoderValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Encoder"]> = ["libx265", "hevc_nvenc", "hevc_qsv", "hevc_vaapi", "libsvtav1", "libaom-av1", "av1_nvenc", "av1_qsv", "av1_vaapi"];
 export const failureCategoryValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["FailureCategory"]> = ["corrupted_file", "disk_space", "codec_issues", "transcoder_errors", "permission", "timeout", "other"];
 export const failureCodeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["FailureCode"]> = ["file_validation_failed", "insufficient_disk_space", "unsupported_codec", "transcoder_crashed", "permission_denied", "timeout", "miscellaneous", "unsupported_stream", "unsupported_container", "out_of_memory"];
+export const fateValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Fate"]> = ["copy", "encode", "convert", "drop", "add"];
 export const forecastStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["ForecastStatus"]> = ["RUNNING", "DONE", "CANCELLED", "INTERRUPTED"];
 export const hardwareValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Hardware"]> = ["cpu", "nvidia", "intel_qsv", "vaapi"];
 export const healthLevelValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["HealthLevel"]> = ["HEALTHY", "WARNING", "CRITICAL"];
@@ -5284,6 +5415,7 @@ export const nodeRoleValues: ReadonlyArray<FlattenedDeepRequired<components>["sc
 export const nodeStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["NodeStatus"]> = ["ONLINE", "OFFLINE", "DEGRADED"];
 export const notifyEventValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["NotifyEvent"]> = ["job.completed", "job.failed", "queue.drained", "node.offline", "node.online", "health.changed", "disk.at_risk", "test", "file.replaced"];
 export const onCloseValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["OnClose"]> = ["pause", "finish"];
+export const planBasisValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["PlanBasis"]> = ["ran", "current"];
 export const qualityModeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["QualityMode"]> = ["crf", "vmaf"];
 export const rateControlModeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["RateControlMode"]> = ["crf", "twoPass"];
 export const scheduleTimeZoneValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Schedule"]["timeZone"]> = ["Africa/Abidjan", "Africa/Accra", "Africa/Addis_Ababa", "Africa/Algiers", "Africa/Asmara", "Africa/Asmera", "Africa/Bamako", "Africa/Bangui", "Africa/Banjul", "Africa/Bissau", "Africa/Blantyre", "Africa/Brazzaville", "Africa/Bujumbura", "Africa/Cairo", "Africa/Casablanca", "Africa/Ceuta", "Africa/Conakry", "Africa/Dakar", "Africa/Dar_es_Salaam", "Africa/Djibouti", "Africa/Douala", "Africa/El_Aaiun", "Africa/Freetown", "Africa/Gaborone", "Africa/Harare", "Africa/Johannesburg", "Africa/Juba", "Africa/Kampala", "Africa/Khartoum", "Africa/Kigali", "Africa/Kinshasa", "Africa/Lagos", "Africa/Libreville", "Africa/Lome", "Africa/Luanda", "Africa/Lubumbashi", "Africa/Lusaka", "Africa/Malabo", "Africa/Maputo", "Africa/Maseru", "Africa/Mbabane", "Africa/Mogadishu", "Africa/Monrovia", "Africa/Nairobi", "Africa/Ndjamena", "Africa/Niamey", "Africa/Nouakchott", "Africa/Ouagadougou", "Africa/Porto-Novo", "Africa/Sao_Tome", "Africa/Timbuktu", "Africa/Tripoli", "Africa/Tunis", "Africa/Windhoek", "America/Adak", "America/Anchorage", "America/Anguilla", "America/Antigua", "America/Araguaina", "America/Argentina/Buenos_Aires", "America/Argentina/Catamarca", "America/Argentina/ComodRivadavia", "America/Argentina/Cordoba", "America/Argentina/Jujuy", "America/Argentina/La_Rioja", "America/Argentina/Mendoza", "America/Argentina/Rio_Gallegos", "America/Argentina/Salta", "America/Argentina/San_Juan", "America/Argentina/San_Luis", "America/Argentina/Tucuman", "America/Argentina/Ushuaia", "America/Aruba", "America/Asuncion", "America/Atikokan", "America/Atka", "America/Bahia", "America/Bahia_Banderas", "America/Barbados", "America/Belem", "America/Belize", "America/Blanc-Sablon", "America/Boa_Vista", "America/Bogota", "America/Boise", "America/Buenos_Aires", "America/Cambridge_Bay", "America/Campo_Grande", "America/Cancun", "America/Caracas", "America/Catamarca", "America/Cayenne", "America/Cayman", "America/Chicago", "America/Chihuahua", "America/Ciudad_Juarez", "America/Coral_Harbour", "America/Cordoba", "America/Costa_Rica", "America/Coyhaique", "America/Creston", "America/Cuiaba", "America/Curacao", "America/Danmarkshavn", "America/Dawson", "America/Dawson_Creek", "America/Denver", "America/Detroit", "America/Dominica", "America/Edmonton", "America/Eirunepe", "America/El_Salvador", "America/Ensenada", "America/Fort_Nelson", "America/Fort_Wayne", "America/Fortaleza", "America/Glace_Bay", "America/Godthab", "America/Goose_Bay", "America/Grand_Turk", "America/Grenada", "America/Guadeloupe", "America/Guatemala", "America/Guayaquil", "America/Guyana", "America/Halifax", "America/Havana", "America/Hermosillo", "America/Indiana/Indianapolis", "America/Indiana/Knox", "America/Indiana/Marengo", "America/Indiana/Petersburg", "America/Indiana/Tell_City", "America/Indiana/Vevay", "America/Indiana/Vincennes", "America/Indiana/Winamac", "America/Indianapolis", "America/Inuvik", "America/Iqaluit", "America/Jamaica", "America/Jujuy", "America/Juneau", "America/Kentucky/Louisville", "America/Kentucky/Monticello", "America/Knox_IN", "America/Kralendijk", "America/La_Paz", "America/Lima", "America/Los_Angeles", "America/Louisville", "America/Lower_Princes", "America/Maceio", "America/Managua", "America/Manaus", "America/Marigot", "America/Martinique", "America/Matamoros", "America/Mazatlan", "America/Mendoza", "America/Menominee", "America/Merida", "America/Metlakatla", "America/Mexico_City", "America/Miquelon", "America/Moncton", "America/Monterrey", "America/Montevideo", "America/Montreal", "America/Montserrat", "America/Nassau", "America/New_York", "America/Nipigon", "America/Nome", "America/Noronha", "America/North_Dakota/Beulah", "America/North_Dakota/Center", "America/North_Dakota/New_Salem", "America/Nuuk", "America/Ojinaga", "America/Panama", "America/Pangnirtung", "America/Paramaribo", "America/Phoenix", "America/Port-au-Prince", "America/Port_of_Spain", "America/Porto_Acre", "America/Porto_Velho", "America/Puerto_Rico", "America/Punta_Arenas", "America/Rainy_River", "America/Rankin_Inlet", "America/Recife", "America/Regina", "America/Resolute", "America/Rio_Branco", "America/Rosario", "America/Santa_Isabel", "America/Santarem", "America/Santiago", "America/Santo_Domingo", "America/Sao_Paulo", "America/Scoresbysund", "America/Shiprock", "America/Sitka", "America/St_Barthelemy", "America/St_Johns", "America/St_Kitts", "America/St_Lucia", "America/St_Thomas", "America/St_Vincent", "America/Swift_Current", "America/Tegucigalpa", "America/Thule", "America/Thunder_Bay", "America/Tijuana", "America/Toronto", "America/Tortola", "America/Vancouver", "America/Virgin", "America/Whitehorse", "America/Winnipeg", "America/Yakutat", "America/Yellowknife", "Antarctica/Casey", "Antarctica/Davis", "Antarctica/DumontDUrville", "Antarctica/Macquarie", "Antarctica/Mawson", "Antarctica/McMurdo", "Antarctica/Palmer", "Antarctica/Rothera", "Antarctica/South_Pole", "Antarctica/Syowa", "Antarctica/Troll", "Antarctica/Vostok", "Arctic/Longyearbyen", "Asia/Aden", "Asia/Almaty", "Asia/Amman", "Asia/Anadyr", "Asia/Aqtau", "Asia/Aqtobe", "Asia/Ashgabat", "Asia/Ashkhabad", "Asia/Atyrau", "Asia/Baghdad", "Asia/Bahrain", "Asia/Baku", "Asia/Bangkok", "Asia/Barnaul", "Asia/Beirut", "Asia/Bishkek", "Asia/Brunei", "Asia/Calcutta", "Asia/Chita", "Asia/Choibalsan", "Asia/Chongqing", "Asia/Chungking", "Asia/Colombo", "Asia/Dacca", "Asia/Damascus", "Asia/Dhaka", "Asia/Dili", "Asia/Dubai", "Asia/Dushanbe", "Asia/Famagusta", "Asia/Gaza", "Asia/Harbin", "Asia/Hebron", "Asia/Ho_Chi_Minh", "Asia/Hong_Kong", "Asia/Hovd", "Asia/Irkutsk", "Asia/Istanbul", "Asia/Jakarta", "Asia/Jayapura", "Asia/Jerusalem", "Asia/Kabul", "Asia/Kamchatka", "Asia/Karachi", "Asia/Kashgar", "Asia/Kathmandu", "Asia/Katmandu", "Asia/Khandyga", "Asia/Kolkata", "Asia/Krasnoyarsk", "Asia/Kuala_Lumpur", "Asia/Kuching", "Asia/Kuwait", "Asia/Macao", "Asia/Macau", "Asia/Magadan", "Asia/Makassar", "Asia/Manila", "Asia/Muscat", "Asia/Nicosia", "Asia/Novokuznetsk", "Asia/Novosibirsk", "Asia/Omsk", "Asia/Oral", "Asia/Phnom_Penh", "Asia/Pontianak", "Asia/Pyongyang", "Asia/Qatar", "Asia/Qostanay", "Asia/Qyzylorda", "Asia/Rangoon", "Asia/Riyadh", "Asia/Saigon", "Asia/Sakhalin", "Asia/Samarkand", "Asia/Seoul", "Asia/Shanghai", "Asia/Singapore", "Asia/Srednekolymsk", "Asia/Taipei", "Asia/Tashkent", "Asia/Tbilisi", "Asia/Tehran", "Asia/Tel_Aviv", "Asia/Thimbu", "Asia/Thimphu", "Asia/Tokyo", "Asia/Tomsk", "Asia/Ujung_Pandang", "Asia/Ulaanbaatar", "Asia/Ulan_Bator", "Asia/Urumqi", "Asia/Ust-Nera", "Asia/Vientiane", "Asia/Vladivostok", "Asia/Yakutsk", "Asia/Yangon", "Asia/Yekaterinburg", "Asia/Yerevan", "Atlantic/Azores", "Atlantic/Bermuda", "Atlantic/Canary", "Atlantic/Cape_Verde", "Atlantic/Faeroe", "Atlantic/Faroe", "Atlantic/Jan_Mayen", "Atlantic/Madeira", "Atlantic/Reykjavik", "Atlantic/South_Georgia", "Atlantic/St_Helena", "Atlantic/Stanley", "Australia/ACT", "Australia/Adelaide", "Australia/Brisbane", "Australia/Broken_Hill", "Australia/Canberra", "Australia/Currie", "Australia/Darwin", "Australia/Eucla", "Australia/Hobart", "Australia/LHI", "Australia/Lindeman", "Australia/Lord_Howe", "Australia/Melbourne", "Australia/NSW", "Australia/North", "Australia/Perth", "Australia/Queensland", "Australia/South", "Australia/Sydney", "Australia/Tasmania", "Australia/Victoria", "Australia/West", "Australia/Yancowinna", "Brazil/Acre", "Brazil/DeNoronha", "Brazil/East", "Brazil/West", "CET", "CST6CDT", "Canada/Atlantic", "Canada/Central", "Canada/Eastern", "Canada/Mountain", "Canada/Newfoundland", "Canada/Pacific", "Canada/Saskatchewan", "Canada/Yukon", "Chile/Continental", "Chile/EasterIsland", "Cuba", "EET", "EST", "EST5EDT", "Egypt", "Eire", "Etc/GMT", "Etc/GMT+0", "Etc/GMT+1", "Etc/GMT+10", "Etc/GMT+11", "Etc/GMT+12", "Etc/GMT+2", "Etc/GMT+3", "Etc/GMT+4", "Etc/GMT+5", "Etc/GMT+6", "Etc/GMT+7", "Etc/GMT+8", "Etc/GMT+9", "Etc/GMT-0", "Etc/GMT-1", "Etc/GMT-10", "Etc/GMT-11", "Etc/GMT-12", "Etc/GMT-13", "Etc/GMT-14", "Etc/GMT-2", "Etc/GMT-3", "Etc/GMT-4", "Etc/GMT-5", "Etc/GMT-6", "Etc/GMT-7", "Etc/GMT-8", "Etc/GMT-9", "Etc/GMT0", "Etc/Greenwich", "Etc/UCT", "Etc/UTC", "Etc/Universal", "Etc/Zulu", "Europe/Amsterdam", "Europe/Andorra", "Europe/Astrakhan", "Europe/Athens", "Europe/Belfast", "Europe/Belgrade", "Europe/Berlin", "Europe/Bratislava", "Europe/Brussels", "Europe/Bucharest", "Europe/Budapest", "Europe/Busingen", "Europe/Chisinau", "Europe/Copenhagen", "Europe/Dublin", "Europe/Gibraltar", "Europe/Guernsey", "Europe/Helsinki", "Europe/Isle_of_Man", "Europe/Istanbul", "Europe/Jersey", "Europe/Kaliningrad", "Europe/Kiev", "Europe/Kirov", "Europe/Kyiv", "Europe/Lisbon", "Europe/Ljubljana", "Europe/London", "Europe/Luxembourg", "Europe/Madrid", "Europe/Malta", "Europe/Mariehamn", "Europe/Minsk", "Europe/Monaco", "Europe/Moscow", "Europe/Nicosia", "Europe/Oslo", "Europe/Paris", "Europe/Podgorica", "Europe/Prague", "Europe/Riga", "Europe/Rome", "Europe/Samara", "Europe/San_Marino", "Europe/Sarajevo", "Europe/Saratov", "Europe/Simferopol", "Europe/Skopje", "Europe/Sofia", "Europe/Stockholm", "Europe/Tallinn", "Europe/Tirane", "Europe/Tiraspol", "Europe/Ulyanovsk", "Europe/Uzhgorod", "Europe/Vaduz", "Europe/Vatican", "Europe/Vienna", "Europe/Vilnius", "Europe/Volgograd", "Europe/Warsaw", "Europe/Zagreb", "Europe/Zaporozhye", "Europe/Zurich", "GB", "GB-Eire", "GMT", "GMT+0", "GMT-0", "GMT0", "Greenwich", "HST", "Hongkong", "Iceland", "Indian/Antananarivo", "Indian/Chagos", "Indian/Christmas", "Indian/Cocos", "Indian/Comoro", "Indian/Kerguelen", "Indian/Mahe", "Indian/Maldives", "Indian/Mauritius", "Indian/Mayotte", "Indian/Reunion", "Iran", "Israel", "Jamaica", "Japan", "Kwajalein", "Libya", "MET", "MST", "MST7MDT", "Mexico/BajaNorte", "Mexico/BajaSur", "Mexico/General", "NZ", "NZ-CHAT", "Navajo", "PRC", "PST8PDT", "Pacific/Apia", "Pacific/Auckland", "Pacific/Bougainville", "Pacific/Chatham", "Pacific/Chuuk", "Pacific/Easter", "Pacific/Efate", "Pacific/Enderbury", "Pacific/Fakaofo", "Pacific/Fiji", "Pacific/Funafuti", "Pacific/Galapagos", "Pacific/Gambier", "Pacific/Guadalcanal", "Pacific/Guam", "Pacific/Honolulu", "Pacific/Johnston", "Pacific/Kanton", "Pacific/Kiritimati", "Pacific/Kosrae", "Pacific/Kwajalein", "Pacific/Majuro", "Pacific/Marquesas", "Pacific/Midway", "Pacific/Nauru", "Pacific/Niue", "Pacific/Norfolk", "Pacific/Noumea", "Pacific/Pago_Pago", "Pacific/Palau", "Pacific/Pitcairn", "Pacific/Pohnpei", "Pacific/Ponape", "Pacific/Port_Moresby", "Pacific/Rarotonga", "Pacific/Saipan", "Pacific/Samoa", "Pacific/Tahiti", "Pacific/Tarawa", "Pacific/Tongatapu", "Pacific/Truk", "Pacific/Wake", "Pacific/Wallis", "Pacific/Yap", "Poland", "Portugal", "ROC", "ROK", "Singapore", "Turkey", "UCT", "US/Alaska", "US/Aleutian", "US/Arizona", "US/Central", "US/East-Indiana", "US/Eastern", "US/Hawaii", "US/Indiana-Starke", "US/Michigan", "US/Mountain", "US/Pacific", "US/Samoa", "UTC", "Universal", "W-SU", "WET", "Zulu"];

@@ -26,7 +26,7 @@ use crate::domain::link::{field_rule, node_may_apply, FieldRule, JobField, LinkW
 use crate::domain::node::{node_status, NodeRole, NodeStatus};
 use crate::media::layout::partial_dir_for;
 use crate::media::partial::remove_partial;
-use crate::media::plan::final_path;
+use crate::media::plan::final_paths;
 use crate::repo::jobs::{self, JobChange};
 use crate::repo::{self, nodes::NodeFacts};
 
@@ -366,7 +366,10 @@ fn judged(node: &str, before: &job::Model, write: LinkWrite<'_>, patch: &JobChan
             return Err(format!("a linked node may not {} job {}", event.name(), before.id));
         }
     }
-    let output = final_path(&crate::repo::jobs::source_path(before), &before.target_codec);
+    // Any of the names a container rule may give the output (`final_paths`); the name must
+    // be the one of the path the patch gives.
+    let outputs = final_paths(&crate::repo::jobs::source_path(before), &before.target_codec);
+    let output = patch.file_path.as_ref().filter(|p| outputs.contains(p)).or(outputs.first());
     let refused: Vec<&str> = patch
         .fields()
         .into_iter()
@@ -374,9 +377,9 @@ fn judged(node: &str, before: &job::Model, write: LinkWrite<'_>, patch: &JobChan
             FieldRule::Accept => false,
             FieldRule::Refuse => true,
             FieldRule::OutputName => match field {
-                JobField::FilePath => patch.file_path.as_deref() != Some(output.as_path()),
+                JobField::FilePath => patch.file_path.is_none() || patch.file_path.as_ref() != output,
                 _ => {
-                    let readable = output.file_name().map(crate::domain::path_bytes::readable);
+                    let readable = output.and_then(|o| o.file_name()).map(crate::domain::path_bytes::readable);
                     patch.file_name.as_deref() != readable.as_deref()
                 }
             },

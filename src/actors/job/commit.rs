@@ -11,7 +11,7 @@ use crate::actors::lifecycle::{EventContext, LifecycleError};
 use crate::domain::job::{JobEvent, Stage};
 use crate::domain::path_bytes::readable;
 use crate::media::partial::{self, remove_partial, PinnedOutput};
-use crate::media::plan::{final_path, SourceIdentity};
+use crate::media::plan::{final_path_with, SourceIdentity};
 use crate::media::replace::{replace, Replace, Swapped};
 use crate::media::worker;
 use crate::media::MediaError;
@@ -93,7 +93,8 @@ impl Attempt {
                 drop(lock);
                 return self.fail(e).await;
             }
-            let target = final_path(&source, &plan.target_codec);
+            // Under the plan's extension: a library's `container` rule may change it.
+            let target = final_path_with(&source, &plan.output_extension);
             let (s, o, t, identity) = (source.clone(), output.clone(), target.clone(), plan.source);
             let replaced = tokio::task::spawn_blocking(move || {
                 let mut steps = Vec::new();

@@ -16,12 +16,13 @@ use crate::domain::encoding::{
 use crate::domain::job::{FailureCode, JobEvent, Stage};
 use crate::domain::quality::{self, QualityMode};
 use crate::domain::segments::{self, Sessions};
+use crate::domain::stream_rules::StreamRules;
 use crate::media::contain;
 use crate::media::info::{HdrKind, MediaInfo};
 use crate::media::partial;
-use crate::media::plan::{decide, final_path, Decision, EncodePlan, QualitySearch, SourceIdentity};
+use crate::media::plan::{decide, final_paths, output_extension, Decision, EncodePlan, QualitySearch, SourceIdentity};
 use crate::media::replace::{recover, swapped_on_record, Recovered};
-use crate::media::stream_plan::filtered_out;
+use crate::media::stream_plan::{filtered_out, plan_streams, StreamPlan};
 use crate::media::worker;
 use crate::media::MediaError;
 use crate::repo::jobs::JobChange;
@@ -75,12 +76,12 @@ impl Attempt {
             Ok(Ok(Recovered::Nothing)) => {
                 // The swap recorded on the row (`output_size`, and in `source_inode` the
                 // output's inode) by an attempt that then removed its folder, intent and all.
+                // The output may be under any container a rule asked for (`final_paths`).
                 let on_record = job.output_size.zip(job.source_inode).and_then(|(size, inode)| {
-                    swapped_on_record(
-                        final_path(&path, &job.target_codec),
-                        u64::try_from(size).ok()?,
-                        u64::try_from(inode).ok()?,
-                    )
+                    let (size, inode) = (u64::try_from(size).ok()?, u64::try_from(inode).ok()?);
+                    final_paths(&path, &job.target_codec)
+                        .into_iter()
+                        .find_map(|target| swapped_on_record(target, size, inode))
                 });
                 if let Some(swapped) = on_record {
                     return self.complete_swapped(&path, swapped).await;
@@ -129,12 +130,20 @@ impl Attempt {
             Ok(Decision::Encode) => None,
             Err(e) => return self.fail(e).await,
         };
-        // The library's filters (issue 37) leave a file alone unless it is forced.
+        // The library's stream rules (issue 37), read at each attempt: a rule changed after
+        // the job was queued applies to this attempt. Its filters leave a file alone unless
+        // it is forced; a plan the rules cannot carry out (an image subtitle into MP4)
+        // leaves it alone with the plan's reason.
+        let rules = library.as_ref().map(rules_of).unwrap_or_default();
         let skip_reason = skip_reason.or_else(|| {
-            let rules = library.as_ref().map(rules_of).filter(|r| !r.is_default() && !job.forced)?;
+            if rules.is_default() || job.forced {
+                return None;
+            }
             let relative = roots.iter().find_map(|root| path.strip_prefix(root).ok())?;
             filtered_out(&info, &rules, relative)
         });
+        let streams = (!rules.is_default()).then(|| plan_streams(&info, &rules, output_extension(&path, &target)));
+        let skip_reason = skip_reason.or_else(|| streams.as_ref().and_then(|s| s.refused.clone()));
         let skip = skip_reason.is_some();
         // The rung of the retry ladder this attempt runs, and what it changed, go into the
         // history with the `encoding` event.
@@ -143,16 +152,22 @@ impl Attempt {
             let record = RetryProfile::for_retry_count(retry_count(&job)).record(s);
             serde_json::to_value(&record).unwrap_or_default()
         });
-        let ctx = EventContext { detail: rung, ..self.ctx() };
+        let ctx = EventContext { detail: with_rules(rung, &rules, streams.as_ref()), ..self.ctx() };
         let patch = JobChange { stage: (!skip).then_some(Stage::Encoding), skip_reason, ..Default::default() };
         let job = self.apply(JobEvent::Analyzed { skip }, patch, ctx).await?.job;
         let Some(settings) = settings else {
             return Ok(None);
         };
-        let plan = match settings.and_then(|settings| self.plan(&job, &info, library.as_ref(), &settings)) {
+        let mut plan = match settings.and_then(|settings| self.plan(&job, &info, library.as_ref(), &settings)) {
             Ok(plan) => plan,
             Err(e) => return self.fail(e).await,
         };
+        // A plan that copies every stream into the usual container is today's path: the mux
+        // and verification then carry every stream as before rules existed.
+        if let Some(streams) = streams.filter(|s| !(s.copies_everything() && s.container == plan.output_extension)) {
+            plan.output_extension = streams.container.clone();
+            plan.streams = Some(streams);
+        }
         let keep_modified_time = library.as_ref().is_some_and(|l| l.keep_modified_time);
         Ok(Some(Prepared { job, info, plan, keep_originals, keep_modified_time, roots, timeout_hours }))
     }
@@ -206,6 +221,25 @@ impl Attempt {
         }
         Ok(plan)
     }
+}
+
+/// The attempt's history entry with the library's stream rules and the plan they gave
+/// (fates, notes), when the rules are not the default: which rules ran (issue 37), and what
+/// `GET /jobs/{id}/plan` shows for a finished job.
+fn with_rules(
+    detail: Option<serde_json::Value>,
+    rules: &StreamRules,
+    plan: Option<&StreamPlan>,
+) -> Option<serde_json::Value> {
+    let Some(plan) = plan.filter(|_| !rules.is_default()) else { return detail };
+    let mut detail = match detail {
+        Some(serde_json::Value::Object(map)) => map,
+        Some(other) => serde_json::Map::from_iter([("profile".to_string(), other)]),
+        None => serde_json::Map::new(),
+    };
+    detail.insert("streamRules".into(), serde_json::to_value(rules).unwrap_or_default());
+    detail.insert("streamPlan".into(), serde_json::to_value(plan).unwrap_or_default());
+    Some(serde_json::Value::Object(detail))
 }
 
 /// The job's automatic retries so far: which rung of the ladder its attempt runs.

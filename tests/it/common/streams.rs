@@ -197,3 +197,100 @@ pub fn stream_starts(path: &Path) -> Vec<f64> {
         .map(|s| s["start_time"].as_str().unwrap().parse::<f64>().unwrap())
         .collect()
 }
+
+/// Video, English DTS 5.1, German, French and English commentary AAC, English and French
+/// SRT, 2 s in MKV.
+pub fn acceptance_clip(dir: &Path, name: &str) -> PathBuf {
+    let srt = dir.join(format!("{name}.srt"));
+    std::fs::write(&srt, "1\n00:00:00,200 --> 00:00:01,000\nHello\n\n").unwrap();
+    let src = dir.join(name);
+    #[rustfmt::skip]
+    super::media::ffmpeg(&[
+        "-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25",
+        "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000,aformat=channel_layouts=5.1(side)",
+        "-f", "lavfi", "-i", "sine=frequency=550:sample_rate=48000",
+        "-f", "lavfi", "-i", "sine=frequency=660:sample_rate=48000",
+        "-f", "lavfi", "-i", "sine=frequency=770:sample_rate=48000",
+        "-i", path_arg(&srt), "-i", path_arg(&srt), "-t", "2",
+        "-map", "0", "-map", "1", "-map", "2", "-map", "3", "-map", "4", "-map", "5", "-map", "6",
+        "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac", "-c:a:0", "dca", "-strict", "-2",
+        "-c:s", "srt",
+        "-metadata:s:a:0", "language=eng", "-metadata:s:a:1", "language=deu",
+        "-metadata:s:a:2", "language=fra", "-metadata:s:a:3", "language=eng",
+        "-metadata:s:a:3", "title=Commentary", "-disposition:a:0", "default",
+        "-disposition:a:3", "comment",
+        "-metadata:s:s:0", "language=eng", "-metadata:s:s:1", "language=fra",
+        path_arg(&src),
+    ]);
+    std::fs::remove_file(&srt).unwrap();
+    src
+}
+
+/// The streams of `path` as the ffprobe program reports them, as a list.
+pub fn ffprobe_streams(path: &Path) -> Vec<Value> {
+    ffprobe(path)["streams"].as_array().unwrap().clone()
+}
+
+/// One DVD (VobSub) subtitle: a 2x2 picture shown from 0.2 s for about half a second. FFmpeg
+/// cannot draw text into an image subtitle, so the packet is written here: the sub-picture's
+/// size, the offset of its control sequences, the two fields' run-length lines (two pixels of
+/// colour 1 each), then "show" with palette, contrast, area and field offsets, and "hide".
+const DVD_SUBTITLE: [u8; 36] = [
+    0x00, 0x24, 0x00, 0x06, // size 36, control sequences at 6
+    0x90, 0x90, // top and bottom field: a run of 2 pixels of colour 1
+    0x00, 0x00, 0x00, 0x1e, // at once; next sequence at 30
+    0x01, // start display
+    0x03, 0x32, 0x10, // palette
+    0x04, 0xff, 0xf0, // contrast
+    0x05, 0x00, 0x00, 0x01, 0x00, 0x00, 0x01, // x 0 to 1, y 0 to 1
+    0x06, 0x00, 0x04, 0x00, 0x05, // field offsets
+    0xff, // end of sequence
+    0x00, 0x32, 0x00, 0x1e, // 50 ticks later; the last sequence
+    0x02, // stop display
+    0xff,
+];
+
+/// Copies `src` into `dst` (Matroska) with an image subtitle (`dvd_subtitle`) in `language`
+/// after its streams (their tags are not copied).
+pub fn with_image_subtitle(src: &Path, dst: &Path, language: &str) {
+    use rsmpeg::avcodec::{AVCodecParameters, AVPacket};
+    use rsmpeg::avutil::AVDictionary;
+    use rsmpeg::UnsafeDerefMut;
+    let (mut input, mut output) = open_pair(src, dst);
+    let mut tbs = Vec::new();
+    for stream in input.streams() {
+        let mut par = stream.codecpar().clone();
+        unsafe { par.deref_mut().codec_tag = 0 };
+        let mut out = output.new_stream();
+        out.set_codecpar(par);
+        out.set_time_base(stream.time_base);
+        tbs.push(stream.time_base);
+    }
+    let subtitle = tbs.len();
+    {
+        let mut par = AVCodecParameters::new();
+        unsafe {
+            par.deref_mut().codec_type = ffi::AVMediaType_AVMEDIA_TYPE_SUBTITLE;
+            par.deref_mut().codec_id = ffi::AVCodecID_AV_CODEC_ID_DVD_SUBTITLE;
+        }
+        let mut out = output.new_stream();
+        out.set_codecpar(par);
+        out.set_time_base(ffi::AVRational { num: 1, den: 1000 });
+        let language = CString::new(language).unwrap();
+        out.set_metadata(Some(AVDictionary::new(c"language", &language, 0)));
+    }
+    output.write_header(&mut None).unwrap();
+    let tb = output.streams().into_iter().nth(subtitle).unwrap().time_base;
+    let mut packet = AVPacket::new();
+    unsafe {
+        let raw = packet.as_mut_ptr();
+        assert!(ffi::av_new_packet(raw, DVD_SUBTITLE.len() as i32) >= 0);
+        std::ptr::copy_nonoverlapping(DVD_SUBTITLE.as_ptr(), (*raw).data, DVD_SUBTITLE.len());
+        (*raw).stream_index = subtitle as i32;
+        (*raw).pts = 200 * i64::from(tb.den) / (1000 * i64::from(tb.num));
+        (*raw).dts = (*raw).pts;
+        (*raw).duration = 500 * i64::from(tb.den) / (1000 * i64::from(tb.num));
+    }
+    output.interleaved_write_frame(&mut packet).unwrap();
+    copy_packets(&mut input, &mut output, &tbs);
+}
