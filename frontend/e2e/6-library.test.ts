@@ -145,9 +145,7 @@ describe('library settings and the licence trial', () => {
     await form.getByRole('button', { name: 'Cancel' }).click();
   });
 
-  // Needs GET /jobs/{id}/plan, which branch `rules-wire` adds (issue 37); this tree's server
-  // answers 404 for every job, so the page says the plan is not made yet. Unskip once it lands.
-  it.skip("shows a finished job's stream plan: the video encoded, scaled to the library's height", async () => {
+  it("shows a finished job's stream plan: the video encoded, scaled to the library's height", async () => {
     await goTo(page, 'Jobs');
     await jobRow(page, playableClips[0]).getByRole('link', { name: playableClips[0], exact: true }).click();
     const plan = page.getByRole('region', { name: 'Plan' });

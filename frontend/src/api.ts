@@ -16,7 +16,7 @@ import type {
   Job,
   JobAction,
   JobDetail,
-  StreamPlan,
+  JobPlan,
   JobPage,
   JobQuery,
   Library,
@@ -314,7 +314,7 @@ export class ApiClient {
     return this.request('GET', `/api/jobs/${id}`);
   }
   /** What each stream of the file becomes; 404/409 until the file is analysed. */
-  jobPlan(id: number): Promise<StreamPlan> {
+  jobPlan(id: number): Promise<JobPlan> {
     return this.request('GET', `/api/jobs/${id}/plan`);
   }
   jobAction(id: number, action: JobAction): Promise<Job> {

@@ -71,37 +71,11 @@ export type StreamRules = Schemas['StreamRules'];
 export type AudioCodec = Schemas['AudioCodec'];
 export type ContainerRule = Schemas['ContainerRule'];
 
-// GET /jobs/{id}/plan (issue 37), written by hand until the endpoint lands in
-// generated/api.ts (branch `rules-wire`): then these become aliases of its schemas
-// (`StreamPlan`, `PlannedStream`, `Fate`, `VideoSize`), as everything else here is. The shape
-// is src/media/stream_plan.rs's `StreamPlan` as it serializes.
-export type StreamFate = 'copy' | 'encode' | 'convert' | 'drop' | 'add';
-export interface PlannedStream {
-  /** The source stream it comes from (for `add`, the one downmixed). */
-  sourceIndex: number;
-  fate: StreamFate;
-  kind: string;
-  /** The codec it has in the output (the source's for `copy` and `drop`). */
-  codec: string;
-  language?: string | null;
-  title?: string | null;
-  dispositions: string[];
-  channels?: number | null;
-  /** Bits per second of a converted or added audio track. */
-  bitRate?: number | null;
-  /** The rule that decided the fate, in words. */
-  rule: string;
-}
-export interface StreamPlan {
-  streams: PlannedStream[];
-  /** The output's container extension ("mkv", "mp4", ...). */
-  container: string;
-  /** The output video's size when it is scaled; absent keeps the source's. */
-  videoSize?: { width: number; height: number } | null;
-  notes: string[];
-  /** Why the file cannot be made under these rules; the job is then SKIPPED with it. */
-  refused?: string | null;
-}
+// GET /jobs/{id}/plan (issue 37): the plan, flattened, with its basis, job and rules.
+export type StreamFate = Schemas['Fate'];
+export type PlannedStream = Schemas['PlannedStream'];
+export type StreamPlan = Schemas['StreamPlan'];
+export type JobPlan = Schemas['JobPlanView'];
 
 export type HistoryDay = Schemas['DayHistory'];
 export type InsightStats = Schemas['InsightsView'];
