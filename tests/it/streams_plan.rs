@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 use condense::domain::segments::Sessions;
 use condense::domain::stream_rules::{AudioCodec, ContainerRule, StreamRules};
 use condense::media::info::MediaInfo;
-use condense::media::plan::EncodePlan;
+use condense::media::plan::{EncodePlan, QualitySearch};
+use condense::media::quality::{SearchResult, VmafScore, Window};
 use condense::media::stream_plan::{plan_streams, StreamPlan, VideoSize};
 use condense::media::transcoder::ChildEnd;
 use condense_media::probe::probe;
@@ -269,4 +270,41 @@ async fn a_file_with_only_french_audio_keeps_it() {
         "{got:#?}"
     );
     verify_planned(&plan.output_path(), &src, &info, "hevc", Some(stream_plan)).unwrap();
+}
+
+/// A scaled encode is scored at its own size, against the source's frames scaled as the
+/// encoder's were (`search::measure`, as the search's samples are): a lossless encode of the
+/// source scaled by FFmpeg's Lanczos scaler scores about 100. Scored at the source's size
+/// (the output brought back up to 1080 lines), what the scaling took would count against
+/// every CRF the search tries.
+#[test]
+fn a_scaled_encode_is_scored_at_the_output_size_against_a_reference_scaled_alike() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = clips::h264(dir.path(), "source.mkv", "1920x1080", 1);
+    let scaled = dir.path().join("scaled.mkv");
+    #[rustfmt::skip]
+    clips::ffmpeg(&[
+        "-i", path_arg(&src), "-vf", "scale=1280:720:flags=lanczos+accurate_rnd+full_chroma_int",
+        "-c:v", "libx264", "-preset", "ultrafast", "-qp", "0", path_arg(&scaled),
+    ]);
+    let info = probe(&src).unwrap();
+    let mut plan = EncodePlan::new(&src, &info, &clips::profile("libx265", 30, "ultrafast")).unwrap();
+    let rules = StreamRules { max_height: Some(720), ..StreamRules::default() };
+    plan.streams = Some(plan_streams(&info, &rules, "mkv"));
+    let result = SearchResult {
+        plan_digest: String::new(),
+        asked: QualitySearch { target_vmaf: 95.0, max_size_percent: 100 },
+        quality: 30,
+        met: true,
+        vmaf: VmafScore { mean: 0.0, p5: 0.0, frames: 0 },
+        percent: 0.0,
+        predicted_size: 0,
+        predicted_seconds: 0.0,
+        probes: Vec::new(),
+        // One sample from the start: every frame.
+        samples: vec![Window { start: 0.0, length: 1.0 }],
+    };
+    let score = condense_media::search::measure(&plan, &result, &scaled).unwrap();
+    assert_eq!(score.frames, 25);
+    assert!(score.mean > 97.0, "{score:?}");
 }
