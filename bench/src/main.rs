@@ -3,8 +3,8 @@
 //! WebSocket fan-out and the scan's peak memory, runs parts of condense in child processes
 //! of its own), prints a table and writes BENCHMARKS.md.
 //!
-//! `condense-bench [MEASURE...]` runs the named measures (encode, cluster, probe, analyse, scan, api, ws,
-//! memory) or, without names, all of them; only a full run writes BENCHMARKS.md (or any run
+//! `condense-bench [MEASURE...]` runs the named measures (encode, rules, cluster, probe, analyse, scan,
+//! api, ws, memory) or, without names, all of them; only a full run writes BENCHMARKS.md (or any run
 //! with BENCH_OUTPUT set). BENCH_QUICK=1 scales every size down for a quick check.
 //! Timings are figures, never assertions: nothing here fails on a timing.
 // The benchmark reads the API's JSON answers as `value["key"]`, which gives Null for a
@@ -23,6 +23,7 @@ mod memory;
 mod probe;
 mod quality;
 mod report;
+mod rules;
 mod scan;
 mod util;
 mod ws;
@@ -99,7 +100,7 @@ impl Config {
 }
 
 pub const MEASURES: &[&str] =
-    &["encode", "cluster", "quality", "probe", "analyse", "scan", "api", "ws", "memory", "logins"];
+    &["encode", "rules", "cluster", "quality", "probe", "analyse", "scan", "api", "ws", "memory", "logins"];
 
 /// The command that gives the figures of one measure.
 pub fn command(measure: &str) -> String {
@@ -138,6 +139,11 @@ async fn run_all(cfg: &Config, wanted: &[String]) -> Report {
     if runs("encode") {
         if let Err(e) = encode::run(cfg, &mut report).await {
             report.failed("encode overhead", &e);
+        }
+    }
+    if runs("rules") {
+        if let Err(e) = rules::run(cfg, &mut report).await {
+            report.failed("stream rules in the one pass", &e);
         }
     }
     if runs("cluster") {

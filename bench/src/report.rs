@@ -11,6 +11,7 @@ use crate::util::{Ctx, Res};
 pub const OWN_SECTIONS: &[&str] = &[
     "Encode overhead",
     "Encode time and parallel segments",
+    "Stream rules in the one pass",
     "Two nodes, one job",
     "Quality targeting: CRF search against ab-av1",
     "Probing",

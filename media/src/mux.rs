@@ -639,13 +639,6 @@ pub fn carry_plan(
 
 /// Checks, before any work, that every stream of the plan's source can be carried.
 pub fn check_streams(plan: &EncodePlan) -> Result<(), MediaError> {
-    if let Some(size) = plan.streams.as_ref().and_then(|s| s.video_size) {
-        // Refused before any work rather than an output of the wrong size.
-        return Err(MediaError::new(
-            FailureCode::UnsupportedStream,
-            format!("scaling the video to {}x{} is not carried out yet", size.width, size.height),
-        ));
-    }
     let source = open_input(&plan.input)?;
     let vi = main_video_index(&source).ok_or_else(|| MediaError::invalid("no video stream"))?;
     let name = CString::new(plan.target_codec.clone()).map_err(|_| MediaError::misc("NUL in the codec"))?;

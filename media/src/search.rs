@@ -273,13 +273,28 @@ fn probe_in(
             return Err(MediaError::misc("a sample was not encoded"));
         }
         let params = samples.params.as_ref().ok_or_else(|| MediaError::misc("a sample has no encoder headers"))?;
-        let reference = Frames::open_span(&plan.input, None, |_, _| *span)?;
+        let reference = at_output_size(plan, Frames::open_span(&plan.input, None, |_, _| *span)?);
         let canvas = reference.canvas();
         let distorted = Frames::of_segments(files.iter().map(|s| dir.join(&s.file)).collect(), params, canvas)?;
         parts.push(score_pairs(reference, distorted, threads)?);
     }
     let score = VmafScore::combine(&parts).ok_or_else(|| MediaError::invalid("the samples hold no frame"))?;
     Ok(Some((score, samples.bytes_done(), seconds)))
+}
+
+/// The source's frames as the encoder was given them: where the plan scales the video
+/// (maxHeight), brought to the output's size with the encoder's scaler, so a scaled encode
+/// is scored at its own size against a reference scaled the same way (what the encoder
+/// lost, not what the scaling took: the scaling is the library's choice, the same at every
+/// quality the search tries). Else the source's frames at their size.
+fn at_output_size(plan: &EncodePlan, frames: Frames) -> Frames {
+    match plan.streams.as_ref().and_then(|s| s.video_size) {
+        Some(size) => frames.scaled_like_encode(
+            i32::try_from(size.width).unwrap_or(i32::MAX),
+            i32::try_from(size.height).unwrap_or(i32::MAX),
+        ),
+        None => frames,
+    }
 }
 
 /// `span` in `parts` pieces of equal length (itself when unbounded or one part).
@@ -298,7 +313,7 @@ pub fn measure(plan: &EncodePlan, result: &SearchResult, output: &Path) -> Resul
     let threads = plan.sessions.sessions.max(1) * plan.sessions.threads.max(1);
     let mut parts = Vec::new();
     for window in &result.samples {
-        let reference = Frames::open_window(&plan.input, None, *window, whole)?;
+        let reference = at_output_size(plan, Frames::open_window(&plan.input, None, *window, whole)?);
         let canvas = reference.canvas();
         let distorted = Frames::open_window(output, Some(canvas), *window, whole)?;
         parts.push(score_pairs(reference, distorted, threads)?);

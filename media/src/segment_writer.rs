@@ -45,6 +45,45 @@ pub(crate) struct VideoFormat {
     pub(crate) frame_rate: ffi::AVRational,
 }
 
+/// How frames are scaled to the plan's `video_size` (maxHeight): Lanczos, the sharpest of
+/// swscale's filters for a reduction, with accurate rounding (no drift of levels from the
+/// fast integer paths) and full chroma resolution in the horizontal filter. The quality
+/// search scales its reference frames with the same flags (`vmaf::Frames::scaled_like_encode`),
+/// so a sample scores against what its encoder was given.
+pub(crate) const SCALE_FLAGS: u32 = ffi::SWS_LANCZOS | ffi::SWS_ACCURATE_RND | ffi::SWS_FULL_CHR_H_INT;
+
+/// The size and sample aspect ratio a segment's encoder is opened with: the plan's
+/// `video_size` where it scales, with the sample aspect ratio changed as FFmpeg's `scale`
+/// filter changes it, so the picture's display aspect stays the source's (an unknown 0:1
+/// stays unknown); else the source's.
+pub(crate) fn output_geometry(plan: &EncodePlan, fmt: &VideoFormat) -> (i32, i32, ffi::AVRational) {
+    let Some(size) = plan.streams.as_ref().and_then(|s| s.video_size) else {
+        return (fmt.width, fmt.height, fmt.sample_aspect_ratio);
+    };
+    let (width, height) =
+        (i32::try_from(size.width).unwrap_or(i32::MAX), i32::try_from(size.height).unwrap_or(i32::MAX));
+    let sar = scaled_sample_aspect(fmt.sample_aspect_ratio, (fmt.width, fmt.height), (width, height));
+    (width, height, sar)
+}
+
+/// `sar` of a `from` picture scaled to `to`, the display aspect kept, reduced.
+fn scaled_sample_aspect(sar: ffi::AVRational, from: (i32, i32), to: (i32, i32)) -> ffi::AVRational {
+    if sar.num <= 0 || sar.den <= 0 || to.0 <= 0 || from.1 <= 0 {
+        return sar;
+    }
+    let num = i64::from(sar.num) * i64::from(to.1) * i64::from(from.0);
+    let den = i64::from(sar.den) * i64::from(to.0) * i64::from(from.1);
+    let (mut a, mut b) = (num, den);
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    let g = a.max(1);
+    match (i32::try_from(num / g), i32::try_from(den / g)) {
+        (Ok(num), Ok(den)) => ffi::AVRational { num, den },
+        _ => sar,
+    }
+}
+
 /// The decode time to write instead of the encoder's, where the encoder's cannot be right:
 /// none, or later than the presentation time. x265 derives decode times from its first
 /// frames, and a session given fewer frames than its B-frame delay (a segment of one frame,
@@ -63,7 +102,11 @@ pub(crate) struct SegmentWriter {
     pub(crate) path: PathBuf,
     output: SegmentFile,
     encoder: AVCodecContext,
+    /// Pixel conversion and, where the plan scales, the scaling, in one swscale pass.
     scaler: Option<SwsContext>,
+    /// The encoder's picture size (the plan's `video_size`, or the source's).
+    width: i32,
+    height: i32,
     /// The device's picture pool, for encoders that take pictures on their device.
     device_frames: Option<DeviceFrames>,
     first_pts: Option<i64>,
@@ -86,11 +129,12 @@ impl SegmentWriter {
         let codec = AVCodec::find_encoder_by_name(&name).ok_or_else(|| {
             MediaError::new(FailureCode::UnsupportedCodec, format!("encoder {} is not available", plan.encoder))
         })?;
+        let (width, height, sample_aspect_ratio) = output_geometry(plan, fmt);
         // Quick Sync and VAAPI take pictures on their device: uploaded from their format.
         let device_frames = match plan.encoder.profile().frame_input(plan.bit_depth) {
             FrameInput::System => None,
             FrameInput::Device { hardware, upload_format } => Some(
-                DeviceFrames::open(hardware, upload_format, fmt.width, fmt.height)
+                DeviceFrames::open(hardware, upload_format, width, height)
                     .map_err(|why| MediaError::new(FailureCode::UnsupportedCodec, why))?,
             ),
         };
@@ -102,12 +146,12 @@ impl SegmentWriter {
             }
         };
         let mut encoder = AVCodecContext::new(&codec);
-        encoder.set_width(fmt.width);
-        encoder.set_height(fmt.height);
+        encoder.set_width(width);
+        encoder.set_height(height);
         encoder.set_pix_fmt(encoder_fmt);
         encoder.set_time_base(fmt.time_base);
         encoder.set_framerate(fmt.frame_rate);
-        encoder.set_sample_aspect_ratio(fmt.sample_aspect_ratio);
+        encoder.set_sample_aspect_ratio(sample_aspect_ratio);
         encoder.set_flags(encoder.flags | ffi::AV_CODEC_FLAG_GLOBAL_HEADER as i32);
         // SAFETY: plain field writes on a context we own, before it is opened.
         unsafe {
@@ -132,18 +176,19 @@ impl SegmentWriter {
             err.code = FailureCode::UnsupportedCodec;
             err
         })?;
-        let scaler = if pix_fmt != fmt.src_pix_fmt {
+        let scaled = (width, height) != (fmt.width, fmt.height);
+        let scaler = if pix_fmt != fmt.src_pix_fmt || scaled {
+            // A conversion alone keeps the bicubic filter it always had (the segments of a
+            // resumed run match); scaling takes the high-quality one.
+            let flags = if scaled { SCALE_FLAGS } else { ffi::SWS_BICUBIC };
             Some(
-                SwsContext::get_context(
-                    fmt.width,
-                    fmt.height,
-                    fmt.src_pix_fmt,
-                    fmt.width,
-                    fmt.height,
-                    pix_fmt,
-                    ffi::SWS_BICUBIC,
-                )
-                .ok_or_else(|| MediaError::misc("cannot convert the pixel format"))?,
+                SwsContext::get_context(fmt.width, fmt.height, fmt.src_pix_fmt, width, height, pix_fmt, flags)
+                    .ok_or_else(|| {
+                        MediaError::misc(format!(
+                            "cannot scale {}x{} frames to {width}x{height} for the encoder",
+                            fmt.width, fmt.height
+                        ))
+                    })?,
             )
         } else {
             None
@@ -158,6 +203,8 @@ impl SegmentWriter {
             output,
             encoder,
             scaler,
+            width,
+            height,
             device_frames,
             first_pts: None,
             last_pts: 0,
@@ -175,8 +222,8 @@ impl SegmentWriter {
         let frame = match self.scaler.as_mut() {
             Some(scaler) => {
                 converted = AVFrame::new();
-                converted.set_width(frame.width);
-                converted.set_height(frame.height);
+                converted.set_width(self.width);
+                converted.set_height(self.height);
                 converted.set_format(self.device_frames.as_ref().map_or(self.encoder.pix_fmt, |d| d.sw_format));
                 converted.alloc_buffer().map_err(|e| from_rsmpeg("allocating a frame", &e))?;
                 scaler
@@ -264,5 +311,20 @@ mod tests {
         assert_eq!(decode_time(4021, 4021), None);
         assert_eq!(decode_time(4021, i64::MIN + 1), None);
         assert_eq!(decode_time(none, 5), None);
+    }
+
+    #[test]
+    fn a_scaled_picture_keeps_its_display_aspect() {
+        let r = |num, den| ffi::AVRational { num, den };
+        let same = |a: ffi::AVRational, b: ffi::AVRational| (a.num, a.den) == (b.num, b.den);
+        // Square pixels, 16:9 to 16:9: still square.
+        assert!(same(scaled_sample_aspect(r(1, 1), (1920, 1080), (1280, 720)), r(1, 1)));
+        // Width rounded to even: the pixels widen by what the rounding took.
+        assert!(same(scaled_sample_aspect(r(1, 1), (1440, 1080), (958, 720)), r(480, 479)));
+        // Anamorphic DVD (720x576, 16:9 by 64:45 pixels) to 480 lines.
+        let sar = scaled_sample_aspect(r(64, 45), (720, 576), (600, 480));
+        assert!(same(sar, r(64, 45)), "{}:{}", sar.num, sar.den);
+        // Unknown stays unknown.
+        assert!(same(scaled_sample_aspect(r(0, 1), (1920, 1080), (1280, 720)), r(0, 1)));
     }
 }

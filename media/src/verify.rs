@@ -1,5 +1,5 @@
 //! Checks an encoded file before it may replace anything: it opens, its video is in the
-//! target codec, its streams are the source's one for one (kind, codec, tags, dispositions,
+//! target codec at the planned size, its streams are the source's one for one (kind, codec, tags, dispositions,
 //! side data, field order), every stream has as many frames as the source's, and it decodes
 //! at several points. An exit code of 0 proves nothing.
 
@@ -13,7 +13,7 @@ use crate::decode::{main_video_index, open_decoder, stream_nal_format};
 use crate::probe::{open_input, probe, read_packet};
 use crate::segment::packet_data;
 use condense::media::hdr_metadata::{self, NalFormat, RpuMode};
-use condense::media::info::{MediaInfo, StreamKind};
+use condense::media::info::{MediaInfo, StreamInfo, StreamKind};
 use condense::media::stream_plan::{Fate, PlannedStream, StreamPlan};
 use condense::media::MediaError;
 
@@ -50,6 +50,7 @@ pub fn verify_planned(
     if video.codec != target_codec {
         return Err(fail(format!("video is {}, expected {target_codec}", video.codec)));
     }
+    video_size(source_info, video, plan).map_err(fail)?;
     let main = source_info.video().map(|v| v.index);
     // For each output stream: its source stream and fate.
     let pairs: Vec<(usize, Fate)> = match plan {
@@ -143,6 +144,23 @@ pub fn verify_planned(
     let span = main.and_then(|i| want.get(i)).and_then(StreamTally::span_seconds).or(source_info.duration_seconds);
     decode_at_points(output, span.unwrap_or(0.0)).map_err(|e| fail(e.message))?;
     Ok(info)
+}
+
+/// The output's video has the plan's size (`video_size`, maxHeight), or the source's where
+/// nothing scales it: a scale that did not happen, or happened unplanned, is refused.
+fn video_size(source: &MediaInfo, output: &StreamInfo, plan: Option<&StreamPlan>) -> Result<(), String> {
+    let source_size = source.video().and_then(|v| v.width.zip(v.height));
+    let (want, whose) = match plan.and_then(|p| p.video_size) {
+        Some(size) => (Some((size.width, size.height)), "the plan's"),
+        None => (source_size, "the source's"),
+    };
+    match (want, output.width.zip(output.height)) {
+        (Some((w, h)), Some((ow, oh))) if (w, h) != (ow, oh) => {
+            Err(format!("the video is {ow}x{oh}, {whose} size is {w}x{h}"))
+        }
+        (Some((w, h)), None) => Err(format!("the video has no size, {whose} is {w}x{h}")),
+        _ => Ok(()),
+    }
 }
 
 /// A digest of some bytes (0: none), to compare frames' metadata without keeping it.
@@ -267,6 +285,14 @@ fn planned_streams(
         ));
     }
     let language = |l: Option<&str>| l.filter(|l| *l != "und").map(str::to_string);
+    // FFmpeg's MP4 muxer enables the first track of each kind where none of that kind is
+    // default, and an enabled track reads back as `default`: the container's doing, not a
+    // change of the plan.
+    let mp4_family = matches!(plan.container.as_str(), "mp4" | "m4v" | "mov");
+    let planned_default = |kind: &str| {
+        kept.iter().any(|p| p.kind == kind && p.fate != Fate::Add && p.dispositions.iter().any(|d| d == "default"))
+    };
+    let mut kinds_seen: Vec<&str> = Vec::new();
     let mut pairs = Vec::new();
     for (i, (p, o)) in kept.iter().zip(&output.streams).enumerate() {
         let s = source
@@ -284,7 +310,10 @@ fn planned_streams(
         if kind != p.kind || o.codec != codec {
             return Err(format!("{what} is {kind} {}", o.codec));
         }
-        if language(o.language.as_deref()) != language(p.language.as_deref()) || o.title != p.title {
+        // FFmpeg's MP4 muxer stores no track titles (only the handler's name): a title the
+        // plan gives is lost there, never changed.
+        let title_kept = o.title == p.title || (mp4_family && o.title.is_none());
+        if language(o.language.as_deref()) != language(p.language.as_deref()) || !title_kept {
             return Err(format!(
                 "{what} has language {:?} and title {:?}, the plan {:?} and {:?}",
                 o.language, o.title, p.language, p.title
@@ -293,6 +322,11 @@ fn planned_streams(
         let mut want: Vec<&str> =
             p.dispositions.iter().map(String::as_str).filter(|d| !(p.fate == Fate::Add && *d == "default")).collect();
         let mut have: Vec<&str> = o.dispositions.iter().map(String::as_str).collect();
+        let first_of_kind = !kinds_seen.contains(&p.kind.as_str());
+        kinds_seen.push(p.kind.as_str());
+        if mp4_family && first_of_kind && !planned_default(&p.kind) {
+            have.retain(|d| *d != "default");
+        }
         want.sort_unstable();
         have.sort_unstable();
         if want != have {

@@ -201,6 +201,8 @@ pub struct Frames {
     canvas: Canvas,
     span: Span,
     scaler: Option<(SwsContext, (i32, i32, ffi::AVPixelFormat))>,
+    /// swscale's filter for bringing frames to the canvas.
+    scale_flags: u32,
     ended: bool,
 }
 
@@ -306,11 +308,21 @@ impl Frames {
                 _ => 8,
             },
         });
-        Ok(Frames { packets, decoder, canvas, span, scaler: None, ended: false })
+        Ok(Frames { packets, decoder, canvas, span, scaler: None, scale_flags: ffi::SWS_BICUBIC, ended: false })
     }
 
     pub fn canvas(&self) -> Canvas {
         self.canvas
+    }
+
+    /// These frames at `width` x `height` (their depth kept), scaled as the encoder's frames
+    /// are where a plan scales the video (`segment_writer::SCALE_FLAGS`): the reference a
+    /// scaled encode is scored against, at the output's size.
+    pub fn scaled_like_encode(mut self, width: i32, height: i32) -> Self {
+        self.canvas = Canvas { width, height, ..self.canvas };
+        self.scale_flags = crate::segment_writer::SCALE_FLAGS;
+        self.scaler = None;
+        self
     }
 
     /// The next frame on the canvas, or None at the end of the video.
@@ -354,7 +366,7 @@ impl Frames {
         }
         let from = (frame.width, frame.height, frame.format);
         if self.scaler.as_ref().is_none_or(|(_, made_for)| *made_for != from) {
-            let scaler = SwsContext::get_context(from.0, from.1, from.2, width, height, pix_fmt, ffi::SWS_BICUBIC)
+            let scaler = SwsContext::get_context(from.0, from.1, from.2, width, height, pix_fmt, self.scale_flags)
                 .ok_or_else(|| MediaError::misc("cannot scale the frames to score"))?;
             self.scaler = Some((scaler, from));
         }

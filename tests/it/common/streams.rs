@@ -173,16 +173,22 @@ pub fn display_matrix(degrees: f64) -> Vec<u8> {
     m.iter().flat_map(|v| v.to_ne_bytes()).collect()
 }
 
-/// MPEG-PS (`.mpg`): MPEG-2 video (B-frames) and MP2 audio, 2 s. The muxer starts the
-/// streams at about 0.5 s, as such files have; the audio starts 0.3 s after the video.
+/// The audio of `mpeg_ps_clip` starts this many seconds after its video.
+pub const MPEG_PS_AUDIO_OFFSET: f64 = 0.3;
+
+/// MPEG-PS (`.mpg`): interlaced MPEG-2 video (top field first, B-frames) and MP2 audio, 2 s,
+/// as a TV recording is. The muxer starts the streams at about 0.5 s, as such files have;
+/// the audio starts `MPEG_PS_AUDIO_OFFSET` after the video.
 pub fn mpeg_ps_clip(dir: &Path, name: &str) -> PathBuf {
     let src = dir.join(name);
+    let offset = MPEG_PS_AUDIO_OFFSET.to_string();
     #[rustfmt::skip]
     super::media::ffmpeg(&[
         "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25",
-        "-itsoffset", "0.3", "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000",
+        "-itsoffset", &offset, "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000",
         "-t", "2", "-map", "0", "-map", "1",
-        "-c:v", "mpeg2video", "-bf", "2", "-c:a", "mp2", "-f", "mpeg",
+        "-c:v", "mpeg2video", "-bf", "2", "-flags", "+ildct+ilme", "-top", "1",
+        "-c:a", "mp2", "-f", "mpeg",
         path_arg(&src),
     ]);
     src
@@ -231,30 +237,13 @@ pub fn ffprobe_streams(path: &Path) -> Vec<Value> {
     ffprobe(path)["streams"].as_array().unwrap().clone()
 }
 
-/// One DVD (VobSub) subtitle: a 2x2 picture shown from 0.2 s for about half a second. FFmpeg
-/// cannot draw text into an image subtitle, so the packet is written here: the sub-picture's
-/// size, the offset of its control sequences, the two fields' run-length lines (two pixels of
-/// colour 1 each), then "show" with palette, contrast, area and field offsets, and "hide".
-const DVD_SUBTITLE: [u8; 36] = [
-    0x00, 0x24, 0x00, 0x06, // size 36, control sequences at 6
-    0x90, 0x90, // top and bottom field: a run of 2 pixels of colour 1
-    0x00, 0x00, 0x00, 0x1e, // at once; next sequence at 30
-    0x01, // start display
-    0x03, 0x32, 0x10, // palette
-    0x04, 0xff, 0xf0, // contrast
-    0x05, 0x00, 0x00, 0x01, 0x00, 0x00, 0x01, // x 0 to 1, y 0 to 1
-    0x06, 0x00, 0x04, 0x00, 0x05, // field offsets
-    0xff, // end of sequence
-    0x00, 0x32, 0x00, 0x1e, // 50 ticks later; the last sequence
-    0x02, // stop display
-    0xff,
-];
-
-/// Copies `src` into `dst` (Matroska) with an image subtitle (`dvd_subtitle`) in `language`
-/// after its streams (their tags are not copied).
+/// Copies `src` into `dst` (every stream with its tags and dispositions) with a DVD (VobSub)
+/// image subtitle added after its streams, tagged `language`: one picture shown from 0.2 s
+/// to 1.0 s. FFmpeg encodes bitmap subtitles only from bitmap subtitles and generates none,
+/// so the subtitle's one packet (an SPU: a 2x4 picture, run-length coded, and its display
+/// commands) is written here.
 pub fn with_image_subtitle(src: &Path, dst: &Path, language: &str) {
     use rsmpeg::avcodec::{AVCodecParameters, AVPacket};
-    use rsmpeg::avutil::AVDictionary;
     use rsmpeg::UnsafeDerefMut;
     let (mut input, mut output) = open_pair(src, dst);
     let mut tbs = Vec::new();
@@ -264,33 +253,67 @@ pub fn with_image_subtitle(src: &Path, dst: &Path, language: &str) {
         let mut out = output.new_stream();
         out.set_codecpar(par);
         out.set_time_base(stream.time_base);
+        unsafe {
+            let raw = out.deref_mut();
+            assert!(ffi::av_dict_copy(&mut raw.metadata, stream.metadata, 0) >= 0);
+            raw.disposition = stream.disposition;
+        }
         tbs.push(stream.time_base);
     }
-    let subtitle = tbs.len();
+    let index = tbs.len();
+    let mut par = AVCodecParameters::new();
+    // The Matroska track's private data: the picture size and palette, as VobSub's .idx has.
+    let idx = "size: 720x480\npalette: 000000, ffffff, 808080, 000000, 000000, 000000, 000000, 000000, \
+               000000, 000000, 000000, 000000, 000000, 000000, 000000, 000000\n";
+    unsafe {
+        let raw = par.deref_mut();
+        raw.codec_type = ffi::AVMediaType_AVMEDIA_TYPE_SUBTITLE;
+        raw.codec_id = ffi::AVCodecID_AV_CODEC_ID_DVD_SUBTITLE;
+        raw.width = 720;
+        raw.height = 480;
+        let buf = ffi::av_mallocz(idx.len() + ffi::AV_INPUT_BUFFER_PADDING_SIZE as usize).cast::<u8>();
+        std::ptr::copy_nonoverlapping(idx.as_ptr(), buf, idx.len());
+        raw.extradata = buf;
+        raw.extradata_size = idx.len() as i32;
+    }
+    let ms = ffi::AVRational { num: 1, den: 1000 };
     {
-        let mut par = AVCodecParameters::new();
-        unsafe {
-            par.deref_mut().codec_type = ffi::AVMediaType_AVMEDIA_TYPE_SUBTITLE;
-            par.deref_mut().codec_id = ffi::AVCodecID_AV_CODEC_ID_DVD_SUBTITLE;
-        }
         let mut out = output.new_stream();
         out.set_codecpar(par);
-        out.set_time_base(ffi::AVRational { num: 1, den: 1000 });
-        let language = CString::new(language).unwrap();
-        out.set_metadata(Some(AVDictionary::new(c"language", &language, 0)));
+        out.set_time_base(ms);
+        let key = CString::new("language").unwrap();
+        let value = CString::new(language).unwrap();
+        unsafe { assert!(ffi::av_dict_set(&mut out.deref_mut().metadata, key.as_ptr(), value.as_ptr(), 0) >= 0) };
     }
+    tbs.push(ms);
     output.write_header(&mut None).unwrap();
-    let tb = output.streams().into_iter().nth(subtitle).unwrap().time_base;
+    #[rustfmt::skip]
+    let spu: [u8; 42] = [
+        0, 42, 0, 12,                 // packet size, offset of the first command sequence
+        0, 0, 0, 0,                   // top field: two lines, each "colour 0 to the line's end"
+        0, 0, 0, 0,                   // bottom field: the same
+        0, 0, 0, 36,                  // sequence 1: at once; the next at 36
+        0x03, 0x01, 0x23,             // palette
+        0x04, 0xff, 0xf0,             // contrast
+        0x05, 0x00, 0x00, 0x01, 0x00, 0x00, 0x03, // x 0..1, y 0..3
+        0x06, 0x00, 0x04, 0x00, 0x08, // fields' offsets
+        0x01, 0xff,                   // show; end
+        0, 70, 0, 36,                 // sequence 2: after 70 x 1024/90000 s (0.8 s); the last
+        0x02, 0xff,                   // hide; end
+    ];
     let mut packet = AVPacket::new();
     unsafe {
-        let raw = packet.as_mut_ptr();
-        assert!(ffi::av_new_packet(raw, DVD_SUBTITLE.len() as i32) >= 0);
-        std::ptr::copy_nonoverlapping(DVD_SUBTITLE.as_ptr(), (*raw).data, DVD_SUBTITLE.len());
-        (*raw).stream_index = subtitle as i32;
-        (*raw).pts = 200 * i64::from(tb.den) / (1000 * i64::from(tb.num));
-        (*raw).dts = (*raw).pts;
-        (*raw).duration = 500 * i64::from(tb.den) / (1000 * i64::from(tb.num));
+        let raw = packet.deref_mut();
+        assert!(ffi::av_new_packet(raw, spu.len() as i32) >= 0);
+        std::ptr::copy_nonoverlapping(spu.as_ptr(), raw.data, spu.len());
+        raw.flags |= ffi::AV_PKT_FLAG_KEY as i32;
     }
+    packet.set_stream_index(index as i32);
+    packet.set_pts(200);
+    packet.set_dts(200);
+    packet.set_duration(800);
+    let out_tb = output.streams().get(index).unwrap().time_base;
+    packet.rescale_ts(ms, out_tb);
     output.interleaved_write_frame(&mut packet).unwrap();
     copy_packets(&mut input, &mut output, &tbs);
 }
