@@ -14,6 +14,7 @@ mod feed;
 mod fidelity;
 mod fs_safety;
 mod fuzz;
+mod health_check;
 mod hostile;
 mod http;
 mod isolation;
