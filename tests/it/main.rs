@@ -15,6 +15,7 @@ mod fidelity;
 mod fs_safety;
 mod fuzz;
 mod health;
+mod health_check;
 mod hostile;
 mod http;
 mod isolation;
