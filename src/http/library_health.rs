@@ -25,7 +25,10 @@ const DEFAULT_PAGE_SIZE: u64 = 100;
 pub struct StartHealth {
     /// `quick` (every header parses, every packet demuxes to the end) or `thorough` (every
     /// frame of every video and audio stream decodes too).
-    pub depth: Depth,
+    // Text read by hand: serde_json reports a wrong type where an enum is expected as a
+    // syntax error, which would answer 400 malformed_json instead of 422.
+    #[schema(value_type = Depth)]
+    pub depth: String,
     /// Also the files unchanged since a check found them `ok` (default false).
     #[serde(default)]
     pub all: bool,
@@ -122,7 +125,8 @@ pub struct IgnoreFinding {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RecheckFile {
     /// Default: the depth of the file's last check.
-    pub depth: Option<Depth>,
+    #[schema(value_type = Option<Depth>)]
+    pub depth: Option<String>,
 }
 
 /// POST /libraries/{id}/health/files/{fileId}/regrab
@@ -140,6 +144,16 @@ pub struct RegrabView {
     pub message: String,
 }
 
+/// A depth as the API takes it.
+fn parse_depth(text: &str) -> Result<Depth, AppError> {
+    match text {
+        "quick" => Ok(Depth::Quick),
+        "thorough" => Ok(Depth::Thorough),
+        other => Err(AppError::invalid(format!("depth must be quick or thorough, not {other:?}"))),
+    }
+}
+
+/// A stored depth.
 fn depth_of(text: &str) -> Depth {
     if text == Depth::Thorough.as_str() {
         Depth::Thorough
@@ -201,9 +215,10 @@ pub async fn start(
     id: web::Path<i32>,
     body: web::Json<StartHealth>,
 ) -> Result<HttpResponse, AppError> {
+    let depth = parse_depth(&body.depth)?;
     let library = repo::libraries::get(&state.db, id.into_inner()).await?;
-    let row = state.runtime.health.start(&library, body.depth, body.all).await?;
-    tracing::info!(user = %user.username, library = library.id, depth = body.depth.as_str(), all = body.all,
+    let row = state.runtime.health.start(&library, depth, body.all).await?;
+    tracing::info!(user = %user.username, library = library.id, depth = depth.as_str(), all = body.all,
         "health check started");
     Ok(HttpResponse::Accepted().json(run_view(&row)))
 }
@@ -287,7 +302,8 @@ pub async fn cancel(user: AuthUser, state: web::Data<AppState>, id: web::Path<i3
 
 /// Check one file again
 ///
-/// In the background, on an idle slot as a run does; read the result with GET.
+/// In the background, on an idle slot as a run does; read the result with GET. The body
+/// may be `{}`.
 #[utoipa::path(
     post,
     operation_id = "recheck_library_file",
@@ -307,12 +323,13 @@ pub async fn recheck(
     user: AuthUser,
     state: web::Data<AppState>,
     ids: web::Path<(i32, i32)>,
-    body: Option<web::Json<RecheckFile>>,
+    body: web::Json<RecheckFile>,
 ) -> Result<HttpResponse, AppError> {
     let (id, file_id) = ids.into_inner();
+    let depth = body.depth.as_deref().map(parse_depth).transpose()?;
     let library = repo::libraries::get(&state.db, id).await?;
     let row = repo::health::result(&state.db, id, file_id).await?;
-    let depth = body.and_then(|b| b.into_inner().depth).unwrap_or_else(|| depth_of(&row.depth));
+    let depth = depth.unwrap_or_else(|| depth_of(&row.depth));
     state.runtime.health.recheck(&library, &row, depth);
     tracing::info!(user = %user.username, library = id, file = file_id, "file health check again");
     Ok(HttpResponse::Accepted().json(file_view(&row)))

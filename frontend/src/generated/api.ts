@@ -671,7 +671,8 @@ export interface paths {
         put?: never;
         /**
          * Check one file again
-         * @description In the background, on an idle slot as a run does; read the result with GET.
+         * @description In the background, on an idle slot as a run does; read the result with GET. The body
+         *     may be `{}`.
          */
         post: operations["recheck_library_file"];
         delete?: never;
