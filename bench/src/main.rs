@@ -3,9 +3,10 @@
 //! WebSocket fan-out and the scan's peak memory, runs parts of condense in child processes
 //! of its own), prints a table and writes BENCHMARKS.md.
 //!
-//! `condense-bench [MEASURE...]` runs the named measures (encode, rules, cluster, probe, analyse, scan,
-//! api, ws, memory) or, without names, all of them; only a full run writes BENCHMARKS.md (or any run
-//! with BENCH_OUTPUT set). BENCH_QUICK=1 scales every size down for a quick check.
+//! `condense-bench [MEASURE...]` runs the named measures (encode, rules, cluster, quality,
+//! probe, health, analyse, scan, api, ws, memory, logins) or, without names, all of them; only
+//! a full run writes BENCHMARKS.md (or any run with BENCH_OUTPUT set). BENCH_QUICK=1 scales
+//! every size down for a quick check.
 //! Timings are figures, never assertions: nothing here fails on a timing.
 // The benchmark reads the API's JSON answers as `value["key"]`, which gives Null for a
 // missing key and never panics, but which `indexing_slicing` cannot tell from a slice
@@ -17,6 +18,7 @@ mod analyse;
 mod api;
 mod cluster;
 mod encode;
+mod health;
 mod http;
 mod logins;
 mod memory;
@@ -100,7 +102,7 @@ impl Config {
 }
 
 pub const MEASURES: &[&str] =
-    &["encode", "rules", "cluster", "quality", "probe", "analyse", "scan", "api", "ws", "memory", "logins"];
+    &["encode", "rules", "cluster", "quality", "probe", "health", "analyse", "scan", "api", "ws", "memory", "logins"];
 
 /// The command that gives the figures of one measure.
 pub fn command(measure: &str) -> String {
@@ -159,6 +161,11 @@ async fn run_all(cfg: &Config, wanted: &[String]) -> Report {
     if runs("probe") {
         if let Err(e) = probe::run(cfg, &mut report) {
             report.failed("probing", &e);
+        }
+    }
+    if runs("health") {
+        if let Err(e) = health::run(cfg, &mut report).await {
+            report.failed("library health checks", &e);
         }
     }
     if runs("analyse") {

@@ -15,6 +15,7 @@ pub const OWN_SECTIONS: &[&str] = &[
     "Two nodes, one job",
     "Quality targeting: CRF search against ab-av1",
     "Probing",
+    "Library health checks",
     "Analysis at scan speed",
     "Library scan",
     "API",

@@ -9,6 +9,8 @@ pub mod job_event;
 pub mod job_segment;
 pub mod library;
 pub mod library_forecast;
+pub mod library_health_file;
+pub mod library_health_run;
 pub mod license;
 pub mod license_trial;
 pub mod node;
@@ -26,6 +28,8 @@ pub mod prelude {
     pub use super::job_segment::Entity as JobSegment;
     pub use super::library::Entity as Library;
     pub use super::library_forecast::Entity as LibraryForecast;
+    pub use super::library_health_file::Entity as LibraryHealthFile;
+    pub use super::library_health_run::Entity as LibraryHealthRun;
     pub use super::license::Entity as License;
     pub use super::license_trial::Entity as LicenseTrial;
     pub use super::node::Entity as Node;

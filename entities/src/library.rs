@@ -33,6 +33,10 @@ pub struct Model {
     /// `target_bitrate_kbps`).
     pub rate_control: String,
     pub target_bitrate_kbps: Option<i32>,
+    /// "off", "weekly" or "monthly": a quick health check run inside the encoding windows.
+    pub health_schedule: String,
+    /// "notify" or "regrab": what a scheduled health check does about a damaged file.
+    pub health_action: String,
     /// Watch the paths for new files (in addition to scans).
     pub watch: bool,
     pub enabled: bool,

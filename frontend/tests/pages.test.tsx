@@ -70,6 +70,8 @@ const library: Library = {
     minBitrateKbps: null,
     skipPaths: [],
   },
+  healthSchedule: 'off',
+  healthAction: 'notify',
   createdAt: '2024-05-01T00:00:00Z',
   updatedAt: '2024-05-01T00:00:00Z',
   lastScanAt: null,

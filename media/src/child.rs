@@ -1,6 +1,6 @@
 //! The child's side of every process a node starts from `condense-media`: `transcode` (a
 //! job's run), `helper` (one span of a running job) and `media` (probe, validation,
-//! verification and capabilities on request). The node's side of them is
+//! verification, health checks and capabilities on request). The node's side of them is
 //! `condense::media::transcoder` and `condense::media::worker`. A SIGTERM asks for a graceful
 //! stop (the segment in progress is finished and kept). The child dies with its parent
 //! (PR_SET_PDEATHSIG), so no orphaned encoder keeps writing after a node crash.
@@ -127,10 +127,7 @@ pub fn media_main() -> ExitCode {
             encoders: crate::encoders::available(),
             decoders: crate::device::decoders(),
         }),
-        // Library health checks (issue 38) are not carried out by this child yet.
-        Ok(Request::Health { .. }) => {
-            Answer::Failed { code: FailureCode::Miscellaneous, message: "health checks are not built yet".into() }
-        }
+        Ok(Request::Health { path, depth }) => Answer::Health(crate::health::check(&path, depth)),
         Err(e) => Answer::Failed { code: FailureCode::Miscellaneous, message: format!("bad request on stdin: {e}") },
     };
     write_answer(&answer);

@@ -12,6 +12,7 @@ pub mod device;
 pub mod encoder_options;
 pub mod encoders;
 pub mod error;
+pub mod health;
 pub mod helper;
 pub mod mux;
 pub mod probe;

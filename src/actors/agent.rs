@@ -23,6 +23,7 @@ use super::node::{ControlJob, NodeSupervisor, RunningHelpers, RunningJobs, Start
 use super::protocol::{Call, Frame};
 use super::store::{Applied, JobSettings, JobStore};
 use crate::domain::job::JobEvent;
+use crate::domain::library_health::LastCheck;
 use crate::domain::segments::SpanView;
 use crate::repo::jobs::JobChange;
 use crate::repo::segments::{HelperTotals, SpanDone};
@@ -436,6 +437,10 @@ impl JobStore for RemoteStore {
 
     async fn job_settings(&self) -> Result<JobSettings, LifecycleError> {
         self.call(Call::Settings).await
+    }
+
+    async fn last_health(&self, id: i32) -> Result<Option<LastCheck>, LifecycleError> {
+        self.call(Call::LastHealth { id }).await
     }
 
     async fn apply(

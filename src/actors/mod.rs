@@ -7,6 +7,7 @@ pub mod agent;
 pub mod bus;
 pub mod cluster;
 pub mod forecast;
+pub mod health;
 pub mod job;
 pub mod library;
 pub mod lifecycle;
@@ -15,6 +16,7 @@ pub mod notifier;
 pub mod prober;
 pub mod protocol;
 pub mod recheck;
+pub mod regrab;
 pub mod scheduler;
 pub mod store;
 
@@ -256,7 +258,19 @@ pub async fn start_node(config: NodeConfig) -> Result<Node, StartError> {
             // Nothing runs a forecast left running by the last stop.
             crate::repo::forecasts::interrupt_running(&db).await?;
             let forecasts = forecast::Forecasts::new(db.clone(), transcoder.clone());
-            let runtime = Runtime { bus, lifecycle, node, scheduler, libraries, prober, forecasts, recheck };
+            // Nor a health check.
+            crate::repo::health::interrupt_running(&db).await?;
+            let health = health::HealthChecks::new(
+                db.clone(),
+                transcoder.clone(),
+                analysis_timeout,
+                node.clone(),
+                row.id,
+                max_jobs > 0,
+                main.clock.clone(),
+            );
+            health.schedule_forever();
+            let runtime = Runtime { bus, lifecycle, node, scheduler, libraries, prober, forecasts, health, recheck };
             let clock = main.clock.clone();
             Ok(Node::Main(Box::new(MainNode { db, name, runtime, cluster, memory_trend, clock })))
         }
@@ -300,6 +314,8 @@ pub struct Runtime {
     /// The probe after a scan: what registers a file outside a scan (an import) wakes it.
     pub prober: prober::Prober,
     pub forecasts: forecast::Forecasts,
+    /// Library health checks (issue 38), on this node's idle slots.
+    pub health: health::HealthChecks,
     /// The node's own health checks, run again on their own and on demand.
     pub recheck: recheck::HealthRecheck,
 }

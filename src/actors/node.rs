@@ -36,6 +36,18 @@ struct HelperEnded {
 #[rtype(result = "Vec<HelperRef>")]
 pub struct RunningHelpers;
 
+/// A library health check (`actors::health`) asks for an idle slot; answers whether it got
+/// one. The slot counts as busy until `CheckEnded`, so the scheduler gives no job to it
+/// meanwhile: a running check may finish.
+#[derive(Message)]
+#[rtype(result = "bool")]
+pub struct ReserveCheck;
+
+/// A health check's slot is free again.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct CheckEnded;
+
 /// Free job slots, and library paths the node cannot see (it gets no jobs of those).
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -93,6 +105,8 @@ pub struct NodeSupervisor {
     jobs: HashMap<i32, (Addr<JobSupervisor>, String)>,
     /// Helpers by (job, span): their lease and their command channel. Each takes a slot.
     helpers: HashMap<(i32, u32), (String, tokio::sync::mpsc::UnboundedSender<JobCommand>)>,
+    /// Slots held by library health checks.
+    checks: usize,
     scheduler: Option<Recipient<Wake>>,
     shutting_down: bool,
     waiters: Vec<oneshot::Sender<()>>,
@@ -107,6 +121,7 @@ impl NodeSupervisor {
             max_jobs: max_jobs.max(1),
             jobs: HashMap::new(),
             helpers: HashMap::new(),
+            checks: 0,
             scheduler: None,
             shutting_down: false,
             waiters: Vec::new(),
@@ -139,9 +154,9 @@ impl Handler<StartJob> for NodeSupervisor {
 }
 
 impl NodeSupervisor {
-    /// Slots in use: jobs and helpers.
+    /// Slots in use: jobs, helpers and health checks.
     fn busy(&self) -> usize {
-        self.jobs.len() + self.helpers.len()
+        self.jobs.len() + self.helpers.len() + self.checks
     }
 
     fn idle(&mut self) {
@@ -172,6 +187,25 @@ impl Handler<StartHelper> for NodeSupervisor {
             me.do_send(HelperEnded { job_id: key.0, span: key.1 });
         });
         true
+    }
+}
+
+impl Handler<ReserveCheck> for NodeSupervisor {
+    type Result = bool;
+    fn handle(&mut self, _: ReserveCheck, _: &mut Context<Self>) -> bool {
+        if self.shutting_down || self.busy() >= self.max_jobs {
+            return false;
+        }
+        self.checks += 1;
+        true
+    }
+}
+
+impl Handler<CheckEnded> for NodeSupervisor {
+    type Result = ();
+    fn handle(&mut self, _: CheckEnded, _: &mut Context<Self>) {
+        self.checks = self.checks.saturating_sub(1);
+        self.idle();
     }
 }
 

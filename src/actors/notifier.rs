@@ -24,9 +24,9 @@ const SEND_TIMEOUT: Duration = Duration::from_secs(15);
 const BATCH: u64 = 50;
 /// The most of an answer read: a Sonarr's list of series (each with its seasons and
 /// images) runs to megabytes in a large library.
-const LOOKUP_LIMIT: usize = 64 << 20;
+pub(super) const LOOKUP_LIMIT: usize = 64 << 20;
 /// The most of any other answer read (kept for the error shown).
-const ANSWER_LIMIT: usize = 64 << 10;
+pub(super) const ANSWER_LIMIT: usize = 64 << 10;
 
 /// How often the library disks are looked at for `disk.at_risk`.
 pub const DISK_CHECK_EVERY: Duration = Duration::from_secs(60);
@@ -365,18 +365,19 @@ impl Sender {
     /// Makes one call; answers the body of a 2xx answer (at most `limit` bytes;
     /// `LOOKUP_LIMIT` for a call whose answer is needed), else an error with the status
     /// alone, or a fixed phrase (`wording`).
-    async fn call(&self, call: Call, limit: usize) -> Result<Vec<u8>, String> {
+    pub(super) async fn call(&self, call: Call, limit: usize) -> Result<Vec<u8>, String> {
         check_outbound(&call.url, 80).await?;
         let mut request = match call.method {
             Method::Get => self.client.get(&call.url),
             Method::Post => self.client.post(&call.url),
+            Method::Delete => self.client.delete(&call.url),
         };
         for (name, value) in &call.headers {
             request = request.insert_header((name.as_str(), value.as_str()));
         }
         // The URL is not in the error: a Discord webhook's holds its token, a Plex URL may.
         let sent = match call.method {
-            Method::Get => request.send().await,
+            Method::Get | Method::Delete => request.send().await,
             Method::Post => request.send_body(call.body).await,
         };
         let mut response = sent.map_err(|e| request_failure(&e))?;

@@ -91,6 +91,10 @@ pub enum Call {
         id: i32,
     },
     Settings,
+    /// The last library health check of the job's file (issue 38).
+    LastHealth {
+        id: i32,
+    },
     Apply {
         id: i32,
         lease: String,

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::lifecycle::{EventContext, Lifecycle, LifecycleError};
 use crate::domain::job::{transition, Effect, JobEvent, JobStatus};
+use crate::domain::library_health::LastCheck;
 use crate::domain::segments::SpanView;
 use crate::media::layout::partial_dir_for;
 use crate::media::partial::remove_partial;
@@ -34,6 +35,8 @@ pub trait JobStore: Send + Sync {
     /// The settings an attempt follows; an error when they cannot be read, never a guessed
     /// default.
     async fn job_settings(&self) -> Result<JobSettings, LifecycleError>;
+    /// What the last library health check found of the job's file, if one read it.
+    async fn last_health(&self, id: i32) -> Result<Option<LastCheck>, LifecycleError>;
     async fn apply(
         &self,
         id: i32,
@@ -166,6 +169,16 @@ impl JobStore for DbStore {
 
     async fn job_settings(&self) -> Result<JobSettings, LifecycleError> {
         Ok(settings(&self.lifecycle.db).await?)
+    }
+
+    async fn last_health(&self, id: i32) -> Result<Option<LastCheck>, LifecycleError> {
+        let db = &self.lifecycle.db;
+        let job = jobs::get(db, id).await?;
+        let Some(library_id) = job.library_id else { return Ok(None) };
+        let library = repo::libraries::get(db, library_id).await?;
+        let roots = repo::libraries::paths_of(&library);
+        let row = repo::health::result_for_path(db, library_id, &roots, &jobs::source_path(&job)).await?;
+        Ok(row.as_ref().map(repo::health::last_check))
     }
 
     async fn apply(

@@ -59,6 +59,8 @@ pub struct Replaced {
 pub enum Method {
     Get,
     Post,
+    /// Only "get a new copy" deletes (`domain::regrab`): the *arr's record of a file.
+    Delete,
 }
 
 /// One HTTP call to make.
@@ -88,11 +90,11 @@ pub enum ConnectError {
     Answer(String),
 }
 
-fn base(conn: &Connection) -> &str {
+pub(super) fn base(conn: &Connection) -> &str {
     conn.url.trim_end_matches('/')
 }
 
-fn key_headers(conn: &Connection) -> Vec<(String, String)> {
+pub(super) fn key_headers(conn: &Connection) -> Vec<(String, String)> {
     match conn.kind {
         ConnectionKind::Plex => vec![("X-Plex-Token".into(), conn.api_key.clone())],
         ConnectionKind::Jellyfin => {
@@ -103,13 +105,13 @@ fn key_headers(conn: &Connection) -> Vec<(String, String)> {
     }
 }
 
-fn get(conn: &Connection, path: &str) -> Call {
+pub(super) fn get(conn: &Connection, path: &str) -> Call {
     let mut headers = key_headers(conn);
     headers.push(("Accept".into(), "application/json".into()));
     Call { method: Method::Get, url: format!("{}{path}", base(conn)), headers, body: Vec::new() }
 }
 
-fn post_json(conn: &Connection, path: &str, body: &serde_json::Value) -> Call {
+pub(super) fn post_json(conn: &Connection, path: &str, body: &serde_json::Value) -> Call {
     let mut headers = key_headers(conn);
     headers.push(("Content-Type".into(), "application/json".into()));
     Call {
@@ -157,7 +159,7 @@ fn parent(path: &str) -> &str {
 }
 
 /// Of `(id, folder)` pairs, the one whose folder holds `path` most closely.
-fn owner<T: Clone>(candidates: &[(T, String)], path: &str) -> Option<T> {
+pub(super) fn owner<T: Clone>(candidates: &[(T, String)], path: &str) -> Option<T> {
     candidates
         .iter()
         .filter(|(_, folder)| holds(folder, path))
@@ -165,7 +167,7 @@ fn owner<T: Clone>(candidates: &[(T, String)], path: &str) -> Option<T> {
         .map(|(id, _)| id.clone())
 }
 
-fn parse(answer: &[u8]) -> Result<serde_json::Value, ConnectError> {
+pub(super) fn parse(answer: &[u8]) -> Result<serde_json::Value, ConnectError> {
     serde_json::from_slice(answer).map_err(|e| ConnectError::Answer(e.to_string()))
 }
 

@@ -35,6 +35,7 @@ named_enum! {
         DiskAtRisk => "disk.at_risk",
         Test => "test",
         FileReplaced => "file.replaced",
+        FileDamaged => "file.damaged",
     }
 }
 
@@ -59,6 +60,7 @@ pub const SUBSCRIBABLE: &[NotifyEvent] = &[
     NotifyEvent::NodeOnline,
     NotifyEvent::HealthChanged,
     NotifyEvent::DiskAtRisk,
+    NotifyEvent::FileDamaged,
 ];
 
 /// The signature header of the generic webhook.
@@ -244,6 +246,25 @@ pub fn message(body: &serde_json::Value) -> Message {
                 title: "condense: file replaced".into(),
                 text: format!("{path} was replaced"),
                 level: Level::Info,
+            }
+        }
+        Some(NotifyEvent::FileDamaged) => {
+            let path = str_at(body, &["file", "path"]).unwrap_or("a file");
+            let verdict = str_at(body, &["file", "verdict"]).unwrap_or("damaged");
+            let why = str_at(body, &["file", "message"]).map(|m| format!(": {m}")).unwrap_or_default();
+            let at = body
+                .pointer("/file/firstErrorSeconds")
+                .and_then(serde_json::Value::as_f64)
+                .map(|s| format!(" (at {s:.1} s)"))
+                .unwrap_or_default();
+            let regrab = match str_at(body, &["file", "regrab"]) {
+                Some(r) => format!("; new copy: {r}"),
+                None => String::new(),
+            };
+            Message {
+                title: "condense: damaged file".into(),
+                text: format!("{path} is {verdict}{why}{at}; it is not encoded until it changes{regrab}"),
+                level: Level::Warning,
             }
         }
         Some(NotifyEvent::Test) => Message {
@@ -659,6 +680,34 @@ mod tests {
         let msg = message(&body);
         assert_eq!(msg.text, "a.avi: file validation failed; the original is unchanged");
         assert_eq!(msg.level, Level::Failure);
+    }
+
+    #[test]
+    fn a_damaged_file_reaches_every_kind_with_its_error() {
+        let body = envelope(
+            NotifyEvent::FileDamaged,
+            at(),
+            serde_json::json!({"file": {"path": "/m/a.mkv", "verdict": "damaged", "message": "invalid data", "firstErrorSeconds": 3.25}}),
+        );
+        let msg = message(&body);
+        assert_eq!(msg.title, "condense: damaged file");
+        assert_eq!(msg.text, "/m/a.mkv is damaged: invalid data (at 3.2 s); it is not encoded until it changes");
+        assert_eq!(msg.level, Level::Warning);
+        for kind in TargetKind::ALL {
+            let url = match kind {
+                TargetKind::Email => "smtp://m:25?from=c@x.org&to=a@x.org",
+                TargetKind::Apprise => "http://a/notify/k",
+                _ => "http://h/x",
+            };
+            match request(&target(*kind, url, Some("s")), &body).unwrap() {
+                Delivery::Http(r) => {
+                    let text = String::from_utf8_lossy(&r.body).into_owned();
+                    assert!(text.contains("/m/a.mkv") || text.contains("file.damaged"), "{kind}: {text}");
+                }
+                Delivery::Email { subject, .. } => assert_eq!(subject, "condense: damaged file"),
+            }
+        }
+        assert!(SUBSCRIBABLE.contains(&NotifyEvent::FileDamaged));
     }
 
     #[test]

@@ -13,6 +13,7 @@ use crate::actors::library::Reload;
 use crate::actors::scheduler::{Action, JobAction};
 use crate::domain::encoding::{self, Encoder, RateControlMode, TargetCodec};
 use crate::domain::job::JobStatus;
+use crate::domain::library_health::{HealthAction, HealthSchedule};
 use crate::domain::quality::{self, QualityMode};
 use crate::domain::stream_rules::StreamRules;
 use crate::error::{AppError, ErrorBody};
@@ -73,6 +74,14 @@ pub struct CreateLibrary {
     #[schema(minimum = 50, maximum = 200000)]
     #[serde(default, deserialize_with = "super::schema::optional_whole_number")]
     pub target_bitrate_kbps: Option<i64>,
+    /// `off` (default), `weekly` or `monthly`: a quick health check of every file, inside
+    /// the encoding windows.
+    #[schema(value_type = Option<HealthSchedule>)]
+    pub health_schedule: Option<String>,
+    /// `notify` (default) or `regrab`: what a scheduled health check does about a damaged
+    /// file (regrab: ask the Sonarr or Radarr that holds it for a new copy, and notify).
+    #[schema(value_type = Option<HealthAction>)]
+    pub health_action: Option<String>,
     pub watch: Option<bool>,
     /// Default true; a disabled library is neither scanned nor watched.
     pub enabled: Option<bool>,
@@ -111,6 +120,10 @@ pub struct UpdateLibrary {
     #[schema(minimum = 50, maximum = 200000)]
     #[serde(default, deserialize_with = "super::schema::optional_whole_number")]
     pub target_bitrate_kbps: Option<i64>,
+    #[schema(value_type = Option<HealthSchedule>)]
+    pub health_schedule: Option<String>,
+    #[schema(value_type = Option<HealthAction>)]
+    pub health_action: Option<String>,
     pub watch: Option<bool>,
     pub enabled: Option<bool>,
 }
@@ -234,12 +247,20 @@ pub async fn create(
         rate_control: rate_mode.to_string(),
         target_bitrate_kbps: body.target_bitrate_kbps.and_then(|k| i32::try_from(k).ok()),
     };
+    let health_schedule = body.health_schedule.as_deref().map(check_health_schedule).transpose()?;
+    let health_action = body.health_action.as_deref().map(check_health_action).transpose()?;
     let mut library = repo::libraries::create(&state.db, new).await?;
-    if body.enabled == Some(false) {
-        let patch = LibraryPatch { enabled: Some(false), ..Default::default() };
+    if body.enabled == Some(false) || health_schedule.is_some() || health_action.is_some() {
+        let patch = LibraryPatch {
+            enabled: body.enabled.filter(|e| !e),
+            health_schedule: health_schedule.map(|s| s.to_string()),
+            health_action: health_action.map(|a| a.to_string()),
+            ..Default::default()
+        };
         library = repo::libraries::update(&state.db, library.id, patch).await?;
     }
     state.runtime.libraries.do_send(Reload);
+    state.runtime.health.wake_schedule();
     tracing::info!(user = %user.username, library = library.id, name = %library.name, "library created");
     Ok(HttpResponse::Created().json(LibraryView::from(&library)))
 }
@@ -338,9 +359,12 @@ pub async fn update(
         stream_rules: body.stream_rules.map(check_rules).transpose()?,
         rate_control: Some(rate_mode.to_string()),
         target_bitrate_kbps: body.target_bitrate_kbps.and_then(|k| i32::try_from(k).ok()),
+        health_schedule: body.health_schedule.as_deref().map(check_health_schedule).transpose()?.map(|s| s.to_string()),
+        health_action: body.health_action.as_deref().map(check_health_action).transpose()?.map(|a| a.to_string()),
     };
     let library = repo::libraries::update(&state.db, id, patch).await?;
     state.runtime.libraries.do_send(Reload);
+    state.runtime.health.wake_schedule();
     tracing::info!(user = %user.username, library = id, "library updated");
     Ok(web::Json(LibraryView::from(&library)))
 }
@@ -388,6 +412,7 @@ pub async fn delete(user: AuthUser, state: web::Data<AppState>, id: web::Path<i3
         .collect();
     repo::libraries::delete(&state.db, id).await?;
     state.runtime.libraries.do_send(Reload);
+    state.runtime.health.wake_schedule();
     let removed = web::block(move || remove_partials(&idle)).await.unwrap_or(0);
     tracing::info!(user = %user.username, library = id, partial_outputs_removed = removed, "library deleted");
     Ok(HttpResponse::NoContent().finish())
@@ -491,6 +516,16 @@ fn check_rules(rules: StreamRules) -> Result<StreamRules, AppError> {
 
 fn check_quality_mode(mode: &str) -> Result<QualityMode, AppError> {
     mode.parse().map_err(|_| AppError::invalid(format!("qualityMode must be crf or vmaf, not {mode:?}")))
+}
+
+fn check_health_schedule(schedule: &str) -> Result<HealthSchedule, AppError> {
+    schedule
+        .parse()
+        .map_err(|_| AppError::invalid(format!("healthSchedule must be off, weekly or monthly, not {schedule:?}")))
+}
+
+fn check_health_action(action: &str) -> Result<HealthAction, AppError> {
+    action.parse().map_err(|_| AppError::invalid(format!("healthAction must be notify or regrab, not {action:?}")))
 }
 
 fn check_rate_control(mode: &str) -> Result<RateControlMode, AppError> {

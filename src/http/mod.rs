@@ -25,6 +25,7 @@ pub mod integrations;
 pub mod job_plan;
 pub mod jobs;
 pub mod libraries;
+pub mod library_health;
 pub mod library_places;
 pub mod license;
 pub mod login_limit;
@@ -163,6 +164,33 @@ fn table() -> Vec<(Endpoint, Route)> {
         endpoint(Method::POST, "/libraries/{id}/forecast", Token, Operator, Actions, forecast::start),
         endpoint(Method::GET, "/libraries/{id}/forecast", Token, Viewer, Reads, forecast::get),
         endpoint(Method::DELETE, "/libraries/{id}/forecast", Token, Operator, Actions, forecast::cancel),
+        endpoint(Method::POST, "/libraries/{id}/health", Token, Operator, Actions, library_health::start),
+        endpoint(Method::GET, "/libraries/{id}/health", Token, Viewer, Reads, library_health::get),
+        endpoint(Method::DELETE, "/libraries/{id}/health", Token, Operator, Actions, library_health::cancel),
+        endpoint(
+            Method::POST,
+            "/libraries/{id}/health/files/{fileId}/recheck",
+            Token,
+            Operator,
+            Actions,
+            library_health::recheck,
+        ),
+        endpoint(
+            Method::POST,
+            "/libraries/{id}/health/files/{fileId}/ignore",
+            Token,
+            Operator,
+            Actions,
+            library_health::ignore,
+        ),
+        endpoint(
+            Method::POST,
+            "/libraries/{id}/health/files/{fileId}/regrab",
+            Token,
+            Operator,
+            Actions,
+            library_health::regrab,
+        ),
         websocket("/ws", ws::connect),
         endpoint(Method::GET, "/queue/stats", Token, Viewer, Reads, stats::queue),
         endpoint(Method::GET, "/system/dashboard", Token, Viewer, Reads, stats::dashboard),
@@ -326,6 +354,7 @@ mod tests {
                 || e.path.starts_with("/queue/")
                 || e.path.ends_with("/scan")
                 || e.path.ends_with("/forecast")
+                || e.path.starts_with("/libraries/{id}/health")
                 || e.path.starts_with("/integrations/")
                 || e.path == "/health/recheck"
             {
@@ -396,6 +425,10 @@ mod tests {
             "POST /libraries/{id}/scan",
             "POST /libraries/{id}/forecast",
             "DELETE /libraries/{id}/forecast",
+            "POST /libraries/{id}/health",
+            "DELETE /libraries/{id}/health",
+            "POST /libraries/{id}/health/files/{fileId}/ignore",
+            "POST /libraries/{id}/health/files/{fileId}/regrab",
             "POST /auth/logout",
             "PUT /auth/password",
             "POST /nodes/{id}/revoke",

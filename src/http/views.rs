@@ -192,6 +192,14 @@ pub struct LibraryView {
     pub rate_control: String,
     /// kbit/s of video that `twoPass` aims at; kept while `crf` is chosen.
     pub target_bitrate_kbps: Option<i32>,
+    /// `off`, `weekly` or `monthly`: a quick health check of every file, inside the
+    /// encoding windows.
+    #[schema(value_type = crate::domain::library_health::HealthSchedule)]
+    pub health_schedule: String,
+    /// `notify` (`file.damaged`) or `regrab` (ask Sonarr or Radarr for a new copy, and
+    /// notify): what a scheduled health check does about a damaged file.
+    #[schema(value_type = crate::domain::library_health::HealthAction)]
+    pub health_action: String,
     pub watch: bool,
     pub enabled: bool,
     pub created_at: DateTime<Utc>,
@@ -217,6 +225,8 @@ impl From<&library::Model> for LibraryView {
             stream_rules: repo::libraries::rules_of(library),
             rate_control: library.rate_control.clone(),
             target_bitrate_kbps: library.target_bitrate_kbps,
+            health_schedule: library.health_schedule.clone(),
+            health_action: library.health_action.clone(),
             watch: library.watch,
             enabled: library.enabled,
             created_at: library.created_at,

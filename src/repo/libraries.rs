@@ -4,6 +4,7 @@ use entities::library::{self, ActiveModel, Column, Entity};
 use sea_orm::{ActiveModelTrait, ConnectionTrait, EntityTrait, QueryOrder, Set};
 
 use super::{now, RepoError, RepoResult};
+use crate::domain::library_health::{HealthAction, HealthSchedule};
 use crate::domain::stream_rules::StreamRules;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -45,6 +46,10 @@ pub struct LibraryPatch {
     pub rate_control: Option<String>,
     /// A bitrate given is kept; none keeps the stored one.
     pub target_bitrate_kbps: Option<i32>,
+    /// `domain::library_health::HealthSchedule`, checked by the caller.
+    pub health_schedule: Option<String>,
+    /// `domain::library_health::HealthAction`, checked by the caller.
+    pub health_action: Option<String>,
 }
 
 pub fn paths_of(model: &library::Model) -> Vec<String> {
@@ -84,6 +89,8 @@ pub async fn create(db: &impl ConnectionTrait, new: NewLibrary) -> RepoResult<li
         stream_rules: Set(rules_text(&new.stream_rules)),
         rate_control: Set(new.rate_control),
         target_bitrate_kbps: Set(new.target_bitrate_kbps),
+        health_schedule: Set(HealthSchedule::Off.as_str().to_string()),
+        health_action: Set(HealthAction::Notify.as_str().to_string()),
         created_at: Set(at),
         updated_at: Set(at),
         last_scan_at: Set(None),
@@ -153,6 +160,12 @@ pub async fn update(db: &impl ConnectionTrait, id: i32, patch: LibraryPatch) -> 
     }
     if let Some(v) = patch.target_bitrate_kbps {
         model.target_bitrate_kbps = Set(Some(v));
+    }
+    if let Some(v) = patch.health_schedule {
+        model.health_schedule = Set(v);
+    }
+    if let Some(v) = patch.health_action {
+        model.health_action = Set(v);
     }
     model.updated_at = Set(now());
     model

@@ -7,6 +7,7 @@ pub mod connections;
 pub mod enums;
 pub mod events;
 pub mod forecasts;
+pub mod health;
 pub mod jobs;
 pub mod libraries;
 pub mod licenses;

@@ -14,6 +14,8 @@ mod feed;
 mod fidelity;
 mod fs_safety;
 mod fuzz;
+mod health;
+mod health_check;
 mod hostile;
 mod http;
 mod isolation;

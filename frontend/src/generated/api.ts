@@ -627,6 +627,99 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/libraries/{id}/health": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A library's health
+         * @description The latest run (its progress) and a page of per-file results, damaged and unreadable
+         *     files first.
+         */
+        get: operations["get_library_health"];
+        put?: never;
+        /**
+         * Check a library's health
+         * @description Starts, in the background, a check of every media file of the library (encoded, skipped
+         *     and untouched alike) on idle job slots, at the lowest priority: no check starts while a
+         *     job waits for a slot. Files unchanged since a check found them `ok` are skipped unless
+         *     `all`. Nothing is written beside the files. Read it with GET.
+         */
+        post: operations["start_library_health"];
+        /** Cancel a library's health check */
+        delete: operations["cancel_library_health"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/libraries/{id}/health/files/{fileId}/ignore": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Ignore a finding (or stop ignoring it)
+         * @description An ignored finding no longer keeps the file from encoding; it comes back when the file
+         *     changes and a check finds it damaged again.
+         */
+        post: operations["ignore_library_file"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/libraries/{id}/health/files/{fileId}/recheck": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Check one file again
+         * @description In the background, on an idle slot as a run does; read the result with GET. The body
+         *     may be `{}`.
+         */
+        post: operations["recheck_library_file"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/libraries/{id}/health/files/{fileId}/regrab": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Get a new copy of a damaged file
+         * @description The Sonarr or Radarr connection whose series (movie) holds the file is asked, through
+         *     its API v3, to delete its record of the file (it removes the file itself) and to search
+         *     for the episodes (the movie) again. Needs `{"confirm":true}`.
+         */
+        post: operations["regrab_library_file"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/libraries/{id}/scan": {
         parameters: {
             query?: never;
@@ -1350,6 +1443,8 @@ export interface components {
             enabled?: boolean | null;
             /** @description One that makes `targetCodec`. */
             encoder?: string | null;
+            healthAction?: null | components["schemas"]["HealthAction"];
+            healthSchedule?: null | components["schemas"]["HealthSchedule"];
             /** @description Default false. HEVC targets only: Dolby Vision sources keep it (profile 8.1). */
             keepDolbyVision?: boolean | null;
             /** @description Default false: a replaced file keeps the original's modification time. */
@@ -1431,6 +1526,11 @@ export interface components {
             /** Format: int64 */
             savedBytes: number;
         };
+        /**
+         * @description How deep a check reads a file.
+         * @enum {string}
+         */
+        Depth: "quick" | "thorough";
         DiskView: {
             /** @description Above 90 % used: encodes may fail for lack of space. */
             atRisk: boolean;
@@ -1560,6 +1660,33 @@ export interface components {
          * @enum {string}
          */
         Fate: "copy" | "encode" | "convert" | "drop" | "add";
+        /** @description What the last check of one file found. */
+        FileHealthView: {
+            /** Format: date-time */
+            checkedAt: string;
+            depth: components["schemas"]["Depth"];
+            /** Format: int64 */
+            errorCount: number;
+            /**
+             * Format: double
+             * @description Damaged files: where the first error is, in seconds from the start.
+             */
+            firstErrorSeconds?: number | null;
+            /**
+             * Format: int32
+             * @description Identifies the result in the per-file actions.
+             */
+            id: number;
+            /** @description The finding no longer keeps the file from encoding. */
+            ignored: boolean;
+            /** @description The first error (damaged) or why the file cannot be read (unreadable). */
+            message?: string | null;
+            /** @description The file's whole path. */
+            path: string;
+            /** Format: int64 */
+            size: number;
+            verdict: components["schemas"]["Verdict"];
+        };
         /** @description One file's forecast. */
         ForecastFile: {
             /** Format: int64 */
@@ -1671,6 +1798,17 @@ export interface components {
             /** @description `ok`, or `degraded` when the database does not answer. */
             status: string;
         };
+        /** @enum {string} */
+        HealthAction: "notify" | "regrab";
+        /** @description Results by verdict, all files of the library that were ever checked. */
+        HealthCounts: {
+            /** Format: int64 */
+            damaged: number;
+            /** Format: int64 */
+            ok: number;
+            /** Format: int64 */
+            unreadable: number;
+        };
         HealthDetails: {
             /** @description `sqlite`, `postgres`, or `unreachable`. */
             database: string;
@@ -1683,6 +1821,27 @@ export interface components {
         };
         /** @enum {string} */
         HealthLevel: "HEALTHY" | "WARNING" | "CRITICAL";
+        /** @description A library's latest health run. */
+        HealthRunView: {
+            all: boolean;
+            depth: components["schemas"]["Depth"];
+            /** Format: int32 */
+            filesDone: number;
+            /**
+             * Format: int32
+             * @description Files this run reads (0 until the library's folders are walked).
+             */
+            filesTotal: number;
+            /** Format: date-time */
+            finishedAt?: string | null;
+            /** @description Started by the library's `healthSchedule`. */
+            scheduled: boolean;
+            /** Format: date-time */
+            startedAt: string;
+            status: components["schemas"]["RunStatus"];
+        };
+        /** @enum {string} */
+        HealthSchedule: "off" | "weekly" | "monthly";
         /** @description The health panel: every check and the worst level among them. */
         HealthView: {
             checks: components["schemas"]["Check"][];
@@ -1698,6 +1857,11 @@ export interface components {
             completed: number;
             /** Format: int64 */
             savedBytes: number;
+        };
+        /** @description POST /libraries/{id}/health/files/{fileId}/ignore */
+        IgnoreFinding: {
+            /** @description True: the finding no longer keeps the file from encoding; false: it does again. */
+            ignored: boolean;
         };
         /** @description Aggregated encoding statistics (GET /insights/stats, /statistics). */
         InsightsView: {
@@ -1864,11 +2028,39 @@ export interface components {
         };
         /** @enum {string} */
         KeyScope: "integration" | "read" | "operate" | "admin";
+        /** @description GET /libraries/{id}/health: the latest run and a page of per-file results. */
+        LibraryHealthView: {
+            counts: components["schemas"]["HealthCounts"];
+            /** @description Damaged and unreadable files first, then by path. */
+            files: components["schemas"]["FileHealthView"][];
+            /** Format: int32 */
+            libraryId: number;
+            /** Format: int64 */
+            page: number;
+            /** Format: int64 */
+            pageSize: number;
+            run?: null | components["schemas"]["HealthRunView"];
+            /**
+             * Format: int64
+             * @description Files matching the filter.
+             */
+            total: number;
+        };
         LibraryView: {
             /** Format: date-time */
             createdAt: string;
             enabled: boolean;
             encoder: string;
+            /**
+             * @description `notify` (`file.damaged`) or `regrab` (ask Sonarr or Radarr for a new copy, and
+             *     notify): what a scheduled health check does about a damaged file.
+             */
+            healthAction: components["schemas"]["HealthAction"];
+            /**
+             * @description `off`, `weekly` or `monthly`: a quick health check of every file, inside the
+             *     encoding windows.
+             */
+            healthSchedule: components["schemas"]["HealthSchedule"];
             /** Format: int32 */
             id: number;
             /**
@@ -2087,7 +2279,7 @@ export interface components {
             window?: null | components["schemas"]["ScheduleView"];
         };
         /** @enum {string} */
-        NotifyEvent: "job.completed" | "job.failed" | "queue.drained" | "node.offline" | "node.online" | "health.changed" | "disk.at_risk" | "test" | "file.replaced";
+        NotifyEvent: "job.completed" | "job.failed" | "queue.drained" | "node.offline" | "node.online" | "health.changed" | "disk.at_risk" | "test" | "file.replaced" | "file.damaged";
         /** @enum {string} */
         OnClose: "pause" | "finish";
         /** @description One page of a listing. */
@@ -2304,6 +2496,10 @@ export interface components {
         };
         /** @enum {string} */
         RateControlMode: "crf" | "twoPass";
+        /** @description POST /libraries/{id}/health/files/{fileId}/recheck */
+        RecheckFile: {
+            depth?: null | components["schemas"]["Depth"];
+        };
         /** @description The result of one run of the node's checks, as the API serves it. */
         RecheckReport: {
             /** @description Whether this run changed what fails (and `health.changed` was written). */
@@ -2319,11 +2515,22 @@ export interface components {
             /** @description The worst level among the checks (HEALTHY when there are none). */
             overall: components["schemas"]["HealthLevel"];
         };
+        /** @description POST /libraries/{id}/health/files/{fileId}/regrab */
+        Regrab: {
+            /** @description Must be true: the app deletes the file, and this cannot be undone. */
+            confirm: boolean;
+        };
+        /** @description What "get a new copy" did. */
+        RegrabView: {
+            message: string;
+        };
         /** @description The first message after a subscriber fell behind: drop live state, a snapshot follows. */
         Resync: {
             /** @description Always `resync`. */
             type: string;
         };
+        /** @enum {string} */
+        RunStatus: "RUNNING" | "DONE" | "CANCELLED" | "INTERRUPTED";
         SavingsDay: {
             /**
              * Format: int64
@@ -2443,6 +2650,16 @@ export interface components {
         };
         /** @enum {string} */
         Stage: "ANALYZING" | "ENCODING" | "TRANSFERRING";
+        /** @description POST /libraries/{id}/health */
+        StartHealth: {
+            /** @description Also the files unchanged since a check found them `ok` (default false). */
+            all?: boolean;
+            /**
+             * @description `quick` (every header parses, every packet demuxes to the end) or `thorough` (every
+             *     frame of every video and audio stream decodes too).
+             */
+            depth: components["schemas"]["Depth"];
+        };
         StartTrial: {
             /** @description The paid tier to try: SUPPORTER or PRO. */
             tier: components["schemas"]["TrialTier"];
@@ -2665,6 +2882,8 @@ export interface components {
             enabled?: boolean | null;
             /** @description One that makes `targetCodec`. */
             encoder?: string | null;
+            healthAction?: null | components["schemas"]["HealthAction"];
+            healthSchedule?: null | components["schemas"]["HealthSchedule"];
             keepDolbyVision?: boolean | null;
             keepModifiedTime?: boolean | null;
             /** Format: int64 */
@@ -2707,6 +2926,11 @@ export interface components {
             role: components["schemas"]["UserRole"];
             username: string;
         };
+        /**
+         * @description A file's state after a check.
+         * @enum {string}
+         */
+        Verdict: "ok" | "damaged" | "unreadable";
         /** @description A video frame's size in pixels. */
         VideoSize: {
             /** Format: int32 */
@@ -4233,6 +4457,298 @@ export interface operations {
             };
         };
     };
+    get_library_health: {
+        parameters: {
+            query?: {
+                /** @description 1 to 1,000,000. */
+                page?: number;
+                /** @description 1 to 500 (larger values are served as 500); default 100. */
+                pageSize?: number;
+                /** @description Only the files with this verdict. */
+                verdict?: components["schemas"]["Verdict"];
+            };
+            header?: never;
+            path: {
+                /** @description Numeric identifier; anything else is a 404. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The latest run and the results */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LibraryHealthView"];
+                };
+            };
+            /** @description A page out of bounds (code invalid_query) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description No such library (code not_found) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    start_library_health: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Numeric identifier; anything else is a 404. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["StartHealth"];
+            };
+        };
+        responses: {
+            /** @description Started */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HealthRunView"];
+                };
+            };
+            400: components["responses"]["MalformedBody"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description No such library (code not_found) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A health check of the library is running (code conflict) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            422: components["responses"]["InvalidBody"];
+        };
+    };
+    cancel_library_health: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Numeric identifier; anything else is a 404. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Cancelled: checks in progress stop; what was found stays */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description No such library (code not_found) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No health check of the library runs (code conflict) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    ignore_library_file: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The library */
+                id: number;
+                /** @description The result's `id` */
+                fileId: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["IgnoreFinding"];
+            };
+        };
+        responses: {
+            /** @description The result after the change */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FileHealthView"];
+                };
+            };
+            400: components["responses"]["MalformedBody"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description No such library or result (code not_found) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            422: components["responses"]["InvalidBody"];
+        };
+    };
+    recheck_library_file: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The library */
+                id: number;
+                /** @description The result's `id` */
+                fileId: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RecheckFile"];
+            };
+        };
+        responses: {
+            /** @description The check is on its way */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FileHealthView"];
+                };
+            };
+            400: components["responses"]["MalformedBody"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description No such library or result (code not_found) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            422: components["responses"]["InvalidBody"];
+        };
+    };
+    regrab_library_file: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The library */
+                id: number;
+                /** @description The result's `id` */
+                fileId: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["Regrab"];
+            };
+        };
+        responses: {
+            /** @description The app deleted its record and searches */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RegrabView"];
+                };
+            };
+            400: components["responses"]["MalformedBody"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description No such library or result (code not_found) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No Sonarr or Radarr connection holds the file (code not_held) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not confirmed (code validation_failed) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The app could not be asked, or did not start the search (code unavailable) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     scan: {
         parameters: {
             query?: never;
@@ -5401,23 +5917,27 @@ export const checkNameValues: ReadonlyArray<FlattenedDeepRequired<components>["s
 export const connectionKindValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["ConnectionKind"]> = ["plex", "jellyfin", "emby", "sonarr", "radarr"];
 export const containerRuleValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["ContainerRule"]> = ["keep", "mkv", "mp4"];
 export const dayValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Day"]> = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"];
+export const depthValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Depth"]> = ["quick", "thorough"];
 export const encoderValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Encoder"]> = ["libx265", "hevc_nvenc", "hevc_qsv", "hevc_vaapi", "libsvtav1", "libaom-av1", "av1_nvenc", "av1_qsv", "av1_vaapi"];
 export const failureCategoryValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["FailureCategory"]> = ["corrupted_file", "disk_space", "codec_issues", "transcoder_errors", "permission", "timeout", "other"];
 export const failureCodeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["FailureCode"]> = ["file_validation_failed", "insufficient_disk_space", "unsupported_codec", "transcoder_crashed", "permission_denied", "timeout", "miscellaneous", "unsupported_stream", "unsupported_container", "out_of_memory"];
 export const fateValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Fate"]> = ["copy", "encode", "convert", "drop", "add"];
 export const forecastStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["ForecastStatus"]> = ["RUNNING", "DONE", "CANCELLED", "INTERRUPTED"];
 export const hardwareValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Hardware"]> = ["cpu", "nvidia", "intel_qsv", "vaapi"];
+export const healthActionValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["HealthAction"]> = ["notify", "regrab"];
 export const healthLevelValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["HealthLevel"]> = ["HEALTHY", "WARNING", "CRITICAL"];
+export const healthScheduleValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["HealthSchedule"]> = ["off", "weekly", "monthly"];
 export const jobStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["JobStatus"]> = ["PENDING", "QUEUED", "ANALYZING", "ENCODING", "PAUSED", "COMPLETED", "SKIPPED", "FAILED", "CANCELLED"];
 export const keyScopeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["KeyScope"]> = ["integration", "read", "operate", "admin"];
 export const nodeCheckKindValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["NodeCheckKind"]> = ["libraryPath", "disk", "encoder"];
 export const nodeRoleValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["NodeRole"]> = ["main", "linked"];
 export const nodeStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["NodeStatus"]> = ["ONLINE", "OFFLINE", "DEGRADED"];
-export const notifyEventValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["NotifyEvent"]> = ["job.completed", "job.failed", "queue.drained", "node.offline", "node.online", "health.changed", "disk.at_risk", "test", "file.replaced"];
+export const notifyEventValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["NotifyEvent"]> = ["job.completed", "job.failed", "queue.drained", "node.offline", "node.online", "health.changed", "disk.at_risk", "test", "file.replaced", "file.damaged"];
 export const onCloseValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["OnClose"]> = ["pause", "finish"];
 export const planBasisValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["PlanBasis"]> = ["ran", "current"];
 export const qualityModeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["QualityMode"]> = ["crf", "vmaf"];
 export const rateControlModeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["RateControlMode"]> = ["crf", "twoPass"];
+export const runStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["RunStatus"]> = ["RUNNING", "DONE", "CANCELLED", "INTERRUPTED"];
 export const scheduleTimeZoneValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Schedule"]["timeZone"]> = ["Africa/Abidjan", "Africa/Accra", "Africa/Addis_Ababa", "Africa/Algiers", "Africa/Asmara", "Africa/Asmera", "Africa/Bamako", "Africa/Bangui", "Africa/Banjul", "Africa/Bissau", "Africa/Blantyre", "Africa/Brazzaville", "Africa/Bujumbura", "Africa/Cairo", "Africa/Casablanca", "Africa/Ceuta", "Africa/Conakry", "Africa/Dakar", "Africa/Dar_es_Salaam", "Africa/Djibouti", "Africa/Douala", "Africa/El_Aaiun", "Africa/Freetown", "Africa/Gaborone", "Africa/Harare", "Africa/Johannesburg", "Africa/Juba", "Africa/Kampala", "Africa/Khartoum", "Africa/Kigali", "Africa/Kinshasa", "Africa/Lagos", "Africa/Libreville", "Africa/Lome", "Africa/Luanda", "Africa/Lubumbashi", "Africa/Lusaka", "Africa/Malabo", "Africa/Maputo", "Africa/Maseru", "Africa/Mbabane", "Africa/Mogadishu", "Africa/Monrovia", "Africa/Nairobi", "Africa/Ndjamena", "Africa/Niamey", "Africa/Nouakchott", "Africa/Ouagadougou", "Africa/Porto-Novo", "Africa/Sao_Tome", "Africa/Timbuktu", "Africa/Tripoli", "Africa/Tunis", "Africa/Windhoek", "America/Adak", "America/Anchorage", "America/Anguilla", "America/Antigua", "America/Araguaina", "America/Argentina/Buenos_Aires", "America/Argentina/Catamarca", "America/Argentina/ComodRivadavia", "America/Argentina/Cordoba", "America/Argentina/Jujuy", "America/Argentina/La_Rioja", "America/Argentina/Mendoza", "America/Argentina/Rio_Gallegos", "America/Argentina/Salta", "America/Argentina/San_Juan", "America/Argentina/San_Luis", "America/Argentina/Tucuman", "America/Argentina/Ushuaia", "America/Aruba", "America/Asuncion", "America/Atikokan", "America/Atka", "America/Bahia", "America/Bahia_Banderas", "America/Barbados", "America/Belem", "America/Belize", "America/Blanc-Sablon", "America/Boa_Vista", "America/Bogota", "America/Boise", "America/Buenos_Aires", "America/Cambridge_Bay", "America/Campo_Grande", "America/Cancun", "America/Caracas", "America/Catamarca", "America/Cayenne", "America/Cayman", "America/Chicago", "America/Chihuahua", "America/Ciudad_Juarez", "America/Coral_Harbour", "America/Cordoba", "America/Costa_Rica", "America/Coyhaique", "America/Creston", "America/Cuiaba", "America/Curacao", "America/Danmarkshavn", "America/Dawson", "America/Dawson_Creek", "America/Denver", "America/Detroit", "America/Dominica", "America/Edmonton", "America/Eirunepe", "America/El_Salvador", "America/Ensenada", "America/Fort_Nelson", "America/Fort_Wayne", "America/Fortaleza", "America/Glace_Bay", "America/Godthab", "America/Goose_Bay", "America/Grand_Turk", "America/Grenada", "America/Guadeloupe", "America/Guatemala", "America/Guayaquil", "America/Guyana", "America/Halifax", "America/Havana", "America/Hermosillo", "America/Indiana/Indianapolis", "America/Indiana/Knox", "America/Indiana/Marengo", "America/Indiana/Petersburg", "America/Indiana/Tell_City", "America/Indiana/Vevay", "America/Indiana/Vincennes", "America/Indiana/Winamac", "America/Indianapolis", "America/Inuvik", "America/Iqaluit", "America/Jamaica", "America/Jujuy", "America/Juneau", "America/Kentucky/Louisville", "America/Kentucky/Monticello", "America/Knox_IN", "America/Kralendijk", "America/La_Paz", "America/Lima", "America/Los_Angeles", "America/Louisville", "America/Lower_Princes", "America/Maceio", "America/Managua", "America/Manaus", "America/Marigot", "America/Martinique", "America/Matamoros", "America/Mazatlan", "America/Mendoza", "America/Menominee", "America/Merida", "America/Metlakatla", "America/Mexico_City", "America/Miquelon", "America/Moncton", "America/Monterrey", "America/Montevideo", "America/Montreal", "America/Montserrat", "America/Nassau", "America/New_York", "America/Nipigon", "America/Nome", "America/Noronha", "America/North_Dakota/Beulah", "America/North_Dakota/Center", "America/North_Dakota/New_Salem", "America/Nuuk", "America/Ojinaga", "America/Panama", "America/Pangnirtung", "America/Paramaribo", "America/Phoenix", "America/Port-au-Prince", "America/Port_of_Spain", "America/Porto_Acre", "America/Porto_Velho", "America/Puerto_Rico", "America/Punta_Arenas", "America/Rainy_River", "America/Rankin_Inlet", "America/Recife", "America/Regina", "America/Resolute", "America/Rio_Branco", "America/Rosario", "America/Santa_Isabel", "America/Santarem", "America/Santiago", "America/Santo_Domingo", "America/Sao_Paulo", "America/Scoresbysund", "America/Shiprock", "America/Sitka", "America/St_Barthelemy", "America/St_Johns", "America/St_Kitts", "America/St_Lucia", "America/St_Thomas", "America/St_Vincent", "America/Swift_Current", "America/Tegucigalpa", "America/Thule", "America/Thunder_Bay", "America/Tijuana", "America/Toronto", "America/Tortola", "America/Vancouver", "America/Virgin", "America/Whitehorse", "America/Winnipeg", "America/Yakutat", "America/Yellowknife", "Antarctica/Casey", "Antarctica/Davis", "Antarctica/DumontDUrville", "Antarctica/Macquarie", "Antarctica/Mawson", "Antarctica/McMurdo", "Antarctica/Palmer", "Antarctica/Rothera", "Antarctica/South_Pole", "Antarctica/Syowa", "Antarctica/Troll", "Antarctica/Vostok", "Arctic/Longyearbyen", "Asia/Aden", "Asia/Almaty", "Asia/Amman", "Asia/Anadyr", "Asia/Aqtau", "Asia/Aqtobe", "Asia/Ashgabat", "Asia/Ashkhabad", "Asia/Atyrau", "Asia/Baghdad", "Asia/Bahrain", "Asia/Baku", "Asia/Bangkok", "Asia/Barnaul", "Asia/Beirut", "Asia/Bishkek", "Asia/Brunei", "Asia/Calcutta", "Asia/Chita", "Asia/Choibalsan", "Asia/Chongqing", "Asia/Chungking", "Asia/Colombo", "Asia/Dacca", "Asia/Damascus", "Asia/Dhaka", "Asia/Dili", "Asia/Dubai", "Asia/Dushanbe", "Asia/Famagusta", "Asia/Gaza", "Asia/Harbin", "Asia/Hebron", "Asia/Ho_Chi_Minh", "Asia/Hong_Kong", "Asia/Hovd", "Asia/Irkutsk", "Asia/Istanbul", "Asia/Jakarta", "Asia/Jayapura", "Asia/Jerusalem", "Asia/Kabul", "Asia/Kamchatka", "Asia/Karachi", "Asia/Kashgar", "Asia/Kathmandu", "Asia/Katmandu", "Asia/Khandyga", "Asia/Kolkata", "Asia/Krasnoyarsk", "Asia/Kuala_Lumpur", "Asia/Kuching", "Asia/Kuwait", "Asia/Macao", "Asia/Macau", "Asia/Magadan", "Asia/Makassar", "Asia/Manila", "Asia/Muscat", "Asia/Nicosia", "Asia/Novokuznetsk", "Asia/Novosibirsk", "Asia/Omsk", "Asia/Oral", "Asia/Phnom_Penh", "Asia/Pontianak", "Asia/Pyongyang", "Asia/Qatar", "Asia/Qostanay", "Asia/Qyzylorda", "Asia/Rangoon", "Asia/Riyadh", "Asia/Saigon", "Asia/Sakhalin", "Asia/Samarkand", "Asia/Seoul", "Asia/Shanghai", "Asia/Singapore", "Asia/Srednekolymsk", "Asia/Taipei", "Asia/Tashkent", "Asia/Tbilisi", "Asia/Tehran", "Asia/Tel_Aviv", "Asia/Thimbu", "Asia/Thimphu", "Asia/Tokyo", "Asia/Tomsk", "Asia/Ujung_Pandang", "Asia/Ulaanbaatar", "Asia/Ulan_Bator", "Asia/Urumqi", "Asia/Ust-Nera", "Asia/Vientiane", "Asia/Vladivostok", "Asia/Yakutsk", "Asia/Yangon", "Asia/Yekaterinburg", "Asia/Yerevan", "Atlantic/Azores", "Atlantic/Bermuda", "Atlantic/Canary", "Atlantic/Cape_Verde", "Atlantic/Faeroe", "Atlantic/Faroe", "Atlantic/Jan_Mayen", "Atlantic/Madeira", "Atlantic/Reykjavik", "Atlantic/South_Georgia", "Atlantic/St_Helena", "Atlantic/Stanley", "Australia/ACT", "Australia/Adelaide", "Australia/Brisbane", "Australia/Broken_Hill", "Australia/Canberra", "Australia/Currie", "Australia/Darwin", "Australia/Eucla", "Australia/Hobart", "Australia/LHI", "Australia/Lindeman", "Australia/Lord_Howe", "Australia/Melbourne", "Australia/NSW", "Australia/North", "Australia/Perth", "Australia/Queensland", "Australia/South", "Australia/Sydney", "Australia/Tasmania", "Australia/Victoria", "Australia/West", "Australia/Yancowinna", "Brazil/Acre", "Brazil/DeNoronha", "Brazil/East", "Brazil/West", "CET", "CST6CDT", "Canada/Atlantic", "Canada/Central", "Canada/Eastern", "Canada/Mountain", "Canada/Newfoundland", "Canada/Pacific", "Canada/Saskatchewan", "Canada/Yukon", "Chile/Continental", "Chile/EasterIsland", "Cuba", "EET", "EST", "EST5EDT", "Egypt", "Eire", "Etc/GMT", "Etc/GMT+0", "Etc/GMT+1", "Etc/GMT+10", "Etc/GMT+11", "Etc/GMT+12", "Etc/GMT+2", "Etc/GMT+3", "Etc/GMT+4", "Etc/GMT+5", "Etc/GMT+6", "Etc/GMT+7", "Etc/GMT+8", "Etc/GMT+9", "Etc/GMT-0", "Etc/GMT-1", "Etc/GMT-10", "Etc/GMT-11", "Etc/GMT-12", "Etc/GMT-13", "Etc/GMT-14", "Etc/GMT-2", "Etc/GMT-3", "Etc/GMT-4", "Etc/GMT-5", "Etc/GMT-6", "Etc/GMT-7", "Etc/GMT-8", "Etc/GMT-9", "Etc/GMT0", "Etc/Greenwich", "Etc/UCT", "Etc/UTC", "Etc/Universal", "Etc/Zulu", "Europe/Amsterdam", "Europe/Andorra", "Europe/Astrakhan", "Europe/Athens", "Europe/Belfast", "Europe/Belgrade", "Europe/Berlin", "Europe/Bratislava", "Europe/Brussels", "Europe/Bucharest", "Europe/Budapest", "Europe/Busingen", "Europe/Chisinau", "Europe/Copenhagen", "Europe/Dublin", "Europe/Gibraltar", "Europe/Guernsey", "Europe/Helsinki", "Europe/Isle_of_Man", "Europe/Istanbul", "Europe/Jersey", "Europe/Kaliningrad", "Europe/Kiev", "Europe/Kirov", "Europe/Kyiv", "Europe/Lisbon", "Europe/Ljubljana", "Europe/London", "Europe/Luxembourg", "Europe/Madrid", "Europe/Malta", "Europe/Mariehamn", "Europe/Minsk", "Europe/Monaco", "Europe/Moscow", "Europe/Nicosia", "Europe/Oslo", "Europe/Paris", "Europe/Podgorica", "Europe/Prague", "Europe/Riga", "Europe/Rome", "Europe/Samara", "Europe/San_Marino", "Europe/Sarajevo", "Europe/Saratov", "Europe/Simferopol", "Europe/Skopje", "Europe/Sofia", "Europe/Stockholm", "Europe/Tallinn", "Europe/Tirane", "Europe/Tiraspol", "Europe/Ulyanovsk", "Europe/Uzhgorod", "Europe/Vaduz", "Europe/Vatican", "Europe/Vienna", "Europe/Vilnius", "Europe/Volgograd", "Europe/Warsaw", "Europe/Zagreb", "Europe/Zaporozhye", "Europe/Zurich", "GB", "GB-Eire", "GMT", "GMT+0", "GMT-0", "GMT0", "Greenwich", "HST", "Hongkong", "Iceland", "Indian/Antananarivo", "Indian/Chagos", "Indian/Christmas", "Indian/Cocos", "Indian/Comoro", "Indian/Kerguelen", "Indian/Mahe", "Indian/Maldives", "Indian/Mauritius", "Indian/Mayotte", "Indian/Reunion", "Iran", "Israel", "Jamaica", "Japan", "Kwajalein", "Libya", "MET", "MST", "MST7MDT", "Mexico/BajaNorte", "Mexico/BajaSur", "Mexico/General", "NZ", "NZ-CHAT", "Navajo", "PRC", "PST8PDT", "Pacific/Apia", "Pacific/Auckland", "Pacific/Bougainville", "Pacific/Chatham", "Pacific/Chuuk", "Pacific/Easter", "Pacific/Efate", "Pacific/Enderbury", "Pacific/Fakaofo", "Pacific/Fiji", "Pacific/Funafuti", "Pacific/Galapagos", "Pacific/Gambier", "Pacific/Guadalcanal", "Pacific/Guam", "Pacific/Honolulu", "Pacific/Johnston", "Pacific/Kanton", "Pacific/Kiritimati", "Pacific/Kosrae", "Pacific/Kwajalein", "Pacific/Majuro", "Pacific/Marquesas", "Pacific/Midway", "Pacific/Nauru", "Pacific/Niue", "Pacific/Norfolk", "Pacific/Noumea", "Pacific/Pago_Pago", "Pacific/Palau", "Pacific/Pitcairn", "Pacific/Pohnpei", "Pacific/Ponape", "Pacific/Port_Moresby", "Pacific/Rarotonga", "Pacific/Saipan", "Pacific/Samoa", "Pacific/Tahiti", "Pacific/Tarawa", "Pacific/Tongatapu", "Pacific/Truk", "Pacific/Wake", "Pacific/Wallis", "Pacific/Yap", "Poland", "Portugal", "ROC", "ROK", "Singapore", "Turkey", "UCT", "US/Alaska", "US/Aleutian", "US/Arizona", "US/Central", "US/East-Indiana", "US/Eastern", "US/Hawaii", "US/Indiana-Starke", "US/Michigan", "US/Mountain", "US/Pacific", "US/Samoa", "UTC", "Universal", "W-SU", "WET", "Zulu"];
 export const segmentStateValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["SegmentState"]> = ["QUEUED", "ENCODING", "DONE"];
 export const stageValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Stage"]> = ["ANALYZING", "ENCODING", "TRANSFERRING"];
@@ -5427,3 +5947,4 @@ export const tierValues: ReadonlyArray<FlattenedDeepRequired<components>["schema
 export const trialTierValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["TrialTier"]> = ["SUPPORTER", "PRO"];
 export const userActionValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["UserAction"]> = ["pause", "resume", "retry", "force", "cancel"];
 export const userRoleValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["UserRole"]> = ["admin", "operator", "viewer"];
+export const verdictValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Verdict"]> = ["ok", "damaged", "unreadable"];

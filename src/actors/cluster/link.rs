@@ -282,6 +282,9 @@ impl RemoteNode {
                     Call::Library { id } => {
                         json(serde_json::to_value(store.library(id).await.map_err(|e| e.to_string())?))
                     }
+                    Call::LastHealth { id } => {
+                        json(serde_json::to_value(store.last_health(id).await.map_err(|e| e.to_string())?))
+                    }
                     Call::Settings => {
                         json(serde_json::to_value(store.job_settings().await.map_err(|e| e.to_string())?))
                     }

@@ -14,6 +14,7 @@ use crate::domain::encoding::{
     TargetCodec,
 };
 use crate::domain::job::{FailureCode, JobEvent, Stage};
+use crate::domain::library_health;
 use crate::domain::quality::{self, QualityMode};
 use crate::domain::segments::{self, Sessions};
 use crate::domain::stream_rules::StreamRules;
@@ -130,6 +131,12 @@ impl Attempt {
             Ok(Decision::Encode) => None,
             Err(e) => return self.fail(e).await,
         };
+        // A file the last health check found damaged, unchanged since (issue 38), is left
+        // alone unless it is forced or the finding is ignored.
+        let skip_reason = match skip_reason {
+            Some(reason) => Some(reason),
+            None => self.damaged(&job, identity).await,
+        };
         // The library's stream rules (issue 37), read at each attempt: a rule changed after
         // the job was queued applies to this attempt. Its filters leave a file alone unless
         // it is forced; a plan the rules cannot carry out (an image subtitle into MP4)
@@ -170,6 +177,22 @@ impl Attempt {
         }
         let keep_modified_time = library.as_ref().is_some_and(|l| l.keep_modified_time);
         Ok(Some(Prepared { job, info, plan, keep_originals, keep_modified_time, roots, timeout_hours }))
+    }
+
+    /// "damaged: …" when the last health check of the source found it damaged or
+    /// unreadable (`domain::library_health::skip_reason`). A finding that cannot be read
+    /// (a main node from before issue 38) lets the encode go on, as before checks existed.
+    async fn damaged(&self, job: &job::Model, identity: Option<SourceIdentity>) -> Option<String> {
+        let identity = identity?;
+        let last = match self.env.store.last_health(job.id).await {
+            Ok(last) => last,
+            Err(e) => {
+                tracing::debug!(job_id = job.id, error = %e, "the file's last health check could not be read");
+                return None;
+            }
+        };
+        let size = i64::try_from(identity.size).unwrap_or(i64::MAX);
+        library_health::skip_reason(last.as_ref(), size, identity.mtime_ns, job.forced)
     }
 
     fn plan(

@@ -19,7 +19,10 @@ async fn malformed_json_unknown_fields_and_wrong_types_are_client_errors() {
     assert!(with_body.len() >= 7, "{with_body:?}");
     for endpoint in with_body {
         for prefix in PREFIXES {
-            let path = format!("{prefix}{}", endpoint.path.replace("{id}", "1").replace("{username}", ADMIN));
+            let path = format!(
+                "{prefix}{}",
+                endpoint.path.replace("{id}", "1").replace("{fileId}", "1").replace("{username}", ADMIN)
+            );
             let what = format!("{} {path}", endpoint.method);
             // serde reads a body front to back: an unknown field met before the syntax error
             // is reported as such (422), so the malformed bodies here fail before any field.

@@ -9,7 +9,9 @@ use crate::api_test_on_both_databases;
 use crate::common::api::{code, message, TestServer, PREFIXES};
 use crate::common::rows::node;
 
-const LIBRARY_FIELDS: [&str; 20] = [
+const LIBRARY_FIELDS: [&str; 22] = [
+    "healthSchedule",
+    "healthAction",
     "streamRules",
     "rateControl",
     "targetBitrateKbps",

@@ -14,6 +14,7 @@ export const NOTIFICATION_EVENTS: { event: NotificationEvent; label: string }[] 
   { event: 'node.online', label: 'Node back online' },
   { event: 'health.changed', label: 'Health warning, critical or back to healthy' },
   { event: 'disk.at_risk', label: 'Library disk above 90 %' },
+  { event: 'file.damaged', label: 'A scheduled health check found a damaged file' },
 ];
 
 /** What each kind wants as its URL and secret, for the form's hints. */

@@ -1,0 +1,415 @@
+//! Library health checks (issue 38), run on the main node: every media file of a library
+//! (encoded, skipped and untouched alike, as the scan finds them, each checked again by
+//! `media::contain`) is read by `media::worker::check_health` in a `condense-media` child, at
+//! the lowest priority: only on idle job slots of this node (`node::ReserveCheck`), never
+//! while a job waits for one (an encode always goes first; a running check may finish),
+//! several at once where several slots are idle. Files unchanged since a check found them
+//! `ok` are skipped unless a run asks for `all`. Each result is written as it comes
+//! (`repo::health`). A library's `healthSchedule` starts a quick run inside this node's
+//! encoding windows; after a scheduled run each damaged file is told (`file.damaged`) and,
+//! with `healthAction: regrab`, its Sonarr or Radarr is asked for a new copy (`regrab`).
+//! Linked nodes take no checks: every check runs here.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use actix::Addr;
+use entities::{library, library_health_file, library_health_run};
+use sea_orm::DatabaseConnection;
+use tokio::sync::Notify;
+use tokio::task::JoinSet;
+
+use super::node::{CheckEnded, NodeSupervisor, ReserveCheck};
+use super::regrab;
+use crate::domain::job::JobStatus;
+use crate::domain::library_health::{self, HealthAction, HealthSchedule, RunStatus};
+use crate::domain::notify::NotifyEvent;
+use crate::host::clock::Clock;
+use crate::media::contain;
+use crate::media::health::{Depth, FileHealth, Verdict};
+use crate::media::worker;
+use crate::repo::health::FoundFile;
+use crate::repo::{self, RepoError};
+
+/// How long a run waits before it asks for a slot again.
+const SLOT_POLL: Duration = Duration::from_millis(500);
+/// How often the schedules are looked at (and whenever a library changes).
+const SCHEDULE_EVERY: Duration = Duration::from_secs(60);
+
+/// The health checks of this node: the runs in progress by library, each with the signal
+/// that cancels it.
+#[derive(Clone)]
+pub struct HealthChecks {
+    db: DatabaseConnection,
+    /// The executable started as the `media` children.
+    binary: PathBuf,
+    analysis_timeout: Duration,
+    node: Addr<NodeSupervisor>,
+    node_id: i32,
+    /// Whether the scheduler gives this node jobs (a main node with MAX_JOBS=0 does not).
+    takes_jobs: bool,
+    clock: Clock,
+    running: Arc<Mutex<HashMap<i32, Arc<Notify>>>>,
+    schedule_wake: Arc<Notify>,
+}
+
+/// Where a check of one file came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Origin {
+    User,
+    Schedule,
+}
+
+/// Frees the slot a check holds when the check ends, however it ends (a cancel drops it).
+struct Slot(Addr<NodeSupervisor>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.do_send(CheckEnded);
+    }
+}
+
+impl HealthChecks {
+    pub fn new(
+        db: DatabaseConnection,
+        binary: PathBuf,
+        analysis_timeout: Duration,
+        node: Addr<NodeSupervisor>,
+        node_id: i32,
+        takes_jobs: bool,
+        clock: Clock,
+    ) -> Self {
+        HealthChecks {
+            db,
+            binary,
+            analysis_timeout,
+            node,
+            node_id,
+            takes_jobs,
+            clock,
+            running: Arc::default(),
+            schedule_wake: Arc::default(),
+        }
+    }
+
+    /// Starts a run of `library`; a conflict while one runs.
+    pub async fn start(
+        &self,
+        library: &library::Model,
+        depth: Depth,
+        all: bool,
+    ) -> Result<library_health_run::Model, RepoError> {
+        self.begin(library, depth, all, Origin::User).await
+    }
+
+    async fn begin(
+        &self,
+        library: &library::Model,
+        depth: Depth,
+        all: bool,
+        origin: Origin,
+    ) -> Result<library_health_run::Model, RepoError> {
+        let cancel = Arc::new(Notify::new());
+        {
+            let mut running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
+            if running.contains_key(&library.id) {
+                return Err(RepoError::Conflict(format!("a health check of library {} is running", library.id)));
+            }
+            running.insert(library.id, cancel.clone());
+        }
+        let started = match repo::health::start(&self.db, library.id, depth, all, origin == Origin::Schedule).await {
+            Ok(row) => row,
+            Err(e) => {
+                self.running.lock().unwrap_or_else(PoisonError::into_inner).remove(&library.id);
+                return Err(e);
+            }
+        };
+        let this = self.clone();
+        let library = library.clone();
+        actix::spawn(async move {
+            let (status, findings) = this.run(&library, depth, all, &cancel).await;
+            // Out of the map first: once its end is recorded a cancel is refused, as it
+            // should be.
+            this.running.lock().unwrap_or_else(PoisonError::into_inner).remove(&library.id);
+            if let Err(e) = repo::health::finish(&this.db, library.id, status).await {
+                tracing::warn!(library = library.id, error = %e, "the health check's end was not recorded");
+            }
+            if origin == Origin::Schedule && status == RunStatus::Done {
+                this.act_on(&library, &findings).await;
+            }
+        });
+        Ok(started)
+    }
+
+    /// Cancels the run of `library_id`; false when none runs. Checks in progress are
+    /// stopped (their children killed); what was found stays.
+    pub fn cancel(&self, library_id: i32) -> bool {
+        let running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
+        match running.get(&library_id) {
+            Some(cancel) => {
+                cancel.notify_one();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Whether a run of `library_id` is in progress here.
+    pub fn is_running(&self, library_id: i32) -> bool {
+        self.running.lock().unwrap_or_else(PoisonError::into_inner).contains_key(&library_id)
+    }
+
+    /// Checks one stored file again, in the background, at `depth`, as a run would (an
+    /// idle slot, no job waiting).
+    pub fn recheck(&self, library: &library::Model, row: &library_health_file::Model, depth: Depth) {
+        let this = self.clone();
+        let (library_id, roots) = (library.id, repo::libraries::paths_of(library));
+        let path = repo::health::path_of(row);
+        let root = row.root.clone();
+        actix::spawn(async move {
+            let Some(found) = this.find_one(&roots, &root, &path).await else {
+                tracing::info!(library = library_id, path = %path.display(), "a file to check again is gone");
+                return;
+            };
+            let never = Notify::new();
+            let Some(slot) = this.slot(&never).await else { return };
+            if let Some(health) = this.check(&found, depth).await {
+                if let Err(e) = repo::health::record(&this.db, library_id, &found, &health).await {
+                    tracing::warn!(library = library_id, error = %e, "a file's health was not recorded");
+                }
+            }
+            drop(slot);
+        });
+    }
+
+    /// The file at `path` under `root`, with its size and modification time, when it is
+    /// still a file inside the library.
+    async fn find_one(&self, roots: &[String], root: &str, path: &Path) -> Option<FoundFile> {
+        let (roots, root, path) = (roots.to_vec(), root.to_string(), path.to_path_buf());
+        tokio::task::spawn_blocking(move || {
+            use std::os::unix::fs::MetadataExt;
+            let roots: Vec<PathBuf> = roots.iter().map(PathBuf::from).collect();
+            contain::still_inside(&path, &roots).ok()?;
+            let m = std::fs::symlink_metadata(&path).ok()?;
+            Some(FoundFile {
+                root,
+                size: i64::try_from(m.len()).ok()?,
+                mtime_ns: m.mtime() * 1_000_000_000 + m.mtime_nsec(),
+                path,
+            })
+        })
+        .await
+        .ok()
+        .flatten()
+    }
+
+    /// Every media file of the library as the scan finds it, each under its root and still
+    /// inside the library (`media::contain`).
+    async fn walk(library: &library::Model) -> Vec<FoundFile> {
+        let roots = repo::libraries::paths_of(library);
+        tokio::task::spawn_blocking(move || {
+            let (found, _) = super::library::walk(&roots);
+            let resolved: Vec<PathBuf> = roots.iter().map(PathBuf::from).collect();
+            found
+                .into_iter()
+                .filter(|f| contain::still_inside(&f.path, &resolved).is_ok())
+                .filter_map(|f| {
+                    let root = roots.iter().filter(|r| f.path.starts_with(r.as_str())).max_by_key(|r| r.len())?;
+                    Some(FoundFile { root: root.clone(), path: f.path, size: f.size, mtime_ns: f.mtime_ns })
+                })
+                .collect()
+        })
+        .await
+        .unwrap_or_default()
+    }
+
+    /// One run: the files to read, then as many checks at once as idle slots allow.
+    /// Answers how it ended and the findings it recorded.
+    async fn run(
+        &self,
+        library: &library::Model,
+        depth: Depth,
+        all: bool,
+        cancel: &Notify,
+    ) -> (RunStatus, Vec<library_health_file::Model>) {
+        let files = tokio::select! {
+            files = self.to_check(library, all) => files,
+            () = cancel.notified() => return (RunStatus::Cancelled, Vec::new()),
+        };
+        let total = u32::try_from(files.len()).unwrap_or(u32::MAX);
+        if let Err(e) = repo::health::set_total(&self.db, library.id, total).await {
+            tracing::warn!(library = library.id, error = %e, "the health check's size was not recorded");
+        }
+        let mut findings = Vec::new();
+        let mut checks: JoinSet<Option<library_health_file::Model>> = JoinSet::new();
+        for found in files {
+            while let Some(ended) = checks.try_join_next() {
+                if let Ok(Some(finding)) = ended {
+                    findings.push(finding);
+                }
+            }
+            // Not raced with anything but the cancel while it waits: a slot the node gave
+            // is always taken (and freed by the check that holds it).
+            let Some(slot) = self.slot(cancel).await else {
+                checks.abort_all();
+                return (RunStatus::Cancelled, findings);
+            };
+            let this = self.clone();
+            let library_id = library.id;
+            checks.spawn_local(async move {
+                let health = this.check(&found, depth).await;
+                drop(slot);
+                let recorded = match health {
+                    Some(health) => repo::health::record(&this.db, library_id, &found, &health).await,
+                    None => return None,
+                };
+                let _ = repo::health::advance(&this.db, library_id).await;
+                match recorded {
+                    Ok(row) => library_health::is_finding(repo::health::verdict_of(&row), row.ignored).then_some(row),
+                    Err(e) => {
+                        tracing::warn!(library = library_id, error = %e, "a file's health was not recorded");
+                        None
+                    }
+                }
+            });
+        }
+        loop {
+            tokio::select! {
+                ended = checks.join_next() => match ended {
+                    Some(Ok(Some(finding))) => findings.push(finding),
+                    Some(_) => {}
+                    None => return (RunStatus::Done, findings),
+                },
+                () = cancel.notified() => {
+                    checks.abort_all();
+                    return (RunStatus::Cancelled, findings);
+                }
+            }
+        }
+    }
+
+    /// The library's files this run reads: all, or those not unchanged since an `ok`.
+    async fn to_check(&self, library: &library::Model, all: bool) -> Vec<FoundFile> {
+        let last = repo::health::results_of(&self.db, library.id).await.unwrap_or_default();
+        let found = Self::walk(library).await;
+        found
+            .into_iter()
+            .filter(|f| {
+                let relative = f.path.strip_prefix(&f.root).unwrap_or(&f.path);
+                let key = (f.root.clone(), crate::domain::path_bytes::readable(relative.as_os_str()).into_owned());
+                let known = last.get(&key).map(repo::health::last_check);
+                library_health::needs_check(known.as_ref(), f.size, f.mtime_ns, all)
+            })
+            .collect()
+    }
+
+    /// An idle slot of this node, once no job waits for one; `None` on a cancel.
+    async fn slot(&self, cancel: &Notify) -> Option<Slot> {
+        loop {
+            let queued = repo::jobs::count_by_status(&self.db)
+                .await
+                .map(|c| c.get(&JobStatus::Queued).copied().unwrap_or(0))
+                .unwrap_or(u64::MAX);
+            // The node answers whether a slot is free by taking it.
+            if library_health::may_start_check(1, queued, self.takes_jobs)
+                && self.node.send(ReserveCheck).await.unwrap_or(false)
+            {
+                return Some(Slot(self.node.clone()));
+            }
+            tokio::select! {
+                () = tokio::time::sleep(SLOT_POLL) => {}
+                () = cancel.notified() => return None,
+            }
+        }
+    }
+
+    /// One file's check; a check that itself failed (the child crashed, ran out of time)
+    /// is recorded as the file's finding, as unreadable with the reason.
+    async fn check(&self, found: &FoundFile, depth: Depth) -> Option<FileHealth> {
+        match worker::check_health(&self.binary, &found.path, depth, self.analysis_timeout).await {
+            Ok(health) => Some(health),
+            Err(e) => Some(FileHealth {
+                depth,
+                verdict: Verdict::Unreadable,
+                first_error_seconds: None,
+                message: Some(e.to_string()),
+                error_count: 1,
+                streams: Vec::new(),
+            }),
+        }
+    }
+
+    /// After a scheduled run: each finding told (`file.damaged`) and, where the library
+    /// says so, a new copy asked for.
+    async fn act_on(&self, library: &library::Model, findings: &[library_health_file::Model]) {
+        let action: HealthAction = library.health_action.parse().unwrap_or(HealthAction::Notify);
+        for finding in findings {
+            let path = repo::health::path_of(finding);
+            let regrabbed = match action {
+                HealthAction::Notify => None,
+                HealthAction::Regrab => Some(match regrab::new_copy(&self.db, &path).await {
+                    Ok(done) => done,
+                    Err(e) => e.to_string(),
+                }),
+            };
+            let fields = serde_json::json!({ "file": {
+                "library": library.name,
+                "path": crate::domain::path_bytes::readable(path.as_os_str()),
+                "verdict": finding.verdict,
+                "message": finding.message,
+                "firstErrorSeconds": finding.first_error_seconds,
+                "errorCount": finding.error_count,
+                "regrab": regrabbed,
+            }});
+            if let Err(e) = repo::notifications::enqueue(&self.db, NotifyEvent::FileDamaged, fields).await {
+                tracing::warn!(library = library.id, error = %e, "a damaged file was not told");
+            }
+        }
+    }
+
+    /// Looks at every library's `healthSchedule` now (a library was changed).
+    pub fn wake_schedule(&self) {
+        self.schedule_wake.notify_one();
+    }
+
+    /// Starts the scheduled runs that are due, inside this node's encoding windows.
+    pub async fn run_schedules(&self) -> Result<(), RepoError> {
+        let now = self.clock.now();
+        let windows = repo::schedules::in_force(&self.db, &[self.node_id]).await?;
+        if !windows.get(&self.node_id).is_none_or(|w| w.schedule.is_open(now)) {
+            return Ok(());
+        }
+        for library in repo::libraries::list(&self.db).await? {
+            let schedule: HealthSchedule = library.health_schedule.parse().unwrap_or(HealthSchedule::Off);
+            if !library.enabled || self.is_running(library.id) {
+                continue;
+            }
+            let last = repo::health::run_of(&self.db, library.id).await?.map(|r| r.started_at);
+            if library_health::scheduled_due(schedule, last, now) {
+                match self.begin(&library, Depth::Quick, false, Origin::Schedule).await {
+                    Ok(_) => tracing::info!(library = library.id, "scheduled health check started"),
+                    Err(e) => tracing::debug!(library = library.id, error = %e, "scheduled health check not started"),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Looks at the schedules every `SCHEDULE_EVERY` and when woken.
+    pub fn schedule_forever(&self) {
+        let this = self.clone();
+        actix::spawn(async move {
+            loop {
+                if let Err(e) = this.run_schedules().await {
+                    tracing::warn!(error = %e, "the health check schedules could not be read");
+                }
+                tokio::select! {
+                    () = tokio::time::sleep(SCHEDULE_EVERY) => {}
+                    () = this.schedule_wake.notified() => {}
+                }
+            }
+        });
+    }
+}

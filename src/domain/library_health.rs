@@ -1,0 +1,201 @@
+//! Library health (issue 38), the rules: which files a run reads, when a check may take a
+//! slot, when a library's scheduled check is due, what a run's status is, and when a file's
+//! last finding keeps it from being encoded. `actors::health` carries them out; the check of
+//! one file is `media::worker::check_health`.
+
+use chrono::{DateTime, Duration, Utc};
+
+use super::named_enum;
+use crate::media::health::Verdict;
+
+named_enum! {
+    /// How often a library is checked on its own (a quick check, inside the encoding
+    /// windows).
+    HealthSchedule, "health schedule" {
+        Off => "off",
+        Weekly => "weekly",
+        Monthly => "monthly",
+    }
+}
+
+named_enum! {
+    /// What a scheduled check does about a file it finds damaged: tell (`file.damaged`) or
+    /// ask the Sonarr or Radarr that holds it for a new copy (and tell).
+    HealthAction, "health action" {
+        Notify => "notify",
+        Regrab => "regrab",
+    }
+}
+
+named_enum! {
+    /// Where a library's latest health run stands.
+    RunStatus, "health run status" {
+        Running => "RUNNING",
+        Done => "DONE",
+        Cancelled => "CANCELLED",
+        Interrupted => "INTERRUPTED",
+    }
+}
+
+/// What is kept of a file's last check, as these rules need it (and as a linked node's
+/// attempt reads it over its link).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LastCheck {
+    pub verdict: Verdict,
+    pub size: i64,
+    pub mtime_ns: i64,
+    pub ignored: bool,
+    pub message: Option<String>,
+    pub first_error_seconds: Option<f64>,
+}
+
+impl LastCheck {
+    /// Whether the file on disk is the one this check read.
+    pub fn same_file(&self, size: i64, mtime_ns: i64) -> bool {
+        self.size == size && self.mtime_ns == mtime_ns
+    }
+}
+
+/// Whether a run reads a file: every file when asked for `all`; otherwise every file but
+/// those unchanged since a check found them `ok`.
+pub fn needs_check(last: Option<&LastCheck>, size: i64, mtime_ns: i64, all: bool) -> bool {
+    all || !last.is_some_and(|l| l.verdict == Verdict::Ok && l.same_file(size, mtime_ns))
+}
+
+/// Whether a check may start on this node now: a free slot, and no encode waiting for one
+/// (an encode always goes first; `takes_jobs` is false on a main node that encodes nothing,
+/// whose queue waits for other nodes, not for its slots).
+pub fn may_start_check(free_slots: usize, queued_jobs: u64, takes_jobs: bool) -> bool {
+    free_slots > 0 && !(takes_jobs && queued_jobs > 0)
+}
+
+/// Whether a library's scheduled check is due at `now`: never for `off`; otherwise when no
+/// scheduled check ran yet, or the last one started a week (a month: 30 days) ago or more.
+pub fn scheduled_due(
+    schedule: HealthSchedule,
+    last_scheduled_start: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+) -> bool {
+    let every = match schedule {
+        HealthSchedule::Off => return false,
+        HealthSchedule::Weekly => Duration::days(7),
+        HealthSchedule::Monthly => Duration::days(30),
+    };
+    last_scheduled_start.is_none_or(|at| now - at >= every)
+}
+
+/// Why a file is not encoded: its last check found it damaged or unreadable, it has not
+/// changed since, nobody ignored the finding, and the job is not forced. `None`: encode.
+pub fn skip_reason(last: Option<&LastCheck>, size: i64, mtime_ns: i64, forced: bool) -> Option<String> {
+    let last = last?;
+    if forced || last.ignored || last.verdict == Verdict::Ok || !last.same_file(size, mtime_ns) {
+        return None;
+    }
+    let what = last.message.as_deref().unwrap_or(match last.verdict {
+        Verdict::Unreadable => "the file cannot be read as media",
+        _ => "errors while reading the file",
+    });
+    Some(match last.first_error_seconds {
+        Some(at) => format!("damaged: {what} (at {at:.1} s)"),
+        None => format!("damaged: {what}"),
+    })
+}
+
+/// Whether a finding calls for action (a notification, a new copy): damaged or unreadable,
+/// and not ignored.
+pub fn is_finding(verdict: Verdict, ignored: bool) -> bool {
+    verdict != Verdict::Ok && !ignored
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn last(verdict: Verdict) -> LastCheck {
+        LastCheck {
+            verdict,
+            size: 100,
+            mtime_ns: 7,
+            ignored: false,
+            message: Some("invalid NAL unit size".into()),
+            first_error_seconds: Some(3.25),
+        }
+    }
+
+    #[test]
+    fn a_run_reads_every_file_but_those_unchanged_since_their_ok() {
+        for verdict in &[Verdict::Ok, Verdict::Damaged, Verdict::Unreadable] {
+            for (size, mtime) in [(100, 7), (101, 7), (100, 8)] {
+                for all in [false, true] {
+                    let unchanged_ok = *verdict == Verdict::Ok && size == 100 && mtime == 7;
+                    assert_eq!(needs_check(Some(&last(*verdict)), size, mtime, all), all || !unchanged_ok);
+                }
+            }
+        }
+        assert!(needs_check(None, 1, 1, false));
+    }
+
+    #[test]
+    fn a_check_waits_for_a_free_slot_and_for_every_waiting_encode() {
+        assert!(may_start_check(1, 0, true));
+        assert!(!may_start_check(0, 0, true));
+        assert!(!may_start_check(2, 1, true));
+        // A node that encodes nothing: the queue waits for other nodes.
+        assert!(may_start_check(1, 5, false));
+        assert!(!may_start_check(0, 5, false));
+    }
+
+    #[test]
+    fn a_schedule_is_due_after_its_period() {
+        let now = DateTime::parse_from_rfc3339("2026-11-28T12:00:00Z").unwrap().with_timezone(&Utc);
+        assert!(!scheduled_due(HealthSchedule::Off, None, now));
+        assert!(scheduled_due(HealthSchedule::Weekly, None, now));
+        assert!(scheduled_due(HealthSchedule::Monthly, None, now));
+        let days = |d: i64| Some(now - Duration::days(d));
+        assert!(!scheduled_due(HealthSchedule::Weekly, days(6), now));
+        assert!(scheduled_due(HealthSchedule::Weekly, days(7), now));
+        assert!(!scheduled_due(HealthSchedule::Monthly, days(29), now));
+        assert!(scheduled_due(HealthSchedule::Monthly, days(30), now));
+        assert!(!scheduled_due(HealthSchedule::Off, days(365), now));
+    }
+
+    #[test]
+    fn a_damaged_file_is_skipped_until_it_changes_is_ignored_or_is_forced() {
+        let damaged = last(Verdict::Damaged);
+        assert_eq!(
+            skip_reason(Some(&damaged), 100, 7, false).as_deref(),
+            Some("damaged: invalid NAL unit size (at 3.2 s)")
+        );
+        assert_eq!(skip_reason(Some(&damaged), 100, 7, true), None);
+        assert_eq!(skip_reason(Some(&damaged), 101, 7, false), None);
+        assert_eq!(skip_reason(Some(&damaged), 100, 8, false), None);
+        assert_eq!(skip_reason(Some(&LastCheck { ignored: true, ..damaged.clone() }), 100, 7, false), None);
+        assert_eq!(skip_reason(Some(&last(Verdict::Ok)), 100, 7, false), None);
+        assert_eq!(skip_reason(None, 100, 7, false), None);
+        let unreadable = LastCheck { message: None, first_error_seconds: None, ..last(Verdict::Unreadable) };
+        assert_eq!(
+            skip_reason(Some(&unreadable), 100, 7, false).as_deref(),
+            Some("damaged: the file cannot be read as media")
+        );
+    }
+
+    #[test]
+    fn only_a_damaged_or_unreadable_file_not_ignored_is_a_finding() {
+        assert!(!is_finding(Verdict::Ok, false));
+        assert!(is_finding(Verdict::Damaged, false));
+        assert!(is_finding(Verdict::Unreadable, false));
+        assert!(!is_finding(Verdict::Damaged, true));
+    }
+
+    #[test]
+    fn names_read_back() {
+        for s in HealthSchedule::ALL {
+            assert_eq!(s.as_str().parse::<HealthSchedule>().unwrap(), *s);
+        }
+        for a in HealthAction::ALL {
+            assert_eq!(a.as_str().parse::<HealthAction>().unwrap(), *a);
+        }
+        assert!("daily".parse::<HealthSchedule>().is_err());
+    }
+}
