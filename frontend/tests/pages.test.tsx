@@ -40,6 +40,7 @@ const nodes: ClusterNode[] = [
     identity: null,
     hasCredential: false,
     revoked: false,
+    libraries: [],
     window: {
       timeZone: 'Europe/Berlin',
       windows: [{ days: ['mon', 'tue'], start: '22:00', end: '07:00' }],

@@ -190,15 +190,21 @@ impl Agent {
         async move {
             let running = node.send(RunningJobs).await.unwrap_or_default();
             let helping = node.send(RunningHelpers).await.unwrap_or_default();
+            let checked = paths.clone();
             let missing = tokio::task::spawn_blocking(move || {
                 paths.into_iter().filter(|p| !std::path::Path::new(p).is_dir()).collect::<Vec<_>>()
             })
-            .await
-            .unwrap_or_default();
-            (running, helping, missing)
+            .await;
+            // Unchecked (the check itself failed): reported as checked against nothing, so
+            // the main node counts no library as seen.
+            let (checked, missing) = match missing {
+                Ok(missing) => (checked, missing),
+                Err(_) => (Vec::new(), Vec::new()),
+            };
+            (running, helping, checked, missing)
         }
         .into_actor(self)
-        .map(|(running, helping, missing_paths), this, _| {
+        .map(|(running, helping, checked, missing_paths), this, _| {
             let (memory_used, _) = crate::host::memory();
             let heartbeat = Frame::Heartbeat {
                 load1: crate::host::load1(),
@@ -206,6 +212,7 @@ impl Agent {
                 running,
                 helping,
                 missing_paths,
+                checked_paths: Some(checked),
             };
             this.write(&heartbeat);
         })
@@ -337,7 +344,12 @@ impl StreamHandler<Result<WsFrame, WsProtocolError>> for Agent {
                 tracing::error!(%reason, "the main node refused this node's registration");
                 eprintln!("condense: the main node refused this node: {reason}");
             }
-            Frame::Libraries { paths } => self.library_paths = paths,
+            // A library was created, moved or deleted (or the link is new): checked and
+            // reported at once, as the main node gives no job of a path not reported.
+            Frame::Libraries { paths } if paths != self.library_paths => {
+                self.library_paths = paths;
+                self.tick(ctx);
+            }
             Frame::Request { id, call } => self.answer(id, *call, ctx),
             Frame::Reply { id, result } => {
                 if let Some(tx) = self.pending.remove(&id) {

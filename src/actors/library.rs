@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 use notify::{EventKind, RecursiveMode, Watcher};
 
+use super::cluster::Links;
 use super::node::Wake;
 use super::prober::Prober;
 use crate::domain::job::JobStatus;
@@ -503,11 +504,20 @@ pub struct Libraries {
     prober: Prober,
     settle: Duration,
     running: HashMap<i32, (Addr<LibrarySupervisor>, chrono::DateTime<chrono::Utc>)>,
+    /// The linked nodes, asked again what they see whenever a library changes.
+    links: Links,
 }
 
 impl Libraries {
     pub fn new(db: DatabaseConnection, scheduler: Recipient<Wake>, prober: Prober, settle: Duration) -> Self {
-        Libraries { db, scheduler, prober, settle, running: HashMap::new() }
+        Libraries { db, scheduler, prober, settle, running: HashMap::new(), links: Links::default() }
+    }
+
+    /// Asks the nodes of `links` again what they see whenever a library is created, moved or
+    /// deleted.
+    pub fn asking(mut self, links: Links) -> Self {
+        self.links = links;
+        self
     }
 }
 
@@ -537,6 +547,8 @@ impl Handler<Reload> for Libraries {
         Box::pin(async move { repo::libraries::list(&db).await }.into_actor(self).map(|libraries, this, _| {
             let Ok(libraries) = libraries else { return };
             let ids: HashSet<i32> = libraries.iter().map(|l| l.id).collect();
+            let before = this.running.len();
+            let mut changed = false;
             this.running.retain(|id, (addr, _)| {
                 let keep = ids.contains(id);
                 if !keep {
@@ -549,6 +561,7 @@ impl Handler<Reload> for Libraries {
                 if current == Some(library.updated_at) {
                     continue;
                 }
+                changed = true;
                 if let Some((old, _)) = this.running.remove(&library.id) {
                     old.do_send(Stop);
                 }
@@ -561,6 +574,10 @@ impl Handler<Reload> for Libraries {
                 )
                 .start();
                 this.running.insert(library.id, (addr, library.updated_at));
+            }
+            if changed || this.running.len() != before {
+                // A linked node is given no job of a path it has not reported on.
+                this.links.ask_libraries();
             }
         }))
     }

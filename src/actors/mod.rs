@@ -231,8 +231,10 @@ pub async fn start_node(config: NodeConfig) -> Result<Node, StartError> {
                 analysis_timeout,
                 scheduler.clone().recipient(),
             );
-            let libraries =
-                Libraries::new(db.clone(), scheduler.clone().recipient(), prober.clone(), main.settle).start();
+            let links = cluster::Links::default();
+            let libraries = Libraries::new(db.clone(), scheduler.clone().recipient(), prober.clone(), main.settle)
+                .asking(links.clone())
+                .start();
             let probe = recheck::EncoderProbe { transcoder: transcoder.clone(), facts };
             let recheck =
                 recheck::HealthRecheck::start(db.clone(), row.id, probe, main.health_recheck, main.clock.clone());
@@ -246,7 +248,7 @@ pub async fn start_node(config: NodeConfig) -> Result<Node, StartError> {
                 license_public_key: main.license_public_key,
                 clock: main.clock.clone(),
                 main_node_name: name.clone(),
-                links: Default::default(),
+                links,
             };
             actix::spawn(cluster::watch_links(lifecycle.clone(), cluster.clone()));
             actix::spawn(notifier::deliver_forever(db.clone()));

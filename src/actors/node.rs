@@ -48,12 +48,17 @@ pub struct ReserveCheck;
 #[rtype(result = "()")]
 pub struct CheckEnded;
 
-/// Free job slots, and library paths the node cannot see (it gets no jobs of those).
+/// Free job slots, and which library paths the node sees (`domain::node::sees_library`: it
+/// gets jobs only of libraries it sees).
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeCapacity {
     pub free: usize,
     pub missing_paths: Vec<String>,
+    /// The paths `missing_paths` was checked against; `None`: every path (the main node's
+    /// own, or a linked node older than this report).
+    #[serde(default)]
+    pub checked_paths: Option<Vec<String>>,
 }
 
 #[derive(Message)]
@@ -233,7 +238,7 @@ impl Handler<Capacity> for NodeSupervisor {
     type Result = MessageResult<Capacity>;
     fn handle(&mut self, _: Capacity, _: &mut Context<Self>) -> Self::Result {
         let free = if self.shutting_down { 0 } else { self.max_jobs.saturating_sub(self.busy()) };
-        MessageResult(NodeCapacity { free, missing_paths: Vec::new() })
+        MessageResult(NodeCapacity { free, missing_paths: Vec::new(), checked_paths: None })
     }
 }
 

@@ -63,8 +63,15 @@ pub enum Frame {
         #[serde(default)]
         helping: Vec<HelperRef>,
         missing_paths: Vec<String>,
+        /// The library paths `missing_paths` was checked against (the last `Libraries` the
+        /// node had). A path not among them is not known to be seen, and the main node gives
+        /// the node no job of it. Absent from older nodes: every path counts as checked.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        checked_paths: Option<Vec<String>>,
     },
-    /// Main -> linked, answering a heartbeat: the library paths the node must see.
+    /// Main -> linked: the library paths the node must see, at its registration, answering
+    /// each heartbeat, and at once whenever a library is created, moved or deleted; the node
+    /// answers a changed list with a heartbeat at once.
     #[serde(rename_all = "camelCase")]
     Libraries {
         paths: Vec<String>,
@@ -166,12 +173,22 @@ pub enum Call {
 }
 
 /// Capacity as the main node sees a linked node between heartbeats: `busy` slots run jobs
-/// or helpers.
-pub fn capacity(max_jobs: i32, busy: usize, missing_paths: &[String]) -> NodeCapacity {
+/// or helpers; what it sees as its last heartbeat said.
+pub fn capacity(max_jobs: i32, busy: usize, sight: &Sight) -> NodeCapacity {
     NodeCapacity {
         free: usize::try_from(max_jobs).unwrap_or(0).saturating_sub(busy),
-        missing_paths: missing_paths.to_vec(),
+        missing_paths: sight.missing.clone(),
+        checked_paths: sight.checked.clone(),
     }
+}
+
+/// What a linked node's last heartbeat said it sees: the library paths it checked (`None`:
+/// an older node, which checked every path it was told of) and those of them it found
+/// missing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Sight {
+    pub checked: Option<Vec<String>>,
+    pub missing: Vec<String>,
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@ use super::node::{Capacity, ControlJob, NodeSupervisor, StartHelper, StartJob, W
 use super::store::SPAN_LEASE_SECONDS;
 use crate::domain::job::{JobEvent, JobStatus, PartialOutput, Stage};
 use crate::domain::license::{tier_in_force, Tier};
+use crate::domain::node::sees_library;
 use crate::domain::schedule::OnClose;
 use crate::host::clock::Clock;
 use crate::media::layout::partial_dir_for;
@@ -167,12 +168,21 @@ pub async fn effective_tier(db: &DatabaseConnection, public_key: &str, now: chro
     tier_in_force(key, trial.as_ref(), now)
 }
 
-/// A node as one scheduling round sees it: its free slots and the library paths it cannot
-/// see.
+/// A node as one scheduling round sees it: its free slots and which library paths it sees.
 struct Slots<'a> {
     node: &'a NodeHandle,
     free: u64,
     missing: Vec<String>,
+    /// The paths `missing` was checked against (`None`: all).
+    checked: Option<Vec<String>>,
+}
+
+impl Slots<'_> {
+    /// Whether the node is known to see every one of `roots` (`domain::node::sees_library`):
+    /// a library it has not reported on since it was created or moved is not seen yet.
+    fn sees(&self, roots: &[String]) -> bool {
+        sees_library(roots, self.checked.as_deref(), &self.missing) == Some(true)
+    }
 }
 
 /// The nodes whose encoding window is open at `now`; running jobs of a closed node whose
@@ -232,7 +242,12 @@ async fn assign(
     // A node outside its encoding window takes nothing new.
     for node in nodes.iter().take(allowed_nodes).filter(|n| open.contains(&n.id)) {
         let capacity = node.capacity.send(Capacity).await.unwrap_or_default();
-        slots.push(Slots { node, free: capacity.free as u64, missing: capacity.missing_paths });
+        slots.push(Slots {
+            node,
+            free: capacity.free as u64,
+            missing: capacity.missing_paths,
+            checked: capacity.checked_paths,
+        });
     }
     let budget = allowed.min(slots.iter().map(|s| s.free).sum());
     if budget == 0 {
@@ -256,7 +271,7 @@ async fn assign(
             }
         }
         let paths = candidate.library_id.and_then(|id| libraries.get(&id));
-        let sees = |s: &Slots| paths.is_none_or(|p| !p.iter().any(|path| s.missing.contains(path)));
+        let sees = |s: &Slots| paths.is_none_or(|p| s.sees(p));
         let Some(slot) = slots.iter_mut().filter(|s| s.free > 0 && sees(s)).max_by_key(|s| s.free) else {
             if slots.iter().all(|s| s.free == 0) {
                 break;
@@ -333,7 +348,12 @@ async fn assign_spans(
     for node in nodes.iter().take(allowed_nodes).filter(|n| open.contains(&n.id)) {
         let capacity = node.capacity.send(Capacity).await.unwrap_or_default();
         if capacity.free > 0 {
-            slots.push(Slots { node, free: capacity.free as u64, missing: capacity.missing_paths });
+            slots.push(Slots {
+                node,
+                free: capacity.free as u64,
+                missing: capacity.missing_paths,
+                checked: capacity.checked_paths,
+            });
         }
     }
     let libraries: std::collections::HashMap<i32, (Vec<String>, String)> = repo::libraries::list(db)
@@ -354,7 +374,7 @@ async fn assign_spans(
         let sees = |job: &job::Model, s: &Slots| {
             let Some((paths, encoder)) = job.library_id.and_then(|id| libraries.get(&id)) else { return false };
             let has = encoders.get(&s.node.id).is_some_and(|list| list.contains(encoder));
-            has && !paths.iter().any(|path| s.missing.contains(path))
+            has && s.sees(paths)
         };
         let Some(at) = (0..waiting.len())
             .map(|i| (turn + i) % waiting.len())

@@ -59,6 +59,22 @@ pub fn node_status(
     }
 }
 
+/// Whether a node sees a library whose roots are `roots`, from its last report: the paths it
+/// checked (`None` from the main node itself, which checks each root when the library is
+/// saved, and from linked nodes older than that report) and those of them it found missing.
+/// `Some(false)` when a root is missing; `None` while a root was not among the paths it
+/// checked (a library created or moved since its last report: not known yet, so not seen);
+/// else `Some(true)`. A node is given jobs of a library only on `Some(true)`.
+pub fn sees_library(roots: &[String], checked: Option<&[String]>, missing: &[String]) -> Option<bool> {
+    if roots.iter().any(|root| missing.contains(root)) {
+        return Some(false);
+    }
+    match checked {
+        Some(checked) if !roots.iter().all(|root| checked.contains(root)) => None,
+        _ => Some(true),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -108,6 +124,40 @@ mod tests {
                 node_status(*since, *timeout, *load, *errors, &missing),
                 (*status, reason.map(str::to_string)),
                 "{since}/{timeout} s, load {load}, {errors} errors, {missing:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_library_is_seen_only_once_every_root_was_checked_and_found() {
+        // (roots, checked, missing, sees)
+        type Row<'a> = (&'a [&'a str], Option<&'a [&'a str]>, &'a [&'a str], Option<bool>);
+        let s = |v: &[&str]| v.iter().map(std::string::ToString::to_string).collect::<Vec<_>>();
+        let table: &[Row] = &[
+            // The main node, and linked nodes from before the report of checked paths.
+            (&["/a"], None, &[], Some(true)),
+            (&["/a"], None, &["/a"], Some(false)),
+            (&["/a", "/b"], None, &["/b"], Some(false)),
+            // Checked and found.
+            (&["/a"], Some(&["/a", "/c"]), &[], Some(true)),
+            (&["/a", "/b"], Some(&["/a", "/b"]), &[], Some(true)),
+            // Checked and missing.
+            (&["/a"], Some(&["/a"]), &["/a"], Some(false)),
+            (&["/a", "/b"], Some(&["/a", "/b"]), &["/b"], Some(false)),
+            // Not checked yet (a new library, or a root moved): not known, not seen.
+            (&["/a"], Some(&[]), &[], None),
+            (&["/a", "/b"], Some(&["/a"]), &[], None),
+            // Missing wins over unknown.
+            (&["/a", "/b"], Some(&["/a"]), &["/a"], Some(false)),
+            // A library without roots asks nothing of the node.
+            (&[], Some(&[]), &[], Some(true)),
+        ];
+        for (roots, checked, missing, sees) in table {
+            let checked = checked.map(s);
+            assert_eq!(
+                sees_library(&s(roots), checked.as_deref(), &s(missing)),
+                *sees,
+                "{roots:?}, checked {checked:?}, missing {missing:?}"
             );
         }
     }

@@ -4,8 +4,9 @@
 use actix_web::web;
 
 use super::auth::AuthUser;
-use super::views::{self, NodeView};
+use super::views::{self, LibrarySight, NodeView};
 use crate::actors::cluster::{remove_node, revoke_node, NodeChange};
+use crate::domain::node::{sees_library, NodeRole};
 use crate::error::{AppError, ErrorBody};
 use crate::http::state::AppState;
 use crate::repo;
@@ -30,7 +31,31 @@ pub async fn list(user: AuthUser, state: web::Data<AppState>) -> Result<web::Jso
         }
     }
     super::schedule::fill_windows(&state, &mut listed).await?;
+    fill_sight(&state, &mut listed).await?;
     Ok(web::Json(listed))
+}
+
+/// Fills in which libraries each node sees: the main node every one, a linked node as its
+/// link last reported (`domain::node::sees_library`), and a node without a link none known.
+pub async fn fill_sight(state: &AppState, nodes: &mut [NodeView]) -> Result<(), AppError> {
+    let libraries = repo::libraries::list(&state.db).await?;
+    for node in nodes.iter_mut() {
+        let sight = state.cluster.links.sight_of(node.id);
+        let main = node.role == NodeRole::Main.as_str();
+        node.libraries = libraries
+            .iter()
+            .map(|library| {
+                let roots = repo::libraries::paths_of(library);
+                let sees = match (&sight, main) {
+                    (_, true) => sees_library(&roots, None, &[]),
+                    (Some(sight), false) => sees_library(&roots, sight.checked.as_deref(), &sight.missing),
+                    (None, false) => None,
+                };
+                LibrarySight { library_id: library.id, name: library.name.clone(), sees }
+            })
+            .collect();
+    }
+    Ok(())
 }
 
 /// What a revocation or removal did.

@@ -123,6 +123,7 @@ async fn dashboard_view(state: &AppState) -> Result<DashboardView, AppError> {
     });
     let mut node_views = views::nodes(&nodes);
     super::schedule::fill_windows(state, &mut node_views).await?;
+    super::nodes::fill_sight(state, &mut node_views).await?;
     Ok(DashboardView {
         health,
         system: machine.into_view(),

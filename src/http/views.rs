@@ -334,6 +334,21 @@ pub struct NodeView {
     pub revoked: bool,
     /// The encoding window it follows and whether it is open now.
     pub window: Option<ScheduleView>,
+    /// Per library, whether the node sees its folders. It is given jobs of a library only
+    /// where it does.
+    pub libraries: Vec<LibrarySight>,
+}
+
+/// Whether a node sees a library's folders, as it last reported.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LibrarySight {
+    pub library_id: i32,
+    pub name: String,
+    /// true: it sees every folder of the library; false: it reported one missing; null: not
+    /// reported yet (the library was created or moved since the node's last report, or the
+    /// node is not linked). The main node sees every library.
+    pub sees: Option<bool>,
 }
 
 /// A schedule as served: what was set, whether it is open now, and for a node whether it
@@ -389,6 +404,8 @@ pub fn nodes(models: &[node::Model]) -> Vec<NodeView> {
                 revoked: node.revoked,
                 // Filled in by the handlers, which read the schedules (`schedule::fill_windows`).
                 window: None,
+                // Filled in by the handlers, from the links (`nodes::fill_sight`).
+                libraries: Vec::new(),
             }
         })
         .collect()

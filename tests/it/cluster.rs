@@ -15,8 +15,8 @@ use condense::repo::jobs::JobChange;
 use entities::job;
 
 use crate::common::cluster::{
-    add_library, as_linked, call, job_detail, jobs, linked, linked_command, login, main_node, nodes, status_of, up,
-    wait_all_done, wait_until, CLUSTER_TOKEN,
+    add_library, as_linked, call, job_detail, jobs, linked, linked_command, login, main_command, main_node, nodes,
+    status_of, up, wait_all_done, wait_until, CLUSTER_TOKEN,
 };
 use crate::common::license::{key_of, pro_key};
 use crate::common::media as clips;
@@ -266,20 +266,13 @@ async fn a_linked_node_that_cannot_see_a_library_is_degraded_and_gets_none_of_it
     for i in 0..3 {
         clips::h264(&media, &format!("c{i}.mkv"), "320x240", 1);
     }
-    let probe = Command::new("unshare").args(["--mount", "--propagation", "private", "true"]).status();
-    if !probe.is_ok_and(|s| s.success()) {
-        eprintln!("SKIPPED cluster::a_linked_node_that_cannot_see_a_library: no mount namespaces here");
+    if !mount_namespaces("a_linked_node_that_cannot_see_a_library") {
         return;
     }
     let license = pro_key();
     let main = main_node(&dir.path().join("main"), 1, Some(&license));
     let token = login(&main).await;
-    // The linked node runs in its own mount namespace, where an empty tmpfs hides the share.
-    let mut blind = Command::new("unshare");
-    let script = format!("mount -t tmpfs tmpfs '{}' && exec \"$0\" \"$@\"", hidden.display());
-    blind.args(["--mount", "--propagation", "private", "sh", "-c", &script, crate::common::server::binary()]);
-    let data = dir.path().join("blind");
-    let _blind = ServerProcess::start(as_linked(blind, &data, &main.api, "blind", 0));
+    let _blind = blind_node(dir.path(), &hidden, &main, "blind");
     wait_until(&main, &token, "blind ONLINE", 30, |l| status_of(l, "blind").is_some()).await;
     add_library(&main, &token, &media).await;
     let blind_reason = |l: &[Value]| {
@@ -293,6 +286,87 @@ async fn a_linked_node_that_cannot_see_a_library_is_degraded_and_gets_none_of_it
     assert!(blind_reason(&list).contains("cannot see"), "{}", blind_reason(&list));
     let done = wait_all_done(&main, &token, 3, 120).await;
     assert!(done.iter().all(|j| j["status"] == "COMPLETED" && j["node"] == "main"), "{done:#?}");
+}
+
+/// Whether this machine lets a process have its own mount namespace (else the test named
+/// `test` prints that it is skipped).
+fn mount_namespaces(test: &str) -> bool {
+    let probe = Command::new("unshare").args(["--mount", "--propagation", "private", "true"]).status();
+    let allowed = probe.is_ok_and(|s| s.success());
+    if !allowed {
+        eprintln!("SKIPPED cluster::{test}: no mount namespaces here");
+    }
+    allowed
+}
+
+/// A linked node named `name` (DATA_DIR `dir/name`) in its own mount namespace, where an
+/// empty tmpfs hides `hidden` (the share) from it.
+fn blind_node(dir: &Path, hidden: &Path, main: &ServerProcess, name: &str) -> ServerProcess {
+    let mut blind = Command::new("unshare");
+    let script = format!("mount -t tmpfs tmpfs '{}' && exec \"$0\" \"$@\"", hidden.display());
+    blind.args(["--mount", "--propagation", "private", "sh", "-c", &script, crate::common::server::binary()]);
+    ServerProcess::start(as_linked(blind, &dir.join(name), &main.api, name, 0))
+}
+
+/// Whether the node named `node` sees the library named `library`, as `GET /nodes` says
+/// (`None`: not reported, or no such node or library).
+fn sees(list: &[Value], node: &str, library: &str) -> Option<bool> {
+    let node = list.iter().find(|n| n["name"] == node)?;
+    let sight = node["libraries"].as_array()?.iter().find(|l| l["name"] == library)?;
+    sight["sees"].as_bool()
+}
+
+/// Issue 39: a library created after a node that cannot see it linked. The main node only
+/// coordinates (MAX_JOBS=0) and heartbeats every 5 s, the default: a node asked what it
+/// sees only at its next heartbeat got the jobs first, and they FAILED "file validation
+/// failed". Asked at once, and given nothing it has not said it sees, the node gets none of
+/// them; a node that sees the library takes them all.
+#[actix_web::test]
+async fn a_library_created_after_a_blind_node_linked_gives_it_none_of_its_jobs() {
+    let dir = tempfile::tempdir().unwrap();
+    let hidden = dir.path().join("shared");
+    let media = hidden.join("media");
+    std::fs::create_dir_all(&media).unwrap();
+    for i in 0..3 {
+        clips::h264(&media, &format!("c{i}.mkv"), "320x240", 1);
+    }
+    if !mount_namespaces("a_library_created_after_a_blind_node_linked") {
+        return;
+    }
+    let license = pro_key();
+    let mut coordinator = main_command(&dir.path().join("main"), 0, Some(&license));
+    coordinator.env("HEARTBEAT_SECONDS", "5").env("NODE_TIMEOUT_SECONDS", "30");
+    let main = ServerProcess::start(coordinator);
+    let token = login(&main).await;
+    let _blind = blind_node(dir.path(), &hidden, &main, "blind");
+    wait_until(&main, &token, "blind linked", 30, |l| up(l, "blind")).await;
+    add_library(&main, &token, &media).await;
+    let list = wait_until(&main, &token, "blind reports it cannot see the library", 30, |l| {
+        sees(l, "blind", "media") == Some(false)
+    })
+    .await;
+    assert_eq!(sees(&list, "main", "media"), Some(true), "{list:#?}");
+    // Probed and waiting: no node that sees them has a free slot.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let all = jobs(&main, &token).await;
+        assert!(all.iter().all(|j| j["node"] != "blind" && j["status"] != "FAILED"), "{all:#?}");
+        if all.len() == 3 && all.iter().all(|j| j["status"] == "QUEUED") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "jobs not queued: {all:#?}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let _sighted = linked(dir.path(), &main, "sighted", 0);
+    let done = wait_all_done(&main, &token, 3, 180).await;
+    for job in &done {
+        assert!(job["status"] == "COMPLETED" && job["node"] == "sighted" && job["retryCount"] == 0, "{job:#}");
+        let detail = job_detail(&main, &token, job["id"].as_i64().unwrap()).await;
+        assert!(!detail.to_string().contains("\"blind\""), "the blind node had a part in it: {detail:#}");
+    }
+    let list = nodes(&main, &token).await;
+    assert_eq!(sees(&list, "sighted", "media"), Some(true), "{list:#?}");
+    assert_eq!(sees(&list, "blind", "media"), Some(false), "{list:#?}");
 }
 
 /// Waits until one of the process's output lines contains `what`, and returns that line.
@@ -756,6 +830,10 @@ impl Rogue {
         let registered = rogue.until(30, |f| matches!(f, Frame::Registered { .. }).then(|| f.clone())).await;
         let Frame::Registered { node_id, .. } = registered else { unreachable!() };
         rogue.node_id = node_id;
+        // One heartbeat at once: a node is given jobs only once it reported what it sees
+        // (this one, without `checkedPaths`, as an older node: every path it was told of).
+        rogue.last_beat = Instant::now().checked_sub(Duration::from_secs(1)).unwrap();
+        rogue.until(30, |f| matches!(f, Frame::Libraries { .. }).then_some(())).await;
         rogue
     }
 
@@ -779,6 +857,7 @@ impl Rogue {
                     running: self.running.clone(),
                     helping: Vec::new(),
                     missing_paths: Vec::new(),
+                    checked_paths: None,
                 };
                 self.send(&beat).await;
             }

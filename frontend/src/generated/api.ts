@@ -2046,6 +2046,18 @@ export interface components {
              */
             total: number;
         };
+        /** @description Whether a node sees a library's folders, as it last reported. */
+        LibrarySight: {
+            /** Format: int32 */
+            libraryId: number;
+            name: string;
+            /**
+             * @description true: it sees every folder of the library; false: it reported one missing; null: not
+             *     reported yet (the library was created or moved since the node's last report, or the
+             *     node is not linked). The main node sees every library.
+             */
+            sees?: boolean | null;
+        };
         LibraryView: {
             /** Format: date-time */
             createdAt: string;
@@ -2255,6 +2267,11 @@ export interface components {
             identity?: string | null;
             /** Format: date-time */
             lastSeenAt?: string | null;
+            /**
+             * @description Per library, whether the node sees its folders. It is given jobs of a library only
+             *     where it does.
+             */
+            libraries: components["schemas"]["LibrarySight"][];
             /** Format: double */
             load1: number;
             /**

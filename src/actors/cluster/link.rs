@@ -13,12 +13,12 @@ use entities::job;
 use sea_orm::DatabaseConnection;
 use tokio::sync::oneshot;
 
-use super::membership::{admit, enrollment, reconcile, CloseLink, ClusterConfig, LinkAuth};
+use super::membership::{admit, enrollment, reconcile, AskLibraries, CloseLink, ClusterConfig, LinkAuth, LinkControl};
 use crate::actors::job::helper::HelperRef;
 use crate::actors::job::JobCommand;
 use crate::actors::lifecycle::Lifecycle;
 use crate::actors::node::{Capacity, ControlJob, NodeCapacity, RunningJob, StartHelper, StartJob};
-use crate::actors::protocol::{capacity, Call, Frame};
+use crate::actors::protocol::{capacity, Call, Frame, Sight};
 use crate::actors::scheduler::{effective_tier, AddNode, NodeHandle, RemoveNode, Scheduler};
 use crate::actors::store::{holds_lease, DbStore, JobStore};
 use crate::domain::job::JobStatus;
@@ -43,7 +43,8 @@ pub struct RemoteNode {
     running: Vec<RunningJob>,
     /// Spans its helpers encode (each takes a slot).
     helping: Vec<HelperRef>,
-    missing_paths: Vec<String>,
+    /// What the node last reported it sees; nothing until its first report.
+    sight: Sight,
     last_seen: Instant,
     next_id: u64,
     pending: HashMap<u64, oneshot::Sender<Result<serde_json::Value, String>>>,
@@ -68,7 +69,7 @@ impl RemoteNode {
             max_jobs: 0,
             running: Vec::new(),
             helping: Vec::new(),
-            missing_paths: Vec::new(),
+            sight: Sight { checked: Some(Vec::new()), missing: Vec::new() },
             last_seen: Instant::now(),
             next_id: 0,
             pending: HashMap::new(),
@@ -113,7 +114,7 @@ impl RemoteNode {
             self.config.main_node_name.clone(),
             self.config.links.clone(),
         );
-        let me: Recipient<CloseLink> = ctx.address().recipient();
+        let me = LinkControl { close: ctx.address().recipient(), ask: ctx.address().recipient() };
         let auth = self.auth.clone();
         let facts = NodeFacts {
             name: name.clone(),
@@ -200,6 +201,8 @@ impl RemoteNode {
                             credential,
                         },
                     );
+                    // Asked at once what it sees, so it is given no job before it answered.
+                    this.send_libraries(ctx);
                     let me = ctx.address();
                     this.scheduler.do_send(AddNode(NodeHandle {
                         name,
@@ -229,14 +232,16 @@ impl RemoteNode {
         memory_used: i64,
         running: Vec<RunningJob>,
         helping: Vec<HelperRef>,
-        missing: Vec<String>,
+        sight: Sight,
         ctx: &mut ws::WebsocketContext<Self>,
     ) {
         let Some((id, name)) = self.node.clone() else { return };
         self.last_seen = Instant::now();
         self.running = running.clone();
         self.helping = helping;
-        self.missing_paths = missing.clone();
+        let missing = sight.missing.clone();
+        self.config.links.record_sight(id, sight.clone());
+        self.sight = sight;
         let (db, lifecycle, timeout) = (self.db.clone(), self.lifecycle.clone(), self.config.timeout);
         ctx.spawn(
             async move {
@@ -472,8 +477,9 @@ impl StreamHandler<Result<ws::Message, ws::ProtocolError>> for RemoteNode {
         };
         match frame {
             Frame::Register { .. } if self.node.is_none() => self.register(frame, ctx),
-            Frame::Heartbeat { load1, memory_used, running, helping, missing_paths } => {
-                self.heartbeat(load1, memory_used, running, helping, missing_paths, ctx)
+            Frame::Heartbeat { load1, memory_used, running, helping, missing_paths, checked_paths } => {
+                let sight = Sight { checked: checked_paths, missing: missing_paths };
+                self.heartbeat(load1, memory_used, running, helping, sight, ctx)
             }
             Frame::Request { id, call } => self.serve_call(id, *call, ctx),
             Frame::Reply { id, result } => {
@@ -529,7 +535,7 @@ impl Handler<Capacity> for RemoteNode {
         if self.node.is_none() {
             return MessageResult(NodeCapacity::default());
         }
-        MessageResult(capacity(self.max_jobs, self.running.len() + self.helping.len(), &self.missing_paths))
+        MessageResult(capacity(self.max_jobs, self.running.len() + self.helping.len(), &self.sight))
     }
 }
 
@@ -558,7 +564,31 @@ async fn lost_leases(db: &DatabaseConnection, node_id: i32, running: &[RunningJo
     lost
 }
 
+impl Handler<AskLibraries> for RemoteNode {
+    type Result = ();
+    fn handle(&mut self, _: AskLibraries, ctx: &mut Self::Context) {
+        if self.node.is_some() {
+            self.send_libraries(ctx);
+        }
+    }
+}
+
 impl RemoteNode {
+    /// Sends the node the library paths it must see; it checks them and answers with a
+    /// heartbeat at once.
+    fn send_libraries(&mut self, ctx: &mut ws::WebsocketContext<Self>) {
+        let db = self.db.clone();
+        ctx.spawn(async move { repo::libraries::list(&db).await }.into_actor(self).map(|libraries, _, ctx| {
+            match libraries {
+                Ok(libraries) => {
+                    let paths = libraries.iter().flat_map(repo::libraries::paths_of).collect();
+                    Self::send(ctx, &Frame::Libraries { paths });
+                }
+                Err(e) => tracing::warn!(error = %e, "cannot read the libraries to tell a linked node"),
+            }
+        }));
+    }
+
     /// Tells the node to stop jobs whose lease it lost, leaving their records alone (the
     /// records belong to whoever holds the lease now).
     fn stop_lost_jobs(&mut self, lost: Vec<i32>, ctx: &mut ws::WebsocketContext<Self>) {

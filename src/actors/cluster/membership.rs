@@ -14,6 +14,7 @@ use sea_orm::DatabaseConnection;
 
 use crate::actors::lifecycle::{EventContext, Lifecycle, LifecycleError};
 use crate::actors::node::RunningJob;
+use crate::actors::protocol::Sight;
 use crate::domain::job::JobStatus;
 use crate::domain::node::{NodeRole, NodeStatus};
 use crate::repo::{self, jobs};
@@ -42,8 +43,15 @@ pub struct Links(Arc<Mutex<LinkTable>>);
 struct LinkTable {
     next: u64,
     names: HashMap<String, u64>,
-    /// Each row's link, and how to close it.
-    rows: HashMap<i32, (u64, Recipient<CloseLink>)>,
+    /// Each row's link, how to reach it, and what its node last said it sees.
+    rows: HashMap<i32, (u64, LinkControl, Sight)>,
+}
+
+/// How the rest of the main node reaches one link.
+#[derive(Clone)]
+pub struct LinkControl {
+    pub close: Recipient<CloseLink>,
+    pub ask: Recipient<AskLibraries>,
 }
 
 impl std::fmt::Debug for Links {
@@ -71,33 +79,66 @@ impl Links {
         Some(link)
     }
 
-    /// Claims the node row `row` for `link`; false while another link holds it.
-    pub(super) fn claim_row(&self, link: u64, row: i32, close: Recipient<CloseLink>) -> bool {
+    /// Claims the node row `row` for `link`; false while another link holds it. What the
+    /// node sees is not known until it reports.
+    pub(super) fn claim_row(&self, link: u64, row: i32, control: LinkControl) -> bool {
         let mut table = self.table();
         match table.rows.get(&row) {
-            Some((holder, _)) if *holder != link => false,
-            _ => {
-                table.rows.insert(row, (link, close));
+            Some((holder, _, _)) if *holder != link => false,
+            Some((_, _, sight)) => {
+                let sight = sight.clone();
+                table.rows.insert(row, (link, control, sight));
+                true
+            }
+            None => {
+                table.rows.insert(row, (link, control, Sight { checked: Some(Vec::new()), missing: Vec::new() }));
                 true
             }
         }
     }
 
     pub(super) fn holder_of(&self, row: i32) -> Option<u64> {
-        self.table().rows.get(&row).map(|(link, _)| *link)
+        self.table().rows.get(&row).map(|(link, _, _)| *link)
     }
 
     /// How to close the link that holds `row`, while one does.
     fn link_of(&self, row: i32) -> Option<Recipient<CloseLink>> {
-        self.table().rows.get(&row).map(|(_, close)| close.clone())
+        self.table().rows.get(&row).map(|(_, control, _)| control.close.clone())
+    }
+
+    /// Keeps what the node of `row` reported it sees, for `GET /nodes`.
+    pub(super) fn record_sight(&self, row: i32, sight: Sight) {
+        if let Some(entry) = self.table().rows.get_mut(&row) {
+            entry.2 = sight;
+        }
+    }
+
+    /// What the node of `row` last reported it sees, while it is linked.
+    pub fn sight_of(&self, row: i32) -> Option<Sight> {
+        self.table().rows.get(&row).map(|(_, _, sight)| sight.clone())
+    }
+
+    /// Tells every linked node the library paths again (a library was created, moved or
+    /// deleted), so each checks them and reports at once.
+    pub fn ask_libraries(&self) {
+        let asks: Vec<Recipient<AskLibraries>> =
+            self.table().rows.values().map(|(_, control, _)| control.ask.clone()).collect();
+        for ask in asks {
+            ask.do_send(AskLibraries);
+        }
     }
 
     pub(super) fn release(&self, link: u64) {
         let mut table = self.table();
         table.names.retain(|_, holder| *holder != link);
-        table.rows.retain(|_, (holder, _)| *holder != link);
+        table.rows.retain(|_, (holder, _, _)| *holder != link);
     }
 }
+
+/// Sends the node the library paths it must see (a library changed).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct AskLibraries;
 
 /// How a link was authenticated (`http::cluster`).
 #[derive(Debug, Clone, PartialEq, Eq)]

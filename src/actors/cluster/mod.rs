@@ -8,5 +8,6 @@ pub mod membership;
 
 pub use self::link::RemoteNode;
 pub use self::membership::{
-    mark_linked_nodes_offline, remove_node, revoke_node, watch_links, ClusterConfig, LinkAuth, Links, NodeChange,
+    mark_linked_nodes_offline, remove_node, revoke_node, watch_links, AskLibraries, ClusterConfig, LinkAuth, Links,
+    NodeChange,
 };
