@@ -64,6 +64,7 @@ async fn nodes_are_listed_with_load_and_overload(server: &TestServer) {
             "hasCredential",
             "revoked",
             "window",
+            "libraries",
         ];
         expected.sort();
         assert_eq!(keys, expected);
