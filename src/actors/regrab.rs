@@ -1,6 +1,6 @@
 //! "Get a new copy" of a damaged file (issue 38): the calls `domain::regrab` builds, made in
 //! order against the first enabled Sonarr or Radarr connection whose series (movie) holds
-//! the file. The app deletes its record of the file (and the file) and searches again;
+//! the file, of those whose path mappings may hold it (`domain::regrab::may_hold`). The app deletes its record of the file (and the file) and searches again;
 //! condense itself removes nothing.
 
 use std::path::Path;
@@ -37,7 +37,8 @@ pub async fn new_copy(db: &DatabaseConnection, path: &Path) -> Result<String, Ne
             continue;
         }
         let Some(conn) = repo::connections::connection_of(&model) else { continue };
-        if !matches!(conn.kind, ConnectionKind::Sonarr | ConnectionKind::Radarr) {
+        // The same choice the dashboard shows as the file's `newCopyFrom`.
+        if !regrab::may_hold(&conn, &text) {
             continue;
         }
         match ask(&sender, &conn, &text).await {

@@ -144,7 +144,7 @@ pub fn probe(conn: &Connection) -> Call {
 }
 
 /// `folder` holds `path`: equal, or a whole-component prefix.
-fn holds(folder: &str, path: &str) -> bool {
+pub(super) fn holds(folder: &str, path: &str) -> bool {
     let folder = folder.trim_end_matches('/');
     !folder.is_empty() && (path == folder || path.strip_prefix(folder).is_some_and(|rest| rest.starts_with('/')))
 }

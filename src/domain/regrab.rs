@@ -15,7 +15,7 @@
 //! `X-Api-Key` on every call; the path is mapped with the connection's `pathMappings` first.
 
 use super::arr::map_path;
-use super::connect::{self, base, get, key_headers, owner, parse, Call, Connection, ConnectionKind, Method};
+use super::connect::{self, base, get, holds, key_headers, owner, parse, Call, Connection, ConnectionKind, Method};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RegrabError {
@@ -40,6 +40,15 @@ fn arr(conn: &Connection) -> Result<(), RegrabError> {
         ConnectionKind::Sonarr | ConnectionKind::Radarr => Ok(()),
         other => Err(RegrabError::NotAnArr(other)),
     }
+}
+
+/// Before anything is asked: whether `conn` is a Sonarr or Radarr connection that may hold
+/// the file at `path` (condense's), so that the dashboard offers "get a new copy" from it.
+/// One with path mappings holds only what a mapping's `from` folder holds; one without sees
+/// condense's paths as they are, so any file may be its, and only its series (movie)
+/// folders, read by `owners` when asked, tell.
+pub fn may_hold(conn: &Connection, path: &str) -> bool {
+    arr(conn).is_ok() && (conn.mappings.is_empty() || conn.mappings.iter().any(|m| holds(&m.from, path)))
 }
 
 /// The file's path as the app sees it.
@@ -189,6 +198,18 @@ mod tests {
         assert_eq!(delete(&c, 5).unwrap().url, "http://arr.lan:8989/api/v3/moviefile/5");
         let body: serde_json::Value = serde_json::from_slice(&search(&c, 12, &[]).unwrap().body).unwrap();
         assert_eq!(body, serde_json::json!({"name": "MoviesSearch", "movieIds": [12]}));
+    }
+
+    #[test]
+    fn an_arr_may_hold_what_its_mappings_hold_or_anything_without_mappings() {
+        let mapped = conn(ConnectionKind::Sonarr);
+        assert!(may_hold(&mapped, "/srv/media/tv/Show/S01/e1.mkv"));
+        assert!(!may_hold(&mapped, "/srv/mediaplus/e1.mkv"), "a whole folder, not a prefix of a name");
+        assert!(!may_hold(&mapped, "/elsewhere/e1.mkv"));
+        let plain = Connection { mappings: Vec::new(), ..conn(ConnectionKind::Radarr) };
+        assert!(may_hold(&plain, "/anywhere/at/all.mkv"));
+        let plex = Connection { mappings: Vec::new(), ..conn(ConnectionKind::Plex) };
+        assert!(!may_hold(&plex, "/srv/media/tv/Show/S01/e1.mkv"), "Plex cannot get a new copy");
     }
 
     #[test]

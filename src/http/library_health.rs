@@ -9,8 +9,10 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::auth::AuthUser;
 use crate::actors::regrab::{new_copy, NewCopyError};
+use crate::domain::connect::{Connection, ConnectionKind};
 use crate::domain::library_health::RunStatus;
 use crate::domain::paging::MAX_PAGE;
+use crate::domain::regrab::may_hold;
 use crate::error::{AppError, ErrorBody};
 use crate::http::state::AppState;
 use crate::media::health::{Depth, Verdict};
@@ -70,6 +72,19 @@ pub struct FileHealthView {
     pub checked_at: DateTime<Utc>,
     /// The finding no longer keeps the file from encoding.
     pub ignored: bool,
+    /// The enabled Sonarr and Radarr connections that may hold the file, in the order "get a
+    /// new copy" asks them: those with a path mapping whose `from` folder holds it, and those
+    /// without mappings. Empty: none could, and the action is refused (`not_held`).
+    pub new_copy_from: Vec<NewCopySource>,
+}
+
+/// A connection "get a new copy" may ask.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NewCopySource {
+    pub id: i32,
+    pub name: String,
+    pub kind: ConnectionKind,
 }
 
 /// Results by verdict, all files of the library that were ever checked.
@@ -146,20 +161,27 @@ pub struct RegrabView {
 
 /// A depth as the API takes it.
 fn parse_depth(text: &str) -> Result<Depth, AppError> {
-    match text {
-        "quick" => Ok(Depth::Quick),
-        "thorough" => Ok(Depth::Thorough),
-        other => Err(AppError::invalid(format!("depth must be quick or thorough, not {other:?}"))),
-    }
+    Depth::parse(text).ok_or_else(|| AppError::invalid(format!("depth must be quick or thorough, not {text:?}")))
 }
 
-/// A stored depth.
+/// A stored depth: the server writes only `Depth::as_str`; anything else reads as the
+/// shallower one rather than failing the whole page.
 fn depth_of(text: &str) -> Depth {
-    if text == Depth::Thorough.as_str() {
-        Depth::Thorough
-    } else {
-        Depth::Quick
-    }
+    Depth::parse(text).unwrap_or(Depth::Quick)
+}
+
+/// The enabled Sonarr and Radarr connections, in the order `new_copy` asks them.
+async fn arrs(state: &AppState) -> Result<Vec<(NewCopySource, Connection)>, AppError> {
+    Ok(repo::connections::list(&state.db)
+        .await?
+        .into_iter()
+        .filter(|(model, _)| model.enabled)
+        .filter_map(|(model, _)| {
+            let conn = repo::connections::connection_of(&model)?;
+            matches!(conn.kind, ConnectionKind::Sonarr | ConnectionKind::Radarr)
+                .then(|| (NewCopySource { id: model.id, name: model.name.clone(), kind: conn.kind }, conn))
+        })
+        .collect())
 }
 
 fn run_view(row: &entities::library_health_run::Model) -> HealthRunView {
@@ -175,10 +197,16 @@ fn run_view(row: &entities::library_health_run::Model) -> HealthRunView {
     }
 }
 
-fn file_view(row: &entities::library_health_file::Model) -> FileHealthView {
+fn file_view(row: &entities::library_health_file::Model, arrs: &[(NewCopySource, Connection)]) -> FileHealthView {
+    let path = crate::domain::path_bytes::readable(repo::health::path_of(row).as_os_str()).into_owned();
     FileHealthView {
         id: row.id,
-        path: crate::domain::path_bytes::readable(repo::health::path_of(row).as_os_str()).into_owned(),
+        new_copy_from: arrs
+            .iter()
+            .filter(|(_, conn)| may_hold(conn, &path))
+            .map(|(source, _)| source.clone())
+            .collect(),
+        path,
         size: row.size,
         depth: depth_of(&row.depth),
         verdict: repo::health::verdict_of(row),
@@ -262,6 +290,7 @@ pub async fn get(
     let counts = repo::health::counts(&state.db, id).await?;
     let count = |v: Verdict| counts.get(v.as_str()).copied().unwrap_or(0);
     let results = repo::health::page(&state.db, id, query.verdict, page, page_size).await?;
+    let arrs = arrs(&state).await?;
     Ok(web::Json(LibraryHealthView {
         library_id: id,
         run: run.as_ref().map(run_view),
@@ -270,7 +299,7 @@ pub async fn get(
             damaged: count(Verdict::Damaged),
             unreadable: count(Verdict::Unreadable),
         },
-        files: results.items.iter().map(file_view).collect(),
+        files: results.items.iter().map(|row| file_view(row, &arrs)).collect(),
         total: results.total,
         page,
         page_size,
@@ -332,7 +361,7 @@ pub async fn recheck(
     let depth = depth.unwrap_or_else(|| depth_of(&row.depth));
     state.runtime.health.recheck(&library, &row, depth);
     tracing::info!(user = %user.username, library = id, file = file_id, "file health check again");
-    Ok(HttpResponse::Accepted().json(file_view(&row)))
+    Ok(HttpResponse::Accepted().json(file_view(&row, &arrs(&state).await?)))
 }
 
 /// Ignore a finding (or stop ignoring it)
@@ -364,7 +393,7 @@ pub async fn ignore(
     repo::libraries::get(&state.db, id).await?;
     let row = repo::health::set_ignored(&state.db, id, file_id, body.ignored).await?;
     tracing::info!(user = %user.username, library = id, file = file_id, ignored = body.ignored, "health finding");
-    Ok(web::Json(file_view(&row)))
+    Ok(web::Json(file_view(&row, &arrs(&state).await?)))
 }
 
 /// Get a new copy of a damaged file

@@ -24,6 +24,12 @@ impl Depth {
             Depth::Thorough => "thorough",
         }
     }
+
+    /// The depth `as_str` writes, as a request names it or a row stores it; None for any
+    /// other text.
+    pub fn parse(text: &str) -> Option<Depth> {
+        [Depth::Quick, Depth::Thorough].into_iter().find(|d| d.as_str() == text)
+    }
 }
 
 /// A file's state after a check.
@@ -98,5 +104,15 @@ mod tests {
         assert_eq!(serde_json::from_str::<FileHealth>(&json).unwrap(), h);
         assert_eq!(Depth::Quick.as_str(), "quick");
         assert_eq!(Verdict::Unreadable.as_str(), "unreadable");
+    }
+
+    #[test]
+    fn a_depth_reads_back_from_its_text_and_nothing_else_does() {
+        for depth in [Depth::Quick, Depth::Thorough] {
+            assert_eq!(Depth::parse(depth.as_str()), Some(depth));
+        }
+        for other in ["", "Quick", "THOROUGH", " quick", "quick ", "full"] {
+            assert_eq!(Depth::parse(other), None, "{other:?}");
+        }
     }
 }

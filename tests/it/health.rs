@@ -89,7 +89,9 @@ async fn a_quick_check_finds_the_truncated_and_the_non_media_file_and_skips_unch
     let every = ended(&server, &token, library).await;
     assert_eq!(every["run"]["filesTotal"], 4, "{every}");
 
-    // A new copy needs a confirmation, and a Sonarr or Radarr that holds the file.
+    // A new copy needs a confirmation, and a Sonarr or Radarr that holds the file: none
+    // may, and the dashboard offers none.
+    assert_eq!(verdict_of(&every, "notes.mkv")["newCopyFrom"], json!([]), "{every}");
     let notes = verdict_of(&every, "notes.mkv")["id"].as_i64().unwrap();
     let regrab = format!("/libraries/{library}/health/files/{notes}/regrab");
     let (status, refused) = server.post(&regrab, Some(&token), &json!({"confirm": false})).await;
@@ -265,11 +267,14 @@ async fn a_scheduled_check_tells_a_webhook_and_gets_new_copies_from_sonarr_and_r
         )
         .await;
     assert_eq!(status, 201, "{hook}");
-    for (kind, key) in [("sonarr", "SonKey"), ("radarr", "RadKey")] {
+    // Each app maps its own folder: only it may hold the files there.
+    let mut ids = Vec::new();
+    for (kind, key, folder) in [("sonarr", "SonKey", "tv"), ("radarr", "RadKey", "films")] {
         let body = json!({"name": kind, "kind": kind, "url": format!("{base}/{kind}"), "apiKey": key,
-            "pathMappings": [{"from": root, "to": "/data"}]});
+            "pathMappings": [{"from": root.join(folder), "to": format!("/data/{folder}")}]});
         let (status, made) = server.post("/connections", Some(&token), &body).await;
         assert_eq!(status, 201, "{made}");
+        ids.push(made["id"].as_i64().unwrap());
     }
     let (status, refused) = server
         .post("/libraries", Some(&token), &json!({"name": "x", "paths": [root], "healthSchedule": "daily"}))
@@ -288,6 +293,17 @@ async fn a_scheduled_check_tells_a_webhook_and_gets_new_copies_from_sonarr_and_r
     }
     let health = ended(&server, &token, library).await;
     assert_eq!(health["run"]["scheduled"], true, "{health}");
+    // What the dashboard offers "get a new copy" from, per file.
+    assert_eq!(
+        verdict_of(&health, "e1.mkv")["newCopyFrom"],
+        json!([{"id": ids[0], "name": "sonarr", "kind": "sonarr"}]),
+        "{health}"
+    );
+    assert_eq!(
+        verdict_of(&health, "heat.mkv")["newCopyFrom"],
+        json!([{"id": ids[1], "name": "radarr", "kind": "radarr"}]),
+        "{health}"
+    );
     let told: Vec<Value> = seen("/hook").iter().map(|s| s.body.clone()).collect();
     assert!(told.iter().all(|t| t["event"] == "file.damaged"), "{told:#?}");
     let episode = told.iter().find(|t| t["file"]["path"].as_str().unwrap().ends_with("e1.mkv")).unwrap();
@@ -295,17 +311,13 @@ async fn a_scheduled_check_tells_a_webhook_and_gets_new_copies_from_sonarr_and_r
     assert!(episode["file"]["regrab"].as_str().unwrap().contains("sonarr deleted its record"), "{episode}");
 
     // Sonarr: the series, the file's record, its episodes, the record's deletion, the search
-    // (its series list is read once more, for the film, which it does not hold).
+    // (never asked about the film, outside its mapped folder).
     let sonarr = seen("/sonarr/");
     assert!(sonarr.iter().all(|s| s.key.as_deref() == Some("SonKey")), "{sonarr:#?}");
-    let calls: Vec<String> = sonarr
-        .iter()
-        .map(|s| format!("{} {}", s.method, s.path))
-        .filter(|c| c != "GET /sonarr/api/v3/series")
-        .collect();
     assert_eq!(
-        calls,
+        sonarr.iter().map(|s| format!("{} {}", s.method, s.path)).collect::<Vec<_>>(),
         [
+            "GET /sonarr/api/v3/series",
             "GET /sonarr/api/v3/episodefile?seriesId=7",
             "GET /sonarr/api/v3/episode?episodeFileId=41",
             "DELETE /sonarr/api/v3/episodefile/41",

@@ -1681,6 +1681,12 @@ export interface components {
             ignored: boolean;
             /** @description The first error (damaged) or why the file cannot be read (unreadable). */
             message?: string | null;
+            /**
+             * @description The enabled Sonarr and Radarr connections that may hold the file, in the order "get a
+             *     new copy" asks them: those with a path mapping whose `from` folder holds it, and those
+             *     without mappings. Empty: none could, and the action is refused (`not_held`).
+             */
+            newCopyFrom: components["schemas"]["NewCopySource"][];
             /** @description The file's whole path. */
             path: string;
             /** Format: int64 */
@@ -2193,6 +2199,13 @@ export interface components {
              * @description Bytes.
              */
             used: number;
+        };
+        /** @description A connection "get a new copy" may ask. */
+        NewCopySource: {
+            /** Format: int32 */
+            id: number;
+            kind: components["schemas"]["ConnectionKind"];
+            name: string;
         };
         /** @description What a revocation or removal did. */
         NodeChanged: {
