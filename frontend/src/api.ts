@@ -22,6 +22,12 @@ import type {
   Library,
   LibraryInput,
   Forecast,
+  HealthDepth,
+  FileHealth,
+  HealthRun,
+  LibraryHealth,
+  LibraryHealthQuery,
+  NewCopyResult,
   License,
   LoginResponse,
   Me,
@@ -394,6 +400,34 @@ export class ApiClient {
   }
   cancelForecast(id: number): Promise<void> {
     return this.request('DELETE', `/api/libraries/${id}/forecast`);
+  }
+
+  /** The latest health run and a page of findings, damaged and unreadable files first. */
+  libraryHealth(id: number, query: LibraryHealthQuery = {}): Promise<LibraryHealth> {
+    const params = new URLSearchParams();
+    if (query.page != null) params.set('page', String(query.page));
+    if (query.pageSize != null) params.set('pageSize', String(query.pageSize));
+    if (query.verdict) params.set('verdict', query.verdict);
+    const text = params.toString();
+    return this.request('GET', `/api/libraries/${id}/health${text ? `?${text}` : ''}`);
+  }
+  /** `all`: also the files unchanged since a check found them ok. */
+  startLibraryHealth(id: number, depth: HealthDepth, all: boolean): Promise<HealthRun> {
+    return this.request('POST', `/api/libraries/${id}/health`, { depth, all });
+  }
+  cancelLibraryHealth(id: number): Promise<void> {
+    return this.request('DELETE', `/api/libraries/${id}/health`);
+  }
+  /** Checks one file again in the background (at its last depth unless given); answers the result as it was. */
+  recheckLibraryFile(id: number, fileId: number, depth?: HealthDepth): Promise<FileHealth> {
+    return this.request('POST', `/api/libraries/${id}/health/files/${fileId}/recheck`, depth ? { depth } : {});
+  }
+  ignoreLibraryFile(id: number, fileId: number, ignored: boolean): Promise<FileHealth> {
+    return this.request('POST', `/api/libraries/${id}/health/files/${fileId}/ignore`, { ignored });
+  }
+  /** Asks the Sonarr or Radarr that holds the file to delete it and search again: not to be undone. */
+  newCopyOfLibraryFile(id: number, fileId: number): Promise<NewCopyResult> {
+    return this.request('POST', `/api/libraries/${id}/health/files/${fileId}/regrab`, { confirm: true });
   }
 
   // Insights

@@ -53,6 +53,13 @@ const STATUS_TONES: Record<string, string> = {
   HEALTHY: 'ok',
   WARNING: 'warn',
   CRITICAL: 'bad',
+  // Health checks of a library (and forecasts): runs, and what a check found in a file.
+  RUNNING: 'active',
+  DONE: 'ok',
+  INTERRUPTED: 'warn',
+  ok: 'ok',
+  damaged: 'bad',
+  unreadable: 'bad',
 };
 
 export function Badge({ value, title }: { value: JobStatus | NodeStatus | HealthLevel | string; title?: string }) {

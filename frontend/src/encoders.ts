@@ -66,6 +66,8 @@ export function defaultInput(catalog: EncoderCatalog): LibraryInput {
     rateControl: 'crf',
     targetBitrateKbps: null,
     streamRules: DEFAULT_STREAM_RULES,
+    healthSchedule: 'off',
+    healthAction: 'notify',
     watch: true,
     enabled: true,
   };

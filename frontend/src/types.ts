@@ -63,9 +63,24 @@ export type LibraryInput = Pick<
   | 'targetBitrateKbps'
   | 'maxSizePercent'
   | 'streamRules'
+  | 'healthSchedule'
+  | 'healthAction'
   | 'watch'
   | 'enabled'
 >;
+// A library's health check (issue 38): its latest run, the findings per file, what to do.
+export type HealthSchedule = Schemas['HealthSchedule'];
+export type HealthAction = Schemas['HealthAction'];
+export type HealthDepth = Schemas['Depth'];
+export type HealthVerdict = Schemas['Verdict'];
+export type HealthRun = Schemas['HealthRunView'];
+export type HealthCounts = Schemas['HealthCounts'];
+export type FileHealth = Schemas['FileHealthView'];
+/** A Sonarr or Radarr connection "get a new copy" may ask about a file. */
+export type NewCopySource = Schemas['NewCopySource'];
+export type LibraryHealth = Schemas['LibraryHealthView'];
+export type LibraryHealthQuery = NonNullable<operations['get_library_health']['parameters']['query']>;
+export type NewCopyResult = Schemas['RegrabView'];
 /** What each file becomes besides its video, and which files are left alone (issue 37). */
 export type StreamRules = Schemas['StreamRules'];
 export type AudioCodec = Schemas['AudioCodec'];

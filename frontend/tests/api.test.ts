@@ -95,6 +95,8 @@ describe('ApiClient against a real HTTP server', () => {
       rateControl: 'crf' as const,
       targetBitrateKbps: null,
       streamRules: DEFAULT_STREAM_RULES,
+      healthSchedule: 'weekly' as const,
+      healthAction: 'notify' as const,
       watch: true,
     };
 

@@ -537,6 +537,38 @@ describe('dashboard pages', () => {
     expect(sent?.keepModifiedTime).toBe(true);
   });
 
+  it("sets a library's scheduled health check and what it does about a damaged file, and shows the server's refusal beside it", async () => {
+    const sent: Record<string, unknown>[] = [];
+    override = (method, path, body) => {
+      if (method !== 'PUT' || path !== '/api/libraries/1') return undefined;
+      sent.push(body as Record<string, unknown>);
+      if (sent.length === 1) return { status: 422, body: { error: { code: 'validation_failed', message: 'healthSchedule must be off, weekly or monthly, not "daily"' } } };
+      return { status: 200, body: { ...library, ...(body as object) } };
+    };
+    await mount('#/libraries');
+    await vi.waitFor(() => expect(text()).toContain('Movies'));
+    [...container().querySelectorAll('button')].find((b) => b.textContent === 'Edit')!.click();
+    const form = await vi.waitFor(() => need(container().querySelector<HTMLFormElement>('form.form')));
+    const select = (label: string) =>
+      [...form.querySelectorAll<HTMLLabelElement>('label')].find((l) => l.textContent?.startsWith(label))!.querySelector('select')!;
+    const schedule = select('Scheduled health check');
+    const action = select('After a scheduled check');
+    expect([schedule.value, action.value]).toEqual(['off', 'notify']);
+    expect([...schedule.options].map((o) => o.value)).toEqual(['off', 'weekly', 'monthly']);
+    schedule.value = 'monthly';
+    schedule.dispatchEvent(new Event('change', { bubbles: true }));
+    action.value = 'regrab';
+    action.dispatchEvent(new Event('change', { bubbles: true }));
+    await settle();
+    [...form.querySelectorAll('button')].find((b) => b.textContent === 'Save changes')!.click();
+    await vi.waitFor(() => expect(schedule.getAttribute('aria-invalid')).toBe('true'));
+    expect(schedule.closest('label')!.textContent).toContain('healthSchedule must be off, weekly or monthly');
+    expect(sent[0]).toMatchObject({ healthSchedule: 'monthly', healthAction: 'regrab' });
+    [...form.querySelectorAll('button')].find((b) => b.textContent === 'Save changes')!.click();
+    await vi.waitFor(() => expect(text()).toContain('Saved library'));
+    expect(sent).toHaveLength(2);
+  });
+
   it("shows the server's refusal of a library path beside the paths", async () => {
     override = (method, path) =>
       method === 'POST' && path === '/api/libraries'
@@ -610,6 +642,107 @@ describe('dashboard pages', () => {
     expect(container().querySelectorAll('rect.chart-bar')).toHaveLength(2);
     [...container().querySelectorAll('button')].find((b) => b.textContent === 'Forecast again')!.click();
     await vi.waitFor(() => expect(calls).toContain('POST /api/libraries/1/forecast'));
+  });
+
+  it("shows a library's health: the last run, the damaged files with their error, and what an operator may do", async () => {
+    const finding = (id: number, change: Record<string, unknown>) => ({
+      id,
+      path: `/media/movies/f${id}.mkv`,
+      size: 2048,
+      depth: 'quick',
+      verdict: 'damaged',
+      firstErrorSeconds: 12.5,
+      message: 'packet timestamps go backwards',
+      errorCount: 3,
+      checkedAt: '2024-05-01T10:04:00Z',
+      ignored: false,
+      newCopyFrom: [],
+      ...change,
+    });
+    const sent: string[] = [];
+    let asked = '';
+    vi.stubGlobal('confirm', (question: string) => {
+      asked = question;
+      return true;
+    });
+    override = (method, path, body) => {
+      if (!path.startsWith('/api/libraries/1/health')) return undefined;
+      sent.push(`${method} ${path} ${JSON.stringify(body ?? null)}`);
+      if (method === 'POST' && path.endsWith('/files/2/regrab')) {
+        return { status: 503, body: { error: { code: 'unavailable', message: 'sonarr could not be asked for a new copy (connection refused)' } } };
+      }
+      if (method === 'POST' && path.endsWith('/files/1/ignore')) return { status: 200, body: finding(1, { ignored: true }) };
+      return {
+        status: 200,
+        body: {
+          libraryId: 1,
+          run: { depth: 'quick', all: false, scheduled: false, status: 'DONE', filesTotal: 3, filesDone: 3, startedAt: '2024-05-01T10:00:00Z', finishedAt: '2024-05-01T10:05:00Z' },
+          counts: { ok: 1, damaged: 1, unreadable: 1 },
+          files: [
+            finding(1, {}),
+            finding(2, { verdict: 'unreadable', firstErrorSeconds: null, message: 'not media', errorCount: 0, newCopyFrom: [{ id: 4, name: 'tv', kind: 'sonarr' }] }),
+            finding(3, { verdict: 'ok', message: null, firstErrorSeconds: null, errorCount: 0 }),
+          ],
+          total: 3,
+          page: 1,
+          pageSize: 100,
+        },
+      };
+    };
+    await mount('#/libraries');
+    await vi.waitFor(() => expect(text()).toContain('Movies'));
+    [...container().querySelectorAll('button')].find((b) => b.textContent === 'Health')!.click();
+    const panel = await vi.waitFor(() => need(byLabel('Health of Movies')));
+    await vi.waitFor(() => expect(panel.textContent).toContain('Quick check of 3 files finished'));
+    expect(sent[0]).toBe('GET /api/libraries/1/health?page=1&pageSize=100 null');
+    expect(panel.textContent).toContain('at 0:12.5: packet timestamps go backwards');
+    expect(panel.textContent).toContain('3 errors');
+    expect(panel.textContent).toContain('not media');
+    // The ok file is no finding; only the file a Sonarr may hold offers a new copy.
+    expect(panel.textContent).not.toContain('f3.mkv');
+    expect(byLabel('Get a new copy of f1.mkv')).toBeNull();
+    byLabel('Get a new copy of f2.mkv')!.click();
+    await vi.waitFor(() => expect(byLabel('Result for f2.mkv')?.textContent).toContain('connection refused'));
+    expect(asked).toContain('Sonarr “tv” will delete its record of the file');
+    expect(sent).toContain('POST /api/libraries/1/health/files/2/regrab {"confirm":true}');
+
+    byLabel('Check f1.mkv again')!.click();
+    await vi.waitFor(() => expect(byLabel('Result for f1.mkv')?.textContent).toBe('Checking again…'));
+    expect(sent).toContain('POST /api/libraries/1/health/files/1/recheck {}');
+    byLabel('Ignore f1.mkv')!.click();
+    await vi.waitFor(() => expect(sent).toContain('POST /api/libraries/1/health/files/1/ignore {"ignored":true}'));
+
+    [...panel.querySelectorAll('button')].find((b) => b.textContent === 'Start check')!.click();
+    await vi.waitFor(() => expect(sent).toContain('POST /api/libraries/1/health {"depth":"quick","all":false}'));
+  });
+
+  it("shows a viewer a library's health without its actions", async () => {
+    override = (_method, path) => {
+      if (path === '/api/auth/me') return { status: 200, body: { username: 'bob', role: 'viewer', apiKey: false } };
+      if (!path.startsWith('/api/libraries/1/health')) return undefined;
+      return {
+        status: 200,
+        body: {
+          libraryId: 1,
+          run: { depth: 'thorough', all: true, scheduled: false, status: 'RUNNING', filesTotal: 4, filesDone: 1, startedAt: '2024-05-01T10:00:00Z', finishedAt: null },
+          counts: { ok: 0, damaged: 1, unreadable: 0 },
+          files: [{ id: 1, path: '/media/movies/a.mkv', size: 1, depth: 'thorough', verdict: 'damaged', firstErrorSeconds: 1, message: 'bad', errorCount: 1, checkedAt: '2024-05-01T10:01:00Z', ignored: false, newCopyFrom: [{ id: 4, name: 'films', kind: 'radarr' }] }],
+          total: 1,
+          page: 1,
+          pageSize: 100,
+        },
+      };
+    };
+    await mount('#/libraries');
+    await vi.waitFor(() => expect(text()).toContain('Movies'));
+    await vi.waitFor(() => expect(text()).not.toContain('Scan now'));
+    [...container().querySelectorAll('button')].find((b) => b.textContent === 'Health')!.click();
+    const panel = await vi.waitFor(() => need(byLabel('Health of Movies')));
+    await vi.waitFor(() => expect(panel.textContent).toContain('Thorough check (every file) running: 1 of 4 files checked.'));
+    expect(byLabel('Health check of Movies')?.getAttribute('aria-valuenow')).toBe('25');
+    expect(panel.textContent).toContain('at 0:01.0: bad');
+    expect(panel.querySelectorAll('button')).toHaveLength(0);
+    expect(panel.querySelector('form')).toBeNull();
   });
 
   it('renders nodes, insights and settings', async () => {

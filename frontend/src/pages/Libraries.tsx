@@ -4,6 +4,7 @@ import { Alert, Badge, Loading } from '../components';
 import { codecLabel } from '../encoders';
 import { formatRelative } from '../format';
 import { ForecastPanel } from './Forecast';
+import { HealthPanel } from './library/Health';
 import { LibraryForm } from './library/LibraryForm';
 import { useResource, useRole } from '../hooks';
 import { routeHref } from '../router';
@@ -20,6 +21,8 @@ export function Libraries() {
   const [notice, setNotice] = useState<string | null>(null);
   const [busyId, setBusyId] = useState<number | null>(null);
   const [forecastId, setForecastId] = useState<number | null>(null);
+  // Whose health panel is open: it takes the whole width of the list (its table needs it).
+  const [healthId, setHealthId] = useState<number | null>(null);
   const role = useRole();
 
   const saved = (library: Library) => {
@@ -97,7 +100,7 @@ export function Libraries() {
       ) : (
         <ul class="library-list">
           {libraries.data.map((library) => (
-            <li key={library.id} class="card">
+            <li key={library.id} class={healthId === library.id ? 'card library-wide' : 'card'}>
               <div class="card-head">
                 <h2>{library.name}</h2>
                 <span>
@@ -156,6 +159,14 @@ export function Libraries() {
                 >
                   Forecast
                 </button>
+                <button
+                  type="button"
+                  class="button"
+                  aria-expanded={healthId === library.id}
+                  onClick={() => setHealthId(healthId === library.id ? null : library.id)}
+                >
+                  Health
+                </button>
                 {allows(role, 'admin') && (
                   <>
                     <button type="button" class="button" onClick={() => setEditing({ mode: 'edit', library })}>
@@ -173,6 +184,7 @@ export function Libraries() {
                 )}
               </div>
               {forecastId === library.id && <ForecastPanel library={library} />}
+              {healthId === library.id && <HealthPanel library={library} />}
             </li>
           ))}
         </ul>

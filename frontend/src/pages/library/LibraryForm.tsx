@@ -16,10 +16,11 @@ import {
   type LibraryErrors,
 } from '../../encoders';
 import type { FieldRule } from '../../forms';
+import { ACTION_CHOICES, SCHEDULE_CHOICES } from '../../health';
 import { useSave } from '../../hooks';
 import { api } from '../../session';
 import { draftOf, rulesOf, STREAM_RULE_FIELDS, type RulesDraft } from '../../streamRules';
-import type { Codec, Library, LibraryInput } from '../../types';
+import type { Codec, HealthAction, HealthSchedule, Library, LibraryInput } from '../../types';
 import { StreamRulesFields } from './StreamRules';
 
 function initialInput(library: Library | null, catalog: EncoderCatalog): LibraryInput {
@@ -39,6 +40,8 @@ function initialInput(library: Library | null, catalog: EncoderCatalog): Library
       rateControl,
       targetBitrateKbps,
       streamRules,
+      healthSchedule,
+      healthAction,
       watch,
       enabled,
     } = library;
@@ -57,6 +60,8 @@ function initialInput(library: Library | null, catalog: EncoderCatalog): Library
       rateControl,
       targetBitrateKbps: targetBitrateKbps ?? null,
       streamRules,
+      healthSchedule,
+      healthAction,
       watch,
       enabled,
     };
@@ -75,6 +80,8 @@ const LIBRARY_RULES: readonly FieldRule[] = [
   'maxSizePercent',
   'rateControl',
   'targetBitrateKbps',
+  'healthSchedule',
+  'healthAction',
   ...STREAM_RULE_FIELDS,
 ].map((field) => ({ field }));
 
@@ -373,6 +380,44 @@ export function LibraryForm({
       </div>
 
       <StreamRulesFields draft={rules} onChange={(change) => setRules((current) => ({ ...current, ...change }))} errors={saveErrors.fields} />
+
+      <div class="form-row">
+        <label class="field">
+          <span>Scheduled health check</span>
+          <select
+            value={input.healthSchedule}
+            aria-invalid={saveErrors.fields.healthSchedule ? true : undefined}
+            onChange={(e) => set({ healthSchedule: e.currentTarget.value as HealthSchedule })}
+          >
+            {SCHEDULE_CHOICES.map((choice) => (
+              <option key={choice.value} value={choice.value}>
+                {choice.label}
+              </option>
+            ))}
+          </select>
+          {saveErrors.fields.healthSchedule && <small class="text-bad">{saveErrors.fields.healthSchedule}</small>}
+        </label>
+        <label class="field">
+          <span>After a scheduled check, for each damaged file</span>
+          <select
+            value={input.healthAction}
+            aria-invalid={saveErrors.fields.healthAction ? true : undefined}
+            onChange={(e) => set({ healthAction: e.currentTarget.value as HealthAction })}
+          >
+            {ACTION_CHOICES.map((choice) => (
+              <option key={choice.value} value={choice.value}>
+                {choice.label}
+              </option>
+            ))}
+          </select>
+          {saveErrors.fields.healthAction && <small class="text-bad">{saveErrors.fields.healthAction}</small>}
+        </label>
+      </div>
+      <p class="muted small">
+        A quick check of the library (files unchanged since a check found them ok are skipped), inside the encoding windows, on
+        idle slots only. Damaged files are not encoded; getting a new copy asks the Sonarr or Radarr connection that holds the
+        file to delete it and search again.
+      </p>
 
       <div class="form-row">
         <label class="check-field">
