@@ -2,7 +2,8 @@
 // own with a good clip and a copy of it cut in half, both made here with ffmpeg; a quick check
 // started from the library's Health panel, followed to its end; the cut file listed with the
 // error the server found, no new copy offered (no Sonarr or Radarr holds it); Ignore moves it
-// to the ignored findings, and back. Then the same panel at phone size. The library is removed
+// to the ignored findings, and back; checked again, the outcome beside it. Then the same
+// panel at phone size. The library is removed
 // at the end; its folder goes with the suite's temporary directory.
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -144,6 +145,15 @@ describe("a library's health", () => {
     expect(await ignored.count()).toBe(0);
     const back = await apiGet<LibraryHealth>(page, `/libraries/${libraryId}/health`);
     expect(back.files.find((file) => file.path.endsWith(`/${CUT}`))?.ignored).toBe(false);
+    expect(session.pageErrors).toEqual([]);
+  });
+
+  it('checks the cut file again: the outcome shows beside it once the server has read it', async () => {
+    const panel = page.getByRole('region', { name: `Health of ${HEALTH_LIBRARY}` });
+    const row = findingRow(panel.getByRole('table', { name: 'Damaged and unreadable files' }), CUT);
+    await row.getByRole('button', { name: `Check ${CUT} again` }).click();
+    const result = row.getByRole('status', { name: `Result for ${CUT}` });
+    await until('the outcome of the check', () => result.innerText(), (text) => /^Checked again: still (damaged|unreadable)\.$/.test(text), 60_000);
     expect(session.pageErrors).toEqual([]);
   });
 });

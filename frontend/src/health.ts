@@ -119,12 +119,18 @@ export type RecheckOutcome = { done: false } | { done: true; text: string; ok: b
 
 /**
  * Whether a re-check asked for when the file's result was `before` has happened, from the
- * findings read since: the result checked later (its verdict then), or gone from the
- * findings (no longer damaged: ok).
+ * results read since (`files`, a page of them; `everyFinding`: the page holds every damaged
+ * and unreadable file): the result checked later (its verdict then), or gone from a page
+ * that holds every finding (no longer damaged: ok). Not on a page that holds only some: not
+ * known yet.
  */
-export function recheckOutcome(before: Pick<FileHealth, 'id' | 'checkedAt'>, findings: readonly FileHealth[]): RecheckOutcome {
-  const now = findings.find((file) => file.id === before.id);
-  if (!now) return { done: true, ok: true, text: 'Checked again: ok.' };
+export function recheckOutcome(
+  before: Pick<FileHealth, 'id' | 'checkedAt'>,
+  files: readonly FileHealth[],
+  everyFinding: boolean,
+): RecheckOutcome {
+  const now = files.find((file) => file.id === before.id);
+  if (!now) return everyFinding ? { done: true, ok: true, text: 'Checked again: ok.' } : { done: false };
   if (Date.parse(now.checkedAt) <= Date.parse(before.checkedAt)) return { done: false };
   if (now.verdict === 'ok') return { done: true, ok: true, text: 'Checked again: ok.' };
   return { done: true, ok: false, text: `Checked again: still ${now.verdict}.` };

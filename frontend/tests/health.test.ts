@@ -105,17 +105,19 @@ describe('health in words', () => {
 
   it('knows a re-check is over once the result is newer, or the file is no finding any more', () => {
     const before = file();
-    expect(recheckOutcome(before, [before])).toEqual({ done: false });
-    expect(recheckOutcome(before, [file({ checkedAt: '2026-03-01T11:59:00Z' })])).toEqual({
+    expect(recheckOutcome(before, [before], true)).toEqual({ done: false });
+    expect(recheckOutcome(before, [file({ checkedAt: '2026-03-01T11:59:00Z' })], true)).toEqual({
       done: true,
       ok: false,
       text: 'Checked again: still damaged.',
     });
-    expect(recheckOutcome(before, [file({ checkedAt: '2026-03-01T11:59:00Z', verdict: 'ok' })])).toEqual({
+    expect(recheckOutcome(before, [file({ checkedAt: '2026-03-01T11:59:00Z', verdict: 'ok' })], false)).toEqual({
       done: true,
       ok: true,
       text: 'Checked again: ok.',
     });
-    expect(recheckOutcome(before, [file({ id: 8 })])).toEqual({ done: true, ok: true, text: 'Checked again: ok.' });
+    expect(recheckOutcome(before, [file({ id: 8 })], true)).toEqual({ done: true, ok: true, text: 'Checked again: ok.' });
+    // Another page of findings: where the file is now is not known yet.
+    expect(recheckOutcome(before, [file({ id: 8 })], false)).toEqual({ done: false });
   });
 });

@@ -66,8 +66,9 @@ export function HealthPanel({ library }: { library: Library }) {
       const read = await api.libraryHealth(library.id, { page, pageSize: PAGE_SIZE });
       setHealth(read);
       // Re-checks asked for: done once their result is newer, or gone from the findings.
+      const everyFinding = read.page === 1 && findingsOf(read.counts) <= read.files.length;
       for (const [id, { before, since }] of pending.current) {
-        const outcome = recheckOutcome(before, read.files);
+        const outcome = recheckOutcome(before, read.files, everyFinding);
         if (outcome.done) {
           pending.current.delete(id);
           if (read.files.some((file) => file.id === id && file.verdict !== 'ok')) note(id, outcome.text, outcome.ok ? 'ok' : 'bad');
