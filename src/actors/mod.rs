@@ -19,6 +19,7 @@ pub mod recheck;
 pub mod regrab;
 pub mod scheduler;
 pub mod store;
+pub mod transfer;
 
 use std::path::PathBuf;
 use std::sync::Arc;
