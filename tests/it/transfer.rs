@@ -51,7 +51,10 @@ struct Far {
 /// A main node with a library, and a linked node enrolled with its own credential, OFFLINE
 /// so nothing takes its jobs away while a test runs.
 async fn far_node() -> Far {
-    let server = TestServer::sqlite().await;
+    far_node_on(TestServer::sqlite().await).await
+}
+
+async fn far_node_on(server: TestServer) -> Far {
     let token = server.login().await;
     let lib = tempfile::tempdir().unwrap();
     server.library(&token, &lib.path().canonicalize().unwrap()).await;
@@ -268,7 +271,17 @@ fn output_of(source: &Path, name: &str) -> PathBuf {
 
 #[actix_web::test]
 async fn a_source_goes_down_and_its_output_up_checked_whole() {
-    let far = far_node().await;
+    round_trip(far_node().await).await;
+}
+
+/// The same on PostgreSQL (the kept hashes are rows of `transfer_sources`).
+#[actix_web::test]
+async fn a_round_trip_on_postgres() {
+    let Some(server) = TestServer::postgres("transfer_round_trip").await else { return };
+    round_trip(far_node_on(server).await).await;
+}
+
+async fn round_trip(far: Far) {
     let (source, data, job) = far.source("film.mkv", 3 * (1 << 20) + 12_345).await;
     let work = tempfile::tempdir().unwrap();
     let client = far.client(&far.server.base);
