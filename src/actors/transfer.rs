@@ -84,6 +84,8 @@ pub struct TransferClient {
 
 /// Bytes between syncs of a download: what a crash of the node may cost it.
 const SYNC_EVERY: u64 = 8 << 20;
+/// How long a download waits for its next bytes before it takes the link for dropped.
+const IDLE: Duration = Duration::from_secs(60);
 
 impl TransferClient {
     /// A client of the main node at `base` (`http(s)://host:port`), presenting the node's
@@ -186,11 +188,17 @@ impl TransferClient {
                 tokio::io::AsyncSeekExt::seek(&mut file_at, std::io::SeekFrom::Start(at))
                     .await
                     .map_err(io("opening the download"))?;
-                while let Some(chunk) = res.next().await {
-                    let chunk = match chunk {
-                        Ok(chunk) => chunk,
-                        Err(e) => {
+                loop {
+                    // A link that goes silent without closing (Wi-Fi gone) is a drop too.
+                    let chunk = match tokio::time::timeout(IDLE, res.next()).await {
+                        Ok(None) => break,
+                        Ok(Some(Ok(chunk))) => chunk,
+                        Ok(Some(Err(e))) => {
                             broke = Some(e.to_string());
+                            break;
+                        }
+                        Err(_) => {
+                            broke = Some(format!("no byte came for {} s", IDLE.as_secs()));
                             break;
                         }
                     };
