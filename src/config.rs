@@ -237,6 +237,10 @@ pub struct ServeArgs {
     /// the source's frame, its encoder sessions and the cores; see `domain::limits`].
     #[arg(long, env = "TRANSCODER_MEMORY_LIMIT_MB", value_name = "TRANSCODER_MEMORY_LIMIT_MB", value_parser = clap::value_parser!(u64).range(64..))]
     pub transcoder_memory_limit_mb: Option<u64>,
+    /// Megabits per second a linked node's transfers of sources and outputs may use (a node
+    /// that does not see a library fetches its files over the link); 0 for no cap.
+    #[arg(long, env = "TRANSFER_MBPS", value_name = "TRANSFER_MBPS", default_value_t = 0)]
+    pub transfer_mbps: u32,
     /// Test aid: pause after each encoded frame, in milliseconds.
     #[arg(long, env = "CONDENSE_THROTTLE_MS_PER_FRAME", hide = true, default_value_t = 0)]
     pub throttle_ms_per_frame: u64,

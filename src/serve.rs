@@ -319,6 +319,7 @@ async fn run_linked(common: CommonArgs, args: ServeArgs, host: HostFacts) -> Res
         credential,
         identity,
         data_dir: common.data_dir.clone(),
+        transfer_mbps: args.transfer_mbps,
     };
     let node = actors::start_node(node_config(&args, host, RoleConfig::Linked(linked))?)
         .await

@@ -18,6 +18,7 @@ pub mod notification_delivery;
 pub mod notification_target;
 pub mod sea_orm_active_enums;
 pub mod setting;
+pub mod transfer_source;
 pub mod user;
 
 pub mod prelude {
@@ -36,5 +37,6 @@ pub mod prelude {
     pub use super::notification_delivery::Entity as NotificationDelivery;
     pub use super::notification_target::Entity as NotificationTarget;
     pub use super::setting::Entity as Setting;
+    pub use super::transfer_source::Entity as TransferSource;
     pub use super::user::Entity as User;
 }

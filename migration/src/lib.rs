@@ -26,6 +26,7 @@ mod m20261128_000025_keep_dolby_vision;
 mod m20261128_000026_node_decoders;
 mod m20261128_000027_job_counts_net_change;
 mod m20261128_000037_library_health;
+mod m20261128_000038_transfer;
 mod m20261129_000030_keep_modified_time;
 mod m20261129_000031_job_path_bytes;
 mod m20261129_000032_key_scopes;
@@ -65,6 +66,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261127_000034_two_pass::Migration),
             Box::new(m20261127_000035_stream_rules::Migration),
             Box::new(m20261128_000037_library_health::Migration),
+            Box::new(m20261128_000038_transfer::Migration),
         ]
     }
 }

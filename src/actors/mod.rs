@@ -19,6 +19,7 @@ pub mod recheck;
 pub mod regrab;
 pub mod scheduler;
 pub mod store;
+pub mod transfer;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -112,6 +113,9 @@ pub struct LinkedConfig {
     pub data_dir: PathBuf,
     /// The identity kept there from an earlier registration.
     pub identity: Option<String>,
+    /// TRANSFER_MBPS: the cap of this node's transfers with the main node (`actors::transfer`),
+    /// 0 for none.
+    pub transfer_mbps: u32,
 }
 
 /// A running node: what its listeners and its shutdown need.

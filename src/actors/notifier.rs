@@ -402,7 +402,7 @@ impl Sender {
     }
 }
 
-fn tls_config() -> Result<rustls::ClientConfig, rustls::Error> {
+pub(crate) fn tls_config() -> Result<rustls::ClientConfig, rustls::Error> {
     let roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
     Ok(rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
         .with_safe_default_protocol_versions()?

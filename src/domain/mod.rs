@@ -29,6 +29,7 @@ pub mod segments;
 pub mod session;
 pub mod stats;
 pub mod stream_rules;
+pub mod transfer;
 
 /// A string form of an enum was not one of its names.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -71,6 +71,10 @@ impl Listener {
                     // The WebSocket is served at the API listener's root too (ws://host:3100).
                     .route("/", web::get().to(http::ws::connect))
                     .route("/cluster/link", web::get().to(http::cluster::link))
+                    .route("/cluster/jobs/{id}/source", web::get().to(http::transfer::source))
+                    .route("/cluster/jobs/{id}/output", web::get().to(http::transfer::output_length))
+                    .route("/cluster/jobs/{id}/output", web::put().to(http::transfer::put_output))
+                    .route("/cluster/jobs/{id}/output/finish", web::post().to(http::transfer::finish_output))
                     .default_service(web::to(http::not_found));
             }
             Listener::Dashboard(dashboard) => {

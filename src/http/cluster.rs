@@ -39,18 +39,34 @@ async fn authenticate(state: &AppState, presented: &str) -> Result<LinkAuth, App
     }
 }
 
+/// The bearer token a request presents ("" when none).
+fn presented(req: &HttpRequest) -> &str {
+    req.headers()
+        .get(actix_web::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("")
+        .trim()
+}
+
+/// The enrolled node a request comes from, by its own credential (the cluster token only
+/// enrolls, it names no node).
+pub(crate) async fn enrolled_node(state: &AppState, req: &HttpRequest) -> Result<i32, AppError> {
+    match authenticate(state, presented(req)).await? {
+        LinkAuth::Node { id, .. } => Ok(id),
+        LinkAuth::Enrolling => Err(AppError::Forbidden(
+            "the cluster token only enrolls a node; present the node's own credential (DATA_DIR/node-credential)"
+                .into(),
+        )),
+    }
+}
+
 pub async fn link(
     req: HttpRequest,
     stream: web::Payload,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, actix_web::Error> {
-    let presented = req
-        .headers()
-        .get(actix_web::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or("");
-    let auth = authenticate(&state, presented.trim()).await?;
+    let auth = authenticate(&state, presented(&req)).await?;
     let node = RemoteNode::new(
         state.db.clone(),
         state.runtime.lifecycle.clone(),

@@ -39,6 +39,7 @@ pub mod schema;
 pub mod settings;
 pub mod state;
 pub mod stats;
+pub mod transfer;
 pub mod ui;
 pub mod users;
 pub mod views;

@@ -226,6 +226,11 @@ impl Folder {
         }
     }
 
+    /// Renames `from` to `to`, both condense's own names in this folder (replacing `to`).
+    pub fn rename(&self, from: &OsStr, to: &OsStr) -> std::io::Result<()> {
+        rustix::fs::renameat(&self.fd, from, &self.fd, to).map_err(errno)
+    }
+
     pub fn sync(&self) -> std::io::Result<()> {
         rustix::fs::fsync(&self.fd).map_err(errno)
     }

@@ -182,6 +182,10 @@ pub const PLAN_FILE: &str = "plan.json";
 /// A VMAF-mode run's quality search result (`media::search`).
 pub const SEARCH_FILE: &str = "search.json";
 
+/// An output a node that does not see the library uploads into the partial folder, renamed
+/// `output.<ext>` once its checksum matched (see `media::transfer`).
+pub const UPLOAD_FILE: &str = "upload.part";
+
 /// The muxed output inside a partial folder.
 pub fn output_path(partial_dir: &Path, extension: &str) -> PathBuf {
     partial_dir.join(output_file_name(extension))

@@ -22,6 +22,7 @@ pub mod replace;
 pub mod span_record;
 pub mod stream_plan;
 pub mod transcoder;
+pub mod transfer;
 pub mod worker;
 
 pub use error::MediaError;

@@ -277,6 +277,24 @@ impl PartialLock {
         self.dir.path_for_children()
     }
 
+    /// Opens a file of condense's in the folder, through its handle, never through a link.
+    pub fn open_file(&self, name: &str, flags: OFlags, mode: u32) -> std::io::Result<File> {
+        self.dir.folder.open_file(OsStr::new(name), flags, mode)
+    }
+
+    /// Renames one of condense's files in the folder to another of its names, and makes
+    /// the rename durable.
+    pub fn rename(&self, from: &str, to: &str) -> std::io::Result<()> {
+        self.dir.folder.rename(OsStr::new(from), OsStr::new(to))?;
+        self.dir.folder.sync()
+    }
+
+    /// Removes one of condense's files in the folder (a link there itself, never what it
+    /// points to).
+    pub fn remove_file(&self, name: &str) -> std::io::Result<()> {
+        self.dir.folder.remove_entry(OsStr::new(name))
+    }
+
     /// Removes everything in the folder but the lock file (a corrupt partial output that
     /// the holder starts over).
     pub fn clear(&self) -> Result<(), MediaError> {

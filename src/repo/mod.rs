@@ -17,6 +17,7 @@ pub mod schedules;
 pub mod segments;
 pub mod settings;
 pub mod stats;
+pub mod transfers;
 pub mod users;
 
 use std::time::Duration;

@@ -32,4 +32,5 @@ mod schedule;
 mod stats;
 mod streams;
 mod streams_plan;
+mod transfer;
 mod two_pass;

@@ -5,6 +5,7 @@
 
 pub mod link;
 pub mod membership;
+pub mod transfer;
 
 pub use self::link::RemoteNode;
 pub use self::membership::{

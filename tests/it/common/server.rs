@@ -127,6 +127,7 @@ pub fn command(data_dir: &Path) -> Command {
         "PARALLEL_SEGMENTS",
         "MAX_PIXELS",
         "TRANSCODER_MEMORY_LIMIT_MB",
+        "TRANSFER_MBPS",
     ] {
         cmd.env_remove(var);
     }

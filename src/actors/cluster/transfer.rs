@@ -1,0 +1,193 @@
+//! The main node's side of a transfer to a linked node that does not see the library (issue
+//! 39): only the node holding a job's current lease may read its source or upload its
+//! output. The source's SHA-256 is computed once per size and modification time and kept
+//! (`repo::transfers`); an output is appended at its durable length and checked whole
+//! against the node's SHA-256, and refused when the source changed since the node read it.
+//! The files themselves are `media::transfer`'s.
+
+use std::path::PathBuf;
+
+use actix_web::web::Bytes;
+use entities::job;
+use futures_util::{Stream, StreamExt};
+use sea_orm::DatabaseConnection;
+
+use crate::actors::store::holds_lease;
+use crate::domain::transfer::{valid_extension, valid_sha256};
+use crate::media::partial::PartialLock;
+use crate::media::transfer::{self as files, SourceFile, TransferFileError, Upload};
+use crate::media::MediaError;
+use crate::repo::{self, jobs, RepoError};
+
+/// The header that carries the lease a node acts under.
+pub const LEASE_HEADER: &str = "x-condense-lease";
+/// The source's SHA-256, size and modification time, on every answer with its bytes.
+pub const SHA256_HEADER: &str = "x-condense-sha256";
+pub const SIZE_HEADER: &str = "x-condense-size";
+pub const MTIME_HEADER: &str = "x-condense-mtime-ns";
+
+#[derive(Debug, thiserror::Error)]
+pub enum TransferError {
+    #[error("job {0} is not this node's to transfer (it holds no current lease on it)")]
+    NotYours(i32),
+    #[error("no job {0}")]
+    NoJob(i32),
+    #[error("{0}")]
+    Invalid(String),
+    #[error("the source changed since the node read it (its SHA-256 is now {now}); the upload was discarded")]
+    SourceChanged { now: String },
+    #[error(transparent)]
+    File(#[from] TransferFileError),
+    #[error(transparent)]
+    Repo(#[from] RepoError),
+    #[error("the upload's body broke off: {0}")]
+    Body(String),
+}
+
+fn blocking(e: tokio::task::JoinError) -> TransferError {
+    TransferError::File(TransferFileError::Media(MediaError::misc(format!("a blocking task ended: {e}"))))
+}
+
+/// The job `job_id`, when node `node_id` holds its current `lease`.
+pub async fn authorize(
+    db: &DatabaseConnection,
+    node_id: i32,
+    job_id: i32,
+    lease: &str,
+) -> Result<job::Model, TransferError> {
+    let job = match jobs::get(db, job_id).await {
+        Ok(job) => job,
+        Err(RepoError::NotFound(_)) => return Err(TransferError::NoJob(job_id)),
+        Err(e) => return Err(e.into()),
+    };
+    if job.node_id == Some(node_id) && holds_lease(&job, lease) {
+        Ok(job)
+    } else {
+        Err(TransferError::NotYours(job_id))
+    }
+}
+
+/// The job's source with its SHA-256.
+pub struct Source {
+    pub file: SourceFile,
+    pub sha256: String,
+}
+
+async fn roots_of(db: &DatabaseConnection, job: &job::Model) -> Result<Vec<PathBuf>, TransferError> {
+    Ok(match job.library_id {
+        Some(id) => {
+            repo::libraries::paths_of(&repo::libraries::get(db, id).await?).into_iter().map(PathBuf::from).collect()
+        }
+        None => Vec::new(),
+    })
+}
+
+/// Opens the job's source (contained again, never through a link) and finds its SHA-256:
+/// the one kept for this size and time, or read now and kept.
+pub async fn open_source(db: &DatabaseConnection, job: &job::Model) -> Result<Source, TransferError> {
+    let roots = roots_of(db, job).await?;
+    let path = jobs::source_path(job);
+    let file = tokio::task::spawn_blocking(move || files::open_source(&path, &roots)).await.map_err(blocking)??;
+    let size = i64::try_from(file.size).unwrap_or(i64::MAX);
+    if let Some(sha256) = repo::transfers::hash_of(db, job.id, size, file.mtime_ns).await? {
+        return Ok(Source { file, sha256 });
+    }
+    let reader =
+        file.file.try_clone().map_err(|e| TransferFileError::from(MediaError::from_io("opening the source", &e)))?;
+    let len = file.size;
+    let sha256 = tokio::task::spawn_blocking(move || files::sha256_of(&reader, len))
+        .await
+        .map_err(blocking)?
+        .map_err(|e| TransferFileError::from(MediaError::from_io("reading the source", &e)))?;
+    repo::transfers::keep(db, job.id, size, file.mtime_ns, &sha256).await?;
+    tracing::info!(job_id = job.id, bytes = file.size, "hashed a source for a transfer");
+    Ok(Source { file, sha256 })
+}
+
+/// The upload's durable length.
+pub async fn upload_length(job: &job::Model) -> Result<u64, TransferError> {
+    let source = jobs::source_path(job);
+    let upload = tokio::task::spawn_blocking(move || Upload::open(&source)).await.map_err(blocking)??;
+    Ok(upload.len())
+}
+
+/// Appends the part `first..=last` read from `body` at the upload's durable length (refused
+/// unless `first` is that length); what arrived is made durable even when the body breaks
+/// off. The durable length after.
+pub async fn append<S, E>(job: &job::Model, first: u64, last: u64, mut body: S) -> Result<u64, TransferError>
+where
+    S: Stream<Item = Result<Bytes, E>> + Unpin,
+    E: std::fmt::Display,
+{
+    let source = jobs::source_path(job);
+    let mut upload = tokio::task::spawn_blocking(move || Upload::open(&source)).await.map_err(blocking)??;
+    upload.expect_offset(first)?;
+    let declared = last - first + 1;
+    let mut received = 0u64;
+    let mut broke = None;
+    while let Some(chunk) = body.next().await {
+        let chunk = match chunk {
+            Ok(chunk) => chunk,
+            Err(e) => {
+                broke = Some(e.to_string());
+                break;
+            }
+        };
+        if received + chunk.len() as u64 > declared {
+            broke = Some(format!("the body is longer than the {declared} bytes its Content-Range names"));
+            break;
+        }
+        received += chunk.len() as u64;
+        upload =
+            tokio::task::spawn_blocking(move || upload.append(&chunk).map(|()| upload)).await.map_err(blocking)??;
+    }
+    // The lock is released with the upload, once what arrived is durable.
+    let durable = tokio::task::spawn_blocking(move || upload.sync()).await.map_err(blocking)??;
+    match broke {
+        Some(why) => Err(TransferError::Body(format!("{why}; {durable} bytes are durable"))),
+        None if received < declared => {
+            Err(TransferError::Body(format!("{received} of {declared} bytes arrived; {durable} bytes are durable")))
+        }
+        None => Ok(durable),
+    }
+}
+
+/// What the node says it uploaded.
+#[derive(Debug, Clone, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Finish {
+    pub sha256: String,
+    pub size: u64,
+    pub extension: String,
+    /// The source's SHA-256 as the node downloaded and encoded it.
+    pub source_sha256: String,
+}
+
+/// Checks the finished upload: refused when the source changed since the node read it
+/// (the upload discarded), or when it does not match the node's size and SHA-256 (discarded
+/// too); a match is the job's `output.<ext>`, its partial folder's lock handed back.
+pub async fn finish(
+    db: &DatabaseConnection,
+    job: &job::Model,
+    done: Finish,
+) -> Result<(PartialLock, String), TransferError> {
+    if !valid_extension(&done.extension) {
+        return Err(TransferError::Invalid(format!("{:?} is not an output extension", done.extension)));
+    }
+    if !valid_sha256(&done.sha256) || !valid_sha256(&done.source_sha256) {
+        return Err(TransferError::Invalid("a SHA-256 is 64 lowercase hex digits".into()));
+    }
+    let source = jobs::source_path(job);
+    let now = open_source(db, job).await?.sha256;
+    if now != done.source_sha256 {
+        let s = source.clone();
+        tokio::task::spawn_blocking(move || files::discard_upload(&s)).await.map_err(blocking)??;
+        tracing::warn!(job_id = job.id, "an upload was refused: the source changed since the node read it");
+        return Err(TransferError::SourceChanged { now });
+    }
+    let finished =
+        tokio::task::spawn_blocking(move || files::finish_upload(&source, done.size, &done.sha256, &done.extension))
+            .await
+            .map_err(blocking)??;
+    Ok(finished)
+}

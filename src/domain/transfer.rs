@@ -1,0 +1,88 @@
+//! The rules of a transfer between the main node and a node that does not see the library
+//! (issue 39): the byte ranges an upload names, the extensions an output may have, how a
+//! capped rate paces the bytes sent. No I/O here.
+
+use std::time::Duration;
+
+/// An upload's `Content-Range: bytes N-M/*` (or `/TOTAL`): the first and last byte it
+/// carries. `None` for anything else, or a range that ends before it starts.
+pub fn upload_range(header: &str) -> Option<(u64, u64)> {
+    let rest = header.trim().strip_prefix("bytes ")?;
+    let (range, total) = rest.split_once('/')?;
+    if total != "*" && total.parse::<u64>().is_err() {
+        return None;
+    }
+    let (first, last) = range.split_once('-')?;
+    let (first, last) = (first.parse::<u64>().ok()?, last.parse::<u64>().ok()?);
+    (first <= last).then_some((first, last))
+}
+
+/// Whether `ext` may name an output (`output.<ext>` in the partial folder): 1 to 8 lowercase
+/// letters or digits, so it can never carry a path.
+pub fn valid_extension(ext: &str) -> bool {
+    (1..=8).contains(&ext.len()) && ext.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+}
+
+/// Whether `hash` reads as a SHA-256 in lowercase hex.
+pub fn valid_sha256(hash: &str) -> bool {
+    hash.len() == 64 && hash.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// How long to wait before sending more, once `sent` bytes went in `elapsed`, so the rate
+/// stays under `mbps` megabits per second (0: no cap).
+pub fn pause_for(mbps: u32, sent: u64, elapsed: Duration) -> Duration {
+    if mbps == 0 {
+        return Duration::ZERO;
+    }
+    let bytes_per_second = f64::from(mbps) * 125_000.0;
+    let due = Duration::from_secs_f64(sent as f64 / bytes_per_second);
+    due.saturating_sub(elapsed)
+}
+
+/// Bytes per second over `elapsed` (0 before any time passed).
+pub fn rate(bytes: u64, elapsed: Duration) -> f64 {
+    let secs = elapsed.as_secs_f64();
+    if secs > 0.0 {
+        bytes as f64 / secs
+    } else {
+        0.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_upload_names_its_first_and_last_byte() {
+        assert_eq!(upload_range("bytes 0-99/*"), Some((0, 99)));
+        assert_eq!(upload_range("bytes 100-100/200"), Some((100, 100)));
+        for bad in ["bytes 5-4/*", "bytes 0-/*", "bytes -5/*", "items 0-1/*", "bytes 0-1", "bytes 0-1/x", "bytes a-b/*"]
+        {
+            assert_eq!(upload_range(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn an_extension_never_carries_a_path() {
+        for ok in ["mkv", "mp4", "m4v", "webm"] {
+            assert!(valid_extension(ok), "{ok}");
+        }
+        for bad in ["", "../mkv", "mk/v", "MKV", "mkv\0", "a.b", "toolongext"] {
+            assert!(!valid_extension(bad), "{bad:?}");
+        }
+        assert!(valid_sha256(&"ab".repeat(32)));
+        assert!(!valid_sha256(&"AB".repeat(32)));
+        assert!(!valid_sha256("abc"));
+    }
+
+    #[test]
+    fn a_capped_rate_paces_what_was_sent() {
+        assert_eq!(pause_for(0, 1 << 30, Duration::ZERO), Duration::ZERO);
+        // 8 Mbit/s is 1 MB/s: 2 MB after half a second waits one and a half more.
+        assert_eq!(pause_for(8, 2_000_000, Duration::from_millis(500)), Duration::from_millis(1500));
+        assert_eq!(pause_for(8, 1_000_000, Duration::from_secs(2)), Duration::ZERO);
+        assert_eq!(rate(1000, Duration::from_secs(2)), 500.0);
+        assert_eq!(rate(1000, Duration::ZERO), 0.0);
+    }
+}

@@ -1,0 +1,123 @@
+//! Transfers for linked nodes that do not see a job's library (issue 39), on the API
+//! listener beside `/cluster/link` and, like it, outside the OpenAPI document: a node
+//! presents its own credential (`Bearer <identity>.<credential>`) and the lease it holds on
+//! the job (`X-Condense-Lease`); any other node, or a lease taken over since, is refused.
+//!
+//! - `GET /cluster/jobs/{id}/source`: the source, with `Range` (206, `Content-Range`; 416
+//!   out of range) and its SHA-256, size and modification time in `X-Condense-*` headers.
+//! - `GET /cluster/jobs/{id}/output`: `{"length"}`, the upload's durable bytes.
+//! - `PUT /cluster/jobs/{id}/output` with `Content-Range: bytes N-M/*`: appends at N, which
+//!   must be the durable length (409 `offset_mismatch` otherwise); answers the new length.
+//! - `POST /cluster/jobs/{id}/output/finish` `{sha256, size, extension, sourceSha256}`:
+//!   409 `source_changed` when the source changed since, 409 `checksum_mismatch` (the
+//!   upload discarded) when the upload is not what the node sent.
+
+use actix_files::NamedFile;
+use actix_web::http::header::{HeaderName, HeaderValue, CONTENT_RANGE};
+use actix_web::{web, HttpRequest, HttpResponse};
+use serde_json::json;
+
+use crate::actors::cluster::transfer::{
+    self, authorize, Finish, TransferError, LEASE_HEADER, MTIME_HEADER, SHA256_HEADER, SIZE_HEADER,
+};
+use crate::domain::transfer::upload_range;
+use crate::error::AppError;
+use crate::http::cluster::enrolled_node;
+use crate::http::state::AppState;
+use crate::media::transfer::TransferFileError;
+
+impl From<TransferError> for AppError {
+    fn from(err: TransferError) -> Self {
+        let message = err.to_string();
+        match err {
+            TransferError::NotYours(_) => AppError::Forbidden(message),
+            TransferError::NoJob(_) => AppError::NotFound(message),
+            TransferError::Invalid(_) => AppError::bad_request(message),
+            TransferError::SourceChanged { .. } => AppError::conflict("source_changed", message),
+            TransferError::Body(_) => AppError::bad_request(message),
+            TransferError::Repo(e) => e.into(),
+            TransferError::File(e) => match e {
+                TransferFileError::Outside(_) | TransferFileError::Foreign(_) | TransferFileError::NotAFile(_) => {
+                    AppError::conflict("source_refused", message)
+                }
+                TransferFileError::Busy => AppError::conflict("busy", message),
+                TransferFileError::Offset { .. } => AppError::conflict("offset_mismatch", message),
+                TransferFileError::Mismatch(_) => AppError::conflict("checksum_mismatch", message),
+                TransferFileError::Media(_) => AppError::Internal(message),
+            },
+        }
+    }
+}
+
+/// The job, when the requesting node holds its current lease.
+async fn leased(state: &AppState, req: &HttpRequest, job_id: i32) -> Result<entities::job::Model, AppError> {
+    let node = enrolled_node(state, req).await?;
+    let lease = req.headers().get(LEASE_HEADER).and_then(|v| v.to_str().ok()).unwrap_or("");
+    Ok(authorize(&state.db, node, job_id, lease).await?)
+}
+
+fn header(name: &'static str, value: String) -> Option<(HeaderName, HeaderValue)> {
+    Some((HeaderName::from_static(name), HeaderValue::from_str(&value).ok()?))
+}
+
+pub async fn source(
+    req: HttpRequest,
+    path: web::Path<i32>,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, AppError> {
+    let job = leased(&state, &req, path.into_inner()).await?;
+    let source = transfer::open_source(&state.db, &job).await?;
+    let facts = [
+        header(SHA256_HEADER, source.sha256.clone()),
+        header(SIZE_HEADER, source.file.size.to_string()),
+        header(MTIME_HEADER, source.file.mtime_ns.to_string()),
+    ];
+    // actix-files answers the ranges (206, Content-Range, 416) from the open file itself.
+    let named = NamedFile::from_file(source.file.file, "source")
+        .map_err(|e| AppError::Internal(format!("serving the source: {e}")))?
+        .set_content_type(actix_web::http::header::ContentType::octet_stream().0)
+        .use_etag(false)
+        .use_last_modified(false)
+        .disable_content_disposition();
+    let mut res = named.into_response(&req);
+    for (name, value) in facts.into_iter().flatten() {
+        res.headers_mut().insert(name, value);
+    }
+    Ok(res)
+}
+
+pub async fn output_length(
+    req: HttpRequest,
+    path: web::Path<i32>,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, AppError> {
+    let job = leased(&state, &req, path.into_inner()).await?;
+    let length = transfer::upload_length(&job).await?;
+    Ok(HttpResponse::Ok().json(json!({ "length": length })))
+}
+
+pub async fn put_output(
+    req: HttpRequest,
+    path: web::Path<i32>,
+    body: web::Payload,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, AppError> {
+    let job = leased(&state, &req, path.into_inner()).await?;
+    let range = req.headers().get(CONTENT_RANGE).and_then(|v| v.to_str().ok()).and_then(upload_range);
+    let Some((first, last)) = range else {
+        return Err(AppError::bad_request("an upload's part names its bytes: Content-Range: bytes FIRST-LAST/*"));
+    };
+    let length = transfer::append(&job, first, last, body).await?;
+    Ok(HttpResponse::Ok().json(json!({ "length": length })))
+}
+
+pub async fn finish_output(
+    req: HttpRequest,
+    path: web::Path<i32>,
+    body: web::Json<Finish>,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, AppError> {
+    let job = leased(&state, &req, path.into_inner()).await?;
+    let (_lock, output) = transfer::finish(&state.db, &job, body.into_inner()).await?;
+    Ok(HttpResponse::Ok().json(json!({ "output": output })))
+}

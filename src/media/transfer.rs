@@ -1,0 +1,247 @@
+//! The main node's files in a transfer to a node that does not see the library (issue 39):
+//! the source opened for reading, never through a link, and hashed once; the output the node
+//! uploads, appended in the job's partial folder under its lock and made durable before its
+//! length is told, then checked against the node's SHA-256 and named `output.<ext>` (or
+//! discarded). Blocking: callers run these on a blocking thread.
+
+use std::fs::File;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+use rustix::fs::OFlags;
+use sha2::{Digest, Sha256};
+
+use super::contain::{still_inside, Outside};
+use super::handle::{Folder, Foreign};
+use super::layout::{output_file_name, partial_dir_for, UPLOAD_FILE};
+use super::partial::{self, Held, PartialLock};
+use super::MediaError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum TransferFileError {
+    #[error(transparent)]
+    Outside(#[from] Outside),
+    #[error(transparent)]
+    Foreign(#[from] Foreign),
+    #[error("{0} is not a regular file")]
+    NotAFile(String),
+    #[error("the job's partial output is in use; try again")]
+    Busy,
+    #[error("the upload holds {durable} durable bytes; a part starting at byte {offset} cannot be appended")]
+    Offset { durable: u64, offset: u64 },
+    #[error("{0}; the upload was discarded")]
+    Mismatch(String),
+    #[error(transparent)]
+    Media(#[from] MediaError),
+}
+
+fn io(what: &'static str) -> impl Fn(std::io::Error) -> TransferFileError {
+    move |e| TransferFileError::Media(MediaError::from_io(what, &e))
+}
+
+/// A job's source, open for reading.
+#[derive(Debug)]
+pub struct SourceFile {
+    pub file: File,
+    pub size: u64,
+    pub mtime_ns: i64,
+}
+
+/// Opens the job's stored `path`: still inside `roots` and resolving to itself
+/// (`contain::still_inside`), then opened through its folder's handle without following a
+/// link anywhere on the way or at its name.
+pub fn open_source(path: &Path, roots: &[PathBuf]) -> Result<SourceFile, TransferFileError> {
+    still_inside(path, roots)?;
+    let refused = || Outside::NotInLibrary(path.display().to_string());
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else { return Err(refused().into()) };
+    let folder = Folder::open_resolved(parent, "the source's folder").map_err(io("opening the source's folder"))??;
+    let file = folder.open_file(name, OFlags::RDONLY, 0).map_err(|e| match e.raw_os_error() {
+        Some(libc::ELOOP) => TransferFileError::Outside(refused()),
+        _ => io("opening the source")(e),
+    })?;
+    let meta = file.metadata().map_err(io("reading the source's size"))?;
+    if !meta.is_file() {
+        return Err(TransferFileError::NotAFile(path.display().to_string()));
+    }
+    let mtime_ns = meta.mtime().saturating_mul(1_000_000_000).saturating_add(meta.mtime_nsec());
+    Ok(SourceFile { file, size: meta.len(), mtime_ns })
+}
+
+/// The SHA-256 (lowercase hex) of the first `len` bytes of `file`, read from its start
+/// whatever its offset.
+pub fn sha256_of(file: &File, len: u64) -> std::io::Result<String> {
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut at = 0u64;
+    while at < len {
+        let want = usize::try_from((len - at).min(buf.len() as u64)).unwrap_or(buf.len());
+        let n = file.read_at(buf.get_mut(..want).unwrap_or_default(), at)?;
+        if n == 0 {
+            return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "the file ended early"));
+        }
+        hasher.update(buf.get(..n).unwrap_or_default());
+        at += n as u64;
+    }
+    Ok(hex(&hasher.finalize()))
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The upload into one job's partial folder, held (the folder's run lock) while it is open.
+pub struct Upload {
+    /// Held while the upload is open: one writer at a time, and none during the finish.
+    _lock: PartialLock,
+    file: File,
+    len: u64,
+}
+
+fn held(
+    dir: &Path,
+    take: fn(&Path) -> Result<Result<PartialLock, Held>, MediaError>,
+) -> Result<PartialLock, TransferFileError> {
+    match take(dir)? {
+        Ok(lock) => Ok(lock),
+        Err(_) => Err(TransferFileError::Busy),
+    }
+}
+
+impl Upload {
+    /// Opens (making it when there is none) the upload beside the job's source at `source`,
+    /// under the partial folder's run lock; what it holds is made durable first, so its
+    /// length is bytes the node need not send again.
+    pub fn open(source: &Path) -> Result<Upload, TransferFileError> {
+        let lock = held(&partial_dir_for(source), partial::lock_run)?;
+        let file =
+            lock.open_file(UPLOAD_FILE, OFlags::RDWR | OFlags::CREATE, 0o600).map_err(io("opening the upload"))?;
+        file.sync_all().map_err(io("syncing the upload"))?;
+        let len = file.metadata().map_err(io("reading the upload's length"))?.len();
+        Ok(Upload { _lock: lock, file, len })
+    }
+
+    /// Its durable length.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Refuses a part that does not start at the durable length.
+    pub fn expect_offset(&self, offset: u64) -> Result<(), TransferFileError> {
+        if offset == self.len {
+            Ok(())
+        } else {
+            Err(TransferFileError::Offset { durable: self.len, offset })
+        }
+    }
+
+    /// Appends `bytes` (not yet durable until `sync`).
+    pub fn append(&mut self, bytes: &[u8]) -> Result<(), TransferFileError> {
+        self.file.write_all_at(bytes, self.len).map_err(io("writing the upload"))?;
+        self.len += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Makes what was appended durable; its length after.
+    pub fn sync(&mut self) -> Result<u64, TransferFileError> {
+        self.file.sync_data().map_err(io("syncing the upload"))?;
+        Ok(self.len)
+    }
+}
+
+/// Discards the upload beside `source` (a source changed since the node read it).
+pub fn discard_upload(source: &Path) -> Result<(), TransferFileError> {
+    let lock = held(&partial_dir_for(source), partial::lock)?;
+    lock.remove_file(UPLOAD_FILE).map_err(io("removing the upload"))?;
+    Ok(())
+}
+
+/// Checks the whole upload beside `source` against the node's `size` and `sha256`, under
+/// the partial folder's whole lock: a match is renamed `output.<extension>` (its name
+/// answered, the lock handed back for what follows), anything else is discarded.
+pub fn finish_upload(
+    source: &Path,
+    size: u64,
+    sha256: &str,
+    extension: &str,
+) -> Result<(PartialLock, String), TransferFileError> {
+    let lock = held(&partial_dir_for(source), partial::lock)?;
+    let file = match lock.open_file(UPLOAD_FILE, OFlags::RDONLY, 0) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(TransferFileError::Mismatch("there is no upload for this job".into()))
+        }
+        Err(e) => return Err(io("opening the upload")(e)),
+    };
+    let len = file.metadata().map_err(io("reading the upload's length"))?.len();
+    let discard = |why: String| -> Result<(PartialLock, String), TransferFileError> {
+        lock.remove_file(UPLOAD_FILE).map_err(io("removing the upload"))?;
+        Err(TransferFileError::Mismatch(why))
+    };
+    if len != size {
+        return discard(format!("the upload holds {len} bytes, the node sent {size}"));
+    }
+    let got = sha256_of(&file, len).map_err(io("reading the upload"))?;
+    if got != sha256 {
+        return discard(format!("the upload's SHA-256 is {got}, the node's {sha256}"));
+    }
+    let name = output_file_name(extension);
+    lock.rename(UPLOAD_FILE, &name).map_err(io("naming the upload"))?;
+    Ok((lock, name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_upload_appends_at_its_durable_length_and_is_checked_whole() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().canonicalize().unwrap();
+        let source = root.join("a.mkv");
+        std::fs::write(&source, b"source").unwrap();
+        let mut up = Upload::open(&source).unwrap();
+        up.expect_offset(0).unwrap();
+        up.append(b"hello ").unwrap();
+        assert_eq!(up.sync().unwrap(), 6);
+        drop(up);
+        let mut up = Upload::open(&source).unwrap();
+        assert!(matches!(up.expect_offset(0), Err(TransferFileError::Offset { durable: 6, offset: 0 })));
+        up.append(b"world").unwrap();
+        up.sync().unwrap();
+        drop(up);
+        let want = {
+            let f = tempfile::tempfile().unwrap();
+            f.write_all_at(b"hello world", 0).unwrap();
+            sha256_of(&f, 11).unwrap()
+        };
+        assert!(matches!(finish_upload(&source, 11, &"0".repeat(64), "mkv"), Err(TransferFileError::Mismatch(_))));
+        assert!(!partial_dir_for(&source).join(UPLOAD_FILE).exists(), "a mismatch discards the upload");
+        let mut up = Upload::open(&source).unwrap();
+        up.append(b"hello world").unwrap();
+        up.sync().unwrap();
+        drop(up);
+        let (_lock, name) = finish_upload(&source, 11, &want, "mkv").unwrap();
+        assert_eq!(std::fs::read(partial_dir_for(&source).join(&name)).unwrap(), b"hello world");
+    }
+
+    #[test]
+    fn a_source_behind_a_link_is_not_opened() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().canonicalize().unwrap();
+        let (lib, outside) = (root.join("lib"), root.join("home"));
+        std::fs::create_dir_all(&lib).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("secret.mkv"), b"secret").unwrap();
+        std::fs::write(lib.join("a.mkv"), b"source").unwrap();
+        std::os::unix::fs::symlink(outside.join("secret.mkv"), lib.join("b.mkv")).unwrap();
+        let roots = [lib.clone()];
+        let opened = open_source(&lib.join("a.mkv"), &roots).unwrap();
+        assert_eq!(opened.size, 6);
+        assert!(matches!(open_source(&lib.join("b.mkv"), &roots), Err(TransferFileError::Outside(_))));
+        assert!(matches!(open_source(&lib.join("../home/secret.mkv"), &roots), Err(TransferFileError::Outside(_))));
+    }
+}

@@ -1,0 +1,491 @@
+//! Transfers for a linked node that does not see the library (issue 39), over real HTTP on
+//! loopback: the main node's endpoints in a `TestServer`, the node's own client
+//! (`actors::transfer::TransferClient`), and a TCP proxy of the test's between them that
+//! cuts a connection after a number of bytes or flips one, and keeps every byte the client
+//! sent, so a test reads which ranges and offsets the main node was asked for.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use awc::http::Method;
+use condense::actors::transfer::{ClientError, Direction, Progress, TransferClient};
+use condense::domain::job::JobStatus;
+use condense::domain::node::{NodeRole, NodeStatus};
+use condense::media::layout::partial_dir_for;
+use condense::repo;
+use entities::job;
+use sea_orm::{ActiveModelTrait, Set};
+use sha2::{Digest, Sha256};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::common::api::{code, TestServer};
+use crate::common::rows::{new_job, node};
+
+const LEASE: &str = "the far node's lease";
+
+/// `len` bytes that do not repeat in any way a checksum could miss.
+fn bytes(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+fn sha(data: &[u8]) -> String {
+    Sha256::digest(data).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+struct Far {
+    server: TestServer,
+    lib: tempfile::TempDir,
+    /// The linked node's `identity.credential`.
+    bearer: String,
+    node_id: i32,
+}
+
+/// A main node with a library, and a linked node enrolled with its own credential, OFFLINE
+/// so nothing takes its jobs away while a test runs.
+async fn far_node() -> Far {
+    far_node_on(TestServer::sqlite().await).await
+}
+
+async fn far_node_on(server: TestServer) -> Far {
+    let token = server.login().await;
+    let lib = tempfile::tempdir().unwrap();
+    server.library(&token, &lib.path().canonicalize().unwrap()).await;
+    let (bearer, node_id) = enroll(&server, "far").await;
+    Far { server, lib, bearer, node_id }
+}
+
+async fn enroll(server: &TestServer, name: &str) -> (String, i32) {
+    let (identity, credential) = (format!("{name}-identity"), format!("{name}-credential-0123456789"));
+    let hash = condense::security::hash_secret(&credential);
+    let row = repo::nodes::register_linked(server.db(), None, node(name, NodeRole::Linked), &identity, Some(&hash))
+        .await
+        .unwrap();
+    repo::nodes::set_status(server.db(), row.id, NodeStatus::Offline, None).await.unwrap();
+    (format!("{identity}.{credential}"), row.id)
+}
+
+impl Far {
+    fn root(&self) -> PathBuf {
+        self.lib.path().canonicalize().unwrap()
+    }
+
+    /// A job for the file at `path` (stored as given), ENCODING on the far node under `LEASE`.
+    async fn job(&self, path: &str) -> i32 {
+        let library = repo::libraries::list(self.server.db()).await.unwrap()[0].id;
+        let job =
+            repo::jobs::insert(self.server.db(), new_job(Some(library), path, JobStatus::Encoding)).await.unwrap();
+        job::ActiveModel {
+            id: Set(job.id),
+            node_id: Set(Some(self.node_id)),
+            node_name: Set(Some("far".into())),
+            lease_id: Set(Some(LEASE.into())),
+            lease_expires_at: Set(Some(chrono::Utc::now() + chrono::Duration::hours(1))),
+            ..Default::default()
+        }
+        .update(self.server.db())
+        .await
+        .unwrap();
+        job.id
+    }
+
+    /// A source of `len` bytes in the library and its job.
+    async fn source(&self, name: &str, len: usize) -> (PathBuf, Vec<u8>, i32) {
+        let path = self.root().join(name);
+        let data = bytes(len, len as u64);
+        std::fs::write(&path, &data).unwrap();
+        let id = self.job(path.to_str().unwrap()).await;
+        (path, data, id)
+    }
+
+    fn client(&self, base: &str) -> TransferClient {
+        let mut client = TransferClient::new(base, &self.bearer, 0);
+        client.part_bytes = 1 << 20;
+        client
+    }
+
+    /// A request as the far node (or with `bearer`) under `lease`: status, headers, body.
+    async fn raw(
+        &self,
+        method: Method,
+        path: &str,
+        bearer: &str,
+        lease: &str,
+        headers: &[(&str, String)],
+        body: Vec<u8>,
+    ) -> (u16, awc::http::header::HeaderMap, Vec<u8>) {
+        let mut req = awc::Client::default()
+            .request(method, self.server.url(path))
+            .insert_header(("Authorization", format!("Bearer {bearer}")))
+            .insert_header(("X-Condense-Lease", lease));
+        for (name, value) in headers {
+            req = req.insert_header((*name, value.as_str()));
+        }
+        let mut res = req.send_body(body).await.unwrap();
+        let status = res.status().as_u16();
+        (status, res.headers().clone(), res.body().limit(64 << 20).await.unwrap().to_vec())
+    }
+}
+
+/// What the proxy does to the first connection it carries.
+#[derive(Clone, Copy)]
+enum Fault {
+    /// Closes both ways once the server sent this many bytes.
+    CutDown(usize),
+    /// Closes both ways once the client sent this many bytes.
+    CutUp(usize),
+    /// Flips the client's byte at this offset.
+    FlipUp(usize),
+}
+
+/// A loopback TCP proxy to `upstream`: `fault` on the first connection, the others carried
+/// as they are; every byte each client sent kept, per connection.
+struct Proxy {
+    base: String,
+    sent: Arc<Mutex<Vec<Vec<u8>>>>,
+}
+
+impl Proxy {
+    async fn start(upstream: &str, fault: Fault) -> Proxy {
+        let upstream = upstream.trim_start_matches("http://").to_string();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let sent = Arc::new(Mutex::new(Vec::new()));
+        let kept = sent.clone();
+        actix_web::rt::spawn(async move {
+            let mut fault = Some(fault);
+            loop {
+                let (client, _) = listener.accept().await.unwrap();
+                let server = tokio::net::TcpStream::connect(&upstream).await.unwrap();
+                let index = {
+                    let mut all = kept.lock().unwrap();
+                    all.push(Vec::new());
+                    all.len() - 1
+                };
+                let fault = fault.take();
+                let (mut cr, mut cw) = client.into_split();
+                let (mut sr, mut sw) = server.into_split();
+                let up = kept.clone();
+                let limit_up = match fault {
+                    Some(Fault::CutUp(n)) => n,
+                    _ => usize::MAX,
+                };
+                let flip = match fault {
+                    Some(Fault::FlipUp(n)) => Some(n),
+                    _ => None,
+                };
+                let limit_down = match fault {
+                    Some(Fault::CutDown(n)) => n,
+                    _ => usize::MAX,
+                };
+                let stop = Arc::new(tokio::sync::Notify::new());
+                let (stop_up, stop_down) = (stop.clone(), stop.clone());
+                actix_web::rt::spawn(async move {
+                    let mut buf = vec![0u8; 64 << 10];
+                    let mut done = 0usize;
+                    loop {
+                        let n = tokio::select! {
+                            n = cr.read(&mut buf) => n.unwrap_or(0),
+                            _ = stop_up.notified() => 0,
+                        };
+                        let n = n.min(limit_up - done);
+                        if n == 0 {
+                            break;
+                        }
+                        let chunk = &mut buf[..n];
+                        if let Some(at) = flip.filter(|at| (done..done + n).contains(at)) {
+                            chunk[at - done] ^= 0xff;
+                        }
+                        up.lock().unwrap()[index].extend_from_slice(chunk);
+                        if sw.write_all(chunk).await.is_err() {
+                            break;
+                        }
+                        done += n;
+                    }
+                    let _ = sw.shutdown().await;
+                    stop_up.notify_one();
+                });
+                actix_web::rt::spawn(async move {
+                    let mut buf = vec![0u8; 64 << 10];
+                    let mut done = 0usize;
+                    loop {
+                        let n = tokio::select! {
+                            n = sr.read(&mut buf) => n.unwrap_or(0),
+                            _ = stop_down.notified() => 0,
+                        };
+                        let n = n.min(limit_down - done);
+                        if n == 0 || cw.write_all(&buf[..n]).await.is_err() {
+                            break;
+                        }
+                        done += n;
+                    }
+                    let _ = cw.shutdown().await;
+                    stop_down.notify_one();
+                });
+            }
+        });
+        Proxy { base, sent }
+    }
+
+    /// Every request line and range header the clients sent, in order.
+    fn asked(&self) -> Vec<String> {
+        let pattern = regex::Regex::new(
+            r"(?i)((?:GET|PUT|POST) /\S+ HTTP/1\.1|content-range: bytes \d+-\d+/\d+|range: bytes=\d+-)",
+        )
+        .unwrap();
+        let sent = self.sent.lock().unwrap();
+        sent.iter()
+            .flat_map(|conn| {
+                let text = String::from_utf8_lossy(conn).into_owned();
+                pattern.find_iter(&text).map(|m| m.as_str().to_ascii_lowercase()).collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// The first bytes of every upload part after the first.
+    fn put_offsets(&self) -> Vec<u64> {
+        let asked = self.asked();
+        asked
+            .iter()
+            .filter_map(|a| a.strip_prefix("content-range: bytes "))
+            .map(|r| r.split('-').next().unwrap().parse().unwrap())
+            .collect()
+    }
+}
+
+fn progress(seen: &Arc<Mutex<Vec<Progress>>>) -> impl FnMut(Progress) {
+    let seen = seen.clone();
+    move |p| seen.lock().unwrap().push(p)
+}
+
+fn output_of(source: &Path, name: &str) -> PathBuf {
+    partial_dir_for(source).join(name)
+}
+
+#[actix_web::test]
+async fn a_source_goes_down_and_its_output_up_checked_whole() {
+    round_trip(far_node().await).await;
+}
+
+/// The same on PostgreSQL (the kept hashes are rows of `transfer_sources`).
+#[actix_web::test]
+async fn a_round_trip_on_postgres() {
+    let Some(server) = TestServer::postgres("transfer_round_trip").await else { return };
+    round_trip(far_node_on(server).await).await;
+}
+
+async fn round_trip(far: Far) {
+    let (source, data, job) = far.source("film.mkv", 3 * (1 << 20) + 12_345).await;
+    let work = tempfile::tempdir().unwrap();
+    let client = far.client(&far.server.base);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let got = client.download(job, LEASE, work.path(), &mut progress(&seen)).await.unwrap();
+    assert_eq!(std::fs::read(&got.path).unwrap(), data);
+    assert_eq!((got.sha256.as_str(), got.size), (sha(&data).as_str(), data.len() as u64));
+    let last = *seen.lock().unwrap().last().unwrap();
+    assert_eq!((last.direction, last.bytes, last.total), (Direction::Download, data.len() as u64, data.len() as u64));
+
+    // Asked again with everything there: nothing more to read, the same file.
+    let again = client.download(job, LEASE, work.path(), &mut |_| {}).await.unwrap();
+    assert_eq!(again.sha256, sha(&data));
+
+    let output = bytes(2 * (1 << 20) + 777, 99);
+    let encoded = work.path().join("output.mkv");
+    std::fs::write(&encoded, &output).unwrap();
+    seen.lock().unwrap().clear();
+    let size = client.upload(job, LEASE, &encoded, "mkv", &got.sha256, &mut progress(&seen)).await.unwrap();
+    assert_eq!(size, output.len() as u64);
+    assert_eq!(std::fs::read(output_of(&source, "output.mkv")).unwrap(), output, "the output is in the partial folder");
+    assert!(!output_of(&source, "upload.part").exists());
+    assert_eq!(std::fs::read(&source).unwrap(), data, "the original is as it was");
+    let ups: Vec<_> = seen.lock().unwrap().iter().map(|p| (p.direction, p.bytes)).collect();
+    assert_eq!(ups.last(), Some(&(Direction::Upload, output.len() as u64)));
+    assert_eq!(ups.len(), 3, "one report per part of 1 MiB: {ups:?}");
+
+    // A range past the end is not satisfiable; one inside answers only its bytes.
+    let past = [("Range", format!("bytes={}-", data.len()))];
+    let (status, _, _) =
+        far.raw(Method::GET, &format!("/cluster/jobs/{job}/source"), &far.bearer, LEASE, &past, vec![]).await;
+    assert_eq!(status, 416);
+    let inside = [("Range", "bytes=10-19".to_string())];
+    let (status, headers, body) =
+        far.raw(Method::GET, &format!("/cluster/jobs/{job}/source"), &far.bearer, LEASE, &inside, vec![]).await;
+    assert_eq!(status, 206);
+    assert_eq!(body, data[10..20]);
+    assert_eq!(headers.get("content-range").unwrap().to_str().unwrap(), format!("bytes 10-19/{}", data.len()));
+    assert_eq!(headers.get("x-condense-sha256").unwrap().to_str().unwrap(), sha(&data));
+    assert_eq!(headers.get("x-condense-size").unwrap().to_str().unwrap(), data.len().to_string());
+    far.server.finish().await;
+}
+
+#[actix_web::test]
+async fn a_download_cut_off_resumes_where_it_stopped() {
+    let far = far_node().await;
+    let (_, data, job) = far.source("film.mkv", 3 * (1 << 20)).await;
+    let proxy = Proxy::start(&far.server.base, Fault::CutDown(1 << 20)).await;
+    let work = tempfile::tempdir().unwrap();
+    let got = far.client(&proxy.base).download(job, LEASE, work.path(), &mut |_| {}).await.unwrap();
+    assert_eq!(std::fs::read(&got.path).unwrap(), data);
+    let ranges: Vec<u64> = proxy
+        .asked()
+        .iter()
+        .filter_map(|a| a.strip_prefix("range: bytes="))
+        .map(|r| r.trim_end_matches('-').parse().unwrap())
+        .collect();
+    assert_eq!(ranges.len(), 1, "one resumption: {:?}", proxy.asked());
+    assert!(ranges[0] > (1 << 19) && ranges[0] < (1 << 20), "resumed from the bytes it had: {ranges:?}");
+
+    // A restart of the node: the bytes it kept are asked for no more.
+    let kept = std::fs::read(&got.path).unwrap();
+    std::fs::write(&got.path, &kept[..2_000_000]).unwrap();
+    let proxy = Proxy::start(&far.server.base, Fault::CutUp(usize::MAX)).await;
+    far.client(&proxy.base).download(job, LEASE, work.path(), &mut |_| {}).await.unwrap();
+    assert!(proxy.asked().contains(&"range: bytes=2000000-".to_string()), "{:?}", proxy.asked());
+    assert_eq!(std::fs::read(&got.path).unwrap(), data);
+    far.server.finish().await;
+}
+
+#[actix_web::test]
+async fn an_upload_cut_off_resumes_from_the_durable_bytes() {
+    let far = far_node().await;
+    let (source, data, job) = far.source("film.mkv", 1000).await;
+    let output = bytes(3 * (1 << 20) + 5, 7);
+    let work = tempfile::tempdir().unwrap();
+    let encoded = work.path().join("out.mkv");
+    std::fs::write(&encoded, &output).unwrap();
+    // The first part (1 MiB) goes through, the second is cut half way.
+    let proxy = Proxy::start(&far.server.base, Fault::CutUp((1 << 20) + (1 << 19))).await;
+    far.client(&proxy.base).upload(job, LEASE, &encoded, "mkv", &sha(&data), &mut |_| {}).await.unwrap();
+    assert_eq!(std::fs::read(output_of(&source, "output.mkv")).unwrap(), output);
+    let offsets = proxy.put_offsets();
+    assert_eq!(offsets[..2], [0, 1 << 20], "{:?}", proxy.asked());
+    let resumed = offsets[2];
+    assert!(resumed > (1 << 20) && resumed < (1 << 20) + (1 << 19), "resumed inside the cut part: {offsets:?}");
+    assert!(!offsets[2..].contains(&0), "never from zero again: {offsets:?}");
+    far.server.finish().await;
+}
+
+#[actix_web::test]
+async fn a_corrupted_upload_is_refused_by_its_checksum_and_sent_again() {
+    let far = far_node().await;
+    let (source, data, job) = far.source("film.mkv", 1000).await;
+    let url = format!("/cluster/jobs/{job}/output");
+    // By hand: bytes that are not the ones the finish names are discarded.
+    let part = [("Content-Range", "bytes 0-9/*".to_string())];
+    let (status, _, body) = far.raw(Method::PUT, &url, &far.bearer, LEASE, &part, b"0123456789".to_vec()).await;
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    let again = [("Content-Range", "bytes 0-9/*".to_string())];
+    let (status, _, body) = far.raw(Method::PUT, &url, &far.bearer, LEASE, &again, b"0123456789".to_vec()).await;
+    let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!((status, code(&body)), (409, "offset_mismatch"), "{body}");
+    let finish =
+        serde_json::json!({"sha256": sha(b"0123456789x"), "size": 10, "extension": "mkv", "sourceSha256": sha(&data)});
+    let json = [("Content-Type", "application/json".to_string())];
+    let (status, _, body) = far
+        .raw(Method::POST, &format!("{url}/finish"), &far.bearer, LEASE, &json, serde_json::to_vec(&finish).unwrap())
+        .await;
+    let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!((status, code(&body)), (409, "checksum_mismatch"), "{body}");
+    let (status, _, body) = far.raw(Method::GET, &url, &far.bearer, LEASE, &[], vec![]).await;
+    assert_eq!(
+        (status, serde_json::from_slice::<serde_json::Value>(&body).unwrap()["length"].as_u64()),
+        (200, Some(0))
+    );
+
+    // Through the client: a byte flipped on the way is caught and the output sent again.
+    let output = bytes(1 << 20, 3);
+    let work = tempfile::tempdir().unwrap();
+    let encoded = work.path().join("out.mkv");
+    std::fs::write(&encoded, &output).unwrap();
+    let proxy = Proxy::start(&far.server.base, Fault::FlipUp(4000)).await;
+    let mut client = far.client(&proxy.base);
+    client.part_bytes = 256 << 10;
+    client.upload(job, LEASE, &encoded, "mkv", &sha(&data), &mut |_| {}).await.unwrap();
+    assert_eq!(std::fs::read(output_of(&source, "output.mkv")).unwrap(), output);
+    let finishes = proxy.asked().iter().filter(|a| a.starts_with("post ")).count();
+    assert_eq!(finishes, 2, "{:?}", proxy.asked());
+    far.server.finish().await;
+}
+
+#[actix_web::test]
+async fn an_output_of_a_source_changed_since_is_refused() {
+    let far = far_node().await;
+    let (source, _, job) = far.source("film.mkv", 100_000).await;
+    let work = tempfile::tempdir().unwrap();
+    let client = far.client(&far.server.base);
+    let got = client.download(job, LEASE, work.path(), &mut |_| {}).await.unwrap();
+    // Replaced on the main node (a better release arrived) while the node encodes.
+    let newer = bytes(100_001, 5);
+    std::fs::write(&source, &newer).unwrap();
+    let encoded = work.path().join("out.mkv");
+    std::fs::write(&encoded, bytes(5000, 1)).unwrap();
+    let refused = client.upload(job, LEASE, &encoded, "mkv", &got.sha256, &mut |_| {}).await.unwrap_err();
+    assert!(matches!(refused, ClientError::SourceChanged(_)), "{refused}");
+    assert!(refused.to_string().contains(&sha(&newer)), "{refused}");
+    assert!(!output_of(&source, "upload.part").exists(), "the upload was discarded");
+    assert!(!output_of(&source, "output.mkv").exists());
+    assert_eq!(std::fs::read(&source).unwrap(), newer);
+    // A download now starts over from the new file.
+    let fresh = client.download(job, LEASE, work.path(), &mut |_| {}).await.unwrap();
+    assert_eq!(std::fs::read(&fresh.path).unwrap(), newer);
+    far.server.finish().await;
+}
+
+#[actix_web::test]
+async fn only_the_node_holding_the_lease_transfers() {
+    let far = far_node().await;
+    let (_, _, job) = far.source("film.mkv", 1000).await;
+    let (other, _) = enroll(&far.server, "other").await;
+    let url = format!("/cluster/jobs/{job}/source");
+    for (bearer, lease, status) in [
+        (other.as_str(), LEASE, 403),
+        (far.bearer.as_str(), "an old lease", 403),
+        (crate::common::api::CLUSTER_TOKEN, LEASE, 403),
+        ("far-identity.a-wrong-credential", LEASE, 401),
+    ] {
+        for (method, path) in [(Method::GET, url.clone()), (Method::GET, format!("/cluster/jobs/{job}/output"))] {
+            let (got, _, body) = far.raw(method, &path, bearer, lease, &[], vec![]).await;
+            let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            assert_eq!(got, status, "{bearer} {lease} {path}: {body}");
+            assert!(body["error"]["message"].is_string(), "{body}");
+        }
+    }
+    let part = [("Content-Range", "bytes 0-2/*".to_string())];
+    let (status, _, _) =
+        far.raw(Method::PUT, &format!("/cluster/jobs/{job}/output"), &other, LEASE, &part, b"abc".to_vec()).await;
+    assert_eq!(status, 403);
+    let client = TransferClient::new(&far.server.base, &other, 0);
+    let refused = client.download(job, LEASE, tempfile::tempdir().unwrap().path(), &mut |_| {}).await.unwrap_err();
+    assert!(matches!(refused, ClientError::Refused { status: 403, .. }), "{refused}");
+    far.server.finish().await;
+}
+
+#[actix_web::test]
+async fn a_job_path_through_dot_dot_or_a_link_is_refused() {
+    let far = far_node().await;
+    let root = far.root();
+    let outside = tempfile::tempdir().unwrap();
+    let secret = outside.path().canonicalize().unwrap().join("secret.mkv");
+    std::fs::write(&secret, b"not the library's").unwrap();
+    std::fs::create_dir(root.join("Show")).unwrap();
+    std::fs::write(root.join("a.mkv"), b"a").unwrap();
+    std::os::unix::fs::symlink(&secret, root.join("Show/linked.mkv")).unwrap();
+    let dotted = far.job(&format!("{}/Show/../a.mkv", root.display())).await;
+    let escaping = far.job(&format!("{}/../{}", root.display(), secret.strip_prefix("/").unwrap().display())).await;
+    let linked = far.job(root.join("Show/linked.mkv").to_str().unwrap()).await;
+    for job in [dotted, escaping, linked] {
+        let (status, _, body) =
+            far.raw(Method::GET, &format!("/cluster/jobs/{job}/source"), &far.bearer, LEASE, &[], vec![]).await;
+        let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!((status, code(&body)), (409, "source_refused"), "{body}");
+        assert!(!body.to_string().contains("not the library's"));
+    }
+    far.server.finish().await;
+}
