@@ -825,6 +825,9 @@ impl Rogue {
             max_jobs: 4,
             version: env!("CARGO_PKG_VERSION").into(),
             identity: None,
+            shared_storage: None,
+            transfer: false,
+            work_dir_free_bytes: None,
         };
         rogue.socket.send(awc::ws::Message::Text(serde_json::to_string(&register).unwrap().into())).await.unwrap();
         let registered = rogue.until(30, |f| matches!(f, Frame::Registered { .. }).then(|| f.clone())).await;
@@ -858,6 +861,8 @@ impl Rogue {
                     helping: Vec::new(),
                     missing_paths: Vec::new(),
                     checked_paths: None,
+                    transfer: false,
+                    work_dir_free_bytes: None,
                 };
                 self.send(&beat).await;
             }
@@ -868,7 +873,7 @@ impl Rogue {
                 Ok(other) => panic!("the link closed: {other:?}"),
             };
             if let Frame::Request { id, call } = &frame {
-                if let Call::StartJob { job_id, lease_id } = call.as_ref() {
+                if let Call::StartJob { job_id, lease_id, .. } = call.as_ref() {
                     if self.accepting {
                         self.running.push(RunningJob { job_id: *job_id, lease_id: lease_id.clone() });
                     }
