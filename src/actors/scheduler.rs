@@ -322,14 +322,14 @@ async fn assign(
         }
         let mut output = candidate.predicted_size.and_then(|p| u64::try_from(p).ok());
         if let (None, Some(library)) = (output, candidate.library_id) {
-            if !forecasts.contains_key(&library) {
+            if let std::collections::hash_map::Entry::Vacant(entry) = forecasts.entry(library) {
                 let files = repo::forecasts::get(db, library).await?.map(|f| repo::forecasts::files_of(&f));
                 let predicted = files
                     .unwrap_or_default()
                     .into_iter()
                     .filter_map(|f| Some((f.job_id, u64::try_from(f.predicted_size?).ok()?)))
                     .collect();
-                forecasts.insert(library, predicted);
+                entry.insert(predicted);
             }
             output = forecasts.get(&library).and_then(|f| f.get(&candidate.id)).copied();
         }

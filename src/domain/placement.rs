@@ -167,6 +167,8 @@ mod tests {
 
     #[test]
     fn every_node_state_gets_its_answer() {
+        // (sees, transfer, work-dir free, free slots, a seeing node free, answer)
+        type Row = (Option<bool>, bool, Option<u64>, u64, bool, Placement);
         let r = roots();
         // 4 GB source, 2 GB output: 6.6 GB needed.
         let job = JobNeeds { roots: &r, source_bytes: 4 * GB, output_bytes: Some(2 * GB) };
@@ -178,8 +180,6 @@ mod tests {
         let space_unknown = "does not see /media/films and has not reported its WORK_DIR's free space";
         let enough = Some(6_600_000_000);
         let short = Some(4_100_000_000);
-        // (sees, transfer, work-dir free, free slots, a seeing node free, answer)
-        type Row = (Option<bool>, bool, Option<u64>, u64, bool, Placement);
         let table: Vec<Row> = vec![
             // Sees the file: takes it whatever else holds, while it has a slot.
             (Some(true), false, None, 1, false, Placement::Take),
@@ -231,13 +231,13 @@ mod tests {
 
     #[test]
     fn nodes_that_see_the_file_come_first_then_those_that_take_it_by_transfer() {
+        // (nodes, transfers allowed, answer)
+        type Row = (Vec<NodeOffer>, bool, Option<(usize, Placement)>);
         let r = roots();
         let job = JobNeeds { roots: &r, source_bytes: GB, output_bytes: Some(GB) };
         let room = Some(10 * GB);
         let seeing = |slots| offer(Some(true), false, None, slots);
         let blind = |slots| offer(Some(false), true, room, slots);
-        // (nodes, transfers allowed, answer)
-        type Row = (Vec<NodeOffer>, bool, Option<(usize, Placement)>);
         let table: Vec<Row> = vec![
             (vec![], true, None),
             // Both idle: the one that sees the file, even with fewer slots.
