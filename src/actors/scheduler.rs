@@ -1,5 +1,6 @@
 //! `Scheduler`: matches QUEUED jobs to nodes with free slots, within the licence's limit on
-//! concurrent jobs and the nodes' encoding windows, and carries out users' job actions
+//! concurrent jobs and the nodes' encoding windows (nodes that see a job's file first, then
+//! those that take it by transfer: `domain::placement`), and carries out users' job actions
 //! (pause, resume, retry, cancel, force) on jobs wherever they are. A node whose window is
 //! closed gets no new work; with "pause" on close, its running jobs are told to yield at a
 //! segment boundary (`JobCommand::Yield`), back to the queue, to continue where they stopped
