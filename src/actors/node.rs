@@ -337,3 +337,39 @@ impl Handler<Shutdown> for NodeSupervisor {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::actors::bus::EventBus;
+    use crate::actors::lifecycle::Lifecycle;
+    use crate::actors::store::DbStore;
+
+    /// A node whose job store is never reached: what is tested here is refused first.
+    fn node(max_jobs: usize) -> NodeSupervisor {
+        let lifecycle = Lifecycle { db: sea_orm::DatabaseConnection::Disconnected, bus: EventBus::default().start() };
+        let env = NodeEnv {
+            store: Arc::new(DbStore { lifecycle }),
+            node_name: "n".into(),
+            node_id: 1,
+            transcoder: "condense-media".into(),
+            segment_seconds: 1.0,
+            parallel_segments: crate::domain::segments::Parallelism::Off,
+            cores: 1,
+            max_jobs: 1,
+            throttle_ms_per_frame: 0,
+            analysis_timeout: Duration::from_secs(1),
+        };
+        NodeSupervisor::new(Arc::new(env), max_jobs)
+    }
+
+    #[actix_web::test]
+    async fn a_node_that_takes_only_files_it_sees_refuses_a_job_by_transfer() {
+        let node = node(2).start();
+        let start = StartJob { job_id: 7, lease_id: "l".into(), by_transfer: true };
+        assert!(!node.send(start).await.unwrap());
+        // Nothing started: both slots free, no job running.
+        assert_eq!(node.send(Capacity).await.unwrap().free, 2);
+        assert!(node.send(RunningJobs).await.unwrap().is_empty());
+    }
+}
