@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::domain::node::NodeRole;
+use crate::domain::placement::SharedStorage;
 use crate::domain::segments::Parallelism;
 
 #[derive(Debug, Parser)]
@@ -252,6 +253,15 @@ pub struct ServeArgs {
     /// DATA_DIR].
     #[arg(long, env = "LIBRARY_ROOTS", value_name = "LIBRARY_ROOTS", value_delimiter = ',', value_parser = parse_library_root)]
     pub library_roots: Vec<PathBuf>,
+    /// Whether a node that does not see a library may take its jobs by transfer: `auto`
+    /// (it may, fetching the file into WORK_DIR over its link) or `required` (never: it
+    /// takes only files it sees at the main node's paths).
+    #[arg(long, env = "SHARED_STORAGE", value_name = "SHARED_STORAGE", default_value = "auto", value_parser = parse_shared_storage)]
+    pub shared_storage: SharedStorage,
+    /// Folder a node keeps files taken by transfer in while it encodes them [default:
+    /// DATA_DIR/work]. Made 0700 at start; a link, or a folder of another user, is refused.
+    #[arg(long, env = "WORK_DIR", value_name = "WORK_DIR")]
+    pub work_dir: Option<PathBuf>,
     /// HTTP worker threads per listener.
     #[arg(long, env = "HTTP_WORKERS", value_name = "HTTP_WORKERS", default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub http_workers: u16,
@@ -290,6 +300,11 @@ impl ServeArgs {
         Ok(())
     }
 
+    /// WORK_DIR: as set, else `work` under DATA_DIR.
+    pub fn work_dir(&self, data_dir: &std::path::Path) -> PathBuf {
+        self.work_dir.clone().unwrap_or_else(|| data_dir.join("work"))
+    }
+
     /// This node's name: NODE_NAME, else the host name.
     pub fn node_name(&self) -> String {
         self.node_name.clone().unwrap_or_else(crate::host::hostname)
@@ -302,6 +317,14 @@ fn parse_role(value: &str) -> Result<NodeRole, String> {
         "linked" => Ok(NodeRole::Linked),
         _ => Err(format!("ROLE must be \"main\" or \"linked\", not {value:?}")),
     }
+}
+
+fn parse_shared_storage(value: &str) -> Result<SharedStorage, String> {
+    value
+        .trim()
+        .to_ascii_lowercase()
+        .parse()
+        .map_err(|_| format!("SHARED_STORAGE must be \"auto\" or \"required\", not {value:?}"))
 }
 
 fn parse_http_url(value: &str) -> Result<String, String> {
@@ -351,6 +374,45 @@ fn parse_secret(value: &str) -> Result<String, String> {
     } else {
         Ok(value.to_string())
     }
+}
+
+/// Creates WORK_DIR (and the folders above it) 0700, or checks the one there: it must be a
+/// folder (not a link to one: files of other people's libraries land in it) that this
+/// user owns, and it is closed to others if it was open. Everything in it is this node's.
+pub fn prepare_work_dir(path: &std::path::Path) -> Result<(), ConfigError> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    let refuse = |message: String| ConfigError { variable: "WORK_DIR", message };
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(path)
+                .map_err(|e| refuse(format!("cannot create {}: {e}", path.display())))?;
+            std::fs::symlink_metadata(path).map_err(|e| refuse(format!("{}: {e}", path.display())))?
+        }
+        Err(e) => return Err(refuse(format!("{}: {e}", path.display()))),
+    };
+    if meta.file_type().is_symlink() {
+        return Err(refuse(format!("{} is a link; give the folder itself", path.display())));
+    }
+    if !meta.is_dir() {
+        return Err(refuse(format!("{} is not a folder", path.display())));
+    }
+    let me = rustix::process::geteuid().as_raw();
+    if meta.uid() != me {
+        return Err(refuse(format!(
+            "{} belongs to user {}, not to this node's user ({me}); give a folder of its own",
+            path.display(),
+            meta.uid()
+        )));
+    }
+    if meta.mode() & 0o077 != 0 {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| refuse(format!("cannot make {} 0700: {e}", path.display())))?;
+    }
+    Ok(())
 }
 
 /// The file under DATA_DIR that keeps a linked node's identity, given by the main node at
@@ -541,6 +603,55 @@ mod tests {
         for refused in ["0", "1441", "hourly"] {
             let err = serve(&["--health-recheck-minutes", refused]).unwrap_err().to_string();
             assert!(err.contains("HEALTH_RECHECK_MINUTES"), "{refused}: {err}");
+        }
+    }
+
+    #[test]
+    fn shared_storage_is_auto_unless_required() {
+        assert_eq!(serve(&[]).unwrap().shared_storage, SharedStorage::Auto);
+        assert_eq!(serve(&["--shared-storage", "required"]).unwrap().shared_storage, SharedStorage::Required);
+        assert_eq!(serve(&["--shared-storage", " Required "]).unwrap().shared_storage, SharedStorage::Required);
+        assert_eq!(serve(&["--shared-storage", "auto"]).unwrap().shared_storage, SharedStorage::Auto);
+        let err = serve(&["--shared-storage", "never"]).unwrap_err().to_string();
+        assert!(err.contains("SHARED_STORAGE") && err.contains("never"), "{err}");
+    }
+
+    #[test]
+    fn work_dir_defaults_to_data_dir_work() {
+        let data = std::path::Path::new("/srv/condense");
+        assert_eq!(serve(&[]).unwrap().work_dir(data), data.join("work"));
+        assert_eq!(serve(&["--work-dir", "/scratch/w"]).unwrap().work_dir(data), PathBuf::from("/scratch/w"));
+    }
+
+    #[test]
+    fn work_dir_is_made_private_and_only_a_folder_of_ours_is_taken() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        // Made, with the folders above it, 0700.
+        let work = dir.path().join("data/work");
+        prepare_work_dir(&work).unwrap();
+        assert_eq!(mode(&work), 0o700);
+        // One there already, open to others, is closed to them; its files stay.
+        std::fs::write(work.join("kept"), b"x").unwrap();
+        std::fs::set_permissions(&work, std::fs::Permissions::from_mode(0o755)).unwrap();
+        prepare_work_dir(&work).unwrap();
+        assert_eq!(mode(&work), 0o700);
+        assert!(work.join("kept").exists());
+        // A link to a folder, a file: refused, naming WORK_DIR.
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&work, &link).unwrap();
+        let file = dir.path().join("file");
+        std::fs::write(&file, b"x").unwrap();
+        for (refused, says) in [(link, "is a link"), (file, "is not a folder")] {
+            let err = prepare_work_dir(&refused).unwrap_err();
+            assert_eq!(err.variable, "WORK_DIR");
+            assert!(err.message.contains(says), "{refused:?}: {err}");
+        }
+        // Another user's folder (the root folder, unless the tests run as root).
+        if rustix::process::geteuid().as_raw() != 0 {
+            let err = prepare_work_dir(std::path::Path::new("/")).unwrap_err();
+            assert!(err.message.contains("belongs to user 0"), "{err}");
         }
     }
 

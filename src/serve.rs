@@ -313,6 +313,8 @@ async fn run_linked(common: CommonArgs, args: ServeArgs, host: HostFacts) -> Res
     // A credential without the identity it belongs to cannot be presented.
     let credential = crate::config::load_node_credential(&common.data_dir)?.filter(|_| identity.is_some());
     let cluster_token = crate::config::enrollment_token(args.cluster_token.clone(), credential.as_deref())?;
+    let work_dir = args.work_dir(&common.data_dir);
+    crate::config::prepare_work_dir(&work_dir)?;
     let linked = LinkedConfig {
         main_url: main_url.clone(),
         cluster_token,
@@ -320,6 +322,8 @@ async fn run_linked(common: CommonArgs, args: ServeArgs, host: HostFacts) -> Res
         identity,
         data_dir: common.data_dir.clone(),
         transfer_mbps: args.transfer_mbps,
+        work_dir,
+        shared_storage: args.shared_storage,
     };
     let node = actors::start_node(node_config(&args, host, RoleConfig::Linked(linked))?)
         .await

@@ -41,6 +41,9 @@ const nodes: ClusterNode[] = [
     hasCredential: false,
     revoked: false,
     libraries: [],
+    sharedStorage: null,
+    transfer: false,
+    workDirFreeBytes: null,
     window: {
       timeZone: 'Europe/Berlin',
       windows: [{ days: ['mon', 'tue'], start: '22:00', end: '07:00' }],
@@ -882,6 +885,40 @@ describe('dashboard pages', () => {
     form.querySelector<HTMLButtonElement>('button[type="submit"]')!.click();
     await vi.waitFor(() => expect(sent).not.toBeNull());
     expect(sent).toEqual({ name: 'sonarr', kind: 'sonarr', url: 'http://sonarr:8989', apiKey: 'SonKey', pathMappings: [{ from: '/media/tv', to: '/tv' }] });
+  });
+
+  it("shows which libraries each node reaches, and a linked node's storage", async () => {
+    const libraries = [
+      { libraryId: 1, name: 'Movies', sees: true },
+      { libraryId: 2, name: 'Shows', sees: false },
+      { libraryId: 3, name: 'Music videos', sees: null },
+    ];
+    const linked = (id: number, name: string, sharedStorage: 'auto' | 'required', transfer: boolean): ClusterNode => ({
+      ...nodes[0],
+      id,
+      name,
+      role: 'linked',
+      libraries,
+      sharedStorage,
+      transfer,
+      workDirFreeBytes: 12 * 1024 ** 3,
+    });
+    override = (method, path) => {
+      if (method === 'GET' && path.split('?')[0] === '/api/nodes') {
+        const main = { ...nodes[0], libraries: libraries.map((l) => ({ ...l, sees: true })) };
+        return { status: 200, body: [main, linked(2, 'laptop', 'auto', true), linked(3, 'nas-less', 'required', false)] };
+      }
+      return undefined;
+    };
+    await mount('#/nodes');
+    const reach = (name: string) => [...(byLabel(`Libraries of ${name}`)?.querySelectorAll('li') ?? [])].map((li) => li.textContent);
+    await vi.waitFor(() => expect(reach('laptop')).toHaveLength(3));
+    expect(reach('gpu-1')).toEqual(['Movies: sees', 'Shows: sees', 'Music videos: sees']);
+    expect(reach('laptop')).toEqual(['Movies: sees', 'Shows: by transfer', 'Music videos: not reported yet']);
+    expect(reach('nas-less')).toEqual(['Movies: sees', 'Shows: not visible', 'Music videos: not reported yet']);
+    expect(byLabel('Storage of gpu-1')).toBeNull();
+    expect(byLabel('Storage of laptop')?.textContent).toBe('Shared storage: auto · WORK_DIR 12.0 GiB free');
+    expect(byLabel('Storage of nas-less')?.textContent).toContain('Shared storage: required');
   });
 
   it('revokes a linked node and then offers to remove it', async () => {

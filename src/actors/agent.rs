@@ -46,6 +46,22 @@ pub struct AgentConfig {
     pub register: Frame,
     /// Where the identity the main node gives this node is kept.
     pub data_dir: std::path::PathBuf,
+    /// WORK_DIR, whose free space each heartbeat reports.
+    pub work_dir: std::path::PathBuf,
+    /// Whether the node takes files it does not see, by transfer (`SHARED_STORAGE`).
+    pub transfer: bool,
+}
+
+/// Free bytes in WORK_DIR; `None` where they cannot be read (then the main node gives the
+/// node nothing by transfer). Blocking (statvfs).
+pub fn work_dir_free_bytes(work_dir: &std::path::Path) -> Option<u64> {
+    match crate::host::disk::space(work_dir) {
+        Ok(space) => Some(space.free),
+        Err(e) => {
+            tracing::warn!(work_dir = %work_dir.display(), error = %e, "WORK_DIR's free space is unreadable");
+            None
+        }
+    }
 }
 
 pub struct Agent {
@@ -187,6 +203,7 @@ impl Agent {
         }
         let Some(node) = self.node.clone() else { return };
         let paths = self.library_paths.clone();
+        let work_dir = self.config.work_dir.clone();
         async move {
             let running = node.send(RunningJobs).await.unwrap_or_default();
             let helping = node.send(RunningHelpers).await.unwrap_or_default();
@@ -195,16 +212,17 @@ impl Agent {
                 paths.into_iter().filter(|p| !std::path::Path::new(p).is_dir()).collect::<Vec<_>>()
             })
             .await;
+            let free = tokio::task::spawn_blocking(move || work_dir_free_bytes(&work_dir)).await.ok().flatten();
             // Unchecked (the check itself failed): reported as checked against nothing, so
             // the main node counts no library as seen.
             let (checked, missing) = match missing {
                 Ok(missing) => (checked, missing),
                 Err(_) => (Vec::new(), Vec::new()),
             };
-            (running, helping, checked, missing)
+            (running, helping, checked, missing, free)
         }
         .into_actor(self)
-        .map(|(running, helping, checked, missing_paths), this, _| {
+        .map(|(running, helping, checked, missing_paths, work_dir_free_bytes), this, _| {
             let (memory_used, _) = crate::host::memory();
             let heartbeat = Frame::Heartbeat {
                 load1: crate::host::load1(),
@@ -213,6 +231,8 @@ impl Agent {
                 helping,
                 missing_paths,
                 checked_paths: Some(checked),
+                transfer: this.config.transfer,
+                work_dir_free_bytes,
             };
             this.write(&heartbeat);
         })
@@ -223,8 +243,8 @@ impl Agent {
         let Some(node) = self.node.clone() else { return };
         async move {
             match call {
-                Call::StartJob { job_id, lease_id } => node
-                    .send(StartJob { job_id, lease_id })
+                Call::StartJob { job_id, lease_id, by_transfer } => node
+                    .send(StartJob { job_id, lease_id, by_transfer })
                     .await
                     .map(serde_json::Value::Bool)
                     .map_err(|e| e.to_string()),

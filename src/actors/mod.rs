@@ -38,6 +38,7 @@ use self::protocol::Frame;
 use self::scheduler::{NodeHandle, Scheduler};
 use crate::domain::job::JobStatus;
 use crate::domain::node::NodeRole;
+use crate::domain::placement::{takes_transfers, SharedStorage};
 use crate::domain::segments::Parallelism;
 use crate::host::memory_trend::SharedMemoryTrend;
 use crate::repo::jobs;
@@ -116,6 +117,10 @@ pub struct LinkedConfig {
     /// TRANSFER_MBPS: the cap of this node's transfers with the main node (`actors::transfer`),
     /// 0 for none.
     pub transfer_mbps: u32,
+    /// WORK_DIR (made ready by the caller: `config::prepare_work_dir`).
+    pub work_dir: PathBuf,
+    /// `SHARED_STORAGE`: whether it takes jobs of libraries it does not see, by transfer.
+    pub shared_storage: SharedStorage,
 }
 
 /// A running node: what its listeners and its shutdown need.
@@ -281,6 +286,9 @@ pub async fn start_node(config: NodeConfig) -> Result<Node, StartError> {
             Ok(Node::Main(Box::new(MainNode { db, name, runtime, cluster, memory_trend, clock })))
         }
         RoleConfig::Linked(linked) => {
+            let transfer = takes_transfers(linked.shared_storage);
+            let work_dir = linked.work_dir.clone();
+            let free = tokio::task::spawn_blocking(move || agent::work_dir_free_bytes(&work_dir)).await.ok().flatten();
             let register = Frame::Register {
                 name: name.clone(),
                 address: host.address,
@@ -292,6 +300,9 @@ pub async fn start_node(config: NodeConfig) -> Result<Node, StartError> {
                 max_jobs: i32::try_from(max_jobs).unwrap_or(i32::MAX),
                 version: env!("CARGO_PKG_VERSION").to_string(),
                 identity: linked.identity,
+                shared_storage: Some(linked.shared_storage),
+                transfer,
+                work_dir_free_bytes: free,
             };
             let agent = Agent::new(AgentConfig {
                 main_url: linked.main_url,
@@ -299,10 +310,12 @@ pub async fn start_node(config: NodeConfig) -> Result<Node, StartError> {
                 credential: linked.credential,
                 register,
                 data_dir: linked.data_dir,
+                work_dir: linked.work_dir,
+                transfer,
             })
             .start();
             let store = Arc::new(RemoteStore { agent: agent.clone() });
-            let node = NodeSupervisor::new(env(store, 0), max_jobs).start();
+            let node = NodeSupervisor::new(env(store, 0), max_jobs).taking_transfers(transfer).start();
             agent.do_send(SetNode(node.clone()));
             Ok(Node::Linked(LinkedNode { name, node, agent }))
         }

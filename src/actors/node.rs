@@ -17,6 +17,9 @@ use super::job::{Command, JobCommand, JobEnded, JobSupervisor, NodeEnv};
 pub struct StartJob {
     pub job_id: i32,
     pub lease_id: String,
+    /// The node does not see the file: it takes it by transfer (issue 39). A node whose
+    /// build has no transfer flow (`domain::placement::TRANSFER_FLOW`) refuses such a job.
+    pub by_transfer: bool,
 }
 
 /// A span of a job to encode beside its run (`actors::job::helper`); answers whether a
@@ -59,6 +62,12 @@ pub struct NodeCapacity {
     /// own, or a linked node older than this report).
     #[serde(default)]
     pub checked_paths: Option<Vec<String>>,
+    /// It takes jobs of libraries it does not see, by transfer (`domain::placement`).
+    #[serde(default)]
+    pub transfer: bool,
+    /// Free bytes in its WORK_DIR, for files taken by transfer.
+    #[serde(default)]
+    pub work_dir_free_bytes: Option<u64>,
 }
 
 #[derive(Message)]
@@ -112,6 +121,8 @@ pub struct NodeSupervisor {
     helpers: HashMap<(i32, u32), (String, tokio::sync::mpsc::UnboundedSender<JobCommand>)>,
     /// Slots held by library health checks.
     checks: usize,
+    /// Whether it takes jobs by transfer (`domain::placement::takes_transfers`).
+    takes_transfers: bool,
     scheduler: Option<Recipient<Wake>>,
     shutting_down: bool,
     waiters: Vec<oneshot::Sender<()>>,
@@ -127,10 +138,20 @@ impl NodeSupervisor {
             jobs: HashMap::new(),
             helpers: HashMap::new(),
             checks: 0,
+            takes_transfers: false,
             scheduler: None,
             shutting_down: false,
             waiters: Vec::new(),
         }
+    }
+}
+
+impl NodeSupervisor {
+    /// A node that takes jobs of libraries it does not see (a linked node whose
+    /// `SHARED_STORAGE` and build allow it).
+    pub fn taking_transfers(mut self, takes: bool) -> Self {
+        self.takes_transfers = takes;
+        self
     }
 }
 
@@ -149,6 +170,10 @@ impl Handler<StartJob> for NodeSupervisor {
     type Result = bool;
     fn handle(&mut self, msg: StartJob, ctx: &mut Context<Self>) -> bool {
         if self.shutting_down || self.busy() >= self.max_jobs || self.jobs.contains_key(&msg.job_id) {
+            return false;
+        }
+        if msg.by_transfer && !self.takes_transfers {
+            tracing::warn!(job_id = msg.job_id, "a job by transfer was refused: this node takes only files it sees");
             return false;
         }
         let supervisor =
@@ -238,7 +263,7 @@ impl Handler<Capacity> for NodeSupervisor {
     type Result = MessageResult<Capacity>;
     fn handle(&mut self, _: Capacity, _: &mut Context<Self>) -> Self::Result {
         let free = if self.shutting_down { 0 } else { self.max_jobs.saturating_sub(self.busy()) };
-        MessageResult(NodeCapacity { free, missing_paths: Vec::new(), checked_paths: None })
+        MessageResult(NodeCapacity { free, checked_paths: None, ..Default::default() })
     }
 }
 
@@ -310,5 +335,41 @@ impl Handler<Shutdown> for NodeSupervisor {
             // An encoder finishes its segment quickly; do not hang the shutdown on one that won't.
             let _ = tokio::time::timeout(Duration::from_secs(60), rx).await;
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::actors::bus::EventBus;
+    use crate::actors::lifecycle::Lifecycle;
+    use crate::actors::store::DbStore;
+
+    /// A node whose job store is never reached: what is tested here is refused first.
+    fn node(max_jobs: usize) -> NodeSupervisor {
+        let lifecycle = Lifecycle { db: sea_orm::DatabaseConnection::Disconnected, bus: EventBus::default().start() };
+        let env = NodeEnv {
+            store: Arc::new(DbStore { lifecycle }),
+            node_name: "n".into(),
+            node_id: 1,
+            transcoder: "condense-media".into(),
+            segment_seconds: 1.0,
+            parallel_segments: crate::domain::segments::Parallelism::Off,
+            cores: 1,
+            max_jobs: 1,
+            throttle_ms_per_frame: 0,
+            analysis_timeout: Duration::from_secs(1),
+        };
+        NodeSupervisor::new(Arc::new(env), max_jobs)
+    }
+
+    #[actix_web::test]
+    async fn a_node_that_takes_only_files_it_sees_refuses_a_job_by_transfer() {
+        let node = node(2).start();
+        let start = StartJob { job_id: 7, lease_id: "l".into(), by_transfer: true };
+        assert!(!node.send(start).await.unwrap());
+        // Nothing started: both slots free, no job running.
+        assert_eq!(node.send(Capacity).await.unwrap().free, 2);
+        assert!(node.send(RunningJobs).await.unwrap().is_empty());
     }
 }

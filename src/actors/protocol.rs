@@ -9,6 +9,7 @@ use super::job::JobCommand;
 use super::lifecycle::EventContext;
 use super::node::{NodeCapacity, RunningJob};
 use crate::domain::job::JobEvent;
+use crate::domain::placement::SharedStorage;
 use crate::domain::segments::SpanView;
 use crate::repo::jobs::JobChange;
 use crate::repo::segments::SpanDone;
@@ -34,6 +35,16 @@ pub enum Frame {
         /// its DATA_DIR); absent the first time.
         #[serde(default)]
         identity: Option<String>,
+        /// Its `SHARED_STORAGE`; absent from nodes older than it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        shared_storage: Option<SharedStorage>,
+        /// It can take jobs of libraries it does not see, by transfer
+        /// (`domain::placement::takes_transfers`); false from older nodes.
+        #[serde(default)]
+        transfer: bool,
+        /// Free bytes in its WORK_DIR; absent from older nodes (and where unreadable).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        work_dir_free_bytes: Option<u64>,
     },
     /// Main -> linked: accepted; heartbeat every `heartbeat_seconds`.
     #[serde(rename_all = "camelCase")]
@@ -68,6 +79,11 @@ pub enum Frame {
         /// the node no job of it. Absent from older nodes: every path counts as checked.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         checked_paths: Option<Vec<String>>,
+        /// As at registration: absent (false) from older nodes.
+        #[serde(default)]
+        transfer: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        work_dir_free_bytes: Option<u64>,
     },
     /// Main -> linked: the library paths the node must see, at its registration, answering
     /// each heartbeat, and at once whenever a library is created, moved or deleted; the node
@@ -157,6 +173,10 @@ pub enum Call {
     StartJob {
         job_id: i32,
         lease_id: String,
+        /// The node does not see the file and takes it by transfer (issue 39); absent
+        /// from older main nodes, which give only files a node sees.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        by_transfer: bool,
     },
     #[serde(rename_all = "camelCase")]
     ControlJob {
@@ -179,16 +199,30 @@ pub fn capacity(max_jobs: i32, busy: usize, sight: &Sight) -> NodeCapacity {
         free: usize::try_from(max_jobs).unwrap_or(0).saturating_sub(busy),
         missing_paths: sight.missing.clone(),
         checked_paths: sight.checked.clone(),
+        transfer: sight.transfer,
+        work_dir_free_bytes: sight.work_dir_free_bytes,
     }
 }
 
 /// What a linked node's last heartbeat said it sees: the library paths it checked (`None`:
 /// an older node, which checked every path it was told of) and those of them it found
-/// missing.
+/// missing; and whether it takes files it does not see by transfer, with the room for them
+/// (as its registration, then its last heartbeat, said).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Sight {
     pub checked: Option<Vec<String>>,
     pub missing: Vec<String>,
+    /// Its `SHARED_STORAGE` (`None`: a node older than the setting).
+    pub shared_storage: Option<SharedStorage>,
+    pub transfer: bool,
+    pub work_dir_free_bytes: Option<u64>,
+}
+
+impl Sight {
+    /// Before the node's first report: it sees nothing known yet.
+    pub fn unreported() -> Self {
+        Sight { checked: Some(Vec::new()), ..Default::default() }
+    }
 }
 
 #[cfg(test)]
@@ -221,6 +255,75 @@ mod tests {
         // The named shape, should a later node send it.
         let named = span_end(json!({"frames": 120, "bytes": 4096}));
         assert_eq!(serde_json::from_str::<Frame>(&named).unwrap(), span_end_frame(Some(done)));
+    }
+
+    #[test]
+    fn frames_of_nodes_older_than_transfers_parse_as_nodes_that_take_none() {
+        let register = json!({"type": "register", "name": "w1", "address": "w1", "cores": 4,
+            "memoryTotal": 1024, "gpu": null, "encoders": ["libx265"], "maxJobs": 1, "version": "0.1.0"});
+        let Frame::Register { shared_storage, transfer, work_dir_free_bytes, .. } =
+            serde_json::from_value(register).unwrap()
+        else {
+            panic!("not a registration")
+        };
+        assert_eq!((shared_storage, transfer, work_dir_free_bytes), (None, false, None));
+        let heartbeat = json!({"type": "heartbeat", "load1": 0.5, "memoryUsed": 10, "running": [],
+            "missingPaths": ["/media"], "checkedPaths": ["/media"]});
+        let Frame::Heartbeat { transfer, work_dir_free_bytes, .. } = serde_json::from_value(heartbeat).unwrap() else {
+            panic!("not a heartbeat")
+        };
+        assert_eq!((transfer, work_dir_free_bytes), (false, None));
+        let start = json!({"type": "request", "id": 3, "call": {"call": "startJob", "jobId": 9, "leaseId": "l"}});
+        let expected = Call::StartJob { job_id: 9, lease_id: "l".into(), by_transfer: false };
+        assert_eq!(
+            serde_json::from_value::<Frame>(start.clone()).unwrap(),
+            Frame::Request { id: 3, call: Box::new(expected.clone()) }
+        );
+        // A job a node sees is sent as before, which older linked nodes read.
+        let sent = serde_json::to_value(Frame::Request { id: 3, call: Box::new(expected) }).unwrap();
+        assert_eq!(sent, start);
+    }
+
+    #[test]
+    fn what_a_node_says_of_transfers_goes_both_ways() {
+        let register = Frame::Register {
+            name: "w1".into(),
+            address: "w1".into(),
+            cores: 4,
+            memory_total: 1024,
+            gpu: None,
+            encoders: vec![],
+            decoders: vec![],
+            max_jobs: 1,
+            version: "0.1.0".into(),
+            identity: None,
+            shared_storage: Some(SharedStorage::Required),
+            transfer: false,
+            work_dir_free_bytes: Some(5_000_000_000),
+        };
+        let text = serde_json::to_value(&register).unwrap();
+        assert_eq!(
+            (&text["sharedStorage"], &text["transfer"], &text["workDirFreeBytes"]),
+            (&json!("required"), &json!(false), &json!(5_000_000_000u64))
+        );
+        assert_eq!(serde_json::from_value::<Frame>(text).unwrap(), register);
+        let heartbeat = Frame::Heartbeat {
+            load1: 0.1,
+            memory_used: 1,
+            running: vec![],
+            helping: vec![],
+            missing_paths: vec![],
+            checked_paths: Some(vec![]),
+            transfer: true,
+            work_dir_free_bytes: Some(7),
+        };
+        let text = serde_json::to_value(&heartbeat).unwrap();
+        assert_eq!((&text["transfer"], &text["workDirFreeBytes"]), (&json!(true), &json!(7)));
+        assert_eq!(serde_json::from_value::<Frame>(text).unwrap(), heartbeat);
+        let start = Call::StartJob { job_id: 9, lease_id: "l".into(), by_transfer: true };
+        let text = serde_json::to_value(&start).unwrap();
+        assert_eq!(text["byTransfer"], json!(true));
+        assert_eq!(serde_json::from_value::<Call>(text).unwrap(), start);
     }
 
     #[test]

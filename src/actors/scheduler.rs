@@ -1,10 +1,12 @@
 //! `Scheduler`: matches QUEUED jobs to nodes with free slots, within the licence's limit on
-//! concurrent jobs and the nodes' encoding windows, and carries out users' job actions
+//! concurrent jobs and the nodes' encoding windows (nodes that see a job's file first, then
+//! those that take it by transfer: `domain::placement`), and carries out users' job actions
 //! (pause, resume, retry, cancel, force) on jobs wherever they are. A node whose window is
 //! closed gets no new work; with "pause" on close, its running jobs are told to yield at a
 //! segment boundary (`JobCommand::Yield`), back to the queue, to continue where they stopped
 //! once a window opens.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use actix::prelude::*;
@@ -15,11 +17,12 @@ use sea_orm::DatabaseConnection;
 use super::job::helper::HelperRef;
 use super::job::{JobCommand, LEASE_SECONDS};
 use super::lifecycle::{EventContext, Lifecycle, LifecycleError};
-use super::node::{Capacity, ControlJob, NodeSupervisor, StartHelper, StartJob, Wake};
+use super::node::{Capacity, ControlJob, NodeCapacity, NodeSupervisor, StartHelper, StartJob, Wake};
 use super::store::SPAN_LEASE_SECONDS;
 use crate::domain::job::{JobEvent, JobStatus, PartialOutput, Stage};
 use crate::domain::license::{tier_in_force, Tier};
 use crate::domain::node::sees_library;
+use crate::domain::placement::{choose, place, JobNeeds, NodeOffer, Placement, TRANSFER_FLOW};
 use crate::domain::schedule::OnClose;
 use crate::host::clock::Clock;
 use crate::media::layout::partial_dir_for;
@@ -168,20 +171,46 @@ pub async fn effective_tier(db: &DatabaseConnection, public_key: &str, now: chro
     tier_in_force(key, trial.as_ref(), now)
 }
 
-/// A node as one scheduling round sees it: its free slots and which library paths it sees.
+/// A node as one scheduling round sees it: its free slots, which library paths it sees,
+/// and whether it takes files it does not see by transfer.
 struct Slots<'a> {
     node: &'a NodeHandle,
     free: u64,
     missing: Vec<String>,
     /// The paths `missing` was checked against (`None`: all).
     checked: Option<Vec<String>>,
+    /// It takes files by transfer (as it reported, and only where this build has the flow).
+    transfer: bool,
+    work_dir_free: Option<u64>,
 }
 
 impl Slots<'_> {
+    fn new(node: &NodeHandle, capacity: NodeCapacity) -> Slots<'_> {
+        Slots {
+            node,
+            free: capacity.free as u64,
+            missing: capacity.missing_paths,
+            checked: capacity.checked_paths,
+            // The main node serves the transfer too: without the flow it gives none.
+            transfer: TRANSFER_FLOW && capacity.transfer,
+            work_dir_free: capacity.work_dir_free_bytes,
+        }
+    }
+
     /// Whether the node is known to see every one of `roots` (`domain::node::sees_library`):
     /// a library it has not reported on since it was created or moved is not seen yet.
     fn sees(&self, roots: &[String]) -> bool {
         sees_library(roots, self.checked.as_deref(), &self.missing) == Some(true)
+    }
+
+    /// The node as `domain::placement` weighs it for a job of a library with `roots`.
+    fn offer(&self, roots: &[String]) -> NodeOffer {
+        NodeOffer {
+            sees: sees_library(roots, self.checked.as_deref(), &self.missing),
+            transfer: self.transfer,
+            work_dir_free: self.work_dir_free,
+            free_slots: self.free,
+        }
     }
 }
 
@@ -242,25 +271,24 @@ async fn assign(
     // A node outside its encoding window takes nothing new.
     for node in nodes.iter().take(allowed_nodes).filter(|n| open.contains(&n.id)) {
         let capacity = node.capacity.send(Capacity).await.unwrap_or_default();
-        slots.push(Slots {
-            node,
-            free: capacity.free as u64,
-            missing: capacity.missing_paths,
-            checked: capacity.checked_paths,
-        });
+        slots.push(Slots::new(node, capacity));
     }
     let budget = allowed.min(slots.iter().map(|s| s.free).sum());
     if budget == 0 {
         return Ok(());
     }
-    let libraries: std::collections::HashMap<i32, Vec<String>> =
+    let libraries: HashMap<i32, Vec<String>> =
         repo::libraries::list(db).await?.iter().map(|l| (l.id, repo::libraries::paths_of(l))).collect();
     // Highest priority first, then oldest. Look a little past the budget: those jobs may
     // belong to libraries the free nodes cannot see.
     let mut budget = budget;
+    let mut left = Vec::new();
+    // First every job a node that sees its file can take; then, for the jobs left, nodes
+    // that take files by transfer: with a free slot left after the first pass, each would
+    // otherwise be idle while the queue is not empty (`domain::placement`).
     for candidate in jobs::queued_next(db, budget.saturating_mul(4)).await? {
-        if budget == 0 {
-            break;
+        if budget == 0 || slots.iter().all(|s| s.free == 0) {
+            return Ok(());
         }
         // A job whose partial output another transcoder holds waits longer each time it
         // finds it so, instead of being started and requeued every round.
@@ -270,49 +298,116 @@ async fn assign(
                 continue;
             }
         }
-        let paths = candidate.library_id.and_then(|id| libraries.get(&id));
-        let sees = |s: &Slots| paths.is_none_or(|p| s.sees(p));
-        let Some(slot) = slots.iter_mut().filter(|s| s.free > 0 && sees(s)).max_by_key(|s| s.free) else {
-            if slots.iter().all(|s| s.free == 0) {
-                break;
+        let roots = candidate.library_id.and_then(|id| libraries.get(&id)).map(Vec::as_slice).unwrap_or_default();
+        let needs =
+            JobNeeds { roots, source_bytes: u64::try_from(candidate.source_size).unwrap_or(0), output_bytes: None };
+        let offers: Vec<NodeOffer> = slots.iter().map(|s| s.offer(roots)).collect();
+        match choose(&needs, &offers, false) {
+            Some((at, _)) => {
+                if give(lifecycle, &candidate, &mut slots, at, false).await? {
+                    budget -= 1;
+                }
             }
-            continue;
-        };
-        let node = slot.node;
-        let lease = crate::security::generate_secret(24);
-        let now = chrono::Utc::now();
-        let start = JobChange {
-            stage: Some(Stage::Analyzing),
-            lease_expires_at: Some(now + chrono::Duration::seconds(LEASE_SECONDS)),
-            last_progress_at: Some(now),
-            stalled: Some(false),
-            assignment: Some(Assignment {
-                node_id: node.id,
-                node_name: node.name.clone(),
-                lease_id: lease.clone(),
-                started_at: now,
-            }),
-            ..Default::default()
-        };
-        let ctx = EventContext { node: Some(node.name.clone()), ..Default::default() };
-        if let Err(e) = lifecycle.apply(candidate.id, JobEvent::Start, start, ctx).await {
-            tracing::debug!(job_id = candidate.id, error = %e, "job changed before it could start");
-            continue;
+            None => left.push(candidate),
         }
-        let start = StartJob { job_id: candidate.id, lease_id: lease.clone() };
-        let accepted = node.start.send(start).await.unwrap_or(false);
-        if accepted {
-            slot.free -= 1;
-            budget -= 1;
-        } else {
-            let ctx = EventContext { node: Some(node.name.clone()), ..Default::default() };
-            // The node refused the job (it filled up meanwhile): nothing crashed.
-            let orphaned = JobEvent::Orphaned { crashed: false };
-            lifecycle.apply_as(candidate.id, Some(&lease), orphaned, JobChange::default(), ctx).await?;
-            slot.free = 0;
+    }
+    if !slots.iter().any(|s| s.transfer && s.free > 0) {
+        return Ok(());
+    }
+    // The output's expected size: the quality search's prediction, else the library's
+    // forecast's, else (unknown) the source's.
+    let mut forecasts: HashMap<i32, HashMap<i32, u64>> = HashMap::new();
+    for candidate in left {
+        if budget == 0 || slots.iter().all(|s| s.free == 0) {
+            break;
+        }
+        let mut output = candidate.predicted_size.and_then(|p| u64::try_from(p).ok());
+        if let (None, Some(library)) = (output, candidate.library_id) {
+            if let std::collections::hash_map::Entry::Vacant(entry) = forecasts.entry(library) {
+                let files = repo::forecasts::get(db, library).await?.map(|f| repo::forecasts::files_of(&f));
+                let predicted = files
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter_map(|f| Some((f.job_id, u64::try_from(f.predicted_size?).ok()?)))
+                    .collect();
+                entry.insert(predicted);
+            }
+            output = forecasts.get(&library).and_then(|f| f.get(&candidate.id)).copied();
+        }
+        let roots = candidate.library_id.and_then(|id| libraries.get(&id)).map(Vec::as_slice).unwrap_or_default();
+        let needs =
+            JobNeeds { roots, source_bytes: u64::try_from(candidate.source_size).unwrap_or(0), output_bytes: output };
+        let offers: Vec<NodeOffer> = slots.iter().map(|s| s.offer(roots)).collect();
+        match choose(&needs, &offers, true) {
+            Some((at, placement)) => {
+                if give(lifecycle, &candidate, &mut slots, at, placement == Placement::TakeByTransfer).await? {
+                    budget -= 1;
+                }
+            }
+            None => {
+                let reasons: Vec<String> = slots
+                    .iter()
+                    .zip(&offers)
+                    .filter_map(|(slot, offer)| match place(&needs, offer, false) {
+                        Placement::No(reason) => Some(format!("{}: {reason}", slot.node.name)),
+                        _ => None,
+                    })
+                    .collect();
+                tracing::debug!(job_id = candidate.id, ?reasons, "no node takes the job now");
+            }
         }
     }
     Ok(())
+}
+
+/// Starts `job` on the node of `slots[at]` (by transfer: it does not see the file);
+/// answers whether the node took it. A node that refused it (it filled up meanwhile) is
+/// counted full for the rest of the round, and the job goes back to the queue.
+async fn give(
+    lifecycle: &Lifecycle,
+    job: &job::Model,
+    slots: &mut [Slots<'_>],
+    at: usize,
+    by_transfer: bool,
+) -> Result<bool, LifecycleError> {
+    let Some(slot) = slots.get_mut(at) else { return Ok(false) };
+    let node = slot.node;
+    let lease = crate::security::generate_secret(24);
+    let now = chrono::Utc::now();
+    let start = JobChange {
+        stage: Some(Stage::Analyzing),
+        lease_expires_at: Some(now + chrono::Duration::seconds(LEASE_SECONDS)),
+        last_progress_at: Some(now),
+        stalled: Some(false),
+        assignment: Some(Assignment {
+            node_id: node.id,
+            node_name: node.name.clone(),
+            lease_id: lease.clone(),
+            started_at: now,
+        }),
+        ..Default::default()
+    };
+    // The job's history says how it went to the node.
+    let detail = by_transfer.then(|| serde_json::json!({"byTransfer": true}));
+    let ctx = EventContext { node: Some(node.name.clone()), detail, ..Default::default() };
+    if let Err(e) = lifecycle.apply(job.id, JobEvent::Start, start, ctx).await {
+        tracing::debug!(job_id = job.id, error = %e, "job changed before it could start");
+        return Ok(false);
+    }
+    let start = StartJob { job_id: job.id, lease_id: lease.clone(), by_transfer };
+    if node.start.send(start).await.unwrap_or(false) {
+        if by_transfer {
+            tracing::info!(job_id = job.id, node = %node.name, "the job goes to a node that takes it by transfer");
+        }
+        slot.free -= 1;
+        return Ok(true);
+    }
+    let ctx = EventContext { node: Some(node.name.clone()), ..Default::default() };
+    // The node refused the job (it filled up meanwhile): nothing crashed.
+    let orphaned = JobEvent::Orphaned { crashed: false };
+    lifecycle.apply_as(job.id, Some(&lease), orphaned, JobChange::default(), ctx).await?;
+    slot.free = 0;
+    Ok(false)
 }
 
 /// Slots left idle once every queued job has a node take spans of running jobs: the last
@@ -348,12 +443,7 @@ async fn assign_spans(
     for node in nodes.iter().take(allowed_nodes).filter(|n| open.contains(&n.id)) {
         let capacity = node.capacity.send(Capacity).await.unwrap_or_default();
         if capacity.free > 0 {
-            slots.push(Slots {
-                node,
-                free: capacity.free as u64,
-                missing: capacity.missing_paths,
-                checked: capacity.checked_paths,
-            });
+            slots.push(Slots::new(node, capacity));
         }
     }
     let libraries: std::collections::HashMap<i32, (Vec<String>, String)> = repo::libraries::list(db)

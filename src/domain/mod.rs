@@ -1,6 +1,6 @@
 //! Pure rules of the product: job and node states, failure reasons, encoders and the retry ladder,
 //! health thresholds, licence tiers, segment spans and sessions, queue statistics and insights,
-//! the live feed's per-subscriber bound.
+//! the live feed's per-subscriber bound, which node takes a job.
 //! Nothing here does I/O; actors carry these rules out, persist and publish.
 
 pub mod access;
@@ -21,6 +21,7 @@ pub mod node;
 pub mod notify;
 pub mod paging;
 pub mod path_bytes;
+pub mod placement;
 pub mod quality;
 pub mod rate;
 pub mod regrab;

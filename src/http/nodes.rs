@@ -7,6 +7,7 @@ use super::auth::AuthUser;
 use super::views::{self, LibrarySight, NodeView};
 use crate::actors::cluster::{remove_node, revoke_node, NodeChange};
 use crate::domain::node::{sees_library, NodeRole};
+use crate::domain::placement::TRANSFER_FLOW;
 use crate::error::{AppError, ErrorBody};
 use crate::http::state::AppState;
 use crate::repo;
@@ -36,12 +37,19 @@ pub async fn list(user: AuthUser, state: web::Data<AppState>) -> Result<web::Jso
 }
 
 /// Fills in which libraries each node sees: the main node every one, a linked node as its
-/// link last reported (`domain::node::sees_library`), and a node without a link none known.
+/// link last reported (`domain::node::sees_library`), and a node without a link none known;
+/// and, for a linked node, whether it takes the others by transfer, with its WORK_DIR's room.
 pub async fn fill_sight(state: &AppState, nodes: &mut [NodeView]) -> Result<(), AppError> {
     let libraries = repo::libraries::list(&state.db).await?;
     for node in nodes.iter_mut() {
         let sight = state.cluster.links.sight_of(node.id);
         let main = node.role == NodeRole::Main.as_str();
+        if let (Some(sight), false) = (&sight, main) {
+            node.shared_storage = sight.shared_storage;
+            // As the scheduler weighs it: the main node's own build must carry the flow.
+            node.transfer = TRANSFER_FLOW && sight.transfer;
+            node.work_dir_free_bytes = sight.work_dir_free_bytes.map(|b| i64::try_from(b).unwrap_or(i64::MAX));
+        }
         node.libraries = libraries
             .iter()
             .map(|library| {

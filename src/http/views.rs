@@ -11,6 +11,7 @@ use crate::domain::health;
 use crate::domain::job::{allowed_actions, FailureCode, JobStatus, Stage, UserAction};
 use crate::domain::license::{effective_tier, tier_in_force, Tier, Trial};
 use crate::domain::node::{NodeRole, NodeStatus};
+use crate::domain::placement::SharedStorage;
 use crate::domain::quality::QualityMode;
 use crate::domain::schedule::{OnClose, Window};
 use crate::domain::stats::{self, QueueStats};
@@ -334,9 +335,21 @@ pub struct NodeView {
     pub revoked: bool,
     /// The encoding window it follows and whether it is open now.
     pub window: Option<ScheduleView>,
-    /// Per library, whether the node sees its folders. It is given jobs of a library only
-    /// where it does.
+    /// Per library, whether the node sees its folders. It is given jobs of a library it does
+    /// not see only by transfer (`transfer`).
     pub libraries: Vec<LibrarySight>,
+    /// A linked node's `SHARED_STORAGE` (`auto`: it may take jobs of libraries it does not
+    /// see, by transfer; `required`: never), as it registered; null for the main node (it
+    /// reads every library where it lies), and for a node not linked now or older than the
+    /// setting.
+    #[schema(value_type = Option<SharedStorage>)]
+    pub shared_storage: Option<SharedStorage>,
+    /// It takes jobs of libraries it does not see, by transfer: its `SHARED_STORAGE` is
+    /// `auto` and both it and the main node carry the transfer flow.
+    pub transfer: bool,
+    /// Free bytes in the node's WORK_DIR, where it keeps files taken by transfer, as it last
+    /// reported; null for the main node and for a node that did not report it.
+    pub work_dir_free_bytes: Option<i64>,
 }
 
 /// Whether a node sees a library's folders, as it last reported.
@@ -406,6 +419,9 @@ pub fn nodes(models: &[node::Model]) -> Vec<NodeView> {
                 window: None,
                 // Filled in by the handlers, from the links (`nodes::fill_sight`).
                 libraries: Vec::new(),
+                shared_storage: None,
+                transfer: false,
+                work_dir_free_bytes: None,
             }
         })
         .collect()

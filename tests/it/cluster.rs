@@ -11,6 +11,7 @@ use condense::actors::lifecycle::EventContext;
 use condense::actors::node::RunningJob;
 use condense::actors::protocol::{Call, Frame};
 use condense::domain::job::{FailureCode, JobEvent};
+use condense::domain::placement::{SharedStorage, TRANSFER_FLOW};
 use condense::repo::jobs::JobChange;
 use entities::job;
 
@@ -302,10 +303,15 @@ fn mount_namespaces(test: &str) -> bool {
 /// A linked node named `name` (DATA_DIR `dir/name`) in its own mount namespace, where an
 /// empty tmpfs hides `hidden` (the share) from it.
 fn blind_node(dir: &Path, hidden: &Path, main: &ServerProcess, name: &str) -> ServerProcess {
+    ServerProcess::start(blind_command(dir, hidden, main, name))
+}
+
+/// The command of `blind_node`, to set more of its environment.
+fn blind_command(dir: &Path, hidden: &Path, main: &ServerProcess, name: &str) -> Command {
     let mut blind = Command::new("unshare");
     let script = format!("mount -t tmpfs tmpfs '{}' && exec \"$0\" \"$@\"", hidden.display());
     blind.args(["--mount", "--propagation", "private", "sh", "-c", &script, crate::common::server::binary()]);
-    ServerProcess::start(as_linked(blind, &dir.join(name), &main.api, name, 0))
+    as_linked(blind, &dir.join(name), &main.api, name, 0)
 }
 
 /// Whether the node named `node` sees the library named `library`, as `GET /nodes` says
@@ -323,6 +329,21 @@ fn sees(list: &[Value], node: &str, library: &str) -> Option<bool> {
 /// them; a node that sees the library takes them all.
 #[actix_web::test]
 async fn a_library_created_after_a_blind_node_linked_gives_it_none_of_its_jobs() {
+    blind_node_gets_none_of_the_library(None).await;
+}
+
+/// Issue 39: `SHARED_STORAGE=required` keeps a node to the files it sees, whatever this
+/// build can transfer; it says so in `GET /nodes`, with its WORK_DIR's room.
+#[actix_web::test]
+async fn a_blind_node_with_shared_storage_required_gets_none_of_its_jobs() {
+    blind_node_gets_none_of_the_library(Some("required")).await;
+}
+
+/// A node that cannot see a library created after it linked gets none of its jobs (with
+/// `shared_storage` as its SHARED_STORAGE, unset for the default): while the transfer flow
+/// is not in this build (`TRANSFER_FLOW`), the default too. A node that sees the library
+/// takes them all.
+async fn blind_node_gets_none_of_the_library(shared_storage: Option<&str>) {
     let dir = tempfile::tempdir().unwrap();
     let hidden = dir.path().join("shared");
     let media = hidden.join("media");
@@ -338,7 +359,11 @@ async fn a_library_created_after_a_blind_node_linked_gives_it_none_of_its_jobs()
     coordinator.env("HEARTBEAT_SECONDS", "5").env("NODE_TIMEOUT_SECONDS", "30");
     let main = ServerProcess::start(coordinator);
     let token = login(&main).await;
-    let _blind = blind_node(dir.path(), &hidden, &main, "blind");
+    let mut blind = blind_command(dir.path(), &hidden, &main, "blind");
+    if let Some(setting) = shared_storage {
+        blind.env("SHARED_STORAGE", setting);
+    }
+    let _blind = ServerProcess::start(blind);
     wait_until(&main, &token, "blind linked", 30, |l| up(l, "blind")).await;
     add_library(&main, &token, &media).await;
     let list = wait_until(&main, &token, "blind reports it cannot see the library", 30, |l| {
@@ -346,6 +371,16 @@ async fn a_library_created_after_a_blind_node_linked_gives_it_none_of_its_jobs()
     })
     .await;
     assert_eq!(sees(&list, "main", "media"), Some(true), "{list:#?}");
+    // What it said of its storage: its setting, no transfers, and WORK_DIR's room (its
+    // default place, made private at its start).
+    let row = list.iter().find(|n| n["name"] == "blind").unwrap();
+    assert_eq!(row["sharedStorage"], json!(shared_storage.unwrap_or("auto")), "{row:#}");
+    assert_eq!(row["transfer"], json!(shared_storage.is_none() && TRANSFER_FLOW), "{row:#}");
+    assert!(row["workDirFreeBytes"].as_i64().is_some_and(|b| b > 0), "{row:#}");
+    let work = std::fs::metadata(dir.path().join("blind/work")).unwrap();
+    assert_eq!(std::os::unix::fs::PermissionsExt::mode(&work.permissions()) & 0o777, 0o700);
+    let main_row = list.iter().find(|n| n["name"] == "main").unwrap();
+    assert_eq!((&main_row["sharedStorage"], &main_row["workDirFreeBytes"]), (&Value::Null, &Value::Null));
     // Probed and waiting: no node that sees them has a free slot.
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
@@ -800,10 +835,23 @@ struct Rogue {
     /// Whether it takes the jobs the main node starts on it.
     accepting: bool,
     last_beat: Instant,
+    /// What its heartbeats say it sees: the paths checked (`None`: every one, as an older
+    /// node) and those of them missing; whether it takes files by transfer, with the room.
+    checked: Option<Vec<String>>,
+    missing: Vec<String>,
+    transfer: bool,
+    work_dir_free: Option<u64>,
+    /// Each job the main node started on it, and whether by transfer.
+    starts: Vec<(i32, bool)>,
 }
 
 impl Rogue {
     async fn enroll(main: &ServerProcess) -> Rogue {
+        Rogue::enroll_with(main, false).await
+    }
+
+    /// Enrolls, saying whether it takes files by transfer (with a terabyte free for them).
+    async fn enroll_with(main: &ServerProcess, transfer: bool) -> Rogue {
         use futures_util::SinkExt;
         let (_, socket) = awc::Client::new()
             .ws(format!("{}/cluster/link", main.api))
@@ -811,8 +859,19 @@ impl Rogue {
             .connect()
             .await
             .unwrap();
-        let mut rogue =
-            Rogue { socket, node_id: 0, next_id: 0, running: Vec::new(), accepting: true, last_beat: Instant::now() };
+        let mut rogue = Rogue {
+            socket,
+            node_id: 0,
+            next_id: 0,
+            running: Vec::new(),
+            accepting: true,
+            last_beat: Instant::now(),
+            checked: None,
+            missing: Vec::new(),
+            transfer,
+            work_dir_free: transfer.then_some(1_000_000_000_000),
+            starts: Vec::new(),
+        };
         let register = Frame::Register {
             name: "rogue".into(),
             address: "127.0.0.1".into(),
@@ -825,6 +884,9 @@ impl Rogue {
             max_jobs: 4,
             version: env!("CARGO_PKG_VERSION").into(),
             identity: None,
+            shared_storage: transfer.then_some(SharedStorage::Auto),
+            transfer,
+            work_dir_free_bytes: transfer.then_some(1_000_000_000_000),
         };
         rogue.socket.send(awc::ws::Message::Text(serde_json::to_string(&register).unwrap().into())).await.unwrap();
         let registered = rogue.until(30, |f| matches!(f, Frame::Registered { .. }).then(|| f.clone())).await;
@@ -856,8 +918,10 @@ impl Rogue {
                     memory_used: 0,
                     running: self.running.clone(),
                     helping: Vec::new(),
-                    missing_paths: Vec::new(),
-                    checked_paths: None,
+                    missing_paths: self.missing.clone(),
+                    checked_paths: self.checked.clone(),
+                    transfer: self.transfer,
+                    work_dir_free_bytes: self.work_dir_free,
                 };
                 self.send(&beat).await;
             }
@@ -868,7 +932,8 @@ impl Rogue {
                 Ok(other) => panic!("the link closed: {other:?}"),
             };
             if let Frame::Request { id, call } = &frame {
-                if let Call::StartJob { job_id, lease_id } = call.as_ref() {
+                if let Call::StartJob { job_id, lease_id, by_transfer } = call.as_ref() {
+                    self.starts.push((*job_id, *by_transfer));
                     if self.accepting {
                         self.running.push(RunningJob { job_id: *job_id, lease_id: lease_id.clone() });
                     }
@@ -879,6 +944,13 @@ impl Rogue {
                 return found;
             }
         }
+    }
+
+    /// Reads frames (heartbeating, taking jobs) for about `millis` ms: the main node answers
+    /// each heartbeat, so a frame comes at least every second.
+    async fn listen(&mut self, millis: u64) {
+        let deadline = Instant::now() + Duration::from_millis(millis);
+        self.until(30, |_| (Instant::now() >= deadline).then_some(())).await;
     }
 
     /// A job-store call, and the main node's answer.
@@ -993,4 +1065,69 @@ async fn a_rogue_linked_node_cannot_point_a_job_at_a_foreign_file_nor_speak_for_
     }
     let refused = main.output().iter().filter(|l| l.contains("refused") && l.contains("rogue")).count();
     assert!(refused >= 3, "the refusals are logged with the node's name: {:#?}", main.output());
+}
+
+/// Issue 39: a job goes first to a node that sees its file. A node that does not see the
+/// library and says it takes files by transfer (a rogue node speaks for one, with four free
+/// slots to the main node's one) is given a job only once the seeing node is full, by
+/// transfer; and, while this build has no transfer flow (`TRANSFER_FLOW`), never: its
+/// offer is not believed, and the main node encodes every file itself.
+#[actix_web::test]
+async fn a_blind_node_offering_transfers_comes_after_the_node_that_sees_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let media = dir.path().join("media");
+    std::fs::create_dir_all(&media).unwrap();
+    for i in 0..2 {
+        clips::h264(&media, &format!("c{i}.mkv"), "320x240", 2);
+    }
+    let license = pro_key();
+    let main = main_node(&dir.path().join("main"), 1, Some(&license));
+    let token = login(&main).await;
+    let mut rogue = Rogue::enroll_with(&main, true).await;
+    // It cannot see the library's folder, and says so from before the library exists.
+    // (As given, and with links resolved: whichever the library keeps.)
+    let roots = vec![
+        media.to_string_lossy().into_owned(),
+        std::fs::canonicalize(&media).unwrap().to_string_lossy().into_owned(),
+    ];
+    rogue.checked = Some(roots.clone());
+    rogue.missing = roots;
+    rogue.listen(1500).await;
+    let list = nodes(&main, &token).await;
+    let row = list.iter().find(|n| n["name"] == "rogue").unwrap();
+    assert_eq!(
+        (&row["sharedStorage"], &row["transfer"], &row["workDirFreeBytes"]),
+        (&json!("auto"), &json!(TRANSFER_FLOW), &json!(1_000_000_000_000_i64)),
+        "{row:#}"
+    );
+    add_library(&main, &token, &media).await;
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let all = loop {
+        rogue.listen(1000).await;
+        let all = jobs(&main, &token).await;
+        if TRANSFER_FLOW && !rogue.starts.is_empty() {
+            break all;
+        }
+        assert!(TRANSFER_FLOW || rogue.starts.is_empty(), "a job went to the blind node: {:?}", rogue.starts);
+        if all.len() == 2 && all.iter().all(|j| j["status"] == "COMPLETED") {
+            break all;
+        }
+        assert!(Instant::now() < deadline, "jobs not done: {all:#?}");
+    };
+    if TRANSFER_FLOW {
+        // The first job went to the main node, idle and seeing the file; the second, with
+        // the main node full, to the rogue by transfer, as its start says.
+        assert!(matches!(rogue.starts.as_slice(), [(_, true)]), "{:?}", rogue.starts);
+        let (given, _) = rogue.starts[0];
+        let started = |j: &Value| chrono::DateTime::parse_from_rfc3339(j["startedAt"].as_str().unwrap()).unwrap();
+        let on_main = all.iter().find(|j| j["node"] == "main" && j["id"] != json!(given)).expect("none on main");
+        let by_transfer = all.iter().find(|j| j["id"] == json!(given)).unwrap();
+        assert!(started(on_main) <= started(by_transfer), "the blind node came first: {all:#?}");
+        let detail = job_detail(&main, &token, i64::from(given)).await;
+        assert!(detail.to_string().contains("\"byTransfer\":true"), "{detail:#}");
+    } else {
+        for job in &all {
+            assert_eq!((&job["node"], &job["retryCount"]), (&json!("main"), &json!(0)), "{job:#}");
+        }
+    }
 }

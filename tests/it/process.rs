@@ -182,6 +182,35 @@ fn invalid_settings_name_their_variable() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("MAIN_NODE_URL"));
 }
 
+/// Issue 39: a linked node's WORK_DIR (where files taken by transfer lie) must be a folder
+/// of its own: a link to one stops the start, naming WORK_DIR, before the node links; so
+/// does a SHARED_STORAGE that is neither `auto` nor `required`.
+#[test]
+fn a_linked_node_refuses_a_work_dir_that_is_a_link_and_a_bad_shared_storage() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("elsewhere");
+    std::fs::create_dir(&target).unwrap();
+    let link = dir.path().join("work");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let linked = || {
+        let mut cmd = command(&dir.path().join("data"));
+        cmd.env("ROLE", "linked")
+            .env("MAIN_NODE_URL", "http://127.0.0.1:9")
+            .env("CLUSTER_TOKEN", "0123456789abcdef")
+            .arg("serve")
+            .stdin(Stdio::null());
+        cmd
+    };
+    let output = linked().env("WORK_DIR", &link).output().unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("WORK_DIR") && stderr.contains("is a link"), "{stderr}");
+    let output = linked().env("SHARED_STORAGE", "sometimes").output().unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("SHARED_STORAGE") && stderr.contains("sometimes"), "{stderr}");
+}
+
 #[test]
 fn a_taken_port_is_a_clear_error() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

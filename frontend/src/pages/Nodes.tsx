@@ -1,4 +1,5 @@
-// The Nodes page: each node's state, load, encoders and encoding window; an administrator
+// The Nodes page: each node's state, load, encoders, the libraries it reaches (where they lie,
+// by transfer, or not at all) and encoding window; an administrator
 // edits a node's own schedule, revokes a linked node and removes one that is gone.
 import { Fragment } from 'preact';
 import { useState } from 'preact/hooks';
@@ -54,7 +55,7 @@ export function Nodes() {
       ) : list.length === 0 ? (
         <p class="card muted">No nodes have registered.</p>
       ) : (
-        <Table caption="Nodes of the cluster" columns={['Node', 'Status', 'GPU', 'Encoders', 'Load', 'Memory', 'Jobs', 'Window', 'Last seen']} actions>
+        <Table caption="Nodes of the cluster" columns={['Node', 'Status', 'GPU', 'Encoders', 'Load', 'Memory', 'Jobs', 'Libraries', 'Window', 'Last seen']} actions>
           {list.map((node) => {
             const memoryPercent = node.memoryTotal > 0 ? (node.memoryUsed / node.memoryTotal) * 100 : null;
             return (
@@ -103,6 +104,28 @@ export function Nodes() {
                   </td>
                   <td data-label="Jobs">
                     {node.activeJobs} / {node.maxJobs}
+                  </td>
+                  <td data-label="Libraries">
+                    {node.libraries.length === 0 ? (
+                      <span class="muted">none</span>
+                    ) : (
+                      <ul class="reach small" aria-label={`Libraries of ${node.name}`}>
+                        {node.libraries.map((library) => {
+                          const reach = libraryReach(library.sees, node.transfer);
+                          return (
+                            <li key={library.libraryId}>
+                              {library.name}: <span class={reach === 'sees' ? undefined : reach === 'by transfer' ? 'text-warn' : 'text-bad'}>{reach}</span>
+                            </li>
+                          );
+                        })}
+                      </ul>
+                    )}
+                    {node.role === 'linked' && (
+                      <div class="muted small" aria-label={`Storage of ${node.name}`}>
+                        Shared storage: {node.sharedStorage ?? 'not reported'}
+                        {node.workDirFreeBytes != null && ` · WORK_DIR ${formatBytes(node.workDirFreeBytes)} free`}
+                      </div>
+                    )}
                   </td>
                   <td data-label="Window">
                     {node.window ? (
@@ -154,7 +177,7 @@ export function Nodes() {
                 </tr>
                 {scheduling === node.id && node.window && (
                   <tr class="row-editor">
-                    <td colSpan={10} class="cell-editor">
+                    <td colSpan={11} class="cell-editor">
                       <h3 class="form-title">Encoding windows of {node.name}</h3>
                       <ScheduleEditor
                         label={`Schedule of ${node.name}`}
@@ -181,4 +204,12 @@ export function Nodes() {
       )}
     </div>
   );
+}
+
+/** How a node reaches a library: it sees its folders, takes its files by transfer (issue
+ * 39), cannot reach it, or has not reported on it yet. */
+export function libraryReach(sees: boolean | null | undefined, transfer: boolean): 'sees' | 'by transfer' | 'not visible' | 'not reported yet' {
+  if (sees === true) return 'sees';
+  if (sees == null) return 'not reported yet';
+  return transfer ? 'by transfer' : 'not visible';
 }

@@ -69,7 +69,7 @@ impl RemoteNode {
             max_jobs: 0,
             running: Vec::new(),
             helping: Vec::new(),
-            sight: Sight { checked: Some(Vec::new()), missing: Vec::new() },
+            sight: Sight::unreported(),
             last_seen: Instant::now(),
             next_id: 0,
             pending: HashMap::new(),
@@ -96,8 +96,21 @@ impl RemoteNode {
     }
 
     fn register(&mut self, frame: Frame, ctx: &mut ws::WebsocketContext<Self>) {
-        let Frame::Register { name, address, cores, memory_total, gpu, encoders, decoders, max_jobs, identity, .. } =
-            frame
+        let Frame::Register {
+            name,
+            address,
+            cores,
+            memory_total,
+            gpu,
+            encoders,
+            decoders,
+            max_jobs,
+            identity,
+            shared_storage,
+            transfer,
+            work_dir_free_bytes,
+            ..
+        } = frame
         else {
             return;
         };
@@ -190,6 +203,9 @@ impl RemoteNode {
                     tracing::info!(node = %name, node_id = id, "linked node registered");
                     this.node = Some((id, name.clone()));
                     this.max_jobs = max_jobs;
+                    // Whether it takes files by transfer, until its heartbeats say again.
+                    this.sight = Sight { shared_storage, transfer, work_dir_free_bytes, ..Sight::unreported() };
+                    this.config.links.record_sight(id, this.sight.clone());
                     this.last_seen = Instant::now();
                     Self::send(
                         ctx,
@@ -477,8 +493,23 @@ impl StreamHandler<Result<ws::Message, ws::ProtocolError>> for RemoteNode {
         };
         match frame {
             Frame::Register { .. } if self.node.is_none() => self.register(frame, ctx),
-            Frame::Heartbeat { load1, memory_used, running, helping, missing_paths, checked_paths } => {
-                let sight = Sight { checked: checked_paths, missing: missing_paths };
+            Frame::Heartbeat {
+                load1,
+                memory_used,
+                running,
+                helping,
+                missing_paths,
+                checked_paths,
+                transfer,
+                work_dir_free_bytes,
+            } => {
+                let sight = Sight {
+                    checked: checked_paths,
+                    missing: missing_paths,
+                    shared_storage: self.sight.shared_storage,
+                    transfer,
+                    work_dir_free_bytes,
+                };
                 self.heartbeat(load1, memory_used, running, helping, sight, ctx)
             }
             Frame::Request { id, call } => self.serve_call(id, *call, ctx),
@@ -496,7 +527,8 @@ impl Handler<StartJob> for RemoteNode {
     type Result = ResponseActFuture<Self, bool>;
 
     fn handle(&mut self, msg: StartJob, ctx: &mut Self::Context) -> Self::Result {
-        let rx = self.request(Call::StartJob { job_id: msg.job_id, lease_id: msg.lease_id.clone() }, ctx);
+        let call = Call::StartJob { job_id: msg.job_id, lease_id: msg.lease_id.clone(), by_transfer: msg.by_transfer };
+        let rx = self.request(call, ctx);
         let job = RunningJob { job_id: msg.job_id, lease_id: msg.lease_id };
         Box::pin(async move { matches!(rx.await, Ok(Ok(serde_json::Value::Bool(true)))) }.into_actor(self).map(
             move |accepted, this, _| {

@@ -91,7 +91,7 @@ impl Links {
                 true
             }
             None => {
-                table.rows.insert(row, (link, control, Sight { checked: Some(Vec::new()), missing: Vec::new() }));
+                table.rows.insert(row, (link, control, Sight::unreported()));
                 true
             }
         }

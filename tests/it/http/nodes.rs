@@ -65,6 +65,9 @@ async fn nodes_are_listed_with_load_and_overload(server: &TestServer) {
             "revoked",
             "window",
             "libraries",
+            "sharedStorage",
+            "transfer",
+            "workDirFreeBytes",
         ];
         expected.sort();
         assert_eq!(keys, expected);
@@ -79,6 +82,15 @@ async fn nodes_are_listed_with_load_and_overload(server: &TestServer) {
         );
         assert_eq!((&busy["activeJobs"], &busy["memoryUsed"]), (&json!(5), &json!(4_i64 << 30)));
         assert_eq!(busy["encoders"], json!(["libx265", "hevc_nvenc"]));
+        // Not linked now: nothing known of its storage; it takes nothing by transfer.
+        for name in ["busy", "main"] {
+            let row = by_name(name);
+            assert_eq!(
+                (&row["sharedStorage"], &row["transfer"], &row["workDirFreeBytes"]),
+                (&json!(null), &json!(false), &json!(null)),
+                "{row:#}"
+            );
+        }
         // ONLINE average: (1 + 5 + 0) / 3 = 2; 5 is more than twice that.
         assert_eq!(busy["overloaded"], true);
         assert_eq!(by_name("main")["overloaded"], false);
