@@ -2,7 +2,8 @@
 //! QUEUED, ANALYZING, ENCODING in segments, mux, verify, replace, COMPLETED), against the
 //! plain ffmpeg program with the same encoder settings on the same clip, side by side: with
 //! parallel segments (the default), without (`PARALLEL_SEGMENTS=off`), and the size and
-//! PSNR of the joined file at several segment lengths against ffmpeg's one-pass encode.
+//! PSNR of the joined file at several segment lengths against ffmpeg's one-pass encode;
+//! then 10 s and 30 s clips with x264's default keyframe interval, side by side the same way.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -72,7 +73,13 @@ pub(crate) fn ffmpeg_args<'a>(input: &'a str, output: &'a str) -> Vec<&'a str> {
 }
 
 pub(crate) fn make_clip(dir: &Path, seconds: u32) -> Res<std::path::PathBuf> {
-    let clip = dir.join("clip.mkv");
+    make_clip_with_gop(dir, "clip.mkv", seconds, "50")
+}
+
+/// The benchmark's clip with a keyframe every `gop` frames (250: x264's default, one
+/// keyframe every 10 s, as most files are made).
+fn make_clip_with_gop(dir: &Path, name: &str, seconds: u32, gop: &str) -> Res<std::path::PathBuf> {
+    let clip = dir.join(name);
     let t = seconds.to_string();
     ffmpeg(&[
         "-f",
@@ -100,7 +107,7 @@ pub(crate) fn make_clip(dir: &Path, seconds: u32) -> Res<std::path::PathBuf> {
         "-bufsize",
         "16M",
         "-g",
-        "50",
+        gop,
         "-pix_fmt",
         "yuv420p",
         "-c:a",
@@ -401,5 +408,67 @@ pub async fn run(cfg: &Config, report: &mut Report) -> Res<()> {
         poff = phases(single),
     );
     report.section("Encode time and parallel segments", body);
+    default_gop(cfg, report).await
+}
+
+/// Short files as most are made (issue 40): 10 s and 30 s 1080p clips with x264's default
+/// keyframe interval (250 frames: the 10 s clip has one keyframe), through the service's
+/// default setup against ffmpeg, side by side, rounds interleaved.
+async fn default_gop(cfg: &Config, report: &mut Report) -> Res<()> {
+    let tmp = TempDir::new(&cfg.tmp, "encode-gop")?;
+    let cmd = command("encode");
+    let setup = SETUPS[0];
+    let mut log = String::new();
+    for seconds in [10u32, 30] {
+        let clip = make_clip_with_gop(tmp.path(), &format!("gop250-{seconds}.mkv"), seconds, "250")?;
+        let mut ff: Vec<FfmpegRun> = Vec::new();
+        let mut service: Vec<ServiceRun> = Vec::new();
+        for round in 0..cfg.encode_rounds {
+            let f = run_ffmpeg(&clip, tmp.path(), round)?;
+            let r = run_service(cfg, &clip, tmp.path(), setup, round + 100 * seconds as usize).await?;
+            log.push_str(&format!(
+                "| {seconds} s | {} | {:.2} s ({:.1} s CPU) | {:.2} s ({:.1} s CPU) | {} / {} | {:.3} / {:.3} |\n",
+                round + 1,
+                r.seconds,
+                r.cpu_seconds,
+                f.seconds,
+                f.cpu_seconds,
+                r.size,
+                f.size,
+                r.psnr,
+                f.psnr
+            ));
+            ff.push(f);
+            service.push(r);
+        }
+        let f = ff.iter().copied().min_by(|a, b| a.seconds.total_cmp(&b.seconds)).ctx("no ffmpeg run")?;
+        let r = best(&service).ctx("no service run")?;
+        let what = format!("{seconds} s 1080p25 clip, x264's default keyframe interval");
+        report.row(format!("encode time, service, {what}"), format!("{:.2} s", r.seconds), "", &cmd);
+        report.row(format!("encode time, ffmpeg program, {what}"), format!("{:.2} s", f.seconds), "", &cmd);
+        report.row(
+            format!("encode time ratio, service / ffmpeg, {what}"),
+            format!("{:.3}", r.seconds / f.seconds),
+            "<= 0.95",
+            &cmd,
+        );
+        report.row(
+            format!("encode CPU time ratio, service / ffmpeg, {what}"),
+            format!("{:.3}", r.cpu_seconds / f.cpu_seconds.max(1e-9)),
+            "",
+            &cmd,
+        );
+    }
+    let body = format!(
+        "The clips: as the benchmark's clip above, {{10, 30}} s long, with `-g 250` (x264's default \
+         keyframe interval: the 10 s clip has one keyframe, its first frame). The service runs its default \
+         setup ({label}); spans are cut at any frame, so both clips split evenly between the sessions. \
+         {rounds} round(s) each, interleaved with ffmpeg; the rows give each side's fastest round.\n\n\
+         | clip | round | service (CPU) | ffmpeg (CPU) | bytes service / ffmpeg | PSNR dB service / ffmpeg |\n\
+         |---|---|---|---|---|---|\n{log}",
+        label = setup.label(),
+        rounds = cfg.encode_rounds,
+    );
+    report.section("Encode time, short files with x264's default keyframe interval", body);
     Ok(())
 }

@@ -17,9 +17,9 @@ use crate::error::from_rsmpeg;
 use crate::probe;
 use crate::segment::packet_data;
 use crate::segment_writer::{SegmentWriter, VideoFormat};
-use condense::domain::encoding::Hardware;
+use condense::domain::encoding::{Encoder, Hardware};
 use condense::domain::quality;
-use condense::domain::segments::{self, Span, SpanView};
+use condense::domain::segments::{self, Sessions, Span, SpanView};
 use condense::media::codec_params::CodecParams;
 use condense::media::event::Event;
 use condense::media::hdr_metadata::{self, Carry, FrameMetadata};
@@ -102,11 +102,25 @@ struct SessionContext<'a> {
     active: AtomicU32,
     /// Segment files being written, for the size in progress reports.
     open_files: Mutex<Vec<std::path::PathBuf>>,
+    /// Whether a session alone at work may take every session's threads (`grows`).
+    grows: bool,
+    /// Where the video ends, in its time base: how much is left of an unbounded span.
+    video_end: Option<i64>,
 }
 
 impl SessionContext<'_> {
     fn halted(&self) -> bool {
         self.stop.load(Ordering::SeqCst) || self.halt.load(Ordering::SeqCst)
+    }
+
+    /// The threads a session opening an encoder now gives it (`segments::session_threads`).
+    fn threads_now(&self) -> u32 {
+        let at_work = self.active.load(Ordering::SeqCst);
+        segments::session_threads(self.plan.sessions, self.grows, at_work, !self.queue_empty())
+    }
+
+    fn queue_empty(&self) -> bool {
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner).is_empty()
     }
 
     fn close_file(&self, name: &str) {
@@ -241,6 +255,14 @@ pub(crate) fn run_sessions(
     let duration = info.video().and_then(|v| v.duration_seconds).or(info.duration_seconds).unwrap_or(0.0);
     let total_frames = duration * fps;
     let sessions = plan.sessions.sessions.clamp(1, u32::try_from(todo.len()).unwrap_or(u32::MAX).max(1));
+    let video_end = info.video().and_then(|v| v.duration_seconds).or(info.duration_seconds).and_then(|d| {
+        let stream = probe::open_input(&plan.input).ok()?;
+        let vi = main_video_index(&stream)?;
+        let s = stream.streams().get(vi)?;
+        let start = Some(s.start_time).filter(|t| *t != ffi::AV_NOPTS_VALUE).unwrap_or(0);
+        let ticks = d * f64::from(s.time_base.den) / f64::from(s.time_base.num.max(1));
+        Some(start.saturating_add(ticks.round() as i64))
+    });
     let shared = SessionContext {
         plan,
         info,
@@ -258,6 +280,8 @@ pub(crate) fn run_sessions(
         open_frames: AtomicU64::new(0),
         active: AtomicU32::new(0),
         open_files: Mutex::new(Vec::new()),
+        grows: grows(plan, mode),
+        video_end,
     };
     let started = Instant::now();
     let mut failure: Option<MediaError> = None;
@@ -412,6 +436,15 @@ pub(crate) fn run_sessions(
         skipped: shared.skipped.load(Ordering::SeqCst),
         over_limit,
     })
+}
+
+/// Whether a job's run gives a session alone at work every session's threads. Only x265's
+/// pools and SVT-AV1's `lp` grow, which change no stream header (x265 writes no options
+/// into them, `info=0`), so its segments join the others'. Not in two passes: a span's
+/// second pass is one encoder session, as its first was. Not for helpers (one session, their
+/// slot's threads) or the search's samples (tries compared with each other).
+fn grows(plan: &EncodePlan, mode: SessionMode) -> bool {
+    mode == SessionMode::Run && !plan.two_pass && matches!(plan.encoder, Encoder::Libx265 | Encoder::Libsvtav1)
 }
 
 /// What a run of sessions did: frames encoded and skipped, and, when it was stopped because
@@ -571,6 +604,7 @@ fn run_span(
     let mut decode_errors = 0u32;
     let mut eof = false;
     let mut span_ended = false;
+    let mut writer_threads = plan.sessions.threads;
 
     'run: loop {
         if shared.halted() {
@@ -660,7 +694,16 @@ fn run_span(
             }
             if writer.is_none() {
                 let index = shared.next_index.fetch_add(1, Ordering::SeqCst);
-                let opened = SegmentWriter::open(plan, shared.info, index, shared.segment_file(index), &fmt)?;
+                writer_threads = shared.threads_now();
+                let threaded;
+                let session_plan = if writer_threads == plan.sessions.threads {
+                    plan
+                } else {
+                    let sessions = Sessions { threads: writer_threads, ..plan.sessions };
+                    threaded = EncodePlan { sessions, ..plan.clone() };
+                    &threaded
+                };
+                let opened = SegmentWriter::open(session_plan, shared.info, index, shared.segment_file(index), &fmt)?;
                 shared.open_files.lock().unwrap_or_else(PoisonError::into_inner).push(opened.path.clone());
                 writer = Some(opened);
             }
@@ -673,8 +716,11 @@ fn run_span(
                     std::thread::sleep(Duration::from_millis(plan.throttle_ms_per_frame));
                 }
             }
-            // A full segment is closed at once, so a kill loses less than a segment.
-            if writer.as_ref().is_some_and(|w| w.frames >= shared.segment_frames) {
+            // A full segment is closed at once, so a kill loses less than a segment. So is one
+            // whose session is now alone with cores left idle, where enough of its span is
+            // left to pay for a new encoder session: the next frame opens one with them.
+            let full = writer.as_ref().is_some_and(|w| w.frames >= shared.segment_frames);
+            if full || (writer.is_some() && grows_now(shared, writer_threads, span, pts, tb)) {
                 if let Some(full) = writer.take() {
                     let end = pts.saturating_add(1);
                     finish_segment(full, Span::new(seg_from, Some(end)), tx)?;
@@ -712,6 +758,18 @@ fn run_span(
         None => {}
     }
     Ok(SpanRun::Finished)
+}
+
+/// Whether a session whose encoder has `threads` should close its segment after the frame at
+/// `pts` and open one with more: it is now alone at work with the job's other cores idle,
+/// and at least `MIN_SPAN_SECONDS` of its span is left (a new encoder session costs a
+/// keyframe and its lookahead's start).
+fn grows_now(shared: &SessionContext<'_>, threads: u32, span: Span, pts: i64, tb: f64) -> bool {
+    if !shared.grows || shared.threads_now() <= threads {
+        return false;
+    }
+    let Some(end) = span.to.or(shared.video_end) else { return false };
+    (end.saturating_sub(pts) as f64) * tb >= segments::MIN_SPAN_SECONDS
 }
 
 /// Closes a segment durably and hands it to the main thread to record.

@@ -1,7 +1,7 @@
 //! The transcoder proper, run inside the `condense-media transcode` child process: decodes the
 //! source's main video stream and encodes it into segments (each segment is a fresh encoder
 //! session, so it starts on a keyframe and stands alone), recording each finished segment in
-//! the manifest. The video is first cut into spans at source keyframes; several sessions,
+//! the manifest. The video is first cut into spans (see `plan_boundaries`); several sessions,
 //! each in its own thread with its own decoder, encode spans at the same time (see
 //! `domain::segments` and docs/ARCHITECTURE.md, "Segments"). A stop request closes the
 //! segments in progress at the last frame encoded, so a pause loses nothing; a kill loses at
@@ -324,7 +324,8 @@ fn cuts_exactly(container: &str) -> bool {
 }
 
 /// Where to cut the video: keyframes from the demuxer's index, about `segment_seconds`
-/// apart (no pass over the file). None with a single session whose spans no helper may take,
+/// apart (no pass over the file), or, for a video too short to give every session three
+/// spans so, equal spans cut at any frame (`segments::even_boundaries`). None with a single session whose spans no helper may take,
 /// or a container without such an index. The index gives presentation times (Matroska) or decode times (MP4) of the
 /// keyframes; either is a valid cut, because a session starts decoding at the keyframe
 /// before its span (see `sessions::encode_span`).
@@ -334,10 +335,11 @@ fn plan_boundaries(plan: &EncodePlan, info: &MediaInfo) -> Result<Vec<i64>, Medi
     }
     let mut input = probe::open_input(&plan.input)?;
     let vi = main_video_index(&input).ok_or_else(|| MediaError::invalid("no video stream"))?;
-    let (tb, raw, start) = {
+    let (tb, raw, start, rate) = {
         let stream = input.streams().get(vi).ok_or_else(|| MediaError::invalid("no video stream"))?;
         let start = Some(stream.start_time).filter(|t| *t != ffi::AV_NOPTS_VALUE).unwrap_or(0);
-        (stream.time_base, stream.as_ptr().cast_mut(), start)
+        let rate = stream.guess_framerate().filter(|r| r.num > 0 && r.den > 0);
+        (stream.time_base, stream.as_ptr().cast_mut(), start, rate)
     };
     let every = (plan.segment_seconds * f64::from(tb.den) / f64::from(tb.num.max(1))).round() as i64;
     // Helpers on other nodes count as a second session: spans are shared either way.
@@ -367,12 +369,17 @@ fn plan_boundaries(plan: &EncodePlan, info: &MediaInfo) -> Result<Vec<i64>, Medi
         tracing::debug!(code = ret, "seek failed; the index is what the header gave");
     }
     let keyframes = keyframes(raw);
-    Ok(match wanted {
-        Some(spans) => {
-            let length = duration.unwrap_or(0.0) * f64::from(tb.den) / f64::from(tb.num.max(1));
-            segments::balanced_boundaries(&keyframes, start, start.saturating_add(length.round() as i64), spans)
+    Ok(match (wanted, rate) {
+        // Equal spans, cut at frames wherever the keyframes are (a source with one keyframe
+        // every 10 s still splits evenly): each session decodes from the keyframe before its
+        // span and drops the frames before it.
+        (Some(spans), Some(rate)) => {
+            let ticks = |seconds: f64| seconds * f64::from(tb.den) / f64::from(tb.num.max(1));
+            let length = ticks(duration.unwrap_or(0.0));
+            let per_frame = ticks(f64::from(rate.den) / f64::from(rate.num));
+            segments::even_boundaries(&keyframes, start, start.saturating_add(length.round() as i64), spans, per_frame)
         }
-        None => segments::boundaries(&keyframes, every),
+        _ => segments::boundaries(&keyframes, every),
     })
 }
 

@@ -1,7 +1,8 @@
 //! Segments as units of work. A job's video is cut into spans of source presentation time,
 //! each encoded by its own encoder session, so spans can be encoded at the same time and
-//! stitched in order. Boundaries are source keyframes: a session seeks to the keyframe that
-//! starts its span and decodes from there (see docs/ARCHITECTURE.md, "Segments").
+//! stitched in order. A span may start at any frame: its session seeks to the keyframe
+//! before the span, decodes from there and drops the frames before its start, and its
+//! encoder starts the span with an IDR (see docs/ARCHITECTURE.md, "Segments").
 //!
 //! Everything here is arithmetic on timestamps and counts; the transcoder carries it out.
 
@@ -75,31 +76,56 @@ pub const MIN_SPAN_SECONDS: f64 = 2.0;
 /// How many spans a video of `duration` seconds needs for its `sessions` when cutting every
 /// `SEGMENT_SECONDS` would give fewer than three each; None: the setting gives enough. With
 /// 3 spans of 20 s for 2 sessions, one session encodes the third alone while the other
-/// waits (the encode benchmark's 60 s clip: 93.5 s so, 84.6 s with 6 spans).
+/// waits (the encode benchmark's 60 s clip: 93.5 s so, 84.6 s with 6 spans). Where the
+/// 2 s floor allows fewer than three each, the count is a whole number per session (10 s
+/// for 2 sessions: 4 spans of 2.5 s, not 5 of 2 s that leave one session the fifth alone).
 pub fn spans_wanted(segment_seconds: f64, duration: Option<f64>, sessions: u32) -> Option<u32> {
     let d = duration.filter(|d| *d > 0.0 && sessions > 1)?;
     // Whole spans the setting gives, and the most the floor allows.
     let by_setting = (d / segment_seconds).floor() as u32;
     let most = (d / MIN_SPAN_SECONDS).floor() as u32;
     let spans = sessions.saturating_mul(SPANS_PER_SESSION).min(most);
-    (spans > by_setting.max(1)).then_some(spans)
+    let whole = if spans >= sessions { spans - spans % sessions } else { spans };
+    (whole > by_setting.max(1)).then_some(whole)
 }
 
-/// Cut points for `spans` spans of about equal length between `start` and `end`: for each
-/// ideal cut, the keyframe nearest to it (so 60 s with a keyframe every 2 s makes six spans
-/// of 10 s, where "the first keyframe at least 10.004 s on" would make five of 12 s).
-/// Fewer where keyframes are too sparse.
-pub fn balanced_boundaries(keyframes: &[i64], start: i64, end: i64, spans: u32) -> Vec<i64> {
-    let mut sorted: Vec<i64> = keyframes.iter().copied().filter(|&k| k > start && k < end).collect();
-    sorted.sort_unstable();
-    sorted.dedup();
+/// Frames a cut may lie after a keyframe before it is moved back onto that keyframe (see
+/// `even_boundaries`): more than the B-frames x264 and x265 reorder (16 at most), so more
+/// than an open GOP's leading pictures and than a keyframe's decode time runs ahead of its
+/// presentation time.
+pub const KEYFRAME_SNAP_FRAMES: f64 = 16.0;
+
+/// Cut points for `spans` spans of equal length between `start` (the first frame's
+/// presentation time) and `end`, whatever the source's keyframes: each cut is the time of
+/// the frame nearest its ideal place on the grid of `ticks_per_frame` from `start`, so the
+/// spans hold whole frames, as many each as can be (counts differ by one at most). A
+/// cut that misses a frame's time (a variable frame rate, a time base that rounds) is still
+/// exact: a span is `from <= pts < to`, so every frame falls in one span, and its session
+/// decodes from the keyframe before the span (`media::sessions`).
+///
+/// One place is moved: a cut up to `KEYFRAME_SNAP_FRAMES` after a keyframe's time in the
+/// demuxer's index (`keyframes`) goes back onto it. There the seek before the cut lands on
+/// that keyframe, whose decode time (MP4's index) may come before the cut while its
+/// presentation time, or its open GOP's leading pictures (which reference the GOP before
+/// it, not decoded), come at or after the cut; a cut at the keyframe's own time is sought
+/// from the keyframe before it. None of the cuts repeats or leaves the video; fewer than
+/// `spans - 1` where the video has fewer frames.
+pub fn even_boundaries(keyframes: &[i64], start: i64, end: i64, spans: u32, ticks_per_frame: f64) -> Vec<i64> {
+    if !(ticks_per_frame.is_finite() && ticks_per_frame > 0.0) || end <= start || spans < 2 {
+        return Vec::new();
+    }
+    // Frames with `start + n * ticks_per_frame < end`, allowing for an end that a time base
+    // rounded half a tick up.
+    let frames = ((end - start) as f64 / ticks_per_frame - 0.5 / ticks_per_frame).ceil().max(1.0);
+    let snap = (ticks_per_frame * KEYFRAME_SNAP_FRAMES).ceil() as i64;
     let mut cuts: Vec<i64> = Vec::new();
-    let length = (end - start) as f64;
     for k in 1..spans {
-        let ideal = start as f64 + length * f64::from(k) / f64::from(spans);
-        let nearest =
-            sorted.iter().copied().min_by(|a, b| (*a as f64 - ideal).abs().total_cmp(&(*b as f64 - ideal).abs()));
-        if let Some(cut) = nearest.filter(|c| cuts.last().is_none_or(|last| c > last)) {
+        let frame = (frames * f64::from(k) / f64::from(spans)).round();
+        let on_grid = start.saturating_add((frame * ticks_per_frame).round() as i64);
+        let behind =
+            keyframes.iter().copied().filter(|&key| key > start && key < on_grid && on_grid - key <= snap).max();
+        let cut = behind.unwrap_or(on_grid);
+        if cut > start && cut < end && cuts.last().is_none_or(|last| cut > *last) {
             cuts.push(cut);
         }
     }
@@ -260,6 +286,17 @@ pub fn sessions(setting: Parallelism, cores: u32, jobs: u32, hardware: bool) -> 
     }
 }
 
+/// The threads a session opening an encoder gives it: its share of the job's cores, or, when
+/// the session may grow (`grows`: see `media::sessions`) and it is the only one at work
+/// (`at_work` counts it) with no span waiting, every session's share, so the cores of the
+/// sessions that ran out of spans do not idle (the last span, or a video of one span).
+pub fn session_threads(shares: Sessions, grows: bool, at_work: u32, spans_waiting: bool) -> u32 {
+    if !grows || shares.threads == 0 || at_work > 1 || spans_waiting {
+        return shares.threads;
+    }
+    shares.sessions.max(1).saturating_mul(shares.threads)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -385,6 +422,24 @@ mod tests {
     }
 
     #[test]
+    fn a_session_alone_with_no_span_waiting_takes_every_sessions_threads() {
+        let two = Sessions { sessions: 2, threads: 1 };
+        let four = Sessions { sessions: 4, threads: 4 };
+        // Alone with nothing waiting: the job's cores.
+        assert_eq!(session_threads(two, true, 1, false), 2);
+        assert_eq!(session_threads(four, true, 1, false), 16);
+        assert_eq!(session_threads(two, true, 0, false), 2);
+        // Others at work, or spans waiting for them: its share.
+        assert_eq!(session_threads(two, true, 2, false), 1);
+        assert_eq!(session_threads(four, true, 1, true), 4);
+        // An encoder that keeps its share (two passes, a helper, hardware), or the encoder's
+        // own default (0), is left alone.
+        assert_eq!(session_threads(two, false, 1, false), 1);
+        assert_eq!(session_threads(Sessions::ONE, true, 1, false), 0);
+        assert_eq!(session_threads(Sessions { sessions: 3, threads: 0 }, true, 1, false), 0);
+    }
+
+    #[test]
     fn short_videos_are_cut_into_equal_spans_so_every_session_gets_three_and_long_ones_keep_the_setting() {
         // 60 s for 2 sessions at 20 s: 6 spans, 3 each.
         assert_eq!(spans_wanted(20.0, Some(60.02), 2), Some(6));
@@ -402,14 +457,140 @@ mod tests {
         assert_eq!(spans_wanted(2.0, Some(8.04), 2), None);
         assert_eq!(spans_wanted(20.0, Some(120.0), 4), Some(12));
 
-        // Keyframes every 2 s (50 ticks at 25 fps), 60 s and a frame: cuts at 10 s steps.
-        let keys: Vec<i64> = (0..31).map(|i| i * 50).collect();
-        assert_eq!(balanced_boundaries(&keys, 0, 1501, 6), vec![250, 500, 750, 1000, 1250]);
-        // The cut the old rule made: five spans of 12 s.
-        assert_eq!(boundaries(&keys, 251), vec![300, 600, 900, 1200, 1500]);
-        // Sparse keyframes: fewer cuts, never a repeated or out-of-range one.
-        assert_eq!(balanced_boundaries(&[0, 700, 1400], 0, 1501, 6), vec![700, 1400]);
-        assert_eq!(balanced_boundaries(&[0], 0, 1501, 6), Vec::<i64>::new());
-        assert_eq!(balanced_boundaries(&keys, 0, 1501, 1), Vec::<i64>::new());
+        // Where the floor allows fewer than three each: a whole number per session.
+        assert_eq!(spans_wanted(20.0, Some(10.0), 2), Some(4));
+        assert_eq!(spans_wanted(20.0, Some(10.0), 3), Some(3));
+        assert_eq!(spans_wanted(20.0, Some(30.0), 2), Some(6));
+        assert_eq!(spans_wanted(20.0, Some(5.0), 2), Some(2));
+
+        // 60 s at 25 fps in ms: cuts at 10 s steps, on frames.
+        assert_eq!(even_boundaries(&[], 0, 60_000, 6, 40.0), vec![10_000, 20_000, 30_000, 40_000, 50_000]);
+        // A source that does not start at zero; a time base of 1/12800 (512 ticks a frame).
+        assert_eq!(even_boundaries(&[], 1400, 1400 + 250 * 40, 4, 40.0), vec![1400 + 2520, 1400 + 5000, 1400 + 7520]);
+        assert_eq!(even_boundaries(&[], 0, 250 * 512, 2, 512.0), vec![125 * 512]);
+        // Nothing to cut: one span, no frame grid, an empty or reversed range.
+        assert!(even_boundaries(&[], 0, 1000, 1, 40.0).is_empty());
+        assert!(even_boundaries(&[], 0, 1000, 4, 0.0).is_empty());
+        assert!(even_boundaries(&[], 0, 1000, 4, f64::NAN).is_empty());
+        assert!(even_boundaries(&[], 1000, 1000, 4, 40.0).is_empty());
+        // Fewer frames than spans: a cut per frame at most, none repeated.
+        assert_eq!(even_boundaries(&[], 0, 80, 6, 40.0), vec![40]);
+    }
+
+    /// The frames' presentation times as a muxer writes them: frame `n` at
+    /// `start + round(n * ticks_per_frame)`.
+    fn grid(start: i64, frames: u32, ticks_per_frame: f64) -> Vec<i64> {
+        (0..frames).map(|n| start + (f64::from(n) * ticks_per_frame).round() as i64).collect()
+    }
+
+    /// Which spans hold a frame at `pts`.
+    fn holders(spans: &[Span], pts: i64) -> Vec<usize> {
+        spans.iter().enumerate().filter(|(_, s)| !s.is_before(pts) && !s.is_past(pts)).map(|(i, _)| i).collect()
+    }
+
+    #[test]
+    fn even_cuts_fall_on_frames_and_every_frame_lands_in_exactly_one_span_in_order() {
+        // (ticks a frame, start): 25 fps in ms, 23.976 fps in ms (rounded), 25 fps at
+        // 1/12800, 29.97 fps at 1/90000, 50 fps in ms; starts at zero and after a priming.
+        let grids = [(40.0, 0), (1001.0 / 24.0, 0), (1001.0 / 24.0, 21), (512.0, 0), (3003.0, 1800), (20.0, 7)];
+        for (tpf, start) in grids {
+            for frames in (1..=90u32).chain([131, 250, 251]) {
+                let pts = grid(start, frames, tpf);
+                // The stream's end as containers give it: after the last frame's duration,
+                // or a little short of it (a rounded duration).
+                let ends = [start + (f64::from(frames) * tpf).round() as i64, pts[pts.len() - 1] + 1];
+                for end in ends {
+                    // Keyframes every 250 frames (x264's default: none after the first here),
+                    // every 50 and every 12 frames.
+                    for gop in [250usize, 50, 12] {
+                        let keys: Vec<i64> = pts.iter().copied().step_by(gop).collect();
+                        for spans_asked in 2..=7u32 {
+                            let cuts = even_boundaries(&keys, start, end, spans_asked, tpf);
+                            let ctx = format!("tpf {tpf} start {start} frames {frames} end {end} gop {gop} spans {spans_asked}: {cuts:?}");
+                            check_even_cuts(&pts, &keys, &cuts, tpf, frames, spans_asked, gop == 250, &ctx);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn check_even_cuts(
+        pts: &[i64],
+        keys: &[i64],
+        cuts: &[i64],
+        tpf: f64,
+        frames: u32,
+        spans_asked: u32,
+        exact: bool,
+        ctx: &str,
+    ) {
+        // Every cut is a frame's own time, inside the video, rising, and a keyframe or none
+        // lies just after a keyframe (where the seek would land on it).
+        assert!(cuts.iter().all(|c| pts.contains(c) && *c > pts[0]), "{ctx}");
+        assert!(cuts.windows(2).all(|w| w[0] < w[1]), "{ctx}");
+        let snap = (tpf * KEYFRAME_SNAP_FRAMES).ceil() as i64;
+        let just_after = |c: &i64| keys.iter().any(|k| *k > pts[0] && k < c && c - k <= snap);
+        assert!(!cuts.iter().any(|c| !keys.contains(c) && just_after(c)), "{ctx}");
+        let planned = spans(cuts);
+        // Each frame in exactly one span; the spans, in order, give the frames in order;
+        // none is empty.
+        let owners: Vec<Vec<usize>> = pts.iter().map(|p| holders(&planned, *p)).collect();
+        assert!(owners.iter().all(|o| o.len() == 1), "{ctx} {owners:?}");
+        let owner: Vec<usize> = owners.iter().map(|o| o[0]).collect();
+        assert!(owner.windows(2).all(|w| w[0] <= w[1]), "{ctx} {owner:?}");
+        let counts: Vec<usize> = (0..planned.len()).map(|i| owner.iter().filter(|o| **o == i).count()).collect();
+        assert!(counts.iter().all(|c| *c > 0), "{ctx} {counts:?}");
+        let (lo, hi) = (counts.iter().min().unwrap_or(&0), counts.iter().max().unwrap_or(&0));
+        if exact {
+            // As many spans as asked while there are frames enough, within a frame of
+            // each other.
+            if frames >= spans_asked * 2 {
+                assert_eq!(planned.len(), spans_asked as usize, "{ctx}");
+            }
+            assert!(hi - lo <= 1, "{ctx} {counts:?}");
+        } else {
+            // A cut moved back onto a keyframe moves at most that many frames.
+            assert!(hi - lo <= 1 + 2 * KEYFRAME_SNAP_FRAMES as usize, "{ctx} {counts:?}");
+        }
+    }
+
+    #[test]
+    fn a_cut_just_after_a_keyframe_moves_onto_it() {
+        // 10 s at 25 fps in ms, a keyframe at 4.92 s (a scene cut): the cut at 5 s is two
+        // frames after it, so it moves there; one at 5.8 s (22 frames after) stays.
+        assert_eq!(even_boundaries(&[0, 4920], 0, 10_000, 2, 40.0), vec![4920]);
+        assert_eq!(even_boundaries(&[0, 4200], 0, 10_000, 2, 40.0), vec![5000]);
+        // A keyframe just after the cut, or at it, changes nothing.
+        assert_eq!(even_boundaries(&[0, 5040], 0, 10_000, 2, 40.0), vec![5000]);
+        assert_eq!(even_boundaries(&[0, 5000], 0, 10_000, 2, 40.0), vec![5000]);
+        // The first keyframe, at the start, is never a cut.
+        assert_eq!(even_boundaries(&[0], 0, 400, 2, 40.0), vec![200]);
+        // MP4's index holds decode times, which need not be frames' times: the cut is still
+        // the keyframe's own time, the one the seek strictly before it handles.
+        assert_eq!(even_boundaries(&[-80, 4970], 0, 10_000, 2, 40.0), vec![4970]);
+    }
+
+    #[test]
+    fn a_cut_between_frames_still_puts_each_frame_on_one_side() {
+        // A variable frame rate: the grid misses the frames, the rule still divides them.
+        let pts = [0, 33, 70, 100, 167, 200, 233, 300, 310, 400, 433, 500];
+        let cuts = even_boundaries(&[], 0, 533, 3, 40.0);
+        assert_eq!(cuts.len(), 2, "{cuts:?}");
+        let planned = spans(&cuts);
+        for p in pts {
+            assert_eq!(holders(&planned, p).len(), 1, "{p} in {planned:?}");
+        }
+        // What is left after a pause mid-span keeps to the same rule, and each piece keeps
+        // its planned span's number.
+        let done = [s(None, Some(cuts[0])), s(Some(cuts[0]), Some(234))];
+        let left = remaining(&cuts, &done);
+        let all: Vec<Span> = done.iter().copied().chain(left.iter().copied()).collect();
+        for p in pts {
+            assert_eq!(holders(&all, p).len(), 1, "{p} in {all:?}");
+        }
+        assert!(left.iter().all(|piece| planned_index(&cuts, piece.from) >= 1));
+        assert_eq!(planned_index(&cuts, left[0].from), 1);
     }
 }

@@ -29,6 +29,7 @@ mod quality;
 mod repo;
 mod rules;
 mod schedule;
+mod spans;
 mod stats;
 mod streams;
 mod streams_plan;
