@@ -6,8 +6,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use condense::domain::library_health::{batches, QUICK_BATCH_BYTES, QUICK_BATCH_FILES};
 use condense::media::health::{Depth, Verdict};
-use condense::media::worker::{check_health, MEDIA_BINARY};
+use condense::media::worker::{check_health, health_batch, MEDIA_BINARY};
 
 use crate::report::Report;
 use crate::util::{ffmpeg, thousands, Ctx, Res, TempDir};
@@ -135,6 +136,23 @@ pub async fn run(cfg: &Config, report: &mut Report) -> Res<()> {
         child_check(&media, f, Depth::Quick).await?;
     }
     let per_child = started.elapsed().as_secs_f64();
+    // As the server sends them: batches cut by the run's own rule, one child each.
+    let started = Instant::now();
+    let sizes: Vec<u64> = files.iter().map(|f| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0)).collect();
+    let mut bad = Vec::new();
+    for range in batches(&sizes, QUICK_BATCH_FILES, QUICK_BATCH_BYTES) {
+        let batch = files.get(range).ctx("a batch out of range")?;
+        let mut each = |i: usize, r: Result<condense::media::health::FileHealth, condense::media::MediaError>| {
+            if !r.as_ref().is_ok_and(|h| h.verdict == Verdict::Ok) {
+                bad.push(format!("{}: {r:?}", batch.get(i).map(|p| p.display().to_string()).unwrap_or_default()));
+            }
+        };
+        health_batch(&media, batch, Depth::Quick, Duration::from_secs(3600), &mut each).await;
+    }
+    let batched = started.elapsed().as_secs_f64();
+    if let Some(first) = bad.first() {
+        return Err(format!("{} files not ok at quick in batches, first {first}", bad.len()));
+    }
     let started = Instant::now();
     for f in &files {
         ffprobe_packets(f)?;
@@ -155,6 +173,12 @@ pub async fn run(cfg: &Config, report: &mut Report) -> Res<()> {
         &cmd,
     );
     report.row(
+        format!("health check, quick, {count} files, in batches of {QUICK_BATCH_FILES} per media child (the server)"),
+        format!("{:.0} files/s", rate(batched)),
+        "",
+        &cmd,
+    );
+    report.row(
         format!("ffprobe -show_packets loop, {count} files"),
         format!("{:.1} files/s", rate(probe_loop)),
         "",
@@ -163,6 +187,12 @@ pub async fn run(cfg: &Config, report: &mut Report) -> Res<()> {
     report.row(
         "quick speed ratio, one process / ffprobe -show_packets",
         format!("{:.1}x", probe_loop / in_one),
+        "",
+        &cmd,
+    );
+    report.row(
+        "quick speed ratio, batches as the server runs them / ffprobe -show_packets",
+        format!("{:.1}x", probe_loop / batched),
         ">= 10x",
         &cmd,
     );
@@ -185,14 +215,19 @@ pub async fn run(cfg: &Config, report: &mut Report) -> Res<()> {
              hard links to the four 2 s 320x240 clips of the probing measure, page cache warm for every side:\n\n\
              - one process for all (`condense_media::health::check` in a loop, what one child taking many files \
              would run): {in_one:.2} s, {r1:.0} files/s;\n\
+             - in batches as the server sends them (`health_batch`, {QUICK_BATCH_FILES} files a \
+             `condense-media media` child, the run's own `library_health::batches`): {batched:.2} s, {rb:.0} \
+             files/s;\n\
              - one `condense-media media` child per file (`check_health`, the interface as built): {per_child:.2} \
              s, {r2:.1} files/s (most of it starting the process and loading FFmpeg's libraries);\n\
              - `ffprobe -v error -show_packets FILE`, one process per file: {probe_loop:.2} s, {r3:.1} files/s.\n\n\
-             Ratios against the ffprobe loop: {x1:.1}x in one process (goal >= 10x), {x2:.1}x with a child per \
-             file. Run alone: `{cmd}` (or `scripts/bench.sh health`).",
+             Ratios against the ffprobe loop: {xb:.1}x in batches as the server runs them (goal >= 10x), \
+             {x1:.1}x in one process, {x2:.1}x with a child per file. Run alone: `{cmd}` (or `scripts/bench.sh health`).",
             rounds = cfg.encode_rounds.max(2),
             r1 = rate(in_one),
             r2 = rate(per_child),
+            rb = rate(batched),
+            xb = probe_loop / batched,
             r3 = rate(probe_loop),
             x1 = probe_loop / in_one,
             x2 = probe_loop / per_child,
