@@ -469,7 +469,12 @@ async fn batch_child<T>(
     if let Some(mut stdin) = child.stdin.take() {
         match tokio::time::timeout(first, stdin.write_all(&body)).await {
             Ok(Ok(())) => {}
-            Ok(Err(e)) => return Err(BatchStop::OnFile(format!("sending the paths: {e}"))),
+            Ok(Err(e)) => {
+                return Err(BatchStop::OnFile(format!(
+                    "the child {} before reading the paths ({e})",
+                    ended(&mut child, first).await
+                )))
+            }
             Err(_) => return Err(BatchStop::OnFile(format!("the paths not read within {} s", first.as_secs()))),
         }
     }
@@ -479,14 +484,10 @@ async fn batch_child<T>(
         let line = match tokio::time::timeout(*limit, lines.next_line()).await {
             Ok(Ok(Some(line))) => line,
             Ok(Ok(None)) => {
-                let how = match child.wait().await {
-                    Ok(status) => match std::os::unix::process::ExitStatusExt::signal(&status) {
-                        Some(sig) => format!("was killed by signal {sig}"),
-                        None => format!("exited with status {}", status.code().unwrap_or(-1)),
-                    },
-                    Err(e) => e.to_string(),
-                };
-                return Err(BatchStop::OnFile(format!("the child {how} without an answer")));
+                return Err(BatchStop::OnFile(format!(
+                    "the child {} without an answer",
+                    ended(&mut child, *limit).await
+                )))
             }
             Ok(Err(e)) => return Err(BatchStop::OnFile(e.to_string())),
             Err(_) => return Err(BatchStop::OnFile(format!("no answer within {} s", limit.as_secs()))),
@@ -499,6 +500,19 @@ async fn batch_child<T>(
     }
     let _ = child.wait().await;
     Ok(())
+}
+
+/// How a child that stopped talking ended: "was killed by signal 9", "exited with status 1"
+/// (one that closed its pipes but runs on past `limit` is killed when dropped).
+async fn ended(child: &mut tokio::process::Child, limit: Duration) -> String {
+    match tokio::time::timeout(limit, child.wait()).await {
+        Ok(Ok(status)) => match std::os::unix::process::ExitStatusExt::signal(&status) {
+            Some(sig) => format!("was killed by signal {sig}"),
+            None => format!("exited with status {}", status.code().unwrap_or(-1)),
+        },
+        Ok(Err(e)) => format!("ended unseen ({e})"),
+        Err(_) => format!("closed its pipes and ran on past {} s", limit.as_secs()),
+    }
 }
 
 /// Checks one file's health in a child (issue 38), under validation's time limit. A file
