@@ -128,6 +128,12 @@ pub fn media_main() -> ExitCode {
             decoders: crate::device::decoders(),
         }),
         Ok(Request::Health { path, depth }) => Answer::Health(crate::health::check(&path, depth)),
+        Ok(Request::HealthBatch { paths, depth }) => {
+            for path in &paths {
+                write_answer(&Answer::Health(crate::health::check(path, depth)));
+            }
+            return ExitCode::SUCCESS;
+        }
         Err(e) => Answer::Failed { code: FailureCode::Miscellaneous, message: format!("bad request on stdin: {e}") },
     };
     write_answer(&answer);

@@ -1,9 +1,11 @@
 //! Library health checks (issue 38), run on the main node: every media file of a library
 //! (encoded, skipped and untouched alike, as the scan finds them, each checked again by
-//! `media::contain`) is read by `media::worker::check_health` in a `condense-media` child, at
-//! the lowest priority: only on idle job slots of this node (`node::ReserveCheck`), never
+//! `media::contain`) is read in a `condense-media` child, at the lowest priority: only on
+//! idle job slots of this node (`node::ReserveCheck`), never
 //! while a job waits for one (an encode always goes first; a running check may finish),
-//! several at once where several slots are idle. Files unchanged since a check found them
+//! several at once where several slots are idle. Quick checks go many files to a child and
+//! a slot (`worker::health_batch`, cut by `library_health::batches`); a thorough one is one
+//! file a child (`worker::check_health`). Files unchanged since a check found them
 //! `ok` are skipped unless a run asks for `all`. Each result is written as it comes
 //! (`repo::health`). A library's `healthSchedule` starts a quick run inside this node's
 //! encoding windows; after a scheduled run each damaged file is told (`file.damaged`) and,
@@ -243,13 +245,23 @@ impl HealthChecks {
             tracing::warn!(library = library.id, error = %e, "the health check's size was not recorded");
         }
         let mut findings = Vec::new();
-        let mut checks: JoinSet<Option<library_health_file::Model>> = JoinSet::new();
-        for found in files {
+        let mut checks: JoinSet<Vec<library_health_file::Model>> = JoinSet::new();
+        // Quick checks go many files to a child (and a slot); a thorough one is a file's
+        // whole decode, one file a child.
+        let sizes: Vec<u64> = files.iter().map(|f| u64::try_from(f.size).unwrap_or(0)).collect();
+        let cut = match depth {
+            Depth::Quick => {
+                library_health::batches(&sizes, library_health::QUICK_BATCH_FILES, library_health::QUICK_BATCH_BYTES)
+            }
+            Depth::Thorough => library_health::batches(&sizes, 1, 0),
+        };
+        for range in cut {
             while let Some(ended) = checks.try_join_next() {
-                if let Ok(Some(finding)) = ended {
-                    findings.push(finding);
+                if let Ok(found) = ended {
+                    findings.extend(found);
                 }
             }
+            let batch = files.get(range).unwrap_or_default().to_vec();
             // Not raced with anything but the cancel while it waits: a slot the node gave
             // is always taken (and freed by the check that holds it).
             let Some(slot) = self.slot(cancel).await else {
@@ -258,28 +270,13 @@ impl HealthChecks {
             };
             let this = self.clone();
             let library_id = library.id;
-            checks.spawn_local(async move {
-                let health = this.check(&found, depth).await;
-                drop(slot);
-                let recorded = match health {
-                    Some(health) => repo::health::record(&this.db, library_id, &found, &health).await,
-                    None => return None,
-                };
-                let _ = repo::health::advance(&this.db, library_id).await;
-                match recorded {
-                    Ok(row) => library_health::is_finding(repo::health::verdict_of(&row), row.ignored).then_some(row),
-                    Err(e) => {
-                        tracing::warn!(library = library_id, error = %e, "a file's health was not recorded");
-                        None
-                    }
-                }
-            });
+            checks.spawn_local(async move { this.check_batch(library_id, &batch, depth, slot).await });
         }
         loop {
             tokio::select! {
                 ended = checks.join_next() => match ended {
-                    Some(Ok(Some(finding))) => findings.push(finding),
-                    Some(_) => {}
+                    Some(Ok(found)) => findings.extend(found),
+                    Some(Err(_)) => {}
                     None => return (RunStatus::Done, findings),
                 },
                 () = cancel.notified() => {
@@ -288,6 +285,53 @@ impl HealthChecks {
                 }
             }
         }
+    }
+
+    /// Checks `files` on the slot it holds (freed once the checks end), each result recorded
+    /// as it comes; answers the findings among them.
+    async fn check_batch(
+        &self,
+        library_id: i32,
+        files: &[FoundFile],
+        depth: Depth,
+        slot: Slot,
+    ) -> Vec<library_health_file::Model> {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(usize, FileHealth)>();
+        let checking = async move {
+            match files {
+                [one] => {
+                    if let Some(health) = self.check(one, depth).await {
+                        let _ = tx.send((0, health));
+                    }
+                }
+                _ => {
+                    let paths: Vec<PathBuf> = files.iter().map(|f| f.path.clone()).collect();
+                    let mut each = |i: usize, result: Result<FileHealth, crate::media::MediaError>| {
+                        let _ = tx.send((i, result.unwrap_or_else(|e| failed(depth, &e))));
+                    };
+                    worker::health_batch(&self.binary, &paths, depth, self.analysis_timeout, &mut each).await;
+                }
+            }
+            drop(slot);
+        };
+        let recording = async {
+            let mut findings = Vec::new();
+            while let Some((i, health)) = rx.recv().await {
+                let Some(found) = files.get(i) else { continue };
+                let recorded = repo::health::record(&self.db, library_id, found, &health).await;
+                let _ = repo::health::advance(&self.db, library_id).await;
+                match recorded {
+                    Ok(row) => {
+                        if library_health::is_finding(repo::health::verdict_of(&row), row.ignored) {
+                            findings.push(row);
+                        }
+                    }
+                    Err(e) => tracing::warn!(library = library_id, error = %e, "a file's health was not recorded"),
+                }
+            }
+            findings
+        };
+        tokio::join!(checking, recording).1
     }
 
     /// The library's files this run reads: all, or those not unchanged since an `ok`.
@@ -330,14 +374,7 @@ impl HealthChecks {
     async fn check(&self, found: &FoundFile, depth: Depth) -> Option<FileHealth> {
         match worker::check_health(&self.binary, &found.path, depth, self.analysis_timeout).await {
             Ok(health) => Some(health),
-            Err(e) => Some(FileHealth {
-                depth,
-                verdict: Verdict::Unreadable,
-                first_error_seconds: None,
-                message: Some(e.to_string()),
-                error_count: 1,
-                streams: Vec::new(),
-            }),
+            Err(e) => Some(failed(depth, &e)),
         }
     }
 
@@ -411,5 +448,18 @@ impl HealthChecks {
                 }
             }
         });
+    }
+}
+
+/// A check that itself failed (its child crashed or ran out of time on the file): the file
+/// is recorded unreadable, with the reason.
+fn failed(depth: Depth, e: &crate::media::MediaError) -> FileHealth {
+    FileHealth {
+        depth,
+        verdict: Verdict::Unreadable,
+        first_error_seconds: None,
+        message: Some(e.to_string()),
+        error_count: 1,
+        streams: Vec::new(),
     }
 }

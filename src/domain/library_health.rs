@@ -108,6 +108,34 @@ pub fn is_finding(verdict: Verdict, ignored: bool) -> bool {
     verdict != Verdict::Ok && !ignored
 }
 
+/// Files one child checks at quick depth, at most: enough that starting the child and
+/// loading FFmpeg (most of a small file's check when alone) is paid once per batch.
+pub const QUICK_BATCH_FILES: usize = 64;
+/// Bytes one child checks at quick depth, at most (a file larger goes alone): quick reads
+/// every packet, so this bounds a batch to a few seconds of work, and the slot it holds
+/// comes back to an encode soon.
+pub const QUICK_BATCH_BYTES: u64 = 2_000_000_000;
+
+/// How a run's files (their sizes, in order) are cut into batches, one child and one slot
+/// each: consecutive runs of at most `max_files` files and `max_bytes` bytes, a file larger
+/// than `max_bytes` alone; every file in exactly one batch, in order.
+pub fn batches(sizes: &[u64], max_files: usize, max_bytes: u64) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::new();
+    let (mut start, mut bytes) = (0, 0u64);
+    for (i, &size) in sizes.iter().enumerate() {
+        let full = i - start >= max_files.max(1) || bytes.saturating_add(size) > max_bytes;
+        if i > start && full {
+            out.push(start..i);
+            (start, bytes) = (i, 0);
+        }
+        bytes = bytes.saturating_add(size);
+    }
+    if start < sizes.len() {
+        out.push(start..sizes.len());
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -197,5 +225,26 @@ mod tests {
             assert_eq!(a.as_str().parse::<HealthAction>().unwrap(), *a);
         }
         assert!("daily".parse::<HealthSchedule>().is_err());
+    }
+    #[test]
+    fn batches_hold_every_file_once_in_order_within_their_bounds() {
+        assert!(batches(&[], 64, 100).is_empty());
+        assert_eq!(batches(&[1; 5], 2, 100), vec![0..2, 2..4, 4..5]);
+        assert_eq!(batches(&[40, 40, 40, 10], 64, 100), vec![0..2, 2..4]);
+        // A file over the bound goes alone; so does a batch of one when max_files is 0.
+        assert_eq!(batches(&[10, 500, 10], 64, 100), vec![0..1, 1..2, 2..3]);
+        assert_eq!(batches(&[1, 1], 0, 100), vec![0..1, 1..2]);
+        assert_eq!(batches(&[u64::MAX, u64::MAX], 64, 100), vec![0..1, 1..2]);
+        for sizes in [vec![3u64; 200], (0..300).map(|i| i * 7 % 90).collect()] {
+            let cut = batches(&sizes, 64, 100);
+            assert_eq!(cut.first().map(|r| r.start), Some(0));
+            assert_eq!(cut.last().map(|r| r.end), Some(sizes.len()));
+            for pair in cut.windows(2) {
+                assert_eq!(pair[0].end, pair[1].start);
+            }
+            for r in &cut {
+                assert!(r.len() <= 64 && (r.len() == 1 || sizes[r.clone()].iter().sum::<u64>() <= 100), "{r:?}");
+            }
+        }
     }
 }

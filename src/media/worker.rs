@@ -59,6 +59,14 @@ pub enum Request {
         path: PathBuf,
         depth: Depth,
     },
+    /// Health checks of many files (issue 38), one answer line per path, in order, each
+    /// written as soon as that file is checked: one child pays FFmpeg's start for many
+    /// small files.
+    HealthBatch {
+        #[serde(with = "path_bytes::lossless_vec")]
+        paths: Vec<PathBuf>,
+        depth: Depth,
+    },
 }
 
 impl Request {
@@ -68,7 +76,7 @@ impl Request {
             Request::Verify { .. } => "verifying the output",
             Request::Probe { .. } => "probing",
             Request::Capabilities => "asking what FFmpeg can run",
-            Request::Health { .. } => "checking the file's health",
+            Request::Health { .. } | Request::HealthBatch { .. } => "checking the file's health",
         }
     }
 
@@ -76,7 +84,9 @@ impl Request {
         match self {
             Request::Validate { path } => path,
             Request::Verify { output, .. } => output,
-            Request::Probe { paths } => paths.first().map_or(Path::new(""), PathBuf::as_path),
+            Request::Probe { paths } | Request::HealthBatch { paths, .. } => {
+                paths.first().map_or(Path::new(""), PathBuf::as_path)
+            }
             Request::Capabilities => Path::new(""),
             Request::Health { path, .. } => path,
         }
@@ -303,89 +313,206 @@ pub type Probed = Option<Result<MediaInfo, MediaError>>;
 /// batch goes to a new child.
 pub async fn probe_batch(binary: &Path, paths: &[PathBuf], per_file: Duration) -> Vec<Probed> {
     let mut results: Vec<Probed> = Vec::with_capacity(paths.len());
-    // Children in a row that answered nothing: a program that cannot work at all (three
-    // tries) is not started once per file.
-    let mut silent = 0;
-    while let Some(rest) = paths.get(results.len()..).filter(|rest| !rest.is_empty()) {
-        let before = results.len();
-        match probe_some(binary, rest, per_file, &mut results).await {
-            Ok(()) => {}
-            Err(ProbeStop::OnFile(why)) => {
-                let path = paths.get(results.len()).map(|p| p.display().to_string()).unwrap_or_default();
-                tracing::warn!(path, why, "the probe child stopped on this file; it is left to the job's own analysis");
-                results.push(None);
-                silent = if results.len() == before + 1 { silent + 1 } else { 0 };
-                if silent >= 3 {
-                    tracing::warn!(
-                        files = paths.len() - results.len(),
-                        "probe children keep failing; the rest is left to the jobs' own analysis"
-                    );
-                    results.resize_with(paths.len(), || None);
-                }
-            }
-            Err(ProbeStop::NoChild(why)) => {
-                tracing::warn!(
-                    why,
-                    files = rest.len(),
-                    "no probe child could be started; the files are left to their jobs' own analysis"
-                );
-                results.resize_with(paths.len(), || None);
-            }
+    let limits = vec![per_file; paths.len()];
+    let request = |rest: &[PathBuf]| Request::Probe { paths: rest.to_vec() };
+    let answer = |answer: Answer| match answer {
+        Answer::Ok { info } => Some(Ok(*info)),
+        Answer::Failed { code, message } => Some(Err(MediaError::new(code, message))),
+        Answer::Capabilities(_) | Answer::Health(_) => None,
+    };
+    // A file its child stopped on is left unknown: its job's own analysis tells.
+    let stopped = batch(binary, paths, &limits, request, answer, &mut |_, probed| {
+        results.push(match probed {
+            Each::Answered(probed) => Some(probed),
+            Each::Stopped(_) => None,
+        });
+    })
+    .await;
+    match stopped {
+        Ok(()) => {}
+        Err(BatchStop::OnFile(why)) => {
+            let path = paths.get(results.len()).map(|p| p.display().to_string()).unwrap_or_default();
+            tracing::warn!(path, why, "probe children keep failing; the rest is left to the jobs' own analysis");
+        }
+        Err(BatchStop::NoChild(why)) => {
+            tracing::warn!(why, "no probe child could be started; the files are left to their jobs' own analysis");
         }
     }
+    // A file a child stopped on, and every file after the batch was given up, is unknown.
+    results.resize_with(paths.len(), || None);
     results
 }
 
-enum ProbeStop {
+/// Health checks of many files (issue 38) in `condense-media` children, one child for the
+/// batch as long as none crashes or hangs; `each` gets every file's result (its index in
+/// `paths`) as soon as it is known, in order. Each file may take validation's time limit for
+/// its size (`time_limit`). A file its child crashed or hung on is answered `Err` with the
+/// reason (the node records it unreadable) and the rest of the batch goes to a new child;
+/// where no child can be started (or three in a row answer nothing), every file left is
+/// answered that error.
+pub async fn health_batch(
+    binary: &Path,
+    paths: &[PathBuf],
+    depth: Depth,
+    base_limit: Duration,
+    each: &mut (dyn FnMut(usize, Result<FileHealth, MediaError>) + Send),
+) {
+    let limits: Vec<Duration> =
+        paths.iter().map(|p| time_limit(base_limit, std::fs::metadata(p).map(|m| m.len()).unwrap_or(0))).collect();
+    let request = |rest: &[PathBuf]| Request::HealthBatch { paths: rest.to_vec(), depth };
+    let answer = |answer: Answer| match answer {
+        Answer::Health(health) => Some(Ok(health)),
+        Answer::Failed { code, message } => Some(Err(MediaError::new(code, message))),
+        Answer::Ok { .. } | Answer::Capabilities(_) => None,
+    };
+    let mut done = 0;
+    let stopped = batch(binary, paths, &limits, request, answer, &mut |i, result| {
+        done = i + 1;
+        each(
+            i,
+            match result {
+                Each::Answered(result) => result,
+                Each::Stopped(e) => Err(e),
+            },
+        );
+    })
+    .await;
+    let why = match stopped {
+        Ok(()) => return,
+        Err(BatchStop::OnFile(why) | BatchStop::NoChild(why)) => why,
+    };
+    tracing::warn!(
+        files = paths.len() - done,
+        why,
+        "health check children keep failing; the files left are unreadable"
+    );
+    for i in done..paths.len() {
+        each(i, Err(MediaError::new(FailureCode::TranscoderCrashed, format!("the health check failed: {why}"))));
+    }
+}
+
+/// One file's result in a batch.
+enum Each<T> {
+    /// What the child answered.
+    Answered(Result<T, MediaError>),
+    /// Its child crashed or hung on this file: why.
+    Stopped(MediaError),
+}
+
+enum BatchStop {
     /// The child crashed, hung or answered nonsense on the next file.
     OnFile(String),
     /// No child to ask.
     NoChild(String),
 }
 
-async fn probe_some(
+/// Runs `paths` through as few children as it can: one child for the rest of the batch,
+/// a new one after a child stops on a file (whose result is then `Each::Stopped` with the
+/// reason, `TranscoderCrashed` or `Timeout`). `each` gets every result with its index, in order.
+/// Stops early (`Err`) when no child starts, or three children in a row answer nothing: a
+/// program that cannot work at all is not started once per file.
+async fn batch<T>(
     binary: &Path,
     paths: &[PathBuf],
-    per_file: Duration,
-    results: &mut Vec<Probed>,
-) -> Result<(), ProbeStop> {
+    limits: &[Duration],
+    request: impl Fn(&[PathBuf]) -> Request,
+    answer: impl Fn(Answer) -> Option<Result<T, MediaError>>,
+    each: &mut (dyn FnMut(usize, Each<T>) + Send),
+) -> Result<(), BatchStop> {
+    let mut next = 0;
+    let mut silent = 0;
+    while next < paths.len() {
+        let before = next;
+        let rest = paths.get(next..).unwrap_or_default();
+        let rest_limits = limits.get(next..).unwrap_or_default();
+        let mut answered = |i, r| each(before + i, Each::Answered(r));
+        let stop = match batch_child(binary, &request(rest), rest_limits, &answer, &mut answered, &mut next).await {
+            Ok(()) => return Ok(()),
+            Err(BatchStop::NoChild(why)) => return Err(BatchStop::NoChild(why)),
+            Err(BatchStop::OnFile(why)) => why,
+        };
+        let path = paths.get(next).map(|p| p.display().to_string()).unwrap_or_default();
+        tracing::warn!(path, why = stop, "a media child stopped on this file; the rest go to a new one");
+        silent = if next == before { silent + 1 } else { 0 };
+        if silent >= 3 {
+            return Err(BatchStop::OnFile(stop));
+        }
+        let code =
+            if stop.starts_with("no answer within") { FailureCode::Timeout } else { FailureCode::TranscoderCrashed };
+        each(next, Each::Stopped(MediaError::new(code, format!("the media child stopped on this file: {stop}"))));
+        next += 1;
+    }
+    Ok(())
+}
+
+/// One child for `request`'s paths: each answer handed to `each` (its index among them)
+/// as it comes, `done` counting them (from the index the batch started at).
+async fn batch_child<T>(
+    binary: &Path,
+    request: &Request,
+    limits: &[Duration],
+    answer: &impl Fn(Answer) -> Option<Result<T, MediaError>>,
+    each: &mut (dyn FnMut(usize, Result<T, MediaError>) + Send),
+    done: &mut usize,
+) -> Result<(), BatchStop> {
     use tokio::io::AsyncBufReadExt;
-    let request = Request::Probe { paths: paths.to_vec() };
-    let body = serde_json::to_vec(&request).map_err(|e| ProbeStop::NoChild(e.to_string()))?;
+    let body = serde_json::to_vec(request).map_err(|e| BatchStop::NoChild(e.to_string()))?;
     // FFmpeg's complaints about broken files are not read here: a full stderr pipe would
     // stall the child.
     let mut child = child_command(binary, "media", address_space(None, 1, false))
         .stderr(Stdio::null())
         .spawn()
-        .map_err(|e| ProbeStop::NoChild(format!("{}: {e}", binary.display())))?;
+        .map_err(|e| BatchStop::NoChild(format!("{}: {e}", binary.display())))?;
+    let first = limits.first().copied().unwrap_or_default();
     // The child reads the whole request before it answers anything; one that never reads
     // it (a pipe's worth of paths) is a hang like any other.
     if let Some(mut stdin) = child.stdin.take() {
-        match tokio::time::timeout(per_file, stdin.write_all(&body)).await {
+        match tokio::time::timeout(first, stdin.write_all(&body)).await {
             Ok(Ok(())) => {}
-            Ok(Err(e)) => return Err(ProbeStop::OnFile(format!("sending the paths: {e}"))),
-            Err(_) => return Err(ProbeStop::OnFile(format!("the paths not read within {} s", per_file.as_secs()))),
+            Ok(Err(e)) => {
+                return Err(BatchStop::OnFile(format!(
+                    "the child {} before reading the paths ({e})",
+                    ended(&mut child, first).await
+                )))
+            }
+            Err(_) => return Err(BatchStop::OnFile(format!("the paths not read within {} s", first.as_secs()))),
         }
     }
-    let stdout = child.stdout.take().ok_or_else(|| ProbeStop::NoChild("no stdout".into()))?;
+    let stdout = child.stdout.take().ok_or_else(|| BatchStop::NoChild("no stdout".into()))?;
     let mut lines = tokio::io::BufReader::new(stdout).lines();
-    for _ in paths {
-        let line = match tokio::time::timeout(per_file, lines.next_line()).await {
+    for (i, limit) in limits.iter().enumerate() {
+        let line = match tokio::time::timeout(*limit, lines.next_line()).await {
             Ok(Ok(Some(line))) => line,
-            Ok(Ok(None)) => return Err(ProbeStop::OnFile("the child ended without an answer".into())),
-            Ok(Err(e)) => return Err(ProbeStop::OnFile(e.to_string())),
-            Err(_) => return Err(ProbeStop::OnFile(format!("no answer within {} s", per_file.as_secs()))),
-        };
-        results.push(Some(match serde_json::from_str::<Answer>(&line) {
-            Ok(Answer::Ok { info }) => Ok(*info),
-            Ok(Answer::Failed { code, message }) => Err(MediaError::new(code, message)),
-            Ok(Answer::Capabilities(_) | Answer::Health(_)) | Err(_) => {
-                return Err(ProbeStop::OnFile(format!("not a probe's answer: {line:.200}")))
+            Ok(Ok(None)) => {
+                return Err(BatchStop::OnFile(format!(
+                    "the child {} without an answer",
+                    ended(&mut child, *limit).await
+                )))
             }
-        }));
+            Ok(Err(e)) => return Err(BatchStop::OnFile(e.to_string())),
+            Err(_) => return Err(BatchStop::OnFile(format!("no answer within {} s", limit.as_secs()))),
+        };
+        let Some(result) = serde_json::from_str::<Answer>(&line).ok().and_then(answer) else {
+            return Err(BatchStop::OnFile(format!("not an answer to {}: {line:.200}", request.doing())));
+        };
+        each(i, result);
+        *done += 1;
     }
     let _ = child.wait().await;
     Ok(())
+}
+
+/// How a child that stopped talking ended: "was killed by signal 9", "exited with status 1"
+/// (one that closed its pipes but runs on past `limit` is killed when dropped).
+async fn ended(child: &mut tokio::process::Child, limit: Duration) -> String {
+    match tokio::time::timeout(limit, child.wait()).await {
+        Ok(Ok(status)) => match std::os::unix::process::ExitStatusExt::signal(&status) {
+            Some(sig) => format!("was killed by signal {sig}"),
+            None => format!("exited with status {}", status.code().unwrap_or(-1)),
+        },
+        Ok(Err(e)) => format!("ended unseen ({e})"),
+        Err(_) => format!("closed its pipes and ran on past {} s", limit.as_secs()),
+    }
 }
 
 /// Checks one file's health in a child (issue 38), under validation's time limit. A file

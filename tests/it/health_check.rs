@@ -1,14 +1,16 @@
 //! The library health check (issue 38) through `worker::check_health` and the built
 //! `condense-media` child: good H.264, HEVC and AV1 clips, one cut short mid-GOP, one with
 //! bytes zeroed inside a video frame, one with a damaged audio packet, one that is not
-//! media; each file's bytes and its folder's listing unchanged by the checks.
+//! media; each file's bytes and its folder's listing unchanged by the checks. Quick checks
+//! of many files in one child (`worker::health_batch`), and the batch surviving a child that
+//! hangs or dies on one file.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
 use condense::media::health::{Depth, FileHealth, Verdict};
-use condense::media::worker::check_health;
+use condense::media::worker::{check_health, health_batch};
 use sha2::{Digest, Sha256};
 
 use crate::common::media::ffmpeg;
@@ -204,4 +206,106 @@ async fn thorough_finds_a_damaged_audio_packet_and_counts_it_on_the_audio_stream
     assert_eq!((h.streams[0].index, h.streams[0].kind.as_str()), (1, "audio"), "{h:?}");
     assert!(h.message.as_deref().unwrap().contains("stream 1 (audio flac)"), "{h:?}");
     assert_eq!(snapshot(dir), before, "a check changed a file or its folder");
+}
+
+/// Quick checks of `paths` in batch: each result, by index, in the order they came.
+async fn batch(paths: &[PathBuf], base_limit: Duration) -> Vec<(usize, FileHealth)> {
+    let mut got = Vec::new();
+    let mut each = |i: usize, r: Result<FileHealth, condense::media::MediaError>| {
+        let h = r.unwrap_or_else(|e| FileHealth {
+            depth: Depth::Quick,
+            verdict: Verdict::Unreadable,
+            first_error_seconds: None,
+            message: Some(format!("ERR {e}")),
+            error_count: 1,
+            streams: Vec::new(),
+        });
+        got.push((i, h));
+    };
+    health_batch(media_binary(), paths, Depth::Quick, base_limit, &mut each).await;
+    got
+}
+
+/// One child checks a batch of files at quick depth, each given its own verdict, every one
+/// answered once and in order: good, cut short, not media. A child that stops answering
+/// (SIGSTOP: a hang, killed after the file's time limit) or dies (SIGKILL: a crash) costs
+/// the batch only the file it was on, recorded unreadable with the reason; the rest goes to
+/// a new child and gets its verdicts. Without a program to run, every file is answered
+/// with why.
+#[actix_web::test]
+async fn a_quick_batch_gives_each_file_its_verdict_and_survives_a_child_that_hangs_or_dies() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let whole = clip(dir, "whole.mkv", "-c:v libx264 -preset ultrafast -qp 20", "-c:a aac");
+    let video = packets(&whole, "v");
+    let cut = video.iter().find(|p| p.seconds >= 2.5).unwrap().pos + 100;
+    let short = dir.join("short.mkv");
+    std::fs::write(&short, &std::fs::read(&whole).unwrap()[..cut as usize]).unwrap();
+    let not_media = dir.join("notes.mkv");
+    std::fs::write(&not_media, "these are the show's notes, not a video\n".repeat(100)).unwrap();
+    let mut paths = vec![whole.clone(), short.clone(), not_media.clone()];
+    for i in 0..150 {
+        let copy = dir.join(format!("copy_{i:03}.mkv"));
+        std::fs::hard_link(&whole, &copy).unwrap();
+        paths.push(copy);
+    }
+    paths.push(dir.join("missing.mkv"));
+    let before = snapshot(dir);
+    let judge = |got: &[(usize, FileHealth)], stopped: Option<usize>| {
+        let order: Vec<usize> = got.iter().map(|(i, _)| *i).collect();
+        assert_eq!(order, (0..paths.len()).collect::<Vec<_>>(), "each file answered once, in order");
+        for (i, h) in got {
+            if Some(*i) == stopped {
+                continue;
+            }
+            let path = &paths[*i];
+            match *i {
+                1 => assert!(matches!(h.verdict, Verdict::Damaged | Verdict::Unreadable), "{h:?}"),
+                2 => {
+                    assert_eq!(h.verdict, Verdict::Unreadable, "{h:?}");
+                    assert!(h.message.as_deref().unwrap().contains("notes.mkv"), "{h:?}");
+                }
+                i if i == paths.len() - 1 => assert_eq!(h.verdict, Verdict::Unreadable, "{h:?}"),
+                _ => assert_eq!(h.verdict, Verdict::Ok, "{}: {h:?}", path.display()),
+            }
+        }
+    };
+
+    let got = batch(&paths, Duration::from_secs(120)).await;
+    judge(&got, None);
+    // The cut file's finding is the same as when checked alone.
+    assert_eq!(got[1].1, check(&short, Depth::Quick).await);
+
+    for signal in [libc::SIGSTOP, libc::SIGKILL] {
+        // Signals the first child of the batch once it runs, and no other.
+        let stopper = std::thread::spawn(move || {
+            let deadline = std::time::Instant::now() + Duration::from_secs(60);
+            while std::time::Instant::now() < deadline {
+                if let Some(&pid) = crate::common::server::own_children(b"media").first() {
+                    unsafe { libc::kill(pid, signal) };
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        });
+        let got = batch(&paths, Duration::from_secs(5)).await;
+        stopper.join().unwrap();
+        let stopped: Vec<&(usize, FileHealth)> = got
+            .iter()
+            .filter(|(_, h)| h.message.as_deref().is_some_and(|m| m.contains("stopped on this file")))
+            .collect();
+        assert_eq!(stopped.len(), 1, "signal {signal}: {stopped:?}");
+        let (at, h) = stopped[0];
+        assert_eq!(h.verdict, Verdict::Unreadable, "{h:?}");
+        let why = if signal == libc::SIGSTOP { "no answer within 5 s" } else { "killed by signal 9" };
+        assert!(h.message.as_deref().unwrap().contains(why), "signal {signal}: {h:?}");
+        judge(&got, Some(*at));
+    }
+    assert_eq!(snapshot(dir), before, "a check changed a file or its folder");
+
+    let mut nowhere = Vec::new();
+    let mut each = |i: usize, r: Result<FileHealth, condense::media::MediaError>| nowhere.push((i, r.is_err()));
+    health_batch(Path::new("/nonexistent/condense-media"), &paths, Depth::Quick, Duration::from_secs(5), &mut each)
+        .await;
+    assert_eq!(nowhere, (0..paths.len()).map(|i| (i, true)).collect::<Vec<_>>());
 }
