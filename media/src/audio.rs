@@ -1,4 +1,5 @@
-//! Audio made in the mux's one pass (issue 37, `condense::media::stream_plan`): a source
+//! Audio made for a stream plan (issue 37, `condense::media::stream_plan`), beside the video
+//! (`audio_ahead`) or in the mux's pass where that file is missing: a source
 //! track decoded and encoded again with FFmpeg's own encoder (`convert`, its channel layout
 //! kept: 5.1 stays 5.1), or a stereo downmix of it (`add`, by libswresample). Packets come
 //! out in the encoder's time base (1 / sample rate), timed from the source's first frame on,

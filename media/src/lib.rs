@@ -5,6 +5,7 @@
 //! probe facts, errors) lives in `condense::media`. See docs/ARCHITECTURE.md, "Media".
 
 pub mod audio;
+pub mod audio_ahead;
 pub mod child;
 pub mod cli;
 pub mod decode;

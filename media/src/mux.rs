@@ -1,6 +1,10 @@
 //! Joins the encoded video segments with every other stream of the source (audio,
 //! subtitles, attachments copied as they are), chapters and metadata, into the output file.
 //! Packets from the two sides are written in timestamp order, so memory stays flat.
+//! Converted and added audio comes from the file the run encoded beside the video
+//! (`audio_ahead`), a third side merged by time the same way; where that file is missing,
+//! not whole or made for another plan, the mux encodes the audio itself, as the source's
+//! packets come.
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
@@ -13,6 +17,7 @@ use rsmpeg::ffi;
 use rsmpeg::UnsafeDerefMut;
 
 use crate::audio::AudioEncode;
+use crate::audio_ahead;
 use crate::decode::main_video_index;
 use crate::error::from_rsmpeg;
 use crate::probe::{open_input, side_data_of};
@@ -216,6 +221,17 @@ pub fn mux(plan: &EncodePlan, info: &MediaInfo, manifest: &Manifest, output_path
     let outputs = planned_outputs(plan, &carry, source_tbs.len());
     let mut routes: Vec<Vec<Route>> = vec![Vec::new(); source_tbs.len()];
     let mut audio: Vec<AudioEncode> = Vec::new();
+    // The audio encoded ahead, if whole and made for this plan: its k-th stream is the k-th
+    // `Made::Audio` output.
+    let audio_outputs = audio_ahead::audio_outputs(plan);
+    let mut ahead = if audio_outputs.is_empty() {
+        None
+    } else {
+        audio_ahead::open_valid(&plan.partial_dir, &audio_ahead::key(plan, &audio_outputs))
+    };
+    let ahead_tbs: Vec<ffi::AVRational> =
+        ahead.as_ref().map(|a| a.streams.iter().map(|s| s.1).collect()).unwrap_or_default();
+    let mut ahead_out: Vec<usize> = Vec::new();
     let mut subtitles: Vec<SubtitleEncode> = Vec::new();
     let mut video_out = None;
     for (i, made, planned) in outputs {
@@ -226,6 +242,10 @@ pub fn mux(plan: &EncodePlan, info: &MediaInfo, manifest: &Manifest, output_path
         let encoded = made == Made::Encode;
         let mut out_stream = output.new_stream();
         let route = match &made {
+            Made::Audio { .. } if ahead.is_some() => {
+                ahead_out.push(out_stream.index as usize);
+                Route::Ahead(ahead_out.len() - 1, out_stream.index as usize)
+            }
             Made::Audio { codec, bit_rate, stereo } => {
                 let job = AudioEncode::open(&par, stream.time_base, codec, *bit_rate, *stereo)?;
                 audio.push(job);
@@ -238,13 +258,15 @@ pub fn mux(plan: &EncodePlan, info: &MediaInfo, manifest: &Manifest, output_path
             _ => Route::Copy(out_stream.index as usize),
         };
         if let Some(r) = routes.get_mut(i) {
-            if !encoded {
+            // Audio encoded ahead needs nothing of the source's packets.
+            if !encoded && !matches!(route, Route::Ahead(..)) {
                 r.push(route);
             }
         }
         let converted = match route {
             Route::Audio(k, _) => audio.get(k).map(AudioEncode::codecpar),
             Route::Subtitle(k, _) => subtitles.get(k).map(SubtitleEncode::codecpar),
+            Route::Ahead(k, _) => ahead.as_ref().and_then(|a| a.streams.get(k)).map(|s| s.0.clone()),
             Route::Copy(_) => None,
         };
         let mut new_par = match (&converted, encoded) {
@@ -269,6 +291,7 @@ pub fn mux(plan: &EncodePlan, info: &MediaInfo, manifest: &Manifest, output_path
         out_stream.set_time_base(match route {
             Route::Audio(k, _) => audio.get(k).map_or(stream.time_base, AudioEncode::time_base),
             Route::Subtitle(k, _) => subtitles.get(k).map_or(stream.time_base, SubtitleEncode::time_base),
+            Route::Ahead(k, _) => ahead_tbs.get(k).copied().unwrap_or(stream.time_base),
             Route::Copy(_) => stream.time_base,
         });
         // SAFETY: copying metadata, disposition and side data into the stream we just created.
@@ -337,7 +360,14 @@ pub fn mux(plan: &EncodePlan, info: &MediaInfo, manifest: &Manifest, output_path
 
     let mut segments =
         SegmentReader { dir: &plan.partial_dir, manifest, next: 0, current: None, time_base: params.time_base() };
+    if ahead.as_ref().is_some_and(|a| a.streams.len() != ahead_out.len()) {
+        return Err(MediaError::misc("the audio encoded ahead does not match the planned audio outputs"));
+    }
     let mut next_video = segments.next_packet()?;
+    let mut next_ahead = match ahead.as_mut() {
+        Some(a) => a.next_packet()?,
+        None => None,
+    };
     let mut next_other: Option<AVPacket> = None;
     let mut source_done = false;
     let mut last_video_dts = i64::MIN;
@@ -360,19 +390,42 @@ pub fn mux(plan: &EncodePlan, info: &MediaInfo, manifest: &Manifest, output_path
                 }
             }
         }
-        let take_video = match (&next_video, &next_other) {
-            (None, None) => break,
-            (Some(_), None) => true,
-            (None, Some(_)) => false,
-            (Some((v, vtb)), Some(o)) => {
-                let otb = *source_tbs
-                    .get(o.stream_index as usize)
-                    .ok_or_else(|| MediaError::misc("a packet of a stream the source does not have"))?;
-                // SAFETY: pure arithmetic on timestamps.
-                unsafe { ffi::av_compare_ts(ts_of(v), *vtb, ts_of(o), otb) <= 0 }
+        // The earliest of the three sides; on a tie, the video, then the source's packets.
+        let mut earliest: Option<(Side, i64, ffi::AVRational)> = None;
+        let mut consider = |side: Side, ts: i64, tb: ffi::AVRational| {
+            // SAFETY: pure arithmetic on timestamps.
+            let before = earliest.is_none_or(|(_, t, b)| unsafe { ffi::av_compare_ts(ts, tb, t, b) } < 0);
+            if before {
+                earliest = Some((side, ts, tb));
             }
         };
-        if take_video {
+        if let Some((v, vtb)) = &next_video {
+            consider(Side::Video, ts_of(v), *vtb);
+        }
+        if let Some(o) = &next_other {
+            let otb = *source_tbs
+                .get(o.stream_index as usize)
+                .ok_or_else(|| MediaError::misc("a packet of a stream the source does not have"))?;
+            consider(Side::Source, ts_of(o), otb);
+        }
+        if let Some((k, a)) = &next_ahead {
+            let atb = *ahead_tbs.get(*k).ok_or_else(|| MediaError::misc("a packet of an audio stream not planned"))?;
+            consider(Side::Ahead, ts_of(a), atb);
+        }
+        let Some((side, _, _)) = earliest else { break };
+        if side == Side::Ahead {
+            if let Some((k, mut packet)) = next_ahead.take() {
+                let out_idx =
+                    *ahead_out.get(k).ok_or_else(|| MediaError::misc("a packet of an audio stream not planned"))?;
+                let tb =
+                    *ahead_tbs.get(k).ok_or_else(|| MediaError::misc("a packet of an audio stream not planned"))?;
+                write_as(&mut output, &mut packet, tb, &out_tbs, out_idx)?;
+            }
+            next_ahead = match ahead.as_mut() {
+                Some(a) => a.next_packet()?,
+                None => None,
+            };
+        } else if side == Side::Video {
             if let Some((mut packet, tb)) = next_video.take() {
                 packet.rescale_ts(tb, video_out_tb);
                 packet.set_stream_index(video_out as i32);
@@ -415,6 +468,8 @@ pub fn mux(plan: &EncodePlan, info: &MediaInfo, manifest: &Manifest, output_path
                             write_as(&mut output, &mut p, tb, &out_tbs, out_idx)?;
                         }
                     }
+                    // Never routed: its packets come from the file.
+                    Route::Ahead(..) => {}
                 }
             }
         }
@@ -476,12 +531,22 @@ enum Made {
 }
 
 /// Where a source stream's packets go: copied into an output stream, or into an audio
-/// encode (by its place in the list) whose packets go to an output stream.
+/// encode (by its place in the list) whose packets go to an output stream. `Ahead`: an
+/// output whose packets come from the audio encoded ahead (its stream there, the output's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Route {
     Copy(usize),
     Audio(usize, usize),
     Subtitle(usize, usize),
+    Ahead(usize, usize),
+}
+
+/// The three sides the mux merges by time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Video,
+    Source,
+    Ahead,
 }
 
 /// The output streams, in order: each one's source stream, what it is made of, and its

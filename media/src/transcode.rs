@@ -6,7 +6,8 @@
 //! `domain::segments` and docs/ARCHITECTURE.md, "Segments"). A stop request closes the
 //! segments in progress at the last frame encoded, so a pause loses nothing; a kill loses at
 //! most those segments. When the video is complete the segments are muxed, in the order of
-//! their spans, with the source's other streams (see `mux`).
+//! their spans, with the source's other streams (see `mux`). Converted and added audio is
+//! encoded meanwhile, on a thread of its own at the lowest priority (see `audio_ahead`).
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -14,6 +15,7 @@ use std::time::Instant;
 
 use rsmpeg::ffi;
 
+use crate::audio_ahead;
 use crate::decode::main_video_index;
 use crate::mux;
 use crate::probe;
@@ -134,6 +136,9 @@ pub fn transcode(plan: &EncodePlan, stop: &AtomicBool, emit: &mut dyn FnMut(Even
         partial_reset: reset,
     });
 
+    // The planned audio, encoded while the video is (unless a finished file is kept from an
+    // earlier run). Dropped on every way out but the mux, which stops it.
+    let ahead = if manifest.video_complete { None } else { audio_ahead::start(plan) };
     let (mut encoded, mut skipped) = (0, 0);
     if !manifest.video_complete {
         if plan.two_pass && !passes(plan, &info, &mut manifest, second_pass_restarts, stop, emit)? {
@@ -165,6 +170,9 @@ pub fn transcode(plan: &EncodePlan, stop: &AtomicBool, emit: &mut dyn FnMut(Even
             });
             return Ok(RunEnd::Paused);
         }
+    }
+    if let Some(audio) = ahead {
+        audio.finish();
     }
     emit(Event::Muxing);
     let output = plan.output_path();

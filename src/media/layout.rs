@@ -4,7 +4,8 @@
 //!
 //! - `<dir>/.NAME.condense-partial/`: the job's partial output, one writer at a time (the
 //!   OFD lock on its `.lock` file, see `media::partial`), holding `manifest.json` (the
-//!   segments finished so far), the segments `seg-00000.seg`, …, the muxed
+//!   segments finished so far), the segments `seg-00000.seg`, …, the converted audio
+//!   encoded beside the video `audio.packets` (`condense-media`'s `audio_ahead`), the muxed
 //!   `output.<ext>`, and during a replace its intent `replace.json`;
 //! - `<dir>/.NAME.condense-original`, `.NAME.condense-original.2`, …: hard links that keep
 //!   the original reachable while it is replaced, and afterwards when originals are kept.
@@ -181,6 +182,12 @@ pub fn span_record_file(span: u32) -> String {
 pub const PLAN_FILE: &str = "plan.json";
 /// A VMAF-mode run's quality search result (`media::search`).
 pub const SEARCH_FILE: &str = "search.json";
+/// The plan's converted and added audio tracks, encoded beside the video and copied by the
+/// mux (`condense-media`'s `audio_ahead`). Written whole under `AUDIO_TEMP_FILE` first, so
+/// this name holds a finished file or nothing; a resumed run keeps it.
+pub const AUDIO_FILE: &str = "audio.packets";
+/// `AUDIO_FILE` while it is written: a stray a resumed run removes.
+pub const AUDIO_TEMP_FILE: &str = "audio.packets.tmp";
 
 /// An output a node that does not see the library uploads into the partial folder, renamed
 /// `output.<ext>` once its checksum matched (see `media::transfer`).
@@ -204,6 +211,7 @@ pub fn is_bookkeeping(name: &str) -> bool {
         || name == INTENT_FILE
         || name == PLAN_FILE
         || name == SEARCH_FILE
+        || name == AUDIO_FILE
         || is_pass_stats(name)
 }
 
@@ -230,10 +238,12 @@ mod tests {
         assert_eq!(numbered_backup_path(src, 2), Path::new("/m/.Movie (2020).mkv.condense-original.2"));
         assert_eq!(segment_file(7), "seg-00007.seg");
         assert_eq!(pass_stats_file(3), "pass-00003.log");
-        for kept in ["pass-00003.log", "pass-00003.log.cutree", "pass-00003.log.temp", "manifest.json"] {
+        for kept in ["pass-00003.log", "pass-00003.log.cutree", "pass-00003.log.temp", "manifest.json", AUDIO_FILE] {
             assert!(is_bookkeeping(kept), "{kept}");
         }
         assert!(!is_bookkeeping(&first_pass_file(2)) && !is_bookkeeping(&segment_file(2)));
+        // Audio cut short by a kill is a stray: a resumed run removes it.
+        assert!(!is_bookkeeping(AUDIO_TEMP_FILE));
         assert_eq!(output_path(&partial, "mp4"), partial.join("output.mp4"));
     }
 

@@ -4,6 +4,7 @@
 
 mod access;
 mod actions;
+mod audio_ahead;
 mod cluster;
 mod common;
 mod containment;
