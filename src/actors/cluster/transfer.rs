@@ -161,6 +161,11 @@ pub struct Finish {
     pub extension: String,
     /// The source's SHA-256 as the node downloaded and encoded it.
     pub source_sha256: String,
+    /// The encode's CPU and wall time on the node, in milliseconds, when it measured them.
+    #[serde(default)]
+    pub cpu_ms: Option<u64>,
+    #[serde(default)]
+    pub wall_ms: Option<u64>,
 }
 
 /// Checks the finished upload: refused when the source changed since the node read it
