@@ -564,7 +564,30 @@ async fn an_upload_in_another_container_than_planned_is_not_committed() {
     far.client(&far.server.base).upload(job, LEASE, &encoded, "mp4", &sha(&original), &mut |_| {}).await.unwrap();
     let ended = committed(&far, job).await;
     assert_ne!(ended.status, JobStatus::Completed);
+    let why = ended.failure_detail.unwrap_or_default();
+    assert!(why.contains("uploaded a .mp4 output where this file's output is .mkv"), "{why}");
     assert_eq!(std::fs::read(&source).unwrap(), original, "the original is as it was");
     assert!(!source.with_extension("mp4").exists());
+    far.server.finish().await;
+}
+
+/// The main node's verification stands between an upload and the original: an output that
+/// lacks a second of the source (a whole, playable HEVC file, checked whole by its SHA-256
+/// on the way) fails the job, and the original stays as it was.
+#[actix_web::test]
+async fn an_uploaded_output_short_of_frames_never_replaces_the_original() {
+    let far = far_node().await;
+    let source = crate::common::media::h264(&far.root(), "film.mkv", "320x240", 2);
+    let original = std::fs::read(&source).unwrap();
+    let job = far.job(source.to_str().unwrap()).await;
+    let work = tempfile::tempdir().unwrap();
+    let encoded = work.path().join("out.mkv");
+    let (from, to) = (source.to_str().unwrap(), encoded.to_str().unwrap());
+    crate::common::media::ffmpeg(&["-i", from, "-t", "1", "-c:v", "libx265", "-preset", "ultrafast", to]);
+    far.client(&far.server.base).upload(job, LEASE, &encoded, "mkv", &sha(&original), &mut |_| {}).await.unwrap();
+    let ended = committed(&far, job).await;
+    assert_eq!(ended.failure_reason.as_deref(), Some("file validation failed"), "{:?}", ended.failure_detail);
+    assert_eq!(std::fs::read(&source).unwrap(), original, "the original is as it was");
+    assert!(!partial_dir_for(&source).exists(), "the refused output is removed");
     far.server.finish().await;
 }
