@@ -282,8 +282,19 @@ pub async fn start_node(config: NodeConfig) -> Result<Node, StartError> {
                 main.clock.clone(),
             );
             health.schedule_forever();
-            let runtime =
-                Runtime { bus, lifecycle, node, jobs, scheduler, libraries, prober, forecasts, health, recheck };
+            let runtime = Runtime {
+                bus,
+                lifecycle,
+                node,
+                jobs,
+                remote_commits: Default::default(),
+                scheduler,
+                libraries,
+                prober,
+                forecasts,
+                health,
+                recheck,
+            };
             let clock = main.clock.clone();
             Ok(Node::Main(Box::new(MainNode { db, name, runtime, cluster, memory_trend, clock })))
         }
@@ -333,6 +344,8 @@ pub struct Runtime {
     /// What this node's jobs share: the commit of an output a linked node uploaded runs
     /// with it (`job::commit_remote`).
     pub jobs: Arc<NodeEnv>,
+    /// The uploaded outputs being committed.
+    pub remote_commits: job::remote::RemoteCommits,
     pub scheduler: Addr<Scheduler>,
     pub libraries: Addr<Libraries>,
     /// The probe after a scan: what registers a file outside a scan (an import) wakes it.

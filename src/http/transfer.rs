@@ -121,6 +121,11 @@ pub async fn finish_output(
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, AppError> {
     let job = leased(&state, &req, path.into_inner()).await?;
+    // Accepted: the node follows the job to COMPLETED or FAILED in its store. Asked again
+    // while the commit runs, the same answer.
+    let Some(claim) = state.runtime.remote_commits.claim(job.id) else {
+        return Ok(HttpResponse::Accepted().json(json!({ "committing": true })));
+    };
     let done = body.into_inner();
     let (extension, run_stats) = (done.extension.clone(), done.cpu_ms.zip(done.wall_ms));
     let (lock, output) = transfer::finish(&state.db, &job, done).await?;
@@ -131,7 +136,7 @@ pub async fn finish_output(
         if let Err(e) = commit_remote(&env, job.id, lease, job.node_name.clone(), extension, run_stats).await {
             tracing::error!(job_id = job.id, error = %e, "the commit of an uploaded output stopped on an error");
         }
+        drop(claim);
     });
-    // Accepted: the node follows the job to COMPLETED or FAILED in its store.
-    Ok(HttpResponse::Accepted().json(json!({ "output": output })))
+    Ok(HttpResponse::Accepted().json(json!({ "output": output, "committing": true })))
 }

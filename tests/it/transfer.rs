@@ -535,7 +535,22 @@ async fn an_uploaded_output_is_verified_and_then_replaces_the_original() {
     assert_eq!(end, condense::media::transcoder::ChildEnd::Completed, "{events:?}");
     assert_eq!(std::fs::read(&source).unwrap(), original, "nothing touched the original before the upload");
 
-    client.upload(job, LEASE, &plan.output_path(), &plan.output_extension, &got.sha256, &mut |_| {}).await.unwrap();
+    let size =
+        client.upload(job, LEASE, &plan.output_path(), &plan.output_extension, &got.sha256, &mut |_| {}).await.unwrap();
+    // The finish asked again (its answer lost on the way) while the commit analyses the
+    // source: the same answer, no second commit, and the upload not asked for again. Once
+    // the commit has ended the lease is gone (403); never a refusal of the upload (409).
+    let finish = serde_json::json!({
+        "sha256": sha(&std::fs::read(plan.output_path()).unwrap()),
+        "size": size,
+        "extension": plan.output_extension,
+        "sourceSha256": got.sha256,
+    });
+    let json = [("Content-Type", "application/json".to_string())];
+    let url = format!("/cluster/jobs/{job}/output/finish");
+    let (status, _, body) =
+        far.raw(Method::POST, &url, &far.bearer, LEASE, &json, serde_json::to_vec(&finish).unwrap()).await;
+    assert!(status == 202 || status == 403, "{status}: {}", String::from_utf8_lossy(&body));
     let done = committed(&far, job).await;
     assert_eq!(done.status, JobStatus::Completed, "{:?}", done.failure_reason);
     assert_eq!(done.node_name.as_deref(), Some("far"));

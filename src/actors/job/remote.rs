@@ -5,8 +5,9 @@
 //! commit needs of `prepare` (the source's analysis, the library's settings and stream
 //! rules, the plan) is made again on this node from the source itself.
 
+use std::collections::HashSet;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::mpsc;
 
@@ -20,6 +21,34 @@ use crate::media::stream_plan::plan_streams;
 use crate::media::worker;
 use crate::media::MediaError;
 use crate::repo::libraries::{paths_of, rules_of};
+
+/// The jobs whose uploaded output this main node is committing. A finish asked again while
+/// one runs (the node's answer lost on the way, its client trying again) must start no
+/// second commit, and must not find the upload gone (it is `output.<ext>` by then) and tell
+/// the node to send it again.
+#[derive(Clone, Default)]
+pub struct RemoteCommits(Arc<Mutex<HashSet<i32>>>);
+
+/// A job's place in `RemoteCommits`, given back when dropped (the commit ended, or the finish
+/// that claimed it was refused).
+pub struct Claim {
+    commits: RemoteCommits,
+    job_id: i32,
+}
+
+impl RemoteCommits {
+    /// The job's claim, or None while a commit of it runs.
+    pub fn claim(&self, job_id: i32) -> Option<Claim> {
+        let mut running = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        running.insert(job_id).then(|| Claim { commits: self.clone(), job_id })
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        self.commits.0.lock().unwrap_or_else(PoisonError::into_inner).remove(&self.job_id);
+    }
+}
 
 /// Verifies the output uploaded for job `job_id` (`output.<extension>` in its partial
 /// folder) and replaces the original with it, then completes the job; or fails the attempt
