@@ -128,12 +128,12 @@ pub async fn finish_output(
     };
     let done = body.into_inner();
     let (extension, run_stats) = (done.extension.clone(), done.cpu_ms.zip(done.wall_ms));
-    let (lock, output) = transfer::finish(&state.db, &job, done).await?;
+    let transfer::Finished { lock, output, source } = transfer::finish(&state.db, &job, done).await?;
     // The commit takes the partial folder's whole lock itself, from its verification on.
     drop(lock);
     let (env, lease) = (state.runtime.jobs.clone(), job.lease_id.clone().unwrap_or_default());
     actix_web::rt::spawn(async move {
-        if let Err(e) = commit_remote(&env, job.id, lease, job.node_name.clone(), extension, run_stats).await {
+        if let Err(e) = commit_remote(&env, job.id, lease, job.node_name.clone(), extension, source, run_stats).await {
             tracing::error!(job_id = job.id, error = %e, "the commit of an uploaded output stopped on an error");
         }
         drop(claim);

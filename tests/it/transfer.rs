@@ -606,3 +606,60 @@ async fn an_uploaded_output_short_of_frames_never_replaces_the_original() {
     assert!(!partial_dir_for(&source).exists(), "the refused output is removed");
     far.server.finish().await;
 }
+
+/// The source replaced on the main node after the node's upload was checked against its
+/// SHA-256 and before the commit (a better release of the same length arriving then): the
+/// output of the old version never takes the new file's place, though it would pass the
+/// verification (same frames); the job fails for another try, the new file as it is.
+#[actix_web::test]
+async fn a_source_replaced_after_the_finish_is_not_overwritten_by_the_old_encode() {
+    use condense::actors::cluster::transfer::{finish, Finish, Finished};
+    let far = far_node().await;
+    let source = crate::common::media::h264(&far.root(), "film.mkv", "320x240", 2);
+    let original = std::fs::read(&source).unwrap();
+    let job = far.job(source.to_str().unwrap()).await;
+    let work = tempfile::tempdir().unwrap();
+    let encoded = work.path().join("out.mkv");
+    let (from, to) = (source.to_str().unwrap(), encoded.to_str().unwrap());
+    crate::common::media::ffmpeg(&["-i", from, "-c:v", "libx265", "-preset", "ultrafast", to]);
+    let output = std::fs::read(&encoded).unwrap();
+    let part = [("Content-Range", format!("bytes 0-{}/*", output.len() - 1))];
+    let url = format!("/cluster/jobs/{job}/output");
+    let (status, _, body) = far.raw(Method::PUT, &url, &far.bearer, LEASE, &part, output.clone()).await;
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    // The finish's checks, as the endpoint runs them, then the new release, then the commit.
+    let row = repo::jobs::get(far.server.db(), job).await.unwrap();
+    let done = Finish {
+        sha256: sha(&output),
+        size: output.len() as u64,
+        extension: "mkv".into(),
+        source_sha256: sha(&original),
+        cpu_ms: None,
+        wall_ms: None,
+    };
+    let Finished { lock, source: encoded_from, .. } = finish(far.server.db(), &row, done).await.unwrap();
+    drop(lock);
+    let newer = work.path().join("newer.mkv");
+    let video = "smptebars=size=320x240:rate=25";
+    crate::common::media::ffmpeg(&["-f", "lavfi", "-i", video, "-t", "2", "-c:v", "libx264", newer.to_str().unwrap()]);
+    let newer_bytes = std::fs::read(&newer).unwrap();
+    std::fs::rename(&newer, &source).unwrap();
+    let env = far.server.state.runtime.jobs.clone();
+    condense::actors::job::remote::commit_remote(
+        &env,
+        job,
+        LEASE.into(),
+        Some("far".into()),
+        "mkv".into(),
+        encoded_from,
+        None,
+    )
+    .await
+    .unwrap();
+    let ended = repo::jobs::get(far.server.db(), job).await.unwrap();
+    assert_ne!(ended.status, JobStatus::Completed);
+    let why = ended.failure_detail.unwrap_or_default();
+    assert!(why.contains("the source changed since"), "{why}");
+    assert_eq!(std::fs::read(&source).unwrap(), newer_bytes, "the new release is as it arrived");
+    far.server.finish().await;
+}

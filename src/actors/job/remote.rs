@@ -16,7 +16,7 @@ use super::supervise::Encoded;
 use super::{Attempt, NodeEnv, Phase};
 use crate::actors::lifecycle::LifecycleError;
 use crate::actors::store::JobSettings;
-use crate::media::plan::output_extension;
+use crate::media::plan::{output_extension, SourceIdentity};
 use crate::media::stream_plan::plan_streams;
 use crate::media::worker;
 use crate::media::MediaError;
@@ -53,14 +53,17 @@ impl Drop for Claim {
 /// Verifies the output uploaded for job `job_id` (`output.<extension>` in its partial
 /// folder) and replaces the original with it, then completes the job; or fails the attempt
 /// with the reason, as a local commit does. `lease` is the linked node's, and the job's
-/// events carry `node_name`. `run_stats`: the node's CPU and wall time of the encode, in
-/// milliseconds, when it said.
+/// events carry `node_name`. `source`: the identity of the source version the output was
+/// encoded from (its SHA-256 the node's); the original is replaced only while it is still
+/// that version. `run_stats`: the node's CPU and wall time of the encode, in milliseconds,
+/// when it said.
 pub async fn commit_remote(
     env: &NodeEnv,
     job_id: i32,
     lease: String,
     node_name: Option<String>,
     extension: String,
+    source: SourceIdentity,
     run_stats: Option<(u64, u64)>,
 ) -> Result<(), LifecycleError> {
     let mut env = env.clone();
@@ -71,7 +74,7 @@ pub async fn commit_remote(
     // the job (a cancel after the upload is too late, as it is during a local commit).
     let (_commands, rx) = mpsc::unbounded_channel();
     let attempt = Attempt { env: Arc::new(env), job_id, lease_id: lease, commands: rx };
-    let Some(prepared) = attempt.prepare_remote(&extension).await? else { return Ok(()) };
+    let Some(prepared) = attempt.prepare_remote(&extension, source).await? else { return Ok(()) };
     let encoded = Encoded { job: prepared.job.clone(), run_stats };
     attempt.commit(prepared, encoded).await
 }
@@ -80,7 +83,7 @@ impl Attempt {
     /// What `commit` needs, made from the source on this node: its analysis (in a child),
     /// the library's settings and the plan under the uploaded `extension`, which must be the
     /// one the library's rules give this source.
-    async fn prepare_remote(&self, extension: &str) -> Phase<Prepared> {
+    async fn prepare_remote(&self, extension: &str, encoded_from: SourceIdentity) -> Phase<Prepared> {
         let env = self.env.clone();
         let job = env.store.job(self.job_id).await?;
         let path = crate::repo::jobs::source_path(&job);
@@ -116,6 +119,14 @@ impl Attempt {
         if let Some(streams) = streams.filter(|s| !(s.copies_everything() && s.container == plan.output_extension)) {
             plan.output_extension = streams.container.clone();
             plan.streams = Some(streams);
+        }
+        // The plan's identity is what the replace checks right before its swap: it must be
+        // the version the node encoded, or an output of a file replaced since (a better
+        // release, same length) would take the new file's place.
+        if plan.source != encoded_from {
+            let e =
+                MediaError::misc("the source changed since the node's upload was checked; the upload was discarded");
+            return self.fail(e).await;
         }
         // The node does not choose the container the original is replaced by.
         if plan.output_extension != extension {
