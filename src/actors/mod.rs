@@ -226,7 +226,8 @@ pub async fn start_node(config: NodeConfig) -> Result<Node, StartError> {
             let lifecycle = Lifecycle { db: db.clone(), bus: bus.clone() };
             recover_orphans(&lifecycle, main.previous_run_crashed).await?;
             let store = Arc::new(store::DbStore { lifecycle: lifecycle.clone() });
-            let node = NodeSupervisor::new(env(store, row.id), max_jobs).start();
+            let jobs = env(store, row.id);
+            let node = NodeSupervisor::new(jobs.clone(), max_jobs).start();
             // A main node with MAX_JOBS=0 coordinates only; its node takes no jobs.
             let handles = if max_jobs > 0 { vec![NodeHandle::local(name.clone(), row.id, &node)] } else { Vec::new() };
             let scheduler =
@@ -281,7 +282,19 @@ pub async fn start_node(config: NodeConfig) -> Result<Node, StartError> {
                 main.clock.clone(),
             );
             health.schedule_forever();
-            let runtime = Runtime { bus, lifecycle, node, scheduler, libraries, prober, forecasts, health, recheck };
+            let runtime = Runtime {
+                bus,
+                lifecycle,
+                node,
+                jobs,
+                remote_commits: Default::default(),
+                scheduler,
+                libraries,
+                prober,
+                forecasts,
+                health,
+                recheck,
+            };
             let clock = main.clock.clone();
             Ok(Node::Main(Box::new(MainNode { db, name, runtime, cluster, memory_trend, clock })))
         }
@@ -328,6 +341,11 @@ pub struct Runtime {
     pub bus: Addr<EventBus>,
     pub lifecycle: Lifecycle,
     pub node: Addr<NodeSupervisor>,
+    /// What this node's jobs share: the commit of an output a linked node uploaded runs
+    /// with it (`job::commit_remote`).
+    pub jobs: Arc<NodeEnv>,
+    /// The uploaded outputs being committed.
+    pub remote_commits: job::remote::RemoteCommits,
     pub scheduler: Addr<Scheduler>,
     pub libraries: Addr<Libraries>,
     /// The probe after a scan: what registers a file outside a scan (an import) wakes it.

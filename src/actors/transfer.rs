@@ -369,6 +369,8 @@ impl TransferClient {
                 size,
                 extension: extension.to_string(),
                 source_sha256: source_sha256.to_string(),
+                cpu_ms: None,
+                wall_ms: None,
             };
             let mut res = match self
                 .request(awc::http::Method::POST, self.url(job_id, "output/finish"), lease)

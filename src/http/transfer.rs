@@ -10,7 +10,9 @@
 //!   must be the durable length (409 `offset_mismatch` otherwise); answers the new length.
 //! - `POST /cluster/jobs/{id}/output/finish` `{sha256, size, extension, sourceSha256}`:
 //!   409 `source_changed` when the source changed since, 409 `checksum_mismatch` (the
-//!   upload discarded) when the upload is not what the node sent.
+//!   upload discarded) when the upload is not what the node sent; otherwise 202: the output
+//!   is verified and replaces the original in the background (`job::remote`), and the node
+//!   follows the job to COMPLETED or FAILED.
 
 use actix_files::NamedFile;
 use actix_web::http::header::{HeaderName, HeaderValue, CONTENT_RANGE};
@@ -20,6 +22,7 @@ use serde_json::json;
 use crate::actors::cluster::transfer::{
     self, authorize, Finish, TransferError, LEASE_HEADER, MTIME_HEADER, SHA256_HEADER, SIZE_HEADER,
 };
+use crate::actors::job::remote::commit_remote;
 use crate::domain::transfer::upload_range;
 use crate::error::AppError;
 use crate::http::cluster::enrolled_node;
@@ -118,6 +121,22 @@ pub async fn finish_output(
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, AppError> {
     let job = leased(&state, &req, path.into_inner()).await?;
-    let (_lock, output) = transfer::finish(&state.db, &job, body.into_inner()).await?;
-    Ok(HttpResponse::Ok().json(json!({ "output": output })))
+    // Accepted: the node follows the job to COMPLETED or FAILED in its store. Asked again
+    // while the commit runs, the same answer.
+    let Some(claim) = state.runtime.remote_commits.claim(job.id) else {
+        return Ok(HttpResponse::Accepted().json(json!({ "committing": true })));
+    };
+    let done = body.into_inner();
+    let (extension, run_stats) = (done.extension.clone(), done.cpu_ms.zip(done.wall_ms));
+    let transfer::Finished { lock, output, source } = transfer::finish(&state.db, &job, done).await?;
+    // The commit takes the partial folder's whole lock itself, from its verification on.
+    drop(lock);
+    let (env, lease) = (state.runtime.jobs.clone(), job.lease_id.clone().unwrap_or_default());
+    actix_web::rt::spawn(async move {
+        if let Err(e) = commit_remote(&env, job.id, lease, job.node_name.clone(), extension, source, run_stats).await {
+            tracing::error!(job_id = job.id, error = %e, "the commit of an uploaded output stopped on an error");
+        }
+        drop(claim);
+    });
+    Ok(HttpResponse::Accepted().json(json!({ "output": output, "committing": true })))
 }

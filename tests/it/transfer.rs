@@ -269,6 +269,19 @@ fn output_of(source: &Path, name: &str) -> PathBuf {
     partial_dir_for(source).join(name)
 }
 
+/// The job once the main node's commit of its finished upload ended (it leaves ENCODING:
+/// COMPLETED, or failed and back in the queue or FAILED).
+async fn committed(far: &Far, job: i32) -> job::Model {
+    for _ in 0..1200 {
+        let row = repo::jobs::get(far.server.db(), job).await.unwrap();
+        if row.status != JobStatus::Encoding {
+            return row;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("the commit of job {job}'s upload never ended");
+}
+
 #[actix_web::test]
 async fn a_source_goes_down_and_its_output_up_checked_whole() {
     round_trip(far_node().await).await;
@@ -296,19 +309,6 @@ async fn round_trip(far: Far) {
     let again = client.download(job, LEASE, work.path(), &mut |_| {}).await.unwrap();
     assert_eq!(again.sha256, sha(&data));
 
-    let output = bytes(2 * (1 << 20) + 777, 99);
-    let encoded = work.path().join("output.mkv");
-    std::fs::write(&encoded, &output).unwrap();
-    seen.lock().unwrap().clear();
-    let size = client.upload(job, LEASE, &encoded, "mkv", &got.sha256, &mut progress(&seen)).await.unwrap();
-    assert_eq!(size, output.len() as u64);
-    assert_eq!(std::fs::read(output_of(&source, "output.mkv")).unwrap(), output, "the output is in the partial folder");
-    assert!(!output_of(&source, "upload.part").exists());
-    assert_eq!(std::fs::read(&source).unwrap(), data, "the original is as it was");
-    let ups: Vec<_> = seen.lock().unwrap().iter().map(|p| (p.direction, p.bytes)).collect();
-    assert_eq!(ups.last(), Some(&(Direction::Upload, output.len() as u64)));
-    assert_eq!(ups.len(), 3, "one report per part of 1 MiB: {ups:?}");
-
     // A range past the end is not satisfiable; one inside answers only its bytes.
     let past = [("Range", format!("bytes={}-", data.len()))];
     let (status, _, _) =
@@ -322,6 +322,23 @@ async fn round_trip(far: Far) {
     assert_eq!(headers.get("content-range").unwrap().to_str().unwrap(), format!("bytes 10-19/{}", data.len()));
     assert_eq!(headers.get("x-condense-sha256").unwrap().to_str().unwrap(), sha(&data));
     assert_eq!(headers.get("x-condense-size").unwrap().to_str().unwrap(), data.len().to_string());
+
+    let output = bytes(2 * (1 << 20) + 777, 99);
+    let encoded = work.path().join("output.mkv");
+    std::fs::write(&encoded, &output).unwrap();
+    seen.lock().unwrap().clear();
+    let size = client.upload(job, LEASE, &encoded, "mkv", &got.sha256, &mut progress(&seen)).await.unwrap();
+    assert_eq!(size, output.len() as u64);
+    // Checked whole (its SHA-256) and handed to the commit, which refuses bytes that are no
+    // video: the job fails, the original as it was and the upload gone with the attempt.
+    let ended = committed(&far, job).await;
+    assert_ne!(ended.status, JobStatus::Completed);
+    assert_eq!(std::fs::read(&source).unwrap(), data, "the original is as it was");
+    assert!(!partial_dir_for(&source).exists(), "the failed attempt's upload is removed");
+    let ups: Vec<_> = seen.lock().unwrap().iter().map(|p| (p.direction, p.bytes)).collect();
+    assert_eq!(ups.last(), Some(&(Direction::Upload, output.len() as u64)));
+    assert_eq!(ups.len(), 3, "one report per part of 1 MiB: {ups:?}");
+
     far.server.finish().await;
 }
 
@@ -362,8 +379,10 @@ async fn an_upload_cut_off_resumes_from_the_durable_bytes() {
     std::fs::write(&encoded, &output).unwrap();
     // The first part (1 MiB) goes through, the second is cut half way.
     let proxy = Proxy::start(&far.server.base, Fault::CutUp((1 << 20) + (1 << 19))).await;
+    // Done: the main node found the whole upload's SHA-256 the node's.
     far.client(&proxy.base).upload(job, LEASE, &encoded, "mkv", &sha(&data), &mut |_| {}).await.unwrap();
-    assert_eq!(std::fs::read(output_of(&source, "output.mkv")).unwrap(), output);
+    committed(&far, job).await;
+    assert_eq!(std::fs::read(&source).unwrap(), data);
     let offsets = proxy.put_offsets();
     assert_eq!(offsets[..2], [0, 1 << 20], "{:?}", proxy.asked());
     let resumed = offsets[2];
@@ -408,7 +427,8 @@ async fn a_corrupted_upload_is_refused_by_its_checksum_and_sent_again() {
     let mut client = far.client(&proxy.base);
     client.part_bytes = 256 << 10;
     client.upload(job, LEASE, &encoded, "mkv", &sha(&data), &mut |_| {}).await.unwrap();
-    assert_eq!(std::fs::read(output_of(&source, "output.mkv")).unwrap(), output);
+    committed(&far, job).await;
+    assert_eq!(std::fs::read(&source).unwrap(), data);
     let finishes = proxy.asked().iter().filter(|a| a.starts_with("post ")).count();
     assert_eq!(finishes, 2, "{:?}", proxy.asked());
     far.server.finish().await;
@@ -487,5 +507,159 @@ async fn a_job_path_through_dot_dot_or_a_link_is_refused() {
         assert_eq!((status, code(&body)), (409, "source_refused"), "{body}");
         assert!(!body.to_string().contains("not the library's"));
     }
+    far.server.finish().await;
+}
+
+/// The main node's end of a job by transfer: an output the far node encoded for real (the
+/// transcoder child on its downloaded copy), uploaded and finished, is verified against the
+/// source on the main node and replaces it; the job COMPLETED in the far node's name, with
+/// nothing left of the upload. The original stays as it was until then.
+#[actix_web::test]
+async fn an_uploaded_output_is_verified_and_then_replaces_the_original() {
+    let far = far_node().await;
+    let source = crate::common::media::h264(&far.root(), "film.mkv", "320x240", 2);
+    let (original, frames) = (std::fs::read(&source).unwrap(), crate::common::shim::video_frames(&source));
+    let job = far.job(source.to_str().unwrap()).await;
+    let work = tempfile::tempdir().unwrap();
+    let client = far.client(&far.server.base);
+    let got = client.download(job, LEASE, work.path(), &mut |_| {}).await.unwrap();
+    let info = condense_media::probe::probe(&got.path).unwrap();
+    let mut plan = condense::media::plan::EncodePlan::new(
+        &got.path,
+        &info,
+        &crate::common::media::profile("libx265", 30, "ultrafast"),
+    )
+    .unwrap();
+    plan.segment_seconds = 1.0;
+    let (end, events) = crate::common::transcoder::run(&plan).await;
+    assert_eq!(end, condense::media::transcoder::ChildEnd::Completed, "{events:?}");
+    assert_eq!(std::fs::read(&source).unwrap(), original, "nothing touched the original before the upload");
+
+    let size =
+        client.upload(job, LEASE, &plan.output_path(), &plan.output_extension, &got.sha256, &mut |_| {}).await.unwrap();
+    // The finish asked again (its answer lost on the way) while the commit analyses the
+    // source: the same answer, no second commit, and the upload not asked for again. Once
+    // the commit has ended the lease is gone (403); never a refusal of the upload (409).
+    let finish = serde_json::json!({
+        "sha256": sha(&std::fs::read(plan.output_path()).unwrap()),
+        "size": size,
+        "extension": plan.output_extension,
+        "sourceSha256": got.sha256,
+    });
+    let json = [("Content-Type", "application/json".to_string())];
+    let url = format!("/cluster/jobs/{job}/output/finish");
+    let (status, _, body) =
+        far.raw(Method::POST, &url, &far.bearer, LEASE, &json, serde_json::to_vec(&finish).unwrap()).await;
+    assert!(status == 202 || status == 403, "{status}: {}", String::from_utf8_lossy(&body));
+    let done = committed(&far, job).await;
+    assert_eq!(done.status, JobStatus::Completed, "{:?}", done.failure_reason);
+    assert_eq!(done.node_name.as_deref(), Some("far"));
+    let replaced = condense::media::plan::final_path_with(&source, &plan.output_extension);
+    assert_eq!(replaced, source, "HEVC stays in Matroska");
+    assert_ne!(std::fs::read(&replaced).unwrap(), original, "the original was replaced");
+    assert_eq!(condense_media::probe::probe(&replaced).unwrap().video().unwrap().codec, "hevc");
+    assert_eq!(crate::common::shim::video_frames(&replaced), frames, "every frame is there");
+    assert_eq!(done.output_size, Some(std::fs::metadata(&replaced).unwrap().len() as i64));
+    assert!(!partial_dir_for(&source).exists(), "nothing is left of the upload");
+    far.server.finish().await;
+}
+
+/// The node does not choose the container: an output uploaded under another extension
+/// than the library's rules give the source fails the job, the original as it was.
+#[actix_web::test]
+async fn an_upload_in_another_container_than_planned_is_not_committed() {
+    let far = far_node().await;
+    let source = crate::common::media::h264(&far.root(), "film.mkv", "320x240", 1);
+    let original = std::fs::read(&source).unwrap();
+    let job = far.job(source.to_str().unwrap()).await;
+    let work = tempfile::tempdir().unwrap();
+    let encoded = work.path().join("out.mp4");
+    let (from, to) = (source.to_str().unwrap(), encoded.to_str().unwrap());
+    crate::common::media::ffmpeg(&["-i", from, "-c:v", "libx265", "-preset", "ultrafast", "-tag:v", "hvc1", to]);
+    far.client(&far.server.base).upload(job, LEASE, &encoded, "mp4", &sha(&original), &mut |_| {}).await.unwrap();
+    let ended = committed(&far, job).await;
+    assert_ne!(ended.status, JobStatus::Completed);
+    let why = ended.failure_detail.unwrap_or_default();
+    assert!(why.contains("uploaded a .mp4 output where this file's output is .mkv"), "{why}");
+    assert_eq!(std::fs::read(&source).unwrap(), original, "the original is as it was");
+    assert!(!source.with_extension("mp4").exists());
+    far.server.finish().await;
+}
+
+/// The main node's verification stands between an upload and the original: an output that
+/// lacks a second of the source (a whole, playable HEVC file, checked whole by its SHA-256
+/// on the way) fails the job, and the original stays as it was.
+#[actix_web::test]
+async fn an_uploaded_output_short_of_frames_never_replaces_the_original() {
+    let far = far_node().await;
+    let source = crate::common::media::h264(&far.root(), "film.mkv", "320x240", 2);
+    let original = std::fs::read(&source).unwrap();
+    let job = far.job(source.to_str().unwrap()).await;
+    let work = tempfile::tempdir().unwrap();
+    let encoded = work.path().join("out.mkv");
+    let (from, to) = (source.to_str().unwrap(), encoded.to_str().unwrap());
+    crate::common::media::ffmpeg(&["-i", from, "-t", "1", "-c:v", "libx265", "-preset", "ultrafast", to]);
+    far.client(&far.server.base).upload(job, LEASE, &encoded, "mkv", &sha(&original), &mut |_| {}).await.unwrap();
+    let ended = committed(&far, job).await;
+    assert_eq!(ended.failure_reason.as_deref(), Some("file validation failed"), "{:?}", ended.failure_detail);
+    assert_eq!(std::fs::read(&source).unwrap(), original, "the original is as it was");
+    assert!(!partial_dir_for(&source).exists(), "the refused output is removed");
+    far.server.finish().await;
+}
+
+/// The source replaced on the main node after the node's upload was checked against its
+/// SHA-256 and before the commit (a better release of the same length arriving then): the
+/// output of the old version never takes the new file's place, though it would pass the
+/// verification (same frames); the job fails for another try, the new file as it is.
+#[actix_web::test]
+async fn a_source_replaced_after_the_finish_is_not_overwritten_by_the_old_encode() {
+    use condense::actors::cluster::transfer::{finish, Finish, Finished};
+    let far = far_node().await;
+    let source = crate::common::media::h264(&far.root(), "film.mkv", "320x240", 2);
+    let original = std::fs::read(&source).unwrap();
+    let job = far.job(source.to_str().unwrap()).await;
+    let work = tempfile::tempdir().unwrap();
+    let encoded = work.path().join("out.mkv");
+    let (from, to) = (source.to_str().unwrap(), encoded.to_str().unwrap());
+    crate::common::media::ffmpeg(&["-i", from, "-c:v", "libx265", "-preset", "ultrafast", to]);
+    let output = std::fs::read(&encoded).unwrap();
+    let part = [("Content-Range", format!("bytes 0-{}/*", output.len() - 1))];
+    let url = format!("/cluster/jobs/{job}/output");
+    let (status, _, body) = far.raw(Method::PUT, &url, &far.bearer, LEASE, &part, output.clone()).await;
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    // The finish's checks, as the endpoint runs them, then the new release, then the commit.
+    let row = repo::jobs::get(far.server.db(), job).await.unwrap();
+    let done = Finish {
+        sha256: sha(&output),
+        size: output.len() as u64,
+        extension: "mkv".into(),
+        source_sha256: sha(&original),
+        cpu_ms: None,
+        wall_ms: None,
+    };
+    let Finished { lock, source: encoded_from, .. } = finish(far.server.db(), &row, done).await.unwrap();
+    drop(lock);
+    let newer = work.path().join("newer.mkv");
+    let video = "smptebars=size=320x240:rate=25";
+    crate::common::media::ffmpeg(&["-f", "lavfi", "-i", video, "-t", "2", "-c:v", "libx264", newer.to_str().unwrap()]);
+    let newer_bytes = std::fs::read(&newer).unwrap();
+    std::fs::rename(&newer, &source).unwrap();
+    let env = far.server.state.runtime.jobs.clone();
+    condense::actors::job::remote::commit_remote(
+        &env,
+        job,
+        LEASE.into(),
+        Some("far".into()),
+        "mkv".into(),
+        encoded_from,
+        None,
+    )
+    .await
+    .unwrap();
+    let ended = repo::jobs::get(far.server.db(), job).await.unwrap();
+    assert_ne!(ended.status, JobStatus::Completed);
+    let why = ended.failure_detail.unwrap_or_default();
+    assert!(why.contains("the source changed since"), "{why}");
+    assert_eq!(std::fs::read(&source).unwrap(), newer_bytes, "the new release is as it arrived");
     far.server.finish().await;
 }

@@ -5,6 +5,7 @@
 //! against the node's SHA-256, and refused when the source changed since the node read it.
 //! The files themselves are `media::transfer`'s.
 
+use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 
 use actix_web::web::Bytes;
@@ -15,6 +16,7 @@ use sea_orm::DatabaseConnection;
 use crate::actors::store::holds_lease;
 use crate::domain::transfer::{valid_extension, valid_sha256};
 use crate::media::partial::PartialLock;
+use crate::media::plan::SourceIdentity;
 use crate::media::transfer::{self as files, SourceFile, TransferFileError, Upload};
 use crate::media::MediaError;
 use crate::repo::{self, jobs, RepoError};
@@ -161,16 +163,25 @@ pub struct Finish {
     pub extension: String,
     /// The source's SHA-256 as the node downloaded and encoded it.
     pub source_sha256: String,
+    /// The encode's CPU and wall time on the node, in milliseconds, when it measured them.
+    #[serde(default)]
+    pub cpu_ms: Option<u64>,
+    #[serde(default)]
+    pub wall_ms: Option<u64>,
+}
+
+/// A finished upload: the job's `output.<ext>` under its partial folder's lock, and the
+/// identity of the source version whose SHA-256 the node's matched.
+pub struct Finished {
+    pub lock: PartialLock,
+    pub output: String,
+    pub source: SourceIdentity,
 }
 
 /// Checks the finished upload: refused when the source changed since the node read it
 /// (the upload discarded), or when it does not match the node's size and SHA-256 (discarded
 /// too); a match is the job's `output.<ext>`, its partial folder's lock handed back.
-pub async fn finish(
-    db: &DatabaseConnection,
-    job: &job::Model,
-    done: Finish,
-) -> Result<(PartialLock, String), TransferError> {
+pub async fn finish(db: &DatabaseConnection, job: &job::Model, done: Finish) -> Result<Finished, TransferError> {
     if !valid_extension(&done.extension) {
         return Err(TransferError::Invalid(format!("{:?} is not an output extension", done.extension)));
     }
@@ -178,16 +189,24 @@ pub async fn finish(
         return Err(TransferError::Invalid("a SHA-256 is 64 lowercase hex digits".into()));
     }
     let source = jobs::source_path(job);
-    let now = open_source(db, job).await?.sha256;
+    let opened = open_source(db, job).await?;
+    let inode = opened
+        .file
+        .file
+        .metadata()
+        .map_err(|e| TransferFileError::from(MediaError::from_io("reading the source's identity", &e)))?
+        .ino();
+    let identity = SourceIdentity { size: opened.file.size, mtime_ns: opened.file.mtime_ns, inode };
+    let now = opened.sha256;
     if now != done.source_sha256 {
         let s = source.clone();
         tokio::task::spawn_blocking(move || files::discard_upload(&s)).await.map_err(blocking)??;
         tracing::warn!(job_id = job.id, "an upload was refused: the source changed since the node read it");
         return Err(TransferError::SourceChanged { now });
     }
-    let finished =
+    let (lock, output) =
         tokio::task::spawn_blocking(move || files::finish_upload(&source, done.size, &done.sha256, &done.extension))
             .await
             .map_err(blocking)??;
-    Ok(finished)
+    Ok(Finished { lock, output, source: identity })
 }

@@ -9,6 +9,7 @@ mod commit;
 mod heartbeat;
 pub mod helper;
 mod prepare;
+pub mod remote;
 mod supervise;
 
 use std::path::PathBuf;
@@ -35,6 +36,7 @@ const PUBLISH_EVERY: Duration = Duration::from_millis(250);
 pub const STOP_BOUND: Duration = Duration::from_secs(20);
 
 /// What every job on this node shares.
+#[derive(Clone)]
 pub struct NodeEnv {
     /// The job records: the database on the main node, the link on a linked node.
     pub store: Arc<dyn JobStore>,

@@ -195,7 +195,7 @@ impl Attempt {
         library_health::skip_reason(last.as_ref(), size, identity.mtime_ns, job.forced)
     }
 
-    fn plan(
+    pub(super) fn plan(
         &self,
         job: &job::Model,
         info: &MediaInfo,
@@ -273,7 +273,7 @@ fn retry_count(job: &job::Model) -> u32 {
 /// What the job's library asks for, with what analysis found. A stored encoder, preset or
 /// quality that no longer fits falls back to the table's default rather than failing every
 /// attempt.
-fn settings_for(
+pub(super) fn settings_for(
     job: &job::Model,
     info: &MediaInfo,
     library: Option<&entities::library::Model>,
