@@ -14,15 +14,14 @@ use condense::media::layout::{AUDIO_FILE, AUDIO_TEMP_FILE};
 use condense::media::manifest::{inspect, PartialState};
 use condense::media::plan::EncodePlan;
 use condense::media::stream_plan::plan_streams;
-use condense::media::transcoder::{ChildEnd, Transcoder};
+use condense::media::transcoder::ChildEnd;
 use condense_media::audio_ahead::{audio_outputs, key, open_valid, Writer};
 use condense_media::probe::probe;
 use condense_media::verify::verify_planned;
 
 use crate::common::media as clips;
-use crate::common::server::media_binary;
 use crate::common::streams::{ffprobe_streams, path_arg};
-use crate::common::transcoder::run;
+use crate::common::transcoder::{run, run_until_paused};
 
 /// 320x240 video (a keyframe every second) with English FLAC 5.1 and German AAC stereo.
 fn clip(dir: &Path, seconds: u32) -> PathBuf {
@@ -161,15 +160,7 @@ async fn a_run_paused_after_its_first_segment_and_resumed_gives_the_planned_audi
     let src = clip(dir.path(), 6);
     let (mut plan, info) = plan_for(&src);
     plan.throttle_ms_per_frame = 20;
-    let mut child = Transcoder::spawn(media_binary(), &plan).await.unwrap();
-    while let Some(e) = child.events.recv().await {
-        if matches!(e, Event::SegmentDone { .. }) {
-            child.pause();
-            break;
-        }
-    }
-    while child.events.recv().await.is_some() {}
-    assert_eq!(child.wait().await, ChildEnd::Paused);
+    run_until_paused(&plan, |e| matches!(e, Event::SegmentDone { .. })).await;
     let PartialState::Valid(manifest) = inspect(&plan) else { panic!("partial output not valid after a pause") };
     assert!(!manifest.video_complete && manifest.frames_done() > 0);
     // A pause keeps a finished audio file, never a part of one.

@@ -8,7 +8,7 @@ use condense::domain::segments::Sessions;
 use condense::media::event::Event;
 use condense::media::info::HdrKind;
 use condense::media::plan::EncodePlan;
-use condense::media::transcoder::{ChildEnd, Transcoder};
+use condense::media::transcoder::ChildEnd;
 use condense_media::probe::probe;
 use condense_media::verify::verify;
 
@@ -19,8 +19,7 @@ use serde_json::json;
 use crate::common::api::TestServer;
 use crate::common::db::TestDb;
 use crate::common::media as clips;
-use crate::common::server::media_binary;
-use crate::common::transcoder::{drain, run, spawn_helper, start_run};
+use crate::common::transcoder::{drain, run, run_until_paused, spawn_helper, start_run};
 
 /// Each frame's HDR10+ metadata as FFmpeg's decoder gives it (ffprobe's `-show_frames`,
 /// which prints every field of the side data), in presentation order.
@@ -110,15 +109,7 @@ async fn hdr10plus_survives_a_pause_and_the_resume() {
     let want = assert_source(&src, 150);
     let mut plan = plan_for(&src);
     plan.throttle_ms_per_frame = 15;
-    let mut child = Transcoder::spawn(media_binary(), &plan).await.unwrap();
-    while let Some(e) = child.events.recv().await {
-        if matches!(e, Event::Progress { percent, .. } if percent >= 40.0) {
-            child.pause();
-            break;
-        }
-    }
-    while child.events.recv().await.is_some() {}
-    assert_eq!(child.wait().await, ChildEnd::Paused);
+    run_until_paused(&plan, |e| matches!(e, Event::Progress { percent, .. } if *percent >= 40.0)).await;
     plan.throttle_ms_per_frame = 0;
     let (end, events) = run(&plan).await;
     assert_eq!(end, ChildEnd::Completed, "{events:?}");

@@ -16,7 +16,7 @@ use condense_media::verify::{validate_source, verify};
 
 use crate::common::media as clips;
 use crate::common::server::{binary, media_binary};
-use crate::common::transcoder::{drain, run, spawn_helper, start_run};
+use crate::common::transcoder::{drain, run, run_until_paused, spawn_helper, start_run};
 
 fn plan_for(source: &Path, codec: &str, encoder: &str, quality: u32, preset: &str) -> EncodePlan {
     let info = probe(source).unwrap();
@@ -311,15 +311,7 @@ async fn pause_at_half_then_resume_re_encodes_nothing_twice() {
     let dir = tempfile::tempdir().unwrap();
     let (src, plan, total) = slow_plan(dir.path());
     let source_info = probe(&src).unwrap();
-    let mut child = Transcoder::spawn(media_binary(), &plan).await.unwrap();
-    while let Some(e) = child.events.recv().await {
-        if matches!(e, Event::Progress { percent, .. } if percent >= 45.0) {
-            child.pause();
-            break;
-        }
-    }
-    while child.events.recv().await.is_some() {}
-    assert_eq!(child.wait().await, ChildEnd::Paused);
+    run_until_paused(&plan, |e| matches!(e, Event::Progress { percent, .. } if *percent >= 45.0)).await;
     let PartialState::Valid(manifest) = inspect(&plan) else { panic!("partial output not valid after a pause") };
     let done_before = manifest.frames_done();
     assert!(done_before > 0 && done_before < total, "{done_before}");
@@ -431,18 +423,7 @@ async fn a_pause_with_two_sessions_keeps_what_both_encoded_and_the_resume_encode
     let dir = tempfile::tempdir().unwrap();
     let (src, plan) = parallel_plan(dir.path());
     let source_info = probe(&src).unwrap();
-    let mut child = Transcoder::spawn(media_binary(), &plan).await.unwrap();
-    let mut events = Vec::new();
-    while let Some(e) = child.events.recv().await {
-        let half = matches!(e, Event::Progress { percent, .. } if percent >= 40.0);
-        events.push(e);
-        if half {
-            child.pause();
-            break;
-        }
-    }
-    while child.events.recv().await.is_some() {}
-    assert_eq!(child.wait().await, ChildEnd::Paused);
+    let events = run_until_paused(&plan, |e| matches!(e, Event::Progress { percent, .. } if *percent >= 40.0)).await;
     assert_eq!(most_sessions(&events), 2, "{events:?}");
     let PartialState::Valid(manifest) = inspect(&plan) else { panic!("partial output not valid after a pause") };
     let done_before = manifest.frames_done();

@@ -10,14 +10,13 @@ use condense::domain::segments::Sessions;
 use condense::media::event::Event;
 use condense::media::manifest::{inspect, PartialState};
 use condense::media::plan::EncodePlan;
-use condense::media::transcoder::{ChildEnd, Transcoder};
+use condense::media::transcoder::ChildEnd;
 use condense_media::probe::probe;
 use condense_media::verify::verify;
 
 use crate::common::media::{ffmpeg, profile};
-use crate::common::server::media_binary;
 use crate::common::shim::video_frames;
-use crate::common::transcoder::run;
+use crate::common::transcoder::{run, run_until_paused};
 
 /// `seconds` of 320x240 at 25 fps in H.264 with `-g {gop}` and `x264` (more encoder
 /// arguments): with a GOP of 250, x264's default, the only keyframe of a 10 s clip is its
@@ -196,18 +195,7 @@ async fn a_pause_across_cuts_between_keyframes_resumes_without_encoding_a_frame_
     let src = clip(dir.path(), "paused.mkv", 10, 250, "-preset veryfast -bf 3 -qp 14 -x264-params open-gop=1");
     let mut plan = two_sessions(&src);
     plan.throttle_ms_per_frame = 20;
-    let mut child = Transcoder::spawn(media_binary(), &plan).await.unwrap();
-    let mut events = Vec::new();
-    while let Some(e) = child.events.recv().await {
-        let far = matches!(e, Event::Progress { percent, .. } if percent >= 35.0);
-        events.push(e);
-        if far {
-            child.pause();
-            break;
-        }
-    }
-    while child.events.recv().await.is_some() {}
-    assert_eq!(child.wait().await, ChildEnd::Paused);
+    let events = run_until_paused(&plan, |e| matches!(e, Event::Progress { percent, .. } if *percent >= 35.0)).await;
     assert_eq!(most_sessions(&events), 2, "{events:?}");
     assert_eq!(cuts_of(&plan, &src), vec![2520, 5000, 7520]);
     let PartialState::Valid(manifest) = inspect(&plan) else { panic!("not valid after a pause") };

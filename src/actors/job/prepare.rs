@@ -90,24 +90,11 @@ impl Attempt {
             }
             Ok(Err(e)) | Err(e) => return self.fail(e).await,
         }
-        // Guessing a default here would delete originals a user asked to keep.
-        let JobSettings { keep_originals, timeout_hours } = match env.store.job_settings().await {
-            Ok(settings) => settings,
-            Err(e) => return self.fail(MediaError::misc(format!("the settings could not be read: {e}"))).await,
+        let Some(SourceContext { settings: JobSettings { keep_originals, timeout_hours }, library, roots }) =
+            self.source_context(&job, &path).await?
+        else {
+            return Ok(None);
         };
-
-        let library = match job.library_id {
-            Some(id) => Some(env.store.library(id).await?),
-            None => None,
-        };
-        // The stored path is the resolved one the scan or the webhook found; a link put on
-        // its way since, or a library that no longer holds it, is refused before the source
-        // is opened (`media::contain`).
-        let roots: Vec<PathBuf> =
-            library.as_ref().map(|l| paths_of(l).into_iter().map(PathBuf::from).collect()).unwrap_or_default();
-        if let Err(e) = contained(&path, &roots).await {
-            return self.fail(e).await;
-        }
         // What a rescan compares the file with (see `repo::jobs::KnownFile`): the size and
         // modification time of the file analysed, recorded together.
         let identity = SourceIdentity::of(&path).ok();
@@ -268,6 +255,40 @@ fn with_rules(
 /// The job's automatic retries so far: which rung of the ladder its attempt runs.
 fn retry_count(job: &job::Model) -> u32 {
     u32::try_from(job.retry_count).unwrap_or(0)
+}
+
+/// What an attempt reads before it touches a source, a local one and the commit of a linked
+/// node's upload alike (`remote`): the settings, the job's library and its roots, the source
+/// contained in them.
+pub(super) struct SourceContext {
+    pub settings: JobSettings,
+    pub library: Option<entities::library::Model>,
+    pub roots: Vec<PathBuf>,
+}
+
+impl Attempt {
+    /// The `SourceContext` of `job`, whose source is at `path`; the attempt fails where the
+    /// settings cannot be read or the source is not inside the library.
+    pub(super) async fn source_context(&self, job: &job::Model, path: &Path) -> Phase<SourceContext> {
+        // Guessing a default here would delete originals a user asked to keep.
+        let settings = match self.env.store.job_settings().await {
+            Ok(settings) => settings,
+            Err(e) => return self.fail(MediaError::misc(format!("the settings could not be read: {e}"))).await,
+        };
+        let library = match job.library_id {
+            Some(id) => Some(self.env.store.library(id).await?),
+            None => None,
+        };
+        // The stored path is the resolved one the scan or the webhook found; a link put on
+        // its way since, or a library that no longer holds it, is refused before the source
+        // is opened (`media::contain`).
+        let roots: Vec<PathBuf> =
+            library.as_ref().map(|l| paths_of(l).into_iter().map(PathBuf::from).collect()).unwrap_or_default();
+        if let Err(e) = contained(path, &roots).await {
+            return self.fail(e).await;
+        }
+        Ok(Some(SourceContext { settings, library, roots }))
+    }
 }
 
 /// What the job's library asks for, with what analysis found. A stored encoder, preset or

@@ -6,12 +6,11 @@
 //! rules, the plan) is made again on this node from the source itself.
 
 use std::collections::HashSet;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::mpsc;
 
-use super::prepare::{contained, settings_for, Prepared};
+use super::prepare::{settings_for, Prepared, SourceContext};
 use super::supervise::Encoded;
 use super::{Attempt, NodeEnv, Phase};
 use crate::actors::lifecycle::LifecycleError;
@@ -20,7 +19,7 @@ use crate::media::plan::{output_extension, SourceIdentity};
 use crate::media::stream_plan::plan_streams;
 use crate::media::worker;
 use crate::media::MediaError;
-use crate::repo::libraries::{paths_of, rules_of};
+use crate::repo::libraries::rules_of;
 
 /// The jobs whose uploaded output this main node is committing. A finish asked again while
 /// one runs (the node's answer lost on the way, its client trying again) must start no
@@ -87,20 +86,11 @@ impl Attempt {
         let env = self.env.clone();
         let job = env.store.job(self.job_id).await?;
         let path = crate::repo::jobs::source_path(&job);
-        // Guessing a default here would delete originals a user asked to keep.
-        let JobSettings { keep_originals, timeout_hours } = match env.store.job_settings().await {
-            Ok(settings) => settings,
-            Err(e) => return self.fail(MediaError::misc(format!("the settings could not be read: {e}"))).await,
+        let Some(SourceContext { settings: JobSettings { keep_originals, timeout_hours }, library, roots }) =
+            self.source_context(&job, &path).await?
+        else {
+            return Ok(None);
         };
-        let library = match job.library_id {
-            Some(id) => Some(env.store.library(id).await?),
-            None => None,
-        };
-        let roots: Vec<PathBuf> =
-            library.as_ref().map(|l| paths_of(l).into_iter().map(PathBuf::from).collect()).unwrap_or_default();
-        if let Err(e) = contained(&path, &roots).await {
-            return self.fail(e).await;
-        }
         let info = match worker::validate(&env.transcoder, &path, env.analysis_timeout).await {
             Ok(info) => info,
             Err(e) => return self.fail(e).await,

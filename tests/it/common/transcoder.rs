@@ -17,6 +17,24 @@ pub async fn run(plan: &EncodePlan) -> (ChildEnd, Vec<Event>) {
     (child.wait().await, events)
 }
 
+/// Runs the transcoder child until it sends an event `pause_at` picks, pauses it there and
+/// waits for it to end paused; the events up to that one.
+pub async fn run_until_paused(plan: &EncodePlan, pause_at: impl Fn(&Event) -> bool) -> Vec<Event> {
+    let mut child = Transcoder::spawn(media_binary(), plan).await.unwrap();
+    let mut events = Vec::new();
+    while let Some(e) = child.events.recv().await {
+        let now = pause_at(&e);
+        events.push(e);
+        if now {
+            child.pause();
+            break;
+        }
+    }
+    while child.events.recv().await.is_some() {}
+    assert_eq!(child.wait().await, ChildEnd::Paused, "{events:?}");
+    events
+}
+
 /// Starts the run and waits until it has planned its four spans (and published its plan).
 pub async fn start_run(plan: &EncodePlan) -> (Transcoder, Vec<Event>) {
     let mut owner = Transcoder::spawn(media_binary(), plan).await.unwrap();
