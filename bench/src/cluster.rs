@@ -12,13 +12,13 @@ use crate::report::Report;
 use crate::util::{children_cpu_seconds, ffmpeg_on, Ctx, Res, Server, TempDir};
 use crate::{command, Config};
 
-const CLUSTER_TOKEN: &str = "bench-cluster-token-0123456789abcdef";
+pub(crate) const CLUSTER_TOKEN: &str = "bench-cluster-token-0123456789abcdef";
 /// Spans of a sixth of the clip (10 s of the 60 s one), so each node has several to take.
 fn segment_seconds(cfg: &Config) -> u32 {
     (cfg.clip_seconds / 6).max(1)
 }
 
-fn pro_key() -> Res<(String, String)> {
+pub(crate) fn pro_key() -> Res<(String, String)> {
     let (private, public) = condense::license::generate_keypair();
     let payload = condense::license::LicensePayload {
         tier: condense::domain::license::Tier::Pro,
@@ -52,21 +52,7 @@ async fn two_nodes(cfg: &Config, clip: &Path, dir: &Path, round: usize) -> Res<S
     linked_env.push(("ROLE", "linked".into()));
     linked_env.push(("MAIN_NODE_URL", format!("http://{}", main.addr)));
     let linked = Server::start_on(&cfg.bin, &root.join("linked"), &linked_env, Some(1))?;
-    let token = login(&main.addr).await?;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let nodes = expect(&main.addr, "GET", "/nodes", Some(&token), None, 200).await?;
-        let up = nodes.as_array().is_some_and(|list| {
-            list.iter().any(|n| n["name"] == "linked" && matches!(n["status"].as_str(), Some("ONLINE" | "DEGRADED")))
-        });
-        if up {
-            break;
-        }
-        if Instant::now() > deadline {
-            return Err(format!("the linked node did not come up:\n{}", linked.tail(20)));
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_until_linked(&main, &linked, "linked").await?;
     let tail = || format!("{}\n--- linked ---\n{}", main.tail(20), linked.tail(20));
     let timed = time_job(&main.addr, &media, clip, &[main.pid(), linked.pid()], &tail).await?;
     drop(linked);
@@ -74,6 +60,25 @@ async fn two_nodes(cfg: &Config, clip: &Path, dir: &Path, round: usize) -> Res<S
     let psnr = psnr(&media.join("clip.mkv"), clip)?;
     let _ = std::fs::remove_dir_all(&root);
     Ok(ServiceRun { psnr, ..timed })
+}
+
+/// Waits until the main node lists the linked node `name` (started as `linked`) as up.
+pub(crate) async fn wait_until_linked(main: &Server, linked: &Server, name: &str) -> Res<()> {
+    let token = login(&main.addr).await?;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let nodes = expect(&main.addr, "GET", "/nodes", Some(&token), None, 200).await?;
+        let up = nodes.as_array().is_some_and(|list| {
+            list.iter().any(|n| n["name"] == name && matches!(n["status"].as_str(), Some("ONLINE" | "DEGRADED")))
+        });
+        if up {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!("the linked node {name} did not come up:\n{}", linked.tail(20)));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 pub async fn run(cfg: &Config, report: &mut Report) -> Res<()> {

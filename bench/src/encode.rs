@@ -79,13 +79,19 @@ pub(crate) fn make_clip(dir: &Path, seconds: u32) -> Res<std::path::PathBuf> {
 /// The benchmark's clip with a keyframe every `gop` frames (250: x264's default, one
 /// keyframe every 10 s, as most files are made).
 fn make_clip_with_gop(dir: &Path, name: &str, seconds: u32, gop: &str) -> Res<std::path::PathBuf> {
+    make_sized_clip(dir, name, seconds, "1920x1080", gop)
+}
+
+/// The benchmark's clip at `size` (`WIDTHxHEIGHT`), a keyframe every `gop` frames.
+pub(crate) fn make_sized_clip(dir: &Path, name: &str, seconds: u32, size: &str, gop: &str) -> Res<std::path::PathBuf> {
     let clip = dir.join(name);
     let t = seconds.to_string();
+    let source = format!("testsrc2=size={size}:rate=25");
     ffmpeg(&[
         "-f",
         "lavfi",
         "-i",
-        "testsrc2=size=1920x1080:rate=25",
+        &source,
         "-f",
         "lavfi",
         "-i",

@@ -3,7 +3,7 @@
 //! WebSocket fan-out and the scan's peak memory, runs parts of condense in child processes
 //! of its own), prints a table and writes BENCHMARKS.md.
 //!
-//! `condense-bench [MEASURE...]` runs the named measures (encode, rules, cluster, quality,
+//! `condense-bench [MEASURE...]` runs the named measures (encode, encode-memory, rules, cluster, library, quality,
 //! probe, health, analyse, scan, api, ws, memory, logins) or, without names, all of them; only
 //! a full run writes BENCHMARKS.md (or any run with BENCH_OUTPUT set). BENCH_QUICK=1 scales
 //! every size down for a quick check.
@@ -18,8 +18,10 @@ mod analyse;
 mod api;
 mod cluster;
 mod encode;
+mod encode_memory;
 mod health;
 mod http;
+mod library;
 mod logins;
 mod memory;
 mod probe;
@@ -101,8 +103,22 @@ impl Config {
     }
 }
 
-pub const MEASURES: &[&str] =
-    &["encode", "rules", "cluster", "quality", "probe", "health", "analyse", "scan", "api", "ws", "memory", "logins"];
+pub const MEASURES: &[&str] = &[
+    "encode",
+    "encode-memory",
+    "rules",
+    "cluster",
+    "library",
+    "quality",
+    "probe",
+    "health",
+    "analyse",
+    "scan",
+    "api",
+    "ws",
+    "memory",
+    "logins",
+];
 
 /// The command that gives the figures of one measure.
 pub fn command(measure: &str) -> String {
@@ -143,6 +159,11 @@ async fn run_all(cfg: &Config, wanted: &[String]) -> Report {
             report.failed("encode overhead", &e);
         }
     }
+    if runs("encode-memory") {
+        if let Err(e) = encode_memory::run(cfg, &mut report).await {
+            report.failed("memory while encoding", &e);
+        }
+    }
     if runs("rules") {
         if let Err(e) = rules::run(cfg, &mut report).await {
             report.failed("stream rules in the one pass", &e);
@@ -151,6 +172,11 @@ async fn run_all(cfg: &Config, wanted: &[String]) -> Report {
     if runs("cluster") {
         if let Err(e) = cluster::run(cfg, &mut report).await {
             report.failed("two nodes, one job", &e);
+        }
+    }
+    if runs("library") {
+        if let Err(e) = library::run(cfg, &mut report).await {
+            report.failed("a whole library", &e);
         }
     }
     if runs("quality") {
