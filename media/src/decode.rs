@@ -2,7 +2,7 @@
 //! input every reader of frames needs (its main video stream, how its packets frame NAL
 //! units). Shared by the transcoder's sessions, verification, VMAF, the mux and the search.
 
-use rsmpeg::avcodec::{AVCodec, AVCodecContext};
+use rsmpeg::avcodec::{AVCodec, AVCodecContext, AVPacket};
 use rsmpeg::avformat::AVFormatContextInput;
 use rsmpeg::avutil::AVFrame;
 use rsmpeg::error::RsmpegError;
@@ -11,6 +11,7 @@ use rsmpeg::UnsafeDerefMut;
 
 use crate::device;
 use crate::error::from_rsmpeg;
+use crate::segment::packet_data;
 use condense::domain::encoding::Hardware;
 use condense::domain::job::FailureCode;
 use condense::media::hdr_metadata::NalFormat;
@@ -29,6 +30,76 @@ pub fn stream_nal_format(input: &AVFormatContextInput, index: usize) -> NalForma
         unsafe { std::slice::from_raw_parts(par.extradata, par.extradata_size as usize) }
     };
     NalFormat::of_extradata(extradata)
+}
+
+/// What a keyframe's packet of one stream is read with (`media::keyframe::clean_start`): the
+/// stream's codec name and codec private data.
+pub struct Coding {
+    codec: String,
+    extradata: Vec<u8>,
+}
+
+impl Coding {
+    pub fn of(input: &AVFormatContextInput, index: usize) -> Coding {
+        let Some(stream) = input.streams().get(index) else {
+            return Coding { codec: String::new(), extradata: Vec::new() };
+        };
+        let par = stream.codecpar();
+        // SAFETY: avcodec_get_name returns a static string.
+        let codec = unsafe { std::ffi::CStr::from_ptr(ffi::avcodec_get_name(par.codec_id)) };
+        let extradata = if par.extradata.is_null() || par.extradata_size <= 0 {
+            Vec::new()
+        } else {
+            // SAFETY: the codec parameters hold `extradata_size` bytes at `extradata` while
+            // the input is open.
+            unsafe { std::slice::from_raw_parts(par.extradata, par.extradata_size as usize) }.to_vec()
+        };
+        Coding { codec: codec.to_string_lossy().into_owned(), extradata }
+    }
+}
+
+/// Packets read past a seek looking for the keyframe at a time, at most: more than a GOP of
+/// x264's default (250 frames), so it is found wherever the seek lands before it.
+const KEYFRAME_SCAN_PACKETS: u32 = 600;
+
+/// Reads the keyframe of stream `video` at time `at` (its presentation time, or its decode
+/// time as MP4's index gives it): seeks to at or before `at` and reads that stream's packets
+/// up to it (MP4's demuxer takes a seek's time for a presentation time and lands on the
+/// keyframe before one given by decode time). Answers the keyframe with its presentation
+/// time when decoding starts cleanly at it (`media::keyframe::clean_start`); None where the
+/// seek fails, no keyframe is at `at`, or it is not clean. The input is then anywhere: the
+/// caller seeks again.
+pub fn clean_keyframe_at(
+    input: &mut AVFormatContextInput,
+    video: usize,
+    coding: &Coding,
+    at: i64,
+) -> Result<Option<(i64, AVPacket)>, MediaError> {
+    // SAFETY: seeking an open input context the caller owns.
+    let ret = unsafe {
+        ffi::av_seek_frame(input.as_mut_ptr(), i32::try_from(video).unwrap_or(0), at, ffi::AVSEEK_FLAG_BACKWARD as i32)
+    };
+    if ret < 0 {
+        return Ok(None);
+    }
+    let mut read = 0u32;
+    while let Some(packet) = crate::probe::read_packet(input, "the source")? {
+        if packet.stream_index as usize != video {
+            continue;
+        }
+        read += 1;
+        let known = |t: i64| t != ffi::AV_NOPTS_VALUE;
+        let key = packet.flags & ffi::AV_PKT_FLAG_KEY as i32 != 0;
+        if key && known(packet.pts) && (packet.pts == at || packet.dts == at) {
+            let clean = condense::media::keyframe::clean_start(&coding.codec, &coding.extradata, packet_data(&packet));
+            return Ok(clean.then_some((packet.pts, packet)));
+        }
+        // Decode order: a keyframe shown at `at` is decoded at or before it.
+        if (known(packet.dts) && packet.dts > at) || read >= KEYFRAME_SCAN_PACKETS {
+            return Ok(None);
+        }
+    }
+    Ok(None)
 }
 
 pub fn main_video_index(input: &AVFormatContextInput) -> Option<usize> {

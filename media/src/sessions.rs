@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 use rsmpeg::error::RsmpegError;
 use rsmpeg::ffi;
 
-use crate::decode::{main_video_index, open_decoder_on, stream_nal_format, to_system_memory};
+use crate::decode::{
+    clean_keyframe_at, main_video_index, open_decoder_on, stream_nal_format, to_system_memory, Coding,
+};
 use crate::error::from_rsmpeg;
 use crate::probe;
 use crate::segment::packet_data;
@@ -75,6 +77,12 @@ enum SessionEvent {
     /// Every segment of the claimed span was sent before this: let the claim go once they
     /// are recorded, so no helper takes a span the manifest does not show as done yet.
     Release(partial::SpanClaim),
+    /// A session finished its piece of planned span `span`, having decoded and dropped
+    /// `dropped` frames before its start.
+    Decoded {
+        span: u32,
+        dropped: u64,
+    },
     /// A session ended.
     Ended,
 }
@@ -347,6 +355,7 @@ pub(crate) fn run_sessions(
                     here.retain(|s| *s != claim.index);
                     drop(claim);
                 }
+                Ok(SessionEvent::Decoded { span, dropped }) => emit(Event::SpanDecoded { span, dropped }),
                 Ok(SessionEvent::Ended) => running = running.saturating_sub(1),
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
                 Err(mpsc::RecvTimeoutError::Disconnected) => break,
@@ -528,15 +537,21 @@ fn take_spans(shared: &SessionContext<'_>, tx: &mpsc::Sender<SessionEvent>) {
 /// `segment_frames`). A stop closes the segment being written at the last frame encoded;
 /// the rest of the span stays to do.
 fn encode_span(shared: &SessionContext<'_>, span: Span, tx: &mpsc::Sender<SessionEvent>) -> Result<(), MediaError> {
-    match run_span(shared, span, tx, true)? {
-        SpanRun::Finished => Ok(()),
+    let mut dropped = 0;
+    match run_span(shared, span, tx, true, &mut dropped)? {
+        SpanRun::Finished => {}
         SpanRun::LandedLate(pts) => {
             // A seek that lands past the span's start would lose frames: decode from the
             // first frame instead (slower, never wrong).
             tracing::warn!(from = ?span.from, landed = pts, "the seek landed after the span's start; decoding from the beginning");
-            run_span(shared, span, tx, false).map(|_| ())
+            run_span(shared, span, tx, false, &mut dropped)?;
         }
     }
+    if shared.mode != SessionMode::Sample {
+        let index = segments::planned_index(&shared.boundaries, span.from);
+        let _ = tx.send(SessionEvent::Decoded { span: index, dropped });
+    }
+    Ok(())
 }
 
 enum SpanRun {
@@ -553,6 +568,7 @@ fn run_span(
     span: Span,
     tx: &mpsc::Sender<SessionEvent>,
     seek: bool,
+    dropped: &mut u64,
 ) -> Result<SpanRun, MediaError> {
     // Two passes: this span's statistics file, written by the first pass and read by the
     // second; a second pass always encodes whole planned spans (it restarts, see
@@ -586,13 +602,28 @@ fn run_span(
     // from the start on, whether the cut is a keyframe's presentation or decode time (the
     // frames shown just before a keyframe may be decoded after it), and with an open GOP.
     let mut sought = None;
+    // A cut on a keyframe that decoding starts at cleanly (an IDR, an HEVC IRAP) is decoded
+    // from there: its first packet, read to tell, goes to the decoder first, and no frame is
+    // decoded to be dropped.
+    let mut pending = None;
     if let Some(from) = span.from.filter(|_| seek) {
-        let ret = probe::seek_before(&mut input, vi, from);
-        if ret < 0 {
-            // Some inputs cannot seek: decode from the start and drop what comes before.
-            tracing::warn!(code = ret, "seek failed; decoding from the start");
-        } else {
-            sought = Some(from);
+        let coding = Coding::of(&input, vi);
+        match clean_keyframe_at(&mut input, vi, &coding, from)? {
+            Some((pts, packet)) if pts == from => {
+                pending = Some(packet);
+                sought = Some(from);
+            }
+            _ => {
+                let ret = probe::seek_before(&mut input, vi, from);
+                if ret < 0 {
+                    // Some inputs cannot seek: decode from the start (the look above moved
+                    // the input, so it opens again) and drop what comes before.
+                    tracing::warn!(code = ret, "seek failed; decoding from the start");
+                    input = probe::open_input(&plan.input)?;
+                } else {
+                    sought = Some(from);
+                }
+            }
         }
     }
 
@@ -611,7 +642,11 @@ fn run_span(
             break;
         }
         if !eof {
-            match probe::read_packet(&mut input, "the source")? {
+            let next = match pending.take() {
+                Some(packet) => Some(packet),
+                None => probe::read_packet(&mut input, "the source")?,
+            };
+            match next {
                 Some(packet) => {
                     if packet.stream_index as usize != vi {
                         continue;
@@ -670,6 +705,7 @@ fn run_span(
             }
             if span.is_before(pts) || last_pts.is_some_and(|p| pts <= p) {
                 shared.skipped.fetch_add(1, Ordering::SeqCst);
+                *dropped += 1;
                 continue;
             }
             if span.is_past(pts) {

@@ -16,12 +16,12 @@ use std::time::Instant;
 use rsmpeg::ffi;
 
 use crate::audio_ahead;
-use crate::decode::main_video_index;
+use crate::decode::{clean_keyframe_at, main_video_index, Coding};
 use crate::mux;
 use crate::probe;
 use crate::sessions::{run_sessions, span_views, Recorder, SessionMode};
 use condense::domain::job::FailureCode;
-use condense::domain::segments::{self, Span};
+use condense::domain::segments::{self, Keyframe, Span};
 use condense::host::disk;
 use condense::media::codec_params::CodecParams;
 use condense::media::event::{cpu_time_ms, Event, RunEnd};
@@ -377,17 +377,45 @@ fn plan_boundaries(plan: &EncodePlan, info: &MediaInfo) -> Result<Vec<i64>, Medi
         tracing::debug!(code = ret, "seek failed; the index is what the header gave");
     }
     let keyframes = keyframes(raw);
+    // Whether decoding starts cleanly at a keyframe (and its presentation time, where MP4's
+    // index gives its decode time) is read from its packet: one seek and read each, so only
+    // for the keyframes a cut may go onto.
+    let coding = Coding::of(&input, vi);
+    let mut clean_at = |at: i64| -> Result<Option<i64>, MediaError> {
+        Ok(clean_keyframe_at(&mut input, vi, &coding, at)?.map(|(pts, _)| pts))
+    };
     Ok(match (wanted, rate) {
         // Equal spans, cut at frames wherever the keyframes are (a source with one keyframe
         // every 10 s still splits evenly): each session decodes from the keyframe before its
-        // span and drops the frames before it.
+        // span and drops the frames before it, or from its cut where that is a clean
+        // keyframe.
         (Some(spans), Some(rate)) => {
             let ticks = |seconds: f64| seconds * f64::from(tb.den) / f64::from(tb.num.max(1));
-            let length = ticks(duration.unwrap_or(0.0));
+            let end = start.saturating_add(ticks(duration.unwrap_or(0.0)).round() as i64);
             let per_frame = ticks(f64::from(rate.den) / f64::from(rate.num));
-            segments::even_boundaries(&keyframes, start, start.saturating_add(length.round() as i64), spans, per_frame)
+            let grid = segments::grid_cuts(start, end, spans, per_frame);
+            // Both rules reach `KEYFRAME_SNAP_FRAMES` at most; twice that allows for a decode
+            // time ahead of the presentation time.
+            let reach = (2.0 * segments::KEYFRAME_SNAP_FRAMES * per_frame).ceil() as i64;
+            let mut known = Vec::with_capacity(keyframes.len());
+            for index in keyframes {
+                let near = grid.iter().any(|g| g.abs_diff(index) <= reach.unsigned_abs());
+                known.push(Keyframe { index, clean_at: if near { clean_at(index)? } else { None } });
+            }
+            segments::even_boundaries(&known, start, end, spans, per_frame)
         }
-        _ => segments::boundaries(&keyframes, every),
+        // Cuts at keyframes: a clean one's presentation time, so its span decodes from its
+        // cut (the same time in Matroska's index; MP4's gives its decode time).
+        _ => {
+            let mut cuts: Vec<i64> = Vec::new();
+            for index in segments::boundaries(&keyframes, every) {
+                let cut = clean_at(index)?.filter(|pts| *pts >= index).unwrap_or(index);
+                if cuts.last().is_none_or(|last| cut > *last) {
+                    cuts.push(cut);
+                }
+            }
+            cuts
+        }
     })
 }
 

@@ -95,36 +95,101 @@ pub fn spans_wanted(segment_seconds: f64, duration: Option<f64>, sessions: u32) 
 /// presentation time.
 pub const KEYFRAME_SNAP_FRAMES: f64 = 16.0;
 
-/// Cut points for `spans` spans of equal length between `start` (the first frame's
-/// presentation time) and `end`, whatever the source's keyframes: each cut is the time of
-/// the frame nearest its ideal place on the grid of `ticks_per_frame` from `start`, so the
-/// spans hold whole frames, as many each as can be (counts differ by one at most). A
-/// cut that misses a frame's time (a variable frame rate, a time base that rounds) is still
-/// exact: a span is `from <= pts < to`, so every frame falls in one span, and its session
-/// decodes from the keyframe before the span (`media::sessions`).
-///
-/// One place is moved: a cut up to `KEYFRAME_SNAP_FRAMES` after a keyframe's time in the
-/// demuxer's index (`keyframes`) goes back onto it. There the seek before the cut lands on
-/// that keyframe, whose decode time (MP4's index) may come before the cut while its
-/// presentation time, or its open GOP's leading pictures (which reference the GOP before
-/// it, not decoded), come at or after the cut; a cut at the keyframe's own time is sought
-/// from the keyframe before it. None of the cuts repeats or leaves the video; fewer than
-/// `spans - 1` where the video has fewer frames.
-pub fn even_boundaries(keyframes: &[i64], start: i64, end: i64, spans: u32, ticks_per_frame: f64) -> Vec<i64> {
+/// A keyframe of the source: its time in the demuxer's index, and, where decoding can start
+/// at it cleanly, its presentation time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Keyframe {
+    /// Presentation (Matroska) or decode (MP4) time, as the index gives it.
+    pub index: i64,
+    /// Its presentation time when decoding from it gives every frame shown at or after it and
+    /// no frame before it in decode order is shown after it (an H.264 IDR, an HEVC IRAP:
+    /// `media::keyframe::clean_start`): a span cut there starts decoding at its cut and drops
+    /// nothing. None where it is not so, or was not read.
+    pub clean_at: Option<i64>,
+}
+
+impl Keyframe {
+    /// A keyframe known only by its index time.
+    pub fn indexed(index: i64) -> Keyframe {
+        Keyframe { index, clean_at: None }
+    }
+}
+
+/// How far, in frames, a cut moves onto a clean keyframe (`Keyframe::clean_at`), either way:
+/// a tenth of a span, at most `KEYFRAME_SNAP_FRAMES`. A span that starts there decodes none
+/// of the frames before it (up to a whole GOP from the keyframe before, at about a fifteenth
+/// of the cost of encoding one each), while the two spans beside the cut differ by twice the
+/// move at most: no more than a fifth of a span, on short spans.
+pub fn clean_snap_frames(frames_per_span: f64) -> f64 {
+    (frames_per_span / 10.0).floor().clamp(0.0, KEYFRAME_SNAP_FRAMES)
+}
+
+/// The ideal cut points of `spans` equal spans between `start` and `end`: the time of the
+/// frame nearest each one's place on the grid of `ticks_per_frame` from `start`. Empty where
+/// nothing can be cut (see `even_boundaries`).
+pub fn grid_cuts(start: i64, end: i64, spans: u32, ticks_per_frame: f64) -> Vec<i64> {
     if !(ticks_per_frame.is_finite() && ticks_per_frame > 0.0) || end <= start || spans < 2 {
         return Vec::new();
     }
-    // Frames with `start + n * ticks_per_frame < end`, allowing for an end that a time base
-    // rounded half a tick up.
-    let frames = ((end - start) as f64 / ticks_per_frame - 0.5 / ticks_per_frame).ceil().max(1.0);
+    let frames = frames_between(start, end, ticks_per_frame);
+    (1..spans)
+        .map(|k| {
+            let frame = (frames * f64::from(k) / f64::from(spans)).round();
+            start.saturating_add((frame * ticks_per_frame).round() as i64)
+        })
+        .collect()
+}
+
+/// Frames with `start + n * ticks_per_frame < end`, allowing for an end that a time base
+/// rounded half a tick up.
+fn frames_between(start: i64, end: i64, ticks_per_frame: f64) -> f64 {
+    ((end - start) as f64 / ticks_per_frame - 0.5 / ticks_per_frame).ceil().max(1.0)
+}
+
+/// Cut points for `spans` spans of equal length between `start` (the first frame's
+/// presentation time) and `end`, whatever the source's keyframes: each cut is the time of
+/// the frame nearest its ideal place on the grid of `ticks_per_frame` from `start`
+/// (`grid_cuts`), so the spans hold whole frames, as many each as can be (counts differ by
+/// one at most). A cut that misses a frame's time (a variable frame rate, a time base that
+/// rounds) is still exact: a span is `from <= pts < to`, so every frame falls in one span,
+/// and its session decodes from the keyframe before the span (`media::sessions`).
+///
+/// Two rules move a cut, the first that applies:
+/// - a clean keyframe (`Keyframe::clean_at`) within `clean_snap_frames` of it, either way:
+///   the cut goes onto its presentation time (the nearest; the earlier of two as near), and
+///   the span after it decodes from its cut, dropping nothing;
+/// - a cut up to `KEYFRAME_SNAP_FRAMES` after a keyframe's time in the demuxer's index goes
+///   back onto it (its presentation time where it is clean). There the seek before the cut
+///   lands on that keyframe, whose decode time (MP4's index) may come before the cut while
+///   its presentation time, or its open GOP's leading pictures (which reference the GOP
+///   before it, not decoded), come at or after the cut; a cut at the keyframe's own time is
+///   sought from the keyframe before it.
+///
+/// None of the cuts repeats or leaves the video; fewer than `spans - 1` where the video has
+/// fewer frames.
+pub fn even_boundaries(keyframes: &[Keyframe], start: i64, end: i64, spans: u32, ticks_per_frame: f64) -> Vec<i64> {
+    let grid = grid_cuts(start, end, spans, ticks_per_frame);
+    if grid.is_empty() {
+        return grid;
+    }
+    let per_span = frames_between(start, end, ticks_per_frame) / f64::from(spans);
+    let near = (ticks_per_frame * clean_snap_frames(per_span)).floor() as i64;
     let snap = (ticks_per_frame * KEYFRAME_SNAP_FRAMES).ceil() as i64;
     let mut cuts: Vec<i64> = Vec::new();
-    for k in 1..spans {
-        let frame = (frames * f64::from(k) / f64::from(spans)).round();
-        let on_grid = start.saturating_add((frame * ticks_per_frame).round() as i64);
-        let behind =
-            keyframes.iter().copied().filter(|&key| key > start && key < on_grid && on_grid - key <= snap).max();
-        let cut = behind.unwrap_or(on_grid);
+    for on_grid in grid {
+        let clean = keyframes
+            .iter()
+            .filter_map(|k| k.clean_at)
+            .filter(|&at| at > start && at.abs_diff(on_grid) <= near.unsigned_abs())
+            .min_by_key(|&at| (at.abs_diff(on_grid), at));
+        let behind = || {
+            keyframes
+                .iter()
+                .filter(|k| k.index > start && k.index < on_grid && on_grid - k.index <= snap)
+                .max_by_key(|k| k.index)
+                .map(|k| k.clean_at.unwrap_or(k.index))
+        };
+        let cut = clean.or_else(behind).unwrap_or(on_grid);
         if cut > start && cut < end && cuts.last().is_none_or(|last| cut > *last) {
             cuts.push(cut);
         }
@@ -303,6 +368,11 @@ mod tests {
 
     fn s(from: Option<i64>, to: Option<i64>) -> Span {
         Span::new(from, to)
+    }
+
+    /// Keyframes known by their index times only.
+    fn idx(times: &[i64]) -> Vec<Keyframe> {
+        times.iter().copied().map(Keyframe::indexed).collect()
     }
 
     #[test]
@@ -503,11 +573,26 @@ mod tests {
                     // Keyframes every 250 frames (x264's default: none after the first here),
                     // every 50 and every 12 frames.
                     for gop in [250usize, 50, 12] {
-                        let keys: Vec<i64> = pts.iter().copied().step_by(gop).collect();
-                        for spans_asked in 2..=7u32 {
-                            let cuts = even_boundaries(&keys, start, end, spans_asked, tpf);
-                            let ctx = format!("tpf {tpf} start {start} frames {frames} end {end} gop {gop} spans {spans_asked}: {cuts:?}");
-                            check_even_cuts(&pts, &keys, &cuts, tpf, frames, spans_asked, gop == 250, &ctx);
+                        // Keyframes known by their index only, and clean ones (IDR) indexed
+                        // at their presentation time (Matroska) or two frames before it
+                        // (MP4's decode times with B-frames).
+                        for clean in [None, Some(0.0), Some(2.0)] {
+                            let keys: Vec<Keyframe> = pts
+                                .iter()
+                                .step_by(gop)
+                                .map(|&p| match clean {
+                                    None => Keyframe::indexed(p),
+                                    Some(ahead) => {
+                                        Keyframe { index: p - (ahead * tpf).round() as i64, clean_at: Some(p) }
+                                    }
+                                })
+                                .collect();
+                            for spans_asked in 2..=7u32 {
+                                let cuts = even_boundaries(&keys, start, end, spans_asked, tpf);
+                                let ctx = format!("tpf {tpf} start {start} frames {frames} end {end} gop {gop} clean {clean:?} spans {spans_asked}: {cuts:?}");
+                                check_even_cuts(&pts, &keys, &cuts, tpf, frames, spans_asked, gop == 250, &ctx);
+                                check_clean_cuts(&keys, &cuts, start, end, spans_asked, tpf, &ctx);
+                            }
                         }
                     }
                 }
@@ -515,10 +600,43 @@ mod tests {
         }
     }
 
+    /// Where a clean keyframe lies within `clean_snap_frames` of a cut's place on the grid,
+    /// the cut is the nearest such keyframe; no cut is further from its place than either
+    /// rule allows.
+    fn check_clean_cuts(keys: &[Keyframe], cuts: &[i64], start: i64, end: i64, spans_asked: u32, tpf: f64, ctx: &str) {
+        let per_span = frames_between(start, end, tpf) / f64::from(spans_asked);
+        let near = (tpf * clean_snap_frames(per_span)).floor() as i64;
+        let snap = (tpf * KEYFRAME_SNAP_FRAMES).ceil() as i64;
+        let clean: Vec<i64> = keys.iter().filter_map(|k| k.clean_at).filter(|at| *at > start).collect();
+        for g in grid_cuts(start, end, spans_asked, tpf) {
+            let nearest = clean
+                .iter()
+                .copied()
+                .filter(|at| at.abs_diff(g) <= near.unsigned_abs())
+                .min_by_key(|at| at.abs_diff(g));
+            if let Some(at) = nearest {
+                // Onto it, or onto one as near (the earlier). Spans shorter than the
+                // keyframe rule's reach may have an earlier cut there already.
+                let found = cuts.iter().any(|c| clean.contains(c) && c.abs_diff(g) == at.abs_diff(g));
+                let long = per_span >= 2.0 * KEYFRAME_SNAP_FRAMES + 2.0;
+                assert!(found || (!long && cuts.iter().any(|c| *c >= at)), "grid {g} clean {at}: {ctx}");
+            }
+        }
+        // A cut on a clean keyframe's time is one whose span drops nothing; every cut lies on
+        // the grid, on a keyframe, or on a clean keyframe's presentation time.
+        let indexed: Vec<i64> = keys.iter().map(|k| k.index).collect();
+        let grid = grid_cuts(start, end, spans_asked, tpf);
+        for c in cuts {
+            assert!(grid.contains(c) || indexed.contains(c) || clean.contains(c), "{c}: {ctx}");
+            let from_place = grid.iter().map(|g| g.abs_diff(*c)).min().unwrap_or(0);
+            assert!(from_place <= snap.unsigned_abs() + (2.0 * tpf) as u64 + 1, "{c} moved {from_place}: {ctx}");
+        }
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn check_even_cuts(
         pts: &[i64],
-        keys: &[i64],
+        keys: &[Keyframe],
         cuts: &[i64],
         tpf: f64,
         frames: u32,
@@ -531,8 +649,9 @@ mod tests {
         assert!(cuts.iter().all(|c| pts.contains(c) && *c > pts[0]), "{ctx}");
         assert!(cuts.windows(2).all(|w| w[0] < w[1]), "{ctx}");
         let snap = (tpf * KEYFRAME_SNAP_FRAMES).ceil() as i64;
-        let just_after = |c: &i64| keys.iter().any(|k| *k > pts[0] && k < c && c - k <= snap);
-        assert!(!cuts.iter().any(|c| !keys.contains(c) && just_after(c)), "{ctx}");
+        let just_after = |c: &i64| keys.iter().any(|k| k.index > pts[0] && k.index < *c && c - k.index <= snap);
+        let on_key = |c: &i64| keys.iter().any(|k| k.index == *c || k.clean_at == Some(*c));
+        assert!(!cuts.iter().any(|c| !on_key(c) && just_after(c)), "{ctx}");
         let planned = spans(cuts);
         // Each frame in exactly one span; the spans, in order, give the frames in order;
         // none is empty.
@@ -560,16 +679,51 @@ mod tests {
     fn a_cut_just_after_a_keyframe_moves_onto_it() {
         // 10 s at 25 fps in ms, a keyframe at 4.92 s (a scene cut): the cut at 5 s is two
         // frames after it, so it moves there; one at 5.8 s (22 frames after) stays.
-        assert_eq!(even_boundaries(&[0, 4920], 0, 10_000, 2, 40.0), vec![4920]);
-        assert_eq!(even_boundaries(&[0, 4200], 0, 10_000, 2, 40.0), vec![5000]);
+        assert_eq!(even_boundaries(&idx(&[0, 4920]), 0, 10_000, 2, 40.0), vec![4920]);
+        assert_eq!(even_boundaries(&idx(&[0, 4200]), 0, 10_000, 2, 40.0), vec![5000]);
         // A keyframe just after the cut, or at it, changes nothing.
-        assert_eq!(even_boundaries(&[0, 5040], 0, 10_000, 2, 40.0), vec![5000]);
-        assert_eq!(even_boundaries(&[0, 5000], 0, 10_000, 2, 40.0), vec![5000]);
+        assert_eq!(even_boundaries(&idx(&[0, 5040]), 0, 10_000, 2, 40.0), vec![5000]);
+        assert_eq!(even_boundaries(&idx(&[0, 5000]), 0, 10_000, 2, 40.0), vec![5000]);
         // The first keyframe, at the start, is never a cut.
-        assert_eq!(even_boundaries(&[0], 0, 400, 2, 40.0), vec![200]);
+        assert_eq!(even_boundaries(&idx(&[0]), 0, 400, 2, 40.0), vec![200]);
         // MP4's index holds decode times, which need not be frames' times: the cut is still
         // the keyframe's own time, the one the seek strictly before it handles.
-        assert_eq!(even_boundaries(&[-80, 4970], 0, 10_000, 2, 40.0), vec![4970]);
+        assert_eq!(even_boundaries(&idx(&[-80, 4970]), 0, 10_000, 2, 40.0), vec![4970]);
+    }
+
+    #[test]
+    fn cuts_go_onto_clean_keyframes_near_their_place() {
+        let clean = |times: &[i64]| -> Vec<Keyframe> {
+            times.iter().map(|&t| Keyframe { index: t, clean_at: Some(t) }).collect()
+        };
+        // 8 s at 25 fps in ms, an IDR every 2 s: 4 spans cut on them exactly.
+        assert_eq!(even_boundaries(&clean(&[0, 2000, 4000, 6000]), 0, 8000, 4, 40.0), vec![2000, 4000, 6000]);
+        // 60 s in 6 spans of 250 frames (a reach of 16 frames): an IDR 12 frames after the
+        // place, or 16 before, draws the cut; one 17 frames after does not.
+        let keys = clean(&[0, 10_480, 19_360, 30_680]);
+        assert_eq!(even_boundaries(&keys, 0, 60_000, 6, 40.0), vec![10_480, 19_360, 30_000, 40_000, 50_000]);
+        // Of two as near, the earlier; of two, the nearer.
+        assert_eq!(even_boundaries(&clean(&[0, 9_800, 10_200]), 0, 60_000, 6, 40.0)[0], 9_800);
+        assert_eq!(even_boundaries(&clean(&[0, 9_760, 10_120]), 0, 60_000, 6, 40.0)[0], 10_120);
+        // 10 s in 4 spans of 62.5 frames (a reach of 6): an IDR 7 frames ahead stays away;
+        // 6 frames ahead draws the cut.
+        assert_eq!(even_boundaries(&clean(&[0, 2800]), 0, 10_000, 4, 40.0), vec![2520, 5000, 7520]);
+        assert_eq!(even_boundaries(&clean(&[0, 2760]), 0, 10_000, 4, 40.0), vec![2760, 5000, 7520]);
+        // One behind within the keyframe rule's 16 frames: onto its presentation time, not
+        // its decode time in MP4's index (where the cut would be sought from the keyframe
+        // before); one that is not clean: onto its index time, as before.
+        let mp4 = [Keyframe { index: 1920, clean_at: Some(2000) }];
+        assert_eq!(even_boundaries(&mp4, 0, 10_000, 4, 40.0), vec![2000, 5000, 7520]);
+        assert_eq!(even_boundaries(&idx(&[1920]), 0, 10_000, 4, 40.0), vec![1920, 5000, 7520]);
+        // Short spans reach no frame either way: only a clean keyframe on the place counts.
+        assert_eq!(clean_snap_frames(9.9), 0.0);
+        assert_eq!(clean_snap_frames(62.5), 6.0);
+        assert_eq!(clean_snap_frames(1000.0), KEYFRAME_SNAP_FRAMES);
+        // 4 s in 2 spans of 50 frames (a reach of 5): 5 frames off, onto it; 6, not.
+        assert_eq!(even_boundaries(&clean(&[0, 2200]), 0, 4000, 2, 40.0), vec![2200]);
+        assert_eq!(even_boundaries(&clean(&[0, 2240]), 0, 4000, 2, 40.0), vec![2000]);
+        // The first frame is never a cut; a clean keyframe before the start is none either.
+        assert_eq!(even_boundaries(&clean(&[-40, 0]), 0, 400, 2, 40.0), vec![200]);
     }
 
     #[test]

@@ -41,6 +41,14 @@ pub enum Event {
     SpanStarted {
         span: u32,
     },
+    /// A session of this run finished its piece of planned span `span`, having decoded
+    /// `dropped` frames before the piece's start and dropped them: the frames from the
+    /// keyframe before its cut, none where the cut is a keyframe that decoding starts at
+    /// cleanly (`domain::segments::Keyframe`).
+    SpanDecoded {
+        span: u32,
+        dropped: u64,
+    },
     #[serde(rename_all = "camelCase")]
     Paused {
         frames_done: u64,

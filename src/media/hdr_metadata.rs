@@ -170,7 +170,7 @@ impl NalFormat {
 
 /// The NAL units of one packet (each with its two-byte header), in order. A length that
 /// runs past the packet ends the list there.
-fn nal_units(data: &[u8], format: NalFormat) -> Vec<&[u8]> {
+pub(crate) fn nal_units(data: &[u8], format: NalFormat) -> Vec<&[u8]> {
     match format {
         NalFormat::Length(size) => {
             let mut out = Vec::new();

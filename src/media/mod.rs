@@ -13,6 +13,7 @@ pub mod handle;
 pub mod hdr_metadata;
 pub mod health;
 pub mod info;
+pub mod keyframe;
 pub mod layout;
 pub mod manifest;
 pub mod partial;

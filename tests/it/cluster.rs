@@ -1131,3 +1131,53 @@ async fn a_blind_node_offering_transfers_comes_after_the_node_that_sees_the_file
         }
     }
 }
+
+/// A main node with a slot of its own helps a job that runs on a linked node, as a linked
+/// node's idle slot does (issue 40 saw, with two one-core nodes, every span encoded by the
+/// linked node; the path itself works, and this keeps it so). Two 16 s clips, one job on
+/// each node; the linked node is slowed, so the main node finishes its own first and its
+/// idle slot takes spans of the other.
+#[actix_web::test]
+async fn the_main_nodes_idle_slot_takes_spans_of_a_job_running_on_a_linked_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let media = dir.path().join("media");
+    std::fs::create_dir_all(&media).unwrap();
+    clips::h264(&media, "a.mkv", "320x240", 16);
+    clips::h264(&media, "b.mkv", "320x240", 16);
+    let license = pro_key();
+    let main = main_node(&dir.path().join("main"), 1, Some(&license));
+    let token = login(&main).await;
+    let worker = linked(dir.path(), &main, "w1", 60);
+    wait_until(&main, &token, "linked node up", 30, |l| up(l, "w1")).await;
+    add_library(&main, &token, &media).await;
+    // Both jobs start, one on each node.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let on_w1 = loop {
+        let list = jobs(&main, &token).await;
+        let running: Vec<&Value> = list.iter().filter(|j| j["status"] == "ENCODING").collect();
+        if let Some(job) = running.iter().find(|j| j["node"] == "w1") {
+            break job["id"].as_i64().unwrap();
+        }
+        assert!(Instant::now() < deadline, "no job ran on w1: {list:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let deadline = Instant::now() + Duration::from_secs(240);
+    let detail = loop {
+        let detail = job_detail(&main, &token, on_w1).await;
+        if detail["status"] == "COMPLETED" {
+            break detail;
+        }
+        assert!(
+            !matches!(detail["status"].as_str(), Some("FAILED" | "CANCELLED")) && Instant::now() < deadline,
+            "{detail:#}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(detail["node"], "w1", "{detail:#}");
+    let segments = detail["segments"].as_array().unwrap();
+    let by: HashSet<&str> = segments.iter().filter_map(|s| s["nodeName"].as_str()).collect();
+    assert!(by.contains("main") && by.contains("w1"), "segments of w1's job done by {by:?}: {detail:#}");
+    let frames: i64 = segments.iter().map(|s| s["frames"].as_i64().unwrap()).sum();
+    assert_eq!(frames, 400, "{detail:#}");
+    drop(worker);
+}

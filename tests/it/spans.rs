@@ -60,6 +60,18 @@ fn done_counts(events: &[Event]) -> (u64, u64) {
         .expect("a done event")
 }
 
+/// Frames each planned span decoded and dropped before its start (`Event::SpanDecoded`),
+/// by span, over the run.
+fn dropped_by_span(events: &[Event]) -> std::collections::BTreeMap<u32, u64> {
+    let mut by = std::collections::BTreeMap::new();
+    for e in events {
+        if let Event::SpanDecoded { span, dropped } = e {
+            *by.entry(*span).or_insert(0) += dropped;
+        }
+    }
+    by
+}
+
 /// The presentation times of the first video stream's frames, in the order they decode to.
 fn frame_times(path: &Path) -> Vec<String> {
     let out = std::process::Command::new("ffprobe")
@@ -158,8 +170,72 @@ async fn one_keyframe_in_ten_seconds_still_gives_two_sessions_even_spans_and_eve
     let (encoded, skipped) = done_counts(&events);
     assert_eq!(encoded, 250);
     // The spans after the first decode from the keyframe at 0 and drop what comes before
-    // them: 62 or 63, 125 and 187 or 188 frames.
+    // them: 63, 125 and 188 frames, span by span.
     assert!((370..=380).contains(&skipped), "{skipped} frames decoded and dropped");
+    let by_span: Vec<(u32, u64)> = dropped_by_span(&events).into_iter().collect();
+    assert_eq!(by_span, vec![(0, 0), (1, 63), (2, 125), (3, 188)], "{events:?}");
+}
+
+/// Sessions starting at a clean keyframe decode nothing they drop: every span of an 8 s
+/// clip with an IDR every 2 s (x264's closed GOPs, B-frames), cut on them in 4 spans of
+/// 2 s, in Matroska (its index gives presentation times) and MP4 (decode times, two frames
+/// ahead: the cut is the keyframe's presentation time read from its packet).
+#[actix_web::test]
+async fn spans_cut_on_idr_frames_start_decoding_at_their_cut_and_drop_nothing() {
+    for name in ["idr.mkv", "idr.mp4"] {
+        let dir = tempfile::tempdir().unwrap();
+        let src = clip(dir.path(), name, 8, 50, "-preset veryfast -bf 3 -qp 14 -sc_threshold 0");
+        let plan = two_sessions(&src);
+        let events = encode_and_compare(&plan, &src, dir.path()).await;
+        let (_, ticks) = start_and_ticks(&src);
+        assert_eq!(cuts_of(&plan, &src), vec![2 * ticks, 4 * ticks, 6 * ticks], "{name}");
+        let (encoded, skipped) = done_counts(&events);
+        assert_eq!((encoded, skipped), (200, 0), "{name}: {events:?}");
+        let by_span: Vec<(u32, u64)> = dropped_by_span(&events).into_iter().collect();
+        assert_eq!(by_span, vec![(0, 0), (1, 0), (2, 0), (3, 0)], "{name}: {events:?}");
+    }
+}
+
+/// With an IDR at 0 and 5 s of a 10 s clip, the cut at 5 s starts decoding there; the cuts
+/// at 2.5 and 7.5 s, mid-GOP, decode from the IDR before them and drop what comes before.
+#[actix_web::test]
+async fn only_spans_cut_mid_gop_drop_frames() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = clip(dir.path(), "half.mkv", 10, 125, "-preset veryfast -bf 3 -qp 14 -sc_threshold 0");
+    let plan = two_sessions(&src);
+    let events = encode_and_compare(&plan, &src, dir.path()).await;
+    assert_eq!(cuts_of(&plan, &src), vec![2520, 5000, 7520]);
+    let by_span: Vec<(u32, u64)> = dropped_by_span(&events).into_iter().collect();
+    assert_eq!(by_span, vec![(0, 0), (1, 63), (2, 0), (3, 63)], "{events:?}");
+    assert_eq!(done_counts(&events), (250, 126));
+}
+
+/// HEVC's CRA keyframes (x265's open GOPs, leading pictures that reference the GOP before)
+/// are clean starts too: a span cut on one decodes from it, the span before it keeps the
+/// leading pictures, and every frame comes out whole.
+#[actix_web::test]
+async fn spans_cut_on_hevc_cra_frames_drop_nothing_and_keep_the_leading_pictures() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("cra.mkv");
+    ffmpeg(&[
+        "-f",
+        "lavfi",
+        "-i",
+        "testsrc2=size=320x240:rate=25",
+        "-t",
+        "8",
+        "-c:v",
+        "libx265",
+        "-preset",
+        "ultrafast",
+        "-x265-params",
+        "keyint=50:min-keyint=50:scenecut=0:open-gop=1:bframes=3:qp=14:log-level=error",
+        src.to_str().unwrap(),
+    ]);
+    let plan = two_sessions(&src);
+    let events = encode_and_compare(&plan, &src, dir.path()).await;
+    assert_eq!(cuts_of(&plan, &src), vec![2000, 4000, 6000]);
+    assert_eq!(done_counts(&events), (200, 0), "{events:?}");
 }
 
 #[actix_web::test]

@@ -17,7 +17,7 @@ use super::membership::{admit, enrollment, reconcile, AskLibraries, CloseLink, C
 use crate::actors::job::helper::HelperRef;
 use crate::actors::job::JobCommand;
 use crate::actors::lifecycle::Lifecycle;
-use crate::actors::node::{Capacity, ControlJob, NodeCapacity, RunningJob, StartHelper, StartJob};
+use crate::actors::node::{Capacity, ControlJob, NodeCapacity, RunningJob, StartHelper, StartJob, Wake};
 use crate::actors::protocol::{capacity, Call, Frame, Sight};
 use crate::actors::scheduler::{effective_tier, AddNode, NodeHandle, RemoveNode, Scheduler};
 use crate::actors::store::{holds_lease, DbStore, JobStore};
@@ -286,7 +286,7 @@ impl RemoteNode {
     /// Answers a job-store call of the node, refusing any write on a job whose lease it lost.
     fn serve_call(&mut self, id: u64, call: Call, ctx: &mut ws::WebsocketContext<Self>) {
         let Some((node_id, node_name)) = self.node.clone() else { return };
-        let (db, lifecycle) = (self.db.clone(), self.lifecycle.clone());
+        let (db, lifecycle, scheduler) = (self.db.clone(), self.lifecycle.clone(), self.scheduler.clone());
         ctx.spawn(
             async move {
                 let store = DbStore { lifecycle };
@@ -367,6 +367,11 @@ impl RemoteNode {
                     }
                     Call::SpanEnd { id, span, lease, done } => {
                         store.span_end(id, span, &lease, done).await.map_err(|e| e.to_string())?;
+                        // The helper's slot is free: a round now gives it the next waiting
+                        // span, not the next tick (up to 2 s, a span's worth of idle core
+                        // each time). The main node's own slots wake it as they free
+                        // (`NodeSupervisor::idle`).
+                        scheduler.do_send(Wake);
                         Ok(serde_json::Value::Null)
                     }
                     Call::StartJob { .. } | Call::ControlJob { .. } | Call::StartHelper { .. } => {
