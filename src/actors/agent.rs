@@ -50,6 +50,9 @@ pub struct AgentConfig {
     pub work_dir: std::path::PathBuf,
     /// Whether the node takes files it does not see, by transfer (`SHARED_STORAGE`).
     pub transfer: bool,
+    /// Where the node's jobs taken by transfer find the credential the link presents
+    /// (`actors::transfer::TransferSetup`): set once the node has one.
+    pub bearer: crate::actors::transfer::Bearer,
 }
 
 /// Free bytes in WORK_DIR; `None` where they cannot be read (then the main node gives the
@@ -348,6 +351,9 @@ impl StreamHandler<Result<WsFrame, WsProtocolError>> for Agent {
             Frame::Registered { node_id, heartbeat_seconds, timeout_seconds, identity, credential } => {
                 tracing::info!(node_id, enrolled = credential.is_some(), "registered with the main node");
                 self.keep_registration(identity, credential, ctx);
+                // The transfers present the node's own credential, never CLUSTER_TOKEN.
+                let own = self.config.credential.is_some().then(|| self.bearer()).flatten();
+                self.config.bearer.set(own);
                 self.registered = true;
                 self.backoff = Duration::from_secs(1);
                 self.cut_off_since = None;

@@ -189,7 +189,7 @@ pub async fn start_node(config: NodeConfig) -> Result<Node, StartError> {
         analysis_timeout,
         role,
     } = config;
-    let env = |store: Arc<dyn store::JobStore>, node_id: i32| {
+    let env = |store: Arc<dyn store::JobStore>, node_id: i32, transfer: Option<Arc<transfer::TransferSetup>>| {
         Arc::new(NodeEnv {
             store,
             node_name: name.clone(),
@@ -203,6 +203,7 @@ pub async fn start_node(config: NodeConfig) -> Result<Node, StartError> {
             max_jobs: u32::try_from(max_jobs).unwrap_or(1),
             throttle_ms_per_frame,
             analysis_timeout,
+            transfer,
         })
     };
     match role {
@@ -226,7 +227,7 @@ pub async fn start_node(config: NodeConfig) -> Result<Node, StartError> {
             let lifecycle = Lifecycle { db: db.clone(), bus: bus.clone() };
             recover_orphans(&lifecycle, main.previous_run_crashed).await?;
             let store = Arc::new(store::DbStore { lifecycle: lifecycle.clone() });
-            let jobs = env(store, row.id);
+            let jobs = env(store, row.id, None);
             let node = NodeSupervisor::new(jobs.clone(), max_jobs).start();
             // A main node with MAX_JOBS=0 coordinates only; its node takes no jobs.
             let handles = if max_jobs > 0 { vec![NodeHandle::local(name.clone(), row.id, &node)] } else { Vec::new() };
@@ -300,6 +301,14 @@ pub async fn start_node(config: NodeConfig) -> Result<Node, StartError> {
         }
         RoleConfig::Linked(linked) => {
             let transfer = takes_transfers(linked.shared_storage);
+            // What a crash or a kill left in WORK_DIR: a node that starts holds no lease.
+            let work_dir = linked.work_dir.clone();
+            match tokio::task::spawn_blocking(move || transfer::clear_stale_job_dirs(&work_dir)).await {
+                Ok(Ok(0)) => {}
+                Ok(Ok(n)) => tracing::info!(folders = n, "removed the job folders a stopped run left in WORK_DIR"),
+                Ok(Err(e)) => tracing::warn!(error = %e, "could not empty WORK_DIR of stale job folders"),
+                Err(e) => tracing::warn!(error = %e, "could not empty WORK_DIR of stale job folders"),
+            }
             let work_dir = linked.work_dir.clone();
             let free = tokio::task::spawn_blocking(move || agent::work_dir_free_bytes(&work_dir)).await.ok().flatten();
             let register = Frame::Register {
@@ -317,8 +326,18 @@ pub async fn start_node(config: NodeConfig) -> Result<Node, StartError> {
                 transfer,
                 work_dir_free_bytes: free,
             };
+            let bearer = transfer::Bearer::default();
+            let setup = transfer.then(|| {
+                Arc::new(transfer::TransferSetup {
+                    main_url: linked.main_url.clone(),
+                    bearer: bearer.clone(),
+                    mbps: linked.transfer_mbps,
+                    work_dir: linked.work_dir.clone(),
+                })
+            });
             let agent = Agent::new(AgentConfig {
                 main_url: linked.main_url,
+                bearer,
                 cluster_token: linked.cluster_token,
                 credential: linked.credential,
                 register,
@@ -328,7 +347,7 @@ pub async fn start_node(config: NodeConfig) -> Result<Node, StartError> {
             })
             .start();
             let store = Arc::new(RemoteStore { agent: agent.clone() });
-            let node = NodeSupervisor::new(env(store, 0), max_jobs).taking_transfers(transfer).start();
+            let node = NodeSupervisor::new(env(store, 0, setup), max_jobs).taking_transfers(transfer).start();
             agent.do_send(SetNode(node.clone()));
             Ok(Node::Linked(LinkedNode { name, node, agent }))
         }

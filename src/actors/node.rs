@@ -17,8 +17,8 @@ use super::job::{Command, JobCommand, JobEnded, JobSupervisor, NodeEnv};
 pub struct StartJob {
     pub job_id: i32,
     pub lease_id: String,
-    /// The node does not see the file: it takes it by transfer (issue 39). A node whose
-    /// build has no transfer flow (`domain::placement::TRANSFER_FLOW`) refuses such a job.
+    /// The node does not see the file: it takes it by transfer (issue 39). A node that
+    /// takes only files it sees (`SHARED_STORAGE=required`) refuses such a job.
     pub by_transfer: bool,
 }
 
@@ -177,7 +177,9 @@ impl Handler<StartJob> for NodeSupervisor {
             return false;
         }
         let supervisor =
-            JobSupervisor::new(msg.job_id, msg.lease_id.clone(), self.env.clone(), ctx.address().recipient()).start();
+            JobSupervisor::new(msg.job_id, msg.lease_id.clone(), self.env.clone(), ctx.address().recipient())
+                .taken_by_transfer(msg.by_transfer)
+                .start();
         self.jobs.insert(msg.job_id, (supervisor, msg.lease_id));
         true
     }
@@ -359,6 +361,7 @@ mod tests {
             max_jobs: 1,
             throttle_ms_per_frame: 0,
             analysis_timeout: Duration::from_secs(1),
+            transfer: None,
         };
         NodeSupervisor::new(Arc::new(env), max_jobs)
     }

@@ -7,8 +7,9 @@
 //! the rate; each part reports the bytes and rate for the job's TRANSFERRING stage. The main
 //! node's side is `actors::cluster::transfer` and `http::transfer`.
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use actix_web::web::Bytes;
@@ -18,6 +19,7 @@ use tokio::io::AsyncWriteExt;
 
 use crate::actors::cluster::transfer::{Finish, LEASE_HEADER, SHA256_HEADER, SIZE_HEADER};
 use crate::domain::transfer::{pause_for, rate};
+use crate::media::handle::Folder;
 use crate::media::transfer::sha256_of;
 
 /// The downloaded source's name in the node's folder for the job.
@@ -80,6 +82,98 @@ pub struct TransferClient {
     pub part_bytes: u64,
     /// Tries in a row that move no byte before a transfer gives up.
     pub tries: u32,
+}
+
+/// What a linked node's jobs taken by transfer share (`actors::job::by_transfer`): where
+/// the main node is, the credential to present there, the rate cap and WORK_DIR.
+pub struct TransferSetup {
+    pub main_url: String,
+    pub bearer: Bearer,
+    /// `TRANSFER_MBPS`, 0 for no cap.
+    pub mbps: u32,
+    /// WORK_DIR: each job's files in a folder named by its id.
+    pub work_dir: PathBuf,
+}
+
+impl TransferSetup {
+    /// A client presenting the node's credential as the link has it now; `None` before the
+    /// node has one (not enrolled yet).
+    pub fn client(&self) -> Option<TransferClient> {
+        Some(TransferClient::new(&self.main_url, &self.bearer.get()?, self.mbps))
+    }
+
+    /// The folder of job `job_id` in WORK_DIR.
+    pub fn job_dir(&self, job_id: i32) -> PathBuf {
+        self.work_dir.join(job_id.to_string())
+    }
+}
+
+/// The node's `identity.credential` as its link presents it, set by the agent once it has
+/// both (at its start from DATA_DIR, or at the enrollment).
+#[derive(Clone, Default)]
+pub struct Bearer(Arc<Mutex<Option<String>>>);
+
+/// Never the secret itself in a log.
+impl std::fmt::Debug for Bearer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let set = self.0.lock().unwrap_or_else(PoisonError::into_inner).is_some();
+        f.debug_struct("Bearer").field("set", &set).finish()
+    }
+}
+
+impl Bearer {
+    pub fn set(&self, bearer: Option<String>) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = bearer;
+    }
+
+    pub fn get(&self) -> Option<String> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+}
+
+/// Makes (or opens) job `job_id`'s folder in WORK_DIR: condense's own folder, never
+/// reached through a link. Blocking.
+pub fn make_job_dir(work_dir: &Path, job_id: i32) -> Result<PathBuf, String> {
+    let work = match Folder::open_resolved(work_dir, "WORK_DIR") {
+        Ok(Ok(work)) => work,
+        Ok(Err(foreign)) => return Err(foreign.to_string()),
+        Err(e) => return Err(format!("WORK_DIR ({}) cannot be opened: {e}", work_dir.display())),
+    };
+    let name = job_id.to_string();
+    match work.own_folder(OsStr::new(&name), true, "the job's folder in WORK_DIR") {
+        Ok(Ok(Some(_))) => Ok(work_dir.join(name)),
+        Ok(Ok(None)) => Err(format!("the job's folder in WORK_DIR ({}) could not be made", work_dir.display())),
+        Ok(Err(foreign)) => Err(foreign.to_string()),
+        Err(e) => Err(format!("the job's folder in WORK_DIR ({}) cannot be made: {e}", work_dir.display())),
+    }
+}
+
+/// Removes job `job_id`'s folder from WORK_DIR with all in it, each level opened without
+/// following links (`Folder::remove_entry`). Blocking.
+pub fn remove_job_dir(work_dir: &Path, job_id: i32) -> std::io::Result<()> {
+    match Folder::open_resolved(work_dir, "WORK_DIR")? {
+        Ok(work) => work.remove_entry(OsStr::new(&job_id.to_string())),
+        Err(foreign) => Err(std::io::Error::other(foreign.to_string())),
+    }
+}
+
+/// At a node's start: removes every job folder in WORK_DIR (a name that is a job id). A
+/// node that starts holds no lease, so these are what a crash or a kill left; the job went
+/// back to the queue on the main node meanwhile. Anything else there is left alone.
+/// Answers how many went. Blocking.
+pub fn clear_stale_job_dirs(work_dir: &Path) -> std::io::Result<usize> {
+    let work = match Folder::open_resolved(work_dir, "WORK_DIR")? {
+        Ok(work) => work,
+        Err(foreign) => return Err(std::io::Error::other(foreign.to_string())),
+    };
+    let mut removed = 0;
+    for name in work.names()? {
+        if name.to_str().is_some_and(|n| n.parse::<i32>().is_ok_and(|id| id.to_string() == n)) {
+            work.remove_entry(&name)?;
+            removed += 1;
+        }
+    }
+    Ok(removed)
 }
 
 /// Bytes between syncs of a download: what a crash of the node may cost it.
@@ -282,6 +376,22 @@ impl TransferClient {
         source_sha256: &str,
         on_progress: &mut dyn FnMut(Progress),
     ) -> Result<u64, ClientError> {
+        self.upload_with(job_id, lease, file, extension, source_sha256, None, on_progress).await
+    }
+
+    /// `upload`, telling the main node the encode's CPU and wall time (`run_stats`, in
+    /// milliseconds) with the finish, for the job's figures.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn upload_with(
+        &self,
+        job_id: i32,
+        lease: &str,
+        file: &Path,
+        extension: &str,
+        source_sha256: &str,
+        run_stats: Option<(u64, u64)>,
+        on_progress: &mut dyn FnMut(Progress),
+    ) -> Result<u64, ClientError> {
         let path = file.to_path_buf();
         let (source, size, sha256) = tokio::task::spawn_blocking(move || {
             let f = std::fs::File::open(&path)?;
@@ -369,8 +479,8 @@ impl TransferClient {
                 size,
                 extension: extension.to_string(),
                 source_sha256: source_sha256.to_string(),
-                cpu_ms: None,
-                wall_ms: None,
+                cpu_ms: run_stats.map(|(cpu, _)| cpu),
+                wall_ms: run_stats.map(|(_, wall)| wall),
             };
             let mut res = match self
                 .request(awc::http::Method::POST, self.url(job_id, "output/finish"), lease)

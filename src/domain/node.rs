@@ -59,6 +59,18 @@ pub fn node_status(
     }
 }
 
+/// The library paths a node's status counts against it (`node_status`): those it does not
+/// see, unless it takes their files by transfer (`takes_transfers`, issue 39), where not
+/// seeing a library is how it works rather than a fault. A node that takes only files it
+/// sees (`SHARED_STORAGE=required`) stays DEGRADED for them.
+pub fn degrading_paths(missing: &[String], takes_transfers: bool) -> &[String] {
+    if takes_transfers {
+        &[]
+    } else {
+        missing
+    }
+}
+
 /// Whether a node sees a library whose roots are `roots`, from its last report: the paths it
 /// checked (`None` from the main node itself, which checks each root when the library is
 /// saved, and from linked nodes older than that report) and those of them it found missing.
@@ -89,6 +101,19 @@ mod tests {
             assert_eq!(NodeRole::from_str(r.as_str()), Ok(*r));
         }
         assert!(NodeStatus::from_str("UP").is_err());
+    }
+
+    #[test]
+    fn a_node_taking_transfers_is_not_degraded_for_the_libraries_it_does_not_see() {
+        let missing = vec!["/media/x".to_string()];
+        assert_eq!(degrading_paths(&missing, false), &missing[..]);
+        assert!(degrading_paths(&missing, true).is_empty());
+        assert!(degrading_paths(&[], false).is_empty());
+        assert!(degrading_paths(&[], true).is_empty());
+        // As the status reads it: DEGRADED only for the node that needs to see the path.
+        let status = |transfer| node_status(0, 30, 0.5, 0, degrading_paths(&missing, transfer)).0;
+        assert_eq!(status(false), NodeStatus::Degraded);
+        assert_eq!(status(true), NodeStatus::Online);
     }
 
     #[test]

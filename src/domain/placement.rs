@@ -15,10 +15,10 @@ named_enum!(
 );
 
 /// Whether this build carries the transfer flow (issue 39: fetching a source over the
-/// node's link, encoding it in WORK_DIR, uploading the output). False until that flow
-/// exists: until then no node offers to take files by transfer, whatever `SHARED_STORAGE`
-/// says. The one place that fact lives.
-pub const TRANSFER_FLOW: bool = false;
+/// node's link, encoding it in WORK_DIR, uploading the output; `actors::job::by_transfer`).
+/// A build without it offers to take no file by transfer, whatever `SHARED_STORAGE` says,
+/// and its main node gives none. The one place that fact lives.
+pub const TRANSFER_FLOW: bool = true;
 
 /// Whether a node with this `SHARED_STORAGE` can take jobs of libraries it does not see.
 pub fn takes_transfers(shared: SharedStorage) -> bool {
@@ -146,7 +146,7 @@ mod tests {
             assert_eq!(SharedStorage::from_str(s.as_str()), Ok(*s));
         }
         assert!(SharedStorage::from_str("sometimes").is_err());
-        assert_eq!(takes_transfers(SharedStorage::Auto), TRANSFER_FLOW);
+        assert!(TRANSFER_FLOW && takes_transfers(SharedStorage::Auto));
         assert!(!takes_transfers(SharedStorage::Required));
     }
 

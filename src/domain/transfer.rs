@@ -49,9 +49,58 @@ pub fn rate(bytes: u64, elapsed: Duration) -> f64 {
     }
 }
 
+/// The name a node gives its copy of a source it took by transfer, in the job's folder in
+/// WORK_DIR: `input.<ext>` with the original's extension lowercased when it is one an output
+/// may have (the container the output gets follows from it, as on the main node), else
+/// `input`. Nothing else of the original's name is used: it came from another machine.
+pub fn copy_name(original: &std::path::Path) -> String {
+    let ext = original.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
+    match ext.filter(|e| valid_extension(e)) {
+        Some(ext) => format!("input.{ext}"),
+        None => "input".to_string(),
+    }
+}
+
+/// Why a node cannot take a download of `needed` bytes into a WORK_DIR with `free` bytes
+/// free (`None`: it can). `needed` is the source, the expected output and a tenth more
+/// (`placement::JobNeeds::work_dir_bytes`), less what the job's folder holds already.
+pub fn short_of_room(needed: u64, free: u64) -> Option<String> {
+    (free < needed).then(|| {
+        let shown = |b: u64| super::notify::human_bytes(i64::try_from(b).unwrap_or(i64::MAX));
+        format!("WORK_DIR is full: the transfer needs {} there, {} are free", shown(needed), shown(free))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_copy_keeps_only_an_extension_an_output_may_have() {
+        use std::path::Path;
+        assert_eq!(copy_name(Path::new("/media/films/Movie (2020).MKV")), "input.mkv");
+        assert_eq!(copy_name(Path::new("/m/a.mp4")), "input.mp4");
+        assert_eq!(copy_name(Path::new("/m/no-extension")), "input");
+        assert_eq!(copy_name(Path::new("/m/odd.ext-with/dash")), "input");
+        assert_eq!(copy_name(Path::new("/m/a.averylongext")), "input");
+        assert_eq!(copy_name(Path::new("/m/a.m\u{e9}")), "input");
+        assert_eq!(copy_name(Path::new("/m/.hidden")), "input");
+    }
+
+    #[test]
+    fn a_download_needs_its_room_and_says_what_is_free() {
+        assert_eq!(short_of_room(10, 10), None);
+        assert_eq!(short_of_room(0, 0), None);
+        assert_eq!(short_of_room(10, u64::MAX), None);
+        assert_eq!(
+            short_of_room(6_600_000_000, 4_100_000_000).as_deref(),
+            Some("WORK_DIR is full: the transfer needs 6.6 GB there, 4.1 GB are free")
+        );
+        assert_eq!(
+            short_of_room(u64::MAX, 0).as_deref(),
+            Some("WORK_DIR is full: the transfer needs 9223372.0 TB there, 0 B are free")
+        );
+    }
 
     #[test]
     fn an_upload_names_its_first_and_last_byte() {

@@ -2,7 +2,6 @@
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -11,13 +10,13 @@ use condense::actors::lifecycle::EventContext;
 use condense::actors::node::RunningJob;
 use condense::actors::protocol::{Call, Frame};
 use condense::domain::job::{FailureCode, JobEvent};
-use condense::domain::placement::{SharedStorage, TRANSFER_FLOW};
+use condense::domain::placement::SharedStorage;
 use condense::repo::jobs::JobChange;
 use entities::job;
 
 use crate::common::cluster::{
-    add_library, as_linked, call, job_detail, jobs, linked, linked_command, login, main_command, main_node, nodes,
-    status_of, up, wait_all_done, wait_until, CLUSTER_TOKEN,
+    add_library, blind_command, blind_node, call, job_detail, jobs, linked, linked_command, login, main_command,
+    main_node, mount_namespaces, nodes, sees, status_of, up, wait_all_done, wait_for_names, wait_until, CLUSTER_TOKEN,
 };
 use crate::common::license::{key_of, pro_key};
 use crate::common::media as clips;
@@ -258,6 +257,8 @@ async fn under_free_a_second_node_is_refused_with_a_reason() {
     assert_eq!(status_of(&list, "w1"), None, "{list:#?}");
 }
 
+/// A node that takes only files it sees (`SHARED_STORAGE=required`) and cannot see a library
+/// is DEGRADED for it and gets none of its jobs, even with the main node busy.
 #[actix_web::test]
 async fn a_linked_node_that_cannot_see_a_library_is_degraded_and_gets_none_of_its_jobs() {
     let dir = tempfile::tempdir().unwrap();
@@ -267,13 +268,15 @@ async fn a_linked_node_that_cannot_see_a_library_is_degraded_and_gets_none_of_it
     for i in 0..3 {
         clips::h264(&media, &format!("c{i}.mkv"), "320x240", 1);
     }
-    if !mount_namespaces("a_linked_node_that_cannot_see_a_library") {
+    if !mount_namespaces("cluster::a_linked_node_that_cannot_see_a_library") {
         return;
     }
     let license = pro_key();
     let main = main_node(&dir.path().join("main"), 1, Some(&license));
     let token = login(&main).await;
-    let _blind = blind_node(dir.path(), &hidden, &main, "blind");
+    let mut blind = blind_command(dir.path(), &hidden, &main, "blind");
+    blind.env("SHARED_STORAGE", "required");
+    let _blind = ServerProcess::start(blind);
     wait_until(&main, &token, "blind ONLINE", 30, |l| status_of(l, "blind").is_some()).await;
     add_library(&main, &token, &media).await;
     let blind_reason = |l: &[Value]| {
@@ -289,61 +292,76 @@ async fn a_linked_node_that_cannot_see_a_library_is_degraded_and_gets_none_of_it
     assert!(done.iter().all(|j| j["status"] == "COMPLETED" && j["node"] == "main"), "{done:#?}");
 }
 
-/// Whether this machine lets a process have its own mount namespace (else the test named
-/// `test` prints that it is skipped).
-fn mount_namespaces(test: &str) -> bool {
-    let probe = Command::new("unshare").args(["--mount", "--propagation", "private", "true"]).status();
-    let allowed = probe.is_ok_and(|s| s.success());
-    if !allowed {
-        eprintln!("SKIPPED cluster::{test}: no mount namespaces here");
-    }
-    allowed
-}
-
-/// A linked node named `name` (DATA_DIR `dir/name`) in its own mount namespace, where an
-/// empty tmpfs hides `hidden` (the share) from it.
-fn blind_node(dir: &Path, hidden: &Path, main: &ServerProcess, name: &str) -> ServerProcess {
-    ServerProcess::start(blind_command(dir, hidden, main, name))
-}
-
-/// The command of `blind_node`, to set more of its environment.
-fn blind_command(dir: &Path, hidden: &Path, main: &ServerProcess, name: &str) -> Command {
-    let mut blind = Command::new("unshare");
-    let script = format!("mount -t tmpfs tmpfs '{}' && exec \"$0\" \"$@\"", hidden.display());
-    blind.args(["--mount", "--propagation", "private", "sh", "-c", &script, crate::common::server::binary()]);
-    as_linked(blind, &dir.join(name), &main.api, name, 0)
-}
-
-/// Whether the node named `node` sees the library named `library`, as `GET /nodes` says
-/// (`None`: not reported, or no such node or library).
-fn sees(list: &[Value], node: &str, library: &str) -> Option<bool> {
-    let node = list.iter().find(|n| n["name"] == node)?;
-    let sight = node["libraries"].as_array()?.iter().find(|l| l["name"] == library)?;
-    sight["sees"].as_bool()
-}
-
-/// Issue 39: a library created after a node that cannot see it linked. The main node only
-/// coordinates (MAX_JOBS=0) and heartbeats every 5 s, the default: a node asked what it
-/// sees only at its next heartbeat got the jobs first, and they FAILED "file validation
-/// failed". Asked at once, and given nothing it has not said it sees, the node gets none of
-/// them; a node that sees the library takes them all.
+/// Issue 39's acceptance: a library created after a node that cannot see it linked. The
+/// main node only coordinates (MAX_JOBS=0) and heartbeats every 5 s, the default; the node
+/// has the default `SHARED_STORAGE=auto`. It says at once that it does not see the library
+/// (and is not DEGRADED for it: it takes its files by transfer), fetches each file over
+/// its link, encodes it in its WORK_DIR and uploads the output, which the main node
+/// verifies and puts in the original's place: every job COMPLETED on that node, each
+/// output the source's frames in the codec asked, and nothing left in WORK_DIR.
 #[actix_web::test]
-async fn a_library_created_after_a_blind_node_linked_gives_it_none_of_its_jobs() {
-    blind_node_gets_none_of_the_library(None).await;
+async fn a_library_created_after_a_blind_node_linked_is_encoded_by_it_by_transfer() {
+    let dir = tempfile::tempdir().unwrap();
+    let hidden = dir.path().join("shared");
+    let media = hidden.join("media");
+    std::fs::create_dir_all(&media).unwrap();
+    let clips: Vec<(PathBuf, u64, Vec<u8>)> = (0..3)
+        .map(|i| {
+            let clip = clips::h264(&media, &format!("c{i}.mkv"), "320x240", 1);
+            let frames = crate::common::shim::video_frames(&clip);
+            let before = clips::sha(&clip);
+            (clip, frames, before)
+        })
+        .collect();
+    if !mount_namespaces("cluster::a_library_created_after_a_blind_node_linked_is_encoded_by_it") {
+        return;
+    }
+    let license = pro_key();
+    let mut coordinator = main_command(&dir.path().join("main"), 0, Some(&license));
+    coordinator.env("HEARTBEAT_SECONDS", "5").env("NODE_TIMEOUT_SECONDS", "30");
+    let main = ServerProcess::start(coordinator);
+    let token = login(&main).await;
+    let blind = blind_node(dir.path(), &hidden, &main, "blind");
+    wait_until(&main, &token, "blind linked", 30, |l| up(l, "blind")).await;
+    add_library(&main, &token, &media).await;
+    let list = wait_until(&main, &token, "blind reports it cannot see the library", 30, |l| {
+        sees(l, "blind", "media") == Some(false)
+    })
+    .await;
+    let row = list.iter().find(|n| n["name"] == "blind").unwrap();
+    assert_eq!((&row["sharedStorage"], &row["transfer"]), (&json!("auto"), &json!(true)), "{row:#}");
+    let done = wait_all_done(&main, &token, 3, 240).await;
+    for job in &done {
+        assert!(job["status"] == "COMPLETED" && job["node"] == "blind", "{job:#}\n{}", blind.output().join("\n"));
+        let detail = job_detail(&main, &token, job["id"].as_i64().unwrap()).await;
+        assert!(detail.to_string().contains("\"byTransfer\":true"), "{detail:#}");
+    }
+    for (clip, frames, before) in &clips {
+        let info = condense_media::probe::probe(clip).unwrap();
+        assert_eq!(info.video().unwrap().codec, "hevc", "{}", clip.display());
+        assert_eq!(crate::common::shim::video_frames(clip), *frames, "{}", clip.display());
+        assert_ne!(&clips::sha(clip), before, "{} was not replaced", clip.display());
+    }
+    // Nothing beside the originals (no partial folder, no upload), nothing in WORK_DIR.
+    let mut names: Vec<_> = std::fs::read_dir(&media).unwrap().map(|e| e.unwrap().file_name()).collect();
+    names.sort();
+    assert_eq!(names, ["c0.mkv", "c1.mkv", "c2.mkv"].map(std::ffi::OsString::from), "{names:?}");
+    wait_for_names(&dir.path().join("blind/work"), &[], 20).await;
+    // Not DEGRADED for the library it does not see: it takes its files by transfer. (The
+    // machine's load may degrade it, as any node: only the library's cause is checked.)
+    let list = nodes(&main, &token).await;
+    let row = list.iter().find(|n| n["name"] == "blind").unwrap();
+    let reason = row["statusReason"].as_str().unwrap_or_default();
+    assert!(!reason.contains("cannot see"), "{row:#}");
+    assert_eq!(sees(&list, "blind", "media"), Some(false), "{list:#?}");
 }
 
-/// Issue 39: `SHARED_STORAGE=required` keeps a node to the files it sees, whatever this
-/// build can transfer; it says so in `GET /nodes`, with its WORK_DIR's room.
+/// Issue 39: `SHARED_STORAGE=required` keeps a node to the files it sees: a library created
+/// after it linked that it cannot see gives it none of its jobs (the main node only
+/// coordinates, MAX_JOBS=0); it says so in `GET /nodes`, with its WORK_DIR's room, and is
+/// DEGRADED for the library. A node that sees the library takes them all.
 #[actix_web::test]
 async fn a_blind_node_with_shared_storage_required_gets_none_of_its_jobs() {
-    blind_node_gets_none_of_the_library(Some("required")).await;
-}
-
-/// A node that cannot see a library created after it linked gets none of its jobs (with
-/// `shared_storage` as its SHARED_STORAGE, unset for the default): while the transfer flow
-/// is not in this build (`TRANSFER_FLOW`), the default too. A node that sees the library
-/// takes them all.
-async fn blind_node_gets_none_of_the_library(shared_storage: Option<&str>) {
     let dir = tempfile::tempdir().unwrap();
     let hidden = dir.path().join("shared");
     let media = hidden.join("media");
@@ -351,7 +369,7 @@ async fn blind_node_gets_none_of_the_library(shared_storage: Option<&str>) {
     for i in 0..3 {
         clips::h264(&media, &format!("c{i}.mkv"), "320x240", 1);
     }
-    if !mount_namespaces("a_library_created_after_a_blind_node_linked") {
+    if !mount_namespaces("cluster::a_blind_node_with_shared_storage_required") {
         return;
     }
     let license = pro_key();
@@ -360,22 +378,23 @@ async fn blind_node_gets_none_of_the_library(shared_storage: Option<&str>) {
     let main = ServerProcess::start(coordinator);
     let token = login(&main).await;
     let mut blind = blind_command(dir.path(), &hidden, &main, "blind");
-    if let Some(setting) = shared_storage {
-        blind.env("SHARED_STORAGE", setting);
-    }
+    blind.env("SHARED_STORAGE", "required");
     let _blind = ServerProcess::start(blind);
     wait_until(&main, &token, "blind linked", 30, |l| up(l, "blind")).await;
     add_library(&main, &token, &media).await;
-    let list = wait_until(&main, &token, "blind reports it cannot see the library", 30, |l| {
+    let list = wait_until(&main, &token, "blind reports it cannot see the library, DEGRADED", 30, |l| {
+        let reason = l.iter().find(|n| n["name"] == "blind").and_then(|n| n["statusReason"].as_str());
         sees(l, "blind", "media") == Some(false)
+            && status_of(l, "blind") == Some("DEGRADED")
+            && reason.is_some_and(|r| r.contains("cannot see"))
     })
     .await;
     assert_eq!(sees(&list, "main", "media"), Some(true), "{list:#?}");
     // What it said of its storage: its setting, no transfers, and WORK_DIR's room (its
     // default place, made private at its start).
     let row = list.iter().find(|n| n["name"] == "blind").unwrap();
-    assert_eq!(row["sharedStorage"], json!(shared_storage.unwrap_or("auto")), "{row:#}");
-    assert_eq!(row["transfer"], json!(shared_storage.is_none() && TRANSFER_FLOW), "{row:#}");
+    assert_eq!(row["sharedStorage"], json!("required"), "{row:#}");
+    assert_eq!(row["transfer"], json!(false), "{row:#}");
     assert!(row["workDirFreeBytes"].as_i64().is_some_and(|b| b > 0), "{row:#}");
     let work = std::fs::metadata(dir.path().join("blind/work")).unwrap();
     assert_eq!(std::os::unix::fs::PermissionsExt::mode(&work.permissions()) & 0o777, 0o700);
@@ -1070,8 +1089,7 @@ async fn a_rogue_linked_node_cannot_point_a_job_at_a_foreign_file_nor_speak_for_
 /// Issue 39: a job goes first to a node that sees its file. A node that does not see the
 /// library and says it takes files by transfer (a rogue node speaks for one, with four free
 /// slots to the main node's one) is given a job only once the seeing node is full, by
-/// transfer; and, while this build has no transfer flow (`TRANSFER_FLOW`), never: its
-/// offer is not believed, and the main node encodes every file itself.
+/// transfer, as its start says.
 #[actix_web::test]
 async fn a_blind_node_offering_transfers_comes_after_the_node_that_sees_the_file() {
     let dir = tempfile::tempdir().unwrap();
@@ -1097,7 +1115,7 @@ async fn a_blind_node_offering_transfers_comes_after_the_node_that_sees_the_file
     let row = list.iter().find(|n| n["name"] == "rogue").unwrap();
     assert_eq!(
         (&row["sharedStorage"], &row["transfer"], &row["workDirFreeBytes"]),
-        (&json!("auto"), &json!(TRANSFER_FLOW), &json!(1_000_000_000_000_i64)),
+        (&json!("auto"), &json!(true), &json!(1_000_000_000_000_i64)),
         "{row:#}"
     );
     add_library(&main, &token, &media).await;
@@ -1105,31 +1123,22 @@ async fn a_blind_node_offering_transfers_comes_after_the_node_that_sees_the_file
     let all = loop {
         rogue.listen(1000).await;
         let all = jobs(&main, &token).await;
-        if TRANSFER_FLOW && !rogue.starts.is_empty() {
+        if !rogue.starts.is_empty() {
             break all;
         }
-        assert!(TRANSFER_FLOW || rogue.starts.is_empty(), "a job went to the blind node: {:?}", rogue.starts);
-        if all.len() == 2 && all.iter().all(|j| j["status"] == "COMPLETED") {
-            break all;
-        }
+        assert!(all.len() < 2 || all.iter().any(|j| j["status"] != "COMPLETED"), "none went by transfer: {all:#?}");
         assert!(Instant::now() < deadline, "jobs not done: {all:#?}");
     };
-    if TRANSFER_FLOW {
-        // The first job went to the main node, idle and seeing the file; the second, with
-        // the main node full, to the rogue by transfer, as its start says.
-        assert!(matches!(rogue.starts.as_slice(), [(_, true)]), "{:?}", rogue.starts);
-        let (given, _) = rogue.starts[0];
-        let started = |j: &Value| chrono::DateTime::parse_from_rfc3339(j["startedAt"].as_str().unwrap()).unwrap();
-        let on_main = all.iter().find(|j| j["node"] == "main" && j["id"] != json!(given)).expect("none on main");
-        let by_transfer = all.iter().find(|j| j["id"] == json!(given)).unwrap();
-        assert!(started(on_main) <= started(by_transfer), "the blind node came first: {all:#?}");
-        let detail = job_detail(&main, &token, i64::from(given)).await;
-        assert!(detail.to_string().contains("\"byTransfer\":true"), "{detail:#}");
-    } else {
-        for job in &all {
-            assert_eq!((&job["node"], &job["retryCount"]), (&json!("main"), &json!(0)), "{job:#}");
-        }
-    }
+    // The first job went to the main node, idle and seeing the file; the second, with the
+    // main node full, to the rogue by transfer, as its start says.
+    assert!(matches!(rogue.starts.as_slice(), [(_, true)]), "{:?}", rogue.starts);
+    let (given, _) = rogue.starts[0];
+    let started = |j: &Value| chrono::DateTime::parse_from_rfc3339(j["startedAt"].as_str().unwrap()).unwrap();
+    let on_main = all.iter().find(|j| j["node"] == "main" && j["id"] != json!(given)).expect("none on main");
+    let by_transfer = all.iter().find(|j| j["id"] == json!(given)).unwrap();
+    assert!(started(on_main) <= started(by_transfer), "the blind node came first: {all:#?}");
+    let detail = job_detail(&main, &token, i64::from(given)).await;
+    assert!(detail.to_string().contains("\"byTransfer\":true"), "{detail:#}");
 }
 
 /// A main node with a slot of its own helps a job that runs on a linked node, as a linked

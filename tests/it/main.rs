@@ -35,4 +35,5 @@ mod stats;
 mod streams;
 mod streams_plan;
 mod transfer;
+mod transfer_flow;
 mod two_pass;

@@ -23,7 +23,8 @@ use crate::actors::scheduler::{effective_tier, AddNode, NodeHandle, RemoveNode, 
 use crate::actors::store::{holds_lease, DbStore, JobStore};
 use crate::domain::job::JobStatus;
 use crate::domain::link::{field_rule, node_may_apply, FieldRule, JobField, LinkWrite};
-use crate::domain::node::{node_status, NodeRole, NodeStatus};
+use crate::domain::node::{degrading_paths, node_status, NodeRole, NodeStatus};
+use crate::domain::placement::TRANSFER_FLOW;
 use crate::media::layout::partial_dir_for;
 use crate::media::partial::remove_partial;
 use crate::media::plan::final_paths;
@@ -255,7 +256,8 @@ impl RemoteNode {
         self.last_seen = Instant::now();
         self.running = running.clone();
         self.helping = helping;
-        let missing = sight.missing.clone();
+        // As the scheduler weighs it: the main node's own build must carry the flow.
+        let missing = degrading_paths(&sight.missing, TRANSFER_FLOW && sight.transfer).to_vec();
         self.config.links.record_sight(id, sight.clone());
         self.sight = sight;
         let (db, lifecycle, timeout) = (self.db.clone(), self.lifecycle.clone(), self.config.timeout);

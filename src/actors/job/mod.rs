@@ -4,6 +4,7 @@
 //! carrying out their effects, while a heartbeat renews the job's lease. Pause, cancel and
 //! shutdown arrive as commands. docs/ARCHITECTURE.md follows a job through them.
 
+mod by_transfer;
 mod command;
 mod commit;
 mod heartbeat;
@@ -53,6 +54,10 @@ pub struct NodeEnv {
     pub throttle_ms_per_frame: u64,
     /// Base time limit of a validation or verification child (see `media::worker`).
     pub analysis_timeout: Duration,
+    /// A linked node that takes files it does not see: how it reaches the main node for
+    /// them, and its WORK_DIR (`by_transfer`). `None` on the main node and on a node with
+    /// `SHARED_STORAGE=required`.
+    pub transfer: Option<Arc<crate::actors::transfer::TransferSetup>>,
 }
 
 #[derive(Message)]
@@ -70,6 +75,9 @@ pub struct JobSupervisor {
     pub job_id: i32,
     pub lease_id: String,
     pub env: Arc<NodeEnv>,
+    /// This node does not see the file: it fetches it and sends the output back
+    /// (`by_transfer`).
+    pub by_transfer: bool,
     /// Told when this supervisor stops (the node's slots).
     ended: Recipient<JobEnded>,
     commands: Option<mpsc::UnboundedSender<JobCommand>>,
@@ -77,7 +85,13 @@ pub struct JobSupervisor {
 
 impl JobSupervisor {
     pub fn new(job_id: i32, lease_id: String, env: Arc<NodeEnv>, ended: Recipient<JobEnded>) -> Self {
-        JobSupervisor { job_id, lease_id, env, ended, commands: None }
+        JobSupervisor { job_id, lease_id, env, by_transfer: false, ended, commands: None }
+    }
+
+    /// A job this node takes by transfer (`by_transfer`).
+    pub fn taken_by_transfer(mut self, by_transfer: bool) -> Self {
+        self.by_transfer = by_transfer;
+        self
     }
 }
 
@@ -95,10 +109,17 @@ impl Actor for JobSupervisor {
         };
         let attempt =
             Attempt { env: self.env.clone(), job_id: self.job_id, lease_id: self.lease_id.clone(), commands: rx };
-        let job_id = self.job_id;
+        let (job_id, by_transfer) = (self.job_id, self.by_transfer);
         ctx.spawn(
             async move {
-                if let Err(e) = heartbeat.around(attempt.run()).await {
+                let run = async move {
+                    if by_transfer {
+                        attempt.run_by_transfer().await
+                    } else {
+                        attempt.run().await
+                    }
+                };
+                if let Err(e) = heartbeat.around(run).await {
                     tracing::error!(job_id, error = %e, "job supervisor stopped on an error");
                 }
             }
@@ -162,7 +183,7 @@ impl<T> Ended for Option<T> {
 
 impl Attempt {
     async fn run(mut self) -> Result<(), LifecycleError> {
-        let Some(prepared) = self.prepare().await? else { return Ok(()) };
+        let Some(prepared) = self.prepare(None).await? else { return Ok(()) };
         let Some(encoded) = self.supervise(&prepared).await? else { return Ok(()) };
         self.commit(prepared, encoded).await
     }

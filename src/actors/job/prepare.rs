@@ -44,11 +44,17 @@ pub(super) struct Prepared {
 
 impl Attempt {
     /// Recovery of an interrupted replace, analysis in a child, the skip decision and the
-    /// plan. `None`: the attempt is over (its transition is applied).
-    pub(super) async fn prepare(&mut self) -> Phase<Prepared> {
+    /// plan. `None`: the attempt is over (its transition is applied). `copy`: the source as
+    /// this node downloaded it (a job taken by transfer, `by_transfer`): analysed and
+    /// encoded there, whole on this node (no spans for helpers), with no recovery beside an
+    /// original this node does not see and no new identity of it on the job.
+    pub(super) async fn prepare(&mut self, copy: Option<&Path>) -> Phase<Prepared> {
         let env = self.env.clone();
         let job = env.store.job(self.job_id).await?;
         let path = crate::repo::jobs::source_path(&job);
+        if let Some(copy) = copy {
+            return self.analyse_and_plan(job, &path, copy, true).await;
+        }
 
         // Recovery acts on what the partial folder's intent says: not while someone else
         // holds the folder (a stale attempt may be in the middle of its swap).
@@ -90,22 +96,44 @@ impl Attempt {
             }
             Ok(Err(e)) | Err(e) => return self.fail(e).await,
         }
+        self.analyse_and_plan(job, &path, &path, false).await
+    }
+
+    /// Analysis of the source read at `read` (the original at `path`, or this node's copy
+    /// of it, `copied`), the skip decision and the plan.
+    async fn analyse_and_plan(&mut self, job: job::Model, path: &Path, read: &Path, copied: bool) -> Phase<Prepared> {
+        let env = self.env.clone();
+        let path = path.to_path_buf();
         let Some(SourceContext { settings: JobSettings { keep_originals, timeout_hours }, library, roots }) =
-            self.source_context(&job, &path).await?
+            self.source_context(&job, &path, !copied).await?
         else {
             return Ok(None);
         };
         // What a rescan compares the file with (see `repo::jobs::KnownFile`): the size and
-        // modification time of the file analysed, recorded together.
-        let identity = SourceIdentity::of(&path).ok();
-        let info = match worker::validate(&env.transcoder, &path, env.analysis_timeout).await {
+        // modification time of the file analysed, recorded together. A copy's are its own,
+        // not the original's: the job keeps the identity the main node recorded, which
+        // the health finding is compared with too.
+        let identity = if copied {
+            job.source_mtime_ns.map(|mtime_ns| SourceIdentity {
+                size: u64::try_from(job.source_size).unwrap_or(0),
+                mtime_ns,
+                inode: job.source_inode.and_then(|i| u64::try_from(i).ok()).unwrap_or(0),
+            })
+        } else {
+            SourceIdentity::of(&path).ok()
+        };
+        let info = match worker::validate(&env.transcoder, read, env.analysis_timeout).await {
             Ok(info) => info,
             Err(e) => return self.fail(e).await,
         };
-        let analysis = JobChange {
-            source_mtime_ns: identity.map(|i| i.mtime_ns),
-            source_inode: identity.map(|i| i64::try_from(i.inode).unwrap_or(0)),
-            ..crate::actors::prober::facts_of(&info)
+        let analysis = if copied {
+            crate::actors::prober::facts_of(&info)
+        } else {
+            JobChange {
+                source_mtime_ns: identity.map(|i| i.mtime_ns),
+                source_inode: identity.map(|i| i64::try_from(i.inode).unwrap_or(0)),
+                ..crate::actors::prober::facts_of(&info)
+            }
         };
         self.update(analysis).await?;
         if let Step::Stop = self.check_commands().await? {
@@ -152,10 +180,16 @@ impl Attempt {
         let Some(settings) = settings else {
             return Ok(None);
         };
-        let mut plan = match settings.and_then(|settings| self.plan(&job, &info, library.as_ref(), &settings)) {
+        let mut plan = match settings.and_then(|settings| self.plan(&job, read, &info, library.as_ref(), &settings)) {
             Ok(plan) => plan,
             Err(e) => return self.fail(e).await,
         };
+        if copied {
+            // Helpers on other nodes would read the original, which this node's run does
+            // not: the whole file is encoded here (issue 39's spans by byte ranges are not
+            // built).
+            plan.shared_spans = false;
+        }
         // A plan that copies every stream into the usual container is today's path: the mux
         // and verification then carry every stream as before rules existed.
         if let Some(streams) = streams.filter(|s| !(s.copies_everything() && s.container == plan.output_extension)) {
@@ -182,9 +216,12 @@ impl Attempt {
         library_health::skip_reason(last.as_ref(), size, identity.mtime_ns, job.forced)
     }
 
+    /// The plan of `job`'s encode, reading the source at `input` (its path, or this node's
+    /// copy of it).
     pub(super) fn plan(
         &self,
         job: &job::Model,
+        input: &Path,
         info: &MediaInfo,
         library: Option<&entities::library::Model>,
         settings: &EncodeSettings,
@@ -199,7 +236,7 @@ impl Attempt {
             cautious = profile.cautious,
             "planned the encode"
         );
-        let mut plan = EncodePlan::new(&crate::repo::jobs::source_path(job), info, &profile)?;
+        let mut plan = EncodePlan::new(input, info, &profile)?;
         plan.segment_seconds = self.env.segment_seconds;
         // A retry runs one session (one decoder from the first frame, cuts by frame count):
         // the conservative path, for a source whose index or seeking misled the first
@@ -268,8 +305,10 @@ pub(super) struct SourceContext {
 
 impl Attempt {
     /// The `SourceContext` of `job`, whose source is at `path`; the attempt fails where the
-    /// settings cannot be read or the source is not inside the library.
-    pub(super) async fn source_context(&self, job: &job::Model, path: &Path) -> Phase<SourceContext> {
+    /// settings cannot be read or (with `contain`) the source is not inside the library. A
+    /// node that took the job by transfer does not see the library: the main node contains
+    /// the source when it serves it and again when it commits the output.
+    pub(super) async fn source_context(&self, job: &job::Model, path: &Path, contain: bool) -> Phase<SourceContext> {
         // Guessing a default here would delete originals a user asked to keep.
         let settings = match self.env.store.job_settings().await {
             Ok(settings) => settings,
@@ -284,8 +323,10 @@ impl Attempt {
         // is opened (`media::contain`).
         let roots: Vec<PathBuf> =
             library.as_ref().map(|l| paths_of(l).into_iter().map(PathBuf::from).collect()).unwrap_or_default();
-        if let Err(e) = contained(path, &roots).await {
-            return self.fail(e).await;
+        if contain {
+            if let Err(e) = contained(path, &roots).await {
+                return self.fail(e).await;
+            }
         }
         Ok(Some(SourceContext { settings, library, roots }))
     }

@@ -87,7 +87,7 @@ impl Attempt {
         let job = env.store.job(self.job_id).await?;
         let path = crate::repo::jobs::source_path(&job);
         let Some(SourceContext { settings: JobSettings { keep_originals, timeout_hours }, library, roots }) =
-            self.source_context(&job, &path).await?
+            self.source_context(&job, &path, true).await?
         else {
             return Ok(None);
         };
@@ -96,7 +96,7 @@ impl Attempt {
             Err(e) => return self.fail(e).await,
         };
         let mut plan = match settings_for(&job, &info, library.as_ref())
-            .and_then(|settings| self.plan(&job, &info, library.as_ref(), &settings))
+            .and_then(|settings| self.plan(&job, &path, &info, library.as_ref(), &settings))
         {
             Ok(plan) => plan,
             Err(e) => return self.fail(e).await,

@@ -167,3 +167,53 @@ pub async fn wait_all_done(main: &ServerProcess, token: &str, n: usize, limit: u
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
+
+/// Whether this machine lets a process have its own mount namespace (else the test named
+/// `test` prints that it is skipped).
+pub fn mount_namespaces(test: &str) -> bool {
+    let probe = Command::new("unshare").args(["--mount", "--propagation", "private", "true"]).status();
+    let allowed = probe.is_ok_and(|s| s.success());
+    if !allowed {
+        eprintln!("SKIPPED {test}: no mount namespaces here");
+    }
+    allowed
+}
+
+/// A linked node named `name` (DATA_DIR `dir/name`) in its own mount namespace, where an
+/// empty tmpfs hides `hidden` (the share) from it.
+pub fn blind_node(dir: &Path, hidden: &Path, main: &ServerProcess, name: &str) -> ServerProcess {
+    ServerProcess::start(blind_command(dir, hidden, main, name))
+}
+
+/// The command of `blind_node`, to set more of its environment.
+pub fn blind_command(dir: &Path, hidden: &Path, main: &ServerProcess, name: &str) -> Command {
+    let mut blind = Command::new("unshare");
+    let script = format!("mount -t tmpfs tmpfs '{}' && exec \"$0\" \"$@\"", hidden.display());
+    blind.args(["--mount", "--propagation", "private", "sh", "-c", &script, crate::common::server::binary()]);
+    as_linked(blind, &dir.join(name), &main.api, name, 0)
+}
+
+/// Whether the node named `node` sees the library named `library`, as `GET /nodes` says
+/// (`None`: not reported, or no such node or library).
+pub fn sees(list: &[Value], node: &str, library: &str) -> Option<bool> {
+    let node = list.iter().find(|n| n["name"] == node)?;
+    let sight = node["libraries"].as_array()?.iter().find(|l| l["name"] == library)?;
+    sight["sees"].as_bool()
+}
+
+/// The names in `dir`, sorted, once they are `expected` (fails the test after `limit` s): a
+/// node removes a job's folder in its WORK_DIR when it sees the job ended on the main node,
+/// a moment after the main node says so.
+pub async fn wait_for_names(dir: &Path, expected: &[&str], limit: u64) {
+    let deadline = Instant::now() + Duration::from_secs(limit);
+    loop {
+        let mut names: Vec<String> =
+            std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        names.sort();
+        if names == expected {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{} keeps {names:?}, not {expected:?}", dir.display());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

@@ -1,0 +1,278 @@
+//! A job this linked node takes by transfer (issue 39): it does not see the file's library,
+//! so the attempt downloads the source over the node's link into the job's folder in
+//! WORK_DIR (`WORK_DIR/<job id>/`), analyses and encodes that copy here as `prepare` and
+//! `supervise` do (the partial output beside the copy, never in the library), uploads the
+//! output and asks the main node to finish it, then keeps the lease while the main node
+//! verifies the output against the original and replaces it (`remote::commit_remote`),
+//! until the job has ended there. Whatever the end, the job's folder goes. The client of
+//! the transfers is `actors::transfer`; docs/ARCHITECTURE.md, "The cluster link", follows
+//! a job through it.
+
+use std::cell::Cell;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::prepare::Prepared;
+use super::supervise::Encoded;
+use super::{join_error, Attempt, JobCommand, Phase};
+use crate::actors::lifecycle::{EventContext, LifecycleError};
+use crate::actors::store::holds_lease;
+use crate::actors::transfer::{
+    make_job_dir, remove_job_dir, ClientError, Direction, Progress, TransferClient, TransferSetup, SOURCE_FILE,
+};
+use crate::domain::job::{FailureCode, JobEvent, Stage};
+use crate::domain::placement::JobNeeds;
+use crate::domain::transfer::{copy_name, short_of_room};
+use crate::media::MediaError;
+use crate::repo::jobs::JobChange;
+
+/// How often a transfer's progress goes to the main node, and the job is looked at while
+/// the main node commits the output.
+const REPORT_EVERY: Duration = Duration::from_secs(1);
+
+/// The source as this node downloaded it.
+struct Copy {
+    /// The copy, `input.<ext>` in the job's folder (`domain::transfer::copy_name`).
+    input: PathBuf,
+    /// The SHA-256 the main node gave for it (and the download was checked against).
+    sha256: String,
+}
+
+/// How a transfer in the attempt ended.
+enum Moved<T> {
+    Done(T),
+    /// A command or a lost lease ended the attempt (its transition applied, if any).
+    Stopped,
+}
+
+impl Attempt {
+    /// The attempt of a job taken by transfer, to its end; the job's folder in WORK_DIR is
+    /// removed after it, whatever that end was.
+    pub(super) async fn run_by_transfer(mut self) -> Result<(), LifecycleError> {
+        let Some(setup) = self.env.transfer.clone() else {
+            let e = MediaError::misc("this node takes no files by transfer (SHARED_STORAGE=required)");
+            return self.fail(e).await;
+        };
+        let ended = self.by_transfer(&setup).await;
+        let (work_dir, job_id) = (setup.work_dir.clone(), self.job_id);
+        match tokio::task::spawn_blocking(move || remove_job_dir(&work_dir, job_id)).await {
+            Ok(Ok(())) => tracing::debug!(job_id, "removed the job's folder in WORK_DIR"),
+            Ok(Err(e)) => tracing::warn!(job_id, error = %e, "could not remove the job's folder in WORK_DIR"),
+            Err(e) => tracing::warn!(job_id, error = %e, "could not remove the job's folder in WORK_DIR"),
+        }
+        ended
+    }
+
+    async fn by_transfer(&mut self, setup: &Arc<TransferSetup>) -> Result<(), LifecycleError> {
+        let Some(client) = setup.client() else {
+            let e = MediaError::misc("this node has no credential of the main node yet to fetch the file with");
+            return self.fail(e).await;
+        };
+        let Some(copy) = self.download(setup, &client).await? else { return Ok(()) };
+        let Some(prepared) = self.prepare(Some(copy.input.as_path())).await? else { return Ok(()) };
+        let Some(encoded) = self.supervise(&prepared).await? else { return Ok(()) };
+        let Some(()) = self.upload(&client, &copy, &prepared, encoded).await? else { return Ok(()) };
+        self.await_commit().await
+    }
+
+    /// Downloads the source into the job's folder, after checking WORK_DIR has the room.
+    async fn download(&mut self, setup: &TransferSetup, client: &TransferClient) -> Phase<Copy> {
+        let job = self.env.store.job(self.job_id).await?;
+        let (work_dir, job_id) = (setup.work_dir.clone(), self.job_id);
+        let dir = match tokio::task::spawn_blocking(move || make_job_dir(&work_dir, job_id)).await {
+            Ok(Ok(dir)) => dir,
+            Ok(Err(e)) => return self.fail(MediaError::misc(e)).await,
+            Err(e) => return self.fail(join_error(e)).await,
+        };
+        // The room: the source, the output expected and a tenth more, less what an earlier
+        // download of this source left (it continues from there).
+        let roots = Vec::new();
+        let needs = JobNeeds {
+            roots: &roots,
+            source_bytes: u64::try_from(job.source_size).unwrap_or(0),
+            output_bytes: job.predicted_size.and_then(|s| u64::try_from(s).ok()),
+        };
+        let (d, w) = (dir.clone(), setup.work_dir.clone());
+        let room = tokio::task::spawn_blocking(move || {
+            let have = std::fs::metadata(d.join(SOURCE_FILE)).map(|m| m.len()).unwrap_or(0);
+            crate::host::disk::space(&w).map(|s| (have, s.free))
+        })
+        .await;
+        match room {
+            Ok(Ok((have, free))) => {
+                if let Some(why) = short_of_room(needs.work_dir_bytes().saturating_sub(have), free) {
+                    return self.fail(MediaError::new(FailureCode::InsufficientDiskSpace, why)).await;
+                }
+            }
+            Ok(Err(e)) => {
+                let e = MediaError::misc(format!("WORK_DIR's free space cannot be read: {e}"));
+                return self.fail(e).await;
+            }
+            Err(e) => return self.fail(join_error(e)).await,
+        }
+        let mut reported = job.clone();
+        let lease = self.lease_id.clone();
+        let seen = Rc::new(Cell::new(None));
+        let on = seen.clone();
+        let mut on_progress = move |p: Progress| on.set(Some(p));
+        let fetched = client.download(self.job_id, &lease, &dir, &mut on_progress);
+        let downloaded = match self.follow(fetched, &seen, &mut reported).await? {
+            Moved::Done(Ok(downloaded)) => downloaded,
+            Moved::Done(Err(e)) => return self.fail(transfer_failed("the download of the source", e)).await,
+            Moved::Stopped => return Ok(None),
+        };
+        // The copy keeps the original's extension: the output's container follows from it.
+        let input = dir.join(copy_name(&crate::repo::jobs::source_path(&job)));
+        let (from, to) = (downloaded.path.clone(), input.clone());
+        match tokio::task::spawn_blocking(move || std::fs::rename(from, to)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return self.fail(MediaError::from_io("naming the downloaded source", &e)).await,
+            Err(e) => return self.fail(join_error(e)).await,
+        }
+        tracing::info!(job_id = self.job_id, bytes = downloaded.size, "downloaded the source");
+        // The encode's progress starts from nothing, not from the download's.
+        self.update(JobChange { progress: Some(0.0), ..Default::default() }).await?;
+        Ok(Some(Copy { input, sha256: downloaded.sha256 }))
+    }
+
+    /// Uploads the encoded output and finishes it on the main node. `Some` once the main node
+    /// took it to commit; `None`: the attempt is over.
+    async fn upload(
+        &mut self,
+        client: &TransferClient,
+        copy: &Copy,
+        prepared: &Prepared,
+        encoded: Encoded,
+    ) -> Phase<()> {
+        let Encoded { job, run_stats } = encoded;
+        let output = prepared.plan.partial_dir.join(prepared.plan.output_file_name());
+        let mut reported = job;
+        reported.progress = 0.0;
+        let lease = self.lease_id.clone();
+        let seen = Rc::new(Cell::new(None));
+        let on = seen.clone();
+        let mut on_progress = move |p: Progress| on.set(Some(p));
+        let extension = prepared.plan.output_extension.clone();
+        let sent =
+            client.upload_with(self.job_id, &lease, &output, &extension, &copy.sha256, run_stats, &mut on_progress);
+        match self.follow(sent, &seen, &mut reported).await? {
+            Moved::Done(Ok(size)) => {
+                tracing::info!(job_id = self.job_id, bytes = size, "uploaded the output; the main node commits it");
+                Ok(Some(()))
+            }
+            Moved::Done(Err(ClientError::SourceChanged(message))) => {
+                // Not the file's failure: the job goes back to the queue, to be encoded from
+                // the version there now.
+                tracing::warn!(job_id = self.job_id, %message, "the source changed on the main node; requeued");
+                let detail = serde_json::json!({ "reason": "the source changed on the main node", "message": message });
+                let ctx = EventContext { detail: Some(detail), ..self.ctx() };
+                self.apply(JobEvent::Busy, JobChange::default(), ctx).await?;
+                Ok(None)
+            }
+            Moved::Done(Err(e)) => self.fail(transfer_failed("the upload of the output", e)).await,
+            Moved::Stopped => Ok(None),
+        }
+    }
+
+    /// Follows a transfer to its end: its progress goes to the main node each second (the
+    /// job's stage TRANSFERRING, its percent), and a command stops it (pause, cancel and a
+    /// closing window apply their transition; a shutdown or a lost lease leave the job as
+    /// it is).
+    async fn follow<T>(
+        &mut self,
+        transfer: impl std::future::Future<Output = T>,
+        seen: &Cell<Option<Progress>>,
+        job: &mut entities::job::Model,
+    ) -> Result<Moved<T>, LifecycleError> {
+        tokio::pin!(transfer);
+        let mut every = tokio::time::interval(REPORT_EVERY);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut first = true;
+        loop {
+            tokio::select! {
+                done = &mut transfer => return Ok(Moved::Done(done)),
+                _ = every.tick() => {
+                    let progress = seen.take();
+                    if first || progress.is_some() {
+                        first = false;
+                        self.report(progress, job).await?;
+                    }
+                }
+                cmd = self.commands.recv() => {
+                    let event = match cmd {
+                        Some(JobCommand::Pause) => JobEvent::Pause,
+                        Some(JobCommand::Yield) => JobEvent::Yield,
+                        Some(JobCommand::Cancel) => JobEvent::Cancel,
+                        Some(JobCommand::LeaseLost) => {
+                            tracing::warn!(job_id = self.job_id, "the job's lease was lost; stopping its transfer");
+                            return Ok(Moved::Stopped);
+                        }
+                        Some(JobCommand::Shutdown) | None => return Ok(Moved::Stopped),
+                    };
+                    self.apply(event, JobChange::default(), self.ctx()).await?;
+                    return Ok(Moved::Stopped);
+                }
+            }
+        }
+    }
+
+    /// The job's stage TRANSFERRING and the percent of the bytes moved, on its row and in
+    /// the live feed.
+    async fn report(&self, progress: Option<Progress>, job: &mut entities::job::Model) -> Result<(), LifecycleError> {
+        job.stage = Some(Stage::Transferring.into());
+        if let Some(p) = progress {
+            job.progress = if p.total > 0 { (p.bytes as f64 * 100.0 / p.total as f64).min(100.0) } else { 100.0 };
+            job.fps = 0.0;
+            job.eta_seconds = (p.rate > 0.0).then(|| (p.total.saturating_sub(p.bytes) as f64 / p.rate) as i64);
+            let direction = match p.direction {
+                Direction::Download => "download",
+                Direction::Upload => "upload",
+            };
+            tracing::debug!(job_id = job.id, direction, bytes = p.bytes, total = p.total, rate = p.rate, "transfer");
+        }
+        let patch = JobChange {
+            stage: Some(Stage::Transferring),
+            progress: Some(job.progress),
+            fps: Some(job.fps),
+            eta_seconds: job.eta_seconds,
+            ..Default::default()
+        };
+        self.update(patch).await?;
+        self.env.store.publish_progress(job);
+        Ok(())
+    }
+
+    /// Keeps the lease (the heartbeat renews it) while the main node verifies the output and
+    /// replaces the original, until the job is no longer this attempt's: completed, failed,
+    /// or taken from it. Commands are too late now, as during a local commit; a shutdown
+    /// leaves the main node to finish alone.
+    async fn await_commit(&mut self) -> Result<(), LifecycleError> {
+        let mut every = tokio::time::interval(REPORT_EVERY);
+        loop {
+            tokio::select! {
+                _ = every.tick() => match self.env.store.job(self.job_id).await {
+                    Ok(job) if !holds_lease(&job, &self.lease_id) => {
+                        tracing::info!(job_id = self.job_id, status = ?job.status, "the main node ended the job");
+                        return Ok(());
+                    }
+                    Ok(_) => {}
+                    // The link may be down a while; the heartbeat says when the lease is lost.
+                    Err(e) => tracing::debug!(job_id = self.job_id, error = %e, "the job could not be read"),
+                },
+                cmd = self.commands.recv() => match cmd {
+                    Some(JobCommand::LeaseLost | JobCommand::Shutdown) | None => return Ok(()),
+                    Some(JobCommand::Pause | JobCommand::Yield | JobCommand::Cancel) => {
+                        tracing::info!(job_id = self.job_id, "the output is being committed; the command is too late");
+                    }
+                },
+            }
+        }
+    }
+}
+
+/// A transfer that failed, as the attempt's failure: the reason says which and why.
+fn transfer_failed(what: &str, e: ClientError) -> MediaError {
+    MediaError::misc(format!("{what} failed: {e}"))
+}

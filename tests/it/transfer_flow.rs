@@ -1,0 +1,161 @@
+//! Issue 39's faults of a job a linked node takes by transfer, with real processes: a main
+//! node that only coordinates and a node that cannot see the library (its own mount
+//! namespace, an empty tmpfs over the share). No original is lost: each test checks the
+//! file in the library after the fault. The acceptance test (a whole library encoded by
+//! such a node) is `cluster::a_library_created_after_a_blind_node_linked_is_encoded_by_it_by_transfer`;
+//! the client's drops and checksums are `transfer`'s.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::common::cluster::{
+    add_library, blind_command, job_detail, jobs, login, main_command, mount_namespaces, up, wait_all_done,
+    wait_for_names, wait_until,
+};
+use crate::common::license::pro_key;
+use crate::common::media as clips;
+use crate::common::server::ServerProcess;
+use crate::common::shim::video_frames;
+
+/// A main node with no job slots of its own over `dir/main`, and a library folder under
+/// `dir/shared` (the share a blind node does not see) with `clip` in it, `seconds` long.
+struct Setup {
+    main: ServerProcess,
+    token: String,
+    hidden: PathBuf,
+    media: PathBuf,
+    clip: PathBuf,
+}
+
+async fn setup(dir: &Path, seconds: u32) -> Setup {
+    let hidden = dir.join("shared");
+    let media = hidden.join("media");
+    std::fs::create_dir_all(&media).unwrap();
+    let clip = clips::h264(&media, "c0.mkv", "320x240", seconds);
+    let license = pro_key();
+    let main = ServerProcess::start(main_command(&dir.join("main"), 0, Some(&license)));
+    let token = login(&main).await;
+    Setup { main, token, hidden, media, clip }
+}
+
+/// The blind node `blind` (DATA_DIR `dir/blind`), each encoded frame followed by a pause of
+/// `throttle` ms.
+fn blind(dir: &Path, s: &Setup, throttle: u64) -> ServerProcess {
+    let mut cmd = blind_command(dir, &s.hidden, &s.main, "blind");
+    cmd.env("CONDENSE_THROTTLE_MS_PER_FRAME", throttle.to_string());
+    ServerProcess::start(cmd)
+}
+
+/// The only job once it is ENCODING on the blind node (its source downloaded).
+async fn encoding_on_blind(s: &Setup, limit: u64) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(limit);
+    loop {
+        let all = jobs(&s.main, &s.token).await;
+        if let Some(job) = all.iter().find(|j| j["status"] == "ENCODING" && j["node"] == "blind") {
+            return job.clone();
+        }
+        assert!(Instant::now() < deadline, "no job encoding on the blind node: {all:#?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> =
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    names
+}
+
+/// The source changed on the main node while the node encoded its copy: the upload is
+/// refused, the job goes back to the queue without a failure of the file, and the next
+/// attempt encodes the version there now. The new file is never replaced by the old
+/// version's output.
+#[actix_web::test]
+async fn a_source_changed_while_a_node_encodes_its_copy_requeues_the_job_and_keeps_the_new_file() {
+    if !mount_namespaces("transfer_flow::a_source_changed_while_a_node_encodes_its_copy") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let s = setup(dir.path(), 2).await;
+    // Slow enough that the file is replaced while the node still encodes its copy.
+    let node = blind(dir.path(), &s, 300);
+    wait_until(&s.main, &s.token, "blind linked", 30, |l| up(l, "blind")).await;
+    add_library(&s.main, &s.token, &s.media).await;
+    let job = encoding_on_blind(&s, 120).await;
+    let id = job["id"].as_i64().unwrap();
+    // Another version of the file takes its name (a better release, one second long).
+    let other = dir.path().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    let replacement = clips::h264(&other, "c0.mkv", "320x240", 1);
+    let new_frames = video_frames(&replacement);
+    assert_ne!(new_frames, video_frames(&s.clip));
+    std::fs::rename(&replacement, &s.clip).unwrap();
+
+    let done = wait_all_done(&s.main, &s.token, 1, 240).await;
+    let detail = job_detail(&s.main, &s.token, id).await;
+    assert_eq!(done[0]["status"], "COMPLETED", "{detail:#}\n{}", node.output().join("\n"));
+    assert_eq!(done[0]["retryCount"], 0, "{detail:#}");
+    assert!(detail.to_string().contains("the source changed on the main node"), "{detail:#}");
+    // The output is the new version's, whole.
+    assert_eq!(condense_media::probe::probe(&s.clip).unwrap().video().unwrap().codec, "hevc");
+    assert_eq!(video_frames(&s.clip), new_frames);
+    assert_eq!(names_in(&s.media), ["c0.mkv"]);
+    wait_for_names(&dir.path().join("blind/work"), &[], 20).await;
+}
+
+/// The node is killed while it encodes its copy: the job goes back to the queue once the
+/// node is offline, the original untouched; the node, started again, empties the job
+/// folders the kill left in its WORK_DIR (nothing else there), takes the job again and
+/// completes it.
+#[actix_web::test]
+async fn a_node_killed_while_encoding_a_copy_gives_the_job_back_and_empties_its_work_dir_at_restart() {
+    if !mount_namespaces("transfer_flow::a_node_killed_while_encoding_a_copy") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let s = setup(dir.path(), 2).await;
+    let before = clips::sha(&s.clip);
+    let frames = video_frames(&s.clip);
+    let mut node = blind(dir.path(), &s, 300);
+    wait_until(&s.main, &s.token, "blind linked", 30, |l| up(l, "blind")).await;
+    add_library(&s.main, &s.token, &s.media).await;
+    let job = encoding_on_blind(&s, 120).await;
+    let id = job["id"].as_i64().unwrap();
+    let work = dir.path().join("blind/work");
+    let folder = work.join(id.to_string());
+    assert!(folder.join("input.mkv").is_file(), "the copy is not in WORK_DIR: {:?}", names_in(&work));
+    node.signal_and_wait(libc::SIGKILL);
+
+    // Back to the queue after the node's timeout; the original as it was.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let all = jobs(&s.main, &s.token).await;
+        if all[0]["status"] == "QUEUED" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the job did not go back to the queue: {all:#?}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert_eq!(clips::sha(&s.clip), before, "the original changed");
+    assert!(folder.is_dir(), "the kill left nothing in WORK_DIR");
+    // A folder of another job the kill left, and a file that is not condense's.
+    std::fs::create_dir_all(work.join("987654")).unwrap();
+    std::fs::write(work.join("987654/input.mkv"), b"left").unwrap();
+    std::fs::write(work.join("notes.txt"), b"mine").unwrap();
+
+    let node = blind(dir.path(), &s, 0);
+    let done = wait_all_done(&s.main, &s.token, 1, 180).await;
+    assert_eq!(
+        (&done[0]["status"], &done[0]["node"]),
+        (&"COMPLETED".into(), &"blind".into()),
+        "{:#}\n{}",
+        done[0],
+        node.output().join("\n")
+    );
+    assert_eq!(condense_media::probe::probe(&s.clip).unwrap().video().unwrap().codec, "hevc");
+    assert_eq!(video_frames(&s.clip), frames);
+    assert_eq!(names_in(&s.media), ["c0.mkv"]);
+    wait_for_names(&work, &["notes.txt"], 20).await;
+}
