@@ -3,7 +3,7 @@
 //! WebSocket fan-out and the scan's peak memory, runs parts of condense in child processes
 //! of its own), prints a table and writes BENCHMARKS.md.
 //!
-//! `condense-bench [MEASURE...]` runs the named measures (encode, encode-memory, rules, cluster, library, quality,
+//! `condense-bench [MEASURE...]` runs the named measures (encode, encode-memory, rules, cluster, transfer, library, quality,
 //! probe, health, analyse, scan, api, ws, memory, logins) or, without names, all of them; only
 //! a full run writes BENCHMARKS.md (or any run with BENCH_OUTPUT set). BENCH_QUICK=1 scales
 //! every size down for a quick check.
@@ -29,6 +29,7 @@ mod quality;
 mod report;
 mod rules;
 mod scan;
+mod transfer;
 mod util;
 mod ws;
 
@@ -172,6 +173,11 @@ async fn run_all(cfg: &Config, wanted: &[String]) -> Report {
     if runs("cluster") {
         if let Err(e) = cluster::run(cfg, &mut report).await {
             report.failed("two nodes, one job", &e);
+        }
+    }
+    if runs("transfer") {
+        if let Err(e) = transfer::run(cfg, &mut report).await {
+            report.failed("a node without the share", &e);
         }
     }
     if runs("library") {

@@ -263,8 +263,28 @@ impl Server {
     /// `start`, the process (and every thread and child it makes) confined to `cpu` (see
     /// `confine`).
     pub fn start_on(bin: &Path, data_dir: &Path, env: &[(&str, String)], cpu: Option<usize>) -> Res<Server> {
+        Self::start_command(Command::new(bin), true, data_dir, env, cpu)
+    }
+
+    /// `start`, in a mount namespace of its own where an empty tmpfs hides `hidden` (a
+    /// machine that does not mount the library). Needs the right to mount (root).
+    pub fn start_blind(bin: &Path, data_dir: &Path, env: &[(&str, String)], hidden: &Path) -> Res<Server> {
+        let mut cmd = Command::new("unshare");
+        let script = format!("mount -t tmpfs tmpfs '{}' && exec \"$0\" serve", hidden.display());
+        cmd.args(["--mount", "--propagation", "private", "sh", "-c", &script]).arg(bin);
+        Self::start_command(cmd, false, data_dir, env, None)
+    }
+
+    /// Starts `cmd` (the binary, `add_serve`; or a wrapper that execs it with `serve`) as
+    /// `start_on` describes.
+    fn start_command(
+        mut cmd: Command,
+        add_serve: bool,
+        data_dir: &Path,
+        env: &[(&str, String)],
+        cpu: Option<usize>,
+    ) -> Res<Server> {
         std::fs::create_dir_all(data_dir).ctx("creating DATA_DIR")?;
-        let mut cmd = Command::new(bin);
         if let Some(cpu) = cpu {
             pin(&mut cmd, cpu);
         }
@@ -286,8 +306,10 @@ impl Server {
         ] {
             cmd.env_remove(var);
         }
-        cmd.arg("serve")
-            .current_dir(data_dir)
+        if add_serve {
+            cmd.arg("serve");
+        }
+        cmd.current_dir(data_dir)
             .env("DATA_DIR", data_dir)
             .env("BIND", "127.0.0.1")
             .env("PORT", "0")
@@ -300,7 +322,7 @@ impl Server {
         for (name, value) in env {
             cmd.env(name, value);
         }
-        let mut child = cmd.spawn().ctx(&format!("starting {} serve", bin.display()))?;
+        let mut child = cmd.spawn().ctx(&format!("starting {:?}", cmd.get_program()))?;
         if let Some(cpu) = cpu {
             if let Err(e) = confine(child.id(), cpu) {
                 let _ = child.kill();
