@@ -3,14 +3,17 @@
 //! segment boundary so the work continues after the restart.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
 use tokio::sync::oneshot;
 
+use super::health_batch::{check_told, BatchAnswer};
 use super::job::helper::{self, HelperRef};
 use super::job::{Command, JobCommand, JobEnded, JobSupervisor, NodeEnv};
+use crate::media::health::Depth;
 
 #[derive(Message)]
 #[rtype(result = "bool")]
@@ -50,6 +53,28 @@ pub struct ReserveCheck;
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct CheckEnded;
+
+/// A batch of a library health check the main node gives this (linked) node
+/// (`protocol::Call::HealthBatch`): checked on one idle slot, each path contained again
+/// against `told`, the library paths the main node told it (`health_batch::check_told`).
+/// `BatchAnswer::Busy` when no slot is idle.
+#[derive(Message)]
+#[rtype(result = "BatchAnswer")]
+pub struct CheckTold {
+    pub depth: Depth,
+    pub told: Vec<String>,
+    pub roots: Vec<String>,
+    pub paths: Vec<PathBuf>,
+}
+
+/// Frees the slot a told batch holds when its check ends, however it ends.
+struct Held(Addr<NodeSupervisor>);
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.0.do_send(CheckEnded);
+    }
+}
 
 /// Free job slots, and which library paths the node sees (`domain::node::sees_library`: it
 /// gets jobs only of libraries it sees).
@@ -228,6 +253,23 @@ impl Handler<ReserveCheck> for NodeSupervisor {
         }
         self.checks += 1;
         true
+    }
+}
+
+impl Handler<CheckTold> for NodeSupervisor {
+    type Result = ResponseFuture<BatchAnswer>;
+    fn handle(&mut self, msg: CheckTold, ctx: &mut Context<Self>) -> Self::Result {
+        if self.shutting_down || self.busy() >= self.max_jobs {
+            return Box::pin(async { BatchAnswer::Busy });
+        }
+        self.checks += 1;
+        let held = Held(ctx.address());
+        let (binary, limit) = (self.env.transcoder.clone(), self.env.analysis_timeout);
+        Box::pin(async move {
+            let results = check_told(&binary, limit, &msg.told, &msg.roots, &msg.paths, msg.depth).await;
+            drop(held);
+            BatchAnswer::Checked(results)
+        })
     }
 }
 

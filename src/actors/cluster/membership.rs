@@ -12,6 +12,7 @@ use actix::prelude::*;
 use entities::node;
 use sea_orm::DatabaseConnection;
 
+use crate::actors::health_batch::{CheckOnNode, OfferChecks};
 use crate::actors::lifecycle::{EventContext, Lifecycle, LifecycleError};
 use crate::actors::node::RunningJob;
 use crate::actors::protocol::Sight;
@@ -52,6 +53,9 @@ struct LinkTable {
 pub struct LinkControl {
     pub close: Recipient<CloseLink>,
     pub ask: Recipient<AskLibraries>,
+    /// Library health batches (`actors::health_batch`).
+    pub offer: Recipient<OfferChecks>,
+    pub check: Recipient<CheckOnNode>,
 }
 
 impl std::fmt::Debug for Links {
@@ -126,6 +130,20 @@ impl Links {
         for ask in asks {
             ask.do_send(AskLibraries);
         }
+    }
+
+    /// Every open link, by its node's row, as a health run reaches it: what it offers, and
+    /// where its batches go.
+    pub fn checkers(&self) -> Vec<(i32, Recipient<OfferChecks>, Recipient<CheckOnNode>)> {
+        let mut all: Vec<_> = self
+            .table()
+            .rows
+            .iter()
+            .map(|(row, (_, control, _))| (*row, control.offer.clone(), control.check.clone()))
+            .collect();
+        // In the rows' order, so a tie between nodes goes the same way each time.
+        all.sort_by_key(|(row, _, _)| *row);
+        all
     }
 
     pub(super) fn release(&self, link: u64) {
