@@ -19,7 +19,9 @@ use tokio::sync::oneshot;
 
 use super::job::helper::HelperRef;
 use super::lifecycle::{EventContext, LifecycleError};
-use super::node::{CheckTold, ControlJob, NodeSupervisor, RunningHelpers, RunningJobs, StartHelper, StartJob, StopAll};
+use super::node::{
+    CancelTold, CheckTold, ControlJob, NodeSupervisor, RunningHelpers, RunningJobs, StartHelper, StartJob, StopAll,
+};
 use super::protocol::{Call, Frame};
 use super::store::{Applied, JobSettings, JobStore};
 use crate::domain::job::JobEvent;
@@ -263,8 +265,12 @@ impl Agent {
                     .map_err(|e| e.to_string()),
                 Call::HealthBatch { library_id, depth, roots, paths } => {
                     tracing::debug!(library = library_id, files = paths.len(), "health batch from the main node");
-                    let answer = node.send(CheckTold { depth, told, roots, paths }).await.map_err(|e| e.to_string())?;
+                    let told = CheckTold { library_id, depth, told, roots, paths };
+                    let answer = node.send(told).await.map_err(|e| e.to_string())?;
                     serde_json::to_value(answer).map_err(|e| e.to_string())
+                }
+                Call::CancelHealth { library_id } => {
+                    node.send(CancelTold { library_id }).await.map(serde_json::Value::from).map_err(|e| e.to_string())
                 }
                 _ => Err("not a call for a linked node".to_string()),
             }

@@ -349,9 +349,12 @@ impl HealthChecks {
                         () = tokio::time::sleep(SLOT_POLL), if !queue.is_empty() => {}
                         Some(ended) = checks.join_next() => run.settle(ended, &mut queue),
                         () = cancel.notified() => {
-                            // A linked node's batch in progress finishes there; its results
-                            // are dropped with the task that waits for them.
+                            // Linked nodes stop this library's batches (older ones finish
+                            // them); the results are dropped with the tasks that wait.
                             checks.abort_all();
+                            if let Some(links) = &self.links {
+                                links.cancel_checks(library.id);
+                            }
                             return (RunStatus::Cancelled, run.findings);
                         }
                     }

@@ -1,6 +1,6 @@
 //! One batch of a library health check (issue 38) as a node runs it, the main node's own or
 //! a linked node's: the messages a health run sends a linked node's link (`OfferChecks`,
-//! `CheckOnNode`), and the check of the paths a linked node is given (`check_told`), which
+//! `CheckOnNode`, `CancelOnNode`), and the check of the paths a linked node is given (`check_told`), which
 //! contains each path again against the library roots the node was told before it opens
 //! anything. The run itself is `actors::health`; the wire call is
 //! `protocol::Call::HealthBatch`.
@@ -37,6 +37,15 @@ pub struct CheckOnNode {
     pub paths: Vec<PathBuf>,
 }
 
+/// Tells a linked node's link that the run of `library_id` was cancelled: the node stops the
+/// batches of that library it checks (their children killed), so their slots come back at
+/// once.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct CancelOnNode {
+    pub library_id: i32,
+}
+
 /// Why a linked node checked none of a batch: the batch goes back to its run's queue.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NotTaken {
@@ -60,6 +69,8 @@ pub enum BatchAnswer {
     Busy,
     /// One result per path, in order.
     Checked(Vec<FileHealth>),
+    /// The run was cancelled (`Call::CancelHealth`) while the node checked the batch.
+    Cancelled,
 }
 
 /// A file a check could not read, or refused to: unreadable, with the reason.

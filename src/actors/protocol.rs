@@ -205,6 +205,12 @@ pub enum Call {
         #[serde(with = "crate::domain::path_bytes::lossless_vec")]
         paths: Vec<std::path::PathBuf>,
     },
+    /// The run of `library_id` was cancelled: the node stops that library's batches (their
+    /// results are dropped anyway). Sent only to nodes that take health batches.
+    #[serde(rename_all = "camelCase")]
+    CancelHealth {
+        library_id: i32,
+    },
 }
 
 /// Capacity as the main node sees a linked node between heartbeats: `busy` slots run jobs
@@ -379,6 +385,8 @@ mod tests {
         assert_eq!(text["call"]["libraryId"], json!(4));
         assert_eq!(text["call"]["paths"][0], json!("/media/a.mkv"));
         assert_eq!(serde_json::from_value::<Frame>(text).unwrap(), frame);
+        let cancel = Call::CancelHealth { library_id: 4 };
+        assert_eq!(serde_json::to_value(&cancel).unwrap(), json!({"call": "cancelHealth", "libraryId": 4}));
         // The calls of older main nodes parse as they did.
         let helper =
             json!({"type": "request", "id": 2, "call": {"call": "startHelper", "jobId": 1, "span": 3, "leaseId": "l"}});
@@ -389,7 +397,7 @@ mod tests {
         );
         // The answer, both ways.
         let health = crate::actors::health_batch::unreadable(crate::media::health::Depth::Quick, "no".into());
-        for answer in [BatchAnswer::Busy, BatchAnswer::Checked(vec![health])] {
+        for answer in [BatchAnswer::Busy, BatchAnswer::Cancelled, BatchAnswer::Checked(vec![health])] {
             let value = serde_json::to_value(&answer).unwrap();
             assert_eq!(serde_json::from_value::<BatchAnswer>(value).unwrap(), answer);
         }

@@ -1,6 +1,7 @@
 //! Library health checks on linked nodes (issue 38, item 3), with real processes on
 //! loopback: a main node that takes no jobs (MAX_JOBS=0) and a linked node that sees the
-//! library check it on the linked node's idle slot, each result naming that node; a linked
+//! library check it on the linked node's idle slot, each result naming that node, and a
+//! cancel stops the check on the linked node; a linked
 //! node that drops its link mid-batch gives its batch back, and the main node checks it;
 //! and a linked node's own check of the paths it is given refuses any outside the library
 //! paths it was told (`..`, a link out of the library, a root it was not told, a file gone)
@@ -18,7 +19,7 @@ use condense::media::health::{Depth, Verdict};
 use crate::common::cluster::{call, linked, login, main_node, up, wait_until, CLUSTER_TOKEN};
 use crate::common::license::pro_key;
 use crate::common::media as clips;
-use crate::common::server::{media_binary, ServerProcess};
+use crate::common::server::{media_binary, media_children, Nodes, ServerProcess};
 
 /// A good clip (HEVC, which a library encoding to HEVC leaves alone), one cut short in the
 /// middle of its data, and a `.mkv` that is not media, in `dir`.
@@ -118,6 +119,58 @@ async fn a_linked_node_that_sees_the_library_checks_it_on_its_idle_slot() {
     let health = ended(&main, &token, library, 120).await;
     assert_checked_by(&health, "w1");
     assert_eq!(result_of(&health, "good.mkv")["depth"], "thorough", "{health}");
+}
+
+/// Whether process `pid` is stopped (SIGSTOP), as /proc says.
+fn stopped(pid: i32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat.rsplit(')').next().unwrap_or("").split_whitespace().next() == Some("T")
+}
+
+#[actix_web::test]
+async fn a_cancel_stops_the_check_on_the_linked_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let media = dir.path().join("media");
+    std::fs::create_dir_all(&media).unwrap();
+    let clip = clips::hevc(&media, "clip-0.mkv");
+    for i in 1..6 {
+        std::fs::copy(&clip, media.join(format!("clip-{i}.mkv"))).unwrap();
+    }
+    let license = pro_key();
+    let main = main_node(&dir.path().join("main"), 0, Some(&license));
+    let token = login(&main).await;
+    let _w1 = linked(dir.path(), &main, "w1", 0);
+    wait_until(&main, &token, "w1 up", 30, |l| up(l, "w1")).await;
+    let library = quiet_library(&main, &token, &media).await;
+    wait_until(&main, &token, "w1 sees the library", 30, |l| sees(l, "w1", "media")).await;
+    let health = format!("{}/libraries/{library}/health", main.api);
+    let (status, run) = call("POST", &health, Some(&token), Some(json!({"depth": "thorough"}))).await;
+    assert_eq!(status, 202, "{run}");
+
+    // One of w1's check children, stopped: left alone it would hold w1's slot until its
+    // time limit (ANALYSIS_TIMEOUT_SECONDS, 300 s by default).
+    let w1 = dir.path().join("w1");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let child = loop {
+        assert!(Instant::now() < deadline, "w1 never ran a check child");
+        if let Some(&pid) = media_children(&w1, Nodes::At, b"media").first() {
+            unsafe { libc::kill(pid, libc::SIGSTOP) };
+            if stopped(pid) {
+                break pid;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    let (status, body) = call("DELETE", &health, Some(&token), None).await;
+    assert_eq!(status, 202, "{body}");
+    let ended = ended(&main, &token, library, 30).await;
+    assert_eq!(ended["run"]["status"], "CANCELLED", "{ended}");
+    // The cancel reached w1: the stopped child is killed, not left to its time limit.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while media_children(&w1, Nodes::At, b"media").contains(&child) {
+        assert!(Instant::now() < deadline, "w1's check child {child} was left running after the cancel");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// A linked node speaking the link's frames by hand: it registers as a node that takes

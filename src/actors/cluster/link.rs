@@ -14,7 +14,7 @@ use sea_orm::DatabaseConnection;
 use tokio::sync::oneshot;
 
 use super::membership::{admit, enrollment, reconcile, AskLibraries, CloseLink, ClusterConfig, LinkAuth, LinkControl};
-use crate::actors::health_batch::{BatchAnswer, CheckOnNode, NotTaken, OfferChecks};
+use crate::actors::health_batch::{BatchAnswer, CancelOnNode, CheckOnNode, NotTaken, OfferChecks};
 use crate::actors::job::helper::HelperRef;
 use crate::actors::job::JobCommand;
 use crate::actors::lifecycle::Lifecycle;
@@ -142,6 +142,7 @@ impl RemoteNode {
             ask: ctx.address().recipient(),
             offer: ctx.address().recipient(),
             check: ctx.address().recipient(),
+            cancel: ctx.address().recipient(),
         };
         let auth = self.auth.clone();
         let facts = NodeFacts {
@@ -388,7 +389,8 @@ impl RemoteNode {
                     Call::StartJob { .. }
                     | Call::ControlJob { .. }
                     | Call::StartHelper { .. }
-                    | Call::HealthBatch { .. } => {
+                    | Call::HealthBatch { .. }
+                    | Call::CancelHealth { .. } => {
                         Err("not a call for the main node".into())
                     }
                 }
@@ -613,6 +615,16 @@ impl Handler<OfferChecks> for RemoteNode {
     }
 }
 
+impl Handler<CancelOnNode> for RemoteNode {
+    type Result = ();
+    fn handle(&mut self, msg: CancelOnNode, ctx: &mut Self::Context) {
+        if self.node.is_some() && self.health_checks {
+            // The answer only says how many batches it stopped.
+            drop(self.request(Call::CancelHealth { library_id: msg.library_id }, ctx));
+        }
+    }
+}
+
 impl Handler<CheckOnNode> for RemoteNode {
     type Result = ResponseActFuture<Self, Result<Vec<FileHealth>, NotTaken>>;
 
@@ -634,6 +646,7 @@ impl Handler<CheckOnNode> for RemoteNode {
                 match rx.await {
                     Ok(Ok(value)) => match serde_json::from_value::<BatchAnswer>(value) {
                         Ok(BatchAnswer::Busy) => Err(NotTaken::Busy),
+                        Ok(BatchAnswer::Cancelled) => Err(NotTaken::Refused("the run was cancelled".into())),
                         Ok(BatchAnswer::Checked(results)) if results.len() == asked => Ok(results),
                         Ok(BatchAnswer::Checked(results)) => Err(NotTaken::Refused(format!(
                             "{} results for {asked} files",

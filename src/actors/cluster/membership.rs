@@ -12,7 +12,7 @@ use actix::prelude::*;
 use entities::node;
 use sea_orm::DatabaseConnection;
 
-use crate::actors::health_batch::{CheckOnNode, OfferChecks};
+use crate::actors::health_batch::{CancelOnNode, CheckOnNode, OfferChecks};
 use crate::actors::lifecycle::{EventContext, Lifecycle, LifecycleError};
 use crate::actors::node::RunningJob;
 use crate::actors::protocol::Sight;
@@ -56,6 +56,7 @@ pub struct LinkControl {
     /// Library health batches (`actors::health_batch`).
     pub offer: Recipient<OfferChecks>,
     pub check: Recipient<CheckOnNode>,
+    pub cancel: Recipient<CancelOnNode>,
 }
 
 impl std::fmt::Debug for Links {
@@ -144,6 +145,15 @@ impl Links {
         // In the rows' order, so a tie between nodes goes the same way each time.
         all.sort_by_key(|(row, _, _)| *row);
         all
+    }
+
+    /// Tells every linked node that the health run of `library_id` was cancelled.
+    pub fn cancel_checks(&self, library_id: i32) {
+        let cancels: Vec<Recipient<CancelOnNode>> =
+            self.table().rows.values().map(|(_, control, _)| control.cancel.clone()).collect();
+        for cancel in cancels {
+            cancel.do_send(CancelOnNode { library_id });
+        }
     }
 
     pub(super) fn release(&self, link: u64) {
