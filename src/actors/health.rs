@@ -76,6 +76,27 @@ enum Placed {
     There(Linked),
 }
 
+/// A batch given where it was placed: this node's slot, or a linked node's link with the
+/// batch already in its mailbox (sent before the run asks the nodes for the next offer, so
+/// the link counts that slot taken).
+enum Given {
+    Here(Slot),
+    There(Box<(Linked, actix::dev::RecipientRequest<CheckOnNode>)>),
+}
+
+impl Given {
+    fn to(placed: Placed, library_id: i32, depth: Depth, batch: &[FoundFile]) -> Given {
+        match placed {
+            Placed::Here(slot) => Given::Here(slot),
+            Placed::There(node) => {
+                let paths = batch.iter().map(|f| f.path.clone()).collect();
+                let asked = node.check.send(CheckOnNode { library_id, depth, roots: node.roots.clone(), paths });
+                Given::There(Box::new((node, asked)))
+            }
+        }
+    }
+}
+
 /// A linked node a batch is given to.
 struct Linked {
     row: i32,
@@ -341,7 +362,8 @@ impl HealthChecks {
                     let batch = queue.pop_front().unwrap_or_default();
                     let this = self.clone();
                     let library_id = library.id;
-                    checks.spawn_local(async move { this.check_placed(library_id, batch, depth, placed).await });
+                    let given = Given::to(placed, library_id, depth, &batch);
+                    checks.spawn_local(async move { this.check_given(library_id, batch, depth, given).await });
                 }
                 None if queue.is_empty() && checks.is_empty() => return (RunStatus::Done, run.findings),
                 None => {
@@ -390,14 +412,12 @@ impl HealthChecks {
     }
 
     /// Checks a batch where it was placed; answers its findings, or the batch back.
-    async fn check_placed(&self, library_id: i32, batch: Vec<FoundFile>, depth: Depth, placed: Placed) -> Ended {
-        let node = match placed {
-            Placed::Here(slot) => return Ended::Checked(self.check_batch(library_id, &batch, depth, slot).await),
-            Placed::There(node) => node,
+    async fn check_given(&self, library_id: i32, batch: Vec<FoundFile>, depth: Depth, given: Given) -> Ended {
+        let (node, asked) = match given {
+            Given::Here(slot) => return Ended::Checked(self.check_batch(library_id, &batch, depth, slot).await),
+            Given::There(given) => *given,
         };
-        let paths = batch.iter().map(|f| f.path.clone()).collect();
-        let asked = CheckOnNode { library_id, depth, roots: node.roots.clone(), paths };
-        match node.check.send(asked).await {
+        match asked.await {
             Ok(Ok(results)) => {
                 let mut findings = Vec::new();
                 for (found, health) in batch.iter().zip(results) {
