@@ -30,6 +30,10 @@ pub struct Model {
     pub checked_at: ChronoDateTimeUtc,
     /// A user said to leave this finding alone: it no longer keeps the file from encoding.
     pub ignored: bool,
+    /// The name of the node whose check this is (migration `m20261129_000039_health_node`);
+    /// `None` for results kept from before.
+    #[sea_orm(column_type = "Text", nullable)]
+    pub node: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

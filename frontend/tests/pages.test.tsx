@@ -682,7 +682,7 @@ describe('dashboard pages', () => {
           run: { depth: 'quick', all: false, scheduled: false, status: 'DONE', filesTotal: 3, filesDone: 3, startedAt: '2024-05-01T10:00:00Z', finishedAt: '2024-05-01T10:05:00Z' },
           counts: { ok: 1, damaged: 1, unreadable: 1 },
           files: [
-            finding(1, {}),
+            finding(1, { node: 'w1' }),
             finding(2, { verdict: 'unreadable', firstErrorSeconds: null, message: 'not media', errorCount: 0, newCopyFrom: [{ id: 4, name: 'tv', kind: 'sonarr' }] }),
             finding(3, { verdict: 'ok', message: null, firstErrorSeconds: null, errorCount: 0 }),
           ],
@@ -700,6 +700,8 @@ describe('dashboard pages', () => {
     expect(sent[0]).toBe('GET /api/libraries/1/health?page=1&pageSize=100 null');
     expect(panel.textContent).toContain('at 0:12.5: packet timestamps go backwards');
     expect(panel.textContent).toContain('3 errors');
+    // Which node checked it, where the result says.
+    expect(panel.textContent).toContain(', on w1');
     expect(panel.textContent).toContain('not media');
     // The ok file is no finding; only the file a Sonarr may hold offers a new copy.
     expect(panel.textContent).not.toContain('f3.mkv');

@@ -30,6 +30,7 @@ mod m20261128_000038_transfer;
 mod m20261129_000030_keep_modified_time;
 mod m20261129_000031_job_path_bytes;
 mod m20261129_000032_key_scopes;
+mod m20261129_000039_health_node;
 mod m20261130_000033_license_trial;
 
 pub struct Migrator;
@@ -67,6 +68,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261127_000035_stream_rules::Migration),
             Box::new(m20261128_000037_library_health::Migration),
             Box::new(m20261128_000038_transfer::Migration),
+            Box::new(m20261129_000039_health_node::Migration),
         ]
     }
 }

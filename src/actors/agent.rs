@@ -19,7 +19,9 @@ use tokio::sync::oneshot;
 
 use super::job::helper::HelperRef;
 use super::lifecycle::{EventContext, LifecycleError};
-use super::node::{ControlJob, NodeSupervisor, RunningHelpers, RunningJobs, StartHelper, StartJob, StopAll};
+use super::node::{
+    CancelTold, CheckTold, ControlJob, NodeSupervisor, RunningHelpers, RunningJobs, StartHelper, StartJob, StopAll,
+};
 use super::protocol::{Call, Frame};
 use super::store::{Applied, JobSettings, JobStore};
 use crate::domain::job::JobEvent;
@@ -244,6 +246,9 @@ impl Agent {
 
     fn answer(&mut self, id: u64, call: Call, ctx: &mut Context<Self>) {
         let Some(node) = self.node.clone() else { return };
+        // What a health batch's paths are contained against: the library paths the main
+        // node told this node, never more than them.
+        let told = self.library_paths.clone();
         async move {
             match call {
                 Call::StartJob { job_id, lease_id, by_transfer } => node
@@ -261,6 +266,15 @@ impl Agent {
                     .await
                     .map(serde_json::Value::Bool)
                     .map_err(|e| e.to_string()),
+                Call::HealthBatch { library_id, depth, roots, paths } => {
+                    tracing::debug!(library = library_id, files = paths.len(), "health batch from the main node");
+                    let told = CheckTold { library_id, depth, told, roots, paths };
+                    let answer = node.send(told).await.map_err(|e| e.to_string())?;
+                    serde_json::to_value(answer).map_err(|e| e.to_string())
+                }
+                Call::CancelHealth { library_id } => {
+                    node.send(CancelTold { library_id }).await.map(serde_json::Value::from).map_err(|e| e.to_string())
+                }
                 _ => Err("not a call for a linked node".to_string()),
             }
         }

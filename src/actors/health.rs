@@ -1,36 +1,42 @@
-//! Library health checks (issue 38), run on the main node: every media file of a library
-//! (encoded, skipped and untouched alike, as the scan finds them, each checked again by
-//! `media::contain`) is read in a `condense-media` child, at the lowest priority: only on
-//! idle job slots of this node (`node::ReserveCheck`), never
-//! while a job waits for one (an encode always goes first; a running check may finish),
-//! several at once where several slots are idle. Quick checks go many files to a child and
-//! a slot (`worker::health_batch`, cut by `library_health::batches`); a thorough one is one
-//! file a child (`worker::check_health`). Files unchanged since a check found them
-//! `ok` are skipped unless a run asks for `all`. Each result is written as it comes
-//! (`repo::health`). A library's `healthSchedule` starts a quick run inside this node's
-//! encoding windows; after a scheduled run each damaged file is told (`file.damaged`) and,
-//! with `healthAction: regrab`, its Sonarr or Radarr is asked for a new copy (`regrab`).
-//! Linked nodes take no checks: every check runs here.
+//! Library health checks (issue 38), run by the main node on idle job slots of every node
+//! that sees the library: every media file of a library (encoded, skipped and untouched
+//! alike, as the scan finds them, each checked again by `media::contain`) is read in a
+//! `condense-media` child, at the lowest priority: only on idle slots (this node's through
+//! `node::ReserveCheck`, a linked node's through its link: `health_batch`,
+//! `protocol::Call::HealthBatch`), never while a job waits for one (an encode always goes
+//! first; a running check may finish), several at once where several slots are idle
+//! (`library_health::deal`; a main node with MAX_JOBS=0 checks only libraries no linked node
+//! with job slots sees). Quick checks go many files to a child and a slot
+//! (`worker::health_batch`, cut by `library_health::batches`); a thorough one is one file a
+//! child (`worker::check_health`). A batch a linked node does not check (busy, refused, its
+//! link gone mid-batch) goes back to the run's queue. Files unchanged since a check found
+//! them `ok` are skipped unless a run asks for `all`. Each result is written here as it
+//! comes (`repo::health`), with the name of the node that checked it. A library's
+//! `healthSchedule` starts a quick run inside this node's encoding windows; after a
+//! scheduled run each damaged file is told (`file.damaged`) and, with
+//! `healthAction: regrab`, its Sonarr or Radarr is asked for a new copy (`regrab`).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use actix::Addr;
+use actix::{Addr, Recipient};
 use entities::{library, library_health_file, library_health_run};
 use sea_orm::DatabaseConnection;
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
 
-use super::node::{CheckEnded, NodeSupervisor, ReserveCheck};
+use super::cluster::Links;
+use super::health_batch::{CheckOnNode, NotTaken, OfferChecks};
+use super::node::{Capacity, CheckEnded, NodeSupervisor, ReserveCheck};
 use super::regrab;
 use crate::domain::job::JobStatus;
-use crate::domain::library_health::{self, HealthAction, HealthSchedule, RunStatus};
+use crate::domain::library_health::{self, CheckOffer, HealthAction, HealthSchedule, RunStatus};
 use crate::domain::notify::NotifyEvent;
 use crate::host::clock::Clock;
 use crate::media::contain;
-use crate::media::health::{Depth, FileHealth, Verdict};
+use crate::media::health::{Depth, FileHealth};
 use crate::media::worker;
 use crate::repo::health::FoundFile;
 use crate::repo::{self, RepoError};
@@ -55,6 +61,78 @@ pub struct HealthChecks {
     clock: Clock,
     running: Arc<Mutex<HashMap<i32, Arc<Notify>>>>,
     schedule_wake: Arc<Notify>,
+    /// This node's name, recorded with each result it checks.
+    node_name: String,
+    /// The open links to linked nodes, whose idle slots take batches too (`None`: only
+    /// this node checks).
+    links: Option<Links>,
+}
+
+/// Where a run's next batch goes.
+enum Placed {
+    /// A slot of this node, taken.
+    Here(Slot),
+    /// A linked node that offered an idle slot.
+    There(Linked),
+}
+
+/// A batch given where it was placed: this node's slot, or a linked node's link with the
+/// batch already in its mailbox (sent before the run asks the nodes for the next offer, so
+/// the link counts that slot taken).
+enum Given {
+    Here(Slot),
+    There(Box<(Linked, actix::dev::RecipientRequest<CheckOnNode>)>),
+}
+
+impl Given {
+    fn to(placed: Placed, library_id: i32, depth: Depth, batch: &[FoundFile]) -> Given {
+        match placed {
+            Placed::Here(slot) => Given::Here(slot),
+            Placed::There(node) => {
+                let paths = batch.iter().map(|f| f.path.clone()).collect();
+                let asked = node.check.send(CheckOnNode { library_id, depth, roots: node.roots.clone(), paths });
+                Given::There(Box::new((node, asked)))
+            }
+        }
+    }
+}
+
+/// A linked node a batch is given to.
+struct Linked {
+    row: i32,
+    name: String,
+    check: Recipient<CheckOnNode>,
+    roots: Vec<String>,
+}
+
+/// How a batch's check ended.
+enum Ended {
+    /// Its findings (every result recorded).
+    Checked(Vec<library_health_file::Model>),
+    /// Not checked: back to the queue, and the linked node (by row) that refused it or lost
+    /// its link gets no more batches of this run.
+    Back { batch: Vec<FoundFile>, refuse: Option<i32> },
+}
+
+/// What a run keeps while its batches are out.
+#[derive(Default)]
+struct RunState {
+    findings: Vec<library_health_file::Model>,
+    /// Linked nodes (by row) this run gives no more batches.
+    refused: HashSet<i32>,
+}
+
+impl RunState {
+    fn settle(&mut self, ended: Result<Ended, tokio::task::JoinError>, queue: &mut VecDeque<Vec<FoundFile>>) {
+        match ended {
+            Ok(Ended::Checked(found)) => self.findings.extend(found),
+            Ok(Ended::Back { batch, refuse }) => {
+                self.refused.extend(refuse);
+                queue.push_back(batch);
+            }
+            Err(_) => {}
+        }
+    }
 }
 
 /// Where a check of one file came from.
@@ -93,7 +171,17 @@ impl HealthChecks {
             clock,
             running: Arc::default(),
             schedule_wake: Arc::default(),
+            node_name: String::new(),
+            links: None,
         }
+    }
+
+    /// A main node named `node_name` whose linked nodes (`links`) take batches on their
+    /// idle slots too.
+    pub fn with_cluster(mut self, node_name: String, links: Links) -> Self {
+        self.node_name = node_name;
+        self.links = Some(links);
+        self
     }
 
     /// Starts a run of `library`; a conflict while one runs.
@@ -178,7 +266,7 @@ impl HealthChecks {
             let never = Notify::new();
             let Some(slot) = this.slot(&never).await else { return };
             if let Some(health) = this.check(&found, depth).await {
-                if let Err(e) = repo::health::record(&this.db, library_id, &found, &health).await {
+                if let Err(e) = repo::health::record(&this.db, library_id, &found, &health, &this.node_name).await {
                     tracing::warn!(library = library_id, error = %e, "a file's health was not recorded");
                 }
             }
@@ -227,8 +315,12 @@ impl HealthChecks {
         .unwrap_or_default()
     }
 
-    /// One run: the files to read, then as many checks at once as idle slots allow.
-    /// Answers how it ended and the findings it recorded.
+    /// One run: the files to read, cut into batches, each dealt to an idle slot of a node
+    /// that sees the library (`library_health::deal`): this node's own, or a linked node's
+    /// (`health_batch::CheckOnNode`); as many at once as idle slots allow. A batch a linked
+    /// node did not check (busy, refused, its link closed mid-batch) goes back to the
+    /// queue, and a node that refused or dropped one gets no more of this run. Answers how
+    /// it ended and the findings it recorded.
     async fn run(
         &self,
         library: &library::Model,
@@ -244,8 +336,6 @@ impl HealthChecks {
         if let Err(e) = repo::health::set_total(&self.db, library.id, total).await {
             tracing::warn!(library = library.id, error = %e, "the health check's size was not recorded");
         }
-        let mut findings = Vec::new();
-        let mut checks: JoinSet<Vec<library_health_file::Model>> = JoinSet::new();
         // Quick checks go many files to a child (and a slot); a thorough one is a file's
         // whole decode, one file a child.
         let sizes: Vec<u64> = files.iter().map(|f| u64::try_from(f.size).unwrap_or(0)).collect();
@@ -255,34 +345,118 @@ impl HealthChecks {
             }
             Depth::Thorough => library_health::batches(&sizes, 1, 0),
         };
-        for range in cut {
+        let mut queue: VecDeque<Vec<FoundFile>> =
+            cut.into_iter().map(|range| files.get(range).unwrap_or_default().to_vec()).collect();
+        let roots = repo::libraries::paths_of(library);
+        let mut run = RunState::default();
+        let mut checks: JoinSet<Ended> = JoinSet::new();
+        loop {
             while let Some(ended) = checks.try_join_next() {
-                if let Ok(found) = ended {
-                    findings.extend(found);
+                run.settle(ended, &mut queue);
+            }
+            // Not raced with the cancel: a slot a node gave is always taken (and freed by
+            // the check that holds it); placing asks, it does not wait.
+            let placed = if queue.is_empty() { None } else { self.place(&roots, &run.refused).await };
+            match placed {
+                Some(placed) => {
+                    let batch = queue.pop_front().unwrap_or_default();
+                    let this = self.clone();
+                    let library_id = library.id;
+                    let given = Given::to(placed, library_id, depth, &batch);
+                    checks.spawn_local(async move { this.check_given(library_id, batch, depth, given).await });
+                }
+                None if queue.is_empty() && checks.is_empty() => return (RunStatus::Done, run.findings),
+                None => {
+                    tokio::select! {
+                        () = tokio::time::sleep(SLOT_POLL), if !queue.is_empty() => {}
+                        Some(ended) = checks.join_next() => run.settle(ended, &mut queue),
+                        () = cancel.notified() => {
+                            // Linked nodes stop this library's batches (older ones finish
+                            // them); the results are dropped with the tasks that wait.
+                            checks.abort_all();
+                            if let Some(links) = &self.links {
+                                links.cancel_checks(library.id);
+                            }
+                            return (RunStatus::Cancelled, run.findings);
+                        }
+                    }
                 }
             }
-            let batch = files.get(range).unwrap_or_default().to_vec();
-            // Not raced with anything but the cancel while it waits: a slot the node gave
-            // is always taken (and freed by the check that holds it).
-            let Some(slot) = self.slot(cancel).await else {
-                checks.abort_all();
-                return (RunStatus::Cancelled, findings);
-            };
-            let this = self.clone();
-            let library_id = library.id;
-            checks.spawn_local(async move { this.check_batch(library_id, &batch, depth, slot).await });
         }
-        loop {
-            tokio::select! {
-                ended = checks.join_next() => match ended {
-                    Some(Ok(found)) => findings.extend(found),
-                    Some(Err(_)) => {}
-                    None => return (RunStatus::Done, findings),
-                },
-                () = cancel.notified() => {
-                    checks.abort_all();
-                    return (RunStatus::Cancelled, findings);
+    }
+
+    /// The node that checks the next batch (`library_health::deal`), its slot taken; `None`
+    /// while none may.
+    async fn place(&self, roots: &[String], refused: &HashSet<i32>) -> Option<Placed> {
+        let queued = repo::jobs::count_by_status(&self.db)
+            .await
+            .map(|c| c.get(&JobStatus::Queued).copied().unwrap_or(0))
+            .unwrap_or(u64::MAX);
+        let free = self.node.send(Capacity).await.map(|c| c.free).unwrap_or(0);
+        let mut offers = vec![CheckOffer { free, sees: true, takes_jobs: self.takes_jobs, main: true }];
+        let mut linked = vec![None];
+        for (row, offer, check) in self.links.as_ref().map(Links::checkers).unwrap_or_default() {
+            if refused.contains(&row) {
+                continue;
+            }
+            if let Ok(Some((name, o))) = offer.send(OfferChecks { roots: roots.to_vec() }).await {
+                offers.push(o);
+                linked.push(Some(Linked { row, name, check, roots: roots.to_vec() }));
+            }
+        }
+        match library_health::deal(&offers, queued)? {
+            // The node answers whether a slot is free by taking it.
+            0 => self.node.send(ReserveCheck).await.unwrap_or(false).then(|| Placed::Here(Slot(self.node.clone()))),
+            i => linked.into_iter().nth(i).flatten().map(Placed::There),
+        }
+    }
+
+    /// Checks a batch where it was placed; answers its findings, or the batch back.
+    async fn check_given(&self, library_id: i32, batch: Vec<FoundFile>, depth: Depth, given: Given) -> Ended {
+        let (node, asked) = match given {
+            Given::Here(slot) => return Ended::Checked(self.check_batch(library_id, &batch, depth, slot).await),
+            Given::There(given) => *given,
+        };
+        match asked.await {
+            Ok(Ok(results)) => {
+                let mut findings = Vec::new();
+                for (found, health) in batch.iter().zip(results) {
+                    findings.extend(self.record_one(library_id, found, &health, &node.name).await);
                 }
+                Ended::Checked(findings)
+            }
+            Ok(Err(NotTaken::Busy)) => {
+                // Its slot was taken since it offered it: asked again after a pause.
+                tokio::time::sleep(SLOT_POLL).await;
+                Ended::Back { batch, refuse: None }
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(library = library_id, node = %node.name, error = %e, "a linked node did not check a health batch; it goes back to the queue");
+                Ended::Back { batch, refuse: Some(node.row) }
+            }
+            Err(e) => {
+                tracing::warn!(library = library_id, node = %node.name, error = %e, "a linked node's link went away mid-batch; the batch goes back to the queue");
+                Ended::Back { batch, refuse: Some(node.row) }
+            }
+        }
+    }
+
+    /// Records one file's result as this run's, from `node`; answers it when it is a
+    /// finding.
+    async fn record_one(
+        &self,
+        library_id: i32,
+        found: &FoundFile,
+        health: &FileHealth,
+        node: &str,
+    ) -> Option<library_health_file::Model> {
+        let recorded = repo::health::record(&self.db, library_id, found, health, node).await;
+        let _ = repo::health::advance(&self.db, library_id).await;
+        match recorded {
+            Ok(row) => library_health::is_finding(repo::health::verdict_of(&row), row.ignored).then_some(row),
+            Err(e) => {
+                tracing::warn!(library = library_id, error = %e, "a file's health was not recorded");
+                None
             }
         }
     }
@@ -318,16 +492,7 @@ impl HealthChecks {
             let mut findings = Vec::new();
             while let Some((i, health)) = rx.recv().await {
                 let Some(found) = files.get(i) else { continue };
-                let recorded = repo::health::record(&self.db, library_id, found, &health).await;
-                let _ = repo::health::advance(&self.db, library_id).await;
-                match recorded {
-                    Ok(row) => {
-                        if library_health::is_finding(repo::health::verdict_of(&row), row.ignored) {
-                            findings.push(row);
-                        }
-                    }
-                    Err(e) => tracing::warn!(library = library_id, error = %e, "a file's health was not recorded"),
-                }
+                findings.extend(self.record_one(library_id, found, &health, &self.node_name).await);
             }
             findings
         };
@@ -454,12 +619,5 @@ impl HealthChecks {
 /// A check that itself failed (its child crashed or ran out of time on the file): the file
 /// is recorded unreadable, with the reason.
 fn failed(depth: Depth, e: &crate::media::MediaError) -> FileHealth {
-    FileHealth {
-        depth,
-        verdict: Verdict::Unreadable,
-        first_error_seconds: None,
-        message: Some(e.to_string()),
-        error_count: 1,
-        streams: Vec::new(),
-    }
+    super::health_batch::unreadable(depth, e.to_string())
 }

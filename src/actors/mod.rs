@@ -8,6 +8,7 @@ pub mod bus;
 pub mod cluster;
 pub mod forecast;
 pub mod health;
+pub mod health_batch;
 pub mod job;
 pub mod library;
 pub mod lifecycle;
@@ -281,7 +282,8 @@ pub async fn start_node(config: NodeConfig) -> Result<Node, StartError> {
                 row.id,
                 max_jobs > 0,
                 main.clock.clone(),
-            );
+            )
+            .with_cluster(name.clone(), cluster.links.clone());
             health.schedule_forever();
             let runtime = Runtime {
                 bus,
@@ -325,6 +327,7 @@ pub async fn start_node(config: NodeConfig) -> Result<Node, StartError> {
                 shared_storage: Some(linked.shared_storage),
                 transfer,
                 work_dir_free_bytes: free,
+                health_checks: true,
             };
             let bearer = transfer::Bearer::default();
             let setup = transfer.then(|| {

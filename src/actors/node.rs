@@ -3,14 +3,17 @@
 //! segment boundary so the work continues after the restart.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
 use tokio::sync::oneshot;
 
+use super::health_batch::{check_told, BatchAnswer};
 use super::job::helper::{self, HelperRef};
 use super::job::{Command, JobCommand, JobEnded, JobSupervisor, NodeEnv};
+use crate::media::health::Depth;
 
 #[derive(Message)]
 #[rtype(result = "bool")]
@@ -50,6 +53,42 @@ pub struct ReserveCheck;
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct CheckEnded;
+
+/// A batch of a library health check the main node gives this (linked) node
+/// (`protocol::Call::HealthBatch`): checked on one idle slot, each path contained again
+/// against `told`, the library paths the main node told it (`health_batch::check_told`).
+/// `BatchAnswer::Busy` when no slot is idle.
+#[derive(Message)]
+#[rtype(result = "BatchAnswer")]
+pub struct CheckTold {
+    pub library_id: i32,
+    pub depth: Depth,
+    pub told: Vec<String>,
+    pub roots: Vec<String>,
+    pub paths: Vec<PathBuf>,
+}
+
+/// Stops the told batches of library `library_id` (its run was cancelled on the main node):
+/// their children are killed and their slots freed. Answers how many it stopped.
+#[derive(Message)]
+#[rtype(result = "usize")]
+pub struct CancelTold {
+    pub library_id: i32,
+}
+
+/// A told batch ended (checked or stopped): its slot is free again.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct ToldEnded(u64);
+
+/// Frees the slot a told batch holds when its check ends, however it ends (a stop drops it).
+struct Held(Addr<NodeSupervisor>, u64);
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.0.do_send(ToldEnded(self.1));
+    }
+}
 
 /// Free job slots, and which library paths the node sees (`domain::node::sees_library`: it
 /// gets jobs only of libraries it sees).
@@ -119,8 +158,12 @@ pub struct NodeSupervisor {
     jobs: HashMap<i32, (Addr<JobSupervisor>, String)>,
     /// Helpers by (job, span): their lease and their command channel. Each takes a slot.
     helpers: HashMap<(i32, u32), (String, tokio::sync::mpsc::UnboundedSender<JobCommand>)>,
-    /// Slots held by library health checks.
+    /// Slots held by library health checks (this node's own, and told batches).
     checks: usize,
+    /// Told batches in progress, by a number of their own: their library, and how to stop
+    /// them.
+    told: HashMap<u64, (i32, tokio::task::AbortHandle)>,
+    next_told: u64,
     /// Whether it takes jobs by transfer (`domain::placement::takes_transfers`).
     takes_transfers: bool,
     scheduler: Option<Recipient<Wake>>,
@@ -138,6 +181,8 @@ impl NodeSupervisor {
             jobs: HashMap::new(),
             helpers: HashMap::new(),
             checks: 0,
+            told: HashMap::new(),
+            next_told: 0,
             takes_transfers: false,
             scheduler: None,
             shutting_down: false,
@@ -230,6 +275,64 @@ impl Handler<ReserveCheck> for NodeSupervisor {
         }
         self.checks += 1;
         true
+    }
+}
+
+impl Handler<CheckTold> for NodeSupervisor {
+    type Result = ResponseFuture<BatchAnswer>;
+    fn handle(&mut self, msg: CheckTold, ctx: &mut Context<Self>) -> Self::Result {
+        if self.shutting_down || self.busy() >= self.max_jobs {
+            return Box::pin(async { BatchAnswer::Busy });
+        }
+        self.checks += 1;
+        self.next_told += 1;
+        let id = self.next_told;
+        let held = Held(ctx.address(), id);
+        let (binary, limit) = (self.env.transcoder.clone(), self.env.analysis_timeout);
+        // A task of its own, so a cancel can stop it (dropping it kills its children).
+        let task = tokio::task::spawn_local(async move {
+            let results = check_told(&binary, limit, &msg.told, &msg.roots, &msg.paths, msg.depth).await;
+            drop(held);
+            results
+        });
+        self.told.insert(id, (msg.library_id, task.abort_handle()));
+        Box::pin(async move {
+            match task.await {
+                Ok(results) => BatchAnswer::Checked(results),
+                Err(_) => BatchAnswer::Cancelled,
+            }
+        })
+    }
+}
+
+impl Handler<ToldEnded> for NodeSupervisor {
+    type Result = ();
+    fn handle(&mut self, msg: ToldEnded, _: &mut Context<Self>) {
+        if self.told.remove(&msg.0).is_some() {
+            self.checks = self.checks.saturating_sub(1);
+            self.idle();
+        }
+    }
+}
+
+impl Handler<CancelTold> for NodeSupervisor {
+    type Result = usize;
+    fn handle(&mut self, msg: CancelTold, _: &mut Context<Self>) -> usize {
+        let mut stopped = 0;
+        for (library_id, task) in self.told.values() {
+            if *library_id == msg.library_id {
+                task.abort();
+                stopped += 1;
+            }
+        }
+        if stopped > 0 {
+            tracing::info!(
+                library = msg.library_id,
+                batches = stopped,
+                "health batches stopped: the run was cancelled"
+            );
+        }
+        stopped
     }
 }
 

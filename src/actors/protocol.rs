@@ -45,6 +45,10 @@ pub enum Frame {
         /// Free bytes in its WORK_DIR; absent from older nodes (and where unreadable).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         work_dir_free_bytes: Option<u64>,
+        /// It checks library health batches on idle slots (`Call::HealthBatch`); false from
+        /// older nodes, which would drop the call unanswered, so they are given none.
+        #[serde(default)]
+        health_checks: bool,
     },
     /// Main -> linked: accepted; heartbeat every `heartbeat_seconds`.
     #[serde(rename_all = "camelCase")]
@@ -190,6 +194,23 @@ pub enum Call {
         span: u32,
         lease_id: String,
     },
+    /// A batch of a library health check (issue 38) on one idle slot: the paths as the main
+    /// node stores them, under the library's `roots`; the node contains each again against
+    /// the library paths it was told. Answered by `actors::health_batch::BatchAnswer`.
+    #[serde(rename_all = "camelCase")]
+    HealthBatch {
+        library_id: i32,
+        depth: crate::media::health::Depth,
+        roots: Vec<String>,
+        #[serde(with = "crate::domain::path_bytes::lossless_vec")]
+        paths: Vec<std::path::PathBuf>,
+    },
+    /// The run of `library_id` was cancelled: the node stops that library's batches (their
+    /// results are dropped anyway). Sent only to nodes that take health batches.
+    #[serde(rename_all = "camelCase")]
+    CancelHealth {
+        library_id: i32,
+    },
 }
 
 /// Capacity as the main node sees a linked node between heartbeats: `busy` slots run jobs
@@ -261,12 +282,14 @@ mod tests {
     fn frames_of_nodes_older_than_transfers_parse_as_nodes_that_take_none() {
         let register = json!({"type": "register", "name": "w1", "address": "w1", "cores": 4,
             "memoryTotal": 1024, "gpu": null, "encoders": ["libx265"], "maxJobs": 1, "version": "0.1.0"});
-        let Frame::Register { shared_storage, transfer, work_dir_free_bytes, .. } =
+        let Frame::Register { shared_storage, transfer, work_dir_free_bytes, health_checks, .. } =
             serde_json::from_value(register).unwrap()
         else {
             panic!("not a registration")
         };
         assert_eq!((shared_storage, transfer, work_dir_free_bytes), (None, false, None));
+        // Nor health checks: such a node is given no `HealthBatch` call.
+        assert!(!health_checks);
         let heartbeat = json!({"type": "heartbeat", "load1": 0.5, "memoryUsed": 10, "running": [],
             "missingPaths": ["/media"], "checkedPaths": ["/media"]});
         let Frame::Heartbeat { transfer, work_dir_free_bytes, .. } = serde_json::from_value(heartbeat).unwrap() else {
@@ -300,6 +323,7 @@ mod tests {
             shared_storage: Some(SharedStorage::Required),
             transfer: false,
             work_dir_free_bytes: Some(5_000_000_000),
+            health_checks: true,
         };
         let text = serde_json::to_value(&register).unwrap();
         assert_eq!(
@@ -342,5 +366,41 @@ mod tests {
         let expected = JobSettings { keep_originals: false, timeout_hours: 6 };
         assert_eq!(serde_json::from_value::<JobSettings>(named).unwrap(), expected);
         assert!(serde_json::from_value::<JobSettings>(json!([true])).is_err());
+    }
+
+    #[test]
+    fn a_health_batch_goes_both_ways_and_older_calls_still_parse() {
+        use crate::actors::health_batch::BatchAnswer;
+        use std::os::unix::ffi::OsStrExt;
+        let odd = std::path::PathBuf::from(std::ffi::OsStr::from_bytes(b"/media/caf\xe9.mkv"));
+        let call = Call::HealthBatch {
+            library_id: 4,
+            depth: crate::media::health::Depth::Quick,
+            roots: vec!["/media".into()],
+            paths: vec!["/media/a.mkv".into(), odd],
+        };
+        let frame = Frame::Request { id: 9, call: Box::new(call) };
+        let text = serde_json::to_value(&frame).unwrap();
+        assert_eq!(text["call"]["call"], json!("healthBatch"));
+        assert_eq!(text["call"]["libraryId"], json!(4));
+        assert_eq!(text["call"]["paths"][0], json!("/media/a.mkv"));
+        assert_eq!(serde_json::from_value::<Frame>(text).unwrap(), frame);
+        let cancel = Call::CancelHealth { library_id: 4 };
+        assert_eq!(serde_json::to_value(&cancel).unwrap(), json!({"call": "cancelHealth", "libraryId": 4}));
+        // The calls of older main nodes parse as they did.
+        let helper =
+            json!({"type": "request", "id": 2, "call": {"call": "startHelper", "jobId": 1, "span": 3, "leaseId": "l"}});
+        let expected = Call::StartHelper { job_id: 1, span: 3, lease_id: "l".into() };
+        assert_eq!(
+            serde_json::from_value::<Frame>(helper).unwrap(),
+            Frame::Request { id: 2, call: Box::new(expected) }
+        );
+        // The answer, both ways.
+        let health = crate::actors::health_batch::unreadable(crate::media::health::Depth::Quick, "no".into());
+        for answer in [BatchAnswer::Busy, BatchAnswer::Cancelled, BatchAnswer::Checked(vec![health])] {
+            let value = serde_json::to_value(&answer).unwrap();
+            assert_eq!(serde_json::from_value::<BatchAnswer>(value).unwrap(), answer);
+        }
+        assert_eq!(serde_json::to_value(BatchAnswer::Busy).unwrap(), json!("busy"));
     }
 }

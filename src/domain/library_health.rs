@@ -136,6 +136,41 @@ pub fn batches(sizes: &[u64], max_files: usize, max_bytes: u64) -> Vec<std::ops:
     out
 }
 
+/// A node as a health run sees it when it deals out the next batch (`deal`): the main
+/// node's own slots, or a linked node's as its link reports them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CheckOffer {
+    /// Idle job slots.
+    pub free: usize,
+    /// It is known to see every root of the library (`domain::node::sees_library`).
+    pub sees: bool,
+    /// The scheduler gives it jobs (false: a main node with MAX_JOBS=0, which only
+    /// coordinates, or a linked node with no slots).
+    pub takes_jobs: bool,
+    /// The main node itself (its checks run in its own process).
+    pub main: bool,
+}
+
+/// Which node checks a run's next batch, by its index in `offers`; `None`: none now (ask
+/// again later). A node that sees the library and may start a check (`may_start_check`: an
+/// idle slot, no encode waiting for one); among them the one with the most idle slots, the
+/// first listed on a tie. A main node that takes no jobs checks only while no linked node
+/// that takes jobs sees the library: the checks go to the nodes that have job slots, and a
+/// main node alone still checks its libraries.
+pub fn deal(offers: &[CheckOffer], queued_jobs: u64) -> Option<usize> {
+    let encoders_see = offers.iter().any(|o| !o.main && o.sees && o.takes_jobs);
+    offers
+        .iter()
+        .enumerate()
+        .filter(|(_, o)| o.sees && may_start_check(o.free, queued_jobs, o.takes_jobs))
+        .filter(|(_, o)| !(o.main && !o.takes_jobs && encoders_see))
+        .fold(None, |best: Option<(usize, usize)>, (i, o)| match best {
+            Some((_, free)) if free >= o.free => best,
+            _ => Some((i, o.free)),
+        })
+        .map(|(i, _)| i)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -246,5 +281,41 @@ mod tests {
                 assert!(r.len() <= 64 && (r.len() == 1 || sizes[r.clone()].iter().sum::<u64>() <= 100), "{r:?}");
             }
         }
+    }
+
+    fn offer(free: usize, sees: bool, takes_jobs: bool, main: bool) -> CheckOffer {
+        CheckOffer { free, sees, takes_jobs, main }
+    }
+
+    #[test]
+    fn a_batch_goes_to_a_node_that_sees_the_library_with_the_most_idle_slots() {
+        let main = offer(1, true, true, true);
+        let linked = |free, sees| offer(free, sees, true, false);
+        assert_eq!(deal(&[], 0), None);
+        // Only a node that sees the library and has an idle slot.
+        assert_eq!(deal(&[main, linked(3, true)], 0), Some(1));
+        assert_eq!(deal(&[main, linked(3, false)], 0), Some(0));
+        assert_eq!(deal(&[offer(0, true, true, true), linked(0, true)], 0), None);
+        assert_eq!(deal(&[offer(0, true, true, true), linked(1, true), linked(2, true)], 0), Some(2));
+        // A tie: the first listed (the main node's own first).
+        assert_eq!(deal(&[main, linked(1, true)], 0), Some(0));
+        assert_eq!(deal(&[offer(0, true, true, true), linked(1, true), linked(1, true)], 0), Some(1));
+        // An encode waiting: no node that takes jobs starts a check.
+        assert_eq!(deal(&[main, linked(3, true)], 1), None);
+    }
+
+    #[test]
+    fn a_main_node_that_takes_no_jobs_checks_only_while_no_encoding_node_sees_the_library() {
+        let coordinator = offer(1, true, false, true);
+        // Alone, or beside nodes that do not see the library or take no jobs: it checks,
+        // whatever waits in the queue (the queue waits for other nodes, not for it).
+        assert_eq!(deal(&[coordinator], 0), Some(0));
+        assert_eq!(deal(&[coordinator], 4), Some(0));
+        assert_eq!(deal(&[coordinator, offer(2, false, true, false)], 0), Some(0));
+        assert_eq!(deal(&[coordinator, offer(0, true, false, false)], 0), Some(0));
+        // A linked node that encodes sees it: the checks wait for that node's idle slots.
+        assert_eq!(deal(&[coordinator, offer(1, true, true, false)], 0), Some(1));
+        assert_eq!(deal(&[coordinator, offer(0, true, true, false)], 0), None);
+        assert_eq!(deal(&[coordinator, offer(1, true, true, false)], 2), None);
     }
 }

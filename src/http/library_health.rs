@@ -72,6 +72,10 @@ pub struct FileHealthView {
     pub checked_at: DateTime<Utc>,
     /// The finding no longer keeps the file from encoding.
     pub ignored: bool,
+    /// The node whose check this is: the main node's or a linked node's name (checks run on
+    /// idle job slots of every node that sees the library). Null for results kept from
+    /// before nodes were recorded.
+    pub node: Option<String>,
     /// The enabled Sonarr and Radarr connections that may hold the file, in the order "get a
     /// new copy" asks them: those with a path mapping whose `from` folder holds it, and those
     /// without mappings. Empty: none could, and the action is refused (`not_held`).
@@ -215,6 +219,7 @@ fn file_view(row: &entities::library_health_file::Model, arrs: &[(NewCopySource,
         error_count: row.error_count,
         checked_at: row.checked_at,
         ignored: row.ignored,
+        node: row.node.clone(),
     }
 }
 

@@ -166,6 +166,7 @@ pub async fn record(
     library_id: i32,
     found: &FoundFile,
     health: &FileHealth,
+    node: &str,
 ) -> RepoResult<file::Model> {
     let (relative, raw) = found.relative();
     let existing = Files::find()
@@ -199,6 +200,7 @@ pub async fn record(
     model.message = Set(health.message.clone());
     model.error_count = Set(error_count);
     model.checked_at = Set(now());
+    model.node = Set(Some(node.to_string()));
     Ok(match existing {
         Some(_) => model.update(db).await?,
         None => model.insert(db).await?,

@@ -906,6 +906,7 @@ impl Rogue {
             shared_storage: transfer.then_some(SharedStorage::Auto),
             transfer,
             work_dir_free_bytes: transfer.then_some(1_000_000_000_000),
+            health_checks: false,
         };
         rogue.socket.send(awc::ws::Message::Text(serde_json::to_string(&register).unwrap().into())).await.unwrap();
         let registered = rogue.until(30, |f| matches!(f, Frame::Registered { .. }).then(|| f.clone())).await;

@@ -157,7 +157,7 @@ async fn a_damaged_file_is_skipped_unless_its_finding_is_ignored() {
             error_count: 3,
             streams: Vec::new(),
         };
-        condense::repo::health::record(server.db(), library as i32, &found, &finding).await.unwrap();
+        condense::repo::health::record(server.db(), library as i32, &found, &finding, "main").await.unwrap();
     }
     let (_, health) = server.get(&format!("/libraries/{library}/health?verdict=damaged"), Some(&token)).await;
     assert_eq!(health["total"], 2, "{health}");

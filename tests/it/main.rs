@@ -17,6 +17,7 @@ mod fs_safety;
 mod fuzz;
 mod health;
 mod health_check;
+mod health_nodes;
 mod hostile;
 mod http;
 mod isolation;

@@ -1687,6 +1687,12 @@ export interface components {
              *     without mappings. Empty: none could, and the action is refused (`not_held`).
              */
             newCopyFrom: components["schemas"]["NewCopySource"][];
+            /**
+             * @description The node whose check this is: the main node's or a linked node's name (checks run on
+             *     idle job slots of every node that sees the library). Null for results kept from
+             *     before nodes were recorded.
+             */
+            node?: string | null;
             /** @description The file's whole path. */
             path: string;
             /** Format: int64 */

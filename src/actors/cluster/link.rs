@@ -14,6 +14,7 @@ use sea_orm::DatabaseConnection;
 use tokio::sync::oneshot;
 
 use super::membership::{admit, enrollment, reconcile, AskLibraries, CloseLink, ClusterConfig, LinkAuth, LinkControl};
+use crate::actors::health_batch::{BatchAnswer, CancelOnNode, CheckOnNode, NotTaken, OfferChecks};
 use crate::actors::job::helper::HelperRef;
 use crate::actors::job::JobCommand;
 use crate::actors::lifecycle::Lifecycle;
@@ -22,9 +23,11 @@ use crate::actors::protocol::{capacity, Call, Frame, Sight};
 use crate::actors::scheduler::{effective_tier, AddNode, NodeHandle, RemoveNode, Scheduler};
 use crate::actors::store::{holds_lease, DbStore, JobStore};
 use crate::domain::job::JobStatus;
+use crate::domain::library_health::CheckOffer;
 use crate::domain::link::{field_rule, node_may_apply, FieldRule, JobField, LinkWrite};
-use crate::domain::node::{degrading_paths, node_status, NodeRole, NodeStatus};
+use crate::domain::node::{degrading_paths, node_status, sees_library, NodeRole, NodeStatus};
 use crate::domain::placement::TRANSFER_FLOW;
+use crate::media::health::FileHealth;
 use crate::media::layout::partial_dir_for;
 use crate::media::partial::remove_partial;
 use crate::media::plan::final_paths;
@@ -46,6 +49,10 @@ pub struct RemoteNode {
     helping: Vec<HelperRef>,
     /// What the node last reported it sees; nothing until its first report.
     sight: Sight,
+    /// It takes library health batches (as its registration said).
+    health_checks: bool,
+    /// Health batches it checks now (each takes a slot until answered).
+    checks: usize,
     last_seen: Instant,
     next_id: u64,
     pending: HashMap<u64, oneshot::Sender<Result<serde_json::Value, String>>>,
@@ -71,6 +78,8 @@ impl RemoteNode {
             running: Vec::new(),
             helping: Vec::new(),
             sight: Sight::unreported(),
+            health_checks: false,
+            checks: 0,
             last_seen: Instant::now(),
             next_id: 0,
             pending: HashMap::new(),
@@ -110,6 +119,7 @@ impl RemoteNode {
             shared_storage,
             transfer,
             work_dir_free_bytes,
+            health_checks,
             ..
         } = frame
         else {
@@ -128,7 +138,13 @@ impl RemoteNode {
             self.config.main_node_name.clone(),
             self.config.links.clone(),
         );
-        let me = LinkControl { close: ctx.address().recipient(), ask: ctx.address().recipient() };
+        let me = LinkControl {
+            close: ctx.address().recipient(),
+            ask: ctx.address().recipient(),
+            offer: ctx.address().recipient(),
+            check: ctx.address().recipient(),
+            cancel: ctx.address().recipient(),
+        };
         let auth = self.auth.clone();
         let facts = NodeFacts {
             name: name.clone(),
@@ -204,6 +220,7 @@ impl RemoteNode {
                     tracing::info!(node = %name, node_id = id, "linked node registered");
                     this.node = Some((id, name.clone()));
                     this.max_jobs = max_jobs;
+                    this.health_checks = health_checks;
                     // Whether it takes files by transfer, until its heartbeats say again.
                     this.sight = Sight { shared_storage, transfer, work_dir_free_bytes, ..Sight::unreported() };
                     this.config.links.record_sight(id, this.sight.clone());
@@ -376,7 +393,11 @@ impl RemoteNode {
                         scheduler.do_send(Wake);
                         Ok(serde_json::Value::Null)
                     }
-                    Call::StartJob { .. } | Call::ControlJob { .. } | Call::StartHelper { .. } => {
+                    Call::StartJob { .. }
+                    | Call::ControlJob { .. }
+                    | Call::StartHelper { .. }
+                    | Call::HealthBatch { .. }
+                    | Call::CancelHealth { .. } => {
                         Err("not a call for the main node".into())
                     }
                 }
@@ -574,7 +595,85 @@ impl Handler<Capacity> for RemoteNode {
         if self.node.is_none() {
             return MessageResult(NodeCapacity::default());
         }
-        MessageResult(capacity(self.max_jobs, self.running.len() + self.helping.len(), &self.sight))
+        MessageResult(capacity(self.max_jobs, self.busy(), &self.sight))
+    }
+}
+
+impl RemoteNode {
+    /// Slots in use as the main node counts them: jobs and helpers (as the last heartbeat
+    /// said, and those started since) and health batches not yet answered.
+    fn busy(&self) -> usize {
+        self.running.len() + self.helping.len() + self.checks
+    }
+}
+
+impl Handler<OfferChecks> for RemoteNode {
+    type Result = MessageResult<OfferChecks>;
+    fn handle(&mut self, msg: OfferChecks, _: &mut Self::Context) -> Self::Result {
+        let Some((_, name)) = self.node.as_ref().filter(|_| self.health_checks) else { return MessageResult(None) };
+        let max_jobs = usize::try_from(self.max_jobs).unwrap_or(0);
+        let offer = CheckOffer {
+            free: max_jobs.saturating_sub(self.busy()),
+            sees: sees_library(&msg.roots, self.sight.checked.as_deref(), &self.sight.missing) == Some(true),
+            takes_jobs: max_jobs > 0,
+            main: false,
+        };
+        MessageResult(Some((name.clone(), offer)))
+    }
+}
+
+impl Handler<CancelOnNode> for RemoteNode {
+    type Result = ();
+    fn handle(&mut self, msg: CancelOnNode, ctx: &mut Self::Context) {
+        if self.node.is_some() && self.health_checks {
+            // The answer only says how many batches it stopped.
+            drop(self.request(Call::CancelHealth { library_id: msg.library_id }, ctx));
+        }
+    }
+}
+
+impl Handler<CheckOnNode> for RemoteNode {
+    type Result = ResponseActFuture<Self, Result<Vec<FileHealth>, NotTaken>>;
+
+    fn handle(&mut self, msg: CheckOnNode, ctx: &mut Self::Context) -> Self::Result {
+        if self.node.is_none() || !self.health_checks {
+            return Box::pin(actix::fut::ready(Err(NotTaken::Refused("the node takes no health checks".into()))));
+        }
+        if self.busy() >= usize::try_from(self.max_jobs).unwrap_or(0) {
+            return Box::pin(actix::fut::ready(Err(NotTaken::Busy)));
+        }
+        // Counted busy until the answer, so the scheduler gives the slot no job meanwhile.
+        self.checks += 1;
+        let asked = msg.paths.len();
+        let call =
+            Call::HealthBatch { library_id: msg.library_id, depth: msg.depth, roots: msg.roots, paths: msg.paths };
+        let rx = self.request(call, ctx);
+        Box::pin(
+            async move {
+                match rx.await {
+                    Ok(Ok(value)) => match serde_json::from_value::<BatchAnswer>(value) {
+                        Ok(BatchAnswer::Busy) => Err(NotTaken::Busy),
+                        Ok(BatchAnswer::Cancelled) => Err(NotTaken::Refused("the run was cancelled".into())),
+                        Ok(BatchAnswer::Checked(results)) if results.len() == asked => Ok(results),
+                        Ok(BatchAnswer::Checked(results)) => Err(NotTaken::Refused(format!(
+                            "{} results for {asked} files",
+                            results.len()
+                        ))),
+                        Err(e) => Err(NotTaken::Refused(format!("an unreadable answer: {e}"))),
+                    },
+                    Ok(Err(refused)) => Err(NotTaken::Refused(refused)),
+                    Err(_) => Err(NotTaken::Lost("no answer".into())),
+                }
+            }
+            .into_actor(self)
+            .map(|result, this, _| {
+                this.checks = this.checks.saturating_sub(1);
+                if let Err(e) = &result {
+                    tracing::info!(node = ?this.node, error = %e, "a health batch was not checked; it goes back to its run");
+                }
+                result
+            }),
+        )
     }
 }
 

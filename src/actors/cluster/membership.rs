@@ -12,6 +12,7 @@ use actix::prelude::*;
 use entities::node;
 use sea_orm::DatabaseConnection;
 
+use crate::actors::health_batch::{CancelOnNode, CheckOnNode, OfferChecks};
 use crate::actors::lifecycle::{EventContext, Lifecycle, LifecycleError};
 use crate::actors::node::RunningJob;
 use crate::actors::protocol::Sight;
@@ -52,6 +53,10 @@ struct LinkTable {
 pub struct LinkControl {
     pub close: Recipient<CloseLink>,
     pub ask: Recipient<AskLibraries>,
+    /// Library health batches (`actors::health_batch`).
+    pub offer: Recipient<OfferChecks>,
+    pub check: Recipient<CheckOnNode>,
+    pub cancel: Recipient<CancelOnNode>,
 }
 
 impl std::fmt::Debug for Links {
@@ -125,6 +130,29 @@ impl Links {
             self.table().rows.values().map(|(_, control, _)| control.ask.clone()).collect();
         for ask in asks {
             ask.do_send(AskLibraries);
+        }
+    }
+
+    /// Every open link, by its node's row, as a health run reaches it: what it offers, and
+    /// where its batches go.
+    pub fn checkers(&self) -> Vec<(i32, Recipient<OfferChecks>, Recipient<CheckOnNode>)> {
+        let mut all: Vec<_> = self
+            .table()
+            .rows
+            .iter()
+            .map(|(row, (_, control, _))| (*row, control.offer.clone(), control.check.clone()))
+            .collect();
+        // In the rows' order, so a tie between nodes goes the same way each time.
+        all.sort_by_key(|(row, _, _)| *row);
+        all
+    }
+
+    /// Tells every linked node that the health run of `library_id` was cancelled.
+    pub fn cancel_checks(&self, library_id: i32) {
+        let cancels: Vec<Recipient<CancelOnNode>> =
+            self.table().rows.values().map(|(_, control, _)| control.cancel.clone()).collect();
+        for cancel in cancels {
+            cancel.do_send(CancelOnNode { library_id });
         }
     }
 

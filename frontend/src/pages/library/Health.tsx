@@ -173,6 +173,7 @@ export function HealthPanel({ library }: { library: Library }) {
             <span title={formatDateTime(file.checkedAt)}>{formatRelative(file.checkedAt)}</span>
             <div class="muted small">
               {file.depth}, {formatBytes(file.size)}
+              {file.node ? `, on ${file.node}` : ''}
             </div>
           </td>
           {acts && (
