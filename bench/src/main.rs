@@ -109,6 +109,7 @@ pub const MEASURES: &[&str] = &[
     "encode-memory",
     "rules",
     "cluster",
+    "transfer",
     "library",
     "quality",
     "probe",
