@@ -15,30 +15,8 @@ use actix_web::{web, App, HttpRequest, HttpResponse};
 use serde_json::{json, Value};
 
 use crate::common::api::{serve, TestServer};
+use crate::common::health::{ended, verdict_of};
 use crate::common::media as clips;
-
-/// The library's health once its run has ended (fails the test after 120 s).
-async fn ended(server: &TestServer, token: &str, library: i64) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let (status, health) = server.get(&format!("/libraries/{library}/health?pageSize=500"), Some(token)).await;
-        assert_eq!(status, 200, "{health}");
-        if health["run"]["status"].as_str().is_some_and(|s| s != "RUNNING") {
-            return health;
-        }
-        assert!(Instant::now() < deadline, "the health check never ended: {health}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-fn verdict_of<'a>(health: &'a Value, name: &str) -> &'a Value {
-    health["files"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["path"].as_str().unwrap().ends_with(name))
-        .unwrap_or_else(|| panic!("no result for {name}: {health}"))
-}
 
 /// A clip cut short in the middle of its data.
 fn truncated(dir: &Path, name: &str) {
@@ -67,7 +45,7 @@ async fn a_quick_check_finds_the_truncated_and_the_non_media_file_and_skips_unch
     let (status, again) =
         server.post(&format!("/libraries/{library}/health"), Some(&token), &json!({"depth": "quick"})).await;
     assert!(status == 409 || status == 202, "{again}");
-    let health = ended(&server, &token, library).await;
+    let health = ended(&server.url(""), &token, library, 120).await;
     assert_eq!(health["run"]["status"], "DONE", "{health}");
     assert_eq!((health["run"]["filesTotal"].as_i64(), health["run"]["filesDone"].as_i64()), (Some(4), Some(4)));
     assert_eq!(verdict_of(&health, "notes.mkv")["verdict"], "unreadable", "{health}");
@@ -83,10 +61,10 @@ async fn a_quick_check_finds_the_truncated_and_the_non_media_file_and_skips_unch
 
     // Unchanged ok files are not read again; `all` reads every file.
     server.post(&format!("/libraries/{library}/health"), Some(&token), &json!({"depth": "quick"})).await;
-    let second = ended(&server, &token, library).await;
+    let second = ended(&server.url(""), &token, library, 120).await;
     assert_eq!(second["run"]["filesTotal"], 2, "{second}");
     server.post(&format!("/libraries/{library}/health"), Some(&token), &json!({"depth": "quick", "all": true})).await;
-    let every = ended(&server, &token, library).await;
+    let every = ended(&server.url(""), &token, library, 120).await;
     assert_eq!(every["run"]["filesTotal"], 4, "{every}");
 
     // A new copy needs a confirmation, and a Sonarr or Radarr that holds the file: none
@@ -118,13 +96,13 @@ async fn a_cancel_stops_a_running_check() {
     assert_eq!(status, 202, "{run}");
     let (status, body) = server.delete(&health, Some(&token)).await;
     assert_eq!(status, 202, "{body}");
-    let stopped = ended(&server, &token, library).await;
+    let stopped = ended(&server.url(""), &token, library, 120).await;
     assert_eq!(stopped["run"]["status"], "CANCELLED", "{stopped}");
     assert!(stopped["run"]["filesDone"].as_i64().unwrap() < 40, "{stopped}");
     // The slot it held is free: a new run starts and ends.
     let (status, _) = server.post(&health, Some(&token), &json!({"depth": "quick"})).await;
     assert_eq!(status, 202);
-    assert_eq!(ended(&server, &token, library).await["run"]["status"], "DONE");
+    assert_eq!(ended(&server.url(""), &token, library, 120).await["run"]["status"], "DONE");
     server.finish().await;
 }
 
@@ -291,7 +269,7 @@ async fn a_scheduled_check_tells_a_webhook_and_gets_new_copies_from_sonarr_and_r
         assert!(Instant::now() < deadline, "the webhook was not told: {:#?}", log.lock().unwrap());
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let health = ended(&server, &token, library).await;
+    let health = ended(&server.url(""), &token, library, 120).await;
     assert_eq!(health["run"]["scheduled"], true, "{health}");
     // What the dashboard offers "get a new copy" from, per file.
     assert_eq!(

@@ -17,6 +17,7 @@ use condense::actors::protocol::{Call, Frame};
 use condense::media::health::{Depth, Verdict};
 
 use crate::common::cluster::{call, linked, login, main_node, up, wait_until, CLUSTER_TOKEN};
+use crate::common::health::{ended, verdict_of};
 use crate::common::license::pro_key;
 use crate::common::media as clips;
 use crate::common::server::{media_binary, media_children, Nodes, ServerProcess};
@@ -49,40 +50,16 @@ fn sees(list: &[Value], node: &str, library: &str) -> bool {
         .is_some_and(|l| l["sees"] == json!(true))
 }
 
-/// The library's health once its run has ended (fails the test after `limit` s).
-async fn ended(main: &ServerProcess, token: &str, library: i64, limit: u64) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(limit);
-    loop {
-        let (status, health) =
-            call("GET", &format!("{}/libraries/{library}/health?pageSize=500", main.api), Some(token), None).await;
-        assert_eq!(status, 200, "{health}");
-        if health["run"]["status"].as_str().is_some_and(|s| s != "RUNNING") {
-            return health;
-        }
-        assert!(Instant::now() < deadline, "the health check never ended: {health}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-fn result_of<'a>(health: &'a Value, name: &str) -> &'a Value {
-    health["files"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["path"].as_str().unwrap().ends_with(name))
-        .unwrap_or_else(|| panic!("no result for {name}: {health}"))
-}
-
 /// The verdicts a quick check gives the three files, each checked by `node`.
 fn assert_checked_by(health: &Value, node: &str) {
     assert_eq!(health["run"]["status"], "DONE", "{health}");
     assert_eq!((health["run"]["filesTotal"].as_i64(), health["run"]["filesDone"].as_i64()), (Some(3), Some(3)));
-    assert_eq!(result_of(health, "good.mkv")["verdict"], "ok", "{health}");
-    let cut = result_of(health, "cut.mkv")["verdict"].as_str().unwrap();
+    assert_eq!(verdict_of(health, "good.mkv")["verdict"], "ok", "{health}");
+    let cut = verdict_of(health, "cut.mkv")["verdict"].as_str().unwrap();
     assert!(cut == "damaged" || cut == "unreadable", "{health}");
-    assert_eq!(result_of(health, "notes.mkv")["verdict"], "unreadable", "{health}");
+    assert_eq!(verdict_of(health, "notes.mkv")["verdict"], "unreadable", "{health}");
     for name in ["good.mkv", "cut.mkv", "notes.mkv"] {
-        assert_eq!(result_of(health, name)["node"], node, "{name}: {health}");
+        assert_eq!(verdict_of(health, name)["node"], node, "{name}: {health}");
     }
 }
 
@@ -109,16 +86,16 @@ async fn a_linked_node_that_sees_the_library_checks_it_on_its_idle_slot() {
     )
     .await;
     assert_eq!(status, 202, "{run}");
-    let health = ended(&main, &token, library, 120).await;
+    let health = ended(&main.api, &token, library, 120).await;
     assert_checked_by(&health, "w1");
     // A thorough check goes there too, one file a batch.
     let body = json!({"depth": "thorough", "all": true});
     let (status, run) =
         call("POST", &format!("{}/libraries/{library}/health", main.api), Some(&token), Some(body)).await;
     assert_eq!(status, 202, "{run}");
-    let health = ended(&main, &token, library, 120).await;
+    let health = ended(&main.api, &token, library, 120).await;
     assert_checked_by(&health, "w1");
-    assert_eq!(result_of(&health, "good.mkv")["depth"], "thorough", "{health}");
+    assert_eq!(verdict_of(&health, "good.mkv")["depth"], "thorough", "{health}");
 }
 
 /// Whether process `pid` is stopped (SIGSTOP), as /proc says.
@@ -163,7 +140,7 @@ async fn a_cancel_stops_the_check_on_the_linked_node() {
     };
     let (status, body) = call("DELETE", &health, Some(&token), None).await;
     assert_eq!(status, 202, "{body}");
-    let ended = ended(&main, &token, library, 30).await;
+    let ended = ended(&main.api, &token, library, 30).await;
     assert_eq!(ended["run"]["status"], "CANCELLED", "{ended}");
     // The cancel reached w1: the stopped child is killed, not left to its time limit.
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -267,7 +244,7 @@ async fn a_batch_a_node_did_not_check_is_checked_by_the_main_node(drop_link: boo
     assert_eq!(status, 202, "{run}");
     let given = giver.await.unwrap();
     assert_eq!(given.len(), 3, "the whole library is one quick batch: {given:?}");
-    let health = ended(&main, &token, library, 120).await;
+    let health = ended(&main.api, &token, library, 120).await;
     assert_checked_by(&health, "main");
 }
 

@@ -5,6 +5,7 @@
 pub mod api;
 pub mod cluster;
 pub mod db;
+pub mod health;
 pub mod license;
 pub mod media;
 pub mod rows;
