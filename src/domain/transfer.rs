@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
+
 /// An upload's `Content-Range: bytes N-M/*` (or `/TOTAL`): the first and last byte it
 /// carries. `None` for anything else, or a range that ends before it starts.
 pub fn upload_range(header: &str) -> Option<(u64, u64)> {
@@ -69,6 +71,31 @@ pub fn short_of_room(needed: u64, free: u64) -> Option<String> {
         let shown = |b: u64| super::notify::human_bytes(i64::try_from(b).unwrap_or(i64::MAX));
         format!("WORK_DIR is full: the transfer needs {} there, {} are free", shown(needed), shown(free))
     })
+}
+
+/// Which way a transfer's bytes go: `download` (the source to the node), `upload` (the
+/// output to the main node).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum TransferDirection {
+    Download,
+    Upload,
+}
+
+/// A job's transfer while its stage is TRANSFERRING: which way, the bytes moved of the
+/// total and the rate of this run. A linked node sends it with its progress (`Call::Progress`),
+/// the main node keeps the last one in memory (`lifecycle::LiveTransfers`): the API shows
+/// it as the job's `transfer`, no column holds it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LiveTransfer {
+    pub direction: TransferDirection,
+    /// Bytes moved so far, counting those an earlier run of the transfer moved.
+    pub bytes: u64,
+    /// The file's size in bytes.
+    pub total: u64,
+    /// Bytes per second of this run of the transfer.
+    pub rate_bytes_per_second: f64,
 }
 
 #[cfg(test)]

@@ -159,3 +159,94 @@ async fn a_node_killed_while_encoding_a_copy_gives_the_job_back_and_empties_its_
     assert_eq!(names_in(&s.media), ["c0.mkv"]);
     wait_for_names(&work, &["notes.txt"], 20).await;
 }
+
+/// Issue 39: while a node moves a job's file, the job says so over the API: stage
+/// TRANSFERRING with `transfer` (direction, bytes of total, rate), in the job list and in
+/// `GET /jobs/{id}`, first the download of the source, later the upload of the output;
+/// absent once the job ended. The cap (TRANSFER_MBPS=4, 500 kB/s) and a clip of noise
+/// (some MB in, over a MB out) keep each transfer going for seconds.
+#[actix_web::test]
+async fn a_job_moving_its_file_shows_the_direction_and_the_bytes_moved() {
+    if !mount_namespaces("transfer_flow::a_job_moving_its_file_shows_the_direction_and_the_bytes_moved") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let hidden = dir.path().join("shared");
+    let media = hidden.join("media");
+    std::fs::create_dir_all(&media).unwrap();
+    let clip = media.join("c0.mkv");
+    let noise = "testsrc2=size=320x240:rate=25,noise=alls=60:allf=t";
+    let path = clip.to_str().unwrap();
+    clips::ffmpeg(&[
+        "-f",
+        "lavfi",
+        "-i",
+        noise,
+        "-t",
+        "2",
+        "-c:v",
+        "libx264",
+        "-preset",
+        "ultrafast",
+        "-qp",
+        "12",
+        path,
+    ]);
+    let source_size = std::fs::metadata(&clip).unwrap().len();
+    let license = pro_key();
+    let main = ServerProcess::start(main_command(&dir.path().join("main"), 0, Some(&license)));
+    let token = login(&main).await;
+    let mut cmd = blind_command(dir.path(), &hidden, &main, "blind");
+    cmd.env("TRANSFER_MBPS", "4");
+    let node = ServerProcess::start(cmd);
+    wait_until(&main, &token, "blind linked", 30, |l| up(l, "blind")).await;
+    add_library(&main, &token, &media).await;
+
+    // Every transfer the API showed, from the list and from the job's own page.
+    let (mut listed, mut detailed) = (Vec::new(), Vec::new());
+    let deadline = Instant::now() + Duration::from_secs(240);
+    let done = loop {
+        let all = jobs(&main, &token).await;
+        if let [job] = all.as_slice() {
+            if matches!(job["status"].as_str(), Some("COMPLETED" | "FAILED")) {
+                break job.clone();
+            }
+            if let Some(t) = job.get("transfer") {
+                assert_eq!(job["stage"], "TRANSFERRING", "{job:#}");
+                listed.push(t.clone());
+            }
+            let detail = job_detail(&main, &token, job["id"].as_i64().unwrap()).await;
+            if let Some(t) = detail.get("transfer") {
+                assert_eq!(detail["stage"], "TRANSFERRING", "{detail:#}");
+                detailed.push(t.clone());
+            }
+        }
+        assert!(Instant::now() < deadline, "the job did not end: {all:#?}\n{}", node.output().join("\n"));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(done["status"], "COMPLETED", "{done:#}\n{}", node.output().join("\n"));
+    assert!(done.get("transfer").is_none(), "{done:#}");
+    let detail = job_detail(&main, &token, done["id"].as_i64().unwrap()).await;
+    assert!(detail.get("transfer").is_none(), "{detail:#}");
+
+    let seen = |of: &[Value], direction: &str| -> Vec<Value> {
+        of.iter().filter(|t| t["direction"] == direction).cloned().collect()
+    };
+    for t in listed.iter().chain(&detailed) {
+        let (bytes, total) = (t["bytes"].as_u64().unwrap(), t["total"].as_u64().unwrap());
+        assert!(0 < bytes && bytes <= total, "{t:#}");
+        assert!(t["rateBytesPerSecond"].as_f64().unwrap() > 0.0, "{t:#}");
+        assert!(matches!(t["direction"].as_str(), Some("download" | "upload")), "{t:#}");
+    }
+    let downloads = seen(&listed, "download");
+    assert!(!downloads.is_empty(), "no download shown: {listed:#?}");
+    assert!(downloads.iter().all(|t| t["total"] == source_size), "{downloads:#?}");
+    assert!(!seen(&listed, "upload").is_empty(), "no upload shown: {listed:#?}");
+    assert!(!seen(&detailed, "download").is_empty(), "no download on the job's page: {detailed:#?}");
+    // The download came first, the upload after it.
+    let first_upload = listed.iter().position(|t| t["direction"] == "upload").unwrap();
+    assert!(listed[first_upload..].iter().all(|t| t["direction"] == "upload"), "{listed:#?}");
+    // The output, whole, replaced the original.
+    assert_eq!(condense_media::probe::probe(&clip).unwrap().video().unwrap().codec, "hevc");
+    wait_for_names(&dir.path().join("blind/work"), &[], 20).await;
+}

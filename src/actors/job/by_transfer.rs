@@ -222,7 +222,7 @@ impl Attempt {
     /// the live feed.
     async fn report(&self, progress: Option<Progress>, job: &mut entities::job::Model) -> Result<(), LifecycleError> {
         job.stage = Some(Stage::Transferring.into());
-        if let Some(p) = progress {
+        if let Some(p) = &progress {
             job.progress = if p.total > 0 { (p.bytes as f64 * 100.0 / p.total as f64).min(100.0) } else { 100.0 };
             job.fps = 0.0;
             job.eta_seconds = (p.rate > 0.0).then(|| (p.total.saturating_sub(p.bytes) as f64 / p.rate) as i64);
@@ -240,7 +240,10 @@ impl Attempt {
             ..Default::default()
         };
         self.update(patch).await?;
-        self.env.store.publish_progress(job);
+        match progress {
+            Some(p) => self.env.store.publish_transfer(job, p.into()),
+            None => self.env.store.publish_progress(job),
+        }
         Ok(())
     }
 
