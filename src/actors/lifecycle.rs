@@ -97,7 +97,9 @@ impl LiveTransfers {
 
     /// The job's transfer, when its row says it is moving a file now.
     pub fn of(&self, job: &job::Model) -> Option<LiveTransfer> {
-        let moving = job.status == JobStatus::Encoding && job.stage.map(Stage::from) == Some(Stage::Transferring);
+        // The download runs before the analysis (ANALYZING), the upload after the encode.
+        let active = matches!(JobStatus::from(job.status), JobStatus::Analyzing | JobStatus::Encoding);
+        let moving = active && job.stage.map(Stage::from) == Some(Stage::Transferring);
         if !moving {
             return None;
         }
