@@ -63,10 +63,19 @@ pub enum ClientError {
     Link { tries: u32, last: String },
     #[error("{what}: {error}")]
     Io { what: &'static str, error: String },
+    /// The disk under WORK_DIR is full (or the user's quota spent): the attempt fails for
+    /// want of room, not of the file or the link.
+    #[error("{what}: {error}")]
+    Full { what: &'static str, error: String },
 }
 
 fn io(what: &'static str) -> impl Fn(std::io::Error) -> ClientError {
-    move |e| ClientError::Io { what, error: e.to_string() }
+    move |e| match e.kind() {
+        std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded => {
+            ClientError::Full { what, error: e.to_string() }
+        }
+        _ => ClientError::Io { what, error: e.to_string() },
+    }
 }
 
 /// A downloaded source.
