@@ -127,6 +127,7 @@ async fn serve(dir: PathBuf) -> Res<()> {
                         failure_reason: None,
                         actions: condense::domain::job::allowed_actions(condense::domain::job::JobStatus::Encoding),
                         segments: None,
+                        transfer: None,
                     }));
                 }
                 println!("PUBLISHED {count}");

@@ -4,7 +4,7 @@ import { useState } from 'preact/hooks';
 import { errorMessage } from './api';
 import { formatEta, formatFps, titleCase } from './format';
 import { useConnectionState, useRole } from './hooks';
-import { ACTION_LABELS, isTerminal, progressColour } from './jobs';
+import { ACTION_LABELS, isTerminal, progressColour, transferText } from './jobs';
 import { nodeShares, segmentCells, segmentSummary, shareText, type Segment } from './segments';
 import { allows, api } from './session';
 import type { HealthLevel, Job, JobAction, JobStatus, NodeStatus } from './types';
@@ -35,6 +35,12 @@ export function ProgressBar({ job }: { job: Pick<Job, 'fileName' | 'progress' | 
       </span>
     </div>
   );
+}
+
+/** What a transferring job moves, which way and how fast; nothing for any other job. */
+export function TransferLine({ job }: { job: Pick<Job, 'stage' | 'transfer'> }) {
+  if (job.stage !== 'TRANSFERRING' || !job.transfer) return null;
+  return <span class="transfer-text">{transferText(job.transfer)}</span>;
 }
 
 const STATUS_TONES: Record<string, string> = {

@@ -25,6 +25,12 @@ export function formatBytes(bytes: number | null | undefined): string {
   return `${sign}${text} ${BYTE_UNITS[unit]}`;
 }
 
+/** Bytes per second -> "1.5 MiB/s" (the units of `formatBytes`). */
+export function formatRate(bytesPerSecond: number | null | undefined): string {
+  if (bytesPerSecond == null || !Number.isFinite(bytesPerSecond) || bytesPerSecond < 0) return DASH;
+  return `${formatBytes(bytesPerSecond)}/s`;
+}
+
 /** Seconds -> "45s", "3m 05s", "2h 04m", "3d 4h". */
 export function formatDuration(seconds: number | null | undefined): string {
   if (seconds == null || !Number.isFinite(seconds) || seconds < 0) return DASH;

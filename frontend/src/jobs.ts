@@ -1,6 +1,7 @@
 // Job rules the dashboard applies: progress colour, action labels, live-message merging.
 // Which actions a job allows is the server's to say (`job.actions`).
-import { JOB_STATUSES, type Job, type JobAction, type JobStatus, type LiveMessage } from './types';
+import { formatBytes, formatRate } from './format';
+import { JOB_STATUSES, type Job, type JobAction, type JobStatus, type LiveMessage, type Transfer } from './types';
 
 /** A live message as far as it was read: its type and job, and any of the other fields. */
 export type LiveUpdate = Pick<LiveMessage, 'type' | 'jobId'> & Partial<LiveMessage>;
@@ -48,9 +49,17 @@ export interface ApplyOptions {
   limit?: number;
 }
 
+/** A transferring job's file on the move: "Downloading 1.5 MiB of 5.0 MiB · 500 KiB/s". */
+export function transferText(transfer: Transfer): string {
+  const way = transfer.direction === 'download' ? 'Downloading' : 'Uploading';
+  return `${way} ${formatBytes(transfer.bytes)} of ${formatBytes(transfer.total)} · ${formatRate(transfer.rateBytesPerSecond)}`;
+}
+
 /** Merge the fields a live message carries into a job; fields the message omits are kept. */
 export function mergeLive<T extends Job>(job: T, message: LiveUpdate): T {
   const next = { ...job } as T;
+  // A job moves a file only while its messages say so: each one without a transfer ends it.
+  next.transfer = message.transfer ?? null;
   const target = next as unknown as Record<string, unknown>;
   for (const field of LIVE_FIELDS) {
     const value = message[field];

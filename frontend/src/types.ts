@@ -14,6 +14,8 @@ export type JobStage = Schemas['Stage'];
 export type JobAction = Schemas['UserAction'];
 
 export type Job = Schemas['JobView'];
+/** A file moving between the main node and a node that does not see the library. */
+export type Transfer = Schemas['LiveTransfer'];
 export type JobEvent = Schemas['JobEventView'];
 export type JobDetail = Schemas['JobDetailView'];
 export type JobPage = Schemas['Page_JobView'];

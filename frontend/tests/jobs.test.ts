@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { applyLiveMessage, filtersFromQuery, jobFromLive, mergeLive, parseStatuses, progressColour, type LiveUpdate } from '../src/jobs';
+import { applyLiveMessage, filtersFromQuery, jobFromLive, mergeLive, parseStatuses, progressColour, transferText, type LiveUpdate } from '../src/jobs';
 import type { Job } from '../src/types';
 
 function job(id: number, change: Partial<Job> = {}): Job {
@@ -111,5 +111,22 @@ describe('job list filters', () => {
       pageSize: 25,
     });
     expect(filtersFromQuery(new URLSearchParams('page=-2&pageSize=7&libraryId=x'))).toMatchObject({ page: 1, pageSize: 50, libraryId: null });
+  });
+});
+
+describe('a job moving its file', () => {
+  it('says which way, the bytes moved of the total in human sizes, and the rate', () => {
+    expect(transferText({ direction: 'download', bytes: 1572864, total: 5242880, rateBytesPerSecond: 512000 })).toBe(
+      'Downloading 1.5 MiB of 5.0 MiB · 500 KiB/s',
+    );
+    expect(transferText({ direction: 'upload', bytes: 512, total: 2048, rateBytesPerSecond: 1024 })).toBe('Uploading 512 B of 2.0 KiB · 1.0 KiB/s');
+  });
+
+  it('keeps the transfer a live message carries, and drops it with the first message without one', () => {
+    const moving = { direction: 'upload', bytes: 10, total: 40, rateBytesPerSecond: 5 } as const;
+    const [a] = applyLiveMessage([job(1, { status: 'ENCODING' })], { type: 'progress', jobId: 1, stage: 'TRANSFERRING', transfer: moving });
+    expect(a.transfer).toEqual(moving);
+    const encoding = mergeLive(a, { type: 'progress', jobId: 1, stage: 'ENCODING', progress: 3 });
+    expect(encoding.transfer ?? null).toBeNull();
   });
 });

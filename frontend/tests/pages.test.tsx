@@ -449,6 +449,48 @@ describe('dashboard pages', () => {
     expect(text()).toContain('Predicted size');
   });
 
+  it('shows which way a transferring job moves its file, how much of it and how fast, in the list and on its page', async () => {
+    const moving = job(7, {
+      fileName: 'far.mkv',
+      status: 'ENCODING',
+      stage: 'TRANSFERRING',
+      progress: 30,
+      node: 'laptop',
+      transfer: { direction: 'download', bytes: 3145728, total: 10485760, rateBytesPerSecond: 1048576 },
+    });
+    override = (method, path) => {
+      const url = path.split('?')[0];
+      if (method !== 'GET') return undefined;
+      if (url === '/api/jobs') return { status: 200, body: { items: [moving, failed], total: 2, page: 1, pageSize: 50 } };
+      if (url === '/api/jobs/7') return { status: 200, body: { ...moving, events: [] } };
+      return undefined;
+    };
+    await mount('#/jobs');
+    await vi.waitFor(() => expect(text()).toContain('Downloading 3.0 MiB of 10.0 MiB · 1.0 MiB/s'));
+    // The upload, as the feed reports it; a job that moves nothing says nothing of it.
+    const socket = FakeWebSocket.instances[0];
+    socket.onopen?.({});
+    const upload = { direction: 'upload', bytes: 1024, total: 4096, rateBytesPerSecond: 2048 } as const;
+    socket.send({ type: 'progress', jobId: 7, progress: 25, status: 'ENCODING', stage: 'TRANSFERRING', transfer: upload });
+    await vi.waitFor(() => expect(text()).toContain('Uploading 1.0 KiB of 4.0 KiB · 2.0 KiB/s'));
+    expect(text()).not.toContain('Downloading');
+    socket.send({ type: 'status', jobId: 7, progress: 100, status: 'COMPLETED', stage: null });
+    await vi.waitFor(() => expect(text()).not.toContain('Uploading'));
+  });
+
+  it("shows a transferring job's download on its page", async () => {
+    const moving = job(7, {
+      fileName: 'far.mkv',
+      status: 'ENCODING',
+      stage: 'TRANSFERRING',
+      transfer: { direction: 'download', bytes: 3145728, total: 10485760, rateBytesPerSecond: 1048576 },
+    });
+    override = (method, path) =>
+      method === 'GET' && path.split('?')[0] === '/api/jobs/7' ? { status: 200, body: { ...moving, events: [] } } : undefined;
+    await mount('#/jobs/7');
+    await vi.waitFor(() => expect(text()).toContain('Downloading 3.0 MiB of 10.0 MiB · 1.0 MiB/s'));
+  });
+
   it('shows which pass a two-pass encode is in', async () => {
     const running = job(6, { fileName: 'two-pass.mkv', status: 'ENCODING', stage: 'ENCODING', progress: 40, encodePass: 1 });
     override = (method, path) =>

@@ -527,7 +527,11 @@ impl JobStore for RemoteStore {
     }
 
     fn publish_progress(&self, job: &job::Model) {
-        self.agent.do_send(NotifyMain(Call::Progress { job: Box::new(job.clone()) }));
+        self.agent.do_send(NotifyMain(Call::Progress { job: Box::new(job.clone()), transfer: None }));
+    }
+
+    fn publish_transfer(&self, job: &job::Model, transfer: crate::domain::transfer::LiveTransfer) {
+        self.agent.do_send(NotifyMain(Call::Progress { job: Box::new(job.clone()), transfer: Some(transfer) }));
     }
 
     async fn sync_spans(

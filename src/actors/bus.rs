@@ -45,6 +45,10 @@ pub struct JobUpdate {
     /// job's segments as `GET /jobs/{id}` lists them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub segments: Option<Vec<crate::repo::segments::SegmentView>>,
+    /// While the job's stage is TRANSFERRING: the file moving to or from its node, as in
+    /// the job's JSON.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transfer: Option<crate::domain::transfer::LiveTransfer>,
 }
 
 impl JobUpdate {
@@ -64,6 +68,7 @@ impl JobUpdate {
             failure_reason: job.failure_reason.clone(),
             actions: allowed_actions(JobStatus::from(job.status)),
             segments: None,
+            transfer: None,
         }
     }
 }

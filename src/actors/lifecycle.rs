@@ -2,12 +2,16 @@
 //! machine, write the new status, its fields and the event in one compare-and-set
 //! transaction, then publish. Persisted before anyone is told.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
 use actix::Addr;
 use entities::job;
 use sea_orm::DatabaseConnection;
 
 use super::bus::{EventBus, JobUpdate, Publish};
-use crate::domain::job::{transition, Effect, JobEvent, JobStatus, Outcome, TransitionError};
+use crate::domain::job::{transition, Effect, JobEvent, JobStatus, Outcome, Stage, TransitionError};
+use crate::domain::transfer::LiveTransfer;
 use crate::media::layout::partial_dir_for;
 use crate::media::partial::remove_partial_within;
 
@@ -66,6 +70,41 @@ pub struct EventContext {
 pub struct Lifecycle {
     pub db: DatabaseConnection,
     pub bus: Addr<EventBus>,
+    /// The transfers of jobs in stage TRANSFERRING, as their nodes last reported them.
+    pub transfers: LiveTransfers,
+}
+
+/// The last reported transfer of each job moving a file to or from a node (issue 39), in
+/// memory only: a progress report without one, or any transition of the job, removes the
+/// job's. Read by the API beside the job's row (`transfer`, only while its stage is
+/// TRANSFERRING).
+#[derive(Clone, Default)]
+pub struct LiveTransfers(Arc<Mutex<HashMap<i32, LiveTransfer>>>);
+
+impl LiveTransfers {
+    fn lock(&self) -> MutexGuard<'_, HashMap<i32, LiveTransfer>> {
+        // The map is whole after each of its calls: good to use after a panic elsewhere.
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub fn set(&self, job_id: i32, transfer: Option<LiveTransfer>) {
+        let mut map = self.lock();
+        match transfer {
+            Some(t) => map.insert(job_id, t),
+            None => map.remove(&job_id),
+        };
+    }
+
+    /// The job's transfer, when its row says it is moving a file now.
+    pub fn of(&self, job: &job::Model) -> Option<LiveTransfer> {
+        // The download runs before the analysis (ANALYZING), the upload after the encode.
+        let active = matches!(JobStatus::from(job.status), JobStatus::Analyzing | JobStatus::Encoding);
+        let moving = active && job.stage.map(Stage::from) == Some(Stage::Transferring);
+        if !moving {
+            return None;
+        }
+        self.lock().get(&job.id).copied()
+    }
 }
 
 impl Lifecycle {
@@ -127,6 +166,7 @@ impl Lifecycle {
         let change =
             StatusChange { outcome: outcome.clone(), change, failure_detail: ctx.failure_detail, event: record };
         let model = jobs::change_status_as(&self.db, job_id, from.status, lease, change).await?;
+        self.transfers.set(model.id, None);
         self.bus.do_send(Publish(JobUpdate::of("status", &model)));
         Ok((model, outcome))
     }
@@ -148,7 +188,15 @@ impl Lifecycle {
 
     /// Publishes live fields (progress, fps, ETA, stage) without a transition.
     pub fn publish_progress(&self, job: &job::Model) {
-        self.bus.do_send(Publish(JobUpdate::of("progress", job)));
+        self.publish_transfer(job, None);
+    }
+
+    /// Publishes live fields with the job's transfer, `None` when it moves no file now.
+    pub fn publish_transfer(&self, job: &job::Model, transfer: Option<LiveTransfer>) {
+        self.transfers.set(job.id, transfer);
+        let mut update = JobUpdate::of("progress", job);
+        update.transfer = transfer;
+        self.bus.do_send(Publish(update));
     }
 
     /// A progress message that carries the job's segments (a span changed hands, or a

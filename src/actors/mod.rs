@@ -225,7 +225,7 @@ pub async fn start_node(config: NodeConfig) -> Result<Node, StartError> {
             // No link is open yet: linked nodes recorded as up are not.
             cluster::mark_linked_nodes_offline(&db).await;
             let bus = EventBus::default().start();
-            let lifecycle = Lifecycle { db: db.clone(), bus: bus.clone() };
+            let lifecycle = Lifecycle { db: db.clone(), bus: bus.clone(), transfers: Default::default() };
             recover_orphans(&lifecycle, main.previous_run_crashed).await?;
             let store = Arc::new(store::DbStore { lifecycle: lifecycle.clone() });
             let jobs = env(store, row.id, None);

@@ -452,7 +452,11 @@ mod tests {
 
     /// A node whose job store is never reached: what is tested here is refused first.
     fn node(max_jobs: usize) -> NodeSupervisor {
-        let lifecycle = Lifecycle { db: sea_orm::DatabaseConnection::Disconnected, bus: EventBus::default().start() };
+        let lifecycle = Lifecycle {
+            db: sea_orm::DatabaseConnection::Disconnected,
+            bus: EventBus::default().start(),
+            transfers: Default::default(),
+        };
         let env = NodeEnv {
             store: Arc::new(DbStore { lifecycle }),
             node_name: "n".into(),

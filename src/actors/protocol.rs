@@ -148,6 +148,10 @@ pub enum Call {
     },
     Progress {
         job: Box<entities::job::Model>,
+        /// The file the job moves now (stage TRANSFERRING, issue 39); absent from older
+        /// nodes and while it moves none.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        transfer: Option<crate::domain::transfer::LiveTransfer>,
     },
     /// The node's run of a job reports its spans (fenced by the job's lease).
     SyncSpans {
@@ -305,6 +309,33 @@ mod tests {
         // A job a node sees is sent as before, which older linked nodes read.
         let sent = serde_json::to_value(Frame::Request { id: 3, call: Box::new(expected) }).unwrap();
         assert_eq!(sent, start);
+    }
+
+    #[test]
+    fn progress_without_a_transfer_parses_as_from_older_nodes_and_is_sent_in_that_shape() {
+        use crate::domain::transfer::{LiveTransfer, TransferDirection};
+        // A job's row as a node reads it: the fields without a value are left out.
+        let status = serde_json::to_value(entities::sea_orm_active_enums::JobStatus::Encoding).unwrap();
+        let job: entities::job::Model = serde_json::from_value(json!({"id": 4, "file_path": "/m/a.mkv",
+            "file_name": "a.mkv", "status": status, "progress": 12.5, "fps": 0.0, "retry_count": 0, "crash_count": 0,
+            "stalled": false, "forced": false, "target_codec": "hevc", "source_size": 40, "priority": 0,
+            "created_at": "2026-11-29T00:00:00Z", "updated_at": "2026-11-29T00:00:00Z"}))
+        .unwrap();
+        let call = |transfer: Option<LiveTransfer>| Call::Progress { job: Box::new(job.clone()), transfer };
+        // An older node's frame: the job alone.
+        let old = json!({"call": "progress", "job": serde_json::to_value(&job).unwrap()});
+        assert_eq!(serde_json::from_value::<Call>(old.clone()).unwrap(), call(None));
+        // Without a transfer this node sends that same frame, which older main nodes read.
+        assert_eq!(serde_json::to_value(call(None)).unwrap(), old);
+        // With one, the transfer goes beside the job.
+        let moving =
+            LiveTransfer { direction: TransferDirection::Upload, bytes: 10, total: 40, rate_bytes_per_second: 5.5 };
+        let sent = serde_json::to_value(call(Some(moving))).unwrap();
+        assert_eq!(
+            sent["transfer"],
+            json!({"direction": "upload", "bytes": 10, "total": 40, "rateBytesPerSecond": 5.5})
+        );
+        assert_eq!(serde_json::from_value::<Call>(sent).unwrap(), call(Some(moving)));
     }
 
     #[test]

@@ -59,6 +59,8 @@ pub trait JobStore: Send + Sync {
     /// Fencing: this node still holds the job's lease and the job is ENCODING.
     async fn lease_is_mine(&self, id: i32, lease: &str) -> bool;
     fn publish_progress(&self, job: &job::Model);
+    /// Publishes live fields with the file the job moves now (stage TRANSFERRING).
+    fn publish_transfer(&self, job: &job::Model, transfer: crate::domain::transfer::LiveTransfer);
     /// The job's run reports its planned spans (`repo::segments::sync_spans`), fenced by
     /// the job's lease; `owner` is this node (the main node takes a link's word for it
     /// from the link itself).
@@ -218,6 +220,10 @@ impl JobStore for DbStore {
 
     fn publish_progress(&self, job: &job::Model) {
         self.lifecycle.publish_progress(job);
+    }
+
+    fn publish_transfer(&self, job: &job::Model, transfer: crate::domain::transfer::LiveTransfer) {
+        self.lifecycle.publish_transfer(job, Some(transfer));
     }
 
     async fn sync_spans(

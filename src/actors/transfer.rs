@@ -29,12 +29,7 @@ pub const SOURCE_FILE: &str = "source";
 pub const SOURCE_HASH_FILE: &str = "source.sha256";
 
 /// Which way the bytes go.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Direction {
-    Download,
-    Upload,
-}
+pub use crate::domain::transfer::TransferDirection as Direction;
 
 /// How far a transfer is: bytes done of `total`, and the rate (bytes per second) of this run.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -43,6 +38,17 @@ pub struct Progress {
     pub bytes: u64,
     pub total: u64,
     pub rate: f64,
+}
+
+impl From<Progress> for crate::domain::transfer::LiveTransfer {
+    fn from(p: Progress) -> Self {
+        crate::domain::transfer::LiveTransfer {
+            direction: p.direction,
+            bytes: p.bytes,
+            total: p.total,
+            rate_bytes_per_second: p.rate,
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -57,10 +63,19 @@ pub enum ClientError {
     Link { tries: u32, last: String },
     #[error("{what}: {error}")]
     Io { what: &'static str, error: String },
+    /// The disk under WORK_DIR is full (or the user's quota spent): the attempt fails for
+    /// want of room, not of the file or the link.
+    #[error("{what}: {error}")]
+    Full { what: &'static str, error: String },
 }
 
 fn io(what: &'static str) -> impl Fn(std::io::Error) -> ClientError {
-    move |e| ClientError::Io { what, error: e.to_string() }
+    move |e| match e.kind() {
+        std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded => {
+            ClientError::Full { what, error: e.to_string() }
+        }
+        _ => ClientError::Io { what, error: e.to_string() },
+    }
 }
 
 /// A downloaded source.

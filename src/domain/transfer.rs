@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
+
 /// An upload's `Content-Range: bytes N-M/*` (or `/TOTAL`): the first and last byte it
 /// carries. `None` for anything else, or a range that ends before it starts.
 pub fn upload_range(header: &str) -> Option<(u64, u64)> {
@@ -71,9 +73,56 @@ pub fn short_of_room(needed: u64, free: u64) -> Option<String> {
     })
 }
 
+/// Which way a transfer's bytes go: `download` (the source to the node), `upload` (the
+/// output to the main node).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum TransferDirection {
+    Download,
+    Upload,
+}
+
+/// A job's transfer while its stage is TRANSFERRING: which way, the bytes moved of the
+/// total and the rate of this run. A linked node sends it with its progress (`Call::Progress`),
+/// the main node keeps the last one in memory (`lifecycle::LiveTransfers`): the API shows
+/// it as the job's `transfer`, no column holds it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LiveTransfer {
+    pub direction: TransferDirection,
+    /// Bytes moved so far, counting those an earlier run of the transfer moved.
+    pub bytes: u64,
+    /// The file's size in bytes.
+    pub total: u64,
+    /// Bytes per second of this run of the transfer.
+    pub rate_bytes_per_second: f64,
+}
+
+/// Why a download stopped when WORK_DIR filled up under it: where, how far it came, the
+/// room it still needed and what is free.
+pub fn full_while_downloading(work_dir: &str, have: u64, total: u64, free: u64, cause: &str) -> String {
+    let shown = |b: u64| super::notify::human_bytes(i64::try_from(b).unwrap_or(i64::MAX));
+    format!(
+        "WORK_DIR ({work_dir}) is full: the download of the source stopped at {} of {} ({cause}); it needs {} more there, {} are free",
+        shown(have),
+        shown(total),
+        shown(total.saturating_sub(have)),
+        shown(free)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_download_stopped_by_a_full_work_dir_says_where_and_the_room_it_lacks() {
+        let why = full_while_downloading("/data/work", 3_000_000, 10_000_000, 0, "No space left on device");
+        assert!(why.starts_with("WORK_DIR (/data/work) is full"), "{why}");
+        assert!(why.contains("stopped at 3.0 MB of 10.0 MB"), "{why}");
+        assert!(why.contains("it needs 7.0 MB more there, 0 B are free"), "{why}");
+        assert!(why.contains("No space left on device"), "{why}");
+    }
 
     #[test]
     fn a_copy_keeps_only_an_extension_an_output_may_have() {

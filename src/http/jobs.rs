@@ -166,9 +166,10 @@ pub async fn list(
     // The raw query string decides the page: requests that wait with the same one share it.
     let key = request.query_string().to_owned();
     let db = state.db.clone();
+    let transfers = state.runtime.lifecycle.transfers.clone();
     coalesce::shared_json(&state.reads.job_pages, key, move || {
-        let (db, query) = (db.clone(), query.clone());
-        async move { Ok(repo::jobs::list(&db, &query).await?.map(JobView::from)) }
+        let (db, query, transfers) = (db.clone(), query.clone(), transfers.clone());
+        async move { Ok(repo::jobs::list(&db, &query).await?.map(|job| JobView::live(job, &transfers))) }
     })
     .await
 }
@@ -195,7 +196,7 @@ pub async fn get(
     let events = repo::events::list(&state.db, id).await?;
     let segments = repo::segments::of_job(&state.db, id).await?;
     Ok(web::Json(JobDetailView {
-        job: JobView::from(&job),
+        job: JobView::live(&job, &state.runtime.lifecycle.transfers),
         events: events.iter().map(JobEventView::from).collect(),
         segments: segments.iter().map(SegmentView::from).collect(),
     }))

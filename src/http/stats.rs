@@ -128,7 +128,7 @@ async fn dashboard_view(state: &AppState) -> Result<DashboardView, AppError> {
         health,
         system: machine.into_view(),
         queue,
-        active_jobs: running.iter().map(JobView::from).collect(),
+        active_jobs: running.iter().map(|job| JobView::live(job, &state.runtime.lifecycle.transfers)).collect(),
         nodes: node_views,
     })
 }

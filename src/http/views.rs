@@ -73,6 +73,18 @@ pub struct JobView {
     pub actions: Vec<UserAction>,
     /// -10 to 10: QUEUED jobs run highest first, then oldest (`POST /jobs/{id}/priority`).
     pub priority: i32,
+    /// While the job's stage is TRANSFERRING (a node that does not see the library moves
+    /// its file, issue 39): which way, bytes moved of the total, and the rate. Absent
+    /// otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transfer: Option<crate::domain::transfer::LiveTransfer>,
+}
+
+impl JobView {
+    /// The job's view with its live transfer, if it moves a file now.
+    pub fn live(job: &job::Model, transfers: &crate::actors::lifecycle::LiveTransfers) -> Self {
+        JobView { transfer: transfers.of(job), ..JobView::from(job) }
+    }
 }
 
 impl From<&job::Model> for JobView {
@@ -114,6 +126,7 @@ impl From<&job::Model> for JobView {
             updated_at: job.updated_at,
             actions: allowed_actions(JobStatus::from(job.status)),
             priority: job.priority,
+            transfer: None,
         }
     }
 }

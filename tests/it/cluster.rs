@@ -1067,7 +1067,7 @@ async fn a_rogue_linked_node_cannot_point_a_job_at_a_foreign_file_nor_speak_for_
     rogue.running.clear();
     // Progress for the job it no longer holds, dressed as its own.
     let forged = job::Model { node_id: Some(rogue.node_id), progress: 42.42, fps: 4242.25, ..model };
-    let published = rogue.call(Call::Progress { job: Box::new(forged) }).await;
+    let published = rogue.call(Call::Progress { job: Box::new(forged), transfer: None }).await;
     assert!(published.is_err(), "progress for a job the node does not hold was taken: {published:?}");
     drop(rogue);
     let mut carried = drain(&mut feed, 1000).await;

@@ -529,7 +529,7 @@ both_backends!(a_job_orphaned_as_read_before_it_started_again_is_left_alone, |db
     use condense::domain::job::JobEvent;
     use condense::domain::node::NodeRole;
     use condense::repo::jobs::{Assignment, JobChange};
-    let lifecycle = Lifecycle { db: db.clone(), bus: EventBus::default().start() };
+    let lifecycle = Lifecycle { db: db.clone(), bus: EventBus::default().start(), transfers: Default::default() };
     let facts =
         repo::nodes::NodeFacts { address: "10.0.0.2".into(), ..crate::common::rows::node("w1", NodeRole::Linked) };
     let node = repo::nodes::upsert(&db, facts).await.unwrap();

@@ -159,3 +159,212 @@ async fn a_node_killed_while_encoding_a_copy_gives_the_job_back_and_empties_its_
     assert_eq!(names_in(&s.media), ["c0.mkv"]);
     wait_for_names(&work, &["notes.txt"], 20).await;
 }
+
+/// Issue 39: while a node moves a job's file, the job says so over the API: stage
+/// TRANSFERRING with `transfer` (direction, bytes of total, rate), in the job list and in
+/// `GET /jobs/{id}`, first the download of the source, later the upload of the output;
+/// absent once the job ended. The cap (TRANSFER_MBPS=4, 500 kB/s) and a clip of noise
+/// (some MB in, over a MB out) keep each transfer going for seconds.
+#[actix_web::test]
+async fn a_job_moving_its_file_shows_the_direction_and_the_bytes_moved() {
+    if !mount_namespaces("transfer_flow::a_job_moving_its_file_shows_the_direction_and_the_bytes_moved") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let hidden = dir.path().join("shared");
+    let media = hidden.join("media");
+    std::fs::create_dir_all(&media).unwrap();
+    let clip = media.join("c0.mkv");
+    let noise = "testsrc2=size=320x240:rate=25,noise=alls=60:allf=t";
+    let path = clip.to_str().unwrap();
+    clips::ffmpeg(&[
+        "-f",
+        "lavfi",
+        "-i",
+        noise,
+        "-t",
+        "2",
+        "-c:v",
+        "libx264",
+        "-preset",
+        "ultrafast",
+        "-qp",
+        "12",
+        path,
+    ]);
+    let source_size = std::fs::metadata(&clip).unwrap().len();
+    let license = pro_key();
+    let main = ServerProcess::start(main_command(&dir.path().join("main"), 0, Some(&license)));
+    let token = login(&main).await;
+    let mut cmd = blind_command(dir.path(), &hidden, &main, "blind");
+    cmd.env("TRANSFER_MBPS", "4");
+    let node = ServerProcess::start(cmd);
+    wait_until(&main, &token, "blind linked", 30, |l| up(l, "blind")).await;
+    add_library(&main, &token, &media).await;
+
+    // Every transfer the API showed, from the list and from the job's own page.
+    let (mut listed, mut detailed) = (Vec::new(), Vec::new());
+    let deadline = Instant::now() + Duration::from_secs(240);
+    let done = loop {
+        let all = jobs(&main, &token).await;
+        if let [job] = all.as_slice() {
+            if matches!(job["status"].as_str(), Some("COMPLETED" | "FAILED")) {
+                break job.clone();
+            }
+            if let Some(t) = job.get("transfer") {
+                assert_eq!(job["stage"], "TRANSFERRING", "{job:#}");
+                listed.push(t.clone());
+            }
+            let detail = job_detail(&main, &token, job["id"].as_i64().unwrap()).await;
+            if let Some(t) = detail.get("transfer") {
+                assert_eq!(detail["stage"], "TRANSFERRING", "{detail:#}");
+                detailed.push(t.clone());
+            }
+        }
+        assert!(Instant::now() < deadline, "the job did not end: {all:#?}\n{}", node.output().join("\n"));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(done["status"], "COMPLETED", "{done:#}\n{}", node.output().join("\n"));
+    assert!(done.get("transfer").is_none(), "{done:#}");
+    let detail = job_detail(&main, &token, done["id"].as_i64().unwrap()).await;
+    assert!(detail.get("transfer").is_none(), "{detail:#}");
+
+    let seen = |of: &[Value], direction: &str| -> Vec<Value> {
+        of.iter().filter(|t| t["direction"] == direction).cloned().collect()
+    };
+    for t in listed.iter().chain(&detailed) {
+        let (bytes, total) = (t["bytes"].as_u64().unwrap(), t["total"].as_u64().unwrap());
+        assert!(0 < bytes && bytes <= total, "{t:#}");
+        assert!(t["rateBytesPerSecond"].as_f64().unwrap() > 0.0, "{t:#}");
+        assert!(matches!(t["direction"].as_str(), Some("download" | "upload")), "{t:#}");
+    }
+    let downloads = seen(&listed, "download");
+    assert!(!downloads.is_empty(), "no download shown: {listed:#?}");
+    assert!(downloads.iter().all(|t| t["total"] == source_size), "{downloads:#?}");
+    assert!(!seen(&listed, "upload").is_empty(), "no upload shown: {listed:#?}");
+    assert!(!seen(&detailed, "download").is_empty(), "no download on the job's page: {detailed:#?}");
+    // The download came first, the upload after it.
+    let first_upload = listed.iter().position(|t| t["direction"] == "upload").unwrap();
+    assert!(listed[first_upload..].iter().all(|t| t["direction"] == "upload"), "{listed:#?}");
+    // The output, whole, replaced the original.
+    assert_eq!(condense_media::probe::probe(&clip).unwrap().video().unwrap().codec, "hevc");
+    wait_for_names(&dir.path().join("blind/work"), &[], 20).await;
+}
+
+/// Issue 39: the disk under the node's WORK_DIR fills up while it downloads the source
+/// (here a 16 MiB tmpfs in the node's mount namespace, filled by another writer once the
+/// download shows): the attempt fails `insufficient_disk_space` with a reason naming
+/// WORK_DIR and the room it lacks, the original untouched, the job's folder removed; the
+/// job is retried per the rules: FAILED with that reason, or QUEUED while the node has no
+/// room.
+#[actix_web::test]
+async fn a_work_dir_that_fills_up_during_the_download_fails_the_attempt_with_the_room_it_lacks() {
+    if !mount_namespaces("transfer_flow::a_work_dir_that_fills_up_during_the_download") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let hidden = dir.path().join("shared");
+    let media = hidden.join("media");
+    std::fs::create_dir_all(&media).unwrap();
+    let clip = media.join("c0.mkv");
+    let noise = "testsrc2=size=320x240:rate=25,noise=alls=60:allf=t";
+    let path = clip.to_str().unwrap();
+    clips::ffmpeg(&[
+        "-f",
+        "lavfi",
+        "-i",
+        noise,
+        "-t",
+        "2",
+        "-c:v",
+        "libx264",
+        "-preset",
+        "ultrafast",
+        "-qp",
+        "12",
+        path,
+    ]);
+    let before = clips::sha(&clip);
+    let license = pro_key();
+    let main = ServerProcess::start(main_command(&dir.path().join("main"), 0, Some(&license)));
+    let token = login(&main).await;
+    let work = dir.path().join("blind/work");
+    std::fs::create_dir_all(&work).unwrap();
+    let script = format!(
+        "mount -t tmpfs tmpfs '{}' && mount -t tmpfs -o size=16m,mode=0700 tmpfs '{}' && exec \"$0\" \"$@\"",
+        hidden.display(),
+        work.display()
+    );
+    let mut cmd = std::process::Command::new("unshare");
+    cmd.args(["--mount", "--propagation", "private", "sh", "-c", &script, crate::common::server::binary()]);
+    let mut cmd = crate::common::cluster::as_linked(cmd, &dir.path().join("blind"), &main.api, "blind", 0);
+    cmd.env("TRANSFER_MBPS", "4");
+    let node = ServerProcess::start(cmd);
+    // The node's WORK_DIR as the node sees it: its tmpfs, not the folder under it here.
+    let seen_work = PathBuf::from(format!("/proc/{}/root", node.child.id())).join(work.strip_prefix("/").unwrap());
+    wait_until(&main, &token, "blind linked", 30, |l| up(l, "blind")).await;
+    add_library(&main, &token, &media).await;
+
+    // Once the download runs, another writer takes every byte left.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let id = loop {
+        let all = jobs(&main, &token).await;
+        if let Some(job) = all.iter().find(|j| j["transfer"]["direction"] == "download") {
+            break job["id"].as_i64().unwrap();
+        }
+        assert!(Instant::now() < deadline, "no download shown: {all:#?}\n{}", node.output().join("\n"));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    {
+        use std::io::Write;
+        let mut filler = std::fs::File::create(seen_work.join("filler")).unwrap();
+        let block = vec![7u8; 1 << 16];
+        while filler.write_all(&block).is_ok() {}
+    }
+
+    // The attempt failed for want of room, and said where and how much.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let detail = loop {
+        let detail = job_detail(&main, &token, id).await;
+        if detail.to_string().contains("insufficient_disk_space") {
+            break detail;
+        }
+        assert!(Instant::now() < deadline, "no disk failure: {detail:#}\n{}", node.output().join("\n"));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let events = detail["events"].as_array().unwrap();
+    let failed = events.iter().find(|e| e["detail"]["code"] == "insufficient_disk_space").unwrap();
+    let message = failed["detail"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains(&format!("WORK_DIR ({}) is full", work.display())), "{failed:#}");
+    assert!(message.contains("more there,") && message.contains("are free"), "{failed:#}");
+    assert_eq!(failed["nodeName"], "blind", "{failed:#}");
+    // Not lost: the retries follow the rules. A next attempt given before the node's
+    // heartbeat tells the main node how little room is left fails the same way (by the room
+    // check, before any download), and with no retry left the job ends FAILED with the
+    // reason; else it waits QUEUED, the node having no room. Either way the original is as
+    // it was, and no attempt left its folder behind.
+    let (mut queued_since, deadline) = (None, Instant::now() + Duration::from_secs(120));
+    let settled = loop {
+        let job = jobs(&main, &token).await.remove(0);
+        match job["status"].as_str() {
+            Some("FAILED") => break job,
+            Some("QUEUED") if queued_since.is_some_and(|t: Instant| t.elapsed() > Duration::from_secs(5)) => break job,
+            Some("QUEUED") => queued_since = queued_since.or(Some(Instant::now())),
+            _ => queued_since = None,
+        }
+        assert!(Instant::now() < deadline, "the job did not settle: {job:#}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    if settled["status"] == "FAILED" {
+        assert_eq!(settled["failureCode"], "insufficient_disk_space", "{settled:#}");
+        assert_eq!(settled["failureReason"], "insufficient disk space", "{settled:#}");
+    }
+    let detail = job_detail(&main, &token, id).await;
+    for e in detail["events"].as_array().unwrap().iter().filter(|e| e["detail"]["code"] == "insufficient_disk_space") {
+        let message = e["detail"]["message"].as_str().unwrap_or_default();
+        assert!(message.starts_with("WORK_DIR") && message.contains("are free"), "{e:#}");
+    }
+    assert_eq!(clips::sha(&clip), before, "the original changed");
+    assert_eq!(names_in(&media), ["c0.mkv"]);
+    wait_for_names(&seen_work, &["filler"], 20).await;
+}

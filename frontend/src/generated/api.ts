@@ -1955,6 +1955,7 @@ export interface components {
             stage?: null | components["schemas"]["Stage"];
             stalled: boolean;
             status: components["schemas"]["JobStatus"];
+            transfer?: null | components["schemas"]["LiveTransfer"];
             /**
              * @description `snapshot` (an active job, on connect and after a `resync`), `progress` or `status`.
              *     A client that fell behind first gets `{"type":"resync"}` (a `Resync`), then snapshots.
@@ -2031,6 +2032,7 @@ export interface components {
             startedAt?: string | null;
             status: components["schemas"]["JobStatus"];
             targetCodec: components["schemas"]["TargetCodec"];
+            transfer?: null | components["schemas"]["LiveTransfer"];
             /** Format: date-time */
             updatedAt: string;
             /** Format: double */
@@ -2170,6 +2172,30 @@ export interface components {
             /** @description The tier the key claims (FREE without a key). */
             tier: components["schemas"]["Tier"];
             trial: components["schemas"]["TrialView"];
+        };
+        /**
+         * @description A job's transfer while its stage is TRANSFERRING: which way, the bytes moved of the
+         *     total and the rate of this run. A linked node sends it with its progress (`Call::Progress`),
+         *     the main node keeps the last one in memory (`lifecycle::LiveTransfers`): the API shows
+         *     it as the job's `transfer`, no column holds it.
+         */
+        LiveTransfer: {
+            /**
+             * Format: int64
+             * @description Bytes moved so far, counting those an earlier run of the transfer moved.
+             */
+            bytes: number;
+            direction: components["schemas"]["TransferDirection"];
+            /**
+             * Format: double
+             * @description Bytes per second of this run of the transfer.
+             */
+            rateBytesPerSecond: number;
+            /**
+             * Format: int64
+             * @description The file's size in bytes.
+             */
+            total: number;
         };
         LoginRequest: {
             password: string;
@@ -2438,6 +2464,7 @@ export interface components {
                 startedAt?: string | null;
                 status: components["schemas"]["JobStatus"];
                 targetCodec: components["schemas"]["TargetCodec"];
+                transfer?: null | components["schemas"]["LiveTransfer"];
                 /** Format: date-time */
                 updatedAt: string;
                 /** Format: double */
@@ -2898,6 +2925,12 @@ export interface components {
             expiresAt: string;
             token: string;
         };
+        /**
+         * @description Which way a transfer's bytes go: `download` (the source to the node), `upload` (the
+         *     output to the main node).
+         * @enum {string}
+         */
+        TransferDirection: "download" | "upload";
         /** @enum {string} */
         TrialTier: "SUPPORTER" | "PRO";
         /** @description The installation's one trial of a paid tier (`POST /license/trial`). */
@@ -5995,6 +6028,7 @@ export const stageValues: ReadonlyArray<FlattenedDeepRequired<components>["schem
 export const targetCodecValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["TargetCodec"]> = ["hevc", "av1"];
 export const targetKindValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["TargetKind"]> = ["webhook", "discord", "ntfy", "gotify", "apprise", "email"];
 export const tierValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Tier"]> = ["FREE", "SUPPORTER", "PRO"];
+export const transferDirectionValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["TransferDirection"]> = ["download", "upload"];
 export const trialTierValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["TrialTier"]> = ["SUPPORTER", "PRO"];
 export const userActionValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["UserAction"]> = ["pause", "resume", "retry", "force", "cancel"];
 export const userRoleValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["UserRole"]> = ["admin", "operator", "viewer"];

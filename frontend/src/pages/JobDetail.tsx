@@ -1,6 +1,6 @@
 import type { ComponentChildren } from 'preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { Alert, Badge, EtaText, JobActionButtons, Loading, PriorityControl, ProgressBar, SegmentStrip } from '../components';
+import { Alert, Badge, EtaText, JobActionButtons, Loading, PriorityControl, ProgressBar, SegmentStrip, TransferLine } from '../components';
 import { DASH, formatBytes, formatDateTime, formatEventDetail, formatFps, formatPercent, titleCase } from '../format';
 import { useLiveMessages, useResource } from '../hooks';
 import { isTerminal, mergeLive } from '../jobs';
@@ -60,6 +60,7 @@ export function JobDetail({ id }: { id: number }) {
               {data.stage && !isTerminal(data.status) && <span class="muted">Stage: {titleCase(data.stage)}</span>}
             </div>
             {data.status !== 'PENDING' && data.status !== 'SKIPPED' && <ProgressBar job={data} />}
+            <TransferLine job={data} />
             {data.failureReason && (
               <p class="text-bad">
                 {data.failureReason}

@@ -1,6 +1,6 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { errorMessage } from '../api';
-import { Alert, Badge, EtaText, JobActionButtons, Loading, Pagination, PriorityControl, ProgressBar } from '../components';
+import { Alert, Badge, EtaText, JobActionButtons, Loading, Pagination, PriorityControl, ProgressBar, TransferLine } from '../components';
 import { Options } from '../widgets/Fields';
 import { Table } from '../widgets/Table';
 import { formatBytes, formatRelative, titleCase } from '../format';
@@ -196,6 +196,7 @@ export function Jobs({ route }: { route: Route }) {
                 </td>
                 <td data-label="Progress" class="cell-progress">
                   {job.status === 'PENDING' || job.status === 'SKIPPED' ? '—' : <ProgressBar job={job} />}
+                  <TransferLine job={job} />
                 </td>
                 <td data-label="Priority">
                   <PriorityControl job={job} compact onChanged={replaceJob} onError={setError} />

@@ -1,7 +1,7 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { errorMessage } from '../api';
 import { sparklinePath } from '../charts';
-import { Alert, Badge, EtaText, JobActionButtons, Loading, ProgressBar, Stat } from '../components';
+import { Alert, Badge, EtaText, JobActionButtons, Loading, ProgressBar, Stat, TransferLine } from '../components';
 import { formatBytes, formatDateTime, formatFps, formatHours, formatNumber, formatPercent, formatRelative, titleCase } from '../format';
 import { useLiveMessages, useResource, useRole } from '../hooks';
 import { RUNNING_STATUSES, applyLiveMessage } from '../jobs';
@@ -186,6 +186,7 @@ export function Overview() {
                       <Badge value={job.stage ?? job.status} />
                     </div>
                     <ProgressBar job={job} />
+                    <TransferLine job={job} />
                     <dl class="inline-facts">
                       <div>
                         <dt>Node</dt>

@@ -362,7 +362,7 @@ impl RemoteNode {
                         let mine = fenced(&job, &lease).is_ok() && store.lease_is_mine(id, &lease).await;
                         Ok(serde_json::Value::Bool(mine))
                     }
-                    Call::Progress { job: reported } => {
+                    Call::Progress { job: reported, transfer } => {
                         // Published from the job's own row, for a job this link's node holds
                         // under the lease it reports: of the node's frame only the live figures
                         // are taken, never its node, path or status.
@@ -372,7 +372,10 @@ impl RemoteNode {
                             tracing::warn!(node = %node_name, job_id = job.id, "a linked node's progress for a job it does not hold was refused");
                             return Err(refusal);
                         }
-                        store.publish_progress(&live_figures(job, &reported));
+                        match transfer {
+                            Some(transfer) => store.publish_transfer(&live_figures(job, &reported), transfer),
+                            None => store.publish_progress(&live_figures(job, &reported)),
+                        }
                         Ok(serde_json::Value::Null)
                     }
                     Call::SyncSpans { id, lease, spans } => {

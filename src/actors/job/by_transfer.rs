@@ -24,7 +24,7 @@ use crate::actors::transfer::{
 };
 use crate::domain::job::{FailureCode, JobEvent, Stage};
 use crate::domain::placement::JobNeeds;
-use crate::domain::transfer::{copy_name, short_of_room};
+use crate::domain::transfer::{copy_name, full_while_downloading, short_of_room};
 use crate::media::MediaError;
 use crate::repo::jobs::JobChange;
 
@@ -120,6 +120,10 @@ impl Attempt {
         let fetched = client.download(self.job_id, &lease, &dir, &mut on_progress);
         let downloaded = match self.follow(fetched, &seen, &mut reported).await? {
             Moved::Done(Ok(downloaded)) => downloaded,
+            Moved::Done(Err(ClientError::Full { what, error })) => {
+                let why = self.full_work_dir(setup, &dir, &job, &format!("{what}: {error}")).await;
+                return self.fail(MediaError::new(FailureCode::InsufficientDiskSpace, why)).await;
+            }
             Moved::Done(Err(e)) => return self.fail(transfer_failed("the download of the source", e)).await,
             Moved::Stopped => return Ok(None),
         };
@@ -135,6 +139,27 @@ impl Attempt {
         // The encode's progress starts from nothing, not from the download's.
         self.update(JobChange { progress: Some(0.0), ..Default::default() }).await?;
         Ok(Some(Copy { input, sha256: downloaded.sha256 }))
+    }
+
+    /// The reason of a download that WORK_DIR's disk filled up under: how far it came, the
+    /// room it still needed and what is free now.
+    async fn full_work_dir(
+        &self,
+        setup: &TransferSetup,
+        dir: &std::path::Path,
+        job: &entities::job::Model,
+        cause: &str,
+    ) -> String {
+        let (d, w) = (dir.join(SOURCE_FILE), setup.work_dir.clone());
+        let read = tokio::task::spawn_blocking(move || {
+            let have = std::fs::metadata(d).map(|m| m.len()).unwrap_or(0);
+            let free = crate::host::disk::space(&w).map(|s| s.free).unwrap_or(0);
+            (have, free)
+        })
+        .await;
+        let (have, free) = read.unwrap_or((0, 0));
+        let total = u64::try_from(job.source_size).unwrap_or(0);
+        full_while_downloading(&setup.work_dir.display().to_string(), have, total, free, cause)
     }
 
     /// Uploads the encoded output and finishes it on the main node. `Some` once the main node
@@ -222,7 +247,7 @@ impl Attempt {
     /// the live feed.
     async fn report(&self, progress: Option<Progress>, job: &mut entities::job::Model) -> Result<(), LifecycleError> {
         job.stage = Some(Stage::Transferring.into());
-        if let Some(p) = progress {
+        if let Some(p) = &progress {
             job.progress = if p.total > 0 { (p.bytes as f64 * 100.0 / p.total as f64).min(100.0) } else { 100.0 };
             job.fps = 0.0;
             job.eta_seconds = (p.rate > 0.0).then(|| (p.total.saturating_sub(p.bytes) as f64 / p.rate) as i64);
@@ -240,7 +265,10 @@ impl Attempt {
             ..Default::default()
         };
         self.update(patch).await?;
-        self.env.store.publish_progress(job);
+        match progress {
+            Some(p) => self.env.store.publish_transfer(job, p.into()),
+            None => self.env.store.publish_progress(job),
+        }
         Ok(())
     }
 
