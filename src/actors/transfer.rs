@@ -18,7 +18,7 @@ use serde::Serialize;
 use tokio::io::AsyncWriteExt;
 
 use crate::actors::cluster::transfer::{Finish, LEASE_HEADER, SHA256_HEADER, SIZE_HEADER};
-use crate::domain::transfer::{pause_for, rate};
+use crate::domain::transfer::pace;
 use crate::media::handle::Folder;
 use crate::media::transfer::sha256_of;
 
@@ -319,13 +319,9 @@ impl TransferClient {
                         file_at.get_ref().sync_data().await.map_err(io("syncing the download"))?;
                         unsynced = 0;
                     }
-                    on_progress(Progress {
-                        direction: Direction::Download,
-                        bytes: at,
-                        total,
-                        rate: rate(moved, started.elapsed()),
-                    });
-                    tokio::time::sleep(pause_for(self.mbps, moved, started.elapsed())).await;
+                    let (pause, rate) = pace(self.mbps, moved, started.elapsed());
+                    on_progress(Progress { direction: Direction::Download, bytes: at, total, rate });
+                    tokio::time::sleep(pause).await;
                 }
                 file_at.flush().await.map_err(io("writing the download"))?;
             }
@@ -477,13 +473,9 @@ impl TransferClient {
                 moved += now.saturating_sub(at);
                 progressed |= now > at;
                 at = now;
-                on_progress(Progress {
-                    direction: Direction::Upload,
-                    bytes: at,
-                    total: size,
-                    rate: rate(moved, started.elapsed()),
-                });
-                tokio::time::sleep(pause_for(self.mbps, moved, started.elapsed())).await;
+                let (pause, rate) = pace(self.mbps, moved, started.elapsed());
+                on_progress(Progress { direction: Direction::Upload, bytes: at, total: size, rate });
+                tokio::time::sleep(pause).await;
             }
             if at < size {
                 failed = if progressed { 1 } else { failed + 1 };

@@ -41,6 +41,15 @@ pub fn pause_for(mbps: u32, sent: u64, elapsed: Duration) -> Duration {
     due.saturating_sub(elapsed)
 }
 
+/// What a capped transfer does after `sent` bytes in `elapsed`: the pause before it sends
+/// more (`pause_for`), and the rate to report, over the time including that pause. A rate
+/// taken before the pause would report what one burst took (a part sent at loopback speed),
+/// not the pace the cap keeps.
+pub fn pace(mbps: u32, sent: u64, elapsed: Duration) -> (Duration, f64) {
+    let pause = pause_for(mbps, sent, elapsed);
+    (pause, rate(sent, elapsed.saturating_add(pause)))
+}
+
 /// Bytes per second over `elapsed` (0 before any time passed).
 pub fn rate(bytes: u64, elapsed: Duration) -> f64 {
     let secs = elapsed.as_secs_f64();
@@ -182,5 +191,13 @@ mod tests {
         assert_eq!(pause_for(8, 1_000_000, Duration::from_secs(2)), Duration::ZERO);
         assert_eq!(rate(1000, Duration::from_secs(2)), 500.0);
         assert_eq!(rate(1000, Duration::ZERO), 0.0);
+        // 4 Mbit/s is 500 kB/s: 5 MB sent in a tenth of a second waits 9.9 s, and the rate
+        // reported is the cap's, not the burst's 50 MB/s.
+        let (pause, paced) = pace(4, 5_000_000, Duration::from_millis(100));
+        assert_eq!(pause, Duration::from_millis(9900));
+        assert!((paced - 500_000.0).abs() < 1.0, "{paced}");
+        // Uncapped, or slower than the cap: no pause, the rate as measured.
+        assert_eq!(pace(0, 5_000_000, Duration::from_millis(100)), (Duration::ZERO, 50_000_000.0));
+        assert_eq!(pace(4, 1_000_000, Duration::from_secs(4)), (Duration::ZERO, 250_000.0));
     }
 }
