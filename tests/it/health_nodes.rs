@@ -50,6 +50,13 @@ fn sees(list: &[Value], node: &str, library: &str) -> bool {
         .is_some_and(|l| l["sees"] == json!(true))
 }
 
+/// Starts a quick check of `library` on `main`.
+async fn start_quick_check(main: &ServerProcess, token: &str, library: i64) {
+    let url = format!("{}/libraries/{library}/health", main.api);
+    let (status, run) = call("POST", &url, Some(token), Some(json!({"depth": "quick"}))).await;
+    assert_eq!(status, 202, "{run}");
+}
+
 /// The verdicts a quick check gives the three files, each checked by `node`.
 fn assert_checked_by(health: &Value, node: &str) {
     assert_eq!(health["run"]["status"], "DONE", "{health}");
@@ -78,14 +85,7 @@ async fn a_linked_node_that_sees_the_library_checks_it_on_its_idle_slot() {
     let library = quiet_library(&main, &token, &media).await;
     wait_until(&main, &token, "w1 sees the library", 30, |l| sees(l, "w1", "media")).await;
 
-    let (status, run) = call(
-        "POST",
-        &format!("{}/libraries/{library}/health", main.api),
-        Some(&token),
-        Some(json!({"depth": "quick"})),
-    )
-    .await;
-    assert_eq!(status, 202, "{run}");
+    start_quick_check(&main, &token, library).await;
     let health = ended(&main.api, &token, library, 120).await;
     assert_checked_by(&health, "w1");
     // A thorough check goes there too, one file a batch.
@@ -234,14 +234,7 @@ async fn a_batch_a_node_did_not_check_is_checked_by_the_main_node(drop_link: boo
     let library = quiet_library(&main, &token, &media).await;
     let giver = actix_web::rt::spawn(node_that_gives_back(main.api.clone(), drop_link));
     wait_until(&main, &token, "the node sees the library", 30, |l| sees(l, "giver", "media")).await;
-    let (status, run) = call(
-        "POST",
-        &format!("{}/libraries/{library}/health", main.api),
-        Some(&token),
-        Some(json!({"depth": "quick"})),
-    )
-    .await;
-    assert_eq!(status, 202, "{run}");
+    start_quick_check(&main, &token, library).await;
     let given = giver.await.unwrap();
     assert_eq!(given.len(), 3, "the whole library is one quick batch: {given:?}");
     let health = ended(&main.api, &token, library, 120).await;

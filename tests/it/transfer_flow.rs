@@ -174,24 +174,7 @@ async fn a_job_moving_its_file_shows_the_direction_and_the_bytes_moved() {
     let hidden = dir.path().join("shared");
     let media = hidden.join("media");
     std::fs::create_dir_all(&media).unwrap();
-    let clip = media.join("c0.mkv");
-    let noise = "testsrc2=size=320x240:rate=25,noise=alls=60:allf=t";
-    let path = clip.to_str().unwrap();
-    clips::ffmpeg(&[
-        "-f",
-        "lavfi",
-        "-i",
-        noise,
-        "-t",
-        "2",
-        "-c:v",
-        "libx264",
-        "-preset",
-        "ultrafast",
-        "-qp",
-        "12",
-        path,
-    ]);
+    let clip = clips::noisy_h264(&media, "c0.mkv", 2);
     let source_size = std::fs::metadata(&clip).unwrap().len();
     let license = pro_key();
     let main = ServerProcess::start(main_command(&dir.path().join("main"), 0, Some(&license)));
@@ -266,24 +249,7 @@ async fn a_work_dir_that_fills_up_during_the_download_fails_the_attempt_with_the
     let hidden = dir.path().join("shared");
     let media = hidden.join("media");
     std::fs::create_dir_all(&media).unwrap();
-    let clip = media.join("c0.mkv");
-    let noise = "testsrc2=size=320x240:rate=25,noise=alls=60:allf=t";
-    let path = clip.to_str().unwrap();
-    clips::ffmpeg(&[
-        "-f",
-        "lavfi",
-        "-i",
-        noise,
-        "-t",
-        "2",
-        "-c:v",
-        "libx264",
-        "-preset",
-        "ultrafast",
-        "-qp",
-        "12",
-        path,
-    ]);
+    let clip = clips::noisy_h264(&media, "c0.mkv", 2);
     let before = clips::sha(&clip);
     let license = pro_key();
     let main = ServerProcess::start(main_command(&dir.path().join("main"), 0, Some(&license)));
