@@ -2,6 +2,7 @@
 //! where none of those has a free slot, a node that can fetch the file by transfer
 //! (`SHARED_STORAGE=auto`, issue 39) and has the room in its WORK_DIR takes it that way.
 
+use super::job::FailureCode;
 use super::named_enum;
 use super::notify::human_bytes;
 
@@ -46,6 +47,18 @@ impl JobNeeds<'_> {
     pub fn work_dir_bytes(&self) -> u64 {
         let both = self.source_bytes.saturating_add(self.output_bytes.unwrap_or(self.source_bytes));
         both.saturating_add((both.saturating_mul(WORK_DIR_MARGIN_PERCENT)).div_ceil(100))
+    }
+}
+
+/// The free space in a node's WORK_DIR the scheduler counts on once an attempt of the node
+/// failed with `code`: after `insufficient_disk_space`, none, until the node's next
+/// heartbeat measures it again. Without this, the retry could be given straight back to the
+/// node that just ran out of room, on the figure it reported before it filled up, and fail
+/// there again; with it, the job goes to another node with room, or waits for one.
+pub fn work_dir_free_after_failure(code: FailureCode, reported: Option<u64>) -> Option<u64> {
+    match code {
+        FailureCode::InsufficientDiskSpace => Some(0),
+        _ => reported,
     }
 }
 
@@ -263,5 +276,24 @@ mod tests {
         for (nodes, by_transfer, answer) in table {
             assert_eq!(choose(&job, &nodes, by_transfer), answer, "{nodes:?}, by transfer: {by_transfer}");
         }
+    }
+
+    #[test]
+    fn a_node_that_ran_out_of_room_gets_no_transfer_until_it_reports_again() {
+        for code in FailureCode::ALL.iter().copied() {
+            let after = work_dir_free_after_failure(code, Some(50 * GB));
+            let expected = if code == FailureCode::InsufficientDiskSpace { Some(0) } else { Some(50 * GB) };
+            assert_eq!(after, expected, "{code:?}");
+            let unreported = work_dir_free_after_failure(code, None);
+            assert_eq!(unreported, expected.filter(|_| code == FailureCode::InsufficientDiskSpace), "{code:?}");
+        }
+        // The retry of the job it failed goes to the other blind node, the one with room.
+        let r = roots();
+        let job = JobNeeds { roots: &r, source_bytes: GB, output_bytes: Some(GB) };
+        let full = work_dir_free_after_failure(FailureCode::InsufficientDiskSpace, Some(50 * GB));
+        let nodes = [offer(Some(false), true, full, 2), offer(Some(false), true, Some(50 * GB), 1)];
+        assert_eq!(choose(&job, &nodes, true), Some((1, Placement::TakeByTransfer)));
+        // Alone, it waits: nobody takes the job until a report shows room.
+        assert_eq!(choose(&job, &nodes[..1], true), None);
     }
 }

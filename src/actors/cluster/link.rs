@@ -22,11 +22,11 @@ use crate::actors::node::{Capacity, ControlJob, NodeCapacity, RunningJob, StartH
 use crate::actors::protocol::{capacity, Call, Frame, Sight};
 use crate::actors::scheduler::{effective_tier, AddNode, NodeHandle, RemoveNode, Scheduler};
 use crate::actors::store::{holds_lease, DbStore, JobStore};
-use crate::domain::job::JobStatus;
+use crate::domain::job::{JobEvent, JobStatus};
 use crate::domain::library_health::CheckOffer;
 use crate::domain::link::{field_rule, node_may_apply, FieldRule, JobField, LinkWrite};
 use crate::domain::node::{degrading_paths, node_status, sees_library, NodeRole, NodeStatus};
-use crate::domain::placement::TRANSFER_FLOW;
+use crate::domain::placement::{work_dir_free_after_failure, TRANSFER_FLOW};
 use crate::media::health::FileHealth;
 use crate::media::layout::partial_dir_for;
 use crate::media::partial::remove_partial;
@@ -305,6 +305,15 @@ impl RemoteNode {
     /// Answers a job-store call of the node, refusing any write on a job whose lease it lost.
     fn serve_call(&mut self, id: u64, call: Call, ctx: &mut ws::WebsocketContext<Self>) {
         let Some((node_id, node_name)) = self.node.clone() else { return };
+        if let Call::Apply { event: JobEvent::Fail { code, .. }, .. } = &call {
+            // Before the failure is applied (which requeues the job and wakes the
+            // scheduler): the retry must not go straight back to a node that ran out of room.
+            let free = work_dir_free_after_failure(*code, self.sight.work_dir_free_bytes);
+            if free != self.sight.work_dir_free_bytes {
+                self.sight.work_dir_free_bytes = free;
+                self.config.links.record_sight(node_id, self.sight.clone());
+            }
+        }
         let (db, lifecycle, scheduler) = (self.db.clone(), self.lifecycle.clone(), self.scheduler.clone());
         ctx.spawn(
             async move {
