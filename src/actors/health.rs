@@ -135,6 +135,14 @@ impl RunState {
     }
 }
 
+/// Whether a checked file counts toward the library's run (`repo::health::advance`): a
+/// run's batches do; a single file checked again outside any run does not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Count {
+    Yes,
+    No,
+}
+
 /// Where a check of one file came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Origin {
@@ -251,8 +259,9 @@ impl HealthChecks {
         self.running.lock().unwrap_or_else(PoisonError::into_inner).contains_key(&library_id)
     }
 
-    /// Checks one stored file again, in the background, at `depth`, as a run would (an
-    /// idle slot, no job waiting).
+    /// Checks one stored file again, in the background, at `depth`, as a run would: on an
+    /// idle slot of a node that sees the library (this one or a linked one), no job
+    /// waiting.
     pub fn recheck(&self, library: &library::Model, row: &library_health_file::Model, depth: Depth) {
         let this = self.clone();
         let (library_id, roots) = (library.id, repo::libraries::paths_of(library));
@@ -263,14 +272,24 @@ impl HealthChecks {
                 tracing::info!(library = library_id, path = %path.display(), "a file to check again is gone");
                 return;
             };
-            let never = Notify::new();
-            let Some(slot) = this.slot(&never).await else { return };
-            if let Some(health) = this.check(&found, depth).await {
-                if let Err(e) = repo::health::record(&this.db, library_id, &found, &health, &this.node_name).await {
-                    tracing::warn!(library = library_id, error = %e, "a file's health was not recorded");
+            // Dealt as a run's batch of one (`place`): an idle slot of this node or of a
+            // linked node that sees the library, so a main node that takes no jobs itself
+            // checks again too. A node that refuses or drops it gets it no more.
+            let (mut batch, mut refused) = (vec![found], HashSet::new());
+            loop {
+                let Some(placed) = this.place(&roots, &refused).await else {
+                    tokio::time::sleep(SLOT_POLL).await;
+                    continue;
+                };
+                let given = Given::to(placed, library_id, depth, &batch);
+                match this.check_given(library_id, batch, depth, given, Count::No).await {
+                    Ended::Checked(_) => return,
+                    Ended::Back { batch: back, refuse } => {
+                        refused.extend(refuse);
+                        batch = back;
+                    }
                 }
             }
-            drop(slot);
         });
     }
 
@@ -363,7 +382,9 @@ impl HealthChecks {
                     let this = self.clone();
                     let library_id = library.id;
                     let given = Given::to(placed, library_id, depth, &batch);
-                    checks.spawn_local(async move { this.check_given(library_id, batch, depth, given).await });
+                    checks.spawn_local(
+                        async move { this.check_given(library_id, batch, depth, given, Count::Yes).await },
+                    );
                 }
                 None if queue.is_empty() && checks.is_empty() => return (RunStatus::Done, run.findings),
                 None => {
@@ -412,16 +433,23 @@ impl HealthChecks {
     }
 
     /// Checks a batch where it was placed; answers its findings, or the batch back.
-    async fn check_given(&self, library_id: i32, batch: Vec<FoundFile>, depth: Depth, given: Given) -> Ended {
+    async fn check_given(
+        &self,
+        library_id: i32,
+        batch: Vec<FoundFile>,
+        depth: Depth,
+        given: Given,
+        count: Count,
+    ) -> Ended {
         let (node, asked) = match given {
-            Given::Here(slot) => return Ended::Checked(self.check_batch(library_id, &batch, depth, slot).await),
+            Given::Here(slot) => return Ended::Checked(self.check_batch(library_id, &batch, depth, slot, count).await),
             Given::There(given) => *given,
         };
         match asked.await {
             Ok(Ok(results)) => {
                 let mut findings = Vec::new();
                 for (found, health) in batch.iter().zip(results) {
-                    findings.extend(self.record_one(library_id, found, &health, &node.name).await);
+                    findings.extend(self.record_one(library_id, found, &health, &node.name, count).await);
                 }
                 Ended::Checked(findings)
             }
@@ -441,17 +469,20 @@ impl HealthChecks {
         }
     }
 
-    /// Records one file's result as this run's, from `node`; answers it when it is a
-    /// finding.
+    /// Records one file's result, from `node` (counted toward the run when `count` says
+    /// so); answers it when it is a finding.
     async fn record_one(
         &self,
         library_id: i32,
         found: &FoundFile,
         health: &FileHealth,
         node: &str,
+        count: Count,
     ) -> Option<library_health_file::Model> {
         let recorded = repo::health::record(&self.db, library_id, found, health, node).await;
-        let _ = repo::health::advance(&self.db, library_id).await;
+        if count == Count::Yes {
+            let _ = repo::health::advance(&self.db, library_id).await;
+        }
         match recorded {
             Ok(row) => library_health::is_finding(repo::health::verdict_of(&row), row.ignored).then_some(row),
             Err(e) => {
@@ -469,6 +500,7 @@ impl HealthChecks {
         files: &[FoundFile],
         depth: Depth,
         slot: Slot,
+        count: Count,
     ) -> Vec<library_health_file::Model> {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(usize, FileHealth)>();
         let checking = async move {
@@ -492,7 +524,7 @@ impl HealthChecks {
             let mut findings = Vec::new();
             while let Some((i, health)) = rx.recv().await {
                 let Some(found) = files.get(i) else { continue };
-                findings.extend(self.record_one(library_id, found, &health, &self.node_name).await);
+                findings.extend(self.record_one(library_id, found, &health, &self.node_name, count).await);
             }
             findings
         };
@@ -512,26 +544,6 @@ impl HealthChecks {
                 library_health::needs_check(known.as_ref(), f.size, f.mtime_ns, all)
             })
             .collect()
-    }
-
-    /// An idle slot of this node, once no job waits for one; `None` on a cancel.
-    async fn slot(&self, cancel: &Notify) -> Option<Slot> {
-        loop {
-            let queued = repo::jobs::count_by_status(&self.db)
-                .await
-                .map(|c| c.get(&JobStatus::Queued).copied().unwrap_or(0))
-                .unwrap_or(u64::MAX);
-            // The node answers whether a slot is free by taking it.
-            if library_health::may_start_check(1, queued, self.takes_jobs)
-                && self.node.send(ReserveCheck).await.unwrap_or(false)
-            {
-                return Some(Slot(self.node.clone()));
-            }
-            tokio::select! {
-                () = tokio::time::sleep(SLOT_POLL) => {}
-                () = cancel.notified() => return None,
-            }
-        }
     }
 
     /// One file's check; a check that itself failed (the child crashed, ran out of time)

@@ -1,7 +1,7 @@
 //! Library health checks on linked nodes (issue 38, item 3), with real processes on
 //! loopback: a main node that takes no jobs (MAX_JOBS=0) and a linked node that sees the
 //! library check it on the linked node's idle slot, each result naming that node, and a
-//! cancel stops the check on the linked node; a linked
+//! cancel stops the check on the linked node, and one file checked again goes there too; a linked
 //! node that drops its link mid-batch gives its batch back, and the main node checks it;
 //! and a linked node's own check of the paths it is given refuses any outside the library
 //! paths it was told (`..`, a link out of the library, a root it was not told, a file gone)
@@ -95,7 +95,28 @@ async fn a_linked_node_that_sees_the_library_checks_it_on_its_idle_slot() {
     assert_eq!(status, 202, "{run}");
     let health = ended(&main.api, &token, library, 120).await;
     assert_checked_by(&health, "w1");
-    assert_eq!(verdict_of(&health, "good.mkv")["depth"], "thorough", "{health}");
+    let good = verdict_of(&health, "good.mkv");
+    assert_eq!(good["depth"], "thorough", "{health}");
+
+    // One file checked again: dealt like a run's batch, so it goes to w1's idle slot too
+    // (the main node takes no jobs and leaves the library to w1, as in a run), and counts
+    // toward no run.
+    let url = format!("{}/libraries/{library}/health/files/{}/recheck", main.api, good["id"]);
+    let (status, answer) = call("POST", &url, Some(&token), Some(json!({"depth": "quick"}))).await;
+    assert_eq!(status, 202, "{answer}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let again = loop {
+        let health = ended(&main.api, &token, library, 10).await;
+        let file = verdict_of(&health, "good.mkv").clone();
+        if file["depth"] == "quick" {
+            assert_eq!(health["run"]["filesDone"], 3, "a check again counted toward the run: {health}");
+            break file;
+        }
+        assert!(Instant::now() < deadline, "never checked again: {health}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!((again["verdict"].as_str(), again["node"].as_str()), (Some("ok"), Some("w1")), "{again}");
+    assert_ne!(again["checkedAt"], good["checkedAt"], "{again}");
 }
 
 /// Whether process `pid` is stopped (SIGSTOP), as /proc says.
