@@ -83,6 +83,9 @@ pub struct Agent {
     library_paths: Vec<String>,
     next_id: u64,
     pending: HashMap<u64, oneshot::Sender<Result<serde_json::Value, String>>>,
+    /// Registrations with the main node since this node started: the folders kept in
+    /// WORK_DIR are looked at again after each (`actors::work_dir`).
+    registrations: u64,
 }
 
 impl Agent {
@@ -101,6 +104,7 @@ impl Agent {
             library_paths: Vec::new(),
             next_id: 0,
             pending: HashMap::new(),
+            registrations: 0,
         }
     }
 
@@ -186,9 +190,9 @@ impl Agent {
         }
         self.registered = false;
         self.cut_off_since.get_or_insert_with(Instant::now);
-        for (_, tx) in self.pending.drain() {
-            let _ = tx.send(Err("the link to the main node is down".into()));
-        }
+        // Dropped unanswered: each caller learns the link went down, which is not an
+        // answer of the main node (`AskMain`).
+        self.pending.clear();
         self.retry(ctx);
     }
 
@@ -209,6 +213,7 @@ impl Agent {
         let Some(node) = self.node.clone() else { return };
         let paths = self.library_paths.clone();
         let work_dir = self.config.work_dir.clone();
+        let transfer = self.config.transfer;
         async move {
             let running = node.send(RunningJobs).await.unwrap_or_default();
             let helping = node.send(RunningHelpers).await.unwrap_or_default();
@@ -217,17 +222,24 @@ impl Agent {
                 paths.into_iter().filter(|p| !std::path::Path::new(p).is_dir()).collect::<Vec<_>>()
             })
             .await;
-            let free = tokio::task::spawn_blocking(move || work_dir_free_bytes(&work_dir)).await.ok().flatten();
+            // The job folders WORK_DIR holds: those of jobs running here, and those kept from
+            // earlier attempts (`actors::work_dir`), which the scheduler gives back here first.
+            let (free, kept) = tokio::task::spawn_blocking(move || {
+                let kept = if transfer { crate::actors::transfer::job_dir_ids(&work_dir) } else { Vec::new() };
+                (work_dir_free_bytes(&work_dir), kept)
+            })
+            .await
+            .unwrap_or_default();
             // Unchecked (the check itself failed): reported as checked against nothing, so
             // the main node counts no library as seen.
             let (checked, missing) = match missing {
                 Ok(missing) => (checked, missing),
                 Err(_) => (Vec::new(), Vec::new()),
             };
-            (running, helping, checked, missing, free)
+            (running, helping, checked, missing, free, kept)
         }
         .into_actor(self)
-        .map(|(running, helping, checked, missing_paths, work_dir_free_bytes), this, _| {
+        .map(|(running, helping, checked, missing_paths, work_dir_free_bytes, kept_jobs), this, _| {
             let (memory_used, _) = crate::host::memory();
             let heartbeat = Frame::Heartbeat {
                 load1: crate::host::load1(),
@@ -238,6 +250,7 @@ impl Agent {
                 checked_paths: Some(checked),
                 transfer: this.config.transfer,
                 work_dir_free_bytes,
+                kept_jobs,
             };
             this.write(&heartbeat);
         })
@@ -369,6 +382,7 @@ impl StreamHandler<Result<WsFrame, WsProtocolError>> for Agent {
                 let own = self.config.credential.is_some().then(|| self.bearer()).flatten();
                 self.config.bearer.set(own);
                 self.registered = true;
+                self.registrations += 1;
                 self.backoff = Duration::from_secs(1);
                 self.cut_off_since = None;
                 self.fenced = false;
@@ -426,23 +440,64 @@ impl Handler<CallMain> for Agent {
     type Result = ResponseFuture<Result<serde_json::Value, String>>;
 
     fn handle(&mut self, msg: CallMain, _: &mut Context<Self>) -> Self::Result {
-        if !self.registered {
-            return Box::pin(async { Err("not connected to the main node".to_string()) });
-        }
-        self.next_id += 1;
-        let id = self.next_id;
-        let (tx, rx) = oneshot::channel();
-        self.pending.insert(id, tx);
-        if !self.write(&Frame::Request { id, call: Box::new(msg.0) }) {
-            self.pending.remove(&id);
-            return Box::pin(async { Err("the link to the main node is down".to_string()) });
-        }
-        Box::pin(async move {
-            match tokio::time::timeout(CALL_TIMEOUT, rx).await {
-                Ok(Ok(result)) => result,
-                _ => Err("the main node did not answer".to_string()),
+        let asked = self.ask(msg.0);
+        Box::pin(async move { asked.await.and_then(|answer| answer) })
+    }
+}
+
+/// A call to the main node whose caller tells its answer from no answer: `Ok` with what the
+/// main node answered (its refusal among them), `Err` when it could not be asked or did
+/// not answer within `CALL_TIMEOUT`.
+#[derive(Message)]
+#[rtype(result = "Result<Result<serde_json::Value, String>, String>")]
+pub struct AskMain(pub Call);
+
+impl Handler<AskMain> for Agent {
+    type Result = ResponseFuture<Result<Result<serde_json::Value, String>, String>>;
+
+    fn handle(&mut self, msg: AskMain, _: &mut Context<Self>) -> Self::Result {
+        Box::pin(self.ask(msg.0))
+    }
+}
+
+impl Agent {
+    fn ask(
+        &mut self,
+        call: Call,
+    ) -> impl std::future::Future<Output = Result<Result<serde_json::Value, String>, String>> + 'static {
+        let sent = if self.registered {
+            self.next_id += 1;
+            let id = self.next_id;
+            let (tx, rx) = oneshot::channel();
+            self.pending.insert(id, tx);
+            if self.write(&Frame::Request { id, call: Box::new(call) }) {
+                Ok(rx)
+            } else {
+                self.pending.remove(&id);
+                Err("the link to the main node is down")
             }
-        })
+        } else {
+            Err("not connected to the main node")
+        };
+        async move {
+            match tokio::time::timeout(CALL_TIMEOUT, sent.map_err(str::to_string)?).await {
+                Ok(Ok(answer)) => Ok(answer),
+                Ok(Err(_)) => Err("the link to the main node is down".to_string()),
+                Err(_) => Err("the main node did not answer".to_string()),
+            }
+        }
+    }
+}
+
+/// How many times the node registered with the main node since it started.
+#[derive(Message)]
+#[rtype(result = "u64")]
+pub struct Registrations;
+
+impl Handler<Registrations> for Agent {
+    type Result = u64;
+    fn handle(&mut self, _: Registrations, _: &mut Context<Self>) -> u64 {
+        self.registrations
     }
 }
 

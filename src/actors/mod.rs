@@ -21,6 +21,7 @@ pub mod regrab;
 pub mod scheduler;
 pub mod store;
 pub mod transfer;
+pub mod work_dir;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -303,13 +304,17 @@ pub async fn start_node(config: NodeConfig) -> Result<Node, StartError> {
         }
         RoleConfig::Linked(linked) => {
             let transfer = takes_transfers(linked.shared_storage);
-            // What a crash or a kill left in WORK_DIR: a node that starts holds no lease.
-            let work_dir = linked.work_dir.clone();
-            match tokio::task::spawn_blocking(move || transfer::clear_stale_job_dirs(&work_dir)).await {
-                Ok(Ok(0)) => {}
-                Ok(Ok(n)) => tracing::info!(folders = n, "removed the job folders a stopped run left in WORK_DIR"),
-                Ok(Err(e)) => tracing::warn!(error = %e, "could not empty WORK_DIR of stale job folders"),
-                Err(e) => tracing::warn!(error = %e, "could not empty WORK_DIR of stale job folders"),
+            // What a crash or a kill left in WORK_DIR stays for the job to come back here
+            // (`work_dir`, once the node is linked); a node that takes no file by transfer
+            // now has no use for it.
+            if !transfer {
+                let work_dir = linked.work_dir.clone();
+                match tokio::task::spawn_blocking(move || transfer::clear_job_dirs(&work_dir)).await {
+                    Ok(Ok(0)) => {}
+                    Ok(Ok(n)) => tracing::info!(folders = n, "removed the job folders a stopped run left in WORK_DIR"),
+                    Ok(Err(e)) => tracing::warn!(error = %e, "could not empty WORK_DIR of stale job folders"),
+                    Err(e) => tracing::warn!(error = %e, "could not empty WORK_DIR of stale job folders"),
+                }
             }
             let work_dir = linked.work_dir.clone();
             let free = tokio::task::spawn_blocking(move || agent::work_dir_free_bytes(&work_dir)).await.ok().flatten();
@@ -345,13 +350,16 @@ pub async fn start_node(config: NodeConfig) -> Result<Node, StartError> {
                 credential: linked.credential,
                 register,
                 data_dir: linked.data_dir,
-                work_dir: linked.work_dir,
+                work_dir: linked.work_dir.clone(),
                 transfer,
             })
             .start();
             let store = Arc::new(RemoteStore { agent: agent.clone() });
             let node = NodeSupervisor::new(env(store, 0, setup), max_jobs).taking_transfers(transfer).start();
             agent.do_send(SetNode(node.clone()));
+            if transfer {
+                actix::spawn(work_dir::keep_work_dir(agent.clone(), node.clone(), linked.work_dir));
+            }
             Ok(Node::Linked(LinkedNode { name, node, agent }))
         }
     }

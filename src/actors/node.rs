@@ -107,6 +107,10 @@ pub struct NodeCapacity {
     /// Free bytes in its WORK_DIR, for files taken by transfer.
     #[serde(default)]
     pub work_dir_free_bytes: Option<u64>,
+    /// The jobs whose folders it keeps in WORK_DIR from an earlier attempt: such a job
+    /// goes back to it first (`domain::placement::choose`).
+    #[serde(default)]
+    pub kept_jobs: Vec<i32>,
 }
 
 #[derive(Message)]
@@ -410,6 +414,31 @@ impl Handler<RunningJobs> for NodeSupervisor {
         MessageResult(
             self.jobs.iter().map(|(id, (_, lease))| RunningJob { job_id: *id, lease_id: lease.clone() }).collect(),
         )
+    }
+}
+
+/// Removes job `job_id`'s folder from WORK_DIR (`actors::work_dir`), unless the job runs
+/// on this node now; answers whether it went. Here, in the actor that starts jobs, so that
+/// no attempt given the job meanwhile finds its folder going under it.
+#[derive(Message)]
+#[rtype(result = "bool")]
+pub struct DropJobDir {
+    pub job_id: i32,
+}
+
+impl Handler<DropJobDir> for NodeSupervisor {
+    type Result = bool;
+    fn handle(&mut self, msg: DropJobDir, _: &mut Context<Self>) -> bool {
+        let Some(setup) = self.env.transfer.as_ref().filter(|_| !self.jobs.contains_key(&msg.job_id)) else {
+            return false;
+        };
+        match crate::actors::transfer::remove_job_dir(&setup.work_dir, msg.job_id) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(job_id = msg.job_id, error = %e, "could not remove the job's folder in WORK_DIR");
+                false
+            }
+        }
     }
 }
 

@@ -88,6 +88,11 @@ pub enum Frame {
         transfer: bool,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         work_dir_free_bytes: Option<u64>,
+        /// The jobs whose folders it keeps in WORK_DIR from an earlier attempt (a copy of
+        /// the source, finished segments): the scheduler gives such a job back to it first
+        /// (`domain::placement::choose`). Absent from older nodes, and when it keeps none.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        kept_jobs: Vec<i32>,
     },
     /// Main -> linked: the library paths the node must see, at its registration, answering
     /// each heartbeat, and at once whenever a library is created, moved or deleted; the node
@@ -226,6 +231,7 @@ pub fn capacity(max_jobs: i32, busy: usize, sight: &Sight) -> NodeCapacity {
         checked_paths: sight.checked.clone(),
         transfer: sight.transfer,
         work_dir_free_bytes: sight.work_dir_free_bytes,
+        kept_jobs: sight.kept_jobs.clone(),
     }
 }
 
@@ -241,6 +247,8 @@ pub struct Sight {
     pub shared_storage: Option<SharedStorage>,
     pub transfer: bool,
     pub work_dir_free_bytes: Option<u64>,
+    /// The jobs whose folders it keeps in WORK_DIR, as its last heartbeat said.
+    pub kept_jobs: Vec<i32>,
 }
 
 impl Sight {
@@ -296,10 +304,14 @@ mod tests {
         assert!(!health_checks);
         let heartbeat = json!({"type": "heartbeat", "load1": 0.5, "memoryUsed": 10, "running": [],
             "missingPaths": ["/media"], "checkedPaths": ["/media"]});
-        let Frame::Heartbeat { transfer, work_dir_free_bytes, .. } = serde_json::from_value(heartbeat).unwrap() else {
+        let Frame::Heartbeat { transfer, work_dir_free_bytes, kept_jobs, .. } =
+            serde_json::from_value(heartbeat).unwrap()
+        else {
             panic!("not a heartbeat")
         };
         assert_eq!((transfer, work_dir_free_bytes), (false, None));
+        // Nor kept job folders: no job goes back to such a node first.
+        assert!(kept_jobs.is_empty());
         let start = json!({"type": "request", "id": 3, "call": {"call": "startJob", "jobId": 9, "leaseId": "l"}});
         let expected = Call::StartJob { job_id: 9, lease_id: "l".into(), by_transfer: false };
         assert_eq!(
@@ -371,10 +383,28 @@ mod tests {
             checked_paths: Some(vec![]),
             transfer: true,
             work_dir_free_bytes: Some(7),
+            kept_jobs: vec![],
         };
         let text = serde_json::to_value(&heartbeat).unwrap();
         assert_eq!((&text["transfer"], &text["workDirFreeBytes"]), (&json!(true), &json!(7)));
+        // Keeping no job folder, the frame is the one older main nodes read.
+        assert!(text.get("keptJobs").is_none(), "{text}");
         assert_eq!(serde_json::from_value::<Frame>(text).unwrap(), heartbeat);
+        // The jobs whose folders it keeps, both ways.
+        let keeping = Frame::Heartbeat {
+            load1: 0.1,
+            memory_used: 1,
+            running: vec![],
+            helping: vec![],
+            missing_paths: vec![],
+            checked_paths: Some(vec![]),
+            transfer: true,
+            work_dir_free_bytes: Some(7),
+            kept_jobs: vec![4, 12],
+        };
+        let text = serde_json::to_value(&keeping).unwrap();
+        assert_eq!(text["keptJobs"], json!([4, 12]));
+        assert_eq!(serde_json::from_value::<Frame>(text).unwrap(), keeping);
         let start = Call::StartJob { job_id: 9, lease_id: "l".into(), by_transfer: true };
         let text = serde_json::to_value(&start).unwrap();
         assert_eq!(text["byTransfer"], json!(true));

@@ -182,6 +182,8 @@ struct Slots<'a> {
     /// It takes files by transfer (as it reported, and only where this build has the flow).
     transfer: bool,
     work_dir_free: Option<u64>,
+    /// The jobs whose folders it keeps in WORK_DIR from an earlier attempt.
+    kept_jobs: Vec<i32>,
 }
 
 impl Slots<'_> {
@@ -194,6 +196,7 @@ impl Slots<'_> {
             // The main node serves the transfer too: without the flow it gives none.
             transfer: TRANSFER_FLOW && capacity.transfer,
             work_dir_free: capacity.work_dir_free_bytes,
+            kept_jobs: capacity.kept_jobs,
         }
     }
 
@@ -203,13 +206,14 @@ impl Slots<'_> {
         sees_library(roots, self.checked.as_deref(), &self.missing) == Some(true)
     }
 
-    /// The node as `domain::placement` weighs it for a job of a library with `roots`.
-    fn offer(&self, roots: &[String]) -> NodeOffer {
+    /// The node as `domain::placement` weighs it for job `job_id` of a library with `roots`.
+    fn offer(&self, job_id: i32, roots: &[String]) -> NodeOffer {
         NodeOffer {
             sees: sees_library(roots, self.checked.as_deref(), &self.missing),
             transfer: self.transfer,
             work_dir_free: self.work_dir_free,
             free_slots: self.free,
+            keeps: self.kept_jobs.contains(&job_id),
         }
     }
 }
@@ -301,10 +305,12 @@ async fn assign(
         let roots = candidate.library_id.and_then(|id| libraries.get(&id)).map(Vec::as_slice).unwrap_or_default();
         let needs =
             JobNeeds { roots, source_bytes: u64::try_from(candidate.source_size).unwrap_or(0), output_bytes: None };
-        let offers: Vec<NodeOffer> = slots.iter().map(|s| s.offer(roots)).collect();
+        let offers: Vec<NodeOffer> = slots.iter().map(|s| s.offer(candidate.id, roots)).collect();
+        // A node that keeps the job's folder may take it back by transfer in this round
+        // already (`choose`).
         match choose(&needs, &offers, false) {
-            Some((at, _)) => {
-                if give(lifecycle, &candidate, &mut slots, at, false).await? {
+            Some((at, placement)) => {
+                if give(lifecycle, &candidate, &mut slots, at, placement == Placement::TakeByTransfer).await? {
                     budget -= 1;
                 }
             }
@@ -337,7 +343,7 @@ async fn assign(
         let roots = candidate.library_id.and_then(|id| libraries.get(&id)).map(Vec::as_slice).unwrap_or_default();
         let needs =
             JobNeeds { roots, source_bytes: u64::try_from(candidate.source_size).unwrap_or(0), output_bytes: output };
-        let offers: Vec<NodeOffer> = slots.iter().map(|s| s.offer(roots)).collect();
+        let offers: Vec<NodeOffer> = slots.iter().map(|s| s.offer(candidate.id, roots)).collect();
         match choose(&needs, &offers, true) {
             Some((at, placement)) => {
                 if give(lifecycle, &candidate, &mut slots, at, placement == Placement::TakeByTransfer).await? {

@@ -1,6 +1,8 @@
 //! Which node a queued job goes to: one that sees the file's library takes it as it is;
 //! where none of those has a free slot, a node that can fetch the file by transfer
 //! (`SHARED_STORAGE=auto`, issue 39) and has the room in its WORK_DIR takes it that way.
+//! Before either, a job goes back to a node that keeps its folder from an earlier attempt
+//! (the copy of the source and the segments it finished), when that node has a free slot.
 
 use super::job::FailureCode;
 use super::named_enum;
@@ -73,6 +75,9 @@ pub struct NodeOffer {
     /// Free bytes in its WORK_DIR, as it last reported (`None`: not reported).
     pub work_dir_free: Option<u64>,
     pub free_slots: u64,
+    /// It reported that it keeps this job's folder in its WORK_DIR: an earlier attempt's
+    /// copy of the source and finished segments, which it continues from.
+    pub keeps: bool,
 }
 
 /// Whether a node takes a job, and how.
@@ -123,7 +128,21 @@ pub fn place(job: &JobNeeds, node: &NodeOffer, seeing_node_free: bool) -> Placem
 /// The node `job` goes to among `nodes`, and how: a node that sees the file first (the one
 /// with the most free slots, the first of equals), else, when `by_transfer` allows it, a
 /// node that takes it by transfer (the same way). `None`: no node takes it now.
+///
+/// Before either: a node that keeps the job's folder (`NodeOffer::keeps`) and has a free
+/// slot takes it back, the way it can (it sees the file, or takes files by transfer),
+/// whatever `by_transfer` says and whoever else is free: it continues from what it kept
+/// instead of another node starting over. Its WORK_DIR's room is not weighed: the copy
+/// it needs lies there already, and the node checks the room itself before any download.
 pub fn choose(job: &JobNeeds, nodes: &[NodeOffer], by_transfer: bool) -> Option<(usize, Placement)> {
+    let back = nodes.iter().enumerate().find_map(|(i, n)| match (n.keeps && n.free_slots > 0, n.sees) {
+        (true, Some(true)) => Some((i, Placement::Take)),
+        (true, Some(false)) if n.transfer => Some((i, Placement::TakeByTransfer)),
+        _ => None,
+    });
+    if back.is_some() {
+        return back;
+    }
     let seeing_node_free = nodes.iter().any(|n| n.free_slots > 0 && n.sees == Some(true));
     let best = |wanted: Placement| {
         nodes
@@ -150,7 +169,7 @@ mod tests {
     }
 
     fn offer(sees: Option<bool>, transfer: bool, free: Option<u64>, slots: u64) -> NodeOffer {
-        NodeOffer { sees, transfer, work_dir_free: free, free_slots: slots }
+        NodeOffer { sees, transfer, work_dir_free: free, free_slots: slots, keeps: false }
     }
 
     #[test]
@@ -295,5 +314,46 @@ mod tests {
         assert_eq!(choose(&job, &nodes, true), Some((1, Placement::TakeByTransfer)));
         // Alone, it waits: nobody takes the job until a report shows room.
         assert_eq!(choose(&job, &nodes[..1], true), None);
+    }
+
+    #[test]
+    fn a_node_that_keeps_the_jobs_folder_takes_it_back_when_it_has_a_slot() {
+        // (nodes, transfers allowed, answer)
+        type Row = (Vec<NodeOffer>, bool, Option<(usize, Placement)>);
+        let r = roots();
+        let job = JobNeeds { roots: &r, source_bytes: GB, output_bytes: Some(GB) };
+        let room = Some(10 * GB);
+        let seeing = |slots| offer(Some(true), false, None, slots);
+        let blind = |slots| offer(Some(false), true, room, slots);
+        let keeping = |node: NodeOffer| NodeOffer { keeps: true, ..node };
+        let table: Vec<Row> = vec![
+            // Back to the blind node that keeps it, before a seeing node with more slots,
+            // in the round that gives only files nodes see too.
+            (vec![seeing(4), keeping(blind(1))], false, Some((1, Placement::TakeByTransfer))),
+            (vec![seeing(4), keeping(blind(1))], true, Some((1, Placement::TakeByTransfer))),
+            (vec![blind(3), keeping(blind(1))], true, Some((1, Placement::TakeByTransfer))),
+            // Its room is not weighed: the copy is there already.
+            (
+                vec![seeing(1), keeping(offer(Some(false), true, Some(0), 1))],
+                false,
+                Some((1, Placement::TakeByTransfer)),
+            ),
+            (vec![seeing(1), keeping(offer(Some(false), true, None, 1))], false, Some((1, Placement::TakeByTransfer))),
+            // A keeping node that sees the file takes it as it is.
+            (vec![seeing(4), keeping(seeing(1))], false, Some((1, Placement::Take))),
+            // No free slot: the usual order, as if it kept nothing.
+            (vec![seeing(1), keeping(blind(0))], true, Some((0, Placement::Take))),
+            (vec![seeing(0), keeping(blind(0)), blind(1)], true, Some((2, Placement::TakeByTransfer))),
+            (vec![keeping(blind(0))], true, None),
+            // One that cannot take it at all (no transfers now, or not reported yet): neither.
+            (vec![seeing(1), keeping(offer(Some(false), false, room, 1))], true, Some((0, Placement::Take))),
+            (vec![seeing(1), keeping(offer(None, true, room, 1))], true, Some((0, Placement::Take))),
+            (vec![keeping(offer(Some(false), false, room, 1))], true, None),
+            // Two keep it (a folder left on each): the first with a free slot.
+            (vec![keeping(blind(0)), keeping(blind(1)), keeping(blind(2))], true, Some((1, Placement::TakeByTransfer))),
+        ];
+        for (nodes, by_transfer, answer) in table {
+            assert_eq!(choose(&job, &nodes, by_transfer), answer, "{nodes:?}, by transfer: {by_transfer}");
+        }
     }
 }

@@ -120,6 +120,37 @@ pub fn full_while_downloading(work_dir: &str, have: u64, total: u64, free: u64, 
     )
 }
 
+/// How long a job's folder in a node's WORK_DIR is kept unwritten (its copy of the source,
+/// its finished segments) for the job to come back to the node after the node stopped or
+/// was killed. Three days: a node down over a weekend still continues its work when it
+/// returns, while a folder of a job that stays queued or paused longer is not kept for
+/// ever on the node's disk (the job then starts over wherever it goes).
+pub const KEPT_FOR: Duration = Duration::from_secs(3 * 24 * 3600);
+
+/// How long a node that starts (or links again) tries to ask the main node about each
+/// job folder it found in WORK_DIR. A folder it could not ask about by then is removed:
+/// a node cut off from its main node does not hold disk for jobs it cannot know the fate of.
+pub const ASK_WITHIN: Duration = Duration::from_secs(120);
+
+/// What the main node answered about a job whose folder a node found in its WORK_DIR.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Asked {
+    /// The job, in this status.
+    Status(super::job::JobStatus),
+    /// The main node answered, without the job: it does not exist (deleted, or another
+    /// main node's database).
+    NoSuchJob,
+    /// No answer within `ASK_WITHIN` (the link is down, the main node does not answer).
+    Unanswered,
+}
+
+/// Whether a node keeps a job's folder it found in WORK_DIR, last written `idle` ago: only
+/// for a job that may still come back to it (not ended: queued, paused, or running
+/// elsewhere, which can be given back), and only for `KEPT_FOR`.
+pub fn keeps_job_dir(asked: Asked, idle: Duration) -> bool {
+    idle <= KEPT_FOR && matches!(asked, Asked::Status(status) if !status.is_terminal())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -199,5 +230,23 @@ mod tests {
         // Uncapped, or slower than the cap: no pause, the rate as measured.
         assert_eq!(pace(0, 5_000_000, Duration::from_millis(100)), (Duration::ZERO, 50_000_000.0));
         assert_eq!(pace(4, 1_000_000, Duration::from_secs(4)), (Duration::ZERO, 250_000.0));
+    }
+
+    #[test]
+    fn a_job_folder_is_kept_while_its_job_may_come_back_and_for_a_bounded_time() {
+        use super::super::job::JobStatus;
+        let fresh = Duration::from_secs(60);
+        for status in JobStatus::ALL {
+            let live =
+                !matches!(status, JobStatus::Completed | JobStatus::Failed | JobStatus::Cancelled | JobStatus::Skipped);
+            assert_eq!(keeps_job_dir(Asked::Status(*status), fresh), live, "{status}");
+            // Past the bound, whatever the job.
+            assert!(!keeps_job_dir(Asked::Status(*status), KEPT_FOR + Duration::from_secs(1)), "{status}");
+            assert_eq!(keeps_job_dir(Asked::Status(*status), KEPT_FOR), live, "{status}");
+        }
+        // No such job, or no answer: removed, however fresh.
+        assert!(!keeps_job_dir(Asked::NoSuchJob, Duration::ZERO));
+        assert!(!keeps_job_dir(Asked::Unanswered, Duration::ZERO));
+        assert!(ASK_WITHIN < KEPT_FOR);
     }
 }

@@ -942,6 +942,7 @@ impl Rogue {
                     checked_paths: self.checked.clone(),
                     transfer: self.transfer,
                     work_dir_free_bytes: self.work_dir_free,
+                    kept_jobs: Vec::new(),
                 };
                 self.send(&beat).await;
             }

@@ -213,6 +213,7 @@ async fn node_that_gives_back(main_api: String, drop_link: bool) -> Vec<String> 
                 checked_paths: Some(told.clone()),
                 transfer: false,
                 work_dir_free_bytes: None,
+                kept_jobs: Vec::new(),
             };
             socket.send(text(&heartbeat)).await.unwrap();
         }

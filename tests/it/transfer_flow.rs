@@ -105,12 +105,46 @@ async fn a_source_changed_while_a_node_encodes_its_copy_requeues_the_job_and_kee
     wait_for_names(&dir.path().join("blind/work"), &[], 20).await;
 }
 
+/// The job once the main node gave it back to the queue (after the killed node's timeout).
+async fn requeued(s: &Setup, limit: u64) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(limit);
+    loop {
+        let all = jobs(&s.main, &s.token).await;
+        if all[0]["status"] == "QUEUED" {
+            return all[0].clone();
+        }
+        assert!(Instant::now() < deadline, "the job did not go back to the queue: {all:#?}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// The segments the manifest of the job's partial folder in WORK_DIR lists as finished,
+/// and the frames they hold ((0, 0) while it has none).
+fn segments_finished(folder: &Path) -> (usize, u64) {
+    let partial = condense::media::layout::partial_dir_for(&folder.join("input.mkv"));
+    let Ok(text) = std::fs::read(partial.join(condense::media::layout::MANIFEST_FILE)) else { return (0, 0) };
+    let manifest: Value = serde_json::from_slice(&text).unwrap_or_default();
+    let segments = manifest["segments"].as_array().cloned().unwrap_or_default();
+    (segments.len(), segments.iter().filter_map(|s| s["frames"].as_u64()).sum())
+}
+
+/// The events of kind `kind` in the job's history.
+fn events_of(detail: &Value, kind: &str) -> Vec<Value> {
+    detail["events"].as_array().unwrap().iter().filter(|e| e["kind"] == kind).cloned().collect()
+}
+
+/// Whether a line of `node`'s log says `message` of job `id`.
+fn logged(node: &ServerProcess, message: &str, id: i64) -> bool {
+    node.output().iter().any(|l| l.contains(message) && l.contains(&format!("job_id={id}")))
+}
+
 /// The node is killed while it encodes its copy: the job goes back to the queue once the
-/// node is offline, the original untouched; the node, started again, empties the job
-/// folders the kill left in its WORK_DIR (nothing else there), takes the job again and
-/// completes it.
+/// node is offline, the original untouched; the node, started again, keeps the job's folder
+/// (the job is queued: it may come back to it) and removes the folder of a job the main
+/// node does not know (nothing else there), takes the job again and completes it. Nothing
+/// is left in WORK_DIR after.
 #[actix_web::test]
-async fn a_node_killed_while_encoding_a_copy_gives_the_job_back_and_empties_its_work_dir_at_restart() {
+async fn a_node_killed_while_encoding_a_copy_keeps_the_jobs_folder_and_completes_the_job_at_restart() {
     if !mount_namespaces("transfer_flow::a_node_killed_while_encoding_a_copy") {
         return;
     }
@@ -129,18 +163,10 @@ async fn a_node_killed_while_encoding_a_copy_gives_the_job_back_and_empties_its_
     node.signal_and_wait(libc::SIGKILL);
 
     // Back to the queue after the node's timeout; the original as it was.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let all = jobs(&s.main, &s.token).await;
-        if all[0]["status"] == "QUEUED" {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the job did not go back to the queue: {all:#?}");
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    requeued(&s, 60).await;
     assert_eq!(clips::sha(&s.clip), before, "the original changed");
     assert!(folder.is_dir(), "the kill left nothing in WORK_DIR");
-    // A folder of another job the kill left, and a file that is not condense's.
+    // A folder of a job the main node does not know, and a file that is not condense's.
     std::fs::create_dir_all(work.join("987654")).unwrap();
     std::fs::write(work.join("987654/input.mkv"), b"left").unwrap();
     std::fs::write(work.join("notes.txt"), b"mine").unwrap();
@@ -158,6 +184,129 @@ async fn a_node_killed_while_encoding_a_copy_gives_the_job_back_and_empties_its_
     assert_eq!(video_frames(&s.clip), frames);
     assert_eq!(names_in(&s.media), ["c0.mkv"]);
     wait_for_names(&work, &["notes.txt"], 20).await;
+    // At its start the node kept the queued job's folder, and removed the unknown one.
+    assert!(logged(&node, "keeping the job's folder in WORK_DIR", id), "{}", node.output().join("\n"));
+    assert!(logged(&node, "removed the job's folder from WORK_DIR", 987654), "{}", node.output().join("\n"));
+    assert!(
+        logged(&node, "the source kept in WORK_DIR is unchanged on the main node", id),
+        "{}",
+        node.output().join("\n")
+    );
+}
+
+/// Issue 39: a node killed after it finished some segments of its copy comes back (the same
+/// DATA_DIR) and continues from them: the job, given back to the queue by the node's
+/// timeout, goes to it again, its copy is checked against the main node's SHA-256 and the
+/// encode continues after the segments kept (its history says "continued", with the
+/// segments and frames kept; the segment the kill cut is not among them). The output has
+/// every frame of the source, and nothing is left in WORK_DIR.
+#[actix_web::test]
+async fn a_node_killed_mid_encode_comes_back_and_continues_from_its_kept_segments() {
+    if !mount_namespaces("transfer_flow::a_node_killed_mid_encode_comes_back") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let s = setup(dir.path(), 6).await;
+    let before = clips::sha(&s.clip);
+    let frames = video_frames(&s.clip);
+    // 100 ms a frame: 25 frames of each 1 s segment take some seconds.
+    let mut node = blind(dir.path(), &s, 100);
+    wait_until(&s.main, &s.token, "blind linked", 30, |l| up(l, "blind")).await;
+    add_library(&s.main, &s.token, &s.media).await;
+    let id = encoding_on_blind(&s, 120).await["id"].as_i64().unwrap();
+    let work = dir.path().join("blind/work");
+    let folder = work.join(id.to_string());
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while segments_finished(&folder).0 < 2 {
+        assert!(Instant::now() < deadline, "no two segments finished: {}", node.output().join("\n"));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    node.signal_and_wait(libc::SIGKILL);
+    let (finished, finished_frames) = segments_finished(&folder);
+    assert!((2..6).contains(&finished), "{finished} segments finished at the kill");
+    assert!((1..frames).contains(&finished_frames), "{finished_frames} frames finished at the kill");
+
+    requeued(&s, 60).await;
+    assert_eq!(clips::sha(&s.clip), before, "the original changed");
+    assert!(folder.join("input.mkv").is_file(), "the copy is not kept: {:?}", names_in(&folder));
+
+    let node = blind(dir.path(), &s, 0);
+    let done = wait_all_done(&s.main, &s.token, 1, 180).await;
+    let detail = job_detail(&s.main, &s.token, id).await;
+    assert_eq!(
+        (&done[0]["status"], &done[0]["node"]),
+        (&"COMPLETED".into(), &"blind".into()),
+        "{detail:#}\n{}",
+        node.output().join("\n")
+    );
+    // The second attempt continued after the segments the kill left finished, and those
+    // alone.
+    let continued = events_of(&detail, "continued");
+    assert_eq!(continued.len(), 1, "{detail:#}");
+    let kept = &continued[0]["detail"];
+    assert_eq!(kept["segments"].as_u64(), Some(finished as u64), "{detail:#}");
+    assert_eq!(kept["frames"].as_u64(), Some(finished_frames), "{detail:#}");
+    assert_eq!(continued[0]["nodeName"], "blind", "{detail:#}");
+    assert!(
+        logged(&node, "the source kept in WORK_DIR is unchanged on the main node", id),
+        "{}",
+        node.output().join("\n")
+    );
+    // The output, whole, replaced the original.
+    assert_eq!(condense_media::probe::probe(&s.clip).unwrap().video().unwrap().codec, "hevc");
+    assert_eq!(video_frames(&s.clip), frames);
+    assert_eq!(names_in(&s.media), ["c0.mkv"]);
+    wait_for_names(&work, &[], 20).await;
+}
+
+/// Issue 39: the source changes on the main node while the node that holds a copy and
+/// segments of it is down: when the job comes back to it, the copy's SHA-256 is not the
+/// main node's, so the copy and its segments are discarded and the new file is downloaded
+/// and encoded from its start. The output is the new version's, never the old one's.
+#[actix_web::test]
+async fn a_source_changed_while_its_node_is_down_is_downloaded_again_and_its_old_segments_discarded() {
+    if !mount_namespaces("transfer_flow::a_source_changed_while_its_node_is_down") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let s = setup(dir.path(), 6).await;
+    let mut node = blind(dir.path(), &s, 100);
+    wait_until(&s.main, &s.token, "blind linked", 30, |l| up(l, "blind")).await;
+    add_library(&s.main, &s.token, &s.media).await;
+    let id = encoding_on_blind(&s, 120).await["id"].as_i64().unwrap();
+    let work = dir.path().join("blind/work");
+    let folder = work.join(id.to_string());
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while segments_finished(&folder).0 < 1 {
+        assert!(Instant::now() < deadline, "no segment finished: {}", node.output().join("\n"));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    node.signal_and_wait(libc::SIGKILL);
+    requeued(&s, 60).await;
+    assert!(segments_finished(&folder).0 >= 1, "no segment kept: {:?}", names_in(&folder));
+    // Another version of the file takes its name meanwhile (three seconds long).
+    let other = dir.path().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    let replacement = clips::h264(&other, "c0.mkv", "320x240", 3);
+    let new_frames = video_frames(&replacement);
+    assert_ne!(new_frames, video_frames(&s.clip));
+    std::fs::rename(&replacement, &s.clip).unwrap();
+
+    let node = blind(dir.path(), &s, 0);
+    let done = wait_all_done(&s.main, &s.token, 1, 180).await;
+    let detail = job_detail(&s.main, &s.token, id).await;
+    assert_eq!(done[0]["status"], "COMPLETED", "{detail:#}\n{}", node.output().join("\n"));
+    // Nothing of the old copy was continued from.
+    assert!(events_of(&detail, "continued").is_empty(), "{detail:#}");
+    assert!(
+        logged(&node, "the source changed on the main node since this node's copy", id),
+        "{}",
+        node.output().join("\n")
+    );
+    assert_eq!(condense_media::probe::probe(&s.clip).unwrap().video().unwrap().codec, "hevc");
+    assert_eq!(video_frames(&s.clip), new_frames);
+    assert_eq!(names_in(&s.media), ["c0.mkv"]);
+    wait_for_names(&work, &[], 20).await;
 }
 
 /// Issue 39: while a node moves a job's file, the job says so over the API: stage

@@ -542,6 +542,7 @@ impl StreamHandler<Result<ws::Message, ws::ProtocolError>> for RemoteNode {
                 checked_paths,
                 transfer,
                 work_dir_free_bytes,
+                kept_jobs,
             } => {
                 let sight = Sight {
                     checked: checked_paths,
@@ -549,6 +550,7 @@ impl StreamHandler<Result<ws::Message, ws::ProtocolError>> for RemoteNode {
                     shared_storage: self.sight.shared_storage,
                     transfer,
                     work_dir_free_bytes,
+                    kept_jobs,
                 };
                 self.heartbeat(load1, memory_used, running, helping, sight, ctx)
             }

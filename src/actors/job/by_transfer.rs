@@ -4,7 +4,9 @@
 //! `supervise` do (the partial output beside the copy, never in the library), uploads the
 //! output and asks the main node to finish it, then keeps the lease while the main node
 //! verifies the output against the original and replaces it (`remote::commit_remote`),
-//! until the job has ended there. Whatever the end, the job's folder goes. The client of
+//! until the job has ended there. The job's folder goes with the attempt, unless the
+//! attempt left the job as it was (the node stops, or its link is down): then it stays for
+//! the job to come back to this node (`actors::work_dir`). The client of
 //! the transfers is `actors::transfer`; docs/ARCHITECTURE.md, "The cluster link", follows
 //! a job through it.
 
@@ -20,7 +22,8 @@ use super::{join_error, Attempt, JobCommand, Phase};
 use crate::actors::lifecycle::{EventContext, LifecycleError};
 use crate::actors::store::holds_lease;
 use crate::actors::transfer::{
-    make_job_dir, remove_job_dir, ClientError, Direction, Progress, TransferClient, TransferSetup, SOURCE_FILE,
+    keep_only, make_job_dir, remove_job_dir, reopen_copy, ClientError, Direction, Progress, TransferClient,
+    TransferSetup, SOURCE_FILE, SOURCE_HASH_FILE,
 };
 use crate::domain::job::{FailureCode, JobEvent, Stage};
 use crate::domain::placement::JobNeeds;
@@ -49,13 +52,27 @@ enum Moved<T> {
 
 impl Attempt {
     /// The attempt of a job taken by transfer, to its end; the job's folder in WORK_DIR is
-    /// removed after it, whatever that end was.
+    /// removed after it, unless the job is still this attempt's (the node stops, and the job
+    /// is continued after its restart, as a local encode is) or the main node cannot say:
+    /// what the folder holds is then kept for the job to come back here, and the node's
+    /// next look at WORK_DIR decides (`actors::work_dir`).
     pub(super) async fn run_by_transfer(mut self) -> Result<(), LifecycleError> {
         let Some(setup) = self.env.transfer.clone() else {
             let e = MediaError::misc("this node takes no files by transfer (SHARED_STORAGE=required)");
             return self.fail(e).await;
         };
         let ended = self.by_transfer(&setup).await;
+        match self.env.store.job(self.job_id).await {
+            Ok(job) if !holds_lease(&job, &self.lease_id) => {}
+            Ok(_) => {
+                tracing::info!(job_id = self.job_id, "the job stays as it is; its folder in WORK_DIR is kept");
+                return ended;
+            }
+            Err(e) => {
+                tracing::info!(job_id = self.job_id, error = %e, "the job cannot be read; its folder in WORK_DIR is kept");
+                return ended;
+            }
+        }
         let (work_dir, job_id) = (setup.work_dir.clone(), self.job_id);
         match tokio::task::spawn_blocking(move || remove_job_dir(&work_dir, job_id)).await {
             Ok(Ok(())) => tracing::debug!(job_id, "removed the job's folder in WORK_DIR"),
@@ -84,6 +101,17 @@ impl Attempt {
         let dir = match tokio::task::spawn_blocking(move || make_job_dir(&work_dir, job_id)).await {
             Ok(Ok(dir)) => dir,
             Ok(Err(e)) => return self.fail(MediaError::misc(e)).await,
+            Err(e) => return self.fail(join_error(e)).await,
+        };
+        // A folder kept from an earlier attempt here (the node stopped or was killed, the job
+        // came back, `actors::work_dir`): its completed copy is downloaded "again" from its
+        // own bytes, checked whole against the main node's SHA-256, and its segments are
+        // continued from only when that is the hash they were encoded from.
+        let copy = copy_name(&crate::repo::jobs::source_path(&job));
+        let (w, c) = (setup.work_dir.clone(), copy.clone());
+        let kept = match tokio::task::spawn_blocking(move || reopen_copy(&w, job_id, &c)).await {
+            Ok(Ok(kept)) => kept,
+            Ok(Err(e)) => return self.fail(MediaError::from_io("reopening the job's folder in WORK_DIR", &e)).await,
             Err(e) => return self.fail(join_error(e)).await,
         };
         // The room: the source, the output expected and a tenth more, less what an earlier
@@ -127,8 +155,29 @@ impl Attempt {
             Moved::Done(Err(e)) => return self.fail(transfer_failed("the download of the source", e)).await,
             Moved::Stopped => return Ok(None),
         };
+        if kept.as_deref() == Some(downloaded.sha256.as_str()) {
+            tracing::info!(
+                job_id = self.job_id,
+                "the source kept in WORK_DIR is unchanged on the main node; continuing from it"
+            );
+        } else {
+            // Another source than the one an earlier attempt here encoded (it changed on
+            // the main node meanwhile), or none: nothing made from it is continued.
+            if kept.is_some() {
+                tracing::info!(
+                    job_id = self.job_id,
+                    "the source changed on the main node since this node's copy; what was encoded from it is discarded"
+                );
+            }
+            let (w, job_id) = (setup.work_dir.clone(), self.job_id);
+            match tokio::task::spawn_blocking(move || keep_only(&w, job_id, &[SOURCE_FILE, SOURCE_HASH_FILE])).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => return self.fail(MediaError::from_io("emptying the job's folder in WORK_DIR", &e)).await,
+                Err(e) => return self.fail(join_error(e)).await,
+            }
+        }
         // The copy keeps the original's extension: the output's container follows from it.
-        let input = dir.join(copy_name(&crate::repo::jobs::source_path(&job)));
+        let input = dir.join(&copy);
         let (from, to) = (downloaded.path.clone(), input.clone());
         match tokio::task::spawn_blocking(move || std::fs::rename(from, to)).await {
             Ok(Ok(())) => {}
