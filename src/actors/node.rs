@@ -150,9 +150,8 @@ pub struct RunningJob {
 #[rtype(result = "Vec<RunningJob>")]
 pub struct RunningJobs;
 
-/// Stops every running encode at a segment boundary, leaving their records as they are (a
-/// linked node cut off from the main node fences itself this way); transfers go on
-/// (`JobCommand::Fence`).
+/// Stops every running job at a segment boundary, leaving their records as they are (a
+/// linked node cut off from the main node fences itself this way).
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct StopAll;
@@ -381,10 +380,10 @@ impl Handler<StopAll> for NodeSupervisor {
     type Result = ();
     fn handle(&mut self, _: StopAll, _: &mut Context<Self>) {
         for (job, _) in self.jobs.values() {
-            job.do_send(Command(JobCommand::Fence));
+            job.do_send(Command(JobCommand::Shutdown));
         }
         for (_, tx) in self.helpers.values() {
-            let _ = tx.send(JobCommand::Fence);
+            let _ = tx.send(JobCommand::Shutdown);
         }
     }
 }
