@@ -37,12 +37,28 @@ pub struct SetRole {
     pub role: String,
 }
 
+/// Read from a JSON object only (`try_from` a map): serde's derived struct would also take
+/// `["…"]`, its fields by position, which the document does not allow (schemathesis found a
+/// password set from an array).
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "serde_json::Map<String, serde_json::Value>")]
 pub struct SetPassword {
     /// 8 to 1024 characters.
     #[schema(min_length = 8, max_length = 1024)]
     pub password: String,
+}
+
+impl TryFrom<serde_json::Map<String, serde_json::Value>> for SetPassword {
+    type Error = String;
+    fn try_from(object: serde_json::Map<String, serde_json::Value>) -> Result<Self, String> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Fields {
+            password: String,
+        }
+        let fields: Fields = serde_json::from_value(serde_json::Value::Object(object)).map_err(|e| e.to_string())?;
+        Ok(SetPassword { password: fields.password })
+    }
 }
 
 fn username_schema() -> utoipa::openapi::schema::Object {

@@ -100,6 +100,10 @@ async fn users_crud(server: &TestServer) {
     assert_eq!((status, code(&body)), (422, "validation_failed"), "{body}");
     let (status, body) = server.put("/users/nobody/password", token, &json!({"password": "long enough"})).await;
     assert_eq!((status, code(&body)), (404, "not_found"), "{body}");
+    // Only an object: an array is refused, whatever it holds, and the password stays.
+    let (status, body) = server.put("/users/bob/password", token, &json!(["an array password"])).await;
+    assert_eq!((status, code(&body)), (422, "invalid_body"), "{body}");
+    assert_eq!(server.login_as("bob", "a new password").await.0, 200);
 
     let (status, body) = server.delete("/users/bob", token).await;
     assert_eq!(status, 204, "{body}");
