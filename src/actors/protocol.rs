@@ -374,7 +374,7 @@ mod tests {
             (&json!("required"), &json!(false), &json!(5_000_000_000u64))
         );
         assert_eq!(serde_json::from_value::<Frame>(text).unwrap(), register);
-        let heartbeat = Frame::Heartbeat {
+        let beat = |kept_jobs: Vec<i32>| Frame::Heartbeat {
             load1: 0.1,
             memory_used: 1,
             running: vec![],
@@ -383,25 +383,16 @@ mod tests {
             checked_paths: Some(vec![]),
             transfer: true,
             work_dir_free_bytes: Some(7),
-            kept_jobs: vec![],
+            kept_jobs,
         };
+        let heartbeat = beat(vec![]);
         let text = serde_json::to_value(&heartbeat).unwrap();
         assert_eq!((&text["transfer"], &text["workDirFreeBytes"]), (&json!(true), &json!(7)));
         // Keeping no job folder, the frame is the one older main nodes read.
         assert!(text.get("keptJobs").is_none(), "{text}");
         assert_eq!(serde_json::from_value::<Frame>(text).unwrap(), heartbeat);
         // The jobs whose folders it keeps, both ways.
-        let keeping = Frame::Heartbeat {
-            load1: 0.1,
-            memory_used: 1,
-            running: vec![],
-            helping: vec![],
-            missing_paths: vec![],
-            checked_paths: Some(vec![]),
-            transfer: true,
-            work_dir_free_bytes: Some(7),
-            kept_jobs: vec![4, 12],
-        };
+        let keeping = beat(vec![4, 12]);
         let text = serde_json::to_value(&keeping).unwrap();
         assert_eq!(text["keptJobs"], json!([4, 12]));
         assert_eq!(serde_json::from_value::<Frame>(text).unwrap(), keeping);

@@ -262,7 +262,7 @@ mod tests {
     }
 
     #[test]
-    fn nodes_that_see_the_file_come_first_then_those_that_take_it_by_transfer() {
+    fn a_keeping_node_then_nodes_that_see_the_file_then_those_that_take_it_by_transfer() {
         // (nodes, transfers allowed, answer)
         type Row = (Vec<NodeOffer>, bool, Option<(usize, Placement)>);
         let r = roots();
@@ -270,6 +270,7 @@ mod tests {
         let room = Some(10 * GB);
         let seeing = |slots| offer(Some(true), false, None, slots);
         let blind = |slots| offer(Some(false), true, room, slots);
+        let keeping = |node: NodeOffer| NodeOffer { keeps: true, ..node };
         let table: Vec<Row> = vec![
             (vec![], true, None),
             // Both idle: the one that sees the file, even with fewer slots.
@@ -291,42 +292,7 @@ mod tests {
                 Some((2, Placement::TakeByTransfer)),
             ),
             (vec![offer(Some(false), true, Some(GB), 3)], true, None),
-        ];
-        for (nodes, by_transfer, answer) in table {
-            assert_eq!(choose(&job, &nodes, by_transfer), answer, "{nodes:?}, by transfer: {by_transfer}");
-        }
-    }
-
-    #[test]
-    fn a_node_that_ran_out_of_room_gets_no_transfer_until_it_reports_again() {
-        for code in FailureCode::ALL.iter().copied() {
-            let after = work_dir_free_after_failure(code, Some(50 * GB));
-            let expected = if code == FailureCode::InsufficientDiskSpace { Some(0) } else { Some(50 * GB) };
-            assert_eq!(after, expected, "{code:?}");
-            let unreported = work_dir_free_after_failure(code, None);
-            assert_eq!(unreported, expected.filter(|_| code == FailureCode::InsufficientDiskSpace), "{code:?}");
-        }
-        // The retry of the job it failed goes to the other blind node, the one with room.
-        let r = roots();
-        let job = JobNeeds { roots: &r, source_bytes: GB, output_bytes: Some(GB) };
-        let full = work_dir_free_after_failure(FailureCode::InsufficientDiskSpace, Some(50 * GB));
-        let nodes = [offer(Some(false), true, full, 2), offer(Some(false), true, Some(50 * GB), 1)];
-        assert_eq!(choose(&job, &nodes, true), Some((1, Placement::TakeByTransfer)));
-        // Alone, it waits: nobody takes the job until a report shows room.
-        assert_eq!(choose(&job, &nodes[..1], true), None);
-    }
-
-    #[test]
-    fn a_node_that_keeps_the_jobs_folder_takes_it_back_when_it_has_a_slot() {
-        // (nodes, transfers allowed, answer)
-        type Row = (Vec<NodeOffer>, bool, Option<(usize, Placement)>);
-        let r = roots();
-        let job = JobNeeds { roots: &r, source_bytes: GB, output_bytes: Some(GB) };
-        let room = Some(10 * GB);
-        let seeing = |slots| offer(Some(true), false, None, slots);
-        let blind = |slots| offer(Some(false), true, room, slots);
-        let keeping = |node: NodeOffer| NodeOffer { keeps: true, ..node };
-        let table: Vec<Row> = vec![
+            // A node that keeps the job's folder takes it back first when it has a slot.
             // Back to the blind node that keeps it, before a seeing node with more slots,
             // in the round that gives only files nodes see too.
             (vec![seeing(4), keeping(blind(1))], false, Some((1, Placement::TakeByTransfer))),
@@ -355,5 +321,24 @@ mod tests {
         for (nodes, by_transfer, answer) in table {
             assert_eq!(choose(&job, &nodes, by_transfer), answer, "{nodes:?}, by transfer: {by_transfer}");
         }
+    }
+
+    #[test]
+    fn a_node_that_ran_out_of_room_gets_no_transfer_until_it_reports_again() {
+        for code in FailureCode::ALL.iter().copied() {
+            let after = work_dir_free_after_failure(code, Some(50 * GB));
+            let expected = if code == FailureCode::InsufficientDiskSpace { Some(0) } else { Some(50 * GB) };
+            assert_eq!(after, expected, "{code:?}");
+            let unreported = work_dir_free_after_failure(code, None);
+            assert_eq!(unreported, expected.filter(|_| code == FailureCode::InsufficientDiskSpace), "{code:?}");
+        }
+        // The retry of the job it failed goes to the other blind node, the one with room.
+        let r = roots();
+        let job = JobNeeds { roots: &r, source_bytes: GB, output_bytes: Some(GB) };
+        let full = work_dir_free_after_failure(FailureCode::InsufficientDiskSpace, Some(50 * GB));
+        let nodes = [offer(Some(false), true, full, 2), offer(Some(false), true, Some(50 * GB), 1)];
+        assert_eq!(choose(&job, &nodes, true), Some((1, Placement::TakeByTransfer)));
+        // Alone, it waits: nobody takes the job until a report shows room.
+        assert_eq!(choose(&job, &nodes[..1], true), None);
     }
 }

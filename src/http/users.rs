@@ -39,9 +39,10 @@ pub struct SetRole {
 
 /// Read from a JSON object only (`try_from` a map): serde's derived struct would also take
 /// `["…"]`, its fields by position, which the document does not allow (schemathesis found a
-/// password set from an array).
+/// password set from an array). `deny_unknown_fields` stays for the document
+/// (`additionalProperties: false`); `Fields` enforces it.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(try_from = "serde_json::Map<String, serde_json::Value>")]
+#[serde(try_from = "serde_json::Map<String, serde_json::Value>", deny_unknown_fields)]
 pub struct SetPassword {
     /// 8 to 1024 characters.
     #[schema(min_length = 8, max_length = 1024)]

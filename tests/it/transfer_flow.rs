@@ -61,6 +61,27 @@ async fn encoding_on_blind(s: &Setup, limit: u64) -> Value {
     }
 }
 
+/// Another version of the clip, `seconds` long, made aside and renamed over it (as a new
+/// release arrives); answers its frames, which differ from the old version's.
+fn replace_source(dir: &Path, s: &Setup, seconds: u32) -> u64 {
+    let other = dir.join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    let replacement = clips::h264(&other, "c0.mkv", "320x240", seconds);
+    let new_frames = video_frames(&replacement);
+    assert_ne!(new_frames, video_frames(&s.clip));
+    std::fs::rename(&replacement, &s.clip).unwrap();
+    new_frames
+}
+
+/// The clip replaced by a whole HEVC output of `frames` frames, nothing else in the
+/// library folder, and WORK_DIR (`work`) down to `left` once the node has cleared it.
+async fn replaced_whole(s: &Setup, frames: u64, work: &Path, left: &[&str]) {
+    assert_eq!(condense_media::probe::probe(&s.clip).unwrap().video().unwrap().codec, "hevc");
+    assert_eq!(video_frames(&s.clip), frames);
+    assert_eq!(names_in(&s.media), ["c0.mkv"]);
+    wait_for_names(work, left, 20).await;
+}
+
 fn names_in(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> =
         std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
@@ -86,12 +107,7 @@ async fn a_source_changed_while_a_node_encodes_its_copy_requeues_the_job_and_kee
     let job = encoding_on_blind(&s, 120).await;
     let id = job["id"].as_i64().unwrap();
     // Another version of the file takes its name (a better release, one second long).
-    let other = dir.path().join("other");
-    std::fs::create_dir_all(&other).unwrap();
-    let replacement = clips::h264(&other, "c0.mkv", "320x240", 1);
-    let new_frames = video_frames(&replacement);
-    assert_ne!(new_frames, video_frames(&s.clip));
-    std::fs::rename(&replacement, &s.clip).unwrap();
+    let new_frames = replace_source(dir.path(), &s, 1);
 
     let done = wait_all_done(&s.main, &s.token, 1, 240).await;
     let detail = job_detail(&s.main, &s.token, id).await;
@@ -99,10 +115,7 @@ async fn a_source_changed_while_a_node_encodes_its_copy_requeues_the_job_and_kee
     assert_eq!(done[0]["retryCount"], 0, "{detail:#}");
     assert!(detail.to_string().contains("the source changed on the main node"), "{detail:#}");
     // The output is the new version's, whole.
-    assert_eq!(condense_media::probe::probe(&s.clip).unwrap().video().unwrap().codec, "hevc");
-    assert_eq!(video_frames(&s.clip), new_frames);
-    assert_eq!(names_in(&s.media), ["c0.mkv"]);
-    wait_for_names(&dir.path().join("blind/work"), &[], 20).await;
+    replaced_whole(&s, new_frames, &dir.path().join("blind/work"), &[]).await;
 }
 
 /// The job once the main node gave it back to the queue (after the killed node's timeout).
@@ -180,10 +193,7 @@ async fn a_node_killed_while_encoding_a_copy_keeps_the_jobs_folder_and_completes
         done[0],
         node.output().join("\n")
     );
-    assert_eq!(condense_media::probe::probe(&s.clip).unwrap().video().unwrap().codec, "hevc");
-    assert_eq!(video_frames(&s.clip), frames);
-    assert_eq!(names_in(&s.media), ["c0.mkv"]);
-    wait_for_names(&work, &["notes.txt"], 20).await;
+    replaced_whole(&s, frames, &work, &["notes.txt"]).await;
     // At its start the node kept the queued job's folder, and removed the unknown one.
     assert!(logged(&node, "keeping the job's folder in WORK_DIR", id), "{}", node.output().join("\n"));
     assert!(logged(&node, "removed the job's folder from WORK_DIR", 987654), "{}", node.output().join("\n"));
@@ -253,10 +263,7 @@ async fn a_node_killed_mid_encode_comes_back_and_continues_from_its_kept_segment
         node.output().join("\n")
     );
     // The output, whole, replaced the original.
-    assert_eq!(condense_media::probe::probe(&s.clip).unwrap().video().unwrap().codec, "hevc");
-    assert_eq!(video_frames(&s.clip), frames);
-    assert_eq!(names_in(&s.media), ["c0.mkv"]);
-    wait_for_names(&work, &[], 20).await;
+    replaced_whole(&s, frames, &work, &[]).await;
 }
 
 /// Issue 39: the source changes on the main node while the node that holds a copy and
@@ -285,12 +292,7 @@ async fn a_source_changed_while_its_node_is_down_is_downloaded_again_and_its_old
     requeued(&s, 60).await;
     assert!(segments_finished(&folder).0 >= 1, "no segment kept: {:?}", names_in(&folder));
     // Another version of the file takes its name meanwhile (three seconds long).
-    let other = dir.path().join("other");
-    std::fs::create_dir_all(&other).unwrap();
-    let replacement = clips::h264(&other, "c0.mkv", "320x240", 3);
-    let new_frames = video_frames(&replacement);
-    assert_ne!(new_frames, video_frames(&s.clip));
-    std::fs::rename(&replacement, &s.clip).unwrap();
+    let new_frames = replace_source(dir.path(), &s, 3);
 
     let node = blind(dir.path(), &s, 0);
     let done = wait_all_done(&s.main, &s.token, 1, 180).await;
@@ -303,10 +305,7 @@ async fn a_source_changed_while_its_node_is_down_is_downloaded_again_and_its_old
         "{}",
         node.output().join("\n")
     );
-    assert_eq!(condense_media::probe::probe(&s.clip).unwrap().video().unwrap().codec, "hevc");
-    assert_eq!(video_frames(&s.clip), new_frames);
-    assert_eq!(names_in(&s.media), ["c0.mkv"]);
-    wait_for_names(&work, &[], 20).await;
+    replaced_whole(&s, new_frames, &work, &[]).await;
 }
 
 /// Issue 39: while a node moves a job's file, the job says so over the API: stage
