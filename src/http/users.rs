@@ -37,10 +37,11 @@ pub struct SetRole {
     pub role: String,
 }
 
-/// Read from a JSON object only (`try_from` a map): serde's derived struct would also take
-/// `["…"]`, its fields by position, which the document does not allow (schemathesis found a
-/// password set from an array). `deny_unknown_fields` stays for the document
-/// (`additionalProperties: false`); `Fields` enforces it.
+/// A user's new password.
+// Read from a JSON object only (`try_from` a map): serde's derived struct would also take
+// `["…"]`, its fields by position, which the document does not allow (schemathesis found a
+// password set from an array). `deny_unknown_fields` stays for the document
+// (`additionalProperties: false`); `Fields` enforces it.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(try_from = "serde_json::Map<String, serde_json::Value>", deny_unknown_fields)]
 pub struct SetPassword {

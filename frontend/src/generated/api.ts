@@ -2695,6 +2695,7 @@ export interface components {
             /** Format: int64 */
             to?: number | null;
         };
+        /** @description A user's new password. */
         SetPassword: {
             /** @description 8 to 1024 characters. */
             password: string;
