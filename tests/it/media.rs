@@ -16,25 +16,13 @@ use condense_media::verify::{validate_source, verify};
 
 use crate::common::media as clips;
 use crate::common::server::{binary, media_binary};
-use crate::common::transcoder::{drain, run, run_until_paused, spawn_helper, start_run};
+use crate::common::transcoder::{done_counts, drain, run, run_until_paused, spawn_helper, start_run};
 
 fn plan_for(source: &Path, codec: &str, encoder: &str, quality: u32, preset: &str) -> EncodePlan {
     let info = probe(source).unwrap();
     let plan = EncodePlan::new(source, &info, &crate::common::media::profile(encoder, quality, preset)).unwrap();
     assert_eq!(plan.target_codec, codec);
     plan
-}
-
-fn done_counts(events: &[Event]) -> (u64, u64) {
-    events
-        .iter()
-        .find_map(|e| match e {
-            Event::Done { frames_encoded_this_run, frames_skipped_this_run, .. } => {
-                Some((*frames_encoded_this_run, *frames_skipped_this_run))
-            }
-            _ => None,
-        })
-        .expect("a done event")
 }
 
 /// Runs `plan` again without its throttle, as a resume does, to its completion; answers its events.

@@ -16,7 +16,7 @@ use condense_media::verify::verify;
 
 use crate::common::media::{ffmpeg, profile};
 use crate::common::shim::video_frames;
-use crate::common::transcoder::{run, run_until_paused};
+use crate::common::transcoder::{done_counts, run, run_until_paused};
 
 /// `seconds` of 320x240 at 25 fps in H.264 with `-g {gop}` and `x264` (more encoder
 /// arguments): with a GOP of 250, x264's default, the only keyframe of a 10 s clip is its
@@ -46,18 +46,6 @@ fn most_sessions(events: &[Event]) -> u32 {
         .filter_map(|e| if let Event::Progress { sessions, .. } = e { Some(*sessions) } else { None })
         .max()
         .unwrap_or(0)
-}
-
-fn done_counts(events: &[Event]) -> (u64, u64) {
-    events
-        .iter()
-        .find_map(|e| match e {
-            Event::Done { frames_encoded_this_run, frames_skipped_this_run, .. } => {
-                Some((*frames_encoded_this_run, *frames_skipped_this_run))
-            }
-            _ => None,
-        })
-        .expect("a done event")
 }
 
 /// Frames each planned span decoded and dropped before its start (`Event::SpanDecoded`),

@@ -16,7 +16,7 @@ use serde_json::Value;
 use crate::common::media as clips;
 use crate::common::server::media_binary;
 use crate::common::streams::{
-    angles_clip, copy_packets, facts, mpeg_ps_clip, open_pair, path_arg, remux_with_side_data, rotated_clip,
+    angles_clip, copy_packets, copy_streams, facts, mpeg_ps_clip, open_pair, path_arg, remux_with_side_data, rotated_clip,
     stream_starts, timecode_clip, MPEG_PS_AUDIO_OFFSET,
 };
 
@@ -163,15 +163,7 @@ fn with_gopro_metadata(src: &Path, dst: &Path) {
     use rsmpeg::avcodec::AVPacket;
     use rsmpeg::UnsafeDerefMut;
     let (mut input, mut output) = open_pair(src, dst);
-    let mut tbs = Vec::new();
-    for stream in input.streams() {
-        let mut par = stream.codecpar().clone();
-        unsafe { par.deref_mut().codec_tag = 0 };
-        let mut out = output.new_stream();
-        out.set_codecpar(par);
-        out.set_time_base(stream.time_base);
-        tbs.push(stream.time_base);
-    }
+    let tbs = copy_streams(&input, &mut output);
     let gpmd = {
         let mut par = rsmpeg::avcodec::AVCodecParameters::new();
         unsafe {

@@ -19,7 +19,7 @@ use condense_media::verify::verify_planned;
 use serde_json::Value;
 
 use crate::common::media as clips;
-use crate::common::streams::{ffprobe_streams, path_arg, with_image_subtitle};
+use crate::common::streams::{ffprobe_streams, path_arg, streams_clip, with_image_subtitle};
 
 /// Video 1920x1080 (a keyframe every second, so two sessions share it), English DTS 5.1,
 /// German, French and English commentary AAC, English and French SRT, and a VobSub image
@@ -28,28 +28,7 @@ use crate::common::streams::{ffprobe_streams, path_arg, with_image_subtitle};
 /// (`-c:s dvdsub` from SubRip is refused: "Subtitle encoding currently only possible from
 /// text to text or bitmap to bitmap").
 fn acceptance_clip(dir: &Path, image_language: &str) -> PathBuf {
-    let srt = dir.join("subs.srt");
-    std::fs::write(&srt, "1\n00:00:00,200 --> 00:00:01,000\nHello\n\n").unwrap();
-    let plain = dir.join("plain.mkv");
-    #[rustfmt::skip]
-    clips::ffmpeg(&[
-        "-f", "lavfi", "-i", "testsrc2=size=1920x1080:rate=25",
-        "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000,aformat=channel_layouts=5.1(side)",
-        "-f", "lavfi", "-i", "sine=frequency=550:sample_rate=48000",
-        "-f", "lavfi", "-i", "sine=frequency=660:sample_rate=48000",
-        "-f", "lavfi", "-i", "sine=frequency=770:sample_rate=48000",
-        "-i", path_arg(&srt), "-i", path_arg(&srt), "-t", "2",
-        "-map", "0", "-map", "1", "-map", "2", "-map", "3", "-map", "4", "-map", "5", "-map", "6",
-        "-c:v", "libx264", "-preset", "ultrafast", "-g", "25",
-        "-c:a", "aac", "-c:a:0", "dca", "-strict", "-2",
-        "-c:s", "srt",
-        "-metadata:s:a:0", "language=eng", "-metadata:s:a:1", "language=deu",
-        "-metadata:s:a:2", "language=fra", "-metadata:s:a:3", "language=eng",
-        "-metadata:s:a:3", "title=Commentary", "-disposition:a:0", "default",
-        "-disposition:a:3", "comment",
-        "-metadata:s:s:0", "language=eng", "-metadata:s:s:1", "language=fra",
-        path_arg(&plain),
-    ]);
+    let plain = streams_clip(dir, "plain.mkv", "1920x1080", &["-g", "25"]);
     let src = dir.join("film.mkv");
     with_image_subtitle(&plain, &src, image_language);
     std::fs::remove_file(&plain).unwrap();

@@ -207,19 +207,31 @@ pub fn stream_starts(path: &Path) -> Vec<f64> {
 /// Video, English DTS 5.1, German, French and English commentary AAC, English and French
 /// SRT, 2 s in MKV.
 pub fn acceptance_clip(dir: &Path, name: &str) -> PathBuf {
+    streams_clip(dir, name, "640x360", &[])
+}
+
+/// `acceptance_clip`'s streams with video of `size` (`WxH`) encoded with `video_args` added
+/// to libx264's.
+pub fn streams_clip(dir: &Path, name: &str, size: &str, video_args: &[&str]) -> PathBuf {
     let srt = dir.join(format!("{name}.srt"));
     std::fs::write(&srt, "1\n00:00:00,200 --> 00:00:01,000\nHello\n\n").unwrap();
     let src = dir.join(name);
+    let video = format!("testsrc2=size={size}:rate=25");
     #[rustfmt::skip]
-    super::media::ffmpeg(&[
-        "-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25",
+    let mut args = vec![
+        "-f", "lavfi", "-i", &video,
         "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000,aformat=channel_layouts=5.1(side)",
         "-f", "lavfi", "-i", "sine=frequency=550:sample_rate=48000",
         "-f", "lavfi", "-i", "sine=frequency=660:sample_rate=48000",
         "-f", "lavfi", "-i", "sine=frequency=770:sample_rate=48000",
         "-i", path_arg(&srt), "-i", path_arg(&srt), "-t", "2",
         "-map", "0", "-map", "1", "-map", "2", "-map", "3", "-map", "4", "-map", "5", "-map", "6",
-        "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac", "-c:a:0", "dca", "-strict", "-2",
+        "-c:v", "libx264", "-preset", "ultrafast",
+    ];
+    args.extend_from_slice(video_args);
+    #[rustfmt::skip]
+    args.extend_from_slice(&[
+        "-c:a", "aac", "-c:a:0", "dca", "-strict", "-2",
         "-c:s", "srt",
         "-metadata:s:a:0", "language=eng", "-metadata:s:a:1", "language=deu",
         "-metadata:s:a:2", "language=fra", "-metadata:s:a:3", "language=eng",
@@ -228,6 +240,7 @@ pub fn acceptance_clip(dir: &Path, name: &str) -> PathBuf {
         "-metadata:s:s:0", "language=eng", "-metadata:s:s:1", "language=fra",
         path_arg(&src),
     ]);
+    super::media::ffmpeg(&args);
     std::fs::remove_file(&srt).unwrap();
     src
 }
@@ -237,15 +250,10 @@ pub fn ffprobe_streams(path: &Path) -> Vec<Value> {
     ffprobe(path)["streams"].as_array().unwrap().clone()
 }
 
-/// Copies `src` into `dst` (every stream with its tags and dispositions) with a DVD (VobSub)
-/// image subtitle added after its streams, tagged `language`: one picture shown from 0.2 s
-/// to 1.0 s. FFmpeg encodes bitmap subtitles only from bitmap subtitles and generates none,
-/// so the subtitle's one packet (an SPU: a 2x4 picture, run-length coded, and its display
-/// commands) is written here.
-pub fn with_image_subtitle(src: &Path, dst: &Path, language: &str) {
-    use rsmpeg::avcodec::{AVCodecParameters, AVPacket};
+/// Adds to `output` a stream like each of `input`'s (parameters without the codec tag, time
+/// base, tags, dispositions), for `copy_packets`; their time bases, in order.
+pub fn copy_streams(input: &AVFormatContextInput, output: &mut AVFormatContextOutput) -> Vec<ffi::AVRational> {
     use rsmpeg::UnsafeDerefMut;
-    let (mut input, mut output) = open_pair(src, dst);
     let mut tbs = Vec::new();
     for stream in input.streams() {
         let mut par = stream.codecpar().clone();
@@ -260,6 +268,19 @@ pub fn with_image_subtitle(src: &Path, dst: &Path, language: &str) {
         }
         tbs.push(stream.time_base);
     }
+    tbs
+}
+
+/// Copies `src` into `dst` (every stream with its tags and dispositions) with a DVD (VobSub)
+/// image subtitle added after its streams, tagged `language`: one picture shown from 0.2 s
+/// to 1.0 s. FFmpeg encodes bitmap subtitles only from bitmap subtitles and generates none,
+/// so the subtitle's one packet (an SPU: a 2x4 picture, run-length coded, and its display
+/// commands) is written here.
+pub fn with_image_subtitle(src: &Path, dst: &Path, language: &str) {
+    use rsmpeg::avcodec::{AVCodecParameters, AVPacket};
+    use rsmpeg::UnsafeDerefMut;
+    let (mut input, mut output) = open_pair(src, dst);
+    let mut tbs = copy_streams(&input, &mut output);
     let index = tbs.len();
     let mut par = AVCodecParameters::new();
     // The Matroska track's private data: the picture size and palette, as VobSub's .idx has.

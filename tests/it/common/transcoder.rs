@@ -66,3 +66,17 @@ pub async fn drain(child: &mut Transcoder, events: &mut Vec<Event>) -> ChildEnd 
     }
     child.wait().await
 }
+
+/// The frames a run encoded and skipped (taken as done from its partial output), from its
+/// Done event.
+pub fn done_counts(events: &[Event]) -> (u64, u64) {
+    events
+        .iter()
+        .find_map(|e| match e {
+            Event::Done { frames_encoded_this_run, frames_skipped_this_run, .. } => {
+                Some((*frames_encoded_this_run, *frames_skipped_this_run))
+            }
+            _ => None,
+        })
+        .expect("a done event")
+}
