@@ -1,6 +1,7 @@
 //! Job and queue actions, and library scans: handed to the actors, which persist each
 //! transition before answering.
 
+use super::body::Body;
 use actix_web::web;
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -172,7 +173,7 @@ pub async fn priority(
     user: AuthUser,
     state: web::Data<AppState>,
     id: web::Path<i32>,
-    body: web::Json<SetPriority>,
+    body: Body<SetPriority>,
 ) -> Result<web::Json<JobView>, AppError> {
     use crate::domain::arr::PRIORITIES;
     let id = id.into_inner();

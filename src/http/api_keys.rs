@@ -4,6 +4,7 @@
 //! creator's role (`auth`, `domain::access::KeyScope`); only `admin` keys reach
 //! administration, and only an administrator makes them.
 
+use super::body::Body;
 use actix_web::{web, HttpResponse};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -112,7 +113,7 @@ pub async fn list(_user: AuthUser, state: web::Data<AppState>) -> Result<web::Js
 pub async fn create(
     user: AuthUser,
     state: web::Data<AppState>,
-    body: web::Json<CreateApiKey>,
+    body: Body<CreateApiKey>,
 ) -> Result<HttpResponse, AppError> {
     if user.key.is_some() {
         // A key that makes keys would outlive its own revocation.

@@ -10,6 +10,7 @@
 //! its own principal: it acts within its scope and its creator's role (`Endpoint::allows_key`),
 //! which the token middleware (`http::guard`) checks before the handler runs.
 
+use super::body::Body;
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
@@ -250,7 +251,7 @@ pub struct TokenResponse {
 pub async fn login(
     req: HttpRequest,
     state: web::Data<AppState>,
-    body: web::Json<LoginRequest>,
+    body: Body<LoginRequest>,
 ) -> Result<web::Json<TokenResponse>, AppError> {
     let LoginRequest { username, password } = body.into_inner();
     let ip = client_of(&req);
@@ -423,7 +424,7 @@ pub struct ChangePassword {
 pub async fn change_password(
     user: AuthUser,
     state: web::Data<AppState>,
-    body: web::Json<ChangePassword>,
+    body: Body<ChangePassword>,
 ) -> Result<HttpResponse, AppError> {
     no_key(&user, "change a password")?;
     let ChangePassword { current_password, new_password } = body.into_inner();

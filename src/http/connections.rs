@@ -3,6 +3,7 @@
 //! and path mappings, its last delivery and error, and a test. What they are told goes
 //! through the notification outbox (`actors::notifier`), retried until it is taken.
 
+use super::body::Body;
 use actix_web::{web, HttpResponse};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -162,7 +163,7 @@ pub async fn list(_user: AuthUser, state: web::Data<AppState>) -> Result<web::Js
 pub async fn create(
     user: AuthUser,
     state: web::Data<AppState>,
-    body: web::Json<ConnectionBody>,
+    body: Body<ConnectionBody>,
 ) -> Result<HttpResponse, AppError> {
     let new = checked(body.into_inner(), StoredKey::Absent)?;
     let stored = repo::connections::create(&state.db, new).await?;
@@ -208,7 +209,7 @@ pub async fn update(
     user: AuthUser,
     state: web::Data<AppState>,
     id: web::Path<i32>,
-    body: web::Json<ConnectionBody>,
+    body: Body<ConnectionBody>,
 ) -> Result<web::Json<ConnectionView>, AppError> {
     let id = id.into_inner();
     let stored = repo::connections::get(&state.db, id).await?;

@@ -2,6 +2,7 @@
 //! send after an import or upgrade (`domain::arr`): the file, mapped to where condense sees
 //! it (`GET`/`PUT /settings/arr`), becomes a job at once, ahead of the queue.
 
+use super::body::Body;
 use std::path::Path;
 
 use actix_web::web;
@@ -66,7 +67,7 @@ async fn mappings(state: &AppState) -> Result<Vec<PathMapping>, AppError> {
 pub async fn arr(
     user: AuthUser,
     state: web::Data<AppState>,
-    body: web::Json<ArrWebhook>,
+    body: Body<ArrWebhook>,
 ) -> Result<web::Json<ArrAnswer>, AppError> {
     let hook = body.into_inner();
     let answer = |outcome: &str, path: Option<String>, job: Option<JobView>| ArrAnswer {
@@ -126,7 +127,7 @@ pub async fn get_arr_settings(_user: AuthUser, state: web::Data<AppState>) -> Re
 pub async fn set_arr_settings(
     _user: AuthUser,
     state: web::Data<AppState>,
-    body: web::Json<ArrSettings>,
+    body: Body<ArrSettings>,
 ) -> Result<web::Json<ArrSettings>, AppError> {
     let settings = body.into_inner();
     check_mappings(&settings.path_mappings).map_err(AppError::invalid)?;

@@ -1,6 +1,7 @@
 //! Libraries: list, create, read, partial update, delete. Every field is checked here, and
 //! paths are stored canonical (symlinks resolved), so two spellings of one folder are one.
 
+use super::body::Body;
 use std::path::{Path, PathBuf};
 
 use actix_web::{web, HttpResponse};
@@ -202,7 +203,7 @@ pub async fn get(
 pub async fn create(
     user: AuthUser,
     state: web::Data<AppState>,
-    body: web::Json<CreateLibrary>,
+    body: Body<CreateLibrary>,
 ) -> Result<HttpResponse, AppError> {
     let body = body.into_inner();
     let name = check_name(&body.name)?;
@@ -286,7 +287,7 @@ pub async fn update(
     user: AuthUser,
     state: web::Data<AppState>,
     id: web::Path<i32>,
-    body: web::Json<UpdateLibrary>,
+    body: Body<UpdateLibrary>,
 ) -> Result<web::Json<LibraryView>, AppError> {
     let id = id.into_inner();
     let body = body.into_inner();

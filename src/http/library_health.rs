@@ -2,6 +2,7 @@
 //! `actors::health`; and what to do about one file's finding: check it again, ignore it, or
 //! have the Sonarr or Radarr that holds it get a new copy (`actors::regrab`).
 
+use super::body::Body;
 use actix_web::{web, HttpResponse};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -246,7 +247,7 @@ pub async fn start(
     user: AuthUser,
     state: web::Data<AppState>,
     id: web::Path<i32>,
-    body: web::Json<StartHealth>,
+    body: Body<StartHealth>,
 ) -> Result<HttpResponse, AppError> {
     let depth = parse_depth(&body.depth)?;
     let library = repo::libraries::get(&state.db, id.into_inner()).await?;
@@ -357,7 +358,7 @@ pub async fn recheck(
     user: AuthUser,
     state: web::Data<AppState>,
     ids: web::Path<(i32, i32)>,
-    body: web::Json<RecheckFile>,
+    body: Body<RecheckFile>,
 ) -> Result<HttpResponse, AppError> {
     let (id, file_id) = ids.into_inner();
     let depth = body.depth.as_deref().map(parse_depth).transpose()?;
@@ -392,7 +393,7 @@ pub async fn ignore(
     user: AuthUser,
     state: web::Data<AppState>,
     ids: web::Path<(i32, i32)>,
-    body: web::Json<IgnoreFinding>,
+    body: Body<IgnoreFinding>,
 ) -> Result<web::Json<FileHealthView>, AppError> {
     let (id, file_id) = ids.into_inner();
     repo::libraries::get(&state.db, id).await?;
@@ -428,7 +429,7 @@ pub async fn regrab(
     user: AuthUser,
     state: web::Data<AppState>,
     ids: web::Path<(i32, i32)>,
-    body: web::Json<Regrab>,
+    body: Body<Regrab>,
 ) -> Result<web::Json<RegrabView>, AppError> {
     let (id, file_id) = ids.into_inner();
     repo::libraries::get(&state.db, id).await?;

@@ -1,6 +1,7 @@
 //! The licence: what is installed and in force, installing a key, going back to FREE, and
 //! the installation's one trial of a paid tier.
 
+use super::body::Body;
 use std::str::FromStr;
 
 use actix_web::web;
@@ -73,7 +74,7 @@ pub async fn get(_user: AuthUser, state: web::Data<AppState>) -> Result<web::Jso
 pub async fn install(
     user: AuthUser,
     state: web::Data<AppState>,
-    body: web::Json<InstallLicense>,
+    body: Body<InstallLicense>,
 ) -> Result<web::Json<LicenseView>, AppError> {
     let key = body.into_inner().key;
     let payload = keys::verify(&key, &state.license_public_key).map_err(|error| match error {
@@ -123,7 +124,7 @@ pub async fn remove(user: AuthUser, state: web::Data<AppState>) -> Result<web::J
 pub async fn start_trial(
     user: AuthUser,
     state: web::Data<AppState>,
-    body: web::Json<StartTrial>,
+    body: Body<StartTrial>,
 ) -> Result<web::Json<LicenseView>, AppError> {
     let asked = body.into_inner().tier;
     let tier = TrialTier::from_str(&asked).map_err(|_| {

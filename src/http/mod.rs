@@ -10,6 +10,7 @@ pub mod api_keys;
 pub mod app;
 pub mod audit;
 pub mod auth;
+pub mod body;
 pub mod cluster;
 pub mod coalesce;
 pub mod connections;

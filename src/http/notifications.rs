@@ -2,6 +2,7 @@
 //! Apprise, e-mail), which events each wants, its last delivery and error, and a test.
 //! Deliveries go through the outbox (`actors::notifier`).
 
+use super::body::Body;
 use std::collections::BTreeMap;
 
 use actix_web::{web, HttpResponse};
@@ -162,7 +163,7 @@ pub async fn list(_user: AuthUser, state: web::Data<AppState>) -> Result<web::Js
 pub async fn create(
     user: AuthUser,
     state: web::Data<AppState>,
-    body: web::Json<TargetBody>,
+    body: Body<TargetBody>,
 ) -> Result<HttpResponse, AppError> {
     let new = checked(body.into_inner(), None)?;
     let stored = repo::notifications::create(&state.db, new).await?;
@@ -214,7 +215,7 @@ pub async fn update(
     user: AuthUser,
     state: web::Data<AppState>,
     id: web::Path<i32>,
-    body: web::Json<TargetBody>,
+    body: Body<TargetBody>,
 ) -> Result<web::Json<TargetView>, AppError> {
     let id = id.into_inner();
     let stored = repo::notifications::get(&state.db, id).await?;

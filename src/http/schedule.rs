@@ -2,6 +2,7 @@
 //! (`/nodes/{id}/schedule`), with whether each is open now (`domain::schedule`; the
 //! scheduler enforces them, `actors::scheduler`).
 
+use super::body::Body;
 use actix_web::web;
 
 use super::auth::AuthUser;
@@ -67,7 +68,7 @@ pub async fn get_default(_user: AuthUser, state: web::Data<AppState>) -> Result<
 pub async fn set_default(
     user: AuthUser,
     state: web::Data<AppState>,
-    body: web::Json<Schedule>,
+    body: Body<Schedule>,
 ) -> Result<web::Json<ScheduleView>, AppError> {
     let schedule = checked(body.into_inner())?;
     repo::schedules::set_default(&state.db, &schedule).await?;
@@ -120,7 +121,7 @@ pub async fn set_node(
     user: AuthUser,
     state: web::Data<AppState>,
     id: web::Path<i32>,
-    body: web::Json<Schedule>,
+    body: Body<Schedule>,
 ) -> Result<web::Json<ScheduleView>, AppError> {
     let id = id.into_inner();
     repo::nodes::get(&state.db, id).await?;

@@ -1,5 +1,6 @@
 //! Service settings users change at run time (the rest come from env and flags).
 
+use super::body::Body;
 use actix_web::web;
 use serde::Deserialize;
 
@@ -50,7 +51,7 @@ pub async fn get(_user: AuthUser, state: web::Data<AppState>) -> Result<web::Jso
 pub async fn update(
     user: AuthUser,
     state: web::Data<AppState>,
-    body: web::Json<serde_json::Map<String, serde_json::Value>>,
+    body: Body<serde_json::Map<String, serde_json::Value>>,
 ) -> Result<web::Json<SettingsView>, AppError> {
     let body: UpdateSettings = super::schema::from_object(body.into_inner())?;
     let job_timeout_hours = body

@@ -14,6 +14,7 @@
 //!   is verified and replaces the original in the background (`job::remote`), and the node
 //!   follows the job to COMPLETED or FAILED.
 
+use super::body::Body;
 use actix_files::NamedFile;
 use actix_web::http::header::{HeaderName, HeaderValue, CONTENT_RANGE};
 use actix_web::{web, HttpRequest, HttpResponse};
@@ -117,7 +118,7 @@ pub async fn put_output(
 pub async fn finish_output(
     req: HttpRequest,
     path: web::Path<i32>,
-    body: web::Json<Finish>,
+    body: Body<Finish>,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, AppError> {
     let job = leased(&state, &req, path.into_inner()).await?;

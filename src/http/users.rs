@@ -1,6 +1,7 @@
 //! Users of the dashboard and API, and their roles (`domain::access`); only administrators
 //! reach these endpoints (the route table says so).
 
+use super::body::Body;
 use actix_web::{web, HttpResponse};
 use serde::Deserialize;
 
@@ -38,29 +39,12 @@ pub struct SetRole {
 }
 
 /// A user's new password.
-// Read from a JSON object only (`try_from` a map): serde's derived struct would also take
-// `["…"]`, its fields by position, which the document does not allow (schemathesis found a
-// password set from an array). `deny_unknown_fields` stays for the document
-// (`additionalProperties: false`); `Fields` enforces it.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(try_from = "serde_json::Map<String, serde_json::Value>", deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct SetPassword {
     /// 8 to 1024 characters.
     #[schema(min_length = 8, max_length = 1024)]
     pub password: String,
-}
-
-impl TryFrom<serde_json::Map<String, serde_json::Value>> for SetPassword {
-    type Error = String;
-    fn try_from(object: serde_json::Map<String, serde_json::Value>) -> Result<Self, String> {
-        #[derive(Deserialize)]
-        #[serde(deny_unknown_fields)]
-        struct Fields {
-            password: String,
-        }
-        let fields: Fields = serde_json::from_value(serde_json::Value::Object(object)).map_err(|e| e.to_string())?;
-        Ok(SetPassword { password: fields.password })
-    }
 }
 
 fn username_schema() -> utoipa::openapi::schema::Object {
@@ -100,7 +84,7 @@ pub async fn list(_user: AuthUser, state: web::Data<AppState>) -> Result<web::Js
 pub async fn create(
     user: AuthUser,
     state: web::Data<AppState>,
-    body: web::Json<CreateUser>,
+    body: Body<CreateUser>,
 ) -> Result<HttpResponse, AppError> {
     let CreateUser { username, password, role } = body.into_inner();
     check_username(&username)?;
@@ -126,7 +110,7 @@ pub async fn set_password(
     user: AuthUser,
     state: web::Data<AppState>,
     username: web::Path<String>,
-    body: web::Json<SetPassword>,
+    body: Body<SetPassword>,
 ) -> Result<HttpResponse, AppError> {
     let username = username.into_inner();
     let hash = hash(body.into_inner().password).await?;
@@ -154,7 +138,7 @@ pub async fn set_role(
     user: AuthUser,
     state: web::Data<AppState>,
     username: web::Path<String>,
-    body: web::Json<SetRole>,
+    body: Body<SetRole>,
 ) -> Result<HttpResponse, AppError> {
     let username = username.into_inner();
     let role: UserRole = body.into_inner().role.parse().map_err(|error| AppError::invalid(format!("role: {error}")))?;

@@ -16,8 +16,8 @@ use serde_json::Value;
 use crate::common::media as clips;
 use crate::common::server::media_binary;
 use crate::common::streams::{
-    angles_clip, copy_packets, copy_streams, facts, mpeg_ps_clip, open_pair, path_arg, remux_with_side_data, rotated_clip,
-    stream_starts, timecode_clip, MPEG_PS_AUDIO_OFFSET,
+    angles_clip, copy_packets, copy_streams, facts, mpeg_ps_clip, open_pair, path_arg, remux_with_side_data,
+    rotated_clip, stream_starts, timecode_clip, MPEG_PS_AUDIO_OFFSET,
 };
 
 /// Encodes `src` through the transcoder child and our verification; answers the output.
