@@ -5,14 +5,13 @@
 //! time; each result is written as it comes (`repo::forecasts`). Nothing is encoded for real
 //! and nothing is written beside the files. A cancel kills the child at once.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
 
 use entities::library;
 use sea_orm::DatabaseConnection;
 use tokio::sync::Notify;
 
+use super::library_runs::LibraryRuns;
 use crate::domain::forecast::{nominal_audio_kbps, planned_output_size, ForecastFile, ForecastStatus, PlannedBytes};
 use crate::domain::job::JobStatus;
 use crate::domain::quality::{self, QualityMode};
@@ -28,7 +27,7 @@ pub struct Forecasts {
     db: DatabaseConnection,
     /// The executable started as the `probe` and `crf-search` children.
     binary: PathBuf,
-    running: Arc<Mutex<HashMap<i32, Arc<Notify>>>>,
+    running: LibraryRuns,
 }
 
 /// What `condense crf-search` prints.
@@ -59,7 +58,7 @@ fn forecast_it(job: &entities::job::Model) -> bool {
 
 impl Forecasts {
     pub fn new(db: DatabaseConnection, binary: PathBuf) -> Self {
-        Forecasts { db, binary, running: Arc::default() }
+        Forecasts { db, binary, running: LibraryRuns::default() }
     }
 
     /// Starts a forecast of `library`; a conflict while one runs.
@@ -67,19 +66,14 @@ impl Forecasts {
         // Every such file: a page of the job list would stop at 500.
         let mut jobs = repo::jobs::of_library_in_statuses(&self.db, library.id, FORECAST).await?;
         jobs.retain(forecast_it);
-        let cancel = Arc::new(Notify::new());
-        {
-            let mut running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
-            if running.contains_key(&library.id) {
-                return Err(RepoError::Conflict(format!("a forecast of library {} is running", library.id)));
-            }
-            running.insert(library.id, cancel.clone());
-        }
+        let Some(cancel) = self.running.enter(library.id) else {
+            return Err(RepoError::Conflict(format!("a forecast of library {} is running", library.id)));
+        };
         let total = u32::try_from(jobs.len()).unwrap_or(u32::MAX);
         let started = match repo::forecasts::start(&self.db, library.id, total).await {
             Ok(row) => row,
             Err(e) => {
-                self.running.lock().unwrap_or_else(PoisonError::into_inner).remove(&library.id);
+                self.running.leave(library.id);
                 return Err(e);
             }
         };
@@ -89,7 +83,7 @@ impl Forecasts {
             let status = this.run(&library, jobs, &cancel).await;
             // Out of the map first: once its end is recorded, a cancel is refused as it
             // should be (a new start meanwhile finds the row still RUNNING and is refused).
-            this.running.lock().unwrap_or_else(PoisonError::into_inner).remove(&library.id);
+            this.running.leave(library.id);
             if let Err(e) = repo::forecasts::finish(&this.db, library.id, status).await {
                 tracing::warn!(library = library.id, error = %e, "the forecast's end was not recorded");
             }
@@ -99,14 +93,7 @@ impl Forecasts {
 
     /// Cancels the forecast of `library_id`; false when none runs.
     pub fn cancel(&self, library_id: i32) -> bool {
-        let running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
-        match running.get(&library_id) {
-            Some(cancel) => {
-                cancel.notify_one();
-                true
-            }
-            None => false,
-        }
+        self.running.cancel(library_id)
     }
 
     async fn run(&self, library: &library::Model, jobs: Vec<entities::job::Model>, cancel: &Notify) -> ForecastStatus {

@@ -16,9 +16,9 @@
 //! scheduled run each damaged file is told (`file.damaged`) and, with
 //! `healthAction: regrab`, its Sonarr or Radarr is asked for a new copy (`regrab`).
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashSet, VecDeque};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use actix::{Addr, Recipient};
@@ -29,6 +29,7 @@ use tokio::task::JoinSet;
 
 use super::cluster::Links;
 use super::health_batch::{CheckOnNode, NotTaken, OfferChecks};
+use super::library_runs::LibraryRuns;
 use super::node::{Capacity, CheckEnded, NodeSupervisor, ReserveCheck};
 use super::regrab;
 use crate::domain::job::JobStatus;
@@ -59,7 +60,7 @@ pub struct HealthChecks {
     /// Whether the scheduler gives this node jobs (a main node with MAX_JOBS=0 does not).
     takes_jobs: bool,
     clock: Clock,
-    running: Arc<Mutex<HashMap<i32, Arc<Notify>>>>,
+    running: LibraryRuns,
     schedule_wake: Arc<Notify>,
     /// This node's name, recorded with each result it checks.
     node_name: String,
@@ -177,7 +178,7 @@ impl HealthChecks {
             node_id,
             takes_jobs,
             clock,
-            running: Arc::default(),
+            running: LibraryRuns::default(),
             schedule_wake: Arc::default(),
             node_name: String::new(),
             links: None,
@@ -209,18 +210,13 @@ impl HealthChecks {
         all: bool,
         origin: Origin,
     ) -> Result<library_health_run::Model, RepoError> {
-        let cancel = Arc::new(Notify::new());
-        {
-            let mut running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
-            if running.contains_key(&library.id) {
-                return Err(RepoError::Conflict(format!("a health check of library {} is running", library.id)));
-            }
-            running.insert(library.id, cancel.clone());
-        }
+        let Some(cancel) = self.running.enter(library.id) else {
+            return Err(RepoError::Conflict(format!("a health check of library {} is running", library.id)));
+        };
         let started = match repo::health::start(&self.db, library.id, depth, all, origin == Origin::Schedule).await {
             Ok(row) => row,
             Err(e) => {
-                self.running.lock().unwrap_or_else(PoisonError::into_inner).remove(&library.id);
+                self.running.leave(library.id);
                 return Err(e);
             }
         };
@@ -230,7 +226,7 @@ impl HealthChecks {
             let (status, findings) = this.run(&library, depth, all, &cancel).await;
             // Out of the map first: once its end is recorded a cancel is refused, as it
             // should be.
-            this.running.lock().unwrap_or_else(PoisonError::into_inner).remove(&library.id);
+            this.running.leave(library.id);
             if let Err(e) = repo::health::finish(&this.db, library.id, status).await {
                 tracing::warn!(library = library.id, error = %e, "the health check's end was not recorded");
             }
@@ -244,19 +240,12 @@ impl HealthChecks {
     /// Cancels the run of `library_id`; false when none runs. Checks in progress are
     /// stopped (their children killed); what was found stays.
     pub fn cancel(&self, library_id: i32) -> bool {
-        let running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
-        match running.get(&library_id) {
-            Some(cancel) => {
-                cancel.notify_one();
-                true
-            }
-            None => false,
-        }
+        self.running.cancel(library_id)
     }
 
     /// Whether a run of `library_id` is in progress here.
     pub fn is_running(&self, library_id: i32) -> bool {
-        self.running.lock().unwrap_or_else(PoisonError::into_inner).contains_key(&library_id)
+        self.running.is_running(library_id)
     }
 
     /// Checks one stored file again, in the background, at `depth`, as a run would: on an

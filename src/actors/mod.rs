@@ -11,6 +11,7 @@ pub mod health;
 pub mod health_batch;
 pub mod job;
 pub mod library;
+pub mod library_runs;
 pub mod lifecycle;
 pub mod node;
 pub mod notifier;
