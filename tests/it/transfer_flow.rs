@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::common::cluster::{
-    add_library, blind_command, job_detail, jobs, login, main_command, mount_namespaces, up, wait_all_done,
+    add_library, blind_command, call, job_detail, jobs, login, main_command, mount_namespaces, up, wait_all_done,
     wait_for_names, wait_until,
 };
 use crate::common::license::pro_key;
@@ -206,7 +206,8 @@ async fn a_node_killed_while_encoding_a_copy_keeps_the_jobs_folder_and_completes
 
 /// Issue 39: a node killed after it finished some segments of its copy comes back (the same
 /// DATA_DIR) and continues from them: the job, given back to the queue by the node's
-/// timeout, goes to it again, its copy is checked against the main node's SHA-256 and the
+/// timeout and paused while the node is down, goes to it again once resumed (after the node
+/// decided to keep its folder), its copy is checked against the main node's SHA-256 and the
 /// encode continues after the segments kept (its history says "continued", with the
 /// segments and frames kept; the segment the kill cut is not among them). The output has
 /// every frame of the source, and nothing is left in WORK_DIR.
@@ -239,8 +240,21 @@ async fn a_node_killed_mid_encode_comes_back_and_continues_from_its_kept_segment
     requeued(&s, 60).await;
     assert_eq!(clips::sha(&s.clip), before, "the original changed");
     assert!(folder.join("input.mkv").is_file(), "the copy is not kept: {:?}", names_in(&folder));
+    // Paused while the node is down, so that the node's look at WORK_DIR after it links
+    // again finds the job not running there: the folder stays by the node's decision alone
+    // (a folder of a job running on the node is never removed).
+    let (status, paused) = call("POST", &format!("{}/jobs/{id}/pause", s.main.api), Some(&s.token), None).await;
+    assert_eq!((status, &paused["status"]), (200, &"PAUSED".into()), "{paused:#}");
 
     let node = blind(dir.path(), &s, 0);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !logged(&node, "keeping the job's folder in WORK_DIR", id) {
+        assert!(Instant::now() < deadline, "the folder was not kept: {}", node.output().join("\n"));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(folder.join("input.mkv").is_file(), "the copy is not kept: {:?}", names_in(&folder));
+    let (status, resumed) = call("POST", &format!("{}/jobs/{id}/resume", s.main.api), Some(&s.token), None).await;
+    assert_eq!(status, 200, "{resumed:#}");
     let done = wait_all_done(&s.main, &s.token, 1, 180).await;
     let detail = job_detail(&s.main, &s.token, id).await;
     assert_eq!(
