@@ -207,7 +207,8 @@ async fn a_node_killed_while_encoding_a_copy_keeps_the_jobs_folder_and_completes
 /// Issue 39: a node killed after it finished some segments of its copy comes back (the same
 /// DATA_DIR) and continues from them: the job, given back to the queue by the node's
 /// timeout and paused while the node is down, goes to it again once resumed (after the node
-/// decided to keep its folder), its copy is checked against the main node's SHA-256 and the
+/// decided to keep its folder), before another node with more free slots; its copy is
+/// checked against the main node's SHA-256 and the
 /// encode continues after the segments kept (its history says "continued", with the
 /// segments and frames kept; the segment the kill cut is not among them). The output has
 /// every frame of the source, and nothing is left in WORK_DIR.
@@ -246,6 +247,12 @@ async fn a_node_killed_mid_encode_comes_back_and_continues_from_its_kept_segment
     let (status, paused) = call("POST", &format!("{}/jobs/{id}/pause", s.main.api), Some(&s.token), None).await;
     assert_eq!((status, &paused["status"]), (200, &"PAUSED".into()), "{paused:#}");
 
+    // Another blind node with more free slots: without the keeping node's precedence
+    // (`domain::placement::choose`) the job would go to it.
+    let mut other = blind_command(dir.path(), &s.hidden, &s.main, "other");
+    other.env("MAX_JOBS", "2");
+    let other = ServerProcess::start(other);
+    wait_until(&s.main, &s.token, "other linked", 30, |l| up(l, "other")).await;
     let node = blind(dir.path(), &s, 0);
     let deadline = Instant::now() + Duration::from_secs(60);
     while !logged(&node, "keeping the job's folder in WORK_DIR", id) {
@@ -253,6 +260,8 @@ async fn a_node_killed_mid_encode_comes_back_and_continues_from_its_kept_segment
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(folder.join("input.mkv").is_file(), "the copy is not kept: {:?}", names_in(&folder));
+    // The node reports the folders it keeps in each heartbeat (one a second).
+    tokio::time::sleep(Duration::from_secs(3)).await;
     let (status, resumed) = call("POST", &format!("{}/jobs/{id}/resume", s.main.api), Some(&s.token), None).await;
     assert_eq!(status, 200, "{resumed:#}");
     let done = wait_all_done(&s.main, &s.token, 1, 180).await;
@@ -260,8 +269,9 @@ async fn a_node_killed_mid_encode_comes_back_and_continues_from_its_kept_segment
     assert_eq!(
         (&done[0]["status"], &done[0]["node"]),
         (&"COMPLETED".into(), &"blind".into()),
-        "{detail:#}\n{}",
-        node.output().join("\n")
+        "{detail:#}\n{}\n{}",
+        node.output().join("\n"),
+        other.output().join("\n")
     );
     // The second attempt continued after the segments the kill left finished, and those
     // alone.
