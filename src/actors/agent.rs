@@ -26,6 +26,7 @@ use super::protocol::{Call, Frame};
 use super::store::{Applied, JobSettings, JobStore};
 use crate::domain::job::JobEvent;
 use crate::domain::library_health::LastCheck;
+use crate::domain::node::MAX_LINK_BACKOFF;
 use crate::domain::segments::SpanView;
 use crate::repo::jobs::JobChange;
 use crate::repo::segments::{HelperTotals, SpanDone};
@@ -34,7 +35,6 @@ use crate::repo::RepoError;
 type Sink = SplitSink<Framed<BoxedSocket, Codec>, Message>;
 
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
 /// How the linked node introduces itself.
 #[derive(Debug, Clone)]
@@ -180,7 +180,7 @@ impl Agent {
 
     fn retry(&mut self, ctx: &mut Context<Self>) {
         let wait = self.backoff;
-        self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
+        self.backoff = (self.backoff * 2).min(MAX_LINK_BACKOFF);
         ctx.run_later(wait, Agent::connect);
     }
 

@@ -278,7 +278,7 @@ impl Attempt {
                     self.apply(JobEvent::Cancel, JobChange::default(), self.ctx()).await?;
                     return Ok(Step::Stop);
                 }
-                JobCommand::Shutdown | JobCommand::LeaseLost => return Ok(Step::Stop),
+                JobCommand::Shutdown | JobCommand::Fence | JobCommand::LeaseLost => return Ok(Step::Stop),
             }
         }
         Ok(Step::Continue)

@@ -173,7 +173,7 @@ impl Attempt {
                         let _ = child.wait().await;
                         return Ok(None);
                     }
-                    Some(JobCommand::Shutdown) | None => {
+                    Some(JobCommand::Shutdown | JobCommand::Fence) | None => {
                         child.pause();
                         stopping = Some(Stopping::Shutdown);
                         stop_by = Some(tokio::time::Instant::now() + STOP_BOUND);
