@@ -460,6 +460,10 @@ impl Handler<AskMain> for Agent {
     }
 }
 
+/// What `Agent::ask` answers for a call it could not send (no link now): nothing reached
+/// the main node, so the call may be made again once the link is back.
+const NOT_SENT: &str = "not connected to the main node";
+
 impl Agent {
     fn ask(
         &mut self,
@@ -474,10 +478,10 @@ impl Agent {
                 Ok(rx)
             } else {
                 self.pending.remove(&id);
-                Err("the link to the main node is down")
+                Err(NOT_SENT)
             }
         } else {
-            Err("not connected to the main node")
+            Err(NOT_SENT)
         };
         async move {
             match tokio::time::timeout(CALL_TIMEOUT, sent.map_err(str::to_string)?).await {
@@ -526,8 +530,23 @@ fn remote(message: String) -> LifecycleError {
 }
 
 impl RemoteStore {
+    /// A call of the job store over the link. One that could not be sent (the link is down:
+    /// the main node restarting, a network blip) is made again each second once the link is
+    /// back, for as long as a transfer waits (`transfer::PATIENCE`): a job's attempt rides
+    /// out what its transfers ride out, instead of ending on its next write and leaving its
+    /// job to be requeued. A call sent whose answer was lost is not made again: it may have
+    /// been applied.
     async fn call<T: serde::de::DeserializeOwned>(&self, call: Call) -> Result<T, LifecycleError> {
-        let value = self.agent.send(CallMain(call)).await.map_err(|e| remote(e.to_string()))?.map_err(remote)?;
+        let deadline = tokio::time::Instant::now() + super::transfer::PATIENCE;
+        let value = loop {
+            match self.agent.send(CallMain(call.clone())).await.map_err(|e| remote(e.to_string()))? {
+                Ok(value) => break value,
+                Err(e) if e == NOT_SENT && tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                Err(e) => return Err(remote(e)),
+            }
+        };
         serde_json::from_value(value).map_err(|e| remote(format!("unreadable answer from the main node: {e}")))
     }
 }

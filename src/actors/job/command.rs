@@ -15,7 +15,8 @@ pub enum JobCommand {
     Yield,
     /// A linked node cut off from the main node for half its timeout fences itself: an
     /// encode stops at a segment boundary and leaves the job as it is, as at `Shutdown`,
-    /// since the main node may give the job to another node. A transfer goes on: every
+    /// since the main node may give the job to another node. A job taken by transfer goes
+    /// on in every phase: its copy and partial output are in this node's WORK_DIR, every
     /// request it makes carries the lease, which the main node checks, and the main node
     /// restarting is the very fault it rides out.
     Fence,

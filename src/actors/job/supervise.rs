@@ -173,6 +173,8 @@ impl Attempt {
                         let _ = child.wait().await;
                         return Ok(None);
                     }
+                    // Cut off from the main node: a copy's encode goes on (`Attempt::by_transfer`).
+                    Some(JobCommand::Fence) if self.by_transfer => {}
                     Some(JobCommand::Shutdown | JobCommand::Fence) | None => {
                         child.pause();
                         stopping = Some(Stopping::Shutdown);
