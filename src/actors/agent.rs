@@ -26,6 +26,7 @@ use super::protocol::{Call, Frame};
 use super::store::{Applied, JobSettings, JobStore};
 use crate::domain::job::JobEvent;
 use crate::domain::library_health::LastCheck;
+use crate::domain::node::MAX_LINK_BACKOFF;
 use crate::domain::segments::SpanView;
 use crate::repo::jobs::JobChange;
 use crate::repo::segments::{HelperTotals, SpanDone};
@@ -33,8 +34,19 @@ use crate::repo::RepoError;
 
 type Sink = SplitSink<Framed<BoxedSocket, Codec>, Message>;
 
+/// What one link's stream yields, tagged with the link it came from (`Agent::link`): each
+/// frame or error, then `None` once the stream has ended. Only the current link's items
+/// count, and its first end (a close frame, an error, `None`) ends it. A close frame or an
+/// error followed by the stream's end counted as two ends and started two tries to link
+/// again: the second linked while the first's link was up, the main node refused it, and
+/// that refusal took the working link down with it, over and over (docs/cluster.md,
+/// "Status").
+struct LinkItem {
+    link: u64,
+    item: Option<Result<WsFrame, WsProtocolError>>,
+}
+
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
 /// How the linked node introduces itself.
 #[derive(Debug, Clone)]
@@ -73,6 +85,10 @@ pub struct Agent {
     config: AgentConfig,
     node: Option<Addr<NodeSupervisor>>,
     sink: Option<SinkWrite<Message, Sink>>,
+    /// The current link's number; a frame or an end of any other link is stale.
+    link: u64,
+    /// The current link's stream in the actor's context, cancelled when the link ends.
+    stream: Option<SpawnHandle>,
     registered: bool,
     heartbeat: Duration,
     timeout: Duration,
@@ -94,6 +110,8 @@ impl Agent {
             config,
             node: None,
             sink: None,
+            link: 0,
+            stream: None,
             registered: false,
             heartbeat: Duration::from_secs(5),
             timeout: Duration::from_secs(30),
@@ -147,7 +165,11 @@ impl Agent {
         .map(move |result, this, ctx| match result {
             Ok((_, framed)) => {
                 let (sink, stream) = framed.split();
-                ctx.add_stream(stream);
+                this.link += 1;
+                let link = this.link;
+                let ended = futures_util::stream::once(async move { LinkItem { link, item: None } });
+                let items = stream.map(move |item| LinkItem { link, item: Some(item) }).chain(ended);
+                this.stream = Some(ctx.add_stream(items));
                 this.sink = Some(SinkWrite::new(sink, ctx));
                 let register = this.config.register.clone();
                 this.write(&register);
@@ -180,11 +202,17 @@ impl Agent {
 
     fn retry(&mut self, ctx: &mut Context<Self>) {
         let wait = self.backoff;
-        self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
+        self.backoff = (self.backoff * 2).min(MAX_LINK_BACKOFF);
         ctx.run_later(wait, Agent::connect);
     }
 
+    /// The current link ended: one try to link again is scheduled. Whatever the ended link's
+    /// stream still yields is stale from here on.
     fn disconnected(&mut self, ctx: &mut Context<Self>) {
+        self.link += 1;
+        if let Some(stream) = self.stream.take() {
+            ctx.cancel_future(stream);
+        }
         if self.sink.take().is_some() || self.registered {
             tracing::warn!("link to the main node lost; reconnecting");
         }
@@ -357,21 +385,24 @@ impl Actor for Agent {
 
 impl WriteHandler<WsProtocolError> for Agent {}
 
-impl StreamHandler<Result<WsFrame, WsProtocolError>> for Agent {
-    fn handle(&mut self, item: Result<WsFrame, WsProtocolError>, ctx: &mut Context<Self>) {
+impl StreamHandler<LinkItem> for Agent {
+    fn handle(&mut self, LinkItem { link, item }: LinkItem, ctx: &mut Context<Self>) {
+        if link != self.link {
+            return;
+        }
         let text = match item {
-            Ok(WsFrame::Text(bytes)) => bytes,
-            Ok(WsFrame::Ping(bytes)) => {
+            Some(Ok(WsFrame::Text(bytes))) => bytes,
+            Some(Ok(WsFrame::Ping(bytes))) => {
                 if let Some(sink) = self.sink.as_mut() {
                     let _ = sink.write(Message::Pong(bytes));
                 }
                 return;
             }
-            Ok(WsFrame::Close(_)) | Err(_) => {
+            Some(Ok(WsFrame::Close(_)) | Err(_)) | None => {
                 self.disconnected(ctx);
                 return;
             }
-            Ok(_) => return,
+            Some(Ok(_)) => return,
         };
         let Ok(frame) = serde_json::from_slice::<Frame>(&text) else { return };
         match frame {
@@ -414,9 +445,8 @@ impl StreamHandler<Result<WsFrame, WsProtocolError>> for Agent {
         }
     }
 
-    fn finished(&mut self, ctx: &mut Context<Self>) {
-        self.disconnected(ctx);
-    }
+    /// A link's end comes as its last item (`LinkItem`), once; the actor goes on.
+    fn finished(&mut self, _: &mut Context<Self>) {}
 }
 
 /// Sets the node whose jobs the agent runs (created after the agent, which its store needs).
@@ -460,6 +490,10 @@ impl Handler<AskMain> for Agent {
     }
 }
 
+/// What `Agent::ask` answers for a call it could not send (no link now): nothing reached
+/// the main node, so the call may be made again once the link is back.
+const NOT_SENT: &str = "not connected to the main node";
+
 impl Agent {
     fn ask(
         &mut self,
@@ -474,10 +508,10 @@ impl Agent {
                 Ok(rx)
             } else {
                 self.pending.remove(&id);
-                Err("the link to the main node is down")
+                Err(NOT_SENT)
             }
         } else {
-            Err("not connected to the main node")
+            Err(NOT_SENT)
         };
         async move {
             match tokio::time::timeout(CALL_TIMEOUT, sent.map_err(str::to_string)?).await {
@@ -526,8 +560,23 @@ fn remote(message: String) -> LifecycleError {
 }
 
 impl RemoteStore {
+    /// A call of the job store over the link. One that could not be sent (the link is down:
+    /// the main node restarting, a network blip) is made again each second once the link is
+    /// back, for as long as a transfer waits (`transfer::PATIENCE`): a job's attempt rides
+    /// out what its transfers ride out, instead of ending on its next write and leaving its
+    /// job to be requeued. A call sent whose answer was lost is not made again: it may have
+    /// been applied.
     async fn call<T: serde::de::DeserializeOwned>(&self, call: Call) -> Result<T, LifecycleError> {
-        let value = self.agent.send(CallMain(call)).await.map_err(|e| remote(e.to_string()))?.map_err(remote)?;
+        let deadline = tokio::time::Instant::now() + super::transfer::PATIENCE;
+        let value = loop {
+            match self.agent.send(CallMain(call.clone())).await.map_err(|e| remote(e.to_string()))? {
+                Ok(value) => break value,
+                Err(e) if e == NOT_SENT && tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                Err(e) => return Err(remote(e)),
+            }
+        };
         serde_json::from_value(value).map_err(|e| remote(format!("unreadable answer from the main node: {e}")))
     }
 }

@@ -228,7 +228,7 @@ pub async fn start_node(config: NodeConfig) -> Result<Node, StartError> {
             cluster::mark_linked_nodes_offline(&db).await;
             let bus = EventBus::default().start();
             let lifecycle = Lifecycle { db: db.clone(), bus: bus.clone(), transfers: Default::default() };
-            recover_orphans(&lifecycle, main.previous_run_crashed).await?;
+            let kept = recover_orphans(&lifecycle, main.previous_run_crashed, row.id).await?;
             let store = Arc::new(store::DbStore { lifecycle: lifecycle.clone() });
             let jobs = env(store, row.id, None);
             let node = NodeSupervisor::new(jobs.clone(), max_jobs).start();
@@ -265,6 +265,11 @@ pub async fn start_node(config: NodeConfig) -> Result<Node, StartError> {
                 links,
             };
             actix::spawn(cluster::watch_links(lifecycle.clone(), cluster.clone()));
+            if !kept.is_empty() {
+                let grace = crate::domain::node::relink_grace(main.node_timeout);
+                let crashed = main.previous_run_crashed;
+                actix::spawn(cluster::requeue_unclaimed(lifecycle.clone(), kept, grace, crashed));
+            }
             actix::spawn(notifier::deliver_forever(db.clone()));
             actix::spawn(notifier::watch_disks(db.clone()));
             actix::spawn(notifier::watch_health(db.clone()));
@@ -393,13 +398,38 @@ pub struct Runtime {
 /// each counts it, so a file that brings the node down fails after a few tries. Jobs the
 /// batch probe held (ANALYZING without a lease) are found files again (PENDING), for the
 /// probe that starts with the node: no attempt ran, so nothing is counted.
-pub async fn recover_orphans(lifecycle: &Lifecycle, crashed: bool) -> Result<u64, LifecycleError> {
+///
+/// A job a linked node holds (its `node_id` another than `own`, this node's row) is left to
+/// it: the main node restarted, not that node, which may be moving or encoding the job
+/// still. Its link's heartbeats say so (`cluster` keeps what the node reports and requeues
+/// the rest), and the jobs answered here go back to the queue if their node does not link
+/// again in time (`cluster::requeue_unclaimed`). Unless its output had left the node's
+/// hands (`media::transfer::output_beside`): a commit this node did for it, or the node's
+/// own, may have been cut short, and the queue's next attempt recovers it, as before.
+pub async fn recover_orphans(
+    lifecycle: &Lifecycle,
+    crashed: bool,
+    own: i32,
+) -> Result<Vec<entities::job::Model>, LifecycleError> {
     let found_again = jobs::interrupt_probes(&lifecycle.db, None).await?;
     if found_again > 0 {
         tracing::info!(jobs = found_again, "files whose probe a stop interrupted: to be probed again");
     }
-    let mut recovered = 0;
+    let (mut recovered, mut kept) = (0, Vec::new());
     for job in jobs::in_statuses(&lifecycle.db, &[JobStatus::Analyzing, JobStatus::Encoding]).await? {
+        if job.node_id.is_some_and(|node| node != own) && job.lease_id.is_some() {
+            let source = jobs::source_path(&job);
+            match tokio::task::spawn_blocking(move || crate::media::transfer::output_beside(&source)).await {
+                Ok(Ok(false)) => {
+                    tracing::info!(job_id = job.id, node = ?job.node_name, "left to the linked node that holds it");
+                    kept.push(job);
+                    continue;
+                }
+                Ok(Ok(true)) => {}
+                Ok(Err(e)) => tracing::warn!(job_id = job.id, error = %e, "the job's partial output cannot be read"),
+                Err(e) => tracing::warn!(job_id = job.id, error = %e, "the job's partial output cannot be read"),
+            }
+        }
         let ctx = EventContext {
             node: job.node_name.clone(),
             detail: Some(serde_json::json!({"reason": "the node restarted while the job ran"})),
@@ -412,7 +442,7 @@ pub async fn recover_orphans(lifecycle: &Lifecycle, crashed: bool) -> Result<u64
     if recovered > 0 {
         tracing::info!(jobs = recovered, "requeued jobs orphaned by a restart");
     }
-    Ok(recovered)
+    Ok(kept)
 }
 
 /// The main node's own row in the nodes table: load, memory, running jobs and status,

@@ -150,8 +150,9 @@ pub struct RunningJob {
 #[rtype(result = "Vec<RunningJob>")]
 pub struct RunningJobs;
 
-/// Stops every running job at a segment boundary, leaving their records as they are (a
-/// linked node cut off from the main node fences itself this way).
+/// Stops every running encode at a segment boundary, leaving their records as they are (a
+/// linked node cut off from the main node fences itself this way); transfers go on
+/// (`JobCommand::Fence`).
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct StopAll;
@@ -380,10 +381,10 @@ impl Handler<StopAll> for NodeSupervisor {
     type Result = ();
     fn handle(&mut self, _: StopAll, _: &mut Context<Self>) {
         for (job, _) in self.jobs.values() {
-            job.do_send(Command(JobCommand::Shutdown));
+            job.do_send(Command(JobCommand::Fence));
         }
         for (_, tx) in self.helpers.values() {
-            let _ = tx.send(JobCommand::Shutdown);
+            let _ = tx.send(JobCommand::Fence);
         }
     }
 }

@@ -18,7 +18,7 @@ use serde::Serialize;
 use tokio::io::AsyncWriteExt;
 
 use crate::actors::cluster::transfer::{Finish, LEASE_HEADER, SHA256_HEADER, SIZE_HEADER};
-use crate::domain::transfer::pace;
+use crate::domain::transfer::{gives_up, pace, part_bytes, retry_after};
 use crate::media::handle::Folder;
 use crate::media::transfer::sha256_of;
 
@@ -93,10 +93,14 @@ pub struct TransferClient {
     bearer: String,
     /// Megabits per second, 0 for no cap (`TRANSFER_MBPS`).
     pub mbps: u32,
-    /// Bytes per uploaded part: each is durable on the main node once answered.
+    /// Bytes per uploaded part: each is durable on the main node once answered
+    /// (`domain::transfer::part_bytes`).
     pub part_bytes: u64,
-    /// Tries in a row that move no byte before a transfer gives up.
+    /// Tries in a row that move no byte before a transfer gives up (once `patience` passed
+    /// too).
     pub tries: u32,
+    /// How long a transfer that moves no byte keeps trying (once `tries` failed too).
+    pub patience: Duration,
 }
 
 /// What a linked node's jobs taken by transfer share (`actors::job::by_transfer`): where
@@ -285,6 +289,11 @@ pub fn keep_only(work_dir: &Path, job_id: i32, keep: &[&str]) -> std::io::Result
     }
 }
 
+/// How long a transfer keeps trying without moving a byte before it gives up
+/// (`domain::transfer::gives_up`): long enough for the main node to restart (its graceful
+/// stop alone may take 10 s) and for the node's link to find it again.
+pub const PATIENCE: Duration = Duration::from_secs(120);
+
 /// Bytes between syncs of a download: what a crash of the node may cost it.
 const SYNC_EVERY: u64 = 8 << 20;
 /// How long a download waits for its next bytes before it takes the link for dropped.
@@ -308,8 +317,9 @@ impl TransferClient {
             base: base.trim_end_matches('/').to_string(),
             bearer: bearer.to_string(),
             mbps,
-            part_bytes: 8 << 20,
+            part_bytes: part_bytes(mbps),
             tries: 8,
+            patience: PATIENCE,
         }
     }
 
@@ -333,14 +343,18 @@ impl TransferClient {
     ) -> Result<Downloaded, ClientError> {
         tokio::fs::create_dir_all(dir).await.map_err(io("making the download's folder"))?;
         let (data, hash_file) = (dir.join(SOURCE_FILE), dir.join(SOURCE_HASH_FILE));
-        let started = Instant::now();
+        let mut started = Instant::now();
         let (mut moved, mut failed, mut restarts, mut last) = (0u64, 0u32, 0u32, String::new());
+        let mut stalled_since = Instant::now();
         loop {
-            if failed >= self.tries {
+            if gives_up(failed, self.tries, stalled_since.elapsed(), self.patience) {
                 return Err(ClientError::Link { tries: failed, last });
             }
             if failed > 0 {
-                tokio::time::sleep(Duration::from_millis(200 * u64::from(failed.min(10)))).await;
+                tokio::time::sleep(retry_after(failed)).await;
+                // The cap paces each run from its own start: the time the main node was
+                // away is no credit to spend at full speed.
+                (started, moved) = (Instant::now(), 0);
             }
             let have = tokio::fs::metadata(&data).await.map(|m| m.len()).unwrap_or(0);
             let known = tokio::fs::read_to_string(&hash_file).await.ok();
@@ -374,6 +388,9 @@ impl TransferClient {
                     tokio::fs::write(&data, b"").await.map_err(io("starting the download over"))?;
                     continue;
                 }
+            }
+            if status == 206 {
+                tracing::info!(job_id, from = have, total, "resuming the download of the source");
             }
             let mut file = tokio::fs::OpenOptions::new()
                 .create(true)
@@ -421,6 +438,9 @@ impl TransferClient {
             }
             file.sync_all().await.map_err(io("syncing the download"))?;
             drop(file);
+            if at > before {
+                stalled_since = Instant::now();
+            }
             if let Some(e) = broke {
                 failed = if at > before { 1 } else { failed + 1 };
                 last = e;
@@ -508,14 +528,18 @@ impl TransferClient {
         .map_err(|e| ClientError::Io { what: "hashing the output", error: e.to_string() })?
         .map_err(io("hashing the output"))?;
         let source = Arc::new(source);
-        let started = Instant::now();
+        let mut started = Instant::now();
         let (mut moved, mut failed, mut restarts, mut last) = (0u64, 0u32, 0u32, String::new());
+        let mut stalled_since = Instant::now();
         loop {
-            if failed >= self.tries {
+            if gives_up(failed, self.tries, stalled_since.elapsed(), self.patience) {
                 return Err(ClientError::Link { tries: failed, last });
             }
             if failed > 0 {
-                tokio::time::sleep(Duration::from_millis(200 * u64::from(failed.min(10)))).await;
+                tokio::time::sleep(retry_after(failed)).await;
+                // The cap paces each run from its own start: the time the main node was
+                // away is no credit to spend at full speed.
+                (started, moved) = (Instant::now(), 0);
             }
             let mut at = match self.durable(job_id, lease).await? {
                 Ok(at) => at,
@@ -524,6 +548,9 @@ impl TransferClient {
                     continue;
                 }
             };
+            if at > 0 {
+                tracing::info!(job_id, from = at, total = size, "resuming the upload of the output");
+            }
             let mut progressed = false;
             while at < size {
                 let end = size.min(at + self.part_bytes.max(1));
@@ -570,6 +597,9 @@ impl TransferClient {
                 let (pause, rate) = pace(self.mbps, moved, started.elapsed());
                 on_progress(Progress { direction: Direction::Upload, bytes: at, total: size, rate });
                 tokio::time::sleep(pause).await;
+            }
+            if progressed {
+                stalled_since = Instant::now();
             }
             if at < size {
                 failed = if progressed { 1 } else { failed + 1 };

@@ -87,10 +87,29 @@ pub fn sees_library(roots: &[String], checked: Option<&[String]>, missing: &[Str
     }
 }
 
+/// The longest a linked node waits between two tries of its link: its backoff doubles from
+/// 1 s while the main node cannot be reached, up to this.
+pub const MAX_LINK_BACKOFF: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// How long, after the main node's start, a linked node has to link again before the jobs
+/// it held go back to the queue: the heartbeats' `timeout`, plus the longest the node may
+/// wait before its next try (its backoff grew while the main node was away).
+pub fn relink_grace(timeout: std::time::Duration) -> std::time::Duration {
+    timeout.saturating_add(MAX_LINK_BACKOFF)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::str::FromStr;
+    use std::time::Duration;
+
+    #[test]
+    fn a_node_has_its_timeout_and_its_longest_backoff_to_link_again_after_a_main_node_restart() {
+        assert_eq!(relink_grace(Duration::from_secs(4)), Duration::from_secs(34));
+        assert_eq!(relink_grace(Duration::from_secs(30)), Duration::from_secs(60));
+        assert_eq!(relink_grace(Duration::MAX), Duration::MAX);
+    }
 
     #[test]
     fn names_round_trip() {

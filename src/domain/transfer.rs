@@ -50,6 +50,32 @@ pub fn pace(mbps: u32, sent: u64, elapsed: Duration) -> (Duration, f64) {
     (pause, rate(sent, elapsed.saturating_add(pause)))
 }
 
+/// Bytes per uploaded part: 8 MiB uncapped; under a cap of `mbps`, one second of it (at
+/// least 64 KiB). A part goes at the link's full speed and the cap's pause comes after it,
+/// so a part of 8 MiB under a cap of a few Mbit/s was a burst the cap is there to prevent
+/// (a Wi-Fi link shared with others), then many seconds with no progress to show.
+pub fn part_bytes(mbps: u32) -> u64 {
+    const MOST: u64 = 8 << 20;
+    match mbps {
+        0 => MOST,
+        mbps => (u64::from(mbps) * 125_000).clamp(64 << 10, MOST),
+    }
+}
+
+/// Whether a transfer that failed `failed` times in a row, its last byte moved `stalled`
+/// ago, gives up: only once it used `tries` tries and waited `patience` both, so neither a
+/// flaky link (many quick failures) nor a main node that restarts (a few slow ones, its
+/// port closed meanwhile) ends it, and a main node that is gone for good does in the end.
+pub fn gives_up(failed: u32, tries: u32, stalled: Duration, patience: Duration) -> bool {
+    failed >= tries && stalled >= patience
+}
+
+/// The wait before the next try of a transfer whose last `failed` tries failed in a row:
+/// 200 ms more each time, at most 2 s.
+pub fn retry_after(failed: u32) -> Duration {
+    Duration::from_millis(200 * u64::from(failed.min(10)))
+}
+
 /// Bytes per second over `elapsed` (0 before any time passed).
 pub fn rate(bytes: u64, elapsed: Duration) -> f64 {
     let secs = elapsed.as_secs_f64();
@@ -212,6 +238,38 @@ mod tests {
         assert!(valid_sha256(&"ab".repeat(32)));
         assert!(!valid_sha256(&"AB".repeat(32)));
         assert!(!valid_sha256("abc"));
+    }
+
+    #[test]
+    fn a_capped_upload_sends_parts_of_one_second_of_its_cap() {
+        assert_eq!(part_bytes(0), 8 << 20);
+        assert_eq!(part_bytes(4), 500_000);
+        assert_eq!(part_bytes(1), 125_000);
+        assert_eq!(part_bytes(1000), 8 << 20);
+        assert_eq!(part_bytes(u32::MAX), 8 << 20);
+    }
+
+    #[test]
+    fn a_transfer_gives_up_only_after_its_tries_and_its_patience() {
+        let (tries, patience) = (8, Duration::from_secs(120));
+        let cases = [
+            (0, Duration::ZERO, false),
+            (7, Duration::from_secs(600), false),
+            // Eight quick failures: a main node restarting has not had its time yet.
+            (8, Duration::from_secs(5), false),
+            (100, Duration::from_secs(119), false),
+            (8, Duration::from_secs(120), true),
+            (9, Duration::from_secs(121), true),
+        ];
+        for (failed, stalled, expected) in cases {
+            assert_eq!(gives_up(failed, tries, stalled, patience), expected, "{failed} tries, {stalled:?}");
+        }
+    }
+
+    #[test]
+    fn a_transfer_waits_longer_after_each_failure_up_to_two_seconds() {
+        let waits: Vec<u128> = [0, 1, 2, 5, 10, 11, 1000].into_iter().map(|f| retry_after(f).as_millis()).collect();
+        assert_eq!(waits, [0, 200, 400, 1000, 2000, 2000, 2000]);
     }
 
     #[test]

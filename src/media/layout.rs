@@ -203,6 +203,11 @@ pub fn output_file_name(extension: &str) -> String {
     format!("output.{extension}")
 }
 
+/// Whether `name` is an output's name inside a partial folder (`output_file_name`).
+pub fn is_output_file_name(name: &str) -> bool {
+    name.strip_prefix("output.").is_some_and(|ext| !ext.is_empty())
+}
+
 /// Files of a partial folder that are not segments or outputs: what a transcoder's clean-up
 /// of strays must leave alone.
 pub fn is_bookkeeping(name: &str) -> bool {

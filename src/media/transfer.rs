@@ -13,8 +13,8 @@ use sha2::{Digest, Sha256};
 
 use super::contain::{still_inside, Outside};
 use super::handle::{Folder, Foreign};
-use super::layout::{output_file_name, partial_dir_for, UPLOAD_FILE};
-use super::partial::{self, Held, PartialLock};
+use super::layout::{is_output_file_name, output_file_name, partial_dir_for, INTENT_FILE, UPLOAD_FILE};
+use super::partial::{self, Held, PartialDir, PartialLock};
 use super::MediaError;
 
 #[derive(Debug, thiserror::Error)]
@@ -193,9 +193,57 @@ pub fn finish_upload(
     Ok((lock, name))
 }
 
+/// Whether the partial folder beside `source` holds a finished output (`output.<ext>`) or
+/// a replace's intent: the output had left the hands of the node that encoded it (the main
+/// node was committing an upload, or a node that sees the library its own output), so a
+/// main node starting again gives the job back to the queue, where the next attempt's
+/// recovery finishes or undoes what was cut short. Read through the folder's handle,
+/// never through a link; no folder is `false`.
+pub fn output_beside(source: &Path) -> Result<bool, MediaError> {
+    let Some(partial) = PartialDir::open(&partial_dir_for(source), false)? else { return Ok(false) };
+    let entries =
+        std::fs::read_dir(partial.path()).map_err(|e| MediaError::from_io("reading the partial output", &e))?;
+    for entry in entries {
+        let name = entry.map_err(|e| MediaError::from_io("reading the partial output", &e))?.file_name();
+        if name == INTENT_FILE || name.to_str().is_some_and(is_output_file_name) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_output_or_an_intent_beside_the_source_is_found_an_upload_is_not() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().canonicalize().unwrap();
+        let source = root.join("a.mkv");
+        std::fs::write(&source, b"source").unwrap();
+        assert!(!output_beside(&source).unwrap(), "no partial folder");
+        let mut up = Upload::open(&source).unwrap();
+        up.append(b"part").unwrap();
+        up.sync().unwrap();
+        drop(up);
+        assert!(!output_beside(&source).unwrap(), "an upload in progress is the node's still");
+        let sha = hex(&Sha256::digest(b"part"));
+        let (lock, _) = finish_upload(&source, 4, &sha, "mkv").unwrap();
+        drop(lock);
+        assert!(output_beside(&source).unwrap(), "a finished upload is the main node's");
+        let partial = partial_dir_for(&source);
+        std::fs::remove_file(partial.join("output.mkv")).unwrap();
+        std::fs::write(partial.join(INTENT_FILE), b"{}").unwrap();
+        assert!(output_beside(&source).unwrap(), "a replace's intent");
+        // A link at the folder's name is not followed.
+        std::fs::remove_dir_all(&partial).unwrap();
+        let elsewhere = root.join("elsewhere");
+        std::fs::create_dir(&elsewhere).unwrap();
+        std::fs::write(elsewhere.join("output.mkv"), b"x").unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &partial).unwrap();
+        assert!(output_beside(&source).is_err());
+    }
 
     #[test]
     fn an_upload_appends_at_its_durable_length_and_is_checked_whole() {

@@ -20,7 +20,7 @@ use crate::common::cluster::{
 };
 use crate::common::license::{key_of, pro_key};
 use crate::common::media as clips;
-use crate::common::server::{media_children, Nodes, ServerProcess};
+use crate::common::server::{free_port, media_children, Nodes, ServerProcess};
 
 #[actix_web::test]
 async fn main_and_two_linked_nodes_share_six_jobs_and_forward_the_api() {
@@ -542,6 +542,56 @@ async fn a_linked_node_restarted_with_its_data_dir_keeps_its_identity() {
     assert_eq!((&rows[0]["id"], &rows[0]["identity"]), (&first["id"], &first["identity"]), "{list:#?}");
     assert_eq!(identity_in(&data).as_deref(), first["identity"].as_str());
     assert!(up(&list, "w1"), "{list:#?}");
+}
+
+/// A main node killed and started again on its port: the linked node sees its link end
+/// once, links again once, and stays linked. The main node is stopped (SIGSTOP) before the
+/// kill, so the node's last heartbeats lie unread in its socket and the kill resets the
+/// connection: the node reads an error, then the end. Both counted as the link's end
+/// started two tries to link again; the second linked while the first's link was up, was
+/// refused, and took the working link with it, over and over, each time orphaning what
+/// the node ran.
+#[actix_web::test]
+async fn a_linked_node_links_once_again_after_its_main_node_was_killed_and_stays_linked() {
+    let dir = tempfile::tempdir().unwrap();
+    let license = pro_key();
+    let port = free_port().to_string();
+    let start_main = || {
+        let mut cmd = main_command(&dir.path().join("main"), 0, Some(&license));
+        cmd.env("PORT", &port);
+        ServerProcess::start(cmd)
+    };
+    let mut main = start_main();
+    let token = login(&main).await;
+    let node = linked(dir.path(), &main, "w1", 0);
+    wait_until(&main, &token, "w1 up", 30, |l| up(l, "w1")).await;
+    let pid = i32::try_from(main.child.id()).unwrap();
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    // Heartbeats come each second: some are sent, none read.
+    let sent = node.output().len();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while node.output().len() == sent && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    main.signal_and_wait(libc::SIGKILL);
+    let main = start_main();
+    let token = login(&main).await;
+    wait_until(&main, &token, "w1 up again", 60, |l| up(l, "w1")).await;
+    // Up, and up it stays: past the tries a second count of the end would make (its
+    // backoff doubles from 1 s) and past the main node's timeout (4 s).
+    let until = Instant::now() + Duration::from_secs(12);
+    while Instant::now() < until {
+        let list = nodes(&main, &token).await;
+        assert!(up(&list, "w1"), "{list:#?}\n{}", node.output().join("\n"));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let said = node.output();
+    let why = said.join("\n");
+    assert!(!said.iter().any(|l| l.contains("refused")), "{why}");
+    assert_eq!(said.iter().filter(|l| l.contains("registered with the main node")).count(), 2, "{why}");
+    assert_eq!(said.iter().filter(|l| l.contains("link to the main node lost")).count(), 1, "{why}");
 }
 
 fn credential_in(data: &Path) -> Option<String> {

@@ -555,3 +555,79 @@ both_backends!(a_job_orphaned_as_read_before_it_started_again_is_left_alone, |db
     assert_eq!(JobStatus::from(now.status), JobStatus::Analyzing);
     assert_eq!((now.lease_id.as_deref(), now.crash_count), (Some("second"), 1));
 });
+
+// Issue 39, the main node restarted mid-transfer: at its start the main node gives its own
+// running jobs back to the queue, and leaves those of linked nodes to them, unless their
+// output already lay beside the source (a commit cut short); after the grace, the jobs of
+// a node that did not link again go back too, those of one that did are left to its
+// heartbeats.
+both_backends!(
+    a_main_node_starting_leaves_linked_nodes_their_jobs_until_the_grace_ends,
+    |db: DatabaseConnection| async move {
+        use actix::Actor;
+        use condense::actors::bus::EventBus;
+        use condense::actors::lifecycle::{EventContext, Lifecycle};
+        use condense::domain::job::JobEvent;
+        use condense::domain::node::{NodeRole, NodeStatus};
+        use condense::media::transfer::{finish_upload, hex, Upload};
+        use condense::repo::jobs::{Assignment, JobChange};
+        use sha2::Digest;
+        let lifecycle = Lifecycle { db: db.clone(), bus: EventBus::default().start(), transfers: Default::default() };
+        let main = repo::nodes::upsert(&db, crate::common::rows::node("main", NodeRole::Main)).await.unwrap();
+        let w1 = repo::nodes::upsert(&db, crate::common::rows::node("w1", NodeRole::Linked)).await.unwrap();
+        let w2 = repo::nodes::upsert(&db, crate::common::rows::node("w2", NodeRole::Linked)).await.unwrap();
+        // A source whose upload the main node had finished (named `output.mkv`) when it stopped.
+        let dir = tempfile::tempdir().unwrap();
+        let committing = dir.path().canonicalize().unwrap().join("c.mkv");
+        std::fs::write(&committing, b"source").unwrap();
+        let mut upload = Upload::open(&committing).unwrap();
+        upload.append(b"output").unwrap();
+        upload.sync().unwrap();
+        drop(upload);
+        drop(finish_upload(&committing, 6, &hex(&sha2::Sha256::digest(b"output")), "mkv").unwrap());
+        let running = |path: &Path, node: &entities::node::Model| {
+            let (path, node_id, name) = (path.to_path_buf(), node.id, node.name.clone());
+            let (db, lifecycle) = (db.clone(), lifecycle.clone());
+            async move {
+                let job = repo::jobs::insert(&db, job_of_no_library(&path, JobStatus::Queued)).await.unwrap();
+                let assignment = Assignment {
+                    node_id,
+                    node_name: name,
+                    lease_id: format!("lease-{}", job.id),
+                    started_at: chrono::Utc::now(),
+                };
+                let start = JobChange { assignment: Some(assignment), ..Default::default() };
+                lifecycle.apply(job.id, JobEvent::Start, start, EventContext::default()).await.unwrap();
+                job.id
+            }
+        };
+        let own = running(Path::new("/nowhere/own.mkv"), &main).await;
+        let on_w1 = running(Path::new("/nowhere/w1.mkv"), &w1).await;
+        let committed = running(&committing, &w1).await;
+        let on_w2 = running(Path::new("/nowhere/w2.mkv"), &w2).await;
+        let status = |id: i32| {
+            let db = db.clone();
+            async move {
+                let job = repo::jobs::get(&db, id).await.unwrap();
+                (JobStatus::from(job.status), job.crash_count)
+            }
+        };
+
+        condense::actors::cluster::mark_linked_nodes_offline(&db).await;
+        let kept = condense::actors::recover_orphans(&lifecycle, true, main.id).await.unwrap();
+        let mut kept_ids: Vec<i32> = kept.iter().map(|j| j.id).collect();
+        kept_ids.sort();
+        assert_eq!(kept_ids, [on_w1, on_w2]);
+        assert_eq!(status(own).await, (JobStatus::Queued, 1));
+        assert_eq!(status(committed).await, (JobStatus::Queued, 1));
+        assert_eq!(status(on_w1).await, (JobStatus::Analyzing, 0));
+
+        // w1 links again within the grace; w2 does not.
+        repo::nodes::set_status(&db, w1.id, NodeStatus::Online, None).await.unwrap();
+        condense::actors::cluster::requeue_unclaimed(lifecycle.clone(), kept, Duration::ZERO, true).await;
+        assert_eq!(status(on_w1).await, (JobStatus::Analyzing, 0), "left to the node's heartbeats");
+        assert_eq!(status(on_w2).await, (JobStatus::Queued, 1));
+        let kinds = event_kinds(&db, on_w2).await;
+        assert_eq!(kinds.last().map(String::as_str), Some("orphaned"), "{kinds:?}");
+    }
+);

@@ -16,7 +16,7 @@ use crate::common::cluster::{
 };
 use crate::common::license::pro_key;
 use crate::common::media as clips;
-use crate::common::server::ServerProcess;
+use crate::common::server::{free_port, ServerProcess};
 use crate::common::shim::video_frames;
 
 /// A main node with no job slots of its own over `dir/main`, and a library folder under
@@ -514,4 +514,149 @@ async fn a_work_dir_that_fills_up_during_the_download_fails_there_and_the_job_go
     assert_eq!(video_frames(&clip), frames, "the output has not the source's frames");
     assert_eq!(names_in(&media), ["c0.mkv"]);
     wait_for_names(&seen_work, &["filler"], 20).await;
+}
+
+/// The numbers `field=N` of the lines of `lines` that contain `what`.
+fn logged_values(lines: &[String], what: &str, field: &str) -> Vec<u64> {
+    let key = format!("{field}=");
+    lines
+        .iter()
+        .filter(|l| l.contains(what))
+        .filter_map(|l| l.split_whitespace().find_map(|w| w.strip_prefix(&key))?.parse().ok())
+        .collect()
+}
+
+/// Issue 39, "the main node restarted mid-transfer": while the blind node moves the job's
+/// file (`direction`, the transfer shown with some of its bytes moved), the main node is
+/// stopped with `signal` and started again on its DATA_DIR and port. The job is not given
+/// back to the queue: the node holds it across the restart, its transfer resumes from the
+/// bytes already moved (the API shows no fewer after the restart; after a kill mid-download
+/// the node's log names the byte it asked from, no lower), and it completes on that node: the output whole
+/// (the source's frames, HEVC) in the original's place, nothing else in the library folder,
+/// nothing left in the node's WORK_DIR.
+async fn main_restarted_mid_transfer(test: &str, direction: &str, signal: i32) {
+    if !mount_namespaces(test) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let hidden = dir.path().join("shared");
+    let media = hidden.join("media");
+    std::fs::create_dir_all(&media).unwrap();
+    // The download is cut only past what the sockets hold in flight (some MB that a killed
+    // main node's kernel still delivers): a source of about 20 MB, at 2 MB/s. The upload
+    // goes in parts, each answered: its output of about 1 MB, at 250 kB/s.
+    let (seconds, mbps) = if direction == "download" { (8, "16") } else { (2, "2") };
+    let clip = clips::noisy_h264(&media, "c0.mkv", seconds);
+    let (before, frames) = (clips::sha(&clip), video_frames(&clip));
+    let license = pro_key();
+    // A fixed port: the node finds the main node again where it was.
+    let port = free_port().to_string();
+    let start_main = || {
+        let mut cmd = main_command(&dir.path().join("main"), 0, Some(&license));
+        cmd.env("PORT", &port);
+        ServerProcess::start(cmd)
+    };
+    let mut main = start_main();
+    let token = login(&main).await;
+    let mut cmd = blind_command(dir.path(), &hidden, &main, "blind");
+    cmd.env("TRANSFER_MBPS", mbps);
+    let node = ServerProcess::start(cmd);
+    wait_until(&main, &token, "blind linked", 30, |l| up(l, "blind")).await;
+    add_library(&main, &token, &media).await;
+
+    // The moment: the transfer under way, some bytes moved (a quarter of the source, for
+    // the download), not all.
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let (id, moved) = loop {
+        let all = jobs(&main, &token).await;
+        let shown = all.iter().find(|j| j["transfer"]["direction"] == direction);
+        if let Some(job) = shown {
+            let (bytes, total) =
+                (job["transfer"]["bytes"].as_u64().unwrap(), job["transfer"]["total"].as_u64().unwrap());
+            let far_enough = if direction == "download" { bytes >= total / 4 } else { bytes > 0 };
+            if far_enough && bytes < total {
+                break (job["id"].as_i64().unwrap(), bytes);
+            }
+        }
+        let ended = all.iter().any(|j| matches!(j["status"].as_str(), Some("COMPLETED" | "FAILED")));
+        assert!(
+            !ended && Instant::now() < deadline,
+            "no {direction} under way: {all:#?}\n{}",
+            node.output().join("\n")
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let stopped = main.signal_and_wait(signal);
+    assert!(signal == libc::SIGKILL || stopped.success(), "{stopped:?}\n{}", main.output().join("\n"));
+    let main = start_main();
+    let token = login(&main).await;
+
+    // Every transfer the API shows from now on, to the job's end.
+    let (mut after, deadline) = (Vec::new(), Instant::now() + Duration::from_secs(240));
+    let done = loop {
+        let all = jobs(&main, &token).await;
+        if let [job] = all.as_slice() {
+            if matches!(job["status"].as_str(), Some("COMPLETED" | "FAILED")) {
+                break all;
+            }
+            if let Some(t) = job.get("transfer") {
+                after.push(t.clone());
+            }
+        }
+        assert!(Instant::now() < deadline, "the job did not end: {all:#?}\n{}", node.output().join("\n"));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let detail = job_detail(&main, &token, id).await;
+    let why = format!("{detail:#}\n{}", node.output().join("\n"));
+    assert_eq!((&done[0]["status"], &done[0]["node"]), (&"COMPLETED".into(), &"blind".into()), "{why}");
+    // Held across the restart: not requeued, no retry spent.
+    assert_eq!(done[0]["retryCount"], 0, "{why}");
+    let events = detail["events"].as_array().unwrap();
+    let requeued: Vec<&Value> =
+        events.iter().filter(|e| matches!(e["kind"].as_str(), Some("orphaned" | "retrying"))).collect();
+    assert!(requeued.is_empty(), "the job went back to the queue: {requeued:#?}\n{why}");
+    // Resumed, not started over: the transfer the API shows after the restart never has
+    // fewer bytes than before it, and an upload is not preceded by a second download.
+    let first_upload = after.iter().position(|t| t["direction"] == "upload").unwrap_or(after.len());
+    let going_on = if direction == "download" { &after[..first_upload] } else { &after[..] };
+    assert!(
+        going_on.iter().all(|t| t["direction"] == direction && t["bytes"].as_u64().unwrap() >= moved),
+        "{moved} bytes moved before the restart, then: {after:#?}\n{why}"
+    );
+    // A kill cuts a download short (a graceful stop may let it end first: the main node
+    // drains its answers for up to 10 s); the node asks for the rest, from the bytes it has.
+    if signal == libc::SIGKILL && direction == "download" {
+        let resumed = logged_values(&node.output(), "resuming the download", "from");
+        assert!(
+            resumed.iter().any(|&from| from >= moved),
+            "resumed from {resumed:?}, {moved} bytes moved before the kill\n{why}"
+        );
+    }
+    // The output, whole, in the original's place; nothing else there.
+    assert_ne!(clips::sha(&clip), before);
+    assert_eq!(condense_media::probe::probe(&clip).unwrap().video().unwrap().codec, "hevc");
+    assert_eq!(video_frames(&clip), frames);
+    assert_eq!(names_in(&media), ["c0.mkv"]);
+    wait_for_names(&dir.path().join("blind/work"), &[], 20).await;
+}
+
+#[actix_web::test]
+async fn a_main_node_killed_during_a_download_is_waited_for_and_the_download_resumes() {
+    main_restarted_mid_transfer("transfer_flow::a_main_node_killed_during_a_download", "download", libc::SIGKILL).await;
+}
+
+#[actix_web::test]
+async fn a_main_node_killed_during_an_upload_is_waited_for_and_the_upload_resumes() {
+    main_restarted_mid_transfer("transfer_flow::a_main_node_killed_during_an_upload", "upload", libc::SIGKILL).await;
+}
+
+#[actix_web::test]
+async fn a_main_node_stopped_during_a_download_is_waited_for_and_the_job_completes() {
+    main_restarted_mid_transfer("transfer_flow::a_main_node_stopped_during_a_download", "download", libc::SIGTERM)
+        .await;
+}
+
+#[actix_web::test]
+async fn a_main_node_stopped_during_an_upload_is_waited_for_and_the_job_completes() {
+    main_restarted_mid_transfer("transfer_flow::a_main_node_stopped_during_an_upload", "upload", libc::SIGTERM).await;
 }

@@ -436,6 +436,39 @@ pub struct CloseLink {
     pub stop_jobs: bool,
 }
 
+/// The jobs linked nodes held when the main node started (`actors::recover_orphans` left
+/// them to their nodes): after `grace`, those whose node has not linked again go back to
+/// the queue (`crashed`: the main node's last run did not stop cleanly, counted as its
+/// restart counts its own jobs). A node that did link again reports what it runs in its
+/// heartbeats (`reconcile`), and a job requeued or ended since is left alone (`orphan`
+/// compares the lease).
+pub async fn requeue_unclaimed(lifecycle: Lifecycle, kept: Vec<entities::job::Model>, grace: Duration, crashed: bool) {
+    tokio::time::sleep(grace).await;
+    let nodes = match repo::nodes::list(&lifecycle.db).await {
+        Ok(nodes) => nodes,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the nodes; their jobs go back to the queue");
+            Vec::new()
+        }
+    };
+    for job in kept {
+        let linked = nodes.iter().any(|n| Some(n.id) == job.node_id && n.status != NodeStatus::Offline);
+        if linked {
+            continue;
+        }
+        let ctx = EventContext {
+            node: job.node_name.clone(),
+            detail: Some(serde_json::json!({"reason": "its node did not link again after the main node restarted"})),
+            failure_detail: None,
+        };
+        match lifecycle.orphan(&job, crashed, ctx).await {
+            Ok(true) => tracing::warn!(job_id = job.id, node = ?job.node_name, "requeued: its node did not link again"),
+            Ok(false) => {}
+            Err(e) => tracing::warn!(job_id = job.id, error = %e, "could not requeue a job of a node that is away"),
+        }
+    }
+}
+
 /// At start-up no link is open yet: linked nodes recorded as up are not.
 pub async fn mark_linked_nodes_offline(db: &DatabaseConnection) {
     if let Ok(nodes) = repo::nodes::list(db).await {

@@ -9,6 +9,6 @@ pub mod transfer;
 
 pub use self::link::RemoteNode;
 pub use self::membership::{
-    mark_linked_nodes_offline, remove_node, revoke_node, watch_links, AskLibraries, ClusterConfig, LinkAuth, Links,
-    NodeChange,
+    mark_linked_nodes_offline, remove_node, requeue_unclaimed, revoke_node, watch_links, AskLibraries, ClusterConfig,
+    LinkAuth, Links, NodeChange,
 };

@@ -185,6 +185,31 @@ impl Attempt {
             Err(e) => return self.fail(join_error(e)).await,
         }
         tracing::info!(job_id = self.job_id, bytes = downloaded.size, "downloaded the source");
+        // The download may end over HTTP before the link to a main node that restarted is
+        // back; the encode needs the link (and the lease still this attempt's).
+        let store = self.env.store.clone();
+        let (job_id, patience) = (self.job_id, crate::actors::transfer::PATIENCE);
+        let answered = async move {
+            let since = std::time::Instant::now();
+            loop {
+                match store.job(job_id).await {
+                    Err(e) if since.elapsed() < patience => {
+                        tracing::debug!(job_id, error = %e, "waiting for the link to the main node");
+                        tokio::time::sleep(REPORT_EVERY / 2).await;
+                    }
+                    answer => return answer,
+                }
+            }
+        };
+        match self.follow(answered, &Cell::new(None), &mut reported).await? {
+            Moved::Done(Ok(now)) if holds_lease(&now, &self.lease_id) => {}
+            Moved::Done(Ok(_)) => {
+                tracing::warn!(job_id = self.job_id, "the job's lease was lost while the source downloaded");
+                return Ok(None);
+            }
+            Moved::Done(Err(e)) => return Err(e),
+            Moved::Stopped => return Ok(None),
+        }
         // The encode's progress starts from nothing, not from the download's.
         self.update(JobChange { progress: Some(0.0), ..Default::default() }).await?;
         Ok(Some(Copy { input, sha256: downloaded.sha256 }))
@@ -271,7 +296,19 @@ impl Attempt {
                     let progress = seen.take();
                     if first || progress.is_some() {
                         first = false;
-                        self.report(progress, job).await?;
+                        if let Err(e) = self.report(progress, job).await {
+                            // A report that does not reach the main node (the link down, the
+                            // main node restarting) is not the transfer's failure: its own
+                            // requests carry the lease, and resume once the main node is back.
+                            // Only a lease that is definitely another's now stops it.
+                            match self.env.store.job(self.job_id).await {
+                                Ok(now) if !holds_lease(&now, &self.lease_id) => {
+                                    tracing::warn!(job_id = self.job_id, error = %e, "the job's lease was lost; stopping its transfer");
+                                    return Ok(Moved::Stopped);
+                                }
+                                _ => tracing::debug!(job_id = self.job_id, error = %e, "the transfer's progress did not reach the main node"),
+                            }
+                        }
                     }
                 }
                 cmd = self.commands.recv() => {
@@ -282,6 +319,10 @@ impl Attempt {
                         Some(JobCommand::LeaseLost) => {
                             tracing::warn!(job_id = self.job_id, "the job's lease was lost; stopping its transfer");
                             return Ok(Moved::Stopped);
+                        }
+                        Some(JobCommand::Fence) => {
+                            tracing::info!(job_id = self.job_id, "cut off from the main node; the transfer goes on under its lease");
+                            continue;
                         }
                         Some(JobCommand::Shutdown) | None => return Ok(Moved::Stopped),
                     };
@@ -340,6 +381,8 @@ impl Attempt {
                 },
                 cmd = self.commands.recv() => match cmd {
                     Some(JobCommand::LeaseLost | JobCommand::Shutdown) | None => return Ok(()),
+                    // Waiting changes nothing the main node could give another node.
+                    Some(JobCommand::Fence) => {}
                     Some(JobCommand::Pause | JobCommand::Yield | JobCommand::Cancel) => {
                         tracing::info!(job_id = self.job_id, "the output is being committed; the command is too late");
                     }

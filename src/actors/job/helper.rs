@@ -90,7 +90,7 @@ async fn help(
                     let _ = child.wait().await;
                     return Ok(None);
                 }
-                Some(JobCommand::Pause | JobCommand::Yield | JobCommand::Shutdown) | None => {
+                Some(JobCommand::Pause | JobCommand::Yield | JobCommand::Shutdown | JobCommand::Fence) | None => {
                     child.pause();
                     stop_by = Some(tokio::time::Instant::now() + STOP_BOUND);
                 }

@@ -107,8 +107,13 @@ impl Actor for JobSupervisor {
             lease_id: self.lease_id.clone(),
             on_lost: tx,
         };
-        let attempt =
-            Attempt { env: self.env.clone(), job_id: self.job_id, lease_id: self.lease_id.clone(), commands: rx };
+        let attempt = Attempt {
+            env: self.env.clone(),
+            job_id: self.job_id,
+            lease_id: self.lease_id.clone(),
+            commands: rx,
+            by_transfer: self.by_transfer,
+        };
         let (job_id, by_transfer) = (self.job_id, self.by_transfer);
         ctx.spawn(
             async move {
@@ -153,6 +158,11 @@ struct Attempt {
     job_id: i32,
     lease_id: String,
     commands: mpsc::UnboundedReceiver<JobCommand>,
+    /// The job was taken by transfer: its copy and its partial output are this node's own,
+    /// in WORK_DIR, so a node cut off from the main node (`JobCommand::Fence`) goes on with
+    /// it; nothing another node could be given touches them, and what goes back to the main
+    /// node carries the lease, which it checks.
+    by_transfer: bool,
 }
 
 enum Step {
@@ -278,7 +288,8 @@ impl Attempt {
                     self.apply(JobEvent::Cancel, JobChange::default(), self.ctx()).await?;
                     return Ok(Step::Stop);
                 }
-                JobCommand::Shutdown | JobCommand::LeaseLost => return Ok(Step::Stop),
+                JobCommand::Fence if self.by_transfer => {}
+                JobCommand::Shutdown | JobCommand::Fence | JobCommand::LeaseLost => return Ok(Step::Stop),
             }
         }
         Ok(Step::Continue)

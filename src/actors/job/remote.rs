@@ -72,7 +72,7 @@ pub async fn commit_remote(
     // No command reaches this attempt: pause and cancel go to the linked node, which holds
     // the job (a cancel after the upload is too late, as it is during a local commit).
     let (_commands, rx) = mpsc::unbounded_channel();
-    let attempt = Attempt { env: Arc::new(env), job_id, lease_id: lease, commands: rx };
+    let attempt = Attempt { env: Arc::new(env), job_id, lease_id: lease, commands: rx, by_transfer: false };
     let Some(prepared) = attempt.prepare_remote(&extension, source).await? else { return Ok(()) };
     let encoded = Encoded { job: prepared.job.clone(), run_stats };
     attempt.commit(prepared, encoded).await

@@ -173,7 +173,9 @@ impl Attempt {
                         let _ = child.wait().await;
                         return Ok(None);
                     }
-                    Some(JobCommand::Shutdown) | None => {
+                    // Cut off from the main node: a copy's encode goes on (`Attempt::by_transfer`).
+                    Some(JobCommand::Fence) if self.by_transfer => {}
+                    Some(JobCommand::Shutdown | JobCommand::Fence) | None => {
                         child.pause();
                         stopping = Some(Stopping::Shutdown);
                         stop_by = Some(tokio::time::Instant::now() + STOP_BOUND);

@@ -135,6 +135,13 @@ pub fn command(data_dir: &Path) -> Command {
     cmd
 }
 
+/// A port free on loopback now, for a node that must listen on the same one across a
+/// restart (`PORT`): bound and given back at once; the kernel hands out ephemeral ports in
+/// turn, so another test takes it again only after going round them all.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
 pub struct ServerProcess {
     pub child: Child,
     pub api: String,
