@@ -153,7 +153,7 @@ fn logged(node: &ServerProcess, message: &str, id: i64) -> bool {
 
 /// The node is killed while it encodes its copy: the job goes back to the queue once the
 /// node is offline, the original untouched; the node, started again, keeps the job's folder
-/// (the job is queued: it may come back to it) and removes the folder of a job the main
+/// (the job, paused meanwhile, may come back to it) and removes the folder of a job the main
 /// node does not know (nothing else there), takes the job again and completes it. Nothing
 /// is left in WORK_DIR after.
 #[actix_web::test]
@@ -183,8 +183,21 @@ async fn a_node_killed_while_encoding_a_copy_keeps_the_jobs_folder_and_completes
     std::fs::create_dir_all(work.join("987654")).unwrap();
     std::fs::write(work.join("987654/input.mkv"), b"left").unwrap();
     std::fs::write(work.join("notes.txt"), b"mine").unwrap();
+    // Paused while the node is down: its look at WORK_DIR after it links again then finds
+    // the job not running there (a job it took back at once would finish before the look).
+    let (status, paused) = call("POST", &format!("{}/jobs/{id}/pause", s.main.api), Some(&s.token), None).await;
+    assert_eq!((status, &paused["status"]), (200, &"PAUSED".into()), "{paused:#}");
 
     let node = blind(dir.path(), &s, 0);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !(logged(&node, "keeping the job's folder in WORK_DIR", id)
+        && logged(&node, "removed the job's folder from WORK_DIR", 987654))
+    {
+        assert!(Instant::now() < deadline, "WORK_DIR's folders not looked at: {}", node.output().join("\n"));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (status, resumed) = call("POST", &format!("{}/jobs/{id}/resume", s.main.api), Some(&s.token), None).await;
+    assert_eq!(status, 200, "{resumed:#}");
     let done = wait_all_done(&s.main, &s.token, 1, 180).await;
     assert_eq!(
         (&done[0]["status"], &done[0]["node"]),
@@ -194,9 +207,6 @@ async fn a_node_killed_while_encoding_a_copy_keeps_the_jobs_folder_and_completes
         node.output().join("\n")
     );
     replaced_whole(&s, frames, &work, &["notes.txt"]).await;
-    // At its start the node kept the queued job's folder, and removed the unknown one.
-    assert!(logged(&node, "keeping the job's folder in WORK_DIR", id), "{}", node.output().join("\n"));
-    assert!(logged(&node, "removed the job's folder from WORK_DIR", 987654), "{}", node.output().join("\n"));
     assert!(
         logged(&node, "the source kept in WORK_DIR is unchanged on the main node", id),
         "{}",
