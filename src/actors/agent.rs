@@ -213,7 +213,10 @@ impl Agent {
         if let Some(stream) = self.stream.take() {
             ctx.cancel_future(stream);
         }
-        if self.sink.take().is_some() || self.registered {
+        // The ended link's writer goes with its socket: left spawned, it would hold the
+        // socket open and answer its next failed flush through `WriteHandler`.
+        let had_sink = self.sink.take().map(|sink| ctx.cancel_future(sink.handle())).is_some();
+        if had_sink || self.registered {
             tracing::warn!("link to the main node lost; reconnecting");
         }
         self.registered = false;
@@ -383,7 +386,18 @@ impl Actor for Agent {
     }
 }
 
-impl WriteHandler<WsProtocolError> for Agent {}
+/// A write on the link that fails ends that writer only. actix's defaults would stop the
+/// whole agent (`finished` stops the actor's context), and the node would never link again
+/// while the process went on; the link's end itself comes through its stream (`LinkItem`),
+/// which links again.
+impl WriteHandler<WsProtocolError> for Agent {
+    fn error(&mut self, err: WsProtocolError, _: &mut Context<Self>) -> Running {
+        tracing::debug!(error = %err, "a write on the link to the main node failed");
+        Running::Stop
+    }
+
+    fn finished(&mut self, _: &mut Context<Self>) {}
+}
 
 impl StreamHandler<LinkItem> for Agent {
     fn handle(&mut self, LinkItem { link, item }: LinkItem, ctx: &mut Context<Self>) {
