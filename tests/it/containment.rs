@@ -131,7 +131,9 @@ async fn the_arr_webhook_takes_no_path_that_resolves_outside_the_libraries() {
     clips::h264(&lib.join("Show"), "e1.mkv", "160x120", 1);
     std::os::unix::fs::symlink(&sentinel, lib.join("Show/Season 02")).unwrap();
     let before = snapshot(&sentinel);
-    server.library(&token, &lib).await;
+    // Scanned before the webhooks: the scan a new library starts runs in the background.
+    let library = server.library(&token, &lib).await;
+    server.scan(&token, library).await;
     let (_, key) = server.post("/api-keys", Some(&token), &json!({"name": "sonarr", "scope": "integration"})).await;
     let key = key["key"].as_str().unwrap().to_string();
     let import = |path: String| {
