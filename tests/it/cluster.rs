@@ -16,7 +16,8 @@ use entities::job;
 
 use crate::common::cluster::{
     add_library, blind_command, blind_node, call, job_detail, jobs, linked, linked_command, login, main_command,
-    main_node, mount_namespaces, nodes, sees, status_of, up, wait_all_done, wait_for_names, wait_until, CLUSTER_TOKEN,
+    main_node, main_on_port, mount_namespaces, nodes, sees, status_of, up, wait_all_done, wait_for_names, wait_until,
+    CLUSTER_TOKEN,
 };
 use crate::common::license::{key_of, pro_key};
 use crate::common::media as clips;
@@ -556,11 +557,7 @@ async fn a_linked_node_links_once_again_after_its_main_node_was_killed_and_stays
     let dir = tempfile::tempdir().unwrap();
     let license = pro_key();
     let port = free_port().to_string();
-    let start_main = || {
-        let mut cmd = main_command(&dir.path().join("main"), 0, Some(&license));
-        cmd.env("PORT", &port);
-        ServerProcess::start(cmd)
-    };
+    let start_main = || main_on_port(&dir.path().join("main"), &license, &port);
     let mut main = start_main();
     let token = login(&main).await;
     let node = linked(dir.path(), &main, "w1", 0);

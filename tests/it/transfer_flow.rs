@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::common::cluster::{
-    add_library, blind_command, call, job_detail, jobs, login, main_command, mount_namespaces, up, wait_all_done,
-    wait_for_names, wait_until,
+    add_library, blind_command, call, job_detail, jobs, login, main_command, main_on_port, mount_namespaces, up,
+    wait_all_done, wait_for_names, wait_until,
 };
 use crate::common::license::pro_key;
 use crate::common::media as clips;
@@ -561,11 +561,7 @@ async fn main_restarted_mid_transfer(test: &str, direction: &str, signal: i32) {
     let license = pro_key();
     // A fixed port: the node finds the main node again where it was.
     let port = free_port().to_string();
-    let start_main = || {
-        let mut cmd = main_command(&dir.path().join("main"), 0, Some(&license));
-        cmd.env("PORT", &port);
-        ServerProcess::start(cmd)
-    };
+    let start_main = || main_on_port(&dir.path().join("main"), &license, &port);
     let mut main = start_main();
     let token = login(&main).await;
     let mut cmd = blind_command(dir.path(), &hidden, &main, "blind");

@@ -31,6 +31,14 @@ pub fn main_command(data: &Path, max_jobs: u32, license: Option<&(String, String
     cmd
 }
 
+/// A coordinating main node (no job slots) over `data` on API port `port`, started and
+/// listening: started again on the same port, linked nodes find it where it was.
+pub fn main_on_port(data: &Path, license: &(String, String), port: &str) -> ServerProcess {
+    let mut cmd = main_command(data, 0, Some(license));
+    cmd.env("PORT", port);
+    ServerProcess::start(cmd)
+}
+
 /// `main_command`, started and listening.
 pub fn main_node(data: &Path, max_jobs: u32, license: Option<&(String, String)>) -> ServerProcess {
     ServerProcess::start(main_command(data, max_jobs, license))
