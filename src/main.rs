@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use condense::config::{Cli, Command};
-use condense::{cli, serve, telemetry};
+use condense::{actors, cli, serve, telemetry};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -25,15 +25,15 @@ fn main() -> ExitCode {
         Command::Openapi => return cli::openapi(),
         Command::Serve(args) => {
             serve::fix_allocator_thresholds();
-            actix_web::rt::System::new().block_on(serve::run(common, *args))
+            actors::teardown::block_on_system(serve::run(common, *args))
         }
         Command::Migrate => {
             let _log = telemetry::init(&common.log_level, None);
-            actix_web::rt::System::new().block_on(cli::migrate(&common))
+            actors::teardown::block_on_system(cli::migrate(&common))
         }
         Command::User { command } => {
             let _log = telemetry::init("warn", None);
-            actix_web::rt::System::new().block_on(cli::user(&common, command))
+            actors::teardown::block_on_system(cli::user(&common, command))
         }
         Command::License { command } => cli::license(command),
     };

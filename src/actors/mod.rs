@@ -21,6 +21,7 @@ pub mod recheck;
 pub mod regrab;
 pub mod scheduler;
 pub mod store;
+pub mod teardown;
 pub mod transfer;
 pub mod work_dir;
 

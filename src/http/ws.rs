@@ -18,6 +18,7 @@ use sea_orm::DatabaseConnection;
 
 use super::auth::{authenticate, TokenPlace};
 use crate::actors::bus::{EventBus, JobUpdate, Resync, SharedOutbox, Subscribe, TakeOutbox, Unsubscribe};
+use crate::actors::teardown::dropped_in_runtime;
 use crate::domain::feed::{Next, CLOSE_TOO_SLOW};
 use crate::domain::job::JobStatus;
 use crate::error::ErrorBody;
@@ -73,28 +74,31 @@ impl WsSession {
     /// the session back until it is sent), then what the outbox gathered meanwhile.
     fn send_snapshot(&mut self, ctx: &mut ws::WebsocketContext<Self>, after_resync: bool) {
         let db = self.db.clone();
-        async move { repo::jobs::in_statuses(&db, &[JobStatus::Analyzing, JobStatus::Encoding]).await }
-            .into_actor(self)
-            .then(move |active, this, ctx| {
-                match active {
-                    Ok(active) => {
-                        for job in &active {
-                            Self::send(ctx, &JobUpdate::of("snapshot", job));
-                        }
-                        if after_resync {
-                            ctx.ping(RESYNC_PING);
-                        }
-                        this.take(ctx);
+        // On the runtime: a feed open while the server stops is dropped on its worker thread.
+        dropped_in_runtime(
+            async move { repo::jobs::in_statuses(&db, &[JobStatus::Analyzing, JobStatus::Encoding]).await },
+        )
+        .into_actor(self)
+        .then(move |active, this, ctx| {
+            match active {
+                Ok(active) => {
+                    for job in &active {
+                        Self::send(ctx, &JobUpdate::of("snapshot", job));
                     }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "cannot read the active jobs for a live-feed snapshot");
-                        ctx.close(Some(ws::CloseCode::Error.into()));
-                        ctx.stop();
+                    if after_resync {
+                        ctx.ping(RESYNC_PING);
                     }
+                    this.take(ctx);
                 }
-                fut::ready(())
-            })
-            .wait(ctx);
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot read the active jobs for a live-feed snapshot");
+                    ctx.close(Some(ws::CloseCode::Error.into()));
+                    ctx.stop();
+                }
+            }
+            fut::ready(())
+        })
+        .wait(ctx);
     }
 }
 

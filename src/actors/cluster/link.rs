@@ -22,6 +22,7 @@ use crate::actors::node::{Capacity, ControlJob, NodeCapacity, RunningJob, StartH
 use crate::actors::protocol::{capacity, Call, Frame, Sight};
 use crate::actors::scheduler::{effective_tier, AddNode, NodeHandle, RemoveNode, Scheduler};
 use crate::actors::store::{holds_lease, DbStore, JobStore};
+use crate::actors::teardown::dropped_in_runtime;
 use crate::domain::job::{JobEvent, JobStatus};
 use crate::domain::library_health::CheckOffer;
 use crate::domain::link::{field_rule, node_may_apply, FieldRule, JobField, LinkWrite};
@@ -158,7 +159,7 @@ impl RemoteNode {
             decoders,
         };
         ctx.wait(
-            async move {
+            dropped_in_runtime(async move {
                 if name == main_name {
                     return Err(format!("the name {name:?} is the main node's; give the linked node its own NODE_NAME"));
                 }
@@ -213,7 +214,7 @@ impl RemoteNode {
                     return Err(format!("node {} is linked now by another connection", node.id));
                 }
                 Ok((node.id, node.name, identity, credential))
-            }
+            })
             .into_actor(self)
             .map(move |result, this, ctx| match result {
                 Ok((id, name, identity, credential)) => {
@@ -279,7 +280,7 @@ impl RemoteNode {
         self.sight = sight;
         let (db, lifecycle, timeout) = (self.db.clone(), self.lifecycle.clone(), self.config.timeout);
         ctx.spawn(
-            async move {
+            dropped_in_runtime(async move {
                 let active = i32::try_from(running.len()).unwrap_or(i32::MAX);
                 let _ = repo::nodes::record_heartbeat(&db, id, load1, memory_used, active).await;
                 let node = repo::nodes::get(&db, id).await.ok();
@@ -293,7 +294,7 @@ impl RemoteNode {
                 let stale = lost_leases(&db, id, &running).await;
                 let libraries = repo::libraries::list(&db).await.unwrap_or_default();
                 (libraries.iter().flat_map(repo::libraries::paths_of).collect::<Vec<_>>(), stale)
-            }
+            })
             .into_actor(self)
             .map(|(paths, stale), this, ctx| {
                 Self::send(ctx, &Frame::Libraries { paths });
@@ -316,7 +317,7 @@ impl RemoteNode {
         }
         let (db, lifecycle, scheduler) = (self.db.clone(), self.lifecycle.clone(), self.scheduler.clone());
         ctx.spawn(
-            async move {
+            dropped_in_runtime(async move {
                 let store = DbStore { lifecycle };
                 let json = |v: Result<serde_json::Value, serde_json::Error>| v.map_err(|e| e.to_string());
                 let fenced = |job: &job::Model, lease: &str| {
@@ -413,7 +414,7 @@ impl RemoteNode {
                         Err("not a call for the main node".into())
                     }
                 }
-            }
+            })
             .into_actor(self)
             .map(move |result, _, ctx| Self::send(ctx, &Frame::Reply { id, result })),
         );
@@ -730,15 +731,15 @@ impl RemoteNode {
     /// heartbeat at once.
     fn send_libraries(&mut self, ctx: &mut ws::WebsocketContext<Self>) {
         let db = self.db.clone();
-        ctx.spawn(async move { repo::libraries::list(&db).await }.into_actor(self).map(|libraries, _, ctx| {
-            match libraries {
+        ctx.spawn(dropped_in_runtime(async move { repo::libraries::list(&db).await }).into_actor(self).map(
+            |libraries, _, ctx| match libraries {
                 Ok(libraries) => {
                     let paths = libraries.iter().flat_map(repo::libraries::paths_of).collect();
                     Self::send(ctx, &Frame::Libraries { paths });
                 }
                 Err(e) => tracing::warn!(error = %e, "cannot read the libraries to tell a linked node"),
-            }
-        }));
+            },
+        ));
     }
 
     /// Tells the node to stop jobs whose lease it lost, leaving their records alone (the
