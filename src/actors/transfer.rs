@@ -343,19 +343,9 @@ impl TransferClient {
     ) -> Result<Downloaded, ClientError> {
         tokio::fs::create_dir_all(dir).await.map_err(io("making the download's folder"))?;
         let (data, hash_file) = (dir.join(SOURCE_FILE), dir.join(SOURCE_HASH_FILE));
-        let mut started = Instant::now();
-        let (mut moved, mut failed, mut restarts, mut last) = (0u64, 0u32, 0u32, String::new());
-        let mut stalled_since = Instant::now();
+        let mut runs = Runs::new(self);
         loop {
-            if gives_up(failed, self.tries, stalled_since.elapsed(), self.patience) {
-                return Err(ClientError::Link { tries: failed, last });
-            }
-            if failed > 0 {
-                tokio::time::sleep(retry_after(failed)).await;
-                // The cap paces each run from its own start: the time the main node was
-                // away is no credit to spend at full speed.
-                (started, moved) = (Instant::now(), 0);
-            }
+            runs.next().await?;
             let have = tokio::fs::metadata(&data).await.map(|m| m.len()).unwrap_or(0);
             let known = tokio::fs::read_to_string(&hash_file).await.ok();
             let mut req = self.request(awc::http::Method::GET, self.url(job_id, "source"), lease);
@@ -365,7 +355,7 @@ impl TransferClient {
             let mut res = match req.send().await {
                 Ok(res) => res,
                 Err(e) => {
-                    (failed, last) = (failed + 1, e.to_string());
+                    runs.failed(e.to_string(), false);
                     continue;
                 }
             };
@@ -424,13 +414,13 @@ impl TransferClient {
                     };
                     file_at.write_all(&chunk).await.map_err(io("writing the download"))?;
                     let n = chunk.len() as u64;
-                    (at, moved, unsynced) = (at + n, moved + n, unsynced + n);
+                    (at, unsynced) = (at + n, unsynced + n);
                     if unsynced >= SYNC_EVERY {
                         file_at.flush().await.map_err(io("writing the download"))?;
                         file_at.get_ref().sync_data().await.map_err(io("syncing the download"))?;
                         unsynced = 0;
                     }
-                    let (pause, rate) = pace(self.mbps, moved, started.elapsed());
+                    let (pause, rate) = runs.moved(n);
                     on_progress(Progress { direction: Direction::Download, bytes: at, total, rate });
                     tokio::time::sleep(pause).await;
                 }
@@ -438,16 +428,12 @@ impl TransferClient {
             }
             file.sync_all().await.map_err(io("syncing the download"))?;
             drop(file);
-            if at > before {
-                stalled_since = Instant::now();
-            }
             if let Some(e) = broke {
-                failed = if at > before { 1 } else { failed + 1 };
-                last = e;
+                runs.failed(e, at > before);
                 continue;
             }
             if at < total {
-                (failed, last) = (failed + 1, format!("the answer ended at byte {at} of {total}"));
+                runs.failed(format!("the answer ended at byte {at} of {total}"), at > before);
                 continue;
             }
             let path = data.clone();
@@ -459,10 +445,9 @@ impl TransferClient {
             if at == total && got == sha {
                 return Ok(Downloaded { path: data, sha256: sha, size: total });
             }
-            restarts += 1;
             let why =
                 format!("the downloaded source's SHA-256 is {got}, the main node's {sha} ({at} of {total} bytes)");
-            if restarts > 1 {
+            if !runs.restart() {
                 return Err(ClientError::Checksum(format!("{why}; downloaded twice, giving up")));
             }
             tracing::warn!(job_id, %why, "downloading the source again");
@@ -528,30 +513,20 @@ impl TransferClient {
         .map_err(|e| ClientError::Io { what: "hashing the output", error: e.to_string() })?
         .map_err(io("hashing the output"))?;
         let source = Arc::new(source);
-        let mut started = Instant::now();
-        let (mut moved, mut failed, mut restarts, mut last) = (0u64, 0u32, 0u32, String::new());
-        let mut stalled_since = Instant::now();
+        let mut runs = Runs::new(self);
         loop {
-            if gives_up(failed, self.tries, stalled_since.elapsed(), self.patience) {
-                return Err(ClientError::Link { tries: failed, last });
-            }
-            if failed > 0 {
-                tokio::time::sleep(retry_after(failed)).await;
-                // The cap paces each run from its own start: the time the main node was
-                // away is no credit to spend at full speed.
-                (started, moved) = (Instant::now(), 0);
-            }
+            runs.next().await?;
             let mut at = match self.durable(job_id, lease).await? {
                 Ok(at) => at,
                 Err(e) => {
-                    (failed, last) = (failed + 1, e);
+                    runs.failed(e, false);
                     continue;
                 }
             };
             if at > 0 {
                 tracing::info!(job_id, from = at, total = size, "resuming the upload of the output");
             }
-            let mut progressed = false;
+            let (mut progressed, mut last) = (false, String::new());
             while at < size {
                 let end = size.min(at + self.part_bytes.max(1));
                 let (reader, from) = (source.clone(), at);
@@ -591,18 +566,14 @@ impl TransferClient {
                         break;
                     }
                 };
-                moved += now.saturating_sub(at);
                 progressed |= now > at;
+                let (pause, rate) = runs.moved(now.saturating_sub(at));
                 at = now;
-                let (pause, rate) = pace(self.mbps, moved, started.elapsed());
                 on_progress(Progress { direction: Direction::Upload, bytes: at, total: size, rate });
                 tokio::time::sleep(pause).await;
             }
-            if progressed {
-                stalled_since = Instant::now();
-            }
             if at < size {
-                failed = if progressed { 1 } else { failed + 1 };
+                runs.failed(last, progressed);
                 continue;
             }
             let finish = Finish {
@@ -620,7 +591,7 @@ impl TransferClient {
             {
                 Ok(res) => res,
                 Err(e) => {
-                    (failed, last) = (failed + 1, e.to_string());
+                    runs.failed(e.to_string(), false);
                     continue;
                 }
             };
@@ -634,16 +605,85 @@ impl TransferClient {
                     return Err(ClientError::SourceChanged(message))
                 }
                 ClientError::Refused { code, message, .. } if code == "checksum_mismatch" => {
-                    restarts += 1;
-                    if restarts > 1 {
+                    if !runs.restart() {
                         return Err(ClientError::Checksum(format!("{message}; uploaded twice, giving up")));
                     }
                     tracing::warn!(job_id, %message, "uploading the output again");
                 }
-                ClientError::Refused { code, message, .. } if code == "busy" => (failed, last) = (failed + 1, message),
+                ClientError::Refused { code, message, .. } if code == "busy" => runs.failed(message, false),
                 refused => return Err(refused),
             }
         }
+    }
+}
+
+/// The runs of one transfer: each starts where the last left off, and the transfer gives up
+/// after `tries` runs in a row that moved nothing, or when nothing moved for `patience`.
+struct Runs {
+    tries: u32,
+    patience: Duration,
+    mbps: u32,
+    /// Runs in a row that moved nothing (a run that moved bytes before it broke counts one).
+    failed: u32,
+    /// Why the last run failed, for the error given up with.
+    last: String,
+    stalled_since: Instant,
+    /// The current run's start and bytes, which the rate cap paces.
+    started: Instant,
+    moved: u64,
+    /// Whole transfers begun again after a checksum mismatch.
+    restarts: u32,
+}
+
+impl Runs {
+    fn new(client: &TransferClient) -> Self {
+        let now = Instant::now();
+        Runs {
+            tries: client.tries,
+            patience: client.patience,
+            mbps: client.mbps,
+            failed: 0,
+            last: String::new(),
+            stalled_since: now,
+            started: now,
+            moved: 0,
+            restarts: 0,
+        }
+    }
+
+    /// Before a run: gives up, or after a failed run waits its backoff.
+    async fn next(&mut self) -> Result<(), ClientError> {
+        if gives_up(self.failed, self.tries, self.stalled_since.elapsed(), self.patience) {
+            return Err(ClientError::Link { tries: self.failed, last: std::mem::take(&mut self.last) });
+        }
+        if self.failed > 0 {
+            tokio::time::sleep(retry_after(self.failed)).await;
+            // The cap paces each run from its own start: the time the main node was away
+            // is no credit to spend at full speed.
+            (self.started, self.moved) = (Instant::now(), 0);
+        }
+        Ok(())
+    }
+
+    /// `n` more bytes moved in this run: the pause the cap asks for, and the run's rate.
+    fn moved(&mut self, n: u64) -> (Duration, f64) {
+        if n > 0 {
+            self.stalled_since = Instant::now();
+        }
+        self.moved += n;
+        pace(self.mbps, self.moved, self.started.elapsed())
+    }
+
+    /// The run ended short, for `why`; `progressed` when it moved bytes first.
+    fn failed(&mut self, why: String, progressed: bool) {
+        self.failed = if progressed { 1 } else { self.failed + 1 };
+        self.last = why;
+    }
+
+    /// Whether the whole may be moved once more after a checksum mismatch (once).
+    fn restart(&mut self) -> bool {
+        self.restarts += 1;
+        self.restarts <= 1
     }
 }
 
