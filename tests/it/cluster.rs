@@ -15,9 +15,9 @@ use condense::repo::jobs::JobChange;
 use entities::job;
 
 use crate::common::cluster::{
-    add_library, blind_command, blind_node, call, job_detail, jobs, linked, linked_command, login, main_command,
-    main_node, main_on_port, mount_namespaces, nodes, sees, status_of, up, wait_all_done, wait_for_names, wait_until,
-    CLUSTER_TOKEN,
+    add_library, blind_command, blind_node, call, hidden_share, job_detail, jobs, linked, linked_command, login,
+    main_command, main_node, main_on_port, mount_namespaces, nodes, sees, status_of, up, wait_all_done, wait_for_names,
+    wait_until, CLUSTER_TOKEN,
 };
 use crate::common::license::{key_of, pro_key};
 use crate::common::media as clips;
@@ -263,9 +263,7 @@ async fn under_free_a_second_node_is_refused_with_a_reason() {
 #[actix_web::test]
 async fn a_linked_node_that_cannot_see_a_library_is_degraded_and_gets_none_of_its_jobs() {
     let dir = tempfile::tempdir().unwrap();
-    let hidden = dir.path().join("shared");
-    let media = hidden.join("media");
-    std::fs::create_dir_all(&media).unwrap();
+    let (hidden, media) = hidden_share(dir.path());
     for i in 0..3 {
         clips::h264(&media, &format!("c{i}.mkv"), "320x240", 1);
     }
@@ -303,9 +301,7 @@ async fn a_linked_node_that_cannot_see_a_library_is_degraded_and_gets_none_of_it
 #[actix_web::test]
 async fn a_library_created_after_a_blind_node_linked_is_encoded_by_it_by_transfer() {
     let dir = tempfile::tempdir().unwrap();
-    let hidden = dir.path().join("shared");
-    let media = hidden.join("media");
-    std::fs::create_dir_all(&media).unwrap();
+    let (hidden, media) = hidden_share(dir.path());
     let clips: Vec<(PathBuf, u64, Vec<u8>)> = (0..3)
         .map(|i| {
             let clip = clips::h264(&media, &format!("c{i}.mkv"), "320x240", 1);
@@ -364,9 +360,7 @@ async fn a_library_created_after_a_blind_node_linked_is_encoded_by_it_by_transfe
 #[actix_web::test]
 async fn a_blind_node_with_shared_storage_required_gets_none_of_its_jobs() {
     let dir = tempfile::tempdir().unwrap();
-    let hidden = dir.path().join("shared");
-    let media = hidden.join("media");
-    std::fs::create_dir_all(&media).unwrap();
+    let (hidden, media) = hidden_share(dir.path());
     for i in 0..3 {
         clips::h264(&media, &format!("c{i}.mkv"), "320x240", 1);
     }

@@ -564,20 +564,28 @@ async fn an_uploaded_output_is_verified_and_then_replaces_the_original() {
     far.server.finish().await;
 }
 
+/// A job of a `seconds` s clip `film.mkv` on `far`, whose output, made by ffmpeg with
+/// `args` as `out.<extension>`, is uploaded under that extension: the source, its bytes and
+/// the job as the main node ended it.
+async fn uploaded_as(far: &Far, seconds: u32, args: &[&str], extension: &str) -> (PathBuf, Vec<u8>, job::Model) {
+    let source = crate::common::media::h264(&far.root(), "film.mkv", "320x240", seconds);
+    let original = std::fs::read(&source).unwrap();
+    let job = far.job(source.to_str().unwrap()).await;
+    let work = tempfile::tempdir().unwrap();
+    let encoded = work.path().join(format!("out.{extension}"));
+    let (from, to) = (source.to_str().unwrap(), encoded.to_str().unwrap());
+    crate::common::media::ffmpeg(&[&["-i", from], args, &[to]].concat());
+    far.client(&far.server.base).upload(job, LEASE, &encoded, extension, &sha(&original), &mut |_| {}).await.unwrap();
+    (source, original, committed(far, job).await)
+}
+
 /// The node does not choose the container: an output uploaded under another extension
 /// than the library's rules give the source fails the job, the original as it was.
 #[actix_web::test]
 async fn an_upload_in_another_container_than_planned_is_not_committed() {
     let far = far_node().await;
-    let source = crate::common::media::h264(&far.root(), "film.mkv", "320x240", 1);
-    let original = std::fs::read(&source).unwrap();
-    let job = far.job(source.to_str().unwrap()).await;
-    let work = tempfile::tempdir().unwrap();
-    let encoded = work.path().join("out.mp4");
-    let (from, to) = (source.to_str().unwrap(), encoded.to_str().unwrap());
-    crate::common::media::ffmpeg(&["-i", from, "-c:v", "libx265", "-preset", "ultrafast", "-tag:v", "hvc1", to]);
-    far.client(&far.server.base).upload(job, LEASE, &encoded, "mp4", &sha(&original), &mut |_| {}).await.unwrap();
-    let ended = committed(&far, job).await;
+    let hevc = ["-c:v", "libx265", "-preset", "ultrafast", "-tag:v", "hvc1"];
+    let (source, original, ended) = uploaded_as(&far, 1, &hevc, "mp4").await;
     assert_ne!(ended.status, JobStatus::Completed);
     let why = ended.failure_detail.unwrap_or_default();
     assert!(why.contains("uploaded a .mp4 output where this file's output is .mkv"), "{why}");
@@ -592,15 +600,8 @@ async fn an_upload_in_another_container_than_planned_is_not_committed() {
 #[actix_web::test]
 async fn an_uploaded_output_short_of_frames_never_replaces_the_original() {
     let far = far_node().await;
-    let source = crate::common::media::h264(&far.root(), "film.mkv", "320x240", 2);
-    let original = std::fs::read(&source).unwrap();
-    let job = far.job(source.to_str().unwrap()).await;
-    let work = tempfile::tempdir().unwrap();
-    let encoded = work.path().join("out.mkv");
-    let (from, to) = (source.to_str().unwrap(), encoded.to_str().unwrap());
-    crate::common::media::ffmpeg(&["-i", from, "-t", "1", "-c:v", "libx265", "-preset", "ultrafast", to]);
-    far.client(&far.server.base).upload(job, LEASE, &encoded, "mkv", &sha(&original), &mut |_| {}).await.unwrap();
-    let ended = committed(&far, job).await;
+    let (source, original, ended) =
+        uploaded_as(&far, 2, &["-t", "1", "-c:v", "libx265", "-preset", "ultrafast"], "mkv").await;
     assert_eq!(ended.failure_reason.as_deref(), Some("file validation failed"), "{:?}", ended.failure_detail);
     assert_eq!(std::fs::read(&source).unwrap(), original, "the original is as it was");
     assert!(!partial_dir_for(&source).exists(), "the refused output is removed");

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::common::cluster::{
-    add_library, blind_command, call, job_detail, jobs, login, main_command, main_on_port, mount_namespaces, up,
-    wait_all_done, wait_for_names, wait_until,
+    add_library, blind_command, call, hidden_share, job_detail, jobs, login, main_command, main_on_port,
+    mount_namespaces, up, wait_all_done, wait_for_names, wait_until,
 };
 use crate::common::license::pro_key;
 use crate::common::media as clips;
@@ -30,9 +30,7 @@ struct Setup {
 }
 
 async fn setup(dir: &Path, seconds: u32) -> Setup {
-    let hidden = dir.join("shared");
-    let media = hidden.join("media");
-    std::fs::create_dir_all(&media).unwrap();
+    let (hidden, media) = hidden_share(dir);
     let clip = clips::h264(&media, "c0.mkv", "320x240", seconds);
     let license = pro_key();
     let main = ServerProcess::start(main_command(&dir.join("main"), 0, Some(&license)));
@@ -238,12 +236,7 @@ async fn a_node_killed_mid_encode_comes_back_and_continues_from_its_kept_segment
     let id = encoding_on_blind(&s, 120).await["id"].as_i64().unwrap();
     let work = dir.path().join("blind/work");
     let folder = work.join(id.to_string());
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while segments_finished(&folder).0 < 2 {
-        assert!(Instant::now() < deadline, "no two segments finished: {}", node.output().join("\n"));
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    node.signal_and_wait(libc::SIGKILL);
+    killed_once_finished(&mut node, &folder, 2).await;
     let (finished, finished_frames) = segments_finished(&folder);
     assert!((2..6).contains(&finished), "{finished} segments finished at the kill");
     assert!((1..frames).contains(&finished_frames), "{finished_frames} frames finished at the kill");
@@ -300,6 +293,16 @@ async fn a_node_killed_mid_encode_comes_back_and_continues_from_its_kept_segment
     replaced_whole(&s, frames, &work, &[]).await;
 }
 
+/// Kills `node` (SIGKILL) once `segments` segments of the job in `folder` are finished.
+async fn killed_once_finished(node: &mut ServerProcess, folder: &Path, segments: usize) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while segments_finished(folder).0 < segments {
+        assert!(Instant::now() < deadline, "{segments} segment(s) not finished: {}", node.output().join("\n"));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    node.signal_and_wait(libc::SIGKILL);
+}
+
 /// Issue 39: the source changes on the main node while the node that holds a copy and
 /// segments of it is down: when the job comes back to it, the copy's SHA-256 is not the
 /// main node's, so the copy and its segments are discarded and the new file is downloaded
@@ -317,12 +320,7 @@ async fn a_source_changed_while_its_node_is_down_is_downloaded_again_and_its_old
     let id = encoding_on_blind(&s, 120).await["id"].as_i64().unwrap();
     let work = dir.path().join("blind/work");
     let folder = work.join(id.to_string());
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while segments_finished(&folder).0 < 1 {
-        assert!(Instant::now() < deadline, "no segment finished: {}", node.output().join("\n"));
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    node.signal_and_wait(libc::SIGKILL);
+    killed_once_finished(&mut node, &folder, 1).await;
     requeued(&s, 60).await;
     assert!(segments_finished(&folder).0 >= 1, "no segment kept: {:?}", names_in(&folder));
     // Another version of the file takes its name meanwhile (three seconds long).
@@ -353,9 +351,7 @@ async fn a_job_moving_its_file_shows_the_direction_and_the_bytes_moved() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let hidden = dir.path().join("shared");
-    let media = hidden.join("media");
-    std::fs::create_dir_all(&media).unwrap();
+    let (hidden, media) = hidden_share(dir.path());
     let clip = clips::noisy_h264(&media, "c0.mkv", 2);
     let source_size = std::fs::metadata(&clip).unwrap().len();
     let license = pro_key();
@@ -428,9 +424,7 @@ async fn a_work_dir_that_fills_up_during_the_download_fails_there_and_the_job_go
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let hidden = dir.path().join("shared");
-    let media = hidden.join("media");
-    std::fs::create_dir_all(&media).unwrap();
+    let (hidden, media) = hidden_share(dir.path());
     let clip = clips::noisy_h264(&media, "c0.mkv", 2);
     let before = clips::sha(&clip);
     let frames = video_frames(&clip);
@@ -549,9 +543,7 @@ async fn main_restarted_mid_transfer(test: &str, direction: &str, signal: i32) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let hidden = dir.path().join("shared");
-    let media = hidden.join("media");
-    std::fs::create_dir_all(&media).unwrap();
+    let (hidden, media) = hidden_share(dir.path());
     // The download is cut only past what the sockets hold in flight (some MB that a killed
     // main node's kernel still delivers): a source of about 20 MB, at 2 MB/s. The upload
     // goes in parts, each answered: its output of about 1 MB, at 250 kB/s.

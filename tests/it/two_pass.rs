@@ -1,7 +1,7 @@
 //! Two-pass encoding (a library's `rateControl: "twoPass"`) through the real server: the
 //! output's bitrate, a first pass cut short by a pause, and the API's checks.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -56,8 +56,9 @@ async fn two_passes_reach_the_target_bitrate_and_replace_the_file() {
     server.finish().await;
 }
 
-#[actix_web::test]
-async fn a_pause_in_the_first_pass_restarts_it_on_resume() {
+/// A server with a frame pause (so a pass lasts) whose library, two passes to 300 kbit/s,
+/// holds one 8 s clip, scanned: the server, a token, the clip's folder and the clip.
+async fn two_pass_clip_scanned() -> (TestServer, String, tempfile::TempDir, PathBuf) {
     let server = TestServer::start_throttled(TestDb::sqlite().await, 25).await;
     let token = server.login().await;
     let dir = tempfile::tempdir().unwrap();
@@ -65,17 +66,28 @@ async fn a_pause_in_the_first_pass_restarts_it_on_resume() {
     let library =
         server.library_with(&token, dir.path(), json!({"rateControl": "twoPass", "targetBitrateKbps": 300})).await;
     server.scan(&token, library).await;
+    (server, token, dir, source)
+}
 
-    // Pause once the first pass has encoded some frames: the job says it is in pass 1.
+/// The job's id once its first pass has encoded some frames.
+async fn in_first_pass(server: &TestServer, token: &str) -> i64 {
     let deadline = Instant::now() + Duration::from_secs(60);
-    let id = loop {
-        let job = server.the_job_once(&token, &["ENCODING", "ANALYZING", "QUEUED"]).await;
+    loop {
+        let job = server.the_job_once(token, &["ENCODING", "ANALYZING", "QUEUED"]).await;
         if job["encodePass"] == 1 && job["progress"].as_f64().unwrap_or(0.0) > 0.0 {
-            break job["id"].as_i64().unwrap();
+            return job["id"].as_i64().unwrap();
         }
         assert!(Instant::now() < deadline, "the first pass never showed: {job}");
         tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    }
+}
+
+#[actix_web::test]
+async fn a_pause_in_the_first_pass_restarts_it_on_resume() {
+    let (server, token, _dir, source) = two_pass_clip_scanned().await;
+
+    // Pause once the first pass has encoded some frames: the job says it is in pass 1.
+    let id = in_first_pass(&server, &token).await;
     let (status, paused) = server.post(&format!("/jobs/{id}/pause"), Some(&token), &json!({})).await;
     assert_eq!((status, paused["status"].as_str()), (200, Some("PAUSED")), "{paused}");
     let paused = server.wait_for(&token, id, &["PAUSED"]).await;
@@ -97,22 +109,8 @@ async fn a_pause_in_the_first_pass_restarts_it_on_resume() {
 
 #[actix_web::test]
 async fn a_transcoder_killed_in_the_first_pass_runs_it_again() {
-    let server = TestServer::start_throttled(TestDb::sqlite().await, 25).await;
-    let token = server.login().await;
-    let dir = tempfile::tempdir().unwrap();
-    let source = clips::h264(dir.path(), "a.mkv", "320x240", 8);
-    let library =
-        server.library_with(&token, dir.path(), json!({"rateControl": "twoPass", "targetBitrateKbps": 300})).await;
-    server.scan(&token, library).await;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let id = loop {
-        let job = server.the_job_once(&token, &["ENCODING", "ANALYZING", "QUEUED"]).await;
-        if job["encodePass"] == 1 && job["progress"].as_f64().unwrap_or(0.0) > 0.0 {
-            break job["id"].as_i64().unwrap();
-        }
-        assert!(Instant::now() < deadline, "the first pass never showed: {job}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let (server, token, _dir, source) = two_pass_clip_scanned().await;
+    let id = in_first_pass(&server, &token).await;
     let children = own_children(b"transcode");
     assert_eq!(children.len(), 1, "{children:?}");
     // SAFETY: a signal to a child of this test (the server's transcoder).

@@ -1,7 +1,7 @@
 //! Nodes as `condense serve` processes on loopback: a main node and linked nodes started
 //! with the test cluster token, and the API asked over HTTP as a browser or a script would.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -185,6 +185,15 @@ pub fn mount_namespaces(test: &str) -> bool {
         eprintln!("SKIPPED {test}: no mount namespaces here");
     }
     allowed
+}
+
+/// The share a blind node does not see, `dir/shared`, and the library folder in it,
+/// `dir/shared/media` (made).
+pub fn hidden_share(dir: &Path) -> (PathBuf, PathBuf) {
+    let hidden = dir.join("shared");
+    let media = hidden.join("media");
+    std::fs::create_dir_all(&media).unwrap();
+    (hidden, media)
 }
 
 /// A linked node named `name` (DATA_DIR `dir/name`) in its own mount namespace, where an
