@@ -339,7 +339,8 @@ pub async fn run(cfg: &Config, report: &mut Report) -> Res<()> {
     report.row(
         "encode time ratio, service (parallel segments) / ffmpeg",
         format!("{:.3}", parallel.seconds / ff_best.seconds),
-        "<= 0.75",
+        // Issue 40: ffmpeg's x265 keeps 1.85 of 2 cores busy, so the floor is about 0.93.
+        "<= 0.95",
         &cmd,
     );
     report.row(
