@@ -3,10 +3,10 @@
 //! first, outside the runtime's context. A database future dropped there hands its
 //! connection back to the pool with `tokio::spawn` (sqlx's `PoolConnection::drop`), finds no
 //! runtime and panics "this functionality requires a Tokio context" (a main node stopped
-//! while a linked node's heartbeat was being recorded once exited with SIGABRT after it). Two ways out: actors living on HTTP workers (a linked node's link, a feed)
-//! wrap such work in `dropped_in_runtime`, which enters the runtime (still alive then)
-//! before it drops what it holds; the main system is dropped inside its runtime's context
-//! (`block_on_system`).
+//! while a linked node's heartbeat was being recorded once exited with SIGABRT after it).
+//! Two ways out: actors living on HTTP workers (a linked node's link, a feed) wrap such work
+//! in `dropped_in_runtime`, which enters the runtime (still alive then) before it drops what
+//! it holds; the main system is dropped inside its runtime's context (`block_on_system`).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -27,12 +27,8 @@ impl<F: Future> Future for DroppedInRuntime<F> {
     type Output = F::Output;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        let Some(work) = self.work.as_mut() else { return Poll::Pending };
-        let out = work.as_mut().poll(cx);
-        if out.is_ready() {
-            self.work = None;
-        }
-        out
+        // `work` is None only inside `drop`.
+        self.work.as_mut().map_or(Poll::Pending, |work| work.as_mut().poll(cx))
     }
 }
 

@@ -526,7 +526,7 @@ impl TransferClient {
             if at > 0 {
                 tracing::info!(job_id, from = at, total = size, "resuming the upload of the output");
             }
-            let (mut progressed, mut last) = (false, String::new());
+            let (before, mut last) = (at, String::new());
             while at < size {
                 let end = size.min(at + self.part_bytes.max(1));
                 let (reader, from) = (source.clone(), at);
@@ -566,14 +566,13 @@ impl TransferClient {
                         break;
                     }
                 };
-                progressed |= now > at;
                 let (pause, rate) = runs.moved(now.saturating_sub(at));
                 at = now;
                 on_progress(Progress { direction: Direction::Upload, bytes: at, total: size, rate });
                 tokio::time::sleep(pause).await;
             }
             if at < size {
-                runs.failed(last, progressed);
+                runs.failed(last, at > before);
                 continue;
             }
             let finish = Finish {

@@ -74,7 +74,8 @@ impl WsSession {
     /// the session back until it is sent), then what the outbox gathered meanwhile.
     fn send_snapshot(&mut self, ctx: &mut ws::WebsocketContext<Self>, after_resync: bool) {
         let db = self.db.clone();
-        // On the runtime: a feed open while the server stops is dropped on its worker thread.
+        // A feed still open when the server stops is dropped with its HTTP worker's thread,
+        // outside the runtime (`actors::teardown`).
         dropped_in_runtime(
             async move { repo::jobs::in_statuses(&db, &[JobStatus::Analyzing, JobStatus::Encoding]).await },
         )
