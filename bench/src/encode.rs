@@ -32,6 +32,25 @@ pub(crate) struct ServiceRun {
     pub(crate) psnr: f64,
     /// Segments of the job by the node that encoded them.
     pub(crate) by_node: Vec<(String, usize)>,
+    /// The service's own phase times (the COMPLETED event's `phases`: name, wall seconds,
+    /// CPU seconds) and the video's tail with a session idle (`aloneMs`), in seconds.
+    pub(crate) split: Vec<(String, f64, f64)>,
+    pub(crate) alone_seconds: f64,
+}
+
+/// The service's phase times of a run, as a sentence: each phase's wall and CPU time.
+pub(crate) fn split_text(r: &ServiceRun) -> String {
+    if r.split.is_empty() {
+        return "phase times not recorded".into();
+    }
+    let parts: Vec<String> =
+        r.split.iter().map(|(name, wall, cpu)| format!("{name} {wall:.2} s ({cpu:.2} s CPU)")).collect();
+    let (wall, cpu) = r.split.iter().fold((0.0, 0.0), |(w, c), (_, pw, pc)| (w + pw, c + pc));
+    format!(
+        "{}; together {wall:.2} s ({cpu:.2} s CPU); the video's tail, with a session out of spans, {:.2} s",
+        parts.join(", "),
+        r.alone_seconds
+    )
 }
 
 /// PSNR (average over all planes) of `encoded` against `reference`, by FFmpeg's `psnr` filter.
@@ -274,7 +293,22 @@ pub(crate) async fn time_job(
             None => by_node.push((name.to_string(), 1)),
         }
     }
-    Ok(ServiceRun { seconds, size, cpu_seconds, transcoder, phases, psnr: 0.0, by_node })
+    let completed = events.iter().find(|e| e["toStatus"] == "COMPLETED");
+    let recorded = completed.map(|e| e["detail"].clone()).unwrap_or(Value::Null);
+    let split = recorded["phases"]
+        .as_array()
+        .map(|phases| {
+            phases
+                .iter()
+                .map(|p| {
+                    let seconds = |key: &str| p[key].as_f64().unwrap_or(0.0) / 1000.0;
+                    (p["phase"].as_str().unwrap_or("?").to_string(), seconds("wallMs"), seconds("cpuMs"))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let alone_seconds = recorded["aloneMs"].as_f64().unwrap_or(0.0) / 1000.0;
+    Ok(ServiceRun { seconds, size, cpu_seconds, transcoder, phases, psnr: 0.0, by_node, split, alone_seconds })
 }
 
 fn best(runs: &[ServiceRun]) -> Option<&ServiceRun> {
@@ -401,6 +435,9 @@ pub async fn run(cfg: &Config, report: &mut Report) -> Res<()> {
          configuration's fastest round, and sizes and PSNR come from the same round. PSNR is FFmpeg's `psnr` \
          filter (average of all planes) of each output against the clip.\n\n\
          Fastest parallel run (20 s): {p20}. With `PARALLEL_SEGMENTS=off`: {poff}.\n\n\
+         Where the service's time went, by its own clocks (the COMPLETED event's `phases`: wall time, and \
+         the CPU time of the process that did it), fastest parallel run: {s20}. With \
+         `PARALLEL_SEGMENTS=off`: {soff}.\n\n\
          CPU time counts the server process and its transcoder \
          child (`/proc/PID/stat`, utime + stime + cutime + cstime, over the timed span) against ffmpeg's \
          (`getrusage(RUSAGE_CHILDREN)`).\n\n\
@@ -413,6 +450,8 @@ pub async fn run(cfg: &Config, report: &mut Report) -> Res<()> {
         cores = std::thread::available_parallelism().map(std::num::NonZero::get).unwrap_or(1),
         p20 = phases(parallel),
         poff = phases(single),
+        s20 = split_text(parallel),
+        soff = split_text(single),
     );
     report.section("Encode time and parallel segments", body);
     default_gop(cfg, report).await
@@ -425,7 +464,7 @@ async fn default_gop(cfg: &Config, report: &mut Report) -> Res<()> {
     let tmp = TempDir::new(&cfg.tmp, "encode-gop")?;
     let cmd = command("encode");
     let setup = SETUPS[0];
-    let mut log = String::new();
+    let (mut log, mut splits) = (String::new(), String::new());
     for seconds in [10u32, 30] {
         let clip = make_clip_with_gop(tmp.path(), &format!("gop250-{seconds}.mkv"), seconds, "250")?;
         let mut ff: Vec<FfmpegRun> = Vec::new();
@@ -450,6 +489,7 @@ async fn default_gop(cfg: &Config, report: &mut Report) -> Res<()> {
         }
         let f = ff.iter().copied().min_by(|a, b| a.seconds.total_cmp(&b.seconds)).ctx("no ffmpeg run")?;
         let r = best(&service).ctx("no service run")?;
+        splits.push_str(&format!("- {seconds} s: {}\n", split_text(r)));
         let what = format!("{seconds} s 1080p25 clip, x264's default keyframe interval");
         report.row(format!("encode time, service, {what}"), format!("{:.2} s", r.seconds), "", &cmd);
         report.row(format!("encode time, ffmpeg program, {what}"), format!("{:.2} s", f.seconds), "", &cmd);
@@ -472,7 +512,9 @@ async fn default_gop(cfg: &Config, report: &mut Report) -> Res<()> {
          setup ({label}); spans are cut at any frame, so both clips split evenly between the sessions. \
          {rounds} round(s) each, interleaved with ffmpeg; the rows give each side's fastest round.\n\n\
          | clip | round | service (CPU) | ffmpeg (CPU) | bytes service / ffmpeg | PSNR dB service / ffmpeg |\n\
-         |---|---|---|---|---|---|\n{log}",
+         |---|---|---|---|---|---|\n{log}\n\
+         Where the service's time went in each clip's fastest round, by its own clocks (the COMPLETED \
+         event's `phases`):\n\n{splits}",
         label = setup.label(),
         rounds = cfg.encode_rounds,
     );

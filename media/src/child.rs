@@ -93,8 +93,17 @@ pub fn child_main() -> ExitCode {
 
 fn answer_of(result: Result<MediaInfo, MediaError>) -> Answer {
     match result.map_err(at_memory_limit) {
-        Ok(info) => Answer::Ok { info: Box::new(info) },
+        Ok(info) => Answer::Ok { info: Box::new(info), cpu_ms: None },
         Err(e) => Answer::Failed { code: e.code, message: e.message },
+    }
+}
+
+/// The answer of a child's one request, with the CPU time the child took for it (the
+/// node records it in the job's phase times).
+fn with_cpu_time(answer: Answer) -> Answer {
+    match answer {
+        Answer::Ok { info, .. } => Answer::Ok { info, cpu_ms: Some(condense::media::event::cpu_time_ms()) },
+        other => other,
     }
 }
 
@@ -112,9 +121,9 @@ pub fn media_main() -> ExitCode {
     // SAFETY: sets FFmpeg's global log level before any other FFmpeg call.
     unsafe { rsmpeg::ffi::av_log_set_level(rsmpeg::ffi::AV_LOG_ERROR as i32) };
     let answer = match serde_json::from_reader::<_, Request>(std::io::stdin()) {
-        Ok(Request::Validate { path }) => answer_of(validate_source(&path)),
+        Ok(Request::Validate { path }) => with_cpu_time(answer_of(validate_source(&path))),
         Ok(Request::Verify { output, source_path, source, target_codec, plan }) => {
-            answer_of(verify_planned(&output, &source_path, &source, &target_codec, plan.as_deref()))
+            with_cpu_time(answer_of(verify_planned(&output, &source_path, &source, &target_codec, plan.as_deref())))
         }
         Ok(Request::Probe { paths }) => {
             for path in &paths {

@@ -164,6 +164,8 @@ pub fn run(request: &HelperRequest, stop: &AtomicBool, emit: &mut dyn FnMut(Even
         frames_skipped_this_run: skipped,
         cpu_ms: cpu_time_ms(),
         wall_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        phases: Vec::new(),
+        alone_ms: 0,
     });
     Ok(HelperEnd::Finished)
 }

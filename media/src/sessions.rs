@@ -301,6 +301,7 @@ pub(crate) fn run_sessions(
     // The early abort: a helper's span is too short to judge, so only a job's run does.
     let size_limit = plan.size_limit.filter(|_| mode == SessionMode::Run);
     let mut over_limit = None;
+    let mut first_idle: Option<Instant> = None;
     std::thread::scope(|scope| {
         let (tx, rx) = mpsc::channel::<SessionEvent>();
         let shared = &shared;
@@ -356,7 +357,12 @@ pub(crate) fn run_sessions(
                     drop(claim);
                 }
                 Ok(SessionEvent::Decoded { span, dropped }) => emit(Event::SpanDecoded { span, dropped }),
-                Ok(SessionEvent::Ended) => running = running.saturating_sub(1),
+                Ok(SessionEvent::Ended) => {
+                    running = running.saturating_sub(1);
+                    if running > 0 && first_idle.is_none() {
+                        first_idle = Some(Instant::now());
+                    }
+                }
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
                 Err(mpsc::RecvTimeoutError::Disconnected) => break,
             }
@@ -444,6 +450,7 @@ pub(crate) fn run_sessions(
         encoded: shared.encoded.load(Ordering::SeqCst),
         skipped: shared.skipped.load(Ordering::SeqCst),
         over_limit,
+        alone_ms: first_idle.map_or(0, |at| u64::try_from(at.elapsed().as_millis()).unwrap_or(u64::MAX)),
     })
 }
 
@@ -462,6 +469,10 @@ pub(crate) struct Totals {
     pub encoded: u64,
     pub skipped: u64,
     pub over_limit: Option<u64>,
+    /// Wall time, in milliseconds, from the first session that found no span left to take
+    /// while another still encoded, to the end: the tail, where fewer sessions work than
+    /// the run has (those left get the idle threads where the encoder allows, `grows`).
+    pub alone_ms: u64,
 }
 
 /// One encoder session: takes spans from the queue until there is none, or a stop.

@@ -24,7 +24,7 @@ use condense::domain::job::FailureCode;
 use condense::domain::segments::{self, Keyframe, Span};
 use condense::host::disk;
 use condense::media::codec_params::CodecParams;
-use condense::media::event::{cpu_time_ms, Event, RunEnd};
+use condense::media::event::{cpu_time_ms, Event, PhaseClock, RunEnd};
 use condense::media::info::MediaInfo;
 use condense::media::manifest::{inspect, Manifest, PartialState, Run, Segment};
 use condense::media::plan::EncodePlan;
@@ -33,6 +33,8 @@ use condense::media::{layout, partial, span_record, MediaError};
 /// Runs (or continues) the encode described by `plan`.
 pub fn transcode(plan: &EncodePlan, stop: &AtomicBool, emit: &mut dyn FnMut(Event)) -> Result<RunEnd, MediaError> {
     let wall = Instant::now();
+    // Where the run's time goes, said with its end (`Event::Done`).
+    let mut clock = PhaseClock::start();
     // A stream the output cannot hold refuses the file before anything is written.
     mux::check_streams(plan)?;
     // One writer per partial output: the lock comes before anything else, and is held
@@ -61,10 +63,16 @@ pub fn transcode(plan: &EncodePlan, stop: &AtomicBool, emit: &mut dyn FnMut(Even
     };
     // VMAF mode: the quality comes from the search (kept in the folder for a later run).
     let searched = match plan.search {
-        Some(asked) => match crate::search::load_or_search(plan, asked, &info, stop, emit)? {
-            Some(result) => Some(result),
-            None => return Ok(RunEnd::Paused),
-        },
+        Some(asked) => {
+            clock.lap("start");
+            match crate::search::load_or_search(plan, asked, &info, stop, emit)? {
+                Some(result) => {
+                    clock.lap("search");
+                    Some(result)
+                }
+                None => return Ok(RunEnd::Paused),
+            }
+        }
         None => None,
     };
     let searched_plan;
@@ -139,7 +147,8 @@ pub fn transcode(plan: &EncodePlan, stop: &AtomicBool, emit: &mut dyn FnMut(Even
     // The planned audio, encoded while the video is (unless a finished file is kept from an
     // earlier run). Dropped on every way out but the mux, which stops it.
     let ahead = if manifest.video_complete { None } else { audio_ahead::start(plan) };
-    let (mut encoded, mut skipped) = (0, 0);
+    clock.lap("start");
+    let (mut encoded, mut skipped, mut alone_ms) = (0, 0, 0);
     if !manifest.video_complete {
         if plan.two_pass && !passes(plan, &info, &mut manifest, second_pass_restarts, stop, emit)? {
             manifest.runs.push(Run { frames_encoded: 0, frames_skipped: 0, ended: "paused in the first pass".into() });
@@ -147,9 +156,13 @@ pub fn transcode(plan: &EncodePlan, stop: &AtomicBool, emit: &mut dyn FnMut(Even
             emit(Event::Paused { frames_done: 0, segments: 0 });
             return Ok(RunEnd::Paused);
         }
-        let end = encode_video(plan, &info, &mut manifest, stop, emit)?;
+        if plan.two_pass {
+            clock.lap("first pass");
+        }
+        let end = encode_video(plan, &info, &mut manifest, stop, emit, &mut clock)?;
         encoded = end.frames_encoded;
         skipped = end.frames_skipped;
+        alone_ms = end.alone_ms;
         if let VideoEnding::OverLimit { projected } = end.end {
             // Nothing of this output is worth keeping; the node removes the folder.
             let limit = plan.size_limit.unwrap_or(0);
@@ -173,16 +186,20 @@ pub fn transcode(plan: &EncodePlan, stop: &AtomicBool, emit: &mut dyn FnMut(Even
     }
     if let Some(audio) = ahead {
         audio.finish();
+        // What the audio thread had left when the video ended.
+        clock.lap("audio");
     }
     emit(Event::Muxing);
     let output = plan.output_path();
     mux::mux(plan, &info, &manifest, &output)?;
+    clock.lap("mux");
     if let Some(result) = &searched {
         // What the output scores is a record, not a gate: a failure to score it is logged.
         match crate::search::measure(plan, result, &output) {
             Ok(score) => emit(Event::Measured { mean: score.mean, p5: score.p5 }),
             Err(e) => tracing::warn!(error = %e.message, "the output's VMAF could not be measured"),
         }
+        clock.lap("measure");
     }
     let size = std::fs::metadata(&output).map(|m| m.len()).unwrap_or(0);
     emit(Event::Done {
@@ -192,6 +209,8 @@ pub fn transcode(plan: &EncodePlan, stop: &AtomicBool, emit: &mut dyn FnMut(Even
         frames_skipped_this_run: skipped,
         cpu_ms: cpu_time_ms(),
         wall_ms: u64::try_from(wall.elapsed().as_millis()).unwrap_or(u64::MAX),
+        phases: clock.phases(),
+        alone_ms,
     });
     Ok(RunEnd::Completed)
 }
@@ -312,6 +331,8 @@ struct VideoEnd {
     end: VideoEnding,
     frames_encoded: u64,
     frames_skipped: u64,
+    /// `sessions::Totals::alone_ms`.
+    alone_ms: u64,
 }
 
 enum VideoEnding {
@@ -429,10 +450,12 @@ fn encode_video(
     manifest: &mut Manifest,
     stop: &AtomicBool,
     emit: &mut dyn FnMut(Event),
+    clock: &mut PhaseClock,
 ) -> Result<VideoEnd, MediaError> {
     if manifest.boundaries.is_none() {
         manifest.boundaries = Some(plan_boundaries(plan, info)?);
         manifest.save(&plan.partial_dir)?;
+        clock.lap("spans");
     }
     let boundaries = manifest.boundaries.clone().unwrap_or_default();
     if !boundaries.is_empty() {
@@ -441,9 +464,10 @@ fn encode_video(
     let todo = manifest.remaining();
     let next_index = manifest.next_index();
     let totals = run_sessions(plan, info, todo, boundaries, SessionMode::Run, next_index, manifest, stop, emit)?;
-    let (frames_encoded, frames_skipped) = (totals.encoded, totals.skipped);
+    clock.lap("video");
+    let (frames_encoded, frames_skipped, alone_ms) = (totals.encoded, totals.skipped, totals.alone_ms);
     if let Some(projected) = totals.over_limit {
-        return Ok(VideoEnd { end: VideoEnding::OverLimit { projected }, frames_encoded, frames_skipped });
+        return Ok(VideoEnd { end: VideoEnding::OverLimit { projected }, frames_encoded, frames_skipped, alone_ms });
     }
     let left = manifest.remaining();
     if left.is_empty() {
@@ -451,14 +475,14 @@ fn encode_video(
             return Err(MediaError::invalid("no video frame could be decoded"));
         }
         manifest.video_complete = true;
-        return Ok(VideoEnd { end: VideoEnding::Complete, frames_encoded, frames_skipped });
+        return Ok(VideoEnd { end: VideoEnding::Complete, frames_encoded, frames_skipped, alone_ms });
     }
     if !stop.load(Ordering::SeqCst) {
         // Every session covers its whole span unless stopped: a gap here is a defect, and
         // muxing over it would drop frames.
         return Err(MediaError::misc(format!("{} span(s) of the video were left unencoded", left.len())));
     }
-    Ok(VideoEnd { end: VideoEnding::Paused, frames_encoded, frames_skipped })
+    Ok(VideoEnd { end: VideoEnding::Paused, frames_encoded, frames_skipped, alone_ms })
 }
 
 #[cfg(test)]

@@ -1,6 +1,8 @@
 //! What the media children report to the node, one JSON line each on stdout (`Event`), and
 //! how a run ended (`RunEnd`). No FFmpeg here: the node reads these without linking it.
 
+use std::time::Instant;
+
 use serde::{Deserialize, Serialize};
 
 use crate::domain::job::FailureCode;
@@ -104,6 +106,14 @@ pub enum Event {
         /// CPU time of this run (all threads) and its wall time, in milliseconds.
         cpu_ms: u64,
         wall_ms: u64,
+        /// Where this run's time went, phase by phase (`PhaseClock`); empty from a child
+        /// that does not say (a helper, an older build).
+        #[serde(default)]
+        phases: Vec<PhaseTime>,
+        /// Wall time of the video's encode during which a session had no span left to take
+        /// while another still encoded (the tail), in milliseconds.
+        #[serde(default)]
+        alone_ms: u64,
     },
     #[serde(rename_all = "camelCase")]
     Error {
@@ -122,6 +132,64 @@ pub enum RunEnd {
     NotSmaller,
 }
 
+/// One phase of a job's work: its wall time and the CPU time it took (every thread of the
+/// process that did it), in milliseconds. A job's completion records its phases in order
+/// (validation, the transcoder's, verification, the replace), so where the time of a job
+/// went is the service's own measurement, not a guess.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PhaseTime {
+    pub phase: String,
+    pub wall_ms: u64,
+    pub cpu_ms: u64,
+}
+
+/// Times the consecutive phases of a process's work: each `lap` closes the phase that ran
+/// since the last one with its wall time and the process's CPU time over it (all threads:
+/// a phase's helper threads, the audio encoded ahead, count in the phase they ran in).
+#[derive(Debug)]
+pub struct PhaseClock {
+    at: Instant,
+    cpu_ms: u64,
+    phases: Vec<PhaseTime>,
+}
+
+impl PhaseClock {
+    pub fn start() -> Self {
+        PhaseClock { at: Instant::now(), cpu_ms: cpu_time_ms(), phases: Vec::new() }
+    }
+
+    /// Closes the phase `phase` at now. A phase lapped twice (a run that goes through it
+    /// again) adds up in its first entry.
+    pub fn lap(&mut self, phase: &str) {
+        let (now, cpu) = (Instant::now(), cpu_time_ms());
+        let wall_ms = u64::try_from(now.duration_since(self.at).as_millis()).unwrap_or(u64::MAX);
+        let cpu_ms = cpu.saturating_sub(self.cpu_ms);
+        (self.at, self.cpu_ms) = (now, cpu);
+        match self.phases.iter_mut().find(|p| p.phase == phase) {
+            Some(p) => {
+                p.wall_ms = p.wall_ms.saturating_add(wall_ms);
+                p.cpu_ms = p.cpu_ms.saturating_add(cpu_ms);
+            }
+            None => self.phases.push(PhaseTime { phase: phase.to_string(), wall_ms, cpu_ms }),
+        }
+    }
+
+    /// The phases closed so far, in the order they first ran.
+    pub fn phases(&self) -> Vec<PhaseTime> {
+        self.phases.clone()
+    }
+}
+
+/// What a transcoder run said of its time (`Event::Done`), carried to the job's completion.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunStats {
+    pub cpu_ms: u64,
+    pub wall_ms: u64,
+    pub phases: Vec<PhaseTime>,
+    pub alone_ms: u64,
+}
+
 /// CPU time this process has used (user + system, all threads), in milliseconds: what
 /// `Event::Done` reports as `cpu_ms`.
 pub fn cpu_time_ms() -> u64 {
@@ -132,4 +200,88 @@ pub fn cpu_time_ms() -> u64 {
     }
     let ms = |t: libc::timeval| (t.tv_sec as u64) * 1000 + (t.tv_usec as u64) / 1000;
     ms(usage.ru_utime) + ms(usage.ru_stime)
+}
+
+/// CPU time the calling thread has used, in milliseconds: a phase the node runs on one
+/// blocking thread (the replace) is timed by it, as the node's other threads serve other
+/// jobs meanwhile.
+pub fn thread_cpu_time_ms() -> u64 {
+    let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes the struct we own.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) } != 0 {
+        return 0;
+    }
+    u64::try_from(t.tv_sec).unwrap_or(0) * 1000 + u64::try_from(t.tv_nsec).unwrap_or(0) / 1_000_000
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// Spins on this thread for `d` of wall time (CPU time, as long as the thread runs).
+    fn spin(d: Duration) -> u64 {
+        let (start, mut x) = (Instant::now(), 0u64);
+        while start.elapsed() < d {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+        }
+        x
+    }
+
+    #[test]
+    fn a_lap_closes_the_phase_with_its_wall_and_cpu_time() {
+        let mut clock = PhaseClock::start();
+        std::thread::sleep(Duration::from_millis(150));
+        clock.lap("waiting");
+        spin(Duration::from_millis(300));
+        clock.lap("working");
+        let phases = clock.phases();
+        let names: Vec<&str> = phases.iter().map(|p| p.phase.as_str()).collect();
+        assert_eq!(names, ["waiting", "working"]);
+        let (waiting, working) = (&phases[0], &phases[1]);
+        assert!(waiting.wall_ms >= 150, "{waiting:?}");
+        // Sleeping takes no CPU; spinning takes it (getrusage counts in 1 ms or finer on
+        // Linux; half of the spin is left for a loaded machine's descheduling).
+        assert!(waiting.cpu_ms < 100, "{waiting:?}");
+        assert!(working.wall_ms >= 300, "{working:?}");
+        assert!(working.cpu_ms >= 100, "{working:?}");
+    }
+
+    #[test]
+    fn a_phase_lapped_again_adds_up_in_its_first_place() {
+        let mut clock = PhaseClock::start();
+        std::thread::sleep(Duration::from_millis(20));
+        clock.lap("video");
+        clock.lap("mux");
+        std::thread::sleep(Duration::from_millis(20));
+        clock.lap("video");
+        let phases = clock.phases();
+        assert_eq!(phases.len(), 2);
+        assert_eq!(phases[0].phase, "video");
+        assert!(phases[0].wall_ms >= 40, "{phases:?}");
+        assert_eq!(phases[1].phase, "mux");
+    }
+
+    #[test]
+    fn the_thread_clock_counts_this_threads_work_only() {
+        let before = thread_cpu_time_ms();
+        // Another thread's work is not this one's.
+        std::thread::spawn(|| spin(Duration::from_millis(300))).join().unwrap();
+        let between = thread_cpu_time_ms();
+        assert!(between - before < 100, "{before} {between}");
+        spin(Duration::from_millis(300));
+        assert!(thread_cpu_time_ms() - between >= 100);
+    }
+
+    #[test]
+    fn a_done_event_from_a_child_that_does_not_time_its_phases_still_reads() {
+        let old = r#"{"type":"done","output":"/o.mkv","size":3,"framesEncodedThisRun":1,"framesSkippedThisRun":0,"cpuMs":5,"wallMs":6}"#;
+        match serde_json::from_str::<Event>(old).unwrap() {
+            Event::Done { phases, alone_ms, cpu_ms, .. } => {
+                assert!(phases.is_empty());
+                assert_eq!((alone_ms, cpu_ms), (0, 5));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 }

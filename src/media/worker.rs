@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 
+use super::event::PhaseTime;
 use super::health::{Depth, FileHealth};
 use super::info::{MediaInfo, MAX_PIXELS_VAR};
 use super::stream_plan::StreamPlan;
@@ -119,8 +120,17 @@ pub fn binary() -> std::io::Result<PathBuf> {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "result", rename_all = "camelCase")]
 pub enum Answer {
-    Ok { info: Box<MediaInfo> },
-    Failed { code: FailureCode, message: String },
+    Ok {
+        info: Box<MediaInfo>,
+        /// The child's CPU time for the request, in milliseconds (validation and
+        /// verification, for the job's phase times); absent from a batch's answers.
+        #[serde(default, rename = "cpuMs", skip_serializing_if = "Option::is_none")]
+        cpu_ms: Option<u64>,
+    },
+    Failed {
+        code: FailureCode,
+        message: String,
+    },
     Capabilities(Capabilities),
     Health(FileHealth),
 }
@@ -233,8 +243,22 @@ pub fn child_command(binary: &Path, subcommand: &str, address_space: u64) -> Com
 
 /// Runs one request in a `condense-media media` child, killed after `limit`.
 pub async fn run(binary: &Path, request: &Request, limit: Duration) -> Result<MediaInfo, MediaError> {
+    run_timed(binary, request, limit, "").await.map(|(info, _)| info)
+}
+
+/// `run`, with the request's wall time and the child's CPU time as the job's phase `phase`.
+async fn run_timed(
+    binary: &Path,
+    request: &Request,
+    limit: Duration,
+    phase: &str,
+) -> Result<(MediaInfo, PhaseTime), MediaError> {
+    let started = std::time::Instant::now();
     match exchange(binary, request, limit).await? {
-        Answer::Ok { info } => Ok(*info),
+        Answer::Ok { info, cpu_ms } => {
+            let wall_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+            Ok((*info, PhaseTime { phase: phase.to_string(), wall_ms, cpu_ms: cpu_ms.unwrap_or(0) }))
+        }
         Answer::Failed { code, message } => Err(MediaError::new(code, message)),
         Answer::Capabilities(_) | Answer::Health(_) => {
             Err(MediaError::misc(format!("the media child answered out of turn while {}", request.doing())))
@@ -316,7 +340,7 @@ pub async fn probe_batch(binary: &Path, paths: &[PathBuf], per_file: Duration) -
     let limits = vec![per_file; paths.len()];
     let request = |rest: &[PathBuf]| Request::Probe { paths: rest.to_vec() };
     let answer = |answer: Answer| match answer {
-        Answer::Ok { info } => Some(Ok(*info)),
+        Answer::Ok { info, .. } => Some(Ok(*info)),
         Answer::Failed { code, message } => Some(Err(MediaError::new(code, message))),
         Answer::Capabilities(_) | Answer::Health(_) => None,
     };
@@ -536,9 +560,10 @@ pub async fn check_health(
 }
 
 /// Validates a source in a child.
-pub async fn validate(binary: &Path, path: &Path, base_limit: Duration) -> Result<MediaInfo, MediaError> {
+pub async fn validate(binary: &Path, path: &Path, base_limit: Duration) -> Result<(MediaInfo, PhaseTime), MediaError> {
     let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-    run(binary, &Request::Validate { path: path.to_path_buf() }, time_limit(base_limit, size)).await
+    let request = Request::Validate { path: path.to_path_buf() };
+    run_timed(binary, &request, time_limit(base_limit, size), "validation").await
 }
 
 /// Verifies an output against its source (and its stream plan, where it has one) in a child.
@@ -550,7 +575,7 @@ pub async fn verify_output(
     target_codec: &str,
     plan: Option<&StreamPlan>,
     base_limit: Duration,
-) -> Result<MediaInfo, MediaError> {
+) -> Result<(MediaInfo, PhaseTime), MediaError> {
     let size = std::fs::metadata(output).map(|m| m.len()).unwrap_or(0).max(source.size_bytes);
     let request = Request::Verify {
         output: output.to_path_buf(),
@@ -559,7 +584,7 @@ pub async fn verify_output(
         target_codec: target_codec.to_string(),
         plan: plan.map(|p| Box::new(p.clone())),
     };
-    run(binary, &request, time_limit(base_limit, size)).await
+    run_timed(binary, &request, time_limit(base_limit, size), "verification").await
 }
 
 #[cfg(test)]

@@ -58,6 +58,22 @@ both_backends!(a_library_of_five_clips_ends_completed_skipped_and_failed, |db: D
         assert_eq!(kinds.last().map(String::as_str), Some("completed"), "{name}: {kinds:?}");
         assert!(kinds.iter().any(|k| k == "replace_output_in_place"), "{name}: {kinds:?}");
         assert!(!condense::media::layout::partial_dir_for(&path).exists(), "{name}: partial output left behind");
+        // Where the job's time went, by the service's own clocks, with its completion.
+        let events = repo::events::list(&db, job.id).await.unwrap();
+        let detail = events.iter().find(|e| e.kind == "completed").and_then(|e| e.detail.clone()).unwrap();
+        let phases: Vec<condense::media::event::PhaseTime> =
+            serde_json::from_value(detail["phases"].clone()).unwrap_or_else(|e| panic!("{name}: {e}: {detail}"));
+        let names: Vec<&str> = phases.iter().map(|p| p.phase.as_str()).collect();
+        assert_eq!(names, ["validation", "start", "spans", "video", "mux", "verification", "replace"], "{name}");
+        let phase = |n: &str| phases.iter().find(|p| p.phase == n).unwrap();
+        // The children said their CPU time; decoding and encoding take some.
+        for n in ["validation", "video", "verification"] {
+            assert!(phase(n).cpu_ms > 0 && phase(n).wall_ms > 0, "{name}: {n}: {phases:?}");
+        }
+        // The transcoder's phases are its run, cut into pieces.
+        let transcoder: u64 = phases[1..5].iter().map(|p| p.wall_ms).sum();
+        assert!(transcoder <= job.wall_time_ms.unwrap() as u64, "{name}: {phases:?} {:?}", job.wall_time_ms);
+        assert!(detail["aloneMs"].as_u64().unwrap() <= phase("video").wall_ms, "{name}: {detail}");
     }
     let skipped = by_name["d_hevc.mkv"];
     assert_eq!(skipped.status, JobStatus::Skipped);

@@ -254,6 +254,7 @@ impl Attempt {
         let on = seen.clone();
         let mut on_progress = move |p: Progress| on.set(Some(p));
         let extension = prepared.plan.output_extension.clone();
+        let run_stats = run_stats.map(|s| (s.cpu_ms, s.wall_ms));
         let sent =
             client.upload_with(self.job_id, &lease, &output, &extension, &copy.sha256, run_stats, &mut on_progress);
         match self.follow(sent, &seen, &mut reported).await? {

@@ -10,6 +10,7 @@ use super::{join_error, Attempt, Ended};
 use crate::actors::lifecycle::{EventContext, LifecycleError};
 use crate::domain::job::{JobEvent, Stage};
 use crate::domain::path_bytes::readable;
+use crate::media::event::{thread_cpu_time_ms, PhaseTime};
 use crate::media::partial::{self, remove_partial, PinnedOutput};
 use crate::media::plan::{final_path_with, SourceIdentity};
 use crate::media::replace::{replace, Replace, Swapped};
@@ -21,7 +22,7 @@ impl Attempt {
     /// Verifies the output and puts it in the original's place, under the partial folder's
     /// lock from the first check to the last, then completes the job.
     pub(super) async fn commit(&self, prepared: Prepared, encoded: Encoded) -> Result<(), LifecycleError> {
-        let Prepared { info, plan, keep_originals, keep_modified_time, roots, .. } = prepared;
+        let Prepared { info, plan, keep_originals, keep_modified_time, roots, mut phases, .. } = prepared;
         let Encoded { mut job, run_stats } = encoded;
         let env = self.env.clone();
         job.stage = Some(Stage::Transferring.into());
@@ -47,7 +48,7 @@ impl Attempt {
             Ok(Err(e)) | Err(e) => return self.fail(e).await,
         };
         let (output, output_for_child) = (lock.dir().join(&output_name), lock.dir_for_children().join(&output_name));
-        let verified = match worker::verify_output(
+        let (verified, verification) = match worker::verify_output(
             &env.transcoder,
             &output_for_child,
             &plan.input,
@@ -64,7 +65,10 @@ impl Attempt {
         if let Err(e) = pinned.check() {
             return self.fail_holding(e, lock).await;
         }
-        let (cpu, wall) = run_stats.unwrap_or((0, 0));
+        let run_stats = run_stats.unwrap_or_default();
+        let (cpu, wall, alone_ms) = (run_stats.cpu_ms, run_stats.wall_ms, run_stats.alone_ms);
+        phases.extend(run_stats.phases);
+        phases.push(verification);
         let source = crate::repo::jobs::source_path(&job);
         let mut set = JobChange {
             encoder: Some(plan.encoder.as_str().to_string()),
@@ -97,6 +101,7 @@ impl Attempt {
             let target = final_path_with(&source, &plan.output_extension);
             let (s, o, t, identity) = (source.clone(), output.clone(), target.clone(), plan.source);
             let replaced = tokio::task::spawn_blocking(move || {
+                let (started, cpu) = (std::time::Instant::now(), thread_cpu_time_ms());
                 let mut steps = Vec::new();
                 pinned.check()?;
                 let r = Replace {
@@ -108,15 +113,21 @@ impl Attempt {
                     keep_modified_time,
                 };
                 replace(&r, &|| mine && pinned.check().is_ok(), &mut |step| steps.push(step.name()))?;
-                Ok::<_, MediaError>((steps, lock))
+                let timed = PhaseTime {
+                    phase: "replace".to_string(),
+                    wall_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                    cpu_ms: thread_cpu_time_ms().saturating_sub(cpu),
+                };
+                Ok::<_, MediaError>((steps, lock, timed))
             })
             .await
             .map_err(join_error);
-            let (steps, held) = match replaced {
+            let (steps, held, timed) = match replaced {
                 Ok(Ok(done)) => done,
                 Ok(Err(e)) | Err(e) => return self.fail(e).await,
             };
             lock = held;
+            phases.push(timed);
             for step in steps {
                 env.store.record_event(job.id, &self.lease_id, step, self.node(), None).await?;
             }
@@ -128,6 +139,12 @@ impl Attempt {
                 set.file_name = target.file_name().map(|n| readable(n).into_owned());
                 set.file_path = Some(target.clone());
             }
+        }
+        // Where the job's time went, by the service's own clocks (docs/ARCHITECTURE.md,
+        // "Phase times"); only what this node saw of a job encoded elsewhere.
+        if let Some(fields) = detail.as_object_mut() {
+            fields.insert("phases".into(), serde_json::to_value(&phases).unwrap_or_default());
+            fields.insert("aloneMs".into(), alone_ms.into());
         }
         let ctx = EventContext { node: self.node(), detail: Some(detail), failure_detail: None };
         if set.source_inode.is_some() {

@@ -19,6 +19,7 @@ use crate::domain::quality::{self, QualityMode};
 use crate::domain::segments::{self, Sessions};
 use crate::domain::stream_rules::StreamRules;
 use crate::media::contain;
+use crate::media::event::PhaseTime;
 use crate::media::info::{HdrKind, MediaInfo};
 use crate::media::partial;
 use crate::media::plan::{decide, final_paths, output_extension, Decision, EncodePlan, QualitySearch, SourceIdentity};
@@ -40,6 +41,8 @@ pub(super) struct Prepared {
     /// The library's folders: the source is checked to be inside them again before the replace.
     pub roots: Vec<PathBuf>,
     pub timeout_hours: u64,
+    /// The time of the work done so far (the validation), for the job's phase times.
+    pub phases: Vec<PhaseTime>,
 }
 
 impl Attempt {
@@ -122,8 +125,8 @@ impl Attempt {
         } else {
             SourceIdentity::of(&path).ok()
         };
-        let info = match worker::validate(&env.transcoder, read, env.analysis_timeout).await {
-            Ok(info) => info,
+        let (info, validation) = match worker::validate(&env.transcoder, read, env.analysis_timeout).await {
+            Ok(validated) => validated,
             Err(e) => return self.fail(e).await,
         };
         let analysis = if copied {
@@ -197,7 +200,8 @@ impl Attempt {
             plan.streams = Some(streams);
         }
         let keep_modified_time = library.as_ref().is_some_and(|l| l.keep_modified_time);
-        Ok(Some(Prepared { job, info, plan, keep_originals, keep_modified_time, roots, timeout_hours }))
+        let phases = vec![validation];
+        Ok(Some(Prepared { job, info, plan, keep_originals, keep_modified_time, roots, timeout_hours, phases }))
     }
 
     /// "damaged: …" when the last health check of the source found it damaged or

@@ -15,6 +15,7 @@ use super::supervise::Encoded;
 use super::{Attempt, NodeEnv, Phase};
 use crate::actors::lifecycle::LifecycleError;
 use crate::actors::store::JobSettings;
+use crate::media::event::RunStats;
 use crate::media::plan::{output_extension, SourceIdentity};
 use crate::media::stream_plan::plan_streams;
 use crate::media::worker;
@@ -74,6 +75,7 @@ pub async fn commit_remote(
     let (_commands, rx) = mpsc::unbounded_channel();
     let attempt = Attempt { env: Arc::new(env), job_id, lease_id: lease, commands: rx, by_transfer: false };
     let Some(prepared) = attempt.prepare_remote(&extension, source).await? else { return Ok(()) };
+    let run_stats = run_stats.map(|(cpu_ms, wall_ms)| RunStats { cpu_ms, wall_ms, ..Default::default() });
     let encoded = Encoded { job: prepared.job.clone(), run_stats };
     attempt.commit(prepared, encoded).await
 }
@@ -91,8 +93,8 @@ impl Attempt {
         else {
             return Ok(None);
         };
-        let info = match worker::validate(&env.transcoder, &path, env.analysis_timeout).await {
-            Ok(info) => info,
+        let (info, validation) = match worker::validate(&env.transcoder, &path, env.analysis_timeout).await {
+            Ok(validated) => validated,
             Err(e) => return self.fail(e).await,
         };
         let mut plan = match settings_for(&job, &info, library.as_ref())
@@ -127,6 +129,8 @@ impl Attempt {
             return self.fail(e).await;
         }
         let keep_modified_time = library.as_ref().is_some_and(|l| l.keep_modified_time);
-        Ok(Some(Prepared { job, info, plan, keep_originals, keep_modified_time, roots, timeout_hours }))
+        // The node's own validation and encode are its to time; this is the main node's.
+        let phases = vec![validation];
+        Ok(Some(Prepared { job, info, plan, keep_originals, keep_modified_time, roots, timeout_hours, phases }))
     }
 }

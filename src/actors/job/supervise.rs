@@ -11,7 +11,7 @@ use crate::actors::lifecycle::EventContext;
 use crate::domain::health::STALLED_AFTER_SECS;
 use crate::domain::job::{FailureCode, JobEvent};
 use crate::domain::quality;
-use crate::media::event::Event;
+use crate::media::event::{Event, RunStats};
 use crate::media::transcoder::{ChildEnd, Transcoder};
 use crate::media::MediaError;
 use crate::repo::jobs::JobChange;
@@ -28,8 +28,8 @@ enum Stopping {
 pub(super) struct Encoded {
     /// The job with the progress this attempt reached.
     pub job: job::Model,
-    /// CPU and wall time of the child, in milliseconds, when it said.
-    pub run_stats: Option<(u64, u64)>,
+    /// CPU and wall time of the child, in milliseconds, and its phases, when it said.
+    pub run_stats: Option<RunStats>,
 }
 
 impl Attempt {
@@ -51,7 +51,7 @@ impl Attempt {
         let start_percent = job.progress;
         let mut last_progress = Instant::now();
         let (mut last_write, mut last_publish) = (Instant::now(), Instant::now());
-        let mut run_stats: Option<(u64, u64)> = None;
+        let mut run_stats: Option<RunStats> = None;
         let mut stopping: Option<Stopping> = None;
         let mut stop_by: Option<tokio::time::Instant> = None;
         let mut events_open = true;
@@ -99,7 +99,9 @@ impl Attempt {
                             env.store.publish_progress(&job);
                         }
                     }
-                    Some(Event::Done { cpu_ms, wall_ms, .. }) => run_stats = Some((cpu_ms, wall_ms)),
+                    Some(Event::Done { cpu_ms, wall_ms, phases, alone_ms, .. }) => {
+                        run_stats = Some(RunStats { cpu_ms, wall_ms, phases, alone_ms });
+                    }
                     Some(Event::NotSmaller { projected, limit, frames_done }) => {
                         not_smaller = Some((projected, limit, frames_done));
                     }
