@@ -6,6 +6,7 @@
 use std::hash::{Hash, Hasher};
 use std::path::Path;
 
+use rsmpeg::avformat::AVFormatContextInput;
 use rsmpeg::error::RsmpegError;
 use rsmpeg::ffi;
 
@@ -443,6 +444,16 @@ pub fn tally(path: &Path, rpu: Option<RpuMode>) -> Result<Vec<StreamTally>, Medi
 /// seeking lands on a keyframe at or before the point and decoding goes on from there, so a
 /// video that ends early runs out of frames instead of passing on its last one.
 pub fn decode_at_points(path: &Path, duration: f64) -> Result<(), MediaError> {
+    decode_at_points_counted(path, duration).map(|_| ())
+}
+
+/// `decode_at_points`, answering the frames it decoded. Where the keyframe a point's seek
+/// would land on is no later than the last frame decoded (points within one group of
+/// pictures: a source with x264's default keyframe interval has one in 10 s), decoding goes
+/// on forward from there instead: the same frames up to the point, without decoding the
+/// group again from its keyframe for every point.
+pub fn decode_at_points_counted(path: &Path, duration: f64) -> Result<u64, MediaError> {
+    let mut decoded = 0u64;
     let mut input = open_input(path)?;
     let vi = main_video_index(&input).ok_or_else(|| MediaError::invalid("no video stream"))?;
     let mut decoder = open_decoder(&input, vi)?;
@@ -458,20 +469,26 @@ pub fn decode_at_points(path: &Path, duration: f64) -> Result<(), MediaError> {
     let av_time_base = ffi::AVRational { num: 1, den: ffi::AV_TIME_BASE as i32 };
     // SAFETY: pure arithmetic.
     let slack = unsafe { ffi::av_rescale_q(2, frame, time_base) }.max(1);
+    // The timestamp of the last frame decoded, while decoding can go on forward from it.
+    let mut position: Option<i64> = None;
     for point in [0.0, 0.25, 0.5, 0.75, 0.95] {
         let target_us = start + (duration * point * f64::from(ffi::AV_TIME_BASE)) as i64;
         // SAFETY: pure arithmetic.
         let target = unsafe { ffi::av_rescale_q(target_us, av_time_base, time_base) };
-        // SAFETY: seeking an input we own, in the video stream's time base, to a keyframe at
-        // or before the target.
-        let ret = unsafe {
-            ffi::avformat_seek_file(input.as_mut_ptr(), i32::try_from(vi).unwrap_or(0), i64::MIN, target, target, 0)
-        };
-        if ret < 0 && point > 0.0 {
-            return Err(MediaError::invalid(format!("cannot seek to {:.0} %", point * 100.0)));
+        let onward =
+            position.is_some_and(|at| at < target && keyframe_before(&input, vi, target).is_some_and(|k| k <= at));
+        if !onward {
+            // SAFETY: seeking an input we own, in the video stream's time base, to a keyframe
+            // at or before the target.
+            let ret = unsafe {
+                ffi::avformat_seek_file(input.as_mut_ptr(), i32::try_from(vi).unwrap_or(0), i64::MIN, target, target, 0)
+            };
+            if ret < 0 && point > 0.0 {
+                return Err(MediaError::invalid(format!("cannot seek to {:.0} %", point * 100.0)));
+            }
+            // SAFETY: resets the decoder after a seek.
+            unsafe { ffi::avcodec_flush_buffers(decoder.as_mut_ptr()) };
         }
-        // SAFETY: resets the decoder after a seek.
-        unsafe { ffi::avcodec_flush_buffers(decoder.as_mut_ptr()) };
         let landed = |ts: i64| ts == ffi::AV_NOPTS_VALUE || ts >= target.saturating_sub(slack) || point == 0.0;
         let mut reached = false;
         let mut last_seen = None;
@@ -496,6 +513,7 @@ pub fn decode_at_points(path: &Path, duration: f64) -> Result<(), MediaError> {
             loop {
                 match decoder.receive_frame() {
                     Ok(f) => {
+                        decoded += 1;
                         last_seen = Some(f.best_effort_timestamp);
                         if landed(f.best_effort_timestamp) {
                             reached = true;
@@ -507,6 +525,8 @@ pub fn decode_at_points(path: &Path, duration: f64) -> Result<(), MediaError> {
                 }
             }
         }
+        // A decoder drained at the end cannot go on; one that stopped at its point can.
+        position = last_seen.filter(|t| reached && !ended && *t != ffi::AV_NOPTS_VALUE);
         if !reached {
             let seen = last_seen
                 .filter(|t| *t != ffi::AV_NOPTS_VALUE)
@@ -524,7 +544,24 @@ pub fn decode_at_points(path: &Path, duration: f64) -> Result<(), MediaError> {
             )));
         }
     }
-    Ok(())
+    Ok(decoded)
+}
+
+/// The timestamp of the keyframe a seek to `target` (the stream's time base) lands on, by
+/// the stream's index; `None` where the index has none at or before it.
+fn keyframe_before(input: &AVFormatContextInput, vi: usize, target: i64) -> Option<i64> {
+    let stream = input.streams().get(vi)?;
+    let raw = stream.as_ptr().cast_mut();
+    // SAFETY: reads the index of a stream of an input we hold open (the stream lives as long
+    // as the input); FFmpeg answers a negative position when no entry fits, and null for an
+    // entry out of range.
+    unsafe {
+        let at = ffi::av_index_search_timestamp(raw, target, ffi::AVSEEK_FLAG_BACKWARD as i32);
+        if at < 0 {
+            return None;
+        }
+        ffi::avformat_index_get_entry(raw, at).as_ref().map(|e| e.timestamp)
+    }
 }
 
 /// Validation of a source before any work: it opens, has a video stream with a decoder,

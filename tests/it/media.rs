@@ -648,6 +648,46 @@ fn a_video_shorter_than_its_audio_fails_verification() {
     assert!(err.message.contains("no frame decodes at 50 %"), "{err}");
 }
 
+/// Points within one group of pictures are reached by decoding on forward, not by decoding
+/// the group again from its keyframe for each point: a 10 s clip with one keyframe (x264's
+/// default interval, 250 frames) decodes up to its 95 % point once (about 238 frames, where
+/// a seek per point decoded 0 + 63 + 125 + 188 + 238). With a keyframe every second, each
+/// point seeks to its own keyframe and decodes a few frames from it.
+#[test]
+fn the_points_of_one_group_of_pictures_are_decoded_in_one_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut decoded = Vec::new();
+    for gop in ["250", "25"] {
+        let clip = dir.path().join(format!("gop{gop}.mkv"));
+        clips::ffmpeg(&[
+            "-f",
+            "lavfi",
+            "-i",
+            "testsrc2=size=192x108:rate=25",
+            "-t",
+            "10",
+            "-c:v",
+            "libx264",
+            "-preset",
+            "ultrafast",
+            "-g",
+            gop,
+            "-keyint_min",
+            gop,
+            "-sc_threshold",
+            "0",
+            clip.to_str().unwrap(),
+        ]);
+        assert_eq!(crate::common::shim::video_frames(&clip), 250);
+        decoded.push(condense_media::verify::decode_at_points_counted(&clip, 10.0).unwrap());
+    }
+    let (one_group, every_second) = (decoded[0], decoded[1]);
+    assert!((230..=250).contains(&one_group), "{decoded:?}");
+    // 0 % and 95 % land on their keyframes' own frames give or take the decoder's delay; the
+    // others lie 6 to 19 frames after theirs.
+    assert!(every_second < 80, "{decoded:?}");
+}
+
 /// The mux reads the source again for its other streams: a read error there fails the
 /// attempt too (it used to end the audio and subtitles there), and the next run muxes again.
 #[test]
