@@ -57,7 +57,19 @@ async fn far_node() -> Far {
 async fn far_node_on(server: TestServer) -> Far {
     let token = server.login().await;
     let lib = tempfile::tempdir().unwrap();
-    server.library(&token, &lib.path().canonicalize().unwrap()).await;
+    let library = server.library(&token, &lib.path().canonicalize().unwrap()).await;
+    // The library's first scan runs as it starts: a file a test writes before that scan has
+    // walked the folder would be registered by it too, and the test's own job for the same
+    // path refused as a duplicate (seen once under load in a whole `make test`).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let (_, row) = server.get(&format!("/libraries/{library}"), Some(&token)).await;
+        if !row["lastScanAt"].is_null() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the library's first scan did not finish: {row}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     let (bearer, node_id) = enroll(&server, "far").await;
     Far { server, lib, bearer, node_id }
 }
