@@ -120,6 +120,11 @@ describe('libraries and jobs', () => {
     const history = page.getByRole('region', { name: 'History' });
     await history.getByRole('cell', { name: 'Resumed', exact: true }).waitFor();
     expect(await history.getByRole('cell', { name: 'Paused', exact: true }).count()).toBeGreaterThan(0);
+    // Where the completed job's time went, phase by phase, by the service's own clocks.
+    const times = page.getByRole('region', { name: 'Where the time went' });
+    await times.getByRole('cell', { name: 'Verification', exact: true }).waitFor();
+    expect(await times.getByRole('cell', { name: 'Validation', exact: true }).count()).toBe(1);
+    expect(await times.getByRole('cell', { name: 'Video', exact: true }).count()).toBe(1);
   });
 
   it('shows the corrupt file failed with “file validation failed” after three retries', async () => {

@@ -142,7 +142,8 @@ export function formatEventDetail(detail: unknown): string {
     parts.push(fields.changes.map(String).join('; '));
   }
   for (const [name, value] of Object.entries(fields)) {
-    if (name === 'changes' || value === null || value === undefined || typeof value === 'object') continue;
+    // `aloneMs` goes with the phases, which the job's page shows in a table of their own.
+    if (name === 'changes' || name === 'aloneMs' || value === null || value === undefined || typeof value === 'object') continue;
     parts.push(`${name}: ${String(value)}`);
   }
   return parts.join(', ');

@@ -3,6 +3,7 @@
 // the live feed. Assertions are about behaviour (what a user can see and do), not markup.
 import { render } from 'preact';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { DEFAULT_STREAM_RULES } from '../src/streamRules';
 import type { ClusterNode, Dashboard, Library } from '../src/types';
 import { catalog } from './catalog';
 import { MOVIES, job } from './fixtures';
@@ -57,23 +58,7 @@ const library: Library = {
   ...MOVIES,
   id: 1,
   paths: ['/media/movies'],
-  streamRules: {
-    audioLanguages: [],
-    dropUndetermined: false,
-    dropCommentary: false,
-    audioCodec: 'copy',
-    audioTranscode: ['dts', 'truehd', 'flac', 'pcm'],
-    audioBitrateKbps: null,
-    keepOriginalAudio: false,
-    addStereo: false,
-    subtitleLanguages: [],
-    dropImageSubtitles: false,
-    maxHeight: null,
-    container: 'keep',
-    minSizeMb: null,
-    minBitrateKbps: null,
-    skipPaths: [],
-  },
+  streamRules: { ...DEFAULT_STREAM_RULES },
   healthSchedule: 'off',
   healthAction: 'notify',
   createdAt: '2024-05-01T00:00:00Z',
@@ -447,6 +432,50 @@ describe('dashboard pages', () => {
     await vi.waitFor(() => expect(text()).toContain('Chosen CRF'));
     expect(text()).toContain('VMAF95.44 (5th percentile 94.10)');
     expect(text()).toContain('Predicted size');
+  });
+
+  it("shows where a completed job's time went, the phases a linked node reported in its name", async () => {
+    const done = job(9, { fileName: 'moved.mkv', status: 'COMPLETED', node: 'blind', outputSize: 500 });
+    const phases = [
+      { phase: 'download', wallMs: 1500, cpuMs: 0, node: 'blind' },
+      { phase: 'validation', wallMs: 1020, cpuMs: 1670, node: 'blind' },
+      { phase: 'video', wallMs: 61_500, cpuMs: 120_000, node: 'blind' },
+      { phase: 'upload', wallMs: 480, cpuMs: 0, node: 'blind' },
+      { phase: 'verification', wallMs: 1320, cpuMs: 2150 },
+      'not a phase',
+    ];
+    const completed = {
+      id: 40,
+      at: '2024-05-01T10:05:00Z',
+      kind: 'completed',
+      fromStatus: 'ENCODING',
+      toStatus: 'COMPLETED',
+      nodeName: 'blind',
+      detail: { outputSize: 500, phases, aloneMs: 240 },
+    };
+    override = (method, path) =>
+      method === 'GET' && path.split('?')[0] === '/api/jobs/9'
+        ? { status: 200, body: { ...done, events: [completed] } }
+        : undefined;
+    await mount('#/jobs/9');
+    const card = await vi.waitFor(() => {
+      const found = [...document.querySelectorAll('section')].find((s) => s.textContent?.startsWith('Where the time went'));
+      expect(found).toBeDefined();
+      return found!;
+    });
+    const rows = [...card.querySelectorAll('tbody tr')].map((r) => [...r.querySelectorAll('td')].map((c) => c.textContent));
+    expect(rows).toEqual([
+      ['Download', 'blind', '1.50 s', '—', '2%'],
+      ['Validation', 'blind', '1.02 s', '1.67 s', '2%'],
+      ['Video', 'blind', '1m 02s', '2m 00s', '93%'],
+      ['Upload', 'blind', '0.48 s', '—', '1%'],
+      ['Verification', 'main node', '1.32 s', '2.15 s', '2%'],
+    ]);
+    expect(card.querySelector('tfoot')?.textContent).toContain('1m 06s');
+    expect(card.textContent).toContain('The video\'s last 0.24 s ran in one session');
+    // The history's detail does not repeat them.
+    expect(text()).toContain('outputSize: 500');
+    expect(text()).not.toContain('aloneMs');
   });
 
   it('shows which way a transferring job moves its file, how much of it and how fast, in the list and on its page', async () => {

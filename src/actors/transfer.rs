@@ -19,6 +19,7 @@ use tokio::io::AsyncWriteExt;
 
 use crate::actors::cluster::transfer::{Finish, LEASE_HEADER, SHA256_HEADER, SIZE_HEADER};
 use crate::domain::transfer::{gives_up, pace, part_bytes, retry_after};
+use crate::media::event::{PhaseTime, RunStats};
 use crate::media::handle::Folder;
 use crate::media::transfer::sha256_of;
 
@@ -476,7 +477,11 @@ impl TransferClient {
 
     /// Uploads `file` as job `job_id`'s output and finishes it: `extension` is the output's,
     /// `source_sha256` the hash of the source it was encoded from. Resumes from the main
-    /// node's durable length after any drop; a checksum mismatch uploads once more.
+    /// node's durable length after any drop; a checksum mismatch uploads once more. The
+    /// finish tells the main node the encode's CPU and wall time and its phases (`run_stats`,
+    /// in milliseconds), for the job's figures; the upload's own wall time, up to the finish,
+    /// is its last phase (`upload`).
+    #[allow(clippy::too_many_arguments)]
     pub async fn upload(
         &self,
         job_id: i32,
@@ -484,24 +489,10 @@ impl TransferClient {
         file: &Path,
         extension: &str,
         source_sha256: &str,
+        run_stats: Option<RunStats>,
         on_progress: &mut dyn FnMut(Progress),
     ) -> Result<u64, ClientError> {
-        self.upload_with(job_id, lease, file, extension, source_sha256, None, on_progress).await
-    }
-
-    /// `upload`, telling the main node the encode's CPU and wall time (`run_stats`, in
-    /// milliseconds) with the finish, for the job's figures.
-    #[allow(clippy::too_many_arguments)]
-    pub async fn upload_with(
-        &self,
-        job_id: i32,
-        lease: &str,
-        file: &Path,
-        extension: &str,
-        source_sha256: &str,
-        run_stats: Option<(u64, u64)>,
-        on_progress: &mut dyn FnMut(Progress),
-    ) -> Result<u64, ClientError> {
+        let started = Instant::now();
         let path = file.to_path_buf();
         let (source, size, sha256) = tokio::task::spawn_blocking(move || {
             let f = std::fs::File::open(&path)?;
@@ -575,13 +566,17 @@ impl TransferClient {
                 runs.failed(last, at > before);
                 continue;
             }
+            let mut phases = run_stats.as_ref().map(|s| s.phases.clone()).unwrap_or_default();
+            phases.push(PhaseTime::wall_since("upload", started));
             let finish = Finish {
                 sha256: sha256.clone(),
                 size,
                 extension: extension.to_string(),
                 source_sha256: source_sha256.to_string(),
-                cpu_ms: run_stats.map(|(cpu, _)| cpu),
-                wall_ms: run_stats.map(|(_, wall)| wall),
+                cpu_ms: run_stats.as_ref().map(|s| s.cpu_ms),
+                wall_ms: run_stats.as_ref().map(|s| s.wall_ms),
+                phases,
+                alone_ms: run_stats.as_ref().map(|s| s.alone_ms),
             };
             let mut res = match self
                 .request(awc::http::Method::POST, self.url(job_id, "output/finish"), lease)

@@ -128,7 +128,7 @@ pub async fn finish_output(
         return Ok(HttpResponse::Accepted().json(json!({ "committing": true })));
     };
     let done = body.into_inner();
-    let (extension, run_stats) = (done.extension.clone(), done.cpu_ms.zip(done.wall_ms));
+    let (extension, run_stats) = (done.extension.clone(), done.run_stats(job.node_name.as_deref()));
     let transfer::Finished { lock, output, source } = transfer::finish(&state.db, &job, done).await?;
     // The commit takes the partial folder's whole lock itself, from its verification on.
     drop(lock);

@@ -141,7 +141,23 @@ pub enum RunEnd {
 pub struct PhaseTime {
     pub phase: String,
     pub wall_ms: u64,
+    /// 0 where nobody measured it: a transfer's (`download`, `upload`) waits on the link.
     pub cpu_ms: u64,
+    /// The linked node a phase ran on, for the phases that node reported with the upload of
+    /// a job it took by transfer; absent: the node that verified and replaced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+}
+
+impl PhaseTime {
+    pub fn new(phase: &str, wall_ms: u64, cpu_ms: u64) -> Self {
+        PhaseTime { phase: phase.to_string(), wall_ms, cpu_ms, node: None }
+    }
+
+    /// A phase whose CPU time is not measured (a transfer), from `since` to now.
+    pub fn wall_since(phase: &str, since: Instant) -> Self {
+        PhaseTime::new(phase, u64::try_from(since.elapsed().as_millis()).unwrap_or(u64::MAX), 0)
+    }
 }
 
 /// Times the consecutive phases of a process's work: each `lap` closes the phase that ran
@@ -171,7 +187,7 @@ impl PhaseClock {
                 p.wall_ms = p.wall_ms.saturating_add(wall_ms);
                 p.cpu_ms = p.cpu_ms.saturating_add(cpu_ms);
             }
-            None => self.phases.push(PhaseTime { phase: phase.to_string(), wall_ms, cpu_ms }),
+            None => self.phases.push(PhaseTime::new(phase, wall_ms, cpu_ms)),
         }
     }
 

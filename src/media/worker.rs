@@ -257,7 +257,7 @@ async fn run_timed(
     match exchange(binary, request, limit).await? {
         Answer::Ok { info, cpu_ms } => {
             let wall_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-            Ok((*info, PhaseTime { phase: phase.to_string(), wall_ms, cpu_ms: cpu_ms.unwrap_or(0) }))
+            Ok((*info, PhaseTime::new(phase, wall_ms, cpu_ms.unwrap_or(0))))
         }
         Answer::Failed { code, message } => Err(MediaError::new(code, message)),
         Answer::Capabilities(_) | Answer::Health(_) => {

@@ -11,6 +11,7 @@ use awc::http::Method;
 use condense::actors::transfer::{ClientError, Direction, Progress, TransferClient};
 use condense::domain::job::JobStatus;
 use condense::domain::node::{NodeRole, NodeStatus};
+use condense::media::event::{PhaseTime, RunStats};
 use condense::media::layout::partial_dir_for;
 use condense::repo;
 use entities::job;
@@ -339,7 +340,7 @@ async fn round_trip(far: Far) {
     let encoded = work.path().join("output.mkv");
     std::fs::write(&encoded, &output).unwrap();
     seen.lock().unwrap().clear();
-    let size = client.upload(job, LEASE, &encoded, "mkv", &got.sha256, &mut progress(&seen)).await.unwrap();
+    let size = client.upload(job, LEASE, &encoded, "mkv", &got.sha256, None, &mut progress(&seen)).await.unwrap();
     assert_eq!(size, output.len() as u64);
     // Checked whole (its SHA-256) and handed to the commit, which refuses bytes that are no
     // video: the job fails, the original as it was and the upload gone with the attempt.
@@ -392,7 +393,7 @@ async fn an_upload_cut_off_resumes_from_the_durable_bytes() {
     // The first part (1 MiB) goes through, the second is cut half way.
     let proxy = Proxy::start(&far.server.base, Fault::CutUp((1 << 20) + (1 << 19))).await;
     // Done: the main node found the whole upload's SHA-256 the node's.
-    far.client(&proxy.base).upload(job, LEASE, &encoded, "mkv", &sha(&data), &mut |_| {}).await.unwrap();
+    far.client(&proxy.base).upload(job, LEASE, &encoded, "mkv", &sha(&data), None, &mut |_| {}).await.unwrap();
     committed(&far, job).await;
     assert_eq!(std::fs::read(&source).unwrap(), data);
     let offsets = proxy.put_offsets();
@@ -438,7 +439,7 @@ async fn a_corrupted_upload_is_refused_by_its_checksum_and_sent_again() {
     let proxy = Proxy::start(&far.server.base, Fault::FlipUp(4000)).await;
     let mut client = far.client(&proxy.base);
     client.part_bytes = 256 << 10;
-    client.upload(job, LEASE, &encoded, "mkv", &sha(&data), &mut |_| {}).await.unwrap();
+    client.upload(job, LEASE, &encoded, "mkv", &sha(&data), None, &mut |_| {}).await.unwrap();
     committed(&far, job).await;
     assert_eq!(std::fs::read(&source).unwrap(), data);
     let finishes = proxy.asked().iter().filter(|a| a.starts_with("post ")).count();
@@ -458,7 +459,7 @@ async fn an_output_of_a_source_changed_since_is_refused() {
     std::fs::write(&source, &newer).unwrap();
     let encoded = work.path().join("out.mkv");
     std::fs::write(&encoded, bytes(5000, 1)).unwrap();
-    let refused = client.upload(job, LEASE, &encoded, "mkv", &got.sha256, &mut |_| {}).await.unwrap_err();
+    let refused = client.upload(job, LEASE, &encoded, "mkv", &got.sha256, None, &mut |_| {}).await.unwrap_err();
     assert!(matches!(refused, ClientError::SourceChanged(_)), "{refused}");
     assert!(refused.to_string().contains(&sha(&newer)), "{refused}");
     assert!(!output_of(&source, "upload.part").exists(), "the upload was discarded");
@@ -547,8 +548,16 @@ async fn an_uploaded_output_is_verified_and_then_replaces_the_original() {
     assert_eq!(end, condense::media::transcoder::ChildEnd::Completed, "{events:?}");
     assert_eq!(std::fs::read(&source).unwrap(), original, "nothing touched the original before the upload");
 
+    // What the node says of its run goes with the finish: its phases, the upload's added.
+    let ran = RunStats {
+        cpu_ms: 900,
+        wall_ms: 700,
+        phases: vec![PhaseTime::new("download", 40, 0), PhaseTime::new("video", 600, 880)],
+        alone_ms: 30,
+    };
+    let output = plan.output_path();
     let size =
-        client.upload(job, LEASE, &plan.output_path(), &plan.output_extension, &got.sha256, &mut |_| {}).await.unwrap();
+        client.upload(job, LEASE, &output, &plan.output_extension, &got.sha256, Some(ran), &mut |_| {}).await.unwrap();
     // The finish asked again (its answer lost on the way) while the commit analyses the
     // source: the same answer, no second commit, and the upload not asked for again. Once
     // the commit has ended the lease is gone (403); never a refusal of the upload (409).
@@ -573,6 +582,29 @@ async fn an_uploaded_output_is_verified_and_then_replaces_the_original() {
     assert_eq!(crate::common::shim::video_frames(&replaced), frames, "every frame is there");
     assert_eq!(done.output_size, Some(std::fs::metadata(&replaced).unwrap().len() as i64));
     assert!(!partial_dir_for(&source).exists(), "nothing is left of the upload");
+    // Where the job's time went, in the order it ran: the node's phases in its name, then
+    // the main node's checks and replace.
+    assert_eq!((done.cpu_time_ms, done.wall_time_ms), (Some(900), Some(700)));
+    let completed = repo::events::list(far.server.db(), job).await.unwrap();
+    let completed = completed.iter().rev().find(|e| e.kind == "completed").unwrap();
+    let detail = completed.detail.clone().unwrap();
+    let phases: Vec<PhaseTime> = serde_json::from_value(detail["phases"].clone()).unwrap();
+    let named: Vec<(&str, Option<&str>)> = phases.iter().map(|p| (p.phase.as_str(), p.node.as_deref())).collect();
+    assert_eq!(
+        named,
+        [
+            ("download", Some("far")),
+            ("video", Some("far")),
+            ("upload", Some("far")),
+            ("validation", None),
+            ("verification", None),
+            ("replace", None)
+        ],
+        "{detail}"
+    );
+    assert_eq!((phases[1].wall_ms, phases[1].cpu_ms), (600, 880));
+    assert!(phases[3].cpu_ms > 0 && phases[4].cpu_ms > 0, "{phases:?}");
+    assert_eq!(detail["aloneMs"], 30);
     far.server.finish().await;
 }
 
@@ -587,7 +619,10 @@ async fn uploaded_as(far: &Far, seconds: u32, args: &[&str], extension: &str) ->
     let encoded = work.path().join(format!("out.{extension}"));
     let (from, to) = (source.to_str().unwrap(), encoded.to_str().unwrap());
     crate::common::media::ffmpeg(&[&["-i", from], args, &[to]].concat());
-    far.client(&far.server.base).upload(job, LEASE, &encoded, extension, &sha(&original), &mut |_| {}).await.unwrap();
+    far.client(&far.server.base)
+        .upload(job, LEASE, &encoded, extension, &sha(&original), None, &mut |_| {})
+        .await
+        .unwrap();
     (source, original, committed(far, job).await)
 }
 
@@ -649,6 +684,8 @@ async fn a_source_replaced_after_the_finish_is_not_overwritten_by_the_old_encode
         source_sha256: sha(&original),
         cpu_ms: None,
         wall_ms: None,
+        phases: Vec::new(),
+        alone_ms: None,
     };
     let Finished { lock, source: encoded_from, .. } = finish(far.server.db(), &row, done).await.unwrap();
     drop(lock);

@@ -114,6 +114,18 @@ async fn a_source_changed_while_a_node_encodes_its_copy_requeues_the_job_and_kee
     assert!(detail.to_string().contains("the source changed on the main node"), "{detail:#}");
     // The output is the new version's, whole.
     replaced_whole(&s, new_frames, &dir.path().join("blind/work"), &[]).await;
+    // Where the completed attempt's time went: the node's phases in its name (the download,
+    // its check of the copy, the transcoder's, the upload), then the main node's.
+    let completed = events_of(&detail, "completed");
+    let phases = completed[0]["detail"]["phases"].as_array().unwrap();
+    let named: Vec<(&str, &str)> =
+        phases.iter().map(|p| (p["phase"].as_str().unwrap(), p["node"].as_str().unwrap_or("-"))).collect();
+    let (node, main) = named.split_at(named.len() - 3);
+    assert_eq!(main, [("validation", "-"), ("verification", "-"), ("replace", "-")], "{named:?}");
+    assert_eq!(node.first(), Some(&("download", "blind")), "{named:?}");
+    assert_eq!(node.get(1), Some(&("validation", "blind")), "{named:?}");
+    assert_eq!(node.last(), Some(&("upload", "blind")), "{named:?}");
+    assert!(node.contains(&("video", "blind")), "{named:?}");
 }
 
 /// The job once the main node gave it back to the queue (after the killed node's timeout).

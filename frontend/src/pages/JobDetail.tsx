@@ -6,9 +6,11 @@ import { useLiveMessages, useResource } from '../hooks';
 import { isTerminal, mergeLive } from '../jobs';
 import { JobPlan } from './JobPlan';
 import { routeHref } from '../router';
+import { cpuOf, formatMs, phaseLabel, timesOf } from '../phases';
 import { withLiveSegments } from '../segments';
+import { Table } from '../widgets/Table';
 import { api } from '../session';
-import type { Job, JobDetail as JobDetailData } from '../types';
+import type { Job, JobDetail as JobDetailData, JobEvent } from '../types';
 
 export function JobDetail({ id }: { id: number }) {
   const job = useResource(() => api.job(id), [id]);
@@ -78,41 +80,29 @@ export function JobDetail({ id }: { id: number }) {
               <SegmentStrip segments={segments} />
             </section>
           )}
+          <JobTimesCard events={data.events} />
           <section class="card" aria-labelledby="events-title">
             <h2 id="events-title">History</h2>
             {data.events.length === 0 ? (
               <p class="muted">No events recorded.</p>
             ) : (
-              <div class="table-wrap">
-                <table class="table stack">
-                  <thead>
-                    <tr>
-                      <th scope="col">When</th>
-                      <th scope="col">Event</th>
-                      <th scope="col">Status</th>
-                      <th scope="col">Node</th>
-                      <th scope="col">Detail</th>
-                    </tr>
-                  </thead>
-                  <tbody>
-                    {data.events.map((event) => (
-                      <tr key={event.id}>
-                        <td data-label="When">{formatDateTime(event.at)}</td>
-                        <td data-label="Event">{titleCase(event.kind.replace(/_/g, ' '))}</td>
-                        <td data-label="Status">
-                          {event.fromStatus || event.toStatus
-                            ? `${event.fromStatus ? titleCase(event.fromStatus) : DASH} → ${event.toStatus ? titleCase(event.toStatus) : DASH}`
-                            : DASH}
-                        </td>
-                        <td data-label="Node">{event.nodeName ?? DASH}</td>
-                        <td data-label="Detail" class="cell-detail">
-                          {formatEventDetail(event.detail)}
-                        </td>
-                      </tr>
-                    ))}
-                  </tbody>
-                </table>
-              </div>
+              <Table caption="The job's events, oldest first" columns={['When', 'Event', 'Status', 'Node', 'Detail']}>
+                {data.events.map((event) => (
+                  <tr key={event.id}>
+                    <td data-label="When">{formatDateTime(event.at)}</td>
+                    <td data-label="Event">{titleCase(event.kind.replace(/_/g, ' '))}</td>
+                    <td data-label="Status">
+                      {event.fromStatus || event.toStatus
+                        ? `${event.fromStatus ? titleCase(event.fromStatus) : DASH} → ${event.toStatus ? titleCase(event.toStatus) : DASH}`
+                        : DASH}
+                    </td>
+                    <td data-label="Node">{event.nodeName ?? DASH}</td>
+                    <td data-label="Detail" class="cell-detail">
+                      {formatEventDetail(event.detail)}
+                    </td>
+                  </tr>
+                ))}
+              </Table>
             )}
           </section>
         </>
@@ -158,5 +148,47 @@ function JobFacts({ job }: { job: JobDetailData }) {
         </div>
       ))}
     </dl>
+  );
+}
+
+/** Where a completed job's time went, phase by phase, by the service's own clocks. */
+function JobTimesCard({ events }: { events: JobEvent[] }) {
+  const times = timesOf(events);
+  if (!times) return null;
+  const { phases, aloneMs } = times;
+  const wall = phases.reduce((sum, p) => sum + p.wallMs, 0);
+  const cpu = phases.reduce((sum, p) => sum + p.cpuMs, 0);
+  // A job a linked node took by transfer: its phases name it; the rest ran on the main node.
+  const nodes = phases.some((p) => p.node);
+  return (
+    <section class="card" aria-labelledby="times-title">
+      <h2 id="times-title">Where the time went</h2>
+      <Table
+        caption="Each phase of the job, in the order it ran"
+        columns={['Phase', ...(nodes ? ['Node'] : []), 'Wall time', 'CPU time', 'Share']}
+        footer={
+          <tr>
+            <th scope="row">Total</th>
+            {nodes && <td />}
+            <td data-label="Wall time">{formatMs(wall)}</td>
+            <td data-label="CPU time">{formatMs(cpu)}</td>
+            <td />
+          </tr>
+        }
+      >
+        {phases.map((p, i) => (
+          <tr key={`${i}-${p.phase}`}>
+            <td data-label="Phase">{phaseLabel(p.phase)}</td>
+            {nodes && <td data-label="Node">{p.node ?? 'main node'}</td>}
+            <td data-label="Wall time">{formatMs(p.wallMs)}</td>
+            <td data-label="CPU time">{cpuOf(p)}</td>
+            <td data-label="Share">{wall > 0 ? formatPercent((p.wallMs / wall) * 100) : DASH}</td>
+          </tr>
+        ))}
+      </Table>
+      {aloneMs != null && aloneMs > 0 && (
+        <p class="muted small">The video's last {formatMs(aloneMs)} ran in one session: the others had no span left.</p>
+      )}
+    </section>
   );
 }

@@ -7,6 +7,7 @@ import { useResource } from '../hooks';
 import { api } from '../session';
 import { codecText, fateCounts, fateTone, languageText, planNotMadeYet, streamLabel, streamNotes, videoSizeText } from '../streamPlan';
 import type { JobStatus } from '../types';
+import { Table } from '../widgets/Table';
 
 export function JobPlan({ id, status }: { id: number; status: JobStatus }) {
   // Not analysed yet is an answer, not an error: null.
@@ -35,42 +36,28 @@ export function JobPlan({ id, status }: { id: number; status: JobStatus }) {
               <dd>{fateCounts(data) || '—'}</dd>
             </div>
           </dl>
-          <div class="table-wrap">
-            <table class="table stack" aria-label="Streams of the plan">
-              <thead>
-                <tr>
-                  <th scope="col">Stream</th>
-                  <th scope="col">Kind</th>
-                  <th scope="col">Codec</th>
-                  <th scope="col">Language</th>
-                  <th scope="col">Fate</th>
-                  <th scope="col">Rule</th>
+          <Table label="Streams of the plan" columns={['Stream', 'Kind', 'Codec', 'Language', 'Fate', 'Rule']}>
+            {data.streams.map((stream, index) => {
+              const notes = streamNotes(stream);
+              return (
+                <tr key={`${stream.sourceIndex}-${stream.fate}-${index}`}>
+                  <td data-label="Stream">{streamLabel(stream)}</td>
+                  <td data-label="Kind">{titleCase(stream.kind)}</td>
+                  <td data-label="Codec">
+                    {codecText(stream)}
+                    {notes && <div class="muted small">{notes}</div>}
+                  </td>
+                  <td data-label="Language">{languageText(stream.language)}</td>
+                  <td data-label="Fate">
+                    <span class={`badge badge-${fateTone(stream.fate)}`}>{titleCase(stream.fate)}</span>
+                  </td>
+                  <td data-label="Rule" class="cell-detail">
+                    {stream.rule}
+                  </td>
                 </tr>
-              </thead>
-              <tbody>
-                {data.streams.map((stream, index) => {
-                  const notes = streamNotes(stream);
-                  return (
-                    <tr key={`${stream.sourceIndex}-${stream.fate}-${index}`}>
-                      <td data-label="Stream">{streamLabel(stream)}</td>
-                      <td data-label="Kind">{titleCase(stream.kind)}</td>
-                      <td data-label="Codec">
-                        {codecText(stream)}
-                        {notes && <div class="muted small">{notes}</div>}
-                      </td>
-                      <td data-label="Language">{languageText(stream.language)}</td>
-                      <td data-label="Fate">
-                        <span class={`badge badge-${fateTone(stream.fate)}`}>{titleCase(stream.fate)}</span>
-                      </td>
-                      <td data-label="Rule" class="cell-detail">
-                        {stream.rule}
-                      </td>
-                    </tr>
-                  );
-                })}
-              </tbody>
-            </table>
-          </div>
+              );
+            })}
+          </Table>
           {data.notes.length > 0 && (
             <ul class="muted small" aria-label="Notes of the plan">
               {data.notes.map((note) => (

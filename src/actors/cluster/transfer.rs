@@ -15,6 +15,7 @@ use sea_orm::DatabaseConnection;
 
 use crate::actors::store::holds_lease;
 use crate::domain::transfer::{valid_extension, valid_sha256};
+use crate::media::event::{PhaseTime, RunStats};
 use crate::media::partial::PartialLock;
 use crate::media::plan::SourceIdentity;
 use crate::media::transfer::{self as files, SourceFile, TransferFileError, Upload};
@@ -168,6 +169,23 @@ pub struct Finish {
     pub cpu_ms: Option<u64>,
     #[serde(default)]
     pub wall_ms: Option<u64>,
+    /// Where the node's time went (its download, validation, the transcoder's phases, the
+    /// upload), for the job's completion (`media::event::PhaseTime`); none from an older node.
+    #[serde(default)]
+    pub phases: Vec<PhaseTime>,
+    /// The transcoder's `alone_ms`, when it said.
+    #[serde(default)]
+    pub alone_ms: Option<u64>,
+}
+
+impl Finish {
+    /// What the node said of its run, its phases marked with its name (`node`), for the
+    /// commit; `None` when it measured nothing.
+    pub fn run_stats(&self, node: Option<&str>) -> Option<RunStats> {
+        let (cpu_ms, wall_ms) = self.cpu_ms.zip(self.wall_ms)?;
+        let phases = self.phases.iter().map(|p| PhaseTime { node: node.map(str::to_string), ..p.clone() }).collect();
+        Some(RunStats { cpu_ms, wall_ms, phases, alone_ms: self.alone_ms.unwrap_or(0) })
+    }
 }
 
 /// A finished upload: the job's `output.<ext>` under its partial folder's lock, and the

@@ -28,6 +28,7 @@ use crate::actors::transfer::{
 use crate::domain::job::{FailureCode, JobEvent, Stage};
 use crate::domain::placement::JobNeeds;
 use crate::domain::transfer::{copy_name, full_while_downloading, short_of_room};
+use crate::media::event::{PhaseTime, RunStats};
 use crate::media::MediaError;
 use crate::repo::jobs::JobChange;
 
@@ -41,6 +42,8 @@ struct Copy {
     input: PathBuf,
     /// The SHA-256 the main node gave for it (and the download was checked against).
     sha256: String,
+    /// The download's wall time, the job's first phase here.
+    took: PhaseTime,
 }
 
 /// How a transfer in the attempt ended.
@@ -96,6 +99,7 @@ impl Attempt {
 
     /// Downloads the source into the job's folder, after checking WORK_DIR has the room.
     async fn download(&mut self, setup: &TransferSetup, client: &TransferClient) -> Phase<Copy> {
+        let started = std::time::Instant::now();
         let job = self.env.store.job(self.job_id).await?;
         let (work_dir, job_id) = (setup.work_dir.clone(), self.job_id);
         let dir = match tokio::task::spawn_blocking(move || make_job_dir(&work_dir, job_id)).await {
@@ -212,7 +216,7 @@ impl Attempt {
         }
         // The encode's progress starts from nothing, not from the download's.
         self.update(JobChange { progress: Some(0.0), ..Default::default() }).await?;
-        Ok(Some(Copy { input, sha256: downloaded.sha256 }))
+        Ok(Some(Copy { input, sha256: downloaded.sha256, took: PhaseTime::wall_since("download", started) }))
     }
 
     /// The reason of a download that WORK_DIR's disk filled up under: how far it came, the
@@ -254,9 +258,15 @@ impl Attempt {
         let on = seen.clone();
         let mut on_progress = move |p: Progress| on.set(Some(p));
         let extension = prepared.plan.output_extension.clone();
-        let run_stats = run_stats.map(|s| (s.cpu_ms, s.wall_ms));
-        let sent =
-            client.upload_with(self.job_id, &lease, &output, &extension, &copy.sha256, run_stats, &mut on_progress);
+        // The node's phases in order, for the job's completion on the main node: the
+        // download, the validation of the copy, the transcoder's (the upload adds its own).
+        let run_stats = run_stats.map(|mut stats| {
+            let mut phases = vec![copy.took.clone()];
+            phases.extend(prepared.phases.iter().cloned());
+            phases.append(&mut stats.phases);
+            RunStats { phases, ..stats }
+        });
+        let sent = client.upload(self.job_id, &lease, &output, &extension, &copy.sha256, run_stats, &mut on_progress);
         match self.follow(sent, &seen, &mut reported).await? {
             Moved::Done(Ok(size)) => {
                 tracing::info!(job_id = self.job_id, bytes = size, "uploaded the output; the main node commits it");

@@ -113,11 +113,8 @@ impl Attempt {
                     keep_modified_time,
                 };
                 replace(&r, &|| mine && pinned.check().is_ok(), &mut |step| steps.push(step.name()))?;
-                let timed = PhaseTime {
-                    phase: "replace".to_string(),
-                    wall_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-                    cpu_ms: thread_cpu_time_ms().saturating_sub(cpu),
-                };
+                let wall_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+                let timed = PhaseTime::new("replace", wall_ms, thread_cpu_time_ms().saturating_sub(cpu));
                 Ok::<_, MediaError>((steps, lock, timed))
             })
             .await

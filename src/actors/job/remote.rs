@@ -56,7 +56,7 @@ impl Drop for Claim {
 /// events carry `node_name`. `source`: the identity of the source version the output was
 /// encoded from (its SHA-256 the node's); the original is replaced only while it is still
 /// that version. `run_stats`: the node's CPU and wall time of the encode, in milliseconds,
-/// when it said.
+/// and its phases, when it said.
 pub async fn commit_remote(
     env: &NodeEnv,
     job_id: i32,
@@ -64,7 +64,7 @@ pub async fn commit_remote(
     node_name: Option<String>,
     extension: String,
     source: SourceIdentity,
-    run_stats: Option<(u64, u64)>,
+    run_stats: Option<RunStats>,
 ) -> Result<(), LifecycleError> {
     let mut env = env.clone();
     if let Some(name) = node_name {
@@ -74,9 +74,12 @@ pub async fn commit_remote(
     // the job (a cancel after the upload is too late, as it is during a local commit).
     let (_commands, rx) = mpsc::unbounded_channel();
     let attempt = Attempt { env: Arc::new(env), job_id, lease_id: lease, commands: rx, by_transfer: false };
-    let Some(prepared) = attempt.prepare_remote(&extension, source).await? else { return Ok(()) };
-    let run_stats = run_stats.map(|(cpu_ms, wall_ms)| RunStats { cpu_ms, wall_ms, ..Default::default() });
-    let encoded = Encoded { job: prepared.job.clone(), run_stats };
+    let Some(mut prepared) = attempt.prepare_remote(&extension, source).await? else { return Ok(()) };
+    // In the order they ran: the node's phases, then this node's validation (`commit` adds
+    // its verification and replace).
+    let mut run_stats = run_stats.unwrap_or_default();
+    run_stats.phases.append(&mut prepared.phases);
+    let encoded = Encoded { job: prepared.job.clone(), run_stats: Some(run_stats) };
     attempt.commit(prepared, encoded).await
 }
 

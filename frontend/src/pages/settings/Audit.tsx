@@ -6,6 +6,7 @@ import { formatDateTime } from '../../format';
 import { useResource } from '../../hooks';
 import { api } from '../../session';
 import { auditChoices, NO_FILTER, type AuditChoices, type AuditFilter } from '../../audit';
+import { Table } from '../../widgets/Table';
 
 /** What an answer's status says happened, in words. */
 export function auditOutcome(status: number): string {
@@ -89,35 +90,23 @@ export function AuditSection() {
       ) : entries.length === 0 ? (
         <p class="muted">{filtered ? 'No entry matches the filters.' : 'Nothing has been changed yet.'}</p>
       ) : (
-        <div class="table-wrap">
-          <table class="table stack">
-            <thead>
-              <tr>
-                <th scope="col">When</th>
-                <th scope="col">Who</th>
-                <th scope="col">Action</th>
-                <th scope="col">Result</th>
-              </tr>
-            </thead>
-            <tbody>
-              {entries.map((entry) => (
-                <tr key={entry.id}>
-                  <td data-label="When">{formatDateTime(entry.at)}</td>
-                  <td data-label="Who">
-                    {entry.username} <span class="muted small">({entry.role})</span>
-                    {entry.apiKey && <div class="muted small">key {entry.apiKey.name}</div>}
-                  </td>
-                  <td data-label="Action" class="mono small">
-                    {entry.method} {entry.path}
-                  </td>
-                  <td data-label="Result" class={entry.status >= 400 ? 'text-bad' : undefined}>
-                    {auditOutcome(entry.status)}
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+        <Table columns={['When', 'Who', 'Action', 'Result']}>
+          {entries.map((entry) => (
+            <tr key={entry.id}>
+              <td data-label="When">{formatDateTime(entry.at)}</td>
+              <td data-label="Who">
+                {entry.username} <span class="muted small">({entry.role})</span>
+                {entry.apiKey && <div class="muted small">key {entry.apiKey.name}</div>}
+              </td>
+              <td data-label="Action" class="mono small">
+                {entry.method} {entry.path}
+              </td>
+              <td data-label="Result" class={entry.status >= 400 ? 'text-bad' : undefined}>
+                {auditOutcome(entry.status)}
+              </td>
+            </tr>
+          ))}
+        </Table>
       )}
     </section>
   );
