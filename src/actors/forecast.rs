@@ -66,17 +66,10 @@ impl Forecasts {
         // Every such file: a page of the job list would stop at 500.
         let mut jobs = repo::jobs::of_library_in_statuses(&self.db, library.id, FORECAST).await?;
         jobs.retain(forecast_it);
-        let Some(cancel) = self.running.enter(library.id) else {
-            return Err(RepoError::Conflict(format!("a forecast of library {} is running", library.id)));
-        };
         let total = u32::try_from(jobs.len()).unwrap_or(u32::MAX);
-        let started = match repo::forecasts::start(&self.db, library.id, total).await {
-            Ok(row) => row,
-            Err(e) => {
-                self.running.leave(library.id);
-                return Err(e);
-            }
-        };
+        let busy = || RepoError::Conflict(format!("a forecast of library {} is running", library.id));
+        let (started, cancel) =
+            self.running.enter_recorded(library.id, busy, repo::forecasts::start(&self.db, library.id, total)).await?;
         let this = self.clone();
         let library = library.clone();
         actix::spawn(async move {

@@ -210,16 +210,9 @@ impl HealthChecks {
         all: bool,
         origin: Origin,
     ) -> Result<library_health_run::Model, RepoError> {
-        let Some(cancel) = self.running.enter(library.id) else {
-            return Err(RepoError::Conflict(format!("a health check of library {} is running", library.id)));
-        };
-        let started = match repo::health::start(&self.db, library.id, depth, all, origin == Origin::Schedule).await {
-            Ok(row) => row,
-            Err(e) => {
-                self.running.leave(library.id);
-                return Err(e);
-            }
-        };
+        let busy = || RepoError::Conflict(format!("a health check of library {} is running", library.id));
+        let record = repo::health::start(&self.db, library.id, depth, all, origin == Origin::Schedule);
+        let (started, cancel) = self.running.enter_recorded(library.id, busy, record).await?;
         let this = self.clone();
         let library = library.clone();
         actix::spawn(async move {

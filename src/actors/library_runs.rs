@@ -25,6 +25,25 @@ impl LibraryRuns {
         Some(cancel)
     }
 
+    /// Takes `library`'s place (`busy()` while another run holds it) and records the run's
+    /// start with `record`; the place is given back when the record fails. Answers the
+    /// record and the run's cancel signal.
+    pub async fn enter_recorded<T, E>(
+        &self,
+        library: i32,
+        busy: impl FnOnce() -> E,
+        record: impl std::future::Future<Output = Result<T, E>>,
+    ) -> Result<(T, Arc<Notify>), E> {
+        let cancel = self.enter(library).ok_or_else(busy)?;
+        match record.await {
+            Ok(recorded) => Ok((recorded, cancel)),
+            Err(e) => {
+                self.leave(library);
+                Err(e)
+            }
+        }
+    }
+
     /// Gives `library`'s place back; its run ended (or never started).
     pub fn leave(&self, library: i32) {
         self.running.lock().unwrap_or_else(PoisonError::into_inner).remove(&library);
@@ -68,5 +87,19 @@ mod tests {
         runs.leave(1);
         assert!(!runs.is_running(1) && !runs.cancel(1));
         assert!(runs.enter(1).is_some(), "free again once left");
+    }
+
+    #[tokio::test]
+    async fn a_start_that_could_not_be_recorded_gives_the_place_back() {
+        let runs = LibraryRuns::default();
+        let failed = runs.enter_recorded(1, || "busy", async { Err::<(), _>("no database") }).await;
+        assert_eq!(failed.err(), Some("no database"));
+        assert!(!runs.is_running(1));
+        let (row, _cancel) = runs.enter_recorded(1, || "busy", async { Ok::<_, &str>(7) }).await.unwrap();
+        assert_eq!(row, 7);
+        assert!(runs.is_running(1));
+        let again = runs.enter_recorded(1, || "busy", async { Ok::<_, &str>(8) }).await;
+        assert_eq!(again.err(), Some("busy"));
+        assert!(runs.is_running(1), "the run that holds the place keeps it");
     }
 }

@@ -77,6 +77,38 @@ pub struct StreamInfo {
     pub field_order: Option<String>,
 }
 
+impl StreamInfo {
+    /// Stream `index` of `kind` in `codec`, nothing else known: what a test or a plan fills in.
+    pub fn bare(index: usize, kind: StreamKind, codec: &str) -> StreamInfo {
+        StreamInfo {
+            index,
+            kind,
+            codec: codec.to_string(),
+            codec_tag: None,
+            profile: None,
+            width: None,
+            height: None,
+            frame_rate: None,
+            pix_fmt: None,
+            bit_depth: None,
+            color_primaries: None,
+            color_transfer: None,
+            color_space: None,
+            color_range: None,
+            language: None,
+            sample_rate: None,
+            channels: None,
+            attached_picture: false,
+            duration_seconds: None,
+            title: None,
+            dispositions: Vec::new(),
+            side_data: Vec::new(),
+            rotation: None,
+            field_order: None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum HdrKind {
     #[serde(rename = "SDR")]

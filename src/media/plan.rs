@@ -348,11 +348,6 @@ mod tests {
 
     fn info_with(codec: &str, dolby_vision: Option<DolbyVision>) -> MediaInfo {
         let video = StreamInfo {
-            index: 0,
-            kind: StreamKind::Video,
-            codec: codec.into(),
-            codec_tag: None,
-            profile: None,
             width: Some(1920),
             height: Some(1080),
             frame_rate: Some(24.0),
@@ -361,17 +356,7 @@ mod tests {
             color_primaries: Some("bt2020".into()),
             color_transfer: Some("smpte2084".into()),
             color_space: Some("bt2020nc".into()),
-            color_range: None,
-            language: None,
-            sample_rate: None,
-            channels: None,
-            attached_picture: false,
-            duration_seconds: None,
-            title: None,
-            dispositions: Vec::new(),
-            side_data: Vec::new(),
-            rotation: None,
-            field_order: None,
+            ..StreamInfo::bare(0, StreamKind::Video, codec)
         };
         MediaInfo {
             container: "matroska,webm".into(),

@@ -452,11 +452,14 @@ mod tests {
         output
     }
 
-    fn replace_with(source: &Path, output: &Path, target: &Path, keep: bool) -> Result<PathBuf, MediaError> {
+    /// The replace of `source` (as it is now) by `output` at `target`.
+    fn request<'a>(source: &'a Path, output: &'a Path, target: &'a Path, keep: bool) -> Replace<'a> {
         let identity = SourceIdentity::of(source).unwrap();
-        let r =
-            Replace { source, identity, output, final_path: target, keep_original: keep, keep_modified_time: false };
-        replace(&r, &|| true, &mut |_| {})
+        Replace { source, identity, output, final_path: target, keep_original: keep, keep_modified_time: false }
+    }
+
+    fn replace_with(source: &Path, output: &Path, target: &Path, keep: bool) -> Result<PathBuf, MediaError> {
+        replace(&request(source, output, target, keep), &|| true, &mut |_| {})
     }
 
     #[test]
@@ -473,16 +476,8 @@ mod tests {
     #[test]
     fn same_name_replace_records_every_step_and_removes_the_backup() {
         let (_dir, source, output) = setup();
-        let identity = SourceIdentity::of(&source).unwrap();
         let mut steps = Vec::new();
-        let r = Replace {
-            source: &source,
-            identity,
-            output: &output,
-            final_path: &source,
-            keep_original: false,
-            keep_modified_time: false,
-        };
+        let r = request(&source, &output, &source, false);
         replace(&r, &|| true, &mut |s| steps.push(s)).unwrap();
         assert_eq!(std::fs::read(&source).unwrap(), b"new");
         assert!(!backup_path_for(&source).exists());
@@ -605,15 +600,7 @@ mod tests {
     #[test]
     fn a_changed_source_or_a_lost_lease_touches_nothing() {
         let (_dir, source, output) = setup();
-        let identity = SourceIdentity::of(&source).unwrap();
-        let r = Replace {
-            source: &source,
-            identity,
-            output: &output,
-            final_path: &source,
-            keep_original: false,
-            keep_modified_time: false,
-        };
+        let r = request(&source, &output, &source, false);
         assert!(replace(&r, &|| false, &mut |_| {}).is_err());
         assert_eq!(std::fs::read(&source).unwrap(), b"original bytes");
         std::fs::write(&source, b"edited by the user").unwrap();
@@ -627,15 +614,7 @@ mod tests {
     fn with_intent(final_name: &str, source_name: &str, keep: bool) -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
         let (dir, source, output) = setup_named(source_name, b"new");
         let target = dir.path().join(final_name);
-        let identity = SourceIdentity::of(&source).unwrap();
-        let r = Replace {
-            source: &source,
-            identity,
-            output: &output,
-            final_path: &target,
-            keep_original: keep,
-            keep_modified_time: false,
-        };
+        let r = request(&source, &output, &target, keep);
         Intent::of(&r).unwrap().write(&partial_dir_for(&source)).unwrap();
         (dir, source, output, target)
     }
@@ -678,15 +657,7 @@ mod tests {
         let (_dir, source, output) = setup();
         let earlier = backup_path_for(&source);
         std::fs::write(&earlier, b"kept by an earlier job").unwrap();
-        let identity = SourceIdentity::of(&source).unwrap();
-        let r = Replace {
-            source: &source,
-            identity,
-            output: &output,
-            final_path: &source,
-            keep_original: false,
-            keep_modified_time: false,
-        };
+        let r = request(&source, &output, &source, false);
         let intent = Intent::of(&r).unwrap();
         let ours = numbered_backup_path(&source, 2);
         assert_eq!(intent.backup.as_deref(), Some(ours.as_path()));

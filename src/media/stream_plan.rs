@@ -453,32 +453,7 @@ mod tests {
     use crate::media::info::{HdrInfo, HdrKind};
 
     fn stream(index: usize, kind: StreamKind, codec: &str) -> StreamInfo {
-        StreamInfo {
-            index,
-            kind,
-            codec: codec.to_string(),
-            codec_tag: None,
-            profile: None,
-            width: None,
-            height: None,
-            frame_rate: None,
-            pix_fmt: None,
-            bit_depth: None,
-            color_primaries: None,
-            color_transfer: None,
-            color_space: None,
-            color_range: None,
-            language: Some("eng".to_string()),
-            sample_rate: None,
-            channels: None,
-            attached_picture: false,
-            duration_seconds: None,
-            title: None,
-            dispositions: Vec::new(),
-            side_data: Vec::new(),
-            rotation: None,
-            field_order: None,
-        }
+        StreamInfo { language: Some("eng".to_string()), ..StreamInfo::bare(index, kind, codec) }
     }
 
     fn video(index: usize, width: u32, height: u32) -> StreamInfo {

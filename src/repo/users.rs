@@ -49,10 +49,7 @@ pub async fn set_password_hash(db: &impl ConnectionTrait, username: &str, passwo
         .filter(Column::Username.eq(username))
         .exec(db)
         .await?;
-    if result.rows_affected == 0 {
-        return Err(RepoError::NotFound(format!("user {username:?}")));
-    }
-    Ok(())
+    found(result.rows_affected, username)
 }
 
 /// Sets the user's role and revokes every token the user holds, in one statement, so no
@@ -71,9 +68,7 @@ pub async fn set_role<C: ConnectionTrait + TransactionTrait>(db: &C, username: &
         .filter(Column::Username.eq(username))
         .exec(&txn)
         .await?;
-    if result.rows_affected == 0 {
-        return Err(RepoError::NotFound(format!("user {username:?}")));
-    }
+    found(result.rows_affected, username)?;
     an_admin_remains(&txn, username).await?;
     txn.commit().await?;
     Ok(())
@@ -100,10 +95,7 @@ pub async fn revoke_tokens(db: &impl ConnectionTrait, username: &str) -> RepoRes
         .filter(Column::Username.eq(username))
         .exec(db)
         .await?;
-    if result.rows_affected == 0 {
-        return Err(RepoError::NotFound(format!("user {username:?}")));
-    }
-    Ok(())
+    found(result.rows_affected, username)
 }
 
 pub async fn count(db: &impl ConnectionTrait) -> RepoResult<u64> {
@@ -128,13 +120,19 @@ pub async fn delete<C: ConnectionTrait + TransactionTrait>(db: &C, username: &st
     // The user's API keys go with it (in the same transaction: a refused delete keeps them).
     super::api_keys::delete_of_user(&txn, username).await?;
     let result = Entity::delete_many().filter(Column::Username.eq(username)).exec(&txn).await?;
-    if result.rows_affected == 0 {
-        return Err(RepoError::NotFound(format!("user {username:?}")));
-    }
+    found(result.rows_affected, username)?;
     if Entity::find().count(&txn).await? == 0 {
         return Err(RepoError::Conflict(format!("{username:?} is the last user; create another one first")));
     }
     an_admin_remains(&txn, username).await?;
     txn.commit().await?;
+    Ok(())
+}
+
+/// NotFound when a statement on user `username` touched no row: there is no such user.
+fn found(rows: u64, username: &str) -> RepoResult<()> {
+    if rows == 0 {
+        return Err(RepoError::NotFound(format!("user {username:?}")));
+    }
     Ok(())
 }

@@ -16,8 +16,8 @@ use entities::job;
 
 use crate::common::cluster::{
     add_library, blind_command, blind_node, call, hidden_share, job_detail, jobs, linked, linked_command, login,
-    main_command, main_node, main_on_port, mount_namespaces, nodes, sees, status_of, up, wait_all_done, wait_for_names,
-    wait_until, CLUSTER_TOKEN,
+    main_command, main_node, main_on_port, media_dir, mount_namespaces, nodes, pro_main, sees, status_of, up,
+    wait_all_done, wait_for_names, wait_until, CLUSTER_TOKEN,
 };
 use crate::common::license::{key_of, pro_key};
 use crate::common::media as clips;
@@ -25,15 +25,11 @@ use crate::common::server::{free_port, media_children, Nodes, ServerProcess};
 
 #[actix_web::test]
 async fn main_and_two_linked_nodes_share_six_jobs_and_forward_the_api() {
-    let dir = tempfile::tempdir().unwrap();
-    let media = dir.path().join("media");
-    std::fs::create_dir_all(&media).unwrap();
+    let (dir, media) = media_dir();
     for i in 0..6 {
         clips::h264(&media, &format!("clip{i}.mkv"), "320x240", 2);
     }
-    let license = pro_key();
-    let main = main_node(&dir.path().join("main"), 1, Some(&license));
-    let token = login(&main).await;
+    let (main, token) = pro_main(dir.path(), 1).await;
     let w1 = linked(dir.path(), &main, "w1", 20);
     let w2 = linked(dir.path(), &main, "w2", 20);
     wait_until(&main, &token, "both linked nodes up", 30, |l| up(l, "w1") && up(l, "w2")).await;
@@ -174,15 +170,11 @@ fn transcoders_running(dir: &Path) -> usize {
 async fn a_linked_node_killed_mid_encode_goes_offline_and_its_job_completes_elsewhere() {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     use std::sync::Arc;
-    let dir = tempfile::tempdir().unwrap();
-    let media = dir.path().join("media");
-    std::fs::create_dir_all(&media).unwrap();
+    let (dir, media) = media_dir();
     let source = clips::h264(&media, "movie.mkv", "320x240", 8);
     let original = std::fs::read(&source).unwrap();
-    let license = pro_key();
     // The main node only coordinates: the job must run on a linked node.
-    let main = main_node(&dir.path().join("main"), 0, Some(&license));
-    let token = login(&main).await;
+    let (main, token) = pro_main(dir.path(), 0).await;
     let mut workers = [linked(dir.path(), &main, "w1", 30), linked(dir.path(), &main, "w2", 30)];
     wait_until(&main, &token, "linked nodes up", 30, |l| up(l, "w1") && up(l, "w2")).await;
 
@@ -270,9 +262,7 @@ async fn a_linked_node_that_cannot_see_a_library_is_degraded_and_gets_none_of_it
     if !mount_namespaces("cluster::a_linked_node_that_cannot_see_a_library") {
         return;
     }
-    let license = pro_key();
-    let main = main_node(&dir.path().join("main"), 1, Some(&license));
-    let token = login(&main).await;
+    let (main, token) = pro_main(dir.path(), 1).await;
     let mut blind = blind_command(dir.path(), &hidden, &main, "blind");
     blind.env("SHARED_STORAGE", "required");
     let _blind = ServerProcess::start(blind);
@@ -436,9 +426,7 @@ fn identity_in(data: &Path) -> Option<String> {
 
 #[actix_web::test]
 async fn a_second_node_with_a_linked_nodes_name_is_refused_and_orphans_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let media = dir.path().join("media");
-    std::fs::create_dir_all(&media).unwrap();
+    let (dir, media) = media_dir();
     clips::h264(&media, "movie.mkv", "320x240", 8);
     // SUPPORTER: three nodes, the main node and two linked ones; a third linked node (here
     // one that only repeats a name) is over the licence.
@@ -488,9 +476,7 @@ async fn a_second_node_with_a_linked_nodes_name_is_refused_and_orphans_nothing()
 #[actix_web::test]
 async fn a_linked_node_restarted_with_its_data_dir_keeps_its_identity() {
     let dir = tempfile::tempdir().unwrap();
-    let license = pro_key();
-    let main = main_node(&dir.path().join("main"), 1, Some(&license));
-    let token = login(&main).await;
+    let (main, token) = pro_main(dir.path(), 1).await;
     // The order in which the node's files appear, as inotify reports their renames into place.
     let data = dir.path().join("w1");
     std::fs::create_dir_all(&data).unwrap();
@@ -605,14 +591,10 @@ async fn wait_for_file(path: &Path, limit: u64) {
 #[actix_web::test]
 async fn a_node_links_with_its_own_credential_and_a_revoked_node_is_refused_and_its_job_requeued() {
     use std::os::unix::fs::PermissionsExt;
-    let dir = tempfile::tempdir().unwrap();
-    let media = dir.path().join("media");
-    std::fs::create_dir_all(&media).unwrap();
+    let (dir, media) = media_dir();
     let source = clips::h264(&media, "movie.mkv", "320x240", 8);
-    let license = pro_key();
     // The main node only coordinates: the job must run on a linked node.
-    let main = main_node(&dir.path().join("main"), 0, Some(&license));
-    let token = login(&main).await;
+    let (main, token) = pro_main(dir.path(), 0).await;
     let mut first = linked(dir.path(), &main, "w1", 60);
     let data = dir.path().join("w1");
     wait_for_file(&data.join("node-credential"), 30).await;
@@ -745,13 +727,9 @@ struct Helped {
 }
 
 async fn helped_cluster(throttle: u64) -> Helped {
-    let dir = tempfile::tempdir().unwrap();
-    let media = dir.path().join("media");
-    std::fs::create_dir_all(&media).unwrap();
+    let (dir, media) = media_dir();
     let source = clips::h264(&media, "movie.mkv", "320x240", 16);
-    let license = pro_key();
-    let main = main_node(&dir.path().join("main"), 0, Some(&license));
-    let token = login(&main).await;
+    let (main, token) = pro_main(dir.path(), 0).await;
     let workers = vec![linked(dir.path(), &main, "w1", throttle), linked(dir.path(), &main, "w2", throttle)];
     wait_until(&main, &token, "linked nodes up", 30, |l| up(l, "w1") && up(l, "w2")).await;
     add_library(&main, &token, &media).await;
@@ -1057,9 +1035,7 @@ async fn a_rogue_linked_node_cannot_point_a_job_at_a_foreign_file_nor_speak_for_
     // A valid clip, so that an encode pointed at it would replace it.
     let foreign = clips::h264(&outside, "precious.mkv", "320x240", 2);
     let before = std::fs::read(&foreign).unwrap();
-    let license = pro_key();
-    let main = main_node(&dir.path().join("main"), 1, Some(&license));
-    let token = login(&main).await;
+    let (main, token) = pro_main(dir.path(), 1).await;
     let mut rogue = Rogue::enroll(&main).await;
     wait_until(&main, &token, "the rogue up", 30, |l| up(l, "rogue")).await;
     let (_, mut feed) = awc::Client::new().ws(format!("{}/ws", main.api)).bearer_auth(&token).connect().await.unwrap();
@@ -1135,15 +1111,11 @@ async fn a_rogue_linked_node_cannot_point_a_job_at_a_foreign_file_nor_speak_for_
 /// transfer, as its start says.
 #[actix_web::test]
 async fn a_blind_node_offering_transfers_comes_after_the_node_that_sees_the_file() {
-    let dir = tempfile::tempdir().unwrap();
-    let media = dir.path().join("media");
-    std::fs::create_dir_all(&media).unwrap();
+    let (dir, media) = media_dir();
     for i in 0..2 {
         clips::h264(&media, &format!("c{i}.mkv"), "320x240", 2);
     }
-    let license = pro_key();
-    let main = main_node(&dir.path().join("main"), 1, Some(&license));
-    let token = login(&main).await;
+    let (main, token) = pro_main(dir.path(), 1).await;
     let mut rogue = Rogue::enroll_with(&main, true).await;
     // It cannot see the library's folder, and says so from before the library exists.
     // (As given, and with links resolved: whichever the library keeps.)
@@ -1191,14 +1163,10 @@ async fn a_blind_node_offering_transfers_comes_after_the_node_that_sees_the_file
 /// idle slot takes spans of the other.
 #[actix_web::test]
 async fn the_main_nodes_idle_slot_takes_spans_of_a_job_running_on_a_linked_node() {
-    let dir = tempfile::tempdir().unwrap();
-    let media = dir.path().join("media");
-    std::fs::create_dir_all(&media).unwrap();
+    let (dir, media) = media_dir();
     clips::h264(&media, "a.mkv", "320x240", 16);
     clips::h264(&media, "b.mkv", "320x240", 16);
-    let license = pro_key();
-    let main = main_node(&dir.path().join("main"), 1, Some(&license));
-    let token = login(&main).await;
+    let (main, token) = pro_main(dir.path(), 1).await;
     let worker = linked(dir.path(), &main, "w1", 60);
     wait_until(&main, &token, "linked node up", 30, |l| up(l, "w1")).await;
     add_library(&main, &token, &media).await;

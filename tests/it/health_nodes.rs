@@ -16,9 +16,8 @@ use condense::actors::health_batch::check_told;
 use condense::actors::protocol::{Call, Frame};
 use condense::media::health::{Depth, Verdict};
 
-use crate::common::cluster::{call, linked, login, main_node, up, wait_until, CLUSTER_TOKEN};
+use crate::common::cluster::{call, linked, media_dir, pro_main, up, wait_until, CLUSTER_TOKEN};
 use crate::common::health::{ended, verdict_of};
-use crate::common::license::pro_key;
 use crate::common::media as clips;
 use crate::common::server::{media_binary, media_children, Nodes, ServerProcess};
 
@@ -72,14 +71,10 @@ fn assert_checked_by(health: &Value, node: &str) {
 
 #[actix_web::test]
 async fn a_linked_node_that_sees_the_library_checks_it_on_its_idle_slot() {
-    let dir = tempfile::tempdir().unwrap();
-    let media = dir.path().join("media");
-    std::fs::create_dir_all(&media).unwrap();
+    let (dir, media) = media_dir();
     three_files(&media);
-    let license = pro_key();
     // The main node takes no jobs: its checks go to the linked node that has a slot.
-    let main = main_node(&dir.path().join("main"), 0, Some(&license));
-    let token = login(&main).await;
+    let (main, token) = pro_main(dir.path(), 0).await;
     let _w1 = linked(dir.path(), &main, "w1", 0);
     wait_until(&main, &token, "w1 up", 30, |l| up(l, "w1")).await;
     let library = quiet_library(&main, &token, &media).await;
@@ -127,16 +122,12 @@ fn stopped(pid: i32) -> bool {
 
 #[actix_web::test]
 async fn a_cancel_stops_the_check_on_the_linked_node() {
-    let dir = tempfile::tempdir().unwrap();
-    let media = dir.path().join("media");
-    std::fs::create_dir_all(&media).unwrap();
+    let (dir, media) = media_dir();
     let clip = clips::hevc(&media, "clip-0.mkv");
     for i in 1..6 {
         std::fs::copy(&clip, media.join(format!("clip-{i}.mkv"))).unwrap();
     }
-    let license = pro_key();
-    let main = main_node(&dir.path().join("main"), 0, Some(&license));
-    let token = login(&main).await;
+    let (main, token) = pro_main(dir.path(), 0).await;
     let _w1 = linked(dir.path(), &main, "w1", 0);
     wait_until(&main, &token, "w1 up", 30, |l| up(l, "w1")).await;
     let library = quiet_library(&main, &token, &media).await;
@@ -246,13 +237,9 @@ async fn node_that_gives_back(main_api: String, drop_link: bool) -> Vec<String> 
 /// batch and does not check it: the batch goes back to the run's queue, the node gets no
 /// more, and the main node checks every file itself.
 async fn a_batch_a_node_did_not_check_is_checked_by_the_main_node(drop_link: bool) {
-    let dir = tempfile::tempdir().unwrap();
-    let media = dir.path().join("media");
-    std::fs::create_dir_all(&media).unwrap();
+    let (dir, media) = media_dir();
     three_files(&media);
-    let license = pro_key();
-    let main = main_node(&dir.path().join("main"), 0, Some(&license));
-    let token = login(&main).await;
+    let (main, token) = pro_main(dir.path(), 0).await;
     let library = quiet_library(&main, &token, &media).await;
     let giver = actix_web::rt::spawn(node_that_gives_back(main.api.clone(), drop_link));
     wait_until(&main, &token, "the node sees the library", 30, |l| sees(l, "giver", "media")).await;

@@ -14,7 +14,7 @@ use notify::{EventKind, RecursiveMode, Watcher};
 
 use serde_json::json;
 
-use crate::common::cluster::{add_library, call, login, main_command, wait_all_done};
+use crate::common::cluster::{add_library, call, login, main_command, media_dir, wait_all_done};
 use crate::common::media as clips;
 use crate::common::runtime::{library, start_runtime, wait_terminal};
 use crate::common::server::ServerProcess;
@@ -158,9 +158,7 @@ async fn the_service_fails_hostile_files_with_the_reason_and_never_opens_what_th
 /// frame, with its size and the limit; the node stays up.
 #[actix_web::test]
 async fn a_frame_over_max_pixels_is_refused_at_analysis_with_its_size_and_the_limit() {
-    let dir = tempfile::tempdir().unwrap();
-    let media = dir.path().join("media");
-    std::fs::create_dir_all(&media).unwrap();
+    let (dir, media) = media_dir();
     let huge = media.join("huge.mkv");
     // One flat frame: 1.5 MB on disk.
     let lavfi = "color=size=16000x16000:duration=0.04:rate=25";
@@ -197,9 +195,7 @@ async fn a_frame_over_max_pixels_is_refused_at_analysis_with_its_size_and_the_li
 /// set low here) fails its attempt as "out of memory"; the node stays up and serves on.
 #[actix_web::test]
 async fn a_child_over_its_memory_limit_fails_as_out_of_memory_and_the_node_stays_up() {
-    let dir = tempfile::tempdir().unwrap();
-    let media = dir.path().join("media");
-    std::fs::create_dir_all(&media).unwrap();
+    let (dir, media) = media_dir();
     let source = clips::h264(&media, "movie.mkv", "1920x1080", 2);
     let before = std::fs::read(&source).unwrap();
     let mut cmd = main_command(&dir.path().join("main"), 1, None);

@@ -10,6 +10,7 @@ use condense::domain::job::JobStatus;
 use condense::repo;
 use condense::repo::libraries::NewLibrary;
 
+use crate::common::cluster::media_dir;
 use crate::common::media as clips;
 use crate::common::runtime::library;
 use crate::common::server::{command, migrated, ServerProcess};
@@ -33,9 +34,7 @@ fn codec_and_pix_fmt(path: &Path) -> (String, String) {
 
 #[actix_web::test]
 async fn a_cpu_encoders_retries_run_a_faster_preset_then_eight_bit_four_two_zero() {
-    let dir = tempfile::tempdir().unwrap();
-    let media = dir.path().join("media");
-    std::fs::create_dir_all(&media).unwrap();
+    let (dir, media) = media_dir();
     // 10-bit 4:2:2 SDR: x265 would keep both as they are; only the cautious rung changes them.
     let source = std::fs::canonicalize(clips::h264_422_ten_bit(&media, "movie.mkv", 4)).unwrap();
     assert_eq!(codec_and_pix_fmt(&source), ("h264".to_string(), "yuv422p10le".to_string()));

@@ -16,7 +16,7 @@ use condense_media::verify::{validate_source, verify};
 
 use crate::common::media as clips;
 use crate::common::server::{binary, media_binary};
-use crate::common::transcoder::{done_counts, drain, run, run_until_paused, spawn_helper, start_run};
+use crate::common::transcoder::{done_counts, drain, most_sessions, run, run_until_paused, spawn_helper, start_run};
 
 fn plan_for(source: &Path, codec: &str, encoder: &str, quality: u32, preset: &str) -> EncodePlan {
     let info = probe(source).unwrap();
@@ -324,14 +324,6 @@ fn parallel_plan(dir: &Path) -> (PathBuf, EncodePlan) {
     plan.sessions = Sessions { sessions: 2, threads: 1 };
     plan.throttle_ms_per_frame = 15;
     (src, plan)
-}
-
-fn most_sessions(events: &[Event]) -> u32 {
-    events
-        .iter()
-        .filter_map(|e| if let Event::Progress { sessions, .. } = e { Some(*sessions) } else { None })
-        .max()
-        .unwrap_or(0)
 }
 
 /// PSNR of `encoded` against `source`, by FFmpeg's `psnr` filter.

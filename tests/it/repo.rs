@@ -1,5 +1,7 @@
 //! The repository layer on SQLite and PostgreSQL.
 
+use std::path::Path;
+
 use condense::domain::access::UserRole;
 use condense::domain::job::{transition, FailureCode, JobEvent, JobSnapshot, JobStatus, Outcome, Stage};
 use condense::domain::license::Tier;
@@ -18,20 +20,9 @@ use crate::common::rows::new_job;
 fn library(name: &str) -> NewLibrary {
     NewLibrary {
         name: name.to_string(),
-        paths: vec![format!("/media/{name}")],
-        target_codec: "hevc".into(),
-        encoder: "libx265".into(),
         quality: 26,
         preset: "medium".into(),
-        watch: true,
-        quality_mode: "crf".into(),
-        target_vmaf: 95.0,
-        max_size_percent: 80,
-        keep_dolby_vision: false,
-        keep_modified_time: false,
-        stream_rules: Default::default(),
-        rate_control: "crf".into(),
-        target_bitrate_kbps: None,
+        ..crate::common::runtime::library(Path::new(&format!("/media/{name}")), true)
     }
 }
 

@@ -16,7 +16,7 @@ use condense_media::verify::verify;
 
 use crate::common::media::{ffmpeg, profile};
 use crate::common::shim::video_frames;
-use crate::common::transcoder::{done_counts, run, run_until_paused};
+use crate::common::transcoder::{done_counts, most_sessions, run, run_until_paused};
 
 /// `seconds` of 320x240 at 25 fps in H.264 with `-g {gop}` and `x264` (more encoder
 /// arguments): with a GOP of 250, x264's default, the only keyframe of a 10 s clip is its
@@ -38,14 +38,6 @@ fn two_sessions(src: &Path) -> EncodePlan {
     plan.sessions = Sessions { sessions: 2, threads: 1 };
     plan.throttle_ms_per_frame = 8;
     plan
-}
-
-fn most_sessions(events: &[Event]) -> u32 {
-    events
-        .iter()
-        .filter_map(|e| if let Event::Progress { sessions, .. } = e { Some(*sessions) } else { None })
-        .max()
-        .unwrap_or(0)
 }
 
 /// Frames each planned span decoded and dropped before its start (`Event::SpanDecoded`),

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::common::cluster::{
-    add_library, blind_command, call, hidden_share, job_detail, jobs, login, main_command, main_on_port,
-    mount_namespaces, up, wait_all_done, wait_for_names, wait_until,
+    add_library, blind_command, call, hidden_share, job_detail, jobs, login, main_on_port, mount_namespaces, pro_main,
+    up, wait_all_done, wait_for_names, wait_until,
 };
 use crate::common::license::pro_key;
 use crate::common::media as clips;
@@ -32,9 +32,7 @@ struct Setup {
 async fn setup(dir: &Path, seconds: u32) -> Setup {
     let (hidden, media) = hidden_share(dir);
     let clip = clips::h264(&media, "c0.mkv", "320x240", seconds);
-    let license = pro_key();
-    let main = ServerProcess::start(main_command(&dir.join("main"), 0, Some(&license)));
-    let token = login(&main).await;
+    let (main, token) = pro_main(dir, 0).await;
     Setup { main, token, hidden, media, clip }
 }
 
@@ -44,6 +42,15 @@ fn blind(dir: &Path, s: &Setup, throttle: u64) -> ServerProcess {
     let mut cmd = blind_command(dir, &s.hidden, &s.main, "blind");
     cmd.env("CONDENSE_THROTTLE_MS_PER_FRAME", throttle.to_string());
     ServerProcess::start(cmd)
+}
+
+/// `blind`, once linked, and the library then made on the main node (a node reports what
+/// it sees when a library appears).
+async fn blind_with_library(dir: &Path, s: &Setup, throttle: u64) -> ServerProcess {
+    let node = blind(dir, s, throttle);
+    wait_until(&s.main, &s.token, "blind linked", 30, |l| up(l, "blind")).await;
+    add_library(&s.main, &s.token, &s.media).await;
+    node
 }
 
 /// The only job once it is ENCODING on the blind node (its source downloaded).
@@ -99,9 +106,7 @@ async fn a_source_changed_while_a_node_encodes_its_copy_requeues_the_job_and_kee
     let dir = tempfile::tempdir().unwrap();
     let s = setup(dir.path(), 2).await;
     // Slow enough that the file is replaced while the node still encodes its copy.
-    let node = blind(dir.path(), &s, 300);
-    wait_until(&s.main, &s.token, "blind linked", 30, |l| up(l, "blind")).await;
-    add_library(&s.main, &s.token, &s.media).await;
+    let node = blind_with_library(dir.path(), &s, 300).await;
     let job = encoding_on_blind(&s, 120).await;
     let id = job["id"].as_i64().unwrap();
     // Another version of the file takes its name (a better release, one second long).
@@ -175,9 +180,7 @@ async fn a_node_killed_while_encoding_a_copy_keeps_the_jobs_folder_and_completes
     let s = setup(dir.path(), 2).await;
     let before = clips::sha(&s.clip);
     let frames = video_frames(&s.clip);
-    let mut node = blind(dir.path(), &s, 300);
-    wait_until(&s.main, &s.token, "blind linked", 30, |l| up(l, "blind")).await;
-    add_library(&s.main, &s.token, &s.media).await;
+    let mut node = blind_with_library(dir.path(), &s, 300).await;
     let job = encoding_on_blind(&s, 120).await;
     let id = job["id"].as_i64().unwrap();
     let work = dir.path().join("blind/work");
@@ -242,9 +245,7 @@ async fn a_node_killed_mid_encode_comes_back_and_continues_from_its_kept_segment
     let before = clips::sha(&s.clip);
     let frames = video_frames(&s.clip);
     // 100 ms a frame: 25 frames of each 1 s segment take some seconds.
-    let mut node = blind(dir.path(), &s, 100);
-    wait_until(&s.main, &s.token, "blind linked", 30, |l| up(l, "blind")).await;
-    add_library(&s.main, &s.token, &s.media).await;
+    let mut node = blind_with_library(dir.path(), &s, 100).await;
     let id = encoding_on_blind(&s, 120).await["id"].as_i64().unwrap();
     let work = dir.path().join("blind/work");
     let folder = work.join(id.to_string());
@@ -326,9 +327,7 @@ async fn a_source_changed_while_its_node_is_down_is_downloaded_again_and_its_old
     }
     let dir = tempfile::tempdir().unwrap();
     let s = setup(dir.path(), 6).await;
-    let mut node = blind(dir.path(), &s, 100);
-    wait_until(&s.main, &s.token, "blind linked", 30, |l| up(l, "blind")).await;
-    add_library(&s.main, &s.token, &s.media).await;
+    let mut node = blind_with_library(dir.path(), &s, 100).await;
     let id = encoding_on_blind(&s, 120).await["id"].as_i64().unwrap();
     let work = dir.path().join("blind/work");
     let folder = work.join(id.to_string());
@@ -366,9 +365,7 @@ async fn a_job_moving_its_file_shows_the_direction_and_the_bytes_moved() {
     let (hidden, media) = hidden_share(dir.path());
     let clip = clips::noisy_h264(&media, "c0.mkv", 2);
     let source_size = std::fs::metadata(&clip).unwrap().len();
-    let license = pro_key();
-    let main = ServerProcess::start(main_command(&dir.path().join("main"), 0, Some(&license)));
-    let token = login(&main).await;
+    let (main, token) = pro_main(dir.path(), 0).await;
     let mut cmd = blind_command(dir.path(), &hidden, &main, "blind");
     cmd.env("TRANSFER_MBPS", "4");
     let node = ServerProcess::start(cmd);
@@ -440,9 +437,7 @@ async fn a_work_dir_that_fills_up_during_the_download_fails_there_and_the_job_go
     let clip = clips::noisy_h264(&media, "c0.mkv", 2);
     let before = clips::sha(&clip);
     let frames = video_frames(&clip);
-    let license = pro_key();
-    let main = ServerProcess::start(main_command(&dir.path().join("main"), 0, Some(&license)));
-    let token = login(&main).await;
+    let (main, token) = pro_main(dir.path(), 0).await;
     let work = dir.path().join("blind/work");
     std::fs::create_dir_all(&work).unwrap();
     let script = format!(

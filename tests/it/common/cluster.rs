@@ -44,6 +44,22 @@ pub fn main_node(data: &Path, max_jobs: u32, license: Option<&(String, String)>)
     ServerProcess::start(main_command(data, max_jobs, license))
 }
 
+/// A main node in `dir/main` with `max_jobs` slots and a PRO licence (linked nodes need a
+/// paid tier), started, and its first user's token.
+pub async fn pro_main(dir: &Path, max_jobs: u32) -> (ServerProcess, String) {
+    let main = main_node(&dir.join("main"), max_jobs, Some(&super::license::pro_key()));
+    let token = login(&main).await;
+    (main, token)
+}
+
+/// A test's own folder, with an empty library folder `media` in it.
+pub fn media_dir() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let media = dir.path().join("media");
+    std::fs::create_dir_all(&media).unwrap();
+    (dir, media)
+}
+
 /// A linked node named `name` over `data`, enrolling at `main_url` with the cluster token:
 /// one slot, one-second segments, each encoded frame followed by a pause of `throttle` ms.
 pub fn linked_command(data: &Path, main_url: &str, name: &str, throttle: u64) -> Command {

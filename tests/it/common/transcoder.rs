@@ -80,3 +80,12 @@ pub fn done_counts(events: &[Event]) -> (u64, u64) {
         })
         .expect("a done event")
 }
+
+/// The most sessions a run's progress reported encoding at once.
+pub fn most_sessions(events: &[Event]) -> u32 {
+    events
+        .iter()
+        .filter_map(|e| if let Event::Progress { sessions, .. } = e { Some(*sessions) } else { None })
+        .max()
+        .unwrap_or(0)
+}
