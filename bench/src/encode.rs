@@ -302,7 +302,14 @@ pub(crate) async fn time_job(
                 .iter()
                 .map(|p| {
                     let seconds = |key: &str| p[key].as_f64().unwrap_or(0.0) / 1000.0;
-                    (p["phase"].as_str().unwrap_or("?").to_string(), seconds("wallMs"), seconds("cpuMs"))
+                    // A phase a linked node reported (a job it took by transfer) is named
+                    // with the node, beside the main node's own of the same name.
+                    let phase = p["phase"].as_str().unwrap_or("?");
+                    let name = match p["node"].as_str() {
+                        Some(node) => format!("{phase} on {node}"),
+                        None => phase.to_string(),
+                    };
+                    (name, seconds("wallMs"), seconds("cpuMs"))
                 })
                 .collect()
         })

@@ -7,7 +7,7 @@
 use std::path::Path;
 
 use crate::cluster::{pro_key, wait_until_linked, CLUSTER_TOKEN};
-use crate::encode::{make_clip, time_job, ServiceRun};
+use crate::encode::{make_clip, split_text, time_job, ServiceRun};
 use crate::report::Report;
 use crate::util::{Ctx, Res, Server, TempDir};
 use crate::{command, Config};
@@ -53,6 +53,11 @@ async fn run_once(cfg: &Config, clip: &Path, dir: &Path, blind: bool, round: usi
     timed
 }
 
+/// The run of `runs` that took the least wall time.
+fn fastest(runs: &[ServiceRun]) -> Option<&ServiceRun> {
+    runs.iter().min_by(|a, b| a.seconds.total_cmp(&b.seconds))
+}
+
 pub async fn run(cfg: &Config, report: &mut Report) -> Res<()> {
     let tmp = TempDir::new(&cfg.tmp, "transfer")?;
     let clip = make_clip(tmp.path(), cfg.clip_seconds)?;
@@ -75,8 +80,11 @@ pub async fn run(cfg: &Config, report: &mut Report) -> Res<()> {
             if blind { &mut unshared } else { &mut shared }.push(r);
         }
     }
-    let fastest = |runs: &[ServiceRun]| runs.iter().map(|r| r.seconds).min_by(f64::total_cmp);
     let (with, without) = (fastest(&shared).ctx("no run")?, fastest(&unshared).ctx("no run")?);
+    // Where each side's time went, by the service's own clocks: without the share, the
+    // node's download and upload are phases of their own.
+    let splits = format!("- with the share: {}\n- without it: {}\n", split_text(with), split_text(without));
+    let (with, without) = (with.seconds, without.seconds);
     let cmd = command("transfer");
     report.row(
         format!("{} s 1080p clip on a node without the share / with it", cfg.clip_seconds),
@@ -96,8 +104,9 @@ pub async fn run(cfg: &Config, report: &mut Report) -> Res<()> {
              in place. Timed as in the encode measure, from the scan call to COMPLETED; CPU time adds both \
              nodes and their children. {} round(s), interleaved; the row compares each side's fastest.\n\n\
              | round | what | wall time | CPU time | output bytes | segments by node |\n\
-             |---|---|---|---|---|---|\n{log}\nCommand: `{cmd}` (as root: the namespace needs the right \
-             to mount).\n",
+             |---|---|---|---|---|---|\n{log}\nWhere the fastest run of each side went (the COMPLETED \
+             event's `phases`; a phase the linked node reported is named with it):\n\n{splits}\n\
+             Command: `{cmd}` (as root: the namespace needs the right to mount).\n",
             cfg.encode_rounds,
         ),
     );

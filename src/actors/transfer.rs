@@ -290,6 +290,16 @@ pub fn keep_only(work_dir: &Path, job_id: i32, keep: &[&str]) -> std::io::Result
     }
 }
 
+/// Waits the pause a rate cap asks for after some bytes moved. None asked (no cap, or the
+/// transfer under it): no wait at all. A zero sleep still waits for the timer's next tick
+/// (about 1 ms), which after every chunk of a download held an uncapped loopback link to
+/// about 25 MB/s (BENCHMARKS.md, "A node without the share").
+async fn wait_for_cap(pause: Duration) {
+    if !pause.is_zero() {
+        tokio::time::sleep(pause).await;
+    }
+}
+
 /// How long a transfer keeps trying without moving a byte before it gives up
 /// (`domain::transfer::gives_up`): long enough for the main node to restart (its graceful
 /// stop alone may take 10 s) and for the node's link to find it again.
@@ -423,7 +433,7 @@ impl TransferClient {
                     }
                     let (pause, rate) = runs.moved(n);
                     on_progress(Progress { direction: Direction::Download, bytes: at, total, rate });
-                    tokio::time::sleep(pause).await;
+                    wait_for_cap(pause).await;
                 }
                 file_at.flush().await.map_err(io("writing the download"))?;
             }
@@ -560,7 +570,7 @@ impl TransferClient {
                 let (pause, rate) = runs.moved(now.saturating_sub(at));
                 at = now;
                 on_progress(Progress { direction: Direction::Upload, bytes: at, total: size, rate });
-                tokio::time::sleep(pause).await;
+                wait_for_cap(pause).await;
             }
             if at < size {
                 runs.failed(last, at > before);
@@ -711,6 +721,15 @@ struct ErrorDetail {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use futures_util::FutureExt;
+
+    #[actix_web::test]
+    async fn no_pause_asked_is_no_wait_and_a_pause_is_one() {
+        // Ready at its first poll: nothing waits for the timer (a zero `sleep` is not: its
+        // deadline is rounded up to the timer's next millisecond).
+        assert!(wait_for_cap(Duration::ZERO).now_or_never().is_some());
+        assert!(wait_for_cap(Duration::from_millis(5)).now_or_never().is_none());
+    }
 
     fn names(dir: &Path) -> Vec<String> {
         let mut names: Vec<String> =
