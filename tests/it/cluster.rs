@@ -250,22 +250,33 @@ async fn under_free_a_second_node_is_refused_with_a_reason() {
     assert_eq!(status_of(&list, "w1"), None, "{list:#?}");
 }
 
+/// The hidden share (`hidden_share`) with three one-second clips in its library folder.
+fn hidden_with_three_clips(dir: &Path) -> (PathBuf, PathBuf) {
+    let (hidden, media) = hidden_share(dir);
+    for i in 0..3 {
+        clips::h264(&media, &format!("c{i}.mkv"), "320x240", 1);
+    }
+    (hidden, media)
+}
+
+/// The blind node "blind", taking only files it sees (`SHARED_STORAGE=required`).
+fn blind_seeing_only_its_own(dir: &Path, hidden: &Path, main: &ServerProcess) -> ServerProcess {
+    let mut blind = blind_command(dir, hidden, main, "blind");
+    blind.env("SHARED_STORAGE", "required");
+    ServerProcess::start(blind)
+}
+
 /// A node that takes only files it sees (`SHARED_STORAGE=required`) and cannot see a library
 /// is DEGRADED for it and gets none of its jobs, even with the main node busy.
 #[actix_web::test]
 async fn a_linked_node_that_cannot_see_a_library_is_degraded_and_gets_none_of_its_jobs() {
     let dir = tempfile::tempdir().unwrap();
-    let (hidden, media) = hidden_share(dir.path());
-    for i in 0..3 {
-        clips::h264(&media, &format!("c{i}.mkv"), "320x240", 1);
-    }
+    let (hidden, media) = hidden_with_three_clips(dir.path());
     if !mount_namespaces("cluster::a_linked_node_that_cannot_see_a_library") {
         return;
     }
     let (main, token) = pro_main(dir.path(), 1).await;
-    let mut blind = blind_command(dir.path(), &hidden, &main, "blind");
-    blind.env("SHARED_STORAGE", "required");
-    let _blind = ServerProcess::start(blind);
+    let _blind = blind_seeing_only_its_own(dir.path(), &hidden, &main);
     wait_until(&main, &token, "blind ONLINE", 30, |l| status_of(l, "blind").is_some()).await;
     add_library(&main, &token, &media).await;
     let blind_reason = |l: &[Value]| {
@@ -350,10 +361,7 @@ async fn a_library_created_after_a_blind_node_linked_is_encoded_by_it_by_transfe
 #[actix_web::test]
 async fn a_blind_node_with_shared_storage_required_gets_none_of_its_jobs() {
     let dir = tempfile::tempdir().unwrap();
-    let (hidden, media) = hidden_share(dir.path());
-    for i in 0..3 {
-        clips::h264(&media, &format!("c{i}.mkv"), "320x240", 1);
-    }
+    let (hidden, media) = hidden_with_three_clips(dir.path());
     if !mount_namespaces("cluster::a_blind_node_with_shared_storage_required") {
         return;
     }
@@ -362,9 +370,7 @@ async fn a_blind_node_with_shared_storage_required_gets_none_of_its_jobs() {
     coordinator.env("HEARTBEAT_SECONDS", "5").env("NODE_TIMEOUT_SECONDS", "30");
     let main = ServerProcess::start(coordinator);
     let token = login(&main).await;
-    let mut blind = blind_command(dir.path(), &hidden, &main, "blind");
-    blind.env("SHARED_STORAGE", "required");
-    let _blind = ServerProcess::start(blind);
+    let _blind = blind_seeing_only_its_own(dir.path(), &hidden, &main);
     wait_until(&main, &token, "blind linked", 30, |l| up(l, "blind")).await;
     add_library(&main, &token, &media).await;
     let list = wait_until(&main, &token, "blind reports it cannot see the library, DEGRADED", 30, |l| {
