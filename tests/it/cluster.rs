@@ -250,6 +250,18 @@ async fn under_free_a_second_node_is_refused_with_a_reason() {
     assert_eq!(status_of(&list, "w1"), None, "{list:#?}");
 }
 
+/// A main node in `dir/main` that only coordinates (no job slot), with a PRO licence, and its
+/// first user's token. Heartbeats every 5 s (linked nodes offline after 30 s of silence): what
+/// a node reports within a few seconds of a library's creation came with the library's
+/// change, not with a heartbeat.
+async fn patient_coordinator(dir: &Path) -> (ServerProcess, String) {
+    let mut coordinator = main_command(&dir.join("main"), 0, Some(&pro_key()));
+    coordinator.env("HEARTBEAT_SECONDS", "5").env("NODE_TIMEOUT_SECONDS", "30");
+    let main = ServerProcess::start(coordinator);
+    let token = login(&main).await;
+    (main, token)
+}
+
 /// The hidden share (`hidden_share`) with three one-second clips in its library folder.
 fn hidden_with_three_clips(dir: &Path) -> (PathBuf, PathBuf) {
     let (hidden, media) = hidden_share(dir);
@@ -314,11 +326,7 @@ async fn a_library_created_after_a_blind_node_linked_is_encoded_by_it_by_transfe
     if !mount_namespaces("cluster::a_library_created_after_a_blind_node_linked_is_encoded_by_it") {
         return;
     }
-    let license = pro_key();
-    let mut coordinator = main_command(&dir.path().join("main"), 0, Some(&license));
-    coordinator.env("HEARTBEAT_SECONDS", "5").env("NODE_TIMEOUT_SECONDS", "30");
-    let main = ServerProcess::start(coordinator);
-    let token = login(&main).await;
+    let (main, token) = patient_coordinator(dir.path()).await;
     let blind = blind_node(dir.path(), &hidden, &main, "blind");
     wait_until(&main, &token, "blind linked", 30, |l| up(l, "blind")).await;
     add_library(&main, &token, &media).await;
@@ -365,11 +373,7 @@ async fn a_blind_node_with_shared_storage_required_gets_none_of_its_jobs() {
     if !mount_namespaces("cluster::a_blind_node_with_shared_storage_required") {
         return;
     }
-    let license = pro_key();
-    let mut coordinator = main_command(&dir.path().join("main"), 0, Some(&license));
-    coordinator.env("HEARTBEAT_SECONDS", "5").env("NODE_TIMEOUT_SECONDS", "30");
-    let main = ServerProcess::start(coordinator);
-    let token = login(&main).await;
+    let (main, token) = patient_coordinator(dir.path()).await;
     let _blind = blind_seeing_only_its_own(dir.path(), &hidden, &main);
     wait_until(&main, &token, "blind linked", 30, |l| up(l, "blind")).await;
     add_library(&main, &token, &media).await;
