@@ -523,6 +523,36 @@ async fn a_job_path_through_dot_dot_or_a_link_is_refused() {
     far.server.finish().await;
 }
 
+/// A source's hash is kept by a task of its own: the request that asked for it may be dropped
+/// (the node's client gave up waiting on a large file) and the hash is still kept for the
+/// node's next try, which then answers at once. Dropped with its request, the hash was begun
+/// again by every try and never kept.
+#[actix_web::test]
+async fn a_hash_whose_request_went_away_is_still_kept() {
+    let far = far_node().await;
+    let (path, data, job) = far.source("big.mkv", 3 << 20).await;
+    let db = far.server.db().clone();
+    let mtime_ns = std::fs::metadata(&path).unwrap().modified().unwrap().duration_since(std::time::UNIX_EPOCH).unwrap();
+    let mtime_ns = i64::try_from(mtime_ns.as_nanos()).unwrap();
+    let reader = std::fs::File::open(&path).unwrap();
+    // Asked for, and its answer never awaited.
+    drop(condense::actors::cluster::transfer::hash_and_keep(db.clone(), job, data.len() as u64, mtime_ns, reader));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let kept = loop {
+        if let Some(kept) = repo::transfers::hash_of(&db, job, data.len() as i64, mtime_ns).await.unwrap() {
+            break kept;
+        }
+        assert!(std::time::Instant::now() < deadline, "the hash was not kept");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    assert_eq!(kept, sha(&data));
+    // The node's download is answered with the same hash.
+    let work = tempfile::tempdir().unwrap();
+    let got = far.client(&far.server.base).download(job, LEASE, work.path(), &mut |_| {}).await.unwrap();
+    assert_eq!(got.sha256, kept);
+    far.server.finish().await;
+}
+
 /// The main node's end of a job by transfer: an output the far node encoded for real (the
 /// transcoder child on its downloaded copy), uploaded and finished, is verified against the
 /// source on the main node and replaces it; the job COMPLETED in the far node's name, with

@@ -97,14 +97,32 @@ pub async fn open_source(db: &DatabaseConnection, job: &job::Model) -> Result<So
     }
     let reader =
         file.file.try_clone().map_err(|e| TransferFileError::from(MediaError::from_io("opening the source", &e)))?;
-    let len = file.size;
-    let sha256 = tokio::task::spawn_blocking(move || files::sha256_of(&reader, len))
-        .await
-        .map_err(blocking)?
-        .map_err(|e| TransferFileError::from(MediaError::from_io("reading the source", &e)))?;
-    repo::transfers::keep(db, job.id, size, file.mtime_ns, &sha256).await?;
-    tracing::info!(job_id = job.id, bytes = file.size, "hashed a source for a transfer");
+    let sha256 = hash_and_keep(db.clone(), job.id, file.size, file.mtime_ns, reader).await.map_err(blocking)??;
     Ok(Source { file, sha256 })
+}
+
+/// Hashes the first `len` bytes of the source open in `reader` (job `job_id`'s, `len` bytes
+/// long and modified at `mtime_ns` when opened) and keeps the hash, in a task of its own: a request dropped meanwhile does not lose it. The
+/// node's client waits 10 minutes for its first answer; a large file on slow storage may take
+/// longer to hash, and a hash dropped with its request was begun again by every try, never
+/// kept. Now the next try finds it kept.
+pub fn hash_and_keep(
+    db: DatabaseConnection,
+    job_id: i32,
+    len: u64,
+    mtime_ns: i64,
+    reader: std::fs::File,
+) -> tokio::task::JoinHandle<Result<String, TransferError>> {
+    tokio::spawn(async move {
+        let sha256 = tokio::task::spawn_blocking(move || files::sha256_of(&reader, len))
+            .await
+            .map_err(blocking)?
+            .map_err(|e| TransferFileError::from(MediaError::from_io("reading the source", &e)))?;
+        let size = i64::try_from(len).unwrap_or(i64::MAX);
+        repo::transfers::keep(&db, job_id, size, mtime_ns, &sha256).await?;
+        tracing::info!(job_id, bytes = len, "hashed a source for a transfer");
+        Ok(sha256)
+    })
 }
 
 /// The upload's durable length.
