@@ -1303,7 +1303,9 @@ describe('dashboard pages', () => {
           }
         : undefined;
     await mount('#/jobs/2');
-    const table = await vi.waitFor(() => need(byLabel('Streams of the plan')));
+    const table = await vi.waitFor(() =>
+      need([...container().querySelectorAll('table')].find((t) => t.caption?.textContent === 'Streams of the plan')),
+    );
     const rows = [...table.querySelectorAll('tbody tr')].map((row) => [...row.querySelectorAll('td')].map((cell) => cell.textContent));
     expect(rows).toEqual([
       ['#0', 'Video', 'hevcdefault', '—', 'Encode', 'video is encoded'],

@@ -577,7 +577,7 @@ impl TransferClient {
                 continue;
             }
             let mut phases = run_stats.as_ref().map(|s| s.phases.clone()).unwrap_or_default();
-            phases.push(PhaseTime::wall_since("upload", started));
+            phases.push(PhaseTime::since("upload", started, 0));
             let finish = Finish {
                 sha256: sha256.clone(),
                 size,

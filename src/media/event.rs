@@ -154,9 +154,10 @@ impl PhaseTime {
         PhaseTime { phase: phase.to_string(), wall_ms, cpu_ms, node: None }
     }
 
-    /// A phase whose CPU time is not measured (a transfer), from `since` to now.
-    pub fn wall_since(phase: &str, since: Instant) -> Self {
-        PhaseTime::new(phase, u64::try_from(since.elapsed().as_millis()).unwrap_or(u64::MAX), 0)
+    /// Phase `phase`, begun at `started` and ended now, having taken `cpu_ms` (0 where
+    /// nobody measured it).
+    pub fn since(phase: &str, started: Instant, cpu_ms: u64) -> Self {
+        PhaseTime::new(phase, u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX), cpu_ms)
     }
 }
 

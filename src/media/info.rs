@@ -77,8 +77,9 @@ pub struct StreamInfo {
     pub field_order: Option<String>,
 }
 
+#[cfg(test)]
 impl StreamInfo {
-    /// Stream `index` of `kind` in `codec`, nothing else known: what a test or a plan fills in.
+    /// Stream `index` of `kind` in `codec`, nothing else known: what a test fills in.
     pub fn bare(index: usize, kind: StreamKind, codec: &str) -> StreamInfo {
         StreamInfo {
             index,

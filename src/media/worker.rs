@@ -255,10 +255,7 @@ async fn run_timed(
 ) -> Result<(MediaInfo, PhaseTime), MediaError> {
     let started = std::time::Instant::now();
     match exchange(binary, request, limit).await? {
-        Answer::Ok { info, cpu_ms } => {
-            let wall_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-            Ok((*info, PhaseTime::new(phase, wall_ms, cpu_ms.unwrap_or(0))))
-        }
+        Answer::Ok { info, cpu_ms } => Ok((*info, PhaseTime::since(phase, started, cpu_ms.unwrap_or(0)))),
         Answer::Failed { code, message } => Err(MediaError::new(code, message)),
         Answer::Capabilities(_) | Answer::Health(_) => {
             Err(MediaError::misc(format!("the media child answered out of turn while {}", request.doing())))

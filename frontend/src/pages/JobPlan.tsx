@@ -36,7 +36,7 @@ export function JobPlan({ id, status }: { id: number; status: JobStatus }) {
               <dd>{fateCounts(data) || '—'}</dd>
             </div>
           </dl>
-          <Table label="Streams of the plan" columns={['Stream', 'Kind', 'Codec', 'Language', 'Fate', 'Rule']}>
+          <Table caption="Streams of the plan" columns={['Stream', 'Kind', 'Codec', 'Language', 'Fate', 'Rule']}>
             {data.streams.map((stream, index) => {
               const notes = streamNotes(stream);
               return (

@@ -5,7 +5,6 @@ import type { ComponentChildren } from 'preact';
 
 export function Table({
   caption,
-  label,
   columns,
   actions = false,
   stack = true,
@@ -15,8 +14,6 @@ export function Table({
 }: {
   /** Read out by screen readers only. */
   caption?: string;
-  /** The table's name (`aria-label`), for a table a page or a test finds by it. */
-  label?: string;
   columns: readonly ComponentChildren[];
   /** A last, unnamed column holds each row's buttons. */
   actions?: boolean;
@@ -31,7 +28,7 @@ export function Table({
 }) {
   return (
     <div class={scroll ? 'table-wrap table-scroll' : 'table-wrap'}>
-      <table class={stack ? 'table stack' : 'table'} aria-label={label}>
+      <table class={stack ? 'table stack' : 'table'}>
         {caption && <caption class="sr-only">{caption}</caption>}
         <thead>
           <tr>

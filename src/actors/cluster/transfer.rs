@@ -102,10 +102,10 @@ pub async fn open_source(db: &DatabaseConnection, job: &job::Model) -> Result<So
 }
 
 /// Hashes the first `len` bytes of the source open in `reader` (job `job_id`'s, `len` bytes
-/// long and modified at `mtime_ns` when opened) and keeps the hash, in a task of its own: a request dropped meanwhile does not lose it. The
-/// node's client waits 10 minutes for its first answer; a large file on slow storage may take
-/// longer to hash, and a hash dropped with its request was begun again by every try, never
-/// kept. Now the next try finds it kept.
+/// long and modified at `mtime_ns` when opened) and keeps the hash, in a task of its own: a
+/// request dropped meanwhile does not lose it. The node's client waits 10 minutes for its
+/// first answer; a large file on slow storage may take longer to hash, and a hash dropped
+/// with its request was begun again by every try, never kept. Now the next try finds it kept.
 pub fn hash_and_keep(
     db: DatabaseConnection,
     job_id: i32,

@@ -216,7 +216,7 @@ impl Attempt {
         }
         // The encode's progress starts from nothing, not from the download's.
         self.update(JobChange { progress: Some(0.0), ..Default::default() }).await?;
-        Ok(Some(Copy { input, sha256: downloaded.sha256, took: PhaseTime::wall_since("download", started) }))
+        Ok(Some(Copy { input, sha256: downloaded.sha256, took: PhaseTime::since("download", started, 0) }))
     }
 
     /// The reason of a download that WORK_DIR's disk filled up under: how far it came, the

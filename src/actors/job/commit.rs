@@ -113,8 +113,7 @@ impl Attempt {
                     keep_modified_time,
                 };
                 replace(&r, &|| mine && pinned.check().is_ok(), &mut |step| steps.push(step.name()))?;
-                let wall_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-                let timed = PhaseTime::new("replace", wall_ms, thread_cpu_time_ms().saturating_sub(cpu));
+                let timed = PhaseTime::since("replace", started, thread_cpu_time_ms().saturating_sub(cpu));
                 Ok::<_, MediaError>((steps, lock, timed))
             })
             .await
