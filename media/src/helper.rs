@@ -12,17 +12,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::probe;
 use crate::sessions::{run_sessions, Recorder, SessionMode};
-use condense::domain::segments::{self, Sessions};
+use condense::domain::segments::Sessions;
 use condense::media::codec_params::CodecParams;
 use condense::media::event::{cpu_time_ms, Event};
 use condense::media::layout::{self, PLAN_FILE};
-use condense::media::manifest::{
-    insert_in_order, inspect, keep_headers, sync_dir, write_durably, PartialState, Segment,
-};
-use condense::media::partial::{self, Claim};
+use condense::media::manifest::{insert_in_order, keep_headers, sync_dir, write_durably, Segment};
+use condense::media::partial;
 use condense::media::plan::EncodePlan;
-use condense::media::span_record::{has_record, SpanRecord};
-use condense::media::transcoder::HelperRequest;
+use condense::media::span_record::SpanRecord;
+use condense::media::span_transfer::{take_span, SpanTask, Taken};
+use condense::media::transcoder::{GivenSpan, HelperRequest};
 use condense::media::MediaError;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,78 +68,66 @@ impl Recorder for HelperSegments {
 /// `condense-media helper`: claims the span it was given (unless someone holds it or it is done),
 /// encodes what is left of it with one session, and writes its record.
 pub fn run(request: &HelperRequest, stop: &AtomicBool, emit: &mut dyn FnMut(Event)) -> Result<HelperEnd, MediaError> {
-    let mut nothing = |why: &str| {
-        emit(Event::Nothing { reason: why.to_string() });
-        Ok(HelperEnd::Nothing)
+    if let Some(given) = &request.given {
+        return run_given(request, given, stop, emit);
+    }
+    let (held, task) = match take_span(&request.partial_dir, request.span)? {
+        Taken::Span(held, task) => (held, task),
+        Taken::Nothing(why) => {
+            emit(Event::Nothing { reason: why.to_string() });
+            return Ok(HelperEnd::Nothing);
+        }
     };
-    // Everything below goes through the folder's handle, never its name (`media::handle`).
+    let SpanTask { mut plan, given } = *task;
+    plan.sessions = Sessions { sessions: 1, threads: request.threads };
+    let end = encode_span(request, &plan, given, stop, emit);
+    // The claim goes once the record is durable (or the encode ended without one).
+    drop(held);
+    end
+}
+
+/// A span the main node claimed for this node, which does not see the share: the plan is
+/// in this node's own folder (`request.partial_dir`), the segments and the record go there
+/// for the node to upload (`actors::job::span_by_transfer`).
+fn run_given(
+    request: &HelperRequest,
+    given: &GivenSpan,
+    stop: &AtomicBool,
+    emit: &mut dyn FnMut(Event),
+) -> Result<HelperEnd, MediaError> {
     let Some(held) = partial::PartialDir::open(&request.partial_dir, false)? else {
-        return nothing("the partial output is gone");
+        return Err(MediaError::misc("the span's folder in WORK_DIR is gone"));
     };
     let dir = held.path();
-    let text = match std::fs::read(dir.join(PLAN_FILE)) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return nothing("the job has no plan in its partial output yet")
-        }
-        Err(e) => return Err(MediaError::from_io("reading the job's plan", &e)),
-    };
-    let mut plan: EncodePlan = match serde_json::from_slice(&text) {
-        Ok(p) => p,
-        Err(_) => return nothing("the job's plan is unreadable"),
-    };
-    if plan.partial_dir != request.partial_dir {
-        return nothing("the plan belongs to another folder");
-    }
-    if plan.two_pass {
-        // Each span's second pass reads the statistics its first pass wrote in the job's
-        // own run, for exactly the span's frames: a piece of a span encoded here could not.
-        return nothing("a two-pass encode's spans are encoded by its own run");
-    }
+    let text = std::fs::read(dir.join(PLAN_FILE)).map_err(|e| MediaError::from_io("reading the span's plan", &e))?;
+    let mut plan: EncodePlan =
+        serde_json::from_slice(&text).map_err(|e| MediaError::misc(format!("the span's plan is unreadable: {e}")))?;
     plan.partial_dir = dir.to_path_buf();
     plan.sessions = Sessions { sessions: 1, threads: request.threads };
-    let PartialState::Valid(manifest) = inspect(&plan) else {
-        return nothing("the partial output is not one to continue");
-    };
-    let boundaries = match &manifest.boundaries {
-        Some(b) if !b.is_empty() && !manifest.video_complete => b.clone(),
-        _ => return nothing("the video is done, or is encoded as one span"),
-    };
+    encode_span(request, &plan, given.clone(), stop, emit)
+}
+
+/// Encodes what is left of the span with one session into `plan.partial_dir`, and writes
+/// the record of what it finished there.
+fn encode_span(
+    request: &HelperRequest,
+    plan: &EncodePlan,
+    given: GivenSpan,
+    stop: &AtomicBool,
+    emit: &mut dyn FnMut(Event),
+) -> Result<HelperEnd, MediaError> {
     let span = request.span;
-    let Some(piece) = manifest.remaining().into_iter().find(|p| segments::planned_index(&boundaries, p.from) == span)
-    else {
-        return nothing("the span is done");
-    };
-    if has_record(dir, span) {
-        return nothing("the span is done, its record not yet taken in");
-    }
-    let claim = match partial::claim_span(dir, span)? {
-        Claim::Mine(claim) => claim,
-        Claim::Held => return nothing("another writer holds the span"),
-        Claim::Gone => return nothing("the partial output is gone"),
-    };
-    // The run may have finished the span and let it go since the manifest was read.
-    let PartialState::Valid(now) = inspect(&plan) else { return nothing("the partial output changed") };
-    if !now.remaining().contains(&piece) || has_record(dir, span) {
-        return nothing("the span was finished meanwhile");
-    }
-    let span = claim.index;
     emit(Event::SpanStarted { span });
     let info = probe::probe(&plan.input)?;
     let mut written = HelperSegments { segments: Vec::new(), video: None };
     let started = std::time::Instant::now();
-    // An earlier helper's part of this span may be in the manifest already, in files named
-    // like this helper's: its files are numbered after every one there, never over one (a
-    // second helper on a span taken in part wrote over the first's segment: 23 frames twice,
-    // caught only by the output's frame count).
-    let first_free = (0u32..).find(|n| !dir.join(layout::helper_segment_file(span, *n)).exists()).unwrap_or(0);
     let totals = run_sessions(
-        &plan,
+        plan,
         &info,
-        vec![piece],
-        boundaries,
+        vec![given.piece],
+        given.boundaries,
         SessionMode::Helper { span },
-        first_free,
+        given.first_free,
         &mut written,
         stop,
         emit,
@@ -150,9 +137,8 @@ pub fn run(request: &HelperRequest, stop: &AtomicBool, emit: &mut dyn FnMut(Even
     let bytes = written.bytes_done();
     if !written.segments.is_empty() {
         let record = SpanRecord { plan_digest: plan.digest(), span, segments: written.segments, video: written.video };
-        write_durably(dir, &layout::span_record_file(span), &record, "writing a helper's record")?;
+        write_durably(&plan.partial_dir, &layout::span_record_file(span), &record, "writing a helper's record")?;
     }
-    drop(claim);
     if stop.load(Ordering::SeqCst) {
         emit(Event::Paused { frames_done: frames, segments: 0 });
         return Ok(HelperEnd::Paused);

@@ -305,8 +305,8 @@ impl Agent {
                     .await
                     .map(serde_json::Value::Bool)
                     .map_err(|e| e.to_string()),
-                Call::StartHelper { job_id, span, lease_id } => node
-                    .send(StartHelper(HelperRef { job_id, span, lease_id }))
+                Call::StartHelper { job_id, span, lease_id, by_transfer } => node
+                    .send(StartHelper(HelperRef { job_id, span, lease_id, by_transfer }))
                     .await
                     .map(serde_json::Value::Bool)
                     .map_err(|e| e.to_string()),

@@ -299,6 +299,7 @@ pub async fn start_node(config: NodeConfig) -> Result<Node, StartError> {
                 node,
                 jobs,
                 remote_commits: Default::default(),
+                span_claims: Default::default(),
                 scheduler,
                 libraries,
                 prober,
@@ -348,6 +349,7 @@ pub async fn start_node(config: NodeConfig) -> Result<Node, StartError> {
                     bearer: bearer.clone(),
                     mbps: linked.transfer_mbps,
                     work_dir: linked.work_dir.clone(),
+                    span_sources: Default::default(),
                 })
             });
             let agent = Agent::new(AgentConfig {
@@ -383,6 +385,8 @@ pub struct Runtime {
     pub jobs: Arc<NodeEnv>,
     /// The uploaded outputs being committed.
     pub remote_commits: job::remote::RemoteCommits,
+    /// Spans claimed for linked nodes that do not see the library (`cluster::span_transfer`).
+    pub span_claims: cluster::span_transfer::SpanClaims,
     pub scheduler: Addr<Scheduler>,
     pub libraries: Addr<Libraries>,
     /// The probe after a scan: what registers a file outside a scan (an import) wakes it.

@@ -12,6 +12,7 @@ use tokio::sync::oneshot;
 
 use super::health_batch::{check_told, BatchAnswer};
 use super::job::helper::{self, HelperRef};
+use super::job::span_by_transfer;
 use super::job::{Command, JobCommand, JobEnded, JobSupervisor, NodeEnv};
 use crate::media::health::Depth;
 
@@ -162,7 +163,7 @@ pub struct NodeSupervisor {
     max_jobs: usize,
     jobs: HashMap<i32, (Addr<JobSupervisor>, String)>,
     /// Helpers by (job, span): their lease and their command channel. Each takes a slot.
-    helpers: HashMap<(i32, u32), (String, tokio::sync::mpsc::UnboundedSender<JobCommand>)>,
+    helpers: HashMap<(i32, u32), (HelperRef, tokio::sync::mpsc::UnboundedSender<JobCommand>)>,
     /// Slots held by library health checks (this node's own, and told batches).
     checks: usize,
     /// Told batches in progress, by a number of their own: their library, and how to stop
@@ -226,6 +227,10 @@ impl Handler<StartJob> for NodeSupervisor {
             tracing::warn!(job_id = msg.job_id, "a job by transfer was refused: this node takes only files it sees");
             return false;
         }
+        // The job's folder in WORK_DIR holds a helper's copy of the source meanwhile.
+        if msg.by_transfer && self.helpers.iter().any(|((job, _), (h, _))| *job == msg.job_id && h.by_transfer) {
+            return false;
+        }
         let supervisor =
             JobSupervisor::new(msg.job_id, msg.lease_id.clone(), self.env.clone(), ctx.address().recipient())
                 .taken_by_transfer(msg.by_transfer)
@@ -261,11 +266,20 @@ impl Handler<StartHelper> for NodeSupervisor {
         if off || self.shutting_down || self.busy() >= self.max_jobs || self.helpers.contains_key(&key) {
             return false;
         }
+        // A span by transfer needs the flow, and the job's folder in WORK_DIR is its run's
+        // when the job itself runs here by transfer.
+        if msg.0.by_transfer && (self.env.transfer.is_none() || self.jobs.contains_key(&msg.0.job_id)) {
+            return false;
+        }
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        self.helpers.insert(key, (msg.0.lease_id.clone(), tx));
+        self.helpers.insert(key, (msg.0.clone(), tx));
         let (env, me) = (self.env.clone(), ctx.address());
         actix::spawn(async move {
-            helper::run(env, msg.0, rx).await;
+            if msg.0.by_transfer {
+                span_by_transfer::run(env, msg.0, rx).await;
+            } else {
+                helper::run(env, msg.0, rx).await;
+            }
             me.do_send(HelperEnded { job_id: key.0, span: key.1 });
         });
         true
@@ -360,12 +374,7 @@ impl Handler<HelperEnded> for NodeSupervisor {
 impl Handler<RunningHelpers> for NodeSupervisor {
     type Result = MessageResult<RunningHelpers>;
     fn handle(&mut self, _: RunningHelpers, _: &mut Context<Self>) -> Self::Result {
-        MessageResult(
-            self.helpers
-                .iter()
-                .map(|((job_id, span), (lease, _))| HelperRef { job_id: *job_id, span: *span, lease_id: lease.clone() })
-                .collect(),
-        )
+        MessageResult(self.helpers.values().map(|(helper, _)| helper.clone()).collect())
     }
 }
 
@@ -430,7 +439,8 @@ pub struct DropJobDir {
 impl Handler<DropJobDir> for NodeSupervisor {
     type Result = bool;
     fn handle(&mut self, msg: DropJobDir, _: &mut Context<Self>) -> bool {
-        let Some(setup) = self.env.transfer.as_ref().filter(|_| !self.jobs.contains_key(&msg.job_id)) else {
+        let in_use = self.jobs.contains_key(&msg.job_id) || self.helpers.keys().any(|(job, _)| *job == msg.job_id);
+        let Some(setup) = self.env.transfer.as_ref().filter(|_| !in_use) else {
             return false;
         };
         match crate::actors::transfer::remove_job_dir(&setup.work_dir, msg.job_id) {

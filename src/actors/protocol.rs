@@ -202,6 +202,10 @@ pub enum Call {
         job_id: i32,
         span: u32,
         lease_id: String,
+        /// The node does not see the job's library (`HelperRef::by_transfer`); absent
+        /// from an older main node, which gives no such span.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        by_transfer: bool,
     },
     /// A batch of a library health check (issue 38) on one idle slot: the paths as the main
     /// node stores them, under the library's `roots`; the node contains each again against
@@ -442,7 +446,7 @@ mod tests {
         // The calls of older main nodes parse as they did.
         let helper =
             json!({"type": "request", "id": 2, "call": {"call": "startHelper", "jobId": 1, "span": 3, "leaseId": "l"}});
-        let expected = Call::StartHelper { job_id: 1, span: 3, lease_id: "l".into() };
+        let expected = Call::StartHelper { job_id: 1, span: 3, lease_id: "l".into(), by_transfer: false };
         assert_eq!(
             serde_json::from_value::<Frame>(helper).unwrap(),
             Frame::Request { id: 2, call: Box::new(expected) }

@@ -200,12 +200,6 @@ impl Slots<'_> {
         }
     }
 
-    /// Whether the node is known to see every one of `roots` (`domain::node::sees_library`):
-    /// a library it has not reported on since it was created or moved is not seen yet.
-    fn sees(&self, roots: &[String]) -> bool {
-        sees_library(roots, self.checked.as_deref(), &self.missing) == Some(true)
-    }
-
     /// The node as `domain::placement` weighs it for job `job_id` of a library with `roots`.
     fn offer(&self, job_id: i32, roots: &[String]) -> NodeOffer {
         NodeOffer {
@@ -467,14 +461,28 @@ async fn assign_spans(
     let mut turn = 0usize;
     while !waiting.is_empty() {
         let Some(slot) = slots.iter_mut().filter(|s| s.free > 0).max_by_key(|s| s.free) else { break };
-        let sees = |job: &job::Model, s: &Slots| {
-            let Some((paths, encoder)) = job.library_id.and_then(|id| libraries.get(&id)) else { return false };
-            let has = encoders.get(&s.node.id).is_some_and(|list| list.contains(encoder));
-            has && s.sees(paths)
+        // How the slot's node would encode a span of the job: `Some(false)` from the share,
+        // `Some(true)` by transfer (it does not see the library, takes files so and has the
+        // room a whole attempt there would need: its next span of the job reuses the copy).
+        let how = |job: &job::Model, s: &Slots| {
+            let (paths, encoder) = job.library_id.and_then(|id| libraries.get(&id))?;
+            if !encoders.get(&s.node.id).is_some_and(|list| list.contains(encoder)) {
+                return None;
+            }
+            let needs = JobNeeds {
+                roots: paths,
+                source_bytes: u64::try_from(job.source_size).unwrap_or(0),
+                output_bytes: job.predicted_size.and_then(|b| u64::try_from(b).ok()),
+            };
+            match place(&needs, &s.offer(job.id, paths), false) {
+                Placement::Take => Some(false),
+                Placement::TakeByTransfer => Some(true),
+                Placement::No(_) => None,
+            }
         };
-        let Some(at) = (0..waiting.len())
+        let Some((at, by_transfer)) = (0..waiting.len())
             .map(|i| (turn + i) % waiting.len())
-            .find(|&i| waiting.get(i).is_some_and(|j| sees(j, slot)))
+            .find_map(|i| waiting.get(i).and_then(|j| how(j, slot)).map(|t| (i, t)))
         else {
             slot.free = 0;
             continue;
@@ -489,9 +497,9 @@ async fn assign_spans(
             continue;
         };
         let span = u32::try_from(row.span).unwrap_or_default();
-        let helper = HelperRef { job_id, span, lease_id: lease.clone() };
+        let helper = HelperRef { job_id, span, lease_id: lease.clone(), by_transfer };
         if slot.node.help.send(StartHelper(helper)).await.unwrap_or(false) {
-            tracing::debug!(job_id, span, node = %slot.node.name, "a span goes to an idle slot");
+            tracing::debug!(job_id, span, node = %slot.node.name, by_transfer, "a span goes to an idle slot");
             slot.free -= 1;
         } else {
             repo::segments::release(db, job_id, span, &lease, None).await?;

@@ -17,10 +17,13 @@ use futures_util::StreamExt;
 use serde::Serialize;
 use tokio::io::AsyncWriteExt;
 
+use crate::actors::cluster::span_transfer::{SpanFinish, SPAN_HEADER};
 use crate::actors::cluster::transfer::{Finish, LEASE_HEADER, SHA256_HEADER, SIZE_HEADER};
 use crate::domain::transfer::{gives_up, pace, part_bytes, retry_after};
 use crate::media::event::{PhaseTime, RunStats};
 use crate::media::handle::Folder;
+use crate::media::span_record::SpanRecord;
+use crate::media::span_transfer::SpanTask;
 use crate::media::transfer::sha256_of;
 
 /// The downloaded source's name in the node's folder for the job.
@@ -113,6 +116,23 @@ pub struct TransferSetup {
     pub mbps: u32,
     /// WORK_DIR: each job's files in a folder named by its id.
     pub work_dir: PathBuf,
+    /// One download at a time per job's span folder: two slots helping with one job share
+    /// its copy of the source (`actors::job::span_by_transfer`).
+    pub span_sources: SpanSources,
+}
+
+/// A lock per job whose spans this node encodes by transfer, around its copy of the source.
+#[derive(Default)]
+pub struct SpanSources(Mutex<std::collections::HashMap<i32, Arc<tokio::sync::Mutex<()>>>>);
+
+impl SpanSources {
+    /// Job `job_id`'s lock (made when none is held).
+    pub fn of(&self, job_id: i32) -> Arc<tokio::sync::Mutex<()>> {
+        let mut all = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        // The locks nobody holds or waits for go: one per job ever helped would only grow.
+        all.retain(|_, lock| Arc::strong_count(lock) > 1);
+        all.entry(job_id).or_default().clone()
+    }
 }
 
 impl TransferSetup {
@@ -172,7 +192,10 @@ pub fn make_job_dir(work_dir: &Path, job_id: i32) -> Result<PathBuf, String> {
 /// following links (`Folder::remove_entry`). Blocking.
 pub fn remove_job_dir(work_dir: &Path, job_id: i32) -> std::io::Result<()> {
     match Folder::open_resolved(work_dir, "WORK_DIR")? {
-        Ok(work) => work.remove_entry(OsStr::new(&job_id.to_string())),
+        Ok(work) => {
+            work.remove_entry(OsStr::new(&job_id.to_string()))?;
+            work.remove_entry(OsStr::new(&spans_dir_name(job_id)))
+        }
         Err(foreign) => Err(std::io::Error::other(foreign.to_string())),
     }
 }
@@ -185,6 +208,58 @@ fn job_id_of(name: &OsStr) -> Option<i32> {
     name.parse::<i32>().ok().filter(|id| *id > 0 && id.to_string() == name)
 }
 
+/// The name of the folder in WORK_DIR where this node encodes spans of job `job_id` that
+/// it helps with by transfer: the copy of the source, a folder per span. Apart from the
+/// job's own folder, which says the node may continue the whole job (`kept_jobs`).
+fn spans_dir_name(job_id: i32) -> String {
+    format!("{job_id}{SPANS_SUFFIX}")
+}
+
+const SPANS_SUFFIX: &str = "-spans";
+
+/// The job id of a job's folder or of its spans' folder (`spans_dir_name`).
+fn any_job_id_of(name: &OsStr) -> Option<i32> {
+    let spans = name.to_str().and_then(|n| n.strip_suffix(SPANS_SUFFIX)).map(OsStr::new);
+    job_id_of(spans.unwrap_or(name))
+}
+
+/// Makes (or opens) the folder of job `job_id`'s spans in WORK_DIR, and in it span
+/// `span`'s folder, emptied of what an earlier try left: condense's own folders, never
+/// reached through a link. Answers both. Blocking.
+pub fn make_span_dir(work_dir: &Path, job_id: i32, span: u32) -> Result<(PathBuf, PathBuf), String> {
+    let work = match Folder::open_resolved(work_dir, "WORK_DIR") {
+        Ok(Ok(work)) => work,
+        Ok(Err(foreign)) => return Err(foreign.to_string()),
+        Err(e) => return Err(format!("WORK_DIR ({}) cannot be opened: {e}", work_dir.display())),
+    };
+    let (name, inner) = (spans_dir_name(job_id), format!("span-{span}"));
+    let what = "the folder of a job's spans in WORK_DIR";
+    let spans = match work.own_folder(OsStr::new(&name), true, what) {
+        Ok(Ok(Some(folder))) => folder,
+        Ok(Ok(None)) => return Err(format!("{what} ({}) could not be made", work_dir.display())),
+        Ok(Err(foreign)) => return Err(foreign.to_string()),
+        Err(e) => return Err(format!("{what} ({}) cannot be made: {e}", work_dir.display())),
+    };
+    spans.remove_entry(OsStr::new(&inner)).map_err(|e| format!("{what}: {e}"))?;
+    match spans.own_folder(OsStr::new(&inner), true, what) {
+        Ok(Ok(Some(_))) => Ok((work_dir.join(&name), work_dir.join(&name).join(inner))),
+        Ok(Ok(None)) => Err(format!("{what} ({}) could not be made", work_dir.display())),
+        Ok(Err(foreign)) => Err(foreign.to_string()),
+        Err(e) => Err(format!("{what} ({}) cannot be made: {e}", work_dir.display())),
+    }
+}
+
+/// Removes span `span`'s folder from job `job_id`'s spans' folder (the copy of the source
+/// stays for the job's next span here, until the job ends: `actors::work_dir`). Blocking.
+pub fn remove_span_dir(work_dir: &Path, job_id: i32, span: u32) -> std::io::Result<()> {
+    let work = open_work_dir(work_dir)?;
+    match work.own_folder(OsStr::new(&spans_dir_name(job_id)), false, "the folder of a job's spans in WORK_DIR")? {
+        Ok(Some(spans)) => spans.remove_entry(OsStr::new(&format!("span-{span}"))),
+        Ok(None) => Ok(()),
+        Err(foreign) => Err(std::io::Error::other(foreign.to_string())),
+    }
+}
+
 fn open_work_dir(work_dir: &Path) -> std::io::Result<Folder> {
     match Folder::open_resolved(work_dir, "WORK_DIR")? {
         Ok(work) => Ok(work),
@@ -192,7 +267,8 @@ fn open_work_dir(work_dir: &Path) -> std::io::Result<Folder> {
     }
 }
 
-/// The job folders in WORK_DIR (names that are job ids), each with how long ago it was
+/// The job folders in WORK_DIR (names that are job ids, and the folders of jobs' spans),
+/// each with how long ago it was
 /// last written: the latest modification time of the folder and of what is in it, the
 /// partial folder's own (each finished segment changes it) among them, none followed. An
 /// entry of that name that is not condense's own folder (a link, a file, another user's)
@@ -202,7 +278,7 @@ pub fn job_dirs(work_dir: &Path) -> std::io::Result<Vec<(i32, Duration)>> {
     let now = std::time::SystemTime::now();
     let mut found = Vec::new();
     for name in work.names()? {
-        let Some(id) = job_id_of(&name) else { continue };
+        let Some(id) = any_job_id_of(&name) else { continue };
         let written = match work.own_folder(&name, false, "a job's folder in WORK_DIR") {
             Ok(Ok(Some(folder))) => {
                 let mut latest = work.entry(&name)?.map_or(i64::MIN, |s| s.st_mtime);
@@ -220,7 +296,9 @@ pub fn job_dirs(work_dir: &Path) -> std::io::Result<Vec<(i32, Duration)>> {
         let idle = written.map_or(Duration::MAX, |t| now.duration_since(t).unwrap_or(Duration::ZERO));
         found.push((id, idle));
     }
+    // A job's own folder and its spans' folder: the one written last counts.
     found.sort_unstable();
+    found.dedup_by_key(|(id, _)| *id);
     Ok(found)
 }
 
@@ -233,13 +311,20 @@ pub fn job_dir_ids(work_dir: &Path) -> Vec<i32> {
     ids
 }
 
+/// Whether WORK_DIR holds the folder of a job's spans (`make_span_dir`); `false` where it
+/// cannot be read. Blocking.
+pub fn has_spans_dirs(work_dir: &Path) -> bool {
+    let names = open_work_dir(work_dir).and_then(|work| work.names()).unwrap_or_default();
+    names.iter().any(|n| any_job_id_of(n).is_some() && job_id_of(n).is_none())
+}
+
 /// Removes every job folder in WORK_DIR (a node that takes no file by transfer, at its
 /// start: none of those jobs comes back to it this way). Answers how many went. Blocking.
 pub fn clear_job_dirs(work_dir: &Path) -> std::io::Result<usize> {
     let work = open_work_dir(work_dir)?;
     let mut removed = 0;
     for name in work.names()? {
-        if job_id_of(&name).is_some() {
+        if any_job_id_of(&name).is_some() {
             work.remove_entry(&name)?;
             removed += 1;
         }
@@ -342,6 +427,15 @@ impl TransferClient {
         self.client.request(method, url).bearer_auth(&self.bearer).insert_header((LEASE_HEADER, lease))
     }
 
+    /// A request under `grant`: the job's lease, or a span's (`SPAN_HEADER` names it).
+    fn granted(&self, method: awc::http::Method, url: String, grant: Grant<'_>) -> awc::ClientRequest {
+        let req = self.request(method, url, grant.lease);
+        match grant.span {
+            Some(span) => req.insert_header((SPAN_HEADER, span.to_string())),
+            None => req,
+        }
+    }
+
     /// Downloads job `job_id`'s source into `dir` (made when missing) as `SOURCE_FILE`,
     /// continuing from the bytes already there when the main node's hash is the one they
     /// were read under.
@@ -352,6 +446,28 @@ impl TransferClient {
         dir: &Path,
         on_progress: &mut dyn FnMut(Progress),
     ) -> Result<Downloaded, ClientError> {
+        self.fetch(job_id, Grant { lease, span: None }, dir, on_progress).await
+    }
+
+    /// `download`, under the lease of span `span` of the job (a helper without the share).
+    pub async fn download_for_span(
+        &self,
+        job_id: i32,
+        span: u32,
+        lease: &str,
+        dir: &Path,
+        on_progress: &mut dyn FnMut(Progress),
+    ) -> Result<Downloaded, ClientError> {
+        self.fetch(job_id, Grant { lease, span: Some(span) }, dir, on_progress).await
+    }
+
+    async fn fetch(
+        &self,
+        job_id: i32,
+        grant: Grant<'_>,
+        dir: &Path,
+        on_progress: &mut dyn FnMut(Progress),
+    ) -> Result<Downloaded, ClientError> {
         tokio::fs::create_dir_all(dir).await.map_err(io("making the download's folder"))?;
         let (data, hash_file) = (dir.join(SOURCE_FILE), dir.join(SOURCE_HASH_FILE));
         let mut runs = Runs::new(self);
@@ -359,7 +475,7 @@ impl TransferClient {
             runs.next().await?;
             let have = tokio::fs::metadata(&data).await.map(|m| m.len()).unwrap_or(0);
             let known = tokio::fs::read_to_string(&hash_file).await.ok();
-            let mut req = self.request(awc::http::Method::GET, self.url(job_id, "source"), lease);
+            let mut req = self.granted(awc::http::Method::GET, self.url(job_id, "source"), grant);
             if have > 0 && known.is_some() {
                 req = req.insert_header(("Range", format!("bytes={have}-")));
             }
@@ -617,6 +733,143 @@ impl TransferClient {
                 ClientError::Refused { code, message, .. } if code == "busy" => runs.failed(message, false),
                 refused => return Err(refused),
             }
+        }
+    }
+}
+
+/// The lease a request is made under: a job's, or (`span`) one span's of it.
+#[derive(Debug, Clone, Copy)]
+struct Grant<'a> {
+    lease: &'a str,
+    span: Option<u32>,
+}
+
+impl TransferClient {
+    /// Sends what `make` makes until the main node answers: a request that fails on the
+    /// link, or an answer of 5xx, is tried again as `runs` allows. `Ok(Ok(answer))`: a
+    /// success; `Ok(Err(refused))`: the main node refused it.
+    async fn answered<F, S>(
+        &self,
+        runs: &mut Runs,
+        make: impl Fn() -> F,
+    ) -> Result<Result<awc::ClientResponse<S>, ClientError>, ClientError>
+    where
+        F: std::future::Future<Output = Result<awc::ClientResponse<S>, awc::error::SendRequestError>>,
+        S: futures_util::Stream<Item = Result<Bytes, awc::error::PayloadError>> + Unpin,
+    {
+        loop {
+            runs.next().await?;
+            let mut res = match make().await {
+                Ok(res) => res,
+                Err(e) => {
+                    runs.failed(e.to_string(), false);
+                    continue;
+                }
+            };
+            let status = res.status().as_u16();
+            if res.status().is_success() {
+                return Ok(Ok(res));
+            }
+            match refusal(status, &mut res).await {
+                refused if status >= 500 => runs.failed(refused.to_string(), false),
+                refused => return Ok(Err(refused)),
+            }
+        }
+    }
+
+    /// Asks the main node for span `span` of job `job_id`, which this node's helper holds
+    /// under `lease`: the main node claims it for this node and answers what is left of it
+    /// (`Ok(Ok(task))`), or why there is nothing to do (`Ok(Err(why))`).
+    pub async fn span_task(
+        &self,
+        job_id: i32,
+        span: u32,
+        lease: &str,
+    ) -> Result<Result<SpanTask, String>, ClientError> {
+        let url = self.url(job_id, &format!("spans/{span}"));
+        let mut runs = Runs::new(self);
+        let get = || self.request(awc::http::Method::GET, url.clone(), lease).send();
+        match self.answered(&mut runs, get).await? {
+            // A plan is small; the default limit of 2 MB holds it.
+            Ok(mut res) => match res.json::<SpanTask>().await {
+                Ok(task) => Ok(Ok(task)),
+                Err(e) => Err(ClientError::Io { what: "reading the span's task", error: e.to_string() }),
+            },
+            Err(ClientError::Refused { code, message, .. }) if code == "nothing_to_do" => Ok(Err(message)),
+            Err(refused) => Err(refused),
+        }
+    }
+
+    /// Uploads the segment files `record` names from `dir`, each whole and checked, then
+    /// the record with the SHA-256 of the source they were encoded from; the main node
+    /// writes it for the job's run to take in. A file the main node found not to be what
+    /// was sent is sent once more.
+    #[allow(clippy::too_many_arguments, reason = "one upload's parts, each used once")]
+    pub async fn upload_span(
+        &self,
+        job_id: i32,
+        span: u32,
+        lease: &str,
+        dir: &Path,
+        record: &SpanRecord,
+        source_sha256: &str,
+        on_progress: &mut dyn FnMut(Progress),
+    ) -> Result<u64, ClientError> {
+        let files: Vec<&str> = record.segments.iter().map(|s| s.file.as_str()).filter(|f| !f.is_empty()).collect();
+        let total: u64 = record.segments.iter().map(|s| s.bytes).sum();
+        let mut sent = 0u64;
+        let mut runs = Runs::new(self);
+        for name in files {
+            let path = dir.join(name);
+            let read = tokio::task::spawn_blocking(move || {
+                let body = std::fs::read(&path)?;
+                let file = std::fs::File::open(&path)?;
+                let sha = sha256_of(&file, body.len() as u64)?;
+                Ok::<_, std::io::Error>((body, sha))
+            })
+            .await
+            .map_err(|e| ClientError::Io { what: "reading a span's segment", error: e.to_string() })?
+            .map_err(io("reading a span's segment"))?;
+            let (body, sha) = (Bytes::from(read.0), read.1);
+            let url = self.url(job_id, &format!("spans/{span}/files/{name}"));
+            let put = || {
+                self.request(awc::http::Method::PUT, url.clone(), lease)
+                    .insert_header((SIZE_HEADER, body.len().to_string()))
+                    .insert_header((SHA256_HEADER, sha.as_str()))
+                    .send_body(body.clone())
+            };
+            loop {
+                match self.answered(&mut runs, put).await? {
+                    Ok(mut res) => {
+                        let _ = res.body().await;
+                        break;
+                    }
+                    Err(ClientError::Refused { code, message, .. }) if code == "checksum_mismatch" => {
+                        if !runs.restart() {
+                            return Err(ClientError::Checksum(format!("{message}; uploaded twice, giving up")));
+                        }
+                        tracing::warn!(job_id, span, %message, "uploading a span's segment again");
+                    }
+                    Err(refused) => return Err(refused),
+                }
+            }
+            let (pause, rate) = runs.moved(body.len() as u64);
+            sent += body.len() as u64;
+            on_progress(Progress { direction: Direction::Upload, bytes: sent, total, rate });
+            wait_for_cap(pause).await;
+        }
+        let finish = SpanFinish { record: record.clone(), source_sha256: source_sha256.to_string() };
+        let url = self.url(job_id, &format!("spans/{span}/finish"));
+        let post = || self.request(awc::http::Method::POST, url.clone(), lease).send_json(&finish);
+        match self.answered(&mut runs, post).await? {
+            Ok(mut res) => {
+                let _ = res.body().await;
+                Ok(sent)
+            }
+            Err(ClientError::Refused { code, message, .. }) if code == "source_changed" => {
+                Err(ClientError::SourceChanged(message))
+            }
+            Err(refused) => Err(refused),
         }
     }
 }

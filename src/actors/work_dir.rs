@@ -3,7 +3,8 @@
 //! beside it) stays while the job may come back to it, so that it continues from the copy
 //! and the finished segments instead of downloading and encoding the whole again. After
 //! each registration with the main node (and every `SWEEP_EVERY` while linked) the node
-//! asks the main node about each job folder over its link (`protocol::Call::Job`) and
+//! asks the main node about each job folder over its link (`protocol::Call::Job`; every
+//! `SPANS_SWEEP_EVERY` while a folder of a job's spans is there) and
 //! removes those of jobs that ended, that no longer exist, that were not written for
 //! `domain::transfer::KEPT_FOR`, or that it could not ask about within `ASK_WITHIN`
 //! (`domain::transfer::keeps_job_dir`); a node that cannot register within that bound
@@ -28,6 +29,12 @@ use crate::domain::transfer::{keeps_job_dir, Asked, ASK_WITHIN, KEPT_FOR};
 /// kept folder, and there are few.
 const SWEEP_EVERY: Duration = Duration::from_secs(60);
 
+/// How often instead while WORK_DIR holds the folder of a job's spans
+/// (`job::span_by_transfer`): a copy of a source made only for the spans of a running job
+/// is worth nothing once the job ended, which is mostly moments after this node's last
+/// span of it.
+const SPANS_SWEEP_EVERY: Duration = Duration::from_secs(5);
+
 /// Runs for the node's life: a sweep of WORK_DIR's job folders after each registration and
 /// every `SWEEP_EVERY`, or once without asking when no registration came within
 /// `ASK_WITHIN` of the start.
@@ -37,20 +44,31 @@ pub async fn keep_work_dir(agent: Addr<Agent>, node: Addr<NodeSupervisor>, work_
     loop {
         tokio::time::sleep(Duration::from_millis(500)).await;
         let Ok(registrations) = agent.send(Registrations).await else { return };
-        if registrations > swept || (registrations > 0 && last.elapsed() >= SWEEP_EVERY) {
+        let due = registrations > 0 && last.elapsed() >= SWEEP_EVERY;
+        // Between those, a quiet look while a copy made for a job's spans is kept.
+        let quick = registrations > 0 && last.elapsed() >= SPANS_SWEEP_EVERY && spans_kept(&work_dir).await;
+        if registrations > swept || due || quick {
+            let loud = registrations > swept || due;
             swept = registrations;
-            sweep(&agent, &node, &work_dir, true).await;
+            sweep(&agent, &node, &work_dir, true, loud).await;
             last = Instant::now();
         } else if registrations == 0 && !gave_up && started.elapsed() >= ASK_WITHIN {
             gave_up = true;
             tracing::warn!("the main node could not be reached: the job folders in WORK_DIR are removed");
-            sweep(&agent, &node, &work_dir, false).await;
+            sweep(&agent, &node, &work_dir, false, true).await;
         }
     }
 }
 
-/// One look at every job folder in WORK_DIR (`ask`: asking the main node about each).
-async fn sweep(agent: &Addr<Agent>, node: &Addr<NodeSupervisor>, work_dir: &std::path::Path, ask: bool) {
+/// Whether WORK_DIR holds the folder of a job's spans.
+async fn spans_kept(work_dir: &std::path::Path) -> bool {
+    let w = work_dir.to_path_buf();
+    tokio::task::spawn_blocking(move || crate::actors::transfer::has_spans_dirs(&w)).await.unwrap_or(false)
+}
+
+/// One look at every job folder in WORK_DIR (`ask`: asking the main node about each;
+/// `loud`: saying what it keeps, not only what it removes).
+async fn sweep(agent: &Addr<Agent>, node: &Addr<NodeSupervisor>, work_dir: &std::path::Path, ask: bool, loud: bool) {
     let deadline = Instant::now() + ASK_WITHIN;
     let w = work_dir.to_path_buf();
     let dirs = match tokio::task::spawn_blocking(move || crate::actors::transfer::job_dirs(&w)).await {
@@ -69,14 +87,16 @@ async fn sweep(agent: &Addr<Agent>, node: &Addr<NodeSupervisor>, work_dir: &std:
         // Past the bound nothing is asked: the folder goes whatever the job's status.
         let asked = if ask && idle <= KEPT_FOR { ask_about(agent, job_id, deadline).await } else { Asked::Unanswered };
         if keeps_job_dir(asked, idle) {
-            tracing::info!(job_id, ?asked, "keeping the job's folder in WORK_DIR: the job may come back here");
+            if loud {
+                tracing::info!(job_id, ?asked, "keeping the job's folder in WORK_DIR: the job may come back here");
+            }
             kept += 1;
         } else if node.send(DropJobDir { job_id }).await.unwrap_or(false) {
             tracing::info!(job_id, ?asked, idle_s = idle.as_secs(), "removed the job's folder from WORK_DIR");
             removed += 1;
         }
     }
-    if kept + removed > 0 {
+    if removed > 0 || (loud && kept > 0) {
         tracing::info!(kept, removed, "looked at the job folders in WORK_DIR");
     }
 }

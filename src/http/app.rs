@@ -75,6 +75,9 @@ impl Listener {
                     .route("/cluster/jobs/{id}/output", web::get().to(http::transfer::output_length))
                     .route("/cluster/jobs/{id}/output", web::put().to(http::transfer::put_output))
                     .route("/cluster/jobs/{id}/output/finish", web::post().to(http::transfer::finish_output))
+                    .route("/cluster/jobs/{id}/spans/{span}", web::get().to(http::transfer::span_task))
+                    .route("/cluster/jobs/{id}/spans/{span}/files/{name}", web::put().to(http::transfer::put_span_file))
+                    .route("/cluster/jobs/{id}/spans/{span}/finish", web::post().to(http::transfer::finish_span))
                     .default_service(web::to(http::not_found));
             }
             Listener::Dashboard(dashboard) => {

@@ -13,6 +13,17 @@
 //!   upload discarded) when the upload is not what the node sent; otherwise 202: the output
 //!   is verified and replaces the original in the background (`job::remote`), and the node
 //!   follows the job to COMPLETED or FAILED.
+//!
+//! A span of a job given to a node without the share (issue 39, item 4;
+//! `actors::cluster::span_transfer`), under the span's lease (`X-Condense-Lease`):
+//! - `GET /cluster/jobs/{id}/spans/{span}`: claims the span for the node and answers
+//!   `{plan, given}` (`media::span_transfer::SpanTask`), or 409 `nothing_to_do` with why.
+//! - `GET /cluster/jobs/{id}/source` with `X-Condense-Span: N`: the source, as above.
+//! - `PUT /cluster/jobs/{id}/spans/{span}/files/{name}` with `X-Condense-Size` and
+//!   `X-Condense-Sha256`: one segment file of the span, whole; 409 `checksum_mismatch`
+//!   when it is not what the node sent (it is removed).
+//! - `POST /cluster/jobs/{id}/spans/{span}/finish` `{record, sourceSha256}`: the span's
+//!   record, for the job's run to take in; 409 `source_changed` when the source changed.
 
 use super::body::Body;
 use actix_files::NamedFile;
@@ -20,6 +31,7 @@ use actix_web::http::header::{HeaderName, HeaderValue, CONTENT_RANGE};
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde_json::json;
 
+use crate::actors::cluster::span_transfer::{self, authorize_span, SpanFinish, SPAN_HEADER};
 use crate::actors::cluster::transfer::{
     self, authorize, Finish, TransferError, LEASE_HEADER, MTIME_HEADER, SHA256_HEADER, SIZE_HEADER,
 };
@@ -53,11 +65,34 @@ impl From<TransferError> for AppError {
     }
 }
 
-/// The job, when the requesting node holds its current lease.
+fn lease_of(req: &HttpRequest) -> &str {
+    req.headers().get(LEASE_HEADER).and_then(|v| v.to_str().ok()).unwrap_or("")
+}
+
+/// The job, when the requesting node holds its current lease, or (with `X-Condense-Span`)
+/// the lease of that span of it.
 async fn leased(state: &AppState, req: &HttpRequest, job_id: i32) -> Result<entities::job::Model, AppError> {
     let node = enrolled_node(state, req).await?;
-    let lease = req.headers().get(LEASE_HEADER).and_then(|v| v.to_str().ok()).unwrap_or("");
-    Ok(authorize(&state.db, node, job_id, lease).await?)
+    let lease = lease_of(req);
+    match req.headers().get(SPAN_HEADER) {
+        Some(span) => {
+            let span = span.to_str().ok().and_then(|s| s.parse::<u32>().ok());
+            let span = span.ok_or_else(|| AppError::bad_request("X-Condense-Span is a span's number"))?;
+            Ok(authorize_span(&state.db, node, job_id, span, lease).await?)
+        }
+        None => Ok(authorize(&state.db, node, job_id, lease).await?),
+    }
+}
+
+/// The job and span, when the requesting node holds that span's lease.
+async fn span_leased(
+    state: &AppState,
+    req: &HttpRequest,
+    job_id: i32,
+    span: u32,
+) -> Result<entities::job::Model, AppError> {
+    let node = enrolled_node(state, req).await?;
+    Ok(authorize_span(&state.db, node, job_id, span, lease_of(req)).await?)
 }
 
 fn header(name: &'static str, value: String) -> Option<(HeaderName, HeaderValue)> {
@@ -140,4 +175,50 @@ pub async fn finish_output(
         drop(claim);
     });
     Ok(HttpResponse::Accepted().json(json!({ "output": output, "committing": true })))
+}
+
+pub async fn span_task(
+    req: HttpRequest,
+    path: web::Path<(i32, u32)>,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, AppError> {
+    let (job_id, span) = path.into_inner();
+    let job = span_leased(&state, &req, job_id, span).await?;
+    match span_transfer::take(&state.db, &state.runtime.span_claims, &job, span, lease_of(&req)).await? {
+        Ok(task) => Ok(HttpResponse::Ok().json(task)),
+        Err(why) => Err(AppError::conflict("nothing_to_do", why)),
+    }
+}
+
+pub async fn put_span_file(
+    req: HttpRequest,
+    path: web::Path<(i32, u32, String)>,
+    body: web::Payload,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, AppError> {
+    let (job_id, span, name) = path.into_inner();
+    span_leased(&state, &req, job_id, span).await?;
+    let head = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
+    let (Some(size), Some(sha256)) = (head(SIZE_HEADER).and_then(|s| s.parse::<u64>().ok()), head(SHA256_HEADER))
+    else {
+        return Err(AppError::bad_request(
+            "a span's file names its size and SHA-256 (X-Condense-Size, X-Condense-Sha256)",
+        ));
+    };
+    let claims = &state.runtime.span_claims;
+    let bytes = span_transfer::put_file(claims, job_id, span, lease_of(&req), name, size, sha256, body).await?;
+    Ok(HttpResponse::Ok().json(json!({ "bytes": bytes })))
+}
+
+pub async fn finish_span(
+    req: HttpRequest,
+    path: web::Path<(i32, u32)>,
+    body: Body<SpanFinish>,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, AppError> {
+    let (job_id, span) = path.into_inner();
+    let job = span_leased(&state, &req, job_id, span).await?;
+    let claims = &state.runtime.span_claims;
+    span_transfer::finish(&state.db, claims, &job, span, lease_of(&req), body.into_inner()).await?;
+    Ok(HttpResponse::Ok().json(json!({ "span": span })))
 }

@@ -164,6 +164,20 @@ pub fn helper_segment_file(span: u32, n: u32) -> String {
     format!("span-{span:05}-{n:03}.seg")
 }
 
+/// The planned span and number of a helper's segment file, for exactly the names
+/// `helper_segment_file` gives (a name from a node is checked by this before it is used).
+pub fn helper_segment_of(name: &str) -> Option<(u32, u32)> {
+    let (span, n) = name.strip_prefix("span-")?.strip_suffix(".seg")?.split_once('-')?;
+    let (span, n) = (span.parse().ok()?, n.parse().ok()?);
+    (helper_segment_file(span, n) == name).then_some((span, n))
+}
+
+/// The first number of a helper's segment file of planned span `span` free in `dir`: a
+/// helper's files are numbered after every one there, never over one.
+pub fn first_free_helper_file(dir: &Path, span: u32) -> u32 {
+    (0u32..).find(|n| !dir.join(helper_segment_file(span, *n)).exists()).unwrap_or(0)
+}
+
 /// The planned span a helper's file (a segment, its record, a record being written)
 /// belongs to.
 pub fn helper_span_of(name: &str) -> Option<u32> {

@@ -21,6 +21,7 @@ pub mod plan;
 pub mod quality;
 pub mod replace;
 pub mod span_record;
+pub mod span_transfer;
 pub mod stream_plan;
 pub mod transcoder;
 pub mod transfer;

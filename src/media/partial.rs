@@ -76,6 +76,22 @@ impl PartialDir {
         self.folder.path_for_children()
     }
 
+    /// Opens a file of condense's in the folder, through its handle, never through a link.
+    pub fn open_file(&self, name: &str, flags: OFlags, mode: u32) -> std::io::Result<File> {
+        self.folder.open_file(OsStr::new(name), flags, mode)
+    }
+
+    /// Removes one of condense's files in the folder (a link there itself, never what it
+    /// points to).
+    pub fn remove_file(&self, name: &str) -> std::io::Result<()> {
+        self.folder.remove_entry(OsStr::new(name))
+    }
+
+    /// Makes the folder's entries durable.
+    pub fn sync(&self) -> std::io::Result<()> {
+        self.folder.sync()
+    }
+
     /// Whether the folder is still at its name (not removed, not swapped for a link).
     fn in_place(&self) -> Result<bool, MediaError> {
         match self.parent.entry(&self.name).map_err(io("looking at the partial output"))? {

@@ -42,6 +42,25 @@ pub struct HelperRequest {
     pub span: u32,
     /// The encoder threads this slot may use (0: the encoder's default).
     pub threads: u32,
+    /// A node without the share (issue 39): the main node claimed the span for it and said
+    /// what is left of it; `partial_dir` is then this node's own folder in WORK_DIR, holding
+    /// the plan (its input the node's copy of the source), where the segments and the record
+    /// are written for the upload. `None`: the job's partial folder on the share.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub given: Option<GivenSpan>,
+}
+
+/// What is left of a span the main node claimed for a node without the share
+/// (`media::span_transfer`), as the job's manifest has it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GivenSpan {
+    pub piece: crate::domain::segments::Span,
+    /// The run's planned cuts, which number the spans.
+    pub boundaries: Vec<i64>,
+    /// The first segment number of the span free in the job's partial folder: an earlier
+    /// helper's part of the span may hold the ones before.
+    pub first_free: u32,
 }
 
 /// How a transcoder child ended.

@@ -387,6 +387,19 @@ pub async fn sweep(db: &impl ConnectionTrait, at: DateTime<Utc>) -> RepoResult<u
     Ok(result.rows_affected)
 }
 
+/// Whether `node_id` holds planned span `span` of the job under `lease`, and the lease has
+/// not run out.
+pub async fn held_by(db: &impl ConnectionTrait, job_id: i32, span: u32, node_id: i32, lease: &str) -> RepoResult<bool> {
+    let Ok(span) = i32::try_from(span) else { return Ok(false) };
+    let row = Entity::find_by_id((job_id, span)).one(db).await?;
+    Ok(row.is_some_and(|r| {
+        r.status == SegmentStatus::Encoding
+            && r.node_id == Some(node_id)
+            && r.lease_id.as_deref() == Some(lease)
+            && r.lease_expires_at.is_some_and(|at| at >= now())
+    }))
+}
+
 /// A job's spans, in order.
 pub async fn of_job(db: &impl ConnectionTrait, job_id: i32) -> RepoResult<Vec<Model>> {
     Ok(Entity::find().filter(Column::JobId.eq(job_id)).order_by_asc(Column::Span).all(db).await?)

@@ -743,3 +743,171 @@ async fn a_source_replaced_after_the_finish_is_not_overwritten_by_the_old_encode
     assert_eq!(std::fs::read(&source).unwrap(), newer_bytes, "the new release is as it arrived");
     far.server.finish().await;
 }
+
+const SPAN_LEASE: &str = "the far node's lease on span 2";
+
+/// A job's partial folder as its run leaves it for helpers: the plan of a 3 s clip, a
+/// manifest cutting it in three spans (none finished), and span 2 leased to the far node.
+async fn span_for_far(far: &Far) -> (PathBuf, PathBuf, i32) {
+    use condense::media::manifest::Manifest;
+    let source = crate::common::media::h264(&far.root(), "film.mkv", "320x240", 3);
+    let job = far.job(source.to_str().unwrap()).await;
+    let info = condense_media::probe::probe(&source).unwrap();
+    let mut plan = condense::media::plan::EncodePlan::new(
+        &source,
+        &info,
+        &crate::common::media::profile("libx265", 30, "ultrafast"),
+    )
+    .unwrap();
+    let dir = partial_dir_for(&source);
+    drop(condense::media::partial::lock_run(&dir).unwrap().unwrap());
+    plan.partial_dir = dir.clone();
+    let mut manifest = Manifest::new(&plan);
+    manifest.boundaries = Some(vec![1000, 2000]);
+    std::fs::write(Manifest::path(&dir), serde_json::to_vec(&manifest).unwrap()).unwrap();
+    std::fs::write(dir.join(condense::media::layout::PLAN_FILE), serde_json::to_vec(&plan).unwrap()).unwrap();
+    entities::job_segment::ActiveModel {
+        job_id: Set(job),
+        span: Set(2),
+        span_from: Set(Some(2000)),
+        span_to: Set(None),
+        status: Set(entities::sea_orm_active_enums::SegmentStatus::Encoding),
+        node_id: Set(Some(far.node_id)),
+        node_name: Set(Some("far".into())),
+        lease_id: Set(Some(SPAN_LEASE.into())),
+        lease_expires_at: Set(Some(chrono::Utc::now() + chrono::Duration::hours(1))),
+        frames: Set(0),
+        bytes: Set(0),
+        fps: Set(0.0),
+        updated_at: Set(chrono::Utc::now()),
+    }
+    .insert(far.server.db())
+    .await
+    .unwrap();
+    (source, dir, job)
+}
+
+/// A record of span 2 (`span_for_far`) with one segment file of `bytes`.
+fn record_of_span_2(
+    plan: &condense::media::plan::EncodePlan,
+    file: &str,
+    bytes: u64,
+) -> condense::media::span_record::SpanRecord {
+    let segment = condense::media::manifest::Segment {
+        index: 0,
+        span: condense::domain::segments::Span { from: Some(2000), to: None },
+        file: file.to_string(),
+        first_pts: 2000,
+        last_pts: 2960,
+        frames: 25,
+        bytes,
+    };
+    condense::media::span_record::SpanRecord {
+        plan_digest: plan.digest(),
+        span: 2,
+        segments: vec![segment],
+        video: None,
+    }
+}
+
+/// Issue 39, item 4, over real HTTP: the main node claims a span for the node holding its
+/// lease (and no other) and says what is left of it; a segment file is written only under a
+/// helper's name of that span, whole and checked (a corrupted one is removed); the record
+/// is written only when every file it names arrived whole, and then the claim goes, for
+/// the job's run to take the span in.
+#[actix_web::test]
+async fn a_span_for_a_node_without_the_share_is_claimed_checked_and_recorded() {
+    use condense::media::layout::{helper_segment_file, span_record_file};
+    use condense::media::partial::span_held;
+    let far = far_node().await;
+    let (source, dir, job) = span_for_far(&far).await;
+    let client = far.client(&far.server.base);
+    // Under the job's lease, or another node's credential: no span.
+    let (other, _) = enroll(&far.server, "other").await;
+    for (bearer, lease) in [(far.bearer.as_str(), LEASE), (other.as_str(), SPAN_LEASE)] {
+        let (status, _, _) =
+            far.raw(Method::GET, &format!("/cluster/jobs/{job}/spans/2"), bearer, lease, &[], vec![]).await;
+        assert_eq!(status, 403, "{bearer} {lease}");
+    }
+    assert!(!span_held(&dir, 2));
+    let task = client.span_task(job, 2, SPAN_LEASE).await.unwrap().unwrap();
+    assert_eq!((task.given.piece.from, task.given.piece.to), (Some(2000), None));
+    assert_eq!((task.given.boundaries.clone(), task.given.first_free), (vec![1000, 2000], 0));
+    assert!(span_held(&dir, 2), "the main node holds the span's claim for the node");
+    // The source, under the span's lease.
+    let copy = tempfile::tempdir().unwrap();
+    let downloaded = client.download_for_span(job, 2, SPAN_LEASE, copy.path(), &mut |_| {}).await.unwrap();
+    assert_eq!(std::fs::read(&downloaded.path).unwrap(), std::fs::read(&source).unwrap());
+
+    let body = bytes(5000, 9);
+    let far_ref = &far;
+    let put = move |name: String, sha: String, data: Vec<u8>| {
+        let headers = [("X-Condense-Size", data.len().to_string()), ("X-Condense-Sha256", sha)];
+        let path = format!("/cluster/jobs/{job}/spans/2/files/{name}");
+        async move { far_ref.raw(Method::PUT, &path, &far_ref.bearer, SPAN_LEASE, &headers, data).await }
+    };
+    // Names condense did not give this span's files: refused, nothing written.
+    for name in ["..%2Fescaped.seg", "span-00001-000.seg", "span-00002-0.seg", "manifest.json", "span-00002.json"] {
+        let (status, _, answer) = put(name.into(), sha(&body), body.clone()).await;
+        assert!(matches!(status, 400 | 404), "{name}: {status} {}", String::from_utf8_lossy(&answer));
+    }
+    assert!(!dir.parent().unwrap().join("escaped.seg").exists());
+    // Not what was sent: refused, removed.
+    let name = helper_segment_file(2, 0);
+    let (status, _, answer) = put(name.clone(), sha(b"something else"), body.clone()).await;
+    let answer: serde_json::Value = serde_json::from_slice(&answer).unwrap();
+    assert_eq!((status, code(&answer)), (409, "checksum_mismatch"), "{answer}");
+    assert!(!dir.join(&name).exists());
+    // A record naming a file not uploaded whole is refused.
+    let record = record_of_span_2(&task.plan, &name, 5000);
+    let finish = serde_json::json!({"record": record, "sourceSha256": downloaded.sha256});
+    let path = format!("/cluster/jobs/{job}/spans/2/finish");
+    let json = [("Content-Type", "application/json".to_string())];
+    let finish_span =
+        || far.raw(Method::POST, &path, &far.bearer, SPAN_LEASE, &json, serde_json::to_vec(&finish).unwrap());
+    let (status, _, answer) = finish_span().await;
+    assert_eq!(status, 400, "{}", String::from_utf8_lossy(&answer));
+    assert!(!dir.join(span_record_file(2)).exists());
+    assert!(!span_held(&dir, 2), "a refused finish lets the claim go");
+
+    // Asked again: claimed again, the segment written whole, the record written.
+    client.span_task(job, 2, SPAN_LEASE).await.unwrap().unwrap();
+    let (status, _, _) = put(name.clone(), sha(&body), body.clone()).await;
+    assert_eq!(status, 200);
+    assert_eq!(std::fs::read(dir.join(&name)).unwrap(), body);
+    // The same name again under the claim (a try whose answer was lost) is written over.
+    let (status, _, _) = put(name.clone(), sha(&body), body.clone()).await;
+    assert_eq!(status, 200);
+    let (status, _, answer) = finish_span().await;
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&answer));
+    let written: condense::media::span_record::SpanRecord =
+        serde_json::from_slice(&std::fs::read(dir.join(span_record_file(2))).unwrap()).unwrap();
+    assert_eq!(written, record);
+    assert!(!span_held(&dir, 2), "the claim goes with the record");
+    // The span is taken in now: a node asking again finds nothing to do.
+    let nothing = client.span_task(job, 2, SPAN_LEASE).await.unwrap().unwrap_err();
+    assert!(nothing.contains("record"), "{nothing}");
+    far.server.finish().await;
+}
+
+/// A span encoded from a source that changed on the main node since is refused.
+#[actix_web::test]
+async fn a_span_of_a_source_changed_since_is_refused() {
+    use condense::media::layout::{helper_segment_file, span_record_file};
+    let far = far_node().await;
+    let (source, dir, job) = span_for_far(&far).await;
+    let client = far.client(&far.server.base);
+    let task = client.span_task(job, 2, SPAN_LEASE).await.unwrap().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let name = helper_segment_file(2, 0);
+    std::fs::write(work.path().join(&name), bytes(3000, 4)).unwrap();
+    let record = record_of_span_2(&task.plan, &name, 3000);
+    let old = sha(&std::fs::read(&source).unwrap());
+    let mut more = std::fs::OpenOptions::new().append(true).open(&source).unwrap();
+    std::io::Write::write_all(&mut more, b"a new release's tail").unwrap();
+    drop(more);
+    let refused = client.upload_span(job, 2, SPAN_LEASE, work.path(), &record, &old, &mut |_| {}).await.unwrap_err();
+    assert!(matches!(refused, ClientError::SourceChanged(_)), "{refused}");
+    assert!(!dir.join(span_record_file(2)).exists());
+    far.server.finish().await;
+}

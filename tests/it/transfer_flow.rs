@@ -665,3 +665,132 @@ async fn a_main_node_stopped_during_a_download_is_waited_for_and_the_job_complet
 async fn a_main_node_stopped_during_an_upload_is_waited_for_and_the_job_completes() {
     main_restarted_mid_transfer("transfer_flow::a_main_node_stopped_during_an_upload", "upload", libc::SIGTERM).await;
 }
+
+/// A 16 s clip (a keyframe a second: 16 spans) on a main node that only coordinates,
+/// encoding on `w1`, which sees the share, and then `blind`, which does not, linked with
+/// `throttle` ms per frame of its own encodes.
+struct Helped {
+    dir: tempfile::TempDir,
+    main: ServerProcess,
+    token: String,
+    media: PathBuf,
+    clip: PathBuf,
+    seeing: ServerProcess,
+    blind: ServerProcess,
+    id: i64,
+}
+
+async fn helped_by_blind(throttle: u64) -> Helped {
+    let dir = tempfile::tempdir().unwrap();
+    let (hidden, media) = hidden_share(dir.path());
+    let clip = clips::h264(&media, "movie.mkv", "320x240", 16);
+    let (main, token) = pro_main(dir.path(), 0).await;
+    let seeing = crate::common::cluster::linked(dir.path(), &main, "w1", 60);
+    wait_until(&main, &token, "w1 linked", 30, |l| up(l, "w1")).await;
+    add_library(&main, &token, &media).await;
+    // The job runs on the node that sees the file before the other one links.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let id = loop {
+        let all = jobs(&main, &token).await;
+        if let Some(job) = all.iter().find(|j| j["status"] == "ENCODING" && j["node"] == "w1") {
+            break job["id"].as_i64().unwrap();
+        }
+        assert!(Instant::now() < deadline, "the job never ran on w1: {all:#?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let mut cmd = blind_command(dir.path(), &hidden, &main, "blind");
+    cmd.env("CONDENSE_THROTTLE_MS_PER_FRAME", throttle.to_string());
+    let blind = ServerProcess::start(cmd);
+    Helped { dir, main, token, media, clip, seeing, blind, id }
+}
+
+impl Helped {
+    /// The job once it ended, checked COMPLETED on w1 at its first try with every span
+    /// DONE and 400 frames, and the original replaced by the whole HEVC encode.
+    async fn completed(&self) -> Value {
+        wait_all_done(&self.main, &self.token, 1, 180).await;
+        let detail = job_detail(&self.main, &self.token, self.id).await;
+        let logs = format!(
+            "{detail:#}\n--- blind ---\n{}\n--- w1 ---\n{}",
+            self.blind.output().join("\n"),
+            self.seeing.output().join("\n")
+        );
+        assert_eq!((&detail["status"], &detail["node"]), (&Value::from("COMPLETED"), &Value::from("w1")), "{logs}");
+        assert_eq!(detail["retryCount"], 0, "{logs}");
+        let segments = detail["segments"].as_array().unwrap();
+        assert!(segments.iter().all(|s| s["status"] == "DONE"), "{logs}");
+        let frames: i64 = segments.iter().map(|s| s["frames"].as_i64().unwrap()).sum();
+        assert_eq!(frames, 400, "{logs}");
+        assert_eq!(condense_media::probe::probe(&self.clip).unwrap().video().unwrap().codec, "hevc");
+        assert_eq!(video_frames(&self.clip), 400);
+        assert_eq!(names_in(&self.media), ["movie.mkv"]);
+        detail
+    }
+}
+
+/// Issue 39, item 4: a node that does not see the library helps with a job another node
+/// runs from the share. It takes spans of it by transfer (the main node claims each for it,
+/// it downloads the source once and uploads each span's segments), the job's run takes
+/// them in, and the file is replaced whole; nothing of the job is left in its WORK_DIR.
+#[actix_web::test]
+async fn a_node_without_the_share_encodes_spans_of_a_job_another_node_runs() {
+    if !mount_namespaces("transfer_flow::a_node_without_the_share_encodes_spans_of_a_job_another_node_runs") {
+        return;
+    }
+    let helped = helped_by_blind(60).await;
+    let detail = helped.completed().await;
+    let by_blind: Vec<i64> = detail["segments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["nodeName"] == "blind")
+        .map(|s| s["index"].as_i64().unwrap())
+        .collect();
+    let blind = &helped.blind;
+    assert!(!by_blind.is_empty(), "no span was encoded by the node without the share: {detail:#}");
+    assert!(logged(blind, "a span encoded here is in the job's partial output", helped.id));
+    // One download for all its spans: the later ones reuse the copy, checked again.
+    let said = |what: &str| blind.output().iter().filter(|l| l.contains(what)).count();
+    assert_eq!(said("downloaded the source for the job's spans"), 1, "{}", blind.output().join("\n"));
+    assert_eq!(said("the copy of the source here is whole"), by_blind.len() - 1, "{}", blind.output().join("\n"));
+    // The node's copy goes once it sees the job ended (its next look at WORK_DIR, within
+    // seconds while it holds a copy for spans).
+    wait_for_names(&helped.dir.path().join("blind/work"), &[], 20).await;
+}
+
+/// The node without the share is killed while the main node holds a span's claim for it:
+/// once its lease runs out the claim goes, the job's run encodes the span itself, and the
+/// job completes where it ran, whole.
+#[actix_web::test]
+async fn a_node_without_the_share_killed_mid_span_costs_only_that_span() {
+    if !mount_namespaces("transfer_flow::a_node_without_the_share_killed_mid_span_costs_only_that_span") {
+        return;
+    }
+    // Slow: the span is still being encoded there when it is killed.
+    let mut helped = helped_by_blind(400).await;
+    let partial = condense::media::layout::partial_dir_for(&helped.clip);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let span = loop {
+        let detail = job_detail(&helped.main, &helped.token, helped.id).await;
+        let held = detail["segments"].as_array().and_then(|s| {
+            s.iter()
+                .find(|s| s["status"] == "ENCODING" && s["nodeName"] == "blind")
+                .map(|s| s["index"].as_u64().unwrap())
+        });
+        if let Some(span) = held.filter(|s| condense::media::partial::span_held(&partial, *s as u32)) {
+            break span;
+        }
+        assert!(Instant::now() < deadline, "no span was claimed for the node without the share: {detail:#}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    helped.blind.child.kill().unwrap();
+    helped.blind.child.wait().unwrap();
+
+    let detail = helped.completed().await;
+    let segments = detail["segments"].as_array().unwrap();
+    let killed = segments.iter().find(|s| s["index"].as_u64() == Some(span)).unwrap();
+    assert_eq!((&killed["status"], &killed["nodeName"]), (&Value::from("DONE"), &Value::from("w1")), "{detail:#}");
+    let main = helped.main.output();
+    assert!(main.iter().any(|l| l.contains("the claim of a node without the share went with its lease")));
+}

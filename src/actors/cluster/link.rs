@@ -590,7 +590,12 @@ impl Handler<StartHelper> for RemoteNode {
 
     fn handle(&mut self, msg: StartHelper, ctx: &mut Self::Context) -> Self::Result {
         let helper = msg.0;
-        let call = Call::StartHelper { job_id: helper.job_id, span: helper.span, lease_id: helper.lease_id.clone() };
+        let call = Call::StartHelper {
+            job_id: helper.job_id,
+            span: helper.span,
+            lease_id: helper.lease_id.clone(),
+            by_transfer: helper.by_transfer,
+        };
         let rx = self.request(call, ctx);
         Box::pin(async move { matches!(rx.await, Ok(Ok(serde_json::Value::Bool(true)))) }.into_actor(self).map(
             move |accepted, this, _| {

@@ -58,15 +58,20 @@ pub async fn authorize(
     job_id: i32,
     lease: &str,
 ) -> Result<job::Model, TransferError> {
-    let job = match jobs::get(db, job_id).await {
-        Ok(job) => job,
-        Err(RepoError::NotFound(_)) => return Err(TransferError::NoJob(job_id)),
-        Err(e) => return Err(e.into()),
-    };
+    let job = job_of(db, job_id).await?;
     if job.node_id == Some(node_id) && holds_lease(&job, lease) {
         Ok(job)
     } else {
         Err(TransferError::NotYours(job_id))
+    }
+}
+
+/// Job `job_id`'s row.
+pub(super) async fn job_of(db: &DatabaseConnection, job_id: i32) -> Result<job::Model, TransferError> {
+    match jobs::get(db, job_id).await {
+        Ok(job) => Ok(job),
+        Err(RepoError::NotFound(_)) => Err(TransferError::NoJob(job_id)),
+        Err(e) => Err(e.into()),
     }
 }
 

@@ -16,7 +16,7 @@ use crate::media::transcoder::HelperRequest;
 use crate::media::transcoder::{ChildEnd, Transcoder};
 use crate::repo::segments::SpanDone;
 
-const RENEW_EVERY: Duration = Duration::from_secs(3);
+pub(super) const RENEW_EVERY: Duration = Duration::from_secs(3);
 
 /// A span this node's helper works on, with its lease.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -25,12 +25,22 @@ pub struct HelperRef {
     pub job_id: i32,
     pub span: u32,
     pub lease_id: String,
+    /// This node does not see the job's library: the main node claims the span for it,
+    /// and it fetches the source and sends the segments back (`span_by_transfer`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub by_transfer: bool,
 }
 
 /// Runs the helper to its end and gives the span back.
 pub async fn run(env: Arc<NodeEnv>, helper: HelperRef, mut commands: mpsc::UnboundedReceiver<JobCommand>) {
-    let HelperRef { job_id, span, lease_id } = &helper;
-    let done = match help(&env, &helper, &mut commands).await {
+    let helped = help(&env, &helper, &mut commands).await;
+    end(&env, &helper, helped).await;
+}
+
+/// Gives the span back: DONE with what `helped` encoded, or QUEUED for the next taker.
+pub(super) async fn end(env: &NodeEnv, helper: &HelperRef, helped: Result<Option<SpanDone>, String>) {
+    let HelperRef { job_id, span, lease_id, .. } = helper;
+    let done = match helped {
         Ok(done) => done,
         Err(why) => {
             tracing::warn!(job_id, span, reason = %why, "a helper ended without finishing its span");
@@ -50,13 +60,29 @@ async fn help(
     commands: &mut mpsc::UnboundedReceiver<JobCommand>,
 ) -> Result<Option<SpanDone>, String> {
     let job = env.store.job(helper.job_id).await.map_err(|e| e.to_string())?;
-    let threads = (env.cores / env.max_jobs.max(1)).max(1);
     let request = HelperRequest {
         partial_dir: partial_dir_for(&crate::repo::jobs::source_path(&job)),
         span: helper.span,
-        threads,
+        threads: slot_threads(env),
+        given: None,
     };
-    let mut child = Transcoder::spawn_helper(&env.transcoder, &request).await.map_err(|e| e.to_string())?;
+    encode(env, helper, &request, commands).await
+}
+
+/// The encoder threads of one slot.
+pub(super) fn slot_threads(env: &NodeEnv) -> u32 {
+    (env.cores / env.max_jobs.max(1)).max(1)
+}
+
+/// Runs the helper child on `request` to its end, renewing the span's lease with its
+/// progress; `Ok(Some(done))`: the span is encoded and its record written.
+pub(super) async fn encode(
+    env: &NodeEnv,
+    helper: &HelperRef,
+    request: &HelperRequest,
+    commands: &mut mpsc::UnboundedReceiver<JobCommand>,
+) -> Result<Option<SpanDone>, String> {
+    let mut child = Transcoder::spawn_helper(&env.transcoder, request).await.map_err(|e| e.to_string())?;
     let mut renew = tokio::time::interval(RENEW_EVERY);
     let (mut frames, mut fps, mut bytes) = (0u64, 0.0f64, 0u64);
     let mut finished: Option<SpanDone> = None;

@@ -11,6 +11,7 @@ mod heartbeat;
 pub mod helper;
 mod prepare;
 pub mod remote;
+pub mod span_by_transfer;
 mod supervise;
 
 use std::path::PathBuf;

@@ -51,7 +51,7 @@ pub async fn start_run(plan: &EncodePlan) -> (Transcoder, Vec<Event>) {
 
 /// What a helper is asked to encode: span `span` of the run of `plan`, on one thread.
 fn helper_request(plan: &EncodePlan, span: u32) -> condense::media::transcoder::HelperRequest {
-    condense::media::transcoder::HelperRequest { partial_dir: plan.partial_dir.clone(), span, threads: 1 }
+    condense::media::transcoder::HelperRequest { partial_dir: plan.partial_dir.clone(), span, threads: 1, given: None }
 }
 
 /// A helper started on span `span` of the run of `plan`, on one thread.
