@@ -274,11 +274,23 @@ impl Handler<StartHelper> for NodeSupervisor {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         self.helpers.insert(key, (msg.0.clone(), tx));
         let (env, me) = (self.env.clone(), ctx.address());
+        let may_fetch = self.env.transfer.is_some() && !self.jobs.contains_key(&msg.0.job_id);
         actix::spawn(async move {
-            if msg.0.by_transfer {
-                span_by_transfer::run(env, msg.0, rx).await;
+            let mut helper = msg.0;
+            // The library's folder is here but not the file (a share not mounted over its
+            // mount point, which is an empty folder): the span is fetched instead.
+            if !helper.by_transfer && may_fetch && !helper::sees_source(&env, helper.job_id).await {
+                tracing::info!(
+                    job_id = helper.job_id,
+                    span = helper.span,
+                    "the job's file is not here: the span goes by transfer"
+                );
+                helper.by_transfer = true;
+            }
+            if helper.by_transfer {
+                span_by_transfer::run(env, helper, rx).await;
             } else {
-                helper::run(env, msg.0, rx).await;
+                helper::run(env, helper, rx).await;
             }
             me.do_send(HelperEnded { job_id: key.0, span: key.1 });
         });

@@ -680,9 +680,13 @@ struct Helped {
     id: i64,
 }
 
-async fn helped_by_blind(throttle: u64) -> Helped {
+/// `hide_library`: the tmpfs is mounted over the library's folder itself, not the share
+/// above it: the node finds an empty folder there and says it sees the library (a share not
+/// mounted over its mount point looks so).
+async fn helped_by_blind(throttle: u64, hide_library: bool) -> Helped {
     let dir = tempfile::tempdir().unwrap();
-    let (hidden, media) = hidden_share(dir.path());
+    let (share, media) = hidden_share(dir.path());
+    let hidden = if hide_library { media.clone() } else { share };
     let clip = clips::h264(&media, "movie.mkv", "320x240", 16);
     let (main, token) = pro_main(dir.path(), 0).await;
     let seeing = crate::common::cluster::linked(dir.path(), &main, "w1", 60);
@@ -737,7 +741,7 @@ async fn a_node_without_the_share_encodes_spans_of_a_job_another_node_runs() {
     if !mount_namespaces("transfer_flow::a_node_without_the_share_encodes_spans_of_a_job_another_node_runs") {
         return;
     }
-    let helped = helped_by_blind(60).await;
+    let helped = helped_by_blind(60, false).await;
     let detail = helped.completed().await;
     let by_blind: Vec<i64> = detail["segments"]
         .as_array()
@@ -758,6 +762,24 @@ async fn a_node_without_the_share_encodes_spans_of_a_job_another_node_runs() {
     wait_for_names(&helped.dir.path().join("blind/work"), &[], 20).await;
 }
 
+/// A node whose library folder is an empty mount point (the share not mounted there) says
+/// it sees the library and is given spans from the share; its helper finds no file there
+/// and takes each span by transfer instead.
+#[actix_web::test]
+async fn a_node_with_an_empty_mount_point_for_the_library_takes_its_spans_by_transfer() {
+    if !mount_namespaces("transfer_flow::a_node_with_an_empty_mount_point_for_the_library_takes_its_spans_by_transfer")
+    {
+        return;
+    }
+    let helped = helped_by_blind(60, true).await;
+    let detail = helped.completed().await;
+    let segments = detail["segments"].as_array().unwrap();
+    assert!(segments.iter().any(|s| s["nodeName"] == "blind"), "{detail:#}");
+    assert!(logged(&helped.blind, "the job's file is not here: the span goes by transfer", helped.id));
+    assert!(logged(&helped.blind, "a span encoded here is in the job's partial output", helped.id));
+    wait_for_names(&helped.dir.path().join("blind/work"), &[], 20).await;
+}
+
 /// The node without the share is killed while the main node holds a span's claim for it:
 /// once its lease runs out the claim goes, the job's run encodes the span itself, and the
 /// job completes where it ran, whole.
@@ -767,7 +789,7 @@ async fn a_node_without_the_share_killed_mid_span_costs_only_that_span() {
         return;
     }
     // Slow: the span is still being encoded there when it is killed.
-    let mut helped = helped_by_blind(400).await;
+    let mut helped = helped_by_blind(400, false).await;
     let partial = condense::media::layout::partial_dir_for(&helped.clip);
     let deadline = Instant::now() + Duration::from_secs(60);
     let span = loop {
