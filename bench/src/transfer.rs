@@ -40,7 +40,7 @@ async fn run_once(cfg: &Config, clip: &Path, dir: &Path, blind: bool, round: usi
     linked_env.push(("MAIN_NODE_URL", format!("http://{}", main.addr)));
     let data = root.join("linked");
     let linked = if blind {
-        Server::start_blind(&cfg.bin, &data, &linked_env, &share)?
+        Server::start_blind(&cfg.bin, &data, &linked_env, &share, None)?
     } else {
         Server::start(&cfg.bin, &data, &linked_env)?
     };

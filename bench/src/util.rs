@@ -266,13 +266,19 @@ impl Server {
         Self::start_command(Command::new(bin), true, data_dir, env, cpu)
     }
 
-    /// `start`, in a mount namespace of its own where an empty tmpfs hides `hidden` (a
+    /// `start_on`, in a mount namespace of its own where an empty tmpfs hides `hidden` (a
     /// machine that does not mount the library). Needs the right to mount (root).
-    pub fn start_blind(bin: &Path, data_dir: &Path, env: &[(&str, String)], hidden: &Path) -> Res<Server> {
+    pub fn start_blind(
+        bin: &Path,
+        data_dir: &Path,
+        env: &[(&str, String)],
+        hidden: &Path,
+        cpu: Option<usize>,
+    ) -> Res<Server> {
         let mut cmd = Command::new("unshare");
         let script = format!("mount -t tmpfs tmpfs '{}' && exec \"$0\" serve", hidden.display());
         cmd.args(["--mount", "--propagation", "private", "sh", "-c", &script]).arg(bin);
-        Self::start_command(cmd, false, data_dir, env, None)
+        Self::start_command(cmd, false, data_dir, env, cpu)
     }
 
     /// Starts `cmd` (the binary, `add_serve`; or a wrapper that execs it with `serve`) as
