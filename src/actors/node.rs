@@ -279,7 +279,7 @@ impl Handler<StartHelper> for NodeSupervisor {
             let mut helper = msg.0;
             // The library's folder is here but not the file (a share not mounted over its
             // mount point, which is an empty folder): the span is fetched instead.
-            if !helper.by_transfer && may_fetch && !helper::sees_source(&env, helper.job_id).await {
+            if !helper.by_transfer && may_fetch && !crate::actors::job::sees_source(&env, helper.job_id).await {
                 tracing::info!(
                     job_id = helper.job_id,
                     span = helper.span,

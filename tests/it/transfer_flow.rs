@@ -780,6 +780,33 @@ async fn a_node_with_an_empty_mount_point_for_the_library_takes_its_spans_by_tra
     wait_for_names(&helped.dir.path().join("blind/work"), &[], 20).await;
 }
 
+/// A node whose library folder is an empty mount point says it sees the library and is
+/// given its job as a node that sees it; it finds no file there and takes the job by
+/// transfer instead of failing it.
+#[actix_web::test]
+async fn a_job_on_a_node_with_an_empty_mount_point_for_the_library_goes_by_transfer() {
+    if !mount_namespaces("transfer_flow::a_job_on_a_node_with_an_empty_mount_point_for_the_library_goes_by_transfer") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let s = setup(dir.path(), 2).await;
+    let frames = video_frames(&s.clip);
+    let node = ServerProcess::start(blind_command(dir.path(), &s.media, &s.main, "blind"));
+    wait_until(&s.main, &s.token, "blind linked", 30, |l| up(l, "blind")).await;
+    add_library(&s.main, &s.token, &s.media).await;
+    let done = wait_all_done(&s.main, &s.token, 1, 120).await;
+    let id = done[0]["id"].as_i64().unwrap();
+    let detail = job_detail(&s.main, &s.token, id).await;
+    assert_eq!(
+        (&done[0]["status"], &done[0]["node"]),
+        (&Value::from("COMPLETED"), &Value::from("blind")),
+        "{detail:#}"
+    );
+    assert_eq!(done[0]["retryCount"], 0, "{detail:#}");
+    assert!(logged(&node, "the job's file is not here: the job goes by transfer", id), "{}", node.output().join("\n"));
+    replaced_whole(&s, frames, &dir.path().join("blind/work"), &[]).await;
+}
+
 /// The node without the share is killed while the main node holds a span's claim for it:
 /// once its lease runs out the claim goes, the job's run encodes the span itself, and the
 /// job completes where it ran, whole.

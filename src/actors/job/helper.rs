@@ -69,14 +69,6 @@ async fn help(
     encode(env, helper, &request, commands).await
 }
 
-/// Whether this node sees job `job_id`'s file (a regular file at its path); `true` when the
-/// job cannot be read (the helper then says why).
-pub async fn sees_source(env: &NodeEnv, job_id: i32) -> bool {
-    let Ok(job) = env.store.job(job_id).await else { return true };
-    let source = crate::repo::jobs::source_path(&job);
-    tokio::task::spawn_blocking(move || std::fs::metadata(source).is_ok_and(|m| m.is_file())).await.unwrap_or(true)
-}
-
 /// The encoder threads of one slot.
 pub(super) fn slot_threads(env: &NodeEnv) -> u32 {
     (env.cores / env.max_jobs.max(1)).max(1)

@@ -61,6 +61,14 @@ pub struct NodeEnv {
     pub transfer: Option<Arc<crate::actors::transfer::TransferSetup>>,
 }
 
+/// Whether this node sees job `job_id`'s file (a regular file at its path); `true` when the
+/// job cannot be read (the attempt or helper then says why).
+pub async fn sees_source(env: &NodeEnv, job_id: i32) -> bool {
+    let Ok(job) = env.store.job(job_id).await else { return true };
+    let source = crate::repo::jobs::source_path(&job);
+    tokio::task::spawn_blocking(move || std::fs::metadata(source).is_ok_and(|m| m.is_file())).await.unwrap_or(true)
+}
+
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct Command(pub JobCommand);
@@ -108,18 +116,26 @@ impl Actor for JobSupervisor {
             lease_id: self.lease_id.clone(),
             on_lost: tx,
         };
-        let attempt = Attempt {
+        let mut attempt = Attempt {
             env: self.env.clone(),
             job_id: self.job_id,
             lease_id: self.lease_id.clone(),
             commands: rx,
             by_transfer: self.by_transfer,
         };
-        let (job_id, by_transfer) = (self.job_id, self.by_transfer);
+        let job_id = self.job_id;
         ctx.spawn(
             async move {
+                // The library's folder is here but not the file (a share not mounted over its
+                // mount point, an empty folder): a node that takes files by transfer fetches
+                // it rather than fail the attempt on a file that is fine.
+                let fetch = attempt.env.transfer.is_some() && !attempt.by_transfer;
+                if fetch && !sees_source(&attempt.env, job_id).await {
+                    tracing::info!(job_id, "the job's file is not here: the job goes by transfer");
+                    attempt.by_transfer = true;
+                }
                 let run = async move {
-                    if by_transfer {
+                    if attempt.by_transfer {
                         attempt.run_by_transfer().await
                     } else {
                         attempt.run().await
