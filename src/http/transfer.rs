@@ -90,9 +90,9 @@ async fn span_leased(
     req: &HttpRequest,
     job_id: i32,
     span: u32,
-) -> Result<entities::job::Model, AppError> {
+) -> Result<(entities::job::Model, i32), AppError> {
     let node = enrolled_node(state, req).await?;
-    Ok(authorize_span(&state.db, node, job_id, span, lease_of(req)).await?)
+    Ok((authorize_span(&state.db, node, job_id, span, lease_of(req)).await?, node))
 }
 
 fn header(name: &'static str, value: String) -> Option<(HeaderName, HeaderValue)> {
@@ -183,8 +183,8 @@ pub async fn span_task(
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, AppError> {
     let (job_id, span) = path.into_inner();
-    let job = span_leased(&state, &req, job_id, span).await?;
-    match span_transfer::take(&state.db, &state.runtime.span_claims, &job, span, lease_of(&req)).await? {
+    let (job, node) = span_leased(&state, &req, job_id, span).await?;
+    match span_transfer::take(&state.db, &state.runtime.span_claims, &job, node, span, lease_of(&req)).await? {
         Ok(task) => Ok(HttpResponse::Ok().json(task)),
         Err(why) => Err(AppError::conflict("nothing_to_do", why)),
     }
@@ -217,7 +217,7 @@ pub async fn finish_span(
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, AppError> {
     let (job_id, span) = path.into_inner();
-    let job = span_leased(&state, &req, job_id, span).await?;
+    let (job, _) = span_leased(&state, &req, job_id, span).await?;
     let claims = &state.runtime.span_claims;
     span_transfer::finish(&state.db, claims, &job, span, lease_of(&req), body.into_inner()).await?;
     Ok(HttpResponse::Ok().json(json!({ "span": span })))

@@ -63,15 +63,6 @@ impl SpanClaims {
         }
         None
     }
-
-    /// How many claims are held now.
-    pub fn len(&self) -> usize {
-        self.lock().len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 fn blocking(e: tokio::task::JoinError) -> TransferError {
@@ -119,13 +110,12 @@ pub async fn take(
     db: &DatabaseConnection,
     claims: &SpanClaims,
     job: &job::Model,
+    node_id: i32,
     span: u32,
     lease: &str,
 ) -> Result<Result<SpanTask, &'static str>, TransferError> {
     let dir = partial_dir(db, job).await?;
-    if let Some(earlier) = claims.release(job.id, span, lease) {
-        drop(earlier);
-    }
+    claims.release(job.id, span, lease);
     let taken = tokio::task::spawn_blocking(move || take_span(&dir, span)).await.map_err(blocking)?;
     let (held, task) = match taken.map_err(TransferFileError::from)? {
         Taken::Span(held, task) => (held, task),
@@ -133,29 +123,21 @@ pub async fn take(
     };
     let held = Arc::new(Mutex::new(Some(*held)));
     claims.lock().insert((job.id, span), Entry { lease: lease.to_string(), held });
-    actix_web::rt::spawn(watch(db.clone(), claims.clone(), job.id, span, lease.to_string()));
+    actix_web::rt::spawn(watch(db.clone(), claims.clone(), (job.id, node_id), span, lease.to_string()));
     tracing::info!(job_id = job.id, span, "a span is claimed for a node without the share");
     Ok(Ok(*task))
 }
 
-/// Lets the claim go once its lease is no longer the span's (released, swept, taken over).
-async fn watch(db: DatabaseConnection, claims: SpanClaims, job_id: i32, span: u32, lease: String) {
+/// Lets the claim go once its lease is no longer the span's (released, swept, taken over,
+/// run out: `repo::segments::held_by`).
+async fn watch(db: DatabaseConnection, claims: SpanClaims, (job_id, node_id): (i32, i32), span: u32, lease: String) {
     loop {
         tokio::time::sleep(WATCH_EVERY).await;
         if claims.held(job_id, span, &lease).is_none() {
             return;
         }
-        let row = repo::segments::of_job(&db, job_id).await;
-        let live = match row {
-            Ok(rows) => rows.iter().any(|r| {
-                u32::try_from(r.span).ok() == Some(span)
-                    && r.lease_id.as_deref() == Some(lease.as_str())
-                    && r.lease_expires_at.is_some_and(|at| at >= chrono::Utc::now())
-            }),
-            // The database unreadable: the claim stays until it can say.
-            Err(_) => true,
-        };
-        if !live {
+        // The database unreadable: the claim stays until it can say.
+        if !repo::segments::held_by(&db, job_id, span, node_id, &lease).await.unwrap_or(true) {
             claims.release(job_id, span, &lease);
             tracing::info!(job_id, span, "the claim of a node without the share went with its lease");
             return;
