@@ -1,0 +1,16 @@
+//! A linked node's side of a transfer (issue 39), for a job whose library it does not see:
+//! `client` downloads the source from the main node and uploads the output (and a span's
+//! segments), resuming and checking the bytes; `folders` keeps each job's files in WORK_DIR;
+//! `setup` is what the node's transfers share. The main node's side is
+//! `actors::cluster::transfer`, `actors::cluster::span_transfer` and `http::transfer`.
+
+pub mod client;
+pub mod folders;
+pub mod setup;
+
+pub use self::client::{ClientError, Direction, Downloaded, Progress, TransferClient, PATIENCE};
+pub use self::folders::{
+    clear_job_dirs, has_spans_dirs, job_dir_ids, job_dirs, keep_only, make_job_dir, make_span_dir, remove_job_dir,
+    remove_span_dir, reopen_copy, SOURCE_FILE, SOURCE_HASH_FILE,
+};
+pub use self::setup::{Bearer, SpanSources, TransferSetup};
