@@ -97,6 +97,8 @@ pub struct Agent {
     fenced: bool,
     backoff: Duration,
     library_paths: Vec<String>,
+    /// Those of `library_paths` that hold something on the main node (`Frame::Libraries`).
+    library_not_empty: Vec<String>,
     next_id: u64,
     pending: HashMap<u64, oneshot::Sender<Result<serde_json::Value, String>>>,
     /// Registrations with the main node since this node started: the folders kept in
@@ -120,6 +122,7 @@ impl Agent {
             fenced: false,
             backoff: Duration::from_secs(1),
             library_paths: Vec::new(),
+            library_not_empty: Vec::new(),
             next_id: 0,
             pending: HashMap::new(),
             registrations: 0,
@@ -243,16 +246,14 @@ impl Agent {
         }
         let Some(node) = self.node.clone() else { return };
         let paths = self.library_paths.clone();
+        let not_empty = self.library_not_empty.clone();
         let work_dir = self.config.work_dir.clone();
         let transfer = self.config.transfer;
         async move {
             let running = node.send(RunningJobs).await.unwrap_or_default();
             let helping = node.send(RunningHelpers).await.unwrap_or_default();
             let checked = paths.clone();
-            let missing = tokio::task::spawn_blocking(move || {
-                paths.into_iter().filter(|p| !std::path::Path::new(p).is_dir()).collect::<Vec<_>>()
-            })
-            .await;
+            let missing = tokio::task::spawn_blocking(move || crate::host::sight::unseen(&paths, &not_empty)).await;
             // The job folders WORK_DIR holds: those of jobs running here, and those kept from
             // earlier attempts (`actors::work_dir`), which the scheduler gives back here first.
             let (free, kept) = tokio::task::spawn_blocking(move || {
@@ -443,10 +444,14 @@ impl StreamHandler<LinkItem> for Agent {
                 tracing::error!(%reason, "the main node refused this node's registration");
                 eprintln!("condense: the main node refused this node: {reason}");
             }
-            // A library was created, moved or deleted (or the link is new): checked and
-            // reported at once, as the main node gives no job of a path not reported.
-            Frame::Libraries { paths } if paths != self.library_paths => {
+            // A library was created, moved or deleted, a library folder on the main node
+            // filled or emptied (or the link is new): checked and reported at once, as the
+            // main node gives no job of a path not reported.
+            Frame::Libraries { paths, not_empty }
+                if paths != self.library_paths || not_empty != self.library_not_empty =>
+            {
                 self.library_paths = paths;
+                self.library_not_empty = not_empty;
                 self.tick(ctx);
             }
             Frame::Request { id, call } => self.answer(id, *call, ctx),

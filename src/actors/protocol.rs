@@ -100,6 +100,11 @@ pub enum Frame {
     #[serde(rename_all = "camelCase")]
     Libraries {
         paths: Vec<String>,
+        /// The paths among `paths` that hold something on the main node: a node that finds
+        /// one of them empty is looking at the folder a share is mounted over, not the
+        /// library (`host::sight`). Absent from older main nodes: a folder is enough.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        not_empty: Vec<String>,
     },
     Request {
         id: u64,
@@ -292,6 +297,19 @@ mod tests {
         // The named shape, should a later node send it.
         let named = span_end(json!({"frames": 120, "bytes": 4096}));
         assert_eq!(serde_json::from_str::<Frame>(&named).unwrap(), span_end_frame(Some(done)));
+    }
+
+    #[test]
+    fn libraries_from_an_older_main_node_parse_and_are_sent_in_the_same_shape() {
+        // An older main node says no path holds something: a folder is enough, as before.
+        let older = json!({"type": "libraries", "paths": ["/media"]});
+        let frame: Frame = serde_json::from_value(older.clone()).unwrap();
+        assert_eq!(frame, Frame::Libraries { paths: vec!["/media".into()], not_empty: Vec::new() });
+        assert_eq!(serde_json::to_value(&frame).unwrap(), older);
+        let now = Frame::Libraries { paths: vec!["/media".into(), "/new".into()], not_empty: vec!["/media".into()] };
+        let sent = serde_json::to_value(&now).unwrap();
+        assert_eq!(sent, json!({"type": "libraries", "paths": ["/media", "/new"], "notEmpty": ["/media"]}));
+        assert_eq!(serde_json::from_value::<Frame>(sent).unwrap(), now);
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! Facts about the machine this node runs on (sysinfo; disks through statvfs in `disk`; GPUs
-//! through NVML in `gpu`; memory over time in `memory_trend`). Every call here may block:
+//! through NVML in `gpu`; memory over time in `memory_trend`; which library folders it sees in `sight`). Every call here may block:
 //! async code calls it from a blocking thread.
 
 pub mod clean_stop;
@@ -7,6 +7,7 @@ pub mod clock;
 pub mod disk;
 pub mod gpu;
 pub mod memory_trend;
+pub mod sight;
 
 use sysinfo::{MemoryRefreshKind, RefreshKind, System};
 

@@ -304,6 +304,35 @@ async fn a_linked_node_that_cannot_see_a_library_is_degraded_and_gets_none_of_it
     assert!(done.iter().all(|j| j["status"] == "COMPLETED" && j["node"] == "main"), "{done:#?}");
 }
 
+/// A node whose library folder is the empty folder a share should be mounted over (an
+/// empty tmpfs over the library's own folder: the folder is there, its files are not) does
+/// not see the library, as the main node finds files in it: with `SHARED_STORAGE=required`
+/// it is DEGRADED for it and gets none of its jobs, which the main node encodes. (A folder
+/// was enough before: the node said it saw the library and was given jobs it could not
+/// read.)
+#[actix_web::test]
+async fn a_node_whose_library_folder_is_an_empty_mount_point_does_not_see_the_library() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_share, media) = hidden_with_three_clips(dir.path());
+    if !mount_namespaces("cluster::a_node_whose_library_folder_is_an_empty_mount_point") {
+        return;
+    }
+    let (main, token) = pro_main(dir.path(), 1).await;
+    let _blind = blind_seeing_only_its_own(dir.path(), &media, &main);
+    wait_until(&main, &token, "blind linked", 30, |l| up(l, "blind")).await;
+    add_library(&main, &token, &media).await;
+    let list = wait_until(&main, &token, "blind says it does not see the library, DEGRADED", 30, |l| {
+        sees(l, "blind", "media") == Some(false) && status_of(l, "blind") == Some("DEGRADED")
+    })
+    .await;
+    assert_eq!(sees(&list, "main", "media"), Some(true), "{list:#?}");
+    let done = wait_all_done(&main, &token, 3, 120).await;
+    assert!(
+        done.iter().all(|j| j["status"] == "COMPLETED" && j["node"] == "main" && j["retryCount"] == 0),
+        "{done:#?}"
+    );
+}
+
 /// Issue 39's acceptance: a library created after a node that cannot see it linked. The
 /// main node only coordinates (MAX_JOBS=0) and heartbeats every 5 s, the default; the node
 /// has the default `SHARED_STORAGE=auto`. It says at once that it does not see the library

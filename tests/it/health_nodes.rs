@@ -215,7 +215,7 @@ async fn node_that_gives_back(main_api: String, drop_link: bool) -> Vec<String> 
             Ok(other) => panic!("the link closed: {other:?}"),
         };
         match frame {
-            Frame::Libraries { paths } => told = paths,
+            Frame::Libraries { paths, .. } => told = paths,
             Frame::Request { id, call } => {
                 if let Call::HealthBatch { paths, .. } = *call {
                     let given = paths.iter().map(|p| p.display().to_string()).collect();

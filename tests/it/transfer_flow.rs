@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::common::cluster::{
-    add_library, blind_command, call, hidden_share, job_detail, jobs, login, main_on_port, mount_namespaces, pro_main,
-    up, wait_all_done, wait_for_names, wait_until,
+    add_library, blind_command, blind_command_leaving, call, hidden_share, job_detail, jobs, login, main_on_port,
+    mount_namespaces, pro_main, up, wait_all_done, wait_for_names, wait_until,
 };
 use crate::common::license::pro_key;
 use crate::common::media as clips;
@@ -680,13 +680,14 @@ struct Helped {
     id: i64,
 }
 
-/// `hide_library`: the tmpfs is mounted over the library's folder itself, not the share
-/// above it: the node finds an empty folder there and says it sees the library (a share not
-/// mounted over its mount point looks so).
-async fn helped_by_blind(throttle: u64, hide_library: bool) -> Helped {
+/// `stale_library`: the tmpfs is mounted over the library's folder itself, not the share
+/// above it, and holds a file of its own: the node finds a folder with something in it
+/// there and says it sees the library (a stale share, another disk mounted there), yet the
+/// job's file is not in it.
+async fn helped_by_blind(throttle: u64, stale_library: bool) -> Helped {
     let dir = tempfile::tempdir().unwrap();
     let (share, media) = hidden_share(dir.path());
-    let hidden = if hide_library { media.clone() } else { share };
+    let (hidden, left) = if stale_library { (media.clone(), Some("other.mkv")) } else { (share, None) };
     let clip = clips::h264(&media, "movie.mkv", "320x240", 16);
     let (main, token) = pro_main(dir.path(), 0).await;
     let seeing = crate::common::cluster::linked(dir.path(), &main, "w1", 60);
@@ -702,7 +703,7 @@ async fn helped_by_blind(throttle: u64, hide_library: bool) -> Helped {
         assert!(Instant::now() < deadline, "the job never ran on w1: {all:#?}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    let mut cmd = blind_command(dir.path(), &hidden, &main, "blind");
+    let mut cmd = blind_command_leaving(dir.path(), &hidden, &main, "blind", left);
     cmd.env("CONDENSE_THROTTLE_MS_PER_FRAME", throttle.to_string());
     let blind = ServerProcess::start(cmd);
     Helped { dir, main, token, media, clip, seeing, blind, id }
@@ -762,13 +763,12 @@ async fn a_node_without_the_share_encodes_spans_of_a_job_another_node_runs() {
     wait_for_names(&helped.dir.path().join("blind/work"), &[], 20).await;
 }
 
-/// A node whose library folder is an empty mount point (the share not mounted there) says
-/// it sees the library and is given spans from the share; its helper finds no file there
-/// and takes each span by transfer instead.
+/// A node whose library folder holds something else than the library (a stale share, or
+/// another disk mounted there) says it sees the library and is given spans from the share;
+/// its helper finds no file there and takes each span by transfer instead.
 #[actix_web::test]
-async fn a_node_with_an_empty_mount_point_for_the_library_takes_its_spans_by_transfer() {
-    if !mount_namespaces("transfer_flow::a_node_with_an_empty_mount_point_for_the_library_takes_its_spans_by_transfer")
-    {
+async fn a_node_with_a_stale_library_folder_takes_its_spans_by_transfer() {
+    if !mount_namespaces("transfer_flow::a_node_with_a_stale_library_folder_takes_its_spans_by_transfer") {
         return;
     }
     let helped = helped_by_blind(60, true).await;
@@ -780,18 +780,18 @@ async fn a_node_with_an_empty_mount_point_for_the_library_takes_its_spans_by_tra
     wait_for_names(&helped.dir.path().join("blind/work"), &[], 20).await;
 }
 
-/// A node whose library folder is an empty mount point says it sees the library and is
-/// given its job as a node that sees it; it finds no file there and takes the job by
-/// transfer instead of failing it.
+/// A node whose library folder holds something else than the library (a stale share, or
+/// another disk mounted there) says it sees the library and is given its job as a node that
+/// sees it; it finds no file there and takes the job by transfer instead of failing it.
 #[actix_web::test]
-async fn a_job_on_a_node_with_an_empty_mount_point_for_the_library_goes_by_transfer() {
-    if !mount_namespaces("transfer_flow::a_job_on_a_node_with_an_empty_mount_point_for_the_library_goes_by_transfer") {
+async fn a_job_on_a_node_with_a_stale_library_folder_goes_by_transfer() {
+    if !mount_namespaces("transfer_flow::a_job_on_a_node_with_a_stale_library_folder_goes_by_transfer") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     let s = setup(dir.path(), 2).await;
     let frames = video_frames(&s.clip);
-    let node = ServerProcess::start(blind_command(dir.path(), &s.media, &s.main, "blind"));
+    let node = ServerProcess::start(blind_command_leaving(dir.path(), &s.media, &s.main, "blind", Some("other.mkv")));
     wait_until(&s.main, &s.token, "blind linked", 30, |l| up(l, "blind")).await;
     add_library(&s.main, &s.token, &s.media).await;
     let done = wait_all_done(&s.main, &s.token, 1, 120).await;

@@ -293,11 +293,11 @@ impl RemoteNode {
                 reconcile(&lifecycle, id, &name, &running).await;
                 let stale = lost_leases(&db, id, &running).await;
                 let libraries = repo::libraries::list(&db).await.unwrap_or_default();
-                (libraries.iter().flat_map(repo::libraries::paths_of).collect::<Vec<_>>(), stale)
+                (libraries_frame(&libraries).await, stale)
             })
             .into_actor(self)
-            .map(|(paths, stale), this, ctx| {
-                Self::send(ctx, &Frame::Libraries { paths });
+            .map(|(libraries, stale), this, ctx| {
+                Self::send(ctx, &libraries);
                 this.stop_lost_jobs(stale, ctx);
             }),
         );
@@ -722,6 +722,26 @@ async fn lost_leases(db: &DatabaseConnection, node_id: i32, running: &[RunningJo
     lost
 }
 
+/// How long the main node looks for something in its library folders before it tells a
+/// node the paths without saying which hold something (a folder is then enough): a share
+/// that does not answer must not hold up the heartbeat's answer.
+const SIGHT_PATIENCE: Duration = Duration::from_secs(2);
+
+/// The `Libraries` frame of `libraries`' paths, with those that hold something here
+/// (`host::sight`): a node that finds one of them empty sees a mount point, not the library.
+async fn libraries_frame(libraries: &[entities::library::Model]) -> Frame {
+    let paths: Vec<String> = libraries.iter().flat_map(repo::libraries::paths_of).collect();
+    let all = paths.clone();
+    let looked = tokio::task::spawn_blocking(move || {
+        all.into_iter().filter(|p| crate::host::sight::holds_anything(std::path::Path::new(p))).collect()
+    });
+    let not_empty = match tokio::time::timeout(SIGHT_PATIENCE, looked).await {
+        Ok(Ok(not_empty)) => not_empty,
+        Ok(Err(_)) | Err(_) => Vec::new(),
+    };
+    Frame::Libraries { paths, not_empty }
+}
+
 impl Handler<AskLibraries> for RemoteNode {
     type Result = ();
     fn handle(&mut self, _: AskLibraries, ctx: &mut Self::Context) {
@@ -736,15 +756,16 @@ impl RemoteNode {
     /// heartbeat at once.
     fn send_libraries(&mut self, ctx: &mut ws::WebsocketContext<Self>) {
         let db = self.db.clone();
-        ctx.spawn(dropped_in_runtime(async move { repo::libraries::list(&db).await }).into_actor(self).map(
-            |libraries, _, ctx| match libraries {
-                Ok(libraries) => {
-                    let paths = libraries.iter().flat_map(repo::libraries::paths_of).collect();
-                    Self::send(ctx, &Frame::Libraries { paths });
-                }
-                Err(e) => tracing::warn!(error = %e, "cannot read the libraries to tell a linked node"),
-            },
-        ));
+        let told = async move {
+            match repo::libraries::list(&db).await {
+                Ok(libraries) => Ok(libraries_frame(&libraries).await),
+                Err(e) => Err(e),
+            }
+        };
+        ctx.spawn(dropped_in_runtime(told).into_actor(self).map(|libraries, _, ctx| match libraries {
+            Ok(libraries) => Self::send(ctx, &libraries),
+            Err(e) => tracing::warn!(error = %e, "cannot read the libraries to tell a linked node"),
+        }));
     }
 
     /// Tells the node to stop jobs whose lease it lost, leaving their records alone (the

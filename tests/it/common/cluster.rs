@@ -220,8 +220,25 @@ pub fn blind_node(dir: &Path, hidden: &Path, main: &ServerProcess, name: &str) -
 
 /// The command of `blind_node`, to set more of its environment.
 pub fn blind_command(dir: &Path, hidden: &Path, main: &ServerProcess, name: &str) -> Command {
+    blind_command_leaving(dir, hidden, main, name, None)
+}
+
+/// As `blind_command`, with an empty file named `left` in the tmpfs: the folder the node
+/// finds there is not empty (a stale share, another disk mounted there) yet holds none of
+/// the files under `hidden`.
+pub fn blind_command_leaving(
+    dir: &Path,
+    hidden: &Path,
+    main: &ServerProcess,
+    name: &str,
+    left: Option<&str>,
+) -> Command {
     let mut blind = Command::new("unshare");
-    let script = format!("mount -t tmpfs tmpfs '{}' && exec \"$0\" \"$@\"", hidden.display());
+    let mut script = format!("mount -t tmpfs tmpfs '{}'", hidden.display());
+    if let Some(left) = left {
+        script.push_str(&format!(" && : > '{}'", hidden.join(left).display()));
+    }
+    script.push_str(" && exec \"$0\" \"$@\"");
     blind.args(["--mount", "--propagation", "private", "sh", "-c", &script, crate::common::server::binary()]);
     as_linked(blind, &dir.join(name), &main.api, name, 0)
 }
