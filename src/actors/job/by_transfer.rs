@@ -22,12 +22,12 @@ use super::{join_error, Attempt, JobCommand, Phase};
 use crate::actors::lifecycle::{EventContext, LifecycleError};
 use crate::actors::store::holds_lease;
 use crate::actors::transfer::{
-    keep_only, make_job_dir, remove_job_dir, reopen_copy, ClientError, Direction, Progress, TransferClient,
-    TransferSetup, SOURCE_FILE, SOURCE_HASH_FILE,
+    keep_only, make_job_dir, remove_job_dir, reopen_copy, short_of_room_in, ClientError, Direction, Progress,
+    TransferClient, TransferSetup, SOURCE_FILE, SOURCE_HASH_FILE,
 };
 use crate::domain::job::{FailureCode, JobEvent, Stage};
 use crate::domain::placement::JobNeeds;
-use crate::domain::transfer::{copy_name, full_while_downloading, short_of_room};
+use crate::domain::transfer::{copy_name, full_while_downloading};
 use crate::media::event::{PhaseTime, RunStats};
 use crate::media::MediaError;
 use crate::repo::jobs::JobChange;
@@ -126,23 +126,10 @@ impl Attempt {
             source_bytes: u64::try_from(job.source_size).unwrap_or(0),
             output_bytes: job.predicted_size.and_then(|s| u64::try_from(s).ok()),
         };
-        let (d, w) = (dir.clone(), setup.work_dir.clone());
-        let room = tokio::task::spawn_blocking(move || {
-            let have = std::fs::metadata(d.join(SOURCE_FILE)).map(|m| m.len()).unwrap_or(0);
-            crate::host::disk::space(&w).map(|s| (have, s.free))
-        })
-        .await;
-        match room {
-            Ok(Ok((have, free))) => {
-                if let Some(why) = short_of_room(needs.work_dir_bytes().saturating_sub(have), free) {
-                    return self.fail(MediaError::new(FailureCode::InsufficientDiskSpace, why)).await;
-                }
-            }
-            Ok(Err(e)) => {
-                let e = MediaError::misc(format!("WORK_DIR's free space cannot be read: {e}"));
-                return self.fail(e).await;
-            }
-            Err(e) => return self.fail(join_error(e)).await,
+        match short_of_room_in(&setup.work_dir, &dir, needs.work_dir_bytes()).await {
+            Ok(None) => {}
+            Ok(Some(why)) => return self.fail(MediaError::new(FailureCode::InsufficientDiskSpace, why)).await,
+            Err(why) => return self.fail(MediaError::misc(why)).await,
         }
         let mut reported = job.clone();
         let lease = self.lease_id.clone();

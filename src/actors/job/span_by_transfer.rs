@@ -17,9 +17,10 @@ use tokio::sync::mpsc;
 
 use super::helper::{encode, end, slot_threads, HelperRef, RENEW_EVERY};
 use super::{JobCommand, NodeEnv};
-use crate::actors::transfer::{make_span_dir, remove_span_dir, Progress, TransferClient, TransferSetup, SOURCE_FILE};
+use crate::actors::transfer::{
+    make_span_dir, remove_span_dir, short_of_room_in, Progress, TransferClient, TransferSetup, SOURCE_FILE,
+};
 use crate::domain::placement::JobNeeds;
-use crate::domain::transfer::short_of_room;
 use crate::media::layout::{span_record_file, PLAN_FILE};
 use crate::media::manifest::write_durably;
 use crate::media::span_record::SpanRecord;
@@ -87,7 +88,9 @@ async fn encode_here(
     let gate = setup.span_sources.of(job_id);
     let fetched = async {
         let _one = gate.lock().await;
-        if let Some(why) = room_for(&setup.work_dir, &spans_dir, needs.work_dir_bytes()).await {
+        if let Some(why) =
+            short_of_room_in(&setup.work_dir, &spans_dir, needs.work_dir_bytes()).await.unwrap_or_else(Some)
+        {
             return Err(why);
         }
         let copy = spans_dir.join(SOURCE_FILE);
@@ -136,22 +139,6 @@ async fn encode_here(
             tracing::info!(job_id, span, bytes, "a span encoded here is in the job's partial output");
             Ok(Some(done))
         }
-    }
-}
-
-/// Why WORK_DIR has not the room for the job's copy and a span's output (what the copy
-/// already holds counted), or `None`.
-async fn room_for(work_dir: &Path, spans_dir: &Path, needed: u64) -> Option<String> {
-    let (w, copy) = (work_dir.to_path_buf(), spans_dir.join(SOURCE_FILE));
-    let room = tokio::task::spawn_blocking(move || {
-        let have = std::fs::metadata(copy).map(|m| m.len()).unwrap_or(0);
-        crate::host::disk::space(&w).map(|s| (have, s.free))
-    })
-    .await;
-    match room {
-        Ok(Ok((have, free))) => short_of_room(needed.saturating_sub(have), free),
-        Ok(Err(e)) => Some(format!("WORK_DIR's free space cannot be read: {e}")),
-        Err(e) => Some(e.to_string()),
     }
 }
 

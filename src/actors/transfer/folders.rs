@@ -220,9 +220,43 @@ pub fn keep_only(work_dir: &Path, job_id: i32, keep: &[&str]) -> std::io::Result
     }
 }
 
+/// Whether WORK_DIR has the room for `needed` bytes in the folder `dir` (a job's, or a job's
+/// spans'), less what the copy of the source there already holds (a download continues
+/// from it): `Ok(Some(why))` when it has not (`domain::transfer::short_of_room`), an error
+/// when its free space cannot be read.
+pub async fn short_of_room_in(work_dir: &Path, dir: &Path, needed: u64) -> Result<Option<String>, String> {
+    let (w, copy) = (work_dir.to_path_buf(), dir.join(SOURCE_FILE));
+    let room = tokio::task::spawn_blocking(move || {
+        let have = std::fs::metadata(copy).map(|m| m.len()).unwrap_or(0);
+        crate::host::disk::space(&w).map(|s| (have, s.free))
+    })
+    .await;
+    match room {
+        Ok(Ok((have, free))) => Ok(crate::domain::transfer::short_of_room(needed.saturating_sub(have), free)),
+        Ok(Err(e)) => Err(format!("WORK_DIR's free space cannot be read: {e}")),
+        Err(e) => Err(format!("WORK_DIR's free space cannot be read: {e}")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[actix_web::test]
+    async fn the_room_asked_of_work_dir_counts_what_the_copy_already_holds() {
+        let work = tempfile::tempdir().unwrap();
+        let dir = work.path().join("7");
+        std::fs::create_dir(&dir).unwrap();
+        // More than any disk: short, and the reason says so.
+        let why = short_of_room_in(work.path(), &dir, u64::MAX).await.unwrap().unwrap();
+        assert!(why.contains("WORK_DIR is full"), "{why}");
+        // A copy that holds all that is needed: nothing more is asked of the disk.
+        std::fs::write(dir.join(SOURCE_FILE), vec![0u8; 1 << 20]).unwrap();
+        assert_eq!(short_of_room_in(work.path(), &dir, 1 << 20).await, Ok(None));
+        // A WORK_DIR whose space cannot be read is an error, not room.
+        let gone = work.path().join("gone");
+        assert!(short_of_room_in(&gone, &gone, 1).await.unwrap_err().contains("cannot be read"));
+    }
 
     fn names(dir: &Path) -> Vec<String> {
         let mut names: Vec<String> =
