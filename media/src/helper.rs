@@ -11,7 +11,8 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::probe;
-use crate::sessions::{run_sessions, Recorder, SessionMode};
+use crate::recorder::Recorder;
+use crate::sessions::{run_sessions, SessionMode};
 use condense::domain::segments::Sessions;
 use condense::media::codec_params::CodecParams;
 use condense::media::event::{cpu_time_ms, Event};

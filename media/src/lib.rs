@@ -17,6 +17,7 @@ pub mod health;
 pub mod helper;
 pub mod mux;
 pub mod probe;
+pub mod recorder;
 pub mod search;
 pub mod segment;
 pub mod segment_writer;

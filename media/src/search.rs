@@ -12,7 +12,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::decode::main_video_index;
 use crate::probe::{open_input, read_packet};
-use crate::sessions::{run_sessions, Recorder, SessionMode};
+use crate::recorder::Recorder;
+use crate::sessions::{run_sessions, SessionMode};
 use crate::vmaf::{score_pairs, window_span, Frames};
 use condense::domain::encoding::{EncodeProfile, Encoder, RetryProfile};
 use condense::domain::quality::{self, Next, Probe};
