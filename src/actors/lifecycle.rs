@@ -10,6 +10,7 @@ use entities::job;
 use sea_orm::DatabaseConnection;
 
 use super::bus::{EventBus, JobUpdate, Publish};
+use super::cluster::span_claims::SpanClaims;
 use crate::domain::job::{transition, Effect, JobEvent, JobStatus, Outcome, Stage, TransitionError};
 use crate::domain::transfer::LiveTransfer;
 use crate::media::layout::partial_dir_for;
@@ -72,6 +73,9 @@ pub struct Lifecycle {
     pub bus: Addr<EventBus>,
     /// The transfers of jobs in stage TRANSFERRING, as their nodes last reported them.
     pub transfers: LiveTransfers,
+    /// The spans this main node claims in partial folders for nodes without the share
+    /// (`cluster::span_transfer`): a job's go before its partial folder is removed.
+    pub span_claims: SpanClaims,
 }
 
 /// The last reported transfer of each job moving a file to or from a node (issue 39), in
@@ -142,8 +146,15 @@ impl Lifecycle {
         {
             let dir = partial_dir_for(&crate::repo::jobs::source_path(&current));
             // Helpers on other nodes are told to stop with the job; give them a moment to let
-            // their spans go.
-            let result = tokio::task::spawn_blocking(move || remove_partial_within(&dir, HELPERS_STOP)).await;
+            // their spans go. The claims this node holds for nodes without the share go at
+            // once: such a node cut off from here cannot be told, and its lease outlives the
+            // moment given.
+            let claims = self.span_claims.clone();
+            let result = tokio::task::spawn_blocking(move || {
+                claims.release_job(job_id);
+                remove_partial_within(&dir, HELPERS_STOP)
+            })
+            .await;
             if let Ok(Err(e)) = result {
                 tracing::warn!(job_id, error = %e, "could not remove the partial output");
             }

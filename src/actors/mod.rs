@@ -228,7 +228,12 @@ pub async fn start_node(config: NodeConfig) -> Result<Node, StartError> {
             // No link is open yet: linked nodes recorded as up are not.
             cluster::mark_linked_nodes_offline(&db).await;
             let bus = EventBus::default().start();
-            let lifecycle = Lifecycle { db: db.clone(), bus: bus.clone(), transfers: Default::default() };
+            let lifecycle = Lifecycle {
+                db: db.clone(),
+                bus: bus.clone(),
+                transfers: Default::default(),
+                span_claims: Default::default(),
+            };
             let kept = recover_orphans(&lifecycle, main.previous_run_crashed, row.id).await?;
             let store = Arc::new(store::DbStore { lifecycle: lifecycle.clone() });
             let jobs = env(store, row.id, None);
@@ -293,13 +298,14 @@ pub async fn start_node(config: NodeConfig) -> Result<Node, StartError> {
             )
             .with_cluster(name.clone(), cluster.links.clone());
             health.schedule_forever();
+            let span_claims = lifecycle.span_claims.clone();
             let runtime = Runtime {
                 bus,
                 lifecycle,
                 node,
                 jobs,
                 remote_commits: Default::default(),
-                span_claims: Default::default(),
+                span_claims,
                 scheduler,
                 libraries,
                 prober,
@@ -386,7 +392,7 @@ pub struct Runtime {
     /// The uploaded outputs being committed.
     pub remote_commits: job::remote::RemoteCommits,
     /// Spans claimed for linked nodes that do not see the library (`cluster::span_transfer`).
-    pub span_claims: cluster::span_transfer::SpanClaims,
+    pub span_claims: cluster::span_claims::SpanClaims,
     pub scheduler: Addr<Scheduler>,
     pub libraries: Addr<Libraries>,
     /// The probe after a scan: what registers a file outside a scan (an import) wakes it.

@@ -508,6 +508,7 @@ mod tests {
             db: sea_orm::DatabaseConnection::Disconnected,
             bus: EventBus::default().start(),
             transfers: Default::default(),
+            span_claims: Default::default(),
         };
         let env = NodeEnv {
             store: Arc::new(DbStore { lifecycle }),

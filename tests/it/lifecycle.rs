@@ -545,7 +545,12 @@ both_backends!(a_job_orphaned_as_read_before_it_started_again_is_left_alone, |db
     use condense::domain::job::JobEvent;
     use condense::domain::node::NodeRole;
     use condense::repo::jobs::{Assignment, JobChange};
-    let lifecycle = Lifecycle { db: db.clone(), bus: EventBus::default().start(), transfers: Default::default() };
+    let lifecycle = Lifecycle {
+        db: db.clone(),
+        bus: EventBus::default().start(),
+        transfers: Default::default(),
+        span_claims: Default::default(),
+    };
     let facts =
         repo::nodes::NodeFacts { address: "10.0.0.2".into(), ..crate::common::rows::node("w1", NodeRole::Linked) };
     let node = repo::nodes::upsert(&db, facts).await.unwrap();
@@ -588,7 +593,12 @@ both_backends!(
         use condense::media::transfer::{finish_upload, hex, Upload};
         use condense::repo::jobs::{Assignment, JobChange};
         use sha2::Digest;
-        let lifecycle = Lifecycle { db: db.clone(), bus: EventBus::default().start(), transfers: Default::default() };
+        let lifecycle = Lifecycle {
+            db: db.clone(),
+            bus: EventBus::default().start(),
+            transfers: Default::default(),
+            span_claims: Default::default(),
+        };
         let main = repo::nodes::upsert(&db, crate::common::rows::node("main", NodeRole::Main)).await.unwrap();
         let w1 = repo::nodes::upsert(&db, crate::common::rows::node("w1", NodeRole::Linked)).await.unwrap();
         let w2 = repo::nodes::upsert(&db, crate::common::rows::node("w2", NodeRole::Linked)).await.unwrap();

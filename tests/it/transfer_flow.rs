@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use crate::common::cluster::{
     add_library, blind_command, blind_command_leaving, call, hidden_share, job_detail, jobs, login, main_on_port,
@@ -710,6 +710,26 @@ async fn helped_by_blind(throttle: u64, stale_library: bool) -> Helped {
 }
 
 impl Helped {
+    /// The span the main node claims for the node without the share, once it is ENCODING
+    /// there (fails the test after 60 s).
+    async fn span_claimed_for_blind(&self) -> u64 {
+        let partial = condense::media::layout::partial_dir_for(&self.clip);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let detail = job_detail(&self.main, &self.token, self.id).await;
+            let held = detail["segments"].as_array().and_then(|s| {
+                s.iter()
+                    .find(|s| s["status"] == "ENCODING" && s["nodeName"] == "blind")
+                    .map(|s| s["index"].as_u64().unwrap())
+            });
+            if let Some(span) = held.filter(|s| condense::media::partial::span_held(&partial, *s as u32)) {
+                return span;
+            }
+            assert!(Instant::now() < deadline, "no span was claimed for the node without the share: {detail:#}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// The job once it ended, checked COMPLETED on w1 at its first try with every span
     /// DONE and 400 frames, and the original replaced by the whole HEVC encode.
     async fn completed(&self) -> Value {
@@ -817,21 +837,7 @@ async fn a_node_without_the_share_killed_mid_span_costs_only_that_span() {
     }
     // Slow: the span is still being encoded there when it is killed.
     let mut helped = helped_by_blind(400, false).await;
-    let partial = condense::media::layout::partial_dir_for(&helped.clip);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let span = loop {
-        let detail = job_detail(&helped.main, &helped.token, helped.id).await;
-        let held = detail["segments"].as_array().and_then(|s| {
-            s.iter()
-                .find(|s| s["status"] == "ENCODING" && s["nodeName"] == "blind")
-                .map(|s| s["index"].as_u64().unwrap())
-        });
-        if let Some(span) = held.filter(|s| condense::media::partial::span_held(&partial, *s as u32)) {
-            break span;
-        }
-        assert!(Instant::now() < deadline, "no span was claimed for the node without the share: {detail:#}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let span = helped.span_claimed_for_blind().await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     helped.blind.child.kill().unwrap();
     helped.blind.child.wait().unwrap();
@@ -842,4 +848,42 @@ async fn a_node_without_the_share_killed_mid_span_costs_only_that_span() {
     assert_eq!((&killed["status"], &killed["nodeName"]), (&Value::from("DONE"), &Value::from("w1")), "{detail:#}");
     let main = helped.main.output();
     assert!(main.iter().any(|l| l.contains("the claim of a node without the share went with its lease")));
+}
+
+/// A job is cancelled while a node without the share holds a span's claim and cannot be told
+/// to stop (killed here: its lease outlives the moment a cancel gives helpers to let their
+/// spans go): the main node lets its claims on the job go with the job, so the partial
+/// folder goes at once, and the original is as it was.
+#[actix_web::test]
+async fn a_job_cancelled_while_a_cut_off_node_holds_a_span_leaves_no_partial_folder() {
+    if !mount_namespaces("transfer_flow::a_job_cancelled_while_a_cut_off_node_holds_a_span_leaves_no_partial_folder") {
+        return;
+    }
+    let mut helped = helped_by_blind(400, false).await;
+    let original = std::fs::read(&helped.clip).unwrap();
+    let partial = condense::media::layout::partial_dir_for(&helped.clip);
+    helped.span_claimed_for_blind().await;
+    helped.blind.child.kill().unwrap();
+    helped.blind.child.wait().unwrap();
+    let url = format!("{}/jobs/{}/cancel", helped.main.api, helped.id);
+    let (status, answer) = call("POST", &url, Some(&helped.token), Some(json!({}))).await;
+    assert_eq!(status, 200, "{answer:#}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let detail = job_detail(&helped.main, &helped.token, helped.id).await;
+        if detail["status"] == "CANCELLED" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the job was not cancelled: {detail:#}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(!partial.exists(), "the partial folder stayed: {:?}", names_in(&partial));
+    assert_eq!(names_in(&helped.media), ["movie.mkv"]);
+    assert!(std::fs::read(&helped.clip).unwrap() == original, "the original changed");
+    let main = helped.main.output();
+    assert!(
+        main.iter().any(|l| l.contains("a claim for a node without the share went with the job's partial output")),
+        "{}",
+        main.join("\n")
+    );
 }

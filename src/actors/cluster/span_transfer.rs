@@ -9,7 +9,6 @@
 //! encoded from: refused when the source changed since. Only the node holding the span's
 //! current lease is answered.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -19,12 +18,13 @@ use entities::job;
 use futures_util::{Stream, StreamExt};
 use sea_orm::DatabaseConnection;
 
+use super::span_claims::SpanClaims;
 use super::transfer::{job_of, open_source, TransferError};
 use crate::domain::transfer::valid_sha256;
 use crate::media::contain::still_inside;
 use crate::media::layout::partial_dir_for;
 use crate::media::span_record::SpanRecord;
-use crate::media::span_transfer::{take_span, HeldSpan, SpanTask, Taken};
+use crate::media::span_transfer::{take_span, SpanTask, Taken};
 use crate::media::transfer::TransferFileError;
 use crate::media::MediaError;
 use crate::repo::{self, jobs};
@@ -35,35 +35,6 @@ pub const SPAN_HEADER: &str = "x-condense-span";
 /// How often a claim's lease is looked at: a node that went silent loses its claim within
 /// this of its lease running out (`repo::segments::sweep`), and the run takes the span back.
 const WATCH_EVERY: Duration = Duration::from_secs(2);
-
-/// The spans this main node holds claims on for nodes without the share, by (job, span).
-#[derive(Clone, Default)]
-pub struct SpanClaims(Arc<Mutex<HashMap<(i32, u32), Entry>>>);
-
-struct Entry {
-    lease: String,
-    held: Arc<Mutex<Option<HeldSpan>>>,
-}
-
-impl SpanClaims {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(i32, u32), Entry>> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// The claim held for `lease`, if any.
-    fn held(&self, job_id: i32, span: u32, lease: &str) -> Option<Arc<Mutex<Option<HeldSpan>>>> {
-        self.lock().get(&(job_id, span)).filter(|e| e.lease == lease).map(|e| e.held.clone())
-    }
-
-    /// Lets the claim held for `lease` go (another lease's stays).
-    fn release(&self, job_id: i32, span: u32, lease: &str) -> Option<Arc<Mutex<Option<HeldSpan>>>> {
-        let mut claims = self.lock();
-        if claims.get(&(job_id, span)).is_some_and(|e| e.lease == lease) {
-            return claims.remove(&(job_id, span)).map(|e| e.held);
-        }
-        None
-    }
-}
 
 fn blocking(e: tokio::task::JoinError) -> TransferError {
     TransferError::File(TransferFileError::Media(MediaError::misc(format!("a blocking task ended: {e}"))))
@@ -122,7 +93,7 @@ pub async fn take(
         Taken::Nothing(why) => return Ok(Err(why)),
     };
     let held = Arc::new(Mutex::new(Some(*held)));
-    claims.lock().insert((job.id, span), Entry { lease: lease.to_string(), held });
+    claims.hold(job.id, span, lease, held);
     actix_web::rt::spawn(watch(db.clone(), claims.clone(), (job.id, node_id), span, lease.to_string()));
     tracing::info!(job_id = job.id, span, "a span is claimed for a node without the share");
     Ok(Ok(*task))
