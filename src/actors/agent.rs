@@ -67,6 +67,9 @@ pub struct AgentConfig {
     /// Where the node's jobs taken by transfer find the credential the link presents
     /// (`actors::transfer::TransferSetup`): set once the node has one.
     pub bearer: crate::actors::transfer::Bearer,
+    /// The files the node's jobs did not find at their paths: their libraries are reported
+    /// as not seen.
+    pub not_here: crate::host::sight::NotHere,
 }
 
 /// Free bytes in WORK_DIR; `None` where they cannot be read (then the main node gives the
@@ -247,13 +250,23 @@ impl Agent {
         let Some(node) = self.node.clone() else { return };
         let paths = self.library_paths.clone();
         let not_empty = self.library_not_empty.clone();
+        let not_here = self.config.not_here.clone();
         let work_dir = self.config.work_dir.clone();
         let transfer = self.config.transfer;
         async move {
             let running = node.send(RunningJobs).await.unwrap_or_default();
             let helping = node.send(RunningHelpers).await.unwrap_or_default();
             let checked = paths.clone();
-            let missing = tokio::task::spawn_blocking(move || crate::host::sight::unseen(&paths, &not_empty)).await;
+            let missing = tokio::task::spawn_blocking(move || {
+                let mut missing = crate::host::sight::unseen(&paths, &not_empty);
+                for path in not_here.libraries(&paths) {
+                    if !missing.contains(&path) {
+                        missing.push(path);
+                    }
+                }
+                missing
+            })
+            .await;
             // The job folders WORK_DIR holds: those of jobs running here, and those kept from
             // earlier attempts (`actors::work_dir`), which the scheduler gives back here first.
             let (free, kept) = tokio::task::spawn_blocking(move || {

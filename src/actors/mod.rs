@@ -193,7 +193,10 @@ pub async fn start_node(config: NodeConfig) -> Result<Node, StartError> {
         analysis_timeout,
         role,
     } = config;
-    let env = |store: Arc<dyn store::JobStore>, node_id: i32, transfer: Option<Arc<transfer::TransferSetup>>| {
+    let env = |store: Arc<dyn store::JobStore>,
+               node_id: i32,
+               transfer: Option<Arc<transfer::TransferSetup>>,
+               not_here: Option<crate::host::sight::NotHere>| {
         Arc::new(NodeEnv {
             store,
             node_name: name.clone(),
@@ -208,6 +211,7 @@ pub async fn start_node(config: NodeConfig) -> Result<Node, StartError> {
             throttle_ms_per_frame,
             analysis_timeout,
             transfer,
+            not_here,
         })
     };
     match role {
@@ -236,7 +240,7 @@ pub async fn start_node(config: NodeConfig) -> Result<Node, StartError> {
             };
             let kept = recover_orphans(&lifecycle, main.previous_run_crashed, row.id).await?;
             let store = Arc::new(store::DbStore { lifecycle: lifecycle.clone() });
-            let jobs = env(store, row.id, None);
+            let jobs = env(store, row.id, None, None);
             let node = NodeSupervisor::new(jobs.clone(), max_jobs).start();
             // A main node with MAX_JOBS=0 coordinates only; its node takes no jobs.
             let handles = if max_jobs > 0 { vec![NodeHandle::local(name.clone(), row.id, &node)] } else { Vec::new() };
@@ -358,6 +362,7 @@ pub async fn start_node(config: NodeConfig) -> Result<Node, StartError> {
                     span_sources: Default::default(),
                 })
             });
+            let not_here = crate::host::sight::NotHere::default();
             let agent = Agent::new(AgentConfig {
                 main_url: linked.main_url,
                 bearer,
@@ -367,10 +372,12 @@ pub async fn start_node(config: NodeConfig) -> Result<Node, StartError> {
                 data_dir: linked.data_dir,
                 work_dir: linked.work_dir.clone(),
                 transfer,
+                not_here: not_here.clone(),
             })
             .start();
             let store = Arc::new(RemoteStore { agent: agent.clone() });
-            let node = NodeSupervisor::new(env(store, 0, setup), max_jobs).taking_transfers(transfer).start();
+            let node =
+                NodeSupervisor::new(env(store, 0, setup, Some(not_here)), max_jobs).taking_transfers(transfer).start();
             agent.do_send(SetNode(node.clone()));
             if transfer {
                 actix::spawn(work_dir::keep_work_dir(agent.clone(), node.clone(), linked.work_dir));

@@ -522,6 +522,7 @@ mod tests {
             throttle_ms_per_frame: 0,
             analysis_timeout: Duration::from_secs(1),
             transfer: None,
+            not_here: None,
         };
         NodeSupervisor::new(Arc::new(env), max_jobs)
     }

@@ -15,9 +15,9 @@ use condense::repo::jobs::JobChange;
 use entities::job;
 
 use crate::common::cluster::{
-    add_library, blind_command, blind_node, call, hidden_share, job_detail, jobs, linked, linked_command, login,
-    main_command, main_node, main_on_port, media_dir, mount_namespaces, nodes, pro_main, sees, status_of, up,
-    wait_all_done, wait_for_names, wait_until, CLUSTER_TOKEN,
+    add_library, blind_command, blind_command_leaving, blind_node, call, hidden_share, job_detail, jobs, linked,
+    linked_command, login, main_command, main_node, main_on_port, media_dir, mount_namespaces, nodes, pro_main, sees,
+    status_of, up, wait_all_done, wait_for_names, wait_until, CLUSTER_TOKEN,
 };
 use crate::common::license::{key_of, pro_key};
 use crate::common::media as clips;
@@ -331,6 +331,57 @@ async fn a_node_whose_library_folder_is_an_empty_mount_point_does_not_see_the_li
         done.iter().all(|j| j["status"] == "COMPLETED" && j["node"] == "main" && j["retryCount"] == 0),
         "{done:#?}"
     );
+}
+
+/// A node with `SHARED_STORAGE=required` whose library folder holds something else than the
+/// library (a stale share, another disk mounted there) says it sees the library and is given
+/// its jobs; each finds no file at its path and goes back to the queue instead of failing
+/// (a file that is fine), and the node counts the library as not seen from then on:
+/// DEGRADED, given nothing more. A node that sees the library encodes them all at their
+/// first try.
+#[actix_web::test]
+async fn jobs_a_node_does_not_find_at_their_paths_go_back_to_the_queue_unfailed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_share, media) = hidden_with_three_clips(dir.path());
+    if !mount_namespaces("cluster::jobs_a_node_does_not_find_at_their_paths_go_back_to_the_queue_unfailed") {
+        return;
+    }
+    let (main, token) = patient_coordinator(dir.path()).await;
+    let mut stale = blind_command_leaving(dir.path(), &media, &main, "blind", Some("other.mkv"));
+    stale.env("SHARED_STORAGE", "required");
+    let blind = ServerProcess::start(stale);
+    wait_until(&main, &token, "blind linked", 30, |l| up(l, "blind")).await;
+    add_library(&main, &token, &media).await;
+    let list = wait_until(&main, &token, "blind finds the files missing, DEGRADED", 60, |l| {
+        sees(l, "blind", "media") == Some(false) && status_of(l, "blind") == Some("DEGRADED")
+    })
+    .await;
+    assert_eq!(sees(&list, "main", "media"), Some(true), "{list:#?}");
+    let given_back =
+        blind.output().iter().any(|l| l.contains("the job's file is not here: the job goes back to the queue"));
+    assert!(given_back, "{}", blind.output().join("\n"));
+    let all = jobs(&main, &token).await;
+    assert!(all.iter().all(|j| j["status"] != "FAILED" && j["retryCount"] == 0), "{all:#?}");
+    let _sighted = linked(dir.path(), &main, "sighted", 0);
+    let done = wait_all_done(&main, &token, 3, 180).await;
+    for job in &done {
+        assert!(job["status"] == "COMPLETED" && job["node"] == "sighted" && job["retryCount"] == 0, "{job:#}");
+    }
+    let reasons: Vec<String> = {
+        let mut reasons = Vec::new();
+        for job in &done {
+            let detail = job_detail(&main, &token, job["id"].as_i64().unwrap()).await;
+            reasons.extend(
+                detail["events"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter_map(|e| e["detail"]["reason"].as_str().map(String::from)),
+            );
+        }
+        reasons
+    };
+    assert!(reasons.iter().any(|r| r == "the file is not at its path on node blind"), "{reasons:?}");
 }
 
 /// Issue 39's acceptance: a library created after a node that cannot see it linked. The

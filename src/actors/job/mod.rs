@@ -59,14 +59,25 @@ pub struct NodeEnv {
     /// them, and its WORK_DIR (`by_transfer`). `None` on the main node and on a node with
     /// `SHARED_STORAGE=required`.
     pub transfer: Option<Arc<crate::actors::transfer::TransferSetup>>,
+    /// A linked node's record of the files its jobs did not find at their paths, which its
+    /// link reports as libraries not seen; `None` on the main node.
+    pub not_here: Option<crate::host::sight::NotHere>,
 }
 
 /// Whether this node sees job `job_id`'s file (a regular file at its path); `true` when the
 /// job cannot be read (the attempt or helper then says why).
 pub async fn sees_source(env: &NodeEnv, job_id: i32) -> bool {
-    let Ok(job) = env.store.job(job_id).await else { return true };
+    missing_source(env, job_id).await.is_none()
+}
+
+/// Job `job_id`'s file, when no regular file is at its path here; `None` when it is, or the
+/// job cannot be read (the attempt or helper then says why).
+async fn missing_source(env: &NodeEnv, job_id: i32) -> Option<PathBuf> {
+    let job = env.store.job(job_id).await.ok()?;
     let source = crate::repo::jobs::source_path(&job);
-    tokio::task::spawn_blocking(move || std::fs::metadata(source).is_ok_and(|m| m.is_file())).await.unwrap_or(true)
+    let at = source.clone();
+    let here = tokio::task::spawn_blocking(move || std::fs::metadata(at).is_ok_and(|m| m.is_file())).await;
+    (!here.unwrap_or(true)).then_some(source)
 }
 
 #[derive(Message)]
@@ -126,16 +137,28 @@ impl Actor for JobSupervisor {
         let job_id = self.job_id;
         ctx.spawn(
             async move {
-                // The library's folder is here but not the file (a share not mounted over its
-                // mount point, an empty folder): a node that takes files by transfer fetches
-                // it rather than fail the attempt on a file that is fine.
-                let fetch = attempt.env.transfer.is_some() && !attempt.by_transfer;
-                if fetch && !sees_source(&attempt.env, job_id).await {
-                    tracing::info!(job_id, "the job's file is not here: the job goes by transfer");
-                    attempt.by_transfer = true;
+                // The library's folder is here but not the file (a stale share, another disk
+                // mounted there): a linked node counts the library as not seen from now on
+                // (`host::sight::NotHere`), and rather than fail the attempt on a file that is
+                // fine it fetches the file if it takes files by transfer, or gives the job
+                // back to the queue.
+                let mut give_back = false;
+                if let (Some(not_here), false) = (attempt.env.not_here.clone(), attempt.by_transfer) {
+                    if let Some(source) = missing_source(&attempt.env, job_id).await {
+                        not_here.add(source);
+                        if attempt.env.transfer.is_some() {
+                            tracing::info!(job_id, "the job's file is not here: the job goes by transfer");
+                            attempt.by_transfer = true;
+                        } else {
+                            tracing::warn!(job_id, "the job's file is not here: the job goes back to the queue");
+                            give_back = true;
+                        }
+                    }
                 }
                 let run = async move {
-                    if attempt.by_transfer {
+                    if give_back {
+                        attempt.file_not_here().await
+                    } else if attempt.by_transfer {
                         attempt.run_by_transfer().await
                     } else {
                         attempt.run().await
@@ -217,6 +240,16 @@ impl Attempt {
 
     fn node(&self) -> Option<String> {
         Some(self.env.node_name.clone())
+    }
+
+    /// Gives the job back to the queue: its file is not at its path on this node, which does
+    /// not take files by transfer. Not the file's failure; the node no longer counts the
+    /// library as seen (`NodeEnv::not_here`), so the job goes to a node that sees it.
+    async fn file_not_here(self) -> Result<(), LifecycleError> {
+        let detail =
+            serde_json::json!({ "reason": format!("the file is not at its path on node {}", self.env.node_name) });
+        let ctx = EventContext { detail: Some(detail), ..self.ctx() };
+        self.apply(JobEvent::Busy, JobChange::default(), ctx).await.map(|_| ())
     }
 
     fn ctx(&self) -> EventContext {
