@@ -277,15 +277,26 @@ impl Handler<StartHelper> for NodeSupervisor {
         let may_fetch = self.env.transfer.is_some() && !self.jobs.contains_key(&msg.0.job_id);
         actix::spawn(async move {
             let mut helper = msg.0;
-            // The library's folder is here but not the file (a share not mounted over its
-            // mount point, which is an empty folder): the span is fetched instead.
-            if !helper.by_transfer && may_fetch && !crate::actors::job::sees_source(&env, helper.job_id).await {
-                tracing::info!(
-                    job_id = helper.job_id,
-                    span = helper.span,
-                    "the job's file is not here: the span goes by transfer"
-                );
-                helper.by_transfer = true;
+            // The library's folder is here but not the file (a stale share, another disk
+            // mounted there): the library counts as not seen from now on, and the span is
+            // fetched instead where the node takes files by transfer.
+            let linked = env.not_here.is_some() || may_fetch;
+            let missing = match helper.by_transfer || !linked {
+                true => None,
+                false => crate::actors::job::missing_source(&env, helper.job_id).await,
+            };
+            if let Some(source) = missing {
+                if let Some(not_here) = &env.not_here {
+                    not_here.add(source);
+                }
+                if may_fetch {
+                    tracing::info!(
+                        job_id = helper.job_id,
+                        span = helper.span,
+                        "the job's file is not here: the span goes by transfer"
+                    );
+                    helper.by_transfer = true;
+                }
             }
             if helper.by_transfer {
                 span_by_transfer::run(env, helper, rx).await;

@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 
 use crate::common::cluster::{
     add_library, blind_command, blind_command_leaving, call, hidden_share, job_detail, jobs, login, main_on_port,
-    mount_namespaces, pro_main, up, wait_all_done, wait_for_names, wait_until,
+    mount_namespaces, nodes, pro_main, sees, up, wait_all_done, wait_for_names, wait_until,
 };
 use crate::common::license::pro_key;
 use crate::common::media as clips;
@@ -797,6 +797,9 @@ async fn a_node_with_a_stale_library_folder_takes_its_spans_by_transfer() {
     assert!(segments.iter().any(|s| s["nodeName"] == "blind"), "{detail:#}");
     assert!(logged(&helped.blind, "the job's file is not here: the span goes by transfer", helped.id));
     assert!(logged(&helped.blind, "a span encoded here is in the job's partial output", helped.id));
+    // The node no longer says it sees the library: it missed a file there.
+    let list = nodes(&helped.main, &helped.token).await;
+    assert_eq!(sees(&list, "blind", "media"), Some(false), "{list:#?}");
     wait_for_names(&helped.dir.path().join("blind/work"), &[], 20).await;
 }
 

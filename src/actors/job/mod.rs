@@ -64,15 +64,9 @@ pub struct NodeEnv {
     pub not_here: Option<crate::host::sight::NotHere>,
 }
 
-/// Whether this node sees job `job_id`'s file (a regular file at its path); `true` when the
-/// job cannot be read (the attempt or helper then says why).
-pub async fn sees_source(env: &NodeEnv, job_id: i32) -> bool {
-    missing_source(env, job_id).await.is_none()
-}
-
 /// Job `job_id`'s file, when no regular file is at its path here; `None` when it is, or the
 /// job cannot be read (the attempt or helper then says why).
-async fn missing_source(env: &NodeEnv, job_id: i32) -> Option<PathBuf> {
+pub async fn missing_source(env: &NodeEnv, job_id: i32) -> Option<PathBuf> {
     let job = env.store.job(job_id).await.ok()?;
     let source = crate::repo::jobs::source_path(&job);
     let at = source.clone();
