@@ -722,22 +722,61 @@ async fn lost_leases(db: &DatabaseConnection, node_id: i32, running: &[RunningJo
     lost
 }
 
-/// How long the main node looks for something in its library folders before it tells a
-/// node the paths without saying which hold something (a folder is then enough): a share
-/// that does not answer must not hold up the heartbeat's answer.
+/// How long the main node waits for a look into its library folders before it tells a node
+/// the paths without saying which hold something (a folder is then enough): a share that
+/// does not answer must not hold up the heartbeat's answer.
 const SIGHT_PATIENCE: Duration = Duration::from_secs(2);
+
+/// How long a look into the library folders serves: every node's heartbeat is answered with
+/// the paths, each second.
+const SIGHT_FRESH: Duration = Duration::from_secs(10);
+
+/// The main node's last look into its library folders, shared by every link, so that a
+/// share that does not answer holds one blocking thread, not one per heartbeat.
+struct Looked {
+    at: Option<Instant>,
+    paths: Vec<String>,
+    not_empty: Vec<String>,
+    looking: bool,
+}
+
+static LOOKED: std::sync::Mutex<Looked> =
+    std::sync::Mutex::new(Looked { at: None, paths: Vec::new(), not_empty: Vec::new(), looking: false });
+
+fn looked() -> std::sync::MutexGuard<'static, Looked> {
+    LOOKED.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 /// The `Libraries` frame of `libraries`' paths, with those that hold something here
 /// (`host::sight`): a node that finds one of them empty sees a mount point, not the library.
 async fn libraries_frame(libraries: &[entities::library::Model]) -> Frame {
     let paths: Vec<String> = libraries.iter().flat_map(repo::libraries::paths_of).collect();
+    let cached = |l: &Looked| if l.paths == paths { l.not_empty.clone() } else { Vec::new() };
+    {
+        let mut last = looked();
+        let fresh = last.at.is_some_and(|at| at.elapsed() < SIGHT_FRESH);
+        if (fresh && last.paths == paths) || last.looking {
+            return Frame::Libraries { not_empty: cached(&last), paths };
+        }
+        last.looking = true;
+    }
     let all = paths.clone();
-    let looked = tokio::task::spawn_blocking(move || {
-        all.into_iter().filter(|p| crate::host::sight::holds_anything(std::path::Path::new(p))).collect()
+    // The look records itself, however late it ends.
+    let look = tokio::task::spawn_blocking(move || {
+        let not_empty: Vec<String> = all
+            .iter()
+            .filter(|p| crate::host::sight::holds_anything(std::path::Path::new(p.as_str())))
+            .cloned()
+            .collect();
+        *looked() = Looked { at: Some(Instant::now()), paths: all, not_empty, looking: false };
     });
-    let not_empty = match tokio::time::timeout(SIGHT_PATIENCE, looked).await {
-        Ok(Ok(not_empty)) => not_empty,
-        Ok(Err(_)) | Err(_) => Vec::new(),
+    let not_empty = match tokio::time::timeout(SIGHT_PATIENCE, look).await {
+        Ok(Ok(())) => cached(&looked()),
+        Ok(Err(_)) => {
+            looked().looking = false;
+            Vec::new()
+        }
+        Err(_) => Vec::new(),
     };
     Frame::Libraries { paths, not_empty }
 }
