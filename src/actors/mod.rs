@@ -273,6 +273,7 @@ pub async fn start_node(config: NodeConfig) -> Result<Node, StartError> {
                 clock: main.clock.clone(),
                 main_node_name: name.clone(),
                 links,
+                folders: Default::default(),
             };
             actix::spawn(cluster::watch_links(lifecycle.clone(), cluster.clone()));
             if !kept.is_empty() {
@@ -302,14 +303,12 @@ pub async fn start_node(config: NodeConfig) -> Result<Node, StartError> {
             )
             .with_cluster(name.clone(), cluster.links.clone());
             health.schedule_forever();
-            let span_claims = lifecycle.span_claims.clone();
             let runtime = Runtime {
                 bus,
                 lifecycle,
                 node,
                 jobs,
                 remote_commits: Default::default(),
-                span_claims,
                 scheduler,
                 libraries,
                 prober,
@@ -398,8 +397,6 @@ pub struct Runtime {
     pub jobs: Arc<NodeEnv>,
     /// The uploaded outputs being committed.
     pub remote_commits: job::remote::RemoteCommits,
-    /// Spans claimed for linked nodes that do not see the library (`cluster::span_transfer`).
-    pub span_claims: cluster::span_claims::SpanClaims,
     pub scheduler: Addr<Scheduler>,
     pub libraries: Addr<Libraries>,
     /// The probe after a scan: what registers a file outside a scan (an import) wakes it.

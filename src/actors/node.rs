@@ -280,22 +280,17 @@ impl Handler<StartHelper> for NodeSupervisor {
             // The library's folder is here but not the file (a stale share, another disk
             // mounted there): the library counts as not seen from now on, and the span is
             // fetched instead where the node takes files by transfer.
-            let linked = env.not_here.is_some() || may_fetch;
-            let missing = match helper.by_transfer || !linked {
-                true => None,
-                false => crate::actors::job::missing_source(&env, helper.job_id).await,
-            };
-            if let Some(source) = missing {
-                if let Some(not_here) = &env.not_here {
+            if let (Some(not_here), false) = (&env.not_here, helper.by_transfer) {
+                if let Some(source) = crate::actors::job::missing_source(&env, helper.job_id).await {
                     not_here.add(source);
-                }
-                if may_fetch {
-                    tracing::info!(
-                        job_id = helper.job_id,
-                        span = helper.span,
-                        "the job's file is not here: the span goes by transfer"
-                    );
-                    helper.by_transfer = true;
+                    if may_fetch {
+                        tracing::info!(
+                            job_id = helper.job_id,
+                            span = helper.span,
+                            "the job's file is not here: the span goes by transfer"
+                        );
+                        helper.by_transfer = true;
+                    }
                 }
             }
             if helper.by_transfer {

@@ -1,6 +1,6 @@
 //! Facts about the machine this node runs on (sysinfo; disks through statvfs in `disk`; GPUs
-//! through NVML in `gpu`; memory over time in `memory_trend`; which library folders it sees in `sight`). Every call here may block:
-//! async code calls it from a blocking thread.
+//! through NVML in `gpu`; memory over time in `memory_trend`; which library folders it sees
+//! in `sight`). Every call here may block: async code calls it from a blocking thread.
 
 pub mod clean_stop;
 pub mod clock;

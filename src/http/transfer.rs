@@ -184,7 +184,8 @@ pub async fn span_task(
 ) -> Result<HttpResponse, AppError> {
     let (job_id, span) = path.into_inner();
     let (job, node) = span_leased(&state, &req, job_id, span).await?;
-    match span_transfer::take(&state.db, &state.runtime.span_claims, &job, node, span, lease_of(&req)).await? {
+    match span_transfer::take(&state.db, &state.runtime.lifecycle.span_claims, &job, node, span, lease_of(&req)).await?
+    {
         Ok(task) => Ok(HttpResponse::Ok().json(task)),
         Err(why) => Err(AppError::conflict("nothing_to_do", why)),
     }
@@ -205,7 +206,7 @@ pub async fn put_span_file(
             "a span's file names its size and SHA-256 (X-Condense-Size, X-Condense-Sha256)",
         ));
     };
-    let claims = &state.runtime.span_claims;
+    let claims = &state.runtime.lifecycle.span_claims;
     let bytes = span_transfer::put_file(claims, job_id, span, lease_of(&req), name, size, sha256, body).await?;
     Ok(HttpResponse::Ok().json(json!({ "bytes": bytes })))
 }
@@ -218,7 +219,7 @@ pub async fn finish_span(
 ) -> Result<HttpResponse, AppError> {
     let (job_id, span) = path.into_inner();
     let (job, _) = span_leased(&state, &req, job_id, span).await?;
-    let claims = &state.runtime.span_claims;
+    let claims = &state.runtime.lifecycle.span_claims;
     span_transfer::finish(&state.db, claims, &job, span, lease_of(&req), body.into_inner()).await?;
     Ok(HttpResponse::Ok().json(json!({ "span": span })))
 }

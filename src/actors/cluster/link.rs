@@ -13,7 +13,9 @@ use entities::job;
 use sea_orm::DatabaseConnection;
 use tokio::sync::oneshot;
 
-use super::membership::{admit, enrollment, reconcile, AskLibraries, CloseLink, ClusterConfig, LinkAuth, LinkControl};
+use super::membership::{
+    admit, enrollment, reconcile, AskLibraries, CloseLink, ClusterConfig, Folders, LinkAuth, LinkControl, Looked,
+};
 use crate::actors::health_batch::{BatchAnswer, CancelOnNode, CheckOnNode, NotTaken, OfferChecks};
 use crate::actors::job::helper::HelperRef;
 use crate::actors::job::JobCommand;
@@ -279,6 +281,7 @@ impl RemoteNode {
         self.config.links.record_sight(id, sight.clone());
         self.sight = sight;
         let (db, lifecycle, timeout) = (self.db.clone(), self.lifecycle.clone(), self.config.timeout);
+        let folders = self.config.folders.clone();
         ctx.spawn(
             dropped_in_runtime(async move {
                 let active = i32::try_from(running.len()).unwrap_or(i32::MAX);
@@ -293,7 +296,7 @@ impl RemoteNode {
                 reconcile(&lifecycle, id, &name, &running).await;
                 let stale = lost_leases(&db, id, &running).await;
                 let libraries = repo::libraries::list(&db).await.unwrap_or_default();
-                (libraries_frame(&libraries).await, stale)
+                (libraries_frame(&folders, &libraries).await, stale)
             })
             .into_actor(self)
             .map(|(libraries, stale), this, ctx| {
@@ -731,36 +734,20 @@ const SIGHT_PATIENCE: Duration = Duration::from_secs(2);
 /// the paths, each second.
 const SIGHT_FRESH: Duration = Duration::from_secs(10);
 
-/// The main node's last look into its library folders, shared by every link, so that a
-/// share that does not answer holds one blocking thread, not one per heartbeat.
-struct Looked {
-    at: Option<Instant>,
-    paths: Vec<String>,
-    not_empty: Vec<String>,
-    looking: bool,
-}
-
-static LOOKED: std::sync::Mutex<Looked> =
-    std::sync::Mutex::new(Looked { at: None, paths: Vec::new(), not_empty: Vec::new(), looking: false });
-
-fn looked() -> std::sync::MutexGuard<'static, Looked> {
-    LOOKED.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 /// The `Libraries` frame of `libraries`' paths, with those that hold something here
 /// (`host::sight`): a node that finds one of them empty sees a mount point, not the library.
-async fn libraries_frame(libraries: &[entities::library::Model]) -> Frame {
+async fn libraries_frame(folders: &Folders, libraries: &[entities::library::Model]) -> Frame {
     let paths: Vec<String> = libraries.iter().flat_map(repo::libraries::paths_of).collect();
     let cached = |l: &Looked| if l.paths == paths { l.not_empty.clone() } else { Vec::new() };
     {
-        let mut last = looked();
+        let mut last = folders.lock();
         let fresh = last.at.is_some_and(|at| at.elapsed() < SIGHT_FRESH);
         if (fresh && last.paths == paths) || last.looking {
             return Frame::Libraries { not_empty: cached(&last), paths };
         }
         last.looking = true;
     }
-    let all = paths.clone();
+    let (all, record) = (paths.clone(), folders.clone());
     // The look records itself, however late it ends.
     let look = tokio::task::spawn_blocking(move || {
         let not_empty: Vec<String> = all
@@ -768,12 +755,12 @@ async fn libraries_frame(libraries: &[entities::library::Model]) -> Frame {
             .filter(|p| crate::host::sight::holds_anything(std::path::Path::new(p.as_str())))
             .cloned()
             .collect();
-        *looked() = Looked { at: Some(Instant::now()), paths: all, not_empty, looking: false };
+        *record.lock() = Looked { at: Some(Instant::now()), paths: all, not_empty, looking: false };
     });
     let not_empty = match tokio::time::timeout(SIGHT_PATIENCE, look).await {
-        Ok(Ok(())) => cached(&looked()),
+        Ok(Ok(())) => cached(&folders.lock()),
         Ok(Err(_)) => {
-            looked().looking = false;
+            folders.lock().looking = false;
             Vec::new()
         }
         Err(_) => Vec::new(),
@@ -794,10 +781,10 @@ impl RemoteNode {
     /// Sends the node the library paths it must see; it checks them and answers with a
     /// heartbeat at once.
     fn send_libraries(&mut self, ctx: &mut ws::WebsocketContext<Self>) {
-        let db = self.db.clone();
+        let (db, folders) = (self.db.clone(), self.config.folders.clone());
         let told = async move {
             match repo::libraries::list(&db).await {
-                Ok(libraries) => Ok(libraries_frame(&libraries).await),
+                Ok(libraries) => Ok(libraries_frame(&folders, &libraries).await),
                 Err(e) => Err(e),
             }
         };

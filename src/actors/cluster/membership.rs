@@ -32,6 +32,29 @@ pub struct ClusterConfig {
     pub main_node_name: String,
     /// The links open now, shared by every link and the watch that takes nodes offline.
     pub links: Links,
+    /// The main node's last look into its library folders, shared by every link
+    /// (`link::libraries_frame`).
+    pub folders: Folders,
+}
+
+/// The main node's last look into its library folders (which hold something), shared by
+/// every link: each node's heartbeat, each second, is answered with it, and a share that
+/// does not answer holds one blocking thread, not one per heartbeat.
+#[derive(Debug, Clone, Default)]
+pub struct Folders(Arc<Mutex<Looked>>);
+
+#[derive(Debug, Default)]
+pub(super) struct Looked {
+    pub(super) at: Option<std::time::Instant>,
+    pub(super) paths: Vec<String>,
+    pub(super) not_empty: Vec<String>,
+    pub(super) looking: bool,
+}
+
+impl Folders {
+    pub(super) fn lock(&self) -> MutexGuard<'_, Looked> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 /// The open links: at most one per node name and one per node row. Each link runs on the

@@ -36,11 +36,7 @@ impl SpanClaims {
     /// removed): a request of the node under way finds its span no longer held. Blocking
     /// (waits for a file being begun or ended under a claim).
     pub fn release_job(&self, job_id: i32) {
-        let gone: Vec<Entry> = {
-            let mut claims = self.lock();
-            let spans: Vec<(i32, u32)> = claims.keys().filter(|(job, _)| *job == job_id).copied().collect();
-            spans.iter().filter_map(|key| claims.remove(key)).collect()
-        };
+        let gone: Vec<Entry> = self.lock().extract_if(|(job, _), _| *job == job_id).map(|(_, e)| e).collect();
         for entry in gone {
             let held = entry.held.lock().unwrap_or_else(PoisonError::into_inner).take();
             if held.is_some() {
