@@ -226,11 +226,13 @@ pub fn required_role(method: &Method, pattern: &str) -> Option<UserRole> {
     route_table().find(method, pattern).map(|e| e.role)
 }
 
-/// The OpenAPI document of the route table, built once (`condense openapi` prints it,
-/// `GET /openapi.json` serves it).
+/// The OpenAPI document of the route table, built the first time it is asked for
+/// (`condense openapi` prints it, `GET /openapi.json` serves it), not at start-up: built, it
+/// holds about 3 MiB that a node nobody asks for it never needs (BENCHMARKS.md, Memory).
+static API: std::sync::LazyLock<utoipa::openapi::OpenApi> = std::sync::LazyLock::new(|| openapi::build(&endpoints()));
+
+/// The OpenAPI document (see `API`).
 pub fn api() -> &'static utoipa::openapi::OpenApi {
-    static API: std::sync::LazyLock<utoipa::openapi::OpenApi> =
-        std::sync::LazyLock::new(|| openapi::build(&endpoints()));
     &API
 }
 
@@ -238,7 +240,7 @@ pub fn api() -> &'static utoipa::openapi::OpenApi {
 pub fn routes(cfg: &mut web::ServiceConfig) {
     // What the token middleware, the audit log and GET /openapi.json read of the table.
     cfg.app_data(web::Data::new(route_table().clone()));
-    cfg.app_data(web::Data::new(openapi::ApiDocument(api())));
+    cfg.app_data(web::Data::new(openapi::ApiDocument(&API)));
     // One resource per path, so that a known path with another method is a 405.
     let mut resources: Vec<(&'static str, Access, bool, bool, Vec<Route>)> = Vec::new();
     for (endpoint, route) in table() {

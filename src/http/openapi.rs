@@ -266,8 +266,9 @@ pub fn build(endpoints: &[Endpoint]) -> utoipa::openapi::OpenApi {
     doc
 }
 
-/// The document `GET /openapi.json` serves (app data, registered by `http::routes`).
-pub struct ApiDocument(pub &'static utoipa::openapi::OpenApi);
+/// The document `GET /openapi.json` serves (app data, registered by `http::routes`), built
+/// at its first request.
+pub struct ApiDocument(pub &'static std::sync::LazyLock<utoipa::openapi::OpenApi>);
 
 /// This document
 #[utoipa::path(
@@ -277,7 +278,7 @@ pub struct ApiDocument(pub &'static utoipa::openapi::OpenApi);
     responses((status = 200, description = "OpenAPI 3.1 document", content_type = "application/json")),
 )]
 pub async fn document(_user: AuthUser, doc: actix_web::web::Data<ApiDocument>) -> HttpResponse {
-    HttpResponse::Ok().json(doc.0)
+    HttpResponse::Ok().json(&**doc.0)
 }
 
 #[cfg(test)]
