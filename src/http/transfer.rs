@@ -5,7 +5,9 @@
 //!
 //! - `GET /cluster/jobs/{id}/source`: the source, with `Range` (206, `Content-Range`; 416
 //!   out of range) and its SHA-256, size and modification time in `X-Condense-*` headers.
-//! - `GET /cluster/jobs/{id}/output`: `{"length"}`, the upload's durable bytes.
+//! - `GET /cluster/jobs/{id}/output`: `{"length"}`, the upload's durable bytes; or
+//!   `{"length": 0, "committing": true}` while a finish's commit runs (a node whose answer to
+//!   the finish was lost asks this before it would upload again).
 //! - `PUT /cluster/jobs/{id}/output` with `Content-Range: bytes N-M/*`: appends at N, which
 //!   must be the durable length (409 `offset_mismatch` otherwise); answers the new length.
 //! - `POST /cluster/jobs/{id}/output/finish` `{sha256, size, extension, sourceSha256}`:
@@ -131,6 +133,11 @@ pub async fn output_length(
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, AppError> {
     let job = leased(&state, &req, path.into_inner()).await?;
+    // The commit holds the partial folder (the upload is its output now): asked while it
+    // runs, the node learns its finish was taken rather than that the upload is busy.
+    if state.runtime.remote_commits.running(job.id) {
+        return Ok(HttpResponse::Ok().json(json!({ "length": 0, "committing": true })));
+    }
     let length = transfer::upload_length(&job).await?;
     Ok(HttpResponse::Ok().json(json!({ "length": length })))
 }

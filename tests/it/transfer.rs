@@ -5,6 +5,7 @@
 //! sent, so a test reads which ranges and offsets the main node was asked for.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use awc::http::Method;
@@ -147,7 +148,8 @@ impl Far {
     }
 }
 
-/// What the proxy does to the first connection it carries.
+/// What the proxy does: to the first connection it carries (the cuts and the flip), or to
+/// the first request whose bytes hold one of the strings given, on whichever connection.
 #[derive(Clone, Copy)]
 enum Fault {
     /// Closes both ways once the server sent this many bytes.
@@ -156,7 +158,16 @@ enum Fault {
     CutUp(usize),
     /// Flips the client's byte at this offset.
     FlipUp(usize),
+    /// Answers `502 Bad Gateway` itself, as a reverse proxy does while the main node
+    /// restarts, to the first request holding each of these (it never reaches the server).
+    BadGateway(&'static [&'static str]),
+    /// Carries the first request holding this to the server, then closes the connection
+    /// before the answer comes back.
+    LoseAnswer(&'static str),
 }
+
+/// A proxy's answer standing in for the main node's.
+const BAD_GATEWAY: &[u8] = b"HTTP/1.1 502 Bad Gateway\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
 
 /// A loopback TCP proxy to `upstream`: `fault` on the first connection, the others carried
 /// as they are; every byte each client sent kept, per connection.
@@ -172,6 +183,12 @@ impl Proxy {
         let base = format!("http://{}", listener.local_addr().unwrap());
         let sent = Arc::new(Mutex::new(Vec::new()));
         let kept = sent.clone();
+        // The strings of `BadGateway` and `LoseAnswer` not yet met.
+        let waiting: Arc<Mutex<Vec<&'static str>>> = Arc::new(Mutex::new(match fault {
+            Fault::BadGateway(all) => all.to_vec(),
+            Fault::LoseAnswer(one) => vec![one],
+            _ => Vec::new(),
+        }));
         actix_web::rt::spawn(async move {
             let mut fault = Some(fault);
             loop {
@@ -182,7 +199,11 @@ impl Proxy {
                     all.push(Vec::new());
                     all.len() - 1
                 };
-                let fault = fault.take();
+                // A fault by request stays for every connection until its requests came.
+                let fault = match fault {
+                    Some(f @ (Fault::BadGateway(_) | Fault::LoseAnswer(_))) => Some(f),
+                    _ => fault.take(),
+                };
                 let (mut cr, mut cw) = client.into_split();
                 let (mut sr, mut sw) = server.into_split();
                 let up = kept.clone();
@@ -200,13 +221,22 @@ impl Proxy {
                 };
                 let stop = Arc::new(tokio::sync::Notify::new());
                 let (stop_up, stop_down) = (stop.clone(), stop.clone());
+                // Set by the client's side for the server's: answer 502 / drop the answer.
+                let (bad_gateway, lose_answer) =
+                    (Arc::new(tokio::sync::Notify::new()), Arc::new(AtomicBool::new(false)));
+                let (gateway_up, lose_up, waiting) = (bad_gateway.clone(), lose_answer.clone(), waiting.clone());
+                let by_request = matches!(fault, Some(Fault::BadGateway(_) | Fault::LoseAnswer(_)));
+                let lost = matches!(fault, Some(Fault::LoseAnswer(_)));
                 actix_web::rt::spawn(async move {
                     let mut buf = vec![0u8; 64 << 10];
                     let mut done = 0usize;
+                    // After a 502: the rest of the request is read and dropped, as a proxy
+                    // does, so the client reads the answer once it has sent its body.
+                    let mut draining = false;
                     loop {
                         let n = tokio::select! {
                             n = cr.read(&mut buf) => n.unwrap_or(0),
-                            _ = stop_up.notified() => 0,
+                            _ = stop_up.notified(), if !draining => 0,
                         };
                         let n = n.min(limit_up - done);
                         if n == 0 {
@@ -217,6 +247,23 @@ impl Proxy {
                             chunk[at - done] ^= 0xff;
                         }
                         up.lock().unwrap()[index].extend_from_slice(chunk);
+                        if draining {
+                            continue;
+                        }
+                        if by_request {
+                            let text = String::from_utf8_lossy(chunk).into_owned();
+                            let mut waiting = waiting.lock().unwrap();
+                            if let Some(i) = waiting.iter().position(|w| text.contains(w)) {
+                                waiting.remove(i);
+                                if lost {
+                                    lose_up.store(true, Ordering::SeqCst);
+                                } else {
+                                    draining = true;
+                                    gateway_up.notify_one();
+                                    continue;
+                                }
+                            }
+                        }
                         if sw.write_all(chunk).await.is_err() {
                             break;
                         }
@@ -232,8 +279,15 @@ impl Proxy {
                         let n = tokio::select! {
                             n = sr.read(&mut buf) => n.unwrap_or(0),
                             _ = stop_down.notified() => 0,
+                            _ = bad_gateway.notified() => {
+                                let _ = cw.write_all(BAD_GATEWAY).await;
+                                0
+                            }
                         };
                         let n = n.min(limit_down - done);
+                        if lose_answer.load(Ordering::SeqCst) {
+                            break;
+                        }
                         if n == 0 || cw.write_all(&buf[..n]).await.is_err() {
                             break;
                         }
@@ -401,6 +455,56 @@ async fn an_upload_cut_off_resumes_from_the_durable_bytes() {
     let resumed = offsets[2];
     assert!(resumed > (1 << 20) && resumed < (1 << 20) + (1 << 19), "resumed inside the cut part: {offsets:?}");
     assert!(!offsets[2..].contains(&0), "never from zero again: {offsets:?}");
+    far.server.finish().await;
+}
+
+#[actix_web::test]
+async fn a_finish_whose_answer_was_lost_is_not_followed_by_the_upload_again() {
+    let far = far_node().await;
+    let (source, data, job) = far.source("film.mkv", 1000).await;
+    let output = bytes(3 * (1 << 20) + 5, 8);
+    let work = tempfile::tempdir().unwrap();
+    let encoded = work.path().join("out.mkv");
+    std::fs::write(&encoded, &output).unwrap();
+    // The main node takes the finish and commits; its answer never reaches the node, which
+    // asks again and learns the finish was taken (or, its commit over, that the job left
+    // its lease): it neither uploads the output again nor fails the job it no longer holds.
+    let proxy = Proxy::start(&far.server.base, Fault::LoseAnswer("/output/finish")).await;
+    let sent = far.client(&proxy.base).upload(job, LEASE, &encoded, "mkv", &sha(&data), None, &mut |_| {}).await;
+    assert_eq!(sent.unwrap(), output.len() as u64, "{:?}", proxy.asked());
+    assert_eq!(proxy.put_offsets(), [0, 1 << 20, 2 << 20, 3 << 20], "uploaded once: {:?}", proxy.asked());
+    let finishes = proxy.asked().iter().filter(|a| a.ends_with("/output/finish http/1.1")).count();
+    assert_eq!(finishes, 1, "{:?}", proxy.asked());
+    // Not an encode of the source (random bytes): the commit refuses it, the original stays.
+    committed(&far, job).await;
+    assert_eq!(std::fs::read(&source).unwrap(), data);
+    far.server.finish().await;
+}
+
+#[actix_web::test]
+async fn a_proxy_answering_502_while_the_main_node_restarts_is_asked_again() {
+    let far = far_node().await;
+    let (_, data, job) = far.source("film.mkv", (2 << 20) + 3).await;
+    let work = tempfile::tempdir().unwrap();
+    // A reverse proxy in front of the main node answers 502 to the download's first request,
+    // to an upload's part and to the finish: each is asked again, none fails the transfer.
+    let proxy = Proxy::start(&far.server.base, Fault::BadGateway(&["/source"])).await;
+    let got = far.client(&proxy.base).download(job, LEASE, work.path(), &mut |_| {}).await.unwrap();
+    assert_eq!(std::fs::read(&got.path).unwrap(), data);
+    let sources = proxy.asked().iter().filter(|a| a.contains("/source http/1.1")).count();
+    assert_eq!(sources, 2, "asked again after the 502: {:?}", proxy.asked());
+
+    let output = bytes(3 * (1 << 20) + 5, 9);
+    let encoded = work.path().join("out.mkv");
+    std::fs::write(&encoded, &output).unwrap();
+    let proxy = Proxy::start(&far.server.base, Fault::BadGateway(&["PUT /cluster/", "/output/finish"])).await;
+    let sent = far.client(&proxy.base).upload(job, LEASE, &encoded, "mkv", &got.sha256, None, &mut |_| {}).await;
+    assert_eq!(sent.unwrap(), output.len() as u64, "{:?}", proxy.asked());
+    let asked = proxy.asked();
+    assert_eq!(asked.iter().filter(|a| a.ends_with("/output/finish http/1.1")).count(), 2, "{asked:?}");
+    // The part answered 502 never reached the main node: the upload starts from zero, once.
+    assert_eq!(proxy.put_offsets(), [0, 0, 1 << 20, 2 << 20, 3 << 20], "{asked:?}");
+    committed(&far, job).await;
     far.server.finish().await;
 }
 

@@ -42,6 +42,11 @@ impl RemoteCommits {
         let mut running = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         running.insert(job_id).then(|| Claim { commits: self.clone(), job_id })
     }
+
+    /// Whether a commit of the job runs now (a finish took its upload).
+    pub fn running(&self, job_id: i32) -> bool {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).contains(&job_id)
+    }
 }
 
 impl Drop for Claim {

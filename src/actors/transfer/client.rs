@@ -3,7 +3,10 @@
 //! a drop or a restart from the bytes it already has and checking the whole against the
 //! SHA-256 the main node computed; it uploads the output the same way, asking the main node
 //! how many bytes are durable before each run of parts, then finishes with the checksums.
-//! A checksum mismatch starts over once, then fails with the reason. `TRANSFER_MBPS` caps
+//! A checksum mismatch starts over once, then fails with the reason. A 5xx answer (a proxy
+//! in front of a main node that restarts) is a failed run like a drop, asked again; a
+//! finish whose answer was lost is not followed by the upload again when the main node says
+//! it took it (`GET .../output` answers `committing`). `TRANSFER_MBPS` caps
 //! the rate; each part reports the bytes and rate for the job's TRANSFERRING stage. The main
 //! node's side is `actors::cluster::transfer` and `http::transfer`.
 
@@ -214,6 +217,12 @@ impl TransferClient {
             let status = res.status().as_u16();
             let head = |name: &str| res.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
             let (sha, total) = (head(SHA256_HEADER), head(SIZE_HEADER).and_then(|s| s.parse::<u64>().ok()));
+            if status >= 500 {
+                // A proxy in front of a main node that restarts answers 502 or 503 meanwhile.
+                let refused = refusal(status, &mut res).await;
+                runs.failed(refused.to_string(), false);
+                continue;
+            }
             if !matches!(status, 200 | 206 | 416) {
                 return Err(refusal(status, &mut res).await);
             }
@@ -308,20 +317,26 @@ impl TransferClient {
         }
     }
 
-    /// The upload's durable length on the main node.
-    async fn durable(&self, job_id: i32, lease: &str) -> Result<Result<u64, String>, ClientError> {
+    /// What the main node holds of the upload; `Ok(Err(why))` for an answer worth asking
+    /// again for.
+    async fn durable(&self, job_id: i32, lease: &str) -> Result<Result<Durable, String>, ClientError> {
         let mut res = match self.request(awc::http::Method::GET, self.url(job_id, "output"), lease).send().await {
             Ok(res) => res,
             Err(e) => return Ok(Err(e.to_string())),
         };
-        if res.status().as_u16() == 409 {
+        let status = res.status().as_u16();
+        if status == 409 {
             return Ok(Err("the main node's upload is busy".into()));
         }
+        if status >= 500 {
+            return Ok(Err(refusal(status, &mut res).await.to_string()));
+        }
         if !res.status().is_success() {
-            return Err(refusal(res.status().as_u16(), &mut res).await);
+            return Err(refusal(status, &mut res).await);
         }
         match res.json::<Length>().await {
-            Ok(v) => Ok(Ok(v.length)),
+            Ok(Length { committing: true, .. }) => Ok(Ok(Durable::Committing)),
+            Ok(Length { length, .. }) => Ok(Ok(Durable::Length(length))),
             Err(e) => Ok(Err(e.to_string())),
         }
     }
@@ -331,7 +346,8 @@ impl TransferClient {
     /// node's durable length after any drop; a checksum mismatch uploads once more. The
     /// finish tells the main node the encode's CPU and wall time and its phases (`run_stats`,
     /// in milliseconds), for the job's figures; the upload's own wall time, up to the finish,
-    /// is its last phase (`upload`).
+    /// is its last phase (`upload`). `Ok` once the main node took the finish, or once the job
+    /// left `lease` after a finish whose answer was lost (its commit ended).
     #[allow(clippy::too_many_arguments)]
     pub async fn upload(
         &self,
@@ -356,14 +372,32 @@ impl TransferClient {
         .map_err(io("hashing the output"))?;
         let source = Arc::new(source);
         let mut runs = Runs::new(self);
+        // Whether a finish went out: its answer may have been lost on the way back, and the
+        // main node then commits (or has committed) the output this loop would send again.
+        let mut finish_sent = false;
         loop {
             runs.next().await?;
-            let mut at = match self.durable(job_id, lease).await? {
-                Ok(at) => at,
-                Err(e) => {
+            let mut at = match self.durable(job_id, lease).await {
+                Ok(Ok(Durable::Length(at))) => at,
+                Ok(Ok(Durable::Committing)) => {
+                    tracing::info!(
+                        job_id,
+                        "the main node took the finish whose answer was lost; it commits the output"
+                    );
+                    return Ok(size);
+                }
+                Ok(Err(e)) => {
                     runs.failed(e, false);
                     continue;
                 }
+                // The job is no longer under this lease after a finish: its commit ended (or
+                // the lease ran out); either way nothing of it is this node's to send again,
+                // and the attempt follows the job as after an answered finish.
+                Err(ClientError::Refused { status: 403 | 404, message, .. }) if finish_sent => {
+                    tracing::info!(job_id, %message, "the job left this lease after its finish; not uploading again");
+                    return Ok(size);
+                }
+                Err(e) => return Err(e),
             };
             if at > 0 {
                 tracing::info!(job_id, from = at, total = size, "resuming the upload of the output");
@@ -392,8 +426,9 @@ impl TransferClient {
                     }
                 };
                 let status = res.status().as_u16();
-                if status == 409 || status == 400 {
-                    // Busy, or another length than this client thought: asked again.
+                if status == 409 || status == 400 || status >= 500 {
+                    // Busy, another length than this client thought, or a proxy's answer
+                    // while the main node restarts: the durable length asked again.
                     let _ = res.body().await;
                     last = format!("the main node answered {status} to the part at byte {at}");
                     break;
@@ -429,6 +464,7 @@ impl TransferClient {
                 phases,
                 alone_ms: run_stats.as_ref().map(|s| s.alone_ms),
             };
+            finish_sent = true;
             let mut res = match self
                 .request(awc::http::Method::POST, self.url(job_id, "output/finish"), lease)
                 .send_json(&finish)
@@ -456,6 +492,7 @@ impl TransferClient {
                     tracing::warn!(job_id, %message, "uploading the output again");
                 }
                 ClientError::Refused { code, message, .. } if code == "busy" => runs.failed(message, false),
+                refused if status >= 500 => runs.failed(refused.to_string(), false),
                 refused => return Err(refused),
             }
         }
@@ -678,10 +715,21 @@ where
     ClientError::Refused { status, code: body.error.code, message: body.error.message }
 }
 
-/// The main node's answer with an upload's durable length.
+/// The main node's answer with an upload's durable length (`committing` while a finish's
+/// commit runs).
 #[derive(serde::Deserialize)]
 struct Length {
     length: u64,
+    #[serde(default)]
+    committing: bool,
+}
+
+/// What the main node holds of an upload.
+enum Durable {
+    /// Its durable bytes.
+    Length(u64),
+    /// A finish took it: the main node commits it.
+    Committing,
 }
 
 /// The main node's error body, `{"error":{"code","message"}}`.
