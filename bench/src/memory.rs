@@ -35,7 +35,13 @@ const HISTORY: &str = "\nChanges on 2026-11-21, each measured side by side with 
     buffer of 128,000 lines, allocated and written through at start (4 MiB), cut to 8,192 lines \
     (`telemetry::LOG_LINES_BUFFERED`); glibc's malloc arenas capped at two (`serve::fix_allocator_thresholds`); \
     the release profile built with fat LTO and one codegen unit (the binary's text 28.3 -> 22.2 MB). Idle: \
-    24.6 MiB (anon 7.0, file 17.6); with 100,000 jobs: 28.0 MiB (anon 10.1, file 18.0).\n";
+    24.6 MiB (anon 7.0, file 17.6); with 100,000 jobs: 28.0 MiB (anon 10.1, file 18.0).\n\n\
+    On 2026-11-30, side by side with b900e69 (the build of 2026-11-27): the rearrangement had the OpenAPI \
+    document built while each HTTP worker started (3.1 MiB of heap); it is built at its first request again \
+    (`http::API`). Idle, fat LTO: 25.0 MiB (anon 7.2, file 17.8) for b900e69, 27.9 MiB (anon 8.8, file 19.0) \
+    after the fix (about 31 before it). The rest is the work since: 1.5 MB more live heap (glibc's \
+    `malloc_stats`), most of it per HTTP worker (each holds every route twice, at the root and under /api, and \
+    there are 15 more), and 1.2 MiB more of the binary's code run at start-up.\n";
 
 /// RSS of a fresh main node (SQLite in a new DATA_DIR) after start-up, one /healthz and 2 s.
 async fn idle(bin: &Path, dir: &Path) -> Res<Mem> {
