@@ -2,7 +2,8 @@
 # Installs what a fresh Debian 12 machine lacks to build, run and test condense.
 # Idempotent, and quiet and fast when everything is already present.
 # `--test` (make test, make e2e) also installs what only the tests need: Debian's chromium,
-# which the dashboard's browser tests drive (no browser is ever downloaded), and the Python
+# which the dashboard's browser tests drive (no browser is ever downloaded), nginx-light and
+# caddy, which run the reverse proxy examples of docker/, and the Python
 # tools of the tests in target/tools/ (imageio-ffmpeg, schemathesis).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,7 +19,8 @@ packages=(
   meson ninja-build nasm
 )
 if [ "${1:-}" = "--test" ]; then
-  packages+=(chromium)
+  # nginx and Caddy run docker/'s reverse proxy examples (tests/it/common/proxies.rs).
+  packages+=(chromium nginx-light caddy)
 fi
 if [ -n "${BOOTSTRAP_EXTRA_PACKAGES:-}" ]; then
   # shellcheck disable=SC2206

@@ -508,6 +508,43 @@ async fn a_proxy_answering_502_while_the_main_node_restarts_is_asked_again() {
     far.server.finish().await;
 }
 
+/// A node without the share that reaches the main node through `proxy` (one of the examples
+/// in docker/): the source comes down whole and the output goes up, in the node's usual parts
+/// (8 MiB), over the example as it is.
+async fn through_the_example(far: &Far, proxy: &crate::common::proxies::Proxy) {
+    let (source, data, job) = far.source("film.mkv", (3 << 20) + 3).await;
+    let mut client = TransferClient::new(&proxy.base, &far.bearer, 0);
+    // A proxy that sends these requests elsewhere fails them at once, each time.
+    (client.tries, client.patience) = (3, std::time::Duration::from_secs(3));
+    let work = tempfile::tempdir().unwrap();
+    let got = client.download(job, LEASE, work.path(), &mut |_| {}).await.unwrap();
+    assert_eq!(std::fs::read(&got.path).unwrap(), data);
+    let output = bytes((9 << 20) + 5, 10);
+    let encoded = work.path().join("out.mkv");
+    std::fs::write(&encoded, &output).unwrap();
+    let sent = client.upload(job, LEASE, &encoded, "mkv", &got.sha256, None, &mut |_| {}).await;
+    assert_eq!(sent.unwrap(), output.len() as u64);
+    // Random bytes, not an encode: the main node's commit refuses them; the original stays.
+    committed(far, job).await;
+    assert_eq!(std::fs::read(&source).unwrap(), data);
+}
+
+#[actix_web::test]
+async fn the_nginx_example_carries_a_node_without_the_share() {
+    let far = far_node().await;
+    let proxy = crate::common::proxies::Proxy::nginx(far.server.base.trim_start_matches("http://"));
+    through_the_example(&far, &proxy).await;
+    far.server.finish().await;
+}
+
+#[actix_web::test]
+async fn the_caddy_example_carries_a_node_without_the_share() {
+    let far = far_node().await;
+    let proxy = crate::common::proxies::Proxy::caddy(far.server.base.trim_start_matches("http://"));
+    through_the_example(&far, &proxy).await;
+    far.server.finish().await;
+}
+
 #[actix_web::test]
 async fn a_corrupted_upload_is_refused_by_its_checksum_and_sent_again() {
     let far = far_node().await;
