@@ -26,6 +26,8 @@
 //!   when it is not what the node sent (it is removed).
 //! - `POST /cluster/jobs/{id}/spans/{span}/finish` `{record, sourceSha256}`: the span's
 //!   record, for the job's run to take in; 409 `source_changed` when the source changed.
+//!   Asked again after the claim went with the record (an answer lost on the way), the same
+//!   record still in place is answered as the first try was.
 
 use super::body::Body;
 use actix_files::NamedFile;

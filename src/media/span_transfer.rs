@@ -112,6 +112,18 @@ pub fn take_span(partial_dir: &Path, span: u32) -> Result<Taken, MediaError> {
     Ok(Taken::Span(Box::new(held), Box::new(task)))
 }
 
+/// Whether the partial folder `partial_dir` holds `record` as span `span`'s record: a finish
+/// asked again, its answer lost, finds the record its first try wrote (until the run takes it
+/// in). Read through the folder's handle, never through a link.
+pub fn record_written(partial_dir: &Path, span: u32, record: &SpanRecord) -> Result<bool, MediaError> {
+    let Some(dir) = PartialDir::open(partial_dir, false)? else { return Ok(false) };
+    match std::fs::read(dir.path().join(layout::span_record_file(span))) {
+        Ok(text) => Ok(serde_json::from_slice::<SpanRecord>(&text).is_ok_and(|written| written == *record)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(MediaError::from_io("reading a span's record", &e)),
+    }
+}
+
 /// A segment file being uploaded into the partial folder.
 #[derive(Debug)]
 pub struct SpanFile {

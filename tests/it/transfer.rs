@@ -1025,9 +1025,48 @@ async fn a_span_for_a_node_without_the_share_is_claimed_checked_and_recorded() {
         serde_json::from_slice(&std::fs::read(dir.join(span_record_file(2))).unwrap()).unwrap();
     assert_eq!(written, record);
     assert!(!span_held(&dir, 2), "the claim goes with the record");
+    // The finish asked again (its answer lost on the way): the record in place is its
+    // answer; another record under the same lease is not, and changes nothing.
+    let (status, _, answer) = finish_span().await;
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&answer));
+    let other =
+        serde_json::json!({"record": record_of_span_2(&task.plan, &name, 4999), "sourceSha256": downloaded.sha256});
+    let (status, _, _) =
+        far.raw(Method::POST, &path, &far.bearer, SPAN_LEASE, &json, serde_json::to_vec(&other).unwrap()).await;
+    assert_eq!(status, 400);
+    let kept: condense::media::span_record::SpanRecord =
+        serde_json::from_slice(&std::fs::read(dir.join(span_record_file(2))).unwrap()).unwrap();
+    assert_eq!(kept, record);
     // The span is taken in now: a node asking again finds nothing to do.
     let nothing = client.span_task(job, 2, SPAN_LEASE).await.unwrap().unwrap_err();
     assert!(nothing.contains("record"), "{nothing}");
+    far.server.finish().await;
+}
+
+/// A span's finish whose answer never reached the node: asked again, it is answered as the
+/// first was, and the node's upload of the span ends done.
+#[actix_web::test]
+async fn a_span_whose_finish_answer_was_lost_is_done() {
+    use condense::media::layout::{helper_segment_file, span_record_file};
+    let far = far_node().await;
+    let (source, dir, job) = span_for_far(&far).await;
+    let proxy = Proxy::start(&far.server.base, Fault::LoseAnswer("/spans/2/finish")).await;
+    let client = far.client(&proxy.base);
+    let task = client.span_task(job, 2, SPAN_LEASE).await.unwrap().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let name = helper_segment_file(2, 0);
+    let body = bytes(5000, 11);
+    std::fs::write(work.path().join(&name), &body).unwrap();
+    let record = record_of_span_2(&task.plan, &name, 5000);
+    let source_sha = sha(&std::fs::read(&source).unwrap());
+    let sent = client.upload_span(job, 2, SPAN_LEASE, work.path(), &record, &source_sha, &mut |_| {}).await;
+    assert_eq!(sent.unwrap(), 5000, "{:?}", proxy.asked());
+    let finishes = proxy.asked().iter().filter(|a| a.ends_with("/spans/2/finish http/1.1")).count();
+    assert_eq!(finishes, 2, "asked again after the lost answer: {:?}", proxy.asked());
+    let written: condense::media::span_record::SpanRecord =
+        serde_json::from_slice(&std::fs::read(dir.join(span_record_file(2))).unwrap()).unwrap();
+    assert_eq!(written, record);
+    assert_eq!(std::fs::read(dir.join(&name)).unwrap(), body);
     far.server.finish().await;
 }
 

@@ -24,7 +24,7 @@ use crate::domain::transfer::valid_sha256;
 use crate::media::contain::still_inside;
 use crate::media::layout::partial_dir_for;
 use crate::media::span_record::SpanRecord;
-use crate::media::span_transfer::{take_span, SpanTask, Taken};
+use crate::media::span_transfer::{record_written, take_span, SpanTask, Taken};
 use crate::media::transfer::TransferFileError;
 use crate::media::MediaError;
 use crate::repo::{self, jobs};
@@ -196,7 +196,20 @@ pub async fn finish(
     if !valid_sha256(&done.source_sha256) {
         return Err(TransferError::Invalid("a SHA-256 is 64 lowercase hex digits".into()));
     }
-    let held = claims.release(job.id, span, lease).ok_or_else(|| not_held(job.id))?;
+    let Some(held) = claims.release(job.id, span, lease) else {
+        // Asked again after its answer was lost: the first try let the claim go with the
+        // record it wrote, and that same record in place is the answer it had.
+        let (dir, record) = (partial_dir(db, job).await?, done.record.clone());
+        let written = tokio::task::spawn_blocking(move || record_written(&dir, span, &record))
+            .await
+            .map_err(blocking)?
+            .map_err(TransferFileError::from)?;
+        if written {
+            tracing::info!(job_id = job.id, span, "a span's finish asked again: its record is in place");
+            return Ok(());
+        }
+        return Err(not_held(job.id));
+    };
     let now = open_source(db, job).await?.sha256;
     if now != done.source_sha256 {
         tracing::warn!(job_id = job.id, span, "a span was refused: the source changed since the node read it");
