@@ -115,7 +115,8 @@ pub enum LicenseCommand {
     /// Sign a licence key with a private key and print it.
     Issue {
         /// The signing key (base64url), or read it from CONDENSE_LICENSE_PRIVATE_KEY.
-        #[arg(long, env = "CONDENSE_LICENSE_PRIVATE_KEY", hide_env_values = true)]
+        // base64url: a key may start with '-' (1 in 64), which is its value, not an option.
+        #[arg(long, env = "CONDENSE_LICENSE_PRIVATE_KEY", hide_env_values = true, allow_hyphen_values = true)]
         private_key: String,
         /// FREE, SUPPORTER or PRO.
         #[arg(long)]
@@ -246,7 +247,8 @@ pub struct ServeArgs {
     #[arg(long, env = "CONDENSE_THROTTLE_MS_PER_FRAME", hide = true, default_value_t = 0)]
     pub throttle_ms_per_frame: u64,
     /// Ed25519 public key (base64url) licence keys are checked against.
-    #[arg(long, env = "LICENSE_PUBLIC_KEY", value_name = "LICENSE_PUBLIC_KEY", default_value = crate::license::BUILTIN_PUBLIC_KEY, value_parser = parse_license_public_key)]
+    /// (base64url: a key may start with '-', 1 in 64, which is its value, not an option).
+    #[arg(long, env = "LICENSE_PUBLIC_KEY", value_name = "LICENSE_PUBLIC_KEY", default_value = crate::license::BUILTIN_PUBLIC_KEY, value_parser = parse_license_public_key, allow_hyphen_values = true)]
     pub license_public_key: String,
     /// Folders libraries may be in, comma-separated (e.g. /media,/srv/video); a library path
     /// must be one of them or inside one [default: any folder but the system's own and
@@ -582,6 +584,11 @@ mod tests {
         assert_eq!(serve(&[]).unwrap().license_public_key, crate::license::BUILTIN_PUBLIC_KEY);
         let (_, public_key) = crate::license::generate_keypair();
         assert_eq!(serve(&["--license-public-key", &public_key]).unwrap().license_public_key, public_key);
+        // A key is base64url: 1 in 64 starts with '-', and is still the option's value (a
+        // random key above made this test fail that often).
+        let dashed =
+            std::iter::repeat_with(|| crate::license::generate_keypair().1).find(|key| key.starts_with('-')).unwrap();
+        assert_eq!(serve(&["--license-public-key", &dashed]).unwrap().license_public_key, dashed);
         let err = serve(&["--license-public-key", "AAAA"]).unwrap_err().to_string();
         assert!(err.contains("LICENSE_PUBLIC_KEY"), "{err}");
     }
@@ -653,6 +660,18 @@ mod tests {
             let err = prepare_work_dir(std::path::Path::new("/")).unwrap_err();
             assert!(err.message.contains("belongs to user 0"), "{err}");
         }
+    }
+
+    #[test]
+    fn a_private_key_starting_with_a_dash_is_the_options_value() {
+        let dashed =
+            std::iter::repeat_with(|| crate::license::generate_keypair().0).find(|key| key.starts_with('-')).unwrap();
+        let argv = ["condense", "license", "issue", "--private-key", &dashed, "--tier", "PRO", "--licensee", "Ada"];
+        let cli = Cli::try_parse_from(argv).unwrap();
+        let Command::License { command: LicenseCommand::Issue { private_key, .. } } = cli.command else {
+            panic!("not license issue: {cli:?}")
+        };
+        assert_eq!(private_key, dashed);
     }
 
     #[test]
