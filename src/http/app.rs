@@ -35,7 +35,8 @@ impl<T> AppService for T where
 {
 }
 
-/// The API app (listener on PORT): every endpoint, unprefixed and under /api.
+/// The API app (listener on PORT): every endpoint, unprefixed and under /api (one route table:
+/// `http::prefix` puts unprefixed paths under /api before routing).
 pub fn create_app(state: web::Data<AppState>) -> App<impl AppService> {
     app(state, Listener::Api)
 }
@@ -67,9 +68,9 @@ impl Listener {
     fn configure(&self, cfg: &mut web::ServiceConfig) {
         match self {
             Listener::Api => {
-                cfg.configure(http::routes)
-                    // The WebSocket is served at the API listener's root too (ws://host:3100).
-                    .route("/", web::get().to(http::ws::connect))
+                // The API's own paths unprefixed are the /api scope's (`http::prefix`).
+                // The WebSocket is served at the API listener's root too (ws://host:3100).
+                cfg.route("/", web::get().to(http::ws::connect))
                     .route("/cluster/link", web::get().to(http::cluster::link))
                     .route("/cluster/jobs/{id}/source", web::get().to(http::transfer::source))
                     .route("/cluster/jobs/{id}/output", web::get().to(http::transfer::output_length))
@@ -94,7 +95,9 @@ impl Listener {
 /// extractors' error handlers, the API under /api, then the listener's own routes.
 fn app(state: web::Data<AppState>, listener: Listener) -> App<impl AppService> {
     let policy = listener.policy();
+    let api_listener = matches!(listener, Listener::Api);
     App::new()
+        .wrap(from_fn(move |req, next| http::prefix::under_api(api_listener, req, next)))
         .wrap(from_fn(move |req, next| http::headers::with_policy(policy, req, next)))
         .app_data(state)
         .app_data(http::json_config())

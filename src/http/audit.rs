@@ -37,7 +37,7 @@ impl Pending {
                 role: user.role,
                 method: req.method().to_string(),
                 route: endpoint.path.to_string(),
-                path: req.path().to_string(),
+                path: super::prefix::asked_path(req.request()),
                 status: 0,
                 key: user.key.as_ref().map(|key| (key.id, key.name.clone())),
                 client: super::auth::client_of(req.request()).map(|ip| ip.to_string()),

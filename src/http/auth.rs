@@ -283,7 +283,7 @@ pub async fn login(
             role: user.map_or(UserRole::Viewer, |user| user.role.into()),
             method: req.method().to_string(),
             route: "/auth/login".into(),
-            path: req.path().to_string(),
+            path: super::prefix::asked_path(&req),
             status: 401,
             key: None,
             client,

@@ -64,7 +64,7 @@ fn require_role(req: &ServiceRequest, user: &AuthUser, endpoint: Option<&Endpoin
         return Err(AppError::Forbidden(format!(
             "{} {} needs the role {needed} or higher; {} is {}",
             req.method(),
-            req.path(),
+            super::prefix::asked_path(req.request()),
             user.username,
             user.role
         )));
@@ -77,7 +77,7 @@ fn require_role(req: &ServiceRequest, user: &AuthUser, endpoint: Option<&Endpoin
         Err(AppError::Forbidden(format!(
             "{} {} is out of reach of the API key {:?}: its scope is {} (see GET /openapi.json, API keys)",
             req.method(),
-            req.path(),
+            super::prefix::asked_path(req.request()),
             key.name,
             key.scope
         )))

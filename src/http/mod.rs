@@ -35,6 +35,7 @@ pub mod nodes;
 pub mod notifications;
 pub mod openapi;
 pub mod password;
+pub mod prefix;
 pub mod schedule;
 pub mod schema;
 pub mod settings;
@@ -277,7 +278,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
 }
 
 pub async fn not_found(req: HttpRequest) -> Result<HttpResponse, AppError> {
-    Err(AppError::NotFound(format!("no route for {} {}", req.method(), req.path())))
+    Err(AppError::NotFound(format!("no route for {} {}", req.method(), prefix::asked_path(&req))))
 }
 
 /// The methods the route table serves on `path`, as an `Allow` header's value.
@@ -288,8 +289,11 @@ fn allowed_methods(path: &str) -> String {
 /// A known path with a method it does not serve: 405 with the error body and `Allow`, which
 /// a 405 must carry.
 pub async fn method_not_allowed(req: HttpRequest, allow: String) -> HttpResponse {
-    let refused =
-        AppError::MethodNotAllowed(format!("{} is not allowed on {}; allowed: {allow}", req.method(), req.path()));
+    let refused = AppError::MethodNotAllowed(format!(
+        "{} is not allowed on {}; allowed: {allow}",
+        req.method(),
+        prefix::asked_path(&req)
+    ));
     let mut response = actix_web::ResponseError::error_response(&refused);
     if let Ok(value) = actix_web::http::header::HeaderValue::from_str(&allow) {
         response.headers_mut().insert(actix_web::http::header::ALLOW, value);

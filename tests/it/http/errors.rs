@@ -6,7 +6,7 @@ use condense::http::endpoints;
 use serde_json::{json, Value};
 
 use super::takes_body;
-use crate::common::api::{code, TestServer, ADMIN, PREFIXES};
+use crate::common::api::{code, message, TestServer, ADMIN, PREFIXES};
 
 #[actix_web::test]
 async fn malformed_json_unknown_fields_and_wrong_types_are_client_errors() {
@@ -74,10 +74,14 @@ async fn unknown_routes_and_methods_answer_json_errors() {
     let server = TestServer::sqlite().await;
     let token = server.login().await;
     for prefix in PREFIXES {
+        // The messages name the path as asked: the API listener serves its unprefixed paths
+        // through the /api routes (`http::prefix`), which the caller never asked for.
         let (status, body) = server.get(&format!("{prefix}/no/such/thing"), Some(&token)).await;
         assert_eq!((status, code(&body)), (404, "not_found"), "{body}");
+        assert_eq!(message(&body), format!("no route for GET {prefix}/no/such/thing"), "{body}");
         let (status, body) = server.call(Method::PATCH, &format!("{prefix}/libraries"), Some(&token), None).await;
         assert_eq!((status, code(&body)), (405, "method_not_allowed"), "{body}");
+        assert_eq!(message(&body), format!("PATCH is not allowed on {prefix}/libraries; allowed: GET, POST"), "{body}");
         // Without a token, a protected path answers 401 whatever the method.
         let (status, _) = server.call(Method::PATCH, &format!("{prefix}/libraries"), None, None).await;
         assert_eq!(status, 401);
