@@ -31,7 +31,9 @@ pub async fn under_api<B: MessageBody>(
     mut req: ServiceRequest,
     next: Next<B>,
 ) -> Result<ServiceResponse<B>, actix_web::Error> {
-    if let Some(uri) = prefixed(req.uri()).filter(|_| api_listener) {
+    // Decided on the path the router matches (`match_info`, percent-decoded as it decodes
+    // it), so `/%61pi/jobs` stays the /api route it was before the rewrite existed.
+    if let Some(uri) = prefixed(req.uri(), req.match_info().as_str()).filter(|_| api_listener) {
         let asked = req.path().to_owned();
         req.extensions_mut().insert(AskedPath(asked));
         req.match_info_mut().get_mut().update(&uri);
@@ -40,14 +42,18 @@ pub async fn under_api<B: MessageBody>(
     next.call(req).await
 }
 
-/// `uri` under `/api`, or `None` when it stays as it is.
-fn prefixed(uri: &Uri) -> Option<Uri> {
-    let path = uri.path();
-    let kept =
-        path.is_empty() || path == "/" || path == "/api" || path.starts_with("/api/") || path.starts_with("/cluster/");
+/// `uri` under `/api`, or `None` when it stays as it is; `routed` is its path as the router
+/// reads it.
+fn prefixed(uri: &Uri, routed: &str) -> Option<Uri> {
+    let kept = routed.is_empty()
+        || routed == "/"
+        || routed == "/api"
+        || routed.starts_with("/api/")
+        || routed.starts_with("/cluster/");
     if kept {
         return None;
     }
+    let path = uri.path();
     let rewritten = match uri.query() {
         Some(query) => format!("/api{path}?{query}"),
         None => format!("/api{path}"),
@@ -62,7 +68,10 @@ mod tests {
     use super::*;
 
     fn rewritten(uri: &str) -> Option<String> {
-        prefixed(&uri.parse::<Uri>().unwrap()).map(|uri| uri.to_string())
+        let uri = uri.parse::<Uri>().unwrap();
+        // The router's path: percent-decoded as actix-router decodes it.
+        let routed = actix_web::dev::Url::new(uri.clone()).path().to_owned();
+        prefixed(&uri, &routed).map(|uri| uri.to_string())
     }
 
     #[test]
@@ -76,7 +85,9 @@ mod tests {
 
     #[test]
     fn the_root_api_and_cluster_paths_stay() {
-        for uri in ["/", "/?token=x", "/api", "/api/jobs", "/api/", "/cluster/link", "/cluster/jobs/1/source"] {
+        for uri in
+            ["/", "/?token=x", "/api", "/api/jobs", "/api/", "/cluster/link", "/cluster/jobs/1/source", "/%61pi/jobs"]
+        {
             assert_eq!(rewritten(uri), None, "{uri}");
         }
     }

@@ -88,3 +88,19 @@ async fn unknown_routes_and_methods_answer_json_errors() {
     }
     server.finish().await;
 }
+
+/// The router decodes a percent-encoded path before it matches: `/%61pi/jobs` is
+/// `/api/jobs`, and `/%63luster/link` the nodes' link (which wants a node's credential), on
+/// the API listener as they were before it answered unprefixed paths with the /api routes.
+#[actix_web::test]
+async fn percent_encoded_paths_reach_the_routes_they_decode_to() {
+    let server = TestServer::sqlite().await;
+    let token = server.login().await;
+    for path in ["/%61pi/jobs", "/%6aobs", "/api/%6aobs"] {
+        let (status, body) = server.get(path, Some(&token)).await;
+        assert_eq!(status, 200, "{path}: {body}");
+    }
+    let (status, body) = server.get("/%63luster/link", None).await;
+    assert_eq!(status, 401, "{body}");
+    server.finish().await;
+}
