@@ -6,7 +6,7 @@
 # is installed) and the binary's resident code by crate (scripts/resident-code.py; root).
 # Extra VAR=value arguments go into the node's environment (e.g. HTTP_WORKERS=1).
 #   scripts/idle-memory.sh target/release/condense [SECONDS] [VAR=value...]
-# BENCHMARKS.md ("the idle main node ... side by side with b900e69") was measured with it.
+# BENCHMARKS.md's idle-memory figures of 2026-11-30 (second and third turns) were measured with it.
 set -euo pipefail
 bin=$(realpath "$1")
 seconds=${2:-8}

@@ -31,9 +31,12 @@ pub async fn under_api<B: MessageBody>(
     mut req: ServiceRequest,
     next: Next<B>,
 ) -> Result<ServiceResponse<B>, actix_web::Error> {
+    if !api_listener {
+        return next.call(req).await;
+    }
     // Decided on the path the router matches (`match_info`, percent-decoded as it decodes
     // it), so `/%61pi/jobs` stays the /api route it was before the rewrite existed.
-    if let Some(uri) = prefixed(req.uri(), req.match_info().as_str()).filter(|_| api_listener) {
+    if let Some(uri) = prefixed(req.uri(), req.match_info().as_str()) {
         let asked = req.path().to_owned();
         req.extensions_mut().insert(AskedPath(asked));
         req.match_info_mut().get_mut().update(&uri);
