@@ -632,6 +632,9 @@ async fn a_linked_node_links_once_again_after_its_main_node_was_killed_and_stays
     let token = login(&main).await;
     let node = linked(dir.path(), &main, "w1", 0);
     wait_until(&main, &token, "w1 up", 30, |l| up(l, "w1")).await;
+    // The main node lists the node up before its answer to the registration reaches it:
+    // stopped in between (seen under load), the node never read it and enrolls once only.
+    wait_for_line(&node, "registered with the main node", 30).await;
     let pid = i32::try_from(main.child.id()).unwrap();
     // SAFETY: kill(2) on our own child's pid.
     unsafe { libc::kill(pid, libc::SIGSTOP) };
