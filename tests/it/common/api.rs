@@ -28,6 +28,13 @@ pub async fn start_main_node(db: &DatabaseConnection, max_jobs: usize, throttle_
     start_main_node_at(db, max_jobs, throttle_ms, public_key, Clock::system()).await
 }
 
+/// The node's log (debug for condense, warnings for the crates under it) goes to the test's
+/// output, which nextest shows when the test fails: a failure under load is read from it.
+fn log_to_the_test() {
+    let filter = tracing_subscriber::EnvFilter::new("warn,condense=debug");
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_test_writer().try_init();
+}
+
 /// As `start_main_node`, its encoding windows read with `clock`.
 pub async fn start_main_node_at(
     db: &DatabaseConnection,
@@ -36,6 +43,7 @@ pub async fn start_main_node_at(
     public_key: &str,
     clock: Clock,
 ) -> MainNode {
+    log_to_the_test();
     let config = NodeConfig {
         name: "main".into(),
         host: HostFacts {
@@ -156,7 +164,8 @@ impl TestServer {
         self.get(&format!("/jobs/{id}"), Some(token)).await.1
     }
 
-    /// The job once it is in one of `statuses` (fails the test after 180 s).
+    /// The job once it is in one of `statuses` (fails the test after 180 s, naming every
+    /// job's state: the one waited for is often held up by another).
     pub async fn wait_for(&self, token: &str, id: i64, statuses: &[&str]) -> Value {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
         loop {
@@ -164,7 +173,15 @@ impl TestServer {
             if statuses.iter().any(|s| job["status"] == *s) {
                 return job;
             }
-            assert!(std::time::Instant::now() < deadline, "job {id} never reached {statuses:?}: {job}");
+            if std::time::Instant::now() >= deadline {
+                let others: Vec<String> = self
+                    .jobs(token)
+                    .await
+                    .iter()
+                    .map(|j| format!("{} {} {} {} on {}", j["id"], j["fileName"], j["status"], j["stage"], j["node"]))
+                    .collect();
+                panic!("job {id} never reached {statuses:?}: {job}\nevery job: {others:#?}");
+            }
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         }
     }
