@@ -42,8 +42,9 @@ mkdir -p "$root/data"
 user="contract-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"
 password="$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
 # Only what this run sets: settings of the developer's shell would change the server. No
-# web interface listener (UI_PORT=0): the API listener serves every operation.
-env -i PATH="$PATH" HOME="$root" DATA_DIR="$root/data" BIND=127.0.0.1 PORT=0 UI_PORT=0 \
+# web interface listener (UI_PORT=0): the API listener serves every operation. No job
+# slots: the seeded job stays QUEUED for the job operations to act on.
+env -i PATH="$PATH" HOME="$root" DATA_DIR="$root/data" BIND=127.0.0.1 PORT=0 UI_PORT=0 MAX_JOBS=0 \
     ADMIN_USERNAME="$user" ADMIN_PASSWORD="$password" NO_COLOR=1 \
     "$binary" serve >"$root/server.log" 2>&1 &
 server=$!
@@ -70,15 +71,18 @@ PY
 )
 "$binary" openapi >"$root/openapi.json"
 
+# The settings, with what the operations act on (seed.py) bound to their ids.
+settings=$repo/scripts/schemathesis
+cp "$settings/config.toml" "$root/config.toml"
+python3 "$settings/seed.py" "$base" "$token" "$root" >>"$root/config.toml"
 version=$(PYTHONPATH="$tools" python3 -c 'import importlib.metadata as m; print(m.version("schemathesis"))')
 echo "schemathesis $version against $base (data in $root)"
 started=$(date +%s)
 status=0
 # Run from the temporary folder: schemathesis and hypothesis keep their caches in the
 # working directory.
-settings=$repo/scripts/schemathesis
 (cd "$root" && CONDENSE_CONTRACT_USER="$user" PYTHONPATH="$tools:$settings" PYTHONDONTWRITEBYTECODE=1 \
-    python3 -m schemathesis.cli --config-file "$settings/config.toml" run "$root/openapi.json" --url "$base" \
+    python3 -m schemathesis.cli --config-file "$root/config.toml" run "$root/openapi.json" --url "$base" \
     -H "Authorization: Bearer $token" --checks all --phases examples,coverage,fuzzing,stateful \
     --no-color "$@") || status=$?
 echo "schemathesis finished in $(( $(date +%s) - started )) s (exit $status)"

@@ -1,9 +1,14 @@
-//! Page numbers: the one bound on every `page` parameter, and the row offset it means,
-//! computed without overflow (`?page=18446744073709551615` once wrapped `(page-1)*size`).
+//! Page numbers and sizes: the one bound on every `page` and `pageSize` parameter, and the
+//! row offset a page means, computed without overflow (`?page=18446744073709551615` once
+//! wrapped `(page-1)*size`).
 
 /// The highest page a listing serves: past it a request is refused (400). A million pages
 /// of the smallest size is a million rows deep; deeper reads take a cursor (`after`).
 pub const MAX_PAGE: u64 = 1_000_000;
+
+/// The most rows one page of any listing holds (jobs, a library's health, the audit log);
+/// a larger `pageSize` is served as this.
+pub const MAX_PAGE_SIZE: u64 = 500;
 
 /// The offset of the first row of `page` (from 1) at `page_size` rows a page; `None` when
 /// the page is 0 or past `MAX_PAGE`, or the offset would not fit a signed 64-bit SQL value.

@@ -125,11 +125,16 @@ pub struct HealthQuery {
     /// 1 to 1,000,000.
     #[param(minimum = 1, maximum = 1000000)]
     pub page: Option<u64>,
-    /// 1 to 500 (larger values are served as 500); default 100.
-    #[param(minimum = 1)]
+    #[param(schema_with = page_size)]
     pub page_size: Option<u64>,
     /// Only the files with this verdict.
     pub verdict: Option<Verdict>,
+}
+
+/// Any whole number from 1 up: what the server reads, so a larger one is no refusal.
+fn page_size() -> utoipa::openapi::schema::Object {
+    let text = "Default 100; values above 500 are served as 500.";
+    super::schema::described(super::schema::unsigned_from(1), text)
 }
 
 /// POST /libraries/{id}/health/files/{fileId}/ignore
@@ -154,7 +159,15 @@ pub struct RecheckFile {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Regrab {
     /// Must be true: the app deletes the file, and this cannot be undone.
+    #[schema(schema_with = must_be_true)]
     pub confirm: bool,
+}
+
+/// `true` and nothing else: `false` is refused (422), so the document does not offer it.
+fn must_be_true() -> utoipa::openapi::schema::Object {
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
+    let yes = ObjectBuilder::new().schema_type(Type::Boolean).enum_values(Some([true])).build();
+    super::schema::described(yes, "Must be true: the app deletes the file, and this cannot be undone.")
 }
 
 /// What "get a new copy" did.

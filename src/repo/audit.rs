@@ -9,8 +9,7 @@ use sea_orm::{
 use super::{now, Page, RepoResult};
 use crate::domain::access::UserRole;
 
-/// Most entries one page of the log holds.
-pub const MAX_PAGE_SIZE: u64 = 500;
+pub use crate::domain::paging::MAX_PAGE_SIZE;
 
 /// What the API records about one request.
 #[derive(Debug, Clone, PartialEq, Eq)]

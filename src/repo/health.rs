@@ -18,8 +18,7 @@ use crate::domain::library_health::{LastCheck, RunStatus};
 use crate::domain::path_bytes;
 use crate::media::health::{Depth, FileHealth, Verdict};
 
-/// The largest page of results.
-pub const MAX_PAGE_SIZE: u64 = 500;
+pub use crate::domain::paging::MAX_PAGE_SIZE;
 
 /// One file of a library, where a run found it.
 #[derive(Debug, Clone, PartialEq, Eq)]

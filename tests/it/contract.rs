@@ -177,3 +177,28 @@ async fn a_value_just_past_a_documented_bound_is_refused() {
     assert!(zones.contains(&json!("Europe/Berlin")) && !zones.contains(&json!("Europe/Atlantis")));
     server.finish().await;
 }
+
+#[actix_web::test]
+async fn a_page_size_past_the_largest_is_served_as_the_largest_where_the_document_allows_it() {
+    let server = TestServer::sqlite().await;
+    let token = server.login().await;
+    let doc = document(&server, &token).await;
+    let dir = tempfile::tempdir().unwrap();
+    let library = server.library(&token, dir.path()).await;
+    let health = format!("/libraries/{library}/health");
+    for (documented, asked) in
+        [("/jobs", "/jobs".to_string()), ("/audit", "/audit".into()), ("/libraries/{id}/health", health)]
+    {
+        // The largest the server reads: a schema-valid request it then refuses would be a
+        // contract broken (schemathesis found the health listing's int64 bound so).
+        let size = query_parameter(&doc, documented, "get", "pageSize");
+        assert_eq!(
+            (size["minimum"].as_u64(), size["maximum"].as_u64()),
+            (Some(1), Some(u64::MAX)),
+            "{documented}: {size}"
+        );
+        let (status, body) = server.get(&format!("{asked}?pageSize={}", u64::MAX), Some(&token)).await;
+        assert_eq!((status, body["pageSize"].as_u64()), (200, Some(500)), "{asked}: {body}");
+    }
+    server.finish().await;
+}

@@ -2592,8 +2592,11 @@ export interface components {
         };
         /** @description POST /libraries/{id}/health/files/{fileId}/regrab */
         Regrab: {
-            /** @description Must be true: the app deletes the file, and this cannot be undone. */
-            confirm: boolean;
+            /**
+             * @description Must be true: the app deletes the file, and this cannot be undone.
+             * @enum {boolean}
+             */
+            confirm: true;
         };
         /** @description What "get a new copy" did. */
         RegrabView: {
@@ -4546,7 +4549,6 @@ export interface operations {
             query?: {
                 /** @description 1 to 1,000,000. */
                 page?: number;
-                /** @description 1 to 500 (larger values are served as 500); default 100. */
                 pageSize?: number;
                 /** @description Only the files with this verdict. */
                 verdict?: components["schemas"]["Verdict"];

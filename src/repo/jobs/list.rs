@@ -13,7 +13,7 @@ use super::read::count_by_status;
 use crate::domain::job::JobStatus;
 use crate::repo::{Page, RepoResult};
 
-pub const MAX_PAGE_SIZE: u64 = 500;
+pub use crate::domain::paging::MAX_PAGE_SIZE;
 pub const DEFAULT_PAGE_SIZE: u64 = 50;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
