@@ -146,6 +146,10 @@ async fn a_value_just_past_a_documented_bound_is_refused() {
         server.post("/jobs/1/priority", Some(&token), &json!({ "priority": PRIORITIES.end() + 1 })).await;
     assert_eq!((status, body["error"]["code"].as_str()), (422, Some("validation_failed")), "{body}");
 
+    // "Get a new copy" takes `true` alone: `false` is refused (health.rs tests the 422), so the
+    // document offers no other.
+    assert_eq!(property(&doc, "Regrab", "confirm")["enum"], json!([true]));
+
     let password = property(&doc, "CreateUser", "password");
     let shortest = usize::try_from(password["minLength"].as_u64().unwrap()).unwrap();
     assert_eq!(shortest, condense::security::MIN_PASSWORD_LEN);
