@@ -398,6 +398,8 @@ async fn give(
     if node.start.send(start).await.unwrap_or(false) {
         if by_transfer {
             tracing::info!(job_id = job.id, node = %node.name, "the job goes to a node that takes it by transfer");
+        } else {
+            tracing::debug!(job_id = job.id, node = %node.name, "the job goes to a node");
         }
         slot.free -= 1;
         return Ok(true);

@@ -168,6 +168,7 @@ impl Actor for JobSupervisor {
     }
 
     fn stopped(&mut self, _: &mut Context<Self>) {
+        tracing::debug!(job_id = self.job_id, "the job's attempt here ended: its slot is free");
         self.ended.do_send(JobEnded { job_id: self.job_id });
     }
 }

@@ -54,11 +54,21 @@ pub async fn wait_terminal(db: &DatabaseConnection, n: usize, limit: Duration) -
         if jobs.len() == n && terminal {
             return jobs;
         }
-        assert!(
-            Instant::now() < deadline,
-            "jobs did not finish: {:#?}",
-            jobs.iter().map(|j| (&j.file_name, &j.status, &j.failure_reason)).collect::<Vec<_>>()
-        );
+        if Instant::now() >= deadline {
+            // With the history of each job still running: what it did last, and since when.
+            let mut said = Vec::new();
+            for job in &jobs {
+                let mut line = format!("{} {:?} {:?}", job.file_name, job.status, job.failure_reason);
+                if !JobStatus::from(job.status).is_terminal() {
+                    for e in repo::events::list(db, job.id).await.unwrap_or_default() {
+                        line +=
+                            &format!("\n    {} {} {:?}->{:?} {:?}", e.at, e.kind, e.from_status, e.to_status, e.detail);
+                    }
+                }
+                said.push(line);
+            }
+            panic!("jobs did not finish:\n{}", said.join("\n"));
+        }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
