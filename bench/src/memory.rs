@@ -45,7 +45,9 @@ const HISTORY: &str = "\nChanges on 2026-11-21, each measured side by side with 
     table was registered once per worker instead of twice (`http::prefix` answers unprefixed paths with the \
     /api routes), side by side with the build before it, LTO off (the profile fast to build): idle 33.8 -> \
     31.1 MiB (anon 9.4 -> 7.7), with 100,000 jobs 34.9 -> 32.4 MiB; fat LTO, on another machine than the \
-    figures above (2 cores, Intel Xeon): idle 26.8 MiB, twice.\n";
+    figures above (2 cores, Intel Xeon): idle 26.8 MiB, twice. Tried and left on 2026-11-30 (AMD EPYC, LTO off, \
+    side by side): sqlx's statement cache per SQLite connection cut from 100 to 16, idle 32.9 MiB both, with \
+    100,000 jobs 34.1 against 34.5 MiB.\n";
 
 /// RSS of a fresh main node (SQLite in a new DATA_DIR) after start-up, one /healthz and 2 s.
 async fn idle(bin: &Path, dir: &Path) -> Res<Mem> {
