@@ -84,10 +84,7 @@ pub struct AuditQuery {
 }
 
 fn page_size() -> utoipa::openapi::schema::Object {
-    super::schema::described(
-        super::schema::unsigned_from(1),
-        "Larger values are served as the largest page size (500).",
-    )
+    super::schema::page_size(DEFAULT_PAGE_SIZE)
 }
 
 /// Longest `action` the filter takes: a method and a route.

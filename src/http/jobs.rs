@@ -48,7 +48,7 @@ pub struct JobsQuery {
 }
 
 fn page_size() -> utoipa::openapi::schema::Object {
-    super::schema::described(super::schema::unsigned_from(1), "Larger values are served as the largest page size.")
+    super::schema::page_size(DEFAULT_PAGE_SIZE)
 }
 
 fn status_list() -> utoipa::openapi::schema::Object {

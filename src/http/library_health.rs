@@ -131,10 +131,8 @@ pub struct HealthQuery {
     pub verdict: Option<Verdict>,
 }
 
-/// Any whole number from 1 up: what the server reads, so a larger one is no refusal.
 fn page_size() -> utoipa::openapi::schema::Object {
-    let text = "Default 100; values above 500 are served as 500.";
-    super::schema::described(super::schema::unsigned_from(1), text)
+    super::schema::page_size(DEFAULT_PAGE_SIZE)
 }
 
 /// POST /libraries/{id}/health/files/{fileId}/ignore

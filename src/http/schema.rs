@@ -56,6 +56,14 @@ pub fn unsigned_from(min: u64) -> Object {
     ObjectBuilder::new().schema_type(Type::Integer).minimum(Some(min)).maximum(Some(u64::MAX)).build()
 }
 
+/// A listing's `pageSize`: from 1 up to what the server reads, larger values served as
+/// `domain::paging::MAX_PAGE_SIZE` (a schema-valid size is never refused); `default` when
+/// none is given.
+pub fn page_size(default: u64) -> Object {
+    let max = crate::domain::paging::MAX_PAGE_SIZE;
+    described(unsigned_from(1), &format!("Default {default}; values above {max} are served as {max}."))
+}
+
 fn text(pattern: String) -> Object {
     ObjectBuilder::new().schema_type(Type::String).pattern(Some(pattern)).build()
 }
