@@ -243,6 +243,10 @@ pub struct ServeArgs {
     /// that does not see a library fetches its files over the link); 0 for no cap.
     #[arg(long, env = "TRANSFER_MBPS", value_name = "TRANSFER_MBPS", default_value_t = 0)]
     pub transfer_mbps: u32,
+    /// Benchmark aid: `false` makes a linked node download a source whole before it reads
+    /// it, as before the download ahead (issue 39), to measure what the overlap gives.
+    #[arg(long, env = "CONDENSE_DOWNLOAD_AHEAD", hide = true, default_value_t = true, action = clap::ArgAction::Set)]
+    pub download_ahead: bool,
     /// Test aid: pause after each encoded frame, in milliseconds.
     #[arg(long, env = "CONDENSE_THROTTLE_MS_PER_FRAME", hide = true, default_value_t = 0)]
     pub throttle_ms_per_frame: u64,

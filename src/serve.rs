@@ -322,6 +322,7 @@ async fn run_linked(common: CommonArgs, args: ServeArgs, host: HostFacts) -> Res
         identity,
         data_dir: common.data_dir.clone(),
         transfer_mbps: args.transfer_mbps,
+        download_ahead: args.download_ahead,
         work_dir,
         shared_storage: args.shared_storage,
     };

@@ -37,9 +37,10 @@ export function ProgressBar({ job }: { job: Pick<Job, 'fileName' | 'progress' | 
   );
 }
 
-/** What a transferring job moves, which way and how fast; nothing for any other job. */
-export function TransferLine({ job }: { job: Pick<Job, 'stage' | 'transfer'> }) {
-  if (job.stage !== 'TRANSFERRING' || !job.transfer) return null;
+/** What a job's node moves for it, which way and how fast (in stage TRANSFERRING, or a
+ * download beside the encode of a copy read as it arrives); nothing for any other job. */
+export function TransferLine({ job }: { job: Pick<Job, 'transfer'> }) {
+  if (!job.transfer) return null;
   return <span class="transfer-text">{transferText(job.transfer)}</span>;
 }
 

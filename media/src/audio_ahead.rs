@@ -30,7 +30,6 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use rsmpeg::avcodec::{AVCodecParameters, AVPacket};
-use rsmpeg::avformat::AVFormatContextInput;
 use rsmpeg::ffi;
 use rsmpeg::UnsafeDerefMut;
 
@@ -551,7 +550,7 @@ impl Drop for Writer {
 
 /// The audio being encoded: the source's demuxer, one encoder per output, the file.
 struct Work {
-    source: AVFormatContextInput,
+    source: crate::growing::Input,
     /// For each source stream, the outputs made of it.
     routes: Vec<Vec<usize>>,
     encodes: Vec<AudioEncode>,

@@ -13,6 +13,7 @@ pub mod device;
 pub mod encoder_options;
 pub mod encoders;
 pub mod error;
+pub mod growing;
 pub mod health;
 pub mod helper;
 pub mod mux;

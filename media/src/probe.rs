@@ -15,6 +15,8 @@ use rsmpeg::avformat::{AVFormatContextInput, AVStreamRef};
 use rsmpeg::avutil::AVDictionary;
 use rsmpeg::ffi;
 
+use crate::growing::{self, Input};
+
 fn q2d(r: ffi::AVRational) -> f64 {
     if r.den == 0 {
         0.0
@@ -49,7 +51,7 @@ const PROBE_SCORE_RETRY: i32 = 25;
 
 /// Opens a media file for reading with the container demuxers only (`CONTAINER_DEMUXERS`)
 /// and the `file` protocol only.
-pub fn open_input(path: &Path) -> Result<AVFormatContextInput, MediaError> {
+pub fn open_input(path: &Path) -> Result<Input, MediaError> {
     open_input_allowing(path, CONTAINER_DEMUXERS)
 }
 
@@ -57,7 +59,9 @@ pub fn open_input(path: &Path) -> Result<AVFormatContextInput, MediaError> {
 /// The format is first probed from the file's own bytes, as FFmpeg probes it, and refused
 /// by name when not allowed; `format_whitelist` then binds the open itself to the same
 /// list, so no demuxer outside it ever runs (a playlist's would open the files it names).
-pub fn open_input_allowing(path: &Path, demuxers: &[&str]) -> Result<AVFormatContextInput, MediaError> {
+/// A copy still being downloaded (`growing`) is read as it arrives.
+pub fn open_input_allowing(path: &Path, demuxers: &[&str]) -> Result<Input, MediaError> {
+    let growing = growing::of(path);
     let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => MediaError::invalid(format!("{}: no such file", path.display())),
         _ => MediaError::from_io(&path.display().to_string(), &e),
@@ -65,7 +69,7 @@ pub fn open_input_allowing(path: &Path, demuxers: &[&str]) -> Result<AVFormatCon
     if !meta.is_file() {
         return Err(MediaError::invalid(format!("{}: not a regular file", path.display())));
     }
-    if meta.len() == 0 {
+    if meta.len() == 0 && growing.is_none() {
         return Err(MediaError::invalid(format!("{}: file is empty", path.display())));
     }
     let mut url = b"file:".to_vec();
@@ -106,7 +110,21 @@ pub fn open_input_allowing(path: &Path, demuxers: &[&str]) -> Result<AVFormatCon
     // Opened in two steps, as `AVFormatContextInput::open` does, with the frame size checked
     // between them: the container's header gives it, and `avformat_find_stream_info` is the
     // first to decode (a 16k x 16k frame is gigabytes).
-    let mut raw = std::ptr::null_mut();
+    let mut io = growing.map(growing::io_context).transpose()?;
+    let mut raw = match io.as_mut() {
+        None => std::ptr::null_mut(),
+        // SAFETY: a new context (null only when out of memory), given the growing copy's
+        // reader as its I/O: FFmpeg then marks it custom and never closes it; `Input` frees
+        // it after the context.
+        Some(io) => unsafe {
+            let raw = ffi::avformat_alloc_context();
+            if raw.is_null() {
+                return Err(MediaError::misc("out of memory opening the copy"));
+            }
+            (*raw).pb = io.as_mut_ptr();
+            raw
+        },
+    };
     let mut options = options.into_raw().as_ptr();
     // SAFETY: `url` and `options` are valid; avformat_open_input frees what it does not use
     // of `options` into a new dictionary, freed right after, and frees the context itself
@@ -119,7 +137,7 @@ pub fn open_input_allowing(path: &Path, demuxers: &[&str]) -> Result<AVFormatCon
         _ => return Err(opened(code)),
     };
     // SAFETY: an open input context, owned from here on (closed on drop).
-    let mut input = unsafe { AVFormatContextInput::from_raw(raw) };
+    let mut input = Input::new(unsafe { AVFormatContextInput::from_raw(raw) }, io);
     check_frame_sizes(&input)?;
     // SAFETY: the context is open; no per-stream options.
     let code = unsafe { ffi::avformat_find_stream_info(input.as_mut_ptr(), std::ptr::null_mut()) };
@@ -174,7 +192,10 @@ fn allowed(demuxer: &str, list: &[&str]) -> bool {
 fn probe_format_name(path: &Path, url: &CStr) -> Result<Option<(String, i32)>, MediaError> {
     use std::io::Read;
     let context = path.display().to_string();
-    let mut file = std::fs::File::open(path).map_err(|e| MediaError::from_io(&context, &e))?;
+    let mut file: Box<dyn Read> = match growing::of(path) {
+        Some(source) => Box::new(growing::Reader::open(source)?),
+        None => Box::new(std::fs::File::open(path).map_err(|e| MediaError::from_io(&context, &e))?),
+    };
     let mut head = Vec::new();
     let mut size = 2048usize;
     loop {
@@ -462,7 +483,10 @@ pub fn probe(path: &Path) -> Result<MediaInfo, MediaError> {
 /// stream's facts, for one).
 pub fn probe_allowing(path: &Path, demuxers: &[&str]) -> Result<MediaInfo, MediaError> {
     let mut input = open_input_allowing(path, demuxers)?;
-    let size_bytes = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    let size_bytes = match growing::of(path) {
+        Some(source) => source.size,
+        None => std::fs::metadata(path).map(|m| m.len()).unwrap_or(0),
+    };
     let container = cstr_opt(input.iformat().name).unwrap_or_default();
     let duration_seconds = (input.duration > 0).then(|| input.duration as f64 / f64::from(ffi::AV_TIME_BASE));
     let bit_rate = (input.bit_rate > 0).then_some(input.bit_rate);

@@ -34,6 +34,9 @@ use condense::media::{layout, partial, span_record, MediaError};
 /// Runs (or continues) the encode described by `plan`.
 pub fn transcode(plan: &EncodePlan, stop: &AtomicBool, emit: &mut dyn FnMut(Event)) -> Result<RunEnd, MediaError> {
     let wall = Instant::now();
+    if let Some(growing) = &plan.growing {
+        crate::growing::expect(growing);
+    }
     // Where the run's time goes, said with its end (`Event::Done`).
     let mut clock = PhaseClock::start();
     // A stream the output cannot hold refuses the file before anything is written.
@@ -403,7 +406,14 @@ fn plan_boundaries(plan: &EncodePlan, info: &MediaInfo) -> Result<Vec<i64>, Medi
     // index gives its decode time) is read from its packet: one seek and read each, so only
     // for the keyframes a cut may go onto.
     let coding = Coding::of(&input, vi);
+    // Not for a copy still downloading (issue 39): each look waits for the download to
+    // reach its keyframe, most of them far into the file; its spans decode from the
+    // keyframe before their cut instead, which is always right.
+    let growing = crate::growing::of(&plan.input).is_some();
     let mut clean_at = |at: i64| -> Result<Option<i64>, MediaError> {
+        if growing {
+            return Ok(None);
+        }
         Ok(clean_keyframe_at(&mut input, vi, &coding, at)?.map(|(pts, _)| pts))
     };
     Ok(match (wanted, rate) {

@@ -582,6 +582,11 @@ pub fn validate_source(path: &Path) -> Result<MediaInfo, MediaError> {
     // The points lie within the video's own length where the container knows it: other
     // streams may run on past the picture.
     let video_length = info.video().and_then(|v| v.duration_seconds).filter(|d| *d > 0.0).unwrap_or(duration);
-    decode_at_points(path, video_length.min(duration))?;
+    // A copy still downloading (issue 39) is only probed: the points would wait for most
+    // of it; the encode decodes every frame of it, and the main node validates the
+    // original before it verifies the output.
+    if crate::growing::of(path).is_none() {
+        decode_at_points(path, video_length.min(duration))?;
+    }
     Ok(info)
 }

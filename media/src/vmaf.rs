@@ -209,7 +209,7 @@ pub struct Frames {
 /// Where the packets come from: a file's main video stream, or segment files (the
 /// encoder's packets, `media::segment`) one after the other.
 enum Packets {
-    File { input: AVFormatContextInput, video: usize },
+    File { input: crate::growing::Input, video: usize },
     Segments { files: std::vec::IntoIter<std::path::PathBuf>, current: Option<SegmentPackets> },
 }
 

@@ -11,7 +11,7 @@ use sea_orm::DatabaseConnection;
 
 use super::bus::{EventBus, JobUpdate, Publish};
 use super::cluster::span_claims::SpanClaims;
-use crate::domain::job::{transition, Effect, JobEvent, JobStatus, Outcome, Stage, TransitionError};
+use crate::domain::job::{transition, Effect, JobEvent, JobStatus, Outcome, TransitionError};
 use crate::domain::transfer::LiveTransfer;
 use crate::media::layout::partial_dir_for;
 use crate::media::partial::remove_partial_within;
@@ -99,12 +99,12 @@ impl LiveTransfers {
         };
     }
 
-    /// The job's transfer, when its row says it is moving a file now.
+    /// The job's transfer, while its node moves a file for it: the download before the
+    /// analysis (ANALYZING) or beside the encode of a copy read as it arrives (ENCODING,
+    /// issue 39's download ahead), the upload after the encode. A node's progress report
+    /// without one, and every transition, clear it.
     pub fn of(&self, job: &job::Model) -> Option<LiveTransfer> {
-        // The download runs before the analysis (ANALYZING), the upload after the encode.
-        let active = matches!(JobStatus::from(job.status), JobStatus::Analyzing | JobStatus::Encoding);
-        let moving = active && job.stage.map(Stage::from) == Some(Stage::Transferring);
-        if !moving {
+        if !matches!(JobStatus::from(job.status), JobStatus::Analyzing | JobStatus::Encoding) {
             return None;
         }
         self.lock().get(&job.id).copied()

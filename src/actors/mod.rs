@@ -121,6 +121,8 @@ pub struct LinkedConfig {
     /// TRANSFER_MBPS: the cap of this node's transfers with the main node (`actors::transfer`),
     /// 0 for none.
     pub transfer_mbps: u32,
+    /// Whether a copy is read as it downloads (`CONDENSE_DOWNLOAD_AHEAD`, issue 39).
+    pub download_ahead: bool,
     /// WORK_DIR (made ready by the caller: `config::prepare_work_dir`).
     pub work_dir: PathBuf,
     /// `SHARED_STORAGE`: whether it takes jobs of libraries it does not see, by transfer.
@@ -357,6 +359,7 @@ pub async fn start_node(config: NodeConfig) -> Result<Node, StartError> {
                     main_url: linked.main_url.clone(),
                     bearer: bearer.clone(),
                     mbps: linked.transfer_mbps,
+                    ahead: linked.download_ahead,
                     work_dir: linked.work_dir.clone(),
                     span_sources: Default::default(),
                 })

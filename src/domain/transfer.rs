@@ -62,6 +62,16 @@ pub fn part_bytes(mbps: u32) -> u64 {
     }
 }
 
+/// Bytes of a source's end a linked node fetches before the rest, to start on its copy
+/// while the rest arrives (issue 39, "download ahead"): where Matroska keeps its cues and
+/// tags and an MP4 written without "faststart" its sample tables (about 12 bytes a frame
+/// and track: some MB for a film), so that opening the copy and finding its keyframes
+/// wait for nothing else. A 64th of the file, from 1 MiB to 32 MiB; the whole of a smaller
+/// one. A demuxer that reads further back than this waits for the download instead.
+pub fn tail_bytes(size: u64) -> u64 {
+    (size / 64).clamp(1 << 20, 32 << 20).min(size)
+}
+
 /// Whether a transfer that failed `failed` times in a row, its last byte moved `stalled`
 /// ago, gives up: only once it used `tries` tries and waited `patience` both, so neither a
 /// flaky link (many quick failures) nor a main node that restarts (a few slow ones, its
@@ -117,8 +127,9 @@ pub enum TransferDirection {
     Upload,
 }
 
-/// A job's transfer while its stage is TRANSFERRING: which way, the bytes moved of the
-/// total and the rate of this run. A linked node sends it with its progress (`Call::Progress`),
+/// A job's transfer while its node moves its file: in stage TRANSFERRING, or a download
+/// beside the encode of a copy read as it arrives (ENCODING). Which way, the bytes moved of
+/// the total and the rate of this run. A linked node sends it with its progress (`Call::Progress`),
 /// the main node keeps the last one in memory (`lifecycle::LiveTransfers`): the API shows
 /// it as the job's `transfer`, no column holds it.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -180,6 +191,15 @@ pub fn keeps_job_dir(asked: Asked, idle: Duration) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_tail_fetched_first_is_a_64th_within_bounds() {
+        assert_eq!(tail_bytes(0), 0);
+        assert_eq!(tail_bytes(500_000), 500_000);
+        assert_eq!(tail_bytes(61_056_001), 1 << 20);
+        assert_eq!(tail_bytes(640 << 20), 10 << 20);
+        assert_eq!(tail_bytes(50 << 30), 32 << 20);
+    }
 
     #[test]
     fn a_download_stopped_by_a_full_work_dir_says_where_and_the_room_it_lacks() {

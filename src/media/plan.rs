@@ -201,6 +201,30 @@ pub struct EncodePlan {
     /// by the transcoder per span, never sent.
     #[serde(skip)]
     pub pass: Option<PassRun>,
+    /// The source is this node's copy still being downloaded (issue 39's download ahead):
+    /// the child reads it as it arrives (not part of the digest; absent from an older node).
+    #[serde(default)]
+    pub growing: Option<GrowingSource>,
+}
+
+/// A linked node's copy of a source that is still arriving when a child starts to read it
+/// (issue 39, "download ahead"): it grows from its first byte, and its last bytes, where
+/// Matroska keeps its cues and tags and an MP4 often its sample tables, were fetched first
+/// into a file of their own, so that opening it and finding its keyframes wait for nothing
+/// else. The child reads it through `condense-media`'s `growing` reader, which waits for
+/// bytes not there yet.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GrowingSource {
+    /// The copy, as the child opens it.
+    #[serde(with = "path_bytes::lossless")]
+    pub path: PathBuf,
+    /// Its whole size, once downloaded.
+    pub size: u64,
+    /// The file holding its bytes from `tail_from` to its end.
+    #[serde(with = "path_bytes::lossless")]
+    pub tail: PathBuf,
+    pub tail_from: u64,
 }
 
 /// One encoder session of a two-pass encode: the pass, and the statistics file the first
@@ -266,7 +290,17 @@ impl EncodePlan {
             streams: None,
             two_pass: profile.runs_two_passes(),
             pass: None,
+            growing: None,
         })
+    }
+
+    /// The plan of a copy of the source (a linked node's, issue 39): the source is the
+    /// original as the main node recorded it, whose size bounds the output and the room the
+    /// encode needs, whatever the copy holds yet (a copy still downloading is shorter).
+    pub fn of_original(&mut self, source: SourceIdentity) {
+        self.source = source;
+        self.min_free_bytes = source.size + 64 * 1024 * 1024;
+        self.size_limit = Some(source.size);
     }
 
     /// A library's `keepDolbyVision`: the output keeps the source's Dolby Vision as profile

@@ -17,6 +17,7 @@ use tokio::process::Command;
 use super::event::PhaseTime;
 use super::health::{Depth, FileHealth};
 use super::info::{MediaInfo, MAX_PIXELS_VAR};
+use super::plan::GrowingSource;
 use super::stream_plan::StreamPlan;
 use super::MediaError;
 use crate::domain::job::FailureCode;
@@ -31,6 +32,11 @@ pub enum Request {
     Validate {
         #[serde(with = "path_bytes::lossless")]
         path: PathBuf,
+        /// `path` is a linked node's copy still downloading (issue 39): the child reads it
+        /// as it arrives, and only probes it (the main node validates the original before
+        /// it verifies the output, and the encode decodes every frame anyway).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        growing: Option<GrowingSource>,
     },
     /// Check an encoded output against its source before it may replace anything.
     #[serde(rename_all = "camelCase")]
@@ -83,7 +89,7 @@ impl Request {
 
     fn path(&self) -> &Path {
         match self {
-            Request::Validate { path } => path,
+            Request::Validate { path, .. } => path,
             Request::Verify { output, .. } => output,
             Request::Probe { paths } | Request::HealthBatch { paths, .. } => {
                 paths.first().map_or(Path::new(""), PathBuf::as_path)
@@ -557,9 +563,17 @@ pub async fn check_health(
 }
 
 /// Validates a source in a child.
-pub async fn validate(binary: &Path, path: &Path, base_limit: Duration) -> Result<(MediaInfo, PhaseTime), MediaError> {
-    let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-    let request = Request::Validate { path: path.to_path_buf() };
+pub async fn validate(
+    binary: &Path,
+    path: &Path,
+    growing: Option<&GrowingSource>,
+    base_limit: Duration,
+) -> Result<(MediaInfo, PhaseTime), MediaError> {
+    let size = match growing {
+        Some(growing) => growing.size,
+        None => std::fs::metadata(path).map(|m| m.len()).unwrap_or(0),
+    };
+    let request = Request::Validate { path: path.to_path_buf(), growing: growing.cloned() };
     run_timed(binary, &request, time_limit(base_limit, size), "validation").await
 }
 
@@ -597,7 +611,7 @@ mod tests {
 
     #[test]
     fn requests_round_trip() {
-        let r = Request::Validate { path: PathBuf::from("/m/a.mkv") };
+        let r = Request::Validate { path: PathBuf::from("/m/a.mkv"), growing: None };
         let json = serde_json::to_string(&r).unwrap();
         assert_eq!(json, r#"{"op":"validate","path":"/m/a.mkv"}"#);
         assert!(matches!(serde_json::from_str(&json).unwrap(), Request::Validate { .. }));

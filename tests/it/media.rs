@@ -8,7 +8,7 @@ use condense::domain::segments::Sessions;
 use condense::media::event::Event;
 use condense::media::info::{HdrKind, StreamKind};
 use condense::media::manifest::{inspect, PartialState};
-use condense::media::plan::{decide, final_path, Decision, EncodePlan};
+use condense::media::plan::{decide, final_path, Decision, EncodePlan, GrowingSource};
 use condense::media::replace::{replace, Replace};
 use condense::media::transcoder::{ChildEnd, Transcoder};
 use condense_media::probe::probe;
@@ -995,4 +995,67 @@ async fn a_batch_probe_survives_a_child_that_hangs_or_dies() {
     let nowhere = probe_batch(Path::new("/nonexistent/condense-media"), &paths, per_file).await;
     assert_eq!(nowhere.len(), paths.len());
     assert!(nowhere.iter().all(Option::is_none));
+}
+
+/// Issue 39, "download ahead": an MP4 written without faststart (its sample tables after the
+/// media) is opened and probed through the growing reader while the copy holds only the
+/// first half of the file, its end fetched first; once the rest arrives every packet reads
+/// as from the whole file, in order. Another thread writes the copy (as the node's
+/// download does).
+#[test]
+fn an_mp4_with_its_index_at_the_end_opens_from_its_end_and_reads_as_the_copy_arrives() {
+    use std::io::Write;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    let dir = tempfile::tempdir().unwrap();
+    let whole_path = clips::h264(dir.path(), "clip.mp4", "320x240", 4);
+    let whole = std::fs::read(&whole_path).unwrap();
+    let size = whole.len() as u64;
+    let from = size - condense::domain::transfer::tail_bytes(size).min(size / 4);
+    std::fs::write(dir.path().join("source.tail"), &whole[from as usize..]).unwrap();
+    let copy = dir.path().join("input.mp4");
+    std::fs::write(&copy, b"").unwrap();
+    let growing = GrowingSource { path: copy.clone(), size, tail: dir.path().join("source.tail"), tail_from: from };
+    condense_media::growing::expect(&growing);
+
+    // The first half now, the rest once the open is done (or after 60 s, so that a reader
+    // that waits for it fails the assertion below instead of hanging).
+    let half = whole.len() / 2;
+    let mut writer = std::fs::OpenOptions::new().append(true).open(&copy).unwrap();
+    writer.write_all(&whole[..half]).unwrap();
+    let opened = Arc::new(AtomicBool::new(false));
+    let (flag, rest) = (opened.clone(), whole[half..].to_vec());
+    let feeder = std::thread::spawn(move || {
+        let since = std::time::Instant::now();
+        while !flag.load(Ordering::SeqCst) && since.elapsed() < std::time::Duration::from_secs(60) {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let early = flag.load(Ordering::SeqCst);
+        for part in rest.chunks(64 * 1024) {
+            writer.write_all(part).unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        early
+    });
+    let info = probe(&copy).unwrap();
+    let mut input = condense_media::probe::open_input(&copy).unwrap();
+    opened.store(true, Ordering::SeqCst);
+    assert_eq!(info.size_bytes, size);
+    let expected = probe(&whole_path).unwrap();
+    assert_eq!(info.duration_seconds, expected.duration_seconds);
+    assert_eq!(info.video().unwrap().width, Some(320));
+
+    let packets = |input: &mut condense_media::growing::Input| {
+        let mut all = Vec::new();
+        while let Some(p) = condense_media::probe::read_packet(input, "clip").unwrap() {
+            all.push((p.stream_index, p.pts, p.size));
+        }
+        all
+    };
+    let read = packets(&mut input);
+    assert!(feeder.join().unwrap(), "the copy was opened only once it was whole");
+    let mut original = condense_media::probe::open_input(&whole_path).unwrap();
+    assert_eq!(read, packets(&mut original));
+    assert!(!read.is_empty());
 }

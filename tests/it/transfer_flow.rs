@@ -356,6 +356,12 @@ async fn a_source_changed_while_its_node_is_down_is_downloaded_again_and_its_old
 /// `GET /jobs/{id}`, first the download of the source, later the upload of the output;
 /// absent once the job ended. The cap (TRANSFER_MBPS=4, 500 kB/s) and a clip of noise
 /// (some MB in, over a MB out) keep each transfer going for seconds.
+/// Whether a job shows `transfer` where its node moves its file: in stage TRANSFERRING,
+/// or a download beside the encode of the copy read as it arrives.
+fn moving(job: &Value, transfer: &Value) -> bool {
+    job["stage"] == "TRANSFERRING" || (job["stage"] == "ENCODING" && transfer["direction"] == "download")
+}
+
 #[actix_web::test]
 async fn a_job_moving_its_file_shows_the_direction_and_the_bytes_moved() {
     if !mount_namespaces("transfer_flow::a_job_moving_its_file_shows_the_direction_and_the_bytes_moved") {
@@ -382,12 +388,12 @@ async fn a_job_moving_its_file_shows_the_direction_and_the_bytes_moved() {
                 break job.clone();
             }
             if let Some(t) = job.get("transfer") {
-                assert_eq!(job["stage"], "TRANSFERRING", "{job:#}");
+                assert!(moving(job, t), "{job:#}");
                 listed.push(t.clone());
             }
             let detail = job_detail(&main, &token, job["id"].as_i64().unwrap()).await;
             if let Some(t) = detail.get("transfer") {
-                assert_eq!(detail["stage"], "TRANSFERRING", "{detail:#}");
+                assert!(moving(&detail, t), "{detail:#}");
                 detailed.push(t.clone());
             }
         }
@@ -419,6 +425,65 @@ async fn a_job_moving_its_file_shows_the_direction_and_the_bytes_moved() {
     // The output, whole, replaced the original.
     assert_eq!(condense_media::probe::probe(&clip).unwrap().video().unwrap().codec, "hevc");
     wait_for_names(&dir.path().join("blind/work"), &[], 20).await;
+}
+
+/// Issue 39, "download ahead": a node without the share encodes its copy while the copy
+/// still downloads (under a rate cap that makes the download take seconds): the job shows
+/// frames encoded while the copy in WORK_DIR holds only part of the source; the output,
+/// verified on the main node, replaces the original with every frame, and WORK_DIR is
+/// empty after.
+#[actix_web::test]
+async fn a_node_encodes_its_copy_while_the_copy_still_downloads() {
+    if !mount_namespaces("transfer_flow::a_node_encodes_its_copy_while_the_copy_still_downloads") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (hidden, media) = hidden_share(dir.path());
+    let clip = clips::noisy_h264(&media, "c0.mkv", 8);
+    let (source_size, frames) = (std::fs::metadata(&clip).unwrap().len(), video_frames(&clip));
+    let (main, token) = pro_main(dir.path(), 0).await;
+    let mut cmd = blind_command(dir.path(), &hidden, &main, "blind");
+    cmd.env("TRANSFER_MBPS", "4");
+    let node = ServerProcess::start(cmd);
+    wait_until(&main, &token, "blind linked", 30, |l| up(l, "blind")).await;
+    add_library(&main, &token, &media).await;
+
+    let work = dir.path().join("blind/work");
+    let deadline = Instant::now() + Duration::from_secs(240);
+    // The encode's progress and the copy's bytes, seen while the copy was short of the source.
+    let mut partial = None;
+    let done = loop {
+        let all = jobs(&main, &token).await;
+        if let [job] = all.as_slice() {
+            if matches!(job["status"].as_str(), Some("COMPLETED" | "FAILED")) {
+                break job.clone();
+            }
+            let progress = job["progress"].as_f64().unwrap_or(0.0);
+            if partial.is_none() && job["status"] == "ENCODING" && progress > 0.0 {
+                let copy = work.join(job["id"].to_string()).join("source");
+                match std::fs::metadata(&copy) {
+                    Ok(meta) if meta.len() < source_size => partial = Some((progress, meta.len())),
+                    _ => {}
+                }
+            }
+        }
+        assert!(Instant::now() < deadline, "the job did not end: {all:#?}\n{}", node.output().join("\n"));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(done["status"], "COMPLETED", "{done:#}\n{}", node.output().join("\n"));
+    let (progress, held) = partial.unwrap_or_else(|| {
+        panic!("no frame was encoded while the copy was short of the source:\n{}", node.output().join("\n"))
+    });
+    assert!(held < source_size, "{held} of {source_size} bytes at {progress} %");
+    assert!(
+        node.output().iter().any(|l| l.contains("encoding the copy as it downloads")),
+        "{}",
+        node.output().join("\n")
+    );
+    // The output, whole, replaced the original.
+    assert_eq!(condense_media::probe::probe(&clip).unwrap().video().unwrap().codec, "hevc");
+    assert_eq!(video_frames(&clip), frames);
+    wait_for_names(&work, &[], 20).await;
 }
 
 /// Issue 39: the disk under the node's WORK_DIR fills up while it downloads the source
@@ -496,7 +561,12 @@ async fn a_work_dir_that_fills_up_during_the_download_fails_there_and_the_job_go
     let deadline = Instant::now() + Duration::from_secs(8);
     while Instant::now() < deadline {
         let job = jobs(&main, &token).await.remove(0);
-        assert_eq!(job["status"], "QUEUED", "given again while no node has room: {job:#}");
+        assert_eq!(
+            job["status"],
+            "QUEUED",
+            "given again while no node has room: {job:#}\n{}",
+            node.output().join("\n")
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let detail = job_detail(&main, &token, id).await;

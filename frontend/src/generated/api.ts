@@ -2174,8 +2174,9 @@ export interface components {
             trial: components["schemas"]["TrialView"];
         };
         /**
-         * @description A job's transfer while its stage is TRANSFERRING: which way, the bytes moved of the
-         *     total and the rate of this run. A linked node sends it with its progress (`Call::Progress`),
+         * @description A job's transfer while its node moves its file: in stage TRANSFERRING, or a download
+         *     beside the encode of a copy read as it arrives (ENCODING). Which way, the bytes moved of
+         *     the total and the rate of this run. A linked node sends it with its progress (`Call::Progress`),
          *     the main node keeps the last one in memory (`lifecycle::LiveTransfers`): the API shows
          *     it as the job's `transfer`, no column holds it.
          */

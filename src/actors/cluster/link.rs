@@ -309,12 +309,16 @@ impl RemoteNode {
     /// Answers a job-store call of the node, refusing any write on a job whose lease it lost.
     fn serve_call(&mut self, id: u64, call: Call, ctx: &mut ws::WebsocketContext<Self>) {
         let Some((node_id, node_name)) = self.node.clone() else { return };
-        if let Call::Apply { event: JobEvent::Fail { code, .. }, .. } = &call {
+        if let Call::Apply { id: job_id, event: JobEvent::Fail { code, .. }, .. } = &call {
             // Before the failure is applied (which requeues the job and wakes the
-            // scheduler): the retry must not go straight back to a node that ran out of room.
+            // scheduler): the retry must not go straight back to a node that ran out of room,
+            // nor to the node as one that keeps the job's folder, which its last heartbeat
+            // listed while the attempt ran: a failed attempt's folder goes with it.
             let free = work_dir_free_after_failure(*code, self.sight.work_dir_free_bytes);
-            if free != self.sight.work_dir_free_bytes {
+            let kept = self.sight.kept_jobs.contains(job_id);
+            if free != self.sight.work_dir_free_bytes || kept {
                 self.sight.work_dir_free_bytes = free;
+                self.sight.kept_jobs.retain(|kept| kept != job_id);
                 self.config.links.record_sight(node_id, self.sight.clone());
             }
         }

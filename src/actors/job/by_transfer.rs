@@ -11,7 +11,7 @@
 //! a job through it.
 
 use std::cell::Cell;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,17 +37,28 @@ use crate::repo::jobs::JobChange;
 const REPORT_EVERY: Duration = Duration::from_secs(1);
 
 /// The source as this node downloaded it.
-struct Copy {
+pub(super) struct Copy {
     /// The copy, `input.<ext>` in the job's folder (`domain::transfer::copy_name`).
-    input: PathBuf,
+    pub input: PathBuf,
     /// The SHA-256 the main node gave for it (and the download was checked against).
-    sha256: String,
+    pub sha256: String,
     /// The download's wall time, the job's first phase here.
-    took: PhaseTime,
+    pub took: PhaseTime,
+}
+
+/// The job's folder in WORK_DIR, made ready for the download.
+pub(super) struct Start {
+    pub job: entities::job::Model,
+    pub dir: PathBuf,
+    /// The copy's name in it (`domain::transfer::copy_name`).
+    pub copy: String,
+    /// The SHA-256 of a copy an earlier attempt here left, which the download continues.
+    pub kept: Option<String>,
+    pub started: std::time::Instant,
 }
 
 /// How a transfer in the attempt ended.
-enum Moved<T> {
+pub(super) enum Moved<T> {
     Done(T),
     /// A command or a lost lease ended the attempt (its transition applied, if any).
     Stopped,
@@ -90,15 +101,27 @@ impl Attempt {
             let e = MediaError::misc("this node has no credential of the main node yet to fetch the file with");
             return self.fail(e).await;
         };
-        let Some(copy) = self.download(setup, &client).await? else { return Ok(()) };
-        let Some(prepared) = self.prepare(Some(copy.input.as_path())).await? else { return Ok(()) };
-        let Some(encoded) = self.supervise(&prepared).await? else { return Ok(()) };
+        let Some(start) = self.make_room(setup).await? else { return Ok(()) };
+        // A fresh copy is read as it arrives, once its end is here (download ahead); a copy
+        // kept from an earlier attempt here is checked whole first, as its segments may be
+        // continued.
+        if start.kept.is_none() && setup.ahead {
+            match self.fetch_tail(&client, &start).await? {
+                Moved::Done(Some(tail)) => return self.ahead(setup, &client, start, tail).await,
+                Moved::Done(None) => {}
+                Moved::Stopped => return Ok(()),
+            }
+        }
+        let Some(copy) = self.download(setup, &client, start).await? else { return Ok(()) };
+        let Some(prepared) = self.prepare(Some(copy.input.as_path()), None).await? else { return Ok(()) };
+        let Some(encoded) = self.supervise(&prepared, None).await? else { return Ok(()) };
         let Some(()) = self.upload(&client, &copy, &prepared, encoded).await? else { return Ok(()) };
         self.await_commit().await
     }
 
-    /// Downloads the source into the job's folder, after checking WORK_DIR has the room.
-    async fn download(&mut self, setup: &TransferSetup, client: &TransferClient) -> Phase<Copy> {
+    /// The job's folder in WORK_DIR, what an earlier attempt left in it, and whether
+    /// WORK_DIR has the room for the transfer.
+    async fn make_room(&mut self, setup: &TransferSetup) -> Phase<Start> {
         let started = std::time::Instant::now();
         let job = self.env.store.job(self.job_id).await?;
         let (work_dir, job_id) = (setup.work_dir.clone(), self.job_id);
@@ -131,6 +154,12 @@ impl Attempt {
             Ok(Some(why)) => return self.fail(MediaError::new(FailureCode::InsufficientDiskSpace, why)).await,
             Err(why) => return self.fail(MediaError::misc(why)).await,
         }
+        Ok(Some(Start { job, dir, copy, kept, started }))
+    }
+
+    /// Downloads the source into the job's folder, whole, before anything reads it.
+    async fn download(&mut self, setup: &TransferSetup, client: &TransferClient, start: Start) -> Phase<Copy> {
+        let Start { job, dir, copy, kept, started } = start;
         let mut reported = job.clone();
         let lease = self.lease_id.clone();
         let seen = Rc::new(Cell::new(None));
@@ -140,7 +169,7 @@ impl Attempt {
         let downloaded = match self.follow(fetched, &seen, &mut reported).await? {
             Moved::Done(Ok(downloaded)) => downloaded,
             Moved::Done(Err(ClientError::Full { what, error })) => {
-                let why = self.full_work_dir(setup, &dir, &job, &format!("{what}: {error}")).await;
+                let why = full_work_dir(&setup.work_dir, &dir, &job, &format!("{what}: {error}")).await;
                 return self.fail(MediaError::new(FailureCode::InsufficientDiskSpace, why)).await;
             }
             Moved::Done(Err(e)) => return self.fail(transfer_failed("the download of the source", e)).await,
@@ -206,30 +235,9 @@ impl Attempt {
         Ok(Some(Copy { input, sha256: downloaded.sha256, took: PhaseTime::since("download", started, 0) }))
     }
 
-    /// The reason of a download that WORK_DIR's disk filled up under: how far it came, the
-    /// room it still needed and what is free now.
-    async fn full_work_dir(
-        &self,
-        setup: &TransferSetup,
-        dir: &std::path::Path,
-        job: &entities::job::Model,
-        cause: &str,
-    ) -> String {
-        let (d, w) = (dir.join(SOURCE_FILE), setup.work_dir.clone());
-        let read = tokio::task::spawn_blocking(move || {
-            let have = std::fs::metadata(d).map(|m| m.len()).unwrap_or(0);
-            let free = crate::host::disk::space(&w).map(|s| s.free).unwrap_or(0);
-            (have, free)
-        })
-        .await;
-        let (have, free) = read.unwrap_or((0, 0));
-        let total = u64::try_from(job.source_size).unwrap_or(0);
-        full_while_downloading(&setup.work_dir.display().to_string(), have, total, free, cause)
-    }
-
     /// Uploads the encoded output and finishes it on the main node. `Some` once the main node
     /// took it to commit; `None`: the attempt is over.
-    async fn upload(
+    pub(super) async fn upload(
         &mut self,
         client: &TransferClient,
         copy: &Copy,
@@ -277,7 +285,7 @@ impl Attempt {
     /// job's stage TRANSFERRING, its percent), and a command stops it (pause, cancel and a
     /// closing window apply their transition; a shutdown or a lost lease leave the job as
     /// it is).
-    async fn follow<T>(
+    pub(super) async fn follow<T>(
         &mut self,
         transfer: impl std::future::Future<Output = T>,
         seen: &Cell<Option<Progress>>,
@@ -364,7 +372,7 @@ impl Attempt {
     /// replaces the original, until the job is no longer this attempt's: completed, failed,
     /// or taken from it. Commands are too late now, as during a local commit; a shutdown
     /// leaves the main node to finish alone.
-    async fn await_commit(&mut self) -> Result<(), LifecycleError> {
+    pub(super) async fn await_commit(&mut self) -> Result<(), LifecycleError> {
         let mut every = tokio::time::interval(REPORT_EVERY);
         loop {
             tokio::select! {
@@ -390,7 +398,22 @@ impl Attempt {
     }
 }
 
+/// The reason of a download that WORK_DIR's disk filled up under: how far it came, the room
+/// it still needed and what is free now.
+pub(super) async fn full_work_dir(work_dir: &Path, dir: &Path, job: &entities::job::Model, cause: &str) -> String {
+    let (d, w) = (dir.join(SOURCE_FILE), work_dir.to_path_buf());
+    let read = tokio::task::spawn_blocking(move || {
+        let have = std::fs::metadata(d).map(|m| m.len()).unwrap_or(0);
+        let free = crate::host::disk::space(&w).map(|s| s.free).unwrap_or(0);
+        (have, free)
+    })
+    .await;
+    let (have, free) = read.unwrap_or((0, 0));
+    let total = u64::try_from(job.source_size).unwrap_or(0);
+    full_while_downloading(&work_dir.display().to_string(), have, total, free, cause)
+}
+
 /// A transfer that failed, as the attempt's failure: the reason says which and why.
-fn transfer_failed(what: &str, e: ClientError) -> MediaError {
+pub(super) fn transfer_failed(what: &str, e: ClientError) -> MediaError {
     MediaError::misc(format!("{what} failed: {e}"))
 }

@@ -4,6 +4,7 @@
 //! carrying out their effects, while a heartbeat renews the job's lease. Pause, cancel and
 //! shutdown arrive as commands. docs/ARCHITECTURE.md follows a job through them.
 
+mod ahead;
 mod by_transfer;
 mod command;
 mod commit;
@@ -228,8 +229,8 @@ impl<T> Ended for Option<T> {
 
 impl Attempt {
     async fn run(mut self) -> Result<(), LifecycleError> {
-        let Some(prepared) = self.prepare(None).await? else { return Ok(()) };
-        let Some(encoded) = self.supervise(&prepared).await? else { return Ok(()) };
+        let Some(prepared) = self.prepare(None, None).await? else { return Ok(()) };
+        let Some(encoded) = self.supervise(&prepared, None).await? else { return Ok(()) };
         self.commit(prepared, encoded).await
     }
 

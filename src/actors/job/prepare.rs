@@ -22,7 +22,9 @@ use crate::media::contain;
 use crate::media::event::PhaseTime;
 use crate::media::info::{HdrKind, MediaInfo};
 use crate::media::partial;
-use crate::media::plan::{decide, final_paths, output_extension, Decision, EncodePlan, QualitySearch, SourceIdentity};
+use crate::media::plan::{
+    decide, final_paths, output_extension, Decision, EncodePlan, GrowingSource, QualitySearch, SourceIdentity,
+};
 use crate::media::replace::{recover, swapped_on_record, Recovered};
 use crate::media::stream_plan::{filtered_out, plan_streams, StreamPlan};
 use crate::media::worker;
@@ -50,13 +52,14 @@ impl Attempt {
     /// plan. `None`: the attempt is over (its transition is applied). `copy`: the source as
     /// this node downloaded it (a job taken by transfer, `by_transfer`): analysed and
     /// encoded there, whole on this node (no spans for helpers), with no recovery beside an
-    /// original this node does not see and no new identity of it on the job.
-    pub(super) async fn prepare(&mut self, copy: Option<&Path>) -> Phase<Prepared> {
+    /// original this node does not see and no new identity of it on the job; `growing`
+    /// when the copy is still downloading (read as it arrives, issue 39).
+    pub(super) async fn prepare(&mut self, copy: Option<&Path>, growing: Option<&GrowingSource>) -> Phase<Prepared> {
         let env = self.env.clone();
         let job = env.store.job(self.job_id).await?;
         let path = crate::repo::jobs::source_path(&job);
         if let Some(copy) = copy {
-            return self.analyse_and_plan(job, &path, copy, true).await;
+            return self.analyse_and_plan(job, &path, copy, Some(growing)).await;
         }
 
         // Recovery acts on what the partial folder's intent says: not while someone else
@@ -99,12 +102,19 @@ impl Attempt {
             }
             Ok(Err(e)) | Err(e) => return self.fail(e).await,
         }
-        self.analyse_and_plan(job, &path, &path, false).await
+        self.analyse_and_plan(job, &path, &path, None).await
     }
 
     /// Analysis of the source read at `read` (the original at `path`, or this node's copy
-    /// of it, `copied`), the skip decision and the plan.
-    async fn analyse_and_plan(&mut self, job: job::Model, path: &Path, read: &Path, copied: bool) -> Phase<Prepared> {
+    /// of it, `copied`, perhaps still `growing`), the skip decision and the plan.
+    async fn analyse_and_plan(
+        &mut self,
+        job: job::Model,
+        path: &Path,
+        read: &Path,
+        copied: Option<Option<&GrowingSource>>,
+    ) -> Phase<Prepared> {
+        let (growing, copied) = (copied.flatten(), copied.is_some());
         let env = self.env.clone();
         let path = path.to_path_buf();
         let Some(SourceContext { settings: JobSettings { keep_originals, timeout_hours }, library, roots }) =
@@ -125,7 +135,7 @@ impl Attempt {
         } else {
             SourceIdentity::of(&path).ok()
         };
-        let (info, validation) = match worker::validate(&env.transcoder, read, env.analysis_timeout).await {
+        let (info, validation) = match worker::validate(&env.transcoder, read, growing, env.analysis_timeout).await {
             Ok(validated) => validated,
             Err(e) => return self.fail(e).await,
         };
@@ -183,10 +193,13 @@ impl Attempt {
         let Some(settings) = settings else {
             return Ok(None);
         };
-        let mut plan = match settings.and_then(|settings| self.plan(&job, read, &info, library.as_ref(), &settings)) {
+        let original = identity.filter(|_| copied);
+        let planned = settings.and_then(|settings| self.plan(&job, read, original, &info, library.as_ref(), &settings));
+        let mut plan = match planned {
             Ok(plan) => plan,
             Err(e) => return self.fail(e).await,
         };
+        plan.growing = growing.cloned();
         if copied {
             // Helpers on other nodes would read the original, which this node's run does
             // not: the whole file is encoded here (issue 39's spans by byte ranges are not
@@ -221,11 +234,12 @@ impl Attempt {
     }
 
     /// The plan of `job`'s encode, reading the source at `input` (its path, or this node's
-    /// copy of it).
+    /// copy of it, whose `original` is the file the main node recorded).
     pub(super) fn plan(
         &self,
         job: &job::Model,
         input: &Path,
+        original: Option<SourceIdentity>,
         info: &MediaInfo,
         library: Option<&entities::library::Model>,
         settings: &EncodeSettings,
@@ -241,6 +255,9 @@ impl Attempt {
             "planned the encode"
         );
         let mut plan = EncodePlan::new(input, info, &profile)?;
+        if let Some(original) = original {
+            plan.of_original(original);
+        }
         plan.segment_seconds = self.env.segment_seconds;
         // A retry runs one session (one decoder from the first frame, cuts by frame count):
         // the conservative path, for a source whose index or seeking misled the first

@@ -101,12 +101,12 @@ impl Attempt {
         else {
             return Ok(None);
         };
-        let (info, validation) = match worker::validate(&env.transcoder, &path, env.analysis_timeout).await {
+        let (info, validation) = match worker::validate(&env.transcoder, &path, None, env.analysis_timeout).await {
             Ok(validated) => validated,
             Err(e) => return self.fail(e).await,
         };
         let mut plan = match settings_for(&job, &info, library.as_ref())
-            .and_then(|settings| self.plan(&job, &path, &info, library.as_ref(), &settings))
+            .and_then(|settings| self.plan(&job, &path, None, &info, library.as_ref(), &settings))
         {
             Ok(plan) => plan,
             Err(e) => return self.fail(e).await,

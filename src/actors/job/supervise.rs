@@ -1,13 +1,17 @@
 //! The second part of a job's attempt: the transcoder child, followed until it has
 //! written the whole output or is stopped.
 
+use std::cell::Cell;
+use std::future::Future;
+use std::pin::Pin;
 use std::time::{Duration, Instant};
 
 use entities::job;
 
 use super::prepare::Prepared;
 use super::{Attempt, JobCommand, Phase, DB_WRITE_EVERY, PUBLISH_EVERY, STOP_BOUND};
-use crate::actors::lifecycle::EventContext;
+use crate::actors::lifecycle::{EventContext, LifecycleError};
+use crate::actors::transfer::Progress;
 use crate::domain::health::STALLED_AFTER_SECS;
 use crate::domain::job::{FailureCode, JobEvent};
 use crate::domain::quality;
@@ -24,6 +28,39 @@ enum Stopping {
     Shutdown,
 }
 
+/// Work that runs beside the encode and may end it: the download of the copy the encode
+/// reads as it arrives (issue 39, `ahead`). Its `work` ends with `None` when it finished
+/// and the encode goes on; `transfer` is how far it is, shown with the encode's progress.
+pub(super) struct Beside<'a> {
+    pub work: Pin<&'a mut dyn Future<Output = Option<Stop>>>,
+    pub transfer: &'a Cell<Option<Progress>>,
+}
+
+/// Why work beside the encode ended the attempt.
+pub(super) enum Stop {
+    /// The attempt fails with this reason.
+    Fail(MediaError),
+    /// The job goes back to the queue with this history detail, no retry used: the source
+    /// changed on the main node meanwhile, which is not the file's failure.
+    Requeue(serde_json::Value),
+}
+
+/// Waits for `beside` to end; never, when there is none.
+async fn ended(beside: &mut Option<Beside<'_>>) -> Option<Stop> {
+    match beside {
+        Some(beside) => beside.work.as_mut().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The job's live figures, with the download beside the encode while it runs.
+fn publish(env: &super::NodeEnv, job: &job::Model, beside: Option<&Beside<'_>>) {
+    match beside.and_then(|b| b.transfer.get()) {
+        Some(p) => env.store.publish_transfer(job, p.into()),
+        None => env.store.publish_progress(job),
+    }
+}
+
 /// What the encode left for the commit.
 pub(super) struct Encoded {
     /// The job with the progress this attempt reached.
@@ -34,9 +71,10 @@ pub(super) struct Encoded {
 
 impl Attempt {
     /// Runs the transcoder child on the plan and follows it: progress, pause, cancel,
-    /// shutdown, the time limit, a stall. `Some`: the child encoded and muxed the whole
-    /// output, to be committed; `None`: the attempt is over (its transition is applied).
-    pub(super) async fn supervise(&mut self, prepared: &Prepared) -> Phase<Encoded> {
+    /// shutdown, the time limit, a stall, and `beside`'s end. `Some`: the child encoded and
+    /// muxed the whole output, to be committed; `None`: the attempt is over (its transition
+    /// is applied).
+    pub(super) async fn supervise(&mut self, prepared: &Prepared, mut beside: Option<Beside<'_>>) -> Phase<Encoded> {
         let (plan, timeout_hours) = (&prepared.plan, prepared.timeout_hours);
         let mut job = prepared.job.clone();
         let env = self.env.clone();
@@ -47,6 +85,7 @@ impl Attempt {
         let deadline = tokio::time::sleep(Duration::from_secs(timeout_hours * 3600));
         tokio::pin!(deadline);
         let mut stall_check = tokio::time::interval(Duration::from_secs(30));
+        let mut transfer_shown = tokio::time::interval(Duration::from_secs(1));
         let started = Instant::now();
         let start_percent = job.progress;
         let mut last_progress = Instant::now();
@@ -96,7 +135,7 @@ impl Attempt {
                         }
                         if last_publish.elapsed() >= PUBLISH_EVERY {
                             last_publish = Instant::now();
-                            env.store.publish_progress(&job);
+                            publish(&env, &job, beside.as_ref());
                         }
                     }
                     Some(Event::Done { cpu_ms, wall_ms, phases, alone_ms, .. }) => {
@@ -194,6 +233,21 @@ impl Attempt {
                     let e = MediaError::new(FailureCode::Timeout, format!("the job ran longer than {timeout_hours} h"));
                     return self.fail_resumable(e).await;
                 }
+                // The download beside shows even while the encode waits for its bytes.
+                _ = transfer_shown.tick(), if beside.is_some() => {
+                    if last_publish.elapsed() >= PUBLISH_EVERY {
+                        last_publish = Instant::now();
+                        publish(&env, &job, beside.as_ref());
+                    }
+                }
+                stop = ended(&mut beside), if beside.is_some() => {
+                    beside = None;
+                    if let Some(stop) = stop {
+                        child.kill().await;
+                        let _ = child.wait().await;
+                        return self.stopped_by(stop).await;
+                    }
+                }
                 _ = stall_check.tick() => {
                     if !job.stalled && last_progress.elapsed().as_secs() > STALLED_AFTER_SECS {
                         job.stalled = true;
@@ -254,6 +308,19 @@ impl Attempt {
                 self.fail_resumable(e).await
             }
             (ChildEnd::Failed(e), _) => self.fail_resumable(e).await,
+        }
+    }
+
+    /// Ends the attempt as `stop` says.
+    pub(super) async fn stopped_by<T: super::Ended>(&self, stop: Stop) -> Result<T, LifecycleError> {
+        match stop {
+            Stop::Fail(e) => self.fail(e).await,
+            Stop::Requeue(detail) => {
+                tracing::warn!(job_id = self.job_id, %detail, "requeued");
+                let ctx = EventContext { detail: Some(detail), ..self.ctx() };
+                self.apply(JobEvent::Busy, JobChange::default(), ctx).await?;
+                Ok(T::ended())
+            }
         }
     }
 }

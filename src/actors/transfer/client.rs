@@ -86,6 +86,17 @@ pub struct Downloaded {
     pub size: u64,
 }
 
+/// The last bytes of a source, fetched before the rest (`TransferClient::download_tail`).
+#[derive(Debug, Clone)]
+pub struct Tail {
+    /// The SHA-256 the main node gave for the source they end.
+    pub sha256: String,
+    /// The source's whole size.
+    pub size: u64,
+    /// Where they start in the source.
+    pub from: u64,
+}
+
 /// One node's client of the main node's transfer endpoints.
 pub struct TransferClient {
     client: awc::Client,
@@ -175,6 +186,65 @@ impl TransferClient {
         on_progress: &mut dyn FnMut(Progress),
     ) -> Result<Downloaded, ClientError> {
         self.fetch(job_id, Grant { lease, span: None }, dir, on_progress).await
+    }
+
+    /// Fetches the last `want` bytes of job `job_id`'s source into `path`, before the rest
+    /// (issue 39, "download ahead": `domain::transfer::tail_bytes`), in one request under
+    /// the rate cap. Failing is no harm: the download then runs without them, whole
+    /// before the encode.
+    pub async fn download_tail(
+        &self,
+        job_id: i32,
+        lease: &str,
+        path: &Path,
+        want: u64,
+        on_progress: &mut dyn FnMut(Progress),
+    ) -> Result<Tail, ClientError> {
+        let mut runs = Runs::new(self);
+        let req = self.request(awc::http::Method::GET, self.url(job_id, "source"), lease);
+        let mut res = req
+            .insert_header(("Range", format!("bytes=-{want}")))
+            .send()
+            .await
+            .map_err(|e| ClientError::Link { tries: 1, last: e.to_string() })?;
+        let status = res.status().as_u16();
+        if !matches!(status, 200 | 206) {
+            return Err(refusal(status, &mut res).await);
+        }
+        let head = |name: &str| res.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
+        let (sha, size) = (head(SHA256_HEADER), head(SIZE_HEADER).and_then(|s| s.parse::<u64>().ok()));
+        // `bytes FIRST-LAST/SIZE`; a 200 is the whole file.
+        let from = match status {
+            206 => head("Content-Range").and_then(|r| r.strip_prefix("bytes ")?.split('-').next()?.parse::<u64>().ok()),
+            _ => Some(0),
+        };
+        let (Some(sha256), Some(size), Some(from)) = (sha, size, from) else {
+            return Err(ClientError::Io {
+                what: "reading the tail's answer",
+                error: "no SHA-256, size or range".into(),
+            });
+        };
+        let mut file = tokio::fs::File::create(path).await.map_err(io("writing the source's tail"))?;
+        let mut at = from;
+        while let Some(chunk) = tokio::time::timeout(IDLE, res.next())
+            .await
+            .map_err(|_| ClientError::Link { tries: 1, last: format!("no byte came for {} s", IDLE.as_secs()) })?
+        {
+            let chunk = chunk.map_err(|e| ClientError::Link { tries: 1, last: e.to_string() })?;
+            file.write_all(&chunk).await.map_err(io("writing the source's tail"))?;
+            at += chunk.len() as u64;
+            let (pause, rate) = runs.moved(chunk.len() as u64);
+            on_progress(Progress { direction: Direction::Download, bytes: at - from, total: size, rate });
+            wait_for_cap(pause).await;
+        }
+        if at != size {
+            return Err(ClientError::Link {
+                tries: 1,
+                last: format!("the tail's answer ended at byte {at} of {size}"),
+            });
+        }
+        file.sync_all().await.map_err(io("syncing the source's tail"))?;
+        Ok(Tail { sha256, size, from })
     }
 
     /// `download`, under the lease of span `span` of the job (a helper without the share).

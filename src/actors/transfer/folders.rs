@@ -16,6 +16,10 @@ pub const SOURCE_FILE: &str = "source";
 /// source has another hash now starts over.
 pub const SOURCE_HASH_FILE: &str = "source.sha256";
 
+/// The source's last bytes, fetched before the rest while the copy is read as it arrives
+/// (issue 39, "download ahead"); removed once the download is whole.
+pub const TAIL_FILE: &str = "source.tail";
+
 /// Makes (or opens) job `job_id`'s folder in WORK_DIR: condense's own folder, never
 /// reached through a link. Blocking.
 pub fn make_job_dir(work_dir: &Path, job_id: i32) -> Result<PathBuf, String> {

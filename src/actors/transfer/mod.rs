@@ -8,9 +8,9 @@ pub mod client;
 pub mod folders;
 pub mod setup;
 
-pub use self::client::{ClientError, Direction, Downloaded, Progress, TransferClient, PATIENCE};
+pub use self::client::{ClientError, Direction, Downloaded, Progress, Tail, TransferClient, PATIENCE};
 pub use self::folders::{
     clear_job_dirs, has_spans_dirs, job_dir_ids, job_dirs, keep_only, make_job_dir, make_span_dir, remove_job_dir,
-    remove_span_dir, reopen_copy, short_of_room_in, SOURCE_FILE, SOURCE_HASH_FILE,
+    remove_span_dir, reopen_copy, short_of_room_in, SOURCE_FILE, SOURCE_HASH_FILE, TAIL_FILE,
 };
 pub use self::setup::{Bearer, SpanSources, TransferSetup};

@@ -14,6 +14,9 @@ pub struct TransferSetup {
     pub bearer: Bearer,
     /// `TRANSFER_MBPS`, 0 for no cap.
     pub mbps: u32,
+    /// Whether a fresh copy is read as it downloads (issue 39's download ahead; off only to
+    /// measure it, `CONDENSE_DOWNLOAD_AHEAD`).
+    pub ahead: bool,
     /// WORK_DIR: each job's files in a folder named by its id.
     pub work_dir: PathBuf,
     /// One download at a time per job's span folder: two slots helping with one job share
