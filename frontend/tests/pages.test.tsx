@@ -520,6 +520,32 @@ describe('dashboard pages', () => {
     await vi.waitFor(() => expect(text()).toContain('Downloading 3.0 MiB of 10.0 MiB · 1.0 MiB/s'));
   });
 
+  it('shows the download beside the encode of a copy read as it arrives, until the download ends', async () => {
+    const encoding = job(7, {
+      fileName: 'far.mkv',
+      status: 'ENCODING',
+      stage: 'ENCODING',
+      progress: 12,
+      node: 'laptop',
+      transfer: { direction: 'download', bytes: 3145728, total: 10485760, rateBytesPerSecond: 1048576 },
+    });
+    override = (method, path) => {
+      const url = path.split('?')[0];
+      if (method !== 'GET') return undefined;
+      if (url === '/api/jobs') return { status: 200, body: { items: [encoding], total: 1, page: 1, pageSize: 50 } };
+      return undefined;
+    };
+    await mount('#/jobs');
+    await vi.waitFor(() => expect(text()).toContain('Downloading 3.0 MiB of 10.0 MiB · 1.0 MiB/s'));
+    expect(text()).toContain('12.0%');
+    // The encode's progress once the download is done carries no transfer.
+    const socket = FakeWebSocket.instances[0];
+    socket.onopen?.({});
+    socket.send({ type: 'progress', jobId: 7, progress: 40, status: 'ENCODING', stage: 'ENCODING' });
+    await vi.waitFor(() => expect(text()).toContain('40.0%'));
+    expect(text()).not.toContain('Downloading');
+  });
+
   it('shows which pass a two-pass encode is in', async () => {
     const running = job(6, { fileName: 'two-pass.mkv', status: 'ENCODING', stage: 'ENCODING', progress: 40, encodePass: 1 });
     override = (method, path) =>

@@ -351,32 +351,41 @@ async fn a_source_changed_while_its_node_is_down_is_downloaded_again_and_its_old
     replaced_whole(&s, new_frames, &work, &[]).await;
 }
 
-/// Issue 39: while a node moves a job's file, the job says so over the API: stage
-/// TRANSFERRING with `transfer` (direction, bytes of total, rate), in the job list and in
-/// `GET /jobs/{id}`, first the download of the source, later the upload of the output;
-/// absent once the job ended. The cap (TRANSFER_MBPS=4, 500 kB/s) and a clip of noise
-/// (some MB in, over a MB out) keep each transfer going for seconds.
 /// Whether a job shows `transfer` where its node moves its file: in stage TRANSFERRING,
 /// or a download beside the encode of the copy read as it arrives.
 fn moving(job: &Value, transfer: &Value) -> bool {
     job["stage"] == "TRANSFERRING" || (job["stage"] == "ENCODING" && transfer["direction"] == "download")
 }
 
+/// A main node with no slot of its own, a blind node whose transfers are capped at 4 Mbit/s
+/// (500 kB/s), and a library over a clip of noise `seconds` long (about 0.6 MB a second):
+/// the clip, the main node, its token and the blind node.
+async fn capped_blind_with_noise(dir: &Path, seconds: u32) -> (PathBuf, ServerProcess, String, ServerProcess) {
+    let (hidden, media) = hidden_share(dir);
+    let clip = clips::noisy_h264(&media, "c0.mkv", seconds);
+    let (main, token) = pro_main(dir, 0).await;
+    let mut cmd = blind_command(dir, &hidden, &main, "blind");
+    cmd.env("TRANSFER_MBPS", "4");
+    let node = ServerProcess::start(cmd);
+    wait_until(&main, &token, "blind linked", 30, |l| up(l, "blind")).await;
+    add_library(&main, &token, &media).await;
+    (clip, main, token, node)
+}
+
+/// Issue 39: while a node moves a job's file, the job says so over the API: `transfer`
+/// (direction, bytes of total, rate) in stage TRANSFERRING, or ENCODING for a download
+/// beside the encode, in the job list and in `GET /jobs/{id}`, first the download of the
+/// source, later the upload of the output;
+/// absent once the job ended. The cap (TRANSFER_MBPS=4, 500 kB/s) and a clip of noise
+/// (some MB in, over a MB out) keep each transfer going for seconds.
 #[actix_web::test]
 async fn a_job_moving_its_file_shows_the_direction_and_the_bytes_moved() {
     if !mount_namespaces("transfer_flow::a_job_moving_its_file_shows_the_direction_and_the_bytes_moved") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let (hidden, media) = hidden_share(dir.path());
-    let clip = clips::noisy_h264(&media, "c0.mkv", 2);
+    let (clip, main, token, node) = capped_blind_with_noise(dir.path(), 2).await;
     let source_size = std::fs::metadata(&clip).unwrap().len();
-    let (main, token) = pro_main(dir.path(), 0).await;
-    let mut cmd = blind_command(dir.path(), &hidden, &main, "blind");
-    cmd.env("TRANSFER_MBPS", "4");
-    let node = ServerProcess::start(cmd);
-    wait_until(&main, &token, "blind linked", 30, |l| up(l, "blind")).await;
-    add_library(&main, &token, &media).await;
 
     // Every transfer the API showed, from the list and from the job's own page.
     let (mut listed, mut detailed) = (Vec::new(), Vec::new());
@@ -438,15 +447,8 @@ async fn a_node_encodes_its_copy_while_the_copy_still_downloads() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let (hidden, media) = hidden_share(dir.path());
-    let clip = clips::noisy_h264(&media, "c0.mkv", 8);
+    let (clip, main, token, node) = capped_blind_with_noise(dir.path(), 8).await;
     let (source_size, frames) = (std::fs::metadata(&clip).unwrap().len(), video_frames(&clip));
-    let (main, token) = pro_main(dir.path(), 0).await;
-    let mut cmd = blind_command(dir.path(), &hidden, &main, "blind");
-    cmd.env("TRANSFER_MBPS", "4");
-    let node = ServerProcess::start(cmd);
-    wait_until(&main, &token, "blind linked", 30, |l| up(l, "blind")).await;
-    add_library(&main, &token, &media).await;
 
     let work = dir.path().join("blind/work");
     let deadline = Instant::now() + Duration::from_secs(240);
