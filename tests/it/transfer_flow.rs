@@ -488,6 +488,67 @@ async fn a_node_encodes_its_copy_while_the_copy_still_downloads() {
     wait_for_names(&work, &[], 20).await;
 }
 
+/// Issue 39, download ahead: the source changes on the main node while a node downloads
+/// and already encodes its copy (the main node killed mid-download, another version put in
+/// the file's place, the main node started again): the node's download starts over on the
+/// new version, the encode of the old bytes is stopped, the job goes back to the queue
+/// without using a retry, and the next attempt encodes the new version, whole.
+#[actix_web::test]
+async fn a_source_changed_during_its_download_stops_the_encode_and_requeues_the_job() {
+    if !mount_namespaces("transfer_flow::a_source_changed_during_its_download_stops_the_encode") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (hidden, media) = hidden_share(dir.path());
+    // About 20 MB at 2 MB/s: the kill comes mid-download, past what sockets hold in flight.
+    let clip = clips::noisy_h264(&media, "c0.mkv", 8);
+    let license = pro_key();
+    let port = free_port().to_string();
+    let start_main = || main_on_port(&dir.path().join("main"), &license, &port);
+    let mut main = start_main();
+    let token = login(&main).await;
+    let mut cmd = blind_command(dir.path(), &hidden, &main, "blind");
+    cmd.env("TRANSFER_MBPS", "16");
+    let node = ServerProcess::start(cmd);
+    wait_until(&main, &token, "blind linked", 30, |l| up(l, "blind")).await;
+    add_library(&main, &token, &media).await;
+
+    // The copy encoding while a quarter of it or more has come, not all.
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let id = loop {
+        let all = jobs(&main, &token).await;
+        let shown = all.iter().find(|j| j["status"] == "ENCODING" && j["transfer"]["direction"] == "download");
+        if let Some(job) = shown {
+            let (bytes, total) =
+                (job["transfer"]["bytes"].as_u64().unwrap(), job["transfer"]["total"].as_u64().unwrap());
+            if bytes >= total / 4 && bytes < total {
+                break job["id"].as_i64().unwrap();
+            }
+        }
+        assert!(Instant::now() < deadline, "no encode beside its download: {all:#?}\n{}", node.output().join("\n"));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    main.signal_and_wait(libc::SIGKILL);
+    let other = dir.path().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    let replacement = clips::h264(&other, "c0.mkv", "320x240", 3);
+    let new_frames = video_frames(&replacement);
+    std::fs::rename(&replacement, &clip).unwrap();
+    let main = start_main();
+    let token = login(&main).await;
+
+    let done = wait_all_done(&main, &token, 1, 240).await;
+    let detail = job_detail(&main, &token, id).await;
+    let why = format!("{detail:#}\n{}", node.output().join("\n"));
+    assert_eq!(done[0]["status"], "COMPLETED", "{why}");
+    assert_eq!(done[0]["retryCount"], 0, "{why}");
+    assert!(detail.to_string().contains("the download of the source started over"), "{why}");
+    assert_eq!(condense_media::probe::probe(&clip).unwrap().video().unwrap().codec, "hevc");
+    assert_eq!(video_frames(&clip), new_frames, "{why}");
+    assert_eq!(names_in(&media), ["c0.mkv"]);
+    wait_for_names(&dir.path().join("blind/work"), &[], 20).await;
+}
+
 /// Issue 39: the disk under the node's WORK_DIR fills up while it downloads the source
 /// (here a 16 MiB tmpfs in the node's mount namespace, filled by another writer once the
 /// download shows): the attempt fails `insufficient_disk_space` with a reason naming

@@ -115,12 +115,25 @@ impl Attempt {
 
         let lease = self.lease_id.clone();
         let transfer = Cell::new(None);
-        let mut on_progress = |p: Progress| transfer.set(Some(p));
+        // The download says it starts over (fewer bytes than before) before the copy
+        // shrinks: what was read of it so far may be of another version.
+        let started_over = tokio::sync::Notify::new();
+        let mut on_progress = |p: Progress| {
+            if transfer.get().is_some_and(|last: Progress| p.bytes < last.bytes) {
+                started_over.notify_one();
+            }
+            transfer.set(Some(p));
+        };
         let download = client.download(self.job_id, &lease, &dir, &mut on_progress);
         let outcome: RefCell<Option<(Downloaded, Instant)>> = RefCell::new(None);
         let (work_dir, job_row, tail_path) = (setup.work_dir.clone(), job.clone(), growing.tail.clone());
         let mut beside = pin!(async {
-            let got = download.await;
+            let got = tokio::select! {
+                got = download => got,
+                () = started_over.notified() => return Some(Stop::Requeue(serde_json::json!({
+                    "reason": "the download of the source started over (the source changed on the main node, or the bytes did not match its SHA-256)",
+                }))),
+            };
             let stop = match got {
                 Ok(downloaded) => {
                     let stop = judged(&downloaded, &tail, tail_path).await;

@@ -304,6 +304,11 @@ impl TransferClient {
             };
             if known.as_deref() != Some(sha.as_str()) || status == 200 {
                 // Another source than the bytes kept were read from (or none kept): from zero.
+                // Said before the bytes go, as a progress of none (a reader of the copy as
+                // it arrives stops first, `actors::job::ahead`).
+                if have > 0 {
+                    on_progress(Progress { direction: Direction::Download, bytes: 0, total, rate: 0.0 });
+                }
                 tokio::fs::write(&hash_file, &sha).await.map_err(io("keeping the source's hash"))?;
                 if status != 200 {
                     tokio::fs::write(&data, b"").await.map_err(io("starting the download over"))?;
@@ -382,6 +387,7 @@ impl TransferClient {
                 return Err(ClientError::Checksum(format!("{why}; downloaded twice, giving up")));
             }
             tracing::warn!(job_id, %why, "downloading the source again");
+            on_progress(Progress { direction: Direction::Download, bytes: 0, total, rate: 0.0 });
             tokio::fs::write(&data, b"").await.map_err(io("starting the download over"))?;
             let _ = tokio::fs::remove_file(&hash_file).await;
         }
