@@ -200,10 +200,18 @@ pub fn reopen_copy(work_dir: &Path, job_id: i32, copy: &str) -> std::io::Result<
             .entry(OsStr::new(name))?
             .is_some_and(|s| rustix::fs::FileType::from_raw_mode(s.st_mode) == rustix::fs::FileType::RegularFile))
     };
-    if copy != SOURCE_FILE && regular(copy)? {
+    // A copy read as it arrived (`actors::job::ahead`) is a second name of the download's
+    // file, and its end fetched first lies beside it: the download's name alone stays.
+    let (copy_entry, download_entry) = (folder.entry(OsStr::new(copy))?, folder.entry(OsStr::new(SOURCE_FILE))?);
+    let one_file = copy_entry.zip(download_entry).is_some_and(|(a, b)| (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino));
+    if copy != SOURCE_FILE && one_file {
+        folder.remove_entry(OsStr::new(copy))?;
+        folder.sync()?;
+    } else if copy != SOURCE_FILE && regular(copy)? {
         folder.rename(OsStr::new(copy), OsStr::new(SOURCE_FILE))?;
         folder.sync()?;
     }
+    folder.remove_entry(OsStr::new(TAIL_FILE))?;
     if !regular(SOURCE_HASH_FILE)? {
         return Ok(None);
     }
@@ -329,5 +337,20 @@ mod tests {
         assert_eq!(reopen_copy(work.path(), 5, "input.mkv").unwrap(), None);
         assert_eq!(std::fs::read(dir.join(SOURCE_FILE)).unwrap(), b"the whole source");
         assert_eq!(std::fs::read(elsewhere.path().join("h")).unwrap(), b"ffff");
+    }
+
+    /// A folder a kill left mid-download-ahead: the copy a second name of the download's
+    /// file, the source's end beside it. The download's name alone stays, with its bytes.
+    #[test]
+    fn a_copy_read_as_it_arrived_keeps_only_the_downloads_name() {
+        let work = tempfile::tempdir().unwrap();
+        let dir = make_job_dir(work.path(), 6).unwrap();
+        std::fs::write(dir.join(SOURCE_FILE), b"half of the sou").unwrap();
+        std::fs::hard_link(dir.join(SOURCE_FILE), dir.join("input.mkv")).unwrap();
+        std::fs::write(dir.join(TAIL_FILE), b"rce").unwrap();
+        std::fs::write(dir.join(SOURCE_HASH_FILE), "cd34").unwrap();
+        assert_eq!(reopen_copy(work.path(), 6, "input.mkv").unwrap().as_deref(), Some("cd34"));
+        assert_eq!(names(&dir), [SOURCE_FILE, SOURCE_HASH_FILE]);
+        assert_eq!(std::fs::read(dir.join(SOURCE_FILE)).unwrap(), b"half of the sou");
     }
 }
