@@ -488,6 +488,40 @@ async fn a_node_encodes_its_copy_while_the_copy_still_downloads() {
     wait_for_names(&work, &[], 20).await;
 }
 
+/// A main node with no slot of its own on a fixed port, so that one started again on its
+/// DATA_DIR is found by its node where it was.
+struct Restartable {
+    data: PathBuf,
+    license: (String, String),
+    port: String,
+}
+
+impl Restartable {
+    fn start(&self) -> ServerProcess {
+        main_on_port(&self.data, &self.license, &self.port)
+    }
+}
+
+/// A `Restartable` main node under `dir`, a blind node (the share `hidden`) whose transfers
+/// are capped at `mbps`, and the library over `media` made once it linked: the main node's
+/// maker, the main node, its token and the blind node.
+async fn restartable_with_capped_blind(
+    dir: &Path,
+    hidden: &Path,
+    media: &Path,
+    mbps: &str,
+) -> (Restartable, ServerProcess, String, ServerProcess) {
+    let restartable = Restartable { data: dir.join("main"), license: pro_key(), port: free_port().to_string() };
+    let main = restartable.start();
+    let token = login(&main).await;
+    let mut cmd = blind_command(dir, hidden, &main, "blind");
+    cmd.env("TRANSFER_MBPS", mbps);
+    let node = ServerProcess::start(cmd);
+    wait_until(&main, &token, "blind linked", 30, |l| up(l, "blind")).await;
+    add_library(&main, &token, media).await;
+    (restartable, main, token, node)
+}
+
 /// Issue 39, download ahead: the source changes on the main node while a node downloads
 /// and already encodes its copy (the main node killed mid-download, another version put in
 /// the file's place, the main node started again): the node's download starts over on the
@@ -502,16 +536,7 @@ async fn a_source_changed_during_its_download_stops_the_encode_and_requeues_the_
     let (hidden, media) = hidden_share(dir.path());
     // About 20 MB at 2 MB/s: the kill comes mid-download, past what sockets hold in flight.
     let clip = clips::noisy_h264(&media, "c0.mkv", 8);
-    let license = pro_key();
-    let port = free_port().to_string();
-    let start_main = || main_on_port(&dir.path().join("main"), &license, &port);
-    let mut main = start_main();
-    let token = login(&main).await;
-    let mut cmd = blind_command(dir.path(), &hidden, &main, "blind");
-    cmd.env("TRANSFER_MBPS", "16");
-    let node = ServerProcess::start(cmd);
-    wait_until(&main, &token, "blind linked", 30, |l| up(l, "blind")).await;
-    add_library(&main, &token, &media).await;
+    let (restartable, mut main, token, node) = restartable_with_capped_blind(dir.path(), &hidden, &media, "16").await;
 
     // The copy encoding while a quarter of it or more has come, not all.
     let deadline = Instant::now() + Duration::from_secs(180);
@@ -534,7 +559,7 @@ async fn a_source_changed_during_its_download_stops_the_encode_and_requeues_the_
     let replacement = clips::h264(&other, "c0.mkv", "320x240", 3);
     let new_frames = video_frames(&replacement);
     std::fs::rename(&replacement, &clip).unwrap();
-    let main = start_main();
+    let main = restartable.start();
     let token = login(&main).await;
 
     let done = wait_all_done(&main, &token, 1, 240).await;
@@ -690,17 +715,7 @@ async fn main_restarted_mid_transfer(test: &str, direction: &str, signal: i32) {
     let (seconds, mbps) = if direction == "download" { (8, "16") } else { (2, "2") };
     let clip = clips::noisy_h264(&media, "c0.mkv", seconds);
     let (before, frames) = (clips::sha(&clip), video_frames(&clip));
-    let license = pro_key();
-    // A fixed port: the node finds the main node again where it was.
-    let port = free_port().to_string();
-    let start_main = || main_on_port(&dir.path().join("main"), &license, &port);
-    let mut main = start_main();
-    let token = login(&main).await;
-    let mut cmd = blind_command(dir.path(), &hidden, &main, "blind");
-    cmd.env("TRANSFER_MBPS", mbps);
-    let node = ServerProcess::start(cmd);
-    wait_until(&main, &token, "blind linked", 30, |l| up(l, "blind")).await;
-    add_library(&main, &token, &media).await;
+    let (restartable, mut main, token, node) = restartable_with_capped_blind(dir.path(), &hidden, &media, mbps).await;
 
     // The moment: the transfer under way, some bytes moved (a quarter of the source, for
     // the download), not all.
@@ -726,7 +741,7 @@ async fn main_restarted_mid_transfer(test: &str, direction: &str, signal: i32) {
     };
     let stopped = main.signal_and_wait(signal);
     assert!(signal == libc::SIGKILL || stopped.success(), "{stopped:?}\n{}", main.output().join("\n"));
-    let main = start_main();
+    let main = restartable.start();
     let token = login(&main).await;
 
     // Every transfer the API shows from now on, to the job's end.

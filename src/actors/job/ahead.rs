@@ -40,9 +40,8 @@ impl Attempt {
         }
         let mut reported = start.job.clone();
         let lease = self.lease_id.clone();
-        let seen = std::rc::Rc::new(std::cell::Cell::new(None));
-        let on = seen.clone();
-        let mut on_progress = move |p: Progress| on.set(Some(p));
+        let seen = Cell::new(None);
+        let mut on_progress = |p: Progress| seen.set(Some(p));
         let path = start.dir.join(TAIL_FILE);
         let fetched = client.download_tail(self.job_id, &lease, &path, want, &mut on_progress);
         Ok(match self.follow(fetched, &seen, &mut reported).await? {

@@ -17,9 +17,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::prepare::Prepared;
-use super::supervise::Encoded;
+use super::supervise::{Encoded, Stop};
 use super::{join_error, Attempt, JobCommand, Phase};
-use crate::actors::lifecycle::{EventContext, LifecycleError};
+use crate::actors::lifecycle::LifecycleError;
 use crate::actors::store::holds_lease;
 use crate::actors::transfer::{
     keep_only, make_job_dir, remove_job_dir, reopen_copy, short_of_room_in, ClientError, Direction, Progress,
@@ -270,11 +270,8 @@ impl Attempt {
             Moved::Done(Err(ClientError::SourceChanged(message))) => {
                 // Not the file's failure: the job goes back to the queue, to be encoded from
                 // the version there now.
-                tracing::warn!(job_id = self.job_id, %message, "the source changed on the main node; requeued");
                 let detail = serde_json::json!({ "reason": "the source changed on the main node", "message": message });
-                let ctx = EventContext { detail: Some(detail), ..self.ctx() };
-                self.apply(JobEvent::Busy, JobChange::default(), ctx).await?;
-                Ok(None)
+                self.stopped_by(Stop::Requeue(detail)).await
             }
             Moved::Done(Err(e)) => self.fail(transfer_failed("the upload of the output", e)).await,
             Moved::Stopped => Ok(None),

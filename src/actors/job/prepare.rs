@@ -59,7 +59,7 @@ impl Attempt {
         let job = env.store.job(self.job_id).await?;
         let path = crate::repo::jobs::source_path(&job);
         if let Some(copy) = copy {
-            return self.analyse_and_plan(job, &path, copy, Some(growing)).await;
+            return self.analyse_and_plan(job, &path, copy, true, growing).await;
         }
 
         // Recovery acts on what the partial folder's intent says: not while someone else
@@ -102,7 +102,7 @@ impl Attempt {
             }
             Ok(Err(e)) | Err(e) => return self.fail(e).await,
         }
-        self.analyse_and_plan(job, &path, &path, None).await
+        self.analyse_and_plan(job, &path, &path, false, None).await
     }
 
     /// Analysis of the source read at `read` (the original at `path`, or this node's copy
@@ -112,9 +112,9 @@ impl Attempt {
         job: job::Model,
         path: &Path,
         read: &Path,
-        copied: Option<Option<&GrowingSource>>,
+        copied: bool,
+        growing: Option<&GrowingSource>,
     ) -> Phase<Prepared> {
-        let (growing, copied) = (copied.flatten(), copied.is_some());
         let env = self.env.clone();
         let path = path.to_path_buf();
         let Some(SourceContext { settings: JobSettings { keep_originals, timeout_hours }, library, roots }) =
