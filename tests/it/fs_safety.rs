@@ -220,6 +220,9 @@ async fn deleting_a_library_removes_its_idle_jobs_partial_outputs() {
     let library = server.library(&token, dir.path()).await;
     let found = server.scan(&token, library).await;
     assert_eq!(found.len(), 2);
+    // The scan answers once the jobs are registered (PENDING); the probe queues them after,
+    // and only a queued job pauses.
+    server.wait_for(&token, found[0].1, &["QUEUED"]).await;
     let (status, paused) = server.post(&format!("/jobs/{}/pause", found[0].1), Some(&token), &json!({})).await;
     assert_eq!((status, paused["status"].as_str()), (200, Some("PAUSED")), "{paused}");
     // What a paused (a) and an interrupted, requeued (b) encode leave next to their sources.
