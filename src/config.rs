@@ -247,6 +247,11 @@ pub struct ServeArgs {
     /// it, as before the download ahead (issue 39), to measure what the overlap gives.
     #[arg(long, env = "CONDENSE_DOWNLOAD_AHEAD", hide = true, default_value_t = true, action = clap::ArgAction::Set)]
     pub download_ahead: bool,
+    /// Benchmark aid: `false` makes a linked node mux the output of a file it takes by
+    /// transfer and upload it whole once encoded, as before the upload while encoding (issue
+    /// 39), to measure what the overlap gives.
+    #[arg(long, env = "CONDENSE_UPLOAD_PARTS", hide = true, default_value_t = true, action = clap::ArgAction::Set)]
+    pub upload_parts: bool,
     /// Test aid: pause after each encoded frame, in milliseconds.
     #[arg(long, env = "CONDENSE_THROTTLE_MS_PER_FRAME", hide = true, default_value_t = 0)]
     pub throttle_ms_per_frame: u64,

@@ -323,6 +323,7 @@ async fn run_linked(common: CommonArgs, args: ServeArgs, host: HostFacts) -> Res
         data_dir: common.data_dir.clone(),
         transfer_mbps: args.transfer_mbps,
         download_ahead: args.download_ahead,
+        upload_parts: args.upload_parts,
         work_dir,
         shared_storage: args.shared_storage,
     };

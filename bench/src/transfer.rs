@@ -4,8 +4,11 @@
 //! linked node seeing the share, side by side. The main node only coordinates
 //! (`MAX_JOBS=0`), so the linked node encodes in both; the difference is the transfer. Over
 //! loopback the link is faster than any disk; so it is measured again under `TRANSFER_MBPS`
-//! (`CAPPED_MBPS`, a Wi-Fi link's rate), once reading the copy as it arrives (the download
-//! ahead) and once downloading it whole first (`CONDENSE_DOWNLOAD_AHEAD=false`).
+//! (`CAPPED_MBPS`, a Wi-Fi link's rate): reading the copy as it arrives (the download
+//! ahead) and sending each finished segment while later ones encode (the upload while
+//! encoding), then with the output muxed by the node and uploaded whole once encoded
+//! (`CONDENSE_UPLOAD_PARTS=false`), then downloading the copy whole first too
+//! (`CONDENSE_DOWNLOAD_AHEAD=false`), as before either overlap.
 
 use std::path::Path;
 
@@ -27,8 +30,8 @@ enum Side {
     /// It sees the share.
     Shared,
     /// It does not, and downloads the source at `mbps` (0: no cap), reading the copy as it
-    /// arrives when `ahead`.
-    Unshared { mbps: u32, ahead: bool },
+    /// arrives when `ahead`, sending the encoded segments as they finish when `parts`.
+    Unshared { mbps: u32, ahead: bool, parts: bool },
 }
 
 impl Side {
@@ -36,11 +39,14 @@ impl Side {
         match self {
             Side::Shared => "linked node with the share".into(),
             Side::Unshared { mbps: 0, .. } => "linked node without the share".into(),
-            Side::Unshared { mbps, ahead: true } => {
-                format!("without the share, {mbps} Mbit/s, copy read as it arrives")
+            Side::Unshared { mbps, ahead: true, parts: true } => {
+                format!("without the share, {mbps} Mbit/s, copy read as it arrives, segments sent as they finish")
             }
-            Side::Unshared { mbps, ahead: false } => {
-                format!("without the share, {mbps} Mbit/s, copy downloaded whole first")
+            Side::Unshared { mbps, ahead: true, parts: false } => {
+                format!("without the share, {mbps} Mbit/s, copy read as it arrives, output sent whole at the end")
+            }
+            Side::Unshared { mbps, ahead: false, .. } => {
+                format!("without the share, {mbps} Mbit/s, copy downloaded whole first, output sent whole")
             }
         }
     }
@@ -48,7 +54,7 @@ impl Side {
     fn folder(self) -> String {
         match self {
             Side::Shared => "shared".into(),
-            Side::Unshared { mbps, ahead } => format!("unshared-{mbps}-{ahead}"),
+            Side::Unshared { mbps, ahead, parts } => format!("unshared-{mbps}-{ahead}-{parts}"),
         }
     }
 }
@@ -79,9 +85,10 @@ async fn run_once(cfg: &Config, clip: &Path, dir: &Path, side: Side, round: usiz
     linked_env.push(("MAIN_NODE_URL", format!("http://{}", main.addr)));
     let data = root.join("linked");
     let linked = match side {
-        Side::Unshared { mbps, ahead } => {
+        Side::Unshared { mbps, ahead, parts } => {
             linked_env.push(("TRANSFER_MBPS", mbps.to_string()));
             linked_env.push(("CONDENSE_DOWNLOAD_AHEAD", ahead.to_string()));
+            linked_env.push(("CONDENSE_UPLOAD_PARTS", parts.to_string()));
             Server::start_blind(&cfg.bin, &data, &linked_env, &share, None)?
         }
         Side::Shared => Server::start(&cfg.bin, &data, &linked_env)?,
@@ -107,9 +114,10 @@ pub async fn run(cfg: &Config, report: &mut Report) -> Res<()> {
     let mut log = String::new();
     let sides = [
         Side::Shared,
-        Side::Unshared { mbps: 0, ahead: true },
-        Side::Unshared { mbps: CAPPED_MBPS, ahead: true },
-        Side::Unshared { mbps: CAPPED_MBPS, ahead: false },
+        Side::Unshared { mbps: 0, ahead: true, parts: true },
+        Side::Unshared { mbps: CAPPED_MBPS, ahead: true, parts: true },
+        Side::Unshared { mbps: CAPPED_MBPS, ahead: true, parts: false },
+        Side::Unshared { mbps: CAPPED_MBPS, ahead: false, parts: false },
     ];
     let mut runs: Vec<Vec<ServiceRun>> = sides.iter().map(|_| Vec::new()).collect();
     for round in 0..cfg.encode_rounds {
@@ -129,7 +137,7 @@ pub async fn run(cfg: &Config, report: &mut Report) -> Res<()> {
         }
     }
     let best: Vec<&ServiceRun> = runs.iter().map(|r| fastest(r).ctx("no run")).collect::<Res<_>>()?;
-    let [with, without, ahead, whole] = best.as_slice() else { return Err("four sides".into()) };
+    let [with, without, overlapped, whole_output, whole] = best.as_slice() else { return Err("five sides".into()) };
     // Where each side's time went, by the service's own clocks: without the share, the
     // node's download and upload are phases of their own (a download beside the encode
     // overlaps the video phase).
@@ -143,13 +151,23 @@ pub async fn run(cfg: &Config, report: &mut Report) -> Res<()> {
         &cmd,
     );
     report.row(
-        format!("the same over a link capped at {CAPPED_MBPS} Mbit/s, the copy read as it arrives / with the share"),
-        format!("{:.2} / {:.2} s = {:.3}", ahead.seconds, with.seconds, ahead.seconds / with.seconds),
+        format!(
+            "the same over a link capped at {CAPPED_MBPS} Mbit/s, the copy read as it arrives and the \
+             segments sent as they finish / with the share"
+        ),
+        format!("{:.2} / {:.2} s = {:.3}", overlapped.seconds, with.seconds, overlapped.seconds / with.seconds),
         &format!("<= {GOAL:.2}"),
         &cmd,
     );
     report.row(
-        "the same, the copy downloaded whole first (as before the download ahead) / with the share",
+        "the same, the output muxed by the node and sent whole at the end (as before the upload while encoding) \
+         / with the share",
+        format!("{:.2} / {:.2} s = {:.3}", whole_output.seconds, with.seconds, whole_output.seconds / with.seconds),
+        "",
+        &cmd,
+    );
+    report.row(
+        "the same, the copy downloaded whole first too (as before the download ahead) / with the share",
         format!("{:.2} / {:.2} s = {:.3}", whole.seconds, with.seconds, whole.seconds / with.seconds),
         "",
         &cmd,
@@ -162,10 +180,12 @@ pub async fn run(cfg: &Config, report: &mut Report) -> Res<()> {
              (`MAX_JOBS=1`, the service's defaults otherwise), both release builds on this machine, the \
              link over loopback. With the share, the linked node encodes the file where it lies; without \
              it (its own mount namespace with an empty tmpfs over the share) it downloads the source into \
-             its WORK_DIR, encodes it there and uploads the output, which the main node verifies and puts \
-             in place. The capped sides run the linked node with `TRANSFER_MBPS={CAPPED_MBPS}`, once \
-             reading its copy as it arrives (the source's end fetched first, then the rest beside the \
-             analysis and the encode) and once with `CONDENSE_DOWNLOAD_AHEAD=false` (the download whole \
+             its WORK_DIR, encodes it there and sends each finished segment (then the audio) to the main \
+             node, which muxes the output, verifies it and puts it in place. The capped sides run the \
+             linked node with `TRANSFER_MBPS={CAPPED_MBPS}`: reading its copy as it arrives (the source's \
+             end fetched first, then the rest beside the analysis and the encode) and sending segments as \
+             they finish; then with `CONDENSE_UPLOAD_PARTS=false` (the node muxes and uploads the output \
+             whole once encoded); then with `CONDENSE_DOWNLOAD_AHEAD=false` too (the download whole \
              before anything reads it). Timed as in the encode measure, from the scan call to COMPLETED; CPU time adds both \
              nodes and their children. {} round(s), interleaved; the row compares each side's fastest.\n\n\
              | round | what | wall time | CPU time | output bytes | segments by node |\n\

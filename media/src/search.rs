@@ -36,14 +36,20 @@ pub fn load_or_search(
     stop: &AtomicBool,
     emit: &mut dyn FnMut(Event),
 ) -> Result<Option<SearchResult>, MediaError> {
-    let path = plan.partial_dir.join(layout::SEARCH_FILE);
-    let kept = std::fs::read(&path).ok().and_then(|b| serde_json::from_slice::<SearchResult>(&b).ok());
-    if let Some(kept) = kept.filter(|k| k.plan_digest == plan.digest() && k.asked == asked) {
+    if let Some(kept) = kept(plan, asked) {
         return Ok(Some(kept));
     }
     let Some(result) = search(plan, asked, info, stop, emit, false)? else { return Ok(None) };
     write_durably(&plan.partial_dir, layout::SEARCH_FILE, &result, "writing the search's result")?;
     Ok(Some(result))
+}
+
+/// The search's result kept in the partial folder, when it was made for this plan and
+/// target.
+pub fn kept(plan: &EncodePlan, asked: QualitySearch) -> Option<SearchResult> {
+    let path = plan.partial_dir.join(layout::SEARCH_FILE);
+    let kept = std::fs::read(&path).ok().and_then(|b| serde_json::from_slice::<SearchResult>(&b).ok());
+    kept.filter(|k| k.plan_digest == plan.digest() && k.asked == asked)
 }
 
 /// What `search_file` is asked.

@@ -28,7 +28,7 @@ use condense::media::codec_params::CodecParams;
 use condense::media::event::{cpu_time_ms, Event, PhaseClock, RunEnd};
 use condense::media::info::MediaInfo;
 use condense::media::manifest::{inspect, Manifest, PartialState, Run, Segment};
-use condense::media::plan::EncodePlan;
+use condense::media::plan::{EncodePlan, RunScope};
 use condense::media::{layout, partial, span_record, MediaError};
 
 /// Runs (or continues) the encode described by `plan`.
@@ -69,7 +69,19 @@ pub fn transcode(plan: &EncodePlan, stop: &AtomicBool, emit: &mut dyn FnMut(Even
     let searched = match plan.search {
         Some(asked) => {
             clock.lap("start");
-            match crate::search::load_or_search(plan, asked, &info, stop, emit)? {
+            // Mux only: the search the encoding node made must be here; none is made.
+            let found = match plan.scope {
+                RunScope::Mux => match crate::search::kept(plan, asked) {
+                    Some(kept) => Some(Some(kept)),
+                    None => return Err(refuse(lock, not_whole("the quality search's result"))),
+                },
+                _ => None,
+            };
+            let found = match found {
+                Some(kept) => kept,
+                None => crate::search::load_or_search(plan, asked, &info, stop, emit)?,
+            };
+            match found {
                 Some(result) => {
                     clock.lap("search");
                     Some(result)
@@ -117,6 +129,16 @@ pub fn transcode(plan: &EncodePlan, stop: &AtomicBool, emit: &mut dyn FnMut(Even
         );
         return Err(refuse(lock, e));
     }
+    // Mux only: what the encoding node uploaded is taken as it is or refused, never
+    // started over here.
+    if plan.scope == RunScope::Mux {
+        match &state {
+            PartialState::Valid(m) if m.video_complete => {}
+            PartialState::Valid(_) => return Err(refuse(lock, not_whole("every segment of the video"))),
+            PartialState::Missing => return Err(refuse(lock, not_whole("a manifest"))),
+            PartialState::Corrupt(why) => return Err(refuse(lock, not_whole(why))),
+        }
+    }
     let mut reset = None;
     let mut manifest = match state {
         PartialState::Valid(m) => m,
@@ -150,7 +172,8 @@ pub fn transcode(plan: &EncodePlan, stop: &AtomicBool, emit: &mut dyn FnMut(Even
 
     // The planned audio, encoded while the video is (unless a finished file is kept from an
     // earlier run). Dropped on every way out but the mux, which stops it.
-    let ahead = if manifest.video_complete { None } else { audio_ahead::start(plan) };
+    // A run that stops before the mux leaves the audio made too, for the node to upload.
+    let ahead = if manifest.video_complete && plan.scope != RunScope::Encode { None } else { audio_ahead::start(plan) };
     clock.lap("start");
     let (mut encoded, mut skipped, mut alone_ms) = (0, 0, 0);
     if !manifest.video_complete {
@@ -193,21 +216,28 @@ pub fn transcode(plan: &EncodePlan, stop: &AtomicBool, emit: &mut dyn FnMut(Even
         // What the audio thread had left when the video ended.
         clock.lap("audio");
     }
-    emit(Event::Muxing);
-    let output = plan.output_path();
-    mux::mux(plan, &info, &manifest, &output)?;
-    clock.lap("mux");
-    if let Some(result) = &searched {
-        // What the output scores is a record, not a gate: a failure to score it is logged.
-        match crate::search::measure(plan, result, &output) {
-            Ok(score) => emit(Event::Measured { mean: score.mean, p5: score.p5 }),
-            Err(e) => tracing::warn!(error = %e.message, "the output's VMAF could not be measured"),
+    // A run that stops before the mux (`RunScope::Encode`) has no output: the main node
+    // muxes what this node uploads.
+    let (output, size) = if plan.scope == RunScope::Encode {
+        (String::new(), 0)
+    } else {
+        emit(Event::Muxing);
+        let output = plan.output_path();
+        mux::mux(plan, &info, &manifest, &output)?;
+        clock.lap("mux");
+        if let Some(result) = &searched {
+            // What the output scores is a record, not a gate: a failure to score it is logged.
+            match crate::search::measure(plan, result, &output) {
+                Ok(score) => emit(Event::Measured { mean: score.mean, p5: score.p5 }),
+                Err(e) => tracing::warn!(error = %e.message, "the output's VMAF could not be measured"),
+            }
+            clock.lap("measure");
         }
-        clock.lap("measure");
-    }
-    let size = std::fs::metadata(&output).map(|m| m.len()).unwrap_or(0);
+        let size = std::fs::metadata(&output).map(|m| m.len()).unwrap_or(0);
+        (published.output_path().display().to_string(), size)
+    };
     emit(Event::Done {
-        output: published.output_path().display().to_string(),
+        output,
         size,
         frames_encoded_this_run: encoded,
         frames_skipped_this_run: skipped,
@@ -217,6 +247,11 @@ pub fn transcode(plan: &EncodePlan, stop: &AtomicBool, emit: &mut dyn FnMut(Even
         alone_ms,
     });
     Ok(RunEnd::Completed)
+}
+
+/// A mux-only run's refusal of a partial folder that lacks `what` (`RunScope::Mux`).
+fn not_whole(what: &str) -> MediaError {
+    MediaError::misc(format!("the uploaded partial output is not whole: {what} is missing or does not match the plan"))
 }
 
 /// Two passes (x265; docs/ARCHITECTURE.md, "Two-pass encoding"). The first pass runs over

@@ -123,6 +123,8 @@ pub struct LinkedConfig {
     pub transfer_mbps: u32,
     /// Whether a copy is read as it downloads (`CONDENSE_DOWNLOAD_AHEAD`, issue 39).
     pub download_ahead: bool,
+    /// Whether a job's output goes up in parts while it encodes (`CONDENSE_UPLOAD_PARTS`).
+    pub upload_parts: bool,
     /// WORK_DIR (made ready by the caller: `config::prepare_work_dir`).
     pub work_dir: PathBuf,
     /// `SHARED_STORAGE`: whether it takes jobs of libraries it does not see, by transfer.
@@ -360,6 +362,7 @@ pub async fn start_node(config: NodeConfig) -> Result<Node, StartError> {
                     bearer: bearer.clone(),
                     mbps: linked.transfer_mbps,
                     ahead: linked.download_ahead,
+                    parts: linked.upload_parts,
                     work_dir: linked.work_dir.clone(),
                     span_sources: Default::default(),
                 })

@@ -76,6 +76,15 @@ impl Listener {
                     .route("/cluster/jobs/{id}/output", web::get().to(http::transfer::output_length))
                     .route("/cluster/jobs/{id}/output", web::put().to(http::transfer::put_output))
                     .route("/cluster/jobs/{id}/output/finish", web::post().to(http::transfer::finish_output))
+                    .route("/cluster/jobs/{id}/parts", web::get().to(http::transfer::parts))
+                    // A manifest lists every segment: a long film cut small outgrows 1 MiB.
+                    .service(
+                        web::resource("/cluster/jobs/{id}/parts/finish")
+                            .app_data(http::json_config_up_to(64 << 20))
+                            .route(web::post().to(http::transfer::finish_parts)),
+                    )
+                    .route("/cluster/jobs/{id}/parts/{name}", web::put().to(http::transfer::put_part))
+                    .route("/cluster/jobs/{id}/parts/{name}/done", web::post().to(http::transfer::take_part))
                     .route("/cluster/jobs/{id}/spans/{span}", web::get().to(http::transfer::span_task))
                     .route("/cluster/jobs/{id}/spans/{span}/files/{name}", web::put().to(http::transfer::put_span_file))
                     .route("/cluster/jobs/{id}/spans/{span}/finish", web::post().to(http::transfer::finish_span))

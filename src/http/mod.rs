@@ -303,7 +303,13 @@ pub async fn method_not_allowed(req: HttpRequest, allow: String) -> HttpResponse
 
 /// JSON bodies: 1 MiB at most; every decoding failure is a client error with the error body.
 pub fn json_config() -> web::JsonConfig {
-    web::JsonConfig::default().limit(1 << 20).error_handler(|err, _| AppError::from(err).into())
+    json_config_up_to(1 << 20)
+}
+
+/// JSON bodies of up to `limit` bytes, as `json_config` (a route whose body grows with a
+/// file, such as a node's manifest of every segment).
+pub fn json_config_up_to(limit: usize) -> web::JsonConfig {
+    web::JsonConfig::default().limit(limit).error_handler(|err, _| AppError::from(err).into())
 }
 
 pub fn query_config() -> web::QueryConfig {

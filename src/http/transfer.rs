@@ -16,6 +16,22 @@
 //!   is verified and replaces the original in the background (`job::remote`), and the node
 //!   follows the job to COMPLETED or FAILED.
 //!
+//! A job's output in parts, uploaded while the node encodes (issue 39, "upload while
+//! encoding"; `actors::cluster::parts`), under the job's lease:
+//! - `GET /cluster/jobs/{id}/parts`: `{parts: [{name, size, sha256}], arriving: [{name,
+//!   length}]}`, the parts taken whole and those under way with their durable bytes; or
+//!   `{committing: true}` while a finish's commit runs. An older main node answers 404: the
+//!   node then muxes and uploads the output whole.
+//! - `PUT /cluster/jobs/{id}/parts/{name}` with `Content-Range: bytes N-M/*`: appends at N,
+//!   the part's durable length (409 `offset_mismatch` otherwise); answers the new length.
+//!   The first part of an attempt empties the job's partial folder here.
+//! - `POST /cluster/jobs/{id}/parts/{name}/done` `{size, sha256}`: the part taken whole; 409
+//!   `checksum_mismatch` (the part discarded) when it is not what the node sent.
+//! - `POST /cluster/jobs/{id}/parts/finish` `{extension, sourceSha256, plan, manifest,
+//!   parts}`: 409 `source_changed` (the parts discarded), 409 `checksum_mismatch` when a
+//!   part is not here whole; otherwise 202: the main node muxes the output from the original
+//!   and the parts, verifies it and replaces the original in the background.
+//!
 //! A span of a job given to a node without the share (issue 39, item 4;
 //! `actors::cluster::span_transfer`), under the span's lease (`X-Condense-Lease`):
 //! - `GET /cluster/jobs/{id}/spans/{span}`: claims the span for the node and answers
@@ -35,15 +51,18 @@ use actix_web::http::header::{HeaderName, HeaderValue, CONTENT_RANGE};
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde_json::json;
 
+use crate::actors::cluster::parts::{self as job_parts, PartsFinish};
 use crate::actors::cluster::span_transfer::{self, authorize_span, SpanFinish, SPAN_HEADER};
 use crate::actors::cluster::transfer::{
     self, authorize, Finish, TransferError, LEASE_HEADER, MTIME_HEADER, SHA256_HEADER, SIZE_HEADER,
 };
-use crate::actors::job::remote::commit_remote;
+use crate::actors::job::remote::{commit_remote, Claim, Uploaded};
 use crate::domain::transfer::upload_range;
 use crate::error::AppError;
 use crate::http::cluster::enrolled_node;
 use crate::http::state::AppState;
+use crate::media::event::RunStats;
+use crate::media::plan::SourceIdentity;
 use crate::media::transfer::TransferFileError;
 
 impl From<TransferError> for AppError {
@@ -172,18 +191,98 @@ pub async fn finish_output(
         return Ok(HttpResponse::Accepted().json(json!({ "committing": true })));
     };
     let done = body.into_inner();
-    let (extension, run_stats) = (done.extension.clone(), done.run_stats(job.node_name.as_deref()));
+    let (extension, run_stats) = (done.extension.clone(), done.run.run_stats(job.node_name.as_deref()));
     let transfer::Finished { lock, output, source } = transfer::finish(&state.db, &job, done).await?;
     // The commit takes the partial folder's whole lock itself, from its verification on.
     drop(lock);
+    commit_in_background(&state, job, claim, Uploaded::Output { extension }, source, run_stats);
+    Ok(HttpResponse::Accepted().json(json!({ "output": output, "committing": true })))
+}
+
+/// Runs the commit of what the node holding `job` uploaded, in the node's name, holding
+/// the job's place in `RemoteCommits` until it ends.
+fn commit_in_background(
+    state: &AppState,
+    job: entities::job::Model,
+    claim: Claim,
+    uploaded: Uploaded,
+    source: SourceIdentity,
+    run_stats: Option<RunStats>,
+) {
     let (env, lease) = (state.runtime.jobs.clone(), job.lease_id.clone().unwrap_or_default());
     actix_web::rt::spawn(async move {
-        if let Err(e) = commit_remote(&env, job.id, lease, job.node_name.clone(), extension, source, run_stats).await {
+        if let Err(e) = commit_remote(&env, job.id, lease, job.node_name.clone(), uploaded, source, run_stats).await {
             tracing::error!(job_id = job.id, error = %e, "the commit of an uploaded output stopped on an error");
         }
         drop(claim);
     });
-    Ok(HttpResponse::Accepted().json(json!({ "output": output, "committing": true })))
+}
+
+pub async fn parts(
+    req: HttpRequest,
+    path: web::Path<i32>,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, AppError> {
+    let job = leased(&state, &req, path.into_inner()).await?;
+    if state.runtime.remote_commits.running(job.id) {
+        return Ok(HttpResponse::Ok().json(json!({ "committing": true })));
+    }
+    Ok(HttpResponse::Ok().json(job_parts::uploaded(&state.db, &job).await?))
+}
+
+pub async fn put_part(
+    req: HttpRequest,
+    path: web::Path<(i32, String)>,
+    body: web::Payload,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, AppError> {
+    let (job_id, name) = path.into_inner();
+    let job = leased(&state, &req, job_id).await?;
+    let range = req.headers().get(CONTENT_RANGE).and_then(|v| v.to_str().ok()).and_then(upload_range);
+    let Some((first, last)) = range else {
+        return Err(AppError::bad_request("a part's bytes are named: Content-Range: bytes FIRST-LAST/*"));
+    };
+    let length = job_parts::append(&state.db, &job, name, first, last, body).await?;
+    Ok(HttpResponse::Ok().json(json!({ "length": length })))
+}
+
+/// The size and SHA-256 of a part the node sent whole.
+#[derive(serde::Deserialize)]
+pub struct PartDone {
+    size: u64,
+    sha256: String,
+}
+
+pub async fn take_part(
+    req: HttpRequest,
+    path: web::Path<(i32, String)>,
+    body: Body<PartDone>,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, AppError> {
+    let (job_id, name) = path.into_inner();
+    let job = leased(&state, &req, job_id).await?;
+    let PartDone { size, sha256 } = body.into_inner();
+    Ok(HttpResponse::Ok().json(job_parts::take(&state.db, &job, name, size, sha256).await?))
+}
+
+pub async fn finish_parts(
+    req: HttpRequest,
+    path: web::Path<i32>,
+    body: Body<PartsFinish>,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, AppError> {
+    let job = leased(&state, &req, path.into_inner()).await?;
+    let Some(claim) = state.runtime.remote_commits.claim(job.id) else {
+        return Ok(HttpResponse::Accepted().json(json!({ "committing": true })));
+    };
+    let done = body.into_inner();
+    let (lock, source) = job_parts::finish(&state.db, &job, &done).await?;
+    // The mux takes the partial folder's lock itself.
+    drop(lock);
+    let run_stats = done.run.run_stats(job.node_name.as_deref());
+    let uploaded = Uploaded::Parts { extension: done.extension, plan: Box::new(done.plan) };
+    commit_in_background(&state, job, claim, uploaded, source, run_stats);
+    Ok(HttpResponse::Accepted().json(json!({ "committing": true })))
 }
 
 pub async fn span_task(

@@ -140,6 +140,13 @@ pub fn segment_file(index: u32) -> String {
     format!("seg-{index:05}.seg")
 }
 
+/// The index of a segment file, for exactly the names `segment_file` gives (a name from a
+/// node is checked by this before it is used).
+pub fn segment_index_of(name: &str) -> Option<u32> {
+    let index = name.strip_prefix("seg-")?.strip_suffix(".seg")?.parse().ok()?;
+    (segment_file(index) == name).then_some(index)
+}
+
 /// The statistics a two-pass encode's first pass writes for planned span `span`, which its
 /// second pass reads (x265 adds `.cutree`, and `.temp` while writing).
 pub fn pass_stats_file(span: u32) -> String {

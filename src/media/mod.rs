@@ -17,6 +17,7 @@ pub mod keyframe;
 pub mod layout;
 pub mod manifest;
 pub mod partial;
+pub mod parts;
 pub mod plan;
 pub mod quality;
 pub mod replace;

@@ -205,6 +205,34 @@ pub struct EncodePlan {
     /// the child reads it as it arrives (not part of the digest; absent from an older node).
     #[serde(default)]
     pub growing: Option<GrowingSource>,
+    /// How much of the work this run does (issue 39, "upload while encoding"): all of it,
+    /// or only the video and audio that a node without the share uploads as they finish, or
+    /// only the mux of what such a node uploaded (not part of the digest; absent from an
+    /// older node: all of it).
+    #[serde(default, skip_serializing_if = "RunScope::is_whole")]
+    pub scope: RunScope,
+}
+
+/// How much of a job's work one transcoder run does.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum RunScope {
+    /// Encode what is left, then mux the output.
+    #[default]
+    Whole,
+    /// Encode what is left (video segments, the planned audio) and stop before the mux: a
+    /// node without the share uploads these files as they finish, and the main node muxes.
+    Encode,
+    /// Mux only: every segment must be in the partial folder already, made under this plan
+    /// (and a VMAF search's result too); nothing is encoded or searched, and a folder that
+    /// does not hold all of it is an error, never started over.
+    Mux,
+}
+
+impl RunScope {
+    pub fn is_whole(&self) -> bool {
+        *self == RunScope::Whole
+    }
 }
 
 /// A linked node's copy of a source that is still arriving when a child starts to read it
@@ -291,6 +319,7 @@ impl EncodePlan {
             two_pass: profile.runs_two_passes(),
             pass: None,
             growing: None,
+            scope: RunScope::Whole,
         })
     }
 
@@ -348,6 +377,26 @@ impl EncodePlan {
         self.encoder_options.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
     }
 
+    /// The plan this node muxes the segments a node without the share uploaded by
+    /// (`RunScope::Mux`): this plan (its paths, the library's stream rules, the container),
+    /// with how `node` encoded the video (the encoder, its options and the digest's other
+    /// settings), so that the node's segments are this plan's (`digest`). Nothing else of the
+    /// node's plan, and none of its paths, is used.
+    pub fn to_mux(&self, node: &EncodePlan) -> EncodePlan {
+        EncodePlan {
+            encoder: node.encoder,
+            encoder_options: node.encoder_options.clone(),
+            hardware_decode: false,
+            bit_depth: node.bit_depth,
+            retry_profile: node.retry_profile,
+            cautious: node.cautious,
+            segment_seconds: node.segment_seconds,
+            two_pass: node.two_pass,
+            scope: RunScope::Mux,
+            ..self.clone()
+        }
+    }
+
     /// A digest of what shapes the encoded bits: segments made under another plan cannot
     /// be joined with new ones. Hardware decoding is left out: H.264, HEVC and the other
     /// standard decoders are bit-exact, so a retry that only moves decoding to the CPU
@@ -378,6 +427,41 @@ impl EncodePlan {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_mux_plan_takes_the_nodes_encode_and_none_of_its_paths() {
+        let info = info_with("h264", None);
+        let profile = EncodeProfile {
+            encoder: Encoder::Libx265,
+            hardware_decode: false,
+            ten_bit_allowed: true,
+            preset: Some("medium".into()),
+            quality: 28,
+            cautious: false,
+            retry_profile: RetryProfile::AsConfigured,
+            rate: crate::domain::encoding::RateControl::Crf,
+        };
+        let library = tempfile::tempdir().unwrap();
+        let source = library.path().join("a.mkv");
+        std::fs::write(&source, b"source").unwrap();
+        let own = EncodePlan::new(&source, &info, &profile).unwrap();
+        let node = EncodePlan {
+            input: PathBuf::from("/etc/passwd"),
+            partial_dir: PathBuf::from("/"),
+            encoder_options: vec![("crf".into(), "26".into()), ("preset".into(), "fast".into())],
+            cautious: true,
+            output_extension: "mp4".into(),
+            epoch: "the node's".into(),
+            scope: RunScope::Encode,
+            ..own.clone()
+        };
+        let plan = own.to_mux(&node);
+        assert_eq!((&plan.input, &plan.partial_dir), (&own.input, &own.partial_dir));
+        assert_eq!((&plan.output_extension, &plan.epoch), (&own.output_extension, &own.epoch));
+        assert_eq!(plan.digest(), node.digest(), "the node's segments are the plan's");
+        assert_ne!(plan.digest(), own.digest());
+        assert_eq!(plan.scope, RunScope::Mux);
+    }
     use crate::media::info::{DolbyVision, HdrInfo, StreamInfo, StreamKind};
 
     fn info_with(codec: &str, dolby_vision: Option<DolbyVision>) -> MediaInfo {

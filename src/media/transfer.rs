@@ -112,9 +112,19 @@ impl Upload {
     /// under the partial folder's run lock; what it holds is made durable first, so its
     /// length is bytes the node need not send again.
     pub fn open(source: &Path) -> Result<Upload, TransferFileError> {
+        Upload::open_as(source, UPLOAD_FILE, |_| Ok(()))
+    }
+
+    /// As `open`, for the upload named `name` in the folder (one of the files a node uploads
+    /// in parts, `media::parts`); `first` runs under the lock before it is opened.
+    pub fn open_as(
+        source: &Path,
+        name: &str,
+        first: impl FnOnce(&PartialLock) -> Result<(), TransferFileError>,
+    ) -> Result<Upload, TransferFileError> {
         let lock = held(&partial_dir_for(source), partial::lock_run)?;
-        let file =
-            lock.open_file(UPLOAD_FILE, OFlags::RDWR | OFlags::CREATE, 0o600).map_err(io("opening the upload"))?;
+        first(&lock)?;
+        let file = lock.open_file(name, OFlags::RDWR | OFlags::CREATE, 0o600).map_err(io("opening the upload"))?;
         file.sync_all().map_err(io("syncing the upload"))?;
         let len = file.metadata().map_err(io("reading the upload's length"))?.len();
         Ok(Upload { _lock: lock, file, len })
@@ -169,28 +179,40 @@ pub fn finish_upload(
     extension: &str,
 ) -> Result<(PartialLock, String), TransferFileError> {
     let lock = held(&partial_dir_for(source), partial::lock)?;
-    let file = match lock.open_file(UPLOAD_FILE, OFlags::RDONLY, 0) {
+    let name = output_file_name(extension);
+    take_whole(&lock, UPLOAD_FILE, size, sha256, &name)?;
+    Ok((lock, name))
+}
+
+/// Checks the upload `upload` in the folder `lock` holds against the node's `size` and
+/// `sha256`: a match is renamed `name`, anything else is discarded (`Mismatch`).
+pub fn take_whole(
+    lock: &PartialLock,
+    upload: &str,
+    size: u64,
+    sha256: &str,
+    name: &str,
+) -> Result<(), TransferFileError> {
+    let file = match lock.open_file(upload, OFlags::RDONLY, 0) {
         Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(TransferFileError::Mismatch("there is no upload for this job".into()))
+            return Err(TransferFileError::Mismatch(format!("there is no upload of {name} for this job")))
         }
         Err(e) => return Err(io("opening the upload")(e)),
     };
     let len = file.metadata().map_err(io("reading the upload's length"))?.len();
-    let discard = |why: String| -> Result<(PartialLock, String), TransferFileError> {
-        lock.remove_file(UPLOAD_FILE).map_err(io("removing the upload"))?;
+    let discard = |why: String| -> Result<(), TransferFileError> {
+        lock.remove_file(upload).map_err(io("removing the upload"))?;
         Err(TransferFileError::Mismatch(why))
     };
     if len != size {
-        return discard(format!("the upload holds {len} bytes, the node sent {size}"));
+        return discard(format!("the upload of {name} holds {len} bytes, the node sent {size}"));
     }
     let got = sha256_of(&file, len).map_err(io("reading the upload"))?;
     if got != sha256 {
-        return discard(format!("the upload's SHA-256 is {got}, the node's {sha256}"));
+        return discard(format!("the upload of {name} has SHA-256 {got}, the node's {sha256}"));
     }
-    let name = output_file_name(extension);
-    lock.rename(UPLOAD_FILE, &name).map_err(io("naming the upload"))?;
-    Ok((lock, name))
+    lock.rename(upload, name).map_err(io("naming the upload"))
 }
 
 /// Whether the partial folder beside `source` holds a finished output (`output.<ext>`) or

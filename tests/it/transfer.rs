@@ -14,6 +14,7 @@ use condense::domain::job::JobStatus;
 use condense::domain::node::{NodeRole, NodeStatus};
 use condense::media::event::{PhaseTime, RunStats};
 use condense::media::layout::partial_dir_for;
+use condense::media::plan::{EncodePlan, RunScope};
 use condense::repo;
 use entities::job;
 use sea_orm::{ActiveModelTrait, Set};
@@ -694,6 +695,27 @@ async fn a_hash_whose_request_went_away_is_still_kept() {
     far.server.finish().await;
 }
 
+/// A job of `source` on `far`, encoded there for real: the far node's download of it into a
+/// folder of its own (kept with it), and the plan the transcoder child ran on the copy
+/// (one-second segments, x265 ultrafast, `scope`).
+async fn encoded_by_far(
+    far: &Far,
+    source: &Path,
+    scope: RunScope,
+) -> (i32, tempfile::TempDir, condense::actors::transfer::Downloaded, EncodePlan) {
+    let job = far.job(source.to_str().unwrap()).await;
+    let work = tempfile::tempdir().unwrap();
+    let got = far.client(&far.server.base).download(job, LEASE, work.path(), &mut |_| {}).await.unwrap();
+    let info = condense_media::probe::probe(&got.path).unwrap();
+    let profile = crate::common::media::profile("libx265", 30, "ultrafast");
+    let mut plan = EncodePlan::new(&got.path, &info, &profile).unwrap();
+    plan.segment_seconds = 1.0;
+    plan.scope = scope;
+    let (end, events) = crate::common::transcoder::run(&plan).await;
+    assert_eq!(end, condense::media::transcoder::ChildEnd::Completed, "{events:?}");
+    (job, work, got, plan)
+}
+
 /// The main node's end of a job by transfer: an output the far node encoded for real (the
 /// transcoder child on its downloaded copy), uploaded and finished, is verified against the
 /// source on the main node and replaces it; the job COMPLETED in the far node's name, with
@@ -703,20 +725,8 @@ async fn an_uploaded_output_is_verified_and_then_replaces_the_original() {
     let far = far_node().await;
     let source = crate::common::media::h264(&far.root(), "film.mkv", "320x240", 2);
     let (original, frames) = (std::fs::read(&source).unwrap(), crate::common::shim::video_frames(&source));
-    let job = far.job(source.to_str().unwrap()).await;
-    let work = tempfile::tempdir().unwrap();
+    let (job, _work, got, plan) = encoded_by_far(&far, &source, RunScope::Whole).await;
     let client = far.client(&far.server.base);
-    let got = client.download(job, LEASE, work.path(), &mut |_| {}).await.unwrap();
-    let info = condense_media::probe::probe(&got.path).unwrap();
-    let mut plan = condense::media::plan::EncodePlan::new(
-        &got.path,
-        &info,
-        &crate::common::media::profile("libx265", 30, "ultrafast"),
-    )
-    .unwrap();
-    plan.segment_seconds = 1.0;
-    let (end, events) = crate::common::transcoder::run(&plan).await;
-    assert_eq!(end, condense::media::transcoder::ChildEnd::Completed, "{events:?}");
     assert_eq!(std::fs::read(&source).unwrap(), original, "nothing touched the original before the upload");
 
     // What the node says of its run goes with the finish: its phases, the upload's added.
@@ -776,6 +786,116 @@ async fn an_uploaded_output_is_verified_and_then_replaces_the_original() {
     assert_eq!((phases[1].wall_ms, phases[1].cpu_ms), (600, 880));
     assert!(phases[3].cpu_ms > 0 && phases[4].cpu_ms > 0, "{phases:?}");
     assert_eq!(detail["aloneMs"], 30);
+    far.server.finish().await;
+}
+
+/// Issue 39, "upload while encoding": a part cut off mid-way resumes from the bytes the
+/// main node holds of it (never from zero again), and lands whole under its name in the
+/// partial folder beside the original; asked again once held whole, nothing is sent. A name
+/// that is not a part a node's run makes, and a node without the job's lease, are refused.
+#[actix_web::test]
+async fn a_part_cut_off_resumes_from_its_durable_bytes_and_one_held_whole_is_not_sent_again() {
+    use condense::actors::transfer::parts::Held;
+    use condense::media::layout::AUDIO_FILE;
+    use condense::media::parts::Part;
+    let far = far_node().await;
+    let (source, _, job) = far.source("film.mkv", 1000).await;
+    let data = bytes(3 * (1 << 20) + 5, 11);
+    let work = tempfile::tempdir().unwrap();
+    let file = work.path().join(AUDIO_FILE);
+    std::fs::write(&file, &data).unwrap();
+    // The first piece (1 MiB) goes through, the second is cut half way.
+    let proxy = Proxy::start(&far.server.base, Fault::CutUp((1 << 20) + (1 << 19))).await;
+    let client = far.client(&proxy.base);
+    let mut reports = Vec::new();
+    let part = client.upload_part(job, LEASE, AUDIO_FILE, &file, &mut |at, _| reports.push(at)).await.unwrap();
+    assert_eq!(part, Part { name: AUDIO_FILE.into(), size: data.len() as u64, sha256: sha(&data) });
+    assert_eq!(std::fs::read(partial_dir_for(&source).join(AUDIO_FILE)).unwrap(), data);
+    let offsets = proxy.put_offsets();
+    assert_eq!(offsets[..2], [0, 1 << 20], "{:?}", proxy.asked());
+    let resumed = offsets[2];
+    assert!(resumed > (1 << 20) && resumed < (1 << 20) + (1 << 19), "resumed inside the cut piece: {offsets:?}");
+    assert!(!offsets[2..].contains(&0), "never from zero again: {offsets:?}");
+    assert_eq!(reports.last(), Some(&(data.len() as u64)));
+
+    // Held whole: nothing is sent again, and the listing names it.
+    let sent = proxy.put_offsets().len();
+    assert_eq!(client.upload_part(job, LEASE, AUDIO_FILE, &file, &mut |_, _| {}).await.unwrap(), part);
+    assert_eq!(proxy.put_offsets().len(), sent);
+    match client.parts_held(job, LEASE).await.unwrap() {
+        Some(Held::Parts(held)) => assert_eq!((held.parts, held.arriving), (vec![part], vec![])),
+        other => panic!("{other:?}"),
+    }
+
+    let range = [("Content-Range", "bytes 0-1/*".to_string())];
+    let url = format!("/cluster/jobs/{job}/parts/manifest.json");
+    let (status, _, body) = far.raw(Method::PUT, &url, &far.bearer, LEASE, &range, b"{}".to_vec()).await;
+    assert_eq!(status, 400, "{}", String::from_utf8_lossy(&body));
+    assert!(!partial_dir_for(&source).join("manifest.json.upload").exists());
+    let url = format!("/cluster/jobs/{job}/parts");
+    let (status, _, _) = far.raw(Method::GET, &url, &far.bearer, "another lease", &[], vec![]).await;
+    assert_eq!(status, 403);
+    far.server.finish().await;
+}
+
+/// Issue 39, "upload while encoding": a node's run that stops before the mux
+/// (`RunScope::Encode`) leaves no output; its segments go to the main node as parts, then
+/// the finish with its manifest and plan. A finish whose manifest names a segment the main
+/// node does not hold is refused (the node sends it, then finishes again); the main node
+/// then muxes the output from the original and the parts, verifies it and replaces the
+/// original with every frame; the job's phases name the mux on the main node.
+#[actix_web::test]
+async fn an_encode_sent_in_parts_is_muxed_on_the_main_node_and_replaces_the_original() {
+    use condense::actors::cluster::parts::PartsFinish;
+    use condense::actors::transfer::parts::Finished;
+    use condense::media::manifest::Manifest;
+    let far = far_node().await;
+    let source = crate::common::media::h264(&far.root(), "film.mkv", "320x240", 3);
+    let (original, frames) = (std::fs::read(&source).unwrap(), crate::common::shim::video_frames(&source));
+    let (job, _work, got, plan) = encoded_by_far(&far, &source, RunScope::Encode).await;
+    let client = far.client(&far.server.base);
+    assert!(!plan.output_path().exists(), "the run stopped before the mux");
+    let manifest: Manifest =
+        serde_json::from_slice(&std::fs::read(plan.partial_dir.join("manifest.json")).unwrap()).unwrap();
+    assert!(manifest.video_complete && manifest.segments.len() >= 2, "{manifest:?}");
+
+    let mut parts = Vec::new();
+    for segment in manifest.segments.iter().filter(|s| !s.file.is_empty()) {
+        let path = plan.partial_dir.join(&segment.file);
+        parts.push(client.upload_part(job, LEASE, &segment.file, &path, &mut |_, _| {}).await.unwrap());
+    }
+    assert_eq!(std::fs::read(&source).unwrap(), original, "nothing touched the original before the finish");
+    let finish = |parts: &[condense::media::parts::Part]| PartsFinish {
+        extension: plan.output_extension.clone(),
+        source_sha256: got.sha256.clone(),
+        plan: plan.clone(),
+        manifest: manifest.clone(),
+        parts: parts.to_vec(),
+        run: Default::default(),
+    };
+    // The last segment held back: the manifest names a part the main node does not hold.
+    let last = parts.pop().unwrap();
+    std::fs::remove_file(partial_dir_for(&source).join(&last.name)).unwrap();
+    match client.finish_parts(job, LEASE, &finish(&parts)).await.unwrap() {
+        Finished::Missing(why) => assert!(why.contains(&last.name), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(std::fs::read(&source).unwrap(), original);
+    let path = plan.partial_dir.join(&last.name);
+    parts.push(client.upload_part(job, LEASE, &last.name, &path, &mut |_, _| {}).await.unwrap());
+    assert_eq!(client.finish_parts(job, LEASE, &finish(&parts)).await.unwrap(), Finished::Committing);
+
+    let done = committed(&far, job).await;
+    assert_eq!(done.status, JobStatus::Completed, "{:?}", done.failure_detail);
+    assert_eq!(condense_media::probe::probe(&source).unwrap().video().unwrap().codec, "hevc");
+    assert_eq!(crate::common::shim::video_frames(&source), frames, "every frame is there");
+    assert!(!partial_dir_for(&source).exists(), "nothing is left of the parts");
+    let completed = repo::events::list(far.server.db(), job).await.unwrap();
+    let completed = completed.iter().rev().find(|e| e.kind == "completed").unwrap();
+    let phases: Vec<PhaseTime> = serde_json::from_value(completed.detail.clone().unwrap()["phases"].clone()).unwrap();
+    let named: Vec<(&str, Option<&str>)> = phases.iter().map(|p| (p.phase.as_str(), p.node.as_deref())).collect();
+    assert!(named.contains(&("mux", None)), "{named:?}");
+    assert!(named.ends_with(&[("verification", None), ("replace", None)]), "{named:?}");
     far.server.finish().await;
 }
 
@@ -853,10 +973,7 @@ async fn a_source_replaced_after_the_finish_is_not_overwritten_by_the_old_encode
         size: output.len() as u64,
         extension: "mkv".into(),
         source_sha256: sha(&original),
-        cpu_ms: None,
-        wall_ms: None,
-        phases: Vec::new(),
-        alone_ms: None,
+        run: Default::default(),
     };
     let Finished { lock, source: encoded_from, .. } = finish(far.server.db(), &row, done).await.unwrap();
     drop(lock);
@@ -871,7 +988,7 @@ async fn a_source_replaced_after_the_finish_is_not_overwritten_by_the_old_encode
         job,
         LEASE.into(),
         Some("far".into()),
-        "mkv".into(),
+        condense::actors::job::remote::Uploaded::Output { extension: "mkv".into() },
         encoded_from,
         None,
     )

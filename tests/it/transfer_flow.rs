@@ -120,13 +120,15 @@ async fn a_source_changed_while_a_node_encodes_its_copy_requeues_the_job_and_kee
     // The output is the new version's, whole.
     replaced_whole(&s, new_frames, &dir.path().join("blind/work"), &[]).await;
     // Where the completed attempt's time went: the node's phases in its name (the download,
-    // its check of the copy, the transcoder's, the upload), then the main node's.
+    // its check of the copy, the transcoder's, the parts sent after the encode), then the
+    // main node's (its mux child's start and mux among them).
     let completed = events_of(&detail, "completed");
     let phases = completed[0]["detail"]["phases"].as_array().unwrap();
     let named: Vec<(&str, &str)> =
         phases.iter().map(|p| (p["phase"].as_str().unwrap(), p["node"].as_str().unwrap_or("-"))).collect();
-    let (node, main) = named.split_at(named.len() - 3);
-    assert_eq!(main, [("validation", "-"), ("verification", "-"), ("replace", "-")], "{named:?}");
+    let (node, main) = named.split_at(named.len() - 5);
+    let mains = [("validation", "-"), ("start", "-"), ("mux", "-"), ("verification", "-"), ("replace", "-")];
+    assert_eq!(main, mains, "{named:?}");
     assert_eq!(node.first(), Some(&("download", "blind")), "{named:?}");
     assert_eq!(node.get(1), Some(&("validation", "blind")), "{named:?}");
     assert_eq!(node.last(), Some(&("upload", "blind")), "{named:?}");
@@ -154,6 +156,13 @@ fn segments_finished(folder: &Path) -> (usize, u64) {
     let manifest: Value = serde_json::from_slice(&text).unwrap_or_default();
     let segments = manifest["segments"].as_array().cloned().unwrap_or_default();
     (segments.len(), segments.iter().filter_map(|s| s["frames"].as_u64()).sum())
+}
+
+/// Whether the run in the job's folder `folder` in WORK_DIR has finished the video.
+fn video_complete(folder: &Path) -> bool {
+    let partial = condense::media::layout::partial_dir_for(&folder.join("input.mkv"));
+    let Ok(text) = std::fs::read(partial.join(condense::media::layout::MANIFEST_FILE)) else { return false };
+    serde_json::from_slice::<Value>(&text).is_ok_and(|m| m["videoComplete"] == true)
 }
 
 /// The events of kind `kind` in the job's history.
@@ -354,7 +363,8 @@ async fn a_source_changed_while_its_node_is_down_is_downloaded_again_and_its_old
 /// Whether a job shows `transfer` where its node moves its file: in stage TRANSFERRING,
 /// or a download beside the encode of the copy read as it arrives.
 fn moving(job: &Value, transfer: &Value) -> bool {
-    job["stage"] == "TRANSFERRING" || (job["stage"] == "ENCODING" && transfer["direction"] == "download")
+    job["stage"] == "TRANSFERRING"
+        || (job["stage"] == "ENCODING" && matches!(transfer["direction"].as_str(), Some("download" | "upload")))
 }
 
 /// A main node with no slot of its own, a blind node whose transfers are capped at 4 Mbit/s
@@ -373,8 +383,8 @@ async fn capped_blind_with_noise(dir: &Path, seconds: u32) -> (PathBuf, ServerPr
 }
 
 /// Issue 39: while a node moves a job's file, the job says so over the API: `transfer`
-/// (direction, bytes of total, rate) in stage TRANSFERRING, or ENCODING for a download
-/// beside the encode, in the job list and in `GET /jobs/{id}`, first the download of the
+/// (direction, bytes of total, rate) in stage TRANSFERRING, or ENCODING for a download or
+/// the upload of parts beside the encode, in the job list and in `GET /jobs/{id}`, first the download of the
 /// source, later the upload of the output;
 /// absent once the job ended. The cap (TRANSFER_MBPS=4, 500 kB/s) and a clip of noise
 /// (some MB in, over a MB out) keep each transfer going for seconds.
@@ -486,6 +496,66 @@ async fn a_node_encodes_its_copy_while_the_copy_still_downloads() {
     assert_eq!(condense_media::probe::probe(&clip).unwrap().video().unwrap().codec, "hevc");
     assert_eq!(video_frames(&clip), frames);
     wait_for_names(&work, &[], 20).await;
+}
+
+/// The names in the partial folder beside `source` on the main node (none while there is
+/// no folder).
+fn partial_names(source: &Path) -> Vec<String> {
+    let partial = condense::media::layout::partial_dir_for(source);
+    if partial.is_dir() {
+        names_in(&partial)
+    } else {
+        Vec::new()
+    }
+}
+
+/// Issue 39, "upload while encoding": a node without the share sends each segment of its
+/// copy to the main node as it finishes, while the later ones still encode (a throttled
+/// encode of six one-second segments): the main node's partial folder holds segments the
+/// node sent while the job is ENCODING and the node's own run has not finished the video.
+/// Then the main node muxes the output from the original and those segments, verifies it
+/// and replaces the original with every frame; the node never muxed, nothing is left in
+/// WORK_DIR nor beside the original.
+#[actix_web::test]
+async fn a_node_without_the_share_sends_each_segment_while_later_ones_encode() {
+    if !mount_namespaces("transfer_flow::a_node_without_the_share_sends_each_segment") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let s = setup(dir.path(), 6).await;
+    let frames = video_frames(&s.clip);
+    let node = blind_with_library(dir.path(), &s, 60).await;
+    let id = encoding_on_blind(&s, 120).await["id"].as_i64().unwrap();
+    let work = dir.path().join("blind/work");
+    let folder = work.join(id.to_string());
+
+    // Segments on the main node while the node's run is short of the video.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let (sent, finished) = loop {
+        let sent: Vec<String> = partial_names(&s.clip).into_iter().filter(|n| n.starts_with("seg-")).collect();
+        let (finished, _) = segments_finished(&folder);
+        let complete = video_complete(&folder);
+        let encoding = jobs(&s.main, &s.token).await.iter().any(|j| j["status"] == "ENCODING");
+        if !sent.is_empty() && encoding && !complete {
+            break (sent, finished);
+        }
+        assert!(
+            Instant::now() < deadline && !complete,
+            "no segment on the main node while the node encoded (it finished {finished}):\n{}",
+            node.output().join("\n")
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(sent.len() <= finished, "{sent:?} sent of {finished} finished");
+
+    let done = wait_all_done(&s.main, &s.token, 1, 180).await;
+    let log = node.output().join("\n");
+    assert_eq!((&done[0]["status"], &done[0]["node"]), (&"COMPLETED".into(), &"blind".into()), "{:#}\n{log}", done[0]);
+    assert!(logged(&node, "the parts are up; the main node muxes", id), "{log}");
+    // The node's run stopped before the mux: it never wrote an output.
+    assert!(!log.contains("uploaded the output"), "{log}");
+    replaced_whole(&s, frames, &work, &[]).await;
+    assert!(partial_names(&s.clip).is_empty(), "{:?}", partial_names(&s.clip));
 }
 
 /// A main node with no slot of its own on a fixed port, so that one started again on its

@@ -5,6 +5,7 @@
 
 pub mod link;
 pub mod membership;
+pub mod parts;
 pub mod span_claims;
 pub mod span_transfer;
 pub mod transfer;

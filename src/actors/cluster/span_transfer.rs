@@ -19,15 +19,14 @@ use futures_util::{Stream, StreamExt};
 use sea_orm::DatabaseConnection;
 
 use super::span_claims::SpanClaims;
-use super::transfer::{job_of, open_source, TransferError};
+use super::transfer::{contained_source, job_of, open_source, TransferError};
 use crate::domain::transfer::valid_sha256;
-use crate::media::contain::still_inside;
 use crate::media::layout::partial_dir_for;
 use crate::media::span_record::SpanRecord;
 use crate::media::span_transfer::{record_written, take_span, SpanTask, Taken};
 use crate::media::transfer::TransferFileError;
 use crate::media::MediaError;
-use crate::repo::{self, jobs};
+use crate::repo;
 
 /// The header that names the span whose lease a node presents (`LEASE_HEADER`).
 pub const SPAN_HEADER: &str = "x-condense-span";
@@ -59,19 +58,7 @@ pub async fn authorize_span(
 /// The job's partial folder, its source contained again in the library (never through a
 /// link).
 async fn partial_dir(db: &DatabaseConnection, job: &job::Model) -> Result<PathBuf, TransferError> {
-    let roots: Vec<PathBuf> = match job.library_id {
-        Some(id) => {
-            repo::libraries::paths_of(&repo::libraries::get(db, id).await?).into_iter().map(PathBuf::from).collect()
-        }
-        None => Vec::new(),
-    };
-    let source = jobs::source_path(job);
-    let checked = source.clone();
-    tokio::task::spawn_blocking(move || still_inside(&checked, &roots))
-        .await
-        .map_err(blocking)?
-        .map_err(|e| TransferError::File(e.into()))?;
-    Ok(partial_dir_for(&source))
+    Ok(partial_dir_for(&contained_source(db, job).await?))
 }
 
 /// Claims span `span` of the job for the node presenting `lease` and answers what is left

@@ -15,6 +15,7 @@ use sea_orm::DatabaseConnection;
 
 use crate::actors::store::holds_lease;
 use crate::domain::transfer::{valid_extension, valid_sha256};
+use crate::media::contain::still_inside;
 use crate::media::event::{PhaseTime, RunStats};
 use crate::media::partial::PartialLock;
 use crate::media::plan::SourceIdentity;
@@ -73,6 +74,18 @@ pub(super) async fn job_of(db: &DatabaseConnection, job_id: i32) -> Result<job::
         Err(RepoError::NotFound(_)) => Err(TransferError::NoJob(job_id)),
         Err(e) => Err(e.into()),
     }
+}
+
+/// The job's source, contained again in its library (never through a link).
+pub(super) async fn contained_source(db: &DatabaseConnection, job: &job::Model) -> Result<PathBuf, TransferError> {
+    let roots = roots_of(db, job).await?;
+    let source = jobs::source_path(job);
+    let checked = source.clone();
+    tokio::task::spawn_blocking(move || still_inside(&checked, &roots))
+        .await
+        .map_err(blocking)?
+        .map_err(|e| TransferError::File(e.into()))?;
+    Ok(source)
 }
 
 /// The job's source with its SHA-256.
@@ -140,13 +153,27 @@ pub async fn upload_length(job: &job::Model) -> Result<u64, TransferError> {
 /// Appends the part `first..=last` read from `body` at the upload's durable length (refused
 /// unless `first` is that length); what arrived is made durable even when the body breaks
 /// off. The durable length after.
-pub async fn append<S, E>(job: &job::Model, first: u64, last: u64, mut body: S) -> Result<u64, TransferError>
+pub async fn append<S, E>(job: &job::Model, first: u64, last: u64, body: S) -> Result<u64, TransferError>
 where
     S: Stream<Item = Result<Bytes, E>> + Unpin,
     E: std::fmt::Display,
 {
     let source = jobs::source_path(job);
-    let mut upload = tokio::task::spawn_blocking(move || Upload::open(&source)).await.map_err(blocking)??;
+    append_to(move || Upload::open(&source), first, last, body).await
+}
+
+/// Appends as `append` does, to the upload `open` opens (the output, or one of a job's parts).
+pub(super) async fn append_to<S, E>(
+    open: impl FnOnce() -> Result<Upload, TransferFileError> + Send + 'static,
+    first: u64,
+    last: u64,
+    mut body: S,
+) -> Result<u64, TransferError>
+where
+    S: Stream<Item = Result<Bytes, E>> + Unpin,
+    E: std::fmt::Display,
+{
+    let mut upload = tokio::task::spawn_blocking(open).await.map_err(blocking)??;
     upload.expect_offset(first)?;
     let declared = last - first + 1;
     let mut received = 0u64;
@@ -187,6 +214,14 @@ pub struct Finish {
     pub extension: String,
     /// The source's SHA-256 as the node downloaded and encoded it.
     pub source_sha256: String,
+    #[serde(flatten)]
+    pub run: NodeRun,
+}
+
+/// What a node says of its run with the finish of its upload.
+#[derive(Debug, Clone, Default, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeRun {
     /// The encode's CPU and wall time on the node, in milliseconds, when it measured them.
     #[serde(default)]
     pub cpu_ms: Option<u64>,
@@ -201,7 +236,17 @@ pub struct Finish {
     pub alone_ms: Option<u64>,
 }
 
-impl Finish {
+impl NodeRun {
+    /// What a node sends of `stats` (its run, when it measured it), with its `phases`.
+    pub fn of(stats: Option<&RunStats>, phases: Vec<PhaseTime>) -> NodeRun {
+        NodeRun {
+            cpu_ms: stats.map(|s| s.cpu_ms),
+            wall_ms: stats.map(|s| s.wall_ms),
+            phases,
+            alone_ms: stats.map(|s| s.alone_ms),
+        }
+    }
+
     /// What the node said of its run, its phases marked with its name (`node`), for the
     /// commit; `None` when it measured nothing.
     pub fn run_stats(&self, node: Option<&str>) -> Option<RunStats> {
@@ -209,6 +254,36 @@ impl Finish {
         let phases = self.phases.iter().map(|p| PhaseTime { node: node.map(str::to_string), ..p.clone() }).collect();
         Some(RunStats { cpu_ms, wall_ms, phases, alone_ms: self.alone_ms.unwrap_or(0) })
     }
+}
+
+/// The identity of the job's source, when its SHA-256 is still `sha256` (the one the node
+/// encoded from); otherwise what the node uploaded is thrown away (`discard`) and the
+/// answer is `SourceChanged`.
+pub(super) async fn unchanged(
+    db: &DatabaseConnection,
+    job: &job::Model,
+    sha256: &str,
+    discard: fn(&std::path::Path) -> Result<(), TransferFileError>,
+) -> Result<SourceIdentity, TransferError> {
+    if !valid_sha256(sha256) {
+        return Err(TransferError::Invalid("a SHA-256 is 64 lowercase hex digits".into()));
+    }
+    let opened = open_source(db, job).await?;
+    let inode = opened
+        .file
+        .file
+        .metadata()
+        .map_err(|e| TransferFileError::from(MediaError::from_io("reading the source's identity", &e)))?
+        .ino();
+    let identity = SourceIdentity { size: opened.file.size, mtime_ns: opened.file.mtime_ns, inode };
+    let now = opened.sha256;
+    if now != sha256 {
+        let source = jobs::source_path(job);
+        tokio::task::spawn_blocking(move || discard(&source)).await.map_err(blocking)??;
+        tracing::warn!(job_id = job.id, "an upload was refused: the source changed since the node read it");
+        return Err(TransferError::SourceChanged { now });
+    }
+    Ok(identity)
 }
 
 /// A finished upload: the job's `output.<ext>` under its partial folder's lock, and the
@@ -226,25 +301,11 @@ pub async fn finish(db: &DatabaseConnection, job: &job::Model, done: Finish) -> 
     if !valid_extension(&done.extension) {
         return Err(TransferError::Invalid(format!("{:?} is not an output extension", done.extension)));
     }
-    if !valid_sha256(&done.sha256) || !valid_sha256(&done.source_sha256) {
+    if !valid_sha256(&done.sha256) {
         return Err(TransferError::Invalid("a SHA-256 is 64 lowercase hex digits".into()));
     }
     let source = jobs::source_path(job);
-    let opened = open_source(db, job).await?;
-    let inode = opened
-        .file
-        .file
-        .metadata()
-        .map_err(|e| TransferFileError::from(MediaError::from_io("reading the source's identity", &e)))?
-        .ino();
-    let identity = SourceIdentity { size: opened.file.size, mtime_ns: opened.file.mtime_ns, inode };
-    let now = opened.sha256;
-    if now != done.source_sha256 {
-        let s = source.clone();
-        tokio::task::spawn_blocking(move || files::discard_upload(&s)).await.map_err(blocking)??;
-        tracing::warn!(job_id = job.id, "an upload was refused: the source changed since the node read it");
-        return Err(TransferError::SourceChanged { now });
-    }
+    let identity = unchanged(db, job, &done.source_sha256, files::discard_upload).await?;
     let (lock, output) =
         tokio::task::spawn_blocking(move || files::finish_upload(&source, done.size, &done.sha256, &done.extension))
             .await

@@ -5,15 +5,16 @@
 //! (`condense-media`'s `growing` reader). The download runs beside the analysis and the
 //! encode (`supervise::Beside`): a download that fails ends the encode with its reason;
 //! one that ends with another SHA-256 than the end's was fetched under (the source changed
-//! on the main node meanwhile) sends the job back to the queue, no retry used. The output
-//! is uploaded once both are done, as after a whole download (`by_transfer`).
+//! on the main node meanwhile) sends the job back to the queue, no retry used. The encoded
+//! parts go up beside both (`parts`), and the finish once both are done, as after a whole
+//! download (`by_transfer`).
 
 use std::cell::{Cell, RefCell};
-use std::future::Future;
-use std::pin::{pin, Pin};
+use std::pin::pin;
 use std::time::Instant;
 
-use super::by_transfer::{full_work_dir, transfer_failed, Copy, Moved, Start};
+use super::by_transfer::{full_work_dir, transfer_failed, Copy, Delivery, Moved, Start};
+use super::parts::BesideWork;
 use super::supervise::{Beside, Stop};
 use super::{join_error, Attempt};
 use crate::actors::lifecycle::LifecycleError;
@@ -87,6 +88,7 @@ impl Attempt {
         client: &TransferClient,
         start: Start,
         tail: Tail,
+        delivery: Delivery,
     ) -> Result<(), LifecycleError> {
         let Start { job, dir, copy, started, .. } = start;
         // The copy under two names of one file: the download's, which it writes, and one
@@ -125,6 +127,8 @@ impl Attempt {
         };
         let download = client.download(self.job_id, &lease, &dir, &mut on_progress);
         let outcome: RefCell<Option<(Downloaded, Instant)>> = RefCell::new(None);
+        // Set once the download ended: the parts sent beside the encode show from then on.
+        let arrived = Cell::new(false);
         let (work_dir, job_row, tail_path) = (setup.work_dir.clone(), job.clone(), growing.tail.clone());
         let mut beside = pin!(async {
             let got = tokio::select! {
@@ -133,6 +137,7 @@ impl Attempt {
                     "reason": "the download of the source started over (the source changed on the main node, or the bytes did not match its SHA-256)",
                 }))),
             };
+            arrived.set(true);
             let stop = match got {
                 Ok(downloaded) => {
                     let stop = judged(&downloaded, &tail, tail_path).await;
@@ -170,19 +175,30 @@ impl Attempt {
         if let Some(stop) = stopped {
             return self.stopped_by(stop).await;
         }
-        let Some(prepared) = prepared.transpose()?.flatten() else { return Ok(()) };
-        let work = beside.as_mut() as Pin<&mut dyn Future<Output = Option<Stop>>>;
-        let beside_now = beside_open.then_some(Beside { work, transfer: &transfer });
-        let Some(encoded) = self.supervise(&prepared, beside_now).await? else { return Ok(()) };
-        // The encode can end before the download: the copy's last bytes came from its end.
-        if outcome.borrow().is_none() {
-            let mut reported = encoded.job.clone();
-            match self.follow(beside.as_mut(), &transfer, &mut reported).await? {
-                Moved::Done(None) => {}
-                Moved::Done(Some(stop)) => return self.stopped_by(stop).await,
-                Moved::Stopped => return Ok(()),
+        let Some(mut prepared) = prepared.transpose()?.flatten() else { return Ok(()) };
+        let download = beside_open.then_some(beside.as_mut() as BesideWork<'_>);
+        let (encoded, sent) = if matches!(delivery, Delivery::Parts) {
+            // The parts go beside the encode and the download, and both end within.
+            let Some((encoded, sent)) =
+                self.encode_in_parts(client, &mut prepared, download, &transfer, &arrived).await?
+            else {
+                return Ok(());
+            };
+            (encoded, Some(sent))
+        } else {
+            let beside_now = download.map(|work| Beside { work, transfer: &transfer });
+            let Some(encoded) = self.supervise(&prepared, beside_now).await? else { return Ok(()) };
+            // The encode can end before the download: the copy's last bytes came from its end.
+            if outcome.borrow().is_none() {
+                let mut reported = encoded.job.clone();
+                match self.follow(beside.as_mut(), &transfer, &mut reported).await? {
+                    Moved::Done(None) => {}
+                    Moved::Done(Some(stop)) => return self.stopped_by(stop).await,
+                    Moved::Stopped => return Ok(()),
+                }
             }
-        }
+            (encoded, None)
+        };
         let Some((downloaded, done)) = outcome.take() else {
             return self.fail(MediaError::misc("the download ended without its result")).await;
         };
@@ -199,7 +215,11 @@ impl Attempt {
         }
         let took = PhaseTime::new("download", u64::try_from((done - started).as_millis()).unwrap_or(u64::MAX), 0);
         let copy = Copy { input, sha256: downloaded.sha256, took };
-        let Some(()) = self.upload(client, &copy, &prepared, encoded).await? else { return Ok(()) };
+        let delivered = match sent {
+            Some(sent) => self.finish_parts(client, &copy, &prepared, (encoded, sent)).await?,
+            None => self.upload(client, &copy, &prepared, encoded).await?,
+        };
+        let Some(()) = delivered else { return Ok(()) };
         self.await_commit().await
     }
 }

@@ -2,7 +2,7 @@
 //! so the attempt downloads the source over the node's link into the job's folder in
 //! WORK_DIR (`WORK_DIR/<job id>/`), analyses and encodes that copy here as `prepare` and
 //! `supervise` do (the partial output beside the copy, never in the library), uploads the
-//! output and asks the main node to finish it, then keeps the lease while the main node
+//! output (in parts while it encodes, `parts`) and asks the main node to finish it, then keeps the lease while the main node
 //! verifies the output against the original and replaces it (`remote::commit_remote`),
 //! until the job has ended there. The job's folder goes with the attempt, unless the
 //! attempt left the job as it was (the node stops, or its link is down): then it stays for
@@ -21,6 +21,7 @@ use super::supervise::{Encoded, Stop};
 use super::{join_error, Attempt, JobCommand, Phase};
 use crate::actors::lifecycle::LifecycleError;
 use crate::actors::store::holds_lease;
+use crate::actors::transfer::parts::Held;
 use crate::actors::transfer::{
     keep_only, make_job_dir, remove_job_dir, reopen_copy, short_of_room_in, ClientError, Direction, Progress,
     TransferClient, TransferSetup, SOURCE_FILE, SOURCE_HASH_FILE,
@@ -64,6 +65,16 @@ pub(super) enum Moved<T> {
     Stopped,
 }
 
+/// How the attempt's output reaches the main node.
+pub(super) enum Delivery {
+    /// In parts while it encodes; the main node muxes.
+    Parts,
+    /// Muxed here and uploaded whole once encoded.
+    Whole,
+    /// The main node commits it already (a finish of this lease taken before a restart).
+    Committing,
+}
+
 impl Attempt {
     /// The attempt of a job taken by transfer, to its end; the job's folder in WORK_DIR is
     /// removed after it, unless the job is still this attempt's (the node stops, and the job
@@ -102,21 +113,58 @@ impl Attempt {
             return self.fail(e).await;
         };
         let Some(start) = self.make_room(setup).await? else { return Ok(()) };
+        let Some(delivery) = self.delivery(setup, &client).await? else { return Ok(()) };
+        if matches!(delivery, Delivery::Committing) {
+            tracing::info!(job_id = self.job_id, "the main node commits this job's parts already");
+            return self.await_commit().await;
+        }
         // A fresh copy is read as it arrives, once its end is here (download ahead); a copy
         // kept from an earlier attempt here is checked whole first, as its segments may be
         // continued.
         if start.kept.is_none() && setup.ahead {
             match self.fetch_tail(&client, &start).await? {
-                Moved::Done(Some(tail)) => return self.ahead(setup, &client, start, tail).await,
+                Moved::Done(Some(tail)) => return self.ahead(setup, &client, start, tail, delivery).await,
                 Moved::Done(None) => {}
                 Moved::Stopped => return Ok(()),
             }
         }
         let Some(copy) = self.download(setup, &client, start).await? else { return Ok(()) };
-        let Some(prepared) = self.prepare(Some(copy.input.as_path()), None).await? else { return Ok(()) };
-        let Some(encoded) = self.supervise(&prepared, None).await? else { return Ok(()) };
-        let Some(()) = self.upload(&client, &copy, &prepared, encoded).await? else { return Ok(()) };
+        let Some(mut prepared) = self.prepare(Some(copy.input.as_path()), None).await? else { return Ok(()) };
+        let delivered = if matches!(delivery, Delivery::Parts) {
+            let (shown, quiet) = (Cell::new(None), Cell::new(true));
+            let Some(done) = self.encode_in_parts(&client, &mut prepared, None, &shown, &quiet).await? else {
+                return Ok(());
+            };
+            self.finish_parts(&client, &copy, &prepared, done).await?
+        } else {
+            let Some(encoded) = self.supervise(&prepared, None).await? else { return Ok(()) };
+            self.upload(&client, &copy, &prepared, encoded).await?
+        };
+        let Some(()) = delivered else { return Ok(()) };
         self.await_commit().await
+    }
+
+    /// How this attempt's output will reach the main node: asked of it before the encode
+    /// (an older main node takes no parts).
+    async fn delivery(&mut self, setup: &TransferSetup, client: &TransferClient) -> Phase<Delivery> {
+        if !setup.parts {
+            return Ok(Some(Delivery::Whole));
+        }
+        let job = self.env.store.job(self.job_id).await?;
+        let (id, lease) = (self.job_id, self.lease_id.clone());
+        let asked = client.parts_held(id, &lease);
+        let seen = Cell::new(None);
+        let mut reported = job;
+        match self.follow(asked, &seen, &mut reported).await? {
+            Moved::Done(Ok(Some(Held::Parts(_)))) => Ok(Some(Delivery::Parts)),
+            Moved::Done(Ok(Some(Held::Committing))) => Ok(Some(Delivery::Committing)),
+            Moved::Done(Ok(None)) => {
+                tracing::info!(job_id = self.job_id, "the main node takes no parts; the output goes up whole");
+                Ok(Some(Delivery::Whole))
+            }
+            Moved::Done(Err(e)) => self.fail(transfer_failed("asking the main node for the job's parts", e)).await,
+            Moved::Stopped => Ok(None),
+        }
     }
 
     /// The job's folder in WORK_DIR, what an earlier attempt left in it, and whether

@@ -10,6 +10,7 @@ mod command;
 mod commit;
 mod heartbeat;
 pub mod helper;
+mod parts;
 mod prepare;
 pub mod remote;
 pub mod span_by_transfer;

@@ -15,9 +15,10 @@ use super::supervise::Encoded;
 use super::{Attempt, NodeEnv, Phase};
 use crate::actors::lifecycle::LifecycleError;
 use crate::actors::store::JobSettings;
-use crate::media::event::RunStats;
-use crate::media::plan::{output_extension, SourceIdentity};
+use crate::media::event::{Event, RunStats};
+use crate::media::plan::{output_extension, EncodePlan, SourceIdentity};
 use crate::media::stream_plan::plan_streams;
+use crate::media::transcoder::{ChildEnd, Transcoder};
 use crate::media::worker;
 use crate::media::MediaError;
 use crate::repo::libraries::rules_of;
@@ -67,7 +68,7 @@ pub async fn commit_remote(
     job_id: i32,
     lease: String,
     node_name: Option<String>,
-    extension: String,
+    uploaded: Uploaded,
     source: SourceIdentity,
     run_stats: Option<RunStats>,
 ) -> Result<(), LifecycleError> {
@@ -79,16 +80,56 @@ pub async fn commit_remote(
     // the job (a cancel after the upload is too late, as it is during a local commit).
     let (_commands, rx) = mpsc::unbounded_channel();
     let attempt = Attempt { env: Arc::new(env), job_id, lease_id: lease, commands: rx, by_transfer: false };
+    let extension = match &uploaded {
+        Uploaded::Output { extension } | Uploaded::Parts { extension, .. } => extension.clone(),
+    };
     let Some(mut prepared) = attempt.prepare_remote(&extension, source).await? else { return Ok(()) };
-    // In the order they ran: the node's phases, then this node's validation (`commit` adds
-    // its verification and replace).
+    // In the order they ran: the node's phases, then this node's validation and mux
+    // (`commit` adds its verification and replace).
     let mut run_stats = run_stats.unwrap_or_default();
     run_stats.phases.append(&mut prepared.phases);
+    if let Uploaded::Parts { plan, .. } = uploaded {
+        let plan = prepared.plan.to_mux(&plan);
+        let Some(mut muxed) = attempt.mux(&plan).await? else { return Ok(()) };
+        run_stats.phases.append(&mut muxed.phases);
+        run_stats.cpu_ms += muxed.cpu_ms;
+        prepared.plan = plan;
+    }
     let encoded = Encoded { job: prepared.job.clone(), run_stats: Some(run_stats) };
     attempt.commit(prepared, encoded).await
 }
 
+/// What a node without the share uploaded of its encode.
+pub enum Uploaded {
+    /// The output it muxed, `output.<extension>` in the job's partial folder.
+    Output { extension: String },
+    /// Its segments and planned audio, in the job's partial folder under its manifest (issue
+    /// 39, "upload while encoding"), encoded by `plan`: this node muxes the output.
+    Parts { extension: String, plan: Box<EncodePlan> },
+}
+
 impl Attempt {
+    /// Muxes the output from the original and the parts a node uploaded, with a
+    /// transcoder child that encodes nothing (`RunScope::Mux`): its figures, or `None` once
+    /// the attempt failed with the reason.
+    async fn mux(&self, plan: &EncodePlan) -> Phase<RunStats> {
+        let mut child = match Transcoder::spawn(&self.env.transcoder, plan).await {
+            Ok(child) => child,
+            Err(e) => return self.fail(e).await,
+        };
+        let mut stats = None;
+        while let Some(event) = child.events.recv().await {
+            if let Event::Done { cpu_ms, wall_ms, phases, alone_ms, .. } = event {
+                stats = Some(RunStats { cpu_ms, wall_ms, phases, alone_ms });
+            }
+        }
+        match child.wait().await {
+            ChildEnd::Completed => Ok(Some(stats.unwrap_or_default())),
+            ChildEnd::Failed(e) => self.fail(e).await,
+            other => self.fail(MediaError::misc(format!("the mux of the uploaded parts ended {other:?}"))).await,
+        }
+    }
+
     /// What `commit` needs, made from the source on this node: its analysis (in a child),
     /// the library's settings and the plan under the uploaded `extension`, which must be the
     /// one the library's rules give this source.

@@ -21,7 +21,7 @@ use tokio::io::AsyncWriteExt;
 
 use super::folders::{SOURCE_FILE, SOURCE_HASH_FILE};
 use crate::actors::cluster::span_transfer::{SpanFinish, SPAN_HEADER};
-use crate::actors::cluster::transfer::{Finish, LEASE_HEADER, SHA256_HEADER, SIZE_HEADER};
+use crate::actors::cluster::transfer::{Finish, NodeRun, LEASE_HEADER, SHA256_HEADER, SIZE_HEADER};
 use crate::domain::transfer::{gives_up, pace, part_bytes, retry_after};
 use crate::media::event::{PhaseTime, RunStats};
 use crate::media::span_record::SpanRecord;
@@ -69,7 +69,7 @@ pub enum ClientError {
     Full { what: &'static str, error: String },
 }
 
-fn io(what: &'static str) -> impl Fn(std::io::Error) -> ClientError {
+pub(super) fn io(what: &'static str) -> impl Fn(std::io::Error) -> ClientError {
     move |e| match e.kind() {
         std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded => {
             ClientError::Full { what, error: e.to_string() }
@@ -118,7 +118,7 @@ pub struct TransferClient {
 /// transfer under it): no wait at all. A zero sleep still waits for the timer's next tick
 /// (about 1 ms), which after every chunk of a download held an uncapped loopback link to
 /// about 25 MB/s (BENCHMARKS.md, "A node without the share").
-async fn wait_for_cap(pause: Duration) {
+pub(super) async fn wait_for_cap(pause: Duration) {
     if !pause.is_zero() {
         tokio::time::sleep(pause).await;
     }
@@ -158,11 +158,11 @@ impl TransferClient {
         }
     }
 
-    fn url(&self, job_id: i32, what: &str) -> String {
+    pub(super) fn url(&self, job_id: i32, what: &str) -> String {
         format!("{}/cluster/jobs/{job_id}/{what}", self.base)
     }
 
-    fn request(&self, method: awc::http::Method, url: String, lease: &str) -> awc::ClientRequest {
+    pub(super) fn request(&self, method: awc::http::Method, url: String, lease: &str) -> awc::ClientRequest {
         self.client.request(method, url).bearer_auth(&self.bearer).insert_header((LEASE_HEADER, lease))
     }
 
@@ -478,52 +478,13 @@ impl TransferClient {
             if at > 0 {
                 tracing::info!(job_id, from = at, total = size, "resuming the upload of the output");
             }
-            let (before, mut last) = (at, String::new());
-            while at < size {
-                let end = size.min(at + self.part_bytes.max(1));
-                let (reader, from) = (source.clone(), at);
-                let part = tokio::task::spawn_blocking(move || {
-                    let mut buf = vec![0u8; usize::try_from(end - from).unwrap_or(0)];
-                    std::os::unix::fs::FileExt::read_exact_at(reader.as_ref(), &mut buf, from).map(|()| buf)
-                })
-                .await
-                .map_err(|e| ClientError::Io { what: "reading the output", error: e.to_string() })?
-                .map_err(io("reading the output"))?;
-                let sent = self
-                    .request(awc::http::Method::PUT, self.url(job_id, "output"), lease)
-                    .insert_header(("Content-Range", format!("bytes {at}-{}/{size}", end - 1)))
-                    .send_body(Bytes::from(part))
-                    .await;
-                let mut res = match sent {
-                    Ok(res) => res,
-                    Err(e) => {
-                        last = e.to_string();
-                        break;
-                    }
-                };
-                let status = res.status().as_u16();
-                if status == 409 || status == 400 || status >= 500 {
-                    // Busy, another length than this client thought, or a proxy's answer
-                    // while the main node restarts: the durable length asked again.
-                    let _ = res.body().await;
-                    last = format!("the main node answered {status} to the part at byte {at}");
-                    break;
-                }
-                if !res.status().is_success() {
-                    return Err(refusal(status, &mut res).await);
-                }
-                let now = match res.json::<Length>().await {
-                    Ok(v) => v.length,
-                    Err(e) => {
-                        last = e.to_string();
-                        break;
-                    }
-                };
-                let (pause, rate) = runs.moved(now.saturating_sub(at));
-                at = now;
-                on_progress(Progress { direction: Direction::Upload, bytes: at, total: size, rate });
-                wait_for_cap(pause).await;
-            }
+            let before = at;
+            let url = self.url(job_id, "output");
+            let mut report = |at: u64, rate: f64| {
+                on_progress(Progress { direction: Direction::Upload, bytes: at, total: size, rate })
+            };
+            let (sent, last) = self.send_from(&url, lease, &source, size, at, &mut runs, &mut report).await?;
+            at = sent;
             if at < size {
                 runs.failed(last, at > before);
                 continue;
@@ -535,10 +496,7 @@ impl TransferClient {
                 size,
                 extension: extension.to_string(),
                 source_sha256: source_sha256.to_string(),
-                cpu_ms: run_stats.as_ref().map(|s| s.cpu_ms),
-                wall_ms: run_stats.as_ref().map(|s| s.wall_ms),
-                phases,
-                alone_ms: run_stats.as_ref().map(|s| s.alone_ms),
+                run: NodeRun::of(run_stats.as_ref(), phases),
             };
             finish_sent = true;
             let mut res = match self
@@ -575,6 +533,73 @@ impl TransferClient {
     }
 }
 
+impl TransferClient {
+    /// Sends the bytes of `source` from `at` to `size` to `url`, in parts of `part_bytes`,
+    /// each appended at the main node's durable length and reported (`report`: the durable
+    /// length and the run's rate) before the cap's pause. How far it came, and why it
+    /// stopped short of `size` (for `runs`); a refusal other than a busy folder, a length
+    /// this client did not expect or a proxy's 5xx is an error.
+    #[allow(clippy::too_many_arguments, reason = "one run of one upload's parts")]
+    pub(super) async fn send_from(
+        &self,
+        url: &str,
+        lease: &str,
+        source: &Arc<std::fs::File>,
+        size: u64,
+        mut at: u64,
+        runs: &mut Runs,
+        report: &mut dyn FnMut(u64, f64),
+    ) -> Result<(u64, String), ClientError> {
+        let mut last = String::new();
+        while at < size {
+            let end = size.min(at + self.part_bytes.max(1));
+            let (reader, from) = (source.clone(), at);
+            let part = tokio::task::spawn_blocking(move || {
+                let mut buf = vec![0u8; usize::try_from(end - from).unwrap_or(0)];
+                std::os::unix::fs::FileExt::read_exact_at(reader.as_ref(), &mut buf, from).map(|()| buf)
+            })
+            .await
+            .map_err(|e| ClientError::Io { what: "reading a file to upload", error: e.to_string() })?
+            .map_err(io("reading a file to upload"))?;
+            let sent = self
+                .request(awc::http::Method::PUT, url.to_string(), lease)
+                .insert_header(("Content-Range", format!("bytes {at}-{}/{size}", end - 1)))
+                .send_body(Bytes::from(part))
+                .await;
+            let mut res = match sent {
+                Ok(res) => res,
+                Err(e) => {
+                    last = e.to_string();
+                    break;
+                }
+            };
+            let status = res.status().as_u16();
+            if status == 409 || status == 400 || status >= 500 {
+                // Busy, another length than this client thought, or a proxy's answer
+                // while the main node restarts: the durable length asked again.
+                let _ = res.body().await;
+                last = format!("the main node answered {status} to the part at byte {at}");
+                break;
+            }
+            if !res.status().is_success() {
+                return Err(refusal(status, &mut res).await);
+            }
+            let now = match res.json::<Length>().await {
+                Ok(v) => v.length,
+                Err(e) => {
+                    last = e.to_string();
+                    break;
+                }
+            };
+            let (pause, rate) = runs.moved(now.saturating_sub(at));
+            at = now;
+            report(at, rate);
+            wait_for_cap(pause).await;
+        }
+        Ok((at, last))
+    }
+}
+
 /// The lease a request is made under: a job's, or (`span`) one span's of it.
 #[derive(Debug, Clone, Copy)]
 struct Grant<'a> {
@@ -586,7 +611,7 @@ impl TransferClient {
     /// Sends what `make` makes until the main node answers: a request that fails on the
     /// link, or an answer of 5xx, is tried again as `runs` allows. `Ok(Ok(answer))`: a
     /// success; `Ok(Err(refused))`: the main node refused it.
-    async fn answered<F, S>(
+    pub(super) async fn answered<F, S>(
         &self,
         runs: &mut Runs,
         make: impl Fn() -> F,
@@ -714,7 +739,7 @@ impl TransferClient {
 
 /// The runs of one transfer: each starts where the last left off, and the transfer gives up
 /// after `tries` runs in a row that moved nothing, or when nothing moved for `patience`.
-struct Runs {
+pub(super) struct Runs {
     tries: u32,
     patience: Duration,
     mbps: u32,
@@ -731,7 +756,7 @@ struct Runs {
 }
 
 impl Runs {
-    fn new(client: &TransferClient) -> Self {
+    pub(super) fn new(client: &TransferClient) -> Self {
         let now = Instant::now();
         Runs {
             tries: client.tries,
@@ -747,7 +772,7 @@ impl Runs {
     }
 
     /// Before a run: gives up, or after a failed run waits its backoff.
-    async fn next(&mut self) -> Result<(), ClientError> {
+    pub(super) async fn next(&mut self) -> Result<(), ClientError> {
         if gives_up(self.failed, self.tries, self.stalled_since.elapsed(), self.patience) {
             return Err(ClientError::Link { tries: self.failed, last: std::mem::take(&mut self.last) });
         }
@@ -761,7 +786,7 @@ impl Runs {
     }
 
     /// `n` more bytes moved in this run: the pause the cap asks for, and the run's rate.
-    fn moved(&mut self, n: u64) -> (Duration, f64) {
+    pub(super) fn moved(&mut self, n: u64) -> (Duration, f64) {
         if n > 0 {
             self.stalled_since = Instant::now();
         }
@@ -770,20 +795,20 @@ impl Runs {
     }
 
     /// The run ended short, for `why`; `progressed` when it moved bytes first.
-    fn failed(&mut self, why: String, progressed: bool) {
+    pub(super) fn failed(&mut self, why: String, progressed: bool) {
         self.failed = if progressed { 1 } else { self.failed + 1 };
         self.last = why;
     }
 
     /// Whether the whole may be moved once more after a checksum mismatch (once).
-    fn restart(&mut self) -> bool {
+    pub(super) fn restart(&mut self) -> bool {
         self.restarts += 1;
         self.restarts <= 1
     }
 }
 
 /// The main node's refusal, from its JSON error body.
-async fn refusal<S>(status: u16, res: &mut awc::ClientResponse<S>) -> ClientError
+pub(super) async fn refusal<S>(status: u16, res: &mut awc::ClientResponse<S>) -> ClientError
 where
     S: futures_util::Stream<Item = Result<Bytes, awc::error::PayloadError>> + Unpin,
 {
@@ -794,8 +819,8 @@ where
 /// The main node's answer with an upload's durable length (`committing` while a finish's
 /// commit runs).
 #[derive(serde::Deserialize)]
-struct Length {
-    length: u64,
+pub(super) struct Length {
+    pub(super) length: u64,
     #[serde(default)]
     committing: bool,
 }

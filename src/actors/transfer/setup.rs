@@ -17,6 +17,9 @@ pub struct TransferSetup {
     /// Whether a fresh copy is read as it downloads (issue 39's download ahead; off only to
     /// measure it, `CONDENSE_DOWNLOAD_AHEAD`).
     pub ahead: bool,
+    /// Whether a job's finished files go up while it encodes and the main node muxes (issue
+    /// 39's upload while encoding; off only to measure it, `CONDENSE_UPLOAD_PARTS`).
+    pub parts: bool,
     /// WORK_DIR: each job's files in a folder named by its id.
     pub work_dir: PathBuf,
     /// One download at a time per job's span folder: two slots helping with one job share
