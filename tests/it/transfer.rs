@@ -899,6 +899,41 @@ async fn an_encode_sent_in_parts_is_muxed_on_the_main_node_and_replaces_the_orig
     far.server.finish().await;
 }
 
+/// Issue 39, "upload while encoding": the main node's mux child (`RunScope::Mux`) joins
+/// what a node uploaded or refuses it; it never encodes. Over segments made under another
+/// plan (another quality: another digest), or a folder without a manifest, it fails with
+/// the reason and leaves the folder as it found it: no segment made, none removed, no
+/// output.
+#[actix_web::test]
+async fn a_mux_only_run_refuses_segments_of_another_plan_and_encodes_nothing() {
+    let far = far_node().await;
+    let source = crate::common::media::h264(&far.root(), "film.mkv", "320x240", 2);
+    let (_job, _work, _got, plan) = encoded_by_far(&far, &source, RunScope::Encode).await;
+    let names = |dir: &Path| {
+        let mut names: Vec<String> =
+            std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        names.sort();
+        names
+    };
+    let before = names(&plan.partial_dir);
+    assert!(before.iter().any(|n| n.starts_with("seg-")), "{before:?}");
+
+    let other = EncodePlan { scope: RunScope::Mux, ..plan.with_quality(plan.quality() + 2) };
+    let (end, events) = crate::common::transcoder::run(&other).await;
+    match end {
+        condense::media::transcoder::ChildEnd::Failed(e) => assert!(e.message.contains("not whole"), "{e:?}"),
+        other => panic!("{other:?}: {events:?}"),
+    }
+    assert_eq!(names(&plan.partial_dir), before, "the folder as it was");
+
+    std::fs::remove_file(plan.partial_dir.join("manifest.json")).unwrap();
+    let before = names(&plan.partial_dir);
+    let (end, events) = crate::common::transcoder::run(&EncodePlan { scope: RunScope::Mux, ..plan.clone() }).await;
+    assert!(matches!(end, condense::media::transcoder::ChildEnd::Failed(_)), "{end:?}: {events:?}");
+    assert_eq!(names(&plan.partial_dir), before, "nothing encoded over a folder without a manifest");
+    far.server.finish().await;
+}
+
 /// A job of a `seconds` s clip `film.mkv` on `far`, whose output, made by ffmpeg with
 /// `args` as `out.<extension>`, is uploaded under that extension: the source, its bytes and
 /// the job as the main node ended it.
