@@ -838,6 +838,30 @@ async fn a_part_cut_off_resumes_from_its_durable_bytes_and_one_held_whole_is_not
     far.server.finish().await;
 }
 
+/// Issue 39, "upload while encoding": a part with a byte flipped on the way is refused by
+/// its checksum (discarded on the main node) and sent again whole; what the main node then
+/// holds under the part's name is the node's file, byte for byte.
+#[actix_web::test]
+async fn a_corrupted_part_is_refused_by_its_checksum_and_sent_again() {
+    use condense::media::layout::segment_file;
+    let far = far_node().await;
+    let (source, _, job) = far.source("film.mkv", 1000).await;
+    let data = bytes(1 << 20, 5);
+    let work = tempfile::tempdir().unwrap();
+    let name = segment_file(0);
+    let file = work.path().join(&name);
+    std::fs::write(&file, &data).unwrap();
+    let proxy = Proxy::start(&far.server.base, Fault::FlipUp(4000)).await;
+    let mut client = far.client(&proxy.base);
+    client.part_bytes = 256 << 10;
+    let part = client.upload_part(job, LEASE, &name, &file, &mut |_, _| {}).await.unwrap();
+    assert_eq!(part.sha256, sha(&data));
+    assert_eq!(std::fs::read(partial_dir_for(&source).join(&name)).unwrap(), data);
+    let taken = proxy.asked().iter().filter(|a| a.starts_with("post ") && a.contains("/done")).count();
+    assert_eq!(taken, 2, "refused once, then taken: {:?}", proxy.asked());
+    far.server.finish().await;
+}
+
 /// Issue 39, "upload while encoding": a node's run that stops before the mux
 /// (`RunScope::Encode`) leaves no output; its segments go to the main node as parts, then
 /// the finish with its manifest and plan. A finish whose manifest names a segment the main
