@@ -69,17 +69,14 @@ pub fn transcode(plan: &EncodePlan, stop: &AtomicBool, emit: &mut dyn FnMut(Even
     let searched = match plan.search {
         Some(asked) => {
             clock.lap("start");
-            // Mux only: the search the encoding node made must be here; none is made.
-            let found = match plan.scope {
-                RunScope::Mux => match crate::search::kept(plan, asked) {
-                    Some(kept) => Some(Some(kept)),
+            let found = if plan.scope == RunScope::Mux {
+                // Mux only: the search the encoding node made must be here; none is made.
+                match crate::search::kept(plan, asked) {
+                    Some(kept) => Some(kept),
                     None => return Err(refuse(lock, not_whole("the quality search's result"))),
-                },
-                _ => None,
-            };
-            let found = match found {
-                Some(kept) => kept,
-                None => crate::search::load_or_search(plan, asked, &info, stop, emit)?,
+                }
+            } else {
+                crate::search::load_or_search(plan, asked, &info, stop, emit)?
             };
             match found {
                 Some(result) => {

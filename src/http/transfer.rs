@@ -82,6 +82,7 @@ impl From<TransferError> for AppError {
                 TransferFileError::Busy => AppError::conflict("busy", message),
                 TransferFileError::Offset { .. } => AppError::conflict("offset_mismatch", message),
                 TransferFileError::Mismatch(_) => AppError::conflict("checksum_mismatch", message),
+                TransferFileError::Refused(_) => AppError::bad_request(message),
                 TransferFileError::Media(_) => AppError::Internal(message),
             },
         }

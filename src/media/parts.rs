@@ -68,7 +68,7 @@ fn io(what: &'static str) -> impl Fn(std::io::Error) -> TransferFileError {
 }
 
 fn refused(name: &str) -> TransferFileError {
-    TransferFileError::Media(MediaError::misc(format!("{name:?} is not a part a node uploads")))
+    TransferFileError::Refused(format!("{name:?} is not a part a node uploads"))
 }
 
 /// The list of parts in the folder at `dir` (a handle's path); `None` when there is none.
@@ -175,11 +175,11 @@ pub fn take_manifest(
         }
     }
     if manifest.version != MANIFEST_VERSION || !manifest.video_complete {
-        return Err(TransferFileError::Media(MediaError::misc("the node's manifest is not of a whole video")));
+        return Err(TransferFileError::Refused("the node's manifest is not of a whole video".into()));
     }
     for segment in manifest.segments.iter().filter(|s| !s.file.is_empty()) {
         if segment_index_of(&segment.file).is_none() {
-            return Err(refused(&segment.file));
+            return Err(TransferFileError::Refused(format!("{:?} is not a segment's name", segment.file)));
         }
         if !sent.iter().any(|p| p.name == segment.file && p.size == segment.bytes) {
             return Err(TransferFileError::Mismatch(format!("segment {} was not uploaded whole", segment.file)));
@@ -274,8 +274,8 @@ mod tests {
         }
         let tmp = tempfile::tempdir().unwrap();
         let source = source_in(&tmp.path().canonicalize().unwrap());
-        assert!(open_part(&source, "manifest.json").is_err());
-        assert!(take_part(&source, "../a.mkv", 6, &sha(b"source")).is_err());
+        assert!(matches!(open_part(&source, "manifest.json"), Err(TransferFileError::Refused(_))));
+        assert!(matches!(take_part(&source, "../a.mkv", 6, &sha(b"source")), Err(TransferFileError::Refused(_))));
     }
 
     #[test]
@@ -343,7 +343,7 @@ mod tests {
         assert!(matches!(take_manifest(&source, wrong, &sent, identity), Err(TransferFileError::Mismatch(_))));
         // A name outside the folder's, or a part the main node does not hold as sent.
         let outside = manifest(&[("../../a.mkv", 6)]);
-        assert!(take_manifest(&source, outside, &[], identity).is_err());
+        assert!(matches!(take_manifest(&source, outside, &[], identity), Err(TransferFileError::Refused(_))));
         let other = Part { sha256: sha(b"other"), ..b.clone() };
         let mismatched = manifest(&[(&a.name, 5), (&b.name, 6)]);
         assert!(matches!(
@@ -353,7 +353,7 @@ mod tests {
         // The video not complete.
         let mut open = manifest(&[(&a.name, 5), (&b.name, 6)]);
         open.video_complete = false;
-        assert!(take_manifest(&source, open, &sent, identity).is_err());
+        assert!(matches!(take_manifest(&source, open, &sent, identity), Err(TransferFileError::Refused(_))));
         assert!(!partial_dir_for(&source).join(MANIFEST_FILE).exists(), "nothing written");
 
         let lock = take_manifest(&source, manifest(&[(&a.name, 5), (&b.name, 6)]), &sent, identity).unwrap();

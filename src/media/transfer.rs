@@ -31,6 +31,10 @@ pub enum TransferFileError {
     Offset { durable: u64, offset: u64 },
     #[error("{0}; the upload was discarded")]
     Mismatch(String),
+    /// What the node sent is not something it may send (a name, a manifest): nothing was
+    /// written.
+    #[error("{0}")]
+    Refused(String),
     #[error(transparent)]
     Media(#[from] MediaError),
 }

@@ -15,8 +15,7 @@ use futures_util::Stream;
 use sea_orm::DatabaseConnection;
 
 use super::transfer::{append_to, contained_source, unchanged, NodeRun, TransferError};
-use crate::media::layout::segment_index_of;
-use crate::media::manifest::{Manifest, MANIFEST_VERSION};
+use crate::media::manifest::Manifest;
 use crate::media::partial::PartialLock;
 use crate::media::parts::{self, Part, Uploaded};
 use crate::media::plan::{EncodePlan, SourceIdentity};
@@ -56,9 +55,6 @@ where
     S: Stream<Item = Result<Bytes, E>> + Unpin,
     E: std::fmt::Display,
 {
-    if !parts::is_part_name(&name) {
-        return Err(TransferError::Invalid(format!("{name:?} is not a part a node uploads")));
-    }
     let source = contained_source(db, job).await?;
     append_to(move || parts::open_part(&source, &name), first, last, body).await
 }
@@ -73,9 +69,6 @@ pub async fn take(
 ) -> Result<Part, TransferError> {
     if !crate::domain::transfer::valid_sha256(&sha256) {
         return Err(TransferError::Invalid("a SHA-256 is 64 lowercase hex digits".into()));
-    }
-    if !parts::is_part_name(&name) {
-        return Err(TransferError::Invalid(format!("{name:?} is not a part a node uploads")));
     }
     on_source(db, job, move |source| parts::take_part(source, &name, size, &sha256)).await
 }
@@ -109,16 +102,6 @@ pub async fn finish(
 ) -> Result<(PartialLock, SourceIdentity), TransferError> {
     if !crate::domain::transfer::valid_extension(&done.extension) {
         return Err(TransferError::Invalid(format!("{:?} is not an output extension", done.extension)));
-    }
-    if let Some(name) = done.parts.iter().map(|p| &p.name).find(|n| !parts::is_part_name(n)) {
-        return Err(TransferError::Invalid(format!("{name:?} is not a part a node uploads")));
-    }
-    let mut named = done.manifest.segments.iter().filter(|s| !s.file.is_empty());
-    if let Some(segment) = named.find(|s| segment_index_of(&s.file).is_none()) {
-        return Err(TransferError::Invalid(format!("{:?} is not a segment's name", segment.file)));
-    }
-    if !done.manifest.video_complete || done.manifest.version != MANIFEST_VERSION {
-        return Err(TransferError::Invalid("the manifest is not of a whole video".into()));
     }
     let identity = unchanged(db, job, &done.source_sha256, parts::discard_parts).await?;
     let (manifest, sent) = (done.manifest.clone(), done.parts.clone());

@@ -113,7 +113,7 @@ impl Attempt {
             return self.fail(e).await;
         };
         let Some(start) = self.make_room(setup).await? else { return Ok(()) };
-        let Some(delivery) = self.delivery(setup, &client).await? else { return Ok(()) };
+        let Some(delivery) = self.delivery(setup, &client, &start.job).await? else { return Ok(()) };
         if matches!(delivery, Delivery::Committing) {
             tracing::info!(job_id = self.job_id, "the main node commits this job's parts already");
             return self.await_commit().await;
@@ -146,15 +146,19 @@ impl Attempt {
 
     /// How this attempt's output will reach the main node: asked of it before the encode
     /// (an older main node takes no parts).
-    async fn delivery(&mut self, setup: &TransferSetup, client: &TransferClient) -> Phase<Delivery> {
+    async fn delivery(
+        &mut self,
+        setup: &TransferSetup,
+        client: &TransferClient,
+        job: &entities::job::Model,
+    ) -> Phase<Delivery> {
         if !setup.parts {
             return Ok(Some(Delivery::Whole));
         }
-        let job = self.env.store.job(self.job_id).await?;
         let (id, lease) = (self.job_id, self.lease_id.clone());
         let asked = client.parts_held(id, &lease);
         let seen = Cell::new(None);
-        let mut reported = job;
+        let mut reported = job.clone();
         match self.follow(asked, &seen, &mut reported).await? {
             Moved::Done(Ok(Some(Held::Parts(_)))) => Ok(Some(Delivery::Parts)),
             Moved::Done(Ok(Some(Held::Committing))) => Ok(Some(Delivery::Committing)),

@@ -39,8 +39,8 @@ const RETRY_AFTER: Duration = Duration::from_secs(5);
 /// A future beside the encode, as `supervise::Beside` takes it.
 pub(super) type BesideWork<'a> = Pin<&'a mut dyn Future<Output = Option<Stop>>>;
 
-/// Runs `a` and `b` together: the first `Some` either ends with ends both; `None` once both
-/// ended with `None`.
+/// Runs `a` and `b` together: the first `Some` either of them ends with ends both; `None`
+/// once both ended with `None`.
 pub(super) async fn together(mut a: Option<BesideWork<'_>>, mut b: Option<BesideWork<'_>>) -> Option<Stop> {
     std::future::poll_fn(|cx| {
         if let Some(stop) = poll_slot(&mut a, cx).or_else(|| poll_slot(&mut b, cx)) {
@@ -123,9 +123,6 @@ impl<'a> PartsUpload<'a> {
                     let _ = tokio::time::timeout(LOOK_EVERY, self.wake.notified()).await;
                 }
                 Err(e) if last => return Some(stop_for(e)),
-                Err(ClientError::SourceChanged(message)) => {
-                    return Some(stop_for(ClientError::SourceChanged(message)));
-                }
                 Err(e) => {
                     tracing::info!(job_id = self.job_id, error = %e, "a part could not be sent yet; the encode goes on");
                     let _ = tokio::time::timeout(RETRY_AFTER, self.wake.notified()).await;
@@ -166,11 +163,7 @@ impl<'a> PartsUpload<'a> {
 /// The run's finished files in its partial folder, with their sizes: the segments its
 /// manifest lists (whole once listed), and with `all` its audio and search's result.
 fn finished_files(dir: &Path, all: bool) -> std::io::Result<Vec<(String, u64)>> {
-    let manifest = match std::fs::read(dir.join(MANIFEST_FILE)) {
-        Ok(text) => serde_json::from_slice::<Manifest>(&text).ok(),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(e),
-    };
+    let manifest = manifest_in(dir)?;
     let mut files: Vec<(String, u64)> = manifest
         .iter()
         .flat_map(|m| m.segments.iter())
@@ -187,6 +180,15 @@ fn finished_files(dir: &Path, all: bool) -> std::io::Result<Vec<(String, u64)>> 
         }
     }
     Ok(files)
+}
+
+/// The run's manifest in its partial folder `dir`; `None` before the run wrote one.
+fn manifest_in(dir: &Path) -> std::io::Result<Option<Manifest>> {
+    match std::fs::read(dir.join(MANIFEST_FILE)) {
+        Ok(text) => serde_json::from_slice(&text).map(Some).map_err(std::io::Error::other),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// The parts an encode sent, and since when it sent them alone (its end).
@@ -248,11 +250,9 @@ impl Attempt {
         let SentParts { mut parts, since } = sent;
         let Encoded { job, run_stats } = encoded;
         let dir = prepared.plan.partial_dir.clone();
-        let manifest = match tokio::task::spawn_blocking(move || std::fs::read(dir.join(MANIFEST_FILE))).await {
-            Ok(Ok(text)) => match serde_json::from_slice::<Manifest>(&text) {
-                Ok(manifest) => manifest,
-                Err(e) => return self.fail(MediaError::misc(format!("the run's manifest is unreadable: {e}"))).await,
-            },
+        let manifest = match tokio::task::spawn_blocking(move || manifest_in(&dir)).await {
+            Ok(Ok(Some(manifest))) => manifest,
+            Ok(Ok(None)) => return self.fail(MediaError::misc("the encode left no manifest")).await,
             Ok(Err(e)) => return self.fail(MediaError::from_io("reading the run's manifest", &e)).await,
             Err(e) => return self.fail(join_error(e)).await,
         };

@@ -69,7 +69,7 @@ pub enum ClientError {
     Full { what: &'static str, error: String },
 }
 
-pub(super) fn io(what: &'static str) -> impl Fn(std::io::Error) -> ClientError {
+fn io(what: &'static str) -> impl Fn(std::io::Error) -> ClientError {
     move |e| match e.kind() {
         std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded => {
             ClientError::Full { what, error: e.to_string() }
@@ -118,7 +118,7 @@ pub struct TransferClient {
 /// transfer under it): no wait at all. A zero sleep still waits for the timer's next tick
 /// (about 1 ms), which after every chunk of a download held an uncapped loopback link to
 /// about 25 MB/s (BENCHMARKS.md, "A node without the share").
-pub(super) async fn wait_for_cap(pause: Duration) {
+async fn wait_for_cap(pause: Duration) {
     if !pause.is_zero() {
         tokio::time::sleep(pause).await;
     }
@@ -436,17 +436,7 @@ impl TransferClient {
         on_progress: &mut dyn FnMut(Progress),
     ) -> Result<u64, ClientError> {
         let started = Instant::now();
-        let path = file.to_path_buf();
-        let (source, size, sha256) = tokio::task::spawn_blocking(move || {
-            let f = std::fs::File::open(&path)?;
-            let size = f.metadata()?.len();
-            let sha = sha256_of(&f, size)?;
-            Ok::<_, std::io::Error>((f, size, sha))
-        })
-        .await
-        .map_err(|e| ClientError::Io { what: "hashing the output", error: e.to_string() })?
-        .map_err(io("hashing the output"))?;
-        let source = Arc::new(source);
+        let (source, size, sha256) = hashed(file, "hashing the output").await?;
         let mut runs = Runs::new(self);
         // Whether a finish went out: its answer may have been lost on the way back, and the
         // main node then commits (or has committed) the output this loop would send again.
@@ -598,6 +588,22 @@ impl TransferClient {
         }
         Ok((at, last))
     }
+}
+
+/// The file at `path` to upload, open, with its size and SHA-256 (`what` names the work in
+/// an error).
+pub(super) async fn hashed(path: &Path, what: &'static str) -> Result<(Arc<std::fs::File>, u64, String), ClientError> {
+    let path = path.to_path_buf();
+    let (file, size, sha256) = tokio::task::spawn_blocking(move || {
+        let f = std::fs::File::open(&path)?;
+        let size = f.metadata()?.len();
+        let sha = sha256_of(&f, size)?;
+        Ok::<_, std::io::Error>((f, size, sha))
+    })
+    .await
+    .map_err(|e| ClientError::Io { what, error: e.to_string() })?
+    .map_err(io(what))?;
+    Ok((Arc::new(file), size, sha256))
 }
 
 /// The lease a request is made under: a job's, or (`span`) one span's of it.

@@ -6,12 +6,10 @@
 //! it whole (`TransferClient::upload`). The main node's side is `actors::cluster::parts`.
 
 use std::path::Path;
-use std::sync::Arc;
 
-use super::client::{io, refusal, ClientError, Runs, TransferClient};
+use super::client::{hashed, refusal, ClientError, Runs, TransferClient};
 use crate::actors::cluster::parts::PartsFinish;
 use crate::media::parts::{Part, Uploaded};
-use crate::media::transfer::sha256_of;
 
 /// What the main node answers of a job's parts.
 #[derive(Debug, Clone, PartialEq)]
@@ -79,17 +77,7 @@ impl TransferClient {
         path: &Path,
         report: &mut dyn FnMut(u64, f64),
     ) -> Result<Part, ClientError> {
-        let file = path.to_path_buf();
-        let (source, size, sha256) = tokio::task::spawn_blocking(move || {
-            let f = std::fs::File::open(&file)?;
-            let size = f.metadata()?.len();
-            let sha = sha256_of(&f, size)?;
-            Ok::<_, std::io::Error>((f, size, sha))
-        })
-        .await
-        .map_err(|e| ClientError::Io { what: "hashing a part", error: e.to_string() })?
-        .map_err(io("hashing a part"))?;
-        let source = Arc::new(source);
+        let (source, size, sha256) = hashed(path, "hashing a part").await?;
         let part = Part { name: name.to_string(), size, sha256 };
         let url = self.url(job_id, &format!("parts/{name}"));
         let mut runs = Runs::new(self);
