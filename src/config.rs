@@ -252,6 +252,11 @@ pub struct ServeArgs {
     /// 39), to measure what the overlap gives.
     #[arg(long, env = "CONDENSE_UPLOAD_PARTS", hide = true, default_value_t = true, action = clap::ArgAction::Set)]
     pub upload_parts: bool,
+    /// Benchmark aid: `false` makes a linked node download the whole source for the spans
+    /// it encodes without the share, as before it fetched only the ranges a span reads
+    /// (issue 39, item 4), to measure what that gives.
+    #[arg(long, env = "CONDENSE_SPAN_RANGES", hide = true, default_value_t = true, action = clap::ArgAction::Set)]
+    pub span_ranges: bool,
     /// Test aid: pause after each encoded frame, in milliseconds.
     #[arg(long, env = "CONDENSE_THROTTLE_MS_PER_FRAME", hide = true, default_value_t = 0)]
     pub throttle_ms_per_frame: u64,

@@ -324,6 +324,7 @@ async fn run_linked(common: CommonArgs, args: ServeArgs, host: HostFacts) -> Res
         transfer_mbps: args.transfer_mbps,
         download_ahead: args.download_ahead,
         upload_parts: args.upload_parts,
+        span_ranges: args.span_ranges,
         work_dir,
         shared_storage: args.shared_storage,
     };

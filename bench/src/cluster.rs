@@ -2,12 +2,14 @@
 //! 0 and a linked node confined to core 1 (each a one-core machine; the linked node's idle
 //! slot takes spans of the job the main node runs), against the plain ffmpeg program confined
 //! to one core, side by side; and the same two nodes with the linked one not seeing the
-//! library (its spans by transfer, issue 39 item 4).
+//! library (its spans by transfer, issue 39 item 4): over loopback, then under a Wi-Fi
+//! link's cap fetching only the ranges each span reads, then downloading the whole source
+//! first (`CONDENSE_SPAN_RANGES=false`, as from a main node of an older release).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::encode::{ffmpeg_args, make_clip, psnr, time_job, ServiceRun};
+use crate::encode::{fastest, ffmpeg_args, make_clip, psnr, time_job, ServiceRun};
 use crate::http::{expect, login};
 use crate::report::Report;
 use crate::util::{children_cpu_seconds, ffmpeg_on, Ctx, Res, Server, TempDir};
@@ -31,10 +33,38 @@ pub(crate) fn pro_key() -> Res<(String, String)> {
     Ok((key, public))
 }
 
-/// `blind`: the linked node does not see the library (its own mount namespace, the media
-/// folder hidden) and takes its spans by transfer.
-async fn two_nodes(cfg: &Config, clip: &Path, dir: &Path, round: usize, blind: bool) -> Res<ServiceRun> {
-    let root = dir.join(format!("two-nodes-{round}-{blind}"));
+/// The cap of the link of the linked node without the share in the capped runs, Mbit/s
+/// (the transfer benchmark's): the clip's source (about 61 MB) takes about 25 s to come.
+const CAPPED_MBPS: u32 = 20;
+
+/// How the linked node reaches the job's file.
+#[derive(Clone, Copy, PartialEq)]
+enum Linked {
+    /// It sees the library.
+    Sees,
+    /// It does not (its own mount namespace, the media folder hidden) and takes its spans
+    /// by transfer, at `mbps` (0: no cap), fetching only the ranges each span reads when
+    /// `ranges`, else the whole source first.
+    Blind { mbps: u32, ranges: bool },
+}
+
+impl Linked {
+    fn name(self) -> String {
+        match self {
+            Linked::Sees => "linked".into(),
+            Linked::Blind { mbps: 0, .. } => "linked without the share".into(),
+            Linked::Blind { mbps, ranges: true } => format!("linked without the share, {mbps} Mbit/s, ranges read"),
+            Linked::Blind { mbps, ranges: false } => format!("linked without the share, {mbps} Mbit/s, whole source"),
+        }
+    }
+}
+
+async fn two_nodes(cfg: &Config, clip: &Path, dir: &Path, round: usize, how: Linked) -> Res<ServiceRun> {
+    let folder = match how {
+        Linked::Sees => "sees".to_string(),
+        Linked::Blind { mbps, ranges } => format!("blind-{mbps}-{ranges}"),
+    };
+    let root = dir.join(format!("two-nodes-{round}-{folder}"));
     let media = root.join("media");
     std::fs::create_dir_all(&media).ctx("media folder")?;
     let (key, public) = pro_key()?;
@@ -54,10 +84,13 @@ async fn two_nodes(cfg: &Config, clip: &Path, dir: &Path, round: usize, blind: b
     let mut linked_env = common("linked");
     linked_env.push(("ROLE", "linked".into()));
     linked_env.push(("MAIN_NODE_URL", format!("http://{}", main.addr)));
-    let linked = if blind {
-        Server::start_blind(&cfg.bin, &root.join("linked"), &linked_env, &media, Some(1))?
-    } else {
-        Server::start_on(&cfg.bin, &root.join("linked"), &linked_env, Some(1))?
+    let linked = match how {
+        Linked::Blind { mbps, ranges } => {
+            linked_env.push(("TRANSFER_MBPS", mbps.to_string()));
+            linked_env.push(("CONDENSE_SPAN_RANGES", ranges.to_string()));
+            Server::start_blind(&cfg.bin, &root.join("linked"), &linked_env, &media, Some(1))?
+        }
+        Linked::Sees => Server::start_on(&cfg.bin, &root.join("linked"), &linked_env, Some(1))?,
     };
     wait_until_linked(&main, &linked, "linked").await?;
     let tail = || format!("{}\n--- linked ---\n{}", main.tail(20), linked.tail(20));
@@ -93,7 +126,12 @@ pub async fn run(cfg: &Config, report: &mut Report) -> Res<()> {
     let clip = make_clip(tmp.path(), cfg.clip_seconds)?;
     let mut log = String::new();
     let (mut ff, mut service): (Vec<(f64, u64, f64)>, Vec<ServiceRun>) = (Vec::new(), Vec::new());
-    let mut blind_runs: Vec<ServiceRun> = Vec::new();
+    let blind_sides = [
+        Linked::Blind { mbps: 0, ranges: true },
+        Linked::Blind { mbps: CAPPED_MBPS, ranges: true },
+        Linked::Blind { mbps: CAPPED_MBPS, ranges: false },
+    ];
+    let mut blind_runs: Vec<Vec<ServiceRun>> = blind_sides.iter().map(|_| Vec::new()).collect();
     for round in 0..cfg.encode_rounds {
         let out = tmp.path().join(format!("ffmpeg-{round}.mkv"));
         let (input, output) = (clip.to_str().ctx("path")?, out.to_str().ctx("path")?);
@@ -108,10 +146,10 @@ pub async fn run(cfg: &Config, report: &mut Report) -> Res<()> {
             round + 1
         ));
         ff.push((took, size, quality));
-        for blind in [false, true] {
-            let r = two_nodes(cfg, &clip, tmp.path(), round, blind).await?;
+        for (i, how) in std::iter::once(Linked::Sees).chain(blind_sides).enumerate() {
+            let r = two_nodes(cfg, &clip, tmp.path(), round, how).await?;
             let by: Vec<String> = r.by_node.iter().map(|(n, c)| format!("{n} {c}")).collect();
-            let what = if blind { "linked without the share" } else { "linked" };
+            let what = how.name();
             log.push_str(&format!(
                 "| {} | service, main on core 0 + {what} on core 1 | {:.2} s | {:.1} s | {} | {:.3} | {} |\n",
                 round + 1,
@@ -121,17 +159,17 @@ pub async fn run(cfg: &Config, report: &mut Report) -> Res<()> {
                 r.psnr,
                 by.join(", ")
             ));
-            if blind {
-                blind_runs.push(r);
-            } else {
-                service.push(r);
+            match i.checked_sub(1).and_then(|b| blind_runs.get_mut(b)) {
+                Some(runs) => runs.push(r),
+                None => service.push(r),
             }
         }
     }
-    let blind_best =
-        blind_runs.iter().min_by(|a, b| a.seconds.total_cmp(&b.seconds)).ctx("no run without the share")?;
+    let blinds: Vec<&ServiceRun> =
+        blind_runs.iter().map(|runs| fastest(runs)).collect::<Option<_>>().ctx("no run without the share")?;
+    let [blind_best, capped_ranges, capped_whole] = blinds.as_slice() else { return Err("three sides".into()) };
     let ff_best = ff.iter().copied().min_by(|a, b| a.0.total_cmp(&b.0)).ctx("no ffmpeg run")?;
-    let best = service.iter().min_by(|a, b| a.seconds.total_cmp(&b.seconds)).ctx("no service run")?;
+    let best = fastest(&service).ctx("no service run")?;
     let cmd = command("cluster");
     let clip_desc = format!("{} s 1080p25 H.264 clip", cfg.clip_seconds);
     report.row(
@@ -157,6 +195,19 @@ pub async fn run(cfg: &Config, report: &mut Report) -> Res<()> {
         "encode time ratio, the linked node without the share (spans by transfer) / with it",
         format!("{:.3}", blind_best.seconds / best.seconds),
         // Issue 39, item 4: a helper that fetches the file still speeds one file up.
+        "",
+        &cmd,
+    );
+    report.row(
+        format!("encode time ratio, the linked node without the share at {CAPPED_MBPS} Mbit/s, ranges read / with the share"),
+        format!("{:.3}", capped_ranges.seconds / best.seconds),
+        // Issue 39, item 4: a helper on a slow link fetches only what its spans read.
+        "",
+        &cmd,
+    );
+    report.row(
+        format!("encode time ratio, the linked node without the share at {CAPPED_MBPS} Mbit/s, whole source / with the share"),
+        format!("{:.3}", capped_whole.seconds / best.seconds),
         "",
         &cmd,
     );
@@ -187,8 +238,10 @@ pub async fn run(cfg: &Config, report: &mut Report) -> Res<()> {
          there, confined to core 0 the same way. Then the same two nodes, the linked one started in a mount \
          namespace of its own where an empty tmpfs is mounted over the media folder (an empty mount \
          point: it says it sees the library, its helper finds no file there and takes each span by \
-         transfer): it downloads the source once over loopback into its WORK_DIR and uploads each \
-         span's segments. \
+         transfer): it fetches the ranges of the source each span reads over loopback into a sparse copy \
+         in its WORK_DIR and uploads each span's segments; then the same under `TRANSFER_MBPS={CAPPED_MBPS}`, \
+         and under that cap downloading the whole source first (`CONDENSE_SPAN_RANGES=false`, as from a \
+         main node of an older release). \
          {rounds} round(s), interleaved; the figures are each side's fastest round.\n\n\
          | round | what | wall time | CPU time | output bytes | PSNR dB | segments by node |\n\
          |---|---|---|---|---|---|---|\n{log}",

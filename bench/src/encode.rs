@@ -38,6 +38,11 @@ pub(crate) struct ServiceRun {
     pub(crate) alone_seconds: f64,
 }
 
+/// The run of `runs` that took the least wall time.
+pub(crate) fn fastest(runs: &[ServiceRun]) -> Option<&ServiceRun> {
+    runs.iter().min_by(|a, b| a.seconds.total_cmp(&b.seconds))
+}
+
 /// The service's phase times of a run, as a sentence: each phase's wall and CPU time.
 pub(crate) fn split_text(r: &ServiceRun) -> String {
     if r.split.is_empty() {
@@ -318,10 +323,6 @@ pub(crate) async fn time_job(
     Ok(ServiceRun { seconds, size, cpu_seconds, transcoder, phases, psnr: 0.0, by_node, split, alone_seconds })
 }
 
-fn best(runs: &[ServiceRun]) -> Option<&ServiceRun> {
-    runs.iter().min_by(|a, b| a.seconds.total_cmp(&b.seconds))
-}
-
 /// The configurations measured: the default (parallel, 20 s), one session as before
 /// parallel segments, and parallel at 10 s and 2 s for the size and quality rows.
 const SETUPS: [Setup; 4] = [
@@ -366,7 +367,7 @@ pub async fn run(cfg: &Config, report: &mut Report) -> Res<()> {
         }
     }
     let ff_best = ff.iter().copied().min_by(|a, b| a.seconds.total_cmp(&b.seconds)).ctx("no ffmpeg run")?;
-    let bests: Vec<&ServiceRun> = runs.iter().map(|r| best(r).ctx("no service run")).collect::<Res<_>>()?;
+    let bests: Vec<&ServiceRun> = runs.iter().map(|r| fastest(r).ctx("no service run")).collect::<Res<_>>()?;
     let [parallel, single, ten, two] = bests.as_slice() else { return Err("setups missing".into()) };
     let cmd = command("encode");
     let clip_desc = format!("{} s 1080p25 H.264 clip, keyframe every 2 s", cfg.clip_seconds);
@@ -495,7 +496,7 @@ async fn default_gop(cfg: &Config, report: &mut Report) -> Res<()> {
             service.push(r);
         }
         let f = ff.iter().copied().min_by(|a, b| a.seconds.total_cmp(&b.seconds)).ctx("no ffmpeg run")?;
-        let r = best(&service).ctx("no service run")?;
+        let r = fastest(&service).ctx("no service run")?;
         splits.push_str(&format!("- {seconds} s: {}\n", split_text(r)));
         let what = format!("{seconds} s 1080p25 clip, x264's default keyframe interval");
         report.row(format!("encode time, service, {what}"), format!("{:.2} s", r.seconds), "", &cmd);

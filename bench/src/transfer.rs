@@ -13,7 +13,7 @@
 use std::path::Path;
 
 use crate::cluster::{pro_key, wait_until_linked, CLUSTER_TOKEN};
-use crate::encode::{make_clip, split_text, time_job, ServiceRun};
+use crate::encode::{fastest, make_clip, split_text, time_job, ServiceRun};
 use crate::report::Report;
 use crate::util::{Ctx, Res, Server, TempDir};
 use crate::{command, Config};
@@ -100,11 +100,6 @@ async fn run_once(cfg: &Config, clip: &Path, dir: &Path, side: Side, round: usiz
     drop(main);
     let _ = std::fs::remove_dir_all(&root);
     timed
-}
-
-/// The run of `runs` that took the least wall time.
-fn fastest(runs: &[ServiceRun]) -> Option<&ServiceRun> {
-    runs.iter().min_by(|a, b| a.seconds.total_cmp(&b.seconds))
 }
 
 pub async fn run(cfg: &Config, report: &mut Report) -> Res<()> {

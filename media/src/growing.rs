@@ -31,18 +31,47 @@ const STALL: Duration = Duration::from_secs(15 * 60);
 const BUFFER: usize = 32 * 1024;
 
 /// The copy this child reads as it arrives: one per child, set from its request.
-static GROWING: OnceLock<GrowingSource> = OnceLock::new();
+static GROWING: ChildCopy<GrowingSource> = ChildCopy::unset();
 
 /// Makes every later open of `source.path` in this process read it as it arrives.
 pub fn expect(source: &GrowingSource) {
-    if GROWING.set(source.clone()).is_err() {
-        tracing::warn!("a second growing source in one child is ignored");
-    }
+    GROWING.expect(source);
 }
 
 /// The growing copy at `path`, when it is this child's.
 pub fn of(path: &Path) -> Option<&'static GrowingSource> {
-    GROWING.get().filter(|g| g.path == path)
+    GROWING.of(path)
+}
+
+/// A copy of a source a child reads while the node fills it (a growing one, a sparse one,
+/// `crate::sparse`): at most one of each kind per child, set from its request.
+pub struct ChildCopy<T>(OnceLock<T>);
+
+/// Where such a copy is, as the child opens it.
+pub trait CopyAt: Clone {
+    fn at(&self) -> &Path;
+}
+
+impl CopyAt for GrowingSource {
+    fn at(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl<T: CopyAt> ChildCopy<T> {
+    pub const fn unset() -> ChildCopy<T> {
+        ChildCopy(OnceLock::new())
+    }
+
+    pub fn expect(&self, source: &T) {
+        if self.0.set(source.clone()).is_err() {
+            tracing::warn!(path = %source.at().display(), "a second copy of one kind in one child is ignored");
+        }
+    }
+
+    pub fn of(&self, path: &Path) -> Option<&T> {
+        self.0.get().filter(|c| c.at() == path)
+    }
 }
 
 /// An open input, and the reader it reads a growing copy through: dropped after the input
@@ -115,34 +144,62 @@ impl Reader {
                 return Ok(len);
             }
             if grew.elapsed() > STALL {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    format!("the copy being downloaded stayed at {len} bytes for {} s", STALL.as_secs()),
-                ));
+                return Err(timed_out(format!("the copy being downloaded stayed at {len} bytes"), STALL));
             }
             std::thread::sleep(POLL);
         }
     }
+}
 
-    fn seek_to(&mut self, offset: i64, whence: i32) -> i64 {
-        let size = i64::try_from(self.source.size).unwrap_or(i64::MAX);
-        let here = i64::try_from(self.pos).unwrap_or(i64::MAX);
-        let whence = whence & !(ffi::AVSEEK_FORCE as i32);
-        let to = match whence {
-            w if w == ffi::AVSEEK_SIZE as i32 => return size,
-            libc::SEEK_SET => Some(offset),
-            libc::SEEK_CUR => here.checked_add(offset),
-            libc::SEEK_END => size.checked_add(offset),
-            _ => None,
-        };
-        match to.and_then(|to| u64::try_from(to).ok().map(|pos| (to, pos))) {
-            Some((to, pos)) => {
-                self.pos = pos;
-                to
-            }
-            // FFmpeg's AVERROR(e) is -e.
-            None => i64::from(-libc::EINVAL),
+/// Moves a reader's position `pos` on by the `n` bytes it read of a copy of `size`:
+/// none read before the end is a copy that ended early.
+pub fn advance(pos: &mut u64, n: usize, size: u64) -> std::io::Result<usize> {
+    if n == 0 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            format!("the copy ended at byte {pos} of {size}"),
+        ));
+    }
+    *pos += n as u64;
+    Ok(n)
+}
+
+/// A read that waited `stall` for bytes that did not come.
+pub fn timed_out(what: String, stall: Duration) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::TimedOut, format!("{what} for {} s", stall.as_secs()))
+}
+
+/// Moves `pos` in a file of `size` bytes as FFmpeg's seek callback asks (`AVSEEK_SIZE`
+/// answers the size); answers the new position or FFmpeg's error.
+pub fn seek_in(pos: &mut u64, size: u64, offset: i64, whence: i32) -> i64 {
+    let size = i64::try_from(size).unwrap_or(i64::MAX);
+    let here = i64::try_from(*pos).unwrap_or(i64::MAX);
+    let whence = whence & !(ffi::AVSEEK_FORCE as i32);
+    let to = match whence {
+        w if w == ffi::AVSEEK_SIZE as i32 => return size,
+        libc::SEEK_SET => Some(offset),
+        libc::SEEK_CUR => here.checked_add(offset),
+        libc::SEEK_END => size.checked_add(offset),
+        _ => None,
+    };
+    match to.and_then(|to| u64::try_from(to).ok().map(|at| (to, at))) {
+        Some((to, at)) => {
+            *pos = at;
+            to
         }
+        // FFmpeg's AVERROR(e) is -e.
+        None => i64::from(-libc::EINVAL),
+    }
+}
+
+/// A reader FFmpeg can seek: `seek_to` as its seek callback asks.
+pub trait Seekable: std::io::Read + Send + 'static {
+    fn seek_to(&mut self, offset: i64, whence: i32) -> i64;
+}
+
+impl Seekable for Reader {
+    fn seek_to(&mut self, offset: i64, whence: i32) -> i64 {
+        seek_in(&mut self.pos, self.source.size, offset, whence)
     }
 }
 
@@ -163,20 +220,19 @@ impl std::io::Read for Reader {
             let want = buf.len().min(left(have, self.pos));
             self.copy.read_at(buf.get_mut(..want).unwrap_or_default(), self.pos)?
         };
-        if n == 0 {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::UnexpectedEof,
-                format!("the copy ended at byte {} of {size}", self.pos),
-            ));
-        }
-        self.pos += n as u64;
-        Ok(n)
+        advance(&mut self.pos, n, size)
     }
 }
 
 /// An FFmpeg I/O context reading the growing copy `source` (seekable, its whole size).
 pub fn io_context(source: &'static GrowingSource) -> Result<AVIOContextCustom, MediaError> {
-    let reader = Arc::new(Mutex::new(Reader::open(source)?));
+    Ok(io_context_of(Reader::open(source)?, "reading the copy being downloaded"))
+}
+
+/// An FFmpeg I/O context reading through `reader` (a copy this child reads as the node
+/// fetches it); a failed read is logged with `what`.
+pub fn io_context_of<R: Seekable>(reader: R, what: &'static str) -> AVIOContextCustom {
+    let reader = Arc::new(Mutex::new(reader));
     let for_seek = reader.clone();
     let read = move |_: &mut Vec<u8>, buf: &mut [u8]| -> i32 {
         let mut reader = reader.lock().unwrap_or_else(PoisonError::into_inner);
@@ -184,7 +240,7 @@ pub fn io_context(source: &'static GrowingSource) -> Result<AVIOContextCustom, M
             Ok(0) => ffi::AVERROR_EOF,
             Ok(n) => i32::try_from(n).unwrap_or(i32::MAX),
             Err(e) => {
-                tracing::warn!(error = %e, "reading the copy being downloaded");
+                tracing::warn!(error = %e, "{what}");
                 -e.raw_os_error().unwrap_or(libc::EIO)
             }
         }
@@ -192,14 +248,14 @@ pub fn io_context(source: &'static GrowingSource) -> Result<AVIOContextCustom, M
     let seek = move |_: &mut Vec<u8>, offset: i64, whence: i32| -> i64 {
         for_seek.lock().unwrap_or_else(PoisonError::into_inner).seek_to(offset, whence)
     };
-    Ok(AVIOContextCustom::alloc_context(
+    AVIOContextCustom::alloc_context(
         AVMem::new(BUFFER),
         false,
         Vec::new(),
         Some(Box::new(read)),
         None,
         Some(Box::new(seek)),
-    ))
+    )
 }
 
 #[cfg(test)]

@@ -105,6 +105,9 @@ fn run_given(
         serde_json::from_slice(&text).map_err(|e| MediaError::misc(format!("the span's plan is unreadable: {e}")))?;
     plan.partial_dir = dir.to_path_buf();
     plan.sessions = Sessions { sessions: 1, threads: request.threads };
+    if let Some(sparse) = &plan.sparse {
+        crate::sparse::expect(sparse);
+    }
     encode_span(request, &plan, given.clone(), stop, emit)
 }
 

@@ -23,6 +23,7 @@ pub mod search;
 pub mod segment;
 pub mod segment_writer;
 pub mod sessions;
+pub mod sparse;
 pub mod subtitle;
 pub mod transcode;
 pub mod verify;

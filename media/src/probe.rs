@@ -62,6 +62,7 @@ pub fn open_input(path: &Path) -> Result<Input, MediaError> {
 /// A copy still being downloaded (`growing`) is read as it arrives.
 pub fn open_input_allowing(path: &Path, demuxers: &[&str]) -> Result<Input, MediaError> {
     let growing = growing::of(path);
+    let sparse = crate::sparse::of(path);
     let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => MediaError::invalid(format!("{}: no such file", path.display())),
         _ => MediaError::from_io(&path.display().to_string(), &e),
@@ -110,7 +111,11 @@ pub fn open_input_allowing(path: &Path, demuxers: &[&str]) -> Result<Input, Medi
     // Opened in two steps, as `AVFormatContextInput::open` does, with the frame size checked
     // between them: the container's header gives it, and `avformat_find_stream_info` is the
     // first to decode (a 16k x 16k frame is gigabytes).
-    let mut io = growing.map(growing::io_context).transpose()?;
+    let mut io = match (growing, sparse) {
+        (Some(growing), _) => Some(growing::io_context(growing)?),
+        (None, Some(sparse)) => Some(crate::sparse::io_context(sparse)?),
+        (None, None) => None,
+    };
     let mut raw = match io.as_mut() {
         None => std::ptr::null_mut(),
         // SAFETY: a new context (null only when out of memory), given the growing copy's
@@ -192,9 +197,10 @@ fn allowed(demuxer: &str, list: &[&str]) -> bool {
 fn probe_format_name(path: &Path, url: &CStr) -> Result<Option<(String, i32)>, MediaError> {
     use std::io::Read;
     let context = path.display().to_string();
-    let mut file: Box<dyn Read> = match growing::of(path) {
-        Some(source) => Box::new(growing::Reader::open(source)?),
-        None => Box::new(std::fs::File::open(path).map_err(|e| MediaError::from_io(&context, &e))?),
+    let mut file: Box<dyn Read> = match (growing::of(path), crate::sparse::of(path)) {
+        (Some(source), _) => Box::new(growing::Reader::open(source)?),
+        (None, Some(source)) => Box::new(crate::sparse::Reader::open(source)?),
+        (None, None) => Box::new(std::fs::File::open(path).map_err(|e| MediaError::from_io(&context, &e))?),
     };
     let mut head = Vec::new();
     let mut size = 2048usize;
@@ -483,9 +489,10 @@ pub fn probe(path: &Path) -> Result<MediaInfo, MediaError> {
 /// stream's facts, for one).
 pub fn probe_allowing(path: &Path, demuxers: &[&str]) -> Result<MediaInfo, MediaError> {
     let mut input = open_input_allowing(path, demuxers)?;
-    let size_bytes = match growing::of(path) {
-        Some(source) => source.size,
-        None => std::fs::metadata(path).map(|m| m.len()).unwrap_or(0),
+    let size_bytes = match (growing::of(path), crate::sparse::of(path)) {
+        (Some(source), _) => source.size,
+        (None, Some(source)) => source.size,
+        (None, None) => std::fs::metadata(path).map(|m| m.len()).unwrap_or(0),
     };
     let container = cstr_opt(input.iformat().name).unwrap_or_default();
     let duration_seconds = (input.duration > 0).then(|| input.duration as f64 / f64::from(ffi::AV_TIME_BASE));

@@ -125,6 +125,8 @@ pub struct LinkedConfig {
     pub download_ahead: bool,
     /// Whether a job's output goes up in parts while it encodes (`CONDENSE_UPLOAD_PARTS`).
     pub upload_parts: bool,
+    /// Whether a span without the share fetches only what it reads (`CONDENSE_SPAN_RANGES`).
+    pub span_ranges: bool,
     /// WORK_DIR (made ready by the caller: `config::prepare_work_dir`).
     pub work_dir: PathBuf,
     /// `SHARED_STORAGE`: whether it takes jobs of libraries it does not see, by transfer.
@@ -363,6 +365,7 @@ pub async fn start_node(config: NodeConfig) -> Result<Node, StartError> {
                     mbps: linked.transfer_mbps,
                     ahead: linked.download_ahead,
                     parts: linked.upload_parts,
+                    ranges: linked.span_ranges,
                     work_dir: linked.work_dir.clone(),
                     span_sources: Default::default(),
                 })

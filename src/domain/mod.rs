@@ -5,6 +5,7 @@
 
 pub mod access;
 pub mod arr;
+pub mod byte_ranges;
 pub mod connect;
 pub mod encoding;
 pub mod failures;

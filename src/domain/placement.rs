@@ -50,6 +50,17 @@ impl JobNeeds<'_> {
         let both = self.source_bytes.saturating_add(self.output_bytes.unwrap_or(self.source_bytes));
         both.saturating_add((both.saturating_mul(WORK_DIR_MARGIN_PERCENT)).div_ceil(100))
     }
+
+    /// Bytes a node needs free in WORK_DIR to encode one of the job's spans from a sparse
+    /// copy (`domain::byte_ranges`), the job cut at `cuts` places: twice the span's share of
+    /// `work_dir_bytes` (spans are not of one size, and a demuxer reads some of its
+    /// neighbours), and the chunks fetched ahead of it; never more than the whole job's.
+    pub fn span_work_dir_bytes(&self, cuts: usize) -> u64 {
+        use super::byte_ranges::{chunk_bytes, CHUNKS_AHEAD};
+        let spans = u64::try_from(cuts).unwrap_or(u64::MAX).saturating_add(1);
+        let ahead = chunk_bytes(self.source_bytes).saturating_mul(CHUNKS_AHEAD + 1);
+        (self.work_dir_bytes() / spans).saturating_mul(2).saturating_add(ahead).min(self.work_dir_bytes())
+    }
 }
 
 /// The free space in a node's WORK_DIR the scheduler counts on once an attempt of the node
@@ -195,6 +206,21 @@ mod tests {
         assert_eq!(needs(5, Some(4)), 10);
         assert_eq!(needs(0, None), 0);
         assert_eq!(needs(u64::MAX, None), u64::MAX);
+    }
+
+    #[test]
+    fn a_span_from_a_sparse_copy_needs_twice_its_share_and_the_chunks_ahead() {
+        let r = roots();
+        let span = |source, cuts| {
+            JobNeeds { roots: &r, source_bytes: source, output_bytes: Some(source) }.span_work_dir_bytes(cuts)
+        };
+        // 4 GB source and output (8.8 GB), 9 cuts: 2 x 880 MB and 5 chunks of 4 MiB.
+        assert_eq!(span(4 * GB, 9), 1_760_000_000 + 5 * (4 << 20));
+        // One span (no cut): the whole job's, not more.
+        assert_eq!(span(4 * GB, 0), 8_800_000_000);
+        assert_eq!(span(1000, 1), 2200);
+        assert_eq!(span(u64::MAX, 3), u64::MAX / 4 * 2 + 5 * (4 << 20));
+        assert_eq!(span(u64::MAX, usize::MAX), 2 + 5 * (4 << 20));
     }
 
     #[test]

@@ -73,6 +73,7 @@ impl Listener {
                 cfg.route("/", web::get().to(http::ws::connect))
                     .route("/cluster/link", web::get().to(http::cluster::link))
                     .route("/cluster/jobs/{id}/source", web::get().to(http::transfer::source))
+                    .route("/cluster/jobs/{id}/source/range", web::get().to(http::transfer::source_range))
                     .route("/cluster/jobs/{id}/output", web::get().to(http::transfer::output_length))
                     .route("/cluster/jobs/{id}/output", web::put().to(http::transfer::put_output))
                     .route("/cluster/jobs/{id}/output/finish", web::post().to(http::transfer::finish_output))

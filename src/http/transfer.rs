@@ -47,23 +47,24 @@
 
 use super::body::Body;
 use actix_files::NamedFile;
-use actix_web::http::header::{HeaderName, HeaderValue, CONTENT_RANGE};
+use actix_web::http::header::{HeaderName, HeaderValue, CONTENT_RANGE, RANGE};
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde_json::json;
 
 use crate::actors::cluster::parts::{self as job_parts, PartsFinish};
 use crate::actors::cluster::span_transfer::{self, authorize_span, SpanFinish, SPAN_HEADER};
 use crate::actors::cluster::transfer::{
-    self, authorize, Finish, TransferError, LEASE_HEADER, MTIME_HEADER, SHA256_HEADER, SIZE_HEADER,
+    self, authorize, Finish, TransferError, LEASE_HEADER, MTIME_HEADER, RANGE_SHA256_HEADER, SHA256_HEADER, SIZE_HEADER,
 };
 use crate::actors::job::remote::{commit_remote, Claim, Uploaded};
+use crate::domain::byte_ranges::asked_range;
 use crate::domain::transfer::upload_range;
 use crate::error::AppError;
 use crate::http::cluster::enrolled_node;
 use crate::http::state::AppState;
 use crate::media::event::RunStats;
 use crate::media::plan::SourceIdentity;
-use crate::media::transfer::TransferFileError;
+use crate::media::transfer::{read_range, TransferFileError};
 
 impl From<TransferError> for AppError {
     fn from(err: TransferError) -> Self {
@@ -123,13 +124,18 @@ fn header(name: &'static str, value: String) -> Option<(HeaderName, HeaderValue)
     Some((HeaderName::from_static(name), HeaderValue::from_str(&value).ok()?))
 }
 
+/// The job's source, opened for the node that holds the job's lease or a span's.
+async fn leased_source(state: &AppState, req: &HttpRequest, job_id: i32) -> Result<transfer::Source, AppError> {
+    let job = leased(state, req, job_id).await?;
+    Ok(transfer::open_source(&state.db, &job).await?)
+}
+
 pub async fn source(
     req: HttpRequest,
     path: web::Path<i32>,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, AppError> {
-    let job = leased(&state, &req, path.into_inner()).await?;
-    let source = transfer::open_source(&state.db, &job).await?;
+    let source = leased_source(&state, &req, path.into_inner()).await?;
     let facts = [
         header(SHA256_HEADER, source.sha256.clone()),
         header(SIZE_HEADER, source.file.size.to_string()),
@@ -147,6 +153,38 @@ pub async fn source(
         res.headers_mut().insert(name, value);
     }
     Ok(res)
+}
+
+/// One range of the job's source (`Range: bytes=FIRST-LAST`, at most
+/// `domain::byte_ranges::RANGE_MOST` bytes), for a span a node without the share encodes
+/// from a sparse copy (issue 39, item 4): 206 with the range's own SHA-256 beside the whole
+/// source's, so the node checks each range it keeps and that all are of one version.
+pub async fn source_range(
+    req: HttpRequest,
+    path: web::Path<i32>,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, AppError> {
+    let source = leased_source(&state, &req, path.into_inner()).await?;
+    let size = source.file.size;
+    let asked = req.headers().get(RANGE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let (from, to) = asked_range(asked, size).map_err(AppError::bad_request)?;
+    let file = source.file.file;
+    let (bytes, range_sha) = web::block(move || read_range(&file, from, to))
+        .await
+        .map_err(|e| AppError::Internal(format!("reading the source: {e}")))?
+        .map_err(|e| AppError::Internal(format!("reading bytes {from}-{to} of the source: {e}")))?;
+    let mut res = HttpResponse::PartialContent();
+    res.content_type("application/octet-stream");
+    res.insert_header((CONTENT_RANGE, format!("bytes {from}-{}/{size}", to - 1)));
+    let facts = [
+        header(SHA256_HEADER, source.sha256),
+        header(SIZE_HEADER, size.to_string()),
+        header(RANGE_SHA256_HEADER, range_sha),
+    ];
+    for (name, value) in facts.into_iter().flatten() {
+        res.insert_header((name, value));
+    }
+    Ok(res.body(bytes))
 }
 
 pub async fn output_length(

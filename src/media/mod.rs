@@ -23,6 +23,7 @@ pub mod quality;
 pub mod replace;
 pub mod span_record;
 pub mod span_transfer;
+pub mod sparse;
 pub mod stream_plan;
 pub mod transcoder;
 pub mod transfer;

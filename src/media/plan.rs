@@ -205,6 +205,10 @@ pub struct EncodePlan {
     /// the child reads it as it arrives (not part of the digest; absent from an older node).
     #[serde(default)]
     pub growing: Option<GrowingSource>,
+    /// The source is this node's sparse copy, filled as a span's demuxer reads it (issue
+    /// 39, item 4; not part of the digest; absent from an older node).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sparse: Option<crate::media::sparse::SparseSource>,
     /// How much of the work this run does (issue 39, "upload while encoding"): all of it,
     /// or only the video and audio that a node without the share uploads as they finish, or
     /// only the mux of what such a node uploaded (not part of the digest; absent from an
@@ -319,6 +323,7 @@ impl EncodePlan {
             two_pass: profile.runs_two_passes(),
             pass: None,
             growing: None,
+            sparse: None,
             scope: RunScope::Whole,
         })
     }

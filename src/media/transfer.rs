@@ -73,6 +73,16 @@ pub fn open_source(path: &Path, roots: &[PathBuf]) -> Result<SourceFile, Transfe
 
 /// The SHA-256 (lowercase hex) of the first `len` bytes of `file`, read from its start
 /// whatever its offset.
+/// Bytes `[from, to)` of `file`, with their SHA-256 (a range a node without the share
+/// fetches for a span, `domain::byte_ranges`; at most `RANGE_MOST` bytes, held in memory).
+pub fn read_range(file: &File, from: u64, to: u64) -> std::io::Result<(Vec<u8>, String)> {
+    let len = usize::try_from(to.saturating_sub(from)).map_err(std::io::Error::other)?;
+    let mut bytes = vec![0u8; len];
+    file.read_exact_at(&mut bytes, from)?;
+    let sha = hex(&Sha256::digest(&bytes));
+    Ok((bytes, sha))
+}
+
 pub fn sha256_of(file: &File, len: u64) -> std::io::Result<String> {
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];

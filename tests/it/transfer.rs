@@ -159,6 +159,8 @@ enum Fault {
     CutUp(usize),
     /// Flips the client's byte at this offset.
     FlipUp(usize),
+    /// Flips the server's byte at this offset.
+    FlipDown(usize),
     /// Answers `502 Bad Gateway` itself, as a reverse proxy does while the main node
     /// restarts, to the first request holding each of these (it never reaches the server).
     BadGateway(&'static [&'static str]),
@@ -219,6 +221,10 @@ impl Proxy {
                 let limit_down = match fault {
                     Some(Fault::CutDown(n)) => n,
                     _ => usize::MAX,
+                };
+                let flip_down = match fault {
+                    Some(Fault::FlipDown(n)) => Some(n),
+                    _ => None,
                 };
                 let stop = Arc::new(tokio::sync::Notify::new());
                 let (stop_up, stop_down) = (stop.clone(), stop.clone());
@@ -288,6 +294,9 @@ impl Proxy {
                         let n = n.min(limit_down - done);
                         if lose_answer.load(Ordering::SeqCst) {
                             break;
+                        }
+                        if let Some(at) = flip_down.filter(|at| (done..done + n).contains(at)) {
+                            buf[at - done] ^= 0xff;
                         }
                         if n == 0 || cw.write_all(&buf[..n]).await.is_err() {
                             break;
@@ -1216,6 +1225,45 @@ async fn a_span_for_a_node_without_the_share_is_claimed_checked_and_recorded() {
     // The span is taken in now: a node asking again finds nothing to do.
     let nothing = client.span_task(job, 2, SPAN_LEASE).await.unwrap().unwrap_err();
     assert!(nothing.contains("record"), "{nothing}");
+    far.server.finish().await;
+}
+
+/// Issue 39, item 4: a range of the source, under the lease of the span asking (and no
+/// other), comes with its own SHA-256 and the whole source's; one past the source's end is
+/// cut at it, one that starts past it refused; a range that comes corrupted is refused by
+/// its SHA-256 and fetched again.
+#[actix_web::test]
+async fn a_range_of_the_source_comes_checked_under_the_span_lease_only() {
+    let far = far_node().await;
+    let (source, _dir, job) = span_for_far(&far).await;
+    let whole = std::fs::read(&source).unwrap();
+    let size = whole.len() as u64;
+    let client = far.client(&far.server.base);
+    let range = client.fetch_range(job, 2, SPAN_LEASE, 100, 5100).await.unwrap().unwrap();
+    assert_eq!((range.from, &range.bytes[..]), (100, &whole[100..5100]));
+    assert_eq!((range.sha256.as_str(), range.size), (sha(&whole).as_str(), size));
+    let end = client.fetch_range(job, 2, SPAN_LEASE, size - 10, size + 1000).await.unwrap().unwrap();
+    assert_eq!(end.bytes, whole[whole.len() - 10..]);
+    let path = format!("/cluster/jobs/{job}/source/range");
+    let (other, _) = enroll(&far.server, "other").await;
+    let asked = |range: String| [("X-Condense-Span", "2".to_string()), ("Range", range)];
+    for (bearer, lease) in [(far.bearer.as_str(), LEASE), (other.as_str(), SPAN_LEASE)] {
+        let (status, _, _) = far.raw(Method::GET, &path, bearer, lease, &asked("bytes=0-9".into()), vec![]).await;
+        assert_eq!(status, 403, "{bearer} {lease}");
+    }
+    for bad in [format!("bytes={size}-{}", size + 5), "bytes=-10".into(), "bytes=0-1,5-9".into(), String::new()] {
+        let (status, _, answer) =
+            far.raw(Method::GET, &path, &far.bearer, SPAN_LEASE, &asked(bad.clone()), vec![]).await;
+        let answer: serde_json::Value = serde_json::from_slice(&answer).unwrap();
+        assert_eq!(status, 400, "{bad}: {answer}");
+    }
+    // A byte flipped on the way: the range is fetched again, whole.
+    let proxy = Proxy::start(&far.server.base, Fault::FlipDown(3000)).await;
+    let through = far.client(&proxy.base);
+    let range = through.fetch_range(job, 2, SPAN_LEASE, 0, 20_000).await.unwrap().unwrap();
+    assert_eq!(range.bytes, whole[..20_000]);
+    let ranges = proxy.asked().iter().filter(|a| a.contains("/source/range")).count();
+    assert_eq!(ranges, 2, "{:?}", proxy.asked());
     far.server.finish().await;
 }
 

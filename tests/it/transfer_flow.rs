@@ -884,15 +884,17 @@ async fn a_main_node_stopped_during_an_upload_is_waited_for_and_the_job_complete
     main_restarted_mid_transfer("transfer_flow::a_main_node_stopped_during_an_upload", "upload", libc::SIGTERM).await;
 }
 
-/// A 16 s clip (a keyframe a second: 16 spans) on a main node that only coordinates,
-/// encoding on `w1`, which sees the share, and then `blind`, which does not, linked with
-/// `throttle` ms per frame of its own encodes.
+/// A 16 s clip (a keyframe a second: 16 spans; light noise, some MB) on a main node that
+/// only coordinates, encoding on `w1`, which sees the share, and then `blind`, which does
+/// not, linked with `throttle` ms per frame of its own encodes.
 struct Helped {
     dir: tempfile::TempDir,
     main: ServerProcess,
     token: String,
     media: PathBuf,
     clip: PathBuf,
+    /// The clip's size before it was encoded.
+    clip_bytes: u64,
     seeing: ServerProcess,
     blind: ServerProcess,
     id: i64,
@@ -901,12 +903,16 @@ struct Helped {
 /// `stale_library`: the tmpfs is mounted over the library's folder itself, not the share
 /// above it, and holds a file of its own: the node finds a folder with something in it
 /// there and says it sees the library (a stale share, another disk mounted there), yet the
-/// job's file is not in it.
-async fn helped_by_blind(throttle: u64, stale_library: bool) -> Helped {
+/// job's file is not in it. `env`: more of the blind node's environment.
+async fn helped_by_blind(throttle: u64, stale_library: bool, env: &[(&str, &str)]) -> Helped {
     let dir = tempfile::tempdir().unwrap();
     let (share, media) = hidden_share(dir.path());
     let (hidden, left) = if stale_library { (media.clone(), Some("other.mkv")) } else { (share, None) };
-    let clip = clips::h264(&media, "movie.mkv", "320x240", 16);
+    let clip = media.join("movie.mkv");
+    let video = "testsrc2=size=320x240:rate=25,noise=alls=6:allf=t";
+    let x264 = ["-c:v", "libx264", "-preset", "ultrafast", "-qp", "26", "-g", "25"];
+    clips::ffmpeg(&[&["-f", "lavfi", "-i", video, "-t", "16"], &x264[..], &[clip.to_str().unwrap()]].concat());
+    let clip_bytes = std::fs::metadata(&clip).unwrap().len();
     let (main, token) = pro_main(dir.path(), 0).await;
     let seeing = crate::common::cluster::linked(dir.path(), &main, "w1", 60);
     wait_until(&main, &token, "w1 linked", 30, |l| up(l, "w1")).await;
@@ -922,9 +928,9 @@ async fn helped_by_blind(throttle: u64, stale_library: bool) -> Helped {
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     let mut cmd = blind_command_leaving(dir.path(), &hidden, &main, "blind", left);
-    cmd.env("CONDENSE_THROTTLE_MS_PER_FRAME", throttle.to_string());
+    cmd.env("CONDENSE_THROTTLE_MS_PER_FRAME", throttle.to_string()).envs(env.iter().copied());
     let blind = ServerProcess::start(cmd);
-    Helped { dir, main, token, media, clip, seeing, blind, id }
+    Helped { dir, main, token, media, clip, clip_bytes, seeing, blind, id }
 }
 
 impl Helped {
@@ -973,14 +979,15 @@ impl Helped {
 
 /// Issue 39, item 4: a node that does not see the library helps with a job another node
 /// runs from the share. It takes spans of it by transfer (the main node claims each for it,
-/// it downloads the source once and uploads each span's segments), the job's run takes
-/// them in, and the file is replaced whole; nothing of the job is left in its WORK_DIR.
+/// it fetches the ranges of the source each span reads into one sparse copy and uploads
+/// each span's segments), the job's run takes them in, and the file is replaced whole;
+/// nothing of the job is left in its WORK_DIR.
 #[actix_web::test]
 async fn a_node_without_the_share_encodes_spans_of_a_job_another_node_runs() {
     if !mount_namespaces("transfer_flow::a_node_without_the_share_encodes_spans_of_a_job_another_node_runs") {
         return;
     }
-    let helped = helped_by_blind(60, false).await;
+    let helped = helped_by_blind(60, false, &[]).await;
     let detail = helped.completed().await;
     let by_blind: Vec<i64> = detail["segments"]
         .as_array()
@@ -992,12 +999,36 @@ async fn a_node_without_the_share_encodes_spans_of_a_job_another_node_runs() {
     let blind = &helped.blind;
     assert!(!by_blind.is_empty(), "no span was encoded by the node without the share: {detail:#}");
     assert!(logged(blind, "a span encoded here is in the job's partial output", helped.id));
-    // One download for all its spans: the later ones reuse the copy, checked again.
-    let said = |what: &str| blind.output().iter().filter(|l| l.contains(what)).count();
-    assert_eq!(said("downloaded the source for the job's spans"), 1, "{}", blind.output().join("\n"));
-    assert_eq!(said("the copy of the source here is whole"), by_blind.len() - 1, "{}", blind.output().join("\n"));
+    // No span downloaded the source: each fetched the ranges it read, a fraction of it
+    // (its container's header and cues, its own span, a few chunks ahead).
+    let lines = blind.output();
+    let fetched = logged_values(&lines, "fetched the ranges of the source the span read", "bytes");
+    assert_eq!(fetched.len(), by_blind.len(), "{}", lines.join("\n"));
+    let size = helped.clip_bytes;
+    assert!(fetched.iter().all(|&bytes| bytes < size / 2), "{fetched:?} of {size}\n{}", lines.join("\n"));
+    assert!(!lines.iter().any(|l| l.contains("downloaded the source")), "{}", lines.join("\n"));
     // The node's copy goes once it sees the job ended (its next look at WORK_DIR, within
     // seconds while it holds a copy for spans).
+    wait_for_names(&helped.dir.path().join("blind/work"), &[], 20).await;
+}
+
+/// A node that fetches no ranges (as it does from a main node of an older release, which
+/// serves none) downloads the whole source once for all its spans of the job: the later
+/// spans find the copy whole, checked again. The job completes as with ranges.
+#[actix_web::test]
+async fn a_node_that_fetches_no_ranges_downloads_the_source_once_for_its_spans() {
+    if !mount_namespaces("transfer_flow::a_node_that_fetches_no_ranges_downloads_the_source_once_for_its_spans") {
+        return;
+    }
+    let helped = helped_by_blind(60, false, &[("CONDENSE_SPAN_RANGES", "false")]).await;
+    let detail = helped.completed().await;
+    let by_blind = detail["segments"].as_array().unwrap().iter().filter(|s| s["nodeName"] == "blind").count();
+    assert!(by_blind > 0, "no span was encoded by the node without the share: {detail:#}");
+    let lines = helped.blind.output();
+    let said = |what: &str| lines.iter().filter(|l| l.contains(what)).count();
+    assert_eq!(said("downloaded the source for the job's spans"), 1, "{}", lines.join("\n"));
+    assert_eq!(said("the copy of the source here is whole"), by_blind - 1, "{}", lines.join("\n"));
+    assert_eq!(said("fetched the ranges of the source"), 0, "{}", lines.join("\n"));
     wait_for_names(&helped.dir.path().join("blind/work"), &[], 20).await;
 }
 
@@ -1009,7 +1040,7 @@ async fn a_node_with_a_stale_library_folder_takes_its_spans_by_transfer() {
     if !mount_namespaces("transfer_flow::a_node_with_a_stale_library_folder_takes_its_spans_by_transfer") {
         return;
     }
-    let helped = helped_by_blind(60, true).await;
+    let helped = helped_by_blind(60, true, &[]).await;
     let detail = helped.completed().await;
     let segments = detail["segments"].as_array().unwrap();
     assert!(segments.iter().any(|s| s["nodeName"] == "blind"), "{detail:#}");
@@ -1057,7 +1088,7 @@ async fn a_node_without_the_share_killed_mid_span_costs_only_that_span() {
         return;
     }
     // Slow: the span is still being encoded there when it is killed.
-    let mut helped = helped_by_blind(400, false).await;
+    let mut helped = helped_by_blind(400, false, &[]).await;
     let span = helped.span_claimed_for_blind().await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     helped.blind.child.kill().unwrap();
@@ -1080,7 +1111,7 @@ async fn a_job_cancelled_while_a_cut_off_node_holds_a_span_leaves_no_partial_fol
     if !mount_namespaces("transfer_flow::a_job_cancelled_while_a_cut_off_node_holds_a_span_leaves_no_partial_folder") {
         return;
     }
-    let mut helped = helped_by_blind(400, false).await;
+    let mut helped = helped_by_blind(400, false, &[]).await;
     let original = std::fs::read(&helped.clip).unwrap();
     let partial = condense::media::layout::partial_dir_for(&helped.clip);
     helped.span_claimed_for_blind().await;

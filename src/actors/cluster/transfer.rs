@@ -27,6 +27,8 @@ use crate::repo::{self, jobs, RepoError};
 pub const LEASE_HEADER: &str = "x-condense-lease";
 /// The source's SHA-256, size and modification time, on every answer with its bytes.
 pub const SHA256_HEADER: &str = "x-condense-sha256";
+/// The SHA-256 of the bytes of one range of the source (`http::transfer::source_range`).
+pub const RANGE_SHA256_HEADER: &str = "x-condense-range-sha256";
 pub const SIZE_HEADER: &str = "x-condense-size";
 pub const MTIME_HEADER: &str = "x-condense-mtime-ns";
 

@@ -69,7 +69,7 @@ pub enum ClientError {
     Full { what: &'static str, error: String },
 }
 
-fn io(what: &'static str) -> impl Fn(std::io::Error) -> ClientError {
+pub(super) fn io(what: &'static str) -> impl Fn(std::io::Error) -> ClientError {
     move |e| match e.kind() {
         std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded => {
             ClientError::Full { what, error: e.to_string() }
@@ -118,7 +118,7 @@ pub struct TransferClient {
 /// transfer under it): no wait at all. A zero sleep still waits for the timer's next tick
 /// (about 1 ms), which after every chunk of a download held an uncapped loopback link to
 /// about 25 MB/s (BENCHMARKS.md, "A node without the share").
-async fn wait_for_cap(pause: Duration) {
+pub(super) async fn wait_for_cap(pause: Duration) {
     if !pause.is_zero() {
         tokio::time::sleep(pause).await;
     }

@@ -20,6 +20,10 @@ pub struct TransferSetup {
     /// Whether a job's finished files go up while it encodes and the main node muxes (issue
     /// 39's upload while encoding; off only to measure it, `CONDENSE_UPLOAD_PARTS`).
     pub parts: bool,
+    /// Whether a span encoded without the share fetches only the ranges of the source it
+    /// reads (issue 39, item 4; off only to measure it, `CONDENSE_SPAN_RANGES`), or the
+    /// whole source, as it does from a main node that serves no ranges.
+    pub ranges: bool,
     /// WORK_DIR: each job's files in a folder named by its id.
     pub work_dir: PathBuf,
     /// One download at a time per job's span folder: two slots helping with one job share
