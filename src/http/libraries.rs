@@ -28,105 +28,96 @@ use crate::repo::libraries::{LibraryPatch, NewLibrary};
 pub const MAX_NAME_CHARS: usize = 100;
 pub const MAX_PATHS: usize = 32;
 
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct CreateLibrary {
-    /// 1 to 100 characters once trimmed, no control characters.
-    #[schema(schema_with = name_schema)]
-    pub name: String,
-    /// Absolute paths of existing directories, none inside another.
-    #[schema(min_items = 1, max_items = 32)]
-    pub paths: Vec<String>,
-    /// Default: the codec of `encoder` when given, else hevc.
-    #[schema(schema_with = codec_schema)]
-    pub target_codec: Option<String>,
-    /// One that makes `targetCodec`.
-    #[schema(schema_with = encoder_schema)]
-    pub encoder: Option<String>,
-    /// The CRF/CQ in crf mode; where the search starts in vmaf mode. On the encoder's
-    /// scale: 0 to 51 (HEVC, H.264), 0 to 63 (AV1).
-    #[schema(minimum = 0, maximum = 63)]
-    #[serde(default, deserialize_with = "super::schema::optional_whole_number")]
-    pub quality: Option<i64>,
-    /// One the encoder takes (see GET /encoders); none for an encoder without presets.
-    pub preset: Option<String>,
-    /// `crf` (default) or `vmaf`.
-    #[schema(value_type = Option<QualityMode>)]
-    pub quality_mode: Option<String>,
-    /// 80 to 99, default 95.
-    #[schema(minimum = 80, maximum = 99)]
-    pub target_vmaf: Option<f64>,
-    /// 10 to 100, default 80.
-    #[schema(minimum = 10, maximum = 100)]
-    #[serde(default, deserialize_with = "super::schema::optional_whole_number")]
-    pub max_size_percent: Option<i64>,
-    /// Default false. HEVC targets only: Dolby Vision sources keep it (profile 8.1).
-    pub keep_dolby_vision: Option<bool>,
-    /// Default false: a replaced file keeps the original's modification time.
-    pub keep_modified_time: Option<bool>,
-    /// What each file becomes besides its video, and which files are left alone; absent
-    /// fields take their defaults (today's behaviour).
-    pub stream_rules: Option<StreamRules>,
-    /// `crf` (default) or `twoPass`: two passes to `targetBitrateKbps` (libx265, and
-    /// hevc_nvenc's multipass; refused for AV1 encoders and in qualityMode vmaf).
-    #[schema(value_type = Option<RateControlMode>)]
-    pub rate_control: Option<String>,
-    /// kbit/s, 50 to 200000; required for `twoPass`.
-    #[schema(minimum = 50, maximum = 200000)]
-    #[serde(default, deserialize_with = "super::schema::optional_whole_number")]
-    pub target_bitrate_kbps: Option<i64>,
-    /// `off` (default), `weekly` or `monthly`: a quick health check of every file, inside
-    /// the encoding windows.
-    #[schema(value_type = Option<HealthSchedule>)]
-    pub health_schedule: Option<String>,
-    /// `notify` (default) or `regrab`: what a scheduled health check does about a damaged
-    /// file (regrab: ask the Sonarr or Radarr that holds it for a new copy, and notify).
-    #[schema(value_type = Option<HealthAction>)]
-    pub health_action: Option<String>,
-    pub watch: Option<bool>,
-    /// Default true; a disabled library is neither scanned nor watched.
-    pub enabled: Option<bool>,
+/// A library's settings beside its name and paths, as creation and update both take them
+/// (each absent one: the default at creation, unchanged at update; the stream rules' doc
+/// is each body's own). One list for both bodies: serde cannot flatten a struct into one
+/// that refuses unknown fields.
+macro_rules! with_library_settings {
+    ($(#[$meta:meta])* pub struct $name:ident { $($own:tt)* } $(#[$rules:meta])* stream_rules) => {
+        $(#[$meta])*
+        pub struct $name {
+            $($own)*
+            /// Default: the codec of `encoder` when given, else hevc.
+            #[schema(schema_with = codec_schema)]
+            pub target_codec: Option<String>,
+            /// One that makes `targetCodec`.
+            #[schema(schema_with = encoder_schema)]
+            pub encoder: Option<String>,
+            /// The CRF/CQ in crf mode; where the search starts in vmaf mode. On the encoder's
+            /// scale: 0 to 51 (HEVC, H.264), 0 to 63 (AV1).
+            #[schema(minimum = 0, maximum = 63)]
+            #[serde(default, deserialize_with = "super::schema::optional_whole_number")]
+            pub quality: Option<i64>,
+            /// One the encoder takes (see GET /encoders); none for an encoder without presets.
+            pub preset: Option<String>,
+            /// `crf` (default) or `vmaf`.
+            #[schema(value_type = Option<QualityMode>)]
+            pub quality_mode: Option<String>,
+            /// 80 to 99, default 95.
+            #[schema(minimum = 80, maximum = 99)]
+            pub target_vmaf: Option<f64>,
+            /// 10 to 100, default 80.
+            #[schema(minimum = 10, maximum = 100)]
+            #[serde(default, deserialize_with = "super::schema::optional_whole_number")]
+            pub max_size_percent: Option<i64>,
+            /// Default false. HEVC targets only: Dolby Vision sources keep it (profile 8.1).
+            pub keep_dolby_vision: Option<bool>,
+            /// Default false: a replaced file keeps the original's modification time.
+            pub keep_modified_time: Option<bool>,
+            $(#[$rules])*
+            pub stream_rules: Option<StreamRules>,
+            /// `crf` (default) or `twoPass`: two passes to `targetBitrateKbps` (libx265, and
+            /// hevc_nvenc's multipass; refused for AV1 encoders and in qualityMode vmaf).
+            #[schema(value_type = Option<RateControlMode>)]
+            pub rate_control: Option<String>,
+            /// kbit/s, 50 to 200000; required for `twoPass`.
+            #[schema(minimum = 50, maximum = 200000)]
+            #[serde(default, deserialize_with = "super::schema::optional_whole_number")]
+            pub target_bitrate_kbps: Option<i64>,
+            /// `off` (default), `weekly` or `monthly`: a quick health check of every file, inside
+            /// the encoding windows.
+            #[schema(value_type = Option<HealthSchedule>)]
+            pub health_schedule: Option<String>,
+            /// `notify` (default) or `regrab`: what a scheduled health check does about a damaged
+            /// file (regrab: ask the Sonarr or Radarr that holds it for a new copy, and notify).
+            #[schema(value_type = Option<HealthAction>)]
+            pub health_action: Option<String>,
+            pub watch: Option<bool>,
+            /// Default true; a disabled library is neither scanned nor watched.
+            pub enabled: Option<bool>,
+        }
+    };
 }
 
-/// Any subset of the fields; absent or null keeps the current value.
-#[derive(Debug, Default, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct UpdateLibrary {
-    #[schema(schema_with = name_or_null_schema)]
-    pub name: Option<String>,
-    #[schema(min_items = 1, max_items = 32)]
-    pub paths: Option<Vec<String>>,
-    #[schema(schema_with = codec_schema)]
-    pub target_codec: Option<String>,
-    #[schema(schema_with = encoder_schema)]
-    pub encoder: Option<String>,
-    #[schema(minimum = 0, maximum = 63)]
-    #[serde(default, deserialize_with = "super::schema::optional_whole_number")]
-    pub quality: Option<i64>,
-    pub preset: Option<String>,
-    #[schema(value_type = Option<QualityMode>)]
-    pub quality_mode: Option<String>,
-    #[schema(minimum = 80, maximum = 99)]
-    pub target_vmaf: Option<f64>,
-    #[schema(minimum = 10, maximum = 100)]
-    #[serde(default, deserialize_with = "super::schema::optional_whole_number")]
-    pub max_size_percent: Option<i64>,
-    pub keep_dolby_vision: Option<bool>,
-    pub keep_modified_time: Option<bool>,
+with_library_settings! {
+    #[derive(Debug, Deserialize, ToSchema)]
+    #[serde(deny_unknown_fields, rename_all = "camelCase")]
+    pub struct CreateLibrary {
+        /// 1 to 100 characters once trimmed, no control characters.
+        #[schema(schema_with = name_schema)]
+        pub name: String,
+        /// Absolute paths of existing directories, none inside another.
+        #[schema(min_items = 1, max_items = 32)]
+        pub paths: Vec<String>,
+    }
+    /// What each file becomes besides its video, and which files are left alone; absent
+    /// fields take their defaults (today's behaviour).
+    stream_rules
+}
+
+with_library_settings! {
+    /// Any subset of the fields; absent or null keeps the current value.
+    #[derive(Debug, Default, Deserialize, ToSchema)]
+    #[serde(deny_unknown_fields, rename_all = "camelCase")]
+    pub struct UpdateLibrary {
+        #[schema(schema_with = name_or_null_schema)]
+        pub name: Option<String>,
+        #[schema(min_items = 1, max_items = 32)]
+        pub paths: Option<Vec<String>>,
+    }
     /// Replaces the whole set of rules (absent fields inside take their defaults); the next
     /// attempt of every job uses them.
-    pub stream_rules: Option<StreamRules>,
-    #[schema(value_type = Option<RateControlMode>)]
-    pub rate_control: Option<String>,
-    #[schema(minimum = 50, maximum = 200000)]
-    #[serde(default, deserialize_with = "super::schema::optional_whole_number")]
-    pub target_bitrate_kbps: Option<i64>,
-    #[schema(value_type = Option<HealthSchedule>)]
-    pub health_schedule: Option<String>,
-    #[schema(value_type = Option<HealthAction>)]
-    pub health_action: Option<String>,
-    pub watch: Option<bool>,
-    pub enabled: Option<bool>,
+    stream_rules
 }
 
 fn name_schema() -> utoipa::openapi::schema::Object {

@@ -144,17 +144,17 @@ impl HeldSpan {
     /// that broke off) is written again; any other file of that name is refused.
     pub fn begin_file(&self, name: &str) -> Result<SpanFile, TransferFileError> {
         if layout::helper_segment_of(name).map(|(span, _)| span) != Some(self.span) {
-            return Err(TransferFileError::Media(MediaError::misc(format!(
+            return Err(TransferFileError::Refused(format!(
                 "{name:?} is not a segment file name of span {}",
                 self.span
-            ))));
+            )));
         }
         let again = self.written.iter().any(|(w, _)| w == name);
         let flags = OFlags::WRONLY | OFlags::CREATE | if again { OFlags::TRUNC } else { OFlags::EXCL };
         let file = self.dir.open_file(name, flags, 0o600).map_err(|e| match e.kind() {
-            std::io::ErrorKind::AlreadyExists => TransferFileError::Media(MediaError::misc(format!(
+            std::io::ErrorKind::AlreadyExists => TransferFileError::Refused(format!(
                 "{name} is in the partial output already; a helper's files are numbered after it"
-            ))),
+            )),
             _ => TransferFileError::Media(MediaError::from_io("opening a span's segment file", &e)),
         })?;
         Ok(SpanFile { name: name.to_string(), file, hasher: Sha256::new(), len: 0 })
@@ -183,7 +183,7 @@ impl HeldSpan {
     /// Writes the node's record of the span once every file it names was written whole
     /// under this claim, for the run to take in; the claim goes with `self`.
     pub fn finish(self, record: &SpanRecord) -> Result<(), TransferFileError> {
-        let refused = |why: String| Err(TransferFileError::Media(MediaError::misc(why)));
+        let refused = |why: String| Err(TransferFileError::Refused(why));
         if record.span != self.span || record.plan_digest != self.plan_digest {
             return refused(format!("the record is not one of span {} of this plan", self.span));
         }

@@ -2967,29 +2967,46 @@ export interface components {
         };
         /** @description Any subset of the fields; absent or null keeps the current value. */
         UpdateLibrary: {
+            /** @description Default true; a disabled library is neither scanned nor watched. */
             enabled?: boolean | null;
             /** @description One that makes `targetCodec`. */
             encoder?: string | null;
             healthAction?: null | components["schemas"]["HealthAction"];
             healthSchedule?: null | components["schemas"]["HealthSchedule"];
+            /** @description Default false. HEVC targets only: Dolby Vision sources keep it (profile 8.1). */
             keepDolbyVision?: boolean | null;
+            /** @description Default false: a replaced file keeps the original's modification time. */
             keepModifiedTime?: boolean | null;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description 10 to 100, default 80.
+             */
             maxSizePercent?: number | null;
             /** @description 1 to 100 characters once trimmed, no control characters. */
             name?: string | null;
             paths?: string[] | null;
+            /** @description One the encoder takes (see GET /encoders); none for an encoder without presets. */
             preset?: string | null;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description The CRF/CQ in crf mode; where the search starts in vmaf mode. On the encoder's
+             *     scale: 0 to 51 (HEVC, H.264), 0 to 63 (AV1).
+             */
             quality?: number | null;
             qualityMode?: null | components["schemas"]["QualityMode"];
             rateControl?: null | components["schemas"]["RateControlMode"];
             streamRules?: null | components["schemas"]["StreamRules"];
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description kbit/s, 50 to 200000; required for `twoPass`.
+             */
             targetBitrateKbps?: number | null;
             /** @description Default: the codec of `encoder` when given, else hevc. */
             targetCodec?: string | null;
-            /** Format: double */
+            /**
+             * Format: double
+             * @description 80 to 99, default 95.
+             */
             targetVmaf?: number | null;
             watch?: boolean | null;
         };

@@ -136,10 +136,7 @@ where
     })
     .await
     .map_err(blocking)?;
-    let mut file = begun.ok_or_else(|| not_held(job_id))?.map_err(|e| match e {
-        TransferFileError::Media(m) => TransferError::Invalid(m.message),
-        other => TransferError::File(other),
-    })?;
+    let mut file = begun.ok_or_else(|| not_held(job_id))?.map_err(TransferError::File)?;
     let mut received = 0u64;
     while let Some(chunk) = body.next().await {
         let chunk = chunk.map_err(|e| TransferError::Body(e.to_string()))?;
@@ -205,10 +202,7 @@ pub async fn finish(
     tokio::task::spawn_blocking(move || {
         let taken = held.lock().unwrap_or_else(PoisonError::into_inner).take();
         match taken {
-            Some(held) => held.finish(&done.record).map_err(|e| match e {
-                TransferFileError::Media(m) => TransferError::Invalid(m.message),
-                other => TransferError::File(other),
-            }),
+            Some(held) => held.finish(&done.record).map_err(TransferError::File),
             None => Err(TransferError::Invalid("the span was finished already".into())),
         }
     })
