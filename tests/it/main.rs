@@ -32,6 +32,7 @@ mod repo;
 mod rules;
 mod schedule;
 mod spans;
+mod sparse_copy;
 mod stats;
 mod streams;
 mod streams_plan;
