@@ -320,7 +320,8 @@ async fn blocking<T: Send + 'static>(
 
 /// Runs the helper child while `fetcher` fetches what it reads. A fetch that fails tells
 /// the child why (`media::sparse::STOP_FILE`): it fails with that reason where it waits for
-/// bytes, or ends as it would have if it needed none.
+/// bytes, or ends as it would have if it needed none (without the note it would wait for
+/// its bytes for `condense-media`'s `sparse::STALL`).
 async fn encode_fetching(
     env: &NodeEnv,
     helper: &HelperRef,
@@ -328,6 +329,7 @@ async fn encode_fetching(
     commands: &mut mpsc::UnboundedReceiver<JobCommand>,
     mut fetcher: Fetcher<'_>,
 ) -> Result<Option<SpanDone>, String> {
+    let stop = fetcher.source.stop.clone();
     let ended = {
         let encoded = encode(env, helper, request, commands);
         tokio::pin!(encoded);
@@ -336,10 +338,15 @@ async fn encode_fetching(
         tokio::select! {
             ended = &mut encoded => ended,
             failed = &mut fetching => {
-                let (stop, why) = (request.partial_dir.join(STOP_FILE), failed.to_string());
+                let why = failed.to_string();
                 tracing::warn!(job_id = helper.job_id, span = helper.span, %why, "fetching the source for the span stopped");
-                if let Err(e) = tokio::task::spawn_blocking(move || sparse::stop(&stop, &why)).await {
-                    tracing::warn!(error = %e, "could not tell the span's helper to stop");
+                let what = "telling the span's helper to stop";
+                let told = blocking(move || {
+                    sparse::stop(&stop, &why).map_err(|e| ClientError::Io { what, error: e.to_string() })
+                })
+                .await;
+                if let Err(e) = told {
+                    tracing::warn!(job_id = helper.job_id, span = helper.span, error = %e, "the span's helper was not told");
                 }
                 encoded.await
             }

@@ -119,6 +119,12 @@ pub fn sparse_copy(dir: &Path, sha256: &str, size: u64) -> Result<Held, ClientEr
         return Ok(held);
     }
     let what = "starting the copy of the source";
+    // A new file, not the old one emptied: a helper of this job still reading the old copy
+    // keeps its bytes (its map then names another source, and it fails at its next wait).
+    match std::fs::remove_file(dir.join(SPARSE_FILE)) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(what)(e)),
+        _ => {}
+    }
     let file = std::fs::File::create(dir.join(SPARSE_FILE)).map_err(io(what))?;
     file.set_len(size).map_err(io(what))?;
     file.sync_all().map_err(io(what))?;
@@ -173,9 +179,13 @@ mod tests {
         let refused = keep_range(dir.path(), &range(3, b"345", "b")).unwrap_err();
         assert!(matches!(refused, ClientError::SourceChanged(_)), "{refused}");
         assert_eq!(Held::read(dir.path()).unwrap(), held);
-        // Another source: started over.
+        // Another source: started over in a new file; a reader of the old one keeps its bytes.
+        let reading = std::fs::File::open(dir.path().join(SPARSE_FILE)).unwrap();
         let other = sparse_copy(dir.path(), &"b".repeat(64), 10).unwrap();
         assert_eq!(other.ranges.bytes(), 0);
         assert_eq!(std::fs::read(dir.path().join(SPARSE_FILE)).unwrap(), [0u8; 10]);
+        let mut old = [0u8; 3];
+        reading.read_exact_at(&mut old, 0).unwrap();
+        assert_eq!(&old, b"012");
     }
 }
