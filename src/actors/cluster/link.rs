@@ -13,9 +13,7 @@ use entities::job;
 use sea_orm::DatabaseConnection;
 use tokio::sync::oneshot;
 
-use super::membership::{
-    admit, enrollment, reconcile, AskLibraries, CloseLink, ClusterConfig, Folders, LinkAuth, LinkControl, Looked,
-};
+use super::membership::{admit, enrollment, reconcile, AskLibraries, CloseLink, ClusterConfig, LinkAuth, LinkControl};
 use crate::actors::health_batch::{BatchAnswer, CancelOnNode, CheckOnNode, NotTaken, OfferChecks};
 use crate::actors::job::helper::HelperRef;
 use crate::actors::job::JobCommand;
@@ -296,7 +294,7 @@ impl RemoteNode {
                 reconcile(&lifecycle, id, &name, &running).await;
                 let stale = lost_leases(&db, id, &running).await;
                 let libraries = repo::libraries::list(&db).await.unwrap_or_default();
-                (libraries_frame(&folders, &libraries).await, stale)
+                (folders.frame(&libraries).await, stale)
             })
             .into_actor(self)
             .map(|(libraries, stale), this, ctx| {
@@ -729,49 +727,6 @@ async fn lost_leases(db: &DatabaseConnection, node_id: i32, running: &[RunningJo
     lost
 }
 
-/// How long the main node waits for a look into its library folders before it tells a node
-/// the paths without saying which hold something (a folder is then enough): a share that
-/// does not answer must not hold up the heartbeat's answer.
-const SIGHT_PATIENCE: Duration = Duration::from_secs(2);
-
-/// How long a look into the library folders serves: every node's heartbeat is answered with
-/// the paths, each second.
-const SIGHT_FRESH: Duration = Duration::from_secs(10);
-
-/// The `Libraries` frame of `libraries`' paths, with those that hold something here
-/// (`host::sight`): a node that finds one of them empty sees a mount point, not the library.
-async fn libraries_frame(folders: &Folders, libraries: &[entities::library::Model]) -> Frame {
-    let paths: Vec<String> = libraries.iter().flat_map(repo::libraries::paths_of).collect();
-    let cached = |l: &Looked| if l.paths == paths { l.not_empty.clone() } else { Vec::new() };
-    {
-        let mut last = folders.lock();
-        let fresh = last.at.is_some_and(|at| at.elapsed() < SIGHT_FRESH);
-        if (fresh && last.paths == paths) || last.looking {
-            return Frame::Libraries { not_empty: cached(&last), paths };
-        }
-        last.looking = true;
-    }
-    let (all, record) = (paths.clone(), folders.clone());
-    // The look records itself, however late it ends.
-    let look = tokio::task::spawn_blocking(move || {
-        let not_empty: Vec<String> = all
-            .iter()
-            .filter(|p| crate::host::sight::holds_anything(std::path::Path::new(p.as_str())))
-            .cloned()
-            .collect();
-        *record.lock() = Looked { at: Some(Instant::now()), paths: all, not_empty, looking: false };
-    });
-    let not_empty = match tokio::time::timeout(SIGHT_PATIENCE, look).await {
-        Ok(Ok(())) => cached(&folders.lock()),
-        Ok(Err(_)) => {
-            folders.lock().looking = false;
-            Vec::new()
-        }
-        Err(_) => Vec::new(),
-    };
-    Frame::Libraries { paths, not_empty }
-}
-
 impl Handler<AskLibraries> for RemoteNode {
     type Result = ();
     fn handle(&mut self, _: AskLibraries, ctx: &mut Self::Context) {
@@ -788,7 +743,7 @@ impl RemoteNode {
         let (db, folders) = (self.db.clone(), self.config.folders.clone());
         let told = async move {
             match repo::libraries::list(&db).await {
-                Ok(libraries) => Ok(libraries_frame(&folders, &libraries).await),
+                Ok(libraries) => Ok(folders.frame(&libraries).await),
                 Err(e) => Err(e),
             }
         };

@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use entities::node;
@@ -15,7 +15,7 @@ use sea_orm::DatabaseConnection;
 use crate::actors::health_batch::{CancelOnNode, CheckOnNode, OfferChecks};
 use crate::actors::lifecycle::{EventContext, Lifecycle, LifecycleError};
 use crate::actors::node::RunningJob;
-use crate::actors::protocol::Sight;
+use crate::actors::protocol::{Frame, Sight};
 use crate::domain::job::JobStatus;
 use crate::domain::node::{NodeRole, NodeStatus};
 use crate::repo::{self, jobs};
@@ -33,7 +33,7 @@ pub struct ClusterConfig {
     /// The links open now, shared by every link and the watch that takes nodes offline.
     pub links: Links,
     /// The main node's last look into its library folders, shared by every link
-    /// (`link::libraries_frame`).
+    /// (`Folders::frame`).
     pub folders: Folders,
 }
 
@@ -44,16 +44,59 @@ pub struct ClusterConfig {
 pub struct Folders(Arc<Mutex<Looked>>);
 
 #[derive(Debug, Default)]
-pub(super) struct Looked {
-    pub(super) at: Option<std::time::Instant>,
-    pub(super) paths: Vec<String>,
-    pub(super) not_empty: Vec<String>,
-    pub(super) looking: bool,
+struct Looked {
+    at: Option<Instant>,
+    paths: Vec<String>,
+    not_empty: Vec<String>,
+    looking: bool,
 }
 
+/// How long the main node waits for a look into its library folders before it tells a node
+/// the paths without saying which hold something (a folder is then enough): a share that
+/// does not answer must not hold up the heartbeat's answer.
+const SIGHT_PATIENCE: Duration = Duration::from_secs(2);
+
+/// How long a look into the library folders serves: every node's heartbeat is answered with
+/// the paths, each second.
+const SIGHT_FRESH: Duration = Duration::from_secs(10);
+
 impl Folders {
-    pub(super) fn lock(&self) -> MutexGuard<'_, Looked> {
+    fn lock(&self) -> MutexGuard<'_, Looked> {
         self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The `Libraries` frame of `libraries`' paths, with those that hold something here
+    /// (`host::sight`): a node that finds one of them empty sees a mount point, not the library.
+    pub(super) async fn frame(&self, libraries: &[entities::library::Model]) -> Frame {
+        let paths: Vec<String> = libraries.iter().flat_map(repo::libraries::paths_of).collect();
+        let cached = |l: &Looked| if l.paths == paths { l.not_empty.clone() } else { Vec::new() };
+        {
+            let mut last = self.lock();
+            let fresh = last.at.is_some_and(|at| at.elapsed() < SIGHT_FRESH);
+            if (fresh && last.paths == paths) || last.looking {
+                return Frame::Libraries { not_empty: cached(&last), paths };
+            }
+            last.looking = true;
+        }
+        let (all, record) = (paths.clone(), self.clone());
+        // The look records itself, however late it ends.
+        let look = tokio::task::spawn_blocking(move || {
+            let not_empty: Vec<String> = all
+                .iter()
+                .filter(|p| crate::host::sight::holds_anything(std::path::Path::new(p.as_str())))
+                .cloned()
+                .collect();
+            *record.lock() = Looked { at: Some(Instant::now()), paths: all, not_empty, looking: false };
+        });
+        let not_empty = match tokio::time::timeout(SIGHT_PATIENCE, look).await {
+            Ok(Ok(())) => cached(&self.lock()),
+            Ok(Err(_)) => {
+                self.lock().looking = false;
+                Vec::new()
+            }
+            Err(_) => Vec::new(),
+        };
+        Frame::Libraries { paths, not_empty }
     }
 }
 
