@@ -9,8 +9,6 @@
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-use futures_util::StreamExt;
-
 use super::client::{io, wait_for_cap, ClientError, Runs, TransferClient};
 use crate::actors::cluster::span_transfer::SPAN_HEADER;
 use crate::actors::cluster::transfer::{RANGE_SHA256_HEADER, SHA256_HEADER, SIZE_HEADER};
@@ -65,11 +63,13 @@ impl TransferClient {
             let Some(((sha256, size), range_sha)) = sha256.zip(size).zip(head(RANGE_SHA256_HEADER)) else {
                 return Err(ClientError::Io { what: "reading a range's answer", error: "no SHA-256 or size".into() });
             };
-            let body = tokio::time::timeout(RANGE_WITHIN, collect(&mut res)).await;
+            // More than a range holds is refused by the body's limit.
+            let limit = usize::try_from(RANGE_MOST).unwrap_or(usize::MAX);
+            let body = tokio::time::timeout(RANGE_WITHIN, res.body().limit(limit)).await;
             let bytes = match body {
-                Ok(Ok(bytes)) => bytes,
+                Ok(Ok(bytes)) => bytes.to_vec(),
                 Ok(Err(e)) => {
-                    runs.failed(e, false);
+                    runs.failed(e.to_string(), false);
                     continue;
                 }
                 Err(_) => {
@@ -95,21 +95,6 @@ impl TransferClient {
             tracing::warn!(job_id, span, %why, "fetching the range again");
         }
     }
-}
-
-async fn collect<S>(res: &mut awc::ClientResponse<S>) -> Result<Vec<u8>, String>
-where
-    S: futures_util::Stream<Item = Result<actix_web::web::Bytes, awc::error::PayloadError>> + Unpin,
-{
-    let mut bytes = Vec::new();
-    while let Some(chunk) = res.next().await {
-        let chunk = chunk.map_err(|e| e.to_string())?;
-        if bytes.len() + chunk.len() > RANGE_MOST as usize {
-            return Err("the main node answered more bytes than a range holds".into());
-        }
-        bytes.extend_from_slice(&chunk);
-    }
-    Ok(bytes)
 }
 
 /// What the sparse copy in `dir` holds of the source whose SHA-256 is `sha256` and size
