@@ -64,7 +64,7 @@ impl AudioEncode {
     ) -> Result<Self, MediaError> {
         let err = |what: &str, e: &RsmpegError| from_rsmpeg(what, e);
         let dec = AVCodec::find_decoder(par.codec_id).ok_or_else(|| MediaError::invalid("no decoder for the audio"))?;
-        let mut decoder = AVCodecContext::new(&dec);
+        let mut decoder = crate::context::codec_context(&dec)?;
         decoder.apply_codecpar(par).map_err(|e| err("audio decoder parameters", &e))?;
         // SAFETY: a plain field write before opening.
         unsafe { decoder.deref_mut().pkt_timebase = source_tb };
@@ -73,7 +73,7 @@ impl AudioEncode {
         let name = CString::new(encoder_name(codec)?).map_err(|_| MediaError::misc("NUL in a codec name"))?;
         let enc = AVCodec::find_encoder_by_name(&name)
             .ok_or_else(|| MediaError::invalid(format!("FFmpeg has no {codec} encoder")))?;
-        let mut encoder = AVCodecContext::new(&enc);
+        let mut encoder = crate::context::codec_context(&enc)?;
         let sample_fmt =
             enc.sample_fmts().and_then(|f| f.first().copied()).unwrap_or(ffi::AVSampleFormat_AV_SAMPLE_FMT_FLTP);
         let source_rate = if par.sample_rate > 0 { par.sample_rate } else { 48000 };

@@ -179,7 +179,7 @@ pub fn open_decoder_on(
         let name = unsafe { std::ffi::CStr::from_ptr(ffi::avcodec_get_name(par.codec_id)) };
         MediaError::new(FailureCode::UnsupportedCodec, format!("no decoder for {}", name.to_string_lossy()))
     })?;
-    let mut ctx = AVCodecContext::new(&decoder);
+    let mut ctx = crate::context::codec_context(&decoder)?;
     ctx.apply_codecpar(&par).map_err(|e| from_rsmpeg("decoder parameters", &e))?;
     // SAFETY: plain field writes before opening.
     unsafe {

@@ -3,7 +3,7 @@
 
 use std::ffi::CString;
 
-use rsmpeg::avcodec::{AVCodec, AVCodecContext};
+use rsmpeg::avcodec::AVCodec;
 use rsmpeg::ffi;
 use rsmpeg::UnsafeDerefMut;
 
@@ -28,7 +28,10 @@ pub fn why_not(encoder: Encoder) -> Option<String> {
     if !encoder.is_hardware() {
         return None;
     }
-    let mut ctx = AVCodecContext::new(&codec);
+    let mut ctx = match crate::context::codec_context(&codec) {
+        Ok(ctx) => ctx,
+        Err(e) => return Some(e.message),
+    };
     ctx.set_width(320);
     ctx.set_height(240);
     ctx.set_time_base(ffi::AVRational { num: 1, den: 25 });

@@ -221,7 +221,7 @@ fn open_decoder(input: &AVFormatContextInput, index: usize, threads: i32) -> Res
     let stream = input.streams().get(index).ok_or("no such stream")?;
     let par = stream.codecpar();
     let Some(decoder) = AVCodec::find_decoder(par.codec_id) else { return Ok(None) };
-    let mut ctx = AVCodecContext::new(&decoder);
+    let mut ctx = crate::context::codec_context(&decoder).map_err(|e| e.message)?;
     ctx.apply_codecpar(&par).map_err(|e| format!("its parameters do not apply: {e}"))?;
     // SAFETY: plain field writes before the decoder is opened.
     unsafe {

@@ -8,6 +8,7 @@ pub mod audio;
 pub mod audio_ahead;
 pub mod child;
 pub mod cli;
+pub mod context;
 pub mod decode;
 pub mod device;
 pub mod encoder_options;

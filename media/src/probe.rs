@@ -426,13 +426,13 @@ struct FrameHdr {
 }
 
 fn first_frame_hdr(input: &mut AVFormatContextInput, stream_index: usize) -> FrameHdr {
-    use rsmpeg::avcodec::{AVCodec, AVCodecContext};
+    use rsmpeg::avcodec::AVCodec;
     let mut found = FrameHdr::default();
     let mut ctx = {
         let Some(stream) = input.streams().get(stream_index) else { return found };
         let par = stream.codecpar();
         let Some(decoder) = AVCodec::find_decoder(par.codec_id) else { return found };
-        let mut ctx = AVCodecContext::new(&decoder);
+        let Ok(mut ctx) = crate::context::codec_context(&decoder) else { return found };
         if ctx.apply_codecpar(&par).is_err() || ctx.open(None).is_err() {
             return found;
         }

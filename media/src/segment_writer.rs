@@ -145,7 +145,7 @@ impl SegmentWriter {
                 (chosen, chosen)
             }
         };
-        let mut encoder = AVCodecContext::new(&codec);
+        let mut encoder = crate::context::codec_context(&codec)?;
         encoder.set_width(width);
         encoder.set_height(height);
         encoder.set_pix_fmt(encoder_fmt);

@@ -24,7 +24,7 @@ impl SubtitleEncode {
     pub fn open(par: &AVCodecParameters, source_tb: ffi::AVRational, codec: &str) -> Result<Self, MediaError> {
         let dec =
             AVCodec::find_decoder(par.codec_id).ok_or_else(|| MediaError::invalid("no decoder for the subtitles"))?;
-        let mut decoder = AVCodecContext::new(&dec);
+        let mut decoder = crate::context::codec_context(&dec)?;
         decoder.apply_codecpar(par).map_err(|e| from_rsmpeg("subtitle decoder parameters", &e))?;
         // SAFETY: a plain field write before opening.
         unsafe { decoder.deref_mut().pkt_timebase = source_tb };
@@ -32,7 +32,7 @@ impl SubtitleEncode {
         let name = CString::new(codec).map_err(|_| MediaError::misc("NUL in a codec name"))?;
         let enc = AVCodec::find_encoder_by_name(&name)
             .ok_or_else(|| MediaError::invalid(format!("FFmpeg has no {codec} subtitle encoder")))?;
-        let mut encoder = AVCodecContext::new(&enc);
+        let mut encoder = crate::context::codec_context(&enc)?;
         // SAFETY: the encoder takes the decoder's ASS header (a copy it frees with the
         // context, allocated with av_malloc); field writes before opening.
         unsafe {

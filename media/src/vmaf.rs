@@ -289,7 +289,7 @@ impl Frames {
         let par = params.to_codecpar()?;
         let codec =
             AVCodec::find_decoder(par.codec_id).ok_or_else(|| MediaError::misc("no decoder for the segments"))?;
-        let mut decoder = AVCodecContext::new(&codec);
+        let mut decoder = crate::context::codec_context(&codec)?;
         decoder.apply_codecpar(&par).map_err(|e| from_rsmpeg("decoder parameters", &e))?;
         // SAFETY: a plain field write before opening.
         unsafe { decoder.deref_mut().pkt_timebase = params.time_base() };
