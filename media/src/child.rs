@@ -121,11 +121,11 @@ pub fn media_main() -> ExitCode {
     // SAFETY: sets FFmpeg's global log level before any other FFmpeg call.
     unsafe { rsmpeg::ffi::av_log_set_level(rsmpeg::ffi::AV_LOG_ERROR as i32) };
     let answer = match serde_json::from_reader::<_, Request>(std::io::stdin()) {
-        Ok(Request::Validate { path, growing }) => {
+        Ok(Request::Validate { path, growing, probe_only }) => {
             if let Some(growing) = &growing {
                 crate::growing::expect(growing);
             }
-            with_cpu_time(answer_of(validate_source(&path)))
+            with_cpu_time(answer_of(validate_source(&path, !probe_only)))
         }
         Ok(Request::Verify { output, source_path, source, target_codec, plan }) => {
             with_cpu_time(answer_of(verify_planned(&output, &source_path, &source, &target_codec, plan.as_deref())))

@@ -20,6 +20,7 @@ use crate::probe;
 use crate::recorder::Recorder;
 use crate::segment::packet_data;
 use crate::segment_writer::{SegmentWriter, VideoFormat};
+use crate::verify;
 use condense::domain::encoding::{Encoder, Hardware};
 use condense::domain::quality;
 use condense::domain::segments::{self, Sessions, Span, SpanView};
@@ -115,6 +116,9 @@ struct SessionContext<'a> {
     grows: bool,
     /// Where the video ends, in its time base: how much is left of an unbounded span.
     video_end: Option<i64>,
+    /// The points validation decodes at, which a span decoded to the end of the file must
+    /// have reached: the job's validation only probed the source (`verify::validate_source`).
+    points: Option<verify::Points>,
 }
 
 impl SessionContext<'_> {
@@ -171,14 +175,24 @@ pub(crate) fn run_sessions(
     let duration = info.video().and_then(|v| v.duration_seconds).or(info.duration_seconds).unwrap_or(0.0);
     let total_frames = duration * fps;
     let sessions = plan.sessions.sessions.clamp(1, u32::try_from(todo.len()).unwrap_or(u32::MAX).max(1));
+    let opened = probe::open_input(&plan.input).ok().and_then(|input| Some((main_video_index(&input)?, input)));
     let video_end = info.video().and_then(|v| v.duration_seconds).or(info.duration_seconds).and_then(|d| {
-        let stream = probe::open_input(&plan.input).ok()?;
-        let vi = main_video_index(&stream)?;
-        let s = stream.streams().get(vi)?;
+        let (vi, input) = opened.as_ref()?;
+        let s = input.streams().get(*vi)?;
         let start = Some(s.start_time).filter(|t| *t != ffi::AV_NOPTS_VALUE).unwrap_or(0);
         let ticks = d * f64::from(s.time_base.den) / f64::from(s.time_base.num.max(1));
         Some(start.saturating_add(ticks.round() as i64))
     });
+    // A run's or a helper's span that decodes on to the end of the file checks that the
+    // video reached its stated length there (samples and first passes are no such check).
+    let points = match mode {
+        SessionMode::Run | SessionMode::Helper { .. } => match (&opened, verify::video_length(info)) {
+            (Some((vi, input)), Some(length)) => Some(verify::Points::of(input, *vi, length)?),
+            _ => None,
+        },
+        SessionMode::Sample | SessionMode::FirstPass => None,
+    };
+    drop(opened);
     let shared = SessionContext {
         plan,
         info,
@@ -198,6 +212,7 @@ pub(crate) fn run_sessions(
         open_files: Mutex::new(Vec::new()),
         grows: grows(plan, mode),
         video_end,
+        points,
     };
     let started = Instant::now();
     let mut failure: Option<MediaError> = None;
@@ -554,6 +569,9 @@ fn run_span(
     let mut decode_errors = 0u32;
     let mut eof = false;
     let mut span_ended = false;
+    // The last frame decoded, kept or not, and whether decoding ran out of the file.
+    let mut last_decoded: Option<i64> = None;
+    let mut drained = false;
     let mut writer_threads = plan.sessions.threads;
 
     'run: loop {
@@ -614,6 +632,7 @@ fn run_span(
             };
             let step = (f64::from(frame_rate.den) / f64::from(frame_rate.num) / tb).max(1.0) as i64;
             next_synth_pts = pts + step;
+            last_decoded = Some(last_decoded.map_or(pts, |l| l.max(pts)));
             // Frames come out in presentation order: what is kept for earlier times is spent.
             let frame_dynamic = dynamic.remove(&pts);
             dynamic.retain(|&at, _| at > pts);
@@ -688,8 +707,14 @@ fn run_span(
         }
         if eof && !got_frame {
             span_ended = true;
+            drained = true;
             break;
         }
+    }
+    // A source that ends before its stated length fails here as its validation would have,
+    // before the rest of it is encoded (a span cut past the end finds no frame at once).
+    if let (true, Some(points)) = (drained, &shared.points) {
+        points.reached_by(last_decoded)?;
     }
     let to = if span_ended { span.to } else { last_pts.map(|p| p.saturating_add(1)) };
     match writer.take() {

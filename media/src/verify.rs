@@ -457,24 +457,12 @@ pub fn decode_at_points_counted(path: &Path, duration: f64) -> Result<u64, Media
     let mut input = open_input(path)?;
     let vi = main_video_index(&input).ok_or_else(|| MediaError::invalid("no video stream"))?;
     let mut decoder = open_decoder(&input, vi)?;
-    let (time_base, frame) = {
-        let stream = input.streams().get(vi).ok_or_else(|| MediaError::invalid("no video stream"))?;
-        let rate = [stream.avg_frame_rate, stream.r_frame_rate]
-            .into_iter()
-            .find(|r| r.num > 0 && r.den > 0)
-            .unwrap_or(ffi::AVRational { num: 25, den: 1 });
-        (stream.time_base, ffi::AVRational { num: rate.den, den: rate.num })
-    };
-    let start = if input.start_time != ffi::AV_NOPTS_VALUE { input.start_time } else { 0 };
-    let av_time_base = ffi::AVRational { num: 1, den: ffi::AV_TIME_BASE as i32 };
-    // SAFETY: pure arithmetic.
-    let slack = unsafe { ffi::av_rescale_q(2, frame, time_base) }.max(1);
+    let points = Points::of(&input, vi, duration)?;
+    let slack = points.slack;
     // The timestamp of the last frame decoded, while decoding can go on forward from it.
     let mut position: Option<i64> = None;
-    for point in [0.0, 0.25, 0.5, 0.75, 0.95] {
-        let target_us = start + (duration * point * f64::from(ffi::AV_TIME_BASE)) as i64;
-        // SAFETY: pure arithmetic.
-        let target = unsafe { ffi::av_rescale_q(target_us, av_time_base, time_base) };
+    for point in POINTS {
+        let (target, target_us) = points.at(point);
         let onward =
             position.is_some_and(|at| at < target && keyframe_before(&input, vi, target).is_some_and(|k| k <= at));
         if !onward {
@@ -528,23 +516,79 @@ pub fn decode_at_points_counted(path: &Path, duration: f64) -> Result<u64, Media
         // A decoder drained at the end cannot go on; one that stopped at its point can.
         position = last_seen.filter(|t| reached && !ended && *t != ffi::AV_NOPTS_VALUE);
         if !reached {
-            let seen = last_seen
-                .filter(|t| *t != ffi::AV_NOPTS_VALUE)
-                .map(|t| {
-                    format!(
-                        "; the last frame decoded is at {:.2} s",
-                        t as f64 * f64::from(time_base.num) / f64::from(time_base.den)
-                    )
-                })
-                .unwrap_or_default();
-            return Err(MediaError::invalid(format!(
-                "no frame decodes at {:.0} % ({:.2} s){seen}",
-                point * 100.0,
-                target_us as f64 / f64::from(ffi::AV_TIME_BASE)
-            )));
+            return Err(points.missed(point, target_us, last_seen));
         }
     }
     Ok(decoded)
+}
+
+/// Where `decode_at_points` looks: the start, 25 %, 50 %, 75 % and 95 % of the length.
+const POINTS: [f64; 5] = [0.0, 0.25, 0.5, 0.75, 0.95];
+
+/// The points of a video of `length` seconds in its stream's time base, each reached by a
+/// frame within two frames of it (`slack`).
+pub struct Points {
+    start_us: i64,
+    length: f64,
+    time_base: ffi::AVRational,
+    slack: i64,
+}
+
+impl Points {
+    pub fn of(input: &AVFormatContextInput, vi: usize, length: f64) -> Result<Points, MediaError> {
+        let stream = input.streams().get(vi).ok_or_else(|| MediaError::invalid("no video stream"))?;
+        let rate = [stream.avg_frame_rate, stream.r_frame_rate]
+            .into_iter()
+            .find(|r| r.num > 0 && r.den > 0)
+            .unwrap_or(ffi::AVRational { num: 25, den: 1 });
+        let frame = ffi::AVRational { num: rate.den, den: rate.num };
+        // SAFETY: pure arithmetic.
+        let slack = unsafe { ffi::av_rescale_q(2, frame, stream.time_base) }.max(1);
+        let start_us = if input.start_time != ffi::AV_NOPTS_VALUE { input.start_time } else { 0 };
+        Ok(Points { start_us, length, time_base: stream.time_base, slack })
+    }
+
+    /// The point at `fraction` of the length: in the stream's time base, and in
+    /// microseconds from the file's start.
+    fn at(&self, fraction: f64) -> (i64, i64) {
+        let target_us = self.start_us + (self.length * fraction * f64::from(ffi::AV_TIME_BASE)) as i64;
+        let av_time_base = ffi::AVRational { num: 1, den: ffi::AV_TIME_BASE as i32 };
+        // SAFETY: pure arithmetic.
+        (unsafe { ffi::av_rescale_q(target_us, av_time_base, self.time_base) }, target_us)
+    }
+
+    /// Whether a decode that went on to the end of the file and whose last frame was at
+    /// `last_decoded` reached every point: the check of `decode_at_points`, made of an
+    /// encode's decode of every frame (the encode of a source validated by probing alone).
+    pub fn reached_by(&self, last_decoded: Option<i64>) -> Result<(), MediaError> {
+        let Some(point) = POINTS.last().copied() else { return Ok(()) };
+        let (target, target_us) = self.at(point);
+        match last_decoded.filter(|t| *t != ffi::AV_NOPTS_VALUE) {
+            Some(t) if t >= target.saturating_sub(self.slack) => Ok(()),
+            seen => Err(self.missed(point, target_us, seen)),
+        }
+    }
+
+    fn missed(&self, point: f64, target_us: i64, last_seen: Option<i64>) -> MediaError {
+        let tb = f64::from(self.time_base.num) / f64::from(self.time_base.den);
+        let seen = last_seen
+            .filter(|t| *t != ffi::AV_NOPTS_VALUE)
+            .map(|t| format!("; the last frame decoded is at {:.2} s", t as f64 * tb))
+            .unwrap_or_default();
+        MediaError::invalid(format!(
+            "no frame decodes at {:.0} % ({:.2} s){seen}",
+            point * 100.0,
+            target_us as f64 / f64::from(ffi::AV_TIME_BASE)
+        ))
+    }
+}
+
+/// The length `validate_source` checks a source's video over: the video stream's own where
+/// the container knows it (other streams may run on past the picture), within the file's.
+pub fn video_length(info: &MediaInfo) -> Option<f64> {
+    let duration = info.duration_seconds.filter(|d| *d > 0.0)?;
+    let video = info.video().and_then(|v| v.duration_seconds).filter(|d| *d > 0.0).unwrap_or(duration);
+    Some(video.min(duration))
 }
 
 /// The timestamp of the keyframe a seek to `target` (the stream's time base) lands on, by
@@ -565,8 +609,10 @@ fn keyframe_before(input: &AVFormatContextInput, vi: usize, target: i64) -> Opti
 }
 
 /// Validation of a source before any work: it opens, has a video stream with a decoder,
-/// and decodes at several points (this catches truncated files whose header promises more).
-pub fn validate_source(path: &Path) -> Result<MediaInfo, MediaError> {
+/// and, with `points`, decodes at several points (this catches truncated files whose header
+/// promises more). Without them a source about to be encoded is checked by its encode,
+/// which decodes every frame (`reaches_its_points`).
+pub fn validate_source(path: &Path, points: bool) -> Result<MediaInfo, MediaError> {
     let info = probe(path)?;
     if info.video().is_none() {
         return Err(MediaError::invalid("no video stream"));
@@ -579,14 +625,11 @@ pub fn validate_source(path: &Path) -> Result<MediaInfo, MediaError> {
             info.container
         )));
     };
-    // The points lie within the video's own length where the container knows it: other
-    // streams may run on past the picture.
-    let video_length = info.video().and_then(|v| v.duration_seconds).filter(|d| *d > 0.0).unwrap_or(duration);
     // A copy still downloading (issue 39) is only probed: the points would wait for most
     // of it; the encode decodes every frame of it, and the main node validates the
     // original before it verifies the output.
-    if crate::growing::of(path).is_none() {
-        decode_at_points(path, video_length.min(duration))?;
+    if points && crate::growing::of(path).is_none() {
+        decode_at_points(path, video_length(&info).unwrap_or(duration))?;
     }
     Ok(info)
 }

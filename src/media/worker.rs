@@ -29,6 +29,7 @@ use crate::domain::path_bytes;
 #[serde(tag = "op", rename_all = "camelCase")]
 pub enum Request {
     /// Probe the source and decode it at several points (before any work).
+    #[serde(rename_all = "camelCase")]
     Validate {
         #[serde(with = "path_bytes::lossless")]
         path: PathBuf,
@@ -37,6 +38,11 @@ pub enum Request {
         /// it verifies the output, and the encode decodes every frame anyway).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         growing: Option<GrowingSource>,
+        /// Only probe: a first attempt's, whose encode decodes every frame and fails as the
+        /// points would where the video stops short of its length (see
+        /// `actors::job::prepare`). Absent (an older node): decode too.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        probe_only: bool,
     },
     /// Check an encoded output against its source before it may replace anything.
     #[serde(rename_all = "camelCase")]
@@ -562,18 +568,20 @@ pub async fn check_health(
     }
 }
 
-/// Validates a source in a child.
+/// Validates a source in a child: probes it and, unless `probe_only`, decodes it at
+/// several points.
 pub async fn validate(
     binary: &Path,
     path: &Path,
     growing: Option<&GrowingSource>,
+    probe_only: bool,
     base_limit: Duration,
 ) -> Result<(MediaInfo, PhaseTime), MediaError> {
     let size = match growing {
         Some(growing) => growing.size,
         None => std::fs::metadata(path).map(|m| m.len()).unwrap_or(0),
     };
-    let request = Request::Validate { path: path.to_path_buf(), growing: growing.cloned() };
+    let request = Request::Validate { path: path.to_path_buf(), growing: growing.cloned(), probe_only };
     run_timed(binary, &request, time_limit(base_limit, size), "validation").await
 }
 
@@ -611,9 +619,13 @@ mod tests {
 
     #[test]
     fn requests_round_trip() {
-        let r = Request::Validate { path: PathBuf::from("/m/a.mkv"), growing: None };
+        let r = Request::Validate { path: PathBuf::from("/m/a.mkv"), growing: None, probe_only: false };
         let json = serde_json::to_string(&r).unwrap();
         assert_eq!(json, r#"{"op":"validate","path":"/m/a.mkv"}"#);
-        assert!(matches!(serde_json::from_str(&json).unwrap(), Request::Validate { .. }));
+        assert!(matches!(serde_json::from_str(&json).unwrap(), Request::Validate { probe_only: false, .. }));
+        let r = Request::Validate { path: PathBuf::from("/m/a.mkv"), growing: None, probe_only: true };
+        let json = serde_json::to_string(&r).unwrap();
+        assert_eq!(json, r#"{"op":"validate","path":"/m/a.mkv","probeOnly":true}"#);
+        assert!(matches!(serde_json::from_str(&json).unwrap(), Request::Validate { probe_only: true, .. }));
     }
 }

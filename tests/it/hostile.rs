@@ -109,7 +109,7 @@ fn a_playlist_or_a_concat_script_named_mkv_fails_validation_without_opening_what
     let hostile = hostile_library();
     let watches: Vec<OpenWatch> = hostile.named.iter().map(|p| OpenWatch::new(p)).collect();
     for (path, format) in [(&hostile.hls, "hls"), (&hostile.concat, "concat")] {
-        let err = validate_source(path).expect_err(format);
+        let err = validate_source(path, true).expect_err(format);
         assert_eq!(err.code, FailureCode::UnsupportedContainer, "{format}: {err}");
         assert!(err.message.contains(&format!("the format is {format}")), "{err}");
         for (watch, named) in watches.iter().zip(&hostile.named) {
@@ -124,7 +124,7 @@ fn every_allowed_container_still_validates() {
     for name in ["a.mkv", "a.webm", "a.mp4", "a.mov", "a.avi", "a.mpg", "a.ts", "a.flv", "a.wmv"] {
         let path = dir.path().join(name);
         clips::ffmpeg(&["-f", "lavfi", "-i", "testsrc2=size=160x120:rate=25", "-t", "1", path.to_str().unwrap()]);
-        validate_source(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
+        validate_source(&path, true).unwrap_or_else(|e| panic!("{name}: {e}"));
     }
 }
 
@@ -225,5 +225,7 @@ async fn failure_messages(main: &ServerProcess, token: &str, job: &serde_json::V
 }
 
 /// Enough address space for `condense-media` to start (its libraries mapped), too little for
-/// a 1080p decoder's threads and frames: the source's validation, the first child, runs out.
+/// a 1080p decoder's threads and frames: the transcoder runs out (a first attempt's
+/// validation only probes). Its session threads used to hang there, in std's hook for a
+/// refused allocation, and the job stayed ENCODING.
 const LOW_MEMORY_MB: &str = "200";

@@ -97,6 +97,35 @@ both_backends!(a_library_of_five_clips_ends_completed_skipped_and_failed, |db: D
     assert_eq!(std::fs::read(dir.path().join("e_corrupt.mkv")).unwrap(), vec![0x1a; 50_000]);
 });
 
+// A file an attempt leaves alone is still decoded at its points first (a first attempt's
+// validation only probes; an encode would decode it whole): the truncated HEVC file, queued
+// before the probe could skip it, fails rather than being SKIPPED, and is left as it was.
+both_backends!(a_broken_file_an_attempt_would_leave_alone_fails_its_validation, |db: DatabaseConnection| async move {
+    let dir = tempfile::tempdir().unwrap();
+    let whole = std::fs::read(clips::hevc(dir.path(), "whole.mkv")).unwrap();
+    std::fs::remove_file(dir.path().join("whole.mkv")).unwrap();
+    let cut = dir.path().canonicalize().unwrap().join("cut.mkv");
+    std::fs::write(&cut, &whole[..whole.len() / 3]).unwrap();
+    let library = repo::libraries::create(&db, library(dir.path(), false)).await.unwrap();
+    // Queued as the scan would have it, its identity the file's: the scan at the start
+    // finds it known and unchanged, so it goes to an attempt, not to the probe.
+    let identity = condense::media::plan::SourceIdentity::of(&cut).unwrap();
+    let job = repo::jobs::NewJob {
+        source_size: identity.size as i64,
+        source_mtime_ns: Some(identity.mtime_ns),
+        source_inode: Some(identity.inode as i64),
+        ..crate::common::rows::new_job(Some(library.id), &cut.to_string_lossy(), JobStatus::Queued)
+    };
+    repo::jobs::insert(&db, job).await.unwrap();
+
+    let _runtime = start_runtime(&db, 1, 0, condense::license::BUILTIN_PUBLIC_KEY).await;
+    let jobs = wait_terminal(&db, 1, Duration::from_secs(120)).await;
+    let job = &jobs[0];
+    assert_eq!(job.status, JobStatus::Failed, "{:?} {:?}", job.skip_reason, job.failure_detail);
+    assert_eq!(job.failure_code, Some(FailureCode::FileValidationFailed.into()), "{:?}", job.failure_detail);
+    assert_eq!(std::fs::read(&cut).unwrap(), &whole[..whole.len() / 3], "the file changed");
+});
+
 both_backends!(the_probe_after_a_scan_skips_what_needs_no_encode_without_a_slot, |db: DatabaseConnection| async move {
     let dir = tempfile::tempdir().unwrap();
     // 260 copies: two batches (`actors::prober::BATCH`), so two children and two

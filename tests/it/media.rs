@@ -499,7 +499,7 @@ fn broken_inputs_fail_validation_and_stay_untouched() {
     for (name, content) in cases {
         let path = dir.path().join(name);
         std::fs::write(&path, &content).unwrap();
-        let err = validate_source(&path).expect_err(name);
+        let err = validate_source(&path, true).expect_err(name);
         assert_eq!(err.code, FailureCode::FileValidationFailed, "{name}: {err}");
         assert_eq!(std::fs::read(&path).unwrap(), content, "{name} was modified");
     }
@@ -518,19 +518,22 @@ fn broken_inputs_fail_validation_and_stay_untouched() {
         "h263",
         raw.to_str().unwrap(),
     ]);
-    let err = validate_source(&raw).unwrap_err();
+    let err = validate_source(&raw, true).unwrap_err();
     assert_eq!(err.code, FailureCode::UnsupportedContainer, "{err}");
     assert!(err.message.contains("the format is h263"), "{err}");
     // A container that does not say how long its video is.
     let unknown = clips::without_length(dir.path(), "unknown.wmv", "libx264");
-    let err = validate_source(&unknown).unwrap_err();
+    let err = validate_source(&unknown, true).unwrap_err();
     assert_eq!(err.code, FailureCode::FileValidationFailed, "{err}");
     assert!(err.message.contains("length"), "{err}");
     let audio_only = dir.path().join("audio.mkv");
     clips::ffmpeg(&["-f", "lavfi", "-i", "sine", "-t", "1", audio_only.to_str().unwrap()]);
-    assert_eq!(validate_source(&audio_only).unwrap_err().code, FailureCode::FileValidationFailed);
-    assert_eq!(validate_source(&dir.path().join("nope.mkv")).unwrap_err().code, FailureCode::FileValidationFailed);
-    validate_source(&good).unwrap();
+    assert_eq!(validate_source(&audio_only, true).unwrap_err().code, FailureCode::FileValidationFailed);
+    assert_eq!(
+        validate_source(&dir.path().join("nope.mkv"), true).unwrap_err().code,
+        FailureCode::FileValidationFailed
+    );
+    validate_source(&good, true).unwrap();
 }
 
 #[actix_web::test]
@@ -605,6 +608,40 @@ fn a_read_error_mid_source_fails_the_attempt_and_the_retry_has_every_frame() {
     let frames = crate::common::shim::video_frames(&src);
     assert_eq!(crate::common::shim::video_frames(&output), frames, "frames lost");
     verify(&output, &src, &source_info, "hevc").unwrap();
+}
+
+/// A source whose header promises more than it holds (the first third of an MKV), which a
+/// first attempt validates by probing alone: its encode fails as the validation's points
+/// would, leaving the source as it was and nothing in its place (without the check, the
+/// spans past the end are empty and the third is muxed as if it were the whole).
+#[test]
+fn a_source_shorter_than_its_header_fails_its_encode_as_validation_would() {
+    let dir = tempfile::tempdir().unwrap();
+    let whole = clips::h264_with_audio_and_subs(dir.path(), "whole.mkv", "320x240", 8);
+    let bytes = std::fs::read(&whole).unwrap();
+    let cut = dir.path().join("cut.mkv");
+    std::fs::write(&cut, &bytes[..bytes.len() / 3]).unwrap();
+    validate_source(&cut, false).expect("probing alone passes");
+    let points = validate_source(&cut, true).expect_err("the points passed");
+    assert!(points.message.contains("no frame decodes at"), "{points}");
+
+    let mut plan = plan_for(&cut, "hevc", "libx265", 30, "ultrafast");
+    plan.segment_seconds = 2.0;
+    plan.sessions = Sessions { sessions: 2, threads: 1 };
+    let (status, events) = transcode_with_env(&plan, &[]);
+    assert!(!status.success(), "the cut source was encoded: {events:?}");
+    let (code, message) = events
+        .iter()
+        .find_map(|e| match e {
+            Event::Error { code, message } => Some((*code, message.clone())),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no error: {events:?}"));
+    assert_eq!(code, FailureCode::FileValidationFailed, "{message}");
+    assert!(message.contains("no frame decodes at 95 % (7."), "{message}");
+    assert!(message.contains("the last frame decoded is at "), "{message}");
+    assert_eq!(std::fs::read(&cut).unwrap(), &bytes[..bytes.len() / 3], "the source changed");
+    assert!(!plan.output_path().exists(), "an output was left");
 }
 
 /// What a read error used to leave: 40 % of the picture and the full audio. The container's

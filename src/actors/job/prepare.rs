@@ -135,10 +135,17 @@ impl Attempt {
         } else {
             SourceIdentity::of(&path).ok()
         };
-        let (info, validation) = match worker::validate(&env.transcoder, read, growing, env.analysis_timeout).await {
-            Ok(validated) => validated,
-            Err(e) => return self.fail(e).await,
-        };
+        // A first attempt only probes the source: if it is encoded, its encode decodes every
+        // frame and fails where the video stops short of its length, as the points would
+        // (`condense_media::verify::Points`), without a decode of its own first; if it is
+        // left alone, the points are decoded below. A retry decodes them first: a source
+        // that failed once should fail before its encode, not after part of it.
+        let probe_only = retry_count(&job) == 0;
+        let (info, validation) =
+            match worker::validate(&env.transcoder, read, growing, probe_only, env.analysis_timeout).await {
+                Ok(validated) => validated,
+                Err(e) => return self.fail(e).await,
+            };
         let analysis = if copied {
             crate::actors::prober::facts_of(&info)
         } else {
@@ -180,6 +187,13 @@ impl Attempt {
         let streams = (!rules.is_default()).then(|| plan_streams(&info, &rules, output_extension(&path, &target)));
         let skip_reason = skip_reason.or_else(|| streams.as_ref().and_then(|s| s.refused.clone()));
         let skip = skip_reason.is_some();
+        // A file left alone is validated as before: decoded at its points, so a broken one
+        // fails rather than being skipped.
+        if skip && probe_only {
+            if let Err(e) = worker::validate(&env.transcoder, read, growing, false, env.analysis_timeout).await {
+                return self.fail(e).await;
+            }
+        }
         // The rung of the retry ladder this attempt runs, and what it changed, go into the
         // history with the `encoding` event.
         let settings = (!skip).then(|| settings_for(&job, &info, library.as_ref()));

@@ -142,7 +142,8 @@ impl Attempt {
         else {
             return Ok(None);
         };
-        let (info, validation) = match worker::validate(&env.transcoder, &path, None, env.analysis_timeout).await {
+        let (info, validation) = match worker::validate(&env.transcoder, &path, None, false, env.analysis_timeout).await
+        {
             Ok(validated) => validated,
             Err(e) => return self.fail(e).await,
         };
