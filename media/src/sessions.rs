@@ -447,22 +447,29 @@ fn take_spans(shared: &SessionContext<'_>, tx: &mpsc::Sender<SessionEvent>) {
                 continue;
             }
             let _ = tx.send(SessionEvent::Started(index));
-            shared.active.fetch_add(1, Ordering::SeqCst);
-            let result = encode_span(shared, span, tx);
-            shared.active.fetch_sub(1, Ordering::SeqCst);
-            if let Err(e) = result {
-                let _ = tx.send(SessionEvent::Failed(e));
+            if !encode_at_work(shared, span, tx) {
                 return;
             }
             let _ = tx.send(SessionEvent::Release(claim));
             continue;
         }
-        shared.active.fetch_add(1, Ordering::SeqCst);
-        let result = encode_span(shared, span, tx);
-        shared.active.fetch_sub(1, Ordering::SeqCst);
-        if let Err(e) = result {
-            let _ = tx.send(SessionEvent::Failed(e));
+        if !encode_at_work(shared, span, tx) {
             return;
+        }
+    }
+}
+
+/// `encode_span`, counted among the sessions at work while it runs; false where it failed
+/// (the failure sent on `tx`, for the run to stop the others).
+fn encode_at_work(shared: &SessionContext<'_>, span: Span, tx: &mpsc::Sender<SessionEvent>) -> bool {
+    shared.active.fetch_add(1, Ordering::SeqCst);
+    let result = encode_span(shared, span, tx);
+    shared.active.fetch_sub(1, Ordering::SeqCst);
+    match result {
+        Ok(()) => true,
+        Err(e) => {
+            let _ = tx.send(SessionEvent::Failed(e));
+            false
         }
     }
 }
