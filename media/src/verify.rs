@@ -523,7 +523,9 @@ pub fn decode_at_points_counted(path: &Path, duration: f64) -> Result<u64, Media
 }
 
 /// Where `decode_at_points` looks: the start, 25 %, 50 %, 75 % and 95 % of the length.
-const POINTS: [f64; 5] = [0.0, 0.25, 0.5, 0.75, 0.95];
+const POINTS: [f64; 5] = [0.0, 0.25, 0.5, 0.75, LAST_POINT];
+/// The last of them, which a decode of every frame to the end must have reached.
+const LAST_POINT: f64 = 0.95;
 
 /// The points of a video of `length` seconds in its stream's time base, each reached by a
 /// frame within two frames of it (`slack`).
@@ -561,11 +563,10 @@ impl Points {
     /// `last_decoded` reached every point: the check of `decode_at_points`, made of an
     /// encode's decode of every frame (the encode of a source validated by probing alone).
     pub fn reached_by(&self, last_decoded: Option<i64>) -> Result<(), MediaError> {
-        let Some(point) = POINTS.last().copied() else { return Ok(()) };
-        let (target, target_us) = self.at(point);
+        let (target, target_us) = self.at(LAST_POINT);
         match last_decoded.filter(|t| *t != ffi::AV_NOPTS_VALUE) {
             Some(t) if t >= target.saturating_sub(self.slack) => Ok(()),
-            seen => Err(self.missed(point, target_us, seen)),
+            seen => Err(self.missed(LAST_POINT, target_us, seen)),
         }
     }
 
@@ -611,7 +612,7 @@ fn keyframe_before(input: &AVFormatContextInput, vi: usize, target: i64) -> Opti
 /// Validation of a source before any work: it opens, has a video stream with a decoder,
 /// and, with `points`, decodes at several points (this catches truncated files whose header
 /// promises more). Without them a source about to be encoded is checked by its encode,
-/// which decodes every frame (`reaches_its_points`).
+/// which decodes every frame (`Points::reached_by`).
 pub fn validate_source(path: &Path, points: bool) -> Result<MediaInfo, MediaError> {
     let info = probe(path)?;
     if info.video().is_none() {

@@ -23,7 +23,7 @@ const RANGE_WITHIN: std::time::Duration = std::time::Duration::from_secs(300);
 #[derive(Debug)]
 pub struct Range {
     pub from: u64,
-    pub bytes: Vec<u8>,
+    pub bytes: actix_web::web::Bytes,
     /// The whole source's SHA-256 and size, as the main node answered them.
     pub sha256: String,
     pub size: u64,
@@ -67,7 +67,7 @@ impl TransferClient {
             let limit = usize::try_from(RANGE_MOST).unwrap_or(usize::MAX);
             let body = tokio::time::timeout(RANGE_WITHIN, res.body().limit(limit)).await;
             let bytes = match body {
-                Ok(Ok(bytes)) => bytes.to_vec(),
+                Ok(Ok(bytes)) => bytes,
                 Ok(Err(e)) => {
                     runs.failed(e.to_string(), false);
                     continue;
@@ -144,7 +144,7 @@ mod tests {
     use super::*;
 
     fn range(from: u64, bytes: &[u8], sha: &str) -> Range {
-        Range { from, bytes: bytes.to_vec(), sha256: sha.repeat(64), size: 10 }
+        Range { from, bytes: actix_web::web::Bytes::copy_from_slice(bytes), sha256: sha.repeat(64), size: 10 }
     }
 
     /// Ranges kept land at their place, the map names them, a copy of another source is
