@@ -77,12 +77,16 @@ export function useConnectionState(): ConnectionState {
   return state;
 }
 
-/** Run `action`, tracking busy state and the error message to show. */
+/**
+ * Run `action`, tracking busy state and the error message to show. `setError` puts another
+ * failure of the page (its own reads) in the same message, so that the latest one shows.
+ */
 export function useAction(): {
   busy: boolean;
   error: string | null;
   run: <T>(action: () => Promise<T>) => Promise<T | undefined>;
   clear: () => void;
+  setError: (message: string | null) => void;
 } {
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<string | null>(null);
@@ -98,7 +102,7 @@ export function useAction(): {
       setBusy(false);
     }
   }, []);
-  return { busy, error, run, clear: () => setError(null) };
+  return { busy, error, run, clear: () => setError(null), setError };
 }
 
 /** The signed-in user's role, following changes; null while unknown. */

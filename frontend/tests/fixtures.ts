@@ -1,41 +1,26 @@
 // Records the unit tests share: a job as the API lists it, a library's settings as its form sends them.
 import { defaultInput } from '../src/encoders';
+import { jobFromLive } from '../src/jobs';
 import type { Job, LibraryInput } from '../src/types';
 import { catalog } from './catalog';
 
-/** Job `id`, queued, with every field set; `change` sets what a test is about. */
+/**
+ * Job `id`, queued, with every field set; `change` sets what a test is about. It starts as the
+ * dashboard makes a job it only heard of live, plus what the API's list says of the file.
+ */
 export function job(id: number, change: Partial<Job> = {}): Job {
   return {
-    id,
+    ...jobFromLive({ type: 'status', jobId: id }, '2024-05-01T10:00:00Z'),
     fileName: `file-${id}.mkv`,
     filePath: `/media/file-${id}.mkv`,
     libraryId: 1,
-    status: 'QUEUED',
-    stage: null,
-    progress: 0,
-    fps: 0,
-    node: null,
-    etaSeconds: null,
-    retryCount: 0,
-    failureReason: null,
-    failureCode: null,
     skipReason: null,
     chosenQuality: null,
     predictedSize: null,
     vmaf: null,
     vmafP5: null,
-    stalled: false,
     sourceCodec: 'h264',
-    targetCodec: 'hevc',
     sourceSize: 1000,
-    outputSize: null,
-    savedBytes: 0,
-    createdAt: '2024-05-01T10:00:00Z',
-    startedAt: null,
-    completedAt: null,
-    updatedAt: '2024-05-01T10:00:00Z',
-    actions: [],
-    priority: 0,
     ...change,
   };
 }

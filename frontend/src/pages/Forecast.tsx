@@ -7,7 +7,7 @@ import { Alert, Badge } from '../components';
 import { Table } from '../widgets/Table';
 import { formatBytes, formatDuration, formatPercent } from '../format';
 import { allows, api } from '../session';
-import { useRole } from '../hooks';
+import { useAction, useRole } from '../hooks';
 import type { Forecast, ForecastFile, Library } from '../types';
 
 const POLL_MS = 2000;
@@ -16,8 +16,7 @@ export function ForecastPanel({ library }: { library: Library }) {
   const role = useRole();
   const [forecast, setForecast] = useState<Forecast | null>(null);
   const [missing, setMissing] = useState(false);
-  const [error, setError] = useState<string | null>(null);
-  const [busy, setBusy] = useState(false);
+  const { busy, error, run, setError } = useAction();
 
   const load = async () => {
     try {
@@ -40,18 +39,11 @@ export function ForecastPanel({ library }: { library: Library }) {
     return () => clearInterval(timer);
   }, [running, library.id]);
 
-  const act = async (action: () => Promise<unknown>) => {
-    setBusy(true);
-    setError(null);
-    try {
+  const act = (action: () => Promise<unknown>) =>
+    run(async () => {
       await action();
       await load();
-    } catch (err) {
-      setError(errorMessage(err));
-    } finally {
-      setBusy(false);
-    }
-  };
+    });
 
   return (
     <section class="forecast" aria-label={`Forecast of ${library.name}`}>

@@ -19,7 +19,7 @@ import {
   runSummary,
   sourcesText,
 } from '../../health';
-import { useRole } from '../../hooks';
+import { useAction, useRole } from '../../hooks';
 import { allows, api } from '../../session';
 import type { FileHealth, HealthDepth, Library, LibraryHealth } from '../../types';
 import { Table } from '../../widgets/Table';
@@ -48,9 +48,8 @@ export function HealthPanel({ library }: { library: Library }) {
   const role = useRole();
   const acts = allows(role, 'operator');
   const [health, setHealth] = useState<LibraryHealth | null>(null);
-  const [error, setError] = useState<string | null>(null);
+  const { busy, error, run: runAction, setError } = useAction();
   const [notice, setNotice] = useState<string | null>(null);
-  const [busy, setBusy] = useState(false);
   const [depth, setDepth] = useState<HealthDepth>('quick');
   const [all, setAll] = useState(false);
   const [page, setPage] = useState(1);
@@ -95,18 +94,12 @@ export function HealthPanel({ library }: { library: Library }) {
     return () => clearInterval(timer);
   }, [running, waiting > 0, library.id, page]);
 
-  const act = async (action: () => Promise<unknown>) => {
-    setBusy(true);
-    setError(null);
+  const act = (action: () => Promise<unknown>) => {
     setNotice(null);
-    try {
+    return runAction(async () => {
       await action();
       await load();
-    } catch (err) {
-      setError(errorMessage(err));
-    } finally {
-      setBusy(false);
-    }
+    });
   };
 
   /** One file's action; its result, or the server's refusal, lands beside the file. */

@@ -1,6 +1,7 @@
 // The library form (create and edit): paths, target codec and encoder from GET /encoders,
 // quality or two passes, and the stream rules (StreamRules.tsx). What the form finds itself
 // shows beside the field; so does what the server refuses (forms.ts).
+import type { ComponentChildren } from 'preact';
 import { useState } from 'preact/hooks';
 import { Alert } from '../../components';
 import {
@@ -20,7 +21,7 @@ import { ACTION_CHOICES, SCHEDULE_CHOICES } from '../../health';
 import { useSave } from '../../hooks';
 import { api } from '../../session';
 import { draftOf, rulesOf, STREAM_RULE_FIELDS, type RulesDraft } from '../../streamRules';
-import type { Codec, HealthAction, HealthSchedule, Library, LibraryInput } from '../../types';
+import type { Codec, Library, LibraryInput } from '../../types';
 import { StreamRulesFields } from './StreamRules';
 
 function initialInput(library: Library | null, catalog: EncoderCatalog): LibraryInput {
@@ -124,6 +125,43 @@ export function LibraryForm({
 
   const changeEncoder = (encoder: string) => set({ encoder, ...fitSettings(catalog, input.targetCodec, encoder, input) });
 
+  // A number as typed: left empty it holds NaN, which validateLibrary refuses beside the field.
+  const number = (key: 'quality' | 'targetVmaf' | 'maxSizePercent', label: ComponentChildren, props: Record<string, unknown>) => (
+    <label class="field">
+      <span>{label}</span>
+      <input
+        type="number"
+        {...props}
+        value={Number.isNaN(input[key]) ? '' : input[key]}
+        aria-invalid={errors[key] ? true : undefined}
+        onInput={(e) => set({ [key]: e.currentTarget.value === '' ? Number.NaN : Number(e.currentTarget.value) })}
+      />
+      {errors[key] && <small class="text-bad">{errors[key]}</small>}
+    </label>
+  );
+  // One of a fixed list (health.ts); only the server refuses these, so its message is the one shown.
+  const choice = <K extends 'healthSchedule' | 'healthAction'>(
+    key: K,
+    label: string,
+    choices: readonly { value: LibraryInput[K]; label: string }[],
+  ) => (
+    <label class="field">
+      <span>{label}</span>
+      <select
+        value={input[key]}
+        aria-invalid={saveErrors.fields[key] ? true : undefined}
+        onChange={(e) => set({ [key]: e.currentTarget.value as LibraryInput[K] })}
+      >
+        {choices.map((item) => (
+          <option key={item.value} value={item.value}>
+            {item.label}
+          </option>
+        ))}
+      </select>
+      {saveErrors.fields[key] && <small class="text-bad">{saveErrors.fields[key]}</small>}
+    </label>
+  );
+
   const submit = async (event: Event) => {
     event.preventDefault();
     const body: LibraryInput = {
@@ -226,22 +264,7 @@ export function LibraryForm({
           )}
           {errors.encoder && <small class="text-bad">{errors.encoder}</small>}
         </label>
-        <label class="field">
-          <span>
-            Quality (CRF {quality.min}–{quality.max})
-          </span>
-          <input
-            type="number"
-            inputMode="numeric"
-            min={quality.min}
-            max={quality.max}
-            step={1}
-            value={Number.isNaN(input.quality) ? '' : input.quality}
-            aria-invalid={errors.quality ? true : undefined}
-            onInput={(e) => set({ quality: e.currentTarget.value === '' ? Number.NaN : Number(e.currentTarget.value) })}
-          />
-          {errors.quality && <small class="text-bad">{errors.quality}</small>}
-        </label>
+        {number('quality', <>Quality (CRF {quality.min}–{quality.max})</>, { inputMode: 'numeric', min: quality.min, max: quality.max, step: 1 })}
         <label class="field">
           <span>Preset</span>
           <select
@@ -274,33 +297,8 @@ export function LibraryForm({
         </label>
         {input.qualityMode === 'vmaf' && (
           <>
-            <label class="field">
-              <span>Target VMAF (80–99)</span>
-              <input
-                type="number"
-                min={80}
-                max={99}
-                step={0.5}
-                value={Number.isNaN(input.targetVmaf) ? '' : input.targetVmaf}
-                aria-invalid={errors.targetVmaf ? true : undefined}
-                onInput={(e) => set({ targetVmaf: e.currentTarget.value === '' ? Number.NaN : Number(e.currentTarget.value) })}
-              />
-              {errors.targetVmaf && <small class="text-bad">{errors.targetVmaf}</small>}
-            </label>
-            <label class="field">
-              <span>Largest output (% of the source)</span>
-              <input
-                type="number"
-                inputMode="numeric"
-                min={10}
-                max={100}
-                step={1}
-                value={Number.isNaN(input.maxSizePercent) ? '' : input.maxSizePercent}
-                aria-invalid={errors.maxSizePercent ? true : undefined}
-                onInput={(e) => set({ maxSizePercent: e.currentTarget.value === '' ? Number.NaN : Number(e.currentTarget.value) })}
-              />
-              {errors.maxSizePercent && <small class="text-bad">{errors.maxSizePercent}</small>}
-            </label>
+            {number('targetVmaf', 'Target VMAF (80–99)', { min: 80, max: 99, step: 0.5 })}
+            {number('maxSizePercent', 'Largest output (% of the source)', { inputMode: 'numeric', min: 10, max: 100, step: 1 })}
           </>
         )}
       </div>
@@ -382,36 +380,8 @@ export function LibraryForm({
       <StreamRulesFields draft={rules} onChange={(change) => setRules((current) => ({ ...current, ...change }))} errors={saveErrors.fields} />
 
       <div class="form-row">
-        <label class="field">
-          <span>Scheduled health check</span>
-          <select
-            value={input.healthSchedule}
-            aria-invalid={saveErrors.fields.healthSchedule ? true : undefined}
-            onChange={(e) => set({ healthSchedule: e.currentTarget.value as HealthSchedule })}
-          >
-            {SCHEDULE_CHOICES.map((choice) => (
-              <option key={choice.value} value={choice.value}>
-                {choice.label}
-              </option>
-            ))}
-          </select>
-          {saveErrors.fields.healthSchedule && <small class="text-bad">{saveErrors.fields.healthSchedule}</small>}
-        </label>
-        <label class="field">
-          <span>After a scheduled check, for each damaged file</span>
-          <select
-            value={input.healthAction}
-            aria-invalid={saveErrors.fields.healthAction ? true : undefined}
-            onChange={(e) => set({ healthAction: e.currentTarget.value as HealthAction })}
-          >
-            {ACTION_CHOICES.map((choice) => (
-              <option key={choice.value} value={choice.value}>
-                {choice.label}
-              </option>
-            ))}
-          </select>
-          {saveErrors.fields.healthAction && <small class="text-bad">{saveErrors.fields.healthAction}</small>}
-        </label>
+        {choice('healthSchedule', 'Scheduled health check', SCHEDULE_CHOICES)}
+        {choice('healthAction', 'After a scheduled check, for each damaged file', ACTION_CHOICES)}
       </div>
       <p class="muted small">
         A quick check of the library (files unchanged since a check found them ok are skipped), inside the encoding windows, on
