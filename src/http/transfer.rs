@@ -94,6 +94,13 @@ fn lease_of(req: &HttpRequest) -> &str {
     req.headers().get(LEASE_HEADER).and_then(|v| v.to_str().ok()).unwrap_or("")
 }
 
+/// Where the bytes of an upload's body go in what it adds to (`Content-Range: bytes
+/// FIRST-LAST/*`): a part sent in pieces resumes where the last one ended.
+fn body_range(req: &HttpRequest) -> Result<(u64, u64), AppError> {
+    let range = req.headers().get(CONTENT_RANGE).and_then(|v| v.to_str().ok()).and_then(upload_range);
+    range.ok_or_else(|| AppError::bad_request("an upload names its bytes: Content-Range: bytes FIRST-LAST/*"))
+}
+
 /// The job, when the requesting node holds its current lease, or (with `X-Condense-Span`)
 /// the lease of that span of it.
 async fn leased(state: &AppState, req: &HttpRequest, job_id: i32) -> Result<entities::job::Model, AppError> {
@@ -209,10 +216,7 @@ pub async fn put_output(
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, AppError> {
     let job = leased(&state, &req, path.into_inner()).await?;
-    let range = req.headers().get(CONTENT_RANGE).and_then(|v| v.to_str().ok()).and_then(upload_range);
-    let Some((first, last)) = range else {
-        return Err(AppError::bad_request("an upload's part names its bytes: Content-Range: bytes FIRST-LAST/*"));
-    };
+    let (first, last) = body_range(&req)?;
     let length = transfer::append(&job, first, last, body).await?;
     Ok(HttpResponse::Ok().json(json!({ "length": length })))
 }
@@ -223,12 +227,7 @@ pub async fn finish_output(
     body: Body<Finish>,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, AppError> {
-    let job = leased(&state, &req, path.into_inner()).await?;
-    // Accepted: the node follows the job to COMPLETED or FAILED in its store. Asked again
-    // while the commit runs, the same answer.
-    let Some(claim) = state.runtime.remote_commits.claim(job.id) else {
-        return Ok(HttpResponse::Accepted().json(json!({ "committing": true })));
-    };
+    let Some((job, claim)) = to_commit(&state, &req, path.into_inner()).await? else { return Ok(committing()) };
     let done = body.into_inner();
     let (extension, run_stats) = (done.extension.clone(), done.run.run_stats(job.node_name.as_deref()));
     let transfer::Finished { lock, output, source } = transfer::finish(&state.db, &job, done).await?;
@@ -236,6 +235,23 @@ pub async fn finish_output(
     drop(lock);
     commit_in_background(&state, job, claim, Uploaded::Output { extension }, source, run_stats);
     Ok(HttpResponse::Accepted().json(json!({ "output": output, "committing": true })))
+}
+
+/// The job whose upload the node says is whole, with its place among the commits running;
+/// None while its commit already runs.
+async fn to_commit(
+    state: &AppState,
+    req: &HttpRequest,
+    job_id: i32,
+) -> Result<Option<(entities::job::Model, Claim)>, AppError> {
+    let job = leased(state, req, job_id).await?;
+    Ok(state.runtime.remote_commits.claim(job.id).map(|claim| (job, claim)))
+}
+
+/// The answer to a finished upload: Accepted, the node follows the job to COMPLETED or
+/// FAILED in its store; asked again while the commit runs, the same answer.
+fn committing() -> HttpResponse {
+    HttpResponse::Accepted().json(json!({ "committing": true }))
 }
 
 /// Runs the commit of what the node holding `job` uploaded, in the node's name, holding
@@ -277,10 +293,7 @@ pub async fn put_part(
 ) -> Result<HttpResponse, AppError> {
     let (job_id, name) = path.into_inner();
     let job = leased(&state, &req, job_id).await?;
-    let range = req.headers().get(CONTENT_RANGE).and_then(|v| v.to_str().ok()).and_then(upload_range);
-    let Some((first, last)) = range else {
-        return Err(AppError::bad_request("a part's bytes are named: Content-Range: bytes FIRST-LAST/*"));
-    };
+    let (first, last) = body_range(&req)?;
     let length = job_parts::append(&state.db, &job, name, first, last, body).await?;
     Ok(HttpResponse::Ok().json(json!({ "length": length })))
 }
@@ -310,10 +323,7 @@ pub async fn finish_parts(
     body: Body<PartsFinish>,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, AppError> {
-    let job = leased(&state, &req, path.into_inner()).await?;
-    let Some(claim) = state.runtime.remote_commits.claim(job.id) else {
-        return Ok(HttpResponse::Accepted().json(json!({ "committing": true })));
-    };
+    let Some((job, claim)) = to_commit(&state, &req, path.into_inner()).await? else { return Ok(committing()) };
     let done = body.into_inner();
     let (lock, source) = job_parts::finish(&state.db, &job, &done).await?;
     // The mux takes the partial folder's lock itself.
@@ -321,7 +331,7 @@ pub async fn finish_parts(
     let run_stats = done.run.run_stats(job.node_name.as_deref());
     let uploaded = Uploaded::Parts { extension: done.extension, plan: Box::new(done.plan) };
     commit_in_background(&state, job, claim, uploaded, source, run_stats);
-    Ok(HttpResponse::Accepted().json(json!({ "committing": true })))
+    Ok(committing())
 }
 
 pub async fn span_task(

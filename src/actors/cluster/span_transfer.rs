@@ -19,13 +19,12 @@ use futures_util::{Stream, StreamExt};
 use sea_orm::DatabaseConnection;
 
 use super::span_claims::SpanClaims;
-use super::transfer::{contained_source, job_of, open_source, TransferError};
+use super::transfer::{blocking, contained_source, job_of, open_source, TransferError};
 use crate::domain::transfer::valid_sha256;
 use crate::media::layout::partial_dir_for;
 use crate::media::span_record::SpanRecord;
 use crate::media::span_transfer::{record_written, take_span, SpanTask, Taken};
 use crate::media::transfer::TransferFileError;
-use crate::media::MediaError;
 use crate::repo;
 
 /// The header that names the span whose lease a node presents (`LEASE_HEADER`).
@@ -34,10 +33,6 @@ pub const SPAN_HEADER: &str = "x-condense-span";
 /// How often a claim's lease is looked at: a node that went silent loses its claim within
 /// this of its lease running out (`repo::segments::sweep`), and the run takes the span back.
 const WATCH_EVERY: Duration = Duration::from_secs(2);
-
-fn blocking(e: tokio::task::JoinError) -> TransferError {
-    TransferError::File(TransferFileError::Media(MediaError::misc(format!("a blocking task ended: {e}"))))
-}
 
 /// The job, when node `node_id` holds planned span `span` of it under `lease`.
 pub async fn authorize_span(

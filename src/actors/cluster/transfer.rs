@@ -50,7 +50,8 @@ pub enum TransferError {
     Body(String),
 }
 
-fn blocking(e: tokio::task::JoinError) -> TransferError {
+/// A blocking task that ended without its answer (it panicked, or the runtime is going).
+pub(super) fn blocking(e: tokio::task::JoinError) -> TransferError {
     TransferError::File(TransferFileError::Media(MediaError::misc(format!("a blocking task ended: {e}"))))
 }
 

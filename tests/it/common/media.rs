@@ -108,25 +108,7 @@ fn testsrc(dir: &Path, name: &str, size: &str, seconds: u32, encode: &str) -> Pa
 /// A 320x240 H.264 clip of heavy noise, `seconds` long, at `dir/name`: some MB that encode
 /// to over a MB, so moving it under a rate cap takes seconds.
 pub fn noisy_h264(dir: &Path, name: &str, seconds: u32) -> PathBuf {
-    let out = dir.join(name);
-    let t = seconds.to_string();
-    let video = "testsrc2=size=320x240:rate=25,noise=alls=60:allf=t";
-    ffmpeg(&[
-        "-f",
-        "lavfi",
-        "-i",
-        video,
-        "-t",
-        &t,
-        "-c:v",
-        "libx264",
-        "-preset",
-        "ultrafast",
-        "-qp",
-        "12",
-        out.to_str().unwrap(),
-    ]);
-    out
+    testsrc(dir, name, "320x240", seconds, "-vf noise=alls=60:allf=t -c:v libx264 -preset ultrafast -qp 12")
 }
 
 /// An already efficient H.264 clip at `path` (CRF 32, medium): a re-encode rarely beats it.
