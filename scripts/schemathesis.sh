@@ -24,7 +24,11 @@ fi
 
 root=$(mktemp -d -t condense-contract-XXXXXX)
 server=""
+radarr=""
 cleanup() {
+    if [ -n "$radarr" ]; then
+        kill "$radarr" 2>/dev/null || true
+    fi
     if [ -n "$server" ] && kill -0 "$server" 2>/dev/null; then
         kill -TERM "$server" 2>/dev/null || true
         for _ in $(seq 1 100); do kill -0 "$server" 2>/dev/null || break; sleep 0.2; done
@@ -41,11 +45,19 @@ mkdir -p "$root/data"
 
 user="contract-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"
 password="$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
+cluster_token="$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
+# A PRO licence of a key pair of this run's own: linked nodes need a paid tier, and the
+# operations on /nodes/{id} need linked nodes to act on (seed.py enrols them).
+keys=$("$binary" license keygen)
+private=$(sed -n 's/^private: *//p' <<<"$keys")
+public=$(sed -n 's/^public: *//p' <<<"$keys")
+license=$(CONDENSE_LICENSE_PRIVATE_KEY="$private" "$binary" license issue --tier PRO --licensee "contract run")
 # Only what this run sets: settings of the developer's shell would change the server. No
 # web interface listener (UI_PORT=0): the API listener serves every operation. No job
-# slots: the seeded job stays QUEUED for the job operations to act on.
+# slots: the seeded jobs stay as seed.py leaves them for the job operations to act on.
 env -i PATH="$PATH" HOME="$root" DATA_DIR="$root/data" BIND=127.0.0.1 PORT=0 UI_PORT=0 MAX_JOBS=0 \
     ADMIN_USERNAME="$user" ADMIN_PASSWORD="$password" NO_COLOR=1 \
+    CLUSTER_TOKEN="$cluster_token" LICENSE_KEY="$license" LICENSE_PUBLIC_KEY="$public" \
     "$binary" serve >"$root/server.log" 2>&1 &
 server=$!
 address=""
@@ -73,8 +85,14 @@ PY
 
 # The settings, with what the operations act on (seed.py) bound to their ids.
 settings=$repo/scripts/schemathesis
+# A Radarr that holds the seeded library's files, for "get a new copy" to ask (radarr.py).
+mkdir -p "$root/media/kept"
+python3 "$settings/radarr.py" "$root/media/kept" contract-key "$root/radarr.port" &
+radarr=$!
+for _ in $(seq 1 100); do [ -f "$root/radarr.port" ] && break; sleep 0.1; done
 cp "$settings/config.toml" "$root/config.toml"
-python3 "$settings/seed.py" "$base" "$token" "$root" >>"$root/config.toml"
+CONDENSE_BIN="$binary" CLUSTER_TOKEN="$cluster_token" LICENSE_KEY="$license" \
+    RADARR_URL="http://127.0.0.1:$(cat "$root/radarr.port")" python3 "$settings/seed.py" "$base" "$token" "$root" >>"$root/config.toml"
 version=$(PYTHONPATH="$tools" python3 -c 'import importlib.metadata as m; print(m.version("schemathesis"))')
 echo "schemathesis $version against $base (data in $root)"
 started=$(date +%s)

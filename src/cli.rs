@@ -78,7 +78,7 @@ pub fn print_json(value: &impl serde::Serialize) -> std::process::ExitCode {
 
 /// `condense openapi`: the API's OpenAPI document on stdout, without starting anything.
 pub fn openapi() -> std::process::ExitCode {
-    match crate::http::api().to_pretty_json() {
+    match serde_json::to_string_pretty(crate::http::api()) {
         Ok(text) => {
             use std::io::Write;
             match writeln!(std::io::stdout(), "{text}") {

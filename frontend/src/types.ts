@@ -116,6 +116,8 @@ export type AuditPage = Schemas['Page_AuditEntryView'];
 export type NotificationTarget = Schemas['TargetView'];
 export type NotificationTargetInput = Schemas['TargetBody'];
 export type NotificationEvent = Schemas['NotifyEvent'];
+/** The events a target may subscribe to (the test and file.replaced are sent otherwise). */
+export type SubscribableEvent = NotificationTargetInput['events'][number];
 export type NotificationKind = Schemas['TargetKind'];
 export type NotificationTestResult = Schemas['TestResult'];
 export type Connection = Schemas['ConnectionView'];

@@ -256,6 +256,9 @@ pub fn validate(url: &str, api_key: Option<&str>, mappings: &[PathMapping]) -> R
     if !(url.starts_with("http://") || url.starts_with("https://")) || url.len() < 10 {
         return Err(ConnectError::Invalid("a connection's URL starts with http:// or https://".into()));
     }
+    if !super::net::valid_authority(url) {
+        return Err(ConnectError::Invalid("a connection's URL names no host a request can go to".into()));
+    }
     if api_key.is_none_or(|k| k.trim().is_empty()) {
         return Err(ConnectError::Invalid("a connection needs the product's API key (Plex: its token)".into()));
     }
@@ -415,6 +418,7 @@ mod tests {
         let m = vec![PathMapping { from: "/media".into(), to: "/data".into() }];
         assert!(validate("http://plex:32400", Some("tok"), &m).is_ok());
         assert!(validate("plex:32400", Some("tok"), &m).is_err());
+        assert!(validate("http://plex]:32400", Some("tok"), &m).is_err());
         assert!(validate("http://plex:32400", None, &m).is_err());
         assert!(validate("http://plex:32400", Some("  "), &m).is_err());
         assert!(validate("http://plex:32400", Some("tok"), &[PathMapping { from: "media".into(), to: "/d".into() }])

@@ -121,6 +121,33 @@ pub fn same_origin(a: &str, b: &str) -> bool {
     }
 }
 
+/// Whether the authority of `url` (`scheme://authority/…`, trimmed) is one RFC 3986
+/// allows: user information of unreserved characters, %-escapes, sub-delimiters and `:`; a
+/// host of the same but `:`, or an IPv6 address in brackets; a port of digits. Checked
+/// when a notification target or a connection is saved, so that a URL no request could go
+/// to is refused then, not at its first delivery (nor passed on to whoever reads it back).
+pub fn valid_authority(url: &str) -> bool {
+    let Some((_, rest)) = url.trim().split_once("://") else { return false };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let (user, host_port) = authority.rsplit_once('@').unwrap_or(("", authority));
+    let plain = |c: char| c.is_ascii_alphanumeric() || "-._~%!$&'()*+,;=".contains(c);
+    if !user.chars().all(|c| plain(c) || c == ':') {
+        return false;
+    }
+    let (host, port) = match host_port.strip_prefix('[') {
+        Some(bracketed) => {
+            let Some((ip, after)) = bracketed.split_once(']') else { return false };
+            let ip_ok = !ip.is_empty() && ip.chars().all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.');
+            if !ip_ok || !(after.is_empty() || after.starts_with(':')) {
+                return false;
+            }
+            ("ip", after.strip_prefix(':'))
+        }
+        None => host_port.split_once(':').map_or((host_port, None), |(host, port)| (host, Some(port))),
+    };
+    !host.is_empty() && host.chars().all(plain) && port.is_none_or(|p| p.chars().all(|c| c.is_ascii_digit()))
+}
+
 /// (scheme, host, port) of a URL, lower-cased, the port defaulted by scheme.
 fn origin(url: &str) -> Option<(String, String, Option<u16>)> {
     let (scheme, rest) = url.trim().split_once("://")?;
@@ -153,6 +180,33 @@ fn origin(url: &str) -> Option<(String, String, Option<u16>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_authority_is_taken_as_rfc_3986_writes_it() {
+        for taken in [
+            "http://plex:32400",
+            "https://user:p%40ss@hooks.example.org/a?b=c#d",
+            "  http://[::1]:8080/notify  ",
+            "http://[fe80::1]",
+            "smtp://user@mail.example.org:587?from=a@example.org&to=b@example.org",
+            "http://host_name.lan:/x",
+        ] {
+            assert!(valid_authority(taken), "{taken}");
+        }
+        for refused in [
+            "http://[abc",
+            "http://a]b/",
+            "http://[::1]x",
+            "http://[]/",
+            "http://host:port",
+            "http:///path",
+            "http://a b.example",
+            "http://us[er@host",
+            "no scheme",
+        ] {
+            assert!(!valid_authority(refused), "{refused}");
+        }
+    }
 
     #[test]
     fn networks_parse_and_match() {

@@ -475,6 +475,9 @@ pub fn validate(kind: TargetKind, url: &str, secret: Option<&str>, events: &[Not
             }
         }
     }
+    if !super::net::valid_authority(url) {
+        return Err(invalid(format!("a {kind} target's URL names no host a request can go to")));
+    }
     if kind == TargetKind::Gotify && secret.is_none_or(str::is_empty) {
         return Err(invalid("a Gotify target needs its application token as the secret"));
     }
@@ -737,6 +740,7 @@ mod tests {
         let events = [NotifyEvent::JobCompleted];
         assert!(validate(TargetKind::Webhook, "https://example.org/hook", None, &events).is_ok());
         assert!(validate(TargetKind::Webhook, "ftp://example.org/hook", None, &events).is_err());
+        assert!(validate(TargetKind::Webhook, "https://[example.org/hook", None, &events).is_err());
         assert!(validate(TargetKind::Gotify, "https://gotify.example", None, &events).is_err());
         assert!(validate(TargetKind::Discord, "https://discord.com/api/webhooks/1/x", None, &[]).is_err());
         assert!(validate(TargetKind::Webhook, "https://example.org/hook", None, &[NotifyEvent::Test]).is_err());

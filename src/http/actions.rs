@@ -126,7 +126,6 @@ pub async fn resume_all(user: AuthUser, state: web::Data<AppState>) -> Result<we
     params(("id" = i32, Path, description = "Numeric identifier; anything else is a 404.")),
     responses(
         (status = 200, description = "What the scan found", body = ScanReport),
-        (status = 404, description = "No such library (code not_found)", body = ErrorBody),
         (status = 409, description = "The library is disabled (code library_disabled)", body = ErrorBody),
     ),
 )]
@@ -165,7 +164,6 @@ pub struct SetPriority {
     request_body = SetPriority,
     responses(
         (status = 200, description = "The job with its new priority", body = JobView),
-        (status = 404, description = "No such job (code not_found)", body = ErrorBody),
         (status = 422, description = "A priority outside -10 to 10 (code validation_failed)", body = ErrorBody),
     ),
 )]

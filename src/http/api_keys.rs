@@ -168,7 +168,6 @@ pub async fn create(
     params(("id" = i32, Path, description = "The key's id")),
     responses(
         (status = 204, description = "Revoked: refused from the next request on"),
-        (status = 404, description = "No such key (code not_found)", body = ErrorBody),
     ),
 )]
 pub async fn delete(user: AuthUser, state: web::Data<AppState>, id: web::Path<i32>) -> Result<HttpResponse, AppError> {

@@ -14,7 +14,7 @@ use super::endpoint::Endpoint;
 use super::users::MAX_USERNAME_CHARS;
 use super::views::AuditEntryView;
 use crate::domain::paging::MAX_PAGE;
-use crate::error::{AppError, ErrorBody};
+use crate::error::AppError;
 use crate::http::state::AppState;
 use crate::repo;
 use crate::repo::audit::{AuditFilter, KeyFilter, NewEntry, MAX_PAGE_SIZE};
@@ -159,7 +159,6 @@ fn action_of(action: Option<&str>) -> Result<Option<(&str, &str)>, String> {
     params(AuditQuery),
     responses(
         (status = 200, description = "One page of the audit log, newest first", body = Page<AuditEntryView>),
-        (status = 400, description = "A query parameter has a bad value (code invalid_query)", body = ErrorBody),
     ),
 )]
 pub async fn list(

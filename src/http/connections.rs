@@ -33,9 +33,7 @@ pub struct ConnectionBody {
     #[schema(schema_with = name_schema)]
     pub name: String,
     pub kind: ConnectionKind,
-    /// The product's base URL: `http://plex:32400`, `http://jellyfin:8096`,
-    /// `http://emby:8096/emby`, `http://sonarr:8989`, `http://radarr:7878` (with its URL
-    /// base, if one is set there).
+    #[schema(schema_with = url_schema)]
     pub url: String,
     /// Plex's token (X-Plex-Token); Jellyfin's or Emby's API key (Dashboard > API Keys);
     /// the *arr's API key (Settings > General). On an update, leaving it out keeps the
@@ -52,6 +50,15 @@ pub struct ConnectionBody {
 
 fn name_schema() -> utoipa::openapi::schema::Object {
     super::schema::described(super::schema::trimmed_name(MAX_NAME_CHARS, true), "1 to 100 characters once trimmed.")
+}
+
+fn url_schema() -> utoipa::openapi::schema::Object {
+    super::schema::described(
+        super::schema::url_of(&["https?"]),
+        "The product's base URL: `http://plex:32400`, `http://jellyfin:8096`, \
+         `http://emby:8096/emby`, `http://sonarr:8989`, `http://radarr:7878` (with its URL \
+         base, if one is set there).",
+    )
 }
 
 /// A connection as listed (never its key).
@@ -180,7 +187,6 @@ pub async fn create(
     params(("id" = i32, Path, description = "The connection's id")),
     responses(
         (status = 200, description = "The connection", body = ConnectionView),
-        (status = 404, description = "No such connection (not_found)", body = ErrorBody),
     ),
 )]
 pub async fn get(
@@ -201,7 +207,6 @@ pub async fn get(
     request_body = ConnectionBody,
     responses(
         (status = 200, description = "Changed", body = ConnectionView),
-        (status = 404, description = "No such connection (not_found)", body = ErrorBody),
         (status = 422, description = "As for creation", body = ErrorBody),
     ),
 )]
@@ -239,7 +244,6 @@ pub async fn update(
     params(("id" = i32, Path, description = "The connection's id")),
     responses(
         (status = 204, description = "Removed, with what waited for it"),
-        (status = 404, description = "No such connection (not_found)", body = ErrorBody),
     ),
 )]
 pub async fn delete(user: AuthUser, state: web::Data<AppState>, id: web::Path<i32>) -> Result<HttpResponse, AppError> {
@@ -264,7 +268,6 @@ pub async fn delete(user: AuthUser, state: web::Data<AppState>, id: web::Path<i3
     params(("id" = i32, Path, description = "The connection's id")),
     responses(
         (status = 200, description = "Whether the product answered, and if not why", body = TestResult),
-        (status = 404, description = "No such connection (not_found)", body = ErrorBody),
     ),
 )]
 pub async fn test(

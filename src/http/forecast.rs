@@ -66,7 +66,6 @@ async fn view(state: &AppState, row: &entities::library_forecast::Model) -> Resu
     params(("id" = i32, Path, description = "Numeric identifier; anything else is a 404.")),
     responses(
         (status = 202, description = "Started", body = ForecastView),
-        (status = 404, description = "No such library (code not_found)", body = ErrorBody),
         (status = 409, description = "A forecast of the library is running (code conflict)", body = ErrorBody),
     ),
 )]
@@ -111,7 +110,6 @@ pub async fn get(
     params(("id" = i32, Path, description = "Numeric identifier; anything else is a 404.")),
     responses(
         (status = 202, description = "Cancelled: the file in progress is dropped; what was done stays readable"),
-        (status = 404, description = "No such library (code not_found)", body = ErrorBody),
         (status = 409, description = "No forecast of the library runs (code conflict)", body = ErrorBody),
     ),
 )]

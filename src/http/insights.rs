@@ -10,7 +10,7 @@ use super::auth::AuthUser;
 use super::views::{FailedJobView, InsightsView, LibraryVmaf, SavingsView};
 use crate::domain::failures::{breakdown, FailureBreakdown};
 use crate::domain::stats::{self, CodecShare, CompletedJob, NodePerformance, HISTORY_DAYS, MAX_TREND_DAYS};
-use crate::error::{AppError, ErrorBody};
+use crate::error::AppError;
 use crate::http::state::AppState;
 use crate::media::info::StreamKind;
 use crate::repo;
@@ -92,7 +92,6 @@ pub struct WindowQuery {
     params(WindowQuery),
     responses(
         (status = 200, description = "OK", body = SavingsView),
-        (status = 400, description = "days is not a whole number from 1 to 365 (code invalid_query)", body = ErrorBody),
     ),
 )]
 pub async fn savings(
@@ -134,7 +133,6 @@ fn window_days(days: Option<u32>) -> Result<u32, AppError> {
     params(WindowQuery),
     responses(
         (status = 200, description = "OK", body = FailureBreakdown),
-        (status = 400, description = "days is not a whole number from 1 to 365 (code invalid_query)", body = ErrorBody),
     ),
 )]
 pub async fn failures(

@@ -49,7 +49,6 @@ pub struct JobPlanView {
     responses(
         (status = 200, description = "The plan: the one the latest attempt of a COMPLETED job ran with (basis ran), \
             else the one the next attempt would run with under the library's current rules (basis current)", body = JobPlanView),
-        (status = 404, description = "No such job (code not_found)", body = ErrorBody),
         (status = 409, description = "The job's file has not been analysed yet: its streams are not known (code not_analysed)", body = ErrorBody),
     ),
 )]

@@ -8,7 +8,7 @@ use super::auth::AuthUser;
 use super::views::{JobDetailView, JobEventView, JobView, SegmentView};
 use crate::domain::job::JobStatus;
 use crate::domain::paging::MAX_PAGE;
-use crate::error::{AppError, ErrorBody};
+use crate::error::AppError;
 use crate::http::coalesce;
 use crate::http::state::AppState;
 use crate::repo;
@@ -153,7 +153,6 @@ impl JobsQuery {
     params(JobsQuery),
     responses(
         (status = 200, description = "One page of jobs", body = Page<JobView>),
-        (status = 400, description = "A query parameter has a bad value (code invalid_query)", body = ErrorBody),
     ),
 )]
 pub async fn list(
@@ -183,7 +182,6 @@ pub async fn list(
     params(("id" = i32, Path, description = "Numeric identifier; anything else is a 404.")),
     responses(
         (status = 200, description = "The job and its events, oldest first", body = JobDetailView),
-        (status = 404, description = "No such job (code not_found)", body = ErrorBody),
     ),
 )]
 pub async fn get(

@@ -96,8 +96,7 @@ with_library_settings! {
         /// 1 to 100 characters once trimmed, no control characters.
         #[schema(schema_with = name_schema)]
         pub name: String,
-        /// Absolute paths of existing directories, none inside another.
-        #[schema(min_items = 1, max_items = 32)]
+        #[schema(schema_with = paths_schema)]
         pub paths: Vec<String>,
     }
     /// What each file becomes besides its video, and which files are left alone; absent
@@ -112,7 +111,7 @@ with_library_settings! {
     pub struct UpdateLibrary {
         #[schema(schema_with = name_or_null_schema)]
         pub name: Option<String>,
-        #[schema(min_items = 1, max_items = 32)]
+        #[schema(schema_with = paths_or_null_schema)]
         pub paths: Option<Vec<String>>,
     }
     /// Replaces the whole set of rules (absent fields inside take their defaults); the next
@@ -129,6 +128,14 @@ fn name_schema() -> utoipa::openapi::schema::Object {
 
 fn name_or_null_schema() -> utoipa::openapi::schema::Object {
     super::schema::or_null(name_schema())
+}
+
+fn paths_schema() -> utoipa::openapi::schema::Array {
+    super::schema::absolute_paths(MAX_PATHS, false)
+}
+
+fn paths_or_null_schema() -> utoipa::openapi::schema::Array {
+    super::schema::absolute_paths(MAX_PATHS, true)
 }
 
 fn codec_schema() -> utoipa::openapi::schema::Object {
@@ -167,7 +174,6 @@ pub async fn list(_user: AuthUser, state: web::Data<AppState>) -> Result<web::Js
     params(("id" = i32, Path, description = "Numeric identifier; anything else is a 404.")),
     responses(
         (status = 200, description = "The library", body = LibraryView),
-        (status = 404, description = "No such library (code not_found)", body = ErrorBody),
     ),
 )]
 pub async fn get(
@@ -270,7 +276,6 @@ pub async fn create(
     request_body = UpdateLibrary,
     responses(
         (status = 200, description = "The library after the change", body = LibraryView),
-        (status = 404, description = "No such library (code not_found)", body = ErrorBody),
         (status = 409, description = "The name is taken (code conflict)", body = ErrorBody),
     ),
 )]
@@ -370,7 +375,6 @@ pub async fn update(
     params(("id" = i32, Path, description = "Numeric identifier; anything else is a 404.")),
     responses(
         (status = 204, description = "Deleted"),
-        (status = 404, description = "No such library (code not_found)", body = ErrorBody),
     ),
 )]
 pub async fn delete(user: AuthUser, state: web::Data<AppState>, id: web::Path<i32>) -> Result<HttpResponse, AppError> {

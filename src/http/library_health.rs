@@ -117,6 +117,17 @@ pub struct LibraryHealthView {
     pub page_size: u64,
 }
 
+/// The path of one result: `/libraries/{id}/health/files/{fileId}/…`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(rename_all = "camelCase")]
+#[into_params(parameter_in = Path, rename_all = "camelCase")]
+pub struct FilePath {
+    /// The library
+    id: i32,
+    /// The result's `id`
+    file_id: i32,
+}
+
 /// GET /libraries/{id}/health query parameters.
 #[derive(Debug, Default, Deserialize, IntoParams)]
 #[serde(rename_all = "camelCase")]
@@ -250,7 +261,6 @@ fn file_view(row: &entities::library_health_file::Model, arrs: &[(NewCopySource,
     request_body = StartHealth,
     responses(
         (status = 202, description = "Started", body = HealthRunView),
-        (status = 404, description = "No such library (code not_found)", body = ErrorBody),
         (status = 409, description = "A health check of the library is running (code conflict)", body = ErrorBody),
     ),
 )]
@@ -280,8 +290,6 @@ pub async fn start(
     params(("id" = i32, Path, description = "Numeric identifier; anything else is a 404."), HealthQuery),
     responses(
         (status = 200, description = "The latest run and the results", body = LibraryHealthView),
-        (status = 400, description = "A page out of bounds (code invalid_query)", body = ErrorBody),
-        (status = 404, description = "No such library (code not_found)", body = ErrorBody),
     ),
 )]
 pub async fn get(
@@ -332,7 +340,6 @@ pub async fn get(
     params(("id" = i32, Path, description = "Numeric identifier; anything else is a 404.")),
     responses(
         (status = 202, description = "Cancelled: checks in progress stop; what was found stays"),
-        (status = 404, description = "No such library (code not_found)", body = ErrorBody),
         (status = 409, description = "No health check of the library runs (code conflict)", body = ErrorBody),
     ),
 )]
@@ -355,23 +362,19 @@ pub async fn cancel(user: AuthUser, state: web::Data<AppState>, id: web::Path<i3
     operation_id = "recheck_library_file",
     path = "/libraries/{id}/health/files/{fileId}/recheck",
     tag = "libraries",
-    params(
-        ("id" = i32, Path, description = "The library"),
-        ("fileId" = i32, Path, description = "The result's `id`"),
-    ),
+    params(FilePath),
     request_body = RecheckFile,
     responses(
         (status = 202, description = "The check is on its way", body = FileHealthView),
-        (status = 404, description = "No such library or result (code not_found)", body = ErrorBody),
     ),
 )]
 pub async fn recheck(
     user: AuthUser,
     state: web::Data<AppState>,
-    ids: web::Path<(i32, i32)>,
+    path: web::Path<FilePath>,
     body: Body<RecheckFile>,
 ) -> Result<HttpResponse, AppError> {
-    let (id, file_id) = ids.into_inner();
+    let FilePath { id, file_id } = path.into_inner();
     let depth = body.depth.as_deref().map(parse_depth).transpose()?;
     let library = repo::libraries::get(&state.db, id).await?;
     let row = repo::health::result(&state.db, id, file_id).await?;
@@ -390,23 +393,19 @@ pub async fn recheck(
     operation_id = "ignore_library_file",
     path = "/libraries/{id}/health/files/{fileId}/ignore",
     tag = "libraries",
-    params(
-        ("id" = i32, Path, description = "The library"),
-        ("fileId" = i32, Path, description = "The result's `id`"),
-    ),
+    params(FilePath),
     request_body = IgnoreFinding,
     responses(
         (status = 200, description = "The result after the change", body = FileHealthView),
-        (status = 404, description = "No such library or result (code not_found)", body = ErrorBody),
     ),
 )]
 pub async fn ignore(
     user: AuthUser,
     state: web::Data<AppState>,
-    ids: web::Path<(i32, i32)>,
+    path: web::Path<FilePath>,
     body: Body<IgnoreFinding>,
 ) -> Result<web::Json<FileHealthView>, AppError> {
-    let (id, file_id) = ids.into_inner();
+    let FilePath { id, file_id } = path.into_inner();
     repo::libraries::get(&state.db, id).await?;
     let row = repo::health::set_ignored(&state.db, id, file_id, body.ignored).await?;
     tracing::info!(user = %user.username, library = id, file = file_id, ignored = body.ignored, "health finding");
@@ -423,14 +422,10 @@ pub async fn ignore(
     operation_id = "regrab_library_file",
     path = "/libraries/{id}/health/files/{fileId}/regrab",
     tag = "libraries",
-    params(
-        ("id" = i32, Path, description = "The library"),
-        ("fileId" = i32, Path, description = "The result's `id`"),
-    ),
+    params(FilePath),
     request_body = Regrab,
     responses(
         (status = 200, description = "The app deleted its record and searches", body = RegrabView),
-        (status = 404, description = "No such library or result (code not_found)", body = ErrorBody),
         (status = 409, description = "No Sonarr or Radarr connection holds the file (code not_held)", body = ErrorBody),
         (status = 422, description = "Not confirmed (code validation_failed)", body = ErrorBody),
         (status = 503, description = "The app could not be asked, or did not start the search (code unavailable)", body = ErrorBody),
@@ -439,10 +434,10 @@ pub async fn ignore(
 pub async fn regrab(
     user: AuthUser,
     state: web::Data<AppState>,
-    ids: web::Path<(i32, i32)>,
+    path: web::Path<FilePath>,
     body: Body<Regrab>,
 ) -> Result<web::Json<RegrabView>, AppError> {
-    let (id, file_id) = ids.into_inner();
+    let FilePath { id, file_id } = path.into_inner();
     repo::libraries::get(&state.db, id).await?;
     let row = repo::health::result(&state.db, id, file_id).await?;
     if !body.confirm {

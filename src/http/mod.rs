@@ -230,10 +230,10 @@ pub fn required_role(method: &Method, pattern: &str) -> Option<UserRole> {
 /// The OpenAPI document of the route table, built the first time it is asked for
 /// (`condense openapi` prints it, `GET /openapi.json` serves it), not at start-up: built, it
 /// holds about 3 MiB that a node nobody asks for it never needs (BENCHMARKS.md, Memory).
-static API: std::sync::LazyLock<utoipa::openapi::OpenApi> = std::sync::LazyLock::new(|| openapi::build(&endpoints()));
+static API: std::sync::LazyLock<serde_json::Value> = std::sync::LazyLock::new(|| openapi::build(&endpoints()));
 
 /// The OpenAPI document (see `API`).
-pub fn api() -> &'static utoipa::openapi::OpenApi {
+pub fn api() -> &'static serde_json::Value {
     &API
 }
 

@@ -91,7 +91,6 @@ fn answer(id: i32, change: NodeChange) -> Result<web::Json<NodeChanged>, AppErro
     params(("id" = i32, Path, description = "The node's id")),
     responses(
         (status = 200, description = "Revoked: its credential is refused from now on, its link is closed and its running jobs are back in the queue", body = NodeChanged),
-        (status = 404, description = "No such linked node (code not_found)", body = ErrorBody),
     ),
 )]
 pub async fn revoke(
@@ -116,7 +115,6 @@ pub async fn revoke(
     params(("id" = i32, Path, description = "The node's id")),
     responses(
         (status = 200, description = "Removed: its name and identity may enroll again (with CLUSTER_TOKEN)", body = NodeChanged),
-        (status = 404, description = "No such linked node (code not_found)", body = ErrorBody),
         (status = 409, description = "The node is linked now (revoke or stop it first), or it is the main node (code conflict)", body = ErrorBody),
     ),
 )]

@@ -31,19 +31,17 @@ pub struct TargetBody {
     #[schema(schema_with = name_schema)]
     pub name: String,
     pub kind: TargetKind,
-    /// The webhook's URL; Discord's webhook URL; the ntfy topic URL; the Gotify server; the
-    /// Apprise API notify URL; for e-mail `smtp[s]://[user@]host[:port]?from=…&to=…`.
+    #[schema(schema_with = url_schema)]
     pub url: String,
-    /// The events it wants: job.completed, job.failed, queue.drained, node.offline,
-    /// node.online, health.changed, disk.at_risk.
+    #[schema(schema_with = events_schema)]
     pub events: Vec<NotifyEvent>,
     /// The webhook's signing key, an ntfy access token, a Gotify application token, an SMTP
     /// password. On an update, leaving it out keeps the stored one, unless the URL now
     /// names another scheme, host or port: then it is cleared (`secretCleared`); "" removes it.
     #[serde(default)]
     pub secret: Option<String>,
-    /// Extra request headers (webhook, ntfy, Gotify, Apprise).
     #[serde(default)]
+    #[schema(schema_with = super::schema::headers)]
     pub headers: BTreeMap<String, String>,
     #[serde(default = "enabled_by_default")]
     pub enabled: bool,
@@ -51,6 +49,22 @@ pub struct TargetBody {
 
 fn name_schema() -> utoipa::openapi::schema::Object {
     super::schema::described(super::schema::trimmed_name(MAX_NAME_CHARS, true), "1 to 100 characters once trimmed.")
+}
+
+fn url_schema() -> utoipa::openapi::schema::Object {
+    super::schema::described(
+        super::schema::url_of(&["https?", "smtps?"]),
+        "The webhook's URL; Discord's webhook URL; the ntfy topic URL; the Gotify server; the \
+         Apprise API notify URL (http:// or https://); for e-mail \
+         `smtp[s]://[user@]host[:port]?from=…&to=…`.",
+    )
+}
+
+fn events_schema() -> utoipa::openapi::schema::Array {
+    let names: Vec<&str> = notify::SUBSCRIBABLE.iter().map(|e| e.as_str()).collect();
+    let mut array = super::schema::non_empty_list_of(&names);
+    array.description = Some(format!("The events it wants, at least one: {}.", names.join(", ")));
+    array
 }
 
 /// A target as listed (never its secret).
@@ -180,7 +194,6 @@ pub async fn create(
     params(("id" = i32, Path, description = "The target's id")),
     responses(
         (status = 200, description = "The target", body = TargetView),
-        (status = 404, description = "No such target (not_found)", body = ErrorBody),
     ),
 )]
 pub async fn get(
@@ -207,7 +220,6 @@ pub async fn get(
     request_body = TargetBody,
     responses(
         (status = 200, description = "Changed", body = TargetView),
-        (status = 404, description = "No such target (not_found)", body = ErrorBody),
         (status = 422, description = "As for creation", body = ErrorBody),
     ),
 )]
@@ -248,7 +260,6 @@ pub async fn update(
     params(("id" = i32, Path, description = "The target's id")),
     responses(
         (status = 204, description = "Removed, with the notifications that waited for it"),
-        (status = 404, description = "No such target (not_found)", body = ErrorBody),
     ),
 )]
 pub async fn delete(user: AuthUser, state: web::Data<AppState>, id: web::Path<i32>) -> Result<HttpResponse, AppError> {
@@ -272,7 +283,6 @@ pub async fn delete(user: AuthUser, state: web::Data<AppState>, id: web::Path<i3
     params(("id" = i32, Path, description = "The target's id")),
     responses(
         (status = 200, description = "Whether the receiver took it, and if not why", body = TestResult),
-        (status = 404, description = "No such target (not_found)", body = ErrorBody),
     ),
 )]
 pub async fn test(

@@ -16,6 +16,9 @@ use utoipa::{Modify, OpenApi, ToSchema};
 
 use super::auth::AuthUser;
 use super::endpoint::{Access, Endpoint};
+use serde_json::{json, Value};
+
+use crate::domain::access::KeyScope;
 use crate::error::ErrorBody;
 
 /// The name of the bearer-token security scheme (a login token, or an API key).
@@ -186,6 +189,61 @@ impl Modify for AccessFromRouteTable<'_> {
     }
 }
 
+/// Rules between the fields of a body, which the derive cannot state: `(where the body's
+/// schema is, the rule it must also meet)`. Its handler checks each too.
+fn body_rules() -> Vec<(&'static str, Value)> {
+    let scopes: Vec<&str> =
+        KeyScope::ALL.iter().map(|s| s.as_str()).filter(|s| *s != KeyScope::Read.as_str()).collect();
+    vec![
+        // A key says what it is for: a scope, or (older clients) readOnly true for `read`;
+        // both only where they agree. Keys in their sorted order: serde_json keeps the
+        // order written where a crate of the build enables `preserve_order` and sorts
+        // where none does, and the dashboard's types are generated from this text.
+        (
+            "/components/schemas/CreateApiKey",
+            json!({ "anyOf": [
+            { "required": ["scope"], "properties": { "readOnly": { "type": "null" }, "scope": { "$ref": "#/components/schemas/KeyScope" } } },
+            { "required": ["readOnly"], "properties": { "readOnly": { "const": true }, "scope": { "enum": [KeyScope::Read.as_str(), null] } } },
+            { "required": ["readOnly", "scope"], "properties": { "readOnly": { "const": false }, "scope": { "enum": scopes } } },
+        ] }),
+        ),
+        // A new connection needs the product's key; an update keeps the stored one.
+        (
+            "/paths/~1connections/post/requestBody/content/application~1json/schema",
+            json!({ "properties": { "apiKey": super::schema::not_blank() }, "required": ["apiKey"] }),
+        ),
+    ]
+}
+
+/// What a POST on a resource makes possible next, on the same resource: `(its path, the
+/// answer that makes it possible, the operation it makes possible)`. A client reading the
+/// document, and the contract run's stateful phase, follow these links; without them a
+/// paused job, a running health check or forecast is found only by chance.
+const FOLLOW_UPS: &[(&str, &str, &str)] = &[
+    ("/jobs/{id}/pause", "200", "resume"),
+    ("/libraries/{id}/health", "202", "cancel_library_health"),
+    ("/libraries/{id}/forecast", "202", "cancel_forecast"),
+];
+
+/// The body rules and the follow-up links, written into the document as JSON: utoipa 5.5's
+/// model has no place for a rule beside an object's properties, and writes a link's
+/// `operationId` as `operation_id`.
+fn rules_and_links(doc: &mut Value) {
+    for (at, rule) in body_rules() {
+        if let Some(schema) = doc.pointer_mut(at) {
+            *schema = json!({ "allOf": [schema.take(), rule] });
+        }
+    }
+    for (path, answer, then) in FOLLOW_UPS {
+        let at = format!("/paths/{}/post/responses/{answer}", path.replace('~', "~0").replace('/', "~1"));
+        // Absent: the test over the document names it.
+        if let Some(Value::Object(response)) = doc.pointer_mut(&at) {
+            let link = json!({ "operationId": then, "parameters": { "id": "$request.path.id" } });
+            response.entry("links").or_insert_with(|| json!({}))[*then] = link;
+        }
+    }
+}
+
 /// The answers every operation of a kind shares, documented once as response components
 /// and referred to by each operation they apply to (`answer_by_shape`): the extractors and
 /// the token middleware give them, whatever the handler.
@@ -260,15 +318,18 @@ fn operation<'a>(item: &'a mut utoipa::openapi::PathItem, method: &Method) -> Op
 
 /// The document of the handlers' annotations, with who may call each operation taken from
 /// `endpoints` (the route table).
-pub fn build(endpoints: &[Endpoint]) -> utoipa::openapi::OpenApi {
+pub fn build(endpoints: &[Endpoint]) -> Value {
     let mut doc = ApiDoc::openapi();
     AccessFromRouteTable(endpoints).modify(&mut doc);
+    // utoipa's model serializes to JSON whatever it holds; Null would fail the tests.
+    let mut doc = serde_json::to_value(doc).unwrap_or(Value::Null);
+    rules_and_links(&mut doc);
     doc
 }
 
 /// The document `GET /openapi.json` serves (app data, registered by `http::routes`), built
 /// at its first request.
-pub struct ApiDocument(pub &'static std::sync::LazyLock<utoipa::openapi::OpenApi>);
+pub struct ApiDocument(pub &'static std::sync::LazyLock<Value>);
 
 /// This document
 #[utoipa::path(
@@ -330,6 +391,35 @@ mod tests {
         }
         let doc = doc();
         walk(&doc, &doc);
+    }
+
+    #[test]
+    fn each_follow_up_links_a_post_to_an_operation_on_the_same_id() {
+        let doc = doc();
+        let paths = doc["paths"].as_object().unwrap();
+        let operations = || {
+            paths.iter().flat_map(|(path, item)| item.as_object().unwrap().values().map(move |op| (path.as_str(), op)))
+        };
+        let path_of = |id: &str| operations().find(|(_, op)| op["operationId"] == id).map(|(path, _)| path);
+        let mut links = Vec::new();
+        for (path, op) in operations() {
+            for response in op["responses"].as_object().into_iter().flat_map(|r| r.values()) {
+                for (name, link) in response["links"].as_object().into_iter().flatten() {
+                    let target = link["operationId"].as_str().unwrap();
+                    assert_eq!(name, target);
+                    let target_path =
+                        path_of(target).unwrap_or_else(|| panic!("{path} links to no operation {target}"));
+                    assert!(path.contains("{id}") && target_path.contains("{id}"), "{path} -> {target_path}");
+                    assert_eq!(link["parameters"], serde_json::json!({ "id": "$request.path.id" }));
+                    links.push(target.to_string());
+                }
+            }
+        }
+        let expected: Vec<String> = FOLLOW_UPS.iter().map(|(_, _, then)| then.to_string()).collect();
+        links.sort();
+        let mut sorted = expected.clone();
+        sorted.sort();
+        assert_eq!(links, sorted, "every follow-up is written, once");
     }
 
     #[test]

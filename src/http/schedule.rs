@@ -85,7 +85,6 @@ pub async fn set_default(
     params(("id" = i32, Path, description = "The node's id")),
     responses(
         (status = 200, description = "The schedule the node follows (its own, or the default)", body = ScheduleView),
-        (status = 404, description = "No such node (not_found)", body = ErrorBody),
     ),
 )]
 pub async fn get_node(
@@ -113,7 +112,6 @@ pub async fn get_node(
     request_body = Schedule,
     responses(
         (status = 200, description = "Set; it applies from the scheduler's next round (at most 2 s)", body = ScheduleView),
-        (status = 404, description = "No such node (not_found)", body = ErrorBody),
         (status = 422, description = "As for the default", body = ErrorBody),
     ),
 )]
@@ -140,7 +138,6 @@ pub async fn set_node(
     params(("id" = i32, Path, description = "The node's id")),
     responses(
         (status = 200, description = "The node follows the default now", body = ScheduleView),
-        (status = 404, description = "No such node (not_found)", body = ErrorBody),
     ),
 )]
 pub async fn clear_node(

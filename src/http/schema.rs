@@ -103,6 +103,53 @@ pub fn untrimmed_name(max_chars: usize) -> Object {
     text(format!("^{edge}(?:{inner}{{0,{middle}}}{edge})?$"))
 }
 
+/// A URL the server trims, then takes when it starts with one of `schemes` (`http`,
+/// `https`, …) and `://`, and is at least 10 characters long (`domain::notify::validate`,
+/// `domain::connect::validate`); what else it must be depends on its kind.
+pub fn url_of(schemes: &[&str]) -> Object {
+    text(format!("^[{SPACE}]*(?:{})://[\\s\\S]{{3,}}$", schemes.join("|")))
+}
+
+/// Text with a character besides whitespace in it: what the server takes of a key it trims.
+pub fn not_blank() -> Object {
+    text(format!("[^{SPACE}]"))
+}
+
+/// A non-empty list of `names`, each at most once (the server drops repeats): the events
+/// a notification target may subscribe to.
+pub fn non_empty_list_of(names: &[&str]) -> utoipa::openapi::schema::Array {
+    let item = ObjectBuilder::new().schema_type(Type::String).enum_values(Some(names.iter().copied())).build();
+    utoipa::openapi::schema::ArrayBuilder::new().items(item).min_items(Some(1)).build()
+}
+
+/// A library's folders: 1 to `max` absolute paths (each must also name an existing
+/// directory, none inside another, which no schema can say); null too where `nullable`.
+pub fn absolute_paths(max: usize, nullable: bool) -> utoipa::openapi::schema::Array {
+    let mut array = utoipa::openapi::schema::ArrayBuilder::new()
+        .items(text("^/".to_string()))
+        .min_items(Some(1))
+        .max_items(Some(max))
+        .description(Some("Absolute paths of existing directories, none inside another."))
+        .build();
+    if nullable {
+        array.schema_type = SchemaType::from_iter([Type::Array, Type::Null]);
+    }
+    array
+}
+
+/// Extra request headers: names of token characters (RFC 9110), values without a line
+/// break (`domain::notify::valid_header`).
+pub fn headers() -> Object {
+    let value = text(r"^[^\r\n]*$".to_string());
+    let mut object = ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .additional_properties(Some(utoipa::openapi::schema::AdditionalProperties::RefOr(value.into())))
+        .property_names(Some(text(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$".to_string())))
+        .build();
+    object.description = Some("Extra request headers (webhook, ntfy, Gotify, Apprise).".to_string());
+    object
+}
+
 /// One of `names`, in any case (the server compares them so).
 pub fn any_case_one_of(names: &[&str]) -> Object {
     text(format!("^(?:{})$", alternatives(names)))

@@ -103,7 +103,6 @@ pub async fn create(
     request_body = SetPassword,
     responses(
         (status = 204, description = "Changed"),
-        (status = 404, description = "No such user (code not_found)", body = ErrorBody),
     ),
 )]
 pub async fn set_password(
@@ -130,7 +129,6 @@ pub async fn set_password(
     request_body = SetRole,
     responses(
         (status = 204, description = "Changed; the user's tokens are revoked"),
-        (status = 404, description = "No such user (code not_found)", body = ErrorBody),
         (status = 409, description = "It would leave no administrator (code conflict)", body = ErrorBody),
     ),
 )]
@@ -156,7 +154,6 @@ pub async fn set_role(
     params(("username" = String, Path)),
     responses(
         (status = 204, description = "Deleted"),
-        (status = 404, description = "No such user (code not_found)", body = ErrorBody),
         (status = 409, description = "It is the last user, or the last administrator", body = ErrorBody),
     ),
 )]

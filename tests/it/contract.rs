@@ -207,3 +207,101 @@ async fn a_page_size_past_the_largest_is_served_as_the_largest_where_the_documen
     }
     server.finish().await;
 }
+
+/// Whether `body` meets one branch of a rule between fields as the document writes them
+/// (`required`, and per property `$ref` to an enum of names, `type: null`, `enum`, `const`).
+fn meets(doc: &Value, branch: &Value, body: &Value) -> bool {
+    let required = branch["required"].as_array().unwrap();
+    if !required.iter().all(|name| body.get(name.as_str().unwrap()).is_some()) {
+        return false;
+    }
+    branch["properties"].as_object().unwrap().iter().all(|(name, rule)| {
+        let Some(value) = body.get(name) else { return true };
+        let rule = resolved(doc, rule);
+        if rule["type"] == "null" {
+            return value.is_null();
+        }
+        if let Some(names) = rule["enum"].as_array() {
+            return names.contains(value);
+        }
+        rule.get("const").is_some_and(|constant| constant == value)
+    })
+}
+
+#[actix_web::test]
+async fn rules_between_fields_are_documented_as_the_handlers_check_them() {
+    let server = TestServer::sqlite().await;
+    let token = server.login().await;
+    let doc = document(&server, &token).await;
+
+    // A notification target: its URL's scheme and length, its events, its headers.
+    let target = &doc["components"]["schemas"]["TargetBody"]["properties"];
+    let url = regex::Regex::new(target["url"]["pattern"].as_str().unwrap()).unwrap();
+    let header = regex::Regex::new(target["headers"]["propertyNames"]["pattern"].as_str().unwrap()).unwrap();
+    let events = &target["events"];
+    assert_eq!(events["minItems"], 1);
+    let subscribable = events["items"]["enum"].as_array().unwrap();
+    let cases = [
+        ("http://hooks.example/a", json!(["job.completed"]), json!({}), true),
+        ("  https://hooks.example  ", json!(["disk.at_risk", "file.damaged"]), json!({ "X-Token": "a b" }), true),
+        ("ftp://hooks.example/a", json!(["job.completed"]), json!({}), false),
+        ("http://a", json!(["job.completed"]), json!({}), false),
+        ("http://hooks.example/a", json!([]), json!({}), false),
+        ("http://hooks.example/a", json!(["test"]), json!({}), false),
+        ("http://hooks.example/a", json!(["file.replaced"]), json!({}), false),
+        ("http://hooks.example/a", json!(["job.failed"]), json!({ "bad name": "x" }), false),
+    ];
+    for (n, (given, events, headers, taken)) in cases.into_iter().enumerate() {
+        let listed = events.as_array().unwrap();
+        let documented = url.is_match(given)
+            && !listed.is_empty()
+            && listed.iter().all(|e| subscribable.contains(e))
+            && headers.as_object().unwrap().keys().all(|name| header.is_match(name));
+        assert_eq!(documented, taken, "{given} {events} {headers}");
+        let body =
+            json!({ "name": format!("t{n}"), "kind": "webhook", "url": given, "events": events, "headers": headers });
+        let (status, answer) = server.post("/notifications", Some(&token), &body).await;
+        assert_eq!(status, if taken { 201 } else { 422 }, "{body}: {answer}");
+    }
+
+    // A connection: a new one needs its key (the POST body's rule), a change keeps the
+    // stored one (the PUT body has no such rule).
+    let post = &doc["paths"]["/connections"]["post"]["requestBody"]["content"]["application/json"]["schema"];
+    assert_eq!(post["allOf"][1]["required"], json!(["apiKey"]), "{post}");
+    let put = &doc["paths"]["/connections/{id}"]["put"]["requestBody"]["content"]["application/json"]["schema"];
+    assert_eq!(put["$ref"], "#/components/schemas/ConnectionBody", "{put}");
+    let connection = json!({ "name": "plex", "kind": "plex", "url": "http://plex.example:32400" });
+    let (status, answer) = server.post("/connections", Some(&token), &connection).await;
+    assert_eq!((status, answer["error"]["code"].as_str()), (422, Some("validation_failed")), "{answer}");
+    let mut with_key = connection.clone();
+    with_key["apiKey"] = json!("   ");
+    assert_eq!(server.post("/connections", Some(&token), &with_key).await.0, 422);
+    with_key["apiKey"] = json!("token");
+    let (status, made) = server.post("/connections", Some(&token), &with_key).await;
+    assert_eq!(status, 201, "{made}");
+    let (status, changed) = server.put(&format!("/connections/{}", made["id"]), Some(&token), &connection).await;
+    assert_eq!((status, changed["hasApiKey"].as_bool()), (200, Some(true)), "{changed}");
+
+    // An API key: a scope, or readOnly true, or both where they agree; every combination
+    // the document allows is made, every other one refused.
+    let rule = &doc["components"]["schemas"]["CreateApiKey"]["allOf"][1]["anyOf"];
+    let scopes = [None, Some(Value::Null), Some(json!("read")), Some(json!("operate"))];
+    let read_only = [None, Some(Value::Null), Some(json!(true)), Some(json!(false))];
+    let mut n = 0;
+    for scope in &scopes {
+        for read_only in &read_only {
+            n += 1;
+            let mut body = json!({ "name": format!("key {n}") });
+            if let Some(scope) = scope {
+                body["scope"] = scope.clone();
+            }
+            if let Some(read_only) = read_only {
+                body["readOnly"] = read_only.clone();
+            }
+            let documented = rule.as_array().unwrap().iter().any(|branch| meets(&doc, branch, &body));
+            let (status, answer) = server.post("/api-keys", Some(&token), &body).await;
+            assert_eq!(status, if documented { 201 } else { 422 }, "{body}: {answer}");
+        }
+    }
+    server.finish().await;
+}

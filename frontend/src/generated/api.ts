@@ -1374,11 +1374,7 @@ export interface components {
             name: string;
             /** @description Folders as condense sees them (`from`) and as the product does (`to`). */
             pathMappings?: components["schemas"]["PathMapping"][];
-            /**
-             * @description The product's base URL: `http://plex:32400`, `http://jellyfin:8096`,
-             *     `http://emby:8096/emby`, `http://sonarr:8989`, `http://radarr:7878` (with its URL
-             *     base, if one is set there).
-             */
+            /** @description The product's base URL: `http://plex:32400`, `http://jellyfin:8096`, `http://emby:8096/emby`, `http://sonarr:8989`, `http://radarr:7878` (with its URL base, if one is set there). */
             url: string;
         };
         /** @enum {string} */
@@ -1437,7 +1433,20 @@ export interface components {
             /** @description Older clients' way of asking for a `read` key. */
             readOnly?: boolean | null;
             scope?: null | components["schemas"]["KeyScope"];
-        };
+        } & ({
+            readOnly?: null;
+            scope: components["schemas"]["KeyScope"];
+        } | {
+            /** @constant */
+            readOnly: true;
+            /** @enum {unknown} */
+            scope?: "read" | null;
+        } | {
+            /** @constant */
+            readOnly: false;
+            /** @enum {unknown} */
+            scope: "integration" | "operate" | "admin";
+        });
         CreateLibrary: {
             /** @description Default true; a disabled library is neither scanned nor watched. */
             enabled?: boolean | null;
@@ -2855,11 +2864,8 @@ export interface components {
         /** @description A target as a user sets it. */
         TargetBody: {
             enabled?: boolean;
-            /**
-             * @description The events it wants: job.completed, job.failed, queue.drained, node.offline,
-             *     node.online, health.changed, disk.at_risk.
-             */
-            events: components["schemas"]["NotifyEvent"][];
+            /** @description The events it wants, at least one: job.completed, job.failed, queue.drained, node.offline, node.online, health.changed, disk.at_risk, file.damaged. */
+            events: ("job.completed" | "job.failed" | "queue.drained" | "node.offline" | "node.online" | "health.changed" | "disk.at_risk" | "file.damaged")[];
             /** @description Extra request headers (webhook, ntfy, Gotify, Apprise). */
             headers?: {
                 [key: string]: string;
@@ -2873,10 +2879,7 @@ export interface components {
              *     names another scheme, host or port: then it is cleared (`secretCleared`); "" removes it.
              */
             secret?: string | null;
-            /**
-             * @description The webhook's URL; Discord's webhook URL; the ntfy topic URL; the Gotify server; the
-             *     Apprise API notify URL; for e-mail `smtp[s]://[user@]host[:port]?from=…&to=…`.
-             */
+            /** @description The webhook's URL; Discord's webhook URL; the ntfy topic URL; the Gotify server; the Apprise API notify URL (http:// or https://); for e-mail `smtp[s]://[user@]host[:port]?from=…&to=…`. */
             url: string;
         };
         /** @enum {string} */
@@ -2984,6 +2987,7 @@ export interface components {
             maxSizePercent?: number | null;
             /** @description 1 to 100 characters once trimmed, no control characters. */
             name?: string | null;
+            /** @description Absolute paths of existing directories, none inside another. */
             paths?: string[] | null;
             /** @description One the encoder takes (see GET /encoders); none for an encoder without presets. */
             preset?: string | null;
@@ -3202,15 +3206,7 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            /** @description No such key (code not_found) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
+            404: components["responses"]["NotFound"];
         };
     };
     list_audit: {
@@ -3238,15 +3234,7 @@ export interface operations {
                     "application/json": components["schemas"]["Page_AuditEntryView"];
                 };
             };
-            /** @description A query parameter has a bad value (code invalid_query) */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
+            400: components["responses"]["InvalidQuery"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
         };
@@ -3441,7 +3429,9 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": components["schemas"]["ConnectionBody"];
+                "application/json": components["schemas"]["ConnectionBody"] & {
+                    apiKey: string;
+                };
             };
         };
         responses: {
@@ -3491,15 +3481,7 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            /** @description No such connection (not_found) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
+            404: components["responses"]["NotFound"];
         };
     };
     update_connection: {
@@ -3530,15 +3512,7 @@ export interface operations {
             400: components["responses"]["MalformedBody"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            /** @description No such connection (not_found) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
+            404: components["responses"]["NotFound"];
             /** @description As for creation */
             422: {
                 headers: {
@@ -3571,15 +3545,7 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            /** @description No such connection (not_found) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
+            404: components["responses"]["NotFound"];
         };
     };
     test_connection: {
@@ -3605,15 +3571,7 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            /** @description No such connection (not_found) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
+            404: components["responses"]["NotFound"];
         };
     };
     list_encoders: {
@@ -3754,15 +3712,7 @@ export interface operations {
                     "application/json": components["schemas"]["FailureBreakdown"];
                 };
             };
-            /** @description days is not a whole number from 1 to 365 (code invalid_query) */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
+            400: components["responses"]["InvalidQuery"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
         };
@@ -3810,15 +3760,7 @@ export interface operations {
                     "application/json": components["schemas"]["SavingsView"];
                 };
             };
-            /** @description days is not a whole number from 1 to 365 (code invalid_query) */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
+            400: components["responses"]["InvalidQuery"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
         };
@@ -3917,15 +3859,7 @@ export interface operations {
                     "application/json": components["schemas"]["Page_JobView"];
                 };
             };
-            /** @description A query parameter has a bad value (code invalid_query) */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
+            400: components["responses"]["InvalidQuery"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
         };
@@ -3953,15 +3887,7 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            /** @description No such job (code not_found) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
+            404: components["responses"]["NotFound"];
         };
     };
     cancel: {
@@ -4116,15 +4042,7 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            /** @description No such job (code not_found) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
+            404: components["responses"]["NotFound"];
             /** @description The job's file has not been analysed yet: its streams are not known (code not_analysed) */
             409: {
                 headers: {
@@ -4164,15 +4082,7 @@ export interface operations {
             400: components["responses"]["MalformedBody"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            /** @description No such job (code not_found) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
+            404: components["responses"]["NotFound"];
             /** @description A priority outside -10 to 10 (code validation_failed) */
             422: {
                 headers: {
@@ -4352,15 +4262,7 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            /** @description No such library (code not_found) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
+            404: components["responses"]["NotFound"];
         };
     };
     update_library: {
@@ -4391,15 +4293,7 @@ export interface operations {
             400: components["responses"]["MalformedBody"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            /** @description No such library (code not_found) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
+            404: components["responses"]["NotFound"];
             /** @description The name is taken (code conflict) */
             409: {
                 headers: {
@@ -4433,15 +4327,7 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            /** @description No such library (code not_found) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
+            404: components["responses"]["NotFound"];
         };
     };
     get_forecast: {
@@ -4501,15 +4387,7 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            /** @description No such library (code not_found) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
+            404: components["responses"]["NotFound"];
             /** @description A forecast of the library is running (code conflict) */
             409: {
                 headers: {
@@ -4542,15 +4420,7 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            /** @description No such library (code not_found) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
+            404: components["responses"]["NotFound"];
             /** @description No forecast of the library runs (code conflict) */
             409: {
                 headers: {
@@ -4589,26 +4459,10 @@ export interface operations {
                     "application/json": components["schemas"]["LibraryHealthView"];
                 };
             };
-            /** @description A page out of bounds (code invalid_query) */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
+            400: components["responses"]["InvalidQuery"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            /** @description No such library (code not_found) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
+            404: components["responses"]["NotFound"];
         };
     };
     start_library_health: {
@@ -4639,15 +4493,7 @@ export interface operations {
             400: components["responses"]["MalformedBody"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            /** @description No such library (code not_found) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
+            404: components["responses"]["NotFound"];
             /** @description A health check of the library is running (code conflict) */
             409: {
                 headers: {
@@ -4681,15 +4527,7 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            /** @description No such library (code not_found) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
+            404: components["responses"]["NotFound"];
             /** @description No health check of the library runs (code conflict) */
             409: {
                 headers: {
@@ -4731,15 +4569,7 @@ export interface operations {
             400: components["responses"]["MalformedBody"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            /** @description No such library or result (code not_found) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
+            404: components["responses"]["NotFound"];
             422: components["responses"]["InvalidBody"];
         };
     };
@@ -4773,15 +4603,7 @@ export interface operations {
             400: components["responses"]["MalformedBody"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            /** @description No such library or result (code not_found) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
+            404: components["responses"]["NotFound"];
             422: components["responses"]["InvalidBody"];
         };
     };
@@ -4815,15 +4637,7 @@ export interface operations {
             400: components["responses"]["MalformedBody"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            /** @description No such library or result (code not_found) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
+            404: components["responses"]["NotFound"];
             /** @description No Sonarr or Radarr connection holds the file (code not_held) */
             409: {
                 headers: {
@@ -4876,15 +4690,7 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            /** @description No such library (code not_found) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
+            404: components["responses"]["NotFound"];
             /** @description The library is disabled (code library_disabled) */
             409: {
                 headers: {
@@ -5088,15 +4894,7 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            /** @description No such linked node (code not_found) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
+            404: components["responses"]["NotFound"];
             /** @description The node is linked now (revoke or stop it first), or it is the main node (code conflict) */
             409: {
                 headers: {
@@ -5131,15 +4929,7 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            /** @description No such linked node (code not_found) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
+            404: components["responses"]["NotFound"];
         };
     };
     get_node_schedule: {
@@ -5165,15 +4955,7 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            /** @description No such node (not_found) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
+            404: components["responses"]["NotFound"];
         };
     };
     set_node_schedule: {
@@ -5204,15 +4986,7 @@ export interface operations {
             400: components["responses"]["MalformedBody"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            /** @description No such node (not_found) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
+            404: components["responses"]["NotFound"];
             /** @description As for the default */
             422: {
                 headers: {
@@ -5247,15 +5021,7 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            /** @description No such node (not_found) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
+            404: components["responses"]["NotFound"];
         };
     };
     list_notification_targets: {
@@ -5339,15 +5105,7 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            /** @description No such target (not_found) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
+            404: components["responses"]["NotFound"];
         };
     };
     update_notification_target: {
@@ -5378,15 +5136,7 @@ export interface operations {
             400: components["responses"]["MalformedBody"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            /** @description No such target (not_found) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
+            404: components["responses"]["NotFound"];
             /** @description As for creation */
             422: {
                 headers: {
@@ -5419,15 +5169,7 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            /** @description No such target (not_found) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
+            404: components["responses"]["NotFound"];
         };
     };
     test_notification_target: {
@@ -5453,15 +5195,7 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            /** @description No such target (not_found) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
+            404: components["responses"]["NotFound"];
         };
     };
     document: {
@@ -5863,15 +5597,7 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            /** @description No such user (code not_found) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
+            404: components["responses"]["NotFound"];
             /** @description It is the last user, or the last administrator */
             409: {
                 headers: {
@@ -5908,15 +5634,7 @@ export interface operations {
             400: components["responses"]["MalformedBody"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            /** @description No such user (code not_found) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
+            404: components["responses"]["NotFound"];
             422: components["responses"]["InvalidBody"];
         };
     };
@@ -5945,15 +5663,7 @@ export interface operations {
             400: components["responses"]["MalformedBody"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            /** @description No such user (code not_found) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
+            404: components["responses"]["NotFound"];
             /** @description It would leave no administrator (code conflict) */
             409: {
                 headers: {
@@ -6020,6 +5730,9 @@ export const audioCodecValues: ReadonlyArray<FlattenedDeepRequired<components>["
 export const checkNameValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["CheckName"]> = ["cpu", "memory", "database", "queue", "nodes"];
 export const connectionKindValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["ConnectionKind"]> = ["plex", "jellyfin", "emby", "sonarr", "radarr"];
 export const containerRuleValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["ContainerRule"]> = ["keep", "mkv", "mp4"];
+export const createApiKeyAnyOf2ScopeValues: ReadonlyArray<Extract<FlattenedDeepRequired<components>["schemas"]["CreateApiKey"], {
+    scope: unknown;
+}>["scope"]> = ["integration", "operate", "admin"];
 export const dayValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Day"]> = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"];
 export const depthValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Depth"]> = ["quick", "thorough"];
 export const encoderValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Encoder"]> = ["libx265", "hevc_nvenc", "hevc_qsv", "hevc_vaapi", "libsvtav1", "libaom-av1", "av1_nvenc", "av1_qsv", "av1_vaapi"];
@@ -6046,6 +5759,7 @@ export const scheduleTimeZoneValues: ReadonlyArray<FlattenedDeepRequired<compone
 export const segmentStateValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["SegmentState"]> = ["QUEUED", "ENCODING", "DONE"];
 export const sharedStorageValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["SharedStorage"]> = ["auto", "required"];
 export const stageValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Stage"]> = ["ANALYZING", "ENCODING", "TRANSFERRING"];
+export const targetBodyEventsValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["TargetBody"]["events"]> = ["job.completed", "job.failed", "queue.drained", "node.offline", "node.online", "health.changed", "disk.at_risk", "file.damaged"];
 export const targetCodecValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["TargetCodec"]> = ["hevc", "av1"];
 export const targetKindValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["TargetKind"]> = ["webhook", "discord", "ntfy", "gotify", "apprise", "email"];
 export const tierValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Tier"]> = ["FREE", "SUPPORTER", "PRO"];

@@ -2,11 +2,11 @@
 // its last delivery or error, a test; edited in place through the shared outlet editor.
 import { FieldError } from '../../components';
 import { api } from '../../session';
-import type { NotificationEvent, NotificationKind, NotificationTarget, NotificationTargetInput } from '../../types';
+import type { NotificationKind, NotificationTarget, NotificationTargetInput, SubscribableEvent } from '../../types';
 import { OutletSection, type ExtraEditorProps, type OutletConfig } from '../../widgets/OutletSection';
 
 /** Every event a target can want, in the order the form lists them. */
-export const NOTIFICATION_EVENTS: { event: NotificationEvent; label: string }[] = [
+export const NOTIFICATION_EVENTS: { event: SubscribableEvent; label: string }[] = [
   { event: 'job.completed', label: 'Job completed' },
   { event: 'job.failed', label: 'Job failed' },
   { event: 'queue.drained', label: 'Queue drained' },
@@ -27,8 +27,8 @@ export const NOTIFICATION_KINDS: { kind: NotificationKind; label: string; url: s
   { kind: 'email', label: 'E-mail (SMTP)', url: 'smtp://user@mail.example.org:587?tls=required&from=condense@example.org&to=you@example.org', secret: 'SMTP password, optional' },
 ];
 
-function EventsEditor({ value, onChange, idPrefix, error }: ExtraEditorProps<NotificationEvent[]>) {
-  const toggle = (event: NotificationEvent, on: boolean) =>
+function EventsEditor({ value, onChange, idPrefix, error }: ExtraEditorProps<SubscribableEvent[]>) {
+  const toggle = (event: SubscribableEvent, on: boolean) =>
     onChange((current) => (on ? [...current.filter((e) => e !== event), event] : current.filter((e) => e !== event)));
   return (
     <fieldset class="field" aria-describedby={error ? `${idPrefix}-events-error` : undefined}>
@@ -44,7 +44,7 @@ function EventsEditor({ value, onChange, idPrefix, error }: ExtraEditorProps<Not
   );
 }
 
-const config: OutletConfig<NotificationTarget, NotificationKind, NotificationEvent[], NotificationTargetInput> = {
+const config: OutletConfig<NotificationTarget, NotificationKind, SubscribableEvent[], NotificationTargetInput> = {
   slug: 'notifications',
   title: 'Notifications',
   intro: 'Each message is kept until its target takes it, across restarts, and tried again with a growing wait (30 s up to an hour).',
@@ -59,7 +59,8 @@ const config: OutletConfig<NotificationTarget, NotificationKind, NotificationEve
   lastLabel: 'Last delivery',
   extraLabel: 'Events',
   showExtra: (target) => target.events.join(', '),
-  extraOf: (target) => target.events,
+  // A target holds only events it may subscribe to (the server refuses others).
+  extraOf: (target) => target.events.filter((e): e is SubscribableEvent => NOTIFICATION_EVENTS.some((n) => n.event === e)),
   emptyExtra: () => ['job.completed', 'job.failed'],
   extraReady: (events) => events.length > 0,
   ExtraEditor: EventsEditor,
