@@ -70,8 +70,8 @@ def clip(name, *encode):
                     os.path.join(kept, name)], check=True)
 
 
-# Jobs for the operations on jobs: those cancelled along the run still leave others QUEUED
-# for the stateful phase to pause and resume; one is paused for POST /jobs/{id}/resume.
+# Jobs for the operations on jobs: half for those that end or change any job, half for
+# pause and resume alone, and one paused before the run for POST /jobs/{id}/resume.
 CLIPS = 8
 for n in range(CLIPS):
     clip(f"clip-{n}.mkv", "-c:v", "libx264")
@@ -126,8 +126,6 @@ def connection(name, kind, url):
     return call("POST", "/connections", body)["id"]
 
 
-
-
 def linked_nodes(names):
     """Linked nodes named `names`, enrolled with the run's cluster token and stopped again:
     their records stay, OFFLINE, for DELETE /nodes/{id} and POST /nodes/{id}/revoke (a
@@ -138,10 +136,15 @@ def linked_nodes(names):
             env = {"PATH": os.environ["PATH"], "HOME": root, "DATA_DIR": folder("nodes", name), "BIND": "127.0.0.1",
                    "PORT": "0", "UI_PORT": "0", "ROLE": "linked", "MAIN_NODE_URL": base, "NODE_NAME": name,
                    "CLUSTER_TOKEN": os.environ["CLUSTER_TOKEN"], "MAX_JOBS": "0", "NO_COLOR": "1"}
-            log = open(os.path.join(root, f"{name}.log"), "wb")
-            started.append(subprocess.Popen([os.environ["CONDENSE_BIN"], "serve"], env=env, stdout=log, stderr=log))
-        listed = until("the linked nodes", lambda: (lambda found: len(found) == len(names) and found)(
-            {n["name"]: n["id"] for n in call("GET", "/nodes") if n["name"] in names}))
+            with open(os.path.join(root, f"{name}.log"), "wb") as log:
+                started.append(subprocess.Popen([os.environ["CONDENSE_BIN"], "serve"], env=env, stdout=log,
+                                                stderr=log))
+
+        def enrolled():
+            found = {n["name"]: n["id"] for n in call("GET", "/nodes") if n["name"] in names}
+            return len(found) == len(names) and found
+
+        listed = until("the linked nodes", enrolled)
     finally:
         for process in started:
             process.terminate()
