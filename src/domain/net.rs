@@ -121,49 +121,59 @@ pub fn same_origin(a: &str, b: &str) -> bool {
     }
 }
 
-/// Whether the authority of `url` (`scheme://authority/…`, trimmed) is one RFC 3986
-/// allows: user information of unreserved characters, %-escapes, sub-delimiters and `:`; a
-/// host of the same but `:`, or an IPv6 address in brackets; a port of digits. Checked
-/// when a notification target or a connection is saved, so that a URL no request could go
-/// to is refused then, not at its first delivery (nor passed on to whoever reads it back).
-pub fn valid_authority(url: &str) -> bool {
-    let Some((_, rest)) = url.trim().split_once("://") else { return false };
+/// A URL's scheme and authority, split: `scheme://user@host:port/…` (trimmed), the host of
+/// an IPv6 address without its brackets (`bracketed`).
+struct Authority<'a> {
+    scheme: &'a str,
+    user: &'a str,
+    host: &'a str,
+    bracketed: bool,
+    port: Option<&'a str>,
+}
+
+/// `url`'s authority; None without `://`, or with a bracket left open or followed by
+/// anything but a port.
+fn authority(url: &str) -> Option<Authority<'_>> {
+    let (scheme, rest) = url.trim().split_once("://")?;
     let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
     let (user, host_port) = authority.rsplit_once('@').unwrap_or(("", authority));
-    let plain = |c: char| c.is_ascii_alphanumeric() || "-._~%!$&'()*+,;=".contains(c);
-    if !user.chars().all(|c| plain(c) || c == ':') {
-        return false;
-    }
-    let (host, port) = match host_port.strip_prefix('[') {
+    let (host, bracketed, port) = match host_port.strip_prefix('[') {
         Some(bracketed) => {
-            let Some((ip, after)) = bracketed.split_once(']') else { return false };
-            let ip_ok = !ip.is_empty() && ip.chars().all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.');
-            if !ip_ok || !(after.is_empty() || after.starts_with(':')) {
-                return false;
+            let (host, after) = bracketed.split_once(']')?;
+            if !(after.is_empty() || after.starts_with(':')) {
+                return None;
             }
-            ("ip", after.strip_prefix(':'))
+            (host, true, after.strip_prefix(':'))
         }
-        None => host_port.split_once(':').map_or((host_port, None), |(host, port)| (host, Some(port))),
+        None => host_port.split_once(':').map_or((host_port, false, None), |(host, port)| (host, false, Some(port))),
     };
-    !host.is_empty() && host.chars().all(plain) && port.is_none_or(|p| p.chars().all(|c| c.is_ascii_digit()))
+    Some(Authority { scheme, user, host, bracketed, port })
+}
+
+/// Whether the authority of `url` is one RFC 3986 allows: user information of unreserved
+/// characters, %-escapes, sub-delimiters and `:`; a host of the same but `:`, or an IPv6
+/// address in brackets; a port of digits. Checked when a notification target or a
+/// connection is saved, so that a URL no request could go to is refused then, not at its
+/// first delivery (nor passed on to whoever reads it back).
+pub fn valid_authority(url: &str) -> bool {
+    let Some(Authority { user, host, bracketed, port, .. }) = authority(url) else { return false };
+    let plain = |c: char| c.is_ascii_alphanumeric() || "-._~%!$&'()*+,;=".contains(c);
+    let host_ok = if bracketed {
+        host.chars().all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.')
+    } else {
+        host.chars().all(plain)
+    };
+    !host.is_empty()
+        && host_ok
+        && user.chars().all(|c| plain(c) || c == ':')
+        && port.is_none_or(|p| p.chars().all(|c| c.is_ascii_digit()))
 }
 
 /// (scheme, host, port) of a URL, lower-cased, the port defaulted by scheme.
 fn origin(url: &str) -> Option<(String, String, Option<u16>)> {
-    let (scheme, rest) = url.trim().split_once("://")?;
-    let scheme = scheme.to_ascii_lowercase();
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
     // Credentials in the URL are not part of the origin.
-    let host_port = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
-    let (host, port) = if let Some(bracketed) = host_port.strip_prefix('[') {
-        let (host, after) = bracketed.split_once(']')?;
-        (host, after.strip_prefix(':'))
-    } else {
-        match host_port.rsplit_once(':') {
-            Some((host, port)) => (host, Some(port)),
-            None => (host_port, None),
-        }
-    };
+    let Authority { scheme, host, port, .. } = authority(url)?;
+    let scheme = scheme.to_ascii_lowercase();
     let port = match port.filter(|p| !p.is_empty()) {
         Some(port) => Some(port.parse::<u16>().ok()?),
         None => match scheme.as_str() {

@@ -115,8 +115,8 @@ pub fn not_blank() -> Object {
     text(format!("[^{SPACE}]"))
 }
 
-/// A non-empty list of `names`, each at most once (the server drops repeats): the events
-/// a notification target may subscribe to.
+/// A non-empty list of `names` (repeats allowed: the server drops them): the events a
+/// notification target may subscribe to.
 pub fn non_empty_list_of(names: &[&str]) -> utoipa::openapi::schema::Array {
     let item = ObjectBuilder::new().schema_type(Type::String).enum_values(Some(names.iter().copied())).build();
     utoipa::openapi::schema::ArrayBuilder::new().items(item).min_items(Some(1)).build()
@@ -187,6 +187,21 @@ mod tests {
 
     fn pattern(object: Object) -> regex::Regex {
         regex::Regex::new(object.pattern.as_deref().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn header_names_and_values_are_documented_as_the_server_takes_them() {
+        let headers = serde_json::to_value(headers()).unwrap();
+        let regex = |at: &str| regex::Regex::new(headers[at]["pattern"].as_str().unwrap()).unwrap();
+        let (name, value) = (regex("propertyNames"), regex("additionalProperties"));
+        for c in (0u8..=255).map(char::from) {
+            let text = format!("a{c}b");
+            let server = crate::domain::notify::valid_header(&text, "v");
+            assert_eq!(name.is_match(&text), server, "name {text:?}");
+            let server = crate::domain::notify::valid_header("X-A", &text);
+            assert_eq!(value.is_match(&text), server, "value {text:?}");
+        }
+        assert!(!name.is_match("") && !crate::domain::notify::valid_header("", "v"));
     }
 
     /// The server's rule for a trimmed name, as the handlers write it.
