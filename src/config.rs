@@ -85,6 +85,10 @@ pub enum Command {
         /// Try only `--start` (what a crf-mode library gives the file): its VMAF and size.
         #[arg(long)]
         fixed: bool,
+        /// Score one block of 32 sample frames in N (1: every frame; 1 to 8). The default
+        /// is what a vmaf-mode library's search uses.
+        #[arg(long, default_value_t = crate::domain::quality::SEARCH_SCORE_EVERY)]
+        score_every: u32,
     },
     /// Run one encode (internal: the node starts it as a child process, plan on stdin).
     #[command(hide = true)]

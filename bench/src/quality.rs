@@ -54,8 +54,10 @@ struct Search {
     probes: usize,
 }
 
-fn condense_search(cfg: &Config, clip: &Path) -> Res<Search> {
+/// `condense crf-search`, scoring one sample frame in `every`.
+fn condense_search(cfg: &Config, clip: &Path, every: u32) -> Res<Search> {
     let started = Instant::now();
+    let every = every.to_string();
     let text = output_of(
         Command::new(&cfg.bin).arg("crf-search").arg(clip).args([
             "--encoder",
@@ -64,6 +66,8 @@ fn condense_search(cfg: &Config, clip: &Path) -> Res<Search> {
             PRESET,
             "--target",
             TARGET,
+            "--score-every",
+            &every,
         ]),
         "condense crf-search",
     )?;
@@ -157,7 +161,9 @@ pub async fn run(cfg: &Config, report: &mut Report) -> Res<()> {
     // Interleaved runs would double an already long measure: one each, ab-av1 first (so
     // the clip is as cold or warm for both).
     let theirs = ab_av1_search(&clip, tmp.path())?;
-    let ours = condense_search(cfg, &clip)?;
+    let ours = condense_search(cfg, &clip, condense::domain::quality::SEARCH_SCORE_EVERY)?;
+    // The same search scoring every frame: what scoring one in two costs in accuracy.
+    let every_frame = condense_search(cfg, &clip, 1)?;
     let clip_desc = format!("{} s 1080p25 H.264 clip, libx265 {PRESET}, target VMAF {TARGET}", cfg.clip_seconds);
     report.row(format!("CRF search time, condense, {clip_desc}"), format!("{:.1} s", ours.seconds), "", &cmd);
     report.row("CRF search time, ab-av1 crf-search, same", format!("{:.1} s", theirs.seconds), "", &cmd);
@@ -171,6 +177,19 @@ pub async fn run(cfg: &Config, report: &mut Report) -> Res<()> {
         "chosen CRF, condense - ab-av1",
         format!("{} - {} = {:+.1}", ours.crf, theirs.crf, ours.crf - theirs.crf),
         "within 1",
+        &cmd,
+    );
+    report.row(
+        "CRF search, condense scoring every frame (`--score-every 1`): time, chosen CRF, sample VMAF",
+        format!(
+            "{:.1} s ({:.3} of ab-av1's), CRF {}, {:.3} (a block of 32 frames in two: {:.3})",
+            every_frame.seconds,
+            every_frame.seconds / theirs.seconds.max(1e-9),
+            every_frame.crf,
+            every_frame.vmaf,
+            ours.vmaf
+        ),
+        "",
         &cmd,
     );
 
@@ -202,11 +221,13 @@ pub async fn run(cfg: &Config, report: &mut Report) -> Res<()> {
     );
     let body = format!(
         "`{cmd}`: a {clip_desc}. condense: `condense crf-search CLIP --encoder libx265 --preset {PRESET} --target {TARGET}` \
-         (samples encoded by the transcoder's own sessions, VMAF by libvmaf in-process; {} tries, sample VMAF {:.2} at CRF {}). \
+         (samples encoded by the transcoder's own sessions, VMAF by libvmaf in-process, one block of 32 sample frames in {}; {} tries, \
+         sample VMAF {:.2} at CRF {}). \
          ab-av1: `ab-av1 crf-search -i CLIP -e libx265 --preset {PRESET} --min-vmaf {TARGET}` (installed from crates.io by \
          scripts/bench.sh, with imageio-ffmpeg's static ffmpeg first on PATH for its libvmaf filter; {}, VMAF {:.2} at \
          CRF {}). Both on the same machine, one after the other. The encode at the chosen CRF is made by the ffmpeg program \
          (the whole clip) and scored whole by `condense vmaf` and by FFmpeg 7's libvmaf filter (model vmaf_v0.6.1, both).",
+        condense::domain::quality::SEARCH_SCORE_EVERY,
         ours.probes,
         ours.vmaf,
         ours.crf,

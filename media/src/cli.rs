@@ -41,8 +41,16 @@ pub fn vmaf(reference: &std::path::Path, distorted: &std::path::Path) -> std::pr
 /// `condense crf-search FILE ...`: the search's result as JSON on stdout (with the seconds it
 /// took); a clear error and exit 1 otherwise.
 pub fn crf_search(command: &condense::config::Command) -> std::process::ExitCode {
-    let condense::config::Command::CrfSearch { file, encoder, preset, target, start, max_size_percent, fixed } =
-        command
+    let condense::config::Command::CrfSearch {
+        file,
+        encoder,
+        preset,
+        target,
+        start,
+        max_size_percent,
+        fixed,
+        score_every,
+    } = command
     else {
         return std::process::ExitCode::FAILURE;
     };
@@ -58,12 +66,23 @@ pub fn crf_search(command: &condense::config::Command) -> std::process::ExitCode
     if !(condense::domain::quality::TARGET_VMAF_MIN..=condense::domain::quality::TARGET_VMAF_MAX).contains(target) {
         return fail(format!("--target must be 80 to 99, not {target}"));
     }
+    let most = condense::domain::quality::SEARCH_SCORE_EVERY_MAX;
+    if !(1..=most).contains(score_every) {
+        return fail(format!("--score-every must be 1 to {most}, not {score_every}"));
+    }
     let cores = std::thread::available_parallelism().map_or(1, |n| u32::try_from(n.get()).unwrap_or(1));
     let sessions = condense::domain::segments::sessions(condense::domain::segments::Parallelism::Auto, cores, 1, false);
     let asked = condense::media::plan::QualitySearch { target_vmaf: *target, max_size_percent: *max_size_percent };
     let started = std::time::Instant::now();
-    let request =
-        crate::search::FileSearch { encoder, preset: preset.clone(), start: *start, fixed: *fixed, asked, sessions };
+    let request = crate::search::FileSearch {
+        encoder,
+        preset: preset.clone(),
+        start: *start,
+        fixed: *fixed,
+        asked,
+        sessions,
+        score_every: *score_every,
+    };
     match crate::search::search_file(file, request, &std::env::temp_dir()) {
         Ok(result) => {
             let seconds = started.elapsed().as_secs_f64();

@@ -39,7 +39,10 @@ pub fn load_or_search(
     if let Some(kept) = kept(plan, asked) {
         return Ok(Some(kept));
     }
-    let Some(result) = search(plan, asked, info, stop, emit, false)? else { return Ok(None) };
+    let every = quality::SEARCH_SCORE_EVERY;
+    let Some(result) = search(plan, asked, info, stop, emit, Tries { fixed: false, every })? else {
+        return Ok(None);
+    };
     write_durably(&plan.partial_dir, layout::SEARCH_FILE, &result, "writing the search's result")?;
     Ok(Some(result))
 }
@@ -62,12 +65,23 @@ pub struct FileSearch {
     pub fixed: bool,
     pub asked: QualitySearch,
     pub sessions: Sessions,
+    /// Score one block of sample frames in this many (`domain::quality::SEARCH_SCORE_EVERY`).
+    pub score_every: u32,
+}
+
+/// How a search tries its candidates.
+#[derive(Clone, Copy)]
+struct Tries {
+    /// Only the first (`FileSearch::fixed`).
+    fixed: bool,
+    /// One block of frames in this many scored (`vmaf::score_frames`).
+    every: u32,
 }
 
 /// The search alone, on any file (`condense crf-search`), in a folder of its own under
 /// `work` (removed after).
 pub fn search_file(input: &Path, request: FileSearch, work: &Path) -> Result<SearchResult, MediaError> {
-    let FileSearch { encoder, preset, start, fixed, asked, sessions } = request;
+    let FileSearch { encoder, preset, start, fixed, asked, sessions, score_every } = request;
     let info = crate::probe::probe(input)?;
     let profile = EncodeProfile {
         encoder,
@@ -84,7 +98,7 @@ pub fn search_file(input: &Path, request: FileSearch, work: &Path) -> Result<Sea
     plan.sessions = sessions;
     std::fs::create_dir_all(&plan.partial_dir).map_err(|e| MediaError::from_io("creating a work folder", &e))?;
     let stop = AtomicBool::new(false);
-    let result = search(&plan, asked, &info, &stop, &mut |_| {}, fixed);
+    let result = search(&plan, asked, &info, &stop, &mut |_| {}, Tries { fixed, every: score_every });
     let _ = std::fs::remove_dir_all(&plan.partial_dir);
     result?.ok_or_else(|| MediaError::misc("the search was stopped"))
 }
@@ -101,7 +115,7 @@ fn search(
     info: &MediaInfo,
     stop: &AtomicBool,
     emit: &mut dyn FnMut(Event),
-    fixed: bool,
+    tries: Tries,
 ) -> Result<Option<SearchResult>, MediaError> {
     let profile = plan.encoder.profile();
     let range = (profile.quality.min, profile.quality.max);
@@ -121,12 +135,14 @@ fn search(
     let mut scores: Vec<(u32, VmafScore)> = Vec::new();
     let (quality, met) = loop {
         let next = match probes.first() {
-            Some(first) if fixed => Next::Settle { quality: first.quality, met: first.vmaf >= asked.target_vmaf },
+            Some(first) if tries.fixed => Next::Settle { quality: first.quality, met: first.vmaf >= asked.target_vmaf },
             _ => quality::next_quality(&probes, asked.target_vmaf, range, plan.quality()),
         };
         match next {
             Next::Try(q) => {
-                let Some((score, bytes, seconds)) = probe(plan, info, &spans, q, stop)? else { return Ok(None) };
+                let Some((score, bytes, seconds)) = probe(plan, info, &spans, q, tries.every, stop)? else {
+                    return Ok(None);
+                };
                 let probe = Probe {
                     quality: q,
                     vmaf: score.mean,
@@ -223,7 +239,8 @@ impl Recorder for Samples {
 }
 
 /// Encodes every sample at `quality` (one session each, as many at once as the plan's
-/// sessions) into a folder of its own inside the partial folder, and scores them; answers
+/// sessions) into a folder of its own inside the partial folder, and scores them (one block
+/// of frames in `every`); answers
 /// the score over all samples, the bytes encoded and the seconds the encode took, or None
 /// after a stop.
 fn probe(
@@ -231,12 +248,13 @@ fn probe(
     info: &MediaInfo,
     spans: &[Span],
     quality: u32,
+    every: u32,
     stop: &AtomicBool,
 ) -> Result<Option<(VmafScore, u64, f64)>, MediaError> {
     let dir = plan.partial_dir.join(format!("search-{quality}"));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).map_err(|e| MediaError::from_io("creating a sample folder", &e))?;
-    let result = probe_in(plan, info, spans, quality, stop, &dir);
+    let result = probe_in(plan, info, spans, quality, every, stop, &dir);
     let _ = std::fs::remove_dir_all(&dir);
     result
 }
@@ -246,6 +264,7 @@ fn probe_in(
     info: &MediaInfo,
     spans: &[Span],
     quality: u32,
+    every: u32,
     stop: &AtomicBool,
     dir: &Path,
 ) -> Result<Option<(VmafScore, u64, f64)>, MediaError> {
@@ -283,7 +302,7 @@ fn probe_in(
         let reference = at_output_size(plan, Frames::open_span(&plan.input, None, |_, _| *span)?);
         let canvas = reference.canvas();
         let distorted = Frames::of_segments(files.iter().map(|s| dir.join(&s.file)).collect(), params, canvas)?;
-        parts.push(score_pairs(reference, distorted, threads)?);
+        parts.push(score_pairs(reference, distorted, threads, every)?);
     }
     let score = VmafScore::combine(&parts).ok_or_else(|| MediaError::invalid("the samples hold no frame"))?;
     Ok(Some((score, samples.bytes_done(), seconds)))
@@ -323,7 +342,7 @@ pub fn measure(plan: &EncodePlan, result: &SearchResult, output: &Path) -> Resul
         let reference = at_output_size(plan, Frames::open_window(&plan.input, None, *window, whole)?);
         let canvas = reference.canvas();
         let distorted = Frames::open_window(output, Some(canvas), *window, whole)?;
-        parts.push(score_pairs(reference, distorted, threads)?);
+        parts.push(score_pairs(reference, distorted, threads, 1)?);
     }
     VmafScore::combine(&parts).ok_or_else(|| MediaError::invalid("the samples hold no frame"))
 }

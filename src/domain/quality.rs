@@ -32,6 +32,16 @@ pub const SAMPLE_EVERY_SECONDS: f64 = 720.0;
 pub const ACCEPT_MARGIN: f64 = 0.1;
 /// Qualities a search tries at most before it settles on the best it found.
 pub const MAX_PROBES: usize = 8;
+/// The search scores one block of consecutive sample frames in this many
+/// (`condense_media::vmaf::score_frames`, blocks of 32). Scoring was half of a search's
+/// time (BENCHMARKS.md, "where the CRF search's time goes"), and frames close together
+/// score alike: on 9 encodes of a 20 s clip (x264, x265 at four presets, SVT-AV1 at two)
+/// the mean of every other block of 32 lay within 0.1 of the whole mean (BENCHMARKS.md,
+/// "scoring a block in two"). The encode's own score after the mux (`search::measure`) and
+/// `condense vmaf` score every frame.
+pub const SEARCH_SCORE_EVERY: u32 = 2;
+/// `condense crf-search --score-every`: at most one block in this many.
+pub const SEARCH_SCORE_EVERY_MAX: u32 = 8;
 
 /// Where the samples of a video `duration` seconds long lie, as (start, length) in seconds
 /// from its start: one per 12 minutes begun, spread evenly with equal gaps; the whole video

@@ -7,7 +7,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use condense::media::quality::VmafScore;
-use condense_media::vmaf::compare;
+use condense_media::vmaf::{compare, score_frames, score_pairs, Frames};
 use serde_json::{json, Value};
 
 use crate::common::api::TestServer;
@@ -88,6 +88,44 @@ fn a_clip_scores_above_99_against_itself_and_far_lower_against_its_crf_51_encode
     assert_eq!(score.frames, 50);
     assert!(score.mean < 80.0 && score.mean < itself.mean - 20.0, "{score:?} against itself {itself:?}");
     assert!(score.p5 <= score.mean, "{score:?}");
+}
+
+#[test]
+fn scoring_a_block_in_two_scores_those_frames_exactly_as_a_whole_run_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let clip = h264(dir.path(), "clip.mkv", "640x360", 4);
+    let encoded = dir.path().join("crf35.mkv");
+    x265(&clip, &encoded, "35");
+    let scored = |every: u32| {
+        let reference = Frames::open(&clip, None).unwrap();
+        let canvas = reference.canvas();
+        score_frames(reference, Frames::open(&encoded, Some(canvas)).unwrap(), 2, every).unwrap()
+    };
+    let (all, pairs) = scored(1);
+    assert_eq!((pairs, all.len()), (100, 100));
+    let indices = |scores: &[(u32, f64)]| scores.iter().map(|(i, _)| *i).collect::<Vec<_>>();
+    assert_eq!(indices(&all), (0..100).collect::<Vec<_>>());
+    // Blocks of 32: one in two scores 0-31 and 64-95, one in three 0-31 and 96-99; each
+    // block's libvmaf context is fed the pairs on either side, so each scores as in the
+    // whole run (motion compares a frame with the one before, and the model takes the lower
+    // of a frame's motion and the next one's).
+    for (every, expected) in [(2, (0..32).chain(64..96).collect::<Vec<u32>>()), (3, (0..32).chain(96..100).collect())] {
+        let (blocks, pairs) = scored(every);
+        assert_eq!((pairs, indices(&blocks)), (100, expected), "one block in {every}");
+        for (index, score) in &blocks {
+            let whole = all[*index as usize].1;
+            assert!((score - whole).abs() < 1e-9, "one block in {every}, frame {index}: {score}, whole run {whole}");
+        }
+    }
+    // The score of one block in two is the mean of those frames, over all the pairs.
+    let reference = Frames::open(&clip, None).unwrap();
+    let canvas = reference.canvas();
+    let score = score_pairs(reference, Frames::open(&encoded, Some(canvas)).unwrap(), 2, 2).unwrap();
+    let blocks: Vec<f64> = all.iter().filter(|(i, _)| (i / 32).is_multiple_of(2)).map(|(_, s)| *s).collect();
+    let mean = blocks.iter().sum::<f64>() / blocks.len() as f64;
+    assert_eq!(score.frames, 100);
+    assert!((score.mean - mean).abs() < 1e-9, "{score:?} against the whole run's frames {mean}");
+    assert!(score.mean < 99.0, "{score:?}");
 }
 
 #[test]
@@ -299,6 +337,20 @@ fn crf_search_on_its_own_finds_the_crf_that_reaches_the_target_and_writes_nothin
     assert!(String::from_utf8_lossy(&refused.stderr).contains("--target must be 80 to 99"));
     let refused = search(&["--encoder", "x266"]);
     assert!(String::from_utf8_lossy(&refused.stderr).contains("unknown encoder \"x266\""));
+    for every in ["0", "9"] {
+        let refused = search(&["--score-every", every]);
+        let said = String::from_utf8_lossy(&refused.stderr);
+        assert!(!refused.status.success() && said.contains("--score-every must be 1 to 8"), "{said}");
+    }
+    // One block of frames in two (the default) and every frame score the same try alike.
+    let fixed = |every: &str| {
+        let out = search(&["--preset", "ultrafast", "--fixed", "--start", "30", "--score-every", every]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+        json["result"]["vmaf"]["mean"].as_f64().unwrap()
+    };
+    let (all, halves) = (fixed("1"), fixed("2"));
+    assert!((all - halves).abs() < 1.0 && all != halves, "every frame {all}, a block in two {halves}");
 }
 
 /// The library's forecast once it is no longer RUNNING.
