@@ -238,11 +238,19 @@ impl Recorder for Samples {
     }
 }
 
+/// A folder removed when this is dropped, on every way out of a try.
+struct SampleFolder(std::path::PathBuf);
+
+impl Drop for SampleFolder {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// Encodes every sample at `quality` (one session each, as many at once as the plan's
 /// sessions) into a folder of its own inside the partial folder, and scores them (one block
-/// of frames in `every`); answers
-/// the score over all samples, the bytes encoded and the seconds the encode took, or None
-/// after a stop.
+/// of frames in `every`); answers the score over all samples, the bytes encoded and the
+/// seconds the encode took, or None after a stop.
 fn probe(
     plan: &EncodePlan,
     info: &MediaInfo,
@@ -251,23 +259,10 @@ fn probe(
     every: u32,
     stop: &AtomicBool,
 ) -> Result<Option<(VmafScore, u64, f64)>, MediaError> {
-    let dir = plan.partial_dir.join(format!("search-{quality}"));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).map_err(|e| MediaError::from_io("creating a sample folder", &e))?;
-    let result = probe_in(plan, info, spans, quality, every, stop, &dir);
-    let _ = std::fs::remove_dir_all(&dir);
-    result
-}
-
-fn probe_in(
-    plan: &EncodePlan,
-    info: &MediaInfo,
-    spans: &[Span],
-    quality: u32,
-    every: u32,
-    stop: &AtomicBool,
-    dir: &Path,
-) -> Result<Option<(VmafScore, u64, f64)>, MediaError> {
+    let folder = SampleFolder(plan.partial_dir.join(format!("search-{quality}")));
+    let dir = folder.0.as_path();
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).map_err(|e| MediaError::from_io("creating a sample folder", &e))?;
     let mut sample_plan = plan.with_quality(quality);
     sample_plan.partial_dir = dir.to_path_buf();
     sample_plan.size_limit = None;
