@@ -54,7 +54,7 @@ struct Search {
     probes: usize,
 }
 
-/// `condense crf-search`, scoring one sample frame in `every`.
+/// `condense crf-search`, scoring one block of sample frames in `every`.
 fn condense_search(cfg: &Config, clip: &Path, every: u32) -> Res<Search> {
     let started = Instant::now();
     let every = every.to_string();
@@ -162,7 +162,8 @@ pub async fn run(cfg: &Config, report: &mut Report) -> Res<()> {
     // the clip is as cold or warm for both).
     let theirs = ab_av1_search(&clip, tmp.path())?;
     let ours = condense_search(cfg, &clip, condense::domain::quality::SEARCH_SCORE_EVERY)?;
-    // The same search scoring every frame: what scoring one in two costs in accuracy.
+    // The same search scoring every frame: what scoring a block in two costs in time and
+    // accuracy.
     let every_frame = condense_search(cfg, &clip, 1)?;
     let clip_desc = format!("{} s 1080p25 H.264 clip, libx265 {PRESET}, target VMAF {TARGET}", cfg.clip_seconds);
     report.row(format!("CRF search time, condense, {clip_desc}"), format!("{:.1} s", ours.seconds), "", &cmd);

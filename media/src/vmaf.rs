@@ -420,7 +420,7 @@ impl Block {
 /// (libvmaf's `n_subsample`): an encoder's frames take turns in quality (B-frames, the
 /// layers of a hierarchical group), and a step that matches their pattern picks the better
 /// ones (one frame in two read 2.6 points high on x265 superfast, 0.5 on SVT-AV1; see
-/// BENCHMARKS.md, "scoring a frame in two"). Also answers the number of pairs; the two
+/// BENCHMARKS.md, "Scoring a block in two"). Also answers the number of pairs; the two
 /// must end together.
 pub fn score_frames(
     mut reference: Frames,
